@@ -1,0 +1,164 @@
+"""Reference accuracies of crowd-kit 1.4.2 on the real datasets in ../shared/datasets.
+
+crowd-kit is NOT a dependency of crowdagg. It is installed only for benchmarking,
+into a separate, isolated virtualenv ``.venv-bench`` at the repository root:
+
+    python3 -m venv .venv-bench && .venv-bench/bin/pip install crowd-kit==1.4.2 psutil
+    # or, idempotently:  bash benchmarks/setup_crowdkit.sh
+
+Run (from the repository root):
+
+    .venv-bench/bin/python benchmarks/crowdkit_reference.py [--datasets DIR] [--json OUT]
+
+For every dataset folder (``labels.csv`` with header ``task,worker,label`` and
+``truth.csv`` with header ``task,label``; all columns read as str), except the
+numeric ``emotion`` dataset, this runs crowd-kit ``MajorityVote``,
+``DawidSkene(n_iter=100)`` and ``OneCoinDawidSkene(n_iter=100)`` (default tol=1e-5)
+on the answers with duplicate (task, worker) pairs dropped keeping the LAST one,
+and reports accuracy on the tasks that have a truth label.
+
+Columns:
+  * ``MV acc``            -- crowd-kit MajorityVote as is (ties go to the first label
+                             in sorted string order, via ``DataFrame.idxmax``).
+  * ``MV acc (ties split)`` -- the same vote counts, ties split evenly (expected
+                             accuracy of a random tie-break), comparable to the
+                             sanity figures in ../shared/datasets/README.md.
+  * ``DS acc``, ``OneCoin acc`` -- DawidSkene / OneCoinDawidSkene, n_iter=100.
+  * ``DS iters``          -- EM iterations DawidSkene actually ran (len(loss_history_)).
+  * ``DS seconds``        -- wall time of DawidSkene(n_iter=100).fit_predict.
+
+Everything is deterministic (no randomness is involved); nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from importlib.metadata import version
+
+import pandas as pd
+from crowdkit.aggregation import DawidSkene, MajorityVote, OneCoinDawidSkene
+
+EXCLUDE = {"emotion"}  # numeric (regression) dataset
+
+
+def default_datasets_dir() -> str:
+    repo_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return os.path.normpath(os.path.join(repo_root, "..", "shared", "datasets"))
+
+
+def accuracy(pred: pd.Series, truth: pd.Series) -> float:
+    """Accuracy on tasks with truth; a truth task without a prediction counts as wrong."""
+    p = pred.reindex(truth.index)
+    return float((p.astype(object) == truth.astype(object)).sum() / len(truth))
+
+
+def mv_ties_split(probas: pd.DataFrame, truth: pd.Series) -> float:
+    """Expected accuracy of majority vote with ties broken uniformly at random."""
+    probas = probas.reindex(truth.index)
+    is_max = probas.eq(probas.max(axis=1), axis=0)
+    n_max = is_max.sum(axis=1)
+    hit = pd.Series(
+        [bool(is_max.at[t, lab]) if lab in is_max.columns else False for t, lab in truth.items()],
+        index=truth.index,
+    )
+    score = hit.astype(float) / n_max.where(n_max > 0, 1)
+    return float(score.sum() / len(truth))
+
+
+def run_dataset(path: str) -> dict:
+    labels = pd.read_csv(os.path.join(path, "labels.csv"), dtype=str, keep_default_na=False)
+    truth_df = pd.read_csv(os.path.join(path, "truth.csv"), dtype=str, keep_default_na=False)
+    truth = truth_df.drop_duplicates("task", keep="last").set_index("task")["label"]
+    n_raw = len(labels)
+    data = labels[["task", "worker", "label"]].drop_duplicates(["task", "worker"], keep="last")
+    data = data.reset_index(drop=True)
+
+    mv = MajorityVote().fit(data)
+    mv_acc = accuracy(mv.labels_, truth)
+    mv_split = mv_ties_split(mv.probas_, truth)
+
+    t0 = time.perf_counter()
+    ds = DawidSkene(n_iter=100)
+    ds_pred = ds.fit_predict(data)
+    ds_sec = time.perf_counter() - t0
+    ds_acc = accuracy(ds_pred, truth)
+
+    t0 = time.perf_counter()
+    oc = OneCoinDawidSkene(n_iter=100)
+    oc_pred = oc.fit_predict(data)
+    oc_sec = time.perf_counter() - t0
+    oc_acc = accuracy(oc_pred, truth)
+
+    return {
+        "n_answers_raw": n_raw,
+        "n_answers": len(data),
+        "n_duplicates_dropped": n_raw - len(data),
+        "n_tasks": int(data["task"].nunique()),
+        "n_workers": int(data["worker"].nunique()),
+        "n_classes": int(data["label"].nunique()),
+        "n_truth": int(len(truth)),
+        "mv_acc": mv_acc,
+        "mv_acc_ties_split": mv_split,
+        "ds_acc": ds_acc,
+        "ds_iters": len(ds.loss_history_),
+        "ds_seconds": ds_sec,
+        "onecoin_acc": oc_acc,
+        "onecoin_iters": len(oc.loss_history_),
+        "onecoin_seconds": oc_sec,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--datasets", default=default_datasets_dir(),
+                    help="folder holding one sub-folder per dataset (default: %(default)s)")
+    ap.add_argument("--json", default=None, help="also write the results to this JSON file")
+    args = ap.parse_args(argv)
+
+    names = sorted(
+        d for d in os.listdir(args.datasets)
+        if d not in EXCLUDE
+        and os.path.isfile(os.path.join(args.datasets, d, "labels.csv"))
+        and os.path.isfile(os.path.join(args.datasets, d, "truth.csv"))
+    )
+    if not names:
+        print(f"no datasets found in {args.datasets}", file=sys.stderr)
+        return 1
+
+    results = {}
+    print(f"crowd-kit {version('crowd-kit')}, pandas {version('pandas')}, numpy {version('numpy')}, "
+          f"python {platform.python_version()}; datasets: {args.datasets} (excluded: {', '.join(sorted(EXCLUDE))})")
+    print("duplicates (task, worker): dropped, keeping the last answer\n")
+    print("| dataset | n_answers | dups dropped | MV acc | MV acc (ties split) | DS acc | OneCoin acc | DS iters | DS seconds |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name in names:
+        r = run_dataset(os.path.join(args.datasets, name))
+        results[name] = r
+        print(f"| {name} | {r['n_answers']} | {r['n_duplicates_dropped']} | {r['mv_acc']:.4f} | "
+              f"{r['mv_acc_ties_split']:.4f} | {r['ds_acc']:.4f} | {r['onecoin_acc']:.4f} | "
+              f"{r['ds_iters']} | {r['ds_seconds']:.3f} |", flush=True)
+
+    if args.json:
+        out = {
+            "tool": "crowd-kit",
+            "versions": {p: version(p) for p in ("crowd-kit", "pandas", "numpy", "scipy")},
+            "python": platform.python_version(),
+            "settings": {"DawidSkene": {"n_iter": 100, "tol": 1e-5},
+                         "OneCoinDawidSkene": {"n_iter": 100, "tol": 1e-5},
+                         "duplicates": "drop (task, worker) duplicates, keep last"},
+            "datasets": results,
+        }
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=2)
+        print(f"\nwrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""Accuracy, macro-F1 and per-class recall of predicted labels against truth."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from .data import infer_classes
+from .errors import DataError
+
+
+@dataclass
+class Evaluation:
+    """Scores of predicted labels against known truth.
+
+    ``n_compared`` tasks have both a prediction and a truth label;
+    ``n_without_truth`` predicted tasks have no truth (not scored);
+    ``n_truth_unpredicted`` truth tasks have no prediction.
+    """
+
+    accuracy: float
+    macro_f1: float
+    recall: dict[str, float]
+    n_compared: int
+    n_without_truth: int
+    n_truth_unpredicted: int
+    classes: list[str] = field(default_factory=list)
+
+    def rows(self) -> list[tuple[str, float | int]]:
+        """(metric, value) pairs in display order."""
+        out: list[tuple[str, float | int]] = [
+            ("accuracy", self.accuracy),
+            ("macro_f1", self.macro_f1),
+        ]
+        out += [(f"recall[{c}]", r) for c, r in self.recall.items()]
+        out += [
+            ("n_compared", self.n_compared),
+            ("n_without_truth", self.n_without_truth),
+            ("n_truth_unpredicted", self.n_truth_unpredicted),
+        ]
+        return out
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "accuracy": self.accuracy,
+            "macro_f1": self.macro_f1,
+            "recall": dict(self.recall),
+            "n_compared": self.n_compared,
+            "n_without_truth": self.n_without_truth,
+            "n_truth_unpredicted": self.n_truth_unpredicted,
+        }
+
+
+def evaluate_labels(
+    predicted: Mapping[str, str], truth: Mapping[str, str], classes: Sequence[str] | None = None
+) -> Evaluation:
+    """Compare {task: label} predictions with {task: label} truth.
+
+    Macro-F1 averages the per-class F1 over every class seen in the truth or
+    the predictions (a class never predicted nor true is skipped); recall is
+    reported for each class present in the truth.
+    """
+    common = [t for t in predicted if t in truth]
+    if not common:
+        raise DataError(
+            "no task has both a prediction and a truth label; check that the task ids match"
+        )
+    pred = np.asarray([predicted[t] for t in common], dtype=object)
+    true = np.asarray([truth[t] for t in common], dtype=object)
+    if classes is None:
+        try:
+            classes = infer_classes(set(pred.tolist()) | set(true.tolist()))
+        except DataError:
+            classes = sorted(set(pred.tolist()) | set(true.tolist()))
+    correct = pred == true
+    recall: dict[str, float] = {}
+    f1s: list[float] = []
+    for c in classes:
+        is_true = true == c
+        is_pred = pred == c
+        tp = float(np.sum(correct & is_true))
+        n_true = float(is_true.sum())
+        n_pred = float(is_pred.sum())
+        if n_true:
+            recall[c] = tp / n_true
+        if n_true or n_pred:
+            f1s.append(2 * tp / (n_true + n_pred))
+    return Evaluation(
+        accuracy=float(correct.mean()),
+        macro_f1=float(np.mean(f1s)) if f1s else float("nan"),
+        recall=recall,
+        n_compared=len(common),
+        n_without_truth=len(predicted) - len(common),
+        n_truth_unpredicted=sum(1 for t in truth if t not in predicted),
+        classes=list(classes),
+    )

@@ -1,0 +1,224 @@
+"""numba kernels over the flat answer arrays.
+
+Every kernel is pure: arrays and numbers in, arrays out (or filled in place
+when the caller owns the buffer), no Python objects, no randomness.  The
+answers are sorted by task and described by ``task_ptr`` (CSR offsets), so a
+kernel streams each task's answers contiguously.
+
+Parallel kernels split the tasks into a fixed number of chunks that depends
+only on the data size (:func:`chunk_bounds`), each chunk accumulating its own
+partial sums, which are then added in chunk order.  Results are therefore
+bit-identical whatever the number of threads.  The same layout is what a
+distributed engine needs: per-partition count tensors that are summed.
+
+Confusion layout inside kernels is ``log_conf[w, observed, true]`` so that
+one answer reads one contiguous row of K values; the public layout
+(``AggregationResult.confusion``) is ``[w, true, observed]``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+#: Upper bound on the memory of per-chunk partial count tensors.
+_CHUNK_BUFFER_BYTES = 64 * 2**20
+_ANSWERS_PER_CHUNK = 200_000
+_MAX_CHUNKS = 16
+
+
+def chunk_bounds(task_ptr: np.ndarray, n_workers: int, n_classes: int) -> np.ndarray:
+    """Task boundaries of the parallel chunks, shape (n_chunks + 1,), int64.
+
+    The number of chunks depends only on the data shape, never on the
+    thread count, so sums are reproducible across machines.
+    """
+    n_answers = int(task_ptr[-1])
+    n_tasks = len(task_ptr) - 1
+    per_chunk_bytes = max(n_workers * n_classes * n_classes * 8, 1)
+    n_chunks = min(
+        _MAX_CHUNKS,
+        max(1, n_answers // _ANSWERS_PER_CHUNK),
+        max(1, _CHUNK_BUFFER_BYTES // per_chunk_bytes),
+        max(1, n_tasks),
+    )
+    targets = np.linspace(0, n_answers, n_chunks + 1)
+    bounds = np.searchsorted(task_ptr, targets, side="left").astype(np.int64)
+    bounds[0], bounds[-1] = 0, n_tasks
+    return np.maximum.accumulate(bounds)
+
+
+@njit(cache=True)
+def _group_order(keys, n_groups):  # pragma: no cover - compiled
+    counts = np.zeros(n_groups + 1, dtype=np.int64)
+    for i in range(keys.shape[0]):
+        counts[keys[i] + 1] += 1
+    for g in range(n_groups):
+        counts[g + 1] += counts[g]
+    ptr = counts.copy()
+    order = np.empty(keys.shape[0], dtype=np.int64)
+    for i in range(keys.shape[0]):
+        g = keys[i]
+        order[counts[g]] = i
+        counts[g] += 1
+    return order, ptr
+
+
+def group_order(keys: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """Stable counting sort: (order, ptr) with ``keys[order]`` grouped by key.
+
+    ``ptr`` has shape (n_groups + 1,); group ``g`` is ``order[ptr[g]:ptr[g+1]]``.
+    O(n + n_groups).
+    """
+    return _group_order(np.ascontiguousarray(keys), int(n_groups))
+
+
+@njit(cache=True, parallel=True)
+def _vote_counts(task_ptr, worker, label, worker_weight, n_classes):  # pragma: no cover
+    n_tasks = task_ptr.shape[0] - 1
+    out = np.zeros((n_tasks, n_classes), dtype=np.float64)
+    weighted = worker_weight.shape[0] > 0
+    for t in prange(n_tasks):
+        for e in range(task_ptr[t], task_ptr[t + 1]):
+            if weighted:
+                out[t, label[e]] += worker_weight[worker[e]]
+            else:
+                out[t, label[e]] += 1.0
+    return out
+
+
+def vote_counts(
+    task_ptr: np.ndarray,
+    worker: np.ndarray,
+    label: np.ndarray,
+    n_classes: int,
+    worker_weight: np.ndarray | None = None,
+) -> np.ndarray:
+    """(Weighted) votes per task and class, shape (n_tasks, n_classes).
+
+    ``worker_weight`` (shape (n_workers,)) weighs each worker's vote; ``None``
+    counts every answer once.
+    """
+    w = np.empty(0, dtype=np.float64) if worker_weight is None else np.ascontiguousarray(worker_weight, dtype=np.float64)
+    return _vote_counts(task_ptr, worker, label, w, int(n_classes))
+
+
+@njit(cache=True, parallel=True)
+def _em_pass(
+    task_ptr, worker, label, log_prior, log_conf, clamp, bounds, post, counts, class_tot, loglik
+):  # pragma: no cover - compiled
+    """E-step for every task fused with the M-step sufficient statistics.
+
+    For each task t: ``post[t] = softmax(log_prior + sum_e log_conf[w_e, y_e, :])``
+    (or one-hot at ``clamp[t]`` when ``clamp[t] >= 0``), its log-evidence
+    goes to ``loglik[chunk]``, and the posterior is added to
+    ``counts[chunk, w_e, y_e, :]`` and ``class_tot[chunk, :]``.
+    """
+    n_chunks = bounds.shape[0] - 1
+    n_classes = log_prior.shape[0]
+    for c in prange(n_chunks):
+        cnt = counts[c]
+        tot = class_tot[c]
+        cnt[:] = 0.0
+        tot[:] = 0.0
+        ll = 0.0
+        s = np.empty(n_classes, dtype=np.float64)
+        for t in range(bounds[c], bounds[c + 1]):
+            start = task_ptr[t]
+            stop = task_ptr[t + 1]
+            for k in range(n_classes):
+                s[k] = log_prior[k]
+            for e in range(start, stop):
+                row = log_conf[worker[e], label[e]]
+                for k in range(n_classes):
+                    s[k] += row[k]
+            q = post[t]
+            g = clamp[t]
+            if g >= 0:
+                ll += s[g]
+                for k in range(n_classes):
+                    q[k] = 0.0
+                q[g] = 1.0
+            else:
+                m = s[0]
+                for k in range(1, n_classes):
+                    if s[k] > m:
+                        m = s[k]
+                z = 0.0
+                for k in range(n_classes):
+                    q[k] = np.exp(s[k] - m)
+                    z += q[k]
+                inv = 1.0 / z
+                for k in range(n_classes):
+                    q[k] *= inv
+                ll += m + np.log(z)
+            for k in range(n_classes):
+                tot[k] += q[k]
+            for e in range(start, stop):
+                dst = cnt[worker[e], label[e]]
+                for k in range(n_classes):
+                    dst[k] += q[k]
+        loglik[c] = ll
+
+
+@njit(cache=True, parallel=True)
+def _accumulate(task_ptr, worker, label, post, bounds, counts, class_tot):  # pragma: no cover
+    n_chunks = bounds.shape[0] - 1
+    n_classes = post.shape[1]
+    for c in prange(n_chunks):
+        cnt = counts[c]
+        tot = class_tot[c]
+        cnt[:] = 0.0
+        tot[:] = 0.0
+        for t in range(bounds[c], bounds[c + 1]):
+            q = post[t]
+            for k in range(n_classes):
+                tot[k] += q[k]
+            for e in range(task_ptr[t], task_ptr[t + 1]):
+                dst = cnt[worker[e], label[e]]
+                for k in range(n_classes):
+                    dst[k] += q[k]
+
+
+class EMWorkspace:
+    """Buffers reused across EM iterations (allocated once per fit).
+
+    Shapes: ``post`` (n_tasks, K); ``counts`` (n_chunks, n_workers, K, K) in
+    ``[chunk, worker, observed, true]`` order; ``class_tot`` (n_chunks, K).
+    """
+
+    def __init__(self, task_ptr: np.ndarray, worker: np.ndarray, label: np.ndarray, n_workers: int, n_classes: int):
+        self.task_ptr = np.ascontiguousarray(task_ptr, dtype=np.int64)
+        self.worker = worker
+        self.label = label
+        self.bounds = chunk_bounds(self.task_ptr, n_workers, n_classes)
+        n_chunks = len(self.bounds) - 1
+        n_tasks = len(self.task_ptr) - 1
+        self.post = np.zeros((n_tasks, n_classes), dtype=np.float64)
+        self.counts = np.zeros((n_chunks, n_workers, n_classes, n_classes), dtype=np.float64)
+        self.class_tot = np.zeros((n_chunks, n_classes), dtype=np.float64)
+        self.loglik = np.zeros(n_chunks, dtype=np.float64)
+
+    def e_step(self, log_prior: np.ndarray, log_conf_ot: np.ndarray, clamp: np.ndarray) -> float:
+        """Posteriors into ``self.post``; returns the observed-data log-likelihood.
+
+        ``log_conf_ot`` has shape (n_workers, K, K) indexed ``[w, observed, true]``.
+        """
+        _em_pass(
+            self.task_ptr, self.worker, self.label,
+            np.ascontiguousarray(log_prior, dtype=np.float64),
+            np.ascontiguousarray(log_conf_ot, dtype=np.float64),
+            clamp, self.bounds, self.post, self.counts, self.class_tot, self.loglik,
+        )
+        return float(self.loglik.sum())
+
+    def accumulate(self, post: np.ndarray) -> None:
+        """Fill the sufficient statistics from given posteriors (no E-step)."""
+        _accumulate(self.task_ptr, self.worker, self.label, np.ascontiguousarray(post, dtype=np.float64),
+                    self.bounds, self.counts, self.class_tot)
+
+    def stats(self) -> tuple[np.ndarray, np.ndarray]:
+        """Summed statistics: counts (n_workers, K_observed, K_true), class totals (K,)."""
+        if self.counts.shape[0] == 1:
+            return self.counts[0], self.class_tot[0]
+        return self.counts.sum(axis=0), self.class_tot.sum(axis=0)
