@@ -23,7 +23,7 @@ from numba import njit, prange
 
 #: Upper bound on the memory of per-chunk partial count tensors.
 _CHUNK_BUFFER_BYTES = 64 * 2**20
-_ANSWERS_PER_CHUNK = 200_000
+_ANSWERS_PER_CHUNK = 50_000
 _MAX_CHUNKS = 16
 
 

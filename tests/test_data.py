@@ -1,0 +1,107 @@
+"""The annotation set: vocabularies, ordering, CSR indices, classes, duplicates."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from crowdagg.data import AnnotationSet, infer_classes
+from crowdagg.errors import DataError, UsageError
+
+
+def small():
+    return AnnotationSet.from_names(
+        ["b", "a", "b", "c", "a", "b"],
+        ["w1", "w2", "w2", "w1", "w1", "w3"],
+        ["yes", "no", "no", "yes", "yes", "yes"],
+    )
+
+
+def test_vocabularies_follow_first_appearance():
+    d = small()
+    assert list(d.task_names) == ["b", "a", "c"]
+    assert list(d.worker_names) == ["w1", "w2", "w3"]
+    assert d.classes == ("no", "yes")
+    assert (d.n_tasks, d.n_workers, d.n_classes, d.n_answers) == (3, 3, 2, 6)
+
+
+def test_answers_sorted_by_task_stably_with_dtypes():
+    d = small()
+    assert d.task.dtype == np.int32 and d.worker.dtype == np.int32 and d.label.dtype == np.int8
+    assert np.all(np.diff(d.task) >= 0)
+    # task "b" = 0 keeps its answers in input order: w1 yes, w2 no, w3 yes
+    np.testing.assert_array_equal(d.worker[:3], [0, 1, 2])
+    np.testing.assert_array_equal(d.label[:3], [1, 0, 1])
+    np.testing.assert_array_equal(d.task_ptr, [0, 3, 5, 6])
+    assert not d.task.flags.writeable
+
+
+def test_worker_csr():
+    d = small()
+    for w in range(d.n_workers):
+        idx = d.worker_order[d.worker_ptr[w]:d.worker_ptr[w + 1]]
+        assert np.all(d.worker[idx] == w)
+        assert np.all(np.diff(idx) > 0)
+    assert d.worker_ptr[-1] == d.n_answers
+
+
+def test_names_are_never_coerced():
+    d = AnnotationSet.from_names(["007", "7"], ["01", "1"], ["1.0", "1"])
+    assert list(d.task_names) == ["007", "7"]
+    assert list(d.worker_names) == ["01", "1"]
+    assert set(d.classes) == {"1.0", "1"}
+
+
+def test_numeric_classes_sort_numerically():
+    assert infer_classes(["10", "9", "-1", "2"]) == ["-1", "2", "9", "10"]
+    assert infer_classes(["b", "a", "10", "9"]) == ["10", "9", "a", "b"]
+
+
+def test_many_numeric_values_are_refused_but_codes_allowed():
+    with pytest.raises(DataError, match="numeric"):
+        infer_classes([str(v) for v in range(-50, 50, 3)])
+    assert infer_classes([str(v) for v in range(40)])[:3] == ["0", "1", "2"]
+
+
+def test_explicit_classes_include_unchosen_and_reject_unknown():
+    d = AnnotationSet.from_names(["a", "b"], ["w", "w"], ["x", "y"], classes=["z", "y", "x"])
+    assert d.classes == ("z", "y", "x")
+    np.testing.assert_array_equal(d.label, [2, 1])
+    with pytest.raises(DataError, match="'q'"):
+        AnnotationSet.from_names(["a"], ["w"], ["q"], classes=["x"])
+
+
+@pytest.mark.parametrize("policy,n,labels", [("keep", 3, [0, 1, 1]), ("first", 2, [0, 1]), ("last", 2, [1, 1])])
+def test_duplicate_policies(policy, n, labels):
+    d = AnnotationSet.from_names(["t", "t", "t"], ["w", "v", "w"], ["a", "b", "b"], duplicates=policy)
+    assert d.n_answers == n
+    assert sorted(d.label.tolist()) == sorted(labels)
+    assert d._meta["duplicates_found"] == 1
+
+
+def test_duplicate_error_names_the_row():
+    with pytest.raises(DataError, match="duplicate"):
+        AnnotationSet.from_names(["t", "t"], ["w", "w"], ["a", "b"], duplicates="error")
+    with pytest.raises(UsageError):
+        AnnotationSet.from_names(["t"], ["w"], ["a"], duplicates="bogus")  # type: ignore[arg-type]
+
+
+def test_from_codes_validates():
+    with pytest.raises(DataError):
+        AnnotationSet.from_codes([0, 1], [0], [0, 1])
+    with pytest.raises(DataError):
+        AnnotationSet.from_codes([0, -1], [0, 0], [0, 1])
+    with pytest.raises(DataError):
+        AnnotationSet.from_codes([0, 1], [0, 0], [0, 3], n_classes=2)
+    with pytest.raises(DataError, match="no answers"):
+        AnnotationSet.from_names([], [], [])
+
+
+def test_input_arrays_not_mutated():
+    t = np.array([2, 0, 1, 0])
+    w = np.array([0, 1, 0, 0])
+    y = np.array([1, 0, 1, 1])
+    copies = (t.copy(), w.copy(), y.copy())
+    AnnotationSet.from_codes(t, w, y)
+    for a, b in zip((t, w, y), copies):
+        np.testing.assert_array_equal(a, b)

@@ -1,0 +1,84 @@
+"""The numba kernels agree with slow reference implementations."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from crowdagg.aggregators import aggregate
+from crowdagg.data import AnnotationSet
+from crowdagg.kernels import EMWorkspace, chunk_bounds, group_order, vote_counts
+
+from . import reference
+
+
+def random_crowd(rng, n_tasks=60, n_workers=12, n_classes=3, per_task=4):
+    task = np.repeat(np.arange(n_tasks), per_task)
+    worker = np.concatenate([rng.choice(n_workers, per_task, replace=False) for _ in range(n_tasks)])
+    truth = rng.integers(0, n_classes, n_tasks)
+    correct = rng.random(task.size) < 0.7
+    label = np.where(correct, truth[task], rng.integers(0, n_classes, task.size))
+    perm = rng.permutation(task.size)
+    return task[perm], worker[perm], label[perm]
+
+
+def test_group_order_is_a_stable_counting_sort(rng):
+    keys = rng.integers(0, 7, 500).astype(np.int32)
+    order, ptr = group_order(keys, 9)
+    np.testing.assert_array_equal(order, np.argsort(keys, kind="stable"))
+    np.testing.assert_array_equal(ptr, np.concatenate([[0], np.cumsum(np.bincount(keys, minlength=9))]))
+
+
+def test_vote_counts_match_loop(rng):
+    t, w, y = random_crowd(rng)
+    data = AnnotationSet.from_codes(t, w, y)
+    weights = rng.normal(size=data.n_workers)
+    expected = np.zeros((data.n_tasks, data.n_classes))
+    expected_w = np.zeros_like(expected)
+    for ti, wi, yi in zip(t, w, y):
+        expected[ti, yi] += 1
+        expected_w[ti, yi] += weights[wi]
+    np.testing.assert_array_equal(vote_counts(data.task_ptr, data.worker, data.label, 3), expected)
+    np.testing.assert_allclose(vote_counts(data.task_ptr, data.worker, data.label, 3, weights), expected_w)
+
+
+def test_chunks_cover_all_tasks_in_order():
+    ptr = np.concatenate([[0], np.cumsum(np.full(10_000, 30))])
+    bounds = chunk_bounds(ptr, n_workers=50, n_classes=4)
+    assert bounds[0] == 0 and bounds[-1] == 10_000
+    assert np.all(np.diff(bounds) >= 0)
+    assert len(bounds) - 1 > 1
+
+
+@pytest.mark.parametrize("method,one_coin", [("ds", False), ("onecoin", True)])
+@pytest.mark.parametrize("smoothing", [0.0, 0.5])
+def test_em_matches_reference(rng, method, one_coin, smoothing):
+    t, w, y = random_crowd(rng)
+    data = AnnotationSet.from_codes(t, w, y)
+    ref_post, ref_prior, ref_conf, ref_trace = reference.dawid_skene(
+        data.task, data.worker, data.label, data.n_tasks, data.n_workers, data.n_classes,
+        n_iter=7, smoothing=smoothing, one_coin=one_coin,
+    )
+    res = aggregate(data, method, max_iter=7, tol=0, smoothing=smoothing)
+    assert res.n_iter == 7
+    np.testing.assert_allclose(res.posteriors, ref_post, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(res.prior, ref_prior, rtol=1e-9)
+    np.testing.assert_allclose(res.confusion, ref_conf, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(res.log_likelihood, ref_trace, rtol=1e-10)
+
+
+def test_em_is_identical_across_chunkings(rng, monkeypatch):
+    """Per-chunk partial sums are added in a fixed order: the chunk count must not change results beyond rounding."""
+    import crowdagg.kernels as k
+
+    t, w, y = random_crowd(rng, n_tasks=400)
+    data = AnnotationSet.from_codes(t, w, y)
+    ws = EMWorkspace(data.task_ptr, data.worker, data.label, data.n_workers, data.n_classes)
+    post = rng.dirichlet(np.ones(3), size=data.n_tasks)
+    ws.accumulate(post)
+    one = ws.stats()[0].copy()
+    monkeypatch.setattr(k, "_ANSWERS_PER_CHUNK", 100)
+    ws2 = EMWorkspace(data.task_ptr, data.worker, data.label, data.n_workers, data.n_classes)
+    assert ws2.counts.shape[0] > 1
+    ws2.accumulate(post)
+    np.testing.assert_allclose(ws2.stats()[0], one, rtol=1e-12)
