@@ -47,7 +47,20 @@ _EXTENSIONS = {
 
 
 # --------------------------------------------------------------------------- raw input
-def _read_source(source: str | os.PathLike[str] | IO[bytes]) -> tuple[bytes, str, str]:
+EXAMPLE_PREFIX = "example:"
+
+
+def example_path(spec: str, role: str = "labels") -> Path:
+    """Resolve ``example:NAME`` to an embedded dataset file (``role`` = labels or truth)."""
+    from .examples import EXAMPLES, path
+
+    name = spec[len(EXAMPLE_PREFIX):]
+    if name not in EXAMPLES:
+        raise DataError(f"{spec}: no such embedded example; available: {', '.join(EXAMPLE_PREFIX + e for e in EXAMPLES)}")
+    return path(f"{name}_{role}.csv")
+
+
+def _read_source(source: str | os.PathLike[str] | IO[bytes], role: str = "labels") -> tuple[bytes, str, str]:
     """(bytes, display name, name used for format detection)."""
     if hasattr(source, "read"):
         data = source.read()  # type: ignore[union-attr]
@@ -57,6 +70,9 @@ def _read_source(source: str | os.PathLike[str] | IO[bytes]) -> tuple[bytes, str
     name = os.fspath(source)
     if name == "-":
         return sys.stdin.buffer.read(), "<stdin>", ""
+    if name.startswith(EXAMPLE_PREFIX):
+        p = example_path(name, role)
+        return p.read_bytes(), name, str(p)
     path = Path(name)
     if not path.exists():
         raise DataError(f"{name}: no such file")
@@ -204,10 +220,14 @@ def _parse_jsonl(data: bytes, display: str) -> "tuple[pd.DataFrame, Locator]":
 
 
 def read_table(
-    source: "str | os.PathLike[str] | IO[bytes]", *, input_format: str | None = None
+    source: "str | os.PathLike[str] | IO[bytes]", *, input_format: str | None = None, role: str = "labels"
 ) -> "tuple[pd.DataFrame, Locator, str]":
-    """Parse any supported input into a DataFrame of strings; also return a Locator and the display name."""
-    raw, display, name = _read_source(source)
+    """Parse any supported input into a DataFrame of strings; also return a Locator and the display name.
+
+    ``source`` may be a path, ``-`` (stdin), a binary stream or
+    ``example:NAME`` (an embedded dataset; ``role`` picks its labels or truth).
+    """
+    raw, display, name = _read_source(source, role)
     raw = _decompress(raw, display)
     if not raw.strip():
         raise DataError(f"{display}: file is empty")
@@ -323,7 +343,7 @@ def read_task_labels(
 
     A task listed twice with different labels is an error.
     """
-    frame, loc, display = read_table(source, input_format=input_format)
+    frame, loc, display = read_table(source, input_format=input_format, role="truth")
     t_col = _resolve_column(frame, task_col, TASK_ALIASES, "task", "--task-col", display)
     y_col = _resolve_column(frame, label_col, TRUTH_ALIASES, "label", "--label-col", display)
     if t_col == y_col:

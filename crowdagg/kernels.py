@@ -117,10 +117,8 @@ def _em_pass(
     n_chunks = bounds.shape[0] - 1
     n_classes = log_prior.shape[0]
     for c in prange(n_chunks):
-        cnt = counts[c]
-        tot = class_tot[c]
-        cnt[:] = 0.0
-        tot[:] = 0.0
+        counts[c, :, :, :] = 0.0
+        class_tot[c, :] = 0.0
         ll = 0.0
         s = np.empty(n_classes, dtype=np.float64)
         for t in range(bounds[c], bounds[c + 1]):
@@ -129,16 +127,16 @@ def _em_pass(
             for k in range(n_classes):
                 s[k] = log_prior[k]
             for e in range(start, stop):
-                row = log_conf[worker[e], label[e]]
+                w = worker[e]
+                y = label[e]
                 for k in range(n_classes):
-                    s[k] += row[k]
-            q = post[t]
+                    s[k] += log_conf[w, y, k]
             g = clamp[t]
             if g >= 0:
                 ll += s[g]
                 for k in range(n_classes):
-                    q[k] = 0.0
-                q[g] = 1.0
+                    post[t, k] = 0.0
+                post[t, g] = 1.0
             else:
                 m = s[0]
                 for k in range(1, n_classes):
@@ -146,18 +144,19 @@ def _em_pass(
                         m = s[k]
                 z = 0.0
                 for k in range(n_classes):
-                    q[k] = np.exp(s[k] - m)
-                    z += q[k]
+                    s[k] = np.exp(s[k] - m)
+                    z += s[k]
                 inv = 1.0 / z
                 for k in range(n_classes):
-                    q[k] *= inv
+                    post[t, k] = s[k] * inv
                 ll += m + np.log(z)
             for k in range(n_classes):
-                tot[k] += q[k]
+                class_tot[c, k] += post[t, k]
             for e in range(start, stop):
-                dst = cnt[worker[e], label[e]]
+                w = worker[e]
+                y = label[e]
                 for k in range(n_classes):
-                    dst[k] += q[k]
+                    counts[c, w, y, k] += post[t, k]
         loglik[c] = ll
 
 
@@ -166,18 +165,16 @@ def _accumulate(task_ptr, worker, label, post, bounds, counts, class_tot):  # pr
     n_chunks = bounds.shape[0] - 1
     n_classes = post.shape[1]
     for c in prange(n_chunks):
-        cnt = counts[c]
-        tot = class_tot[c]
-        cnt[:] = 0.0
-        tot[:] = 0.0
+        counts[c, :, :, :] = 0.0
+        class_tot[c, :] = 0.0
         for t in range(bounds[c], bounds[c + 1]):
-            q = post[t]
             for k in range(n_classes):
-                tot[k] += q[k]
+                class_tot[c, k] += post[t, k]
             for e in range(task_ptr[t], task_ptr[t + 1]):
-                dst = cnt[worker[e], label[e]]
+                w = worker[e]
+                y = label[e]
                 for k in range(n_classes):
-                    dst[k] += q[k]
+                    counts[c, w, y, k] += post[t, k]
 
 
 class EMWorkspace:

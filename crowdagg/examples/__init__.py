@@ -11,6 +11,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
+#: Embedded datasets usable as ``example:NAME`` wherever a file is expected.
+EXAMPLES = ("bluebird",)
+
 
 def path(name: str) -> Path:
     """Path of an embedded example file, e.g. ``path("bluebird_labels.csv")``."""
