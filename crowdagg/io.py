@@ -139,6 +139,23 @@ def _json_cell(v: Any) -> str:
     return json.dumps(v, ensure_ascii=False)
 
 
+def _records_frame(records: list[dict[str, Any]]) -> pd.DataFrame:
+    """Records -> DataFrame of strings, one column per key seen in any record.
+
+    Built by hand rather than with ``DataFrame.from_records``, whose type
+    inference turns a missing key into the class ``"NaN"`` and the integer
+    labels of such a column into ``"1.0"``; a missing key or ``null`` is a
+    blank cell here, reported like a blank CSV cell.
+    """
+    import pandas as pd
+
+    keys = dict.fromkeys(k for rec in records for k in rec)
+    return pd.DataFrame(
+        {k: np.array([_json_cell(rec.get(k)) for rec in records], dtype=object) for k in keys},
+        index=pd.RangeIndex(len(records)),
+    )
+
+
 def _parse_delimited(data: bytes, display: str, sep: str) -> "tuple[pd.DataFrame, Locator]":
     import pandas as pd
 
@@ -155,7 +172,41 @@ def _parse_delimited(data: bytes, display: str, sep: str) -> "tuple[pd.DataFrame
         raise DataError(f"{display}: malformed {'TSV' if sep == chr(9) else 'CSV'}: {msg}") from None
     except UnicodeDecodeError as exc:
         raise DataError(f"{display}: not UTF-8 text (invalid byte at offset {exc.start})") from None
-    return frame, Locator(display, first_line=2)
+    # Only a quoted field spanning lines makes rows and lines disagree.
+    n_lines = data.count(b"\n") + (not data.endswith(b"\n"))
+    found = _record_start_lines(data, sep) if b'"' in data and n_lines != len(frame) + 1 else None
+    if found is None or len(found) != len(frame):
+        return frame, Locator(display, first_line=2)
+    starts = found
+
+    class _QuotedLocator(Locator):
+        def __call__(self, row: int) -> str:
+            return f"{self.source} line {int(starts[row])}"
+
+    return frame, _QuotedLocator(display)
+
+
+def _record_start_lines(data: bytes, sep: str) -> np.ndarray | None:
+    """First line of each data record, or None when every record is one line.
+
+    A quoted field may span lines, and then ``row + 2`` no longer names the
+    line a person should look at.
+    """
+    import csv
+
+    try:
+        reader = csv.reader(io.StringIO(data.decode("utf-8-sig"), newline=""), delimiter=sep)
+        next(reader, None)  # header
+        starts: list[int] = []
+        end = reader.line_num
+        for _ in reader:
+            starts.append(end + 1)
+            end = reader.line_num
+    except (csv.Error, UnicodeDecodeError):
+        return None
+    if end == len(starts) + 1:
+        return None
+    return np.asarray(starts, dtype=np.int64)
 
 
 def _parse_json(data: bytes, display: str) -> "tuple[pd.DataFrame, Locator]":
@@ -169,9 +220,9 @@ def _parse_json(data: bytes, display: str) -> "tuple[pd.DataFrame, Locator]":
         for i, rec in enumerate(obj):
             if not isinstance(rec, dict):
                 raise DataError(f"{display}: record {i + 1} is a {type(rec).__name__}, expected an object with task, worker and label")
-        frame = pd.DataFrame.from_records(obj)
-        frame = frame.apply(lambda col: col.map(_json_cell))
-        return frame, Locator(display, first_line=1, unit="record")
+        if not obj:
+            raise DataError(f"{display}: no answers (empty JSON list)")
+        return _records_frame(obj), Locator(display, first_line=1, unit="record")
     if isinstance(obj, dict):
         tasks: list[str] = []
         workers: list[str] = []
@@ -192,8 +243,6 @@ def _parse_json(data: bytes, display: str) -> "tuple[pd.DataFrame, Locator]":
 
 
 def _parse_jsonl(data: bytes, display: str) -> "tuple[pd.DataFrame, Locator]":
-    import pandas as pd
-
     records: list[dict] = []
     lines: list[int] = []
     text = data.decode("utf-8-sig")
@@ -208,8 +257,7 @@ def _parse_jsonl(data: bytes, display: str) -> "tuple[pd.DataFrame, Locator]":
             raise DataError(f"{display}: line {lineno} is a JSON {type(rec).__name__}, expected an object")
         records.append(rec)
         lines.append(lineno)
-    frame = pd.DataFrame.from_records(records)
-    frame = frame.apply(lambda col: col.map(_json_cell))
+    frame = _records_frame(records)
     line_arr = np.asarray(lines)
 
     class _JsonlLocator(Locator):

@@ -1,0 +1,858 @@
+"""The ``crowdagg`` command line, through typer's CliRunner and a few real subprocesses.
+
+stdout must carry data only and stderr the messages, so every test looks at
+``result.stdout`` and ``result.stderr`` separately (typer's runner captures
+them apart).  Errors must be exactly one ``Error: ...`` line, exit 1 for bad
+data and 2 for bad usage, and must leave no output file (nor temporary file)
+behind.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from crowdagg.cli import app
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "crowdagg" / "examples"
+BLUEBIRD = EXAMPLES / "bluebird_labels.csv"
+BLUEBIRD_TRUTH = EXAMPLES / "bluebird_truth.csv"
+REQUIRED_METHODS = ("mv", "wmv", "ds", "onecoin")
+
+# A small crowd: 4 tasks (first seen in the order t3, t1, t4, t2), 3 workers,
+# classes a/b/c with no ties and no duplicates.
+SMALL_ROWS = [
+    ("t3", "w1", "a"),
+    ("t1", "w1", "b"),
+    ("t3", "w2", "a"),
+    ("t4", "w1", "c"),
+    ("t1", "w2", "b"),
+    ("t2", "w3", "a"),
+    ("t4", "w3", "c"),
+    ("t2", "w2", "a"),
+    ("t3", "w3", "b"),
+    ("t1", "w3", "b"),
+    ("t4", "w2", "c"),
+    ("t2", "w1", "b"),
+]
+SMALL_ORDER = ["t3", "t1", "t4", "t2"]
+SMALL_MV = {"t3": "a", "t1": "b", "t4": "c", "t2": "a"}
+
+
+def _csv(rows, header=("task", "worker", "label"), sep=","):
+    return "\n".join(sep.join(r) for r in [header, *rows]) + "\n"
+
+
+SMALL_CSV = _csv(SMALL_ROWS)
+
+
+@pytest.fixture(scope="module")
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+@pytest.fixture
+def small_csv(tmp_path: Path) -> Path:
+    p = tmp_path / "small.csv"
+    p.write_text(SMALL_CSV)
+    return p
+
+
+@pytest.fixture(scope="module")
+def shuffled_bluebird(tmp_path_factory) -> Path:
+    """Bluebird with its rows shuffled, so input order != any sorted order."""
+    frame = pd.read_csv(BLUEBIRD, dtype=str).sample(frac=1.0, random_state=7)
+    p = tmp_path_factory.mktemp("bb") / "bluebird_shuffled.csv"
+    frame.to_csv(p, index=False)
+    return p
+
+
+def invoke(runner: CliRunner, *args, input=None):
+    return runner.invoke(app, [str(a) for a in args], input=input)
+
+
+def ok(result) -> None:
+    """Exit 0; on failure show both streams."""
+    assert result.exit_code == 0, (
+        f"exit {result.exit_code}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}\n{result.exception!r}"
+    )
+
+
+def read_csv_out(text: str, sep: str = ",") -> pd.DataFrame:
+    return pd.read_csv(io.StringIO(text), sep=sep, dtype={"task": str, "label": str})
+
+
+def assert_one_error_line(result, code: int) -> str:
+    """Exactly one non-empty stderr line, starting ``Error: ``; no traceback; no stdout."""
+    assert result.exit_code == code, f"exit {result.exit_code}, wanted {code}\nstderr:\n{result.stderr}"
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, f"expected one stderr line, got:\n{result.stderr}"
+    assert lines[0].startswith("Error: "), lines[0]
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+    return lines[0]
+
+
+def listing(directory: Path) -> set[str]:
+    return {p.name for p in directory.iterdir()}
+
+
+# --------------------------------------------------------------------------- aggregate: output shape
+def test_aggregate_ds_one_row_per_task_in_input_order(runner, shuffled_bluebird):
+    result = invoke(runner, "aggregate", shuffled_bluebird, "--method", "ds")
+    ok(result)
+    assert result.stdout.splitlines()[0] == "task,label,confidence"
+    out = read_csv_out(result.stdout)
+    assert list(out.columns) == ["task", "label", "confidence"]
+    first_seen = pd.read_csv(shuffled_bluebird, dtype=str)["task"].drop_duplicates().tolist()
+    assert out["task"].tolist() == first_seen
+    assert out["task"].is_unique
+    assert set(out["label"]) <= {"0", "1"}
+    assert ((out["confidence"] >= 0.5 - 1e-9) & (out["confidence"] <= 1 + 1e-9)).all()
+    assert "Warning" not in result.stdout and "Error" not in result.stdout
+
+
+def test_aggregate_mv_small_known_labels(runner, small_csv):
+    result = invoke(runner, "aggregate", small_csv, "--method", "mv")
+    ok(result)
+    out = read_csv_out(result.stdout)
+    assert out["task"].tolist() == SMALL_ORDER
+    assert dict(zip(out["task"], out["label"], strict=True)) == SMALL_MV
+    assert out["confidence"].tolist() == pytest.approx([2 / 3, 1.0, 1.0, 2 / 3], abs=1e-5)
+
+
+@pytest.mark.parametrize("method", REQUIRED_METHODS)
+def test_aggregate_proba_rows_sum_to_one(runner, method):
+    result = invoke(runner, "aggregate", BLUEBIRD, "--method", method, "--proba")
+    ok(result)
+    out = read_csv_out(result.stdout)
+    assert list(out.columns) == ["task", "label", "confidence", "p_0", "p_1"]
+    p = out[["p_0", "p_1"]].to_numpy()
+    np.testing.assert_allclose(p.sum(axis=1), 1.0, atol=1e-5)
+    # the label is the most probable class and confidence is its probability
+    chosen = out["label"].map({"0": 0, "1": 1}).to_numpy()
+    np.testing.assert_allclose(p[np.arange(len(p)), chosen], out["confidence"], atol=1e-5)
+    assert len(out) == out["task"].nunique() == 108
+
+
+@pytest.mark.parametrize("fmt", ["csv", "tsv", "jsonl", "json"])
+def test_aggregate_formats_parse(runner, small_csv, fmt):
+    result = invoke(runner, "aggregate", small_csv, "-m", "mv", "--proba", "--format", fmt)
+    ok(result)
+    text = result.stdout
+    if fmt == "csv":
+        frame = pd.read_csv(io.StringIO(text), dtype={"task": str, "label": str})
+    elif fmt == "tsv":
+        frame = pd.read_csv(io.StringIO(text), sep="\t", dtype={"task": str, "label": str})
+    elif fmt == "jsonl":
+        frame = pd.DataFrame([json.loads(line) for line in text.splitlines()])
+    else:
+        records = json.loads(text)
+        assert isinstance(records, list)
+        frame = pd.DataFrame(records)
+    assert list(frame.columns) == ["task", "label", "confidence", "p_a", "p_b", "p_c"]
+    assert frame["task"].astype(str).tolist() == SMALL_ORDER
+    assert dict(zip(frame["task"].astype(str), frame["label"].astype(str), strict=True)) == SMALL_MV
+
+
+@pytest.mark.parametrize(
+    ("name", "reader"),
+    [
+        ("out.csv", lambda p: pd.read_csv(p, dtype=str)),
+        ("out.tsv", lambda p: pd.read_csv(p, sep="\t", dtype=str)),
+        ("out.jsonl", lambda p: pd.DataFrame([json.loads(x) for x in p.read_text().splitlines()])),
+        ("out.json", lambda p: pd.DataFrame(json.loads(p.read_text()))),
+        ("out.csv.gz", lambda p: pd.read_csv(io.BytesIO(gzip.decompress(p.read_bytes())), dtype=str)),
+    ],
+)
+def test_aggregate_output_file_format_from_extension(runner, small_csv, tmp_path, name, reader):
+    out_path = tmp_path / name
+    result = invoke(runner, "aggregate", small_csv, "-m", "mv", "-o", out_path)
+    ok(result)
+    assert result.stdout == ""
+    assert result.stderr == ""
+    frame = reader(out_path)
+    assert frame["task"].astype(str).tolist() == SMALL_ORDER
+    assert dict(zip(frame["task"].astype(str), frame["label"].astype(str), strict=True)) == SMALL_MV
+    assert listing(tmp_path) == {"small.csv", name}  # no temporary file left over
+
+
+def test_aggregate_format_overrides_extension(runner, small_csv, tmp_path):
+    out_path = tmp_path / "out.csv"
+    ok(invoke(runner, "aggregate", small_csv, "-m", "mv", "-o", out_path, "--format", "jsonl"))
+    lines = out_path.read_text().splitlines()
+    assert [json.loads(x)["task"] for x in lines] == SMALL_ORDER
+
+
+@pytest.mark.parametrize("method", ["ds", "mv"])
+def test_aggregate_workers_file(runner, tmp_path, method):
+    wpath = tmp_path / "workers.csv"
+    result = invoke(runner, "aggregate", BLUEBIRD, "-m", method, "--workers", wpath)
+    ok(result)
+    # stdout still carries the labels
+    assert len(read_csv_out(result.stdout)) == 108
+    w = pd.read_csv(wpath, dtype={"worker": str, "true_label": str, "observed_label": str})
+    assert list(w.columns) == ["worker", "true_label", "observed_label", "probability", "accuracy", "n_answers"]
+    sums = w.groupby(["worker", "true_label"])["probability"].sum()
+    np.testing.assert_allclose(sums.to_numpy(), 1.0, atol=1e-5)
+    assert len(sums) == 39 * 2
+    assert ((w["accuracy"] >= 0) & (w["accuracy"] <= 1)).all()
+    per_worker = pd.read_csv(BLUEBIRD, dtype=str)["worker"].value_counts()
+    n_ans = w.groupby("worker")["n_answers"].first()
+    assert n_ans.to_dict() == per_worker.to_dict()
+
+
+def test_aggregate_workers_and_output_files(runner, small_csv, tmp_path):
+    ok(
+        result := invoke(
+            runner, "aggregate", small_csv, "-m", "ds", "-o", tmp_path / "l.jsonl", "--workers", tmp_path / "w.tsv"
+        )
+    )
+    assert result.stdout == ""
+    w = pd.read_csv(tmp_path / "w.tsv", sep="\t")
+    assert list(w.columns)[:3] == ["worker", "true_label", "observed_label"]
+    assert len((tmp_path / "l.jsonl").read_text().splitlines()) == 4
+
+
+# --------------------------------------------------------------------------- aggregate: inputs
+def _small_records():
+    return [{"task": t, "worker": w, "label": y} for t, w, y in SMALL_ROWS]
+
+
+def _write_input(tmp_path: Path, kind: str) -> Path:
+    if kind == "tsv":
+        p = tmp_path / "in.tsv"
+        p.write_text(_csv(SMALL_ROWS, sep="\t"))
+    elif kind == "csv.gz":
+        p = tmp_path / "in.csv.gz"
+        p.write_bytes(gzip.compress(SMALL_CSV.encode()))
+    elif kind == "json-records":
+        p = tmp_path / "in.json"
+        p.write_text(json.dumps(_small_records(), indent=1))
+    elif kind == "json-mapping":
+        mapping: dict[str, dict[str, str]] = {}
+        for t, w, y in SMALL_ROWS:
+            mapping.setdefault(t, {})[w] = y
+        p = tmp_path / "in.json"
+        p.write_text(json.dumps(mapping))
+    elif kind == "jsonl":
+        p = tmp_path / "in.jsonl"
+        p.write_text("".join(json.dumps(r) + "\n" for r in _small_records()))
+    elif kind == "aliases":
+        p = tmp_path / "in.csv"
+        p.write_text(_csv(SMALL_ROWS, header=("item", "annotator", "answer")))
+    elif kind == "aliases2":
+        p = tmp_path / "in.csv"
+        p.write_text(_csv(SMALL_ROWS, header=("Question", "rater", "response")))
+    else:  # pragma: no cover
+        raise AssertionError(kind)
+    return p
+
+
+@pytest.mark.parametrize("kind", ["tsv", "csv.gz", "json-records", "json-mapping", "jsonl", "aliases", "aliases2"])
+def test_aggregate_input_formats_agree(runner, tmp_path, kind):
+    path = _write_input(tmp_path, kind)
+    result = invoke(runner, "aggregate", path, "-m", "mv", "--proba")
+    ok(result)
+    out = read_csv_out(result.stdout)
+    assert out["task"].tolist() == SMALL_ORDER
+    assert dict(zip(out["task"], out["label"], strict=True)) == SMALL_MV
+    assert list(out.columns)[3:] == ["p_a", "p_b", "p_c"]
+
+
+def test_aggregate_json_mapping_with_ds(runner, tmp_path):
+    path = _write_input(tmp_path, "json-mapping")
+    ok(result := invoke(runner, "aggregate", path, "-m", "ds"))
+    assert read_csv_out(result.stdout)["task"].tolist() == SMALL_ORDER
+
+
+def test_aggregate_stdin_csv(runner, small_csv):
+    from_file = invoke(runner, "aggregate", small_csv, "-m", "mv")
+    from_stdin = invoke(runner, "aggregate", "-", "-m", "mv", input=SMALL_CSV)
+    ok(from_stdin)
+    assert from_stdin.stdout == from_file.stdout
+
+
+def test_aggregate_stdin_jsonl(runner, small_csv):
+    text = "".join(json.dumps(r) + "\n" for r in _small_records())
+    result = invoke(runner, "aggregate", "-", "-m", "mv", "--format", "jsonl", input=text)
+    ok(result)
+    rows = [json.loads(x) for x in result.stdout.splitlines()]
+    assert [r["task"] for r in rows] == SMALL_ORDER
+    assert {r["task"]: r["label"] for r in rows} == SMALL_MV
+
+
+def test_aggregate_stdin_tsv_sniffed(runner):
+    result = invoke(runner, "aggregate", "-", "-m", "mv", input=_csv(SMALL_ROWS, sep="\t"))
+    ok(result)
+    assert dict(zip(*(read_csv_out(result.stdout)[c] for c in ("task", "label")), strict=True)) == SMALL_MV
+
+
+def test_aggregate_explicit_columns(runner, tmp_path):
+    p = tmp_path / "odd.csv"
+    # extra column, and names matching no alias
+    rows = [(t, w, y, "x") for t, w, y in SMALL_ROWS]
+    p.write_text(_csv(rows, header=("q", "who", "said", "note")))
+    result = invoke(runner, "aggregate", p, "-m", "mv", "--task-col", "q", "--worker-col", "who", "--label-col", "said")
+    ok(result)
+    assert dict(zip(*(read_csv_out(result.stdout)[c] for c in ("task", "label")), strict=True)) == SMALL_MV
+    # without the options the columns are not recognised, and the message lists those found
+    err = assert_one_error_line(invoke(runner, "aggregate", p, "-m", "mv"), 1)
+    for col in ("q", "who", "said", "note"):
+        assert repr(col) in err
+
+
+def test_aggregate_explicit_column_missing(runner, small_csv):
+    err = assert_one_error_line(invoke(runner, "aggregate", small_csv, "--label-col", "nope"), 1)
+    assert "'nope'" in err and "'task'" in err and "'label'" in err
+
+
+def test_aggregate_ids_stay_strings(runner, tmp_path):
+    p = tmp_path / "ids.csv"
+    p.write_text("task,worker,label\n007,1,yes\n007,2,yes\n1.0,1,no\n1.0,2,no\n")
+    ok(result := invoke(runner, "aggregate", p, "-m", "mv"))
+    assert read_csv_out(result.stdout)["task"].tolist() == ["007", "1.0"]
+
+
+def test_json_numbers_keep_their_text(runner, tmp_path):
+    # a record without the label key must not turn the others' 1 into "1.0"
+    p = tmp_path / "nums.json"
+    p.write_text(
+        json.dumps(
+            [
+                {"task": 1, "worker": 7, "label": 1},
+                {"task": 1, "worker": 8, "label": 1},
+                {"task": 2, "worker": 7, "label": 0},
+                {"task": 2, "worker": 8, "label": 0, "note": "x"},
+            ]
+        )
+    )
+    ok(result := invoke(runner, "aggregate", p, "-m", "mv", "--proba"))
+    out = read_csv_out(result.stdout)
+    assert out["task"].tolist() == ["1", "2"] and out["label"].tolist() == ["1", "0"]
+    assert list(out.columns)[3:] == ["p_0", "p_1"]
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "where"),
+    [
+        ("miss.json", '[{"task": "1", "worker": "a", "label": "x"}, {"task": "2", "worker": "b"}]', "record 2"),
+        (
+            "null.json",
+            '[{"task": "1", "worker": "a", "label": 1}, {"task": "2", "worker": "b", "label": null}]',
+            "record 2",
+        ),
+        ("miss.jsonl", '{"task": "1", "worker": "a", "label": "x"}\n\n{"task": "2", "label": "y"}\n', "line 3"),
+        (
+            "null.jsonl",
+            '{"task": "1", "worker": "a", "label": 1}\n{"task": "2", "worker": "b", "label": null}\n',
+            "line 2",
+        ),
+        ("null.json", '{"t1": {"w1": "x", "w2": null}}', "answer 2"),
+    ],
+)
+def test_json_missing_or_null_is_blank(runner, tmp_path, name, content, where):
+    p = tmp_path / name
+    p.write_text(content)
+    err = assert_one_error_line(invoke(runner, "aggregate", p), 1)
+    assert "blank" in err and where in err
+    assert "NaN" not in err
+
+
+def test_json_empty_list(runner, tmp_path):
+    p = tmp_path / "empty.json"
+    p.write_text("[]")
+    err = assert_one_error_line(invoke(runner, "aggregate", p), 1)
+    assert "no answers" in err
+
+
+def test_csv_blank_lines_keep_line_numbers(runner, tmp_path):
+    p = tmp_path / "gaps.csv"
+    p.write_text("task,worker,label\n1,a,x\n\n2,b,y\n\n3,,y\n")
+    err = assert_one_error_line(invoke(runner, "aggregate", p), 1)
+    assert "line 6" in err
+
+
+@pytest.mark.parametrize("eol", ["\n", "\r\n"])
+def test_csv_quoted_newlines_keep_line_numbers(runner, tmp_path, eol):
+    # a free-text column whose quoted cells span lines
+    text = eol.join(
+        ["task,worker,label,comment", '1,a,x,"two', 'lines"', "2,b,y,ok", '3,a,y,"three', "", 'lines"', "3,,y,x", ""]
+    )
+    p = tmp_path / "quoted.csv"
+    p.write_bytes(text.encode())
+    err = assert_one_error_line(invoke(runner, "aggregate", p), 1)
+    assert "blank worker" in err and "line 8" in err
+    dup = tmp_path / "dup.csv"
+    dup.write_bytes(text.replace("3,,y,x", "1,a,y,x").encode())
+    err = assert_one_error_line(invoke(runner, "aggregate", dup, "--duplicates", "error"), 1)
+    assert "line 8" in err
+
+
+def test_embedded_example(runner):
+    ok(result := invoke(runner, "aggregate", "example:bluebird", "-m", "mv", "--truth", "example:bluebird"))
+    assert len(read_csv_out(result.stdout)) == 108
+    assert "accuracy" in result.stderr
+    err = assert_one_error_line(invoke(runner, "aggregate", "example:nope"), 1)
+    assert "example:bluebird" in err
+
+
+# --------------------------------------------------------------------------- --classes
+def test_classes_adds_unchosen_class(runner, tmp_path):
+    p = tmp_path / "ab.csv"
+    p.write_text(_csv([("t1", "w1", "a"), ("t1", "w2", "a"), ("t2", "w1", "b"), ("t2", "w2", "b")]))
+    for method in ("mv", "ds"):
+        result = invoke(runner, "aggregate", p, "-m", method, "--classes", "a,b,c", "--proba")
+        ok(result)
+        out = read_csv_out(result.stdout)
+        assert list(out.columns) == ["task", "label", "confidence", "p_a", "p_b", "p_c"]
+        np.testing.assert_allclose(out[["p_a", "p_b", "p_c"]].sum(axis=1), 1.0, atol=1e-5)
+        assert out["label"].tolist() == ["a", "b"]
+
+
+def test_classes_rejects_label_outside(runner, tmp_path):
+    p = tmp_path / "abc.csv"
+    p.write_text(_csv([("t1", "w1", "a"), ("t1", "w2", "b"), ("t2", "w1", "zebra"), ("t2", "w2", "a")]))
+    out = tmp_path / "out.csv"
+    before = listing(tmp_path)
+    err = assert_one_error_line(invoke(runner, "aggregate", p, "--classes", "a,b", "-o", out), 1)
+    assert "'zebra'" in err
+    assert "line 4" in err
+    assert listing(tmp_path) == before
+
+
+# --------------------------------------------------------------------------- duplicates
+DUP_ROWS = [
+    ("t1", "w1", "a"),  # line 2
+    ("t2", "w1", "b"),  # line 3
+    ("t2", "w2", "b"),  # line 4
+    ("t1", "w1", "b"),  # line 5: repeats (t1, w1)
+    ("t3", "w2", "a"),  # line 6
+    ("t3", "w2", "a"),  # line 7: repeats (t3, w2)
+]
+
+
+@pytest.fixture
+def dup_csv(tmp_path: Path) -> Path:
+    p = tmp_path / "dup.csv"
+    p.write_text(_csv(DUP_ROWS))
+    return p
+
+
+def test_duplicates_kept_by_default_with_warning(runner, dup_csv):
+    result = invoke(runner, "aggregate", dup_csv, "-m", "mv", "--proba")
+    ok(result)
+    assert "Warning" in result.stderr and "2 duplicate" in result.stderr and "kept" in result.stderr
+    out = read_csv_out(result.stdout)  # stdout is pure data despite the warning
+    assert out["task"].tolist() == ["t1", "t2", "t3"]
+    # both of w1's votes on t1 count: a 1-1 split
+    assert out.loc[out["task"] == "t1", "p_a"].item() == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize(("policy", "t1_label"), [("first", "a"), ("last", "b")])
+def test_duplicates_first_last(runner, dup_csv, policy, t1_label):
+    result = invoke(runner, "aggregate", dup_csv, "-m", "mv", "--duplicates", policy)
+    ok(result)
+    assert "2 duplicate" in result.stderr and "dropped" in result.stderr and policy in result.stderr
+    out = read_csv_out(result.stdout)
+    assert out["task"].tolist() == ["t1", "t2", "t3"]
+    labels = dict(zip(out["task"], out["label"], strict=True))
+    assert labels["t1"] == t1_label
+    assert out.loc[out["task"] == "t1", "confidence"].item() == pytest.approx(1.0)
+
+
+def test_duplicates_error(runner, dup_csv, tmp_path):
+    before = listing(tmp_path)
+    err = assert_one_error_line(
+        invoke(runner, "aggregate", dup_csv, "--duplicates", "error", "-o", tmp_path / "o.csv"), 1
+    )
+    assert "line 5" in err and "duplicate" in err
+    assert listing(tmp_path) == before
+
+
+# --------------------------------------------------------------------------- seeds and ties
+@pytest.fixture
+def ties_csv(tmp_path: Path) -> Path:
+    """200 tasks split 1-1 between a and b, plus one task voted c (so 3 classes)."""
+    rows = []
+    for i in range(200):
+        rows += [(f"t{i}", "w1", "a"), (f"t{i}", "w2", "b")]
+    rows += [("tc", "w1", "c"), ("tc", "w2", "c")]
+    p = tmp_path / "ties.csv"
+    p.write_text(_csv(rows))
+    return p
+
+
+def test_mv_ties_broken_at_random_by_seed(runner, ties_csv):
+    runs = {}
+    for seed in (0, 1):
+        result = invoke(runner, "aggregate", ties_csv, "-m", "mv", "--seed", seed)
+        ok(result)
+        out = read_csv_out(result.stdout)
+        runs[seed] = out
+        tied = out[out["task"] != "tc"]
+        assert set(tied["label"]) == {"a", "b"}  # only tied classes, and both of them
+        assert tied["confidence"].to_numpy() == pytest.approx(0.5)
+        assert out.loc[out["task"] == "tc", "label"].item() == "c"
+        # not always the first class: roughly half each
+        assert 50 < (tied["label"] == "a").sum() < 150
+    assert (runs[0]["label"] != runs[1]["label"]).sum() > 20
+
+
+@pytest.mark.parametrize("method", REQUIRED_METHODS)
+def test_same_seed_same_output(runner, ties_csv, method):
+    a = invoke(runner, "aggregate", ties_csv, "-m", method, "--seed", 3, "--proba")
+    b = invoke(runner, "aggregate", ties_csv, "-m", method, "--seed", 3, "--proba")
+    ok(a)
+    assert a.stdout == b.stdout
+
+
+# --------------------------------------------------------------------------- evaluate
+PRED = "task,label,confidence\nt1,a,0.9\nt2,b,0.8\nt3,a,0.7\nt4,b,0.6\nt5,a,0.5\n"
+TRUTH = "task,label\nt1,a\nt2,a\nt3,a\nt4,b\nt9,b\n"
+# compared: t1..t4 (t5 has no truth; t9 no prediction)
+#   a: true {t1,t2,t3}, predicted {t1,t3}     tp=2 recall 2/3, F1 = 2*2/(3+2) = 0.8
+#   b: true {t4},       predicted {t2,t4}     tp=1 recall 1,   F1 = 2*1/(1+2) = 2/3
+HAND = {
+    "accuracy": 3 / 4,
+    "macro_f1": (0.8 + 2 / 3) / 2,
+    "recall[a]": 2 / 3,
+    "recall[b]": 1.0,
+    "n_compared": 4,
+    "n_without_truth": 1,
+}
+
+
+@pytest.fixture
+def pred_truth(tmp_path: Path) -> tuple[Path, Path]:
+    p, t = tmp_path / "pred.csv", tmp_path / "truth.csv"
+    p.write_text(PRED)
+    t.write_text(TRUTH)
+    return p, t
+
+
+def test_evaluate_csv_matches_hand_computation(runner, pred_truth):
+    pred, truth = pred_truth
+    result = invoke(runner, "evaluate", pred, "--truth", truth)
+    ok(result)
+    assert result.stdout.splitlines()[0] == "metric,value"
+    frame = pd.read_csv(io.StringIO(result.stdout))
+    values = dict(zip(frame["metric"], frame["value"], strict=True))
+    for key, want in HAND.items():
+        assert values[key] == pytest.approx(want, abs=1e-5), key
+
+
+def test_evaluate_json(runner, pred_truth):
+    pred, truth = pred_truth
+    result = invoke(runner, "evaluate", pred, "--truth", truth, "--format", "json")
+    ok(result)
+    obj = json.loads(result.stdout)
+    assert isinstance(obj, dict)
+    assert obj["accuracy"] == pytest.approx(0.75)
+    assert obj["macro_f1"] == pytest.approx(HAND["macro_f1"])
+    assert obj["recall"] == pytest.approx({"a": 2 / 3, "b": 1.0})
+    assert obj["n_compared"] == 4 and obj["n_without_truth"] == 1
+
+
+def test_evaluate_predictions_from_stdin(runner, pred_truth):
+    _, truth = pred_truth
+    result = invoke(runner, "evaluate", "-", "--truth", truth, "--format", "json", input=PRED)
+    ok(result)
+    assert json.loads(result.stdout)["accuracy"] == pytest.approx(0.75)
+
+
+def test_evaluate_no_common_tasks(runner, tmp_path, pred_truth):
+    pred, _ = pred_truth
+    other = tmp_path / "other.csv"
+    other.write_text("task,label\nx,a\n")
+    assert_one_error_line(invoke(runner, "evaluate", pred, "--truth", other), 1)
+
+
+def test_aggregate_then_evaluate_bluebird(runner, tmp_path):
+    agg = invoke(runner, "aggregate", BLUEBIRD, "-m", "mv", "--seed", 0)
+    ok(agg)
+    ev = invoke(runner, "evaluate", "-", "--truth", BLUEBIRD_TRUTH, "--format", "json", input=agg.stdout)
+    ok(ev)
+    pred = read_csv_out(agg.stdout)
+    truth = pd.read_csv(BLUEBIRD_TRUTH, dtype=str)
+    merged = pred.merge(truth, on="task", suffixes=("_p", "_t"))
+    obj = json.loads(ev.stdout)
+    assert obj["accuracy"] == pytest.approx((merged["label_p"] == merged["label_t"]).mean())
+    assert obj["n_compared"] == 108
+
+
+def test_aggregate_truth_summary_on_stderr(runner):
+    plain = invoke(runner, "aggregate", BLUEBIRD, "-m", "ds")
+    scored = invoke(runner, "aggregate", BLUEBIRD, "-m", "ds", "--truth", BLUEBIRD_TRUTH)
+    ok(scored)
+    assert scored.stdout == plain.stdout
+    assert "accuracy" in scored.stderr and "macro_f1" in scored.stderr
+    assert "accuracy" not in scored.stdout
+    pred = read_csv_out(plain.stdout)
+    truth = pd.read_csv(BLUEBIRD_TRUTH, dtype=str)
+    merged = pred.merge(truth, on="task", suffixes=("_p", "_t"))
+    acc_line = next(ln for ln in scored.stderr.splitlines() if ln.startswith("accuracy"))
+    assert float(acc_line.split(",")[1]) == pytest.approx((merged["label_p"] == merged["label_t"]).mean(), abs=1e-5)
+
+
+# --------------------------------------------------------------------------- methods
+def test_methods_lists_each_once(runner):
+    result = invoke(runner, "methods")
+    ok(result)
+    lines = [ln for ln in result.stdout.splitlines() if ln.strip()]
+    names = [ln.split()[0] for ln in lines]
+    assert len(names) == len(set(names))
+    for m in REQUIRED_METHODS:
+        assert m in names
+    for ln in lines:
+        assert len(ln.split(None, 1)) == 2  # a name and a summary
+    assert result.stderr == ""
+
+
+def test_methods_csv(runner):
+    ok(result := invoke(runner, "methods", "--format", "csv"))
+    frame = pd.read_csv(io.StringIO(result.stdout))
+    assert set(REQUIRED_METHODS) <= set(frame["method"])
+
+
+# --------------------------------------------------------------------------- simulate
+def test_simulate_then_aggregate(runner, tmp_path):
+    pytest.importorskip("crowdagg.simulate")
+    outdir = tmp_path / "sim"
+    result = invoke(
+        runner, "simulate", "--tasks", 60, "--workers", 12, "--classes", 3, "--per-task", 5, "--seed", 1, "-o", outdir
+    )
+    ok(result)
+    assert result.stdout == ""
+    labels = pd.read_csv(outdir / "labels.csv", dtype=str)
+    truth = pd.read_csv(outdir / "truth.csv", dtype=str)
+    assert {"task", "worker", "label"} <= set(labels.columns)
+    assert truth["task"].nunique() == 60
+    assert len(labels) == 60 * 5
+    agg = invoke(runner, "aggregate", outdir / "labels.csv", "-m", "ds", "--truth", outdir / "truth.csv")
+    ok(agg)
+    out = read_csv_out(agg.stdout)
+    assert len(out) == 60 and out["task"].is_unique
+    assert "accuracy" in agg.stderr
+
+
+def test_simulate_same_seed_same_files(runner, tmp_path):
+    pytest.importorskip("crowdagg.simulate")
+    for d in ("a", "b"):
+        ok(invoke(runner, "simulate", "--tasks", 30, "--workers", 6, "--per-task", 3, "--seed", 5, "-o", tmp_path / d))
+    assert (tmp_path / "a" / "labels.csv").read_bytes() == (tmp_path / "b" / "labels.csv").read_bytes()
+
+
+# --------------------------------------------------------------------------- errors
+BAD_INPUTS = {
+    # name: (file name, content, substrings the message must contain)
+    "empty": ("empty.csv", b"", ["empty"]),
+    "header-only": ("hdr.csv", b"task,worker,label\n", ["header only"]),
+    "no-columns": ("cols.csv", b"a,b,c\n1,2,3\n", ["'a'", "'b'", "'c'", "task"]),
+    "blank-task": ("bt.csv", b"task,worker,label\n1,a,x\n,b,y\n", ["task", "line 3"]),
+    "blank-worker": ("bw.csv", b"task,worker,label\n1,a,x\n2,b,y\n3,,y\n", ["worker", "line 4"]),
+    "blank-label": ("bl.csv", b"task,worker,label\n1,a,\n2,b,y\n", ["label", "line 2"]),
+    "ragged-csv": ("ragged.csv", b"task,worker,label\n1,a,x\n2,b,y,z\n3,c,x\n", ["malformed CSV", "line 3"]),
+    "bad-json": (
+        "bad.json",
+        b'[\n {"task": "1", "worker": "a", "label": "x"},\n {"task": "2" "worker": "b", "label": "y"}\n]\n',
+        ["malformed JSON", "line 3", "column"],
+    ),
+    "bad-jsonl": (
+        "bad.jsonl",
+        b'{"task": "1", "worker": "a", "label": "x"}\n{"task": "2", "worker": "b"\n',
+        ["malformed JSON", "line 2", "column"],
+    ),
+    "binary": (
+        "garbage.csv",
+        bytes(random.Random(0).randrange(256) for _ in range(500)) + b"\x00\x00",
+        ["not a text file"],
+    ),
+    "binary-no-ext": ("garbage", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", ["not a text file"]),
+    "corrupt-gzip": ("bad.csv.gz", gzip.compress(SMALL_CSV.encode())[:30], ["gzip"]),
+    "json-scalar": ("scalar.json", b"42", ["JSON"]),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
+def test_bad_input_one_error_line_and_no_output(runner, tmp_path, case):
+    name, content, needles = BAD_INPUTS[case]
+    src = tmp_path / name
+    src.write_bytes(content)
+    before = listing(tmp_path)
+    result = invoke(runner, "aggregate", src, "-o", tmp_path / "out.csv", "--workers", tmp_path / "w.csv")
+    err = assert_one_error_line(result, 1)
+    for needle in needles:
+        assert needle in err, (needle, err)
+    assert listing(tmp_path) == before
+
+
+def test_missing_file(runner, tmp_path):
+    before = listing(tmp_path)
+    err = assert_one_error_line(invoke(runner, "aggregate", tmp_path / "nope.csv", "-o", tmp_path / "o.csv"), 1)
+    assert "nope.csv" in err and "no such file" in err
+    assert listing(tmp_path) == before
+
+
+def test_missing_truth_file(runner, small_csv, tmp_path):
+    before = listing(tmp_path)
+    err = assert_one_error_line(
+        invoke(runner, "aggregate", small_csv, "--truth", tmp_path / "t.csv", "-o", tmp_path / "o.csv"), 1
+    )
+    assert "t.csv" in err
+    assert listing(tmp_path) == before
+
+
+def test_output_directory_missing_leaves_no_temp_files(runner, small_csv, tmp_path):
+    # the --workers file's temporary is created first; the -o failure must remove it
+    before = listing(tmp_path)
+    result = invoke(
+        runner, "aggregate", small_csv, "-m", "mv", "--workers", tmp_path / "w.csv", "-o", tmp_path / "nodir" / "o.csv"
+    )
+    err = assert_one_error_line(result, 1)
+    assert "nodir" in err
+    assert listing(tmp_path) == before
+
+
+def test_numeric_label_column_refused(runner, datasets_dir, tmp_path):
+    path = datasets_dir / "emotion" / "labels.csv"
+    if not path.exists():
+        pytest.skip("emotion dataset missing")
+    before = listing(tmp_path)
+    err = assert_one_error_line(invoke(runner, "aggregate", path, "-o", tmp_path / "o.csv"), 1)
+    assert "aggregates classes" in err and "numeric" in err
+    assert listing(tmp_path) == before
+
+
+def test_numeric_label_column_synthetic(runner, tmp_path):
+    p = tmp_path / "scores.csv"
+    rng = np.random.default_rng(0)
+    rows = [(f"t{i}", f"w{i % 5}", f"{v:.2f}") for i, v in enumerate(rng.normal(50, 20, 200))]
+    p.write_text(_csv(rows))
+    err = assert_one_error_line(invoke(runner, "aggregate", p), 1)
+    assert "aggregates classes" in err
+
+
+def test_single_class_is_a_warning(runner, tmp_path):
+    p = tmp_path / "one.csv"
+    p.write_text(_csv([("t1", "w1", "x"), ("t2", "w2", "x"), ("t2", "w1", "x")]))
+    result = invoke(runner, "aggregate", p, "-m", "ds")
+    ok(result)
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    assert lines and all(ln.startswith("Warning: ") for ln in lines)
+    assert any("one class" in ln for ln in lines)
+    out = read_csv_out(result.stdout)
+    assert out["label"].tolist() == ["x", "x"]
+
+
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (["--method", "nope"], ["'nope'", *REQUIRED_METHODS]),
+        (["--format", "xml"], ["--format", "'xml'"]),
+        (["--duplicates", "sometimes"], ["--duplicates", "'sometimes'"]),
+        (["--method", "mv", "--tol", "1e-3"], ["--tol", "'mv'"]),
+        (["--method", "mv", "--max-iter", "5"], ["--max-iter", "'mv'"]),
+        (["--method", "mv", "--smoothing", "1"], ["--smoothing", "'mv'"]),
+        (["--input-format", "xlsx"], ["--input-format", "'xlsx'"]),
+        (["--classes", "a,,b"], ["--classes"]),
+    ],
+    ids=["method", "format", "duplicates", "tol-mv", "max-iter-mv", "smoothing-mv", "input-format", "classes-empty"],
+)
+def test_usage_errors_exit_2(runner, small_csv, tmp_path, args, needles):
+    before = listing(tmp_path)
+    err = assert_one_error_line(invoke(runner, "aggregate", small_csv, *args, "-o", tmp_path / "o.csv"), 2)
+    for needle in needles:
+        assert needle in err, (needle, err)
+    assert listing(tmp_path) == before
+
+
+def test_evaluate_bad_format_exit_2(runner, pred_truth):
+    pred, truth = pred_truth
+    assert_one_error_line(invoke(runner, "evaluate", pred, "--truth", truth, "--format", "xml"), 2)
+
+
+def test_verbose_shows_traceback(runner, tmp_path):
+    p = tmp_path / "blank.csv"
+    p.write_text("task,worker,label\n1,a,x\n2,,y\n")
+    quiet = invoke(runner, "aggregate", p)
+    assert "Traceback" not in quiet.stderr
+    loud = invoke(runner, "aggregate", p, "--verbose")
+    assert loud.exit_code == 1
+    assert "Traceback" in loud.stderr
+    assert loud.stderr.rstrip().splitlines()[-1].startswith("Error: ")
+    assert loud.stdout == ""
+
+
+# --------------------------------------------------------------------------- subprocesses
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("PYTHONWARNINGS", None)
+    return env
+
+
+def test_python_m_help():
+    proc = subprocess.run(
+        [sys.executable, "-m", "crowdagg", "--help"], capture_output=True, text=True, timeout=60, env=_env()
+    )
+    assert proc.returncode == 0, proc.stderr
+    for cmd in ("aggregate", "evaluate", "methods", "simulate"):
+        assert cmd in proc.stdout
+    assert proc.stderr == ""
+
+
+def test_broken_pipe_is_quiet(tmp_path):
+    # ~1 MB of output: far beyond a pipe buffer, so the writer must hit EPIPE.
+    rng = random.Random(0)
+    lines = ["task,worker,label"]
+    for t in range(20000):
+        for w in rng.sample(range(40), 3):
+            lines.append(f"task{t},w{w},{rng.choice('abc')}")
+    src = tmp_path / "big.csv"
+    src.write_text("\n".join(lines) + "\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "crowdagg", "aggregate", str(src), "-m", "mv", "--proba"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_env(),
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.readline()
+    proc.stdout.close()
+    stderr = proc.stderr.read().decode()
+    code = proc.wait(timeout=60)
+    assert first.decode().startswith("task,label,confidence")
+    assert "Traceback" not in stderr, stderr
+    assert "Error" not in stderr, stderr
+    assert code == 0
+
+
+def test_cli_import_is_light():
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import crowdagg.cli"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_env(),
+    )
+    assert proc.returncode == 0, proc.stderr
+    imported = set()
+    for line in proc.stderr.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            name = line.rsplit("|", 1)[1].strip()
+            imported.add(name.split(".")[0])
+    assert "crowdagg" in imported  # the parse worked
+    heavy = {"numba", "pandas", "tensorly", "torch", "scipy"} & imported
+    assert not heavy, f"importing crowdagg.cli pulls in {sorted(heavy)}"
