@@ -13,7 +13,9 @@ Run (from the repository root):
 For every dataset folder (``labels.csv`` with header ``task,worker,label`` and
 ``truth.csv`` with header ``task,label``; all columns read as str), except the
 numeric ``emotion`` dataset, this runs crowd-kit ``MajorityVote``,
-``DawidSkene(n_iter=100)`` and ``OneCoinDawidSkene(n_iter=100)`` (default tol=1e-5)
+``DawidSkene(n_iter=100)`` and ``OneCoinDawidSkene(n_iter=100)`` (crowd-kit's default
+tol=1e-5, i.e. EM stops once the per-answer ELBO gain is < tol; ``--tol=-inf`` forces
+all 100 iterations)
 on the answers with duplicate (task, worker) pairs dropped keeping the LAST one,
 and reports accuracy on the tasks that have a truth label.
 
@@ -70,7 +72,7 @@ def mv_ties_split(probas: pd.DataFrame, truth: pd.Series) -> float:
     return float(score.sum() / len(truth))
 
 
-def run_dataset(path: str) -> dict:
+def run_dataset(path: str, tol: float = 1e-5) -> dict:
     labels = pd.read_csv(os.path.join(path, "labels.csv"), dtype=str, keep_default_na=False)
     truth_df = pd.read_csv(os.path.join(path, "truth.csv"), dtype=str, keep_default_na=False)
     truth = truth_df.drop_duplicates("task", keep="last").set_index("task")["label"]
@@ -83,13 +85,13 @@ def run_dataset(path: str) -> dict:
     mv_split = mv_ties_split(mv.probas_, truth)
 
     t0 = time.perf_counter()
-    ds = DawidSkene(n_iter=100)
+    ds = DawidSkene(n_iter=100, tol=tol)
     ds_pred = ds.fit_predict(data)
     ds_sec = time.perf_counter() - t0
     ds_acc = accuracy(ds_pred, truth)
 
     t0 = time.perf_counter()
-    oc = OneCoinDawidSkene(n_iter=100)
+    oc = OneCoinDawidSkene(n_iter=100, tol=tol)
     oc_pred = oc.fit_predict(data)
     oc_sec = time.perf_counter() - t0
     oc_acc = accuracy(oc_pred, truth)
@@ -118,6 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--datasets", default=default_datasets_dir(),
                     help="folder holding one sub-folder per dataset (default: %(default)s)")
     ap.add_argument("--json", default=None, help="also write the results to this JSON file")
+    ap.add_argument("--tol", type=float, default=1e-5,
+                    help="tol for DawidSkene/OneCoinDawidSkene (crowd-kit default %(default)s; "
+                         "crowd-kit stops when ELBO gain < tol, so pass --tol=-inf to force all 100 iterations)")
     args = ap.parse_args(argv)
 
     names = sorted(
@@ -133,11 +138,12 @@ def main(argv: list[str] | None = None) -> int:
     results = {}
     print(f"crowd-kit {version('crowd-kit')}, pandas {version('pandas')}, numpy {version('numpy')}, "
           f"python {platform.python_version()}; datasets: {args.datasets} (excluded: {', '.join(sorted(EXCLUDE))})")
-    print("duplicates (task, worker): dropped, keeping the last answer\n")
+    print(f"DawidSkene / OneCoinDawidSkene: n_iter=100, tol={args.tol}; "
+          "duplicates (task, worker): dropped, keeping the last answer\n")
     print("| dataset | n_answers | dups dropped | MV acc | MV acc (ties split) | DS acc | OneCoin acc | DS iters | DS seconds |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name in names:
-        r = run_dataset(os.path.join(args.datasets, name))
+        r = run_dataset(os.path.join(args.datasets, name), tol=args.tol)
         results[name] = r
         print(f"| {name} | {r['n_answers']} | {r['n_duplicates_dropped']} | {r['mv_acc']:.4f} | "
               f"{r['mv_acc_ties_split']:.4f} | {r['ds_acc']:.4f} | {r['onecoin_acc']:.4f} | "
@@ -148,8 +154,8 @@ def main(argv: list[str] | None = None) -> int:
             "tool": "crowd-kit",
             "versions": {p: version(p) for p in ("crowd-kit", "pandas", "numpy", "scipy")},
             "python": platform.python_version(),
-            "settings": {"DawidSkene": {"n_iter": 100, "tol": 1e-5},
-                         "OneCoinDawidSkene": {"n_iter": 100, "tol": 1e-5},
+            "settings": {"DawidSkene": {"n_iter": 100, "tol": repr(args.tol)},
+                         "OneCoinDawidSkene": {"n_iter": 100, "tol": repr(args.tol)},
                          "duplicates": "drop (task, worker) duplicates, keep last"},
             "datasets": results,
         }

@@ -73,12 +73,12 @@ def group_order(keys: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray
     return _group_order(np.ascontiguousarray(keys), int(n_groups))
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def _vote_counts(task_ptr, worker, label, worker_weight, n_classes):  # pragma: no cover
     n_tasks = task_ptr.shape[0] - 1
     out = np.zeros((n_tasks, n_classes), dtype=np.float64)
     weighted = worker_weight.shape[0] > 0
-    for t in prange(n_tasks):
+    for t in range(n_tasks):
         for e in range(task_ptr[t], task_ptr[t + 1]):
             if weighted:
                 out[t, label[e]] += worker_weight[worker[e]]
@@ -103,78 +103,96 @@ def vote_counts(
     return _vote_counts(task_ptr, worker, label, w, int(n_classes))
 
 
-@njit(cache=True, parallel=True)
-def _em_pass(
-    task_ptr, worker, label, log_prior, log_conf, clamp, bounds, post, counts, class_tot, loglik
-):  # pragma: no cover - compiled
-    """E-step for every task fused with the M-step sufficient statistics.
+@njit(cache=True)
+def _em_chunk(c, task_ptr, worker, label, log_prior, log_conf, clamp, bounds, post, counts, class_tot, loglik):  # pragma: no cover
+    """E-step for the tasks of chunk ``c`` fused with the M-step sufficient statistics.
 
     For each task t: ``post[t] = softmax(log_prior + sum_e log_conf[w_e, y_e, :])``
-    (or one-hot at ``clamp[t]`` when ``clamp[t] >= 0``), its log-evidence
-    goes to ``loglik[chunk]``, and the posterior is added to
-    ``counts[chunk, w_e, y_e, :]`` and ``class_tot[chunk, :]``.
+    (or one-hot at ``clamp[t]`` when ``clamp[t] >= 0``); its log-evidence is
+    summed into ``loglik[c]`` and its posterior added to
+    ``counts[c, w_e, y_e, :]`` and ``class_tot[c, :]``.
     """
-    n_chunks = bounds.shape[0] - 1
     n_classes = log_prior.shape[0]
-    for c in prange(n_chunks):
-        counts[c, :, :, :] = 0.0
-        class_tot[c, :] = 0.0
-        ll = 0.0
-        s = np.empty(n_classes, dtype=np.float64)
-        for t in range(bounds[c], bounds[c + 1]):
-            start = task_ptr[t]
-            stop = task_ptr[t + 1]
+    counts[c, :, :, :] = 0.0
+    class_tot[c, :] = 0.0
+    ll = 0.0
+    s = np.empty(n_classes, dtype=np.float64)
+    for t in range(bounds[c], bounds[c + 1]):
+        start = task_ptr[t]
+        stop = task_ptr[t + 1]
+        for k in range(n_classes):
+            s[k] = log_prior[k]
+        for e in range(start, stop):
+            w = worker[e]
+            y = label[e]
             for k in range(n_classes):
-                s[k] = log_prior[k]
-            for e in range(start, stop):
-                w = worker[e]
-                y = label[e]
-                for k in range(n_classes):
-                    s[k] += log_conf[w, y, k]
-            g = clamp[t]
-            if g >= 0:
-                ll += s[g]
-                for k in range(n_classes):
-                    post[t, k] = 0.0
-                post[t, g] = 1.0
-            else:
-                m = s[0]
-                for k in range(1, n_classes):
-                    if s[k] > m:
-                        m = s[k]
-                z = 0.0
-                for k in range(n_classes):
-                    s[k] = np.exp(s[k] - m)
-                    z += s[k]
-                inv = 1.0 / z
-                for k in range(n_classes):
-                    post[t, k] = s[k] * inv
-                ll += m + np.log(z)
+                s[k] += log_conf[w, y, k]
+        g = clamp[t]
+        if g >= 0:
+            ll += s[g]
             for k in range(n_classes):
-                class_tot[c, k] += post[t, k]
-            for e in range(start, stop):
-                w = worker[e]
-                y = label[e]
-                for k in range(n_classes):
-                    counts[c, w, y, k] += post[t, k]
-        loglik[c] = ll
+                post[t, k] = 0.0
+            post[t, g] = 1.0
+        else:
+            m = s[0]
+            for k in range(1, n_classes):
+                if s[k] > m:
+                    m = s[k]
+            z = 0.0
+            for k in range(n_classes):
+                s[k] = np.exp(s[k] - m)
+                z += s[k]
+            inv = 1.0 / z
+            for k in range(n_classes):
+                post[t, k] = s[k] * inv
+            ll += m + np.log(z)
+        for k in range(n_classes):
+            class_tot[c, k] += post[t, k]
+        for e in range(start, stop):
+            w = worker[e]
+            y = label[e]
+            for k in range(n_classes):
+                counts[c, w, y, k] += post[t, k]
+    loglik[c] = ll
 
 
 @njit(cache=True, parallel=True)
-def _accumulate(task_ptr, worker, label, post, bounds, counts, class_tot):  # pragma: no cover
-    n_chunks = bounds.shape[0] - 1
+def _em_pass_parallel(task_ptr, worker, label, log_prior, log_conf, clamp, bounds, post, counts, class_tot, loglik):  # pragma: no cover
+    for c in prange(bounds.shape[0] - 1):
+        _em_chunk(c, task_ptr, worker, label, log_prior, log_conf, clamp, bounds, post, counts, class_tot, loglik)
+
+
+@njit(cache=True)
+def _em_pass_serial(task_ptr, worker, label, log_prior, log_conf, clamp, bounds, post, counts, class_tot, loglik):  # pragma: no cover
+    for c in range(bounds.shape[0] - 1):
+        _em_chunk(c, task_ptr, worker, label, log_prior, log_conf, clamp, bounds, post, counts, class_tot, loglik)
+
+
+@njit(cache=True)
+def _accumulate_chunk(c, task_ptr, worker, label, post, bounds, counts, class_tot):  # pragma: no cover
     n_classes = post.shape[1]
-    for c in prange(n_chunks):
-        counts[c, :, :, :] = 0.0
-        class_tot[c, :] = 0.0
-        for t in range(bounds[c], bounds[c + 1]):
+    counts[c, :, :, :] = 0.0
+    class_tot[c, :] = 0.0
+    for t in range(bounds[c], bounds[c + 1]):
+        for k in range(n_classes):
+            class_tot[c, k] += post[t, k]
+        for e in range(task_ptr[t], task_ptr[t + 1]):
+            w = worker[e]
+            y = label[e]
             for k in range(n_classes):
-                class_tot[c, k] += post[t, k]
-            for e in range(task_ptr[t], task_ptr[t + 1]):
-                w = worker[e]
-                y = label[e]
-                for k in range(n_classes):
-                    counts[c, w, y, k] += post[t, k]
+                counts[c, w, y, k] += post[t, k]
+
+
+@njit(cache=True, parallel=True)
+def _accumulate_parallel(task_ptr, worker, label, post, bounds, counts, class_tot):  # pragma: no cover
+    for c in prange(bounds.shape[0] - 1):
+        _accumulate_chunk(c, task_ptr, worker, label, post, bounds, counts, class_tot)
+
+
+@njit(cache=True)
+def _accumulate_serial(task_ptr, worker, label, post, bounds, counts, class_tot):  # pragma: no cover
+    for c in range(bounds.shape[0] - 1):
+        _accumulate_chunk(c, task_ptr, worker, label, post, bounds, counts, class_tot)
 
 
 class EMWorkspace:
@@ -201,7 +219,9 @@ class EMWorkspace:
 
         ``log_conf_ot`` has shape (n_workers, K, K) indexed ``[w, observed, true]``.
         """
-        _em_pass(
+        # One chunk: skip the thread pool, whose start-up dominates small inputs.
+        kernel = _em_pass_parallel if len(self.bounds) > 2 else _em_pass_serial
+        kernel(
             self.task_ptr, self.worker, self.label,
             np.ascontiguousarray(log_prior, dtype=np.float64),
             np.ascontiguousarray(log_conf_ot, dtype=np.float64),
@@ -211,7 +231,8 @@ class EMWorkspace:
 
     def accumulate(self, post: np.ndarray) -> None:
         """Fill the sufficient statistics from given posteriors (no E-step)."""
-        _accumulate(self.task_ptr, self.worker, self.label, np.ascontiguousarray(post, dtype=np.float64),
+        kernel = _accumulate_parallel if len(self.bounds) > 2 else _accumulate_serial
+        kernel(self.task_ptr, self.worker, self.label, np.ascontiguousarray(post, dtype=np.float64),
                     self.bounds, self.counts, self.class_tot)
 
     def stats(self) -> tuple[np.ndarray, np.ndarray]:
