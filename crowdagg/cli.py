@@ -275,9 +275,14 @@ def aggregate(
 
         predicted = dict(zip(data.task_names.tolist(), result.label_names().tolist()))
         ev = evaluate_labels(predicted, truth_labels, list(data.classes))
-        text = _print_evaluation(ev, None, to_stderr=True)
-        if text:
-            sys.stderr.write(text)
+        if sys.stderr.isatty():
+            _print_evaluation(ev, None, to_stderr=True)
+        else:
+            recall = " ".join(f"{c}={r:.4f}" for c, r in ev.recall.items())
+            _err(
+                f"accuracy {ev.accuracy:.4f}  macro-F1 {ev.macro_f1:.4f}  recall {recall}  "
+                f"({ev.n_compared} tasks compared, {ev.n_without_truth} without truth)"
+            )
 
 
 @app.command()

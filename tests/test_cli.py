@@ -598,13 +598,13 @@ def test_aggregate_truth_summary_on_stderr(runner):
     scored = invoke(runner, "aggregate", BLUEBIRD, "-m", "ds", "--truth", BLUEBIRD_TRUTH)
     ok(scored)
     assert scored.stdout == plain.stdout
-    assert "accuracy" in scored.stderr and "macro_f1" in scored.stderr
+    assert "accuracy" in scored.stderr and "macro-F1" in scored.stderr and "108 tasks compared" in scored.stderr
     assert "accuracy" not in scored.stdout
     pred = read_csv_out(plain.stdout)
     truth = pd.read_csv(BLUEBIRD_TRUTH, dtype=str)
     merged = pred.merge(truth, on="task", suffixes=("_p", "_t"))
     acc_line = next(ln for ln in scored.stderr.splitlines() if ln.startswith("accuracy"))
-    assert float(acc_line.split(",")[1]) == pytest.approx((merged["label_p"] == merged["label_t"]).mean(), abs=1e-5)
+    assert float(acc_line.split()[1]) == pytest.approx((merged["label_p"] == merged["label_t"]).mean(), abs=1e-5)
 
 
 # --------------------------------------------------------------------------- methods
