@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
           f"numpy {res['versions']['numpy']}, python {res['python']}, {res['cpus']} CPUs")
     print(f"synthetic crowd: {len(df)} answers, {n_tasks} tasks, {n_workers} workers, "
           f"{args.classes} classes, seed {args.seed} (generated in {gen_s:.2f} s)\n")
-    print("| answers | fit n_iter=%d (s) | fit n_iter=%d (s) | ms / EM iteration | setup (s) | acc | peak RSS (MiB) |" % (n1, n2))
+    print(f"| answers | fit n_iter={n1} (s) | fit n_iter={n2} (s) | ms / EM iteration | setup (s) | acc | peak RSS (MiB) |")
     print("|---:|---:|---:|---:|---:|---:|---:|")
     print(f"| {len(df)} | {t1:.3f} | {t2:.3f} | {per_iter * 1e3:.1f} | {setup:.3f} | {acc:.4f} | {peak:.0f} |")
     print(f"\n(peak RSS right after generating the data: {rss_after_gen:.0f} MiB; "

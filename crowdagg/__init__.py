@@ -33,7 +33,17 @@ _LAZY = {
     "simulate": ("simulate", "simulate"),
 }
 
-__all__ = ["__version__", *_LAZY]
+__all__ = [
+    "__version__",
+    "aggregate",
+    "get_method",
+    "REGISTRY",
+    "AnnotationSet",
+    "AggregationResult",
+    "load_annotations",
+    "read_labels_table",
+    "simulate",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -11,7 +11,8 @@ import functools
 import os
 import sys
 import warnings
-from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Optional, TypeVar
 
 import typer
 
@@ -147,7 +148,7 @@ def _progress(quiet: bool) -> tuple[Callable[[int, float], None] | None, Callabl
     return update, status.stop
 
 
-def _print_evaluation(ev: "Evaluation", fmt: Optional[str], *, to_stderr: bool) -> str | None:
+def _print_evaluation(ev: Evaluation, fmt: Optional[str], *, to_stderr: bool) -> str | None:
     """Render an evaluation: rich table on a terminal, else csv/tsv/json text (returned)."""
     import json
 
@@ -175,7 +176,7 @@ def _print_evaluation(ev: "Evaluation", fmt: Optional[str], *, to_stderr: bool) 
     return "\n".join(lines) + "\n"
 
 
-def _report_load(data: "AnnotationSet", duplicates: str) -> None:
+def _report_load(data: AnnotationSet, duplicates: str) -> None:
     found = data._meta.get("duplicates_found", 0)
     if found:
         if duplicates == "keep":

@@ -15,9 +15,10 @@ tasks x workers matrix anywhere.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Iterable, Literal, Sequence
+from typing import Literal
 
 import numpy as np
 
@@ -138,7 +139,7 @@ class AnnotationSet:
         worker_names: Iterable[str] | None = None,
         classes: Iterable[str] | None = None,
         duplicates: DuplicatePolicy = "keep",
-    ) -> "AnnotationSet":
+    ) -> AnnotationSet:
         """Build a set from integer codes (already indices, not names).
 
         Indices keep their meaning: task ``t`` is ``task_names[t]`` (by default
@@ -187,8 +188,8 @@ class AnnotationSet:
         classes: tuple[str, ...],
         *,
         duplicates: DuplicatePolicy = "keep",
-        locate: "Locator | None" = None,
-    ) -> "AnnotationSet":
+        locate: Locator | None = None,
+    ) -> AnnotationSet:
         """Apply the duplicate policy, sort by task and freeze.
 
         ``task``/``worker``/``label`` are in input order; ``locate`` maps an
@@ -250,9 +251,9 @@ class AnnotationSet:
         *,
         classes: Sequence[str] | None = None,
         duplicates: DuplicatePolicy = "keep",
-        locate: "Locator | None" = None,
+        locate: Locator | None = None,
         label_col: str = "label",
-    ) -> "AnnotationSet":
+    ) -> AnnotationSet:
         """Build a set from identifier columns (converted to strings).
 
         Classes are inferred from the labels unless ``classes`` is given:

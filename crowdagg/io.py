@@ -18,8 +18,9 @@ import os
 import sys
 import tempfile
 import zlib
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Iterator, Sequence
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -156,7 +157,7 @@ def _records_frame(records: list[dict[str, Any]]) -> pd.DataFrame:
     )
 
 
-def _parse_delimited(data: bytes, display: str, sep: str) -> "tuple[pd.DataFrame, Locator]":
+def _parse_delimited(data: bytes, display: str, sep: str) -> tuple[pd.DataFrame, Locator]:
     import pandas as pd
 
     try:
@@ -209,7 +210,7 @@ def _record_start_lines(data: bytes, sep: str) -> np.ndarray | None:
     return np.asarray(starts, dtype=np.int64)
 
 
-def _parse_json(data: bytes, display: str) -> "tuple[pd.DataFrame, Locator]":
+def _parse_json(data: bytes, display: str) -> tuple[pd.DataFrame, Locator]:
     import pandas as pd
 
     try:
@@ -242,7 +243,7 @@ def _parse_json(data: bytes, display: str) -> "tuple[pd.DataFrame, Locator]":
     raise DataError(f"{display}: JSON top level is a {type(obj).__name__}; expected a list of records or an object")
 
 
-def _parse_jsonl(data: bytes, display: str) -> "tuple[pd.DataFrame, Locator]":
+def _parse_jsonl(data: bytes, display: str) -> tuple[pd.DataFrame, Locator]:
     records: list[dict] = []
     lines: list[int] = []
     text = data.decode("utf-8-sig")
@@ -268,8 +269,8 @@ def _parse_jsonl(data: bytes, display: str) -> "tuple[pd.DataFrame, Locator]":
 
 
 def read_table(
-    source: "str | os.PathLike[str] | IO[bytes]", *, input_format: str | None = None, role: str = "labels"
-) -> "tuple[pd.DataFrame, Locator, str]":
+    source: str | os.PathLike[str] | IO[bytes], *, input_format: str | None = None, role: str = "labels"
+) -> tuple[pd.DataFrame, Locator, str]:
     """Parse any supported input into a DataFrame of strings; also return a Locator and the display name.
 
     ``source`` may be a path, ``-`` (stdin), a binary stream or
@@ -293,7 +294,7 @@ def read_table(
     return frame, loc, display
 
 
-def _resolve_column(frame: "pd.DataFrame", given: str | None, aliases: Sequence[str], role: str, option: str, display: str) -> str:
+def _resolve_column(frame: pd.DataFrame, given: str | None, aliases: Sequence[str], role: str, option: str, display: str) -> str:
     cols = list(frame.columns)
     if given is not None:
         if given in cols:
@@ -309,7 +310,7 @@ def _resolve_column(frame: "pd.DataFrame", given: str | None, aliases: Sequence[
     )
 
 
-def _column_values(frame: "pd.DataFrame", col: str, role: str, loc: Locator, display: str) -> np.ndarray:
+def _column_values(frame: pd.DataFrame, col: str, role: str, loc: Locator, display: str) -> np.ndarray:
     values = frame[col].to_numpy(dtype=object)
     blank = values == ""
     if blank.any():
@@ -319,7 +320,7 @@ def _column_values(frame: "pd.DataFrame", col: str, role: str, loc: Locator, dis
 
 
 def load_annotations(
-    source: "str | os.PathLike[str] | IO[bytes] | pd.DataFrame",
+    source: str | os.PathLike[str] | IO[bytes] | pd.DataFrame,
     *,
     input_format: str | None = None,
     task_col: str | None = None,
@@ -380,7 +381,7 @@ def load_annotations(
 
 
 def read_task_labels(
-    source: "str | os.PathLike[str] | IO[bytes]",
+    source: str | os.PathLike[str] | IO[bytes],
     *,
     input_format: str | None = None,
     task_col: str | None = None,
@@ -428,7 +429,7 @@ def output_format(fmt: str | None, path: str | None) -> str:
     return "csv"
 
 
-def render_table(frame: "pd.DataFrame", fmt: str) -> str:
+def render_table(frame: pd.DataFrame, fmt: str) -> str:
     """Serialise rows as csv, tsv, jsonl or json text."""
     if fmt in ("csv", "tsv"):
         return frame.to_csv(index=False, sep="," if fmt == "csv" else "\t", float_format="%.6g", lineterminator="\n")

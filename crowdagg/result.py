@@ -46,7 +46,7 @@ class AggregationResult:
     labels: np.ndarray
     prior: np.ndarray
     confusion: np.ndarray
-    data: "AnnotationSet"
+    data: AnnotationSet
     n_iter: int = 0
     converged: bool = True
     log_likelihood: np.ndarray = field(default_factory=lambda: np.empty(0))
@@ -66,7 +66,7 @@ class AggregationResult:
         """Hard labels as class names (object array of str)."""
         return np.asarray(self.data.classes, dtype=object)[self.labels]
 
-    def to_frame(self, *, proba: bool = False) -> "pd.DataFrame":
+    def to_frame(self, *, proba: bool = False) -> pd.DataFrame:
         """One row per task, in input order: ``task, label, confidence`` [+ ``p_<class>``]."""
         import pandas as pd
 
@@ -80,7 +80,7 @@ class AggregationResult:
                 cols[f"p_{name}"] = self.posteriors[:, k]
         return pd.DataFrame(cols)
 
-    def workers_frame(self) -> "pd.DataFrame":
+    def workers_frame(self) -> pd.DataFrame:
         """Long-form confusion per worker.
 
         Columns ``worker, true_label, observed_label, probability, accuracy,
