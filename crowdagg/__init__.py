@@ -20,7 +20,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from .data import AnnotationSet
     from .io import load_annotations, read_labels_table
     from .result import AggregationResult
-    from .simulate import simulate
 
 _LAZY = {
     "aggregate": ("aggregators", "aggregate"),
@@ -30,7 +29,6 @@ _LAZY = {
     "AggregationResult": ("result", "AggregationResult"),
     "load_annotations": ("io", "load_annotations"),
     "read_labels_table": ("io", "read_labels_table"),
-    "simulate": ("simulate", "simulate"),
 }
 
 __all__ = [
@@ -42,7 +40,6 @@ __all__ = [
     "AggregationResult",
     "load_annotations",
     "read_labels_table",
-    "simulate",
 ]
 
 

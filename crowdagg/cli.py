@@ -312,17 +312,17 @@ def evaluate(
 @app.command()
 @handle_errors
 def simulate(
-    output: str = typer.Option(..., "--output", "-o", help="Directory for labels.csv, truth.csv, confusion.csv, workers.csv."),
-    tasks: int = typer.Option(1000, "--tasks", help="Number of tasks."),
-    workers: int = typer.Option(50, "--workers", help="Number of workers."),
-    classes: int = typer.Option(2, "--classes", help="Number of classes."),
-    per_task: int = typer.Option(5, "--per-task", help="Answers per task."),
-    model: str = typer.Option("ds", "--model", help="Worker model: ds, onecoin or hammer-spammer."),
+    output: Optional[str] = typer.Option(None, "--output", "-o", help="Directory for labels.csv, truth.csv, confusion.csv, workers.csv (required)."),
+    tasks: Optional[int] = typer.Option(None, "--tasks", help="Number of tasks (default 1000, or the scenario's)."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Number of workers (default 50, or the scenario's)."),
+    classes: Optional[int] = typer.Option(None, "--classes", help="Number of classes (default 2, or the scenario's)."),
+    per_task: Optional[int] = typer.Option(None, "--per-task", help="Answers per task (default 5, or the scenario's)."),
+    model: str = typer.Option("ds", "--model", help="Worker model: ds (full confusion, diagonal ~ U(skill)), onecoin, or hammer-spammer."),
     skill: str = typer.Option("0.6,0.9", "--skill", help="Range LOW,HIGH of worker accuracy."),
     spammers: float = typer.Option(0.0, "--spammers", help="Fraction of spammers (answers independent of the truth)."),
     adversaries: float = typer.Option(0.0, "--adversaries", help="Fraction of adversarial workers."),
     extreme_spammers: int = typer.Option(0, "--extreme-spammers", help="Extra workers who label every task at random."),
-    assignment: str = typer.Option("random", "--assignment", help="random, regular ((l,r)-regular) or dense."),
+    assignment: str = typer.Option("random", "--assignment", help="random (per-task distinct workers), regular ((l,r)-regular with l=--per-task, r=--tasks-per-worker) or dense."),
     tasks_per_worker: Optional[int] = typer.Option(None, "--tasks-per-worker", help="r of an (l,r)-regular assignment."),
     scenario: Optional[str] = typer.Option(None, "--scenario", help="A seed paper's scenario (see `crowdagg simulate --list-scenarios`)."),
     list_scenarios: bool = typer.Option(False, "--list-scenarios", help="List the named scenarios and exit."),
@@ -330,6 +330,10 @@ def simulate(
     verbose: bool = VerboseOpt,
 ) -> None:
     """Write a synthetic crowd with known truth and confusion matrices.
+
+    Files: labels.csv (task,worker,label), truth.csv (task,label),
+    confusion.csv (worker,true_label,observed_label,probability) and
+    workers.csv (worker,kind,accuracy,n_answers).
 
     Example: crowdagg simulate --tasks 10000 --workers 200 --classes 5 --per-task 5 --spammers 0.1 --seed 1 -o sim/
     """
@@ -339,6 +343,8 @@ def simulate(
     if list_scenarios:
         _write_stdout("".join(f"{k}\t{v}\n" for k, v in SCENARIOS.items()))
         return
+    if not output:
+        raise UsageError("simulate needs --output DIR (where labels.csv, truth.csv, ... are written)")
     try:
         lo, hi = (float(x) for x in skill.split(","))
     except ValueError:
