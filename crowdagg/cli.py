@@ -234,6 +234,12 @@ def aggregate(
     Writes task,label,confidence (+ p_<class> with --proba), one row per task
     in input order.
 
+    Methods: mv = majority vote (seeded random tie-break); wmv = weighted
+    majority vote whose weights are the one-coin log-odds log((K-1)p/(1-p)),
+    p = a worker's add-one-smoothed agreement with the current labels,
+    re-estimated until no label changes; ds = Dawid-Skene EM (full confusion
+    per worker); onecoin = one-coin Dawid-Skene EM.
+
     Example: cat answers.jsonl | crowdagg aggregate - --method mv --format jsonl | jq .label
     """
     from .aggregators import aggregate as run_method
