@@ -856,3 +856,25 @@ def test_cli_import_is_light():
     assert "crowdagg" in imported  # the parse worked
     heavy = {"numba", "pandas", "tensorly", "torch", "scipy"} & imported
     assert not heavy, f"importing crowdagg.cli pulls in {sorted(heavy)}"
+
+
+# --------------------------------------------------------------------------- gold
+def test_gold_clamps_known_tasks(runner, tmp_path):
+    truth = pd.read_csv(BLUEBIRD_TRUTH, dtype=str)
+    gold = truth.iloc[::4]
+    gold_file = tmp_path / "gold.csv"
+    gold.to_csv(gold_file, index=False)
+    plain = read_csv_out(invoke(runner, "aggregate", BLUEBIRD, "-m", "ds").stdout)
+    result = invoke(runner, "aggregate", BLUEBIRD, "-m", "ds", "--gold", gold_file)
+    ok(result)
+    clamped = read_csv_out(result.stdout).set_index("task")
+    for task, label in zip(gold["task"], gold["label"]):
+        assert clamped.loc[task, "label"] == label
+        assert float(clamped.loc[task, "confidence"]) == 1.0
+    # the known labels also sharpen the worker estimates: no worse elsewhere
+    rest = truth.iloc[[i for i in range(len(truth)) if i % 4]].set_index("task")["label"]
+    acc_gold = (clamped.loc[rest.index, "label"] == rest).mean()
+    acc_plain = (plain.set_index("task").loc[rest.index, "label"] == rest).mean()
+    assert acc_gold >= acc_plain - 0.02
+    bad = invoke(runner, "aggregate", BLUEBIRD, "-m", "mv", "--gold", gold_file)
+    assert bad.exit_code == 2 and "--gold does not apply" in bad.stderr
