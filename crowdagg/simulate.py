@@ -38,7 +38,6 @@ arguments and seed give identical arrays.
 from __future__ import annotations
 
 import math
-import operator
 import os
 import secrets
 from collections.abc import Sequence
@@ -48,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from .checks import check_float, check_int
 from .data import AnnotationSet
 from .errors import UsageError
 
@@ -307,28 +307,6 @@ def _write_atomic(path: Path, table: Any) -> None:
 
 
 # ----------------------------------------------------------------- validation
-def _int_arg(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool):
-        raise UsageError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    try:
-        v = operator.index(value)
-    except TypeError:
-        raise UsageError(f"{name} must be an integer >= {minimum}, got {value!r}") from None
-    if v < minimum:
-        raise UsageError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(v)
-
-
-def _fraction_arg(name: str, value: Any) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise UsageError(f"{name} must be a fraction in [0, 1], got {value!r}") from None
-    if not (0.0 <= v <= 1.0):
-        raise UsageError(f"{name} must be a fraction in [0, 1], got {value!r}")
-    return v
-
-
 def _skill_arg(skill: Any) -> tuple[float, float]:
     try:
         lo, hi = (float(s) for s in skill)
@@ -899,15 +877,15 @@ def simulate(
     ((800,), (20, 3, 3))
     >>> data = crowd.to_annotations()
     """
-    n_tasks_v = None if n_tasks is None else _int_arg("n_tasks", n_tasks, 1)
-    n_workers_v = None if n_workers is None else _int_arg("n_workers", n_workers, 1)
-    n_classes_v = None if n_classes is None else _int_arg("n_classes", n_classes, 2)
-    per_task_v = None if per_task is None else _int_arg("per_task", per_task, 1)
-    r_v = None if tasks_per_worker is None else _int_arg("tasks_per_worker", tasks_per_worker, 1)
-    n_extreme = _int_arg("extreme_spammers", extreme_spammers, 0)
+    n_tasks_v = None if n_tasks is None else check_int("n_tasks", n_tasks, 1)
+    n_workers_v = None if n_workers is None else check_int("n_workers", n_workers, 1)
+    n_classes_v = None if n_classes is None else check_int("n_classes", n_classes, 2)
+    per_task_v = None if per_task is None else check_int("per_task", per_task, 1)
+    r_v = None if tasks_per_worker is None else check_int("tasks_per_worker", tasks_per_worker, 1)
+    n_extreme = check_int("extreme_spammers", extreme_spammers, 0)
     skill_v = _skill_arg(skill)
-    spam = _fraction_arg("spammers", spammers)
-    adv = _fraction_arg("adversaries", adversaries)
+    spam = check_float("spammers", spammers, 0.0, 1.0)
+    adv = check_float("adversaries", adversaries, 0.0, 1.0)
     model = _choice_arg("model", model, tuple(MODELS))
     assignment = _choice_arg("assignment", assignment, tuple(ASSIGNMENTS))
     if spam + adv > 1.0:

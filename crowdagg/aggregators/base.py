@@ -50,22 +50,6 @@ class Aggregator:
         raise NotImplementedError
 
 
-def check_positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise UsageError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
-
-
-def check_nonneg_float(name: str, value: Any) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise UsageError(f"{name} must be a number, got {value!r}") from None
-    if not np.isfinite(v) or v < 0:
-        raise UsageError(f"{name} must be a finite number >= 0, got {value!r}")
-    return v
-
-
 def argmax_random_ties(scores: np.ndarray, rng: np.random.Generator, atol: float = 0.0) -> np.ndarray:
     """Row-wise argmax, ties (within ``atol`` of the maximum) broken uniformly at random.
 

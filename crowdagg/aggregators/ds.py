@@ -35,14 +35,13 @@ from typing import Any
 
 import numpy as np
 
+from ..checks import check_float, check_int
 from ..data import AnnotationSet
 from ..errors import ConvergenceWarning, DataError
 from ..result import AggregationResult
 from .base import (
     Aggregator,
     argmax_random_ties,
-    check_nonneg_float,
-    check_positive_int,
     full_m_step,
     make_result,
     one_coin_m_step,
@@ -147,9 +146,9 @@ class DawidSkene(Aggregator):
         self.gold = gold
 
     def _fit(self, data: AnnotationSet, rng: np.random.Generator, callback: Any) -> AggregationResult:
-        smoothing = check_nonneg_float("smoothing", self.smoothing)
-        tol = check_nonneg_float("tol", self.tol)
-        max_iter = check_positive_int("max_iter", self.max_iter)
+        smoothing = check_float("smoothing", self.smoothing)
+        tol = check_float("tol", self.tol)
+        max_iter = check_int("max_iter", self.max_iter, 1)
         clamp = gold_clamp(data, self.gold)
         post, prior, confusion, trace, converged = dawid_skene(
             data,

@@ -7,13 +7,13 @@ from typing import Any
 
 import numpy as np
 
+from ..checks import check_int
 from ..data import AnnotationSet
 from ..errors import ConvergenceWarning
 from ..result import AggregationResult
 from .base import (
     Aggregator,
     argmax_random_ties,
-    check_positive_int,
     make_result,
     one_coin_matrices,
     softmax_rows,
@@ -56,7 +56,7 @@ class WeightedMajorityVote(Aggregator):
     def _fit(self, data: AnnotationSet, rng: np.random.Generator, callback: Any) -> AggregationResult:
         from ..kernels import vote_counts
 
-        max_iter = check_positive_int("max_iter", self.max_iter)
+        max_iter = check_int("max_iter", self.max_iter, 1)
         k = data.n_classes
         labels = argmax_random_ties(soft_majority_vote(data), rng)
         n_answers = data.answers_per_worker
