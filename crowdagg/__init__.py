@@ -18,7 +18,7 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:  # pragma: no cover
     from .aggregators import REGISTRY, aggregate, get_method
     from .data import AnnotationSet
-    from .io import load_annotations, read_labels_table
+    from .io import load_annotations, read_task_labels
     from .result import AggregationResult
 
 _LAZY = {
@@ -28,7 +28,7 @@ _LAZY = {
     "AnnotationSet": ("data", "AnnotationSet"),
     "AggregationResult": ("result", "AggregationResult"),
     "load_annotations": ("io", "load_annotations"),
-    "read_labels_table": ("io", "read_labels_table"),
+    "read_task_labels": ("io", "read_task_labels"),
 }
 
 __all__ = [
@@ -39,7 +39,7 @@ __all__ = [
     "AnnotationSet",
     "AggregationResult",
     "load_annotations",
-    "read_labels_table",
+    "read_task_labels",
 ]
 
 

@@ -177,7 +177,7 @@ def _print_evaluation(ev: Evaluation, fmt: Optional[str], *, to_stderr: bool) ->
 
 
 def _report_load(data: AnnotationSet, duplicates: str) -> None:
-    found = data._meta.get("duplicates_found", 0)
+    found = data.n_duplicates
     if found:
         if duplicates == "keep":
             warnings.warn(
@@ -188,7 +188,7 @@ def _report_load(data: AnnotationSet, duplicates: str) -> None:
             )
         else:
             warnings.warn(
-                f"{found} duplicate answer(s) (same task and worker) dropped, keeping the {duplicates} one",
+                f"{found} duplicate answer(s) (same task and worker) dropped, keeping the {data.duplicates} one",
                 CrowdaggWarning,
                 stacklevel=2,
             )
@@ -266,7 +266,7 @@ def aggregate(
         input, input_format=input_format, task_col=task_col, worker_col=worker_col,
         label_col=label_col, classes=_split_list(classes), duplicates=duplicates,  # type: ignore[arg-type]
     )
-    _report_load(data, duplicates)
+    _report_load(data)
     callback, stop = _progress(quiet)
     try:
         result = run_method(data, method, callback=callback, **params)

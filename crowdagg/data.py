@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal
 
@@ -53,7 +53,10 @@ class AnnotationSet:
     classes : tuple of str, length n_classes
         Class names; ``label`` indexes into it.
     n_duplicates : int
-        Answers that repeat an earlier (task, worker) pair, as kept in the set.
+        Answers in the input that repeated an earlier (task, worker) pair.
+    duplicates : str
+        What was done with them: ``keep`` (still in the set), ``first`` or
+        ``last`` (dropped, keeping that one).
     """
 
     task: np.ndarray
@@ -63,7 +66,7 @@ class AnnotationSet:
     worker_names: np.ndarray
     classes: tuple[str, ...]
     n_duplicates: int = 0
-    _meta: dict = field(default_factory=dict, repr=False)
+    duplicates: str = "keep"
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -228,19 +231,16 @@ class AnnotationSet:
             task, worker, label = task[order], worker[order], label[order]
         for arr in (task, worker, label):
             arr.setflags(write=False)
-        kept_dups = n_dup if duplicates == "keep" else 0
-        obj = cls(
+        return cls(
             task=np.ascontiguousarray(task),
             worker=np.ascontiguousarray(worker),
             label=np.ascontiguousarray(label),
             task_names=task_names,
             worker_names=worker_names,
             classes=classes,
-            n_duplicates=kept_dups,
+            n_duplicates=n_dup,
+            duplicates=duplicates,
         )
-        obj._meta["duplicates_found"] = n_dup
-        obj._meta["duplicates_removed"] = n_dup if duplicates in ("first", "last") else 0
-        return obj
 
     @classmethod
     def from_names(

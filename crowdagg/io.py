@@ -346,7 +346,8 @@ def load_annotations(
     import pandas as pd
 
     if isinstance(source, pd.DataFrame):
-        frame = source.astype(str) if len(source) else source
+        # Missing cells (NaN/None) become blank, so they are reported, not read as "nan".
+        frame = source.astype(object).where(source.notna(), "").map(lambda v: v if isinstance(v, str) else str(v))
         loc = Locator("<frame>", first_line=0, unit="row")
         display = "<frame>"
     else:
@@ -407,10 +408,6 @@ def read_task_labels(
         if prev != y:
             raise DataError(f"{display}: task {t!r} has two different {what} labels ({prev!r} and {y!r}; second at {loc(i)})")
     return out
-
-
-# Kept for the public API listed in crowdagg.__init__.
-read_labels_table = read_task_labels
 
 
 # --------------------------------------------------------------------------- writing

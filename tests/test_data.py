@@ -76,7 +76,7 @@ def test_duplicate_policies(policy, n, labels):
     d = AnnotationSet.from_names(["t", "t", "t"], ["w", "v", "w"], ["a", "b", "b"], duplicates=policy)
     assert d.n_answers == n
     assert sorted(d.label.tolist()) == sorted(labels)
-    assert d._meta["duplicates_found"] == 1
+    assert d.n_duplicates == 1 and d.duplicates == policy
 
 
 def test_duplicate_error_names_the_row():
