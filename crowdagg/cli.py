@@ -176,10 +176,10 @@ def _print_evaluation(ev: Evaluation, fmt: Optional[str], *, to_stderr: bool) ->
     return "\n".join(lines) + "\n"
 
 
-def _report_load(data: AnnotationSet, duplicates: str) -> None:
+def _report_load(data: AnnotationSet) -> None:
     found = data.n_duplicates
     if found:
-        if duplicates == "keep":
+        if data.duplicates == "keep":
             warnings.warn(
                 f"{found} duplicate answer(s) (same task and worker) kept as separate votes; "
                 "use --duplicates first|last|error to change that",
