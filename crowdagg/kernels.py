@@ -113,46 +113,50 @@ def _em_chunk(c, task_ptr, worker, label, log_prior, log_conf, clamp, bounds, po
     ``counts[c, w_e, y_e, :]`` and ``class_tot[c, :]``.
     """
     n_classes = log_prior.shape[0]
-    counts[c, :, :, :] = 0.0
-    class_tot[c, :] = 0.0
+    # Flat views: one answer touches the K contiguous cells at (w * K + y) * K.
+    lc = log_conf.reshape(-1)
+    cnt = counts[c].reshape(-1)
+    cnt[:] = 0.0
     ll = 0.0
-    s = np.empty(n_classes, dtype=np.float64)
+    q = np.empty(n_classes, dtype=np.float64)
+    # Chunk-local totals: rows of class_tot share cache lines across threads.
+    tot = np.zeros(n_classes, dtype=np.float64)
     for t in range(bounds[c], bounds[c + 1]):
         start = task_ptr[t]
         stop = task_ptr[t + 1]
         for k in range(n_classes):
-            s[k] = log_prior[k]
+            q[k] = log_prior[k]
         for e in range(start, stop):
-            w = worker[e]
-            y = label[e]
+            base = (worker[e] * n_classes + label[e]) * n_classes
             for k in range(n_classes):
-                s[k] += log_conf[w, y, k]
+                q[k] += lc[base + k]
         g = clamp[t]
         if g >= 0:
-            ll += s[g]
+            ll += q[g]
             for k in range(n_classes):
-                post[t, k] = 0.0
-            post[t, g] = 1.0
+                q[k] = 0.0
+            q[g] = 1.0
         else:
-            m = s[0]
+            m = q[0]
             for k in range(1, n_classes):
-                if s[k] > m:
-                    m = s[k]
+                if q[k] > m:
+                    m = q[k]
             z = 0.0
             for k in range(n_classes):
-                s[k] = np.exp(s[k] - m)
-                z += s[k]
+                q[k] = np.exp(q[k] - m)
+                z += q[k]
             inv = 1.0 / z
             for k in range(n_classes):
-                post[t, k] = s[k] * inv
+                q[k] *= inv
             ll += m + np.log(z)
         for k in range(n_classes):
-            class_tot[c, k] += post[t, k]
+            post[t, k] = q[k]
+            tot[k] += q[k]
         for e in range(start, stop):
-            w = worker[e]
-            y = label[e]
+            base = (worker[e] * n_classes + label[e]) * n_classes
             for k in range(n_classes):
-                counts[c, w, y, k] += post[t, k]
+                cnt[base + k] += q[k]
+    class_tot[c, :] = tot
     loglik[c] = ll
 
 
@@ -172,15 +176,16 @@ def _em_pass_serial(task_ptr, worker, label, log_prior, log_conf, clamp, bounds,
 def _accumulate_chunk(c, task_ptr, worker, label, post, bounds, counts, class_tot):  # pragma: no cover
     n_classes = post.shape[1]
     counts[c, :, :, :] = 0.0
-    class_tot[c, :] = 0.0
+    tot = np.zeros(n_classes, dtype=np.float64)
     for t in range(bounds[c], bounds[c + 1]):
         for k in range(n_classes):
-            class_tot[c, k] += post[t, k]
+            tot[k] += post[t, k]
         for e in range(task_ptr[t], task_ptr[t + 1]):
             w = worker[e]
             y = label[e]
             for k in range(n_classes):
                 counts[c, w, y, k] += post[t, k]
+    class_tot[c, :] = tot
 
 
 @njit(cache=True, parallel=True)
