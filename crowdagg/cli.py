@@ -69,43 +69,44 @@ def _write_stdout(text: str) -> None:
 
 
 def handle_errors(func: F) -> F:
-    """Turn crowdagg errors into one stderr line and an exit code; relay warnings."""
+    """Turn errors into one ``Error:`` line and an exit code; relay crowdagg warnings to stderr."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         verbose = bool(kwargs.get("verbose"))
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", CrowdaggWarning)
+
+            def flush() -> None:
+                _emit_warnings([w for w in caught if issubclass(w.category, CrowdaggWarning)])
+                caught.clear()
+
             try:
                 return func(*args, **kwargs)
             except typer.Exit:
                 raise
-            except CrowdaggError as exc:
-                _emit_warnings(caught)
-                caught.clear()
+            except KeyboardInterrupt:
+                flush()
+                _err("Error: interrupted")
+                raise typer.Exit(130) from None
+            except Exception as exc:  # noqa: BLE001 - every error ends as one line
+                flush()
+                if isinstance(exc, CrowdaggError):
+                    code, msg = exc.exit_code, str(exc)
+                elif verbose:
+                    raise
+                elif isinstance(exc, MemoryError):
+                    code, msg = 1, "out of memory"
+                else:
+                    code, msg = 1, f"{type(exc).__name__}: {exc} (run with --verbose for the traceback)"
                 if verbose:
                     import traceback
 
                     traceback.print_exc(file=sys.stderr)
-                _err(f"Error: {exc}")
-                raise typer.Exit(exc.exit_code) from None
-            except MemoryError:
-                _emit_warnings(caught)
-                caught.clear()
-                _err("Error: out of memory")
-                raise typer.Exit(1) from None
-            except KeyboardInterrupt:
-                _err("Error: interrupted")
-                raise typer.Exit(130) from None
-            except Exception as exc:  # noqa: BLE001 - last resort: one line, no traceback
-                if verbose:
-                    raise
-                _emit_warnings(caught)
-                caught.clear()
-                _err(f"Error: {type(exc).__name__}: {exc} (run with --verbose for the traceback)")
-                raise typer.Exit(1) from None
+                _err(f"Error: {msg}")
+                raise typer.Exit(code) from None
             finally:
-                _emit_warnings([w for w in caught if issubclass(w.category, CrowdaggWarning)])
+                flush()
 
     return wrapper  # type: ignore[return-value]
 
