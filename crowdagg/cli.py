@@ -245,6 +245,7 @@ def aggregate(
     """
     from .aggregators import aggregate as run_method
     from .aggregators import get_method
+    from .data import DUPLICATE_POLICIES
     from .io import load_annotations, output_format, read_task_labels, render_table
 
     cls = get_method(method)
@@ -259,8 +260,8 @@ def aggregate(
         if "gold" not in cls.params:
             raise UsageError(f"--gold does not apply to method {method!r}")
         params["gold"] = read_task_labels(gold, what="gold")
-    if duplicates not in ("keep", "first", "last", "error"):
-        raise UsageError(f"--duplicates must be keep, first, last or error, got {duplicates!r}")
+    if duplicates not in DUPLICATE_POLICIES:
+        raise UsageError(f"--duplicates must be one of {', '.join(DUPLICATE_POLICIES)}, got {duplicates!r}")
     out_fmt = output_format(fmt, output)
     truth_labels = read_task_labels(truth) if truth else None
     data = load_annotations(
