@@ -202,6 +202,13 @@ def run_cli(sizes: list[int], n_classes: int, seed: int) -> list[dict]:
     return rows
 
 
+def _merge_rows(old: list[dict], new: list[dict]) -> list[dict]:
+    """Rows of earlier runs, replaced by new rows of the same size, sorted by size."""
+    by_size = {r["answers"]: r for r in old}
+    by_size.update({r["answers"]: r for r in new})
+    return [by_size[k] for k in sorted(by_size)]
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "_speed_one":
@@ -227,10 +234,12 @@ def main(argv: list[str] | None = None) -> int:
         results["accuracy"] = run_accuracy(args.datasets)
         print()
     if "speed" in what:
-        results["speed"] = run_speed(args.answers or [1_000_000, 10_000_000], args.classes, args.seed, args.iters, args.repeats)
+        rows = run_speed(args.answers or [1_000_000, 10_000_000], args.classes, args.seed, args.iters, args.repeats)
+        results["speed"] = _merge_rows(results.get("speed", []), rows)
         print()
     if "cli" in what:
-        results["cli"] = run_cli(args.answers or [1_000_000], args.classes, args.seed)
+        rows = run_cli(args.answers or [1_000_000], args.classes, args.seed)
+        results["cli"] = _merge_rows(results.get("cli", []), rows)
         print()
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(results, indent=2) + "\n")

@@ -104,7 +104,7 @@ def vote_counts(
 
 
 @njit(cache=True)
-def _em_chunk(c, task_ptr, worker, label, log_prior, log_conf, clamp, bounds, post, counts, class_tot, loglik):  # pragma: no cover
+def _em_chunk(c, task_ptr, cell, log_prior, log_conf, clamp, bounds, post, counts, class_tot, loglik):  # pragma: no cover
     """E-step for the tasks of chunk ``c`` fused with the M-step sufficient statistics.
 
     For each task t: ``post[t] = softmax(log_prior + sum_e log_conf[w_e, y_e, :])``
@@ -127,7 +127,7 @@ def _em_chunk(c, task_ptr, worker, label, log_prior, log_conf, clamp, bounds, po
         for k in range(n_classes):
             q[k] = log_prior[k]
         for e in range(start, stop):
-            base = (worker[e] * n_classes + label[e]) * n_classes
+            base = cell[e] * n_classes
             for k in range(n_classes):
                 q[k] += lc[base + k]
         g = clamp[t]
@@ -153,7 +153,7 @@ def _em_chunk(c, task_ptr, worker, label, log_prior, log_conf, clamp, bounds, po
             post[t, k] = q[k]
             tot[k] += q[k]
         for e in range(start, stop):
-            base = (worker[e] * n_classes + label[e]) * n_classes
+            base = cell[e] * n_classes
             for k in range(n_classes):
                 cnt[base + k] += q[k]
     class_tot[c, :] = tot
@@ -161,43 +161,43 @@ def _em_chunk(c, task_ptr, worker, label, log_prior, log_conf, clamp, bounds, po
 
 
 @njit(cache=True, parallel=True)
-def _em_pass_parallel(task_ptr, worker, label, log_prior, log_conf, clamp, bounds, post, counts, class_tot, loglik):  # pragma: no cover
+def _em_pass_parallel(task_ptr, cell, log_prior, log_conf, clamp, bounds, post, counts, class_tot, loglik):  # pragma: no cover
     for c in prange(bounds.shape[0] - 1):
-        _em_chunk(c, task_ptr, worker, label, log_prior, log_conf, clamp, bounds, post, counts, class_tot, loglik)
+        _em_chunk(c, task_ptr, cell, log_prior, log_conf, clamp, bounds, post, counts, class_tot, loglik)
 
 
 @njit(cache=True)
-def _em_pass_serial(task_ptr, worker, label, log_prior, log_conf, clamp, bounds, post, counts, class_tot, loglik):  # pragma: no cover
+def _em_pass_serial(task_ptr, cell, log_prior, log_conf, clamp, bounds, post, counts, class_tot, loglik):  # pragma: no cover
     for c in range(bounds.shape[0] - 1):
-        _em_chunk(c, task_ptr, worker, label, log_prior, log_conf, clamp, bounds, post, counts, class_tot, loglik)
+        _em_chunk(c, task_ptr, cell, log_prior, log_conf, clamp, bounds, post, counts, class_tot, loglik)
 
 
 @njit(cache=True)
-def _accumulate_chunk(c, task_ptr, worker, label, post, bounds, counts, class_tot):  # pragma: no cover
+def _accumulate_chunk(c, task_ptr, cell, post, bounds, counts, class_tot):  # pragma: no cover
     n_classes = post.shape[1]
-    counts[c, :, :, :] = 0.0
+    cnt = counts[c].reshape(-1)
+    cnt[:] = 0.0
     tot = np.zeros(n_classes, dtype=np.float64)
     for t in range(bounds[c], bounds[c + 1]):
         for k in range(n_classes):
             tot[k] += post[t, k]
         for e in range(task_ptr[t], task_ptr[t + 1]):
-            w = worker[e]
-            y = label[e]
+            base = cell[e] * n_classes
             for k in range(n_classes):
-                counts[c, w, y, k] += post[t, k]
+                cnt[base + k] += post[t, k]
     class_tot[c, :] = tot
 
 
 @njit(cache=True, parallel=True)
-def _accumulate_parallel(task_ptr, worker, label, post, bounds, counts, class_tot):  # pragma: no cover
+def _accumulate_parallel(task_ptr, cell, post, bounds, counts, class_tot):  # pragma: no cover
     for c in prange(bounds.shape[0] - 1):
-        _accumulate_chunk(c, task_ptr, worker, label, post, bounds, counts, class_tot)
+        _accumulate_chunk(c, task_ptr, cell, post, bounds, counts, class_tot)
 
 
 @njit(cache=True)
-def _accumulate_serial(task_ptr, worker, label, post, bounds, counts, class_tot):  # pragma: no cover
+def _accumulate_serial(task_ptr, cell, post, bounds, counts, class_tot):  # pragma: no cover
     for c in range(bounds.shape[0] - 1):
-        _accumulate_chunk(c, task_ptr, worker, label, post, bounds, counts, class_tot)
+        _accumulate_chunk(c, task_ptr, cell, post, bounds, counts, class_tot)
 
 
 class EMWorkspace:
@@ -209,8 +209,9 @@ class EMWorkspace:
 
     def __init__(self, task_ptr: np.ndarray, worker: np.ndarray, label: np.ndarray, n_workers: int, n_classes: int):
         self.task_ptr = np.ascontiguousarray(task_ptr, dtype=np.int64)
-        self.worker = worker
-        self.label = label
+        # Flat (worker, observed) cell of each answer: one load per answer, and
+        # cell * K indexes the K contiguous entries of the log-confusion and count tables.
+        self.cell = (np.asarray(worker, dtype=np.int64) * n_classes + label).astype(np.int32)
         self.bounds = chunk_bounds(self.task_ptr, n_workers, n_classes)
         n_chunks = len(self.bounds) - 1
         n_tasks = len(self.task_ptr) - 1
@@ -227,7 +228,7 @@ class EMWorkspace:
         # One chunk: skip the thread pool, whose start-up dominates small inputs.
         kernel = _em_pass_parallel if len(self.bounds) > 2 else _em_pass_serial
         kernel(
-            self.task_ptr, self.worker, self.label,
+            self.task_ptr, self.cell,
             np.ascontiguousarray(log_prior, dtype=np.float64),
             np.ascontiguousarray(log_conf_ot, dtype=np.float64),
             clamp, self.bounds, self.post, self.counts, self.class_tot, self.loglik,
@@ -237,7 +238,7 @@ class EMWorkspace:
     def accumulate(self, post: np.ndarray) -> None:
         """Fill the sufficient statistics from given posteriors (no E-step)."""
         kernel = _accumulate_parallel if len(self.bounds) > 2 else _accumulate_serial
-        kernel(self.task_ptr, self.worker, self.label, np.ascontiguousarray(post, dtype=np.float64),
+        kernel(self.task_ptr, self.cell, np.ascontiguousarray(post, dtype=np.float64),
                     self.bounds, self.counts, self.class_tot)
 
     def stats(self) -> tuple[np.ndarray, np.ndarray]:
