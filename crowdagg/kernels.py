@@ -110,10 +110,15 @@ def _em_chunk(c, task_ptr, cell, log_prior, log_conf, clamp, bounds, post, count
     For each task t: ``post[t] = softmax(log_prior + sum_e log_conf[w_e, y_e, :])``
     (or one-hot at ``clamp[t]`` when ``clamp[t] >= 0``); its log-evidence is
     summed into ``loglik[c]`` and its posterior added to
-    ``counts[c, w_e, y_e, :]`` and ``class_tot[c, :]``.
+    ``counts[c, w_e, y_e, :]`` and ``class_tot[c, :]``.  ``cell[e]`` is
+    ``w_e * K + y_e``.
+
+    The per-answer table offsets are unsigned: numba then skips the
+    negative-index wrap-around test on those accesses (~25% of the time).
     """
     n_classes = log_prior.shape[0]
-    # Flat views: one answer touches the K contiguous cells at (w * K + y) * K.
+    nk = np.uint64(n_classes)
+    # Flat views: one answer touches the K contiguous cells from cell[e] * K.
     lc = log_conf.reshape(-1)
     cnt = counts[c].reshape(-1)
     cnt[:] = 0.0
@@ -127,9 +132,9 @@ def _em_chunk(c, task_ptr, cell, log_prior, log_conf, clamp, bounds, post, count
         for k in range(n_classes):
             q[k] = log_prior[k]
         for e in range(start, stop):
-            base = cell[e] * n_classes
+            base = np.uint64(cell[e]) * nk
             for k in range(n_classes):
-                q[k] += lc[base + k]
+                q[k] += lc[base + np.uint64(k)]
         g = clamp[t]
         if g >= 0:
             ll += q[g]
@@ -153,9 +158,9 @@ def _em_chunk(c, task_ptr, cell, log_prior, log_conf, clamp, bounds, post, count
             post[t, k] = q[k]
             tot[k] += q[k]
         for e in range(start, stop):
-            base = cell[e] * n_classes
+            base = np.uint64(cell[e]) * nk
             for k in range(n_classes):
-                cnt[base + k] += q[k]
+                cnt[base + np.uint64(k)] += q[k]
     class_tot[c, :] = tot
     loglik[c] = ll
 
@@ -175,6 +180,7 @@ def _em_pass_serial(task_ptr, cell, log_prior, log_conf, clamp, bounds, post, co
 @njit(cache=True)
 def _accumulate_chunk(c, task_ptr, cell, post, bounds, counts, class_tot):  # pragma: no cover
     n_classes = post.shape[1]
+    nk = np.uint64(n_classes)
     cnt = counts[c].reshape(-1)
     cnt[:] = 0.0
     tot = np.zeros(n_classes, dtype=np.float64)
@@ -182,9 +188,9 @@ def _accumulate_chunk(c, task_ptr, cell, post, bounds, counts, class_tot):  # pr
         for k in range(n_classes):
             tot[k] += post[t, k]
         for e in range(task_ptr[t], task_ptr[t + 1]):
-            base = cell[e] * n_classes
+            base = np.uint64(cell[e]) * nk
             for k in range(n_classes):
-                cnt[base + k] += post[t, k]
+                cnt[base + np.uint64(k)] += post[t, k]
     class_tot[c, :] = tot
 
 
