@@ -122,11 +122,11 @@ def _speed_one(n_answers: int, n_classes: int, seed: int, n1: int, iters: int, r
     n2 = n1 + iters
     t1, _ = best(n1)
     t2, res = best(n2)
-    import numba
+    from crowdagg.kernels import n_threads
 
     return {
         "answers": int(data.n_answers), "tasks": int(n_tasks), "workers": int(n_workers), "classes": n_classes,
-        "threads": numba.get_num_threads(), "build_s": build, "fit_n1_s": t1, "fit_n2_s": t2, "n1": n1, "n2": n2,
+        "threads": n_threads(), "build_s": build, "fit_n1_s": t1, "fit_n2_s": t2, "n1": n1, "n2": n2,
         "ms_per_iter": (t2 - t1) / iters * 1e3, "accuracy": float((res.labels == truth).mean()),  # type: ignore[attr-defined]
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }

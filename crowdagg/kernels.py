@@ -5,7 +5,7 @@ when the caller owns the buffer), no Python objects, no randomness.  The
 answers are sorted by task and described by ``task_ptr`` (CSR offsets), so a
 kernel streams each task's answers contiguously.
 
-Parallel kernels split the tasks into a fixed number of chunks that depends
+Chunked kernels split the tasks into a fixed number of chunks that depends
 only on the data size (:func:`chunk_bounds`), each chunk accumulating its own
 partial sums, which are then added in chunk order.  Results are therefore
 bit-identical whatever the number of threads.  The same layout is what a
@@ -18,8 +18,13 @@ one answer reads one contiguous row of K values; the public layout
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
+from typing import Any
+
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 #: Upper bound on the memory of per-chunk partial count tensors.
 _CHUNK_BUFFER_BYTES = 64 * 2**20
@@ -165,16 +170,10 @@ def _em_chunk(c, task_ptr, cell, log_prior, log_conf, clamp, bounds, post, count
     loglik[c] = ll
 
 
-@njit(cache=True, parallel=True)
-def _em_pass_parallel(task_ptr, cell, log_prior, log_conf, clamp, bounds, post, counts, class_tot, loglik):  # pragma: no cover
-    for c in prange(bounds.shape[0] - 1):
-        _em_chunk(c, task_ptr, cell, log_prior, log_conf, clamp, bounds, post, counts, class_tot, loglik)
-
-
-@njit(cache=True)
-def _em_pass_serial(task_ptr, cell, log_prior, log_conf, clamp, bounds, post, counts, class_tot, loglik):  # pragma: no cover
-    for c in range(bounds.shape[0] - 1):
-        _em_chunk(c, task_ptr, cell, log_prior, log_conf, clamp, bounds, post, counts, class_tot, loglik)
+@njit(cache=True, nogil=True)
+def _em_chunks(chunks, task_ptr, cell, log_prior, log_conf, clamp, bounds, post, counts, class_tot, loglik):  # pragma: no cover
+    for i in range(chunks.shape[0]):
+        _em_chunk(chunks[i], task_ptr, cell, log_prior, log_conf, clamp, bounds, post, counts, class_tot, loglik)
 
 
 @njit(cache=True)
@@ -194,16 +193,42 @@ def _accumulate_chunk(c, task_ptr, cell, post, bounds, counts, class_tot):  # pr
     class_tot[c, :] = tot
 
 
-@njit(cache=True, parallel=True)
-def _accumulate_parallel(task_ptr, cell, post, bounds, counts, class_tot):  # pragma: no cover
-    for c in prange(bounds.shape[0] - 1):
-        _accumulate_chunk(c, task_ptr, cell, post, bounds, counts, class_tot)
+@njit(cache=True, nogil=True)
+def _accumulate_chunks(chunks, task_ptr, cell, post, bounds, counts, class_tot):  # pragma: no cover
+    for i in range(chunks.shape[0]):
+        _accumulate_chunk(chunks[i], task_ptr, cell, post, bounds, counts, class_tot)
 
 
-@njit(cache=True)
-def _accumulate_serial(task_ptr, cell, post, bounds, counts, class_tot):  # pragma: no cover
-    for c in range(bounds.shape[0] - 1):
-        _accumulate_chunk(c, task_ptr, cell, post, bounds, counts, class_tot)
+def n_threads() -> int:
+    """Threads used by the chunked kernels (``NUMBA_NUM_THREADS``, default: all cores)."""
+    from numba import config
+
+    return max(1, int(config.NUMBA_NUM_THREADS))  # type: ignore[attr-defined]
+
+
+@lru_cache(maxsize=1)
+def _pool(threads: int) -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=threads, thread_name_prefix="crowdagg")
+
+
+def run_chunks(kernel: Callable[..., None], n_chunks: int, *args: Any) -> None:
+    """Run ``kernel(chunk_ids, *args)`` over all chunks, spread over threads.
+
+    The kernels release the GIL (``nogil=True``) and each chunk writes only
+    its own slots, so plain Python threads run them in parallel, and the
+    result does not depend on which thread ran which chunk.  (A numba
+    ``parallel=True`` kernel would do the same but costs seconds more to
+    compile on first use, and its thread-pool start-up dominates small inputs.)
+    """
+    ids = np.arange(n_chunks, dtype=np.int64)
+    threads = min(n_threads(), n_chunks)
+    if threads <= 1:
+        kernel(ids, *args)
+        return
+    pool = _pool(n_threads())
+    futures = [pool.submit(kernel, ids[i::threads], *args) for i in range(threads)]
+    for f in futures:
+        f.result()
 
 
 class EMWorkspace:
@@ -231,9 +256,8 @@ class EMWorkspace:
 
         ``log_conf_ot`` has shape (n_workers, K, K) indexed ``[w, observed, true]``.
         """
-        # One chunk: skip the thread pool, whose start-up dominates small inputs.
-        kernel = _em_pass_parallel if len(self.bounds) > 2 else _em_pass_serial
-        kernel(
+        run_chunks(
+            _em_chunks, len(self.bounds) - 1,
             self.task_ptr, self.cell,
             np.ascontiguousarray(log_prior, dtype=np.float64),
             np.ascontiguousarray(log_conf_ot, dtype=np.float64),
@@ -243,9 +267,11 @@ class EMWorkspace:
 
     def accumulate(self, post: np.ndarray) -> None:
         """Fill the sufficient statistics from given posteriors (no E-step)."""
-        kernel = _accumulate_parallel if len(self.bounds) > 2 else _accumulate_serial
-        kernel(self.task_ptr, self.cell, np.ascontiguousarray(post, dtype=np.float64),
-                    self.bounds, self.counts, self.class_tot)
+        run_chunks(
+            _accumulate_chunks, len(self.bounds) - 1,
+            self.task_ptr, self.cell, np.ascontiguousarray(post, dtype=np.float64),
+            self.bounds, self.counts, self.class_tot,
+        )
 
     def stats(self) -> tuple[np.ndarray, np.ndarray]:
         """Summed statistics: counts (n_workers, K_observed, K_true), class totals (K,)."""
