@@ -226,7 +226,8 @@ def run_chunks(kernel: Callable[..., None], n_chunks: int, *args: Any) -> None:
         kernel(ids, *args)
         return
     pool = _pool(n_threads())
-    futures = [pool.submit(kernel, ids[i::threads], *args) for i in range(threads)]
+    futures = [pool.submit(kernel, ids[i::threads], *args) for i in range(1, threads)]
+    kernel(ids[0::threads], *args)  # this thread takes the first share
     for f in futures:
         f.result()
 
