@@ -78,125 +78,97 @@ def group_order(keys: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray
     return _group_order(np.ascontiguousarray(keys), int(n_groups))
 
 
-@njit(cache=True)
-def _vote_counts(task_ptr, worker, label, worker_weight, n_classes):  # pragma: no cover
-    n_tasks = task_ptr.shape[0] - 1
-    out = np.zeros((n_tasks, n_classes), dtype=np.float64)
-    weighted = worker_weight.shape[0] > 0
-    for t in range(n_tasks):
-        for e in range(task_ptr[t], task_ptr[t + 1]):
-            if weighted:
-                out[t, label[e]] += worker_weight[worker[e]]
-            else:
-                out[t, label[e]] += 1.0
-    return out
-
-
 def vote_counts(
-    task_ptr: np.ndarray,
+    task: np.ndarray,
     worker: np.ndarray,
     label: np.ndarray,
+    n_tasks: int,
     n_classes: int,
     worker_weight: np.ndarray | None = None,
 ) -> np.ndarray:
     """(Weighted) votes per task and class, shape (n_tasks, n_classes).
 
     ``worker_weight`` (shape (n_workers,)) weighs each worker's vote; ``None``
-    counts every answer once.
+    counts every answer once.  One ``bincount`` over the flat (task, class)
+    cell of each answer: O(L), nothing to compile.
     """
-    w = np.empty(0, dtype=np.float64) if worker_weight is None else np.ascontiguousarray(worker_weight, dtype=np.float64)
-    return _vote_counts(task_ptr, worker, label, w, int(n_classes))
+    cell = task.astype(np.int64) * n_classes + label
+    weights = None if worker_weight is None else np.asarray(worker_weight, dtype=np.float64)[worker]
+    counts = np.bincount(cell, weights=weights, minlength=n_tasks * n_classes)
+    return counts.astype(np.float64, copy=False).reshape(n_tasks, n_classes)
 
 
-@njit(cache=True)
-def _em_chunk(c, task_ptr, cell, log_prior, log_conf, clamp, bounds, post, counts, class_tot, loglik):  # pragma: no cover
-    """E-step for the tasks of chunk ``c`` fused with the M-step sufficient statistics.
+@njit(cache=True, nogil=True)
+def _em_chunks(
+    chunks, e_step, task_ptr, cell, log_prior, log_conf, clamp, bounds, post, counts, class_tot, loglik
+):  # pragma: no cover - compiled
+    """EM pass over the tasks of the given chunks: E-step fused with the M-step statistics.
 
-    For each task t: ``post[t] = softmax(log_prior + sum_e log_conf[w_e, y_e, :])``
-    (or one-hot at ``clamp[t]`` when ``clamp[t] >= 0``); its log-evidence is
-    summed into ``loglik[c]`` and its posterior added to
-    ``counts[c, w_e, y_e, :]`` and ``class_tot[c, :]``.  ``cell[e]`` is
-    ``w_e * K + y_e``.
+    For each task t of chunk c, when ``e_step``:
+    ``post[t] = softmax(log_prior + sum_e log_conf[w_e, y_e, :])`` (or one-hot
+    at ``clamp[t]`` when ``clamp[t] >= 0``) and its log-evidence is summed
+    into ``loglik[c]``; otherwise ``post[t]`` is taken as given.  Either way
+    the posterior is added to ``counts[c, w_e, y_e, :]`` and
+    ``class_tot[c, :]``.  ``cell[e]`` is ``w_e * K + y_e``.
 
     The per-answer table offsets are unsigned: numba then skips the
-    negative-index wrap-around test on those accesses (~25% of the time).
+    negative-index wrap-around test on those accesses (~20% of the time).
     """
-    n_classes = log_prior.shape[0]
+    n_classes = class_tot.shape[1]
     nk = np.uint64(n_classes)
     # Flat views: one answer touches the K contiguous cells from cell[e] * K.
     lc = log_conf.reshape(-1)
-    cnt = counts[c].reshape(-1)
-    cnt[:] = 0.0
-    ll = 0.0
     q = np.empty(n_classes, dtype=np.float64)
-    # Chunk-local totals: rows of class_tot share cache lines across threads.
-    tot = np.zeros(n_classes, dtype=np.float64)
-    for t in range(bounds[c], bounds[c + 1]):
-        start = task_ptr[t]
-        stop = task_ptr[t + 1]
-        for k in range(n_classes):
-            q[k] = log_prior[k]
-        for e in range(start, stop):
-            base = np.uint64(cell[e]) * nk
-            for k in range(n_classes):
-                q[k] += lc[base + np.uint64(k)]
-        g = clamp[t]
-        if g >= 0:
-            ll += q[g]
-            for k in range(n_classes):
-                q[k] = 0.0
-            q[g] = 1.0
-        else:
-            m = q[0]
-            for k in range(1, n_classes):
-                if q[k] > m:
-                    m = q[k]
-            z = 0.0
-            for k in range(n_classes):
-                q[k] = np.exp(q[k] - m)
-                z += q[k]
-            inv = 1.0 / z
-            for k in range(n_classes):
-                q[k] *= inv
-            ll += m + np.log(z)
-        for k in range(n_classes):
-            post[t, k] = q[k]
-            tot[k] += q[k]
-        for e in range(start, stop):
-            base = np.uint64(cell[e]) * nk
-            for k in range(n_classes):
-                cnt[base + np.uint64(k)] += q[k]
-    class_tot[c, :] = tot
-    loglik[c] = ll
-
-
-@njit(cache=True, nogil=True)
-def _em_chunks(chunks, task_ptr, cell, log_prior, log_conf, clamp, bounds, post, counts, class_tot, loglik):  # pragma: no cover
     for i in range(chunks.shape[0]):
-        _em_chunk(chunks[i], task_ptr, cell, log_prior, log_conf, clamp, bounds, post, counts, class_tot, loglik)
-
-
-@njit(cache=True)
-def _accumulate_chunk(c, task_ptr, cell, post, bounds, counts, class_tot):  # pragma: no cover
-    n_classes = post.shape[1]
-    nk = np.uint64(n_classes)
-    cnt = counts[c].reshape(-1)
-    cnt[:] = 0.0
-    tot = np.zeros(n_classes, dtype=np.float64)
-    for t in range(bounds[c], bounds[c + 1]):
-        for k in range(n_classes):
-            tot[k] += post[t, k]
-        for e in range(task_ptr[t], task_ptr[t + 1]):
-            base = np.uint64(cell[e]) * nk
+        c = chunks[i]
+        cnt = counts[c].reshape(-1)
+        cnt[:] = 0.0
+        ll = 0.0
+        # Chunk-local totals: rows of class_tot share cache lines across threads.
+        tot = np.zeros(n_classes, dtype=np.float64)
+        for t in range(bounds[c], bounds[c + 1]):
+            start = task_ptr[t]
+            stop = task_ptr[t + 1]
+            if not e_step:
+                for k in range(n_classes):
+                    q[k] = post[t, k]
+            elif clamp[t] >= 0:
+                g = clamp[t]
+                s = log_prior[g]
+                for e in range(start, stop):
+                    s += lc[np.uint64(cell[e]) * nk + np.uint64(g)]
+                ll += s
+                for k in range(n_classes):
+                    q[k] = 0.0
+                q[g] = 1.0
+            else:
+                for k in range(n_classes):
+                    q[k] = log_prior[k]
+                for e in range(start, stop):
+                    base = np.uint64(cell[e]) * nk
+                    for k in range(n_classes):
+                        q[k] += lc[base + np.uint64(k)]
+                m = q[0]
+                for k in range(1, n_classes):
+                    if q[k] > m:
+                        m = q[k]
+                z = 0.0
+                for k in range(n_classes):
+                    q[k] = np.exp(q[k] - m)
+                    z += q[k]
+                inv = 1.0 / z
+                for k in range(n_classes):
+                    q[k] *= inv
+                ll += m + np.log(z)
             for k in range(n_classes):
-                cnt[base + np.uint64(k)] += post[t, k]
-    class_tot[c, :] = tot
-
-
-@njit(cache=True, nogil=True)
-def _accumulate_chunks(chunks, task_ptr, cell, post, bounds, counts, class_tot):  # pragma: no cover
-    for i in range(chunks.shape[0]):
-        _accumulate_chunk(chunks[i], task_ptr, cell, post, bounds, counts, class_tot)
+                post[t, k] = q[k]
+                tot[k] += q[k]
+            for e in range(start, stop):
+                base = np.uint64(cell[e]) * nk
+                for k in range(n_classes):
+                    cnt[base + np.uint64(k)] += q[k]
+        class_tot[c, :] = tot
+        loglik[c] = ll
 
 
 def n_threads() -> int:
@@ -259,19 +231,23 @@ class EMWorkspace:
         """
         run_chunks(
             _em_chunks, len(self.bounds) - 1,
-            self.task_ptr, self.cell,
+            True, self.task_ptr, self.cell,
             np.ascontiguousarray(log_prior, dtype=np.float64),
             np.ascontiguousarray(log_conf_ot, dtype=np.float64),
-            clamp, self.bounds, self.post, self.counts, self.class_tot, self.loglik,
+            np.ascontiguousarray(clamp, dtype=np.int64),
+            self.bounds, self.post, self.counts, self.class_tot, self.loglik,
         )
         return float(self.loglik.sum())
 
     def accumulate(self, post: np.ndarray) -> None:
         """Fill the sufficient statistics from given posteriors (no E-step)."""
+        self.post[...] = post
+        k = self.post.shape[1]
         run_chunks(
-            _accumulate_chunks, len(self.bounds) - 1,
-            self.task_ptr, self.cell, np.ascontiguousarray(post, dtype=np.float64),
-            self.bounds, self.counts, self.class_tot,
+            _em_chunks, len(self.bounds) - 1,
+            False, self.task_ptr, self.cell, np.zeros(k), np.zeros((1, k, k)),
+            np.full(self.post.shape[0], -1, dtype=np.int64),
+            self.bounds, self.post, self.counts, self.class_tot, self.loglik,
         )
 
     def stats(self) -> tuple[np.ndarray, np.ndarray]:

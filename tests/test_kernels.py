@@ -38,8 +38,8 @@ def test_vote_counts_match_loop(rng):
     for ti, wi, yi in zip(t, w, y):
         expected[ti, yi] += 1
         expected_w[ti, yi] += weights[wi]
-    np.testing.assert_array_equal(vote_counts(data.task_ptr, data.worker, data.label, 3), expected)
-    np.testing.assert_allclose(vote_counts(data.task_ptr, data.worker, data.label, 3, weights), expected_w)
+    np.testing.assert_array_equal(vote_counts(data.task, data.worker, data.label, data.n_tasks, 3), expected)
+    np.testing.assert_allclose(vote_counts(data.task, data.worker, data.label, data.n_tasks, 3, weights), expected_w)
 
 
 def test_chunks_cover_all_tasks_in_order():

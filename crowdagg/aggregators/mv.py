@@ -18,7 +18,7 @@ def soft_majority_vote(data: AnnotationSet) -> np.ndarray:
     """Vote shares per task, shape (n_tasks, n_classes); rows sum to 1."""
     from ..kernels import vote_counts
 
-    return normalize_rows(vote_counts(data.task_ptr, data.worker, data.label, data.n_classes))
+    return normalize_rows(vote_counts(data.task, data.worker, data.label, data.n_tasks, data.n_classes))
 
 
 class MajorityVote(Aggregator):

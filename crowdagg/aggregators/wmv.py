@@ -68,7 +68,7 @@ class WeightedMajorityVote(Aggregator):
             )
             accuracy = (agree + 1.0) / (n_answers + 2.0)
             weight = log_odds_weights(accuracy, k)
-            scores = vote_counts(data.task_ptr, data.worker, data.label, k, weight)
+            scores = vote_counts(data.task, data.worker, data.label, data.n_tasks, k, weight)
             new = argmax_random_ties(scores, rng, atol=1e-12)
             if callback is not None:
                 callback(it, float("nan"))
