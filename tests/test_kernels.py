@@ -82,3 +82,18 @@ def test_em_is_identical_across_chunkings(rng, monkeypatch):
     assert ws2.counts.shape[0] > 1
     ws2.accumulate(post)
     np.testing.assert_allclose(ws2.stats()[0], one, rtol=1e-12)
+
+
+def test_results_do_not_depend_on_thread_count(rng, monkeypatch):
+    import crowdagg.kernels as k
+
+    monkeypatch.setattr(k, "_ANSWERS_PER_CHUNK", 64)
+    t, w, y = random_crowd(rng, n_tasks=500)
+    data = AnnotationSet.from_codes(t, w, y)
+    monkeypatch.setattr(k, "n_threads", lambda: 1)
+    one = aggregate(data, "ds", max_iter=5, tol=0)
+    monkeypatch.setattr(k, "n_threads", lambda: 3)
+    three = aggregate(data, "ds", max_iter=5, tol=0)
+    np.testing.assert_array_equal(one.posteriors, three.posteriors)
+    np.testing.assert_array_equal(one.confusion, three.confusion)
+    np.testing.assert_array_equal(one.log_likelihood, three.log_likelihood)
