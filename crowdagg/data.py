@@ -314,15 +314,30 @@ class AnnotationSet:
 
 
 class Locator:
-    """Turns a 0-based input row number into a place a person can find."""
+    """Turns a 0-based input row number into a place a person can find.
 
-    def __init__(self, source: str, first_line: int = 2, unit: str = "line") -> None:
+    Row ``r`` is at ``lines[r]`` when a line table is given (multi-line
+    records, skipped lines), else at ``r + first_line``.
+    """
+
+    def __init__(
+        self, source: str, first_line: int = 2, unit: str = "line", lines: np.ndarray | None = None
+    ) -> None:
         self.source = source
         self.first_line = first_line
         self.unit = unit
+        self.lines = lines
+
+    def line(self, row: int) -> int:
+        return int(self.lines[row]) if self.lines is not None else row + self.first_line
 
     def __call__(self, row: int) -> str:
-        return f"{self.source} {self.unit} {row + self.first_line}"
+        return f"{self.source} {self.unit} {self.line(row)}"
+
+    def subset(self, rows: np.ndarray) -> Locator:
+        """The locator of a table keeping only ``rows`` (in order)."""
+        lines = self.lines[rows] if self.lines is not None else rows + self.first_line
+        return Locator(self.source, self.first_line, self.unit, lines)
 
 
 def _size(what: str, codes: np.ndarray, given: int | None, names: list | None) -> int:

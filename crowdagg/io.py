@@ -178,13 +178,7 @@ def _parse_delimited(data: bytes, display: str, sep: str) -> tuple[pd.DataFrame,
     found = _record_start_lines(data, sep) if b'"' in data and n_lines != len(frame) + 1 else None
     if found is None or len(found) != len(frame):
         return frame, Locator(display, first_line=2)
-    starts = found
-
-    class _QuotedLocator(Locator):
-        def __call__(self, row: int) -> str:
-            return f"{self.source} line {int(starts[row])}"
-
-    return frame, _QuotedLocator(display)
+    return frame, Locator(display, lines=found)
 
 
 def _record_start_lines(data: bytes, sep: str) -> np.ndarray | None:
@@ -259,13 +253,7 @@ def _parse_jsonl(data: bytes, display: str) -> tuple[pd.DataFrame, Locator]:
         records.append(rec)
         lines.append(lineno)
     frame = _records_frame(records)
-    line_arr = np.asarray(lines)
-
-    class _JsonlLocator(Locator):
-        def __call__(self, row: int) -> str:
-            return f"{self.source} line {int(line_arr[row])}"
-
-    return frame, _JsonlLocator(display)
+    return frame, Locator(display, lines=np.asarray(lines, dtype=np.int64))
 
 
 def read_table(
@@ -359,18 +347,12 @@ def load_annotations(
         raise UsageError(f"task, worker and label columns must differ (got {t_col!r}, {w_col!r}, {y_col!r})")
     # Blank lines inside a CSV read as all-blank rows; drop them, keep line numbers.
     sub = frame[[t_col, w_col, y_col]]
-    if len(sub) and isinstance(loc, Locator):
+    if len(sub):
         all_blank = (sub[t_col] == "") & (sub[w_col] == "") & (sub[y_col] == "")
         if bool(all_blank.any()):
             keep_rows = np.flatnonzero(~all_blank.to_numpy())
             sub = sub.iloc[keep_rows]
-            base_loc = loc
-
-            class _Shifted(Locator):
-                def __call__(self, row: int) -> str:
-                    return base_loc(int(keep_rows[row]))
-
-            loc = _Shifted(display)
+            loc = loc.subset(keep_rows)
     if len(sub) == 0:
         raise DataError(f"{display}: no answers (header only?)")
     tasks = _column_values(sub, t_col, "task", loc, display)
