@@ -15,8 +15,8 @@ import gzip
 import io
 import json
 import os
+import secrets
 import sys
-import tempfile
 import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -424,8 +424,8 @@ def render_table(frame: pd.DataFrame, fmt: str) -> str:
 def atomic_outputs(paths: Sequence[str]) -> Iterator[list[str]]:
     """Yield temporary paths next to ``paths``; rename all into place on success.
 
-    On any exception the temporary files are removed and nothing is left
-    behind.
+    Either every file appears or none does: on any exception the temporary
+    files are removed and nothing is left behind.
     """
     temps: list[str] = []
     try:
@@ -433,8 +433,11 @@ def atomic_outputs(paths: Sequence[str]) -> Iterator[list[str]]:
             directory = os.path.dirname(os.path.abspath(p))
             if not os.path.isdir(directory):
                 raise DataError(f"{p}: directory {directory} does not exist")
-            fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(p)}.", suffix=".tmp", dir=directory)
-            os.close(fd)
+            # Exclusive create with open(): a unique name, and unlike mkstemp
+            # (always 0600) the file gets the user's umask like any other output.
+            tmp = os.path.join(directory, f".{os.path.basename(p)}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+            with open(tmp, "xb"):
+                pass
             temps.append(tmp)
         yield temps
         for tmp, p in zip(temps, paths):

@@ -38,8 +38,6 @@ arguments and seed give identical arrays.
 from __future__ import annotations
 
 import math
-import os
-import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -213,9 +211,8 @@ class SimulatedCrowd:
         * ``workers.csv``: ``worker,kind,accuracy,n_answers`` (accuracy as in
           :meth:`worker_accuracy`).
 
-        Names match :meth:`to_annotations`.  Each file is written to a
-        temporary file in ``outdir`` and moved into place with
-        :func:`os.replace`, so a reader never sees a half-written file.
+        Names match :meth:`to_annotations`.  The files are written through
+        :func:`crowdagg.io.atomic_outputs`: all four appear, or none does.
 
         Returns
         -------
@@ -259,11 +256,16 @@ class SimulatedCrowd:
                 }
             ),
         }
-        paths = []
-        for name, table in tables.items():
-            path = out / name
-            _write_atomic(path, table)
-            paths.append(path)
+        from .io import atomic_outputs
+
+        paths = [out / name for name in tables]
+        with atomic_outputs([str(p) for p in paths]) as temps:
+            for tmp, table in zip(temps, tables.values()):
+                with open(tmp, "wb") as fh:
+                    if isinstance(table, tuple):
+                        _write_coded_rows(fh, *table)
+                    else:
+                        fh.write(table.to_csv(index=False, lineterminator="\n").encode("utf-8"))
         return paths
 
 
@@ -286,24 +288,6 @@ def _write_coded_rows(fh: Any, header: bytes, columns: list[tuple[np.ndarray, np
         for cell in cells[1:]:
             line = np.char.add(np.char.add(line, b","), cell)
         fh.write(b"".join(np.char.add(line, b"\n").tolist()))
-
-
-def _write_atomic(path: Path, table: Any) -> None:
-    # Same directory, so os.replace is atomic; open() applies the umask (mkstemp would give 0600).
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    try:
-        with open(tmp, "xb") as fh:
-            if isinstance(table, tuple):
-                _write_coded_rows(fh, *table)
-            else:
-                fh.write(table.to_csv(index=False, lineterminator="\n").encode("utf-8"))
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 # ----------------------------------------------------------------- validation

@@ -5,6 +5,8 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import os
+import stat
 
 import pandas as pd
 import pytest
@@ -95,3 +97,14 @@ def test_atomic_outputs_leave_nothing_on_error(tmp_path):
     with atomic_outputs([str(target)]) as temps:
         open(temps[0], "w").write("done")
     assert target.read_text() == "done" and len(list(tmp_path.iterdir())) == 1
+
+
+def test_atomic_outputs_follow_the_umask(tmp_path):
+    old = os.umask(0o022)
+    try:
+        target = tmp_path / "out.csv"
+        with atomic_outputs([str(target)]) as temps:
+            open(temps[0], "w").write("x")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644
