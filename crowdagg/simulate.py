@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from .aggregators.base import one_coin_matrices
 from .checks import check_float, check_int
 from .data import AnnotationSet
 from .errors import UsageError
@@ -335,16 +336,6 @@ def _unused(scenario: str, **given: Any) -> None:
 
 
 # ------------------------------------------------------------ worker matrices
-def _one_coin(p: np.ndarray, k: int) -> np.ndarray:
-    """(M, K, K) one-coin matrices: diagonal ``p``, errors uniform (no clipping)."""
-    p = np.asarray(p, dtype=np.float64)
-    mats = np.empty((p.shape[0], k, k))
-    mats[...] = ((1.0 - p) / (k - 1))[:, None, None]
-    idx = np.arange(k)
-    mats[:, idx, idx] = p[:, None]
-    return mats
-
-
 def _ds_matrices(rng: np.random.Generator, m: int, k: int, skill: tuple[float, float]) -> np.ndarray:
     """Diagonal ~ Uniform(skill) per (worker, class); the rest of each row ~ (1 - diag) * Dirichlet(1)."""
     diag = rng.uniform(skill[0], skill[1], size=(m, k))
@@ -656,7 +647,7 @@ def _scenario_plan(rng: np.random.Generator, name: str, args: dict[str, Any]) ->
         m = _fixed(name, "n_workers", given["n_workers"], math.ceil(n * ell / r))
         _check_per_task(m, ell)
         q = rng.beta(2.0, 1.0, size=m)
-        return _Plan(n, _one_coin(q, 2), ["onecoin"] * m, _prior_arg(args["prior"], 2), "regular", ell)
+        return _Plan(n, one_coin_matrices(q, 2), ["onecoin"] * m, _prior_arg(args["prior"], 2), "regular", ell)
     if name == "tutorial-spammers":
         _unused(name, tasks_per_worker=given["tasks_per_worker"])
         n = 10_000 if args["n_tasks"] is None else args["n_tasks"]
@@ -710,10 +701,10 @@ def _crowd_matrices(
         confusion[rest] = _ds_matrices(rng, rest.size, k, skill)
         kind = "ds"
     elif model == "onecoin":
-        confusion[rest] = _one_coin(rng.uniform(skill[0], skill[1], size=rest.size), k)
+        confusion[rest] = one_coin_matrices(rng.uniform(skill[0], skill[1], size=rest.size), k)
         kind = "onecoin"
     else:
-        confusion[rest] = _one_coin(np.full(rest.size, skill[1]), k)
+        confusion[rest] = one_coin_matrices(np.full(rest.size, skill[1]), k)
         kind = "hammer"
     confusion[spam_idx] = _spammer_matrices(rng, spam_idx.size, k, uniform=model == "hammer-spammer")
     confusion[adv_idx] = _adversary_matrices(rng, adv_idx.size, k, skill)

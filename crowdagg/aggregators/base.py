@@ -6,8 +6,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ..checks import check_int
 from ..data import AnnotationSet
-from ..errors import DataError, UsageError
+from ..errors import DataError
 from ..result import AggregationResult
 
 #: Floor on confusion entries before taking logs (as crowd-kit clips at 1e-10).
@@ -42,9 +43,8 @@ class Aggregator:
             raise TypeError(f"fit expects an AnnotationSet, got {type(data).__name__}")
         if data.n_answers == 0:
             raise DataError("no answers to aggregate")
-        if not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
-            raise UsageError(f"seed must be a non-negative integer, got {self.seed!r}")
-        return self._fit(data, np.random.default_rng(int(self.seed)), callback)
+        seed = check_int("seed", self.seed, 0)
+        return self._fit(data, np.random.default_rng(seed), callback)
 
     def _fit(self, data: AnnotationSet, rng: np.random.Generator, callback: Any) -> AggregationResult:
         raise NotImplementedError
@@ -105,16 +105,17 @@ def one_coin_m_step(counts_ot: np.ndarray, class_tot: np.ndarray, smoothing: flo
     agree = np.trace(counts_ot, axis1=1, axis2=2)
     total = counts_ot.sum(axis=(1, 2))
     p = (agree + smoothing) / np.maximum(total + 2.0 * smoothing, PROB_FLOOR)
-    return prior, one_coin_matrices(p, k, layout="ot")
+    # Clipped so that the E-step's logs stay finite.
+    return prior, one_coin_matrices(np.clip(p, PROB_FLOOR, 1.0 - PROB_FLOOR), k)
 
 
-def one_coin_matrices(p: np.ndarray, k: int, layout: str = "to") -> np.ndarray:
+def one_coin_matrices(p: np.ndarray, k: int) -> np.ndarray:
     """Confusion matrices of one-coin workers with accuracy ``p`` (shape (n_workers,)).
 
     Returns shape (n_workers, K, K); diagonal p, off-diagonal (1 - p)/(K - 1).
-    The matrices are symmetric, so ``layout`` only documents intent.
+    The matrices are symmetric, so they read the same in either layout.
     """
-    p = np.clip(np.asarray(p, dtype=np.float64), PROB_FLOOR, 1.0 - PROB_FLOOR)
+    p = np.asarray(p, dtype=np.float64)
     if k == 1:
         return np.ones((p.shape[0], 1, 1))
     off = (1.0 - p) / (k - 1)
