@@ -1,6 +1,8 @@
 """``python -m crowdagg``."""
 
-from .cli import run
+import sys
+
+from ._entry import main
 
 if __name__ == "__main__":  # pragma: no cover
-    run()
+    sys.exit(main())

@@ -1,29 +1,111 @@
 """The ``crowdagg`` command line: parse, call the library, write.
 
 stdout carries data only; messages, warnings and progress go to stderr.
-Errors print one ``Error: ...`` line (exit 1 for data/runtime errors, 2 for
-usage errors); ``--verbose`` adds the traceback.
+Every error is one ``Error: ...`` line -- Click's own usage errors included
+-- with exit status 1 for data/runtime errors and 2 for usage errors;
+``--verbose`` adds the traceback (and Click's usage line).  A run computes
+and renders everything first, then writes all of its outputs or none
+(:mod:`crowdagg.output`).  The console script enters through
+:mod:`crowdagg._entry`, which installs the SIGINT/SIGTERM handlers first.
 """
 
 from __future__ import annotations
 
 import functools
-import os
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Optional, TypeVar
 
 import typer
+from typer.core import TyperGroup
+from typer.exceptions import TyperException
 
-from .errors import CrowdaggError, CrowdaggWarning, DataError, UsageError
+from .errors import CrowdaggError, CrowdaggWarning, DataError, UsageError, render
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .data import AnnotationSet
     from .evaluate import Evaluation
+    from .output import Target
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+Spelling = Mapping[str, str]
+
+
+def _flag(name: str, spelling: Spelling | None = None) -> str:
+    """The CLI flag of a library parameter: ``max_iter`` -> ``--max-iter``."""
+    if spelling and name in spelling:
+        return spelling[name]
+    return "--" + name.replace("_", "-")
+
+
+def _words(exc_or_warning: object, spelling: Spelling | None = None) -> str:
+    """A crowdagg message as the CLI says it (parameters as flags)."""
+    if hasattr(exc_or_warning, "render"):
+        return exc_or_warning.render(lambda n: _flag(n, spelling))  # type: ignore[attr-defined]
+    return render(str(exc_or_warning), lambda n: _flag(n, spelling))
+
+
+# --------------------------------------------------------------------------- plumbing
+def _err(msg: str, *, one_line: bool = True) -> None:
+    stream = sys.stderr
+    if stream is None:
+        return
+    text = msg.rstrip("\n")
+    if one_line:
+        text = " ".join(text.split("\n"))
+    try:
+        stream.write(text + "\n")
+        stream.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _verbose_requested(args: list[str]) -> bool:
+    return any(a in ("--verbose", "-v") for a in args)
+
+
+class _Group(TyperGroup):
+    """Click's own errors (bad option values, missing arguments) as one ``Error:`` line, exit 2.
+
+    Typer bundles its own copy of Click (``typer._click``, typer 0.29);
+    ``TyperException`` is the public base of its exceptions, so this does
+    not depend on the copy's module path.
+    """
+
+    def main(self, args: Any = None, prog_name: Any = None, complete_var: Any = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        argv = list(sys.argv[1:] if args is None else args)
+        code = 0
+        try:
+            rv = super().main(argv, prog_name or "crowdagg", complete_var, standalone_mode=False, **extra)
+            code = rv if isinstance(rv, int) else 0
+        except TyperException as exc:
+            code = int(getattr(exc, "exit_code", 2))
+            if type(exc).__name__ == "NoArgsIsHelpError":
+                _err(exc.format_message(), one_line=False)  # bare `crowdagg`: the help, on stderr
+            else:
+                ctx = getattr(exc, "ctx", None)
+                if ctx is not None and _verbose_requested(argv):
+                    _err(ctx.get_usage())
+                _err(f"Error: {exc.format_message()}")
+        except typer.Abort:
+            _err("Error: aborted")
+            code = 1
+        except typer.Exit as exc:
+            code = exc.exit_code
+        except (CrowdaggError, OSError, ValueError, AttributeError, RuntimeError) as exc:
+            # Outside any command (e.g. --version with stdout closed).
+            _err(f"Error: {_describe_exception(exc)}")
+            code = getattr(exc, "exit_code", 1)
+        if standalone_mode:
+            sys.exit(code)
+        return code
+
 
 app = typer.Typer(
     name="crowdagg",
+    cls=_Group,
     help=(
         "Turn noisy labels from many annotators into trustworthy labels.\n\n"
         "Example: crowdagg aggregate labels.csv --method ds > truth.csv"
@@ -35,80 +117,81 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-F = TypeVar("F", bound=Callable[..., Any])
 
-
-# --------------------------------------------------------------------------- plumbing
-def _err(msg: str) -> None:
-    sys.stderr.write(msg.rstrip("\n") + "\n")
-    sys.stderr.flush()
-
-
-def _emit_warnings(caught: list[warnings.WarningMessage]) -> None:
+def _emit_warnings(caught: list[warnings.WarningMessage], spelling: Spelling | None) -> None:
     seen: set[str] = set()
     for w in caught:
-        text = str(w.message)
+        text = _words(w.message, spelling)
         if text not in seen:
             seen.add(text)
             _err(f"Warning: {text}")
 
 
-def _write_stdout(text: str) -> None:
-    try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        # The reader went away (`| head`): stop quietly, and keep Python's
-        # final flush from raising again.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        try:
-            os.dup2(devnull, sys.stdout.fileno())
-        except (OSError, ValueError):
-            pass
-        raise typer.Exit(0) from None
+_OS_ERRORS: dict[type, str] = {
+    PermissionError: "permission denied",
+    IsADirectoryError: "is a directory",
+    NotADirectoryError: "not a directory",
+    FileNotFoundError: "no such file or directory",
+}
 
 
-def handle_errors(func: F) -> F:
+def _describe_exception(exc: BaseException, spelling: Spelling | None = None) -> str:
+    """Plain words for an exception: never a Python class name or a temporary path."""
+    if isinstance(exc, CrowdaggError):
+        return _words(exc, spelling)
+    if isinstance(exc, MemoryError):
+        return "out of memory (try --max-memory to be refused up front, or a smaller input)"
+    if isinstance(exc, RecursionError):
+        return "input nested too deeply"
+    if isinstance(exc, UnicodeError):
+        return "text that is not valid UTF-8"
+    if isinstance(exc, OSError):
+        what = exc.strerror or _OS_ERRORS.get(type(exc), "input/output error")
+        name = exc.filename
+        if name and ".tmp" not in str(name):
+            return f"{name}: {what.lower()}"
+        return what.lower()
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"unexpected failure{': ' + text if text else ''} (run with --verbose for the details)"
+
+
+def handle_errors(spelling: Spelling | None = None) -> Callable[[F], F]:
     """Turn errors into one ``Error:`` line and an exit code; relay crowdagg warnings to stderr."""
 
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        verbose = bool(kwargs.get("verbose"))
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", CrowdaggWarning)
+    def decorate(func: F) -> F:
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            verbose = bool(kwargs.get("verbose"))
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", CrowdaggWarning)
 
-            def flush() -> None:
-                _emit_warnings([w for w in caught if issubclass(w.category, CrowdaggWarning)])
-                caught.clear()
+                def flush() -> None:
+                    _emit_warnings([w for w in caught if issubclass(w.category, CrowdaggWarning)], spelling)
+                    caught.clear()
 
-            try:
-                return func(*args, **kwargs)
-            except typer.Exit:
-                raise
-            except KeyboardInterrupt:
-                flush()
-                _err("Error: interrupted")
-                raise typer.Exit(130) from None
-            except Exception as exc:  # noqa: BLE001 - every error ends as one line
-                flush()
-                if isinstance(exc, CrowdaggError):
-                    code, msg = exc.exit_code, str(exc)
-                elif verbose:
+                try:
+                    return func(*args, **kwargs)
+                except typer.Exit:
                     raise
-                elif isinstance(exc, MemoryError):
-                    code, msg = 1, "out of memory"
-                else:
-                    code, msg = 1, f"{type(exc).__name__}: {exc} (run with --verbose for the traceback)"
-                if verbose:
-                    import traceback
+                except KeyboardInterrupt:
+                    flush()
+                    _err("Error: interrupted")
+                    raise typer.Exit(130) from None
+                except Exception as exc:  # noqa: BLE001 - every error ends as one line
+                    flush()
+                    code = exc.exit_code if isinstance(exc, CrowdaggError) else 1
+                    if verbose:
+                        import traceback
 
-                    traceback.print_exc(file=sys.stderr)
-                _err(f"Error: {msg}")
-                raise typer.Exit(code) from None
-            finally:
-                flush()
+                        traceback.print_exc(file=sys.stderr)
+                    _err(f"Error: {_describe_exception(exc, spelling)}")
+                    raise typer.Exit(code) from None
+                finally:
+                    flush()
 
-    return wrapper  # type: ignore[return-value]
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
 
 
 def _split_list(value: Optional[str]) -> Optional[list[str]]:
@@ -120,22 +203,16 @@ def _split_list(value: Optional[str]) -> Optional[list[str]]:
     return items
 
 
-def _write_outputs(outputs: list[tuple[str, str]]) -> None:
-    """Write (path, text) pairs atomically; path ``-`` or empty goes to stdout last."""
-    from .io import atomic_outputs, write_text
+def _write_stdout(text: str) -> None:
+    """Data to stdout, through the same path as every output (closed stdout, EPIPE handled)."""
+    from .output import commit, resolve
 
-    files = [(p, t) for p, t in outputs if p and p != "-"]
-    with atomic_outputs([p for p, _ in files]) as temps:
-        for tmp, (p, text) in zip(temps, files):
-            write_text(text, tmp, gz=p.endswith(".gz"))
-    for p, text in outputs:
-        if not p or p == "-":
-            _write_stdout(text)
+    commit([(resolve("-"), text.encode("utf-8"))])
 
 
 def _progress(quiet: bool) -> tuple[Callable[[int, float], None] | None, Callable[[], None]]:
     """An EM progress callback drawing on stderr, only when stderr is a terminal."""
-    if quiet or not sys.stderr.isatty():
+    if quiet or sys.stderr is None or not sys.stderr.isatty():
         return None, lambda: None
     from rich.console import Console
 
@@ -149,57 +226,46 @@ def _progress(quiet: bool) -> tuple[Callable[[int, float], None] | None, Callabl
     return update, status.stop
 
 
-def _print_evaluation(ev: Evaluation, fmt: Optional[str], *, to_stderr: bool) -> str | None:
-    """Render an evaluation: rich table on a terminal, else csv/tsv/json text (returned)."""
+def _evaluation_bytes(ev: Evaluation, fmt: str) -> bytes:
+    """An evaluation as csv/tsv (metric,value rows) or json/jsonl (one object)."""
     import json
 
-    stream = sys.stderr if to_stderr else sys.stdout
-    if fmt is None and stream.isatty():
-        from rich.console import Console
-        from rich.table import Table
+    from .render import render_table
 
-        table = Table(title="evaluation")
-        table.add_column("metric")
-        table.add_column("value", justify="right")
-        for name, value in ev.rows():
-            table.add_row(name, f"{value:.4f}" if isinstance(value, float) else str(value))
-        Console(file=stream).print(table)
-        return None
-    fmt = (fmt or "csv").lower()
     if fmt in ("json", "jsonl"):
-        return json.dumps(ev.as_dict()) + "\n"
-    if fmt not in ("csv", "tsv"):
-        raise UsageError(f"--format must be one of csv, tsv, json, jsonl, got {fmt!r}")
-    sep = "," if fmt == "csv" else "\t"
-    lines = [f"metric{sep}value"]
+        return (json.dumps(ev.as_dict(), ensure_ascii=False) + "\n").encode("utf-8")
+    import numpy as np
+
+    rows = ev.rows()
+    values = np.array([repr(float(v)) if isinstance(v, float) else str(v) for _, v in rows], dtype=object)
+    return render_table({"metric": np.array([n for n, _ in rows], dtype=object), "value": values}, fmt)
+
+
+def _print_evaluation_table(ev: Evaluation) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="evaluation")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
     for name, value in ev.rows():
-        lines.append(f"{name}{sep}{value:.6g}" if isinstance(value, float) else f"{name}{sep}{value}")
-    return "\n".join(lines) + "\n"
+        table.add_row(name, f"{value:.4f}" if isinstance(value, float) else str(value))
+    Console(file=sys.stderr).print(table)
 
 
-def _report_load(data: AnnotationSet) -> None:
-    found = data.n_duplicates
-    if found:
-        if data.duplicates == "keep":
-            warnings.warn(
-                f"{found} duplicate answer(s) (same task and worker) kept as separate votes; "
-                "use --duplicates first|last|error to change that",
-                CrowdaggWarning,
-                stacklevel=2,
-            )
-        else:
-            warnings.warn(
-                f"{found} duplicate answer(s) (same task and worker) dropped, keeping the {data.duplicates} one",
-                CrowdaggWarning,
-                stacklevel=2,
-            )
-    if data.n_classes == 1:
-        warnings.warn(
-            f"only one class ({data.classes[0]!r}) is present: every task gets it; "
-            "pass --classes to name the others",
-            CrowdaggWarning,
-            stacklevel=2,
-        )
+def _summary_line(ev: Evaluation, note: str = "") -> str:
+    recall = " ".join(f"{c}={r:.4f}" for c, r in ev.recall.items())
+    return (
+        f"accuracy {ev.accuracy:.4f}  macro-F1 {ev.macro_f1:.4f}  recall {recall}  "
+        f"({ev.n_compared} tasks compared, {ev.n_without_truth} without truth{note})"
+    )
+
+
+def _check_render_memory(n_rows: int, n_float: int, n_text: int, what: str, max_memory: Any) -> None:
+    from .memory import check
+    from .render import estimate_text_bytes
+
+    check(estimate_text_bytes(n_rows, n_float, n_text), what, max_memory, advice="drop --proba or --workers")
 
 
 # --------------------------------------------------------------------------- commands
@@ -207,33 +273,38 @@ VerboseOpt = typer.Option(False, "--verbose", "-v", help="Show tracebacks on err
 
 
 @app.command()
-@handle_errors
+@handle_errors()
 def aggregate(
-    input: str = typer.Argument(..., help="Answers file (CSV/TSV/JSON/JSONL, optionally .gz), or - for stdin."),
+    input: str = typer.Argument(..., help="Answers file (CSV/TSV/JSON/JSONL, optionally .gz; MTurk, Toloka, Label Studio exports), or - for stdin."),
     method: str = typer.Option("ds", "--method", "-m", help="Aggregation method (see `crowdagg methods`)."),
-    output: Optional[str] = typer.Option(None, "--output", "-o", help="Write here (atomically) instead of stdout."),
-    fmt: Optional[str] = typer.Option(None, "--format", "-f", help="csv, tsv, jsonl or json (default: from -o, else csv)."),
-    proba: bool = typer.Option(False, "--proba", help="Add one p_<class> posterior column per class."),
+    output: Optional[str] = typer.Option(None, "--output", "-o", help="Write here instead of stdout (a regular file is replaced atomically)."),
+    fmt: Optional[str] = typer.Option(None, "--format", "-f", help="csv, tsv, jsonl or json (default: from -o's extension, else csv)."),
+    proba: bool = typer.Option(False, "--proba", help="Add n_answers and one p_<class> posterior column per class."),
     workers: Optional[str] = typer.Option(None, "--workers", help="Write each worker's confusion matrix (long form) and accuracy here."),
     truth: Optional[str] = typer.Option(None, "--truth", help="Gold labels file: print accuracy etc. to stderr."),
+    truth_task_col: Optional[str] = typer.Option(None, "--truth-task-col", help="Task column of --truth (default: task or an alias)."),
+    truth_label_col: Optional[str] = typer.Option(None, "--truth-label-col", help="Label column of --truth (default: label, truth, gold, ...)."),
     gold: Optional[str] = typer.Option(None, "--gold", help="Known labels that clamp those tasks (ds, onecoin)."),
+    gold_task_col: Optional[str] = typer.Option(None, "--gold-task-col", help="Task column of --gold."),
+    gold_label_col: Optional[str] = typer.Option(None, "--gold-label-col", help="Label column of --gold."),
     classes: Optional[str] = typer.Option(None, "--classes", help="Comma-separated class set, in order (includes classes nobody chose)."),
     duplicates: str = typer.Option("keep", "--duplicates", help="Repeated (task, worker) answers: keep, first, last or error."),
     input_format: Optional[str] = typer.Option(None, "--input-format", help="csv, tsv, json or jsonl (default: from extension/content)."),
-    task_col: Optional[str] = typer.Option(None, "--task-col", help="Task column (default: task or an alias such as item, question)."),
-    worker_col: Optional[str] = typer.Option(None, "--worker-col", help="Worker column (default: worker or an alias such as annotator, rater, performer)."),
-    label_col: Optional[str] = typer.Option(None, "--label-col", help="Label column (default: label or an alias such as answer, response)."),
+    task_col: Optional[str] = typer.Option(None, "--task-col", help="Task column (default: task, an alias such as item, or a platform's column)."),
+    worker_col: Optional[str] = typer.Option(None, "--worker-col", help="Worker column (default: worker, an alias such as annotator, or a platform's column)."),
+    label_col: Optional[str] = typer.Option(None, "--label-col", help="Label column (default: label, an alias such as answer, or a platform's column)."),
     seed: int = typer.Option(0, "--seed", help="Seed for tie-breaking and any random choice."),
-    max_iter: Optional[int] = typer.Option(None, "--max-iter", help="Iteration cap (ds, onecoin: 100; wmv: 50)."),
+    max_iter: Optional[int] = typer.Option(None, "--max-iter", help="Iteration cap (ds, onecoin: 200; wmv: 50)."),
     tol: Optional[float] = typer.Option(None, "--tol", help="Stop when the relative log-likelihood change is below this (ds, onecoin: 1e-6); 0 runs exactly --max-iter."),
-    smoothing: Optional[float] = typer.Option(None, "--smoothing", help="Dirichlet pseudo-count added to each confusion cell and class (ds, onecoin: 0 = maximum likelihood, entries floored at 1e-10)."),
+    smoothing: Optional[float] = typer.Option(None, "--smoothing", help="ds: Dirichlet pseudo-count per confusion cell and class (default 0, entries floored at 1e-10); onecoin: pseudo-answers at chance accuracy per worker (default 1)."),
+    max_memory: Optional[str] = typer.Option(None, "--max-memory", help="Refuse up front a run that would need more memory than this (e.g. 4G, 500M, none; default 80% of available)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
     verbose: bool = VerboseOpt,
 ) -> None:
     """Aggregate answers into one label per task.
 
-    Writes task,label,confidence (+ p_<class> with --proba), one row per task
-    in input order.
+    Writes task,label,confidence (+ n_answers and p_<class> with --proba),
+    one row per task in input order.
 
     Methods: mv = majority vote (seeded random tie-break); wmv = weighted
     majority vote whose weights are the one-coin log-odds log((K-1)p/(1-p)),
@@ -243,63 +314,110 @@ def aggregate(
 
     Example: cat answers.jsonl | crowdagg aggregate - --method mv --format jsonl | jq .label
     """
+    from . import memory
     from .aggregators import aggregate as run_method
     from .aggregators import get_method
     from .data import DUPLICATE_POLICIES
-    from .io import load_annotations, output_format, read_task_labels, render_table
+    from .io import load_annotations, output_format, read_task_labels
+    from .output import check_distinct, commit, resolve
+    from .render import render_table
 
+    # 1. Everything that can be checked without reading the data.
     cls = get_method(method)
     params: dict[str, Any] = {"seed": seed}
     given = {"max_iter": max_iter, "tol": tol, "smoothing": smoothing}
     for key, value in given.items():
         if value is not None:
             if key not in cls.params:
-                raise UsageError(f"--{key.replace('_', '-')} does not apply to method {method!r}")
+                raise UsageError(f"{_flag(key)} does not apply to method {method!r}")
             params[key] = value
-    if gold is not None:
-        if "gold" not in cls.params:
-            raise UsageError(f"--gold does not apply to method {method!r}")
-        params["gold"] = read_task_labels(gold, what="gold")
+    if gold is not None and "gold" not in cls.params:
+        raise UsageError(f"--gold does not apply to method {method!r}")
     if duplicates not in DUPLICATE_POLICIES:
         raise UsageError(f"--duplicates must be one of {', '.join(DUPLICATE_POLICIES)}, got {duplicates!r}")
+    memory.parse_size(max_memory)
+    class_list = _split_list(classes)
     out_fmt = output_format(fmt, output)
-    truth_labels = read_task_labels(truth) if truth else None
+    targets: list[Target] = [resolve(output or "-", "--output")]
+    workers_fmt = None
+    if workers:
+        workers_fmt = output_format(None, workers, "--workers")
+        targets.append(resolve(workers, "--workers"))
+    check_distinct(targets)
+    # 2. Side inputs, then the data and the fit.
+    if gold is not None:
+        params["gold"] = read_task_labels(
+            gold, task_col=gold_task_col, label_col=gold_label_col, what="gold",
+            options={"task": "--gold-task-col", "label": "--gold-label-col"},
+        )
+    truth_labels = None
+    if truth:
+        truth_labels = read_task_labels(
+            truth, task_col=truth_task_col, label_col=truth_label_col,
+            options={"task": "--truth-task-col", "label": "--truth-label-col"},
+        )
     data = load_annotations(
         input, input_format=input_format, task_col=task_col, worker_col=worker_col,
-        label_col=label_col, classes=_split_list(classes), duplicates=duplicates,  # type: ignore[arg-type]
+        label_col=label_col, classes=class_list, duplicates=duplicates,  # type: ignore[arg-type]
     )
-    _report_load(data)
     callback, stop = _progress(quiet)
     try:
-        result = run_method(data, method, callback=callback, **params)
+        result = run_method(data, method, callback=callback, max_memory=max_memory, **params)
     finally:
         stop()
-    outputs = [(output or "-", render_table(result.to_frame(proba=proba), out_fmt))]
-    if workers:
-        wfmt = output_format(None, workers)
-        outputs.insert(0, (workers, render_table(result.workers_frame(), wfmt)))
-    _write_outputs(outputs)
+    # 3. Evaluation (it can fail: nothing written yet).
+    summary = None
     if truth_labels is not None:
-        from .evaluate import evaluate_labels
-
-        predicted = dict(zip(data.task_names.tolist(), result.label_names().tolist()))
-        ev = evaluate_labels(predicted, truth_labels, list(data.classes))
-        if sys.stderr.isatty():
-            _print_evaluation(ev, None, to_stderr=True)
+        summary = _evaluate_run(data, result, truth_labels, params.get("gold"))
+    # 4. Render everything, then write all or nothing.
+    k = data.n_classes
+    _check_render_memory(
+        data.n_tasks, 1 + (k + 1 if proba else 0), 2, f"{data.n_tasks:,} output rows × {k:,} classes", max_memory
+    )
+    outputs = [(targets[0], render_table(result.table(proba=proba), out_fmt, key="task"))]
+    if workers and workers_fmt:
+        _check_render_memory(
+            data.n_workers * k * k, 3, 3,
+            f"--workers table of {data.n_workers:,} workers × {k:,}² classes", max_memory,
+        )
+        outputs.append((targets[1], render_table(result.workers_table(), workers_fmt, key="worker")))
+    commit(outputs)
+    if summary is not None:
+        ev, note = summary
+        if sys.stderr is not None and sys.stderr.isatty():
+            _print_evaluation_table(ev)
+            if note:
+                _err(note.strip(", "))
         else:
-            recall = " ".join(f"{c}={r:.4f}" for c, r in ev.recall.items())
-            _err(
-                f"accuracy {ev.accuracy:.4f}  macro-F1 {ev.macro_f1:.4f}  recall {recall}  "
-                f"({ev.n_compared} tasks compared, {ev.n_without_truth} without truth)"
-            )
+            _err(_summary_line(ev, note))
+
+
+def _evaluate_run(data: Any, result: Any, truth: dict[str, str], gold: Any) -> tuple[Evaluation, str]:
+    """Score the run against ``truth``, leaving out the tasks clamped by gold."""
+    from .evaluate import evaluate_labels
+
+    predicted = dict(zip(data.task_names.tolist(), result.label_names().tolist()))
+    note = ""
+    if gold:
+        clamped = [t for t in gold if t in predicted]
+        for t in clamped:
+            del predicted[t]
+        note = f", {len(clamped)} gold task(s) excluded"
+        if not predicted:
+            raise DataError("every task is a gold task: nothing left to evaluate against --truth")
+    return evaluate_labels(predicted, truth, list(data.classes)), note
 
 
 @app.command()
-@handle_errors
+@handle_errors()
 def evaluate(
     predictions: str = typer.Argument(..., help="Predicted labels (task,label), e.g. the output of aggregate; - for stdin."),
     truth: str = typer.Option(..., "--truth", "-t", help="True labels (task,label)."),
-    fmt: Optional[str] = typer.Option(None, "--format", "-f", help="csv, tsv or json (default: a table on a terminal, else csv)."),
+    task_col: Optional[str] = typer.Option(None, "--task-col", help="Task column of the predictions (default: task or an alias)."),
+    label_col: Optional[str] = typer.Option(None, "--label-col", help="Label column of the predictions (default: label or an alias)."),
+    truth_task_col: Optional[str] = typer.Option(None, "--truth-task-col", help="Task column of --truth."),
+    truth_label_col: Optional[str] = typer.Option(None, "--truth-label-col", help="Label column of --truth (default: label, truth, gold, ...)."),
+    fmt: Optional[str] = typer.Option(None, "--format", "-f", help="csv, tsv, json or jsonl (default: a table on a terminal, else csv)."),
     verbose: bool = VerboseOpt,
 ) -> None:
     """Score predicted labels against the truth: accuracy, macro-F1, per-class recall.
@@ -307,18 +425,41 @@ def evaluate(
     Example: crowdagg aggregate labels.csv | crowdagg evaluate - --truth gold.csv
     """
     from .evaluate import evaluate_labels
-    from .io import read_task_labels
+    from .io import output_format, read_task_labels
 
-    pred = read_task_labels(predictions, what="predicted")
-    true = read_task_labels(truth)
+    out_fmt = output_format(fmt, None) if fmt else None
+    pred = read_task_labels(
+        predictions, task_col=task_col, label_col=label_col, what="predicted",
+        options={"task": "--task-col", "label": "--label-col"},
+    )
+    true = read_task_labels(
+        truth, task_col=truth_task_col, label_col=truth_label_col,
+        options={"task": "--truth-task-col", "label": "--truth-label-col"},
+    )
     ev = evaluate_labels(pred, true)
-    text = _print_evaluation(ev, fmt, to_stderr=False)
-    if text:
-        _write_stdout(text)
+    if out_fmt is None and sys.stdout is not None and sys.stdout.isatty():
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title="evaluation")
+        table.add_column("metric")
+        table.add_column("value", justify="right")
+        for name, value in ev.rows():
+            table.add_row(name, f"{value:.4f}" if isinstance(value, float) else str(value))
+        Console(file=sys.stdout).print(table)
+        return
+    from .output import commit, resolve
+
+    commit([(resolve("-"), _evaluation_bytes(ev, out_fmt or "csv"))])
+
+
+_SIMULATE_SPELLING = {
+    "n_tasks": "--tasks", "n_workers": "--workers", "n_classes": "--classes", "outdir": "--output",
+}
 
 
 @app.command()
-@handle_errors
+@handle_errors(_SIMULATE_SPELLING)
 def simulate(
     output: Optional[str] = typer.Option(None, "--output", "-o", help="Directory for labels.csv, truth.csv, confusion.csv, workers.csv (required)."),
     tasks: Optional[int] = typer.Option(None, "--tasks", help="Number of tasks (default 1000, or the scenario's)."),
@@ -335,6 +476,7 @@ def simulate(
     scenario: Optional[str] = typer.Option(None, "--scenario", help="A seed paper's scenario (see `crowdagg simulate --list-scenarios`)."),
     list_scenarios: bool = typer.Option(False, "--list-scenarios", help="List the named scenarios and exit."),
     seed: int = typer.Option(0, "--seed", help="Random seed."),
+    max_memory: Optional[str] = typer.Option(None, "--max-memory", help="Refuse up front a crowd that would need more memory than this (default 80% of available)."),
     verbose: bool = VerboseOpt,
 ) -> None:
     """Write a synthetic crowd with known truth and confusion matrices.
@@ -360,7 +502,7 @@ def simulate(
     crowd = run_simulation(
         tasks, workers, classes, per_task, model=model, skill=(lo, hi), spammers=spammers,
         adversaries=adversaries, extreme_spammers=extreme_spammers, assignment=assignment,
-        tasks_per_worker=tasks_per_worker, scenario=scenario, seed=seed,
+        tasks_per_worker=tasks_per_worker, scenario=scenario, seed=seed, max_memory=max_memory,
     )
     written = crowd.write(output)
     _err(
@@ -370,7 +512,7 @@ def simulate(
 
 
 @app.command()
-@handle_errors
+@handle_errors()
 def methods(
     fmt: Optional[str] = typer.Option(None, "--format", "-f", help="csv, tsv, jsonl or json (default: aligned text)."),
     verbose: bool = VerboseOpt,
@@ -382,15 +524,18 @@ def methods(
         width = max(len(n) for n in REGISTRY)
         _write_stdout("".join(f"{n:<{width}}  {c.summary}\n" for n, c in REGISTRY.items()))
         return
-    import pandas as pd
+    import numpy as np
 
-    from .io import output_format, render_table
+    from .io import output_format
+    from .output import commit, resolve
+    from .render import render_table
 
-    frame = pd.DataFrame(
-        {"method": list(REGISTRY), "class": [c.__name__ for c in REGISTRY.values()],
-         "summary": [c.summary for c in REGISTRY.values()]}
-    )
-    _write_stdout(render_table(frame, output_format(fmt, None)))
+    table = {
+        "method": np.array(list(REGISTRY), dtype=object),
+        "class": np.array([c.__name__ for c in REGISTRY.values()], dtype=object),
+        "summary": np.array([c.summary for c in REGISTRY.values()], dtype=object),
+    }
+    commit([(resolve("-"), render_table(table, output_format(fmt, None)))])
 
 
 def _version_callback(value: bool) -> None:
@@ -408,9 +553,9 @@ def main(
     """Turn noisy labels from many annotators into trustworthy labels."""
 
 
-def run() -> None:
-    """Console-script entry point."""
-    app()
+def run(argv: list[str] | None = None) -> int:
+    """Run the CLI on ``argv`` (default ``sys.argv[1:]``); return the exit status."""
+    return int(app(args=argv, prog_name="crowdagg", standalone_mode=False) or 0)
 
 
 __all__ = ["app", "run", "DataError"]

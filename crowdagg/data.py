@@ -15,6 +15,8 @@ tasks x workers matrix anywhere.
 from __future__ import annotations
 
 import math
+import re
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -22,7 +24,7 @@ from typing import Literal
 
 import numpy as np
 
-from .errors import DataError, UsageError
+from .errors import CrowdaggWarning, DataError, UsageError, param
 
 DuplicatePolicy = Literal["keep", "first", "last", "error"]
 DUPLICATE_POLICIES: tuple[str, ...] = ("keep", "first", "last", "error")
@@ -31,8 +33,16 @@ DUPLICATE_POLICIES: tuple[str, ...] = ("keep", "first", "last", "error")
 #: means the column holds measurements rather than classes.
 MAX_NUMERIC_CLASSES = 20
 
+#: Class codes are int16: more classes than this are refused, never wrapped.
+MAX_CLASSES = 32767
+
 
 def _label_dtype(n_classes: int) -> type[np.signedinteger]:
+    if n_classes > MAX_CLASSES:
+        raise DataError(
+            f"{n_classes:,} classes: crowdagg supports at most {MAX_CLASSES:,} classes "
+            "(is the label column really a class label?)"
+        )
     return np.int8 if n_classes <= 127 else np.int16
 
 
@@ -146,11 +156,13 @@ class AnnotationSet:
         """Build a set from integer codes (already indices, not names).
 
         Indices keep their meaning: task ``t`` is ``task_names[t]`` (by default
-        ``str(t)``).  The arrays are copied, never modified.
+        ``str(t)``); tasks and workers without answers are allowed (give
+        ``n_tasks``/``n_workers``).  The arrays are copied, never modified or
+        frozen.
         """
-        t = np.asarray(task)
-        w = np.asarray(worker)
-        y = np.asarray(label)
+        t = np.array(task, copy=True)
+        w = np.array(worker, copy=True)
+        y = np.array(label, copy=True)
         if not (t.ndim == w.ndim == y.ndim == 1) or not (len(t) == len(w) == len(y)):
             raise DataError("task, worker and label arrays must be 1-D and of equal length")
         for name, arr in (("task", t), ("worker", w), ("label", y)):
@@ -170,6 +182,9 @@ class AnnotationSet:
             wn = [str(i) for i in range(n_workers)]
         if cn is None:
             cn = [str(i) for i in range(n_classes)]
+        for what, n in (("task", n_tasks), ("worker", n_workers)):
+            if n > np.iinfo(np.int32).max:
+                raise DataError(f"{n:,} {what}s: more than int32 codes can hold")
         return cls._build(
             t.astype(np.int32, copy=False),
             w.astype(np.int32, copy=False),
@@ -195,12 +210,14 @@ class AnnotationSet:
     ) -> AnnotationSet:
         """Apply the duplicate policy, sort by task and freeze.
 
-        ``task``/``worker``/``label`` are in input order; ``locate`` maps an
-        input row number to a human description ("file.csv line 12").
+        ``task``/``worker``/``label`` are in input order and owned by this
+        call; ``locate`` maps an input row number to a human description
+        ("file.csv line 12").  Duplicates and a single class are reported
+        as :class:`~crowdagg.errors.CrowdaggWarning`.
         """
         if duplicates not in DUPLICATE_POLICIES:
             raise UsageError(
-                f"--duplicates must be one of {', '.join(DUPLICATE_POLICIES)}, got {duplicates!r}"
+                f"{param('duplicates')} must be one of {', '.join(DUPLICATE_POLICIES)}, got {duplicates!r}"
             )
         n_workers = max(len(worker_names), 1)
         key = task.astype(np.int64) * n_workers + worker
@@ -218,23 +235,35 @@ class AnnotationSet:
                     raise DataError(
                         f"duplicate answer at {where}: worker {worker_names[worker[row]]!r} "
                         f"already labelled task {task_names[task[row]]!r} "
-                        f"({n_dup} duplicate answer(s) in all; see --duplicates)"
+                        f"({n_dup} duplicate answer(s) in all; see {param('duplicates')})"
                     )
                 if duplicates in ("first", "last"):
                     keep = ~(dup_first if duplicates == "first" else ks.duplicated(keep="last").to_numpy())
                     task, worker, label = task[keep], worker[keep], label[keep]
+                _warn_duplicates(n_dup, duplicates)
         # Stable sort by task keeps each task's answers in input order.
         if task.size and not bool(np.all(task[1:] >= task[:-1])):
             from .kernels import group_order
 
             order, _ = group_order(task, len(task_names))
             task, worker, label = task[order], worker[order], label[order]
+        task = np.ascontiguousarray(task)
+        worker = np.ascontiguousarray(worker)
+        label = np.ascontiguousarray(label)
         for arr in (task, worker, label):
             arr.setflags(write=False)
+        if len(classes) == 1 and task.size:
+            warnings.warn(
+                CrowdaggWarning(
+                    f"only one class ({classes[0]!r}) is present: every task gets it; "
+                    f"pass {param('classes')} to name the others"
+                ),
+                stacklevel=3,
+            )
         return cls(
-            task=np.ascontiguousarray(task),
-            worker=np.ascontiguousarray(worker),
-            label=np.ascontiguousarray(label),
+            task=task,
+            worker=worker,
+            label=label,
             task_names=task_names,
             worker_names=worker_names,
             classes=classes,
@@ -253,43 +282,74 @@ class AnnotationSet:
         duplicates: DuplicatePolicy = "keep",
         locate: Locator | None = None,
         label_col: str = "label",
+        task_order: Sequence[object] | np.ndarray | None = None,
     ) -> AnnotationSet:
         """Build a set from identifier columns (converted to strings).
 
-        Classes are inferred from the labels unless ``classes`` is given:
-        numeric-looking names sort numerically, others lexically.
-        """
-        import pandas as pd
+        Surrounding whitespace is stripped from every name (``" w1"`` is
+        ``"w1"``); how many cells changed and how many ids merged is said in
+        a warning.  Classes are inferred from the labels unless ``classes``
+        is given: numeric-looking names sort numerically, others lexically.
+        Labels that differ only by letter case or number format (``Cat`` /
+        ``cat``, ``1`` / ``1.0``) stay distinct classes, with a warning.
 
+        ``task_order`` lists task names in output order, including tasks
+        that have no answers (a JSON ``{task: {}}`` entry); tasks of the
+        answers missing from it follow in order of appearance.
+        """
         t = _as_str_array(task)
         w = _as_str_array(worker)
         y = _as_str_array(label)
-        if len(t) == 0:
+        n_extra = 0
+        if task_order is not None:
+            extra = _as_str_array(task_order)
+            n_extra = len(extra)
+            t = np.concatenate([extra, t])
+        if len(y) == 0 and n_extra == 0:
             raise DataError("no answers in the input")
-        t_codes, t_names = pd.factorize(t, sort=False)
-        w_codes, w_names = pd.factorize(w, sort=False)
-        y_codes, y_uniques = pd.factorize(y, sort=False)
+        changed: dict[str, int] = {}
+        merged = 0
+        t_codes, t_names, c, m = _encode_names(t, "task", locate, offset=n_extra)
+        t_codes = t_codes[n_extra:]
+        changed["task"], merged = c, merged + m
+        w_codes, w_names, c, m = _encode_names(w, "worker", locate)
+        changed["worker"], merged = c, merged + m
+        y_codes, y_uniques, c, m = _encode_names(y, "label", locate)
+        changed["label"], merged = c, merged + m
+        if sum(changed.values()):
+            detail = ", ".join(f"{k}: {v}" for k, v in changed.items() if v)
+            warnings.warn(
+                CrowdaggWarning(
+                    f"stripped surrounding whitespace from {sum(changed.values())} cell(s) ({detail}); "
+                    f"{merged} name(s) became equal to another and were merged"
+                ),
+                stacklevel=2,
+            )
         uniques = [str(u) for u in y_uniques]
         if classes is not None:
-            class_list = [str(c) for c in classes]
+            class_list = [str(c).strip() for c in classes]
             if len(set(class_list)) != len(class_list):
-                raise UsageError("--classes lists a class twice")
+                raise UsageError(f"{param('classes')} lists a class twice")
+            if any(not c for c in class_list):
+                raise UsageError(f"{param('classes')} has an empty class name")
             index = {c: i for i, c in enumerate(class_list)}
             unknown = [u for u in uniques if u not in index]
             if unknown:
                 bad = unknown[0]
-                row = int(np.flatnonzero(y == bad)[0]) if isinstance(y, np.ndarray) else 0
+                row = int(np.argmax(y_codes == uniques.index(bad)))
                 where = locate(row) if locate else f"answer {row}"
                 raise DataError(
-                    f"label {bad!r} at {where} is not in --classes "
+                    f"label {bad!r} at {where} is not in {param('classes')} "
                     f"({', '.join(class_list)})"
                     + (f"; {len(unknown)} unknown labels in all" if len(unknown) > 1 else "")
                 )
         else:
             class_list = infer_classes(uniques, label_col=label_col)
             index = {c: i for i, c in enumerate(class_list)}
+        dtype = _label_dtype(len(class_list))
+        _warn_near_collisions(uniques)
         remap = np.array([index[u] for u in uniques], dtype=np.int64)
-        labels = remap[y_codes].astype(_label_dtype(len(class_list)))
+        labels = remap[y_codes].astype(dtype)
         return cls._build(
             t_codes.astype(np.int32),
             w_codes.astype(np.int32),
@@ -348,6 +408,82 @@ def _size(what: str, codes: np.ndarray, given: int | None, names: list | None) -
     if seen > n:
         raise DataError(f"{what} code {seen - 1} is out of range for {n} {what}s")
     return n
+
+
+_EDGE_SPACE = re.compile(r"(?:^|\x00)\s|\s(?:\x00|$)")
+
+
+def _encode_names(
+    values: np.ndarray, role: str, locate: Locator | None, offset: int = 0
+) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """Codes in order of first appearance, stripped names, cells changed, names merged.
+
+    Stripping and the blank check run on the distinct values, not the rows.
+    ``offset`` rows at the start are not answers (a task order list) and are
+    not counted as changed cells.
+    """
+    import pandas as pd
+
+    codes, uniques = pd.factorize(values, sort=False)
+    uniques = np.asarray(uniques, dtype=object)
+    n_changed = 0
+    n_merged = 0
+    # One scan of all distinct names finds whether any has surrounding whitespace.
+    if uniques.size and _EDGE_SPACE.search("\x00".join(uniques.tolist())):
+        stripped = np.array([u.strip() for u in uniques.tolist()], dtype=object)
+        differs = stripped != uniques
+    else:
+        differs = np.zeros(0, dtype=bool)
+    if differs.any():
+        counts = np.bincount(codes[offset:], minlength=len(uniques))
+        n_changed = int(counts[differs].sum())
+        remap, names = pd.factorize(stripped, sort=False)
+        names = np.asarray(names, dtype=object)
+        n_merged = len(uniques) - len(names)
+        codes = remap[codes]
+        uniques = names
+    blank = np.flatnonzero(uniques == "")
+    if blank.size:
+        rows = np.flatnonzero(codes == blank[0])
+        answer_rows = rows[rows >= offset] - offset
+        n_blank = int(answer_rows.size)
+        if n_blank == 0:
+            raise DataError(f"a blank {role} name in the task list")
+        row = int(answer_rows[0])
+        where = locate(row) if locate else f"answer {row}"
+        raise DataError(f"blank {role} at {where} ({n_blank} blank {role} cell(s) in all)")
+    return codes.astype(np.int64, copy=False), uniques, n_changed, n_merged
+
+
+def _warn_near_collisions(labels: list[str]) -> None:
+    """Warn about labels equal up to letter case or number format (kept distinct)."""
+    groups: dict[object, list[str]] = {}
+    for name in labels:
+        v = _as_number(name)
+        key: object = ("n", v) if v is not None else ("s", name.casefold())
+        groups.setdefault(key, []).append(name)
+    clashes = [g for g in groups.values() if len(g) > 1]
+    if clashes:
+        shown = ", ".join(" / ".join(repr(n) for n in g) for g in clashes[:5])
+        more = f" and {len(clashes) - 5} more" if len(clashes) > 5 else ""
+        warnings.warn(
+            CrowdaggWarning(
+                f"labels that differ only by letter case or number format are kept as different classes: "
+                f"{shown}{more}; if they mean the same class, make them identical in the input"
+            ),
+            stacklevel=3,
+        )
+
+
+def _warn_duplicates(n_dup: int, policy: str) -> None:
+    if policy == "keep":
+        text = (
+            f"{n_dup} duplicate answer(s) (same task and worker) kept as separate votes; "
+            f"set {param('duplicates')} to first, last or error to change that"
+        )
+    else:
+        text = f"{n_dup} duplicate answer(s) (same task and worker) dropped, keeping the {policy} one"
+    warnings.warn(CrowdaggWarning(text), stacklevel=4)
 
 
 def _as_str_array(values: Sequence[object] | np.ndarray) -> np.ndarray:

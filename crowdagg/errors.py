@@ -1,13 +1,69 @@
-"""Exceptions raised by crowdagg.
+"""Exceptions and warnings raised by crowdagg, worded for whoever called.
 
 The CLI turns :class:`DataError` into exit status 1 and :class:`UsageError`
 into exit status 2, printing the message as one ``Error: ...`` line.
+
+Messages that tell the user what to change name a parameter through
+:func:`param`: the library renders it as the keyword (``max_iter``), the
+CLI as its flag (``--max-iter``), so neither speaks the other's language::
+
+    raise UsageError(f"{param('max_iter')} must be an integer >= 1, got 0")
+    # library: "max_iter must be an integer >= 1, got 0"
+    # CLI:     "Error: --max-iter must be an integer >= 1, got 0"
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable, Mapping
 
-class CrowdaggError(Exception):
+# Private-use code points delimit a parameter name inside a message template.
+_OPEN, _CLOSE = "\ue000", "\ue001"
+_TOKEN = re.compile(f"{_OPEN}([A-Za-z_][A-Za-z0-9_]*){_CLOSE}")
+
+
+def param(name: str) -> str:
+    """A reference to parameter ``name`` inside a message (see the module docstring)."""
+    return f"{_OPEN}{name}{_CLOSE}"
+
+
+def render(template: str, spell: Callable[[str], str] | Mapping[str, str] | None = None) -> str:
+    """Replace parameter references in ``template``.
+
+    ``spell`` maps a parameter name to its spelling: a callable or a mapping
+    (names it lacks keep their keyword form).  ``None`` gives the library's
+    keyword form.
+    """
+    if spell is None:
+        return _TOKEN.sub(lambda m: m.group(1), template)
+    if callable(spell):
+        fn = spell
+    else:
+        table = spell
+
+        def fn(name: str) -> str:
+            return table.get(name, name)
+
+    return _TOKEN.sub(lambda m: fn(m.group(1)), template)
+
+
+class _Worded:
+    """Mixin: ``str()`` gives the library wording; :meth:`render` any other."""
+
+    args: tuple
+
+    @property
+    def template(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+    def render(self, spell: Callable[[str], str] | Mapping[str, str] | None = None) -> str:
+        return render(self.template, spell)
+
+    def __str__(self) -> str:
+        return render(self.template)
+
+
+class CrowdaggError(_Worded, Exception):
     """Base class of every error crowdagg raises on purpose."""
 
     exit_code = 1
@@ -25,9 +81,30 @@ class UsageError(CrowdaggError, ValueError):
     exit_code = 2
 
 
-class CrowdaggWarning(UserWarning):
+class ResourceError(DataError, MemoryError):
+    """A request would need more memory than allowed; raised before allocating (exit status 1)."""
+
+    exit_code = 1
+
+
+class CrowdaggWarning(_Worded, UserWarning):
     """Warnings about the data or the fit (duplicates, non-convergence, ...)."""
 
 
 class ConvergenceWarning(CrowdaggWarning):
     """An iterative method stopped at ``max_iter`` before meeting ``tol``."""
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived (raised by the CLI's signal handlers).
+
+    A ``BaseException`` like ``KeyboardInterrupt``, so ``except Exception``
+    does not swallow it; ``finally`` blocks still run and remove temporary
+    files.  ``exit_code`` is 128 + the signal number (130, 143).
+    """
+
+    def __init__(self, signum: int, name: str) -> None:
+        super().__init__(signum, name)
+        self.signum = signum
+        self.name = name
+        self.exit_code = 128 + signum

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .data import infer_classes
-from .errors import DataError
+from .errors import CrowdaggWarning, DataError
 
 
 @dataclass
@@ -61,6 +62,9 @@ def evaluate_labels(
     Macro-F1 averages the per-class F1 over every class seen in the truth or
     the predictions (a class never predicted nor true is skipped); recall is
     reported for each class present in the truth.
+
+    Predicted labels that never occur in the truth (files from different
+    data sets, or classes named differently) are reported with a warning.
     """
     common = [t for t in predicted if t in truth]
     if not common:
@@ -69,6 +73,24 @@ def evaluate_labels(
         )
     pred = np.asarray([predicted[t] for t in common], dtype=object)
     true = np.asarray([truth[t] for t in common], dtype=object)
+    true_set = set(truth.values())
+    foreign = sorted({p for p in pred.tolist() if p not in true_set})
+    if foreign:
+        n_foreign = int(sum(p not in true_set for p in pred.tolist()))
+        shown = ", ".join(repr(f) for f in foreign[:5]) + (", ..." if len(foreign) > 5 else "")
+        overlap = set(pred.tolist()) & true_set
+        head = (
+            "the predicted labels and the truth labels have no class in common"
+            if not overlap
+            else f"{n_foreign} of {len(common)} compared prediction(s) use labels absent from the truth"
+        )
+        warnings.warn(
+            CrowdaggWarning(
+                f"{head} ({shown} vs truth labels {', '.join(repr(t) for t in sorted(true_set)[:5])}"
+                f"{', ...' if len(true_set) > 5 else ''}); are these files from the same data set?"
+            ),
+            stacklevel=2,
+        )
     if classes is None:
         try:
             classes = infer_classes(set(pred.tolist()) | set(true.tolist()))

@@ -1,50 +1,69 @@
-"""Readers and writers: CSV, TSV, JSON, JSON Lines (gzip transparently, ``-`` = stdin/stdout).
+"""Readers: CSV, TSV, JSON, JSON Lines, Label Studio exports (gzip transparently, ``-`` = stdin).
 
 Every cell is read as a string and kept as one: task, worker and class
-names are never coerced to numbers.  Problems are raised as
+names are never coerced to numbers (surrounding whitespace is stripped, and
+said so).  Input is never silently changed or dropped:
+
+* CSV follows RFC 4180 quoting; a row with more fields than the header is
+  an error naming its line (never a shifted column).  TSV has no quoting: a
+  ``"`` is an ordinary character.
+* UTF-8 (with or without BOM) is read; UTF-16 with a byte-order mark
+  (Excel's "Unicode text") is converted; any other byte sequence is an
+  error naming the line.
+* A header line repeated inside the data (files joined with ``cat``) is
+  skipped with a warning; blank lines are skipped.
+* JSON ``{task: {worker: label}}`` mappings keep repeated keys (they are
+  duplicate answers, handled by the ``duplicates`` policy) and tasks with no
+  answers (``{}``), which get an output row.
+* JSON Lines are split on ``\\n`` only (a value may contain U+2028).
+
+Which columns hold the task, worker and label is decided by
+:mod:`crowdagg.columns` from the header alone (generic aliases, MTurk and
+Toloka exports); Label Studio JSON exports are flattened by
+:mod:`crowdagg.platforms` first.  Problems are raised as
 :class:`~crowdagg.errors.DataError` naming the file, the line and the value.
-Output files are written atomically (temporary file + rename), so a failed
-run leaves nothing behind.
+
+Writing lives in :mod:`crowdagg.render` (rows to bytes) and
+:mod:`crowdagg.output` (where the bytes go).
 """
 
 from __future__ import annotations
 
 import codecs
-import contextlib
 import gzip
 import io
 import json
 import os
-import secrets
+import re
 import sys
+import warnings
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
+from .columns import LABEL_ALIASES, TASK_ALIASES, TRUTH_ALIASES, WORKER_ALIASES, map_answer_columns, map_label_columns
 from .data import AnnotationSet, DuplicatePolicy, Locator
-from .errors import DataError, UsageError
+from .errors import CrowdaggWarning, DataError, UsageError, param
+from .render import OUTPUT_FORMATS, render_table
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 INPUT_FORMATS = ("csv", "tsv", "json", "jsonl")
-OUTPUT_FORMATS = ("csv", "tsv", "jsonl", "json")
-
-TASK_ALIASES = ("task", "item", "question", "task_id", "item_id", "question_id", "object", "example", "image")
-WORKER_ALIASES = (
-    "worker", "annotator", "rater", "performer", "labeler", "labeller", "worker_id",
-    "annotator_id", "rater_id", "performer_id", "user", "user_id", "judge",
-)
-LABEL_ALIASES = ("label", "answer", "response", "class", "annotation", "output", "value", "category")
-TRUTH_ALIASES = ("label", "truth", "gold", "true_label", "true", "ground_truth", "answer", "class", "prediction")
 
 _EXTENSIONS = {
     ".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".txt": "csv",
     ".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl",
 }
+_OUTPUT_EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".txt": "csv", ".json": "json", ".jsonl": "jsonl",
+                      ".ndjson": "jsonl"}
+
+#: Bytes decoded at a time when checking UTF-8 (errors still name the right line).
+_DECODE_BLOCK = 1 << 24
 
 
 # --------------------------------------------------------------------------- raw input
@@ -67,43 +86,96 @@ def _read_source(source: str | os.PathLike[str] | IO[bytes], role: str = "labels
         data = source.read()  # type: ignore[union-attr]
         if isinstance(data, str):
             data = data.encode("utf-8")
-        return data, getattr(source, "name", "<stream>"), ""
+        return data, str(getattr(source, "name", "<stream>")), ""
     name = os.fspath(source)
     if name == "-":
-        return sys.stdin.buffer.read(), "<stdin>", ""
+        stdin = sys.stdin
+        if stdin is None:
+            raise DataError("standard input is closed: nothing to read from -")
+        try:
+            buffer = getattr(stdin, "buffer", None)
+            data = buffer.read() if buffer is not None else stdin.read()
+        except (OSError, ValueError) as exc:
+            raise DataError(f"cannot read standard input ({_os_reason(exc)})") from None
+        if isinstance(data, str):
+            data = data.encode("utf-8")
+        return data, "<stdin>", ""
     if name.startswith(EXAMPLE_PREFIX):
         p = example_path(name, role)
         return p.read_bytes(), name, str(p)
     path = Path(name)
-    if not path.exists():
-        raise DataError(f"{name}: no such file")
-    if path.is_dir():
-        raise DataError(f"{name}: is a directory, not a file")
     try:
+        if path.is_dir():
+            raise DataError(f"{name}: is a directory, not a file")
         return path.read_bytes(), name, name
+    except FileNotFoundError:
+        raise DataError(f"{name}: no such file") from None
     except OSError as exc:
-        raise DataError(f"{name}: cannot read ({exc.strerror})") from None
+        raise DataError(f"{name}: cannot read ({_os_reason(exc)})") from None
+
+
+def _os_reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror.lower()
+    return "it is closed" if isinstance(exc, ValueError) else "input/output error"
 
 
 def _decompress(data: bytes, display: str) -> bytes:
     if data[:2] == b"\x1f\x8b":
         try:
             return gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise DataError(f"{display}: corrupt gzip data ({exc})") from None
+        except (OSError, EOFError, zlib.error):
+            raise DataError(f"{display}: corrupt or truncated gzip data") from None
     return data
 
 
-def _check_text(data: bytes, display: str) -> None:
+def _line_col(data: bytes, offset: int) -> tuple[int, int]:
+    """1-based line and column (in bytes) of ``offset``."""
+    line = data.count(b"\n", 0, offset) + 1
+    start = data.rfind(b"\n", 0, offset) + 1
+    return line, offset - start + 1
+
+
+def to_utf8(data: bytes, display: str) -> bytes:
+    """UTF-8 bytes without a BOM, or a one-line error naming the line of the first bad byte.
+
+    UTF-16 with a byte-order mark (Excel "Unicode text") is converted.
+    """
+    if data[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE):
+        try:
+            return data.decode("utf-16").encode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DataError(f"{display}: starts like UTF-16 but is not valid UTF-16 (at byte {exc.start})") from None
+    if data[:3] == codecs.BOM_UTF8:
+        data = data[3:]
     head = data[: 1 << 16]
     nul = head.find(b"\x00")
     if nul >= 0:
-        raise DataError(f"{display}: not a text file (NUL byte at offset {nul}); expected CSV, TSV, JSON or JSON Lines")
-    decoder = codecs.getincrementaldecoder("utf-8")()
-    try:
-        decoder.decode(data[: 1 << 20], final=len(data) <= 1 << 20)
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{display}: not UTF-8 text (invalid byte at offset {exc.start})") from None
+        zeros = head[1:200:2].count(0) + head[0:200:2].count(0)
+        if zeros >= min(len(head), 200) // 2 - 2:
+            raise DataError(
+                f"{display}: looks like UTF-16 text without a byte-order mark; save it as UTF-8 (or UTF-16 with BOM)"
+            )
+        line, _ = _line_col(data, nul)
+        raise DataError(f"{display} line {line}: not a text file (NUL byte); expected CSV, TSV, JSON or JSON Lines")
+    n = len(data)
+    start = 0
+    while start < n:
+        end = min(n, start + _DECODE_BLOCK)
+        # Cut on a character boundary (never before a continuation byte).
+        while end < n and (data[end] & 0xC0) == 0x80 and end > start:
+            end -= 1
+        try:
+            data[start:end].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            offset = start + exc.start
+            line, col = _line_col(data, offset)
+            hint = "; it looks like Latin-1/Windows-1252 -- save the file as UTF-8" if data[offset] >= 0x80 else ""
+            raise DataError(
+                f"{display} line {line}: not UTF-8 text (byte 0x{data[offset]:02X} at column {col}){hint}"
+            ) from None
+        start = end
+    return data
 
 
 def detect_format(data: bytes, name: str, given: str | None) -> str:
@@ -111,7 +183,7 @@ def detect_format(data: bytes, name: str, given: str | None) -> str:
     if given:
         fmt = given.lower()
         if fmt not in INPUT_FORMATS:
-            raise UsageError(f"--input-format must be one of {', '.join(INPUT_FORMATS)}, got {given!r}")
+            raise UsageError(f"{param('input_format')} must be one of {', '.join(INPUT_FORMATS)}, got {given!r}")
         return fmt
     stem = name[:-3] if name.endswith(".gz") else name
     ext = Path(stem).suffix.lower()
@@ -123,15 +195,50 @@ def detect_format(data: bytes, name: str, given: str | None) -> str:
     if text[:1] == b"{":
         first_line = text.split(b"\n", 1)[0].strip()
         try:
-            json.loads(first_line)
-            return "jsonl"
+            obj = json.loads(first_line)
         except ValueError:
             return "json"
+        # A {task: {worker: label}} mapping on one line is JSON, not one JSON Lines record.
+        is_mapping = isinstance(obj, dict) and any(isinstance(v, dict) for v in obj.values())
+        return "json" if is_mapping else "jsonl"
     first = text.split(b"\n", 1)[0]
     return "tsv" if b"\t" in first else "csv"
 
 
-# --------------------------------------------------------------------------- parsing
+# --------------------------------------------------------------------------- tables
+@dataclass
+class RawTable:
+    """A parsed input before columns are chosen: a header and string columns.
+
+    ``columns[j]`` is an object array of str (one entry per data row) for
+    ``header[j]``.  ``locate`` turns a row number into "file line N".
+    ``task_order`` lists every task in output order where the format can
+    name tasks without answers (JSON mappings, Label Studio).  ``fixed``
+    names the task/worker/label columns when the format defines them.
+    """
+
+    header: list[str]
+    columns: list[np.ndarray]
+    locate: Locator
+    display: str
+    task_order: list[str] | None = None
+    fixed: tuple[str, str, str] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.columns[0]) if self.columns else 0
+
+    def column(self, name: str) -> np.ndarray:
+        return self.columns[self.header.index(name)]
+
+    def subset(self, rows: np.ndarray) -> RawTable:
+        return RawTable(
+            self.header, [c[rows] for c in self.columns], self.locate.subset(rows), self.display,
+            self.task_order, self.fixed, self.notes,
+        )
+
+
 def _json_cell(v: Any) -> str:
     if isinstance(v, str):
         return v
@@ -140,171 +247,299 @@ def _json_cell(v: Any) -> str:
     return json.dumps(v, ensure_ascii=False)
 
 
-def _records_frame(records: list[dict[str, Any]]) -> pd.DataFrame:
-    """Records -> DataFrame of strings, one column per key seen in any record.
+class _DupDict(dict):
+    """A JSON object with a repeated key: ``pairs`` keeps every (key, value) in order."""
 
-    Built by hand rather than with ``DataFrame.from_records``, whose type
-    inference turns a missing key into the class ``"NaN"`` and the integer
-    labels of such a column into ``"1.0"``; a missing key or ``null`` is a
-    blank cell here, reported like a blank CSV cell.
+    pairs: list[tuple[str, Any]]
+
+
+def _object_pairs(pairs: list[tuple[str, Any]]) -> dict:
+    d = dict(pairs)
+    if len(d) == len(pairs):
+        return d
+    out = _DupDict(d)
+    out.pairs = pairs
+    return out
+
+
+def _json_loads(text: str) -> Any:
+    return json.loads(text, object_pairs_hook=_object_pairs)
+
+
+def _records_table(records: list[Any], display: str, unit: str, lines: np.ndarray | None) -> RawTable:
+    """Records (JSON objects) -> string columns, one per key seen in any record.
+
+    A missing key or ``null`` is a blank cell, reported like a blank CSV
+    cell; numbers keep their JSON text (``1.0`` stays ``1.0``).
     """
-    import pandas as pd
+    for i, rec in enumerate(records):
+        where = f"{display} line {lines[i]}" if lines is not None else f"{display} {unit} {i + 1}"
+        if not isinstance(rec, dict):
+            raise DataError(f"{where} is a JSON {_json_type(rec)}, expected an object with task, worker and label")
+        if isinstance(rec, _DupDict):
+            keys = [k for k, _ in rec.pairs]
+            dup = next(k for k in keys if keys.count(k) > 1)
+            raise DataError(f"{where} has the key {dup!r} twice")
+    keys = list(dict.fromkeys(k for rec in records for k in rec))
+    columns = [np.array([_json_cell(rec.get(k)) for rec in records], dtype=object) for k in keys]
+    locate = Locator(display, lines=lines) if lines is not None else Locator(display, first_line=1, unit=unit)
+    return RawTable(keys, columns, locate, display)
 
-    keys = dict.fromkeys(k for rec in records for k in rec)
-    return pd.DataFrame(
-        {k: np.array([_json_cell(rec.get(k)) for rec in records], dtype=object) for k in keys},
-        index=pd.RangeIndex(len(records)),
+
+def _json_type(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, (int, float)):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "array"
+    return "object"
+
+
+def _parse_json(data: bytes, display: str, label_col: str | None) -> RawTable:
+    try:
+        obj = _json_loads(data.decode("utf-8"))
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{display} line {exc.lineno}: malformed JSON at column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise DataError(f"{display}: JSON nested too deeply to be a table of answers") from None
+    if isinstance(obj, list):
+        if not obj:
+            raise DataError(f"{display}: no answers (empty JSON list)")
+        from .platforms import flatten_label_studio, is_label_studio
+
+        if is_label_studio(obj):
+            flat = flatten_label_studio(obj, source=display, label=label_col, options={"label": param("label_col")})
+            notes = []
+            if flat.n_cancelled:
+                notes.append(f"{flat.n_cancelled} cancelled Label Studio annotation(s) skipped")
+            if flat.n_without_choice:
+                notes.append(
+                    f"{flat.n_without_choice} Label Studio annotation(s) without a {flat.label_name!r} choice skipped"
+                )
+            columns = [np.array(v, dtype=object) for v in (flat.task, flat.worker, flat.label)]
+            return RawTable(
+                ["task", "worker", "label"], columns,
+                Locator(display, unit="task", lines=np.asarray(flat.record, dtype=np.int64)), display,
+                task_order=list(flat.tasks), fixed=("task", "worker", "label"), notes=notes,
+            )
+        return _records_table(obj, display, "record", None)
+    if isinstance(obj, dict):
+        return _parse_mapping(obj, display)
+    raise DataError(
+        f"{display}: JSON top level is a {_json_type(obj)}; expected a list of records or a {{task: {{worker: label}}}} object"
     )
 
 
-def _parse_delimited(data: bytes, display: str, sep: str) -> tuple[pd.DataFrame, Locator]:
+def _pairs_of(obj: dict) -> list[tuple[str, Any]]:
+    return obj.pairs if isinstance(obj, _DupDict) else list(obj.items())
+
+
+def _parse_mapping(obj: dict, display: str) -> RawTable:
+    """``{task: {worker: label}}``: repeated keys kept (duplicates), ``{}`` tasks kept (no answers)."""
+    tasks: list[str] = []
+    workers: list[str] = []
+    labels: list[str] = []
+    order: list[str] = []
+    for task, answers in _pairs_of(obj):
+        if not isinstance(answers, dict):
+            raise DataError(
+                f"{display}: value of task {task!r} is a JSON {_json_type(answers)}; expected a list of "
+                "records or a {task: {worker: label}} mapping"
+            )
+        order.append(task)
+        for worker, label in _pairs_of(answers):
+            tasks.append(task)
+            workers.append(worker)
+            labels.append(_json_cell(label))
+    columns = [np.array(v, dtype=object) for v in (tasks, workers, labels)]
+    return RawTable(
+        ["task", "worker", "label"], columns, Locator(display, first_line=1, unit="answer"), display,
+        task_order=order, fixed=("task", "worker", "label"),
+    )
+
+
+def _parse_jsonl(data: bytes, display: str) -> RawTable:
+    records: list[Any] = []
+    lines: list[int] = []
+    text = data.decode("utf-8")
+    # Split on \n only: U+2028, U+0085 and friends may sit inside a JSON string.
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        if line.endswith("\r"):
+            line = line[:-1]
+        if not line.strip():
+            continue
+        try:
+            rec = _json_loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{display} line {lineno}: malformed JSON at column {exc.colno}: {exc.msg}") from None
+        except RecursionError:
+            raise DataError(f"{display} line {lineno}: JSON nested too deeply") from None
+        records.append(rec)
+        lines.append(lineno)
+    if not records:
+        raise DataError(f"{display}: no answers (only blank lines)")
+    return _records_table(records, display, "line", np.asarray(lines, dtype=np.int64))
+
+
+_FIELDS_ERROR = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
+
+
+def _parse_delimited(data: bytes, display: str, sep: str) -> RawTable:
+    import csv
+
     import pandas as pd
 
+    kind = "TSV" if sep == "\t" else "CSV"
+    has_quotes = sep == "," and b'"' in data
     try:
         frame = pd.read_csv(
-            io.BytesIO(data), sep=sep, dtype=str, keep_default_na=False, na_filter=False,
-            skip_blank_lines=False, engine="c", encoding="utf-8-sig",
+            io.BytesIO(data), sep=sep, header=None, dtype=str, keep_default_na=False, na_filter=False,
+            skip_blank_lines=False, engine="c", encoding="utf-8",
+            quoting=csv.QUOTE_MINIMAL if sep == "," else csv.QUOTE_NONE,
         )
     except pd.errors.EmptyDataError:
         raise DataError(f"{display}: file is empty") from None
     except pd.errors.ParserError as exc:
         msg = str(exc).strip().split("\n")[-1]
+        m = _FIELDS_ERROR.search(msg)
+        if m:
+            expected, record, saw = (int(g) for g in m.groups())
+            line = _record_line(data, sep, record) if has_quotes else record
+            raise DataError(
+                f"{display} line {line}: {saw} fields, but the header has {expected}; "
+                "a cell containing the delimiter must be quoted"
+                + (" (TSV has no quoting)" if sep == "\t" else "")
+            ) from None
         msg = msg.replace("Error tokenizing data. C error: ", "")
-        raise DataError(f"{display}: malformed {'TSV' if sep == chr(9) else 'CSV'}: {msg}") from None
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{display}: not UTF-8 text (invalid byte at offset {exc.start})") from None
+        raise DataError(f"{display}: malformed {kind}: {msg}") from None
+    values = [frame[c].to_numpy(dtype=object) for c in frame.columns]
+    header = [str(v[0]) for v in values]
+    columns = [v[1:] for v in values]
+    n_rows = len(columns[0]) if columns else 0
     # Only a quoted field spanning lines makes rows and lines disagree.
     n_lines = data.count(b"\n") + (not data.endswith(b"\n"))
-    found = _record_start_lines(data, sep) if b'"' in data and n_lines != len(frame) + 1 else None
-    if found is None or len(found) != len(frame):
-        return frame, Locator(display, first_line=2)
-    return frame, Locator(display, lines=found)
+    starts = _record_start_lines(data, sep) if has_quotes and n_lines != n_rows + 1 else None
+    if starts is not None and len(starts) == n_rows:
+        locate = Locator(display, lines=starts)
+    else:
+        locate = Locator(display, first_line=2)
+    return RawTable(header, columns, locate, display)
 
 
-def _record_start_lines(data: bytes, sep: str) -> np.ndarray | None:
-    """First line of each data record, or None when every record is one line.
+def _record_starts(data: bytes, sep: str) -> list[int]:
+    import csv
 
-    A quoted field may span lines, and then ``row + 2`` no longer names the
-    line a person should look at.
-    """
+    reader = csv.reader(io.StringIO(data.decode("utf-8"), newline=""), delimiter=sep)
+    starts: list[int] = []
+    end = 0
+    for _ in reader:
+        starts.append(end + 1)
+        end = reader.line_num
+    return starts
+
+
+def _record_line(data: bytes, sep: str, record: int) -> int:
+    """Physical line where the ``record``-th record (1-based, header = 1) starts."""
     import csv
 
     try:
-        reader = csv.reader(io.StringIO(data.decode("utf-8-sig"), newline=""), delimiter=sep)
-        next(reader, None)  # header
-        starts: list[int] = []
-        end = reader.line_num
-        for _ in reader:
-            starts.append(end + 1)
-            end = reader.line_num
-    except (csv.Error, UnicodeDecodeError):
-        return None
-    if end == len(starts) + 1:
-        return None
-    return np.asarray(starts, dtype=np.int64)
+        starts = _record_starts(data, sep)
+    except csv.Error:
+        return record
+    return starts[record - 1] if 0 < record <= len(starts) else record
 
 
-def _parse_json(data: bytes, display: str) -> tuple[pd.DataFrame, Locator]:
-    import pandas as pd
+def _record_start_lines(data: bytes, sep: str) -> np.ndarray | None:
+    """First line of each data record (after the header), or None if unknown."""
+    import csv
 
     try:
-        obj = json.loads(data.decode("utf-8-sig"))
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{display}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
-    if isinstance(obj, list):
-        for i, rec in enumerate(obj):
-            if not isinstance(rec, dict):
-                raise DataError(f"{display}: record {i + 1} is a {type(rec).__name__}, expected an object with task, worker and label")
-        if not obj:
-            raise DataError(f"{display}: no answers (empty JSON list)")
-        return _records_frame(obj), Locator(display, first_line=1, unit="record")
-    if isinstance(obj, dict):
-        tasks: list[str] = []
-        workers: list[str] = []
-        labels: list[str] = []
-        for task, answers in obj.items():
-            if not isinstance(answers, dict):
-                raise DataError(
-                    f"{display}: value of task {task!r} is a {type(answers).__name__}; expected a list of "
-                    "records or a {task: {worker: label}} mapping"
-                )
-            for worker, label in answers.items():
-                tasks.append(task)
-                workers.append(worker)
-                labels.append(_json_cell(label))
-        frame = pd.DataFrame({"task": tasks, "worker": workers, "label": labels}, dtype=object)
-        return frame, Locator(display, first_line=1, unit="answer")
-    raise DataError(f"{display}: JSON top level is a {type(obj).__name__}; expected a list of records or an object")
+        starts = _record_starts(data, sep)
+    except csv.Error:
+        return None
+    return np.asarray(starts[1:], dtype=np.int64)
 
 
-def _parse_jsonl(data: bytes, display: str) -> tuple[pd.DataFrame, Locator]:
-    records: list[dict] = []
-    lines: list[int] = []
-    text = data.decode("utf-8-sig")
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{display}: malformed JSON at line {lineno} column {exc.colno}: {exc.msg}") from None
-        if not isinstance(rec, dict):
-            raise DataError(f"{display}: line {lineno} is a JSON {type(rec).__name__}, expected an object")
-        records.append(rec)
-        lines.append(lineno)
-    frame = _records_frame(records)
-    return frame, Locator(display, lines=np.asarray(lines, dtype=np.int64))
-
-
-def read_table(
-    source: str | os.PathLike[str] | IO[bytes], *, input_format: str | None = None, role: str = "labels"
-) -> tuple[pd.DataFrame, Locator, str]:
-    """Parse any supported input into a DataFrame of strings; also return a Locator and the display name.
+def read_raw(
+    source: str | os.PathLike[str] | IO[bytes], *, input_format: str | None = None, role: str = "labels",
+    label_col: str | None = None,
+) -> RawTable:
+    """Parse any supported input into a :class:`RawTable` of strings.
 
     ``source`` may be a path, ``-`` (stdin), a binary stream or
     ``example:NAME`` (an embedded dataset; ``role`` picks its labels or truth).
     """
     raw, display, name = _read_source(source, role)
     raw = _decompress(raw, display)
+    raw = to_utf8(raw, display)
     if not raw.strip():
         raise DataError(f"{display}: file is empty")
-    _check_text(raw, display)
     fmt = detect_format(raw, name, input_format)
     if fmt == "csv":
-        frame, loc = _parse_delimited(raw, display, ",")
-    elif fmt == "tsv":
-        frame, loc = _parse_delimited(raw, display, "\t")
-    elif fmt == "json":
-        frame, loc = _parse_json(raw, display)
-    else:
-        frame, loc = _parse_jsonl(raw, display)
-    frame.columns = [str(c) for c in frame.columns]
-    return frame, loc, display
+        return _parse_delimited(raw, display, ",")
+    if fmt == "tsv":
+        return _parse_delimited(raw, display, "\t")
+    if fmt == "json":
+        return _parse_json(raw, display, label_col)
+    return _parse_jsonl(raw, display)
 
 
-def _resolve_column(frame: pd.DataFrame, given: str | None, aliases: Sequence[str], role: str, option: str, display: str) -> str:
-    cols = list(frame.columns)
-    if given is not None:
-        if given in cols:
-            return given
-        raise DataError(f"{display}: no column {given!r} (from {option}); found columns: {', '.join(map(repr, cols))}")
-    lower = {c.strip().lower(): c for c in cols}
-    for alias in aliases:
-        if alias in lower:
-            return lower[alias]
-    raise DataError(
-        f"{display}: no {role} column; found columns: {', '.join(map(repr, cols))} "
-        f"(expected one of {', '.join(aliases[:4])}, ...; or set {option})"
-    )
+def read_table(
+    source: str | os.PathLike[str] | IO[bytes], *, input_format: str | None = None, role: str = "labels"
+) -> tuple[pd.DataFrame, Locator, str]:
+    """Parse any supported input into a DataFrame of strings, a Locator and the display name."""
+    import pandas as pd
+
+    t = read_raw(source, input_format=input_format, role=role)
+    frame = pd.DataFrame(dict(zip(t.header, t.columns)), dtype=object)
+    return frame, t.locate, t.display
 
 
-def _column_values(frame: pd.DataFrame, col: str, role: str, loc: Locator, display: str) -> np.ndarray:
-    values = frame[col].to_numpy(dtype=object)
-    blank = values == ""
-    if blank.any():
-        row = int(np.flatnonzero(blank)[0])
-        raise DataError(f"blank {role} at {loc(row)} (column {col!r}; {int(blank.sum())} blank {role} cell(s) in all)")
-    return values
+def _frame_table(frame: pd.DataFrame) -> RawTable:
+    """A DataFrame as a RawTable; missing cells (NaN/None) are blank, so they are reported."""
+    header = [str(c) for c in frame.columns]
+    columns = []
+    for c in frame.columns:
+        col = frame[c]
+        values = col.to_numpy(dtype=object)
+        missing = col.isna().to_numpy()
+        if missing.any():
+            values = values.copy()
+            values[missing] = ""
+        columns.append(np.array([v if isinstance(v, str) else str(v) for v in values.tolist()], dtype=object))
+    return RawTable(header, columns, Locator("<frame>", first_line=0, unit="row"), "<frame>")
+
+
+def _drop_blank_and_header_rows(table: RawTable, cols: Sequence[str]) -> RawTable:
+    """Skip all-blank rows, and rows that repeat the header (files joined with ``cat``), with a warning."""
+    if table.n_rows == 0:
+        return table
+    values = [table.column(c) for c in cols]
+    blank = np.logical_and.reduce([v == "" for v in values])
+    repeated = np.zeros(table.n_rows, dtype=bool)
+    if table.fixed is None:
+        repeated = np.logical_and.reduce([v == c for v, c in zip(values, cols)])
+        if repeated.any():
+            rows = np.flatnonzero(repeated)
+            warnings.warn(
+                CrowdaggWarning(
+                    f"{table.display}: skipped {rows.size} line(s) repeating the header "
+                    f"(first at line {table.locate.line(int(rows[0]))}); were files joined with their headers?"
+                ),
+                stacklevel=3,
+            )
+    drop = blank | repeated
+    if drop.any():
+        return table.subset(np.flatnonzero(~drop))
+    return table
+
+
+_ANSWER_OPTIONS = {"task": param("task_col"), "worker": param("worker_col"), "label": param("label_col")}
 
 
 def load_annotations(
@@ -325,41 +560,41 @@ def load_annotations(
     input_format : ``csv``, ``tsv``, ``json`` or ``jsonl``; default from the
         extension (``.gz`` stripped), else sniffed from the content.
     task_col, worker_col, label_col : column names; default ``task``,
-        ``worker``, ``label`` or a common alias (item, question, annotator,
-        rater, performer, answer, response, ...).
+        ``worker``, ``label``, a common alias (item, question, annotator,
+        rater, performer, answer, response, ...) or a platform export's
+        columns (MTurk, Toloka, Label Studio).  For a Label Studio export
+        ``label_col`` picks the choices control (``from_name``).
     classes : the class set, in order; default inferred from the labels.
     duplicates : what to do with repeated (task, worker) answers: ``keep``
         all, keep the ``first`` or ``last``, or raise (``error``).
+
+    Warnings (:class:`~crowdagg.errors.CrowdaggWarning`) say what was done
+    to the input: duplicates, stripped whitespace, skipped header lines,
+    near-identical labels, a single class.
     """
     import pandas as pd
 
     if isinstance(source, pd.DataFrame):
-        # Missing cells (NaN/None) become blank, so they are reported, not read as "nan".
-        frame = source.astype(object).where(source.notna(), "").map(lambda v: v if isinstance(v, str) else str(v))
-        loc = Locator("<frame>", first_line=0, unit="row")
-        display = "<frame>"
+        table = _frame_table(source)
     else:
-        frame, loc, display = read_table(source, input_format=input_format)
-    t_col = _resolve_column(frame, task_col, TASK_ALIASES, "task", "--task-col", display)
-    w_col = _resolve_column(frame, worker_col, WORKER_ALIASES, "worker", "--worker-col", display)
-    y_col = _resolve_column(frame, label_col, LABEL_ALIASES, "label", "--label-col", display)
-    if len({t_col, w_col, y_col}) < 3:
-        raise UsageError(f"task, worker and label columns must differ (got {t_col!r}, {w_col!r}, {y_col!r})")
-    # Blank lines inside a CSV read as all-blank rows; drop them, keep line numbers.
-    sub = frame[[t_col, w_col, y_col]]
-    if len(sub):
-        all_blank = (sub[t_col] == "") & (sub[w_col] == "") & (sub[y_col] == "")
-        if bool(all_blank.any()):
-            keep_rows = np.flatnonzero(~all_blank.to_numpy())
-            sub = sub.iloc[keep_rows]
-            loc = loc.subset(keep_rows)
-    if len(sub) == 0:
-        raise DataError(f"{display}: no answers (header only?)")
-    tasks = _column_values(sub, t_col, "task", loc, display)
-    workers = _column_values(sub, w_col, "worker", loc, display)
-    labels = _column_values(sub, y_col, "label", loc, display)
+        table = read_raw(source, input_format=input_format, label_col=label_col)
+    for note in table.notes:
+        warnings.warn(CrowdaggWarning(f"{table.display}: {note}"), stacklevel=2)
+    if table.fixed is not None:
+        t_col, w_col, y_col = table.fixed
+    else:
+        cmap = map_answer_columns(
+            table.header, source=table.display, task=task_col, worker=worker_col, label=label_col,
+            options=_ANSWER_OPTIONS,
+        )
+        t_col, w_col, y_col = cmap.task, cmap.worker, cmap.label
+    table = _drop_blank_and_header_rows(table, (t_col, w_col, y_col))
+    if table.n_rows == 0 and not table.task_order:
+        raise DataError(f"{table.display}: no answers (header only?)")
     return AnnotationSet.from_names(
-        tasks, workers, labels, classes=classes, duplicates=duplicates, locate=loc, label_col=y_col
+        table.column(t_col), table.column(w_col), table.column(y_col),
+        classes=classes, duplicates=duplicates, locate=table.locate, label_col=y_col.strip(),
+        task_order=table.task_order,
     )
 
 
@@ -370,90 +605,79 @@ def read_task_labels(
     task_col: str | None = None,
     label_col: str | None = None,
     what: str = "truth",
+    options: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """Read a ``task,label`` file (truth, gold or predictions) into {task: label}.
 
-    A task listed twice with different labels is an error.
+    Cells are stripped of surrounding whitespace.  A task listed twice with
+    different labels is an error.  ``options`` spells the column overrides
+    in messages (default the keywords ``task_col``/``label_col``).
     """
-    frame, loc, display = read_table(source, input_format=input_format, role="truth")
-    t_col = _resolve_column(frame, task_col, TASK_ALIASES, "task", "--task-col", display)
-    y_col = _resolve_column(frame, label_col, TRUTH_ALIASES, "label", "--label-col", display)
-    if t_col == y_col:
-        raise UsageError(f"{display}: task and label columns must differ")
-    if len(frame) == 0:
-        raise DataError(f"{display}: no rows (header only?)")
-    tasks = _column_values(frame, t_col, "task", loc, display)
-    labels = _column_values(frame, y_col, "label", loc, display)
+    table = read_raw(source, input_format=input_format, role="truth")
+    opts = options or {"task": param("task_col"), "label": param("label_col")}
+    t_col, y_col = map_label_columns(table.header, source=table.display, task=task_col, label=label_col, options=opts)
+    table = _drop_blank_and_header_rows(table, (t_col, y_col))
+    if table.n_rows == 0:
+        raise DataError(f"{table.display}: no rows (header only?)")
     out: dict[str, str] = {}
-    for i, (t, y) in enumerate(zip(tasks.tolist(), labels.tolist())):
+    tasks = table.column(t_col).tolist()
+    labels = table.column(y_col).tolist()
+    for i, (t, y) in enumerate(zip(tasks, labels)):
+        t, y = t.strip(), y.strip()
+        if not t or not y:
+            role = "task" if not t else "label"
+            raise DataError(f"blank {what} {role} at {table.locate(i)}")
         prev = out.setdefault(t, y)
         if prev != y:
-            raise DataError(f"{display}: task {t!r} has two different {what} labels ({prev!r} and {y!r}; second at {loc(i)})")
+            raise DataError(
+                f"{table.display}: task {t!r} has two different {what} labels "
+                f"({prev!r} and {y!r}; second at {table.locate(i)})"
+            )
     return out
 
 
-# --------------------------------------------------------------------------- writing
-def output_format(fmt: str | None, path: str | None) -> str:
-    """Output format from ``--format`` or the ``-o`` file extension (default csv)."""
+# --------------------------------------------------------------------------- output formats
+def output_format(fmt: str | None, path: str | None, option: str = "--output") -> str:
+    """Output format from ``--format``, else the file extension (``.gz`` stripped), else csv.
+
+    A path with an extension crowdagg does not write (``out.parquet``,
+    ``out.xlsx``) is an error rather than a CSV file under a misleading name.
+    """
     if fmt:
         f = fmt.lower()
         if f not in OUTPUT_FORMATS:
-            raise UsageError(f"--format must be one of {', '.join(OUTPUT_FORMATS)}, got {fmt!r}")
+            raise UsageError(f"{param('format')} must be one of {', '.join(OUTPUT_FORMATS)}, got {fmt!r}")
         return f
     if path and path != "-":
         stem = path[:-3] if path.endswith(".gz") else path
-        guess = _EXTENSIONS.get(Path(stem).suffix.lower())
-        if guess in OUTPUT_FORMATS:
-            return guess  # type: ignore[return-value]
+        base = os.path.basename(stem)
+        ext = Path(base).suffix.lower() if not base.startswith(".") or base.count(".") > 1 else ""
+        if ext:
+            guess = _OUTPUT_EXTENSIONS.get(ext)
+            if guess is None:
+                hint = " (Parquet output is not supported yet)" if ext in (".parquet", ".pq") else ""
+                raise UsageError(
+                    f"{option} {path}: unknown output extension {ext!r}{hint}; use .csv, .tsv, .json or .jsonl "
+                    f"(optionally .gz), or set {param('format')}"
+                )
+            return guess
     return "csv"
 
 
-def render_table(frame: pd.DataFrame, fmt: str) -> str:
-    """Serialise rows as csv, tsv, jsonl or json text."""
-    if fmt in ("csv", "tsv"):
-        return frame.to_csv(index=False, sep="," if fmt == "csv" else "\t", float_format="%.6g", lineterminator="\n")
-    records = frame.to_json(orient="records", lines=(fmt == "jsonl"), force_ascii=False, double_precision=6)
-    if fmt == "jsonl" and records and not records.endswith("\n"):
-        records += "\n"
-    if fmt == "json":
-        records += "\n"
-    return records
-
-
-@contextlib.contextmanager
-def atomic_outputs(paths: Sequence[str]) -> Iterator[list[str]]:
-    """Yield temporary paths next to ``paths``; rename all into place on success.
-
-    Either every file appears or none does: on any exception the temporary
-    files are removed and nothing is left behind.
-    """
-    temps: list[str] = []
-    try:
-        for p in paths:
-            directory = os.path.dirname(os.path.abspath(p))
-            if not os.path.isdir(directory):
-                raise DataError(f"{p}: directory {directory} does not exist")
-            # Exclusive create with open(): a unique name, and unlike mkstemp
-            # (always 0600) the file gets the user's umask like any other output.
-            tmp = os.path.join(directory, f".{os.path.basename(p)}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-            with open(tmp, "xb"):
-                pass
-            temps.append(tmp)
-        yield temps
-        for tmp, p in zip(temps, paths):
-            os.replace(tmp, p)
-        temps = []
-    finally:
-        for tmp in temps:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-
-
-def write_text(text: str, path: str, *, gz: bool = False) -> None:
-    """Write ``text`` to ``path`` as UTF-8, gzip-compressed when ``gz``."""
-    if gz:
-        with gzip.open(path, "wt", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-    else:
-        with open(path, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
+__all__ = [
+    "INPUT_FORMATS",
+    "OUTPUT_FORMATS",
+    "TASK_ALIASES",
+    "WORKER_ALIASES",
+    "LABEL_ALIASES",
+    "TRUTH_ALIASES",
+    "RawTable",
+    "read_raw",
+    "read_table",
+    "load_annotations",
+    "read_task_labels",
+    "output_format",
+    "render_table",
+    "detect_format",
+    "to_utf8",
+]

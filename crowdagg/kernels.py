@@ -32,6 +32,17 @@ _ANSWERS_PER_CHUNK = 50_000
 _MAX_CHUNKS = 16
 
 
+def em_chunk_count(n_answers: int, n_tasks: int, n_workers: int, n_classes: int) -> int:
+    """Number of chunks for EM on data of this shape (never depends on the thread count)."""
+    per_chunk_bytes = max(n_workers * n_classes * n_classes * 8, 1)
+    return min(
+        _MAX_CHUNKS,
+        max(1, n_answers // _ANSWERS_PER_CHUNK),
+        max(1, _CHUNK_BUFFER_BYTES // per_chunk_bytes),
+        max(1, n_tasks),
+    )
+
+
 def chunk_bounds(task_ptr: np.ndarray, n_workers: int, n_classes: int) -> np.ndarray:
     """Task boundaries of the parallel chunks, shape (n_chunks + 1,), int64.
 
@@ -40,13 +51,7 @@ def chunk_bounds(task_ptr: np.ndarray, n_workers: int, n_classes: int) -> np.nda
     """
     n_answers = int(task_ptr[-1])
     n_tasks = len(task_ptr) - 1
-    per_chunk_bytes = max(n_workers * n_classes * n_classes * 8, 1)
-    n_chunks = min(
-        _MAX_CHUNKS,
-        max(1, n_answers // _ANSWERS_PER_CHUNK),
-        max(1, _CHUNK_BUFFER_BYTES // per_chunk_bytes),
-        max(1, n_tasks),
-    )
+    n_chunks = em_chunk_count(n_answers, n_tasks, n_workers, n_classes)
     targets = np.linspace(0, n_answers, n_chunks + 1)
     bounds = np.searchsorted(task_ptr, targets, side="left").astype(np.int64)
     bounds[0], bounds[-1] = 0, n_tasks

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,14 +23,15 @@ class AggregationResult:
     method : str
         Registry name of the method that produced it (``"ds"``, ``"mv"``, ...).
     posteriors : ndarray, shape (n_tasks, n_classes)
-        P(true class | answers) per task; rows sum to 1.
+        P(true class | answers) per task; rows sum to 1.  A task without
+        answers gets the class prior.
     labels : ndarray of int64, shape (n_tasks,)
-        Hard label per task (class index); ties broken by a seeded draw.
+        Hard label per task (class index); ties broken by a seeded draw
+        keyed on the task's name.
     prior : ndarray, shape (n_classes,)
         Estimated class prior.
-    confusion : ndarray, shape (n_workers, n_classes, n_classes)
-        ``confusion[w, true, observed]`` = P(worker w answers ``observed`` | ``true``);
-        each ``confusion[w, k, :]`` sums to 1.
+    data : AnnotationSet
+        The answers it was fitted on (for names and counts).
     n_iter : int
         Iterations run (0 for one-shot methods).
     converged : bool
@@ -37,19 +39,43 @@ class AggregationResult:
     log_likelihood : ndarray, shape (n_iter,)
         Observed-data log-likelihood after each iteration (empty when the
         method has none).
-    data : AnnotationSet
-        The answers it was fitted on (for names and counts).
+    accuracy : ndarray, shape (n_workers,), or None
+        Per-worker accuracy, for methods whose worker model is one number.
+    confusion : ndarray, shape (n_workers, n_classes, n_classes)
+        ``confusion[w, true, observed]`` = P(worker w answers ``observed`` |
+        ``true``); each ``confusion[w, k, :]`` sums to 1.  Methods that do
+        not fit a full matrix (mv, wmv) compute it on first access, after a
+        memory check (it grows with workers × classes²).
     """
 
     method: str
     posteriors: np.ndarray
     labels: np.ndarray
     prior: np.ndarray
-    confusion: np.ndarray
     data: AnnotationSet
     n_iter: int = 0
     converged: bool = True
     log_likelihood: np.ndarray = field(default_factory=lambda: np.empty(0))
+    accuracy: np.ndarray | None = None
+    confusion_array: np.ndarray | None = field(default=None, repr=False)
+    confusion_fn: Callable[[], np.ndarray] | None = field(default=None, repr=False)
+    max_memory: Any = field(default=None, repr=False)
+
+    @property
+    def confusion(self) -> np.ndarray:
+        if self.confusion_array is None:
+            if self.confusion_fn is None:
+                raise AttributeError(f"method {self.method!r} has no worker confusion matrices")
+            from . import memory
+
+            need = 3.0 * 8 * self.data.n_workers * self.data.n_classes**2
+            memory.check(
+                need,
+                f"{self.data.n_workers:,} workers × {self.data.n_classes:,}² classes of confusion matrices",
+                self.max_memory,
+            )
+            self.confusion_array = self.confusion_fn()
+        return self.confusion_array
 
     @property
     def confidence(self) -> np.ndarray:
@@ -59,6 +85,8 @@ class AggregationResult:
     @property
     def worker_accuracy(self) -> np.ndarray:
         """Expected accuracy of each worker under the class prior, shape (n_workers,)."""
+        if self.accuracy is not None:
+            return self.accuracy
         diag = np.diagonal(self.confusion, axis1=1, axis2=2)
         return diag @ self.prior
 
@@ -66,39 +94,49 @@ class AggregationResult:
         """Hard labels as class names (object array of str)."""
         return np.asarray(self.data.classes, dtype=object)[self.labels]
 
-    def to_frame(self, *, proba: bool = False) -> pd.DataFrame:
-        """One row per task, in input order: ``task, label, confidence`` [+ ``p_<class>``]."""
-        import pandas as pd
+    def table(self, *, proba: bool = False) -> dict[str, np.ndarray]:
+        """One row per task, in input order, as columns: ``task, label, confidence``.
 
-        cols: dict[str, object] = {
+        With ``proba``: also ``n_answers`` (0 flags a task without answers)
+        and one ``p_<class>`` column per class.
+        """
+        cols: dict[str, np.ndarray] = {
             "task": self.data.task_names,
             "label": self.label_names(),
             "confidence": self.confidence,
         }
         if proba:
+            cols["n_answers"] = self.data.answers_per_task
             for k, name in enumerate(self.data.classes):
                 cols[f"p_{name}"] = self.posteriors[:, k]
-        return pd.DataFrame(cols)
+        return cols
 
-    def workers_frame(self) -> pd.DataFrame:
-        """Long-form confusion per worker.
-
-        Columns ``worker, true_label, observed_label, probability, accuracy,
-        n_answers`` (the last two repeat on each of a worker's rows).
-        """
+    def to_frame(self, *, proba: bool = False) -> pd.DataFrame:
+        """:meth:`table` as a pandas DataFrame."""
         import pandas as pd
 
-        n_w, k, _ = self.confusion.shape
+        return pd.DataFrame(self.table(proba=proba))
+
+    def workers_table(self) -> dict[str, np.ndarray]:
+        """Long-form confusion per worker, as columns.
+
+        ``worker, true_label, observed_label, probability, accuracy,
+        n_answers`` (the last two repeat on each of a worker's rows).
+        """
+        conf = self.confusion
+        n_w, k, _ = conf.shape
         classes = np.asarray(self.data.classes, dtype=object)
-        acc = self.worker_accuracy
-        n_ans = self.data.answers_per_worker
-        return pd.DataFrame(
-            {
-                "worker": np.repeat(self.data.worker_names, k * k),
-                "true_label": np.tile(np.repeat(classes, k), n_w),
-                "observed_label": np.tile(classes, n_w * k),
-                "probability": self.confusion.reshape(-1),
-                "accuracy": np.repeat(acc, k * k),
-                "n_answers": np.repeat(n_ans, k * k),
-            }
-        )
+        return {
+            "worker": np.repeat(self.data.worker_names, k * k),
+            "true_label": np.tile(np.repeat(classes, k), n_w),
+            "observed_label": np.tile(classes, n_w * k),
+            "probability": conf.reshape(-1),
+            "accuracy": np.repeat(self.worker_accuracy, k * k),
+            "n_answers": np.repeat(self.data.answers_per_worker, k * k),
+        }
+
+    def workers_frame(self) -> pd.DataFrame:
+        """:meth:`workers_table` as a pandas DataFrame."""
+        import pandas as pd
+
+        return pd.DataFrame(self.workers_table())

@@ -138,7 +138,8 @@ def test_aggregate_proba_rows_sum_to_one(runner, method):
     result = invoke(runner, "aggregate", BLUEBIRD, "--method", method, "--proba")
     ok(result)
     out = read_csv_out(result.stdout)
-    assert list(out.columns) == ["task", "label", "confidence", "p_0", "p_1"]
+    assert list(out.columns) == ["task", "label", "confidence", "n_answers", "p_0", "p_1"]
+    assert (out["n_answers"] == 39).all()  # every worker labelled every image
     p = out[["p_0", "p_1"]].to_numpy()
     np.testing.assert_allclose(p.sum(axis=1), 1.0, atol=1e-5)
     # the label is the most probable class and confidence is its probability
@@ -162,7 +163,7 @@ def test_aggregate_formats_parse(runner, small_csv, fmt):
         records = json.loads(text)
         assert isinstance(records, list)
         frame = pd.DataFrame(records)
-    assert list(frame.columns) == ["task", "label", "confidence", "p_a", "p_b", "p_c"]
+    assert list(frame.columns) == ["task", "label", "confidence", "n_answers", "p_a", "p_b", "p_c"]
     assert frame["task"].astype(str).tolist() == SMALL_ORDER
     assert dict(zip(frame["task"].astype(str), frame["label"].astype(str), strict=True)) == SMALL_MV
 
@@ -269,7 +270,7 @@ def test_aggregate_input_formats_agree(runner, tmp_path, kind):
     out = read_csv_out(result.stdout)
     assert out["task"].tolist() == SMALL_ORDER
     assert dict(zip(out["task"], out["label"], strict=True)) == SMALL_MV
-    assert list(out.columns)[3:] == ["p_a", "p_b", "p_c"]
+    assert list(out.columns)[3:] == ["n_answers", "p_a", "p_b", "p_c"]
 
 
 def test_aggregate_json_mapping_with_ds(runner, tmp_path):
@@ -342,7 +343,7 @@ def test_json_numbers_keep_their_text(runner, tmp_path):
     ok(result := invoke(runner, "aggregate", p, "-m", "mv", "--proba"))
     out = read_csv_out(result.stdout)
     assert out["task"].tolist() == ["1", "2"] and out["label"].tolist() == ["1", "0"]
-    assert list(out.columns)[3:] == ["p_0", "p_1"]
+    assert list(out.columns)[3:] == ["n_answers", "p_0", "p_1"]
 
 
 @pytest.mark.parametrize(
@@ -417,7 +418,7 @@ def test_classes_adds_unchosen_class(runner, tmp_path):
         result = invoke(runner, "aggregate", p, "-m", method, "--classes", "a,b,c", "--proba")
         ok(result)
         out = read_csv_out(result.stdout)
-        assert list(out.columns) == ["task", "label", "confidence", "p_a", "p_b", "p_c"]
+        assert list(out.columns) == ["task", "label", "confidence", "n_answers", "p_a", "p_b", "p_c"]
         np.testing.assert_allclose(out[["p_a", "p_b", "p_c"]].sum(axis=1), 1.0, atol=1e-5)
         assert out["label"].tolist() == ["a", "b"]
 
@@ -664,7 +665,7 @@ BAD_INPUTS = {
     "blank-task": ("bt.csv", b"task,worker,label\n1,a,x\n,b,y\n", ["task", "line 3"]),
     "blank-worker": ("bw.csv", b"task,worker,label\n1,a,x\n2,b,y\n3,,y\n", ["worker", "line 4"]),
     "blank-label": ("bl.csv", b"task,worker,label\n1,a,\n2,b,y\n", ["label", "line 2"]),
-    "ragged-csv": ("ragged.csv", b"task,worker,label\n1,a,x\n2,b,y,z\n3,c,x\n", ["malformed CSV", "line 3"]),
+    "ragged-csv": ("ragged.csv", b"task,worker,label\n1,a,x\n2,b,y,z\n3,c,x\n", ["4 fields", "header has 3", "line 3"]),
     "bad-json": (
         "bad.json",
         b'[\n {"task": "1", "worker": "a", "label": "x"},\n {"task": "2" "worker": "b", "label": "y"}\n]\n',

@@ -1,20 +1,34 @@
-"""Library-level readers and writers."""
+"""Readers: formats, columns, and input that is never silently changed or dropped."""
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import io
 import json
-import os
-import stat
+import warnings
 
+import numpy as np
 import pandas as pd
 import pytest
 
-from crowdagg.errors import DataError
-from crowdagg.io import atomic_outputs, detect_format, load_annotations, read_task_labels, render_table
+from crowdagg.errors import CrowdaggWarning, DataError, UsageError
+from crowdagg.io import detect_format, load_annotations, output_format, read_task_labels, to_utf8
 
 CSV = "task,worker,label\nt1,w1,a\nt1,w2,b\nt2,w1,a\n"
+
+
+def load(text: str | bytes, **kw):
+    data = text.encode() if isinstance(text, str) else text
+    return load_annotations(io.BytesIO(data), **kw)
+
+
+def load_warned(text: str | bytes, **kw):
+    """Load, returning the set and the warning messages (as the library words them)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        data = load(text, **kw)
+    return data, [str(w.message) for w in caught if issubclass(w.category, CrowdaggWarning)]
 
 
 def test_csv_tsv_json_jsonl_and_gzip_agree(tmp_path):
@@ -42,69 +56,175 @@ def test_sniffing_without_extension():
 
 
 def test_aliases_and_explicit_columns():
-    s = load_annotations(io.BytesIO(b"item,annotator,response\n1,2,x\n"))
+    s = load(b"item,annotator,response\n1,2,x\n")
     assert s.n_answers == 1 and s.classes == ("x",)
-    s = load_annotations(io.BytesIO(b"q,who,what\n1,2,x\n"), task_col="q", worker_col="who", label_col="what")
+    s = load(b"q,who,what\n1,2,x\n", task_col="q", worker_col="who", label_col="what")
     assert s.n_answers == 1
-    with pytest.raises(DataError, match="found columns: 'q', 'who', 'what'"):
-        load_annotations(io.BytesIO(b"q,who,what\n1,2,x\n"))
+    with pytest.raises(DataError, match="found columns: 'q', 'who', 'what'") as exc:
+        load(b"q,who,what\n1,2,x\n")
+    # library wording: the keyword, not the CLI flag
+    assert "task_col" in str(exc.value) and "--task-col" not in str(exc.value)
 
 
 def test_json_numbers_become_strings():
-    s = load_annotations(io.BytesIO(b'[{"task": 1, "worker": 2, "label": 0}, {"task": 1, "worker": 3, "label": 1}]'))
+    s = load(b'[{"task": 1, "worker": 2, "label": 0}, {"task": 1, "worker": 3, "label": 1}]')
     assert list(s.task_names) == ["1"] and s.classes == ("0", "1")
 
 
 def test_blank_cell_reports_line():
     with pytest.raises(DataError, match="line 3"):
-        load_annotations(io.BytesIO(b"task,worker,label\nt,w,a\nt,,a\n"))
+        load(b"task,worker,label\nt,w,a\nt,,a\n")
 
 
 def test_blank_lines_are_skipped_keeping_line_numbers():
-    s = load_annotations(io.BytesIO(b"task,worker,label\nt,w,a\n\nt,v,b\n"))
+    s = load(b"task,worker,label\nt,w,a\n\nt,v,b\n")
     assert s.n_answers == 2
     with pytest.raises(DataError, match="line 5"):
-        load_annotations(io.BytesIO(b"task,worker,label\nt,w,a\n\nt,v,b\nt,,b\n"))
+        load(b"task,worker,label\nt,w,a\n\nt,v,b\nt,,b\n")
 
 
 def test_dataframe_input():
     df = pd.DataFrame({"task": [1, 1, 2], "worker": ["a", "b", "a"], "label": [0, 1, 1]})
     s = load_annotations(df)
     assert s.n_tasks == 2 and s.classes == ("0", "1")
+    with pytest.raises(DataError, match="blank worker at <frame> row 1"):
+        load_annotations(pd.DataFrame({"task": [1, 2], "worker": ["a", None], "label": [0, 1]}))
 
 
 def test_truth_reader_rejects_conflicts():
     assert read_task_labels(io.BytesIO(b"task,truth\n1,a\n2,b\n1,a\n")) == {"1": "a", "2": "b"}
     with pytest.raises(DataError, match="two different"):
         read_task_labels(io.BytesIO(b"task,label\n1,a\n1,b\n"))
+    # whitespace around cells is stripped as in the answers
+    assert read_task_labels(io.BytesIO(b"task , label\n 1 , a \n")) == {"1": "a"}
 
 
-def test_render_formats_parse_back():
-    df = pd.DataFrame({"task": ["x", "y"], "label": ["1", "0"], "confidence": [0.5, 1 / 3]})
-    assert pd.read_csv(io.StringIO(render_table(df, "csv")), dtype=str)["task"].tolist() == ["x", "y"]
-    assert pd.read_csv(io.StringIO(render_table(df, "tsv")), sep="\t", dtype=str)["label"].tolist() == ["1", "0"]
-    assert [json.loads(line)["task"] for line in render_table(df, "jsonl").splitlines()] == ["x", "y"]
-    assert json.loads(render_table(df, "json"))[1]["label"] == "0"
+# --------------------------------------------------------------------------- rows and fields
+def test_more_fields_than_header_is_refused_with_its_line():
+    # pandas used to shift the columns: tasks became worker ids
+    with pytest.raises(DataError, match=r"line 3: 4 fields, but the header has 3"):
+        load(b"task,worker,label\nt1,w1,a\nt2,w2,b,extra\n")
+    # every row one too long (a trailing comma): refused, not silently shifted
+    with pytest.raises(DataError, match="line 2: 4 fields"):
+        load(b"task,worker,label\nt1,w1,a,\nt2,w2,b,\n")
 
 
-def test_atomic_outputs_leave_nothing_on_error(tmp_path):
-    target = tmp_path / "out.csv"
-    with pytest.raises(RuntimeError):
-        with atomic_outputs([str(target)]) as temps:
-            open(temps[0], "w").write("partial")
-            raise RuntimeError("boom")
-    assert list(tmp_path.iterdir()) == []
-    with atomic_outputs([str(target)]) as temps:
-        open(temps[0], "w").write("done")
-    assert target.read_text() == "done" and len(list(tmp_path.iterdir())) == 1
+def test_field_count_error_names_the_physical_line_after_quoted_newlines():
+    text = b'task,worker,label,comment\nt1,w1,a,"two\nlines"\nt2,w2,b,ok\nt3,w3,c,x,y\n'
+    with pytest.raises(DataError, match="line 5"):
+        load(text)
 
 
-def test_atomic_outputs_follow_the_umask(tmp_path):
-    old = os.umask(0o022)
-    try:
-        target = tmp_path / "out.csv"
-        with atomic_outputs([str(target)]) as temps:
-            open(temps[0], "w").write("x")
-    finally:
-        os.umask(old)
-    assert stat.S_IMODE(target.stat().st_mode) == 0o644
+def test_tsv_has_no_quoting():
+    # A cell starting with a quote used to swallow the following rows into one task name.
+    text = b'task\tworker\tlabel\n"t1\tw1\ta\nt2\tw2\tb\nt3\tw1\ta\n'
+    s = load(text, input_format="tsv")
+    assert list(s.task_names) == ['"t1', "t2", "t3"]
+    assert s.n_answers == 3
+
+
+# --------------------------------------------------------------------------- JSON
+def test_json_mapping_repeated_keys_are_duplicates():
+    text = '{"t1": {"w1": "a", "w1": "b", "w2": "a"}, "t2": {"w1": "b"}, "t1": {"w3": "b"}}'
+    s, msgs = load_warned(text)
+    assert list(s.task_names) == ["t1", "t2"]
+    assert s.n_answers == 5 and s.n_duplicates == 1
+    assert any("1 duplicate answer" in m and "duplicates" in m for m in msgs)
+    last = load(text, duplicates="last")
+    assert last.n_answers == 4
+    with pytest.raises(DataError, match="duplicate answer"):
+        load(text, duplicates="error")
+
+
+def test_json_mapping_task_without_answers_keeps_its_row():
+    s = load('{"t1": {"w1": "a"}, "t0": {}, "t2": {"w1": "b"}}')
+    assert list(s.task_names) == ["t1", "t0", "t2"]
+    np.testing.assert_array_equal(s.answers_per_task, [1, 0, 1])
+
+
+def test_json_record_with_repeated_key_is_refused():
+    with pytest.raises(DataError, match="record 1 has the key 'label' twice"):
+        load('[{"task": "t", "worker": "w", "label": "a", "label": "b"}]')
+
+
+def test_jsonl_values_may_contain_unicode_line_separators():
+    rows = [
+        {"task": "a\u2028b", "worker": "w\u0085v", "label": "x"},
+        {"task": "c", "worker": "w", "label": "y\u2029z"},
+    ]
+    text = "\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n"
+    s = load(text, input_format="jsonl")
+    assert list(s.task_names) == ["a\u2028b", "c"]
+    assert list(s.worker_names) == ["w\u0085v", "w"]
+    assert "y\u2029z" in s.classes
+
+
+def test_deeply_nested_json_is_one_clear_error():
+    with pytest.raises(DataError, match="nested too deeply"):
+        load("[" * 100_000 + "]" * 100_000, input_format="json")
+
+
+# --------------------------------------------------------------------------- whitespace, headers, labels
+def test_surrounding_whitespace_is_stripped_and_reported():
+    text = "task, worker, label\nt1, w1,a\nt1,w1 , b\nt2,w2,a \n"
+    s, msgs = load_warned(text)
+    assert list(s.worker_names) == ["w1", "w2"]
+    assert s.classes == ("a", "b")
+    # the two w1 answers on t1 are now visible as a duplicate
+    assert s.n_duplicates == 1
+    msg = next(m for m in msgs if "whitespace" in m)
+    assert "4 cell(s)" in msg and "worker: 2" in msg and "label: 2" in msg
+    assert "2 name(s)" in msg  # ' w1' / 'w1 ' -> w1, and 'a ' -> a
+
+
+def test_near_identical_labels_stay_distinct_with_a_warning():
+    s, msgs = load_warned("task,worker,label\nt1,w1,Cat\nt1,w2,cat\nt2,w1,1\nt2,w2,1.0\n")
+    assert set(s.classes) == {"Cat", "cat", "1", "1.0"}
+    msg = next(m for m in msgs if "letter case or number format" in m)
+    assert "'Cat' / 'cat'" in msg and "'1' / '1.0'" in msg
+
+
+def test_repeated_header_line_is_skipped_with_a_warning():
+    part = "task,worker,label\nt1,w1,a\nt1,w2,b\n"
+    s, msgs = load_warned(part + part.replace("t1", "t2"))
+    assert list(s.task_names) == ["t1", "t2"] and s.classes == ("a", "b")
+    assert any("repeating the header" in m and "line 4" in m for m in msgs)
+
+
+# --------------------------------------------------------------------------- encodings
+def test_latin1_byte_far_into_the_file_names_the_right_line():
+    rows = "".join(f"task{i},w{i % 7},a\n" for i in range(200_000))  # ~3 MB, past 1 MiB
+    data = ("task,worker,label\n" + rows).encode() + "t\xe9,w1,b\n".encode("latin-1")
+    with pytest.raises(DataError) as exc:
+        load(data)
+    msg = str(exc.value)
+    assert "line 200002" in msg and "not UTF-8" in msg and "0xE9" in msg and "Latin-1" in msg
+
+
+def test_utf16_with_bom_is_read():
+    text = "task\tworker\tlabel\nt1\tw1\tché\nt1\tw2\tché\n"
+    s = load(codecs.BOM_UTF16_LE + text.encode("utf-16-le"))
+    assert s.classes == ("ché",) and list(s.task_names) == ["t1"]
+
+
+def test_utf16_without_bom_is_refused_saying_so():
+    with pytest.raises(DataError, match="UTF-16"):
+        load("task,worker,label\nt1,w1,a\n".encode("utf-16-le"))
+
+
+def test_to_utf8_strips_bom_and_keeps_valid_text():
+    assert to_utf8(codecs.BOM_UTF8 + b"a,b\n", "x") == b"a,b\n"
+    assert to_utf8("é\n".encode(), "x") == "é\n".encode()
+
+
+# --------------------------------------------------------------------------- output formats
+def test_output_format_from_extension_and_unknown_extensions():
+    assert output_format(None, "x.csv") == "csv"
+    assert output_format(None, "x.jsonl.gz") == "jsonl"
+    assert output_format(None, "noext") == "csv"
+    assert output_format(None, "-") == "csv"
+    assert output_format("tsv", "x.parquet") == "tsv"
+    with pytest.raises(UsageError, match="Parquet"):
+        output_format(None, "out.parquet")
+    with pytest.raises(UsageError, match="'.xlsx'"):
+        output_format(None, "out.xlsx")

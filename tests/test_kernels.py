@@ -51,10 +51,11 @@ def test_chunks_cover_all_tasks_in_order():
 
 
 @pytest.mark.parametrize("method,one_coin", [("ds", False), ("onecoin", True)])
-@pytest.mark.parametrize("smoothing", [0.0, 0.5])
+@pytest.mark.parametrize("smoothing", [0.5, 3.0])
 def test_em_matches_reference(rng, method, one_coin, smoothing):
     t, w, y = random_crowd(rng)
-    data = AnnotationSet.from_codes(t, w, y)
+    # a worker with no answers and a task with no answers ride along
+    data = AnnotationSet.from_codes(t, w, y, n_tasks=61, n_workers=13)
     ref_post, ref_prior, ref_conf, ref_trace = reference.dawid_skene(
         data.task, data.worker, data.label, data.n_tasks, data.n_workers, data.n_classes,
         n_iter=7, smoothing=smoothing, one_coin=one_coin,

@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..data import AnnotationSet
-from ..errors import UsageError
+from ..errors import UsageError, param
+from ..memory import MaxMemory
 from ..result import AggregationResult
 from .base import Aggregator
 from .ds import DawidSkene, OneCoinDawidSkene
@@ -31,8 +32,18 @@ def get_method(name: str) -> type[Aggregator]:
         ) from None
 
 
-def aggregate(data: AnnotationSet, method: str = "ds", *, callback: Any = None, **params: Any) -> AggregationResult:
+def aggregate(
+    data: AnnotationSet,
+    method: str = "ds",
+    *,
+    callback: Any = None,
+    max_memory: MaxMemory = None,
+    **params: Any,
+) -> AggregationResult:
     """Fit the method registered as ``method`` with keyword ``params``.
+
+    ``max_memory`` bounds what the fit may allocate (bytes, or ``"4G"``;
+    default 80% of the available memory).
 
     >>> from crowdagg import load_annotations, aggregate
     >>> result = aggregate(load_annotations("labels.csv"), "ds", max_iter=50)  # doctest: +SKIP
@@ -41,10 +52,10 @@ def aggregate(data: AnnotationSet, method: str = "ds", *, callback: Any = None, 
     unknown = sorted(set(params) - set(cls.params) - {"seed"})
     if unknown:
         raise UsageError(
-            f"method {method!r} does not take {', '.join(unknown)}; it takes: "
-            f"{', '.join(('seed', *cls.params))}"
+            f"method {method!r} does not take {', '.join(param(u) for u in unknown)}; it takes: "
+            f"{', '.join(param(p) for p in ('seed', *cls.params))}"
         )
-    return cls(**params).fit(data, callback=callback)
+    return cls(**params).fit(data, callback=callback, max_memory=max_memory)
 
 
 __all__ = [

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, ClassVar
 
 import numpy as np
 
-from ..checks import check_int
+from .. import memory
+from ..checks import check_seed
 from ..data import AnnotationSet
-from ..errors import DataError
+from ..errors import CrowdaggWarning, DataError
 from ..result import AggregationResult
 
 #: Floor on confusion entries before taking logs (as crowd-kit clips at 1e-10).
 PROB_FLOOR = 1e-10
+
+#: Largest smoothing accepted: far beyond any use, far below overflow.
+MAX_SMOOTHING = 1e9
 
 
 class Aggregator:
@@ -20,7 +25,7 @@ class Aggregator:
 
     Subclasses set ``name`` (CLI name), ``summary`` (one line for
     ``crowdagg methods``) and ``params`` (the settings ``__init__`` accepts,
-    besides ``seed``), and implement :meth:`_fit`.
+    besides ``seed``), and implement :meth:`_fit` and :meth:`memory_needed`.
     """
 
     name: ClassVar[str] = ""
@@ -37,31 +42,107 @@ class Aggregator:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({args})"
 
-    def fit(self, data: AnnotationSet, *, callback: Any = None) -> AggregationResult:
-        """Aggregate ``data``; ``callback(iteration, log_likelihood)`` is called per EM step."""
+    def memory_needed(self, data: AnnotationSet) -> tuple[float, str]:
+        """Bytes the fit will allocate beyond the data, and where they come from (for messages)."""
+        return 4.0 * 8 * data.n_tasks * data.n_classes, _tasks_by_classes(data)
+
+    def fit(
+        self, data: AnnotationSet, *, callback: Any = None, max_memory: memory.MaxMemory = None
+    ) -> AggregationResult:
+        """Aggregate ``data``.
+
+        ``callback(iteration, objective)`` is called after each iteration.
+        ``max_memory`` (bytes or text such as ``"4G"``; default 80% of the
+        available memory) bounds what the fit may allocate: a larger need is
+        refused up front with :class:`~crowdagg.errors.ResourceError`.
+        """
         if not isinstance(data, AnnotationSet):
             raise TypeError(f"fit expects an AnnotationSet, got {type(data).__name__}")
-        if data.n_answers == 0:
-            raise DataError("no answers to aggregate")
-        seed = check_int("seed", self.seed, 0)
-        return self._fit(data, np.random.default_rng(seed), callback)
+        if data.n_tasks == 0:
+            raise DataError("no tasks to aggregate")
+        seed = check_seed(self.seed)
+        need, what = self.memory_needed(data)
+        memory.check(need, what, max_memory, advice="use fewer classes or a method with fewer parameters")
+        result = self._fit(data, seed, callback)
+        result.max_memory = max_memory
+        _check_posteriors(result)
+        n_empty = int(np.count_nonzero(data.answers_per_task == 0))
+        if n_empty:
+            warnings.warn(
+                CrowdaggWarning(
+                    f"{n_empty} task(s) have no answers: their posterior is the class prior "
+                    "(n_answers = 0 in the output)"
+                ),
+                stacklevel=2,
+            )
+        return result
 
-    def _fit(self, data: AnnotationSet, rng: np.random.Generator, callback: Any) -> AggregationResult:
+    def _fit(self, data: AnnotationSet, seed: int, callback: Any) -> AggregationResult:
         raise NotImplementedError
 
 
-def argmax_random_ties(scores: np.ndarray, rng: np.random.Generator, atol: float = 0.0) -> np.ndarray:
-    """Row-wise argmax, ties (within ``atol`` of the maximum) broken uniformly at random.
+def _tasks_by_classes(data: AnnotationSet) -> str:
+    return f"{data.n_tasks:,} tasks × {data.n_classes:,} classes"
 
-    shape (n, K) -> (n,) int64.  One uniform draw per cell keeps the choice
-    reproducible for a given seed and unbiased among the tied classes.
+
+def _check_posteriors(result: AggregationResult) -> None:
+    """Every output finite, every row a distribution -- or a clear error, never a NaN file."""
+    post = result.posteriors
+    ok = np.isfinite(post).all() and np.isfinite(result.prior).all()
+    if ok and post.size:
+        ok = bool(np.all(np.abs(post.sum(axis=1) - 1.0) < 1e-6)) and bool(np.all(post >= 0))
+    if not ok:
+        raise DataError(
+            f"{result.method}: the fit broke down numerically (posteriors that are not finite "
+            "probabilities); try another method or a smaller smoothing"
+        )
+
+
+class TieBreaker:
+    """Seeded tie-break draws keyed on the task's *name* and the class.
+
+    A task gets the same draw wherever it sits in the input (row order never
+    changes a label), the same on every round of an iterative method, and
+    on every machine: the key is SipHash-2-4 of the name's UTF-8 bytes under
+    a key made from the seed (``pandas.util.hash_array``), mixed with the
+    class index by splitmix64.
     """
-    if scores.shape[1] == 1:
-        return np.zeros(scores.shape[0], dtype=np.int64)
-    top = scores.max(axis=1, keepdims=True)
-    tied = scores >= top - atol
-    draw = rng.random(scores.shape)
-    return np.argmax(np.where(tied, draw, -1.0), axis=1).astype(np.int64)
+
+    def __init__(self, task_names: np.ndarray, seed: int) -> None:
+        self.task_names = task_names
+        self.key = f"{int(seed) & (2**64 - 1):016x}"
+
+    def draws(self, rows: np.ndarray, n_classes: int) -> np.ndarray:
+        """Uniform draws in [0, 1), shape (len(rows), n_classes)."""
+        from pandas.util import hash_array
+
+        names = np.asarray(self.task_names[rows], dtype=object)
+        h = hash_array(names, encoding="utf8", hash_key=self.key, categorize=False).astype(np.uint64)
+        with np.errstate(over="ignore"):
+            x = h[:, None] + (np.arange(1, n_classes + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15))
+            x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+            x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+            x = x ^ (x >> np.uint64(31))
+        return (x >> np.uint64(11)).astype(np.float64) * (1.0 / 2**53)
+
+
+def argmax_random_ties(scores: np.ndarray, ties: TieBreaker, atol: float = 0.0) -> np.ndarray:
+    """Row-wise argmax, ties (within ``atol`` of the maximum) broken by ``ties``' seeded draws.
+
+    shape (n, K) -> (n,) int64.  Draws are made only for the tied rows.
+    """
+    n, k = scores.shape
+    labels = scores.argmax(axis=1).astype(np.int64)
+    if k == 1 or n == 0:
+        return labels
+    top = scores[np.arange(n), labels]
+    near = scores >= (top - atol)[:, None]
+    tied = np.flatnonzero(np.count_nonzero(near, axis=1) > 1)
+    if tied.size:
+        draw = ties.draws(tied, k)
+        draw[~near[tied]] = -1.0
+        labels[tied] = draw.argmax(axis=1)
+    return labels
 
 
 def normalize_rows(scores: np.ndarray) -> np.ndarray:
@@ -73,6 +154,13 @@ def softmax_rows(log_scores: np.ndarray) -> np.ndarray:
     z = log_scores - log_scores.max(axis=1, keepdims=True)
     np.exp(z, out=z)
     return normalize_rows(z)
+
+
+def fill_empty_rows(post: np.ndarray, empty: np.ndarray, prior: np.ndarray) -> np.ndarray:
+    """Rows of tasks without answers get the class prior (in place; returns ``post``)."""
+    if empty.any():
+        post[empty] = prior
+    return post
 
 
 def full_m_step(counts_ot: np.ndarray, class_tot: np.ndarray, smoothing: float) -> tuple[np.ndarray, np.ndarray]:
@@ -87,7 +175,8 @@ def full_m_step(counts_ot: np.ndarray, class_tot: np.ndarray, smoothing: float) 
     Returns
     -------
     prior : (K,)
-    conf_ot : (n_workers, K_observed, K_true), columns sum to 1.
+    conf_ot : (n_workers, K_observed, K_true), columns sum to 1.  A worker
+        without answers gets uniform columns (1/K: no evidence either way).
     """
     k = class_tot.shape[0]
     num = np.maximum(counts_ot + smoothing, PROB_FLOOR)
@@ -98,13 +187,22 @@ def full_m_step(counts_ot: np.ndarray, class_tot: np.ndarray, smoothing: float) 
 
 
 def one_coin_m_step(counts_ot: np.ndarray, class_tot: np.ndarray, smoothing: float) -> tuple[np.ndarray, np.ndarray]:
-    """One-coin M-step: p_w = (expected correct + s) / (answers + 2 s), errors uniform."""
+    r"""One-coin M-step: :math:`p_m = (c_m + s/K) / (n_m + s)`, errors uniform.
+
+    ``c_m`` is worker m's expected number of correct answers and ``n_m`` its
+    number of answers; ``s`` pseudo-answers at chance accuracy 1/K (the MAP
+    estimate under a Beta(1 + s/K, 1 + s(K-1)/K) prior) pull sparse workers
+    towards 1/K, whose one-coin vote weight log((K-1)p/(1-p)) is zero.  A
+    worker without answers gets exactly 1/K whatever ``s``.
+    """
     k = class_tot.shape[0]
     prior = np.maximum(class_tot + smoothing, PROB_FLOOR)
     prior = prior / prior.sum()
     agree = np.trace(counts_ot, axis1=1, axis2=2)
     total = counts_ot.sum(axis=(1, 2))
-    p = (agree + smoothing) / np.maximum(total + 2.0 * smoothing, PROB_FLOOR)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = (agree + smoothing / k) / (total + smoothing)
+    p = np.where(total > 0, p, 1.0 / k)
     # Clipped so that the E-step's logs stay finite.
     return prior, one_coin_matrices(np.clip(p, PROB_FLOOR, 1.0 - PROB_FLOOR), k)
 
@@ -146,15 +244,9 @@ def make_result(
     post: np.ndarray,
     labels: np.ndarray,
     prior: np.ndarray,
-    confusion: np.ndarray,
+    confusion: Any,
     **extra: Any,
 ) -> AggregationResult:
-    return AggregationResult(
-        method=method,
-        posteriors=post,
-        labels=labels,
-        prior=prior,
-        confusion=confusion,
-        data=data,
-        **extra,
-    )
+    """An :class:`AggregationResult`; ``confusion`` is an array or a callable computing it on demand."""
+    kw: dict[str, Any] = {"confusion_fn": confusion} if callable(confusion) else {"confusion_array": confusion}
+    return AggregationResult(method=method, posteriors=post, labels=labels, prior=prior, data=data, **kw, **extra)

@@ -9,10 +9,11 @@ import numpy as np
 
 from ..checks import check_int
 from ..data import AnnotationSet
-from ..errors import ConvergenceWarning
+from ..errors import ConvergenceWarning, param
 from ..result import AggregationResult
 from .base import (
     Aggregator,
+    TieBreaker,
     argmax_random_ties,
     make_result,
     one_coin_matrices,
@@ -41,8 +42,11 @@ class WeightedMajorityVote(Aggregator):
     MAP rule when each worker is right with probability :math:`p_m` and
     otherwise picks a wrong class uniformly.  Starting from majority vote,
     estimate-and-revote repeats until no label changes (or ``max_iter``).
-    ``posteriors`` are the one-coin posteriors under a uniform class prior,
-    :math:`\mathrm{softmax}_k \sum_m w_m 1[\tilde y^{(m)} = k]`.
+    Ties are broken by draws keyed on the seed and the task name, fixed for
+    the whole run, so "no label changed" is a property of the data, not of
+    the draws.  ``posteriors`` are the one-coin posteriors under a uniform
+    class prior, :math:`\mathrm{softmax}_k \sum_m w_m 1[\tilde y^{(m)} = k]`
+    (uniform for a task without answers).
     """
 
     name = "wmv"
@@ -53,12 +57,16 @@ class WeightedMajorityVote(Aggregator):
         super().__init__(seed=seed)
         self.max_iter = max_iter
 
-    def _fit(self, data: AnnotationSet, rng: np.random.Generator, callback: Any) -> AggregationResult:
+    def memory_needed(self, data: AnnotationSet) -> tuple[float, str]:
+        return 6.0 * 8 * data.n_tasks * data.n_classes, f"{data.n_tasks:,} tasks × {data.n_classes:,} classes"
+
+    def _fit(self, data: AnnotationSet, seed: int, callback: Any) -> AggregationResult:
         from ..kernels import vote_counts
 
         max_iter = check_int("max_iter", self.max_iter, 1)
         k = data.n_classes
-        labels = argmax_random_ties(soft_majority_vote(data), rng)
+        ties = TieBreaker(data.task_names, seed)
+        labels = argmax_random_ties(soft_majority_vote(data), ties)
         n_answers = data.answers_per_worker
         converged = False
         it = 0
@@ -69,7 +77,7 @@ class WeightedMajorityVote(Aggregator):
             accuracy = (agree + 1.0) / (n_answers + 2.0)
             weight = log_odds_weights(accuracy, k)
             scores = vote_counts(data.task, data.worker, data.label, data.n_tasks, k, weight)
-            new = argmax_random_ties(scores, rng, atol=1e-12)
+            new = argmax_random_ties(scores, ties, atol=1e-12)
             if callback is not None:
                 callback(it, float("nan"))
             if np.array_equal(new, labels):
@@ -79,13 +87,14 @@ class WeightedMajorityVote(Aggregator):
             labels = new
         if not converged:
             warnings.warn(
-                f"wmv: labels still changing after max_iter={max_iter} rounds; "
-                "raise --max-iter",
-                ConvergenceWarning,
+                ConvergenceWarning(
+                    f"wmv: labels still changing after {param('max_iter')}={max_iter} rounds; "
+                    f"raise {param('max_iter')}"
+                ),
                 stacklevel=2,
             )
         post = softmax_rows(scores)
         return make_result(
-            self.name, data, post, labels, post.mean(axis=0), one_coin_matrices(accuracy, k),
-            n_iter=it, converged=converged,
+            self.name, data, post, labels, post.mean(axis=0), lambda: one_coin_matrices(accuracy, k),
+            n_iter=it, converged=converged, accuracy=accuracy,
         )

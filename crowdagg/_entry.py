@@ -1,0 +1,62 @@
+"""The ``crowdagg`` console script: signal handlers first, then the CLI.
+
+Kept tiny and separate from ``crowdagg/__init__`` (which library users
+import): installing SIGINT/SIGTERM handlers is the program's business, not
+a library's.  Everything after :func:`crowdagg._signals.install` -- typer,
+numpy, the commands -- runs under those handlers, so an interrupt at any
+moment prints one line and exits 130 (SIGINT) or 143 (SIGTERM), leaving no
+temporary file.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def _stderr_line(text: str) -> None:
+    try:
+        os.write(2, (text + "\n").encode("utf-8", "replace"))
+    except OSError:
+        pass
+
+
+def _occupy_closed_std_fds() -> None:
+    """Point closed descriptors 0-2 at /dev/null.
+
+    Otherwise the next file opened (an input, a temporary output) would get
+    descriptor 1, and anything written to "stdout" would land in it.
+    ``sys.stdin``/``sys.stdout`` stay ``None`` (Python's own record that they
+    were closed), so reading or writing them is still reported as an error.
+    """
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            try:
+                null = os.open(os.devnull, os.O_RDWR)
+            except OSError:
+                return
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; return the exit status."""
+    from . import _signals
+    from .errors import Interrupted
+
+    _signals.install()
+    try:
+        _occupy_closed_std_fds()
+        from .cli import run
+
+        return run(argv)
+    except Interrupted as exc:
+        _stderr_line("Error: interrupted" if exc.name == "SIGINT" else f"Error: terminated ({exc.name})")
+        return exc.exit_code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

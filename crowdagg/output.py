@@ -1,0 +1,337 @@
+"""Where outputs go, and the all-or-nothing commit of a run's outputs.
+
+What ``-o PATH`` (or ``--workers PATH``, ``simulate -o DIR``) does is decided
+by what PATH finally resolves to -- the choice GNU coreutils make for
+``cp``/``sort -o`` and sqlite-utils for its outputs:
+
+* ``-``, ``/dev/stdout``, ``/dev/stderr``, ``/dev/fd/N`` and
+  ``/proc/self/fd/N`` are streamed into the descriptor that is already open
+  (never resolved and replaced: ``-o /dev/stdout >>log`` appends to ``log``).
+* A regular file, or a symlink to one, is replaced atomically: the text goes
+  to a temporary file beside the real target, which then takes its place
+  with ``rename``.  A symlink stays a symlink; an existing file keeps its
+  permission bits (and owner, where allowed).  A new file gets the umask's
+  mode.
+* Anything else that exists -- a FIFO, a character or block device, a
+  socket -- is written directly, in one stream (``-o /dev/null`` stays
+  ``/dev/null``).
+
+:func:`commit` writes every output of a run or none: the temporary files are
+written first, then the streams, and the renames come last with SIGINT and
+SIGTERM held off.  A stdout reader that goes away early (``| head``) is not
+an error: the files are still committed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import gzip
+import io
+import os
+import re
+import secrets
+import socket
+import stat
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from . import _signals
+from .errors import DataError, UsageError
+
+_FD_PATH = re.compile(r"^/(?:dev/fd|proc/self/fd)/(\d+)$")
+_STD_PATHS = {"/dev/stdout": 1, "/dev/stderr": 2, "/dev/stdin": 0}
+
+
+@dataclass(frozen=True)
+class Target:
+    """A resolved output destination.
+
+    ``kind`` is ``"fd"`` (stream into an open descriptor), ``"file"``
+    (atomic replace of the regular file ``path``) or ``"stream"`` (open
+    ``path`` -- a FIFO or device -- and write), ``"socket"`` (connect to the
+    Unix socket ``path`` and write).
+    """
+
+    spec: str
+    option: str
+    kind: str
+    path: str | None = None
+    fd: int | None = None
+    keys: tuple[tuple, ...] = ()
+    mode: int | None = None
+    owner: tuple[int, int] | None = None
+    gzip: bool = False
+
+    @property
+    def is_stdout(self) -> bool:
+        return self.kind == "fd" and self.fd == 1
+
+
+def _gz(spec: str) -> bool:
+    return spec.endswith(".gz")
+
+
+def _fd_keys(fd: int) -> tuple[tuple, ...]:
+    """Identities of an open descriptor: itself, and the file behind it unless a character device."""
+    keys: list[tuple] = [("fd", fd)]
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return tuple(keys)
+    if not stat.S_ISCHR(st.st_mode):  # terminals, /dev/null: writing twice loses nothing
+        keys.append(("inode", st.st_dev, st.st_ino))
+    return tuple(keys)
+
+
+def resolve(spec: str, option: str = "--output") -> Target:
+    """Decide what writing to ``spec`` means (see the module docstring); nothing is written."""
+    if spec == "":
+        raise UsageError(f"{option} needs a path (or - for standard output)")
+    if spec == "-":
+        return Target(spec, option, "fd", fd=1, keys=_stdout_keys())
+    fd = _STD_PATHS.get(spec)
+    m = _FD_PATH.match(spec)
+    if m:
+        fd = int(m.group(1))
+    if fd is not None:
+        if fd == 0:
+            raise UsageError(f"{option} {spec}: that is standard input, not an output")
+        if fd == 1:
+            return Target(spec, option, "fd", fd=1, keys=_stdout_keys())
+        if fd == 2:
+            return Target(spec, option, "fd", fd=2, keys=(("fd", 2),))
+        try:
+            os.fstat(fd)
+        except OSError:
+            raise DataError(f"{option} {spec}: file descriptor {fd} is not open") from None
+        return Target(spec, option, "fd", fd=fd, keys=_fd_keys(fd), gzip=_gz(spec))
+    real = os.path.realpath(spec)
+    try:
+        st = os.stat(real)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise DataError(f"{option} {spec}: {_reason(exc)}") from None
+    if st is None:
+        directory = os.path.dirname(real) or "."
+        if not os.path.isdir(directory):
+            raise DataError(f"{option} {spec}: directory {os.path.dirname(spec) or directory} does not exist")
+        return Target(spec, option, "file", path=real, keys=(("path", real),), gzip=_gz(spec))
+    if stat.S_ISDIR(st.st_mode):
+        raise DataError(f"{option} {spec}: is a directory")
+    keys: tuple[tuple, ...] = (("inode", st.st_dev, st.st_ino),)
+    if stat.S_ISREG(st.st_mode):
+        return Target(
+            spec, option, "file", path=real, keys=keys,
+            mode=stat.S_IMODE(st.st_mode), owner=(st.st_uid, st.st_gid), gzip=_gz(spec),
+        )
+    if stat.S_ISSOCK(st.st_mode):
+        return Target(spec, option, "socket", path=real, keys=keys, gzip=_gz(spec))
+    # FIFO, character or block device: stream into it, never replace the node.
+    return Target(
+        spec, option, "stream", path=real,
+        keys=() if stat.S_ISCHR(st.st_mode) else keys, gzip=_gz(spec),
+    )
+
+
+def _stdout_keys() -> tuple[tuple, ...]:
+    """Identities of standard output (the file behind it too when it is the real fd 1)."""
+    out = sys.stdout
+    try:
+        if out is None or out.fileno() != 1:
+            return (("fd", 1),)
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return (("fd", 1),)
+    return _fd_keys(1)
+
+
+def check_distinct(targets: Sequence[Target]) -> None:
+    """Refuse two outputs of one run landing in the same file (one would be lost)."""
+    seen: dict[tuple, Target] = {}
+    for t in targets:
+        for key in t.keys:
+            prev = seen.get(key)
+            if prev is not None and prev is not t:
+                raise UsageError(
+                    f"{_describe(prev)} and {_describe(t)} are the same file; give each output its own file"
+                )
+            seen[key] = t
+
+
+def _describe(t: Target) -> str:
+    return "standard output" if t.spec == "-" else f"{t.option} {t.spec}"
+
+
+def _reason(exc: OSError) -> str:
+    """An OSError in words, without the exception class or a temporary path."""
+    return exc.strerror or errno.errorcode.get(exc.errno or 0, "input/output error")
+
+
+def encode(target: Target, data: bytes) -> bytes:
+    """The bytes that go to ``target``: gzip-compressed for a ``.gz`` name, reproducibly.
+
+    The gzip header carries no file name and a zero timestamp, so identical
+    runs give identical bytes.
+    """
+    if not target.gzip:
+        return data
+    buf = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0) as gz:
+        gz.write(data)
+    return buf.getvalue()
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view[: 1 << 20])
+        view = view[n:]
+
+
+class _ReaderGone(Exception):
+    """The reader of a pipe went away (EPIPE): not an error for a stream."""
+
+
+def _stream_fd(target: Target, data: bytes) -> None:
+    if target.fd == 1 and target.spec in ("-", "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"):
+        _write_stdio(sys.stdout, "standard output", data)
+    elif target.fd == 2:
+        _write_stdio(sys.stderr, "standard error", data)
+    else:
+        assert target.fd is not None
+        try:
+            _write_all(target.fd, data)
+        except BrokenPipeError:
+            raise _ReaderGone from None
+        except OSError as exc:
+            raise DataError(f"{target.option} {target.spec}: cannot write ({_reason(exc)})") from None
+
+
+def _write_stdio(stream: object, name: str, data: bytes) -> None:
+    if stream is None:
+        raise DataError(f"{name} is closed; nothing can be written there (use -o FILE)")
+    try:
+        buffer = getattr(stream, "buffer", None)
+        if buffer is not None:
+            stream.flush()  # type: ignore[attr-defined]
+            buffer.write(data)
+            buffer.flush()
+        else:
+            stream.write(data.decode("utf-8"))  # type: ignore[attr-defined]
+            stream.flush()  # type: ignore[attr-defined]
+    except BrokenPipeError:
+        _silence_stdout()
+        raise _ReaderGone from None
+    except (OSError, ValueError) as exc:
+        _silence_stdout()
+        reason = _reason(exc) if isinstance(exc, OSError) else "it is closed"
+        raise DataError(f"cannot write to {name} ({reason})") from None
+
+
+def _silence_stdout() -> None:
+    """After a failed write, point fd 1 at /dev/null so Python's exit flush cannot fail again."""
+    try:
+        if sys.stdout is None or sys.stdout.fileno() != 1:
+            return
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return
+    with contextlib.suppress(OSError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.close(null)
+
+
+def _stream_path(target: Target, data: bytes) -> None:
+    assert target.path is not None
+    try:
+        if target.kind == "socket":
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.connect(target.path)
+                sock.sendall(data)
+            return
+        fd = os.open(target.path, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            _write_all(fd, data)
+        finally:
+            os.close(fd)
+    except BrokenPipeError:
+        raise _ReaderGone from None
+    except OSError as exc:
+        raise DataError(f"{target.option} {target.spec}: cannot write ({_reason(exc)})") from None
+
+
+def _temp_beside(target: Target) -> str:
+    assert target.path is not None
+    directory = os.path.dirname(target.path) or "."
+    base = os.path.basename(target.path)
+    for _ in range(100):
+        tmp = os.path.join(directory, f".{base}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        try:
+            # Exclusive create: a unique name, and (unlike mkstemp's 0600) the umask's mode.
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise DataError(
+                f"{target.option} {target.spec}: cannot create a file in {directory} ({_reason(exc)})"
+            ) from None
+        os.close(fd)
+        return tmp
+    raise DataError(f"{target.option} {target.spec}: cannot create a temporary file in {directory}")
+
+
+def commit(outputs: Sequence[tuple[Target, bytes]]) -> None:
+    """Write every (target, bytes) pair, or none of the files.
+
+    Order: (1) each file's bytes into a temporary file beside its target
+    (a full disk fails here, before anything is visible); (2) the streams --
+    stdout, descriptors, FIFOs, devices -- in the order given; (3) the
+    renames, with SIGINT/SIGTERM deferred.  On any error, or an interrupt
+    before (3), the temporary files are removed and no file is touched.  A
+    stream whose reader went away (EPIPE) is skipped without error.
+    """
+    check_distinct([t for t, _ in outputs])
+    files = [(t, d) for t, d in outputs if t.kind == "file"]
+    streams = [(t, d) for t, d in outputs if t.kind != "file"]
+    temps: list[str] = []
+    try:
+        for target, data in files:
+            tmp = _temp_beside(target)
+            temps.append(tmp)
+            try:
+                with open(tmp, "wb") as fh:
+                    fh.write(encode(target, data))
+                if target.mode is not None:
+                    os.chmod(tmp, target.mode)
+                    if target.owner is not None:
+                        with contextlib.suppress(OSError):
+                            st = os.stat(tmp)
+                            if (st.st_uid, st.st_gid) != target.owner:
+                                os.chown(tmp, *target.owner)
+            except OSError as exc:
+                raise DataError(f"{target.option} {target.spec}: cannot write ({_reason(exc)})") from None
+        for target, data in streams:
+            try:
+                if target.kind == "fd":
+                    _stream_fd(target, encode(target, data))
+                else:
+                    _stream_path(target, encode(target, data))
+            except _ReaderGone:
+                continue
+        with _signals.deferred():
+            for tmp, (target, _) in zip(temps, files):
+                assert target.path is not None
+                try:
+                    os.replace(tmp, target.path)
+                except OSError as exc:
+                    raise DataError(f"{target.option} {target.spec}: cannot write ({_reason(exc)})") from None
+            temps = []
+    finally:
+        for tmp in temps:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+__all__ = ["Target", "resolve", "check_distinct", "commit", "encode"]

@@ -1,0 +1,245 @@
+"""Where outputs go: links followed, FIFOs and devices streamed, descriptors reused, all or nothing."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from crowdagg import _signals
+from crowdagg.errors import DataError, Interrupted, UsageError
+from crowdagg.output import check_distinct, commit, encode, resolve
+
+
+def listing(directory: Path) -> set[str]:
+    return {p.name for p in directory.iterdir()}
+
+
+def test_new_and_existing_regular_files(tmp_path):
+    new = tmp_path / "new.csv"
+    old = os.umask(0o027)
+    try:
+        commit([(resolve(str(new)), b"one\n")])
+    finally:
+        os.umask(old)
+    assert new.read_bytes() == b"one\n" and stat.S_IMODE(new.stat().st_mode) == 0o640
+    existing = tmp_path / "existing.csv"
+    existing.write_text("old")
+    existing.chmod(0o604)
+    commit([(resolve(str(existing)), b"two\n")])
+    assert existing.read_bytes() == b"two\n"
+    assert stat.S_IMODE(existing.stat().st_mode) == 0o604  # the mode is kept
+    assert listing(tmp_path) == {"new.csv", "existing.csv"}
+
+
+def test_symlink_is_followed_and_stays_a_link(tmp_path):
+    real_dir = tmp_path / "real"
+    real_dir.mkdir()
+    target = real_dir / "data.csv"
+    target.write_text("old")
+    target.chmod(0o600)
+    link = tmp_path / "link.csv"
+    link.symlink_to(target)
+    t = resolve(str(link))
+    assert t.kind == "file" and t.path == str(target)
+    commit([(t, b"new\n")])
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert target.read_bytes() == b"new\n"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+
+
+def test_temp_file_lives_beside_the_real_target(tmp_path, monkeypatch):
+    real_dir = tmp_path / "elsewhere"
+    real_dir.mkdir()
+    (real_dir / "t.csv").write_text("x")
+    (tmp_path / "l.csv").symlink_to(real_dir / "t.csv")
+    seen = []
+    original = os.replace
+
+    def spy(src, dst):
+        seen.append((os.path.dirname(src), dst))
+        return original(src, dst)
+
+    monkeypatch.setattr(os, "replace", spy)
+    commit([(resolve(str(tmp_path / "l.csv")), b"y")])
+    assert seen == [(str(real_dir), str(real_dir / "t.csv"))]
+
+
+def test_dangling_symlink_creates_its_target(tmp_path):
+    link = tmp_path / "link.csv"
+    link.symlink_to(tmp_path / "missing.csv")
+    commit([(resolve(str(link)), b"z")])
+    assert link.is_symlink() and (tmp_path / "missing.csv").read_bytes() == b"z"
+
+
+def test_fifo_is_written_in_one_stream_and_stays_a_fifo(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    t = resolve(str(fifo))
+    assert t.kind == "stream"
+    commit([(t, b"through the pipe\n" * 10_000)])
+    reader.join(timeout=10)
+    assert got == [b"through the pipe\n" * 10_000]
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    assert listing(tmp_path) == {"fifo"}
+
+
+def test_character_device_is_never_replaced():
+    t = resolve("/dev/null")
+    assert t.kind == "stream"
+    commit([(t, b"discarded")])
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    # two outputs on /dev/null lose nothing: not a conflict
+    check_distinct([resolve("/dev/null", "-o"), resolve("/dev/null", "--workers")])
+
+
+def test_unix_socket_is_connected_and_written(tmp_path):
+    path = str(tmp_path / "s.sock")
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(1)
+    got: list[bytes] = []
+
+    def serve():
+        conn, _ = server.accept()
+        chunks = []
+        while chunk := conn.recv(65536):
+            chunks.append(chunk)
+        got.append(b"".join(chunks))
+        conn.close()
+
+    th = threading.Thread(target=serve)
+    th.start()
+    commit([(resolve(path), b"hello socket\n")])
+    th.join(timeout=10)
+    server.close()
+    assert got == [b"hello socket\n"]
+    assert stat.S_ISSOCK(os.stat(path).st_mode)
+
+
+@pytest.mark.parametrize("template", ["/dev/fd/{}", "/proc/self/fd/{}"])
+def test_descriptor_paths_stream_into_the_open_descriptor(template):
+    r, w = os.pipe()
+    try:
+        t = resolve(template.format(w))
+        assert t.kind == "fd" and t.fd == w
+        commit([(t, b"via fd\n")])
+        os.close(w)
+        w = -1
+        assert os.read(r, 100) == b"via fd\n"
+    finally:
+        os.close(r)
+        if w >= 0:
+            os.close(w)
+
+
+def test_closed_descriptor_is_an_error():
+    r, w = os.pipe()
+    os.close(r)
+    os.close(w)
+    with pytest.raises(DataError, match=f"file descriptor {w} is not open"):
+        resolve(f"/dev/fd/{w}")
+
+
+def test_dev_stdout_appends_to_a_redirected_log(tmp_path):
+    """``-o /dev/stdout >>log`` must append to log, not replace it."""
+    log = tmp_path / "log"
+    log.write_text("earlier\n")
+    code = "from crowdagg.output import commit, resolve; commit([(resolve('/dev/stdout'), b'appended\\n')])"
+    with open(log, "ab") as fh:
+        subprocess.run([sys.executable, "-c", code], stdout=fh, check=True, timeout=60)
+    assert log.read_text() == "earlier\nappended\n"
+    assert listing(tmp_path) == {"log"}
+
+
+def test_same_file_twice_is_a_usage_error(tmp_path):
+    (tmp_path / "x.csv").write_text("")
+    (tmp_path / "alias.csv").symlink_to(tmp_path / "x.csv")
+    os.link(tmp_path / "x.csv", tmp_path / "hard.csv")
+    for other in ("x.csv", "./x.csv", "alias.csv", "hard.csv", "sub/../x.csv"):
+        (tmp_path / "sub").mkdir(exist_ok=True)
+        with pytest.raises(UsageError, match="same file"):
+            check_distinct(
+                [resolve(str(tmp_path / "x.csv"), "--output"), resolve(str(tmp_path / other), "--workers")]
+            )
+    # not yet existing: compared by path
+    with pytest.raises(UsageError, match="--output .* and --workers .* are the same file"):
+        check_distinct([resolve(str(tmp_path / "n.csv"), "--output"), resolve(str(tmp_path / "./n.csv"), "--workers")])
+    # two outputs on stdout
+    with pytest.raises(UsageError, match="same file"):
+        check_distinct([resolve("-"), resolve("/dev/stdout", "--workers")])
+
+
+def test_a_failing_stream_commits_no_file(tmp_path):
+    target = tmp_path / "w.csv"
+    with pytest.raises(DataError, match="/dev/full: cannot write"):
+        commit([(resolve(str(target), "--workers"), b"table"), (resolve("/dev/full", "--output"), b"x" * 100_000)])
+    assert listing(tmp_path) == set()
+
+
+def test_an_interrupt_before_the_renames_leaves_no_temp_file(tmp_path, monkeypatch):
+    import crowdagg.output as out
+
+    calls = []
+
+    def interrupted_stream(target, data):
+        calls.append(target)
+        raise Interrupted(signal.SIGTERM, "SIGTERM")
+
+    monkeypatch.setattr(out, "_stream_path", interrupted_stream)
+    with pytest.raises(Interrupted):
+        commit([(resolve(str(tmp_path / "a.csv")), b"a"), (resolve("/dev/null"), b"b")])
+    assert calls and listing(tmp_path) == set()
+
+
+def test_signals_are_held_off_during_the_renames(tmp_path, monkeypatch):
+    previous = {s: signal.getsignal(s) for s in _signals.SIGNALS}
+    _signals.install()
+    original = os.replace
+    try:
+        def replace_then_signal(src, dst):
+            original(src, dst)
+            os.kill(os.getpid(), signal.SIGTERM)  # arrives between the two renames
+
+        monkeypatch.setattr(os, "replace", replace_then_signal)
+        with pytest.raises(Interrupted) as exc:
+            commit([(resolve(str(tmp_path / "a.csv")), b"a"), (resolve(str(tmp_path / "b.csv")), b"b")])
+        assert exc.value.exit_code == 143
+        # both files were committed before the signal took effect; no temporary left
+        assert listing(tmp_path) == {"a.csv", "b.csv"}
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def test_gzip_output_is_reproducible_and_names_no_file(tmp_path):
+    t = resolve(str(tmp_path / "out.csv.gz"))
+    a, b = encode(t, b"task,label\n" * 100), encode(t, b"task,label\n" * 100)
+    assert a == b
+    assert a[4:8] == b"\0\0\0\0"  # mtime 0
+    assert not (a[3] & 0x08)  # FNAME flag unset: no (temporary) file name in the header
+    assert gzip.decompress(a) == b"task,label\n" * 100
+    commit([(t, b"x\n")])
+    first = (tmp_path / "out.csv.gz").read_bytes()
+    commit([(t, b"x\n")])
+    assert (tmp_path / "out.csv.gz").read_bytes() == first
+
+
+def test_directories_and_missing_parents_are_refused(tmp_path):
+    with pytest.raises(DataError, match="is a directory"):
+        resolve(str(tmp_path))
+    with pytest.raises(DataError, match="does not exist"):
+        resolve(str(tmp_path / "nodir" / "x.csv"))
+    with pytest.raises(UsageError):
+        resolve("")
