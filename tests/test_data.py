@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from crowdagg.data import AnnotationSet, infer_classes
-from crowdagg.errors import DataError, UsageError
+from crowdagg.errors import CrowdaggWarning, DataError, UsageError
 
 
 def small():
@@ -97,11 +97,45 @@ def test_from_codes_validates():
         AnnotationSet.from_names([], [], [])
 
 
-def test_input_arrays_not_mutated():
-    t = np.array([2, 0, 1, 0])
-    w = np.array([0, 1, 0, 0])
-    y = np.array([1, 0, 1, 1])
+def test_from_codes_copies_and_never_freezes_the_callers_arrays():
+    t = np.array([2, 0, 1, 0], dtype=np.int32)
+    w = np.array([0, 1, 0, 0], dtype=np.int32)
+    y = np.array([1, 0, 1, 1], dtype=np.int8)
     copies = (t.copy(), w.copy(), y.copy())
-    AnnotationSet.from_codes(t, w, y)
+    d = AnnotationSet.from_codes(t, w, y)
     for a, b in zip((t, w, y), copies):
         np.testing.assert_array_equal(a, b)
+        assert a.flags.writeable  # the caller's arrays stay theirs
+    t[0] = 0  # and changing them does not reach the set
+    assert d.task.tolist() == [0, 0, 1, 2] and not d.task.flags.writeable
+
+
+def test_more_than_32767_classes_are_refused_never_wrapped():
+    from crowdagg.data import MAX_CLASSES
+
+    with pytest.raises(DataError, match="at most 32,767 classes"):
+        AnnotationSet.from_codes([0], [0], [0], n_classes=MAX_CLASSES + 1)
+    many = [f"c{i}" for i in range(MAX_CLASSES + 1)]
+    with pytest.raises(DataError, match="32,768 classes"):
+        AnnotationSet.from_names([f"t{i}" for i in range(len(many))], ["w"] * len(many), many)
+    ok = AnnotationSet.from_codes([0, 1], [0, 0], [0, 32766], n_classes=MAX_CLASSES)
+    assert ok.label.dtype == np.int16 and ok.label.tolist() == [0, 32766]
+
+
+def test_duplicates_are_reported_by_the_library_too():
+    with pytest.warns(CrowdaggWarning, match="1 duplicate answer.*kept as separate votes.*duplicates"):
+        AnnotationSet.from_names(["t", "t"], ["w", "w"], ["a", "b"])
+    with pytest.warns(CrowdaggWarning, match="dropped, keeping the last"):
+        AnnotationSet.from_names(["t", "t"], ["w", "w"], ["a", "b"], duplicates="last")
+
+
+def test_task_order_keeps_tasks_without_answers():
+    d = AnnotationSet.from_names(["b", "a"], ["w", "w"], ["x", "y"], task_order=["z", "a", "b"])
+    assert list(d.task_names) == ["z", "a", "b"]
+    assert d.answers_per_task.tolist() == [0, 1, 1]
+    assert d.task.tolist() == [1, 2]
+
+
+def test_whitespace_only_cell_is_blank():
+    with pytest.raises(DataError, match="blank worker at answer 1"):
+        AnnotationSet.from_names(["a", "b"], ["w", "   "], ["x", "y"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from crowdagg.errors import DataError
+from crowdagg.errors import CrowdaggWarning, DataError
 from crowdagg.evaluate import evaluate_labels
 
 
@@ -28,3 +28,18 @@ def test_numeric_classes_ordered_and_unpredicted_truth():
 def test_no_overlap_is_an_error():
     with pytest.raises(DataError, match="task ids"):
         evaluate_labels({"a": "x"}, {"b": "x"})
+
+
+def test_labels_absent_from_the_truth_are_warned_about():
+    # dog-like predictions (4 classes) scored against rte-like truth (2 classes): ids overlap, classes do not all
+    pred = {str(i): str(i % 4) for i in range(100)}
+    truth = {str(i): str(i % 2) for i in range(100)}
+    with pytest.warns(CrowdaggWarning, match="50 of 100 compared prediction.*absent from the truth.*'2', '3'"):
+        evaluate_labels(pred, truth)
+    with pytest.warns(CrowdaggWarning, match="no class in common"):
+        evaluate_labels({"a": "cat", "b": "dog"}, {"a": "0", "b": "1"})
+
+
+def test_matching_label_sets_do_not_warn(recwarn):
+    evaluate_labels({"a": "x", "b": "x"}, {"a": "x", "b": "y"})
+    assert not [w for w in recwarn.list if issubclass(w.category, CrowdaggWarning)]

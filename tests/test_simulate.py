@@ -204,7 +204,8 @@ def test_scenarios_have_documented_sizes(scenario: str, n_tasks: int, n_workers:
     c = simulate(scenario=scenario, seed=1)
     _check_invariants(c)
     assert (c.n_tasks, c.n_workers, c.n_classes) == (n_tasks, n_workers, n_classes)
-    assert scenario in SCENARIOS and SCENARIOS[scenario]
+    # the one-line description (crowdagg simulate --list-scenarios) states the sizes it produces
+    assert f"N={n_tasks}" in SCENARIOS[scenario]
 
 
 def test_scenario_sizes_can_be_overridden() -> None:
@@ -315,6 +316,61 @@ def test_write_round_trips(tmp_path: Path) -> None:
     # rewriting replaces the files
     c.write(out)
     assert len(list(out.iterdir())) == 4
+    # floats in the shortest text that reads back exactly
+    assert (out / "confusion.csv").read_text().count(repr(float(c.confusion[6, 2, 1]))) >= 1
+
+
+def test_write_follows_symlinks_and_keeps_modes(tmp_path: Path) -> None:
+    c = simulate(20, 4, 2, 2, seed=1)
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "labels.csv").write_text("old")
+    (real / "labels.csv").chmod(0o640)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "labels.csv").symlink_to(real / "labels.csv")
+    c.write(out)
+    assert (out / "labels.csv").is_symlink()
+    assert (real / "labels.csv").read_text().startswith("task,worker,label\n")
+    assert ((real / "labels.csv").stat().st_mode & 0o777) == 0o640
+
+
+def test_write_leaves_nothing_when_it_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from crowdagg.errors import DataError
+
+    c = simulate(20, 4, 2, 2, seed=1)
+    out = tmp_path / "existing"
+    out.mkdir()
+    (out / "truth.csv").mkdir()  # one of the four cannot be written: none is
+    with pytest.raises(DataError, match="is a directory"):
+        c.write(out)
+    assert sorted(p.name for p in out.iterdir()) == ["truth.csv"]
+
+    import crowdagg.output
+
+    def fail(outputs):
+        raise DataError("disk full")
+
+    monkeypatch.setattr(crowdagg.output, "commit", fail)
+    with pytest.raises(DataError, match="disk full"):
+        c.write(tmp_path / "new")
+    assert not (tmp_path / "new").exists()  # the directory it created is removed again
+    monkeypatch.undo()
+    fresh = tmp_path / "fresh" / "deeper"
+    c.write(fresh)  # parents are created
+    assert len(list(fresh.iterdir())) == 4
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"n_tasks": 10**12}, {"n_tasks": 10**9, "per_task": 3}, {"n_tasks": 10, "n_workers": 10**6, "n_classes": 10**3},
+     {"scenario": "maxmig-independent", "n_tasks": 10**12}, {"n_tasks": 10**6, "assignment": "dense", "n_workers": 10**6}],
+)
+def test_absurd_sizes_are_refused_up_front(kwargs: dict) -> None:
+    from crowdagg.errors import ResourceError
+
+    with pytest.raises(ResourceError, match=r"this needs ~[\d.]+ [KMGT]B \("):
+        simulate(**kwargs, max_memory="4G")
 
 
 # ------------------------------------------------------------------ errors

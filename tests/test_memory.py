@@ -1,0 +1,44 @@
+"""Memory limits: sizes parsed, requests refused up front with what they would need."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from crowdagg import memory
+from crowdagg.errors import ResourceError, UsageError
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("4G", 4 * 2**30), ("512M", 512 * 2**20), ("1.5GiB", 1.5 * 2**30), ("100MB", 100 * 2**20),
+     ("2048", 2048.0), (10**9, 1e9), ("none", math.inf), ("inf", math.inf), (None, None)],
+)
+def test_parse_size(text, expected):
+    assert memory.parse_size(text) == expected
+
+
+@pytest.mark.parametrize("text", ["lots", "-1G", "0", "4X", True, "nan"])
+def test_parse_size_refuses_nonsense(text):
+    with pytest.raises(UsageError, match="max_memory"):
+        memory.parse_size(text)
+
+
+def test_check_refuses_with_the_size_and_the_cause():
+    with pytest.raises(ResourceError) as exc:
+        memory.check(5 * 2**30, "200 workers × 1,000² classes", "1G")
+    msg = str(exc.value)
+    assert msg.startswith("this needs ~5.0 GB (200 workers × 1,000² classes)")
+    assert "1.0 GB" in msg and "max_memory" in msg
+    assert "--max-memory" in exc.value.render(lambda n: "--" + n.replace("_", "-"))
+    memory.check(2**20, "small", "1G")  # fits: no error
+    memory.check(1e30, "anything", "none")
+
+
+def test_default_limit_is_a_fraction_of_available_memory():
+    limit, how = memory.limit_bytes(None)
+    avail = memory.available_bytes()
+    assert 0 < limit <= avail
+    assert limit == pytest.approx(memory.DEFAULT_FRACTION * avail, rel=0.05)
+    assert "available" in how
