@@ -20,6 +20,9 @@ order); columns are left blank when a file is missing.
 * cli: the synthetic crowd written as a CSV with string ids in shuffled order, then
   ``crowdagg aggregate FILE --method ds -o OUT`` timed as a whole process (wall time,
   peak RSS from wait4), once cold (numba cache cleared) and three times warm.
+  ``--baseline REV`` runs the same command with the code of git revision REV
+  (extracted with ``git archive``) in the same run, alternating with this
+  checkout, so the two columns are comparable.
 """
 
 from __future__ import annotations
@@ -64,23 +67,31 @@ def run_accuracy(datasets: Path) -> dict:
     names = sorted(p.name for p in datasets.iterdir() if (p / "labels.csv").exists() and p.name != "emotion")
     out: dict[str, dict] = {}
     print(f"datasets: {datasets}; duplicates dropped keeping the last; accuracy on tasks with truth\n")
-    head = "| dataset | answers | " + " | ".join(METHODS) + " | crowd-kit MV (ties split) | crowd-kit DS | crowd-kit OneCoin | ds seconds |"
+    head = (
+        "| dataset | answers | " + " | ".join(METHODS)
+        + " | onecoin smoothing 0 | crowd-kit MV (ties split) | crowd-kit DS | crowd-kit OneCoin | ds iterations | ds seconds |"
+    )
     print(head)
-    print("|---|---:|" + "---:|" * (len(METHODS) + 4))
+    print("|---|---:|" + "---:|" * (len(METHODS) + 6))
+    runs = [(m, m, {}) for m in METHODS] + [("onecoin_s0", "onecoin", {"smoothing": 0.0})]
     for name in names:
-        data = load_annotations(datasets / name / "labels.csv", duplicates="last")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            data = load_annotations(datasets / name / "labels.csv", duplicates="last")
         truth = read_task_labels(datasets / name / "truth.csv")
         row: dict[str, float] = {}
-        for m in METHODS:
+        for key, m, params in runs:
             t0 = time.perf_counter()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                res = aggregate(data, m)
+                res = aggregate(data, m, **params)
             dt = time.perf_counter() - t0
             pred = dict(zip(data.task_names.tolist(), res.label_names().tolist()))
             scored = [t for t in truth if t in pred]
-            row[m] = float(np.mean([pred[t] == truth[t] for t in scored]))
-            row[f"{m}_seconds"] = dt
+            row[key] = float(np.mean([pred[t] == truth[t] for t in scored]))
+            row[f"{key}_seconds"] = dt
+            row[f"{key}_iterations"] = res.n_iter
+            row[f"{key}_converged"] = bool(res.converged)
         ref = ck_sets.get(name, {})
         out[name] = {"answers": data.n_answers, **row, "crowdkit": ref}
 
@@ -89,7 +100,9 @@ def run_accuracy(datasets: Path) -> dict:
 
         print(
             f"| {name} | {data.n_answers} | " + " | ".join(f(row[m]) for m in METHODS)
+            + f" | {f(row['onecoin_s0'])}"
             + f" | {f(ref.get('mv_acc_ties_split'))} | {f(ref.get('ds_acc'))} | {f(ref.get('onecoin_acc'))}"
+            + f" | {row['ds_iterations']:.0f}{'' if row['ds_converged'] else ' (not converged)'}"
             + f" | {row['ds_seconds']:.3f} |",
             flush=True,
         )
@@ -159,9 +172,9 @@ def _size_tag(n: int) -> str:
 
 
 # --------------------------------------------------------------------------- whole CLI
-def _timed_process(cmd: list[str], env: dict) -> tuple[float, float, int]:
+def _timed_process(cmd: list[str], env: dict, cwd: Path | None = None) -> tuple[float, float, int]:
     t = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=cwd)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -171,14 +184,27 @@ def _timed_process(cmd: list[str], env: dict) -> tuple[float, float, int]:
     return wall, usage.ru_maxrss / 1024, proc.returncode
 
 
-def run_cli(sizes: list[int], n_classes: int, seed: int) -> list[dict]:
+def _extract_revision(rev: str, dest: Path) -> None:
+    """The package as it was at git revision ``rev``, under ``dest``."""
+    dest.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "crowdagg"], check=True, capture_output=True)
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
+
+
+def run_cli(sizes: list[int], n_classes: int, seed: int, baseline: str | None = None) -> list[dict]:
     import pandas as pd
 
     rows = []
-    print("whole process: `crowdagg aggregate FILE.csv --method ds -o OUT.csv` (defaults: tol 1e-6, max 100 iterations)\n")
-    print("| answers (CSV rows) | CSV MB | cold wall s (empty numba cache) | warm wall s (best of 3) | peak RSS MiB |")
-    print("|---:|---:|---:|---:|---:|")
+    print("whole process: `crowdagg aggregate FILE.csv --method ds -o OUT.csv` (default options)\n")
+    cols = "| answers (CSV rows) | CSV MB | code | cold wall s (empty numba cache) | warm wall s (best of 3) | peak RSS MiB |"
+    print(cols)
+    print("|---:|---:|---|---:|---:|---:|")
     with tempfile.TemporaryDirectory(prefix="crowdagg-bench-") as tmp:
+        codes = [("this checkout", ROOT)]
+        if baseline:
+            base_dir = Path(tmp) / "baseline"
+            _extract_revision(baseline, base_dir)
+            codes.append((f"baseline {baseline}", base_dir))
         for n in sizes:
             task, worker, label, _, _, _ = synth.make_crowd(n, n_classes, seed)
             order = np.random.default_rng(seed).permutation(task.size)
@@ -188,17 +214,28 @@ def run_cli(sizes: list[int], n_classes: int, seed: int) -> list[dict]:
                 "worker": np.char.add("w", worker[order].astype(str)),
                 "label": label[order],
             }).to_csv(csv, index=False)
-            cache = Path(tmp) / "numba-cache"
-            env = dict(os.environ, NUMBA_CACHE_DIR=str(cache))
-            cmd = [sys.executable, "-m", "crowdagg", "aggregate", str(csv), "--method", "ds", "-o", str(Path(tmp) / "out.csv")]
-            shutil.rmtree(cache, ignore_errors=True)
-            cold, _, _ = _timed_process(cmd, env)
-            warm = [_timed_process(cmd, env) for _ in range(3)]
-            best_wall = min(w for w, _, _ in warm)
-            peak = max(m for _, m, _ in warm)
-            r = {"answers": n, "csv_mb": csv.stat().st_size / 1e6, "cold_wall_s": cold, "warm_wall_s": best_wall, "peak_rss_mib": peak}
-            rows.append(r)
-            print(f"| {n:,} | {r['csv_mb']:.1f} | {cold:.2f} | {best_wall:.2f} | {peak:.0f} |", flush=True)
+            results: dict[str, dict] = {}
+            for name, code_dir in codes:
+                cache = Path(tmp) / f"numba-cache-{len(results)}"
+                env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), PYTHONPATH=str(code_dir))
+                cmd = [sys.executable, "-m", "crowdagg", "aggregate", str(csv), "--method", "ds",
+                       "-o", str(Path(tmp) / "out.csv")]
+                shutil.rmtree(cache, ignore_errors=True)
+                t = time.perf_counter()
+                _timed_process(cmd, env, cwd=code_dir)
+                results[name] = {"cold": time.perf_counter() - t, "warm": [], "peak": 0.0, "env": env, "cmd": cmd,
+                                 "dir": code_dir}
+            for _ in range(3):  # alternate the versions so that machine noise hits both alike
+                for r in results.values():
+                    wall, peak, _ = _timed_process(r["cmd"], r["env"], cwd=r["dir"])
+                    r["warm"].append(wall)
+                    r["peak"] = max(r["peak"], peak)
+            for name, r in results.items():
+                row = {"answers": n, "csv_mb": csv.stat().st_size / 1e6, "code": name, "cold_wall_s": r["cold"],
+                       "warm_wall_s": min(r["warm"]), "peak_rss_mib": r["peak"]}
+                rows.append(row)
+                print(f"| {n:,} | {row['csv_mb']:.1f} | {name} | {row['cold_wall_s']:.2f} | {row['warm_wall_s']:.2f} "
+                      f"| {row['peak_rss_mib']:.0f} |", flush=True)
     return rows
 
 
@@ -223,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--baseline", default=None, help="cli: also time the code of this git revision, side by side")
     ap.add_argument("--json", type=Path, default=RESULTS / "crowdagg.json", help="write results here")
     args = ap.parse_args(argv)
     what = args.what or ["accuracy", "speed", "cli"]
@@ -238,8 +276,8 @@ def main(argv: list[str] | None = None) -> int:
         results["speed"] = _merge_rows(results.get("speed", []), rows)
         print()
     if "cli" in what:
-        rows = run_cli(args.answers or [1_000_000], args.classes, args.seed)
-        results["cli"] = _merge_rows(results.get("cli", []), rows)
+        rows = run_cli(args.answers or [1_000_000], args.classes, args.seed, args.baseline)
+        results["cli"] = rows
         print()
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(results, indent=2) + "\n")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import sys
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Optional, TypeVar
 
 import typer
@@ -73,12 +73,22 @@ class _Group(TyperGroup):
     not depend on the copy's module path.
     """
 
-    def main(self, args: Any = None, prog_name: Any = None, complete_var: Any = None,
-             standalone_mode: bool = True, **extra: Any) -> Any:
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
         argv = list(sys.argv[1:] if args is None else args)
         code = 0
         try:
-            rv = super().main(argv, prog_name or "crowdagg", complete_var, standalone_mode=False, **extra)
+            rv = super().main(
+                argv, prog_name or "crowdagg", complete_var, standalone_mode=False,
+                windows_expand_args=windows_expand_args, **extra,
+            )
             code = rv if isinstance(rv, int) else 0
         except TyperException as exc:
             code = int(getattr(exc, "exit_code", 2))

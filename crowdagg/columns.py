@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .errors import DataError, UsageError
+from .errors import DataError, UsageError, param
 
 __all__ = [
     "LABEL_ALIASES",
@@ -85,8 +85,8 @@ TRUTH_ALIASES: tuple[str, ...] = (
 MTURK = "mturk"
 TOLOKA = "toloka"
 
-_ANSWER_OPTIONS = {"task": "--task-col", "worker": "--worker-col", "label": "--label-col"}
-_LABEL_OPTIONS = {"task": "--task-col", "label": "--label-col"}
+_ANSWER_OPTIONS = {"task": param("task_col"), "worker": param("worker_col"), "label": param("label_col")}
+_LABEL_OPTIONS = {"task": param("task_col"), "label": param("label_col")}
 _MAX_LISTED = 40  # columns named in a "found columns" list
 
 
@@ -302,7 +302,8 @@ def map_answer_columns(
     options : mapping of str to str, optional
         How the caller spells each override in messages, by role
         (``"task"``, ``"worker"``, ``"label"``); roles left out keep the
-        defaults ``--task-col``, ``--worker-col``, ``--label-col``.
+        defaults: the keywords ``task_col``, ``worker_col``, ``label_col``
+        (as :func:`~crowdagg.errors.param` references, which the CLI shows as flags).
 
     Returns
     -------
@@ -361,7 +362,7 @@ def map_label_columns(
         Explicit column names (exact, or equal once whitespace is stripped).
     options : mapping of str to str, optional
         How the caller spells each override in messages, by role; defaults
-        ``--task-col`` and ``--label-col``.
+        the keywords ``task_col`` and ``label_col``.
     aliases : sequence of str, default TRUTH_ALIASES
         Lower-case names accepted for the label column; the first one wins
         over the others.

@@ -522,7 +522,7 @@ def infer_classes(names: Iterable[str], *, label_col: str = "label") -> list[str
                 raise DataError(
                     f"column {label_col!r} is numeric with {len(vals)} distinct values "
                     f"({_fmt(vals[0])} .. {_fmt(vals[-1])}): crowdagg aggregates classes, "
-                    "not numeric answers; pass --classes to treat these values as classes"
+                    f"not numeric answers; pass {param('classes')} to treat these values as classes"
                 )
         return ordered
     return sorted(names)

@@ -68,6 +68,13 @@ class Target:
     def is_stdout(self) -> bool:
         return self.kind == "fd" and self.fd == 1
 
+    @property
+    def where(self) -> str:
+        """How messages name it: ``--workers w.csv``, or just the path outside the CLI."""
+        if self.spec == "-":
+            return "standard output"
+        return f"{self.option} {self.spec}" if self.option else self.spec
+
 
 def _gz(spec: str) -> bool:
     return spec.endswith(".gz")
@@ -85,10 +92,15 @@ def _fd_keys(fd: int) -> tuple[tuple, ...]:
     return tuple(keys)
 
 
-def resolve(spec: str, option: str = "--output") -> Target:
-    """Decide what writing to ``spec`` means (see the module docstring); nothing is written."""
+def resolve(spec: str, option: str = "") -> Target:
+    """Decide what writing to ``spec`` means (see the module docstring); nothing is written.
+
+    ``option`` is how messages name the output (``--workers``); the library
+    leaves it empty and messages name the path alone.
+    """
+    where = f"{option} {spec}" if option else spec
     if spec == "":
-        raise UsageError(f"{option} needs a path (or - for standard output)")
+        raise UsageError(f"{option or 'an output'} needs a path (or - for standard output)")
     if spec == "-":
         return Target(spec, option, "fd", fd=1, keys=_stdout_keys())
     fd = _STD_PATHS.get(spec)
@@ -97,7 +109,7 @@ def resolve(spec: str, option: str = "--output") -> Target:
         fd = int(m.group(1))
     if fd is not None:
         if fd == 0:
-            raise UsageError(f"{option} {spec}: that is standard input, not an output")
+            raise UsageError(f"{where}: that is standard input, not an output")
         if fd == 1:
             return Target(spec, option, "fd", fd=1, keys=_stdout_keys())
         if fd == 2:
@@ -105,7 +117,7 @@ def resolve(spec: str, option: str = "--output") -> Target:
         try:
             os.fstat(fd)
         except OSError:
-            raise DataError(f"{option} {spec}: file descriptor {fd} is not open") from None
+            raise DataError(f"{where}: file descriptor {fd} is not open") from None
         return Target(spec, option, "fd", fd=fd, keys=_fd_keys(fd), gzip=_gz(spec))
     real = os.path.realpath(spec)
     try:
@@ -113,14 +125,14 @@ def resolve(spec: str, option: str = "--output") -> Target:
     except FileNotFoundError:
         st = None
     except OSError as exc:
-        raise DataError(f"{option} {spec}: {_reason(exc)}") from None
+        raise DataError(f"{where}: {_reason(exc)}") from None
     if st is None:
         directory = os.path.dirname(real) or "."
         if not os.path.isdir(directory):
-            raise DataError(f"{option} {spec}: directory {os.path.dirname(spec) or directory} does not exist")
+            raise DataError(f"{where}: directory {os.path.dirname(spec) or directory} does not exist")
         return Target(spec, option, "file", path=real, keys=(("path", real),), gzip=_gz(spec))
     if stat.S_ISDIR(st.st_mode):
-        raise DataError(f"{option} {spec}: is a directory")
+        raise DataError(f"{where}: is a directory")
     keys: tuple[tuple, ...] = (("inode", st.st_dev, st.st_ino),)
     if stat.S_ISREG(st.st_mode):
         return Target(
@@ -161,7 +173,7 @@ def check_distinct(targets: Sequence[Target]) -> None:
 
 
 def _describe(t: Target) -> str:
-    return "standard output" if t.spec == "-" else f"{t.option} {t.spec}"
+    return t.where
 
 
 def _reason(exc: OSError) -> str:
@@ -206,7 +218,7 @@ def _stream_fd(target: Target, data: bytes) -> None:
         except BrokenPipeError:
             raise _ReaderGone from None
         except OSError as exc:
-            raise DataError(f"{target.option} {target.spec}: cannot write ({_reason(exc)})") from None
+            raise DataError(f"{target.where}: cannot write ({_reason(exc)})") from None
 
 
 def _write_stdio(stream: object, name: str, data: bytes) -> None:
@@ -259,7 +271,7 @@ def _stream_path(target: Target, data: bytes) -> None:
     except BrokenPipeError:
         raise _ReaderGone from None
     except OSError as exc:
-        raise DataError(f"{target.option} {target.spec}: cannot write ({_reason(exc)})") from None
+        raise DataError(f"{target.where}: cannot write ({_reason(exc)})") from None
 
 
 def _temp_beside(target: Target) -> str:
@@ -275,11 +287,11 @@ def _temp_beside(target: Target) -> str:
             continue
         except OSError as exc:
             raise DataError(
-                f"{target.option} {target.spec}: cannot create a file in {directory} ({_reason(exc)})"
+                f"{target.where}: cannot create a file in {directory} ({_reason(exc)})"
             ) from None
         os.close(fd)
         return tmp
-    raise DataError(f"{target.option} {target.spec}: cannot create a temporary file in {directory}")
+    raise DataError(f"{target.where}: cannot create a temporary file in {directory}")
 
 
 def commit(outputs: Sequence[tuple[Target, bytes]]) -> None:
@@ -311,7 +323,7 @@ def commit(outputs: Sequence[tuple[Target, bytes]]) -> None:
                             if (st.st_uid, st.st_gid) != target.owner:
                                 os.chown(tmp, *target.owner)
             except OSError as exc:
-                raise DataError(f"{target.option} {target.spec}: cannot write ({_reason(exc)})") from None
+                raise DataError(f"{target.where}: cannot write ({_reason(exc)})") from None
         for target, data in streams:
             try:
                 if target.kind == "fd":
@@ -326,7 +338,7 @@ def commit(outputs: Sequence[tuple[Target, bytes]]) -> None:
                 try:
                     os.replace(tmp, target.path)
                 except OSError as exc:
-                    raise DataError(f"{target.option} {target.spec}: cannot write ({_reason(exc)})") from None
+                    raise DataError(f"{target.where}: cannot write ({_reason(exc)})") from None
             temps = []
     finally:
         for tmp in temps:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-from .errors import DataError
+from .errors import DataError, param
 
 __all__ = ["FlatAnswers", "flatten_label_studio", "is_label_studio"]
 
@@ -203,7 +203,7 @@ def flatten_label_studio(
         project has several.
     options : mapping of str to str, optional
         How the caller spells the ``label`` override in messages (key
-        ``"label"``, default ``--label-col``).
+        ``"label"``, default the keyword ``label_col``).
 
     Returns
     -------
@@ -226,7 +226,7 @@ def flatten_label_studio(
     ``drafts`` are ignored.  Annotations marked ``ground_truth`` are kept as
     ordinary answers of their author.
     """
-    option = dict(options or {}).get("label", "--label-col")
+    option = dict(options or {}).get("label", param("label_col"))
     walker = _Walker(obj, source)
 
     # First pass: check the structure; find the choices controls and the other result types.

@@ -268,7 +268,7 @@ class SimulatedCrowd:
         }
         paths = [out / name for name in tables]
         try:
-            commit([(resolve(str(p), "--output"), data) for p, data in zip(paths, tables.values())])
+            commit([(resolve(str(p)), data) for p, data in zip(paths, tables.values())])
         except BaseException:
             if created:
                 with contextlib.suppress(OSError):

@@ -135,7 +135,7 @@ def test_mturk_two_answer_columns_are_listed_and_label_picks_one():
     msg = str(e.value)
     assert "batch.csv" in msg
     assert "'Answer.sentiment.label'" in msg and "'Answer.topic'" in msg
-    assert "--label-col" in msg
+    assert "label_col" in msg
     assert "Input.text" not in msg
     assert "\n" not in msg
     cmap = map_answer_columns(header, source="batch.csv", label="Answer.topic")
@@ -144,7 +144,7 @@ def test_mturk_two_answer_columns_are_listed_and_label_picks_one():
 
 def test_mturk_without_answer_column_says_what_is_expected():
     header = ["HITId", "WorkerId", "Input.text", "AssignmentStatus"]
-    with pytest.raises(DataError, match=r"no label column.*Answer\.<name>.*--label-col"):
+    with pytest.raises(DataError, match=r"no label column.*Answer\.<name>.*label_col"):
         map_answer_columns(header, source="batch.csv")
 
 
@@ -174,14 +174,14 @@ def test_toloka_two_output_columns_are_listed_and_golden_input_hint_are_not():
     msg = str(e.value)
     assert "'OUTPUT:result'" in msg and "'OUTPUT:breed'" in msg
     assert "GOLDEN" not in msg and "INPUT:" not in msg and "HINT" not in msg
-    assert "label_col=" in msg and "--label-col" not in msg
+    assert "label_col=" in msg and "label_col)" not in msg
     cmap = map_answer_columns(header, source="pool.tsv", label="OUTPUT:breed")
     assert cmap.label == "OUTPUT:breed" and cmap.platform == "toloka"
 
 
 def test_toloka_missing_worker_column_names_it():
     header = ["INPUT:image", "OUTPUT:result", "ASSIGNMENT:task_id"]
-    with pytest.raises(DataError, match=r"no worker column.*ASSIGNMENT:worker_id.*--worker-col"):
+    with pytest.raises(DataError, match=r"no worker column.*ASSIGNMENT:worker_id.*worker_col"):
         map_answer_columns(header, source="pool.tsv")
 
 
@@ -230,14 +230,14 @@ def test_several_label_aliases_without_label_column_are_all_listed():
     msg = str(e.value)
     assert msg.startswith("a.csv: ")
     assert "'answer'" in msg and "'response'" in msg and "'value'" in msg
-    assert "--label-col" in msg
+    assert "label_col" in msg
     assert map_answer_columns(["task", "worker", "answer", "response"], source="a.csv", label="response").label == (
         "response"
     )
 
 
 def test_several_task_aliases_without_task_column_are_listed():
-    with pytest.raises(DataError, match=r"'item'.*'question'.*--task-col"):
+    with pytest.raises(DataError, match=r"'item'.*'question'.*task_col"):
         map_answer_columns(["item", "question", "worker", "label"], source="a.csv")
 
 
@@ -261,7 +261,7 @@ def test_missing_worker_message_wording():
         map_answer_columns(["task", "label"], source="answers.csv")
     assert str(e.value) == (
         "answers.csv: no worker column; found columns: 'task', 'label' "
-        "(expected one of worker, annotator, rater, performer, ...; or set --worker-col)"
+        "(expected one of worker, annotator, rater, performer, ...; or set worker_col)"
     )
 
 
@@ -269,7 +269,7 @@ def test_missing_column_message_uses_given_options():
     with pytest.raises(DataError) as e:
         map_answer_columns(["task", "label"], source="<frame>", options={"worker": "worker_col="})
     msg = str(e.value)
-    assert "or set worker_col=)" in msg and "--worker-col" not in msg
+    assert "or set worker_col=)" in msg and "worker_col)" not in msg
 
 
 def test_empty_header():
@@ -294,7 +294,7 @@ def test_explicit_column_not_found_names_option_value_and_columns():
     with pytest.raises(DataError) as e:
         map_answer_columns(["task", "worker", "label"], source="a.csv", worker="rater_name")
     msg = str(e.value)
-    assert "'rater_name'" in msg and "--worker-col" in msg and "'task', 'worker', 'label'" in msg
+    assert "'rater_name'" in msg and "worker_col" in msg and "'task', 'worker', 'label'" in msg
     with pytest.raises(DataError, match=r"'Verdict'.*\(from label=\)"):
         map_answer_columns(["task", "worker", "verdict"], source="a.csv", label="Verdict", options={"label": "label="})
 
@@ -313,7 +313,7 @@ def test_explicit_column_takes_the_column_out_of_the_other_roles():
 def test_same_column_for_two_roles_is_a_usage_error():
     with pytest.raises(UsageError, match=r"different columns"):
         map_answer_columns(["task", "worker", "label"], source="a.csv", task="task", worker="task")
-    with pytest.raises(UsageError, match=r"'label'.*--label-col"):
+    with pytest.raises(UsageError, match=r"'label'.*label_col"):
         map_answer_columns(["task", "worker", "label"], source="a.csv", task="label")
     # Both MTurk-detected and explicit: still three different columns.
     with pytest.raises(UsageError):
@@ -353,7 +353,7 @@ def test_label_columns_custom_aliases_and_missing_message():
     with pytest.raises(DataError) as e:
         map_label_columns(["task", "score"], source="p.csv", aliases=("prediction", "pred"))
     assert str(e.value) == (
-        "p.csv: no label column; found columns: 'task', 'score' (expected one of prediction, pred; or set --label-col)"
+        "p.csv: no label column; found columns: 'task', 'score' (expected one of prediction, pred; or set label_col)"
     )
 
 

@@ -201,7 +201,7 @@ def test_several_choice_controls_are_listed():
         _flatten(_two_controls())
     msg = str(e.value)
     assert msg.startswith("export.json: ")
-    assert "'sentiment'" in msg and "'topic'" in msg and "--label-col" in msg
+    assert "'sentiment'" in msg and "'topic'" in msg and "label_col" in msg
     with pytest.raises(DataError, match=r"set label_col= to pick one"):
         _flatten(_two_controls(), options={"label": "label_col="})
 
@@ -216,7 +216,7 @@ def test_label_picks_a_choice_control():
 
 
 def test_label_naming_no_control():
-    with pytest.raises(DataError, match=r"no choices control named 'mood' \(from --label-col\); found: 'sentiment'"):
+    with pytest.raises(DataError, match=r"no choices control named 'mood' \(from label_col\); found: 'sentiment'"):
         _flatten(_export(), label="mood")
 
 
