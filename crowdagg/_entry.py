@@ -52,7 +52,11 @@ def main(argv: list[str] | None = None) -> int:
         _occupy_closed_std_fds()
         from .cli import run
 
-        return run(argv)
+        code = run(argv)
+        # The outputs are committed: a signal during interpreter shutdown (Python
+        # restores the default handlers there) must not kill the exit silently.
+        _signals.ignore()
+        return code
     except Interrupted as exc:
         _stderr_line("Error: interrupted" if exc.name == "SIGINT" else f"Error: terminated ({exc.name})")
         return exc.exit_code

@@ -24,9 +24,7 @@ _installed = False
 
 def _raise(signum: int) -> None:
     # Later signals are ignored so that the clean-up this one triggers can finish.
-    for s in SIGNALS:
-        with contextlib.suppress(ValueError, OSError):
-            signal.signal(s, signal.SIG_IGN)
+    ignore()
     raise Interrupted(signum, signal.Signals(signum).name)
 
 
@@ -35,6 +33,13 @@ def _handler(signum: int, frame: object) -> None:
         _pending.append(signum)
         return
     _raise(signum)
+
+
+def ignore() -> None:
+    """Ignore SIGINT/SIGTERM from now on (the run is over; let the exit finish)."""
+    for s in SIGNALS:
+        with contextlib.suppress(ValueError, OSError):
+            signal.signal(s, signal.SIG_IGN)
 
 
 def install() -> None:

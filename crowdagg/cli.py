@@ -21,7 +21,7 @@ import typer
 from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
-from .errors import CrowdaggError, CrowdaggWarning, DataError, UsageError, render
+from .errors import CrowdaggError, CrowdaggWarning, DataError, Interrupted, UsageError, render
 
 if TYPE_CHECKING:  # pragma: no cover
     from .evaluate import Evaluation
@@ -84,6 +84,11 @@ class _Group(TyperGroup):
     ) -> Any:
         argv = list(sys.argv[1:] if args is None else args)
         code = 0
+        if sys.stdout is None and any(a in ("--help", "-h") for a in argv):
+            _err("Error: standard output is closed; nothing can be written there")
+            if standalone_mode:
+                sys.exit(1)
+            return 1
         try:
             rv = super().main(
                 argv, prog_name or "crowdagg", complete_var, standalone_mode=False,
@@ -183,6 +188,9 @@ def handle_errors(spelling: Spelling | None = None) -> Callable[[F], F]:
                     return func(*args, **kwargs)
                 except typer.Exit:
                     raise
+                except Interrupted:
+                    caught.clear()  # the interrupt's one line is all that is said
+                    raise
                 except KeyboardInterrupt:
                     flush()
                     _err("Error: interrupted")
@@ -202,6 +210,21 @@ def handle_errors(spelling: Spelling | None = None) -> Callable[[F], F]:
         return wrapper  # type: ignore[return-value]
 
     return decorate
+
+
+def _require_values(**given: Optional[str]) -> None:
+    """An option given as an empty string is a usage error, not the default in disguise."""
+    for name, value in given.items():
+        if value is not None and value.strip() == "":
+            flag = name.upper() if name in ("input", "predictions") else _flag(name)
+            raise UsageError(f"{flag} is empty; give a path or value (- means standard input/output)")
+
+
+def _stdin_once(**paths: Optional[str]) -> None:
+    """Standard input can be read once: refuse ``-`` for two inputs."""
+    users = [(k.upper() if k in ("input", "predictions") else _flag(k)) for k, v in paths.items() if v == "-"]
+    if len(users) > 1:
+        raise UsageError(f"{' and '.join(users)} both read standard input (-); it can be read only once")
 
 
 def _split_list(value: Optional[str]) -> Optional[list[str]]:
@@ -275,7 +298,7 @@ def _check_render_memory(n_rows: int, n_float: int, n_text: int, what: str, max_
     from .memory import check
     from .render import estimate_text_bytes
 
-    check(estimate_text_bytes(n_rows, n_float, n_text), what, max_memory, advice="drop --proba or --workers")
+    check(estimate_text_bytes(n_rows, n_float, n_text), what, max_memory, advice="leave out --proba or --workers")
 
 
 # --------------------------------------------------------------------------- commands
@@ -333,6 +356,11 @@ def aggregate(
     from .render import render_table
 
     # 1. Everything that can be checked without reading the data.
+    _require_values(
+        input=input, output=output, format=fmt, workers=workers, truth=truth, gold=gold,
+        input_format=input_format, classes=classes, max_memory=max_memory,
+    )
+    _stdin_once(input=input, truth=truth, gold=gold)
     cls = get_method(method)
     params: dict[str, Any] = {"seed": seed}
     given = {"max_iter": max_iter, "tol": tol, "smoothing": smoothing}
@@ -369,7 +397,18 @@ def aggregate(
     data = load_annotations(
         input, input_format=input_format, task_col=task_col, worker_col=worker_col,
         label_col=label_col, classes=class_list, duplicates=duplicates,  # type: ignore[arg-type]
+        max_memory=max_memory,
     )
+    # The outputs' size is known now: refuse before fitting, not after.
+    k = data.n_classes
+    _check_render_memory(
+        data.n_tasks, 1 + (k + 1 if proba else 0), 2, f"{data.n_tasks:,} output rows × {k:,} classes", max_memory
+    )
+    if workers:
+        _check_render_memory(
+            data.n_workers * k * k, 3, 3,
+            f"--workers table of {data.n_workers:,} workers × {k:,}² classes", max_memory,
+        )
     callback, stop = _progress(quiet)
     try:
         result = run_method(data, method, callback=callback, max_memory=max_memory, **params)
@@ -380,16 +419,8 @@ def aggregate(
     if truth_labels is not None:
         summary = _evaluate_run(data, result, truth_labels, params.get("gold"))
     # 4. Render everything, then write all or nothing.
-    k = data.n_classes
-    _check_render_memory(
-        data.n_tasks, 1 + (k + 1 if proba else 0), 2, f"{data.n_tasks:,} output rows × {k:,} classes", max_memory
-    )
     outputs = [(targets[0], render_table(result.table(proba=proba), out_fmt, key="task"))]
     if workers and workers_fmt:
-        _check_render_memory(
-            data.n_workers * k * k, 3, 3,
-            f"--workers table of {data.n_workers:,} workers × {k:,}² classes", max_memory,
-        )
         outputs.append((targets[1], render_table(result.workers_table(), workers_fmt, key="worker")))
     commit(outputs)
     if summary is not None:
@@ -410,11 +441,15 @@ def _evaluate_run(data: Any, result: Any, truth: dict[str, str], gold: Any) -> t
     note = ""
     if gold:
         clamped = [t for t in gold if t in predicted]
+        scored_before = sum(1 for t in truth if t in predicted)
         for t in clamped:
             del predicted[t]
         note = f", {len(clamped)} gold task(s) excluded"
-        if not predicted:
-            raise DataError("every task is a gold task: nothing left to evaluate against --truth")
+        if scored_before and not any(t in predicted for t in truth):
+            raise DataError(
+                f"all {scored_before} task(s) of --truth are --gold tasks, whose labels are given, not inferred: "
+                "nothing left to score"
+            )
     return evaluate_labels(predicted, truth, list(data.classes)), note
 
 
@@ -437,7 +472,9 @@ def evaluate(
     from .evaluate import evaluate_labels
     from .io import output_format, read_task_labels
 
-    out_fmt = output_format(fmt, None) if fmt else None
+    _require_values(predictions=predictions, truth=truth, format=fmt)
+    _stdin_once(predictions=predictions, truth=truth)
+    out_fmt = output_format(fmt, None) if fmt is not None else None
     pred = read_task_labels(
         predictions, task_col=task_col, label_col=label_col, what="predicted",
         options={"task": "--task-col", "label": "--label-col"},
@@ -500,6 +537,7 @@ def simulate(
     from .simulate import SCENARIOS
     from .simulate import simulate as run_simulation
 
+    _require_values(output=output, scenario=scenario, max_memory=max_memory)
     if list_scenarios:
         _write_stdout("".join(f"{k}\t{v}\n" for k, v in SCENARIOS.items()))
         return
@@ -530,6 +568,7 @@ def methods(
     """List the aggregation methods, one line each."""
     from .aggregators import REGISTRY
 
+    _require_values(format=fmt)
     if fmt is None:
         width = max(len(n) for n in REGISTRY)
         _write_stdout("".join(f"{n:<{width}}  {c.summary}\n" for n, c in REGISTRY.items()))

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 import re
-import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -24,7 +23,7 @@ from typing import Literal
 
 import numpy as np
 
-from .errors import CrowdaggWarning, DataError, UsageError, param
+from .errors import CrowdaggWarning, DataError, UsageError, param, warn
 
 DuplicatePolicy = Literal["keep", "first", "last", "error"]
 DUPLICATE_POLICIES: tuple[str, ...] = ("keep", "first", "last", "error")
@@ -35,6 +34,9 @@ MAX_NUMERIC_CLASSES = 20
 
 #: Class codes are int16: more classes than this are refused, never wrapped.
 MAX_CLASSES = 32767
+
+#: Bytes of one short name held as a Python str in an object array.
+_NAME_BYTES = 64
 
 
 def _label_dtype(n_classes: int) -> type[np.signedinteger]:
@@ -176,19 +178,28 @@ class AnnotationSet:
         n_tasks = _size("task", t, n_tasks, tn)
         n_workers = _size("worker", w, n_workers, wn)
         n_classes = _size("class", y, n_classes, cn)
+        for what, n in (("task", n_tasks), ("worker", n_workers)):
+            if n > np.iinfo(np.int32).max:
+                raise DataError(f"{n:,} {what}s: more than int32 codes can hold")
+        label_dtype = _label_dtype(n_classes)
+        if cn is not None and len(set(cn)) != len(cn):
+            raise UsageError(f"{param('classes')} lists a class twice")
+        from . import memory
+
+        memory.check(
+            _NAME_BYTES * (n_tasks * (tn is None) + n_workers * (wn is None)),
+            f"default names for {n_tasks:,} tasks and {n_workers:,} workers",
+        )
         if tn is None:
             tn = [str(i) for i in range(n_tasks)]
         if wn is None:
             wn = [str(i) for i in range(n_workers)]
         if cn is None:
             cn = [str(i) for i in range(n_classes)]
-        for what, n in (("task", n_tasks), ("worker", n_workers)):
-            if n > np.iinfo(np.int32).max:
-                raise DataError(f"{n:,} {what}s: more than int32 codes can hold")
         return cls._build(
             t.astype(np.int32, copy=False),
             w.astype(np.int32, copy=False),
-            y.astype(_label_dtype(n_classes), copy=False),
+            y.astype(label_dtype, copy=False),
             np.asarray(tn, dtype=object),
             np.asarray(wn, dtype=object),
             tuple(cn),
@@ -253,12 +264,11 @@ class AnnotationSet:
         for arr in (task, worker, label):
             arr.setflags(write=False)
         if len(classes) == 1 and task.size:
-            warnings.warn(
+            warn(
                 CrowdaggWarning(
                     f"only one class ({classes[0]!r}) is present: every task gets it; "
                     f"pass {param('classes')} to name the others"
-                ),
-                stacklevel=3,
+                )
             )
         return cls(
             task=task,
@@ -305,8 +315,12 @@ class AnnotationSet:
             extra = _as_str_array(task_order)
             n_extra = len(extra)
             t = np.concatenate([extra, t])
-        if len(y) == 0 and n_extra == 0:
-            raise DataError("no answers in the input")
+        if len(y) == 0 and (n_extra == 0 or classes is None):
+            raise DataError(
+                "no answers in the input"
+                + (f" ({n_extra} task(s), none answered); give {param('classes')} to get their prior rows"
+                   if n_extra else "")
+            )
         changed: dict[str, int] = {}
         merged = 0
         t_codes, t_names, c, m = _encode_names(t, "task", locate, offset=n_extra)
@@ -318,12 +332,11 @@ class AnnotationSet:
         changed["label"], merged = c, merged + m
         if sum(changed.values()):
             detail = ", ".join(f"{k}: {v}" for k, v in changed.items() if v)
-            warnings.warn(
+            warn(
                 CrowdaggWarning(
                     f"stripped surrounding whitespace from {sum(changed.values())} cell(s) ({detail}); "
                     f"{merged} name(s) became equal to another and were merged"
-                ),
-                stacklevel=2,
+                )
             )
         uniques = [str(u) for u in y_uniques]
         if classes is not None:
@@ -466,12 +479,11 @@ def _warn_near_collisions(labels: list[str]) -> None:
     if clashes:
         shown = ", ".join(" / ".join(repr(n) for n in g) for g in clashes[:5])
         more = f" and {len(clashes) - 5} more" if len(clashes) > 5 else ""
-        warnings.warn(
+        warn(
             CrowdaggWarning(
                 f"labels that differ only by letter case or number format are kept as different classes: "
                 f"{shown}{more}; if they mean the same class, make them identical in the input"
-            ),
-            stacklevel=3,
+            )
         )
 
 
@@ -483,7 +495,7 @@ def _warn_duplicates(n_dup: int, policy: str) -> None:
         )
     else:
         text = f"{n_dup} duplicate answer(s) (same task and worker) dropped, keeping the {policy} one"
-    warnings.warn(CrowdaggWarning(text), stacklevel=4)
+    warn(CrowdaggWarning(text))
 
 
 def _as_str_array(values: Sequence[object] | np.ndarray) -> np.ndarray:

@@ -95,6 +95,23 @@ class ConvergenceWarning(CrowdaggWarning):
     """An iterative method stopped at ``max_iter`` before meeting ``tol``."""
 
 
+def warn(warning: Warning) -> None:
+    """``warnings.warn`` attributed to the caller's first line outside crowdagg.
+
+    So ``python -W error`` or a warning filter points at the user's own call
+    (``aggregate(...)`` in their script), not at a line of this package.
+    """
+    import sys
+    import warnings
+
+    level = 2  # 1 would be this function's own line
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] == "crowdagg":
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 1
+    warnings.warn(warning, stacklevel=level)
+
+
 class Interrupted(BaseException):
     """SIGINT or SIGTERM arrived (raised by the CLI's signal handlers).
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .data import infer_classes
-from .errors import CrowdaggWarning, DataError
+from .errors import CrowdaggWarning, DataError, warn
 
 
 @dataclass
@@ -84,18 +83,21 @@ def evaluate_labels(
             if not overlap
             else f"{n_foreign} of {len(common)} compared prediction(s) use labels absent from the truth"
         )
-        warnings.warn(
+        warn(
             CrowdaggWarning(
                 f"{head} ({shown} vs truth labels {', '.join(repr(t) for t in sorted(true_set)[:5])}"
                 f"{', ...' if len(true_set) > 5 else ''}); are these files from the same data set?"
-            ),
-            stacklevel=2,
+            )
         )
+    seen = set(pred.tolist()) | set(true.tolist())
     if classes is None:
         try:
-            classes = infer_classes(set(pred.tolist()) | set(true.tolist()))
+            classes = infer_classes(seen)
         except DataError:
-            classes = sorted(set(pred.tolist()) | set(true.tolist()))
+            classes = sorted(seen)
+    else:
+        # the given order first; labels outside it (e.g. truth named differently) still get their recall
+        classes = list(classes) + sorted(seen - set(classes))
     correct = pred == true
     recall: dict[str, float] = {}
     f1s: list[float] = []

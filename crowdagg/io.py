@@ -30,13 +30,12 @@ Writing lives in :mod:`crowdagg.render` (rows to bytes) and
 from __future__ import annotations
 
 import codecs
-import gzip
 import io
 import json
 import os
 import re
+import stat
 import sys
-import warnings
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -45,9 +44,10 @@ from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
+from . import memory
 from .columns import LABEL_ALIASES, TASK_ALIASES, TRUTH_ALIASES, WORKER_ALIASES, map_answer_columns, map_label_columns
 from .data import AnnotationSet, DuplicatePolicy, Locator
-from .errors import CrowdaggWarning, DataError, UsageError, param
+from .errors import CrowdaggError, CrowdaggWarning, DataError, UsageError, param, warn
 from .render import OUTPUT_FORMATS, render_table
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -80,34 +80,94 @@ def example_path(spec: str, role: str = "labels") -> Path:
     return path(f"{name}_{role}.csv")
 
 
-def _read_source(source: str | os.PathLike[str] | IO[bytes], role: str = "labels") -> tuple[bytes, str, str]:
-    """(bytes, display name, name used for format detection)."""
+#: Peak memory of parsing per byte of input text (pandas/json objects, codes, copies):
+#: measured at 10-20 on the CSV path; the input limit is the memory limit divided by it.
+PARSE_BYTES_PER_BYTE = 12
+_CHUNK = 1 << 20
+
+
+def _check_input_size(n_bytes: float, display: str, max_memory: memory.MaxMemory) -> None:
+    memory.check(
+        PARSE_BYTES_PER_BYTE * n_bytes,
+        f"reading {memory.human(n_bytes)} of text from {display}",
+        max_memory,
+        advice="split the input",
+    )
+
+
+def _looks_binary(head: bytes) -> bool:
+    """A first block with NUL bytes that is neither gzip nor UTF-16/32 with a BOM."""
+    if head[:2] == b"\x1f\x8b" or head[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE):
+        return False
+    if head[:4] in (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE):
+        return False
+    zeros = head[:4096].count(0)
+    return zeros > 0 and not _utf16_like(head)
+
+
+def _utf16_like(head: bytes) -> bool:
+    """NUL at (nearly) every other byte and nowhere else: UTF-16 text without a BOM."""
+    sample = head[:400]
+    if len(sample) < 4:
+        return False
+    even, odd = sample[0::2], sample[1::2]
+    ze, zo = even.count(0) / len(even), odd.count(0) / len(odd)
+    return (ze >= 0.9 and zo <= 0.1) or (zo >= 0.9 and ze <= 0.1)
+
+
+def _read_stream(read: Any, display: str, max_memory: memory.MaxMemory) -> bytes:
+    """All of a stream (stdin, FIFO, device), refusing binary data and oversized input early."""
+    chunks: list[bytes] = []
+    total = 0
+    while True:
+        block = read(_CHUNK)
+        if not block:
+            break
+        if isinstance(block, str):
+            block = block.encode("utf-8")
+        if not chunks and _looks_binary(block):
+            raise DataError(f"{display}: not a text file (NUL bytes); expected CSV, TSV, JSON or JSON Lines")
+        total += len(block)
+        _check_input_size(total, display, max_memory)
+        chunks.append(block)
+    return b"".join(chunks)
+
+
+def _read_source(
+    source: str | os.PathLike[str] | IO[bytes], role: str = "labels", max_memory: memory.MaxMemory = None
+) -> tuple[bytes, str, str]:
+    """(bytes, display name, name used for format detection); refuses input too large to parse."""
     if hasattr(source, "read"):
-        data = source.read()  # type: ignore[union-attr]
-        if isinstance(data, str):
-            data = data.encode("utf-8")
-        return data, str(getattr(source, "name", "<stream>")), ""
+        display = str(getattr(source, "name", "<stream>"))
+        return _read_stream(source.read, display, max_memory), display, ""  # type: ignore[union-attr]
     name = os.fspath(source)
+    if name == "":
+        raise UsageError("an input path is empty (use - for standard input)")
     if name == "-":
         stdin = sys.stdin
         if stdin is None:
             raise DataError("standard input is closed: nothing to read from -")
+        buffer = getattr(stdin, "buffer", None)
         try:
-            buffer = getattr(stdin, "buffer", None)
-            data = buffer.read() if buffer is not None else stdin.read()
+            data = _read_stream((buffer or stdin).read, "<stdin>", max_memory)
+        except CrowdaggError:
+            raise
         except (OSError, ValueError) as exc:
             raise DataError(f"cannot read standard input ({_os_reason(exc)})") from None
-        if isinstance(data, str):
-            data = data.encode("utf-8")
         return data, "<stdin>", ""
     if name.startswith(EXAMPLE_PREFIX):
         p = example_path(name, role)
         return p.read_bytes(), name, str(p)
     path = Path(name)
     try:
-        if path.is_dir():
+        st = path.stat()
+        if stat.S_ISDIR(st.st_mode):
             raise DataError(f"{name}: is a directory, not a file")
-        return path.read_bytes(), name, name
+        if stat.S_ISREG(st.st_mode):
+            _check_input_size(st.st_size, name, max_memory)
+            return path.read_bytes(), name, name
+        with open(path, "rb") as fh:  # a FIFO, <(process substitution), a device
+            return _read_stream(fh.read, name, max_memory), name, name
     except FileNotFoundError:
         raise DataError(f"{name}: no such file") from None
     except OSError as exc:
@@ -120,13 +180,35 @@ def _os_reason(exc: BaseException) -> str:
     return "it is closed" if isinstance(exc, ValueError) else "input/output error"
 
 
-def _decompress(data: bytes, display: str) -> bytes:
-    if data[:2] == b"\x1f\x8b":
-        try:
-            return gzip.decompress(data)
-        except (OSError, EOFError, zlib.error):
-            raise DataError(f"{display}: corrupt or truncated gzip data") from None
-    return data
+def _decompress(data: bytes, display: str, max_memory: memory.MaxMemory = None) -> bytes:
+    """gunzip (concatenated members too), refusing output too large to parse as it grows."""
+    if data[:2] != b"\x1f\x8b":
+        return data
+    out: list[bytes] = []
+    total = 0
+    rest = data
+    try:
+        while rest:
+            if rest[:2] != b"\x1f\x8b":
+                if rest.strip(b"\x00"):
+                    raise DataError(f"{display}: data after the end of the gzip stream")
+                break  # zero padding (tape blocks), as gzip itself allows
+            d = zlib.decompressobj(wbits=31)
+            pending = rest
+            while True:
+                block = d.decompress(pending, _CHUNK)
+                total += len(block)
+                _check_input_size(total, display, max_memory)
+                out.append(block)
+                pending = d.unconsumed_tail
+                if d.eof or (not block and not pending):
+                    break
+            if not d.eof:
+                raise DataError(f"{display}: corrupt or truncated gzip data")
+            rest = d.unused_data
+    except zlib.error:
+        raise DataError(f"{display}: corrupt or truncated gzip data") from None
+    return b"".join(out)
 
 
 def _line_col(data: bytes, offset: int) -> tuple[int, int]:
@@ -141,18 +223,20 @@ def to_utf8(data: bytes, display: str) -> bytes:
 
     UTF-16 with a byte-order mark (Excel "Unicode text") is converted.
     """
-    if data[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE):
-        try:
-            return data.decode("utf-16").encode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise DataError(f"{display}: starts like UTF-16 but is not valid UTF-16 (at byte {exc.start})") from None
+    for bom, codec in ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
+                       (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16")):
+        if data.startswith(bom):
+            try:
+                return data.decode(codec).encode("utf-8")
+            except UnicodeDecodeError as exc:
+                name = codec.upper()
+                raise DataError(f"{display}: starts like {name} but is not valid {name} (at byte {exc.start})") from None
     if data[:3] == codecs.BOM_UTF8:
         data = data[3:]
     head = data[: 1 << 16]
     nul = head.find(b"\x00")
     if nul >= 0:
-        zeros = head[1:200:2].count(0) + head[0:200:2].count(0)
-        if zeros >= min(len(head), 200) // 2 - 2:
+        if _utf16_like(head):
             raise DataError(
                 f"{display}: looks like UTF-16 text without a byte-order mark; save it as UTF-8 (or UTF-16 with BOM)"
             )
@@ -185,7 +269,7 @@ def detect_format(data: bytes, name: str, given: str | None) -> str:
         if fmt not in INPUT_FORMATS:
             raise UsageError(f"{param('input_format')} must be one of {', '.join(INPUT_FORMATS)}, got {given!r}")
         return fmt
-    stem = name[:-3] if name.endswith(".gz") else name
+    stem = name[:-3] if name.lower().endswith(".gz") else name
     ext = Path(stem).suffix.lower()
     if ext in _EXTENSIONS:
         return _EXTENSIONS[ext]
@@ -224,6 +308,7 @@ class RawTable:
     task_order: list[str] | None = None
     fixed: tuple[str, str, str] | None = None
     notes: list[str] = field(default_factory=list)
+    kind: str = ""
 
     @property
     def n_rows(self) -> int:
@@ -235,7 +320,7 @@ class RawTable:
     def subset(self, rows: np.ndarray) -> RawTable:
         return RawTable(
             self.header, [c[rows] for c in self.columns], self.locate.subset(rows), self.display,
-            self.task_order, self.fixed, self.notes,
+            self.task_order, self.fixed, self.notes, self.kind,
         )
 
 
@@ -308,30 +393,40 @@ def _parse_json(data: bytes, display: str, label_col: str | None) -> RawTable:
     except RecursionError:
         raise DataError(f"{display}: JSON nested too deeply to be a table of answers") from None
     if isinstance(obj, list):
-        if not obj:
-            raise DataError(f"{display}: no answers (empty JSON list)")
-        from .platforms import flatten_label_studio, is_label_studio
-
-        if is_label_studio(obj):
-            flat = flatten_label_studio(obj, source=display, label=label_col, options={"label": param("label_col")})
-            notes = []
-            if flat.n_cancelled:
-                notes.append(f"{flat.n_cancelled} cancelled Label Studio annotation(s) skipped")
-            if flat.n_without_choice:
-                notes.append(
-                    f"{flat.n_without_choice} Label Studio annotation(s) without a {flat.label_name!r} choice skipped"
-                )
-            columns = [np.array(v, dtype=object) for v in (flat.task, flat.worker, flat.label)]
-            return RawTable(
-                ["task", "worker", "label"], columns,
-                Locator(display, unit="task", lines=np.asarray(flat.record, dtype=np.int64)), display,
-                task_order=list(flat.tasks), fixed=("task", "worker", "label"), notes=notes,
-            )
-        return _records_table(obj, display, "record", None)
+        return _parse_json_list(obj, display, label_col)
     if isinstance(obj, dict):
+        values = [v for _, v in _pairs_of(obj)]
+        if "annotations" in obj or "completions" in obj:
+            # one Label Studio task exported on its own
+            return _parse_json_list([obj], display, label_col)
+        if values and not any(isinstance(v, (dict, list)) for v in values):
+            # one record, not a list of them
+            return _records_table([obj], display, "record", None)
         return _parse_mapping(obj, display)
     raise DataError(
         f"{display}: JSON top level is a {_json_type(obj)}; expected a list of records or a {{task: {{worker: label}}}} object"
+    )
+
+
+def _parse_json_list(obj: list, display: str, label_col: str | None) -> RawTable:
+    """A JSON list: a Label Studio export, or records."""
+    if not obj:
+        raise DataError(f"{display}: no answers (empty JSON list)")
+    from .platforms import flatten_label_studio, is_label_studio
+
+    if not is_label_studio(obj):
+        return _records_table(obj, display, "record", None)
+    flat = flatten_label_studio(obj, source=display, label=label_col, options={"label": param("label_col")})
+    notes = []
+    if flat.n_cancelled:
+        notes.append(f"{flat.n_cancelled} cancelled Label Studio annotation(s) skipped")
+    if flat.n_without_choice:
+        notes.append(f"{flat.n_without_choice} Label Studio annotation(s) without a {flat.label_name!r} choice skipped")
+    columns = [np.array(v, dtype=object) for v in (flat.task, flat.worker, flat.label)]
+    return RawTable(
+        ["task", "worker", "label"], columns,
+        Locator(display, unit="task", lines=np.asarray(flat.record, dtype=np.int64)), display,
+        task_order=list(flat.tasks), fixed=("task", "worker", "label"), notes=notes, kind="Label Studio export",
     )
 
 
@@ -359,7 +454,7 @@ def _parse_mapping(obj: dict, display: str) -> RawTable:
     columns = [np.array(v, dtype=object) for v in (tasks, workers, labels)]
     return RawTable(
         ["task", "worker", "label"], columns, Locator(display, first_line=1, unit="answer"), display,
-        task_order=order, fixed=("task", "worker", "label"),
+        task_order=order, fixed=("task", "worker", "label"), kind="{task: {worker: label}} mapping",
     )
 
 
@@ -387,6 +482,7 @@ def _parse_jsonl(data: bytes, display: str) -> RawTable:
 
 
 _FIELDS_ERROR = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
+_EOF_IN_STRING = re.compile(r"EOF inside string starting at row (\d+)")
 
 
 def _parse_delimited(data: bytes, display: str, sep: str) -> RawTable:
@@ -415,6 +511,10 @@ def _parse_delimited(data: bytes, display: str, sep: str) -> RawTable:
                 "a cell containing the delimiter must be quoted"
                 + (" (TSV has no quoting)" if sep == "\t" else "")
             ) from None
+        m = _EOF_IN_STRING.search(msg)
+        if m:
+            line = _record_line(data, sep, int(m.group(1)) + 1)
+            raise DataError(f"{display} line {line}: a quoted field opened here is never closed") from None
         msg = msg.replace("Error tokenizing data. C error: ", "")
         raise DataError(f"{display}: malformed {kind}: {msg}") from None
     values = [frame[c].to_numpy(dtype=object) for c in frame.columns]
@@ -467,15 +567,15 @@ def _record_start_lines(data: bytes, sep: str) -> np.ndarray | None:
 
 def read_raw(
     source: str | os.PathLike[str] | IO[bytes], *, input_format: str | None = None, role: str = "labels",
-    label_col: str | None = None,
+    label_col: str | None = None, max_memory: memory.MaxMemory = None,
 ) -> RawTable:
     """Parse any supported input into a :class:`RawTable` of strings.
 
     ``source`` may be a path, ``-`` (stdin), a binary stream or
     ``example:NAME`` (an embedded dataset; ``role`` picks its labels or truth).
     """
-    raw, display, name = _read_source(source, role)
-    raw = _decompress(raw, display)
+    raw, display, name = _read_source(source, role, max_memory)
+    raw = _decompress(raw, display, max_memory)
     raw = to_utf8(raw, display)
     if not raw.strip():
         raise DataError(f"{display}: file is empty")
@@ -515,25 +615,42 @@ def _frame_table(frame: pd.DataFrame) -> RawTable:
     return RawTable(header, columns, Locator("<frame>", first_line=0, unit="row"), "<frame>")
 
 
+def _header_key(text: str) -> str:
+    """A header cell as a repeated header line may spell it: BOM, spaces and case aside."""
+    return text.lstrip("\ufeff").strip().casefold()
+
+
+def _repeated_header_rows(table: RawTable, cols: Sequence[str]) -> np.ndarray:
+    """Rows that repeat the header (files joined with ``cat``, each with its header)."""
+    import pandas as pd
+
+    codes, uniques = pd.factorize(table.column(cols[0]), sort=False)
+    key = _header_key(cols[0])
+    hits = [i for i, u in enumerate(uniques.tolist()) if _header_key(str(u)) == key]
+    if not hits:
+        return np.zeros(0, dtype=np.int64)
+    rows = np.flatnonzero(np.isin(codes, hits))
+    others = [(table.column(c), _header_key(c)) for c in cols[1:]]
+    keep = [r for r in rows.tolist() if all(_header_key(v[r]) == k for v, k in others)]
+    return np.asarray(keep, dtype=np.int64)
+
+
 def _drop_blank_and_header_rows(table: RawTable, cols: Sequence[str]) -> RawTable:
     """Skip all-blank rows, and rows that repeat the header (files joined with ``cat``), with a warning."""
     if table.n_rows == 0:
         return table
     values = [table.column(c) for c in cols]
-    blank = np.logical_and.reduce([v == "" for v in values])
-    repeated = np.zeros(table.n_rows, dtype=bool)
+    drop = np.logical_and.reduce([v == "" for v in values])
     if table.fixed is None:
-        repeated = np.logical_and.reduce([v == c for v, c in zip(values, cols)])
-        if repeated.any():
-            rows = np.flatnonzero(repeated)
-            warnings.warn(
+        repeated = _repeated_header_rows(table, cols)
+        if repeated.size:
+            drop[repeated] = True
+            warn(
                 CrowdaggWarning(
-                    f"{table.display}: skipped {rows.size} line(s) repeating the header "
-                    f"(first at line {table.locate.line(int(rows[0]))}); were files joined with their headers?"
-                ),
-                stacklevel=3,
+                    f"{table.display}: skipped {repeated.size} line(s) repeating the header "
+                    f"(first at line {table.locate.line(int(repeated[0]))}); were files joined with their headers?"
+                )
             )
-    drop = blank | repeated
     if drop.any():
         return table.subset(np.flatnonzero(~drop))
     return table
@@ -551,6 +668,7 @@ def load_annotations(
     label_col: str | None = None,
     classes: Sequence[str] | None = None,
     duplicates: DuplicatePolicy = "keep",
+    max_memory: memory.MaxMemory = None,
 ) -> AnnotationSet:
     """Read answers (long format: one row per task, worker, label) into an :class:`AnnotationSet`.
 
@@ -567,6 +685,9 @@ def load_annotations(
     classes : the class set, in order; default inferred from the labels.
     duplicates : what to do with repeated (task, worker) answers: ``keep``
         all, keep the ``first`` or ``last``, or raise (``error``).
+    max_memory : refuse (before reading it all) an input whose parsing would
+        need more memory than this (bytes or ``"4G"``; default 80% of the
+        available memory).
 
     Warnings (:class:`~crowdagg.errors.CrowdaggWarning`) say what was done
     to the input: duplicates, stripped whitespace, skipped header lines,
@@ -577,10 +698,19 @@ def load_annotations(
     if isinstance(source, pd.DataFrame):
         table = _frame_table(source)
     else:
-        table = read_raw(source, input_format=input_format, label_col=label_col)
+        table = read_raw(source, input_format=input_format, label_col=label_col, max_memory=max_memory)
     for note in table.notes:
-        warnings.warn(CrowdaggWarning(f"{table.display}: {note}"), stacklevel=2)
+        warn(CrowdaggWarning(f"{table.display}: {note}"))
     if table.fixed is not None:
+        given = {"task_col": task_col, "worker_col": worker_col}
+        if table.kind != "Label Studio export":  # there, label_col names the choices control
+            given["label_col"] = label_col
+        for name, value in given.items():
+            if value is not None:
+                raise UsageError(
+                    f"{param(name)} does not apply to {table.display}: a {table.kind} names its task, "
+                    "worker and label fields itself"
+                )
         t_col, w_col, y_col = table.fixed
     else:
         cmap = map_answer_columns(
@@ -649,7 +779,7 @@ def output_format(fmt: str | None, path: str | None, option: str = "--output") -
             raise UsageError(f"{param('format')} must be one of {', '.join(OUTPUT_FORMATS)}, got {fmt!r}")
         return f
     if path and path != "-":
-        stem = path[:-3] if path.endswith(".gz") else path
+        stem = path[:-3] if path.lower().endswith(".gz") else path
         base = os.path.basename(stem)
         ext = Path(base).suffix.lower() if not base.startswith(".") or base.count(".") > 1 else ""
         if ext:

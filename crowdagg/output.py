@@ -40,8 +40,10 @@ from dataclasses import dataclass
 from . import _signals
 from .errors import DataError, UsageError
 
-_FD_PATH = re.compile(r"^/(?:dev/fd|proc/self/fd)/(\d+)$")
+_FD_PATH = re.compile(r"^/(?:dev/fd|proc/self/fd|proc/thread-self/fd|proc/(\d+)(?:/task/\d+)?/fd)/(\d+)$")
 _STD_PATHS = {"/dev/stdout": 1, "/dev/stderr": 2, "/dev/stdin": 0}
+#: Symlinks followed when looking for a descriptor path (as the kernel's ELOOP limit).
+_MAX_LINKS = 40
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,36 @@ class Target:
 
 
 def _gz(spec: str) -> bool:
-    return spec.endswith(".gz")
+    return spec.lower().endswith(".gz")
+
+
+def _descriptor_of(spec: str) -> int | str | None:
+    """The descriptor a path names, following symlinks by hand and never through a /proc fd link.
+
+    ``/dev/stdout``, ``//dev/stdout``, ``/dev/../dev/stdout``, ``/dev/fd/3``,
+    ``/proc/self/fd/3``, ``/proc/thread-self/fd/3``, ``/proc/<this pid>/fd/3``
+    and any symlink chain ending in one of them name a descriptor.  The
+    ``/proc`` fd entries themselves are never resolved: for a pipe they point
+    nowhere, for a file they would name the file instead of the open stream.
+    """
+    path = spec
+    for _ in range(_MAX_LINKS):
+        directory, base = os.path.split(path)
+        path = os.path.join(os.path.realpath(directory or "."), base) if base else os.path.realpath(path)
+        path = os.path.normpath(path)
+        if path in _STD_PATHS:
+            return _STD_PATHS[path]
+        m = _FD_PATH.match(path)
+        if m:
+            if m.group(1) is None or int(m.group(1)) == os.getpid():
+                return int(m.group(2))
+            return path  # another process's descriptor: open it, never replace what it points to
+        try:
+            target = os.readlink(path)
+        except OSError:
+            return None
+        path = os.path.join(os.path.dirname(path), target)
+    return None
 
 
 def _fd_keys(fd: int) -> tuple[tuple, ...]:
@@ -102,18 +133,16 @@ def resolve(spec: str, option: str = "") -> Target:
     if spec == "":
         raise UsageError(f"{option or 'an output'} needs a path (or - for standard output)")
     if spec == "-":
-        return Target(spec, option, "fd", fd=1, keys=_stdout_keys())
-    fd = _STD_PATHS.get(spec)
-    m = _FD_PATH.match(spec)
-    if m:
-        fd = int(m.group(1))
+        return Target(spec, option, "fd", fd=1, keys=_stdio_keys(sys.stdout, 1))
+    fd = _descriptor_of(spec)
+    if isinstance(fd, str):
+        return Target(spec, option, "stream", path=fd, gzip=_gz(spec))
     if fd is not None:
         if fd == 0:
             raise UsageError(f"{where}: that is standard input, not an output")
-        if fd == 1:
-            return Target(spec, option, "fd", fd=1, keys=_stdout_keys())
-        if fd == 2:
-            return Target(spec, option, "fd", fd=2, keys=(("fd", 2),))
+        if fd in (1, 2):
+            stream = sys.stdout if fd == 1 else sys.stderr
+            return Target(spec, option, "fd", fd=fd, keys=_stdio_keys(stream, fd), gzip=_gz(spec))
         try:
             os.fstat(fd)
         except OSError:
@@ -148,15 +177,14 @@ def resolve(spec: str, option: str = "") -> Target:
     )
 
 
-def _stdout_keys() -> tuple[tuple, ...]:
-    """Identities of standard output (the file behind it too when it is the real fd 1)."""
-    out = sys.stdout
+def _stdio_keys(stream: object, fd: int) -> tuple[tuple, ...]:
+    """Identities of stdout/stderr (the file behind it too when the stream is the real descriptor)."""
     try:
-        if out is None or out.fileno() != 1:
-            return (("fd", 1),)
+        if stream is None or stream.fileno() != fd:  # type: ignore[attr-defined]
+            return (("fd", fd),)
     except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
-        return (("fd", 1),)
-    return _fd_keys(1)
+        return (("fd", fd),)
+    return _fd_keys(fd)
 
 
 def check_distinct(targets: Sequence[Target]) -> None:
@@ -207,7 +235,7 @@ class _ReaderGone(Exception):
 
 
 def _stream_fd(target: Target, data: bytes) -> None:
-    if target.fd == 1 and target.spec in ("-", "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"):
+    if target.fd == 1:
         _write_stdio(sys.stdout, "standard output", data)
     elif target.fd == 2:
         _write_stdio(sys.stderr, "standard error", data)
@@ -274,23 +302,28 @@ def _stream_path(target: Target, data: bytes) -> None:
         raise DataError(f"{target.where}: cannot write ({_reason(exc)})") from None
 
 
-def _temp_beside(target: Target) -> str:
+def _temp_beside(target: Target) -> tuple[str, int]:
+    """A new temporary file next to the real target: (path, open descriptor).
+
+    Created exclusively (``O_EXCL|O_NOFOLLOW``: a unique name, never through
+    a planted link) with the target's permission bits when it exists -- so
+    the new contents of a 0600 file are never readable by others, even for
+    a moment -- else with the umask's mode (unlike mkstemp's 0600).
+    """
     assert target.path is not None
     directory = os.path.dirname(target.path) or "."
     base = os.path.basename(target.path)
+    mode = 0o666 if target.mode is None else (target.mode & 0o777)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
     for _ in range(100):
         tmp = os.path.join(directory, f".{base}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
         try:
-            # Exclusive create: a unique name, and (unlike mkstemp's 0600) the umask's mode.
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
+            fd = os.open(tmp, flags, mode)
         except FileExistsError:
             continue
         except OSError as exc:
-            raise DataError(
-                f"{target.where}: cannot create a file in {directory} ({_reason(exc)})"
-            ) from None
-        os.close(fd)
-        return tmp
+            raise DataError(f"{target.where}: cannot create a file in {directory} ({_reason(exc)})") from None
+        return tmp, fd
     raise DataError(f"{target.where}: cannot create a temporary file in {directory}")
 
 
@@ -310,18 +343,19 @@ def commit(outputs: Sequence[tuple[Target, bytes]]) -> None:
     temps: list[str] = []
     try:
         for target, data in files:
-            tmp = _temp_beside(target)
+            tmp, fd = _temp_beside(target)
             temps.append(tmp)
             try:
-                with open(tmp, "wb") as fh:
-                    fh.write(encode(target, data))
-                if target.mode is not None:
-                    os.chmod(tmp, target.mode)
+                with os.fdopen(fd, "wb") as fh:
                     if target.owner is not None:
                         with contextlib.suppress(OSError):
-                            st = os.stat(tmp)
-                            if (st.st_uid, st.st_gid) != target.owner:
-                                os.chown(tmp, *target.owner)
+                            if os.fstat(fh.fileno())[4:6] != target.owner:
+                                os.fchown(fh.fileno(), *target.owner)
+                    if target.mode is not None:
+                        os.fchmod(fh.fileno(), target.mode)  # setuid/sticky bits, and past the umask
+                    fh.write(encode(target, data))
+                    fh.flush()
+                    os.fsync(fh.fileno())  # the data are on disk before the rename makes them the file
             except OSError as exc:
                 raise DataError(f"{target.where}: cannot write ({_reason(exc)})") from None
         for target, data in streams:

@@ -227,13 +227,6 @@ class SimulatedCrowd:
         from .render import render_table
 
         out = Path(outdir)
-        created = not out.exists()
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            from .errors import DataError
-
-            raise DataError(f"{outdir}: cannot create the directory ({(exc.strerror or 'error').lower()})") from None
         task_names = _byte_names(b"t", self.n_tasks)
         worker_names = _byte_names(b"w", self.n_workers)
         class_names = _byte_names(b"", self.n_classes)
@@ -267,14 +260,28 @@ class SimulatedCrowd:
             ),
         }
         paths = [out / name for name in tables]
+        created: list[Path] = []
         try:
+            _make_dirs(out, created)
             commit([(resolve(str(p)), data) for p, data in zip(paths, tables.values())])
         except BaseException:
-            if created:
+            for d in reversed(created):  # directories this call made go again
                 with contextlib.suppress(OSError):
-                    out.rmdir()
+                    d.rmdir()
             raise
         return paths
+
+
+def _make_dirs(out: Path, made: list[Path]) -> None:
+    """``mkdir -p out``, recording in ``made`` each directory created (outermost first)."""
+    from .errors import DataError
+
+    for d in [d for d in (out, *out.parents) if not d.exists()][::-1]:
+        try:
+            d.mkdir()
+        except OSError as exc:
+            raise DataError(f"{out}: cannot create the directory ({(exc.strerror or 'error').lower()})") from None
+        made.append(d)
 
 
 def _byte_names(prefix: bytes, n: int) -> np.ndarray:
@@ -304,15 +311,15 @@ def _skill_arg(skill: Any) -> tuple[float, float]:
     try:
         lo, hi = (float(s) for s in skill)
     except (TypeError, ValueError):
-        raise UsageError(f"skill must be a pair (low, high) of probabilities, got {skill!r}") from None
+        raise UsageError(f"{param('skill')} must be a pair (low, high) of probabilities, got {skill!r}") from None
     if not (0.0 <= lo <= hi <= 1.0):
-        raise UsageError(f"skill must satisfy 0 <= low <= high <= 1, got {skill!r}")
+        raise UsageError(f"{param('skill')} must satisfy 0 <= low <= high <= 1, got {skill!r}")
     return lo, hi
 
 
 def _choice_arg(name: str, value: Any, valid: Sequence[str]) -> str:
     if value not in valid:
-        raise UsageError(f"unknown {name} {value!r}; valid values are {', '.join(valid)}")
+        raise UsageError(f"unknown {param(name)} {value!r}; valid values are {', '.join(valid)}")
     return str(value)
 
 
@@ -322,25 +329,25 @@ def _prior_arg(prior: Sequence[float] | None, k: int) -> np.ndarray:
     try:
         p = np.asarray(prior, dtype=np.float64).reshape(-1)
     except (TypeError, ValueError):
-        raise UsageError(f"prior must be a sequence of {k} non-negative numbers, got {prior!r}") from None
+        raise UsageError(f"{param('prior')} must be a sequence of {k} non-negative numbers, got {prior!r}") from None
     if p.shape[0] != k:
-        raise UsageError(f"prior must have n_classes={k} entries, got {p.shape[0]} ({list(p)!r})")
+        raise UsageError(f"{param('prior')} must have {param('n_classes')}={k} entries, got {p.shape[0]} ({list(p)!r})")
     if not np.all(np.isfinite(p)) or np.any(p < 0) or p.sum() <= 0:
-        raise UsageError(f"prior must be non-negative numbers with a positive sum, got {list(p)!r}")
+        raise UsageError(f"{param('prior')} must be non-negative numbers with a positive sum, got {list(p)!r}")
     return p / p.sum()
 
 
 def _fixed(scenario: str, name: str, given: int | None, value: int) -> int:
     """A size the scenario fixes: an explicit, different value is an error."""
     if given is not None and given != value:
-        raise UsageError(f"scenario {scenario!r} fixes {name}={value}; got {name}={given}")
+        raise UsageError(f"scenario {scenario!r} fixes {param(name)}={value}; got {param(name)}={given}")
     return value
 
 
 def _unused(scenario: str, **given: Any) -> None:
     for name, value in given.items():
         if value is not None:
-            raise UsageError(f"scenario {scenario!r} does not use {name} (got {name}={value!r})")
+            raise UsageError(f"scenario {scenario!r} does not use {param(name)} (got {param(name)}={value!r})")
 
 
 # ------------------------------------------------------------ worker matrices
@@ -679,7 +686,7 @@ def _scenario_plan(rng: np.random.Generator, name: str, args: dict[str, Any]) ->
     m = 25 if args["n_workers"] is None else args["n_workers"]
     k = 3 if args["n_classes"] is None else args["n_classes"]
     if m < k + 1:
-        raise UsageError(f"scenario 'multispa-demo' needs n_workers >= n_classes + 1 = {k + 1}, got {m}")
+        raise UsageError(f"scenario 'multispa-demo' needs {param('n_workers')} >= {param('n_classes')} + 1 = {k + 1}, got {m}")
     _check_size(n, m, k, 0.2 * n * m + n + n * given["extreme_spammers"], given["max_memory"])
     confusion, kinds = _multispa_matrices(rng, m, k)
     return _Plan(n, confusion, kinds, _prior_arg(args["prior"], k), "bernoulli", p_obs=0.2)
@@ -702,7 +709,7 @@ def _check_size(n: int, m: int, k: int, n_answers: float, max_memory: memory.Max
 
 def _check_per_task(m: int, per_task: int) -> None:
     if per_task > m:
-        raise UsageError(f"per_task={per_task} exceeds n_workers={m}: a task cannot get that many distinct workers")
+        raise UsageError(f"{param('per_task')}={per_task} exceeds {param('n_workers')}={m}: a task cannot get that many distinct workers")
 
 
 def _crowd_matrices(
@@ -718,8 +725,8 @@ def _crowd_matrices(
     n_adv = min(m - n_spam, round(adversaries * m))
     if n_adv and not (skill[0] >= 1.0 / k and skill[1] > 1.0 / k):
         raise UsageError(
-            f"adversaries report a wrong class with probability drawn from skill={skill}; "
-            f"skill must lie above 1/n_classes={1.0 / k:.3g} for them to be malicious"
+            f"{param('adversaries')} report a wrong class with probability drawn from {param('skill')}={skill}; "
+            f"{param('skill')} must lie above 1/{param('n_classes')}={1.0 / k:.3g} for them to be malicious"
         )
     perm = rng.permutation(m)
     spam_idx, adv_idx, rest = perm[:n_spam], perm[n_spam : n_spam + n_adv], perm[n_spam + n_adv :]
@@ -897,7 +904,7 @@ def simulate(
     model = _choice_arg("model", model, tuple(MODELS))
     assignment = _choice_arg("assignment", assignment, tuple(ASSIGNMENTS))
     if spam + adv > 1.0:
-        raise UsageError(f"spammers + adversaries must not exceed 1, got {spam} + {adv} = {spam + adv}")
+        raise UsageError(f"{param('spammers')} + {param('adversaries')} must not exceed 1, got {spam} + {adv} = {spam + adv}")
     rng = np.random.default_rng(check_seed(seed))
     memory.parse_size(max_memory)
 
@@ -917,12 +924,12 @@ def simulate(
     ell = 5 if per_task_v is None else per_task_v
     prior_v = _prior_arg(prior, k)
     if r_v is not None and assignment != "regular":
-        raise UsageError(f"tasks_per_worker is only used with assignment='regular', got assignment={assignment!r}")
+        raise UsageError(f"{param('tasks_per_worker')} is only used with {param('assignment')}='regular', got {param('assignment')}={assignment!r}")
     if assignment == "regular" and r_v is not None:
         derived = math.ceil(n * ell / r_v)
         if n_workers_v is not None and n_workers_v != derived:
             raise UsageError(
-                f"n_workers={n_workers_v} contradicts tasks_per_worker={r_v}: a "
+                f"{param('n_workers')}={n_workers_v} contradicts {param('tasks_per_worker')}={r_v}: a "
                 f"({ell}, {r_v})-regular graph on {n} tasks has ceil({n}*{ell}/{r_v}) = {derived} workers"
             )
         m = derived

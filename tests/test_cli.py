@@ -1095,3 +1095,76 @@ def test_label_studio_export_end_to_end(runner, tmp_path):
     assert out["task"].tolist() == ["1", "2", "3"] and out["n_answers"].tolist() == [2, 1, 0]
     assert out["label"].tolist()[:2] == ["Positive", "Negative"]
     assert "1 cancelled Label Studio annotation(s) skipped" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["-o", ""], ["--workers", ""], ["--truth", ""], ["--gold", ""], ["-f", ""], ["--input-format", ""],
+     ["--max-memory", ""]],
+)
+def test_empty_option_values_are_usage_errors(runner, args):
+    err = assert_one_error_line(invoke(runner, "aggregate", BLUEBIRD, "-m", "ds", *args), 2)
+    flag = {"-o": "--output", "-f": "--format"}.get(args[0], args[0])
+    assert f"Error: {flag} is empty" in err
+
+
+def test_standard_input_can_be_read_once(runner):
+    for args in (["aggregate", "-", "--truth", "-"], ["aggregate", "-", "--gold", "-", "-m", "ds"],
+                 ["evaluate", "-", "--truth", "-"]):
+        err = assert_one_error_line(invoke(runner, *args, input="task,worker,label\nt,w,a\n"), 2)
+        assert "standard input" in err and "only once" in err
+
+
+def test_simulate_errors_speak_its_flags(runner, tmp_path):
+    cases = [
+        (["--per-task", "100", "--workers", "5"], "--per-task=100 exceeds --workers=5"),
+        (["--skill", "0.9,0.6"], "--skill must satisfy"),
+        (["--spammers", "0.7", "--adversaries", "0.5"], "--spammers + --adversaries"),
+        (["--tasks-per-worker", "3"], "--tasks-per-worker is only used with --assignment='regular'"),
+        (["--scenario", "deepbp", "--classes", "3"], "fixes --classes=2"),
+        (["--tasks", "1000000000000"], "--tasks"),
+    ]
+    for args, needle in cases:
+        result = invoke(runner, "simulate", "-o", tmp_path / "s", *args)
+        err = assert_one_error_line(result, 1 if "1000000000000" in args else 2)
+        assert needle in err, (args, err)
+        assert "n_workers" not in err and "per_task" not in err
+    assert not (tmp_path / "s").exists()
+
+
+def test_output_size_is_refused_before_the_fit(runner, tmp_path, monkeypatch):
+    import crowdagg.aggregators
+
+    rows = [(f"t{i}", f"w{i % 7}", f"c{i % 500}") for i in range(20000)]
+    p = tmp_path / "many.csv"
+    p.write_text(_csv(rows))
+
+    def fit_must_not_run(*args, **kwargs):
+        raise AssertionError("the fit ran before the output size was checked")
+
+    monkeypatch.setattr(crowdagg.aggregators, "aggregate", fit_must_not_run)
+    err = assert_one_error_line(invoke(runner, "aggregate", p, "-m", "mv", "--proba", "--max-memory", "200M"), 1)
+    assert "20,000 output rows × 500 classes" in err and "--proba" in err
+
+
+def test_truth_made_only_of_gold_tasks_says_so(runner, tmp_path):
+    gold = tmp_path / "g.csv"
+    gold.write_text("task,label\n" + "".join(f"{t},{y}\n" for t, y in list(zip(
+        pd.read_csv(BLUEBIRD_TRUTH, dtype=str)["task"], pd.read_csv(BLUEBIRD_TRUTH, dtype=str)["label"]))[:5]))
+    err = assert_one_error_line(invoke(runner, "aggregate", BLUEBIRD, "-m", "ds", "--gold", gold, "--truth", gold), 1)
+    assert "all 5 task(s) of --truth are --gold tasks" in err
+
+
+def test_truth_labels_outside_the_classes_still_get_their_recall(runner, tmp_path):
+    truth = pd.read_csv(BLUEBIRD_TRUTH, dtype=str)
+    other = tmp_path / "yesno.csv"
+    other.write_text("task,label\n" + "".join(f"{t},{'yes' if y == '1' else 'no'}\n" for t, y in zip(truth["task"], truth["label"])))
+    result = invoke(runner, "aggregate", BLUEBIRD, "-m", "mv", "--truth", other)
+    ok(result)
+    assert "recall" in result.stderr and "no=0.0000" in result.stderr and "yes=0.0000" in result.stderr
+    assert "no class in common" in result.stderr
+
+
+def test_upper_case_gz_extension(runner, tmp_path):
+    ok(invoke(runner, "aggregate", BLUEBIRD, "-m", "mv", "-o", tmp_path / "o.CSV.GZ"))
+    assert gzip.decompress((tmp_path / "o.CSV.GZ").read_bytes()).startswith(b"task,label,confidence\n")

@@ -62,6 +62,14 @@ def test_closed_standard_descriptors_give_one_line(args, redirect, needle):
         assert name not in proc.stderr
 
 
+def test_closed_stdout_commits_no_file(tmp_path):
+    cmd = " ".join(f"'{c}'" for c in [*CMD, "aggregate", str(BLUEBIRD), "--workers", str(tmp_path / "w.csv")]) + " >&-"
+    proc = subprocess.run(["bash", "-c", cmd], stderr=subprocess.PIPE, text=True, timeout=120, env=env())
+    assert proc.returncode == 1
+    assert "standard output is closed" in one_error_line(proc.stderr)
+    assert listing(tmp_path) == set()
+
+
 def test_full_stdout_commits_no_file(tmp_path):
     with open("/dev/full", "w") as full:
         proc = subprocess.run(
@@ -175,3 +183,50 @@ def test_sigint_during_the_first_imports(tmp_path, delay):
     assert "interrupted" in one_error_line(err)
     assert "KeyboardInterrupt" not in err
     assert listing(tmp_path) <= {"out.csv"} and not any(p.endswith(".tmp") for p in listing(tmp_path))
+
+
+def test_late_signals_are_ignored_once_the_run_is_over():
+    code = (
+        "import signal; from crowdagg._entry import main; rc = main(['methods']); "
+        "print(rc, signal.getsignal(signal.SIGTERM) is signal.SIG_IGN, signal.getsignal(signal.SIGINT) is signal.SIG_IGN)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env())
+    assert proc.stdout.strip().splitlines()[-1] == "0 True True"
+
+
+def test_symlink_to_dev_stdout_streams_into_stdout(tmp_path):
+    (tmp_path / "so.csv").symlink_to("/dev/stdout")
+    log = tmp_path / "log"
+    log.write_text("first\n")
+    with open(log, "a") as fh:
+        proc = subprocess.run([*CMD, "aggregate", str(BLUEBIRD), "-m", "mv", "-o", str(tmp_path / "so.csv")],
+                              stdout=fh, stderr=subprocess.PIPE, text=True, timeout=120, env=env())
+    assert proc.returncode == 0, proc.stderr
+    assert log.read_text().startswith("first\ntask,label,confidence\n")
+    piped = subprocess.run([*CMD, "aggregate", str(BLUEBIRD), "-m", "mv", "-o", str(tmp_path / "so.csv")],
+                           capture_output=True, text=True, timeout=120, env=env())
+    assert piped.returncode == 0 and len(piped.stdout.splitlines()) == 109
+    assert (tmp_path / "so.csv").is_symlink()
+
+
+def test_an_endless_binary_stream_is_refused_at_once():
+    with open("/dev/zero", "rb") as zero:
+        proc = subprocess.run([*CMD, "aggregate", "-"], stdin=zero, capture_output=True, text=True, timeout=60, env=env())
+    assert proc.returncode == 1 and "not a text file" in one_error_line(proc.stderr)
+    proc = run("aggregate", "/dev/zero")
+    assert proc.returncode == 1 and "/dev/zero: not a text file" in one_error_line(proc.stderr)
+
+
+def test_help_with_stdout_closed_is_an_error():
+    proc = subprocess.run(["bash", "-c", " ".join(f"'{c}'" for c in CMD) + " --help >&-"], stderr=subprocess.PIPE,
+                          text=True, timeout=120, env=env())
+    assert proc.returncode == 1 and "standard output is closed" in one_error_line(proc.stderr)
+
+
+def test_output_colliding_with_redirected_stderr_is_refused(tmp_path):
+    target = tmp_path / "E.csv"
+    with open(target, "w") as fh:
+        proc = subprocess.run([*CMD, "aggregate", str(BLUEBIRD), "-o", str(target), "--workers", "/dev/stderr"],
+                              stdout=subprocess.PIPE, stderr=fh, text=True, timeout=120, env=env())
+    assert proc.returncode == 2
+    assert "same file" in target.read_text()

@@ -228,3 +228,68 @@ def test_output_format_from_extension_and_unknown_extensions():
         output_format(None, "out.parquet")
     with pytest.raises(UsageError, match="'.xlsx'"):
         output_format(None, "out.xlsx")
+
+
+def test_header_repeated_with_bom_spaces_or_case_is_skipped():
+    for second in ("\ufefftask,worker,label", " Task , Worker , LABEL "):
+        s, msgs = load_warned(f"task,worker,label\na,w1,x\n{second}\nb,w1,y\n")
+        assert list(s.task_names) == ["a", "b"], second
+        assert any("repeating the header" in m and "line 3" in m for m in msgs)
+
+
+def test_unclosed_quote_names_the_line_where_it_opens():
+    with pytest.raises(DataError, match="line 7: a quoted field opened here is never closed"):
+        load(b'task,worker,label\n"a\nb\nc",w,x\nd,w,y\ne,w,y\n"f",w,"x\n')
+
+
+def test_a_json_mapping_with_no_answers_at_all():
+    with pytest.raises(DataError, match=r"no answers in the input \(1 task\(s\), none answered\); give classes"):
+        load('{"t3": {}}')
+    s = load('{"t3": {}, "t4": {}}', classes=["a", "b"])
+    assert s.n_tasks == 2 and s.n_answers == 0
+
+
+def test_single_json_record_and_single_label_studio_task():
+    s = load('{"task": "t", "worker": "w", "label": "x"}', input_format="json")
+    assert list(s.task_names) == ["t"]
+    task = {"id": 7, "data": {}, "annotations": [{"completed_by": 1, "result": [
+        {"from_name": "c", "to_name": "t", "type": "choices", "value": {"choices": ["yes"]}}]}]}
+    s = load(json.dumps(task), input_format="json")
+    assert list(s.task_names) == ["7"] and s.classes == ("yes",)
+
+
+def test_formats_with_fixed_fields_refuse_column_options():
+    with pytest.raises(UsageError, match="task_col does not apply"):
+        load('{"t1": {"w": "a"}}', task_col="x")
+    export = json.dumps([{"id": 1, "annotations": [{"completed_by": 1, "result": [
+        {"from_name": "c", "to_name": "t", "type": "choices", "value": {"choices": ["yes"]}}]}]}])
+    with pytest.raises(UsageError, match="worker_col does not apply"):
+        load(export, worker_col="who")
+    assert load(export, label_col="c").classes == ("yes",)  # label_col picks the choices control
+
+
+def test_oversized_input_is_refused_before_parsing(tmp_path):
+    from crowdagg.errors import ResourceError
+
+    p = tmp_path / "big.csv"
+    p.write_text("task,worker,label\n" + "t,w,a\n" * 200_000)  # 1.2 MB
+    with pytest.raises(ResourceError, match=r"reading 1.1 MB of text from .*big.csv"):
+        load_annotations(p, max_memory="5M")
+    with pytest.raises(ResourceError):
+        load_annotations(io.BytesIO(p.read_bytes()), max_memory="5M")
+    with pytest.raises(ResourceError):  # the decompressed size counts
+        load_annotations(io.BytesIO(gzip.compress(p.read_bytes())), max_memory="5M")
+
+
+def test_gzip_members_and_trailing_garbage():
+    two = gzip.compress(b"task,worker,label\nt1,w1,a\n") + gzip.compress(b"t2,w1,b\n")
+    assert load(two).n_answers == 2
+    with pytest.raises(DataError, match="after the end of the gzip stream"):
+        load(gzip.compress(CSV.encode()) + b"junk")
+
+
+def test_library_warnings_point_at_the_callers_line():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        load("task,worker,label\nt,w,a\nt,w,b\n")
+    assert {w.filename for w in caught} == {__file__}

@@ -243,3 +243,44 @@ def test_directories_and_missing_parents_are_refused(tmp_path):
         resolve(str(tmp_path / "nodir" / "x.csv"))
     with pytest.raises(UsageError):
         resolve("")
+
+
+def test_descriptor_spellings_and_links_are_recognised(tmp_path):
+    (tmp_path / "so").symlink_to("/dev/stdout")
+    (tmp_path / "chain").symlink_to(tmp_path / "so")
+    for spec in ("/dev/stdout", "//dev/stdout", "/dev/../dev/stdout", "/proc/thread-self/fd/1",
+                 f"/proc/{os.getpid()}/fd/1", str(tmp_path / "so"), str(tmp_path / "chain")):
+        t = resolve(spec)
+        assert t.kind == "fd" and t.fd == 1, spec
+    assert resolve("/dev/stderr").fd == 2
+    # another process's descriptor is opened and written, never replaced
+    other = resolve(f"/proc/{os.getppid()}/fd/1")
+    assert other.kind == "stream"
+
+
+def test_temp_file_never_more_readable_than_the_target(tmp_path, monkeypatch):
+    import crowdagg.output as out
+
+    secret = tmp_path / "secret.csv"
+    secret.write_text("x")
+    secret.chmod(0o600)
+    seen = []
+    original = out._temp_beside
+
+    def spy(target):
+        tmp, fd = original(target)
+        seen.append(stat.S_IMODE(os.fstat(fd).st_mode))  # before a single byte is written
+        return tmp, fd
+
+    monkeypatch.setattr(out, "_temp_beside", spy)
+    old = os.umask(0o022)
+    try:
+        commit([(resolve(str(secret)), b"new secret")])
+    finally:
+        os.umask(old)
+    assert seen == [0o600]
+    assert stat.S_IMODE(secret.stat().st_mode) == 0o600
+
+
+def test_gz_suffix_in_any_case():
+    assert resolve("/tmp/x.CSV.GZ").gzip and resolve("/tmp/x.csv.Gz").gzip

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from typing import Any, ClassVar
 
 import numpy as np
@@ -10,7 +9,7 @@ import numpy as np
 from .. import memory
 from ..checks import check_seed
 from ..data import AnnotationSet
-from ..errors import CrowdaggWarning, DataError
+from ..errors import CrowdaggWarning, DataError, warn
 from ..result import AggregationResult
 
 #: Floor on confusion entries before taking logs (as crowd-kit clips at 1e-10).
@@ -31,6 +30,8 @@ class Aggregator:
     name: ClassVar[str] = ""
     summary: ClassVar[str] = ""
     params: ClassVar[tuple[str, ...]] = ()
+    #: What to do when :meth:`memory_needed` exceeds the limit.
+    memory_advice: ClassVar[str] = "its posteriors alone are tasks × classes: use fewer classes"
 
     def __init__(self, *, seed: int = 0) -> None:
         self.seed = seed
@@ -62,18 +63,17 @@ class Aggregator:
             raise DataError("no tasks to aggregate")
         seed = check_seed(self.seed)
         need, what = self.memory_needed(data)
-        memory.check(need, what, max_memory, advice="use fewer classes or a method with fewer parameters")
+        memory.check(need, what, max_memory, advice=self.memory_advice)
         result = self._fit(data, seed, callback)
         result.max_memory = max_memory
         _check_posteriors(result)
         n_empty = int(np.count_nonzero(data.answers_per_task == 0))
         if n_empty:
-            warnings.warn(
+            warn(
                 CrowdaggWarning(
                     f"{n_empty} task(s) have no answers: their posterior is the class prior "
                     "(n_answers = 0 in the output)"
-                ),
-                stacklevel=2,
+                )
             )
         return result
 

@@ -39,7 +39,6 @@ matrices.  Tasks without answers get the class prior.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -47,7 +46,7 @@ import numpy as np
 
 from ..checks import check_float, check_index_array, check_int
 from ..data import AnnotationSet
-from ..errors import ConvergenceWarning, CrowdaggWarning, DataError, param
+from ..errors import ConvergenceWarning, CrowdaggWarning, DataError, param, warn
 from ..result import AggregationResult
 from .base import (
     MAX_SMOOTHING,
@@ -97,7 +96,7 @@ def gold_clamp(data: AnnotationSet, gold: Mapping[str, str] | np.ndarray | None)
             if missing == len(gold)
             else f"{missing} of {len(gold)} gold task(s) are not in the answers and are ignored"
         )
-        warnings.warn(CrowdaggWarning(text), stacklevel=3)
+        warn(CrowdaggWarning(text))
     return clamp
 
 
@@ -167,6 +166,7 @@ class DawidSkene(Aggregator):
     _m_step: MStep = staticmethod(full_m_step)  # type: ignore[assignment]
     #: Default ``smoothing`` (``None`` in ``__init__`` picks it).
     default_smoothing: float = 0.0
+    memory_advice = "its tables grow with workers × classes²: use mv or wmv, or fewer classes"
 
     def __init__(
         self,
@@ -201,13 +201,12 @@ class DawidSkene(Aggregator):
             callback=callback,
         )
         if tol > 0 and not converged:
-            warnings.warn(
+            warn(
                 ConvergenceWarning(
                     f"{self.name}: EM did not converge in {param('max_iter')}={max_iter} iterations "
                     f"(relative log-likelihood change still above {param('tol')}={tol:g}); "
                     f"raise {param('max_iter')} or loosen {param('tol')}"
-                ),
-                stacklevel=2,
+                )
             )
         labels = argmax_random_ties(post, TieBreaker(data.task_names, seed), atol=1e-12)
         accuracy = np.diagonal(confusion, axis1=1, axis2=2)[:, 0].copy() if self.name == "onecoin" else None

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import numpy as np
 
 from ..checks import check_int
 from ..data import AnnotationSet
-from ..errors import ConvergenceWarning, param
+from ..errors import ConvergenceWarning, param, warn
 from ..result import AggregationResult
 from .base import (
     Aggregator,
@@ -86,12 +85,11 @@ class WeightedMajorityVote(Aggregator):
                 break
             labels = new
         if not converged:
-            warnings.warn(
+            warn(
                 ConvergenceWarning(
                     f"wmv: labels still changing after {param('max_iter')}={max_iter} rounds; "
                     f"raise {param('max_iter')}"
-                ),
-                stacklevel=2,
+                )
             )
         post = softmax_rows(scores)
         return make_result(
