@@ -274,7 +274,8 @@ def _evaluation_bytes(ev: Evaluation, fmt: str) -> bytes:
     return render_table({"metric": np.array([n for n, _ in rows], dtype=object), "value": values}, fmt)
 
 
-def _print_evaluation_table(ev: Evaluation) -> None:
+def _print_evaluation_table(ev: Evaluation, stream: Any) -> None:
+    """A rich table, for a terminal."""
     from rich.console import Console
     from rich.table import Table
 
@@ -283,7 +284,7 @@ def _print_evaluation_table(ev: Evaluation) -> None:
     table.add_column("value", justify="right")
     for name, value in ev.rows():
         table.add_row(name, f"{value:.4f}" if isinstance(value, float) else str(value))
-    Console(file=sys.stderr).print(table)
+    Console(file=stream).print(table)
 
 
 def _summary_line(ev: Evaluation, note: str = "") -> str:
@@ -426,7 +427,7 @@ def aggregate(
     if summary is not None:
         ev, note = summary
         if sys.stderr is not None and sys.stderr.isatty():
-            _print_evaluation_table(ev)
+            _print_evaluation_table(ev, sys.stderr)
             if note:
                 _err(note.strip(", "))
         else:
@@ -485,15 +486,7 @@ def evaluate(
     )
     ev = evaluate_labels(pred, true)
     if out_fmt is None and sys.stdout is not None and sys.stdout.isatty():
-        from rich.console import Console
-        from rich.table import Table
-
-        table = Table(title="evaluation")
-        table.add_column("metric")
-        table.add_column("value", justify="right")
-        for name, value in ev.rows():
-            table.add_row(name, f"{value:.4f}" if isinstance(value, float) else str(value))
-        Console(file=sys.stdout).print(table)
+        _print_evaluation_table(ev, sys.stdout)
         return
     from .output import commit, resolve
 

@@ -48,6 +48,7 @@ from . import memory
 from .columns import LABEL_ALIASES, TASK_ALIASES, TRUTH_ALIASES, WORKER_ALIASES, map_answer_columns, map_label_columns
 from .data import AnnotationSet, DuplicatePolicy, Locator
 from .errors import CrowdaggError, CrowdaggWarning, DataError, UsageError, param, warn
+from .platforms import json_type
 from .render import OUTPUT_FORMATS, render_table
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -360,7 +361,7 @@ def _records_table(records: list[Any], display: str, unit: str, lines: np.ndarra
     for i, rec in enumerate(records):
         where = f"{display} line {lines[i]}" if lines is not None else f"{display} {unit} {i + 1}"
         if not isinstance(rec, dict):
-            raise DataError(f"{where} is a JSON {_json_type(rec)}, expected an object with task, worker and label")
+            raise DataError(f"{where} is {json_type(rec)}, expected an object with task, worker and label")
         if isinstance(rec, _DupDict):
             keys = [k for k, _ in rec.pairs]
             dup = next(k for k in keys if keys.count(k) > 1)
@@ -369,20 +370,6 @@ def _records_table(records: list[Any], display: str, unit: str, lines: np.ndarra
     columns = [np.array([_json_cell(rec.get(k)) for rec in records], dtype=object) for k in keys]
     locate = Locator(display, lines=lines) if lines is not None else Locator(display, first_line=1, unit=unit)
     return RawTable(keys, columns, locate, display)
-
-
-def _json_type(v: Any) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "boolean"
-    if isinstance(v, (int, float)):
-        return "number"
-    if isinstance(v, str):
-        return "string"
-    if isinstance(v, list):
-        return "array"
-    return "object"
 
 
 def _parse_json(data: bytes, display: str, label_col: str | None) -> RawTable:
@@ -404,7 +391,7 @@ def _parse_json(data: bytes, display: str, label_col: str | None) -> RawTable:
             return _records_table([obj], display, "record", None)
         return _parse_mapping(obj, display)
     raise DataError(
-        f"{display}: JSON top level is a {_json_type(obj)}; expected a list of records or a {{task: {{worker: label}}}} object"
+        f"{display}: the JSON top level is {json_type(obj)}; expected a list of records or a {{task: {{worker: label}}}} object"
     )
 
 
@@ -443,7 +430,7 @@ def _parse_mapping(obj: dict, display: str) -> RawTable:
     for task, answers in _pairs_of(obj):
         if not isinstance(answers, dict):
             raise DataError(
-                f"{display}: value of task {task!r} is a JSON {_json_type(answers)}; expected a list of "
+                f"{display}: value of task {task!r} is {json_type(answers)}; expected a list of "
                 "records or a {task: {worker: label}} mapping"
             )
         order.append(task)

@@ -101,7 +101,7 @@ def _quoted(names: list[str]) -> str:
     return ", ".join(repr(n) for n in names)
 
 
-def _json_type(value: object) -> str:
+def json_type(value: object) -> str:
     """The JSON word for a value's type, for messages."""
     if value is None:
         return "null"
@@ -142,7 +142,7 @@ class _Walker:
         first_seen: dict[str, int] = {}
         for n, task in enumerate(self.obj, start=1):
             if not isinstance(task, dict):
-                raise self.fail(n, None, f"is not an object (got {_json_type(task)})")
+                raise self.fail(n, None, f"is not an object (got {json_type(task)})")
             raw_id = task.get("id")
             tid = _text_id(raw_id)
             if tid is None:
@@ -153,11 +153,11 @@ class _Walker:
             key = next((k for k in _ANSWER_KEYS if k in task), None)
             answers = task[key] if key is not None else []
             if not isinstance(answers, list):
-                raise self.fail(n, tid, f"{key!r} is not a list (got {_json_type(answers)})")
+                raise self.fail(n, tid, f"{key!r} is not a list (got {json_type(answers)})")
             yield _Answer(n, tid, 0, None)
             for k, ann in enumerate(answers, start=1):
                 if not isinstance(ann, dict):
-                    raise self.fail(n, tid, f"annotation {k} is not an object (got {_json_type(ann)})")
+                    raise self.fail(n, tid, f"annotation {k} is not an object (got {json_type(ann)})")
                 if ann.get("was_cancelled") is True:
                     yield _Answer(n, tid, k, ann, cancelled=True)
                     continue
@@ -168,10 +168,10 @@ class _Walker:
                     raise self.fail(n, tid, f"annotation {k} {what}")
                 result = ann.get("result")
                 if result is not None and not isinstance(result, list):
-                    raise self.fail(n, tid, f"annotation {k}: 'result' is not a list (got {_json_type(result)})")
+                    raise self.fail(n, tid, f"annotation {k}: 'result' is not a list (got {json_type(result)})")
                 for r in result or []:
                     if not isinstance(r, dict):
-                        raise self.fail(n, tid, f"annotation {k}: a result is not an object (got {_json_type(r)})")
+                        raise self.fail(n, tid, f"annotation {k}: a result is not an object (got {json_type(r)})")
                 yield _Answer(n, tid, k, ann, worker=worker)
 
 
