@@ -309,7 +309,7 @@ VerboseOpt = typer.Option(False, "--verbose", "-v", help="Show tracebacks on err
 @app.command()
 @handle_errors()
 def aggregate(
-    input: str = typer.Argument(..., help="Answers file (CSV/TSV/JSON/JSONL, optionally .gz; MTurk, Toloka, Label Studio exports), or - for stdin."),
+    input: str = typer.Argument(..., metavar="INPUT", help="Answers file (CSV/TSV/JSON/JSONL, optionally .gz; MTurk, Toloka, Label Studio exports), or - for stdin."),
     method: str = typer.Option("ds", "--method", "-m", help="Aggregation method (see `crowdagg methods`)."),
     output: Optional[str] = typer.Option(None, "--output", "-o", help="Write here instead of stdout (a regular file is replaced atomically)."),
     fmt: Optional[str] = typer.Option(None, "--format", "-f", help="csv, tsv, jsonl or json (default: from -o's extension, else csv)."),
@@ -372,6 +372,7 @@ def aggregate(
             params[key] = value
     if gold is not None and "gold" not in cls.params:
         raise UsageError(f"--gold does not apply to method {method!r}")
+    cls(**params).check_params()  # --seed, --max-iter, --tol, --smoothing: before reading anything
     if duplicates not in DUPLICATE_POLICIES:
         raise UsageError(f"--duplicates must be one of {', '.join(DUPLICATE_POLICIES)}, got {duplicates!r}")
     memory.parse_size(max_memory)
@@ -457,7 +458,7 @@ def _evaluate_run(data: Any, result: Any, truth: dict[str, str], gold: Any) -> t
 @app.command()
 @handle_errors()
 def evaluate(
-    predictions: str = typer.Argument(..., help="Predicted labels (task,label), e.g. the output of aggregate; - for stdin."),
+    predictions: str = typer.Argument(..., metavar="PREDICTIONS", help="Predicted labels (task,label), e.g. the output of aggregate; - for stdin."),
     truth: str = typer.Option(..., "--truth", "-t", help="True labels (task,label)."),
     task_col: Optional[str] = typer.Option(None, "--task-col", help="Task column of the predictions (default: task or an alias)."),
     label_col: Optional[str] = typer.Option(None, "--label-col", help="Label column of the predictions (default: label or an alias)."),

@@ -172,15 +172,21 @@ class AnnotationSet:
                 raise DataError(f"{name} codes must be integers, got dtype {arr.dtype}")
             if arr.size and arr.min() < 0:
                 raise DataError(f"{name} codes must be non-negative, found {int(arr.min())}")
-        tn = list(task_names) if task_names is not None else None
-        wn = list(worker_names) if worker_names is not None else None
-        cn = [str(c) for c in classes] if classes is not None else None
+        tn = _as_str_array(list(task_names), "task").tolist() if task_names is not None else None
+        wn = _as_str_array(list(worker_names), "worker").tolist() if worker_names is not None else None
+        cn = _as_str_array(list(classes), "class").tolist() if classes is not None else None
+        for what, names in (("task", tn), ("worker", wn)):
+            if names is not None and len(set(names)) != len(names):
+                dup = next(n for n in names if names.count(n) > 1)
+                raise DataError(f"{what} name {dup!r} is given twice; names must identify one {what} each")
         n_tasks = _size("task", t, n_tasks, tn)
         n_workers = _size("worker", w, n_workers, wn)
         n_classes = _size("class", y, n_classes, cn)
         for what, n in (("task", n_tasks), ("worker", n_workers)):
             if n > np.iinfo(np.int32).max:
                 raise DataError(f"{n:,} {what}s: more than int32 codes can hold")
+        if n_classes < 1:
+            raise DataError("at least one class is needed (give n_classes or classes)")
         label_dtype = _label_dtype(n_classes)
         if cn is not None and len(set(cn)) != len(cn):
             raise UsageError(f"{param('classes')} lists a class twice")
@@ -307,12 +313,14 @@ class AnnotationSet:
         that have no answers (a JSON ``{task: {}}`` entry); tasks of the
         answers missing from it follow in order of appearance.
         """
-        t = _as_str_array(task)
-        w = _as_str_array(worker)
-        y = _as_str_array(label)
+        t = _as_str_array(task, "task")
+        w = _as_str_array(worker, "worker")
+        y = _as_str_array(label, "label")
+        if not len(t) == len(w) == len(y):
+            raise DataError(f"task, worker and label columns differ in length ({len(t)}, {len(w)}, {len(y)})")
         n_extra = 0
         if task_order is not None:
-            extra = _as_str_array(task_order)
+            extra = _as_str_array(task_order, "task")
             n_extra = len(extra)
             t = np.concatenate([extra, t])
         if len(y) == 0 and (n_extra == 0 or classes is None):
@@ -321,23 +329,47 @@ class AnnotationSet:
                 + (f" ({n_extra} task(s), none answered); give {param('classes')} to get their prior rows"
                    if n_extra else "")
             )
-        changed: dict[str, int] = {}
-        merged = 0
-        t_codes, t_names, c, m = _encode_names(t, "task", locate, offset=n_extra)
+        t_codes, t_names, t_blank, c_t, m_t = _encode_names(t, offset=n_extra)
+        if t_blank >= 0 and np.any(t_codes[:n_extra] == t_blank):
+            raise DataError("a blank task name in the list of tasks")
         t_codes = t_codes[n_extra:]
-        changed["task"], merged = c, merged + m
-        w_codes, w_names, c, m = _encode_names(w, "worker", locate)
-        changed["worker"], merged = c, merged + m
-        y_codes, y_uniques, c, m = _encode_names(y, "label", locate)
-        changed["label"], merged = c, merged + m
+        w_codes, w_names, w_blank, c_w, m_w = _encode_names(w)
+        y_codes, y_uniques, y_blank, c_y, m_y = _encode_names(y)
+        changed = {"task": c_t, "worker": c_w, "label": c_y}
         if sum(changed.values()):
             detail = ", ".join(f"{k}: {v}" for k, v in changed.items() if v)
             warn(
                 CrowdaggWarning(
                     f"stripped surrounding whitespace from {sum(changed.values())} cell(s) ({detail}); "
-                    f"{merged} name(s) became equal to another and were merged"
+                    f"{m_t + m_w + m_y} name(s) became equal to another and were merged"
                 )
             )
+        # Blank cells: a row blank in all three is skipped (said), a partly blank row is an error.
+        blank = [codes == b if b >= 0 else None for codes, b in ((t_codes, t_blank), (w_codes, w_blank), (y_codes, y_blank))]
+        if all(m is not None for m in blank):
+            empty_rows = blank[0] & blank[1] & blank[2]  # type: ignore[operator]
+            if empty_rows.any():
+                first = int(np.flatnonzero(empty_rows)[0])
+                where = locate(first) if locate else f"answer {first}"
+                warn(
+                    CrowdaggWarning(
+                        f"skipped {int(empty_rows.sum())} row(s) with no task, worker or label (first at {where})"
+                    )
+                )
+                keep = np.flatnonzero(~empty_rows)
+                t_codes, w_codes, y_codes = t_codes[keep], w_codes[keep], y_codes[keep]
+                blank = [m[keep] for m in blank]  # type: ignore[index]
+                locate = locate.subset(keep) if locate else None
+        for role, mask in zip(("task", "worker", "label"), blank):
+            if mask is not None and mask.any():
+                row = int(np.flatnonzero(mask)[0])
+                where = locate(row) if locate else f"answer {row}"
+                raise DataError(f"blank {role} at {where} ({int(mask.sum())} blank {role} cell(s) in all)")
+        t_codes, t_names = _drop_name(t_codes, t_names, t_blank)
+        w_codes, w_names = _drop_name(w_codes, w_names, w_blank)
+        y_codes, y_uniques = _drop_name(y_codes, y_uniques, y_blank)
+        if len(y_codes) == 0 and classes is None:
+            raise DataError("no answers in the input (every row is blank)")
         uniques = [str(u) for u in y_uniques]
         if classes is not None:
             class_list = [str(c).strip() for c in classes]
@@ -426,12 +458,12 @@ def _size(what: str, codes: np.ndarray, given: int | None, names: list | None) -
 _EDGE_SPACE = re.compile(r"(?:^|\x00)\s|\s(?:\x00|$)")
 
 
-def _encode_names(
-    values: np.ndarray, role: str, locate: Locator | None, offset: int = 0
-) -> tuple[np.ndarray, np.ndarray, int, int]:
-    """Codes in order of first appearance, stripped names, cells changed, names merged.
+def _encode_names(values: np.ndarray, offset: int = 0) -> tuple[np.ndarray, np.ndarray, int, int, int]:
+    """Codes in order of first appearance, stripped names, the blank name's code, cells changed, names merged.
 
-    Stripping and the blank check run on the distinct values, not the rows.
+    Stripping runs on the distinct values, not the rows.  The blank name
+    ``""`` (a cell that was empty or only whitespace) keeps a code so that
+    the caller can tell skipped rows from errors; it is ``-1`` when absent.
     ``offset`` rows at the start are not answers (a task order list) and are
     not counted as changed cells.
     """
@@ -445,27 +477,24 @@ def _encode_names(
     if uniques.size and _EDGE_SPACE.search("\x00".join(uniques.tolist())):
         stripped = np.array([u.strip() for u in uniques.tolist()], dtype=object)
         differs = stripped != uniques
-    else:
-        differs = np.zeros(0, dtype=bool)
-    if differs.any():
-        counts = np.bincount(codes[offset:], minlength=len(uniques))
-        n_changed = int(counts[differs].sum())
-        remap, names = pd.factorize(stripped, sort=False)
-        names = np.asarray(names, dtype=object)
-        n_merged = len(uniques) - len(names)
-        codes = remap[codes]
-        uniques = names
-    blank = np.flatnonzero(uniques == "")
-    if blank.size:
-        rows = np.flatnonzero(codes == blank[0])
-        answer_rows = rows[rows >= offset] - offset
-        n_blank = int(answer_rows.size)
-        if n_blank == 0:
-            raise DataError(f"a blank {role} name in the task list")
-        row = int(answer_rows[0])
-        where = locate(row) if locate else f"answer {row}"
-        raise DataError(f"blank {role} at {where} ({n_blank} blank {role} cell(s) in all)")
-    return codes.astype(np.int64, copy=False), uniques, n_changed, n_merged
+        if differs.any():
+            counts = np.bincount(codes[offset:], minlength=len(uniques))
+            n_changed = int(counts[differs & (stripped != "")].sum())
+            remap, names = pd.factorize(stripped, sort=False)
+            names = np.asarray(names, dtype=object)
+            nonblank = int(np.count_nonzero(stripped != ""))
+            n_merged = nonblank - (len(names) - int(np.any(names == "")))
+            codes = remap[codes]
+            uniques = names
+    hit = np.flatnonzero(uniques == "")
+    return codes.astype(np.int64, copy=False), uniques, int(hit[0]) if hit.size else -1, n_changed, n_merged
+
+
+def _drop_name(codes: np.ndarray, names: np.ndarray, index: int) -> tuple[np.ndarray, np.ndarray]:
+    """Remove an (unused) name from a vocabulary, renumbering the codes after it."""
+    if index < 0:
+        return codes, names
+    return codes - (codes > index), np.delete(names, index)
 
 
 def _warn_near_collisions(labels: list[str]) -> None:
@@ -498,11 +527,30 @@ def _warn_duplicates(n_dup: int, policy: str) -> None:
     warn(CrowdaggWarning(text))
 
 
-def _as_str_array(values: Sequence[object] | np.ndarray) -> np.ndarray:
+def _as_str_array(values: Sequence[object] | np.ndarray, role: str = "name") -> np.ndarray:
+    """A 1-D object array of str: missing values (None, NaN, NA) become blank, bytes are decoded."""
     arr = np.asarray(values, dtype=object)
-    if arr.dtype == object and arr.size and not isinstance(arr.flat[0], str):
-        arr = np.array([v if isinstance(v, str) else str(v) for v in arr], dtype=object)
-    return arr
+    if arr.ndim != 1:
+        raise DataError(f"{role} names must be one-dimensional, got an array of shape {arr.shape}")
+    from pandas.api.types import infer_dtype
+
+    if arr.size == 0 or infer_dtype(arr, skipna=False) == "string":
+        return arr
+    import pandas as pd
+
+    missing = pd.isna(arr)
+    out = np.empty(arr.size, dtype=object)
+    for i, v in enumerate(arr.tolist()):
+        if missing[i]:
+            out[i] = ""
+        elif isinstance(v, bytes):
+            try:
+                out[i] = v.decode("utf-8")
+            except UnicodeDecodeError:
+                raise DataError(f"{role} name {v!r} is not UTF-8 text") from None
+        else:
+            out[i] = v if isinstance(v, str) else str(v)
+    return out
 
 
 def _as_number(s: str) -> float | None:

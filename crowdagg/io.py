@@ -56,8 +56,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 INPUT_FORMATS = ("csv", "tsv", "json", "jsonl")
 
+#: Input formats by extension; ``.txt`` is sniffed (Excel's "Unicode text" is tab-separated UTF-16).
 _EXTENSIONS = {
-    ".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".txt": "csv",
+    ".csv": "csv", ".tsv": "tsv", ".tab": "tsv",
     ".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl",
 }
 _OUTPUT_EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".txt": "csv", ".json": "json", ".jsonl": "jsonl",
@@ -278,13 +279,15 @@ def detect_format(data: bytes, name: str, given: str | None) -> str:
     if text[:1] == b"[":
         return "json"
     if text[:1] == b"{":
-        first_line = text.split(b"\n", 1)[0].strip()
+        lines = [ln.strip() for ln in text.split(b"\n")[:2]]
         try:
-            obj = json.loads(first_line)
+            obj = json.loads(lines[0])
         except ValueError:
-            return "json"
-        # A {task: {worker: label}} mapping on one line is JSON, not one JSON Lines record.
-        is_mapping = isinstance(obj, dict) and any(isinstance(v, dict) for v in obj.values())
+            return "json"  # an object spread over lines
+        if len(lines) > 1 and lines[1][:1] == b"{":
+            return "jsonl"  # a second object on the next line
+        # One object on one line: a {task: {worker: label}} mapping, or a single record.
+        is_mapping = isinstance(obj, dict) and bool(obj) and all(isinstance(v, dict) for v in obj.values())
         return "json" if is_mapping else "jsonl"
     first = text.split(b"\n", 1)[0]
     return "tsv" if b"\t" in first else "csv"
@@ -326,11 +329,20 @@ class RawTable:
 
 
 def _json_cell(v: Any) -> str:
+    """A JSON value as a cell: strings and numbers as their text, null blank, others as JSON."""
     if isinstance(v, str):
         return v
     if v is None:
         return ""
     return json.dumps(v, ensure_ascii=False)
+
+
+class _JSONNumber(str):
+    """A JSON number kept as its text (``1.10`` stays ``1.10``, ``1E2`` stays ``1E2``)."""
+
+
+def _number_text(text: str) -> str:
+    return _JSONNumber(text)
 
 
 class _DupDict(dict):
@@ -349,7 +361,15 @@ def _object_pairs(pairs: list[tuple[str, Any]]) -> dict:
 
 
 def _json_loads(text: str) -> Any:
-    return json.loads(text, object_pairs_hook=_object_pairs)
+    """``json.loads`` keeping repeated keys (see :class:`_DupDict`) and numbers as their text.
+
+    A label ``1.10`` must not become ``1.1`` (merging it with another class)
+    nor ``1e400`` become ``Infinity``: numbers are never converted.
+    """
+    return json.loads(
+        text, object_pairs_hook=_object_pairs, parse_float=_number_text, parse_int=_number_text,
+        parse_constant=_number_text,
+    )
 
 
 def _records_table(records: list[Any], display: str, unit: str, lines: np.ndarray | None) -> RawTable:
@@ -515,7 +535,36 @@ def _parse_delimited(data: bytes, display: str, sep: str) -> RawTable:
         locate = Locator(display, lines=starts)
     else:
         locate = Locator(display, first_line=2)
-    return RawTable(header, columns, locate, display)
+    table = RawTable(header, columns, locate, display)
+    empty = _empty_line_rows(data, table)
+    return table.subset(np.flatnonzero(~empty)) if empty.any() else table
+
+
+def _empty_line_rows(data: bytes, table: RawTable) -> np.ndarray:
+    """Rows that come from lines holding nothing but whitespace: not rows at all, skipped silently.
+
+    A line of bare delimiters (``,,``) is a row whose cells are blank, and is
+    left to the caller (skipped with a warning).
+    """
+    mask = np.zeros(table.n_rows, dtype=bool)
+    if table.n_rows == 0:
+        return mask
+    rest_blank = np.ones(table.n_rows, dtype=bool)
+    for c in table.columns[1:]:
+        rest_blank &= c == ""
+    candidates = np.flatnonzero(rest_blank)
+    if candidates.size == 0:
+        return mask
+    newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
+    first = table.columns[0]
+    for r in candidates.tolist():
+        if first[r].strip():
+            continue
+        line = table.locate.line(r)
+        start = int(newlines[line - 2]) + 1 if line >= 2 else 0
+        end = int(newlines[line - 1]) if line - 1 < newlines.size else len(data)
+        mask[r] = not data[start:end].strip()
+    return mask
 
 
 def _record_starts(data: bytes, sep: str) -> list[int]:
@@ -576,17 +625,6 @@ def read_raw(
     return _parse_jsonl(raw, display)
 
 
-def read_table(
-    source: str | os.PathLike[str] | IO[bytes], *, input_format: str | None = None, role: str = "labels"
-) -> tuple[pd.DataFrame, Locator, str]:
-    """Parse any supported input into a DataFrame of strings, a Locator and the display name."""
-    import pandas as pd
-
-    t = read_raw(source, input_format=input_format, role=role)
-    frame = pd.DataFrame(dict(zip(t.header, t.columns)), dtype=object)
-    return frame, t.locate, t.display
-
-
 def _frame_table(frame: pd.DataFrame) -> RawTable:
     """A DataFrame as a RawTable; missing cells (NaN/None) are blank, so they are reported."""
     header = [str(c) for c in frame.columns]
@@ -622,25 +660,22 @@ def _repeated_header_rows(table: RawTable, cols: Sequence[str]) -> np.ndarray:
     return np.asarray(keep, dtype=np.int64)
 
 
-def _drop_blank_and_header_rows(table: RawTable, cols: Sequence[str]) -> RawTable:
-    """Skip all-blank rows, and rows that repeat the header (files joined with ``cat``), with a warning."""
-    if table.n_rows == 0:
+def _drop_repeated_headers(table: RawTable, cols: Sequence[str]) -> RawTable:
+    """Skip rows that repeat the header (files joined with ``cat``), with a warning."""
+    if table.n_rows == 0 or table.fixed is not None:
         return table
-    values = [table.column(c) for c in cols]
-    drop = np.logical_and.reduce([v == "" for v in values])
-    if table.fixed is None:
-        repeated = _repeated_header_rows(table, cols)
-        if repeated.size:
-            drop[repeated] = True
-            warn(
-                CrowdaggWarning(
-                    f"{table.display}: skipped {repeated.size} line(s) repeating the header "
-                    f"(first at line {table.locate.line(int(repeated[0]))}); were files joined with their headers?"
-                )
-            )
-    if drop.any():
-        return table.subset(np.flatnonzero(~drop))
-    return table
+    repeated = _repeated_header_rows(table, cols)
+    if not repeated.size:
+        return table
+    warn(
+        CrowdaggWarning(
+            f"{table.display}: skipped {repeated.size} line(s) repeating the header "
+            f"(first at line {table.locate.line(int(repeated[0]))}); were files joined with their headers?"
+        )
+    )
+    keep = np.ones(table.n_rows, dtype=bool)
+    keep[repeated] = False
+    return table.subset(np.flatnonzero(keep))
 
 
 _ANSWER_OPTIONS = {"task": param("task_col"), "worker": param("worker_col"), "label": param("label_col")}
@@ -705,7 +740,7 @@ def load_annotations(
             options=_ANSWER_OPTIONS,
         )
         t_col, w_col, y_col = cmap.task, cmap.worker, cmap.label
-    table = _drop_blank_and_header_rows(table, (t_col, w_col, y_col))
+    table = _drop_repeated_headers(table, (t_col, w_col, y_col))
     if table.n_rows == 0 and not table.task_order:
         raise DataError(f"{table.display}: no answers (header only?)")
     return AnnotationSet.from_names(
@@ -733,14 +768,18 @@ def read_task_labels(
     table = read_raw(source, input_format=input_format, role="truth")
     opts = options or {"task": param("task_col"), "label": param("label_col")}
     t_col, y_col = map_label_columns(table.header, source=table.display, task=task_col, label=label_col, options=opts)
-    table = _drop_blank_and_header_rows(table, (t_col, y_col))
+    table = _drop_repeated_headers(table, (t_col, y_col))
     if table.n_rows == 0:
         raise DataError(f"{table.display}: no rows (header only?)")
     out: dict[str, str] = {}
     tasks = table.column(t_col).tolist()
     labels = table.column(y_col).tolist()
+    skipped = []
     for i, (t, y) in enumerate(zip(tasks, labels)):
         t, y = t.strip(), y.strip()
+        if not t and not y:
+            skipped.append(i)
+            continue
         if not t or not y:
             role = "task" if not t else "label"
             raise DataError(f"blank {what} {role} at {table.locate(i)}")
@@ -750,6 +789,10 @@ def read_task_labels(
                 f"{table.display}: task {t!r} has two different {what} labels "
                 f"({prev!r} and {y!r}; second at {table.locate(i)})"
             )
+    if skipped:
+        warn(CrowdaggWarning(f"skipped {len(skipped)} row(s) with no task or label (first at {table.locate(skipped[0])})"))
+    if not out:
+        raise DataError(f"{table.display}: no rows with a task and a label")
     return out
 
 
@@ -790,7 +833,6 @@ __all__ = [
     "TRUTH_ALIASES",
     "RawTable",
     "read_raw",
-    "read_table",
     "load_annotations",
     "read_task_labels",
     "output_format",

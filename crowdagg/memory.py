@@ -90,7 +90,8 @@ def human(n: float) -> str:
         return "unlimited"
     for unit, scale in (("TB", 2**40), ("GB", 2**30), ("MB", 2**20), ("KB", 2**10)):
         if n >= scale:
-            return f"{n / scale:.1f} {unit}"
+            v = n / scale
+            return f"{v:.0f} {unit}" if v >= 100 else f"{v:.1f} {unit}" if v >= 10 else f"{v:.2f} {unit}"
     return f"{int(n)} bytes"
 
 

@@ -335,7 +335,9 @@ def commit(outputs: Sequence[tuple[Target, bytes]]) -> None:
     stdout, descriptors, FIFOs, devices -- in the order given; (3) the
     renames, with SIGINT/SIGTERM deferred.  On any error, or an interrupt
     before (3), the temporary files are removed and no file is touched.  A
-    stream whose reader went away (EPIPE) is skipped without error.
+    stream whose reader went away (EPIPE) is skipped without error.  A
+    signal that arrives during the renames takes effect after the last one:
+    every file is then committed, and the run still ends as interrupted.
     """
     check_distinct([t for t, _ in outputs])
     files = [(t, d) for t, d in outputs if t.kind == "file"]
@@ -366,6 +368,10 @@ def commit(outputs: Sequence[tuple[Target, bytes]]) -> None:
                     _stream_path(target, encode(target, data))
             except _ReaderGone:
                 continue
+        for target, _ in files:  # a target that became a directory meanwhile fails here, before any rename
+            assert target.path is not None
+            if os.path.isdir(target.path):
+                raise DataError(f"{target.where}: is a directory")
         with _signals.deferred():
             for tmp, (target, _) in zip(temps, files):
                 assert target.path is not None

@@ -89,11 +89,18 @@ def test_tasks_and_workers_without_answers(method):
     with pytest.warns(CrowdaggWarning, match="1 task\\(s\\) have no answers"):
         res = aggregate(data, method)
     np.testing.assert_allclose(res.posteriors.sum(axis=1), 1.0)
-    expected = np.full(2, 0.5) if method == "wmv" else res.prior  # wmv's model has a uniform prior
-    np.testing.assert_allclose(res.posteriors[3], expected, atol=1e-12)
+    np.testing.assert_allclose(res.posteriors[3], res.prior, atol=1e-12)
+    assert res.labels[3] == np.argmax(res.prior)
     assert res.to_frame(proba=True)["n_answers"].tolist() == [3, 3, 3, 0]
     # the worker with no answers is neutral: chance accuracy, uniform confusion rows
     np.testing.assert_allclose(res.confusion[4], 0.5, atol=1e-6 if method in ("mv", "wmv") else 1e-12)
+    assert res.worker_accuracy[4] == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_worker_without_answers_is_at_chance_for_three_classes(method):
+    data = AnnotationSet.from_codes([0, 0, 1, 1], [0, 2, 0, 2], [0, 0, 1, 2], n_workers=3, n_classes=3)
+    assert aggregate(data, method).worker_accuracy[1] == pytest.approx(1 / 3, abs=1e-6)
 
 
 def test_single_class_warns_and_labels_everything(recwarn):

@@ -139,3 +139,27 @@ def test_task_order_keeps_tasks_without_answers():
 def test_whitespace_only_cell_is_blank():
     with pytest.raises(DataError, match="blank worker at answer 1"):
         AnnotationSet.from_names(["a", "b"], ["w", "   "], ["x", "y"])
+
+
+def test_from_names_refuses_what_it_cannot_name():
+    with pytest.raises(DataError, match="blank label at answer 1"):
+        AnnotationSet.from_names(["t1", "t2"], ["w1", "w2"], ["a", None])
+    with pytest.raises(DataError, match="blank worker at answer 2"):
+        AnnotationSet.from_names(["t1", "t2", "t3"], ["w1", "w2", float("nan")], ["a", "b", "b"])
+    with pytest.raises(DataError, match=r"differ in length \(3, 1, 3\)"):
+        AnnotationSet.from_names(["t1", "t2", "t3"], ["w1"], ["a", "b", "b"])
+    with pytest.raises(DataError, match="one-dimensional"):
+        AnnotationSet.from_names([["t1"]], [["w"]], [["a"]])
+    mixed = AnnotationSet.from_names(["t1", 2, b"t3"], ["w", "w", "w"], ["a", "b", "a"])
+    assert list(mixed.task_names) == ["t1", "2", "t3"]
+
+
+def test_from_codes_refuses_duplicate_names_and_no_classes():
+    with pytest.raises(DataError, match="task name 'x' is given twice"):
+        AnnotationSet.from_codes([0, 1], [0, 0], [0, 1], task_names=["x", "x"])
+    with pytest.raises(DataError, match="at least one class"):
+        AnnotationSet.from_codes([], [], [], n_tasks=1, n_workers=1, n_classes=0)
+    with pytest.raises(UsageError, match="classes lists a class twice"):
+        AnnotationSet.from_codes([0, 1], [0, 0], [0, 1], classes=["a", "a"])
+    with pytest.raises(DataError, match="more than int32 codes"):
+        AnnotationSet.from_codes(np.array([0, 2**40]), [0, 0], [0, 1])

@@ -273,7 +273,7 @@ def test_oversized_input_is_refused_before_parsing(tmp_path):
 
     p = tmp_path / "big.csv"
     p.write_text("task,worker,label\n" + "t,w,a\n" * 200_000)  # 1.2 MB
-    with pytest.raises(ResourceError, match=r"reading 1.1 MB of text from .*big.csv"):
+    with pytest.raises(ResourceError, match=r"reading 1.14 MB of text from .*big.csv"):
         load_annotations(p, max_memory="5M")
     with pytest.raises(ResourceError):
         load_annotations(io.BytesIO(p.read_bytes()), max_memory="5M")
@@ -293,3 +293,37 @@ def test_library_warnings_point_at_the_callers_line():
         warnings.simplefilter("always")
         load("task,worker,label\nt,w,a\nt,w,b\n")
     assert {w.filename for w in caught} == {__file__}
+
+
+def test_json_numbers_keep_their_text():
+    text = (
+        '{"task":"t1","worker":"w1","label":1.10}\n{"task":"t1","worker":"w2","label":1.1}\n'
+        '{"task":"t2","worker":"w1","label":1E2}\n{"task":"t3","worker":"w1","label":1e400}\n'
+    )
+    s, msgs = load_warned(text)
+    assert set(s.classes) == {"1.10", "1.1", "1E2", "1e400"}  # never 1.1 twice, 100.0 or Infinity
+    assert any("'1.10' / '1.1'" in m for m in msgs)
+    assert list(load('[{"task": 7, "worker": 8, "label": 0}]').task_names) == ["7"]
+
+
+def test_json_lines_with_nested_values_are_sniffed_as_json_lines():
+    text = '{"task":"t1","worker":"w1","label":"a","meta":{"x":1}}\n{"task":"t2","worker":"w1","label":"b","meta":{}}\n'
+    assert load(text).n_answers == 2
+    assert detect_format(b'{"t1": {"w": "a"}, "t2": {}}\n', "", None) == "json"
+
+
+def test_excel_unicode_text_is_read_from_a_txt_file(tmp_path):
+    p = tmp_path / "export.txt"
+    p.write_bytes(codecs.BOM_UTF16_LE + "task\tworker\tlabel\r\nt1\tw1\ta\r\nt1\tw2\tb\r\n".encode("utf-16-le"))
+    s = load_annotations(p)
+    assert s.classes == ("a", "b") and list(s.worker_names) == ["w1", "w2"]
+
+
+def test_blank_rows_are_skipped_and_said_empty_lines_silently():
+    s, msgs = load_warned("task,worker,label\nt1,w1,a\n,,\n\n   \nt2,w1,b\n")
+    assert s.n_answers == 2
+    assert [m for m in msgs if "no task, worker or label" in m] == [
+        "skipped 1 row(s) with no task, worker or label (first at <stream> line 3)"
+    ]
+    s, msgs = load_warned('{"task":"t1","worker":"w1","label":"a"}\n{}\n   \n{"task":null,"worker":null,"label":null}\n')
+    assert s.n_answers == 1 and any("skipped 2 row(s)" in m for m in msgs)

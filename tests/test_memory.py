@@ -29,8 +29,8 @@ def test_check_refuses_with_the_size_and_the_cause():
     with pytest.raises(ResourceError) as exc:
         memory.check(5 * 2**30, "200 workers × 1,000² classes", "1G")
     msg = str(exc.value)
-    assert msg.startswith("this needs ~5.0 GB (200 workers × 1,000² classes)")
-    assert "1.0 GB" in msg and "max_memory" in msg
+    assert msg.startswith("this needs ~5.00 GB (200 workers × 1,000² classes)")
+    assert "1.00 GB" in msg and "max_memory" in msg
     assert "--max-memory" in exc.value.render(lambda n: "--" + n.replace("_", "-"))
     memory.check(2**20, "small", "1G")  # fits: no error
     memory.check(1e30, "anything", "none")

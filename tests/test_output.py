@@ -284,3 +284,14 @@ def test_temp_file_never_more_readable_than_the_target(tmp_path, monkeypatch):
 
 def test_gz_suffix_in_any_case():
     assert resolve("/tmp/x.CSV.GZ").gzip and resolve("/tmp/x.csv.Gz").gzip
+
+
+def test_a_target_that_became_a_directory_stops_the_commit_before_any_rename(tmp_path):
+    (tmp_path / "a.csv").write_text("old a")
+    t_a = resolve(str(tmp_path / "a.csv"))
+    t_b = resolve(str(tmp_path / "b.csv"))
+    (tmp_path / "b.csv").mkdir()  # after resolve, before commit
+    with pytest.raises(DataError, match="b.csv: is a directory"):
+        commit([(t_a, b"new a"), (t_b, b"new b")])
+    assert (tmp_path / "a.csv").read_text() == "old a"
+    assert listing(tmp_path) == {"a.csv", "b.csv"}

@@ -43,6 +43,14 @@ class Aggregator:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({args})"
 
+    def check_params(self) -> dict[str, Any]:
+        """The settings, validated (no data needed): name -> checked value.
+
+        Raises :class:`~crowdagg.errors.UsageError` naming the parameter.
+        The CLI calls it before reading any input; :meth:`fit` calls it too.
+        """
+        return {"seed": check_seed(self.seed)}
+
     def memory_needed(self, data: AnnotationSet) -> tuple[float, str]:
         """Bytes the fit will allocate beyond the data, and where they come from (for messages)."""
         return 4.0 * 8 * data.n_tasks * data.n_classes, _tasks_by_classes(data)
@@ -61,7 +69,7 @@ class Aggregator:
             raise TypeError(f"fit expects an AnnotationSet, got {type(data).__name__}")
         if data.n_tasks == 0:
             raise DataError("no tasks to aggregate")
-        seed = check_seed(self.seed)
+        seed = self.check_params()["seed"]
         need, what = self.memory_needed(data)
         memory.check(need, what, max_memory, advice=self.memory_advice)
         result = self._fit(data, seed, callback)

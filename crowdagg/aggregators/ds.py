@@ -186,10 +186,17 @@ class DawidSkene(Aggregator):
     def memory_needed(self, data: AnnotationSet) -> tuple[float, str]:
         return em_memory(data)
 
+    def check_params(self) -> dict[str, Any]:
+        return {
+            **super().check_params(),
+            "smoothing": check_float("smoothing", self.smoothing, 0.0, MAX_SMOOTHING),
+            "tol": check_float("tol", self.tol, 0.0, 0.5),
+            "max_iter": check_int("max_iter", self.max_iter, 1, 10**7),
+        }
+
     def _fit(self, data: AnnotationSet, seed: int, callback: Any) -> AggregationResult:
-        smoothing = check_float("smoothing", self.smoothing, 0.0, MAX_SMOOTHING)
-        tol = check_float("tol", self.tol, 0.0, 0.5)
-        max_iter = check_int("max_iter", self.max_iter, 1, 10**7)
+        checked = self.check_params()
+        smoothing, tol, max_iter = checked["smoothing"], checked["tol"], checked["max_iter"]
         clamp = gold_clamp(data, self.gold)
         post, prior, confusion, trace, converged = dawid_skene(
             data,

@@ -14,6 +14,7 @@ from .base import (
     Aggregator,
     TieBreaker,
     argmax_random_ties,
+    fill_empty_rows,
     make_result,
     one_coin_matrices,
     softmax_rows,
@@ -44,8 +45,9 @@ class WeightedMajorityVote(Aggregator):
     Ties are broken by draws keyed on the seed and the task name, fixed for
     the whole run, so "no label changed" is a property of the data, not of
     the draws.  ``posteriors`` are the one-coin posteriors under a uniform
-    class prior, :math:`\mathrm{softmax}_k \sum_m w_m 1[\tilde y^{(m)} = k]`
-    (uniform for a task without answers).
+    class prior, :math:`\mathrm{softmax}_k \sum_m w_m 1[\tilde y^{(m)} = k]`;
+    ``prior`` is their mean over the tasks with answers, and is the posterior
+    of a task without answers.  A worker without answers gets accuracy 1/K.
     """
 
     name = "wmv"
@@ -59,10 +61,13 @@ class WeightedMajorityVote(Aggregator):
     def memory_needed(self, data: AnnotationSet) -> tuple[float, str]:
         return 6.0 * 8 * data.n_tasks * data.n_classes, f"{data.n_tasks:,} tasks × {data.n_classes:,} classes"
 
+    def check_params(self) -> dict[str, Any]:
+        return {**super().check_params(), "max_iter": check_int("max_iter", self.max_iter, 1, 10**7)}
+
     def _fit(self, data: AnnotationSet, seed: int, callback: Any) -> AggregationResult:
         from ..kernels import vote_counts
 
-        max_iter = check_int("max_iter", self.max_iter, 1)
+        max_iter = self.check_params()["max_iter"]
         k = data.n_classes
         ties = TieBreaker(data.task_names, seed)
         labels = argmax_random_ties(soft_majority_vote(data), ties)
@@ -73,7 +78,8 @@ class WeightedMajorityVote(Aggregator):
             agree = np.bincount(
                 data.worker, weights=(data.label == labels[data.task]), minlength=data.n_workers
             )
-            accuracy = (agree + 1.0) / (n_answers + 2.0)
+            # A worker without answers is neutral (chance accuracy); its weight is never used.
+            accuracy = np.where(n_answers > 0, (agree + 1.0) / (n_answers + 2.0), 1.0 / k)
             weight = log_odds_weights(accuracy, k)
             scores = vote_counts(data.task, data.worker, data.label, data.n_tasks, k, weight)
             new = argmax_random_ties(scores, ties, atol=1e-12)
@@ -92,7 +98,14 @@ class WeightedMajorityVote(Aggregator):
                 )
             )
         post = softmax_rows(scores)
+        empty = data.answers_per_task == 0
+        prior = post[~empty].mean(axis=0) if (~empty).any() else np.full(k, 1.0 / k)
+        if empty.any():
+            # Tasks without answers get the class prior (the mean posterior of the others), like every method.
+            fill_empty_rows(post, empty, prior)
+            rows = np.flatnonzero(empty)
+            labels[rows] = argmax_random_ties(post[rows], TieBreaker(data.task_names[rows], seed))
         return make_result(
-            self.name, data, post, labels, post.mean(axis=0), lambda: one_coin_matrices(accuracy, k),
+            self.name, data, post, labels, prior, lambda: one_coin_matrices(accuracy, k),
             n_iter=it, converged=converged, accuracy=accuracy,
         )
