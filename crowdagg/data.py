@@ -299,6 +299,7 @@ class AnnotationSet:
         locate: Locator | None = None,
         label_col: str = "label",
         task_order: Sequence[object] | np.ndarray | None = None,
+        header: tuple[str, str, str] | None = None,
     ) -> AnnotationSet:
         """Build a set from identifier columns (converted to strings).
 
@@ -312,6 +313,11 @@ class AnnotationSet:
         ``task_order`` lists task names in output order, including tasks
         that have no answers (a JSON ``{task: {}}`` entry); tasks of the
         answers missing from it follow in order of appearance.
+
+        ``header`` (the task, worker and label column names) makes rows that
+        repeat it -- files joined with ``cat``, a BOM, spaces or another
+        letter case aside -- skipped, with a warning.  The check runs on the
+        distinct names, not the rows.
         """
         t = _as_str_array(task, "task")
         w = _as_str_array(worker, "worker")
@@ -344,6 +350,24 @@ class AnnotationSet:
                     f"{m_t + m_w + m_y} name(s) became equal to another and were merged"
                 )
             )
+        if header is not None:
+            skip = _rows_matching(header, (t_codes, t_names), (w_codes, w_names), (y_codes, y_uniques))
+            if skip.any():
+                first = int(np.flatnonzero(skip)[0])
+                where = locate(first) if locate else f"answer {first}"
+                warn(
+                    CrowdaggWarning(
+                        f"skipped {int(skip.sum())} line(s) repeating the header (first at {where}); "
+                        "were files joined with their headers?"
+                    )
+                )
+                keep = np.flatnonzero(~skip)
+                t_codes, w_codes, y_codes = t_codes[keep], w_codes[keep], y_codes[keep]
+                locate = locate.subset(keep) if locate else None
+                t_codes, t_names = _drop_unused(t_codes, t_names)
+                w_codes, w_names = _drop_unused(w_codes, w_names)
+                y_codes, y_uniques = _drop_unused(y_codes, y_uniques)
+                t_blank, w_blank, y_blank = (_index_of(n, "") for n in (t_names, w_names, y_uniques))
         # Blank cells: a row blank in all three is skipped (said), a partly blank row is an error.
         blank = [codes == b if b >= 0 else None for codes, b in ((t_codes, t_blank), (w_codes, w_blank), (y_codes, y_blank))]
         if all(m is not None for m in blank):
@@ -488,6 +512,38 @@ def _encode_names(values: np.ndarray, offset: int = 0) -> tuple[np.ndarray, np.n
             uniques = names
     hit = np.flatnonzero(uniques == "")
     return codes.astype(np.int64, copy=False), uniques, int(hit[0]) if hit.size else -1, n_changed, n_merged
+
+
+def header_key(text: str) -> str:
+    """A header cell as a repeated header line may spell it: BOM, spaces and case aside."""
+    return text.lstrip("\ufeff").strip().casefold()
+
+
+def _rows_matching(header: tuple[str, str, str], *columns: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """Rows whose three cells spell the header, found on the distinct names."""
+    mask: np.ndarray | None = None
+    for name, (codes, names) in zip(header, columns):
+        key = header_key(name)
+        hits = np.asarray([i for i, n in enumerate(names.tolist()) if header_key(n) == key], dtype=np.int64)
+        if hits.size == 0:
+            return np.zeros(len(codes), dtype=bool)
+        here = np.isin(codes, hits)
+        mask = here if mask is None else mask & here
+    return mask if mask is not None else np.zeros(0, dtype=bool)
+
+
+def _drop_unused(codes: np.ndarray, names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Remove names no code uses any more, renumbering the codes (first-appearance order kept)."""
+    used = np.bincount(codes, minlength=len(names)) > 0
+    if used.all():
+        return codes, names
+    new_index = np.cumsum(used) - 1
+    return new_index[codes], names[used]
+
+
+def _index_of(names: np.ndarray, name: str) -> int:
+    hit = np.flatnonzero(names == name)
+    return int(hit[0]) if hit.size else -1
 
 
 def _drop_name(codes: np.ndarray, names: np.ndarray, index: int) -> tuple[np.ndarray, np.ndarray]:

@@ -46,7 +46,7 @@ import numpy as np
 
 from . import memory
 from .columns import LABEL_ALIASES, TASK_ALIASES, TRUTH_ALIASES, WORKER_ALIASES, map_answer_columns, map_label_columns
-from .data import AnnotationSet, DuplicatePolicy, Locator
+from .data import AnnotationSet, DuplicatePolicy, Locator, header_key
 from .errors import CrowdaggError, CrowdaggWarning, DataError, UsageError, param, warn
 from .platforms import json_type
 from .render import OUTPUT_FORMATS, render_table
@@ -640,44 +640,6 @@ def _frame_table(frame: pd.DataFrame) -> RawTable:
     return RawTable(header, columns, Locator("<frame>", first_line=0, unit="row"), "<frame>")
 
 
-def _header_key(text: str) -> str:
-    """A header cell as a repeated header line may spell it: BOM, spaces and case aside."""
-    return text.lstrip("\ufeff").strip().casefold()
-
-
-def _repeated_header_rows(table: RawTable, cols: Sequence[str]) -> np.ndarray:
-    """Rows that repeat the header (files joined with ``cat``, each with its header)."""
-    import pandas as pd
-
-    codes, uniques = pd.factorize(table.column(cols[0]), sort=False)
-    key = _header_key(cols[0])
-    hits = [i for i, u in enumerate(uniques.tolist()) if _header_key(str(u)) == key]
-    if not hits:
-        return np.zeros(0, dtype=np.int64)
-    rows = np.flatnonzero(np.isin(codes, hits))
-    others = [(table.column(c), _header_key(c)) for c in cols[1:]]
-    keep = [r for r in rows.tolist() if all(_header_key(v[r]) == k for v, k in others)]
-    return np.asarray(keep, dtype=np.int64)
-
-
-def _drop_repeated_headers(table: RawTable, cols: Sequence[str]) -> RawTable:
-    """Skip rows that repeat the header (files joined with ``cat``), with a warning."""
-    if table.n_rows == 0 or table.fixed is not None:
-        return table
-    repeated = _repeated_header_rows(table, cols)
-    if not repeated.size:
-        return table
-    warn(
-        CrowdaggWarning(
-            f"{table.display}: skipped {repeated.size} line(s) repeating the header "
-            f"(first at line {table.locate.line(int(repeated[0]))}); were files joined with their headers?"
-        )
-    )
-    keep = np.ones(table.n_rows, dtype=bool)
-    keep[repeated] = False
-    return table.subset(np.flatnonzero(keep))
-
-
 _ANSWER_OPTIONS = {"task": param("task_col"), "worker": param("worker_col"), "label": param("label_col")}
 
 
@@ -740,13 +702,12 @@ def load_annotations(
             options=_ANSWER_OPTIONS,
         )
         t_col, w_col, y_col = cmap.task, cmap.worker, cmap.label
-    table = _drop_repeated_headers(table, (t_col, w_col, y_col))
     if table.n_rows == 0 and not table.task_order:
         raise DataError(f"{table.display}: no answers (header only?)")
     return AnnotationSet.from_names(
         table.column(t_col), table.column(w_col), table.column(y_col),
         classes=classes, duplicates=duplicates, locate=table.locate, label_col=y_col.strip(),
-        task_order=table.task_order,
+        task_order=table.task_order, header=None if table.fixed is not None else (t_col, w_col, y_col),
     )
 
 
@@ -768,17 +729,21 @@ def read_task_labels(
     table = read_raw(source, input_format=input_format, role="truth")
     opts = options or {"task": param("task_col"), "label": param("label_col")}
     t_col, y_col = map_label_columns(table.header, source=table.display, task=task_col, label=label_col, options=opts)
-    table = _drop_repeated_headers(table, (t_col, y_col))
     if table.n_rows == 0:
         raise DataError(f"{table.display}: no rows (header only?)")
     out: dict[str, str] = {}
     tasks = table.column(t_col).tolist()
     labels = table.column(y_col).tolist()
     skipped = []
+    header_keys = (header_key(t_col), header_key(y_col))
+    repeats = []
     for i, (t, y) in enumerate(zip(tasks, labels)):
         t, y = t.strip(), y.strip()
         if not t and not y:
             skipped.append(i)
+            continue
+        if (header_key(t), header_key(y)) == header_keys:
+            repeats.append(i)
             continue
         if not t or not y:
             role = "task" if not t else "label"
@@ -791,6 +756,13 @@ def read_task_labels(
             )
     if skipped:
         warn(CrowdaggWarning(f"skipped {len(skipped)} row(s) with no task or label (first at {table.locate(skipped[0])})"))
+    if repeats:
+        warn(
+            CrowdaggWarning(
+                f"skipped {len(repeats)} line(s) repeating the header (first at {table.locate(repeats[0])}); "
+                "were files joined with their headers?"
+            )
+        )
     if not out:
         raise DataError(f"{table.display}: no rows with a task and a label")
     return out
