@@ -335,12 +335,12 @@ class AnnotationSet:
                 + (f" ({n_extra} task(s), none answered); give {param('classes')} to get their prior rows"
                    if n_extra else "")
             )
-        t_codes, t_names, t_blank, c_t, m_t = _encode_names(t, offset=n_extra)
-        if t_blank >= 0 and np.any(t_codes[:n_extra] == t_blank):
+        t_codes, t_names, c_t, m_t = _encode_names(t, offset=n_extra)
+        if _is_name(t_codes[:n_extra], t_names, "").any():
             raise DataError("a blank task name in the list of tasks")
         t_codes = t_codes[n_extra:]
-        w_codes, w_names, w_blank, c_w, m_w = _encode_names(w)
-        y_codes, y_uniques, y_blank, c_y, m_y = _encode_names(y)
+        w_codes, w_names, c_w, m_w = _encode_names(w)
+        y_codes, y_uniques, c_y, m_y = _encode_names(y)
         changed = {"task": c_t, "worker": c_w, "label": c_y}
         if sum(changed.values()):
             detail = ", ".join(f"{k}: {v}" for k, v in changed.items() if v)
@@ -350,48 +350,37 @@ class AnnotationSet:
                     f"{m_t + m_w + m_y} name(s) became equal to another and were merged"
                 )
             )
-        if header is not None:
-            skip = _rows_matching(header, (t_codes, t_names), (w_codes, w_names), (y_codes, y_uniques))
-            if skip.any():
-                first = int(np.flatnonzero(skip)[0])
-                where = locate(first) if locate else f"answer {first}"
-                warn(
-                    CrowdaggWarning(
-                        f"skipped {int(skip.sum())} line(s) repeating the header (first at {where}); "
-                        "were files joined with their headers?"
-                    )
-                )
-                keep = np.flatnonzero(~skip)
-                t_codes, w_codes, y_codes = t_codes[keep], w_codes[keep], y_codes[keep]
-                locate = locate.subset(keep) if locate else None
-                t_codes, t_names = _drop_unused(t_codes, t_names)
-                w_codes, w_names = _drop_unused(w_codes, w_names)
-                y_codes, y_uniques = _drop_unused(y_codes, y_uniques)
-                t_blank, w_blank, y_blank = (_index_of(n, "") for n in (t_names, w_names, y_uniques))
-        # Blank cells: a row blank in all three is skipped (said), a partly blank row is an error.
-        blank = [codes == b if b >= 0 else None for codes, b in ((t_codes, t_blank), (w_codes, w_blank), (y_codes, y_blank))]
-        if all(m is not None for m in blank):
-            empty_rows = blank[0] & blank[1] & blank[2]  # type: ignore[operator]
-            if empty_rows.any():
-                first = int(np.flatnonzero(empty_rows)[0])
-                where = locate(first) if locate else f"answer {first}"
-                warn(
-                    CrowdaggWarning(
-                        f"skipped {int(empty_rows.sum())} row(s) with no task, worker or label (first at {where})"
-                    )
-                )
-                keep = np.flatnonzero(~empty_rows)
-                t_codes, w_codes, y_codes = t_codes[keep], w_codes[keep], y_codes[keep]
-                blank = [m[keep] for m in blank]  # type: ignore[index]
-                locate = locate.subset(keep) if locate else None
+        # Rows that are not answers: repeated header lines, rows blank in all three columns.
+        blank = [_is_name(codes, names, "") for codes, names in ((t_codes, t_names), (w_codes, w_names), (y_codes, y_uniques))]
+        all_blank = blank[0] & blank[1] & blank[2]
+        repeated = (
+            _rows_matching(header, (t_codes, t_names), (w_codes, w_names), (y_codes, y_uniques))
+            if header is not None else np.zeros_like(all_blank)
+        )
+        for mask, what in (
+            (repeated, "line(s) repeating the header ({}); were files joined with their headers?"),
+            (all_blank & ~repeated, "row(s) with no task, worker or label ({})"),
+        ):
+            if mask.any():
+                first = int(np.flatnonzero(mask)[0])
+                where = "first at " + (locate(first) if locate else f"answer {first}")
+                warn(CrowdaggWarning(f"skipped {int(mask.sum())} " + what.format(where)))
+        skip = repeated | all_blank
+        if skip.any():
+            keep = np.flatnonzero(~skip)
+            t_codes, w_codes, y_codes = t_codes[keep], w_codes[keep], y_codes[keep]
+            blank = [m[keep] for m in blank]
+            locate = locate.subset(keep) if locate else None
+        # A partly blank row is an error naming its line.
         for role, mask in zip(("task", "worker", "label"), blank):
-            if mask is not None and mask.any():
+            if mask.any():
                 row = int(np.flatnonzero(mask)[0])
                 where = locate(row) if locate else f"answer {row}"
                 raise DataError(f"blank {role} at {where} ({int(mask.sum())} blank {role} cell(s) in all)")
-        t_codes, t_names = _drop_name(t_codes, t_names, t_blank)
-        w_codes, w_names = _drop_name(w_codes, w_names, w_blank)
-        y_codes, y_uniques = _drop_name(y_codes, y_uniques, y_blank)
+        # The blank name and the header's own cells leave the vocabularies once no row uses them.
+        t_codes, t_names = _forget(t_codes, t_names, _is_removable(t_names, header, 0))
+        w_codes, w_names = _forget(w_codes, w_names, _is_removable(w_names, header, 1))
+        y_codes, y_uniques = _forget(y_codes, y_uniques, _is_removable(y_uniques, header, 2))
         if len(y_codes) == 0 and classes is None:
             raise DataError("no answers in the input (every row is blank)")
         uniques = [str(u) for u in y_uniques]
@@ -482,12 +471,12 @@ def _size(what: str, codes: np.ndarray, given: int | None, names: list | None) -
 _EDGE_SPACE = re.compile(r"(?:^|\x00)\s|\s(?:\x00|$)")
 
 
-def _encode_names(values: np.ndarray, offset: int = 0) -> tuple[np.ndarray, np.ndarray, int, int, int]:
-    """Codes in order of first appearance, stripped names, the blank name's code, cells changed, names merged.
+def _encode_names(values: np.ndarray, offset: int = 0) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """Codes in order of first appearance, stripped names, cells changed, names merged.
 
     Stripping runs on the distinct values, not the rows.  The blank name
     ``""`` (a cell that was empty or only whitespace) keeps a code so that
-    the caller can tell skipped rows from errors; it is ``-1`` when absent.
+    the caller can tell skipped rows from errors.
     ``offset`` rows at the start are not answers (a task order list) and are
     not counted as changed cells.
     """
@@ -510,8 +499,7 @@ def _encode_names(values: np.ndarray, offset: int = 0) -> tuple[np.ndarray, np.n
             n_merged = nonblank - (len(names) - int(np.any(names == "")))
             codes = remap[codes]
             uniques = names
-    hit = np.flatnonzero(uniques == "")
-    return codes.astype(np.int64, copy=False), uniques, int(hit[0]) if hit.size else -1, n_changed, n_merged
+    return codes.astype(np.int64, copy=False), uniques, n_changed, n_merged
 
 
 def header_key(text: str) -> str:
@@ -519,12 +507,25 @@ def header_key(text: str) -> str:
     return text.lstrip("\ufeff").strip().casefold()
 
 
+def _spells(names: np.ndarray, cell: str) -> np.ndarray:
+    """Which names spell the header cell ``cell`` (BOM, spaces, case aside), shape (len(names),).
+
+    One substring search over all names joined decides whether any can;
+    only then is each name compared (a Python step per distinct name).
+    """
+    key = header_key(cell)
+    found = np.zeros(len(names), dtype=bool)
+    if not key or not len(names) or key not in "\x00".join(names.tolist()).casefold():
+        return found
+    found[:] = [header_key(n) == key for n in names.tolist()]
+    return found
+
+
 def _rows_matching(header: tuple[str, str, str], *columns: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
     """Rows whose three cells spell the header, found on the distinct names."""
     mask: np.ndarray | None = None
     for name, (codes, names) in zip(header, columns):
-        key = header_key(name)
-        hits = np.asarray([i for i, n in enumerate(names.tolist()) if header_key(n) == key], dtype=np.int64)
+        hits = np.flatnonzero(_spells(names, name))
         if hits.size == 0:
             return np.zeros(len(codes), dtype=bool)
         here = np.isin(codes, hits)
@@ -532,25 +533,27 @@ def _rows_matching(header: tuple[str, str, str], *columns: tuple[np.ndarray, np.
     return mask if mask is not None else np.zeros(0, dtype=bool)
 
 
-def _drop_unused(codes: np.ndarray, names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Remove names no code uses any more, renumbering the codes (first-appearance order kept)."""
-    used = np.bincount(codes, minlength=len(names)) > 0
-    if used.all():
+def _is_removable(names: np.ndarray, header: tuple[str, str, str] | None, col: int) -> np.ndarray:
+    """Names that only skipped rows can have used: blank, or the header's own cell."""
+    removable = names == ""
+    if header is not None:
+        removable |= _spells(names, header[col])
+    return removable
+
+
+def _forget(codes: np.ndarray, names: np.ndarray, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Drop the candidate names no code uses any more, renumbering the codes (order kept)."""
+    drop = candidates & (np.bincount(codes, minlength=len(names)) == 0)
+    if not drop.any():
         return codes, names
-    new_index = np.cumsum(used) - 1
-    return new_index[codes], names[used]
+    new_index = np.cumsum(~drop) - 1
+    return new_index[codes], names[~drop]
 
 
-def _index_of(names: np.ndarray, name: str) -> int:
+def _is_name(codes: np.ndarray, names: np.ndarray, name: str) -> np.ndarray:
+    """Rows whose cell is ``name``, shape (len(codes),), bool."""
     hit = np.flatnonzero(names == name)
-    return int(hit[0]) if hit.size else -1
-
-
-def _drop_name(codes: np.ndarray, names: np.ndarray, index: int) -> tuple[np.ndarray, np.ndarray]:
-    """Remove an (unused) name from a vocabulary, renumbering the codes after it."""
-    if index < 0:
-        return codes, names
-    return codes - (codes > index), np.delete(names, index)
+    return codes == hit[0] if hit.size else np.zeros(len(codes), dtype=bool)
 
 
 def _warn_near_collisions(labels: list[str]) -> None:
