@@ -21,7 +21,7 @@ import typer
 from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
-from .errors import CrowdaggError, CrowdaggWarning, DataError, Interrupted, UsageError, render
+from .errors import CrowdaggError, CrowdaggWarning, DataError, Interrupted, UsageError, os_reason, render
 
 if TYPE_CHECKING:  # pragma: no cover
     from .evaluate import Evaluation
@@ -142,14 +142,6 @@ def _emit_warnings(caught: list[warnings.WarningMessage], spelling: Spelling | N
             _err(f"Warning: {text}")
 
 
-_OS_ERRORS: dict[type, str] = {
-    PermissionError: "permission denied",
-    IsADirectoryError: "is a directory",
-    NotADirectoryError: "not a directory",
-    FileNotFoundError: "no such file or directory",
-}
-
-
 def _describe_exception(exc: BaseException, spelling: Spelling | None = None) -> str:
     """Plain words for an exception: never a Python class name or a temporary path."""
     if isinstance(exc, CrowdaggError):
@@ -161,11 +153,8 @@ def _describe_exception(exc: BaseException, spelling: Spelling | None = None) ->
     if isinstance(exc, UnicodeError):
         return "text that is not valid UTF-8"
     if isinstance(exc, OSError):
-        what = exc.strerror or _OS_ERRORS.get(type(exc), "input/output error")
         name = exc.filename
-        if name and ".tmp" not in str(name):
-            return f"{name}: {what.lower()}"
-        return what.lower()
+        return f"{name}: {os_reason(exc)}" if name and ".tmp" not in str(name) else os_reason(exc)
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"unexpected failure{': ' + text if text else ''} (run with --verbose for the details)"
 
@@ -236,11 +225,11 @@ def _split_list(value: Optional[str]) -> Optional[list[str]]:
     return items
 
 
-def _write_stdout(text: str) -> None:
+def _write_stdout(text: str | bytes) -> None:
     """Data to stdout, through the same path as every output (closed stdout, EPIPE handled)."""
     from .output import commit, resolve
 
-    commit([(resolve("-"), text.encode("utf-8"))])
+    commit([(resolve("-"), text.encode("utf-8") if isinstance(text, str) else text)])
 
 
 def _progress(quiet: bool) -> tuple[Callable[[int, float], None] | None, Callable[[], None]]:
@@ -489,9 +478,7 @@ def evaluate(
     if out_fmt is None and sys.stdout is not None and sys.stdout.isatty():
         _print_evaluation_table(ev, sys.stdout)
         return
-    from .output import commit, resolve
-
-    commit([(resolve("-"), _evaluation_bytes(ev, out_fmt or "csv"))])
+    _write_stdout(_evaluation_bytes(ev, out_fmt or "csv"))
 
 
 _SIMULATE_SPELLING = {
@@ -570,7 +557,6 @@ def methods(
     import numpy as np
 
     from .io import output_format
-    from .output import commit, resolve
     from .render import render_table
 
     table = {
@@ -578,7 +564,7 @@ def methods(
         "class": np.array([c.__name__ for c in REGISTRY.values()], dtype=object),
         "summary": np.array([c.summary for c in REGISTRY.values()], dtype=object),
     }
-    commit([(resolve("-"), render_table(table, output_format(fmt, None)))])
+    _write_stdout(render_table(table, output_format(fmt, None)))
 
 
 def _version_callback(value: bool) -> None:

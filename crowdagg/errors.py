@@ -95,6 +95,23 @@ class ConvergenceWarning(CrowdaggWarning):
     """An iterative method stopped at ``max_iter`` before meeting ``tol``."""
 
 
+def os_reason(exc: BaseException) -> str:
+    """What went wrong with a file or stream, in plain words (no exception class, no path)."""
+    if isinstance(exc, OSError):
+        if exc.strerror:
+            return exc.strerror.lower()
+        for cls, words in (
+            (PermissionError, "permission denied"),
+            (IsADirectoryError, "is a directory"),
+            (NotADirectoryError, "not a directory"),
+            (FileNotFoundError, "no such file or directory"),
+        ):
+            if isinstance(exc, cls):
+                return words
+        return "input/output error"
+    return "it is closed" if isinstance(exc, ValueError) else "input/output error"
+
+
 def warn(warning: Warning) -> None:
     """``warnings.warn`` attributed to the caller's first line outside crowdagg.
 

@@ -47,7 +47,7 @@ import numpy as np
 from . import memory
 from .columns import LABEL_ALIASES, TASK_ALIASES, TRUTH_ALIASES, WORKER_ALIASES, map_answer_columns, map_label_columns
 from .data import AnnotationSet, DuplicatePolicy, Locator, header_key
-from .errors import CrowdaggError, CrowdaggWarning, DataError, UsageError, param, warn
+from .errors import CrowdaggError, CrowdaggWarning, DataError, UsageError, os_reason, param, warn
 from .platforms import json_type
 from .render import OUTPUT_FORMATS, render_table
 
@@ -155,7 +155,7 @@ def _read_source(
         except CrowdaggError:
             raise
         except (OSError, ValueError) as exc:
-            raise DataError(f"cannot read standard input ({_os_reason(exc)})") from None
+            raise DataError(f"cannot read standard input ({os_reason(exc)})") from None
         return data, "<stdin>", ""
     if name.startswith(EXAMPLE_PREFIX):
         p = example_path(name, role)
@@ -173,13 +173,7 @@ def _read_source(
     except FileNotFoundError:
         raise DataError(f"{name}: no such file") from None
     except OSError as exc:
-        raise DataError(f"{name}: cannot read ({_os_reason(exc)})") from None
-
-
-def _os_reason(exc: BaseException) -> str:
-    if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror.lower()
-    return "it is closed" if isinstance(exc, ValueError) else "input/output error"
+        raise DataError(f"{name}: cannot read ({os_reason(exc)})") from None
 
 
 def _decompress(data: bytes, display: str, max_memory: memory.MaxMemory = None) -> bytes:

@@ -25,7 +25,6 @@ an error: the files are still committed.
 from __future__ import annotations
 
 import contextlib
-import errno
 import gzip
 import io
 import os
@@ -38,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from . import _signals
-from .errors import DataError, UsageError
+from .errors import DataError, UsageError, os_reason
 
 _FD_PATH = re.compile(r"^/(?:dev/fd|proc/self/fd|proc/thread-self/fd|proc/(\d+)(?:/task/\d+)?/fd)/(\d+)$")
 _STD_PATHS = {"/dev/stdout": 1, "/dev/stderr": 2, "/dev/stdin": 0}
@@ -65,10 +64,6 @@ class Target:
     mode: int | None = None
     owner: tuple[int, int] | None = None
     gzip: bool = False
-
-    @property
-    def is_stdout(self) -> bool:
-        return self.kind == "fd" and self.fd == 1
 
     @property
     def where(self) -> str:
@@ -154,7 +149,7 @@ def resolve(spec: str, option: str = "") -> Target:
     except FileNotFoundError:
         st = None
     except OSError as exc:
-        raise DataError(f"{where}: {_reason(exc)}") from None
+        raise DataError(f"{where}: {os_reason(exc)}") from None
     if st is None:
         directory = os.path.dirname(real) or "."
         if not os.path.isdir(directory):
@@ -195,18 +190,9 @@ def check_distinct(targets: Sequence[Target]) -> None:
             prev = seen.get(key)
             if prev is not None and prev is not t:
                 raise UsageError(
-                    f"{_describe(prev)} and {_describe(t)} are the same file; give each output its own file"
+                    f"{prev.where} and {t.where} are the same file; give each output its own file"
                 )
             seen[key] = t
-
-
-def _describe(t: Target) -> str:
-    return t.where
-
-
-def _reason(exc: OSError) -> str:
-    """An OSError in words, without the exception class or a temporary path."""
-    return exc.strerror or errno.errorcode.get(exc.errno or 0, "input/output error")
 
 
 def encode(target: Target, data: bytes) -> bytes:
@@ -246,7 +232,7 @@ def _stream_fd(target: Target, data: bytes) -> None:
         except BrokenPipeError:
             raise _ReaderGone from None
         except OSError as exc:
-            raise DataError(f"{target.where}: cannot write ({_reason(exc)})") from None
+            raise DataError(f"{target.where}: cannot write ({os_reason(exc)})") from None
 
 
 def _write_stdio(stream: object, name: str, data: bytes) -> None:
@@ -266,8 +252,7 @@ def _write_stdio(stream: object, name: str, data: bytes) -> None:
         raise _ReaderGone from None
     except (OSError, ValueError) as exc:
         _silence_stdout()
-        reason = _reason(exc) if isinstance(exc, OSError) else "it is closed"
-        raise DataError(f"cannot write to {name} ({reason})") from None
+        raise DataError(f"cannot write to {name} ({os_reason(exc)})") from None
 
 
 def _silence_stdout() -> None:
@@ -299,7 +284,7 @@ def _stream_path(target: Target, data: bytes) -> None:
     except BrokenPipeError:
         raise _ReaderGone from None
     except OSError as exc:
-        raise DataError(f"{target.where}: cannot write ({_reason(exc)})") from None
+        raise DataError(f"{target.where}: cannot write ({os_reason(exc)})") from None
 
 
 def _temp_beside(target: Target) -> tuple[str, int]:
@@ -322,7 +307,7 @@ def _temp_beside(target: Target) -> tuple[str, int]:
         except FileExistsError:
             continue
         except OSError as exc:
-            raise DataError(f"{target.where}: cannot create a file in {directory} ({_reason(exc)})") from None
+            raise DataError(f"{target.where}: cannot create a file in {directory} ({os_reason(exc)})") from None
         return tmp, fd
     raise DataError(f"{target.where}: cannot create a temporary file in {directory}")
 
@@ -359,7 +344,7 @@ def commit(outputs: Sequence[tuple[Target, bytes]]) -> None:
                     fh.flush()
                     os.fsync(fh.fileno())  # the data are on disk before the rename makes them the file
             except OSError as exc:
-                raise DataError(f"{target.where}: cannot write ({_reason(exc)})") from None
+                raise DataError(f"{target.where}: cannot write ({os_reason(exc)})") from None
         for target, data in streams:
             try:
                 if target.kind == "fd":
@@ -378,7 +363,7 @@ def commit(outputs: Sequence[tuple[Target, bytes]]) -> None:
                 try:
                     os.replace(tmp, target.path)
                 except OSError as exc:
-                    raise DataError(f"{target.where}: cannot write ({_reason(exc)})") from None
+                    raise DataError(f"{target.where}: cannot write ({os_reason(exc)})") from None
             temps = []
     finally:
         for tmp in temps:

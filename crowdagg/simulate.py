@@ -274,13 +274,13 @@ class SimulatedCrowd:
 
 def _make_dirs(out: Path, made: list[Path]) -> None:
     """``mkdir -p out``, recording in ``made`` each directory created (outermost first)."""
-    from .errors import DataError
+    from .errors import DataError, os_reason
 
     for d in [d for d in (out, *out.parents) if not d.exists()][::-1]:
         try:
             d.mkdir()
         except OSError as exc:
-            raise DataError(f"{out}: cannot create the directory ({(exc.strerror or 'error').lower()})") from None
+            raise DataError(f"{out}: cannot create the directory ({os_reason(exc)})") from None
         made.append(d)
 
 
