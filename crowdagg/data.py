@@ -336,7 +336,7 @@ class AnnotationSet:
                    if n_extra else "")
             )
         t_codes, t_names, c_t, m_t = _encode_names(t, offset=n_extra)
-        if _is_name(t_codes[:n_extra], t_names, "").any():
+        if (t_names == "")[t_codes[:n_extra]].any():
             raise DataError("a blank task name in the list of tasks")
         t_codes = t_codes[n_extra:]
         w_codes, w_names, c_w, m_w = _encode_names(w)
@@ -351,12 +351,16 @@ class AnnotationSet:
                 )
             )
         # Rows that are not answers: repeated header lines, rows blank in all three columns.
-        blank = [_is_name(codes, names, "") for codes, names in ((t_codes, t_names), (w_codes, w_names), (y_codes, y_uniques))]
+        # Both are decided on the distinct names, then looked up per row.
+        vocab = [(t_codes, t_names), (w_codes, w_names), (y_codes, y_uniques)]
+        blank_name = [names == "" for _, names in vocab]
+        header_name = [
+            _spells(names, header[i]) if header is not None else np.zeros(len(names), dtype=bool)
+            for i, (_, names) in enumerate(vocab)
+        ]
+        blank = [b[codes] for b, (codes, _) in zip(blank_name, vocab)]
         all_blank = blank[0] & blank[1] & blank[2]
-        repeated = (
-            _rows_matching(header, (t_codes, t_names), (w_codes, w_names), (y_codes, y_uniques))
-            if header is not None else np.zeros_like(all_blank)
-        )
+        repeated = header_name[0][t_codes] & header_name[1][w_codes] & header_name[2][y_codes]
         for mask, what in (
             (repeated, "line(s) repeating the header ({}); were files joined with their headers?"),
             (all_blank & ~repeated, "row(s) with no task, worker or label ({})"),
@@ -378,9 +382,9 @@ class AnnotationSet:
                 where = locate(row) if locate else f"answer {row}"
                 raise DataError(f"blank {role} at {where} ({int(mask.sum())} blank {role} cell(s) in all)")
         # The blank name and the header's own cells leave the vocabularies once no row uses them.
-        t_codes, t_names = _forget(t_codes, t_names, _is_removable(t_names, header, 0))
-        w_codes, w_names = _forget(w_codes, w_names, _is_removable(w_names, header, 1))
-        y_codes, y_uniques = _forget(y_codes, y_uniques, _is_removable(y_uniques, header, 2))
+        t_codes, t_names = _forget(t_codes, t_names, blank_name[0] | header_name[0])
+        w_codes, w_names = _forget(w_codes, w_names, blank_name[1] | header_name[1])
+        y_codes, y_uniques = _forget(y_codes, y_uniques, blank_name[2] | header_name[2])
         if len(y_codes) == 0 and classes is None:
             raise DataError("no answers in the input (every row is blank)")
         uniques = [str(u) for u in y_uniques]
@@ -521,26 +525,6 @@ def _spells(names: np.ndarray, cell: str) -> np.ndarray:
     return found
 
 
-def _rows_matching(header: tuple[str, str, str], *columns: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
-    """Rows whose three cells spell the header, found on the distinct names."""
-    mask: np.ndarray | None = None
-    for name, (codes, names) in zip(header, columns):
-        hits = np.flatnonzero(_spells(names, name))
-        if hits.size == 0:
-            return np.zeros(len(codes), dtype=bool)
-        here = np.isin(codes, hits)
-        mask = here if mask is None else mask & here
-    return mask if mask is not None else np.zeros(0, dtype=bool)
-
-
-def _is_removable(names: np.ndarray, header: tuple[str, str, str] | None, col: int) -> np.ndarray:
-    """Names that only skipped rows can have used: blank, or the header's own cell."""
-    removable = names == ""
-    if header is not None:
-        removable |= _spells(names, header[col])
-    return removable
-
-
 def _forget(codes: np.ndarray, names: np.ndarray, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Drop the candidate names no code uses any more, renumbering the codes (order kept)."""
     drop = candidates & (np.bincount(codes, minlength=len(names)) == 0)
@@ -548,12 +532,6 @@ def _forget(codes: np.ndarray, names: np.ndarray, candidates: np.ndarray) -> tup
         return codes, names
     new_index = np.cumsum(~drop) - 1
     return new_index[codes], names[~drop]
-
-
-def _is_name(codes: np.ndarray, names: np.ndarray, name: str) -> np.ndarray:
-    """Rows whose cell is ``name``, shape (len(codes),), bool."""
-    hit = np.flatnonzero(names == name)
-    return codes == hit[0] if hit.size else np.zeros(len(codes), dtype=bool)
 
 
 def _warn_near_collisions(labels: list[str]) -> None:
