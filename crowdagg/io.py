@@ -97,6 +97,17 @@ def _check_input_size(n_bytes: float, display: str, max_memory: memory.MaxMemory
     )
 
 
+def _input_guard(display: str, max_memory: memory.MaxMemory) -> Any:
+    """``guard(n_bytes)`` for input that grows block by block: the limit is looked up once."""
+    limit = memory.limit_bytes(max_memory)[0] / PARSE_BYTES_PER_BYTE
+
+    def guard(n_bytes: float) -> None:
+        if n_bytes > limit:
+            _check_input_size(n_bytes, display, max_memory)  # words the refusal
+
+    return guard
+
+
 def _looks_binary(head: bytes) -> bool:
     """A first block with NUL bytes that is neither gzip nor UTF-16/32 with a BOM."""
     if head[:2] == b"\x1f\x8b" or head[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE):
@@ -121,6 +132,7 @@ def _read_stream(read: Any, display: str, max_memory: memory.MaxMemory) -> bytes
     """All of a stream (stdin, FIFO, device), refusing binary data and oversized input early."""
     chunks: list[bytes] = []
     total = 0
+    guard = _input_guard(display, max_memory)
     while True:
         block = read(_CHUNK)
         if not block:
@@ -130,7 +142,7 @@ def _read_stream(read: Any, display: str, max_memory: memory.MaxMemory) -> bytes
         if not chunks and _looks_binary(block):
             raise DataError(f"{display}: not a text file (NUL bytes); expected CSV, TSV, JSON or JSON Lines")
         total += len(block)
-        _check_input_size(total, display, max_memory)
+        guard(total)
         chunks.append(block)
     return b"".join(chunks)
 
@@ -182,6 +194,7 @@ def _decompress(data: bytes, display: str, max_memory: memory.MaxMemory = None) 
         return data
     out: list[bytes] = []
     total = 0
+    guard = _input_guard(display, max_memory)
     rest = data
     try:
         while rest:
@@ -194,7 +207,7 @@ def _decompress(data: bytes, display: str, max_memory: memory.MaxMemory = None) 
             while True:
                 block = d.decompress(pending, _CHUNK)
                 total += len(block)
-                _check_input_size(total, display, max_memory)
+                guard(total)
                 out.append(block)
                 pending = d.unconsumed_tail
                 if d.eof or (not block and not pending):
