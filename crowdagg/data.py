@@ -15,15 +15,18 @@ tasks x workers matrix anywhere.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
 from .errors import CrowdaggWarning, DataError, UsageError, param, warn
+from .vocab import Vocabulary
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
 
 DuplicatePolicy = Literal["keep", "first", "last", "error"]
 DUPLICATE_POLICIES: tuple[str, ...] = ("keep", "first", "last", "error")
@@ -34,9 +37,6 @@ MAX_NUMERIC_CLASSES = 20
 
 #: Class codes are int16: more classes than this are refused, never wrapped.
 MAX_CLASSES = 32767
-
-#: Bytes of one short name held as a Python str in an object array.
-_NAME_BYTES = 64
 
 
 def _label_dtype(n_classes: int) -> type[np.signedinteger]:
@@ -60,8 +60,11 @@ class AnnotationSet:
         Worker index of each answer.
     label : ndarray of int8 or int16, shape (n_answers,)
         Class index of each answer.
-    task_names, worker_names : ndarray of str (object), shapes (n_tasks,), (n_workers,)
-        Original identifiers, in order of first appearance in the input.
+    tasks, workers : Vocabulary, lengths n_tasks, n_workers
+        Original identifiers (an Arrow string array each, plus the dtype the
+        ids had in a DataFrame or Parquet input), in order of first
+        appearance in the input.  ``task_names``/``worker_names`` give them
+        as object ndarrays of str (built on first use).
     classes : tuple of str, length n_classes
         Class names; ``label`` indexes into it.
     n_duplicates : int
@@ -74,8 +77,8 @@ class AnnotationSet:
     task: np.ndarray
     worker: np.ndarray
     label: np.ndarray
-    task_names: np.ndarray
-    worker_names: np.ndarray
+    tasks: Vocabulary
+    workers: Vocabulary
     classes: tuple[str, ...]
     n_duplicates: int = 0
     duplicates: str = "keep"
@@ -83,11 +86,21 @@ class AnnotationSet:
     # ------------------------------------------------------------------ sizes
     @property
     def n_tasks(self) -> int:
-        return len(self.task_names)
+        return len(self.tasks)
 
     @property
     def n_workers(self) -> int:
-        return len(self.worker_names)
+        return len(self.workers)
+
+    @property
+    def task_names(self) -> np.ndarray:
+        """Task names, object ndarray of str, shape (n_tasks,) (Python strings, built on first use)."""
+        return self.tasks.to_numpy()
+
+    @property
+    def worker_names(self) -> np.ndarray:
+        """Worker names, object ndarray of str, shape (n_workers,) (Python strings, built on first use)."""
+        return self.workers.to_numpy()
 
     @property
     def n_classes(self) -> int:
@@ -190,24 +203,14 @@ class AnnotationSet:
         label_dtype = _label_dtype(n_classes)
         if cn is not None and len(set(cn)) != len(cn):
             raise UsageError(f"{param('classes')} lists a class twice")
-        from . import memory
-
-        memory.check(
-            _NAME_BYTES * (n_tasks * (tn is None) + n_workers * (wn is None)),
-            f"default names for {n_tasks:,} tasks and {n_workers:,} workers",
-        )
-        if tn is None:
-            tn = [str(i) for i in range(n_tasks)]
-        if wn is None:
-            wn = [str(i) for i in range(n_workers)]
         if cn is None:
             cn = [str(i) for i in range(n_classes)]
         return cls._build(
             t.astype(np.int32, copy=False),
             w.astype(np.int32, copy=False),
             y.astype(label_dtype, copy=False),
-            np.asarray(tn, dtype=object),
-            np.asarray(wn, dtype=object),
+            Vocabulary.from_strings(tn) if tn is not None else Vocabulary.range(n_tasks),
+            Vocabulary.from_strings(wn) if wn is not None else Vocabulary.range(n_workers),
             tuple(cn),
             duplicates=duplicates,
         )
@@ -218,97 +221,100 @@ class AnnotationSet:
         task: np.ndarray,
         worker: np.ndarray,
         label: np.ndarray,
-        task_names: np.ndarray,
-        worker_names: np.ndarray,
+        tasks: Vocabulary,
+        workers: Vocabulary,
         classes: tuple[str, ...],
         *,
         duplicates: DuplicatePolicy = "keep",
         locate: Locator | None = None,
     ) -> AnnotationSet:
-        """Apply the duplicate policy, sort by task and freeze.
+        """Sort by task, apply the duplicate policy and freeze.
 
         ``task``/``worker``/``label`` are in input order and owned by this
         call; ``locate`` maps an input row number to a human description
         ("file.csv line 12").  Duplicates and a single class are reported
         as :class:`~crowdagg.errors.CrowdaggWarning`.
+
+        The sort is one stable counting sort (each task's answers keep their
+        input order), so a repeated (task, worker) pair is found by one pass
+        over each task's answers -- the first in input order is the first in
+        its task.
         """
         if duplicates not in DUPLICATE_POLICIES:
             raise UsageError(
                 f"{param('duplicates')} must be one of {', '.join(DUPLICATE_POLICIES)}, got {duplicates!r}"
             )
-        n_workers = max(len(worker_names), 1)
-        key = task.astype(np.int64) * n_workers + worker
-        n_dup = 0
-        if key.size:
-            import pandas as pd
+        from .kernels import group_order, repeated_answers, sort_by_task
 
-            ks = pd.Series(key, copy=False)
-            dup_first = ks.duplicated(keep="first").to_numpy()
-            n_dup = int(dup_first.sum())
-            if n_dup:
-                if duplicates == "error":
-                    row = int(np.flatnonzero(dup_first)[0])
-                    where = locate(row) if locate else f"answer {row}"
-                    raise DataError(
-                        f"duplicate answer at {where}: worker {worker_names[worker[row]]!r} "
-                        f"already labelled task {task_names[task[row]]!r} "
-                        f"({n_dup} duplicate answer(s) in all; see {param('duplicates')})"
-                    )
-                if duplicates in ("first", "last"):
-                    keep = ~(dup_first if duplicates == "first" else ks.duplicated(keep="last").to_numpy())
-                    task, worker, label = task[keep], worker[keep], label[keep]
-                _warn_duplicates(n_dup, duplicates)
-        # Stable sort by task keeps each task's answers in input order.
-        if task.size and not bool(np.all(task[1:] >= task[:-1])):
-            from .kernels import group_order
-
-            order, _ = group_order(task, len(task_names))
-            task, worker, label = task[order], worker[order], label[order]
-        task = np.ascontiguousarray(task)
-        worker = np.ascontiguousarray(worker)
-        label = np.ascontiguousarray(label)
-        for arr in (task, worker, label):
+        n_tasks = len(tasks)
+        ptr, t_sorted, w_sorted, y_sorted = sort_by_task(task, worker, label, n_tasks)
+        n_dup, repeat = repeated_answers(
+            ptr, w_sorted, len(workers), keep="last" if duplicates == "last" else "first",
+            mark=duplicates != "keep",
+        )
+        if n_dup:
+            if duplicates == "error":
+                order, _ = group_order(task, n_tasks)
+                row = int(order[repeat].min())  # the first repeat in input order
+                where = locate(row) if locate else f"answer {row}"
+                raise DataError(
+                    f"duplicate answer at {where}: worker {workers[worker[row]]!r} "
+                    f"already labelled task {tasks[task[row]]!r} "
+                    f"({n_dup} duplicate answer(s) in all; see {param('duplicates')})"
+                )
+            if duplicates in ("first", "last"):
+                keep = ~repeat
+                t_sorted, w_sorted, y_sorted = t_sorted[keep], w_sorted[keep], y_sorted[keep]
+                ptr = np.zeros(n_tasks + 1, dtype=np.int64)
+                np.cumsum(np.bincount(t_sorted, minlength=n_tasks), out=ptr[1:])
+            _warn_duplicates(n_dup, duplicates)
+        del repeat
+        for arr in (t_sorted, w_sorted, y_sorted, ptr):
             arr.setflags(write=False)
-        if len(classes) == 1 and task.size:
+        if len(classes) == 1 and t_sorted.size:
             warn(
                 CrowdaggWarning(
                     f"only one class ({classes[0]!r}) is present: every task gets it; "
                     f"pass {param('classes')} to name the others"
                 )
             )
-        return cls(
-            task=task,
-            worker=worker,
-            label=label,
-            task_names=task_names,
-            worker_names=worker_names,
+        out = cls(
+            task=t_sorted,
+            worker=w_sorted,
+            label=y_sorted,
+            tasks=tasks,
+            workers=workers,
             classes=classes,
             n_duplicates=n_dup,
             duplicates=duplicates,
         )
+        out.__dict__["task_ptr"] = ptr  # the sort's offsets are the CSR offsets
+        return out
 
     @classmethod
     def from_names(
         cls,
-        task: Sequence[object] | np.ndarray,
-        worker: Sequence[object] | np.ndarray,
-        label: Sequence[object] | np.ndarray,
+        task: Sequence[object] | np.ndarray | pa.Array,
+        worker: Sequence[object] | np.ndarray | pa.Array,
+        label: Sequence[object] | np.ndarray | pa.Array,
         *,
         classes: Sequence[str] | None = None,
         duplicates: DuplicatePolicy = "keep",
         locate: Locator | None = None,
         label_col: str = "label",
-        task_order: Sequence[object] | np.ndarray | None = None,
+        task_order: Sequence[object] | np.ndarray | pa.Array | None = None,
         header: tuple[str, str, str] | None = None,
     ) -> AnnotationSet:
-        """Build a set from identifier columns (converted to strings).
+        """Build a set from identifier columns (Arrow arrays, numpy arrays or sequences).
 
-        Surrounding whitespace is stripped from every name (``" w1"`` is
-        ``"w1"``); how many cells changed and how many ids merged is said in
-        a warning.  Classes are inferred from the labels unless ``classes``
-        is given: numeric-looking names sort numerically, others lexically.
-        Labels that differ only by letter case or number format (``Cat`` /
-        ``cat``, ``1`` / ``1.0``) stay distinct classes, with a warning.
+        Ids become text (:func:`crowdagg.vocab.as_strings`: numbers as
+        Python writes them, missing values blank).  Surrounding whitespace
+        is stripped from every name (``" w1"`` is ``"w1"``); how many cells
+        changed and how many ids merged is said in a warning.  Classes are
+        inferred from the labels unless ``classes`` is given: numeric-looking
+        names sort numerically, others lexically.  Labels that differ only
+        by letter case or number format (``Cat`` / ``cat``, ``1`` / ``1.0``)
+        stay distinct classes, with a warning.
 
         ``task_order`` lists task names in output order, including tasks
         that have no answers (a JSON ``{task: {}}`` entry); tasks of the
@@ -316,31 +322,36 @@ class AnnotationSet:
 
         ``header`` (the task, worker and label column names) makes rows that
         repeat it -- files joined with ``cat``, a BOM, spaces or another
-        letter case aside -- skipped, with a warning.  The check runs on the
-        distinct names, not the rows.
+        letter case aside -- skipped, with a warning.
+
+        Every check runs on the distinct names (Arrow dictionary encoding),
+        then is looked up per row by code: no Python object per answer.
         """
-        t = _as_str_array(task, "task")
-        w = _as_str_array(worker, "worker")
-        y = _as_str_array(label, "label")
+        from . import vocab
+
+        (t, t_dtype), (w, w_dtype), (y, _) = (
+            vocab.as_strings(v, role) for v, role in ((task, "task"), (worker, "worker"), (label, "label"))
+        )
         if not len(t) == len(w) == len(y):
             raise DataError(f"task, worker and label columns differ in length ({len(t)}, {len(w)}, {len(y)})")
         n_extra = 0
         if task_order is not None:
-            extra = _as_str_array(task_order, "task")
+            extra, _ = vocab.as_strings(task_order, "task")
             n_extra = len(extra)
-            t = np.concatenate([extra, t])
+            t = vocab.concat([extra, t])
         if len(y) == 0 and (n_extra == 0 or classes is None):
             raise DataError(
                 "no answers in the input"
                 + (f" ({n_extra} task(s), none answered); give {param('classes')} to get their prior rows"
                    if n_extra else "")
             )
-        t_codes, t_names, c_t, m_t = _encode_names(t, offset=n_extra)
-        if (t_names == "")[t_codes[:n_extra]].any():
+        (t_codes, t_names, c_t, m_t), (w_codes, w_names, c_w, m_w), (y_codes, y_uniques, c_y, m_y) = _encode_all(
+            [(t, n_extra), (w, 0), (y, 0)]
+        )
+        del t, w, y
+        if n_extra and vocab.blank(t_names)[t_codes[:n_extra]].any():
             raise DataError("a blank task name in the list of tasks")
         t_codes = t_codes[n_extra:]
-        w_codes, w_names, c_w, m_w = _encode_names(w)
-        y_codes, y_uniques, c_y, m_y = _encode_names(y)
         changed = {"task": c_t, "worker": c_w, "label": c_y}
         if sum(changed.values()):
             detail = ", ".join(f"{k}: {v}" for k, v in changed.items() if v)
@@ -352,42 +363,51 @@ class AnnotationSet:
             )
         # Rows that are not answers: repeated header lines, rows blank in all three columns.
         # Both are decided on the distinct names, then looked up per row.
-        vocab = [(t_codes, t_names), (w_codes, w_names), (y_codes, y_uniques)]
-        blank_name = [names == "" for _, names in vocab]
+        names3 = (t_names, w_names, y_uniques)
+        codes3 = (t_codes, w_codes, y_codes)
+        blank_name = [vocab.blank(n) for n in names3]
         header_name = [
-            _spells(names, header[i]) if header is not None else np.zeros(len(names), dtype=bool)
-            for i, (_, names) in enumerate(vocab)
+            vocab.spells(n, header_key(header[i]), header_key) if header is not None else np.zeros(len(n), dtype=bool)
+            for i, n in enumerate(names3)
         ]
-        blank = [b[codes] for b, (codes, _) in zip(blank_name, vocab)]
-        all_blank = blank[0] & blank[1] & blank[2]
-        repeated = header_name[0][t_codes] & header_name[1][w_codes] & header_name[2][y_codes]
+        skip = None
+        repeated = None
+        if any(h.any() for h in header_name):
+            repeated = header_name[0][t_codes] & header_name[1][w_codes] & header_name[2][y_codes]
+        all_blank = None
+        if all(b.any() for b in blank_name):
+            all_blank = blank_name[0][t_codes] & blank_name[1][w_codes] & blank_name[2][y_codes]
         for mask, what in (
             (repeated, "line(s) repeating the header ({}); were files joined with their headers?"),
-            (all_blank & ~repeated, "row(s) with no task, worker or label ({})"),
+            (None if all_blank is None else (all_blank & ~repeated if repeated is not None else all_blank),
+             "row(s) with no task, worker or label ({})"),
         ):
-            if mask.any():
+            if mask is not None and mask.any():
                 first = int(np.flatnonzero(mask)[0])
                 where = "first at " + (locate(first) if locate else f"answer {first}")
                 warn(CrowdaggWarning(f"skipped {int(mask.sum())} " + what.format(where)))
-        skip = repeated | all_blank
-        if skip.any():
+        if repeated is not None or all_blank is not None:
+            skip = repeated if all_blank is None else (all_blank if repeated is None else repeated | all_blank)
+        if skip is not None and skip.any():
             keep = np.flatnonzero(~skip)
             t_codes, w_codes, y_codes = t_codes[keep], w_codes[keep], y_codes[keep]
-            blank = [m[keep] for m in blank]
+            codes3 = (t_codes, w_codes, y_codes)
             locate = locate.subset(keep) if locate else None
         # A partly blank row is an error naming its line.
-        for role, mask in zip(("task", "worker", "label"), blank):
-            if mask.any():
-                row = int(np.flatnonzero(mask)[0])
-                where = locate(row) if locate else f"answer {row}"
-                raise DataError(f"blank {role} at {where} ({int(mask.sum())} blank {role} cell(s) in all)")
+        for role, b, codes in zip(("task", "worker", "label"), blank_name, codes3):
+            if b.any():
+                mask = b[codes]
+                if mask.any():
+                    row = int(np.flatnonzero(mask)[0])
+                    where = locate(row) if locate else f"answer {row}"
+                    raise DataError(f"blank {role} at {where} ({int(mask.sum())} blank {role} cell(s) in all)")
         # The blank name and the header's own cells leave the vocabularies once no row uses them.
         t_codes, t_names = _forget(t_codes, t_names, blank_name[0] | header_name[0])
         w_codes, w_names = _forget(w_codes, w_names, blank_name[1] | header_name[1])
         y_codes, y_uniques = _forget(y_codes, y_uniques, blank_name[2] | header_name[2])
         if len(y_codes) == 0 and classes is None:
             raise DataError("no answers in the input (every row is blank)")
-        uniques = [str(u) for u in y_uniques]
+        uniques = [str(u) for u in y_uniques.to_pylist()]
         if classes is not None:
             class_list = [str(c).strip() for c in classes]
             if len(set(class_list)) != len(class_list):
@@ -410,14 +430,14 @@ class AnnotationSet:
             index = {c: i for i, c in enumerate(class_list)}
         dtype = _label_dtype(len(class_list))
         _warn_near_collisions(uniques)
-        remap = np.array([index[u] for u in uniques], dtype=np.int64)
-        labels = remap[y_codes].astype(dtype)
+        remap = np.array([index[u] for u in uniques], dtype=dtype)
+        labels = remap[y_codes] if len(remap) else np.zeros(0, dtype=dtype)
         return cls._build(
-            t_codes.astype(np.int32),
-            w_codes.astype(np.int32),
+            t_codes.astype(np.int32, copy=False),
+            w_codes.astype(np.int32, copy=False),
             labels,
-            np.asarray(t_names, dtype=object),
-            np.asarray(w_names, dtype=object),
+            vocab.Vocabulary(t_names, t_dtype),
+            vocab.Vocabulary(w_names, w_dtype),
             tuple(class_list),
             duplicates=duplicates,
             locate=locate,
@@ -472,10 +492,19 @@ def _size(what: str, codes: np.ndarray, given: int | None, names: list | None) -
     return n
 
 
-_EDGE_SPACE = re.compile(r"(?:^|\x00)\s|\s(?:\x00|$)")
+def _encode_all(columns: list[tuple[pa.Array, int]]) -> list[tuple[np.ndarray, pa.Array, int, int]]:
+    """:func:`_encode_names` of each column; the first (the task ids, the most distinct) in a thread of its own."""
+    if len(columns[0][0]) < 1_000_000:
+        return [_encode_names(c, offset=o) for c, o in columns]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as pool:  # Arrow releases the GIL while hashing
+        first = pool.submit(_encode_names, columns[0][0], columns[0][1])
+        rest = [_encode_names(c, offset=o) for c, o in columns[1:]]
+        return [first.result(), *rest]
 
 
-def _encode_names(values: np.ndarray, offset: int = 0) -> tuple[np.ndarray, np.ndarray, int, int]:
+def _encode_names(values: pa.Array, offset: int = 0) -> tuple[np.ndarray, pa.Array, int, int]:
     """Codes in order of first appearance, stripped names, cells changed, names merged.
 
     Stripping runs on the distinct values, not the rows.  The blank name
@@ -484,26 +513,22 @@ def _encode_names(values: np.ndarray, offset: int = 0) -> tuple[np.ndarray, np.n
     ``offset`` rows at the start are not answers (a task order list) and are
     not counted as changed cells.
     """
-    import pandas as pd
+    from . import vocab
 
-    codes, uniques = pd.factorize(values, sort=False)
-    uniques = np.asarray(uniques, dtype=object)
+    codes, uniques = vocab.encode(values)
     n_changed = 0
     n_merged = 0
-    # One scan of all distinct names finds whether any has surrounding whitespace.
-    if uniques.size and _EDGE_SPACE.search("\x00".join(uniques.tolist())):
-        stripped = np.array([u.strip() for u in uniques.tolist()], dtype=object)
-        differs = stripped != uniques
-        if differs.any():
-            counts = np.bincount(codes[offset:], minlength=len(uniques))
-            n_changed = int(counts[differs & (stripped != "")].sum())
-            remap, names = pd.factorize(stripped, sort=False)
-            names = np.asarray(names, dtype=object)
-            nonblank = int(np.count_nonzero(stripped != ""))
-            n_merged = nonblank - (len(names) - int(np.any(names == "")))
-            codes = remap[codes]
-            uniques = names
-    return codes.astype(np.int64, copy=False), uniques, n_changed, n_merged
+    stripped, differs = vocab.strip(uniques)
+    if differs.any():
+        now_blank = vocab.blank(stripped)
+        counts = np.bincount(codes[offset:], minlength=len(uniques))
+        n_changed = int(counts[differs & ~now_blank].sum())
+        remap, names = vocab.encode(stripped)
+        nonblank = int(np.count_nonzero(~now_blank))
+        n_merged = nonblank - (len(names) - int(vocab.blank(names).any()))
+        codes = remap[codes]
+        uniques = names
+    return codes, uniques, n_changed, n_merged
 
 
 def header_key(text: str) -> str:
@@ -511,27 +536,15 @@ def header_key(text: str) -> str:
     return text.lstrip("\ufeff").strip().casefold()
 
 
-def _spells(names: np.ndarray, cell: str) -> np.ndarray:
-    """Which names spell the header cell ``cell`` (BOM, spaces, case aside), shape (len(names),).
-
-    One substring search over all names joined decides whether any can;
-    only then is each name compared (a Python step per distinct name).
-    """
-    key = header_key(cell)
-    found = np.zeros(len(names), dtype=bool)
-    if not key or not len(names) or key not in "\x00".join(names.tolist()).casefold():
-        return found
-    found[:] = [header_key(n) == key for n in names.tolist()]
-    return found
-
-
-def _forget(codes: np.ndarray, names: np.ndarray, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _forget(codes: np.ndarray, names: pa.Array, candidates: np.ndarray) -> tuple[np.ndarray, pa.Array]:
     """Drop the candidate names no code uses any more, renumbering the codes (order kept)."""
+    if not candidates.any():
+        return codes, names
     drop = candidates & (np.bincount(codes, minlength=len(names)) == 0)
     if not drop.any():
         return codes, names
-    new_index = np.cumsum(~drop) - 1
-    return new_index[codes], names[~drop]
+    new_index = (np.cumsum(~drop) - 1).astype(codes.dtype)
+    return new_index[codes], names.filter(~drop)
 
 
 def _warn_near_collisions(labels: list[str]) -> None:

@@ -305,8 +305,9 @@ def detect_format(data: bytes, name: str, given: str | None) -> str:
 class RawTable:
     """A parsed input before columns are chosen: a header and string columns.
 
-    ``columns[j]`` is an object array of str (one entry per data row) for
-    ``header[j]``.  ``locate`` turns a row number into "file line N".
+    ``columns[j]`` holds the cells of ``header[j]``, one per data row: an
+    Arrow string array (CSV, TSV, Parquet) or an object array of str (JSON,
+    the exact CSV parser).  ``locate`` turns a row number into "file line N".
     ``task_order`` lists every task in output order where the format can
     name tasks without answers (JSON mappings, Label Studio).  ``fixed``
     names the task/worker/label columns when the format defines them.
@@ -330,9 +331,17 @@ class RawTable:
 
     def subset(self, rows: np.ndarray) -> RawTable:
         return RawTable(
-            self.header, [c[rows] for c in self.columns], self.locate.subset(rows), self.display,
+            self.header, [_take(c, rows) for c in self.columns], self.locate.subset(rows), self.display,
             self.task_order, self.fixed, self.notes, self.kind,
         )
+
+
+def _pylist(column: Any) -> list:
+    return column.tolist() if isinstance(column, np.ndarray) else column.to_pylist()
+
+
+def _take(column: Any, rows: np.ndarray) -> Any:
+    return column.take(rows) if hasattr(column, "take") and not isinstance(column, np.ndarray) else column[rows]
 
 
 def _json_cell(v: Any) -> str:
@@ -499,7 +508,92 @@ _FIELDS_ERROR = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
 _EOF_IN_STRING = re.compile(r"EOF inside string starting at row (\d+)")
 
 
+def _header_fields(data: bytes, sep: str) -> int:
+    """Number of fields of the header record (the first), as the parsers count them."""
+    import csv
+
+    end = data.find(b"\n")
+    head = data if end < 0 else data[: end + 1]
+    if sep == "," and b'"' in head:
+        # a quoted header cell may span lines: let the csv module find the first record
+        first = next(csv.reader(io.StringIO(data[: 1 << 20].decode("utf-8", "replace"), newline="")), [])
+        return max(len(first), 1)
+    return head.rstrip(b"\r\n").count(sep.encode()) + 1
+
+
+def _parse_delimited_arrow(data: bytes, display: str, sep: str) -> RawTable | None:
+    """Parse CSV/TSV with Arrow: every cell a string, no Python object per cell.
+
+    Returns None where Arrow cannot keep a guarantee of the exact parser
+    (:func:`_parse_delimited`): a row with another number of fields than the
+    header (short rows are padded there, long ones are an error naming the
+    line), a parse error (named by line there), or text Arrow reads
+    differently.  Lines holding only whitespace are skipped, as there.
+    """
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+
+    from .kernels import scan_records
+
+    n_cols = _header_fields(data, sep)
+    quoting = sep == "," and b'"' in data
+    irregular: list[bool] = []
+    n_blank = [0]
+
+    def invalid_row(row: Any) -> str:
+        first, _, rest = row.text.partition(sep)
+        if row.text.strip(" \t\x0b\x0c\r\n") or rest.replace(sep, ""):
+            irregular.append(True)
+        else:
+            n_blank[0] += 1  # a line of spaces: not a row (the exact parser's rule)
+        return "skip"
+
+    names = [f"f{i}" for i in range(n_cols)]
+    try:
+        table = pcsv.read_csv(
+            pa.py_buffer(data),
+            read_options=pcsv.ReadOptions(column_names=names, block_size=1 << 24),
+            parse_options=pcsv.ParseOptions(
+                delimiter=sep, quote_char='"' if sep == "," else False, double_quote=True,
+                escape_char=False, newlines_in_values=quoting, ignore_empty_lines=True,
+                invalid_row_handler=invalid_row,
+            ),
+            convert_options=pcsv.ConvertOptions(
+                column_types={n: pa.string() for n in names}, strings_can_be_null=False,
+                quoted_strings_can_be_null=False, check_utf8=False,
+            ),
+        )
+    except (pa.ArrowInvalid, pa.ArrowException):
+        return None
+    if irregular:
+        return None
+    n_rows = table.num_rows - 1
+    if n_rows < 0:
+        return None
+    columns = [table.column(i) for i in range(n_cols)]
+    header = [c[0].as_py() for c in columns]
+    columns = [c.slice(1) for c in columns]
+    del table
+    n_newlines = data.count(b"\n")
+    single_line = n_newlines + (not data.endswith(b"\n")) == n_rows + 1
+    if single_line and not n_blank[0] and sep == "," and not (quoting and data.count(b'"') % 2):
+        return RawTable(header, columns, Locator(display, first_line=2), display)
+    # Blank lines were skipped, a quoted cell spans lines, or (TSV) a blank line has every field:
+    # find each row's line, and drop rows that are blank lines.
+    lines, blank, blank_other, bad_other = scan_records(data, sep, quoting, n_cols)
+    if len(lines) != n_rows or blank_other != n_blank[0] or bad_other:
+        return None  # the scan and the parser disagree: leave it to the exact parser
+    table_out = RawTable(header, columns, Locator(display, lines=lines), display)
+    return table_out.subset(np.flatnonzero(~blank)) if blank.any() else table_out
+
+
 def _parse_delimited(data: bytes, display: str, sep: str) -> RawTable:
+    parsed = _parse_delimited_arrow(data, display, sep) if data.strip() else None
+    return parsed if parsed is not None else _parse_delimited_exact(data, display, sep)
+
+
+def _parse_delimited_exact(data: bytes, display: str, sep: str) -> RawTable:
+    """The exact (pandas) parser: every irregular input; slower, with Python objects per cell."""
     import csv
 
     import pandas as pd
@@ -739,8 +833,8 @@ def read_task_labels(
     if table.n_rows == 0:
         raise DataError(f"{table.display}: no rows (header only?)")
     out: dict[str, str] = {}
-    tasks = table.column(t_col).tolist()
-    labels = table.column(y_col).tolist()
+    tasks = _pylist(table.column(t_col))
+    labels = _pylist(table.column(y_col))
     skipped = []
     header_keys = (header_key(t_col), header_key(y_col))
     repeats = []

@@ -260,3 +260,175 @@ class EMWorkspace:
         if self.counts.shape[0] == 1:
             return self.counts[0], self.class_tot[0]
         return self.counts.sum(axis=0), self.class_tot.sum(axis=0)
+
+
+# --------------------------------------------------------------------------- ingest
+@njit(cache=True, nogil=True)
+def _sort_by_task(task, worker, label, n_tasks):  # pragma: no cover - compiled
+    """Stable counting sort by task, fused: one counting pass, one scatter of worker and label."""
+    n = task.shape[0]
+    ptr = np.zeros(n_tasks + 1, dtype=np.int64)
+    for i in range(n):
+        ptr[task[i] + 1] += 1
+    for t in range(n_tasks):
+        ptr[t + 1] += ptr[t]
+    fill = ptr[:-1].copy()
+    w_out = np.empty_like(worker)
+    y_out = np.empty_like(label)
+    for i in range(n):
+        t = task[i]
+        p = fill[t]
+        w_out[p] = worker[i]
+        y_out[p] = label[i]
+        fill[t] = p + 1
+    t_out = np.empty_like(task)
+    for t in range(n_tasks):
+        for p in range(ptr[t], ptr[t + 1]):
+            t_out[p] = t
+    return ptr, t_out, w_out, y_out
+
+
+def sort_by_task(
+    task: np.ndarray, worker: np.ndarray, label: np.ndarray, n_tasks: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(task_ptr, task, worker, label) sorted by task, stable (each task's answers keep input order).
+
+    O(L + n_tasks), one pass to count and one to scatter.
+    """
+    return _sort_by_task(
+        np.ascontiguousarray(task), np.ascontiguousarray(worker), np.ascontiguousarray(label), int(n_tasks)
+    )
+
+
+@njit(cache=True, nogil=True)
+def _repeats(task_ptr, worker, n_workers, from_end, mark):  # pragma: no cover - compiled
+    n_tasks = task_ptr.shape[0] - 1
+    last = np.full(n_workers, -1, dtype=np.int64)  # the last task each worker was seen on
+    out = np.zeros(worker.shape[0] if mark else 0, dtype=np.bool_)
+    count = 0
+    for t in range(n_tasks):
+        lo = task_ptr[t]
+        hi = task_ptr[t + 1]
+        for j in range(hi - lo):
+            p = hi - 1 - j if from_end else lo + j
+            w = worker[p]
+            if last[w] == t:
+                count += 1
+                if mark:
+                    out[p] = True
+            else:
+                last[w] = t
+    return count, out
+
+
+def repeated_answers(
+    task_ptr: np.ndarray, worker: np.ndarray, n_workers: int, *, keep: str = "first", mark: bool = True
+) -> tuple[int, np.ndarray]:
+    """Answers repeating a (task, worker) pair, on answers sorted by task.
+
+    One pass over each task's answers with each worker's last-seen task
+    (O(L + n_workers), no hashing).  ``keep="first"`` flags every repeat
+    after the first in input order, ``"last"`` every one before the last.
+    Returns (count, bool mask of shape (L,)) -- the mask is empty when not
+    ``mark``.
+    """
+    return _repeats(task_ptr, np.ascontiguousarray(worker), max(int(n_workers), 1), keep == "last", mark)
+
+
+@njit(cache=True, nogil=True)
+def _scan_records(buf, sep, quoting, n_cols, fill, lines, ws_only):  # pragma: no cover - compiled
+    """One pass over delimited text: each record's first line, field count and whether it is blank.
+
+    Records end at LF, CR or CRLF outside quotes; with ``quoting`` a field
+    opening with ``"`` runs to the closing quote (``""`` inside is a quote).
+    A record is *blank* when it is all ASCII whitespace, with its first field
+    holding any of it and its other fields empty (a line of spaces, or of
+    bare tabs in TSV; ``,,`` is a row of blank cells).  Records with ``n_cols`` fields (the rows a parser keeps)
+    after the first (the header) are counted and, with ``fill``, their
+    first line and blankness stored.  Returns (kept rows, blank non-empty
+    records with another field count, other records with another field
+    count); empty lines count nowhere.
+    """
+    n = buf.shape[0]
+    i = 0
+    line = 1
+    record = 0
+    kept = 0
+    blank_other = 0
+    bad_other = 0
+    while i < n:
+        start_line = line
+        start = i
+        fields = 1
+        blank = True
+        at_field_start = True
+        while i < n:
+            c = buf[i]
+            if quoting and at_field_start and c == 34:
+                blank = False
+                i += 1
+                while i < n:
+                    c = buf[i]
+                    if c == 10:
+                        line += 1
+                    if c == 34:
+                        if i + 1 < n and buf[i + 1] == 34:
+                            i += 2
+                            continue
+                        break
+                    i += 1
+                if i >= n:
+                    bad_other += 1  # a quoted field never closed
+                i += 1
+                at_field_start = False
+                continue
+            if c == 10 or c == 13:
+                break
+            if c == sep:
+                fields += 1
+                at_field_start = True
+                if sep != 9:
+                    blank = False  # ",," is a row of blank cells, not a blank line
+            else:
+                at_field_start = False
+                if fields > 1 or not (c == 32 or c == 9 or c == 11 or c == 12):
+                    blank = False  # a byte in a later field, or a non-space in the first
+            i += 1
+        end = i
+        # the line end: LF, CR or CRLF
+        if i < n:
+            if buf[i] == 13 and i + 1 < n and buf[i + 1] == 10:
+                i += 1
+            if buf[i] == 10:
+                line += 1
+            i += 1
+        if record > 0:
+            if fields == n_cols:
+                if fill:
+                    lines[kept] = start_line
+                    ws_only[kept] = blank
+                kept += 1
+            elif blank:
+                if end > start:  # empty lines are not rows at all
+                    blank_other += 1
+            else:
+                bad_other += 1
+        record += 1
+    return kept, blank_other, bad_other
+
+
+def scan_records(data: bytes, sep: str, quoting: bool, n_cols: int) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """(first line of each kept data row, which kept rows are blank lines, blank others, bad others).
+
+    Kept rows are the records after the header with exactly ``n_cols``
+    fields -- the rows a delimited-text parser returns -- so ``lines[r]`` is
+    the physical line where row ``r`` starts.
+    """
+    buf = np.frombuffer(data, dtype=np.uint8)
+    s, q, k = ord(sep), bool(quoting), int(n_cols)
+    empty_l, empty_b = np.zeros(0, np.int64), np.zeros(0, np.bool_)
+    kept, blank_other, bad_other = _scan_records(buf, s, q, k, False, empty_l, empty_b)
+    lines = np.empty(kept, dtype=np.int64)
+    ws = np.empty(kept, dtype=np.bool_)
+    _scan_records(buf, s, q, k, True, lines, ws)
+    return lines, ws, blank_other, bad_other

@@ -116,7 +116,7 @@ class TieBreaker:
     class index by splitmix64.
     """
 
-    def __init__(self, task_names: np.ndarray, seed: int) -> None:
+    def __init__(self, task_names: Any, seed: int) -> None:
         self.task_names = task_names
         self.key = f"{int(seed) & (2**64 - 1):016x}"
 

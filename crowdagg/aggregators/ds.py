@@ -215,7 +215,7 @@ class DawidSkene(Aggregator):
                     f"raise {param('max_iter')} or loosen {param('tol')}"
                 )
             )
-        labels = argmax_random_ties(post, TieBreaker(data.task_names, seed), atol=1e-12)
+        labels = argmax_random_ties(post, TieBreaker(data.tasks, seed), atol=1e-12)
         accuracy = np.diagonal(confusion, axis1=1, axis2=2)[:, 0].copy() if self.name == "onecoin" else None
         return make_result(
             self.name, data, post, labels, prior, confusion,

@@ -54,7 +54,7 @@ class MajorityVote(Aggregator):
         answered = ~empty
         prior = post[answered].mean(axis=0) if answered.any() else np.full(data.n_classes, 1.0 / data.n_classes)
         fill_empty_rows(post, empty, prior)
-        labels = argmax_random_ties(post, TieBreaker(data.task_names, seed))
+        labels = argmax_random_ties(post, TieBreaker(data.tasks, seed))
         return make_result(
             self.name, data, post, labels, prior,
             lambda: posterior_confusion(data, post, REPORT_SMOOTHING)[1],

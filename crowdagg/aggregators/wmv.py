@@ -69,7 +69,7 @@ class WeightedMajorityVote(Aggregator):
 
         max_iter = self.check_params()["max_iter"]
         k = data.n_classes
-        ties = TieBreaker(data.task_names, seed)
+        ties = TieBreaker(data.tasks, seed)
         labels = argmax_random_ties(soft_majority_vote(data), ties)
         n_answers = data.answers_per_worker
         converged = False
@@ -104,7 +104,7 @@ class WeightedMajorityVote(Aggregator):
             # Tasks without answers get the class prior (the mean posterior of the others), like every method.
             fill_empty_rows(post, empty, prior)
             rows = np.flatnonzero(empty)
-            labels[rows] = argmax_random_ties(post[rows], TieBreaker(data.task_names[rows], seed))
+            labels[rows] = argmax_random_ties(post[rows], TieBreaker(data.tasks[rows], seed))
         return make_result(
             self.name, data, post, labels, prior, lambda: one_coin_matrices(accuracy, k),
             n_iter=it, converged=converged, accuracy=accuracy,

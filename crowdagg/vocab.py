@@ -1,0 +1,310 @@
+"""Vocabularies: the names behind task, worker and class codes, kept as Arrow arrays.
+
+A :class:`Vocabulary` maps codes ``0..n-1`` to names.  The names live in one
+Arrow ``string`` array (no Python object per name), in order of first
+appearance in the input, so 10 million task ids cost their bytes plus one
+offset each.  ``dtype`` remembers the type the ids had before they became
+text (``"int64"`` for an integer DataFrame or Parquet column, ``None`` for
+text), so that a later view can give them back in that type.
+
+Names are always text, by one rule whatever the source: a CSV cell is its
+text; a typed DataFrame or Parquet column becomes text as Python writes the
+value -- integers in decimal, floats as their shortest round-trip text
+(``repr``), booleans ``True``/``False``; a missing value is blank.
+
+The helpers below work on the distinct names (a dictionary), never on rows:
+stripping surrounding whitespace, spotting blank names and names that spell
+a header cell.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
+
+#: Every character Python's ``str.strip()`` removes, as an RE2 character class.
+_PY_SPACE = "".join(chr(c) for c in range(0x3001) if chr(c).isspace())
+_SPACE_CLASS = "[" + "".join(f"\\x{{{ord(c):x}}}" for c in _PY_SPACE) + "]"
+_EDGE_SPACE_RE = f"^{_SPACE_CLASS}|{_SPACE_CLASS}$"
+
+
+class Vocabulary:
+    """Names for codes ``0..n-1``: an Arrow string array plus the ids' original dtype.
+
+    Parameters
+    ----------
+    names : pyarrow string array, shape (n,)
+        Distinct names, no nulls.
+    dtype : str or None
+        The dtype the ids had before they became text (DataFrame or Parquet
+        input), ``None`` for text.
+
+    ``len(v)``, ``v[i]`` (a str), ``v[rows]`` (an object ndarray) and
+    ``v.to_numpy()`` (an object ndarray of all names, built once on first
+    use) give the names to Python; writers use :attr:`names` directly.
+    """
+
+    __slots__ = ("names", "dtype", "__dict__")
+
+    def __init__(self, names: pa.Array, dtype: str | None = None) -> None:
+        import pyarrow as pa
+
+        if isinstance(names, pa.ChunkedArray):
+            names = names.combine_chunks()
+        if names.type != pa.string():
+            names = names.cast(pa.string())
+        self.names = names
+        self.dtype = dtype
+
+    @classmethod
+    def from_strings(cls, names: Iterable[str] | np.ndarray, dtype: str | None = None) -> Vocabulary:
+        import pyarrow as pa
+
+        values = names if isinstance(names, np.ndarray) else list(names)
+        return cls(pa.array(values, type=pa.string()), dtype)
+
+    @classmethod
+    def range(cls, n: int) -> Vocabulary:
+        """Names ``"0" .. str(n-1)`` (codes given without names)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        return cls(pc.cast(pa.array(np.arange(n, dtype=np.int64)), pa.string()))
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, (int, np.integer)):
+            return self.names[int(index)].as_py()
+        rows = np.asarray(index)
+        if rows.dtype == bool:
+            rows = np.flatnonzero(rows)
+        return self.names.take(rows.astype(np.int64, copy=False)).to_numpy(zero_copy_only=False).astype(object)
+
+    def __iter__(self) -> Any:
+        return iter(self.to_numpy().tolist())
+
+    def __repr__(self) -> str:
+        shown = ", ".join(repr(n) for n in self.names[:3].to_pylist())
+        more = ", ..." if len(self) > 3 else ""
+        return f"Vocabulary([{shown}{more}], n={len(self)}" + (f", dtype={self.dtype!r})" if self.dtype else ")")
+
+    @cached_property
+    def _numpy(self) -> np.ndarray:
+        out = self.names.to_numpy(zero_copy_only=False).astype(object)
+        out.setflags(write=False)
+        return out
+
+    def to_numpy(self) -> np.ndarray:
+        """All names as a read-only object ndarray of str, shape (n,) (built once, on first use)."""
+        return self._numpy
+
+    def tolist(self) -> list[str]:
+        return self.to_numpy().tolist()
+
+    def index(self, name: str) -> int:
+        """Code of ``name``; ValueError if absent."""
+        import pyarrow.compute as pc
+
+        i = pc.index(self.names, name).as_py()
+        if i < 0:
+            raise ValueError(name)
+        return int(i)
+
+    def equals(self, other: Vocabulary) -> bool:
+        return self.dtype == other.dtype and self.names.equals(other.names)
+
+
+# --------------------------------------------------------------------------- names from columns
+def as_strings(values: Any, role: str = "name") -> tuple[pa.Array, str | None]:
+    """Any column of ids as (Arrow string array without nulls, original dtype or None).
+
+    Accepts Arrow arrays (string, dictionary, numbers, booleans), numpy
+    arrays and sequences.  Missing values become blank; bytes are decoded as
+    UTF-8; numbers become text as Python writes them.
+    """
+    import pyarrow as pa
+
+    from .errors import DataError
+
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        return _arrow_strings(values, role)
+    arr = np.asarray(values, dtype=object) if not isinstance(values, np.ndarray) else values
+    if arr.ndim != 1:
+        raise DataError(f"{role} names must be one-dimensional, got an array of shape {arr.shape}")
+    if arr.dtype.kind in "iub":
+        return _arrow_strings(pa.array(arr), role)
+    if arr.dtype.kind == "f":
+        return _arrow_strings(pa.array(arr, from_pandas=True), role)
+    if arr.dtype.kind in "US":
+        arr = arr.astype(object)
+    return pa.array(_python_strings(arr, role), type=pa.string()), None
+
+
+def _arrow_strings(arr: Any, role: str) -> tuple[pa.Array, str | None]:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from .errors import DataError
+
+    t = arr.type
+    if isinstance(arr, pa.ChunkedArray):
+        if pa.types.is_string(t) and not arr.null_count:
+            return arr, None  # hashed chunk by chunk: never copied into one array
+        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    if pa.types.is_dictionary(t):
+        arr = arr.dictionary_decode()
+        t = arr.type
+    dtype: str | None = None
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        out = arr.cast(pa.string()) if not pa.types.is_string(t) else arr
+    elif pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        try:
+            out = arr.cast(pa.string())
+        except pa.ArrowInvalid:
+            raise DataError(f"a {role} name is not UTF-8 text") from None
+    elif pa.types.is_integer(t):
+        dtype = str(t)
+        out = pc.cast(arr, pa.string())
+    elif pa.types.is_boolean(t):
+        dtype = "bool"
+        out = pc.if_else(arr, "True", "False")
+    elif pa.types.is_floating(t):
+        from .render import float_strings
+
+        dtype = str(t)
+        values = arr.cast(pa.float64())
+        out = float_strings(values, nan_as="nan")
+    elif pa.types.is_null(t):
+        out = pa.array([""] * len(arr), type=pa.string())
+    elif pa.types.is_nested(t):
+        raise DataError(f"the {role} column holds {t} values, not ids")
+    else:
+        dtype = str(t)
+        out = pc.cast(arr, pa.string())
+    if out.null_count:
+        out = pc.fill_null(out, "")
+    return out, dtype
+
+
+def _python_strings(arr: np.ndarray, role: str) -> np.ndarray:
+    """An object array as str values: missing (None, NaN, NA) blank, bytes decoded."""
+    from pandas.api.types import infer_dtype
+
+    from .errors import DataError
+
+    if arr.size == 0 or infer_dtype(arr, skipna=False) == "string":
+        return arr
+    import pandas as pd
+
+    missing = pd.isna(arr)
+    out = np.empty(arr.size, dtype=object)
+    for i, v in enumerate(arr.tolist()):
+        if missing[i]:
+            out[i] = ""
+        elif isinstance(v, bytes):
+            try:
+                out[i] = v.decode("utf-8")
+            except UnicodeDecodeError:
+                raise DataError(f"{role} name {v!r} is not UTF-8 text") from None
+        else:
+            out[i] = v if isinstance(v, str) else str(v)
+    return out
+
+
+# --------------------------------------------------------------------------- dictionary encoding
+def encode(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
+    """(codes int32 in order of first appearance, distinct names) of a string column.
+
+    Arrow's hash dictionary encoding; one memo table across chunks, so the
+    codes of all chunks share one dictionary.
+    """
+    import pyarrow as pa
+
+    enc = values.dictionary_encode()
+    if isinstance(enc, pa.ChunkedArray):
+        if enc.num_chunks == 0:
+            return np.zeros(0, dtype=np.int32), pa.array([], type=pa.string())
+        dictionary = enc.chunk(enc.num_chunks - 1).dictionary
+        parts = [c.indices.to_numpy(zero_copy_only=False) for c in enc.chunks]
+        codes = np.concatenate(parts) if len(parts) != 1 else parts[0]
+    else:
+        dictionary = enc.dictionary
+        codes = enc.indices.to_numpy(zero_copy_only=False)
+    return codes.astype(np.int32, copy=False), dictionary
+
+
+def edge_space(names: pa.Array) -> np.ndarray:
+    """Which names start or end with whitespace (Python's ``str.isspace`` set), bool shape (n,)."""
+    import pyarrow.compute as pc
+
+    if len(names) == 0:
+        return np.zeros(0, dtype=bool)
+    return pc.match_substring_regex(names, _EDGE_SPACE_RE).to_numpy(zero_copy_only=False)
+
+
+def strip(names: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """(names with surrounding whitespace stripped, which ones changed); a Python step per changed name only."""
+    import pyarrow as pa
+
+    changed = edge_space(names)
+    if not changed.any():
+        return names, changed
+    rows = np.flatnonzero(changed)
+    fixed = [s.strip() for s in names.take(rows).to_pylist()]
+    keep = np.ones(len(names), dtype=bool)
+    keep[rows] = False
+    # Rebuild: replace the changed entries (indices into a concatenation).
+    both = pa.concat_arrays([names, pa.array(fixed, type=pa.string())])
+    index = np.arange(len(names), dtype=np.int64)
+    index[rows] = len(names) + np.arange(len(rows))
+    return both.take(index), changed
+
+
+def spells(names: pa.Array, key: str, header_key: Any) -> np.ndarray:
+    """Which names spell the header cell whose key is ``key`` (BOM, spaces, letter case aside).
+
+    A case-insensitive substring search over the names finds the few
+    candidates; each candidate is then compared in Python.
+    """
+    import pyarrow.compute as pc
+
+    found = np.zeros(len(names), dtype=bool)
+    if not key or not len(names):
+        return found
+    if key.isascii():
+        cand = pc.match_substring(names, key, ignore_case=True).to_numpy(zero_copy_only=False)
+    else:  # a non-ASCII header cell (rare): compare every name
+        cand = np.ones(len(names), dtype=bool)
+    rows = np.flatnonzero(cand)
+    found[rows] = [header_key(n) == key for n in names.take(rows).to_pylist()]
+    return found
+
+
+def blank(names: pa.Array) -> np.ndarray:
+    """Which names are empty, bool shape (n,)."""
+    import pyarrow.compute as pc
+
+    if len(names) == 0:
+        return np.zeros(0, dtype=bool)
+    return pc.equal(pc.binary_length(names), 0).to_numpy(zero_copy_only=False)
+
+
+def concat(parts: Sequence[pa.Array | pa.ChunkedArray]) -> pa.Array | pa.ChunkedArray:
+    """One column from several (chunks are kept, never copied)."""
+    import pyarrow as pa
+
+    if len(parts) == 1:
+        return parts[0]
+    chunks = [c for p in parts for c in (p.chunks if isinstance(p, pa.ChunkedArray) else [p])]
+    return pa.chunked_array(chunks, type=pa.string())
+
+
+__all__ = ["Vocabulary", "as_strings", "encode", "strip", "spells", "blank", "edge_space"]
