@@ -298,10 +298,10 @@ VerboseOpt = typer.Option(False, "--verbose", "-v", help="Show tracebacks on err
 @app.command()
 @handle_errors()
 def aggregate(
-    input: str = typer.Argument(..., metavar="INPUT", help="Answers file (CSV/TSV/JSON/JSONL, optionally .gz; MTurk, Toloka, Label Studio exports), or - for stdin."),
+    input: list[str] = typer.Argument(..., metavar="INPUT...", help="Answers file(s) (CSV/TSV/JSON/JSONL/Parquet, optionally .gz; MTurk, Toloka, Label Studio exports), - for stdin, a directory, or a quoted glob ('batches/*.parquet'); several are read as one data set."),
     method: str = typer.Option("ds", "--method", "-m", help="Aggregation method (see `crowdagg methods`)."),
     output: Optional[str] = typer.Option(None, "--output", "-o", help="Write here instead of stdout (a regular file is replaced atomically)."),
-    fmt: Optional[str] = typer.Option(None, "--format", "-f", help="csv, tsv, jsonl or json (default: from -o's extension, else csv)."),
+    fmt: Optional[str] = typer.Option(None, "--format", "-f", help="csv, tsv, jsonl, json or parquet (default: from -o's extension, else csv)."),
     proba: bool = typer.Option(False, "--proba", help="Add n_answers and one p_<class> posterior column per class."),
     workers: Optional[str] = typer.Option(None, "--workers", help="Write each worker's confusion matrix (long form) and accuracy here."),
     truth: Optional[str] = typer.Option(None, "--truth", help="Gold labels file: print accuracy etc. to stderr."),
@@ -312,7 +312,7 @@ def aggregate(
     gold_label_col: Optional[str] = typer.Option(None, "--gold-label-col", help="Label column of --gold."),
     classes: Optional[str] = typer.Option(None, "--classes", help="Comma-separated class set, in order (includes classes nobody chose)."),
     duplicates: str = typer.Option("keep", "--duplicates", help="Repeated (task, worker) answers: keep, first, last or error."),
-    input_format: Optional[str] = typer.Option(None, "--input-format", help="csv, tsv, json or jsonl (default: from extension/content)."),
+    input_format: Optional[str] = typer.Option(None, "--input-format", help="csv, tsv, json, jsonl or parquet (default: from content/extension)."),
     task_col: Optional[str] = typer.Option(None, "--task-col", help="Task column (default: task, an alias such as item, or a platform's column)."),
     worker_col: Optional[str] = typer.Option(None, "--worker-col", help="Worker column (default: worker, an alias such as annotator, or a platform's column)."),
     label_col: Optional[str] = typer.Option(None, "--label-col", help="Label column (default: label, an alias such as answer, or a platform's column)."),
@@ -337,7 +337,7 @@ def aggregate(
 
     Example: cat answers.jsonl | crowdagg aggregate - --method mv --format jsonl | jq .label
     """
-    from . import memory
+    from . import _timing, memory
     from .aggregators import aggregate as run_method
     from .aggregators import get_method
     from .data import DUPLICATE_POLICIES
@@ -346,11 +346,15 @@ def aggregate(
     from .render import render_table
 
     # 1. Everything that can be checked without reading the data.
+    for spec in input:
+        _require_values(input=spec)
     _require_values(
-        input=input, output=output, format=fmt, workers=workers, truth=truth, gold=gold,
+        output=output, format=fmt, workers=workers, truth=truth, gold=gold,
         input_format=input_format, classes=classes, max_memory=max_memory,
     )
-    _stdin_once(input=input, truth=truth, gold=gold)
+    if input.count("-") > 1:
+        raise UsageError("INPUT gives standard input (-) twice; it can be read only once")
+    _stdin_once(input="-" if "-" in input else None, truth=truth, gold=gold)
     cls = get_method(method)
     params: dict[str, Any] = {"seed": seed}
     given = {"max_iter": max_iter, "tol": tol, "smoothing": smoothing}
@@ -385,11 +389,15 @@ def aggregate(
             truth, task_col=truth_task_col, label_col=truth_label_col,
             options={"task": "--truth-task-col", "label": "--truth-label-col"},
         )
+    from .kernels import announce_compilation
+
+    announce_compilation(sys.stderr)
     data = load_annotations(
-        input, input_format=input_format, task_col=task_col, worker_col=worker_col,
+        list(input), input_format=input_format, task_col=task_col, worker_col=worker_col,
         label_col=label_col, classes=class_list, duplicates=duplicates,  # type: ignore[arg-type]
         max_memory=max_memory,
     )
+    _timing.note(answers=data.n_answers, tasks=data.n_tasks, workers=data.n_workers, classes=data.n_classes)
     # The outputs' size is known now: refuse before fitting, not after.
     k = data.n_classes
     _check_render_memory(
@@ -402,18 +410,22 @@ def aggregate(
         )
     callback, stop = _progress(quiet)
     try:
-        result = run_method(data, method, callback=callback, max_memory=max_memory, **params)
+        with _timing.stage("fit"):
+            result = run_method(data, method, callback=callback, max_memory=max_memory, **params)
     finally:
         stop()
+    _timing.note(iterations=result.n_iter, converged=result.converged)
     # 3. Evaluation (it can fail: nothing written yet).
     summary = None
     if truth_labels is not None:
         summary = _evaluate_run(data, result, truth_labels, params.get("gold"))
     # 4. Render everything, then write all or nothing.
-    outputs = [(targets[0], render_table(result.table(proba=proba), out_fmt, key="task"))]
-    if workers and workers_fmt:
-        outputs.append((targets[1], render_table(result.workers_table(), workers_fmt, key="worker")))
-    commit(outputs)
+    with _timing.stage("render"):
+        outputs = [(targets[0], render_table(result.table(proba=proba), out_fmt, key="task"))]
+        if workers and workers_fmt:
+            outputs.append((targets[1], render_table(result.workers_table(), workers_fmt, key="worker")))
+    with _timing.stage("write"):
+        commit(outputs)
     if summary is not None:
         ev, note = summary
         if sys.stderr is not None and sys.stderr.isatty():

@@ -18,10 +18,11 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from . import _timing
 from .errors import CrowdaggWarning, DataError, UsageError, param, warn
 from .vocab import Vocabulary
 
@@ -303,7 +304,7 @@ class AnnotationSet:
         locate: Locator | None = None,
         label_col: str = "label",
         task_order: Sequence[object] | np.ndarray | pa.Array | None = None,
-        header: tuple[str, str, str] | None = None,
+        header: tuple[str, str, str] | Sequence[tuple[str, str, str]] | None = None,
     ) -> AnnotationSet:
         """Build a set from identifier columns (Arrow arrays, numpy arrays or sequences).
 
@@ -320,9 +321,10 @@ class AnnotationSet:
         that have no answers (a JSON ``{task: {}}`` entry); tasks of the
         answers missing from it follow in order of appearance.
 
-        ``header`` (the task, worker and label column names) makes rows that
-        repeat it -- files joined with ``cat``, a BOM, spaces or another
-        letter case aside -- skipped, with a warning.
+        ``header`` (the task, worker and label column names, or a list of
+        such triples when several files were joined) makes rows that repeat
+        it -- files joined with ``cat``, a BOM, spaces or another letter case
+        aside -- skipped, with a warning.
 
         Every check runs on the distinct names (Arrow dictionary encoding),
         then is looked up per row by code: no Python object per answer.
@@ -345,9 +347,10 @@ class AnnotationSet:
                 + (f" ({n_extra} task(s), none answered); give {param('classes')} to get their prior rows"
                    if n_extra else "")
             )
-        (t_codes, t_names, c_t, m_t), (w_codes, w_names, c_w, m_w), (y_codes, y_uniques, c_y, m_y) = _encode_all(
-            [(t, n_extra), (w, 0), (y, 0)]
-        )
+        with _timing.stage("encode"):
+            (t_codes, t_names, c_t, m_t), (w_codes, w_names, c_w, m_w), (y_codes, y_uniques, c_y, m_y) = _encode_all(
+                [(t, n_extra), (w, 0), (y, 0)]
+            )
         del t, w, y
         if n_extra and vocab.blank(t_names)[t_codes[:n_extra]].any():
             raise DataError("a blank task name in the list of tasks")
@@ -366,10 +369,11 @@ class AnnotationSet:
         names3 = (t_names, w_names, y_uniques)
         codes3 = (t_codes, w_codes, y_codes)
         blank_name = [vocab.blank(n) for n in names3]
-        header_name = [
-            vocab.spells(n, header_key(header[i]), header_key) if header is not None else np.zeros(len(n), dtype=bool)
-            for i, n in enumerate(names3)
-        ]
+        headers: list[Any] = [] if header is None else ([header] if isinstance(header[0], str) else list(header))
+        header_name = [np.zeros(len(n), dtype=bool) for n in names3]
+        for h in dict.fromkeys(tuple(h) for h in headers):
+            for i, n in enumerate(names3):
+                header_name[i] |= vocab.spells(n, header_key(h[i]), header_key)
         skip = None
         repeated = None
         if any(h.any() for h in header_name):
@@ -432,16 +436,19 @@ class AnnotationSet:
         _warn_near_collisions(uniques)
         remap = np.array([index[u] for u in uniques], dtype=dtype)
         labels = remap[y_codes] if len(remap) else np.zeros(0, dtype=dtype)
-        return cls._build(
-            t_codes.astype(np.int32, copy=False),
-            w_codes.astype(np.int32, copy=False),
-            labels,
-            vocab.Vocabulary(t_names, t_dtype),
-            vocab.Vocabulary(w_names, w_dtype),
-            tuple(class_list),
-            duplicates=duplicates,
-            locate=locate,
-        )
+        from . import kernels  # noqa: F401  (numba's import is not the sort's time)
+
+        with _timing.stage("sort"):
+            return cls._build(
+                t_codes.astype(np.int32, copy=False),
+                w_codes.astype(np.int32, copy=False),
+                labels,
+                vocab.Vocabulary(t_names, t_dtype),
+                vocab.Vocabulary(w_names, w_dtype),
+                tuple(class_list),
+                duplicates=duplicates,
+                locate=locate,
+            )
 
     # ------------------------------------------------------------- utilities
     def class_index(self, name: str) -> int:
@@ -480,6 +487,40 @@ class Locator:
         """The locator of a table keeping only ``rows`` (in order)."""
         lines = self.lines[rows] if self.lines is not None else rows + self.first_line
         return Locator(self.source, self.first_line, self.unit, lines)
+
+
+class JoinedLocator(Locator):
+    """The locator of several inputs read as one: row ``r`` is found in the file that holds it.
+
+    ``parts`` are the files' locators and ``sizes`` their row counts;
+    ``rows`` (after a subset) maps rows back to rows of the joined input.
+    """
+
+    def __init__(self, parts: Sequence[Locator], sizes: Sequence[int], rows: np.ndarray | None = None) -> None:
+        self.parts = list(parts)
+        self.starts = np.concatenate([[0], np.cumsum(np.asarray(sizes, dtype=np.int64))])
+        self.rows = rows
+        self.source = ", ".join(p.source for p in self.parts)
+
+    def _part(self, row: int) -> tuple[Locator, int]:
+        r = int(self.rows[row]) if self.rows is not None else int(row)
+        i = int(np.searchsorted(self.starts, r, side="right")) - 1
+        return self.parts[i], r - int(self.starts[i])
+
+    def line(self, row: int) -> int:
+        part, r = self._part(row)
+        return part.line(r)
+
+    def __call__(self, row: int) -> str:
+        part, r = self._part(row)
+        return part(r)
+
+    def subset(self, rows: np.ndarray) -> Locator:
+        rows = np.asarray(rows, dtype=np.int64)
+        joined = JoinedLocator.__new__(JoinedLocator)
+        joined.parts, joined.starts, joined.source = self.parts, self.starts, self.source
+        joined.rows = self.rows[rows] if self.rows is not None else rows
+        return joined
 
 
 def _size(what: str, codes: np.ndarray, given: int | None, names: list | None) -> int:
@@ -544,7 +585,9 @@ def _forget(codes: np.ndarray, names: pa.Array, candidates: np.ndarray) -> tuple
     if not drop.any():
         return codes, names
     new_index = (np.cumsum(~drop) - 1).astype(codes.dtype)
-    return new_index[codes], names.filter(~drop)
+    from .vocab import take
+
+    return new_index[codes], take(names, np.flatnonzero(~drop))
 
 
 def _warn_near_collisions(labels: list[str]) -> None:

@@ -44,7 +44,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import memory
+from . import _timing, memory
 from .columns import LABEL_ALIASES, TASK_ALIASES, TRUTH_ALIASES, WORKER_ALIASES, map_answer_columns, map_label_columns
 from .data import AnnotationSet, DuplicatePolicy, Locator, header_key
 from .errors import CrowdaggError, CrowdaggWarning, DataError, UsageError, os_reason, param, warn
@@ -54,15 +54,18 @@ from .render import OUTPUT_FORMATS, render_table
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-INPUT_FORMATS = ("csv", "tsv", "json", "jsonl")
+INPUT_FORMATS = ("csv", "tsv", "json", "jsonl", "parquet")
 
 #: Input formats by extension; ``.txt`` is sniffed (Excel's "Unicode text" is tab-separated UTF-16).
 _EXTENSIONS = {
     ".csv": "csv", ".tsv": "tsv", ".tab": "tsv",
-    ".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl",
+    ".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet", ".pq": "parquet",
 }
 _OUTPUT_EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".txt": "csv", ".json": "json", ".jsonl": "jsonl",
-                      ".ndjson": "jsonl"}
+                      ".ndjson": "jsonl", ".parquet": "parquet", ".pq": "parquet"}
+
+#: Parquet files start (and end) with these bytes.
+PARQUET_MAGIC = b"PAR1"
 
 #: Bytes decoded at a time when checking UTF-8 (errors still name the right line).
 _DECODE_BLOCK = 1 << 24
@@ -278,9 +281,11 @@ def detect_format(data: bytes, name: str, given: str | None) -> str:
         if fmt not in INPUT_FORMATS:
             raise UsageError(f"{param('input_format')} must be one of {', '.join(INPUT_FORMATS)}, got {given!r}")
         return fmt
+    if data[:4] == PARQUET_MAGIC:
+        return "parquet"
     stem = name[:-3] if name.lower().endswith(".gz") else name
     ext = Path(stem).suffix.lower()
-    if ext in _EXTENSIONS:
+    if ext in _EXTENSIONS and _EXTENSIONS[ext] != "parquet":
         return _EXTENSIONS[ext]
     text = data[:4096].lstrip(b"\xef\xbb\xbf \t\r\n")
     if text[:1] == b"[":
@@ -337,11 +342,20 @@ class RawTable:
 
 
 def _pylist(column: Any) -> list:
-    return column.tolist() if isinstance(column, np.ndarray) else column.to_pylist()
+    """A column's cells as a list of str (typed Parquet columns as their names)."""
+    if isinstance(column, np.ndarray):
+        return column.tolist()
+    from .vocab import as_strings
+
+    return as_strings(column)[0].to_pylist()
 
 
 def _take(column: Any, rows: np.ndarray) -> Any:
-    return column.take(rows) if hasattr(column, "take") and not isinstance(column, np.ndarray) else column[rows]
+    if isinstance(column, np.ndarray):
+        return column[rows]
+    from .vocab import take
+
+    return take(column, rows)
 
 
 def _json_cell(v: Any) -> str:
@@ -533,10 +547,15 @@ def _parse_delimited_arrow(data: bytes, display: str, sep: str) -> RawTable | No
     import pyarrow as pa
     import pyarrow.csv as pcsv
 
-    from .kernels import scan_records
+    from .kernels import quote_parity, scan_records
 
     n_cols = _header_fields(data, sep)
     quoting = sep == "," and b'"' in data
+    spans = False
+    if quoting:
+        spans, odd = quote_parity(data)
+        if odd:
+            return None  # an unclosed quote, or stray quotes: the exact parser decides
     irregular: list[bool] = []
     n_blank = [0]
 
@@ -555,7 +574,7 @@ def _parse_delimited_arrow(data: bytes, display: str, sep: str) -> RawTable | No
             read_options=pcsv.ReadOptions(column_names=names, block_size=1 << 24),
             parse_options=pcsv.ParseOptions(
                 delimiter=sep, quote_char='"' if sep == "," else False, double_quote=True,
-                escape_char=False, newlines_in_values=quoting, ignore_empty_lines=True,
+                escape_char=False, newlines_in_values=spans, ignore_empty_lines=True,
                 invalid_row_handler=invalid_row,
             ),
             convert_options=pcsv.ConvertOptions(
@@ -576,7 +595,7 @@ def _parse_delimited_arrow(data: bytes, display: str, sep: str) -> RawTable | No
     del table
     n_newlines = data.count(b"\n")
     single_line = n_newlines + (not data.endswith(b"\n")) == n_rows + 1
-    if single_line and not n_blank[0] and sep == "," and not (quoting and data.count(b'"') % 2):
+    if single_line and not n_blank[0] and sep == ",":
         return RawTable(header, columns, Locator(display, first_line=2), display)
     # Blank lines were skipped, a quoted cell spans lines, or (TSV) a blank line has every field:
     # find each row's line, and drop rows that are blank lines.
@@ -711,27 +730,66 @@ def read_raw(
     ``source`` may be a path, ``-`` (stdin), a binary stream or
     ``example:NAME`` (an embedded dataset; ``role`` picks its labels or truth).
     """
-    raw, display, name = _read_source(source, role, max_memory)
-    raw = _decompress(raw, display, max_memory)
-    raw = to_utf8(raw, display)
+    with _timing.stage("read"):
+        raw, display, name = _read_source(source, role, max_memory)
+        raw = _decompress(raw, display, max_memory)
+        if raw[:4] == PARQUET_MAGIC or (input_format or "").lower() == "parquet":
+            detect_format(raw, name, input_format)  # checks the option's spelling
+            return _parse_parquet(raw, display)
+        raw = to_utf8(raw, display)
     if not raw.strip():
         raise DataError(f"{display}: file is empty")
     fmt = detect_format(raw, name, input_format)
-    if fmt == "csv":
-        return _parse_delimited(raw, display, ",")
-    if fmt == "tsv":
-        return _parse_delimited(raw, display, "\t")
-    if fmt == "json":
-        return _parse_json(raw, display, label_col)
-    return _parse_jsonl(raw, display)
+    if fmt == "parquet":
+        raise DataError(f"{display}: not a Parquet file (it does not start with {PARQUET_MAGIC!r})")
+    with _timing.stage("parse"):
+        if fmt == "csv":
+            return _parse_delimited(raw, display, ",")
+        if fmt == "tsv":
+            return _parse_delimited(raw, display, "\t")
+        if fmt == "json":
+            return _parse_json(raw, display, label_col)
+        return _parse_jsonl(raw, display)
+
+
+def _parse_parquet(data: bytes, display: str) -> RawTable:
+    """A Parquet file: its columns as they are (typed columns become names in :mod:`crowdagg.vocab`)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if data[:4] != PARQUET_MAGIC or data[-4:] != PARQUET_MAGIC:
+        raise DataError(f"{display}: not a Parquet file, or a truncated one (no {PARQUET_MAGIC!r} at both ends)")
+    try:
+        table = pq.read_table(pa.py_buffer(data))
+    except (pa.ArrowException, OSError) as exc:
+        raise DataError(f"{display}: cannot read Parquet ({str(exc).splitlines()[0]})") from None
+    header = [str(n) for n in table.column_names]
+    if len(set(header)) != len(header):
+        dup = next(n for n in header if header.count(n) > 1)
+        raise DataError(f"{display}: the column {dup!r} appears twice")
+    return RawTable(header, list(table.columns), Locator(display, first_line=1, unit="row"), display, kind="Parquet")
 
 
 def _frame_table(frame: pd.DataFrame) -> RawTable:
-    """A DataFrame as a RawTable; missing cells (NaN/None) are blank, so they are reported."""
+    """A DataFrame as a RawTable; missing cells (NaN/None) are blank, so they are reported.
+
+    Typed columns (integers, floats, booleans, pandas strings, categories)
+    go to Arrow as they are and become names by the rule of
+    :mod:`crowdagg.vocab`, which remembers their dtype; object columns are
+    converted value by value.
+    """
+    import pyarrow as pa
+
     header = [str(c) for c in frame.columns]
-    columns = []
+    columns: list[Any] = []
     for c in frame.columns:
         col = frame[c]
+        if col.dtype != object:
+            try:
+                columns.append(pa.array(col, from_pandas=True))
+                continue
+            except (pa.ArrowException, TypeError, ValueError):
+                pass
         values = col.to_numpy(dtype=object)
         missing = col.isna().to_numpy()
         if missing.any():
@@ -741,11 +799,51 @@ def _frame_table(frame: pd.DataFrame) -> RawTable:
     return RawTable(header, columns, Locator("<frame>", first_line=0, unit="row"), "<frame>")
 
 
+#: Extensions of the files a directory given as input contributes.
+_DATA_SUFFIXES = (".csv", ".tsv", ".tab", ".json", ".jsonl", ".ndjson", ".parquet", ".pq")
+
+
+def expand_inputs(specs: Sequence[str | os.PathLike[str]]) -> list[str]:
+    """Input paths from what was given: files as given, a directory's data files, a quoted glob's matches.
+
+    Files keep the order given; a directory contributes its files with a
+    data extension (``.gz`` too), sorted by name, hidden ones left out; a
+    pattern with ``*``, ``?`` or ``[`` that is not itself a file is expanded
+    and sorted.  A pattern or directory matching nothing is an error.
+    """
+    import glob
+
+    out: list[str] = []
+    for spec in specs:
+        name = os.fspath(spec)
+        if name == "-" or name.startswith(EXAMPLE_PREFIX) or os.path.isfile(name) or not name:
+            out.append(name)
+        elif os.path.isdir(name):
+            found = sorted(
+                os.path.join(name, f) for f in os.listdir(name)
+                if not f.startswith(".") and f.lower().removesuffix(".gz").endswith(_DATA_SUFFIXES)
+                and os.path.isfile(os.path.join(name, f))
+            )
+            if not found:
+                raise DataError(f"{name}: a directory with no data files ({', '.join(_DATA_SUFFIXES)}, optionally .gz)")
+            out.extend(found)
+        elif any(ch in name for ch in "*?["):
+            found = sorted(glob.glob(name))
+            if not found:
+                raise DataError(f"{name}: no file matches this pattern")
+            out.extend(found)
+        else:
+            out.append(name)  # a FIFO, a device, or missing: reading it says which
+    if out.count("-") > 1:
+        raise UsageError("standard input (-) is given twice as input")
+    return out
+
+
 _ANSWER_OPTIONS = {"task": param("task_col"), "worker": param("worker_col"), "label": param("label_col")}
 
 
 def load_annotations(
-    source: str | os.PathLike[str] | IO[bytes] | pd.DataFrame,
+    source: str | os.PathLike[str] | IO[bytes] | pd.DataFrame | Sequence[str | os.PathLike[str]],
     *,
     input_format: str | None = None,
     task_col: str | None = None,
@@ -759,9 +857,13 @@ def load_annotations(
 
     Parameters
     ----------
-    source : path, ``"-"`` for stdin, a binary file object, or a DataFrame.
-    input_format : ``csv``, ``tsv``, ``json`` or ``jsonl``; default from the
-        extension (``.gz`` stripped), else sniffed from the content.
+    source : path, ``"-"`` for stdin, a binary file object, a DataFrame, or
+        a list of paths, directories and glob patterns read as one data set
+        (:func:`expand_inputs`; files in the order given, each with its own
+        header and column mapping, errors naming the file and line).
+    input_format : ``csv``, ``tsv``, ``json``, ``jsonl`` or ``parquet``;
+        default from the content (Parquet's magic bytes) and the extension
+        (``.gz`` stripped), else sniffed.
     task_col, worker_col, label_col : column names; default ``task``,
         ``worker``, ``label``, a common alias (item, question, annotator,
         rater, performer, answer, response, ...) or a platform export's
@@ -778,12 +880,49 @@ def load_annotations(
     to the input: duplicates, stripped whitespace, skipped header lines,
     near-identical labels, a single class.
     """
-    import pandas as pd
-
-    if isinstance(source, pd.DataFrame):
-        table = _frame_table(source)
+    pd = sys.modules.get("pandas")  # a DataFrame means pandas is loaded: never import it just to check
+    if pd is not None and isinstance(source, pd.DataFrame):
+        tables = [_frame_table(source)]
     else:
-        table = read_raw(source, input_format=input_format, label_col=label_col, max_memory=max_memory)
+        sources: list[Any] = (
+            expand_inputs(source) if isinstance(source, (list, tuple)) else [source]  # type: ignore[arg-type]
+        )
+        if not sources:
+            raise UsageError("no input given")
+        tables = [
+            read_raw(src, input_format=input_format, label_col=label_col, max_memory=max_memory) for src in sources
+        ]
+    parts = [_answer_columns(t, task_col, worker_col, label_col) for t in tables]
+    if len(parts) == 1:
+        table, (t_col, w_col, y_col) = tables[0], parts[0]
+        return AnnotationSet.from_names(
+            table.column(t_col), table.column(w_col), table.column(y_col),
+            classes=classes, duplicates=duplicates, locate=table.locate, label_col=y_col.strip(),
+            task_order=table.task_order, header=None if table.fixed is not None else (t_col, w_col, y_col),
+        )
+    from .data import JoinedLocator
+    from .vocab import as_strings, concat
+
+    columns = [
+        concat([as_strings(t.column(cols[i]))[0] for t, cols in zip(tables, parts)]) for i in range(3)
+    ]
+    task_order = None
+    if any(t.task_order for t in tables):  # tasks without answers keep their place among the files
+        task_order = concat([
+            as_strings(t.task_order if t.task_order else t.column(cols[0]))[0] for t, cols in zip(tables, parts)
+        ])
+    headers = [cols for t, cols in zip(tables, parts) if t.fixed is None]
+    return AnnotationSet.from_names(
+        *columns, classes=classes, duplicates=duplicates,
+        locate=JoinedLocator([t.locate for t in tables], [t.n_rows for t in tables]),
+        label_col=parts[0][2].strip(), task_order=task_order, header=headers or None,
+    )
+
+
+def _answer_columns(
+    table: RawTable, task_col: str | None, worker_col: str | None, label_col: str | None
+) -> tuple[str, str, str]:
+    """The task, worker and label columns of one input (said by the format, given, or found by alias)."""
     for note in table.notes:
         warn(CrowdaggWarning(f"{table.display}: {note}"))
     if table.fixed is not None:
@@ -796,20 +935,16 @@ def load_annotations(
                     f"{param(name)} does not apply to {table.display}: a {table.kind} names its task, "
                     "worker and label fields itself"
                 )
-        t_col, w_col, y_col = table.fixed
+        cols = table.fixed
     else:
         cmap = map_answer_columns(
             table.header, source=table.display, task=task_col, worker=worker_col, label=label_col,
             options=_ANSWER_OPTIONS,
         )
-        t_col, w_col, y_col = cmap.task, cmap.worker, cmap.label
+        cols = (cmap.task, cmap.worker, cmap.label)
     if table.n_rows == 0 and not table.task_order:
         raise DataError(f"{table.display}: no answers (header only?)")
-    return AnnotationSet.from_names(
-        table.column(t_col), table.column(w_col), table.column(y_col),
-        classes=classes, duplicates=duplicates, locate=table.locate, label_col=y_col.strip(),
-        task_order=table.task_order, header=None if table.fixed is not None else (t_col, w_col, y_col),
-    )
+    return cols
 
 
 def read_task_labels(
@@ -873,8 +1008,8 @@ def read_task_labels(
 def output_format(fmt: str | None, path: str | None, option: str = "--output") -> str:
     """Output format from ``--format``, else the file extension (``.gz`` stripped), else csv.
 
-    A path with an extension crowdagg does not write (``out.parquet``,
-    ``out.xlsx``) is an error rather than a CSV file under a misleading name.
+    A path with an extension crowdagg does not write (``out.xlsx``) is an
+    error rather than a CSV file under a misleading name.
     """
     if fmt:
         f = fmt.lower()
@@ -888,10 +1023,9 @@ def output_format(fmt: str | None, path: str | None, option: str = "--output") -
         if ext:
             guess = _OUTPUT_EXTENSIONS.get(ext)
             if guess is None:
-                hint = " (Parquet output is not supported yet)" if ext in (".parquet", ".pq") else ""
                 raise UsageError(
-                    f"{option} {path}: unknown output extension {ext!r}{hint}; use .csv, .tsv, .json or .jsonl "
-                    f"(optionally .gz), or set {param('format')}"
+                    f"{option} {path}: unknown output extension {ext!r}; use .csv, .tsv, .json, .jsonl "
+                    f"(optionally .gz) or .parquet, or set {param('format')}"
                 )
             return guess
     return "csv"

@@ -432,3 +432,48 @@ def scan_records(data: bytes, sep: str, quoting: bool, n_cols: int) -> tuple[np.
     ws = np.empty(kept, dtype=np.bool_)
     _scan_records(buf, s, q, k, True, lines, ws)
     return lines, ws, blank_other, bad_other
+
+
+@njit(cache=True, nogil=True)
+def _quote_parity(buf):  # pragma: no cover - compiled
+    odd = False
+    spans = False
+    for i in range(buf.shape[0]):
+        c = buf[i]
+        if c == 34:
+            odd = not odd
+        elif (c == 10 or c == 13) and odd:
+            spans = True
+    return spans, odd
+
+
+def quote_parity(data: bytes) -> tuple[bool, bool]:
+    """(whether a line break falls after an odd number of ``"``, whether the count is odd at the end).
+
+    A quoted cell spanning lines always shows as the first; a stray ``"``
+    inside an unquoted cell may too (a conservative answer).  O(bytes).
+    """
+    return _quote_parity(np.frombuffer(data, dtype=np.uint8))
+
+
+def compiled(*kernels: Any) -> bool:
+    """Whether numba's on-disk cache holds every given kernel (so a run will not compile them)."""
+    import os
+
+    for k in kernels:
+        try:
+            index = k._cache._cache_file._index_path
+        except AttributeError:  # pragma: no cover - another numba layout: assume compiled
+            continue
+        if not os.path.exists(index):
+            return False
+    return True
+
+
+def announce_compilation(stream: Any) -> None:
+    """Say once, on a terminal, that the first run compiles the kernels (a few seconds, cached after)."""
+    if stream is None or not getattr(stream, "isatty", lambda: False)():
+        return
+    if not compiled(_sort_by_task, _repeats, _em_chunks):
+        stream.write("compiling kernels, once (a few seconds; later runs reuse them)\n")
+        stream.flush()

@@ -75,7 +75,7 @@ class Vocabulary:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        return cls(pc.cast(pa.array(np.arange(n, dtype=np.int64)), pa.string()))
+        return cls(pc.cast(arrow_of(np.arange(n, dtype=np.int64)), pa.string()))
 
     def __len__(self) -> int:
         return len(self.names)
@@ -86,7 +86,7 @@ class Vocabulary:
         rows = np.asarray(index)
         if rows.dtype == bool:
             rows = np.flatnonzero(rows)
-        return self.names.take(rows.astype(np.int64, copy=False)).to_numpy(zero_copy_only=False).astype(object)
+        return objects_of(take(self.names, rows))
 
     def __iter__(self) -> Any:
         return iter(self.to_numpy().tolist())
@@ -98,7 +98,7 @@ class Vocabulary:
 
     @cached_property
     def _numpy(self) -> np.ndarray:
-        out = self.names.to_numpy(zero_copy_only=False).astype(object)
+        out = objects_of(self.names)
         out.setflags(write=False)
         return out
 
@@ -120,6 +120,54 @@ class Vocabulary:
 
     def equals(self, other: Vocabulary) -> bool:
         return self.dtype == other.dtype and self.names.equals(other.names)
+
+
+# --------------------------------------------------------------------------- Arrow to numpy
+def numpy_of(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """An Arrow integer, float or boolean array without nulls as a numpy array.
+
+    Zero-copy for numbers (one copy for booleans, which Arrow packs in
+    bits).  Unlike ``Array.to_numpy`` it never imports pandas (150 ms of a
+    small run's start-up).
+    """
+    import pyarrow as pa
+
+    if isinstance(arr, pa.ChunkedArray):
+        parts = [numpy_of(c) for c in arr.chunks]
+        if not parts:
+            return np.zeros(0, dtype=arr.type.to_pandas_dtype())
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+    if arr.null_count:
+        raise ValueError("numpy_of: the array has nulls")
+    n, off = len(arr), arr.offset
+    buf = arr.buffers()[1]
+    if pa.types.is_boolean(arr.type):
+        if n == 0:
+            return np.zeros(0, dtype=bool)
+        bits = np.frombuffer(buf, dtype=np.uint8, count=(off + n + 7) // 8)
+        return np.unpackbits(bits, bitorder="little")[off: off + n].astype(bool)
+    dtype = np.dtype(arr.type.to_pandas_dtype())
+    if n == 0:
+        return np.zeros(0, dtype=dtype)
+    return np.frombuffer(buf, dtype=dtype, count=n, offset=off * dtype.itemsize)
+
+
+def arrow_of(values: np.ndarray) -> pa.Array:
+    """A numpy integer/float array as an Arrow array sharing its memory (no pandas import, unlike ``pa.array``)."""
+    import pyarrow as pa
+
+    values = np.ascontiguousarray(values)
+    return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values), [None, pa.py_buffer(values)])
+
+
+def take(arr: pa.Array | pa.ChunkedArray, rows: np.ndarray) -> pa.Array:
+    """``arr[rows]`` for numpy row indices."""
+    return arr.take(arrow_of(np.asarray(rows, dtype=np.int64)))
+
+
+def objects_of(arr: pa.Array) -> np.ndarray:
+    """A string array as an object ndarray of str (a Python object per value: for small or on-demand uses)."""
+    return np.array(arr.to_pylist(), dtype=object) if len(arr) else np.zeros(0, dtype=object)
 
 
 # --------------------------------------------------------------------------- names from columns
@@ -233,11 +281,11 @@ def encode(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
         if enc.num_chunks == 0:
             return np.zeros(0, dtype=np.int32), pa.array([], type=pa.string())
         dictionary = enc.chunk(enc.num_chunks - 1).dictionary
-        parts = [c.indices.to_numpy(zero_copy_only=False) for c in enc.chunks]
+        parts = [numpy_of(c.indices) for c in enc.chunks]
         codes = np.concatenate(parts) if len(parts) != 1 else parts[0]
     else:
         dictionary = enc.dictionary
-        codes = enc.indices.to_numpy(zero_copy_only=False)
+        codes = numpy_of(enc.indices)
     return codes.astype(np.int32, copy=False), dictionary
 
 
@@ -247,7 +295,7 @@ def edge_space(names: pa.Array) -> np.ndarray:
 
     if len(names) == 0:
         return np.zeros(0, dtype=bool)
-    return pc.match_substring_regex(names, _EDGE_SPACE_RE).to_numpy(zero_copy_only=False)
+    return numpy_of(pc.match_substring_regex(names, _EDGE_SPACE_RE))
 
 
 def strip(names: pa.Array) -> tuple[pa.Array, np.ndarray]:
@@ -258,14 +306,14 @@ def strip(names: pa.Array) -> tuple[pa.Array, np.ndarray]:
     if not changed.any():
         return names, changed
     rows = np.flatnonzero(changed)
-    fixed = [s.strip() for s in names.take(rows).to_pylist()]
+    fixed = [s.strip() for s in take(names, rows).to_pylist()]
     keep = np.ones(len(names), dtype=bool)
     keep[rows] = False
     # Rebuild: replace the changed entries (indices into a concatenation).
     both = pa.concat_arrays([names, pa.array(fixed, type=pa.string())])
     index = np.arange(len(names), dtype=np.int64)
     index[rows] = len(names) + np.arange(len(rows))
-    return both.take(index), changed
+    return take(both, index), changed
 
 
 def spells(names: pa.Array, key: str, header_key: Any) -> np.ndarray:
@@ -280,11 +328,11 @@ def spells(names: pa.Array, key: str, header_key: Any) -> np.ndarray:
     if not key or not len(names):
         return found
     if key.isascii():
-        cand = pc.match_substring(names, key, ignore_case=True).to_numpy(zero_copy_only=False)
+        cand = numpy_of(pc.match_substring(names, key, ignore_case=True))
     else:  # a non-ASCII header cell (rare): compare every name
         cand = np.ones(len(names), dtype=bool)
     rows = np.flatnonzero(cand)
-    found[rows] = [header_key(n) == key for n in names.take(rows).to_pylist()]
+    found[rows] = [header_key(n) == key for n in take(names, rows).to_pylist()]
     return found
 
 
@@ -294,7 +342,7 @@ def blank(names: pa.Array) -> np.ndarray:
 
     if len(names) == 0:
         return np.zeros(0, dtype=bool)
-    return pc.equal(pc.binary_length(names), 0).to_numpy(zero_copy_only=False)
+    return numpy_of(pc.binary_length(names)) == 0
 
 
 def concat(parts: Sequence[pa.Array | pa.ChunkedArray]) -> pa.Array | pa.ChunkedArray:

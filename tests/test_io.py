@@ -224,8 +224,8 @@ def test_output_format_from_extension_and_unknown_extensions():
     assert output_format(None, "noext") == "csv"
     assert output_format(None, "-") == "csv"
     assert output_format("tsv", "x.parquet") == "tsv"
-    with pytest.raises(UsageError, match="Parquet"):
-        output_format(None, "out.parquet")
+    assert output_format(None, "out.parquet") == "parquet"
+    assert output_format(None, "out.pq") == "parquet"
     with pytest.raises(UsageError, match="'.xlsx'"):
         output_format(None, "out.xlsx")
 
