@@ -168,7 +168,7 @@ def run(sizes: list[int], repeats: int, workdir: Path, baseline: str | None, bas
         out = workdir / "out.csv"
         versions = [(name, d) for name, d in codes if name == "this checkout" or n <= baseline_max]
         results: dict[str, list] = {name: [] for name, _ in versions}
-        for name, code_dir in versions:  # warm the numba cache of each version
+        for _name, code_dir in versions:  # warm the numba cache of each version
             env = dict(os.environ, PYTHONPATH=str(code_dir))
             small = workdir / "warm.csv"
             if not small.exists():

@@ -352,6 +352,8 @@ class AnnotationSet:
                 [(t, n_extra), (w, 0), (y, 0)]
             )
         del t, w, y
+        names_stage = _timing.stage("names")
+        names_stage.__enter__()
         if n_extra and vocab.blank(t_names)[t_codes[:n_extra]].any():
             raise DataError("a blank task name in the list of tasks")
         t_codes = t_codes[n_extra:]
@@ -436,6 +438,7 @@ class AnnotationSet:
         _warn_near_collisions(uniques)
         remap = np.array([index[u] for u in uniques], dtype=dtype)
         labels = remap[y_codes] if len(remap) else np.zeros(0, dtype=dtype)
+        names_stage.__exit__(None, None, None)
         from . import kernels  # noqa: F401  (numba's import is not the sort's time)
 
         with _timing.stage("sort"):
@@ -534,29 +537,41 @@ def _size(what: str, codes: np.ndarray, given: int | None, names: list | None) -
 
 
 def _encode_all(columns: list[tuple[pa.Array, int]]) -> list[tuple[np.ndarray, pa.Array, int, int]]:
-    """:func:`_encode_names` of each column; the first (the task ids, the most distinct) in a thread of its own."""
-    if len(columns[0][0]) < 1_000_000:
+    """:func:`_encode_names` of each column, on two threads when the data is large.
+
+    Arrow's hashing releases the GIL.  The first column (the task ids, the
+    most distinct) is split in two halves encoded apart and then joined
+    (:func:`crowdagg.vocab.encode_halves`), so both cores work on the
+    longest job.
+    """
+    from . import vocab
+
+    if len(columns[0][0]) < 2_000_000:
         return [_encode_names(c, offset=o) for c, o in columns]
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(max_workers=1) as pool:  # Arrow releases the GIL while hashing
-        first = pool.submit(_encode_names, columns[0][0], columns[0][1])
-        rest = [_encode_names(c, offset=o) for c, o in columns[1:]]
-        return [first.result(), *rest]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        first = vocab.encode_halves(columns[0][0], pool)
+        rest = [pool.submit(_encode_names, c, o) for c, o in columns[1:]]
+        out = [_encode_names(columns[0][0], offset=columns[0][1], encoded=first())]
+        return out + [r.result() for r in rest]
 
 
-def _encode_names(values: pa.Array, offset: int = 0) -> tuple[np.ndarray, pa.Array, int, int]:
+def _encode_names(
+    values: pa.Array, offset: int = 0, encoded: tuple[np.ndarray, pa.Array] | None = None
+) -> tuple[np.ndarray, pa.Array, int, int]:
     """Codes in order of first appearance, stripped names, cells changed, names merged.
 
     Stripping runs on the distinct values, not the rows.  The blank name
     ``""`` (a cell that was empty or only whitespace) keeps a code so that
     the caller can tell skipped rows from errors.
     ``offset`` rows at the start are not answers (a task order list) and are
-    not counted as changed cells.
+    not counted as changed cells.  ``encoded`` is the column's
+    :func:`crowdagg.vocab.encode`, when already done.
     """
     from . import vocab
 
-    codes, uniques = vocab.encode(values)
+    codes, uniques = encoded if encoded is not None else vocab.encode(values)
     n_changed = 0
     n_merged = 0
     stripped, differs = vocab.strip(uniques)

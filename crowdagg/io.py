@@ -85,15 +85,20 @@ def example_path(spec: str, role: str = "labels") -> Path:
     return path(f"{name}_{role}.csv")
 
 
-#: Peak memory of parsing per byte of input text (pandas/json objects, codes, copies):
-#: measured at 10-20 on the CSV path; the input limit is the memory limit divided by it.
+#: Peak memory of reading per byte of input: the Arrow path (CSV, TSV, Parquet) holds the
+#: text, the parsed string columns and the codes -- measured 3.1-3.5 at 10M-100M answers;
+#: the exact parser and JSON hold a Python object per cell -- measured 10-20.  Input larger
+#: than the memory limit divided by the factor is refused before it is read.
+ARROW_BYTES_PER_BYTE = 4
 PARSE_BYTES_PER_BYTE = 12
 _CHUNK = 1 << 20
 
 
-def _check_input_size(n_bytes: float, display: str, max_memory: memory.MaxMemory) -> None:
+def _check_input_size(
+    n_bytes: float, display: str, max_memory: memory.MaxMemory, factor: float = ARROW_BYTES_PER_BYTE
+) -> None:
     memory.check(
-        PARSE_BYTES_PER_BYTE * n_bytes,
+        factor * n_bytes,
         f"reading {memory.human(n_bytes)} of text from {display}",
         max_memory,
         advice="split the input",
@@ -102,7 +107,7 @@ def _check_input_size(n_bytes: float, display: str, max_memory: memory.MaxMemory
 
 def _input_guard(display: str, max_memory: memory.MaxMemory) -> Any:
     """``guard(n_bytes)`` for input that grows block by block: the limit is looked up once."""
-    limit = memory.limit_bytes(max_memory)[0] / PARSE_BYTES_PER_BYTE
+    limit = memory.limit_bytes(max_memory)[0] / ARROW_BYTES_PER_BYTE
 
     def guard(n_bytes: float) -> None:
         if n_bytes > limit:
@@ -112,8 +117,8 @@ def _input_guard(display: str, max_memory: memory.MaxMemory) -> Any:
 
 
 def _looks_binary(head: bytes) -> bool:
-    """A first block with NUL bytes that is neither gzip nor UTF-16/32 with a BOM."""
-    if head[:2] == b"\x1f\x8b" or head[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE):
+    """A first block with NUL bytes that is neither gzip, Parquet nor UTF-16/32 with a BOM."""
+    if head[:2] == b"\x1f\x8b" or head[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE) or head[:4] == b"PAR1":
         return False
     if head[:4] in (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE):
         return False
@@ -254,6 +259,8 @@ def to_utf8(data: bytes, display: str) -> bytes:
             )
         line, _ = _line_col(data, nul)
         raise DataError(f"{display} line {line}: not a text file (NUL byte); expected CSV, TSV, JSON or JSON Lines")
+    if data.isascii():  # ASCII is UTF-8: one fast scan instead of decoding
+        return data
     n = len(data)
     start = 0
     while start < n:
@@ -606,9 +613,12 @@ def _parse_delimited_arrow(data: bytes, display: str, sep: str) -> RawTable | No
     return table_out.subset(np.flatnonzero(~blank)) if blank.any() else table_out
 
 
-def _parse_delimited(data: bytes, display: str, sep: str) -> RawTable:
+def _parse_delimited(data: bytes, display: str, sep: str, max_memory: memory.MaxMemory = None) -> RawTable:
     parsed = _parse_delimited_arrow(data, display, sep) if data.strip() else None
-    return parsed if parsed is not None else _parse_delimited_exact(data, display, sep)
+    if parsed is not None:
+        return parsed
+    _check_input_size(len(data), display, max_memory, PARSE_BYTES_PER_BYTE)
+    return _parse_delimited_exact(data, display, sep)
 
 
 def _parse_delimited_exact(data: bytes, display: str, sep: str) -> RawTable:
@@ -744,9 +754,10 @@ def read_raw(
         raise DataError(f"{display}: not a Parquet file (it does not start with {PARQUET_MAGIC!r})")
     with _timing.stage("parse"):
         if fmt == "csv":
-            return _parse_delimited(raw, display, ",")
+            return _parse_delimited(raw, display, ",", max_memory)
         if fmt == "tsv":
-            return _parse_delimited(raw, display, "\t")
+            return _parse_delimited(raw, display, "\t", max_memory)
+        _check_input_size(len(raw), display, max_memory, PARSE_BYTES_PER_BYTE)  # a Python object per value
         if fmt == "json":
             return _parse_json(raw, display, label_col)
         return _parse_jsonl(raw, display)

@@ -289,6 +289,41 @@ def encode(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
     return codes.astype(np.int32, copy=False), dictionary
 
 
+def encode_halves(values: pa.Array | pa.ChunkedArray, pool: Any) -> Any:
+    """Start :func:`encode` of a long column as two halves on ``pool``; returns ``result()`` giving the whole.
+
+    The halves' dictionaries are joined keeping first appearance: the first
+    half's names in its order, then the second half's new names in theirs
+    -- exactly the codes :func:`encode` gives the whole column.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = len(values)
+    chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
+    ends = np.cumsum([len(c) for c in chunks])
+    cut = int(np.searchsorted(ends, n // 2)) + 1
+    if cut >= len(chunks):  # one chunk, or a lopsided split: cut inside the array
+        whole = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+        first_half, second_half = whole.slice(0, n // 2), whole.slice(n // 2)
+    else:
+        first_half = pa.chunked_array(chunks[:cut], type=values.type)
+        second_half = pa.chunked_array(chunks[cut:], type=values.type)
+    f1 = pool.submit(encode, first_half)
+    f2 = pool.submit(encode, second_half)
+
+    def result() -> tuple[np.ndarray, pa.Array]:
+        c1, d1 = f1.result()
+        c2, d2 = f2.result()
+        pos = numpy_of(pc.fill_null(pc.index_in(d2, value_set=d1), -1)).astype(np.int32)
+        new = pos < 0
+        pos[new] = len(d1) + np.arange(int(new.sum()), dtype=np.int32)
+        dictionary = pa.concat_arrays([d1, take(d2, np.flatnonzero(new))])
+        return np.concatenate([c1, pos[c2]]), dictionary
+
+    return result
+
+
 def edge_space(names: pa.Array) -> np.ndarray:
     """Which names start or end with whitespace (Python's ``str.isspace`` set), bool shape (n,)."""
     import pyarrow.compute as pc

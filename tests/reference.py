@@ -79,3 +79,120 @@ def dawid_skene(task, worker, label, n_tasks, n_workers, n_classes, n_iter, smoo
         post, ll = e_step(task, worker, label, prior, conf, n_tasks)
         trace.append(ll)
     return post, prior, conf, trace
+
+
+# --------------------------------------------------------------------------- rendering
+# The writer of crowdagg.render as it was before the Arrow rewrite, kept
+# verbatim as the reference the fast writer must match byte for byte
+# (``render_table_reference``; csv, tsv, jsonl and json only).
+import re as _re  # noqa: E402
+from json.encoder import encode_basestring as _encode_basestring  # type: ignore[attr-defined]  # noqa: E402
+
+from crowdagg.errors import DataError as _DataError  # noqa: E402
+from crowdagg.errors import UsageError as _UsageError  # noqa: E402
+
+_REF_FORMATS = ("csv", "tsv", "jsonl", "json")
+_REF_CSV_SPECIAL = _re.compile(r'[,"\r\n]')
+_REF_TSV_SPECIAL = _re.compile(r"[\t\r\n]")
+_REF_SEP = "\x00"
+
+
+def _ref_float_text(values, *, column="value"):
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.size and not np.isfinite(arr).all():
+        bad = arr[~np.isfinite(arr)][0]
+        raise _DataError(f"column {column!r} holds a non-finite number ({bad!r}); refusing to write it")
+    return list(map(repr, arr.tolist()))
+
+
+def _ref_cells(values, column):
+    arr = np.asarray(values)
+    if arr.dtype.kind == "f":
+        return _ref_float_text(arr, column=column)
+    if arr.dtype.kind in "iu":
+        return list(map(str, arr.tolist()))
+    if arr.dtype.kind == "b":
+        return ["true" if v else "false" for v in arr.tolist()]
+    return [v if isinstance(v, str) else str(v) for v in arr.tolist()]
+
+
+def _ref_is_number(values):
+    return np.asarray(values).dtype.kind in "fiub"
+
+
+def _ref_any_match(pattern, cells):
+    return pattern.search(_REF_SEP.join(cells)) is not None
+
+
+def _ref_csv_quote(cells):
+    if not _ref_any_match(_REF_CSV_SPECIAL, cells):
+        return cells
+    return ['"' + c.replace('"', '""') + '"' if _REF_CSV_SPECIAL.search(c) else c for c in cells]
+
+
+def _ref_tsv_check(cells, column, keys, key_name):
+    if not _ref_any_match(_REF_TSV_SPECIAL, cells):
+        return
+    for i, c in enumerate(cells):
+        m = _REF_TSV_SPECIAL.search(c)
+        if m:
+            what = {"\t": "a tab", "\r": "a carriage return", "\n": "a newline"}[m.group()]
+            where = f"{key_name} {keys[i]!r}" if keys is not None and key_name else f"row {i + 1}"
+            raise _DataError(
+                f"cannot write TSV: {where} has {what} in column {column!r} ({c!r}); "
+                "TSV has no quoting -- use CSV or JSON output"
+            )
+
+
+def _ref_header_check_tsv(names):
+    for n in names:
+        if _REF_TSV_SPECIAL.search(n):
+            raise _DataError(f"cannot write TSV: column name {n!r} contains a tab or line break; use CSV or JSON output")
+
+
+def _ref_join_rows(columns, sep):
+    if not columns or not columns[0]:
+        return ""
+    if len(columns) == 1:
+        return "\n".join(columns[0]) + "\n"
+    return "\n".join(map(sep.join, zip(*columns))) + "\n"
+
+
+def render_table_reference(table, fmt, *, key=None):
+    """The pre-Arrow ``crowdagg.render.render_table`` (one Python string per cell)."""
+    if fmt not in _REF_FORMATS:
+        raise _UsageError(f"output format must be one of {', '.join(_REF_FORMATS)}, got {fmt!r}")
+    if hasattr(table, "to_dict") and hasattr(table, "columns"):
+        cols = {str(c): table[c].to_numpy() for c in table.columns}
+    else:
+        cols = {str(k): v for k, v in table.items()}
+    names = list(cols)
+    key = key if key is not None else (names[0] if names else None)
+    raw = {n: _ref_cells(v, n) for n, v in cols.items()}
+    lengths = {len(c) for c in raw.values()}
+    if len(lengths) > 1:
+        raise ValueError(f"columns of unequal length: { {n: len(c) for n, c in raw.items()} }")
+    if fmt == "csv":
+        header = ",".join(_ref_csv_quote(names))
+        body = _ref_join_rows([c if _ref_is_number(cols[n]) else _ref_csv_quote(c) for n, c in raw.items()], ",")
+        return (header + "\n" + body).encode("utf-8")
+    if fmt == "tsv":
+        _ref_header_check_tsv(names)
+        keys = raw.get(key) if key is not None else None
+        for n, c in raw.items():
+            if not _ref_is_number(cols[n]):
+                _ref_tsv_check(c, n, keys, key)
+        return ("\t".join(names) + "\n" + _ref_join_rows(list(raw.values()), "\t")).encode("utf-8")
+    parts = []
+    for i, (n, c) in enumerate(raw.items()):
+        prefix = ("{" if i == 0 else ",") + _encode_basestring(n) + ":"
+        cells = c if _ref_is_number(cols[n]) else list(map(_encode_basestring, c))
+        parts.append([prefix + v for v in cells])
+    if parts and parts[0]:
+        rows = list(map("".join, zip(*parts)))
+        rows = [r + "}" for r in rows]
+    else:
+        rows = []
+    if fmt == "jsonl":
+        return ("\n".join(rows) + "\n" if rows else "").encode("utf-8")
+    return ("[\n" + ",\n".join(rows) + "\n]\n" if rows else "[]\n").encode("utf-8")

@@ -274,11 +274,11 @@ def test_oversized_input_is_refused_before_parsing(tmp_path):
     p = tmp_path / "big.csv"
     p.write_text("task,worker,label\n" + "t,w,a\n" * 200_000)  # 1.2 MB
     with pytest.raises(ResourceError, match=r"reading 1.14 MB of text from .*big.csv"):
-        load_annotations(p, max_memory="5M")
+        load_annotations(p, max_memory="4M")
     with pytest.raises(ResourceError):
-        load_annotations(io.BytesIO(p.read_bytes()), max_memory="5M")
+        load_annotations(io.BytesIO(p.read_bytes()), max_memory="4M")
     with pytest.raises(ResourceError):  # the decompressed size counts
-        load_annotations(io.BytesIO(gzip.compress(p.read_bytes())), max_memory="5M")
+        load_annotations(io.BytesIO(gzip.compress(p.read_bytes())), max_memory="4M")
 
 
 def test_gzip_members_and_trailing_garbage():
