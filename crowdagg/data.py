@@ -550,8 +550,9 @@ def _encode_all(columns: list[tuple[pa.Array, int]]) -> list[tuple[np.ndarray, p
         return [_encode_names(c, offset=o) for c, o in columns]
     from concurrent.futures import ThreadPoolExecutor
 
+    fast = vocab._encode_prefixed_ints(columns[0][0])  # ids like t17: no hashing, nothing to split
     with ThreadPoolExecutor(max_workers=2) as pool:
-        first = vocab.encode_halves(columns[0][0], pool)
+        first = (lambda: fast) if fast is not None else vocab.encode_halves(columns[0][0], pool)
         rest = [pool.submit(_encode_names, c, o) for c, o in columns[1:]]
         out = [_encode_names(columns[0][0], offset=columns[0][1], encoded=first())]
         return out + [r.result() for r in rest]

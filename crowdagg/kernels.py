@@ -477,3 +477,77 @@ def announce_compilation(stream: Any) -> None:
     if not compiled(_sort_by_task, _repeats, _em_chunks):
         stream.write("compiling kernels, once (a few seconds; later runs reuse them)\n")
         stream.flush()
+
+
+@njit(cache=True, nogil=True)
+def _prefixed_max(offsets, data, prefix):  # pragma: no cover - compiled
+    """Largest integer of a chunk of ``prefix`` + canonical digits strings; -1 if any string is not one."""
+    p = prefix.shape[0]
+    top = 0
+    for i in range(offsets.shape[0] - 1):
+        lo = offsets[i]
+        hi = offsets[i + 1]
+        n = hi - lo - p
+        if n < 1 or n > 18 or (n > 1 and data[lo + p] == 48):  # "007" is not "7"
+            return -1
+        for k in range(p):
+            if data[lo + k] != prefix[k]:
+                return -1
+        v = 0
+        bad = False
+        for k in range(lo + p, hi):
+            d = np.int64(data[k]) - 48
+            bad |= (d < 0) | (d > 9)
+            v = v * 10 + d
+        if bad:
+            return -1
+        if v > top:
+            top = v
+    return top
+
+
+@njit(cache=True, nogil=True)
+def _prefixed_codes(offsets, data, p, table, codes, base, first_row, n_codes):  # pragma: no cover - compiled
+    """Codes of a chunk already checked by :func:`_prefixed_max` (prefix length ``p``)."""
+    for i in range(offsets.shape[0] - 1):
+        v = 0
+        for k in range(offsets[i] + p, offsets[i + 1]):
+            v = v * 10 + (np.int64(data[k]) - 48)
+        c = table[v]
+        if c < 0:
+            c = n_codes
+            table[v] = c
+            first_row[c] = base + i
+            n_codes += 1
+        codes[base + i] = c
+    return n_codes
+
+
+def prefixed_int_codes(chunks: list[tuple[np.ndarray, np.ndarray]], prefix: bytes, n: int) -> Any:
+    """Codes in order of first appearance for ids that are all ``prefix`` + an integer in canonical form.
+
+    ``chunks`` are (offsets, data) of Arrow string chunks.  Such ids map
+    one-to-one to their integers (no leading zeros, at most 18 digits), so a
+    direct-address table indexed by the integer replaces hashing the text.
+    Returns (codes int32, first row of each code int64) or None when an id
+    has another form or the integers are too sparse for a table (at most
+    4 entries per row).
+    """
+    pre = np.frombuffer(prefix, dtype=np.uint8)
+    top = 0
+    for offsets, data in chunks:
+        m = _prefixed_max(offsets, data, pre)
+        if m < 0:
+            return None
+        top = max(top, m)
+    if top + 1 > max(4 * n, 1 << 16) or top >= 2**31 - 1:
+        return None
+    table = np.full(top + 1, -1, dtype=np.int32)
+    codes = np.empty(n, dtype=np.int32)
+    first_row = np.empty(min(n, top + 1), dtype=np.int64)
+    n_codes = 0
+    base = 0
+    for offsets, data in chunks:
+        n_codes = _prefixed_codes(offsets, data, len(prefix), table, codes, base, first_row, n_codes)
+        base += offsets.shape[0] - 1
+    return codes, first_row[:n_codes]
