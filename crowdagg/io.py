@@ -904,30 +904,28 @@ def load_annotations(
             read_raw(src, input_format=input_format, label_col=label_col, max_memory=max_memory) for src in sources
         ]
     parts = [_answer_columns(t, task_col, worker_col, label_col) for t in tables]
+    first = tables[0]
+    kw: dict[str, Any] = {"classes": classes, "duplicates": duplicates, "label_col": parts[0][2].strip()}
     if len(parts) == 1:
-        table, (t_col, w_col, y_col) = tables[0], parts[0]
-        return AnnotationSet.from_names(
-            table.column(t_col), table.column(w_col), table.column(y_col),
-            classes=classes, duplicates=duplicates, locate=table.locate, label_col=y_col.strip(),
-            task_order=table.task_order, header=None if table.fixed is not None else (t_col, w_col, y_col),
-        )
-    from .data import JoinedLocator
-    from .vocab import as_strings, concat
+        t_col, w_col, y_col = parts[0]
+        columns = [first.column(t_col), first.column(w_col), first.column(y_col)]
+        kw.update(locate=first.locate, task_order=first.task_order,
+                  header=None if first.fixed is not None else (t_col, w_col, y_col))
+    else:
+        from .data import JoinedLocator
+        from .vocab import as_strings, concat
 
-    columns = [
-        concat([as_strings(t.column(cols[i]))[0] for t, cols in zip(tables, parts)]) for i in range(3)
-    ]
-    task_order = None
-    if any(t.task_order for t in tables):  # tasks without answers keep their place among the files
-        task_order = concat([
-            as_strings(t.task_order if t.task_order else t.column(cols[0]))[0] for t, cols in zip(tables, parts)
-        ])
-    headers = [cols for t, cols in zip(tables, parts) if t.fixed is None]
-    return AnnotationSet.from_names(
-        *columns, classes=classes, duplicates=duplicates,
-        locate=JoinedLocator([t.locate for t in tables], [t.n_rows for t in tables]),
-        label_col=parts[0][2].strip(), task_order=task_order, header=headers or None,
-    )
+        columns = [
+            concat([as_strings(t.column(cols[i]))[0] for t, cols in zip(tables, parts)]) for i in range(3)
+        ]
+        if any(t.task_order for t in tables):  # tasks without answers keep their place among the files
+            kw["task_order"] = concat([
+                as_strings(t.task_order if t.task_order else t.column(cols[0]))[0] for t, cols in zip(tables, parts)
+            ])
+        headers = [cols for t, cols in zip(tables, parts) if t.fixed is None]
+        kw.update(locate=JoinedLocator([t.locate for t in tables], [t.n_rows for t in tables]), header=headers or None)
+    del tables, first  # the parsed text is freed as soon as it is encoded
+    return AnnotationSet._from_columns(columns, **kw)
 
 
 def _answer_columns(

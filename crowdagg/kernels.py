@@ -264,28 +264,41 @@ class EMWorkspace:
 
 # --------------------------------------------------------------------------- ingest
 @njit(cache=True, nogil=True)
-def _sort_by_task(task, worker, label, n_tasks):  # pragma: no cover - compiled
-    """Stable counting sort by task, fused: one counting pass, one scatter of worker and label."""
-    n = task.shape[0]
-    ptr = np.zeros(n_tasks + 1, dtype=np.int64)
-    for i in range(n):
-        ptr[task[i] + 1] += 1
-    for t in range(n_tasks):
-        ptr[t + 1] += ptr[t]
-    fill = ptr[:-1].copy()
-    w_out = np.empty_like(worker)
-    y_out = np.empty_like(label)
-    for i in range(n):
+def _count_tasks(task, lo, hi, counts):  # pragma: no cover - compiled
+    for i in range(lo, hi):
+        counts[task[i]] += 1
+
+
+@njit(cache=True, nogil=True)
+def _scatter(task, worker, label, lo, hi, fill, w_out, y_out):  # pragma: no cover - compiled
+    """Rows lo:hi to their sorted places: ``fill[t]`` is the next free place of task ``t`` (advanced)."""
+    for i in range(lo, hi):
         t = task[i]
         p = fill[t]
         w_out[p] = worker[i]
         y_out[p] = label[i]
         fill[t] = p + 1
-    t_out = np.empty_like(task)
-    for t in range(n_tasks):
+
+
+@njit(cache=True, nogil=True)
+def _fill_tasks(ptr, t_lo, t_hi, t_out):  # pragma: no cover - compiled
+    for t in range(t_lo, t_hi):
         for p in range(ptr[t], ptr[t + 1]):
             t_out[p] = t
-    return ptr, t_out, w_out, y_out
+
+
+#: Below this many answers the ingest kernels run on one thread (threads cost more than they save).
+_PARALLEL_ANSWERS = 4_000_000
+
+
+def _two_threads(jobs: list[Callable[[], Any]]) -> list[Any]:
+    """Run the jobs (nogil kernels) on two threads; results in order."""
+    if len(jobs) == 1:
+        return [jobs[0]()]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = [pool.submit(job) for job in jobs[1:]]
+        first = jobs[0]()
+        return [first, *(f.result() for f in futures)]
 
 
 def sort_by_task(
@@ -293,20 +306,42 @@ def sort_by_task(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(task_ptr, task, worker, label) sorted by task, stable (each task's answers keep input order).
 
-    O(L + n_tasks), one pass to count and one to scatter.
+    A counting sort, O(L + n_tasks): count, then scatter worker and label in
+    one pass.  Large inputs are cut in two halves counted and scattered on
+    two threads -- the first half's answers of a task go before the
+    second's, so the result is the same stable order.
     """
-    return _sort_by_task(
-        np.ascontiguousarray(task), np.ascontiguousarray(worker), np.ascontiguousarray(label), int(n_tasks)
-    )
+    task, worker, label = (np.ascontiguousarray(a) for a in (task, worker, label))
+    n = task.shape[0]
+    n_tasks = int(n_tasks)
+    halves = [(0, n)] if n < _PARALLEL_ANSWERS else [(0, n // 2), (n // 2, n)]
+    counts = [np.zeros(n_tasks, dtype=np.int64) for _ in halves]
+    _two_threads([lambda c=c, h=h: _count_tasks(task, h[0], h[1], c) for c, h in zip(counts, halves)])
+    ptr = np.zeros(n_tasks + 1, dtype=np.int64)
+    np.cumsum(counts[0] if len(counts) == 1 else counts[0] + counts[1], out=ptr[1:])
+    fills = [ptr[:-1].copy()]
+    if len(halves) == 2:
+        fills.append(ptr[:-1] + counts[0])
+    del counts
+    w_out = np.empty_like(worker)
+    y_out = np.empty_like(label)
+    t_out = np.empty_like(task)
+    jobs: list[Callable[[], Any]] = [
+        lambda f=f, h=h: _scatter(task, worker, label, h[0], h[1], f, w_out, y_out) for f, h in zip(fills, halves)
+    ]
+    _two_threads(jobs)
+    mid = int(np.searchsorted(ptr, n // 2)) if len(halves) == 2 else n_tasks
+    _two_threads([lambda: _fill_tasks(ptr, 0, mid, t_out)] + ([lambda: _fill_tasks(ptr, mid, n_tasks, t_out)]
+                                                              if mid < n_tasks else []))
+    return ptr, t_out, w_out, y_out
 
 
 @njit(cache=True, nogil=True)
-def _repeats(task_ptr, worker, n_workers, from_end, mark):  # pragma: no cover - compiled
-    n_tasks = task_ptr.shape[0] - 1
+def _repeats(task_ptr, t_lo, t_hi, worker, n_workers, from_end, out):  # pragma: no cover - compiled
     last = np.full(n_workers, -1, dtype=np.int64)  # the last task each worker was seen on
-    out = np.zeros(worker.shape[0] if mark else 0, dtype=np.bool_)
+    mark = out.shape[0] > 0
     count = 0
-    for t in range(n_tasks):
+    for t in range(t_lo, t_hi):
         lo = task_ptr[t]
         hi = task_ptr[t + 1]
         for j in range(hi - lo):
@@ -318,7 +353,7 @@ def _repeats(task_ptr, worker, n_workers, from_end, mark):  # pragma: no cover -
                     out[p] = True
             else:
                 last[w] = t
-    return count, out
+    return count
 
 
 def repeated_answers(
@@ -327,12 +362,22 @@ def repeated_answers(
     """Answers repeating a (task, worker) pair, on answers sorted by task.
 
     One pass over each task's answers with each worker's last-seen task
-    (O(L + n_workers), no hashing).  ``keep="first"`` flags every repeat
-    after the first in input order, ``"last"`` every one before the last.
-    Returns (count, bool mask of shape (L,)) -- the mask is empty when not
-    ``mark``.
+    (O(L + n_workers), no hashing; two threads on two ranges of tasks for
+    large inputs).  ``keep="first"`` flags every repeat after the first in
+    input order, ``"last"`` every one before the last.  Returns (count,
+    bool mask of shape (L,)) -- the mask is empty when not ``mark``.
     """
-    return _repeats(task_ptr, np.ascontiguousarray(worker), max(int(n_workers), 1), keep == "last", mark)
+    worker = np.ascontiguousarray(worker)
+    n = worker.shape[0]
+    n_tasks = task_ptr.shape[0] - 1
+    out = np.zeros(n if mark else 0, dtype=np.bool_)
+    mid = int(np.searchsorted(task_ptr, n // 2)) if n >= _PARALLEL_ANSWERS else n_tasks
+    ranges = [(0, mid)] + ([(mid, n_tasks)] if mid < n_tasks else [])
+    counts = _two_threads([
+        lambda r=r: _repeats(task_ptr, r[0], r[1], worker, max(int(n_workers), 1), keep == "last", out)
+        for r in ranges
+    ])
+    return int(sum(counts)), out
 
 
 @njit(cache=True, nogil=True)
@@ -474,7 +519,7 @@ def announce_compilation(stream: Any) -> None:
     """Say once, on a terminal, that the first run compiles the kernels (a few seconds, cached after)."""
     if stream is None or not getattr(stream, "isatty", lambda: False)():
         return
-    if not compiled(_sort_by_task, _repeats, _em_chunks):
+    if not compiled(_scatter, _repeats, _em_chunks):
         stream.write("compiling kernels, once (a few seconds; later runs reuse them)\n")
         stream.flush()
 

@@ -371,6 +371,15 @@ def encode_halves(values: pa.Array | pa.ChunkedArray, pool: Any) -> Any:
     return result
 
 
+def release_memory() -> None:
+    """Hand the memory Arrow's allocator keeps after freeing (parsed text) back to the system."""
+    import sys
+
+    pa = sys.modules.get("pyarrow")
+    if pa is not None:
+        pa.default_memory_pool().release_unused()
+
+
 def edge_space(names: pa.Array) -> np.ndarray:
     """Which names start or end with whitespace (Python's ``str.isspace`` set), bool shape (n,)."""
     import pyarrow.compute as pc

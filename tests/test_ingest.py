@@ -172,8 +172,13 @@ def test_quote_parity():
     assert quote_parity(b'a,"b\n') == (True, True)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("policy", ["first", "last"])
-def test_repeated_answers_match_hashing_all_pairs(rng, policy):
+def test_repeated_answers_match_hashing_all_pairs(rng, policy, threads, monkeypatch):
+    import crowdagg.kernels
+
+    if threads == 2:  # the two-thread path of large inputs, on a small one
+        monkeypatch.setattr(crowdagg.kernels, "_PARALLEL_ANSWERS", 100)
     n, n_tasks, n_workers = 5000, 300, 40
     task = rng.integers(0, n_tasks, n).astype(np.int32)
     worker = rng.integers(0, n_workers, n).astype(np.int32)
