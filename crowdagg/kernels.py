@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 import numpy as np
@@ -316,7 +316,7 @@ def sort_by_task(
     n_tasks = int(n_tasks)
     halves = [(0, n)] if n < _PARALLEL_ANSWERS else [(0, n // 2), (n // 2, n)]
     counts = [np.zeros(n_tasks, dtype=np.int64) for _ in halves]
-    _two_threads([lambda c=c, h=h: _count_tasks(task, h[0], h[1], c) for c, h in zip(counts, halves)])
+    _two_threads([partial(_count_tasks, task, h[0], h[1], c) for c, h in zip(counts, halves)])
     ptr = np.zeros(n_tasks + 1, dtype=np.int64)
     np.cumsum(counts[0] if len(counts) == 1 else counts[0] + counts[1], out=ptr[1:])
     fills = [ptr[:-1].copy()]
@@ -326,13 +326,9 @@ def sort_by_task(
     w_out = np.empty_like(worker)
     y_out = np.empty_like(label)
     t_out = np.empty_like(task)
-    jobs: list[Callable[[], Any]] = [
-        lambda f=f, h=h: _scatter(task, worker, label, h[0], h[1], f, w_out, y_out) for f, h in zip(fills, halves)
-    ]
-    _two_threads(jobs)
+    _two_threads([partial(_scatter, task, worker, label, h[0], h[1], f, w_out, y_out) for f, h in zip(fills, halves)])
     mid = int(np.searchsorted(ptr, n // 2)) if len(halves) == 2 else n_tasks
-    _two_threads([lambda: _fill_tasks(ptr, 0, mid, t_out)] + ([lambda: _fill_tasks(ptr, mid, n_tasks, t_out)]
-                                                              if mid < n_tasks else []))
+    _two_threads([partial(_fill_tasks, ptr, lo, hi, t_out) for lo, hi in ((0, mid), (mid, n_tasks)) if hi > lo or lo == 0])
     return ptr, t_out, w_out, y_out
 
 
@@ -373,10 +369,9 @@ def repeated_answers(
     out = np.zeros(n if mark else 0, dtype=np.bool_)
     mid = int(np.searchsorted(task_ptr, n // 2)) if n >= _PARALLEL_ANSWERS else n_tasks
     ranges = [(0, mid)] + ([(mid, n_tasks)] if mid < n_tasks else [])
-    counts = _two_threads([
-        lambda r=r: _repeats(task_ptr, r[0], r[1], worker, max(int(n_workers), 1), keep == "last", out)
-        for r in ranges
-    ])
+    counts = _two_threads(
+        [partial(_repeats, task_ptr, r[0], r[1], worker, max(int(n_workers), 1), keep == "last", out) for r in ranges]
+    )
     return int(sum(counts)), out
 
 
