@@ -44,7 +44,7 @@ sys.path.insert(0, str(HERE))
 import synth  # noqa: E402
 
 RESULTS = HERE / "results"
-STAGES = ("read", "parse", "encode", "sort", "fit", "render", "write")
+STAGES = ("read", "parse", "encode", "names", "sort", "fit", "render", "write")
 #: The targets of the ingest issue (seconds, MiB) and the figures measured before it (2 cores, same data).
 TARGETS = {1_000_000: (1.5, None), 10_000_000: (8.0, 1200), 100_000_000: (60.0, 8 * 1024)}
 BEFORE = {1_000_000: (2.5, 317), 10_000_000: (19.4, 1600), 100_000_000: (237.0, 14.8 * 1024)}

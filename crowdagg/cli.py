@@ -216,6 +216,10 @@ def _stdin_once(**paths: Optional[str]) -> None:
         raise UsageError(f"{' and '.join(users)} both read standard input (-); it can be read only once")
 
 
+def _stdout_is_terminal() -> bool:
+    return sys.stdout is not None and sys.stdout.isatty()
+
+
 def _split_list(value: Optional[str]) -> Optional[list[str]]:
     if value is None:
         return None
@@ -371,6 +375,8 @@ def aggregate(
     memory.parse_size(max_memory)
     class_list = _split_list(classes)
     out_fmt = output_format(fmt, output)
+    if out_fmt == "parquet" and output in (None, "-") and _stdout_is_terminal():
+        raise UsageError("Parquet is binary: write it with -o FILE.parquet or redirect standard output")
     targets: list[Target] = [resolve(output or "-", "--output")]
     workers_fmt = None
     if workers:

@@ -1168,3 +1168,84 @@ def test_truth_labels_outside_the_classes_still_get_their_recall(runner, tmp_pat
 def test_upper_case_gz_extension(runner, tmp_path):
     ok(invoke(runner, "aggregate", BLUEBIRD, "-m", "mv", "-o", tmp_path / "o.CSV.GZ"))
     assert gzip.decompress((tmp_path / "o.CSV.GZ").read_bytes()).startswith(b"task,label,confidence\n")
+
+
+# --------------------------------------------------------------------------- ingest: Parquet, several inputs
+def test_parquet_output_reads_back_as_the_csv_output(runner, tmp_path):
+    import pyarrow.parquet as pq
+
+    ok(invoke(runner, "aggregate", BLUEBIRD, "-m", "ds", "--proba", "-o", tmp_path / "t.csv",
+              "--workers", tmp_path / "w.csv"))
+    ok(invoke(runner, "aggregate", BLUEBIRD, "-m", "ds", "--proba", "-o", tmp_path / "t.parquet",
+              "--workers", tmp_path / "w.parquet"))
+    for name in ("t", "w"):
+        csv = pd.read_csv(tmp_path / f"{name}.csv", dtype={"task": str, "worker": str, "label": str,
+                                                          "true_label": str, "observed_label": str})
+        back = pq.read_table(tmp_path / f"{name}.parquet").to_pandas()
+        assert list(back.columns) == list(csv.columns)
+        pd.testing.assert_frame_equal(back, csv, check_dtype=False)  # floats bit-exact
+    # --format parquet to a pipe gives the same bytes; and the same input gives the same bytes
+    piped = invoke(runner, "aggregate", BLUEBIRD, "-m", "ds", "--proba", "--format", "parquet")
+    ok(piped)
+    assert piped.stdout_bytes == (tmp_path / "t.parquet").read_bytes()
+
+
+def test_parquet_input_and_output_round_trip(runner, tmp_path):
+    import pyarrow.csv as pcsv
+    import pyarrow.parquet as pq
+
+    pq.write_table(pcsv.read_csv(BLUEBIRD), tmp_path / "in.parquet")  # typed: integer ids
+    a = invoke(runner, "aggregate", tmp_path / "in.parquet", "-m", "ds")
+    b = invoke(runner, "aggregate", BLUEBIRD, "-m", "ds")
+    ok(a)
+    assert a.stdout == b.stdout
+
+
+def test_several_inputs_on_the_command_line(runner, tmp_path):
+    lines = BLUEBIRD.read_text().splitlines()
+    header, rows = lines[0], lines[1:]
+    (tmp_path / "parts").mkdir()
+    for i in range(3):
+        (tmp_path / "parts" / f"b{i}.csv").write_text("\n".join([header, *rows[i::3]]) + "\n")
+    # the same rows in another order are another data set: compare with the joined file
+    joined = tmp_path / "joined.csv"
+    joined.write_text("\n".join([header, *rows[0::3], *rows[1::3], *rows[2::3]]) + "\n")
+    want = invoke(runner, "aggregate", joined, "-m", "ds")
+    ok(want)
+    parts = [tmp_path / "parts" / f"b{i}.csv" for i in range(3)]
+    for args in ([*parts], [tmp_path / "parts"], [str(tmp_path / "parts" / "b*.csv")]):
+        got = invoke(runner, "aggregate", *args, "-m", "ds")
+        ok(got)
+        assert got.stdout == want.stdout, args
+    err = assert_one_error_line(invoke(runner, "aggregate", str(tmp_path / "parts" / "*.tsv")), 1)
+    assert "no file matches" in err
+    err = assert_one_error_line(invoke(runner, "aggregate", "-", "-"), 2)
+    assert "twice" in err
+
+
+def test_parquet_is_not_written_to_a_terminal(runner, monkeypatch):
+    import crowdagg.cli
+
+    monkeypatch.setattr(crowdagg.cli, "_stdout_is_terminal", lambda: True)
+    err = assert_one_error_line(invoke(runner, "aggregate", BLUEBIRD, "--format", "parquet"), 2)
+    assert "binary" in err
+
+
+def test_compiling_message_only_on_a_terminal(monkeypatch):
+    import io as _io
+
+    import crowdagg.kernels as k
+
+    monkeypatch.setattr(k, "compiled", lambda *a: False)
+    tty = _io.StringIO()
+    tty.isatty = lambda: True  # type: ignore[method-assign]
+    k.announce_compilation(tty)
+    assert tty.getvalue() == "compiling kernels, once (a few seconds; later runs reuse them)\n"
+    pipe = _io.StringIO()
+    k.announce_compilation(pipe)
+    assert pipe.getvalue() == ""
+    monkeypatch.setattr(k, "compiled", lambda *a: True)
+    tty2 = _io.StringIO()
+    tty2.isatty = lambda: True  # type: ignore[method-assign]
+    k.announce_compilation(tty2)
+    assert tty2.getvalue() == ""

@@ -1,0 +1,26 @@
+"""Smoke test of the ingest benchmark: it runs end to end and prints its table (not timed)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_ingest_benchmark_prints_the_table_with_the_stage_breakdown(tmp_path):
+    out = tmp_path / "ingest.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_ingest.py"), "--answers", "20000", "--repeats", "1",
+         "--json", str(out), "--workdir", str(tmp_path / "work")],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "| answers | CSV MB | code | wall s | peak RSS MiB | EM iters | read | parse | encode" in proc.stdout
+    assert "| 20,000 |" in proc.stdout
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["answers"] == 20000 and row["iterations"] > 0
+    assert set(row["stages"]) == {"read", "parse", "encode", "names", "sort", "fit", "render", "write"}
+    assert row["stages"]["parse"] > 0 and row["stages"]["fit"] > 0
