@@ -471,7 +471,7 @@ def evaluate(
     label_col: Optional[str] = typer.Option(None, "--label-col", help="Label column of the predictions (default: label or an alias)."),
     truth_task_col: Optional[str] = typer.Option(None, "--truth-task-col", help="Task column of --truth."),
     truth_label_col: Optional[str] = typer.Option(None, "--truth-label-col", help="Label column of --truth (default: label, truth, gold, ...)."),
-    fmt: Optional[str] = typer.Option(None, "--format", "-f", help="csv, tsv, json or jsonl (default: a table on a terminal, else csv)."),
+    fmt: Optional[str] = typer.Option(None, "--format", "-f", help="csv, tsv, json, jsonl or parquet (default: a table on a terminal, else csv)."),
     verbose: bool = VerboseOpt,
 ) -> None:
     """Score predicted labels against the truth: accuracy, macro-F1, per-class recall.
@@ -484,6 +484,8 @@ def evaluate(
     _require_values(predictions=predictions, truth=truth, format=fmt)
     _stdin_once(predictions=predictions, truth=truth)
     out_fmt = output_format(fmt, None) if fmt is not None else None
+    if out_fmt == "parquet" and _stdout_is_terminal():
+        raise UsageError("Parquet is binary: redirect standard output to a file")
     pred = read_task_labels(
         predictions, task_col=task_col, label_col=label_col, what="predicted",
         options={"task": "--task-col", "label": "--label-col"},
