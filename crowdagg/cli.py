@@ -427,9 +427,9 @@ def aggregate(
         summary = _evaluate_run(data, result, truth_labels, params.get("gold"))
     # 4. Render everything, then write all or nothing.
     with _timing.stage("render"):
-        outputs = [(targets[0], render_table(result.table(proba=proba), out_fmt, key="task"))]
+        outputs = [(targets[0], render_table(result.table(proba=proba, arrow=True), out_fmt, key="task"))]
         if workers and workers_fmt:
-            outputs.append((targets[1], render_table(result.workers_table(), workers_fmt, key="worker")))
+            outputs.append((targets[1], render_table(result.workers_table(arrow=True), workers_fmt, key="worker")))
     with _timing.stage("write"):
         commit(outputs)
     if summary is not None:

@@ -540,8 +540,8 @@ def _parquet(cols: dict[str, _Col]) -> bytes:
                 arrays.append(pa.array(data.astype(np.int64, copy=False)))
         elif col.kind == "bool":
             arrays.append(pa.array(col.data, pa.bool_()))
-        elif col.kind == "dict":
-            arrays.append(pa.DictionaryArray.from_arrays(pa.array(col.data), _as_string(col.dictionary)))
+        elif col.kind == "dict":  # written as plain strings, as a column of names would be
+            arrays.append(_as_string(col.dictionary).take(pa.array(col.data)))
         else:
             n = len(col)
             kernels = n >= _KERNEL_MIN_ROWS

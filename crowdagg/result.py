@@ -94,15 +94,17 @@ class AggregationResult:
         """Hard labels as class names (object array of str)."""
         return np.asarray(self.data.classes, dtype=object)[self.labels]
 
-    def table(self, *, proba: bool = False) -> dict[str, np.ndarray]:
+    def table(self, *, proba: bool = False, arrow: bool = False) -> dict[str, Any]:
         """One row per task, in input order, as columns: ``task, label, confidence``.
 
         With ``proba``: also ``n_answers`` (0 flags a task without answers)
-        and one ``p_<class>`` column per class.
+        and one ``p_<class>`` column per class.  Names are object arrays of
+        str, or with ``arrow`` Arrow arrays (the task vocabulary itself, the
+        labels dictionary-encoded): no Python object per row, for writers.
         """
-        cols: dict[str, np.ndarray] = {
-            "task": self.data.task_names,
-            "label": self.label_names(),
+        cols: dict[str, Any] = {
+            "task": self.data.tasks.names if arrow else self.data.task_names,
+            "label": _dictionary(self.labels, self.data.classes) if arrow else self.label_names(),
             "confidence": self.confidence,
         }
         if proba:
@@ -117,14 +119,24 @@ class AggregationResult:
 
         return pd.DataFrame(self.table(proba=proba))
 
-    def workers_table(self) -> dict[str, np.ndarray]:
+    def workers_table(self, *, arrow: bool = False) -> dict[str, Any]:
         """Long-form confusion per worker, as columns.
 
         ``worker, true_label, observed_label, probability, accuracy,
-        n_answers`` (the last two repeat on each of a worker's rows).
+        n_answers`` (the last two repeat on each of a worker's rows).  With
+        ``arrow`` the names are dictionary-encoded Arrow arrays.
         """
         conf = self.confusion
         n_w, k, _ = conf.shape
+        if arrow:
+            return {
+                "worker": _dictionary(np.repeat(np.arange(n_w, dtype=np.int32), k * k), self.data.workers.names),
+                "true_label": _dictionary(np.tile(np.repeat(np.arange(k, dtype=np.int32), k), n_w), self.data.classes),
+                "observed_label": _dictionary(np.tile(np.arange(k, dtype=np.int32), n_w * k), self.data.classes),
+                "probability": conf.reshape(-1),
+                "accuracy": np.repeat(self.worker_accuracy, k * k),
+                "n_answers": np.repeat(self.data.answers_per_worker, k * k),
+            }
         classes = np.asarray(self.data.classes, dtype=object)
         return {
             "worker": np.repeat(self.data.worker_names, k * k),
@@ -140,3 +152,13 @@ class AggregationResult:
         import pandas as pd
 
         return pd.DataFrame(self.workers_table())
+
+
+def _dictionary(codes: np.ndarray, names: Any) -> Any:
+    """Names by code as an Arrow dictionary array (``names``: a sequence of str or an Arrow string array)."""
+    import pyarrow as pa
+
+    from .vocab import arrow_of
+
+    dictionary = names if isinstance(names, pa.Array) else pa.array(list(names), type=pa.string())
+    return pa.DictionaryArray.from_arrays(arrow_of(np.asarray(codes, dtype=np.int32)), dictionary)
