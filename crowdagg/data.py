@@ -345,8 +345,12 @@ class AnnotationSet:
         label_col: str = "label",
         task_order: Sequence[object] | np.ndarray | pa.Array | None = None,
         header: tuple[str, str, str] | Sequence[tuple[str, str, str]] | None = None,
+        dtypes: tuple[str | None, str | None] | None = None,
     ) -> AnnotationSet:
         """:meth:`from_names` taking the (task, worker, label) columns in a list that it empties.
+
+        ``dtypes`` gives the task and worker ids' original dtypes when the
+        columns are already text (several files joined).
 
         A reader that drops its own references first lets the parsed text
         columns be freed as soon as they are encoded (gigabytes at 100M
@@ -358,6 +362,8 @@ class AnnotationSet:
             vocab.as_strings(v, role) for v, role in zip(columns, ("task", "worker", "label"))
         )
         columns.clear()
+        if dtypes is not None:
+            t_dtype, w_dtype = dtypes
         if not len(t) == len(w) == len(y):
             raise DataError(f"task, worker and label columns differ in length ({len(t)}, {len(w)}, {len(y)})")
         n_extra = 0

@@ -529,15 +529,20 @@ _FIELDS_ERROR = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
 _EOF_IN_STRING = re.compile(r"EOF inside string starting at row (\d+)")
 
 
-def _header_fields(data: bytes, sep: str) -> int:
-    """Number of fields of the header record (the first), as the parsers count them."""
+def _header_fields(data: bytes, sep: str) -> int | None:
+    """Number of fields of the header record (the first), as the parsers count them; None if unsure."""
     import csv
 
     end = data.find(b"\n")
     head = data if end < 0 else data[: end + 1]
+    if b"\r" in head.rstrip(b"\r\n"):
+        return None  # CR line ends: the exact parser decides
     if sep == "," and b'"' in head:
         # a quoted header cell may span lines: let the csv module find the first record
-        first = next(csv.reader(io.StringIO(data[: 1 << 20].decode("utf-8", "replace"), newline="")), [])
+        try:
+            first = next(csv.reader(io.StringIO(data[: 1 << 20].decode("utf-8", "replace"), newline="")), [])
+        except csv.Error:  # an unclosed quote, a huge cell
+            return None
         return max(len(first), 1)
     return head.rstrip(b"\r\n").count(sep.encode()) + 1
 
@@ -557,6 +562,8 @@ def _parse_delimited_arrow(data: bytes, display: str, sep: str) -> RawTable | No
     from .kernels import quote_parity, scan_records
 
     n_cols = _header_fields(data, sep)
+    if n_cols is None:
+        return None
     quoting = sep == "," and b'"' in data
     spans = False
     if quoting:
@@ -568,7 +575,7 @@ def _parse_delimited_arrow(data: bytes, display: str, sep: str) -> RawTable | No
 
     def invalid_row(row: Any) -> str:
         first, _, rest = row.text.partition(sep)
-        if row.text.strip(" \t\x0b\x0c\r\n") or rest.replace(sep, ""):
+        if row.text.strip(" \t\x0b\x0c\r\n") or rest.replace(sep, "") or row.actual_columns > n_cols:
             irregular.append(True)
         else:
             n_blank[0] += 1  # a line of spaces: not a row (the exact parser's rule)
@@ -601,11 +608,12 @@ def _parse_delimited_arrow(data: bytes, display: str, sep: str) -> RawTable | No
     columns = [c.slice(1) for c in columns]
     del table
     n_newlines = data.count(b"\n")
-    single_line = n_newlines + (not data.endswith(b"\n")) == n_rows + 1
-    if single_line and not n_blank[0] and sep == ",":
+    lone_cr = b"\r" in data and data.count(b"\r") != data.count(b"\r\n")
+    single_line = n_newlines + (not data.endswith(b"\n")) == n_rows + 1 and not lone_cr
+    if single_line and not n_blank[0] and sep == "," and not quoting:
         return RawTable(header, columns, Locator(display, first_line=2), display)
-    # Blank lines were skipped, a quoted cell spans lines, or (TSV) a blank line has every field:
-    # find each row's line, and drop rows that are blank lines.
+    # Blank lines were skipped, quotes (a cell may span lines, or never close), CR line ends, or
+    # (TSV) a blank line has every field: find each row's line, and drop rows that are blank lines.
     lines, blank, blank_other, bad_other = scan_records(data, sep, quoting, n_cols)
     if len(lines) != n_rows or blank_other != n_blank[0] or bad_other:
         return None  # the scan and the parser disagree: leave it to the exact parser
@@ -685,12 +693,17 @@ def _empty_line_rows(data: bytes, table: RawTable) -> np.ndarray:
     candidates = np.flatnonzero(rest_blank)
     if candidates.size == 0:
         return mask
-    newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
+    buf = np.frombuffer(data, dtype=np.uint8)
+    cr = np.flatnonzero(buf == 13)
+    lone_cr = cr[(cr + 1 >= buf.size) | (buf[np.minimum(cr + 1, buf.size - 1)] != 10)]
+    newlines = np.sort(np.concatenate([np.flatnonzero(buf == 10), lone_cr]))  # LF, CRLF, lone CR
     first = table.columns[0]
     for r in candidates.tolist():
         if first[r].strip():
             continue
         line = table.locate.line(r)
+        if not 1 <= line <= newlines.size + 1:
+            continue
         start = int(newlines[line - 2]) + 1 if line >= 2 else 0
         end = int(newlines[line - 1]) if line - 1 < newlines.size else len(data)
         mask[r] = not data[start:end].strip()
@@ -743,9 +756,10 @@ def read_raw(
     with _timing.stage("read"):
         raw, display, name = _read_source(source, role, max_memory)
         raw = _decompress(raw, display, max_memory)
-        if raw[:4] == PARQUET_MAGIC or (input_format or "").lower() == "parquet":
+        given = (input_format or "").lower()
+        if (raw[:4] == PARQUET_MAGIC and not given) or given == "parquet":
             detect_format(raw, name, input_format)  # checks the option's spelling
-            return _parse_parquet(raw, display)
+            return _parse_parquet(raw, display, max_memory)
         raw = to_utf8(raw, display)
     if not raw.strip():
         raise DataError(f"{display}: file is empty")
@@ -763,7 +777,7 @@ def read_raw(
         return _parse_jsonl(raw, display)
 
 
-def _parse_parquet(data: bytes, display: str) -> RawTable:
+def _parse_parquet(data: bytes, display: str, max_memory: memory.MaxMemory = None) -> RawTable:
     """A Parquet file: its columns as they are (typed columns become names in :mod:`crowdagg.vocab`)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -771,13 +785,23 @@ def _parse_parquet(data: bytes, display: str) -> RawTable:
     if data[:4] != PARQUET_MAGIC or data[-4:] != PARQUET_MAGIC:
         raise DataError(f"{display}: not a Parquet file, or a truncated one (no {PARQUET_MAGIC!r} at both ends)")
     try:
-        table = pq.read_table(pa.py_buffer(data))
+        pf = pq.ParquetFile(pa.py_buffer(data))
+        names = [str(n) for n in pf.schema_arrow.names]
+        if len(set(names)) != len(names):
+            dup = next(n for n in names if names.count(n) > 1)
+            raise DataError(f"{display}: the column {dup!r} appears twice")
+        meta = pf.metadata
+        decoded = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+        # The decoded columns: their uncompressed size, or ~24 bytes a cell (offsets, text, codes).
+        memory.check(
+            2 * max(decoded, 24 * meta.num_rows * max(meta.num_columns, 1)),
+            f"decoding {meta.num_rows:,} rows × {meta.num_columns} columns of Parquet from {display}",
+            max_memory, advice="split the input",
+        )
+        table = pf.read()
     except (pa.ArrowException, OSError) as exc:
         raise DataError(f"{display}: cannot read Parquet ({str(exc).splitlines()[0]})") from None
     header = [str(n) for n in table.column_names]
-    if len(set(header)) != len(header):
-        dup = next(n for n in header if header.count(n) > 1)
-        raise DataError(f"{display}: the column {dup!r} appears twice")
     return RawTable(header, list(table.columns), Locator(display, first_line=1, unit="row"), display, kind="Parquet")
 
 
@@ -793,9 +817,11 @@ def _frame_table(frame: pd.DataFrame) -> RawTable:
 
     header = [str(c) for c in frame.columns]
     columns: list[Any] = []
+    import pandas as pd
+
     for c in frame.columns:
         col = frame[c]
-        if col.dtype != object:
+        if col.dtype.kind in "iufb" or isinstance(col.dtype, (pd.StringDtype, pd.CategoricalDtype)):
             try:
                 columns.append(pa.array(col, from_pandas=True))
                 continue
@@ -839,7 +865,7 @@ def expand_inputs(specs: Sequence[str | os.PathLike[str]]) -> list[str]:
                 raise DataError(f"{name}: a directory with no data files ({', '.join(_DATA_SUFFIXES)}, optionally .gz)")
             out.extend(found)
         elif any(ch in name for ch in "*?["):
-            found = sorted(glob.glob(name))
+            found = sorted(f for f in glob.glob(name) if not os.path.isdir(f))
             if not found:
                 raise DataError(f"{name}: no file matches this pattern")
             out.extend(found)
@@ -900,6 +926,9 @@ def load_annotations(
         )
         if not sources:
             raise UsageError("no input given")
+        if len(sources) > 1:  # all files are held together: their sizes add up
+            sizes = [os.stat(f).st_size for f in sources if isinstance(f, str) and os.path.isfile(f)]
+            _check_input_size(sum(sizes), f"{len(sources)} inputs", max_memory)
         tables = [
             read_raw(src, input_format=input_format, label_col=label_col, max_memory=max_memory) for src in sources
         ]
@@ -915,17 +944,37 @@ def load_annotations(
         from .data import JoinedLocator
         from .vocab import as_strings, concat
 
-        columns = [
-            concat([as_strings(t.column(cols[i]))[0] for t, cols in zip(tables, parts)]) for i in range(3)
-        ]
+        columns, dtypes = [], []
+        for i in range(3):
+            named = [as_strings(t.column(cols[i])) for t, cols in zip(tables, parts)]
+            columns.append(concat([names for names, _ in named]))
+            kinds = {dtype for _, dtype in named}
+            dtypes.append(kinds.pop() if len(kinds) == 1 else None)  # the ids' type, where every file agrees
+        kw["dtypes"] = (dtypes[0], dtypes[1])
         if any(t.task_order for t in tables):  # tasks without answers keep their place among the files
             kw["task_order"] = concat([
-                as_strings(t.task_order if t.task_order else t.column(cols[0]))[0] for t, cols in zip(tables, parts)
+                as_strings(t.task_order)[0] if t.task_order else _answered_tasks(t, cols)
+                for t, cols in zip(tables, parts)
             ])
         headers = [cols for t, cols in zip(tables, parts) if t.fixed is None]
         kw.update(locate=JoinedLocator([t.locate for t in tables], [t.n_rows for t in tables]), header=headers or None)
     del tables, first  # the parsed text is freed as soon as it is encoded
     return AnnotationSet._from_columns(columns, **kw)
+
+
+def _answered_tasks(table: RawTable, cols: tuple[str, str, str]) -> Any:
+    """The task names of a table's answers, once each in order of appearance (stripped; blank
+    names and the header's own cell left out) -- its part of a joined input's task order."""
+    from .data import header_key
+    from .vocab import as_strings, blank, encode, spells, strip, take
+
+    names, _ = as_strings(table.column(cols[0]))
+    _, uniques = encode(names)
+    uniques, _ = strip(uniques)
+    drop = blank(uniques)
+    if table.fixed is None:
+        drop |= spells(uniques, header_key(cols[0]), header_key)
+    return take(uniques, np.flatnonzero(~drop))
 
 
 def _answer_columns(

@@ -409,8 +409,8 @@ def _scan_records(buf, sep, quoting, n_cols, fill, lines, ws_only):  # pragma: n
                 i += 1
                 while i < n:
                     c = buf[i]
-                    if c == 10:
-                        line += 1
+                    if c == 10 or (c == 13 and (i + 1 >= n or buf[i + 1] != 10)):
+                        line += 1  # LF, CRLF and a lone CR are each one line break
                     if c == 34:
                         if i + 1 < n and buf[i + 1] == 34:
                             i += 2
@@ -439,8 +439,7 @@ def _scan_records(buf, sep, quoting, n_cols, fill, lines, ws_only):  # pragma: n
         if i < n:
             if buf[i] == 13 and i + 1 < n and buf[i + 1] == 10:
                 i += 1
-            if buf[i] == 10:
-                line += 1
+            line += 1
             i += 1
         if record > 0:
             if fields == n_cols:
@@ -448,7 +447,7 @@ def _scan_records(buf, sep, quoting, n_cols, fill, lines, ws_only):  # pragma: n
                     lines[kept] = start_line
                     ws_only[kept] = blank
                 kept += 1
-            elif blank:
+            elif blank and fields < n_cols:
                 if end > start:  # empty lines are not rows at all
                     blank_other += 1
             else:

@@ -211,7 +211,8 @@ def _arrow_strings(arr: Any, role: str) -> tuple[pa.Array, str | None]:
         arr = arr.dictionary_decode()
         t = arr.type
     dtype: str | None = None
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+    is_view = getattr(pa.types, "is_string_view", lambda _: False)(t)
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or is_view:
         out = arr.cast(pa.string()) if not pa.types.is_string(t) else arr
     elif pa.types.is_binary(t) or pa.types.is_large_binary(t):
         try:
@@ -234,9 +235,9 @@ def _arrow_strings(arr: Any, role: str) -> tuple[pa.Array, str | None]:
         out = pa.array([""] * len(arr), type=pa.string())
     elif pa.types.is_nested(t):
         raise DataError(f"the {role} column holds {t} values, not ids")
-    else:
+    else:  # dates, times, durations, decimals: as Python writes each value (a Python object per value)
         dtype = str(t)
-        out = pc.cast(arr, pa.string())
+        out = pa.array(["" if v is None else str(v) for v in arr.to_pylist()], type=pa.string())
     if out.null_count:
         out = pc.fill_null(out, "")
     return out, dtype

@@ -390,3 +390,96 @@ def test_every_dataset_reads_the_same_from_parquet(datasets_dir, tmp_path):
             assert got.tasks.dtype == "int64"
             if all(not n.startswith("0") or n == "0" for n in want.task_names.tolist()):
                 _same(got, want)
+
+
+# --------------------------------------------------------------------------- found in review
+def _error(data: bytes, tmp_path, name="r.csv", **kw) -> str:
+    p = tmp_path / name
+    p.write_bytes(data)
+    with pytest.raises(DataError) as exc:
+        load_annotations(p, **kw)
+    return str(exc.value)
+
+
+def test_an_unclosed_quote_is_found_whatever_the_other_quotes(tmp_path):
+    msg = _error(b'task,worker,label\nt1,w1,5" screen\nt2,w2,"x\n', tmp_path)
+    assert msg.endswith("line 3: a quoted field opened here is never closed")
+    head = b'"task,worker,label\n' + b"t1,w1,a\n" * 20000  # an unclosed quote in a long header
+    assert _error(head, tmp_path).endswith("line 1: a quoted field opened here is never closed")
+
+
+@pytest.mark.parametrize(
+    ("data", "line"),
+    [
+        (b'task,worker,label\rt1,w1,"a"\rt2,w2,b\rt3,,a\r', 4),  # CR line ends, quotes
+        (b"task,worker,label\n\nt1,,a\rt2,w2,b\n", 3),  # a blank line and a lone CR
+        (b"task,worker,label\nt1,w1,a\rt1,w2,b\nt2,,a\n", 4),  # mixed line ends
+        (b"task,worker,label\rt1,w1,a\r\rt1,w2,b\rt1,,a\r", 5),  # CR only, a blank line (crashed before)
+    ],
+)
+def test_a_lone_cr_ends_a_line_in_line_numbers(tmp_path, data, line):
+    assert _error(data, tmp_path).startswith(f"blank worker at {tmp_path / 'r.csv'} line {line} ")
+
+
+def test_a_tsv_line_of_tabs_with_too_many_fields_is_an_error(tmp_path):
+    msg = _error(b"task\tworker\tlabel\nt1\tw1\ta\n\t\t\t\nt2\tw1\tb\n", tmp_path, "r.tsv")
+    assert "line 3: 4 fields, but the header has 3" in msg
+
+
+def test_an_input_format_beats_the_parquet_magic(tmp_path):
+    p = tmp_path / "p.csv"
+    p.write_bytes(b"PAR1,worker,label\nt1,w1,a\n")
+    assert load_annotations(p, input_format="csv", task_col="PAR1").task_names.tolist() == ["t1"]
+
+
+def test_memory_limits_hold_for_several_inputs_and_for_parquet(tmp_path):
+    from crowdagg.errors import ResourceError
+
+    for i in range(4):
+        (tmp_path / f"{i}.csv").write_text("task,worker,label\n" + "t,w,a\n" * 100_000)  # 0.6 MB each
+    with pytest.raises(ResourceError, match="4 inputs"):
+        load_annotations([str(tmp_path / f"{i}.csv") for i in range(4)], max_memory="8M")
+    n = 1_000_000
+    pq.write_table(pa.table({"task": pa.array(["t"] * n).dictionary_encode(), "worker": ["w"] * n,
+                             "label": ["a"] * n}), tmp_path / "big.parquet")
+    assert (tmp_path / "big.parquet").stat().st_size < 100_000
+    with pytest.raises(ResourceError, match="1,000,000 rows × 3 columns of Parquet"):
+        load_annotations(tmp_path / "big.parquet", max_memory="50M")
+
+
+def test_temporal_ids_are_written_as_python_writes_them():
+    frame = pd.DataFrame({
+        "task": pd.to_datetime(["2020-01-01", "2020-01-02"]),
+        "worker": pd.period_range("2020-01", periods=2, freq="M"),
+        "label": pd.to_timedelta(["1s", "2s"]),
+    })
+    d = load_annotations(frame)
+    assert d.task_names.tolist() == ["2020-01-01 00:00:00", "2020-01-02 00:00:00"]
+    assert d.worker_names.tolist() == ["2020-01", "2020-02"]
+    assert d.classes == ("0 days 00:00:01", "0 days 00:00:02")
+    intervals = pd.DataFrame({"task": pd.interval_range(0, 2), "worker": ["w", "v"], "label": ["a", "b"]})
+    assert load_annotations(intervals).task_names.tolist() == ["(0, 1]", "(1, 2]"]
+    names, dtype = as_strings(pa.array([pd.Timestamp("2020-01-01 00:00:01")], type=pa.timestamp("s")))
+    assert names.to_pylist() == ["2020-01-01 00:00:01"] and dtype == "timestamp[s]"
+
+
+def test_joined_inputs_with_a_mapping_skip_blank_and_header_rows(tmp_path):
+    (tmp_path / "b.csv").write_text("task,worker,label\nt1,w1,a\n,,\ntask,worker,label\nt2,w1,b\n")
+    (tmp_path / "d.json").write_text(json.dumps({"t4": {"w1": "a"}, "t9": {}}))
+    d = load_annotations([str(tmp_path / "b.csv"), str(tmp_path / "d.json")])
+    assert d.task_names.tolist() == ["t1", "t2", "t4", "t9"]
+    assert d.answers_per_task.tolist() == [1, 1, 1, 0]
+
+
+def test_parquet_details(tmp_path):
+    import pyarrow.parquet as pq_
+
+    table = pa.table([pa.array(["t"]), pa.array(["w"]), pa.array(["a"])], names=["task", "task", "label"])
+    pq_.write_table(table, tmp_path / "dup.parquet")
+    assert "the column 'task' appears twice" in _error((tmp_path / "dup.parquet").read_bytes(), tmp_path, "x.parquet")
+    pq_.write_table(pa.table({"task": [1, 2], "worker": [5, 5], "label": ["a", "b"]}), tmp_path / "i.parquet")
+    two = load_annotations([str(tmp_path / "i.parquet"), str(tmp_path / "i.parquet")], duplicates="first")
+    assert two.tasks.dtype == "int64" and two.workers.dtype == "int64"
+    (tmp_path / "sub.parquet").mkdir()  # a directory matched by a glob is passed over
+    found = expand_inputs([str(tmp_path / "*.parquet")])
+    assert str(tmp_path / "sub.parquet") not in found and str(tmp_path / "i.parquet") in found
