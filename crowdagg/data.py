@@ -669,28 +669,12 @@ def _warn_duplicates(n_dup: int, policy: str) -> None:
 
 def _as_str_array(values: Sequence[object] | np.ndarray, role: str = "name") -> np.ndarray:
     """A 1-D object array of str: missing values (None, NaN, NA) become blank, bytes are decoded."""
+    from .vocab import python_strings
+
     arr = np.asarray(values, dtype=object)
     if arr.ndim != 1:
         raise DataError(f"{role} names must be one-dimensional, got an array of shape {arr.shape}")
-    from pandas.api.types import infer_dtype
-
-    if arr.size == 0 or infer_dtype(arr, skipna=False) == "string":
-        return arr
-    import pandas as pd
-
-    missing = pd.isna(arr)
-    out = np.empty(arr.size, dtype=object)
-    for i, v in enumerate(arr.tolist()):
-        if missing[i]:
-            out[i] = ""
-        elif isinstance(v, bytes):
-            try:
-                out[i] = v.decode("utf-8")
-            except UnicodeDecodeError:
-                raise DataError(f"{role} name {v!r} is not UTF-8 text") from None
-        else:
-            out[i] = v if isinstance(v, str) else str(v)
-    return out
+    return python_strings(arr, role)
 
 
 def _as_number(s: str) -> float | None:

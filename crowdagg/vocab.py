@@ -193,7 +193,7 @@ def as_strings(values: Any, role: str = "name") -> tuple[pa.Array, str | None]:
         return _arrow_strings(pa.array(arr, from_pandas=True), role)
     if arr.dtype.kind in "US":
         arr = arr.astype(object)
-    return pa.array(_python_strings(arr, role), type=pa.string()), None
+    return pa.array(python_strings(arr, role), type=pa.string()), None
 
 
 def _arrow_strings(arr: Any, role: str) -> tuple[pa.Array, str | None]:
@@ -243,7 +243,7 @@ def _arrow_strings(arr: Any, role: str) -> tuple[pa.Array, str | None]:
     return out, dtype
 
 
-def _python_strings(arr: np.ndarray, role: str) -> np.ndarray:
+def python_strings(arr: np.ndarray, role: str) -> np.ndarray:
     """An object array as str values: missing (None, NaN, NA) blank, bytes decoded."""
     from pandas.api.types import infer_dtype
 
