@@ -179,6 +179,9 @@ def test_sigint_during_the_first_imports(tmp_path, delay):
     if proc.returncode == 0:  # the run finished first: then it wrote its file, whole
         assert (tmp_path / "out.csv").read_text().count("\n") == 109
         return
+    if proc.returncode == -signal.SIGINT:  # a loaded machine: the signal came while Python itself started
+        assert listing(tmp_path) == set()
+        return
     assert proc.returncode == 130, err
     assert "interrupted" in one_error_line(err)
     assert "KeyboardInterrupt" not in err
