@@ -32,11 +32,48 @@ F = TypeVar("F", bound=Callable[..., Any])
 Spelling = Mapping[str, str]
 
 
+#: Method parameters that have a flag of their own; the others are set with ``-p name=value``.
+_PARAM_FLAGS = ("seed", "max_iter", "tol", "smoothing")
+
+
 def _flag(name: str, spelling: Spelling | None = None) -> str:
-    """The CLI flag of a library parameter: ``max_iter`` -> ``--max-iter``."""
+    """The CLI spelling of a library parameter: ``max_iter`` -> ``--max-iter``, ``n_init`` -> ``-p n_init``."""
     if spelling and name in spelling:
         return spelling[name]
+    if name not in _PARAM_FLAGS:
+        from .methods import METHODS
+
+        if any(name in m.param_names for m in METHODS.values()):
+            return f"-p {name}"
     return "--" + name.replace("_", "-")
+
+
+def _method_params(spec: Any, seed: int, flags: dict[str, Any], pairs: list[str]) -> dict[str, Any]:
+    """The method's parameters from the common flags and ``-p name=value`` (checked against its declaration)."""
+    params: dict[str, Any] = {"seed": seed}
+    for key, value in flags.items():
+        if value is not None:
+            if key not in spec.param_names:
+                raise UsageError(
+                    f"{_flag(key)} does not apply to method {spec.name!r}; it takes: "
+                    + ", ".join(_flag(p) for p in spec.param_names)
+                )
+            params[key] = value
+    for item in pairs:
+        name, sep, text = item.partition("=")
+        name = name.strip().replace("-", "_")
+        if not sep or not name:
+            raise UsageError(f"-p/--param wants name=value, got {item!r}")
+        if name not in spec.param_names:
+            raise UsageError(
+                f"method {spec.name!r} does not take -p {name}; it takes: "
+                + ", ".join(_flag(p) for p in spec.param_names)
+            )
+        declared = spec.param(name)
+        if name in flags and flags[name] is not None:
+            raise UsageError(f"{name} is given twice ({_flag(name)} and -p {name}=)")
+        params[name] = declared.parse(text)
+    return params
 
 
 def _words(exc_or_warning: object, spelling: Spelling | None = None) -> str:
@@ -323,7 +360,8 @@ def aggregate(
     seed: int = typer.Option(0, "--seed", help="Seed for tie-breaking and any random choice."),
     max_iter: Optional[int] = typer.Option(None, "--max-iter", help="Iteration cap (ds, onecoin: 200; wmv: 50)."),
     tol: Optional[float] = typer.Option(None, "--tol", help="Stop when the relative log-likelihood change is below this (ds, onecoin: 1e-6); 0 runs exactly --max-iter."),
-    smoothing: Optional[float] = typer.Option(None, "--smoothing", help="ds: Dirichlet pseudo-count per confusion cell and class (default 0, entries floored at 1e-10); onecoin: pseudo-answers at chance accuracy per worker (default 1)."),
+    smoothing: Optional[float] = typer.Option(None, "--smoothing", help="Same as -p smoothing=VALUE (ds: Dirichlet pseudo-count, default 0; onecoin: pseudo-answers at chance accuracy, default 1); kept for this release."),
+    param_: list[str] = typer.Option([], "--param", "-p", metavar="NAME=VALUE", help="A parameter of the method (repeatable); `crowdagg methods NAME` lists them, e.g. -p n_init=5."),
     max_memory: Optional[str] = typer.Option(None, "--max-memory", help="Refuse up front a run that would need more memory than this (e.g. 4G, 500M, none; default 80% of available)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
     verbose: bool = VerboseOpt,
@@ -343,15 +381,15 @@ def aggregate(
     """
     from . import _timing, memory
     from .aggregators import aggregate as run_method
-    from .aggregators import get_method
     from .data import DUPLICATE_POLICIES
     from .io import load_annotations, output_format, read_task_labels
+    from .methods import get as get_spec
     from .output import check_distinct, commit, resolve
     from .render import render_table
 
     # 1. Everything that can be checked without reading the data.
-    for spec in input:
-        _require_values(input=spec)
+    for path in input:
+        _require_values(input=path)
     _require_values(
         output=output, format=fmt, workers=workers, truth=truth, gold=gold,
         input_format=input_format, classes=classes, max_memory=max_memory,
@@ -359,17 +397,11 @@ def aggregate(
     if input.count("-") > 1:
         raise UsageError("INPUT gives standard input (-) twice; it can be read only once")
     _stdin_once(input="-" if "-" in input else None, truth=truth, gold=gold)
-    cls = get_method(method)
-    params: dict[str, Any] = {"seed": seed}
-    given = {"max_iter": max_iter, "tol": tol, "smoothing": smoothing}
-    for key, value in given.items():
-        if value is not None:
-            if key not in cls.params:
-                raise UsageError(f"{_flag(key)} does not apply to method {method!r}")
-            params[key] = value
-    if gold is not None and "gold" not in cls.params:
+    spec = get_spec(method)
+    params = _method_params(spec, seed, {"max_iter": max_iter, "tol": tol, "smoothing": smoothing}, param_)
+    if gold is not None and not spec.gold:
         raise UsageError(f"--gold does not apply to method {method!r}")
-    cls(**params).check_params()  # --seed, --max-iter, --tol, --smoothing: before reading anything
+    spec.load()(**params).check_params()  # every method parameter: before reading anything
     if duplicates not in DUPLICATE_POLICIES:
         raise UsageError(f"--duplicates must be one of {', '.join(DUPLICATE_POLICIES)}, got {duplicates!r}")
     memory.parse_size(max_memory)
@@ -563,28 +595,59 @@ def simulate(
 @app.command()
 @handle_errors()
 def methods(
+    name: Optional[str] = typer.Argument(None, metavar="[NAME]", help="A method: show its model, reference and parameters."),
     fmt: Optional[str] = typer.Option(None, "--format", "-f", help="csv, tsv, jsonl or json (default: aligned text)."),
     verbose: bool = VerboseOpt,
 ) -> None:
-    """List the aggregation methods, one line each."""
-    from .aggregators import REGISTRY
+    """List the aggregation methods, one line each; with NAME, one method in full."""
+    from .methods import METHODS, get
 
     _require_values(format=fmt)
-    if fmt is None:
-        width = max(len(n) for n in REGISTRY)
-        _write_stdout("".join(f"{n:<{width}}  {c.summary}\n" for n, c in REGISTRY.items()))
-        return
+    if name is not None:
+        spec = get(name)
+        if fmt is None:
+            _write_stdout(_method_text(spec))
+            return
+        rows: dict[str, list[Any]] = {k: [] for k in ("parameter", "type", "default", "range", "paper", "help")}
+        for p in spec.params:
+            for key, value in zip(rows, (p.name, p.kind.__name__, repr(p.default), p.describe_range(), p.paper, p.help)):
+                rows[key].append(value)
+        table: dict[str, Any] = rows
+    else:
+        if fmt is None:
+            width = max(len(n) for n in METHODS)
+            _write_stdout("".join(f"{n:<{width}}  {m.summary}\n" for n, m in METHODS.items()))
+            return
+        table = {
+            "method": list(METHODS),
+            "class": [m.target.partition(":")[2] for m in METHODS.values()],
+            "summary": [m.summary for m in METHODS.values()],
+        }
     import numpy as np
 
     from .io import output_format
     from .render import render_table
 
-    table = {
-        "method": np.array(list(REGISTRY), dtype=object),
-        "class": np.array([c.__name__ for c in REGISTRY.values()], dtype=object),
-        "summary": np.array([c.summary for c in REGISTRY.values()], dtype=object),
-    }
-    _write_stdout(render_table(table, output_format(fmt, None)))
+    _write_stdout(render_table({k: np.array(v, dtype=object) for k, v in table.items()}, output_format(fmt, None)))
+
+
+def _method_text(spec: Any) -> str:
+    """``crowdagg methods NAME``: summary, model, reference, parameters."""
+    import textwrap
+
+    lines = [f"{spec.name} -- {spec.summary}", ""]
+    lines += textwrap.wrap("Model: " + spec.model, 88, subsequent_indent="  ") + [""]
+    lines += textwrap.wrap("Reference: " + spec.reference, 88, subsequent_indent="  ") + ["", "Parameters:"]
+    for p in spec.params:
+        how = _flag(p.name) if p.name in _PARAM_FLAGS else f"-p {p.name}=VALUE"
+        bounds = p.describe_range()
+        head = f"  {p.name} ({p.kind.__name__}, default {p.default!r}{', ' + bounds if bounds else ''}; {how})"
+        paper = f" [paper: {p.paper}]" if p.paper else ""
+        lines.append(head)
+        lines += textwrap.wrap(p.help + paper, 84, initial_indent="      ", subsequent_indent="      ")
+    if spec.gold:
+        lines += ["", "Takes --gold FILE: known labels that clamp those tasks."]
+    return "\n".join(lines) + "\n"
 
 
 def _version_callback(value: bool) -> None:

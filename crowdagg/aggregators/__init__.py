@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 from ..data import AnnotationSet
-from ..errors import UsageError, param
 from ..memory import MaxMemory
 from ..result import AggregationResult
 from .base import Aggregator
@@ -23,13 +22,10 @@ REGISTRY: dict[str, type[Aggregator]] = {
 
 
 def get_method(name: str) -> type[Aggregator]:
-    """The aggregator class registered under ``name``."""
-    try:
-        return REGISTRY[name]
-    except KeyError:
-        raise UsageError(
-            f"unknown method {name!r}; valid methods: {', '.join(REGISTRY)}"
-        ) from None
+    """The aggregator class registered under ``name`` (:mod:`crowdagg.methods`; its module imported on use)."""
+    from ..methods import get
+
+    return get(name).load()
 
 
 def aggregate(
@@ -40,22 +36,16 @@ def aggregate(
     max_memory: MaxMemory = None,
     **params: Any,
 ) -> AggregationResult:
-    """Fit the method registered as ``method`` with keyword ``params``.
+    """Fit the method registered as ``method`` with keyword ``params`` (its declared parameters).
 
     ``max_memory`` bounds what the fit may allocate (bytes, or ``"4G"``;
-    default 80% of the available memory).
+    default 80% of the available memory).  A parameter the method does not
+    take is a :class:`~crowdagg.errors.UsageError` naming the ones it does.
 
     >>> from crowdagg import load_annotations, aggregate
     >>> result = aggregate(load_annotations("labels.csv"), "ds", max_iter=50)  # doctest: +SKIP
     """
-    cls = get_method(method)
-    unknown = sorted(set(params) - set(cls.params) - {"seed"})
-    if unknown:
-        raise UsageError(
-            f"method {method!r} does not take {', '.join(param(u) for u in unknown)}; it takes: "
-            f"{', '.join(param(p) for p in ('seed', *cls.params))}"
-        )
-    return cls(**params).fit(data, callback=callback, max_memory=max_memory)
+    return get_method(method)(**params).fit(data, callback=callback, max_memory=max_memory)
 
 
 __all__ = [

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from .. import memory
-from ..checks import check_seed
 from ..data import AnnotationSet
-from ..errors import CrowdaggWarning, DataError, warn
+from ..errors import ConvergenceWarning, CrowdaggWarning, DataError, UsageError, param, warn
 from ..result import AggregationResult
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..methods import Method
 
 #: Floor on confusion entries before taking logs (as crowd-kit clips at 1e-10).
 PROB_FLOOR = 1e-10
@@ -22,34 +25,59 @@ MAX_SMOOTHING = 1e9
 class Aggregator:
     """Base class: settings are stored by ``__init__``, checked by :meth:`fit`.
 
-    Subclasses set ``name`` (CLI name), ``summary`` (one line for
-    ``crowdagg methods``) and ``params`` (the settings ``__init__`` accepts,
-    besides ``seed``), and implement :meth:`_fit` and :meth:`memory_needed`.
+    A subclass sets ``name``, the key of its declaration in
+    :mod:`crowdagg.methods` -- which gives its summary and its parameters
+    (name, type, default, range) -- and implements :meth:`_fit` (and
+    :meth:`memory_needed` when it allocates more than the posteriors).
+    ``__init__`` takes the declared parameters as keywords (and ``gold``
+    for methods declared with ``gold=True``); anything else is a
+    :class:`~crowdagg.errors.UsageError` naming what the method takes.
     """
 
     name: ClassVar[str] = ""
-    summary: ClassVar[str] = ""
-    params: ClassVar[tuple[str, ...]] = ()
     #: What to do when :meth:`memory_needed` exceeds the limit.
     memory_advice: ClassVar[str] = "its posteriors alone are tasks × classes: use fewer classes"
 
-    def __init__(self, *, seed: int = 0) -> None:
-        self.seed = seed
+    def __init__(self, **params: Any) -> None:
+        spec = self.spec()
+        allowed = set(spec.param_names) | ({"gold"} if spec.gold else set())
+        unknown = sorted(set(params) - allowed)
+        if unknown:
+            raise UsageError(
+                f"method {self.name!r} does not take {', '.join(param(u) for u in unknown)}; it takes: "
+                + ", ".join(param(p) for p in spec.param_names)
+            )
+        for p in spec.params:
+            setattr(self, p.name, params.get(p.name, p.default))
+        if spec.gold:
+            self.gold = params.get("gold")
+
+    @classmethod
+    def spec(cls) -> Method:
+        """The method's declaration (:mod:`crowdagg.methods`)."""
+        from ..methods import get
+
+        return get(cls.name)
+
+    @classmethod
+    def params(cls) -> tuple[str, ...]:
+        """Names of the declared parameters."""
+        return cls.spec().param_names
 
     def get_params(self) -> dict[str, Any]:
-        return {p: getattr(self, p) for p in ("seed", *self.params)}
+        return {p: getattr(self, p) for p in self.params()}
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({args})"
 
     def check_params(self) -> dict[str, Any]:
-        """The settings, validated (no data needed): name -> checked value.
+        """The settings, validated from their declarations (no data needed): name -> checked value.
 
         Raises :class:`~crowdagg.errors.UsageError` naming the parameter.
         The CLI calls it before reading any input; :meth:`fit` calls it too.
         """
-        return {"seed": check_seed(self.seed)}
+        return {p.name: p.check(getattr(self, p.name)) for p in self.spec().params}
 
     def memory_needed(self, data: AnnotationSet) -> tuple[float, str]:
         """Bytes the fit will allocate beyond the data, and where they come from (for messages)."""
@@ -69,10 +97,10 @@ class Aggregator:
             raise TypeError(f"fit expects an AnnotationSet, got {type(data).__name__}")
         if data.n_tasks == 0:
             raise DataError("no tasks to aggregate")
-        seed = self.check_params()["seed"]
+        checked = self.check_params()
         need, what = self.memory_needed(data)
         memory.check(need, what, max_memory, advice=self.memory_advice)
-        result = self._fit(data, seed, callback)
+        result = self._fit(data, checked, callback)
         result.max_memory = max_memory
         _check_posteriors(result)
         n_empty = int(np.count_nonzero(data.answers_per_task == 0))
@@ -85,8 +113,88 @@ class Aggregator:
             )
         return result
 
-    def _fit(self, data: AnnotationSet, seed: int, callback: Any) -> AggregationResult:
+    def _fit(self, data: AnnotationSet, checked: dict[str, Any], callback: Any) -> AggregationResult:
+        """The method: ``checked`` holds the validated parameters (``checked["seed"]`` among them)."""
         raise NotImplementedError
+
+
+@dataclass
+class Run:
+    """One start of an iterative method: its state, objective trace, iterations and whether it converged."""
+
+    state: Any
+    trace: list[float]
+    n_iter: int
+    converged: bool
+
+
+class IterativeAggregator(Aggregator):
+    """A method that iterates to a fixed point; the loop lives here, the mathematics in the subclass.
+
+    The subclass supplies pure steps:
+
+    * :meth:`_start` -- the starting state (start 0 is the method's own
+      initialisation; later starts, when ``n_init`` is declared, draw from
+      ``rng``) and its objective (or None);
+    * :meth:`_step` -- one iteration, updating the state in place; it
+      returns the objective (``stop_rule = "objective"``: stop when its
+      relative change is at most ``tol``; ``tol = 0`` runs ``max_iter``) or
+      the number of labels that changed (``stop_rule = "unchanged"``: stop
+      when none did);
+    * :meth:`_finish` -- the result from the state of the best start (the
+      highest final objective).
+
+    The iteration cap, the tolerance, the progress callback, restarts and
+    the non-convergence warning are handled once, here.
+    """
+
+    stop_rule: ClassVar[str] = "objective"
+
+    def _start(self, data: AnnotationSet, checked: dict[str, Any], start: int, rng: np.random.Generator) -> tuple[Any, float | None]:
+        raise NotImplementedError
+
+    def _step(self, data: AnnotationSet, state: Any, checked: dict[str, Any]) -> float:
+        raise NotImplementedError
+
+    def _finish(self, data: AnnotationSet, run: Run, checked: dict[str, Any]) -> AggregationResult:
+        raise NotImplementedError
+
+    def _not_converged(self, checked: dict[str, Any]) -> str:
+        """The warning when the stopping rule was not met within ``max_iter``."""
+        return (
+            f"{self.name}: did not converge in {param('max_iter')}={checked['max_iter']} iterations "
+            f"(relative objective change still above {param('tol')}={checked.get('tol', 0):g}); "
+            f"raise {param('max_iter')} or loosen {param('tol')}"
+        )
+
+    def _fit(self, data: AnnotationSet, checked: dict[str, Any], callback: Any) -> AggregationResult:
+        by_objective = self.stop_rule == "objective"
+        tol = checked.get("tol", 0.0)
+        best: Run | None = None
+        for start in range(checked.get("n_init", 1)):
+            state, prev = self._start(data, checked, start, np.random.default_rng([checked["seed"], start]))
+            run = Run(state, [], 0, False)
+            for it in range(1, checked["max_iter"] + 1):
+                value = self._step(data, state, checked)
+                run.n_iter = it
+                if by_objective:
+                    run.trace.append(value)
+                if callback is not None:
+                    callback(it, value if by_objective else float("nan"))
+                if by_objective:
+                    if tol > 0 and prev is not None and abs(value - prev) <= tol * abs(prev):
+                        run.converged = True
+                        break
+                    prev = value
+                elif value == 0:
+                    run.converged = True
+                    break
+            if best is None or (by_objective and run.trace and best.trace and run.trace[-1] > best.trace[-1]):
+                best = run
+        assert best is not None
+        if not best.converged and (tol > 0 or not by_objective):
+            warn(ConvergenceWarning(self._not_converged(checked)))
+        return self._finish(data, best, checked)
 
 
 def _tasks_by_classes(data: AnnotationSet) -> str:

@@ -44,13 +44,13 @@ from typing import Any
 
 import numpy as np
 
-from ..checks import check_float, check_index_array, check_int
+from ..checks import check_index_array
 from ..data import AnnotationSet
-from ..errors import ConvergenceWarning, CrowdaggWarning, DataError, param, warn
+from ..errors import CrowdaggWarning, DataError, param, warn
 from ..result import AggregationResult
 from .base import (
-    MAX_SMOOTHING,
-    Aggregator,
+    IterativeAggregator,
+    Run,
     TieBreaker,
     argmax_random_ties,
     full_m_step,
@@ -100,6 +100,44 @@ def gold_clamp(data: AnnotationSet, gold: Mapping[str, str] | np.ndarray | None)
     return clamp
 
 
+class EMState:
+    """The state of one EM start: the fused E/M workspace, the current parameters, the clamp."""
+
+    def __init__(self, data: AnnotationSet, post: np.ndarray, clamp: np.ndarray, m_step: MStep, smoothing: float):
+        from ..kernels import EMWorkspace
+
+        self.ws = EMWorkspace(data.task_ptr, data.worker, data.label, data.n_workers, data.n_classes)
+        self.clamp = clamp
+        self.m_step = m_step
+        self.smoothing = smoothing
+        fixed = clamp >= 0
+        if fixed.any():
+            post[fixed] = 0.0
+            post[np.flatnonzero(fixed), clamp[fixed]] = 1.0
+        self.ws.accumulate(post)
+        self.objective = self.iterate()
+
+    def iterate(self) -> float:
+        """One M-step on the current statistics, then the E-step: the log-likelihood of the new parameters."""
+        self.prior, self.conf_ot = self.m_step(*self.ws.stats(), self.smoothing)
+        return float(self.ws.e_step(np.log(self.prior), np.log(self.conf_ot), self.clamp))
+
+    @property
+    def confusion(self) -> np.ndarray:
+        """confusion[w, true, observed], shape (n_workers, K, K)."""
+        return np.ascontiguousarray(self.conf_ot.transpose(0, 2, 1))
+
+
+def starting_posteriors(data: AnnotationSet, start: int, rng: np.random.Generator) -> np.ndarray:
+    """Start 0: soft majority vote.  Later starts: soft MV blended half and half with a Dirichlet(1) draw per task."""
+    post = soft_majority_vote(data)
+    if start == 0:
+        return post
+    noise = rng.dirichlet(np.ones(data.n_classes), size=data.n_tasks)
+    answered = (data.answers_per_task > 0)[:, None]
+    return np.where(answered, 0.5 * post + 0.5 * noise, 0.0)
+
+
 def dawid_skene(
     data: AnnotationSet,
     *,
@@ -110,34 +148,23 @@ def dawid_skene(
     clamp: np.ndarray | None = None,
     callback: Callable[[int, float], None] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[float], bool]:
-    """Run EM; return (posteriors, prior, confusion[w, true, observed], loglik trace, converged).
+    """Run EM from soft majority vote; return (posteriors, prior, confusion[w, true, observed], loglik trace, converged).
 
-    Parameters start from one M-step on soft majority vote.  An iteration is
-    an M-step followed by an E-step, so the returned posteriors are the
-    E-step of the returned parameters (the result is self-consistent) and
-    ``trace[i]`` is the log-likelihood of the parameters after iteration
-    ``i + 1``.  Convergence: relative change of the log-likelihood below
-    ``tol`` (compared with the previous iteration, or with the starting
-    parameters for the first); ``tol=0`` runs exactly ``max_iter``.
+    A functional view of :class:`DawidSkene` (one start, no warning).  An
+    iteration is an M-step followed by an E-step, so the returned
+    posteriors are the E-step of the returned parameters and ``trace[i]``
+    is the log-likelihood after iteration ``i + 1``.  Convergence: relative
+    change of the log-likelihood below ``tol``; ``tol=0`` runs exactly
+    ``max_iter``.
     """
-    from ..kernels import EMWorkspace
-
     if clamp is None:
         clamp = np.full(data.n_tasks, -1, dtype=np.int64)
-    ws = EMWorkspace(data.task_ptr, data.worker, data.label, data.n_workers, data.n_classes)
-    post = soft_majority_vote(data)
-    fixed = clamp >= 0
-    if fixed.any():
-        post[fixed] = 0.0
-        post[np.flatnonzero(fixed), clamp[fixed]] = 1.0
-    ws.accumulate(post)
-    prior, conf_ot = m_step(*ws.stats(), smoothing)
-    prev = ws.e_step(np.log(prior), np.log(conf_ot), clamp)
+    state = EMState(data, soft_majority_vote(data), clamp, m_step, smoothing)
+    prev = state.objective
     trace: list[float] = []
     converged = False
     for it in range(1, max_iter + 1):
-        prior, conf_ot = m_step(*ws.stats(), smoothing)
-        ll = ws.e_step(np.log(prior), np.log(conf_ot), clamp)
+        ll = state.iterate()
         trace.append(ll)
         if callback is not None:
             callback(it, ll)
@@ -145,7 +172,7 @@ def dawid_skene(
             converged = True
             break
         prev = ll
-    return ws.post.copy(), prior, np.ascontiguousarray(conf_ot.transpose(0, 2, 1)), trace, converged
+    return state.ws.post.copy(), state.prior, state.confusion, trace, converged
 
 
 def em_memory(data: AnnotationSet) -> tuple[float, str]:
@@ -158,74 +185,47 @@ def em_memory(data: AnnotationSet) -> tuple[float, str]:
     return need, f"{w:,} workers × {k:,}² classes, {n:,} tasks"
 
 
-class DawidSkene(Aggregator):
+class DawidSkene(IterativeAggregator):
     __doc__ = __doc__
     name = "ds"
-    summary = "Dawid-Skene EM, full confusion matrix per worker (soft-MV init, Dirichlet smoothing)"
-    params = ("smoothing", "tol", "max_iter", "gold")
     _m_step: MStep = staticmethod(full_m_step)  # type: ignore[assignment]
-    #: Default ``smoothing`` (``None`` in ``__init__`` picks it).
-    default_smoothing: float = 0.0
     memory_advice = "its tables grow with workers × classes²: use mv or wmv, or fewer classes"
 
-    def __init__(
-        self,
-        *,
-        seed: int = 0,
-        smoothing: float | None = None,
-        tol: float = 1e-6,
-        max_iter: int = 200,
-        gold: Mapping[str, str] | np.ndarray | None = None,
-    ) -> None:
-        super().__init__(seed=seed)
-        self.smoothing = self.default_smoothing if smoothing is None else smoothing
-        self.tol = tol
-        self.max_iter = max_iter
-        self.gold = gold
-
     def memory_needed(self, data: AnnotationSet) -> tuple[float, str]:
-        return em_memory(data)
+        need, what = em_memory(data)
+        return need * (2 if getattr(self, "n_init", 1) > 1 else 1), what  # the best start is kept beside the next
 
-    def check_params(self) -> dict[str, Any]:
-        return {
-            **super().check_params(),
-            "smoothing": check_float("smoothing", self.smoothing, 0.0, MAX_SMOOTHING),
-            "tol": check_float("tol", self.tol, 0.0, 0.5),
-            "max_iter": check_int("max_iter", self.max_iter, 1, 10**7),
-        }
+    def _start(
+        self, data: AnnotationSet, checked: dict[str, Any], start: int, rng: np.random.Generator
+    ) -> tuple[EMState, float]:
+        if start == 0:
+            self._clamp = gold_clamp(data, self.gold)
+        state = EMState(data, starting_posteriors(data, start, rng), self._clamp, type(self)._m_step,
+                        checked["smoothing"])
+        return state, state.objective
 
-    def _fit(self, data: AnnotationSet, seed: int, callback: Any) -> AggregationResult:
-        checked = self.check_params()
-        smoothing, tol, max_iter = checked["smoothing"], checked["tol"], checked["max_iter"]
-        clamp = gold_clamp(data, self.gold)
-        post, prior, confusion, trace, converged = dawid_skene(
-            data,
-            m_step=type(self)._m_step,
-            smoothing=smoothing,
-            tol=tol,
-            max_iter=max_iter,
-            clamp=clamp,
-            callback=callback,
+    def _step(self, data: AnnotationSet, state: EMState, checked: dict[str, Any]) -> float:
+        return state.iterate()
+
+    def _not_converged(self, checked: dict[str, Any]) -> str:
+        return (
+            f"{self.name}: EM did not converge in {param('max_iter')}={checked['max_iter']} iterations "
+            f"(relative log-likelihood change still above {param('tol')}={checked['tol']:g}); "
+            f"raise {param('max_iter')} or loosen {param('tol')}"
         )
-        if tol > 0 and not converged:
-            warn(
-                ConvergenceWarning(
-                    f"{self.name}: EM did not converge in {param('max_iter')}={max_iter} iterations "
-                    f"(relative log-likelihood change still above {param('tol')}={tol:g}); "
-                    f"raise {param('max_iter')} or loosen {param('tol')}"
-                )
-            )
-        labels = argmax_random_ties(post, TieBreaker(data.tasks, seed), atol=1e-12)
+
+    def _finish(self, data: AnnotationSet, run: Run, checked: dict[str, Any]) -> AggregationResult:
+        state: EMState = run.state
+        post, confusion = state.ws.post.copy(), state.confusion
+        labels = argmax_random_ties(post, TieBreaker(data.tasks, checked["seed"]), atol=1e-12)
         accuracy = np.diagonal(confusion, axis1=1, axis2=2)[:, 0].copy() if self.name == "onecoin" else None
         return make_result(
-            self.name, data, post, labels, prior, confusion,
-            n_iter=len(trace), converged=converged, log_likelihood=np.asarray(trace), accuracy=accuracy,
+            self.name, data, post, labels, state.prior, confusion,
+            n_iter=run.n_iter, converged=run.converged, log_likelihood=np.asarray(run.trace), accuracy=accuracy,
         )
 
 
 class OneCoinDawidSkene(DawidSkene):
     __doc__ = __doc__
     name = "onecoin"
-    summary = "one-coin Dawid-Skene EM: one accuracy per worker, errors uniform over other classes"
     _m_step = staticmethod(one_coin_m_step)  # type: ignore[assignment]
-    default_smoothing = 1.0

@@ -45,16 +45,14 @@ class MajorityVote(Aggregator):
     """
 
     name = "mv"
-    summary = "majority vote; ties broken by a seeded random draw; confidence = vote share"
-    params = ()
 
-    def _fit(self, data: AnnotationSet, seed: int, callback: Any) -> AggregationResult:
+    def _fit(self, data: AnnotationSet, checked: dict[str, Any], callback: Any) -> AggregationResult:
         post = soft_majority_vote(data)
         empty = data.answers_per_task == 0
         answered = ~empty
         prior = post[answered].mean(axis=0) if answered.any() else np.full(data.n_classes, 1.0 / data.n_classes)
         fill_empty_rows(post, empty, prior)
-        labels = argmax_random_ties(post, TieBreaker(data.tasks, seed))
+        labels = argmax_random_ties(post, TieBreaker(data.tasks, checked["seed"]))
         return make_result(
             self.name, data, post, labels, prior,
             lambda: posterior_confusion(data, post, REPORT_SMOOTHING)[1],

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
-from ..checks import check_int
 from ..data import AnnotationSet
-from ..errors import ConvergenceWarning, param, warn
+from ..errors import param
 from ..result import AggregationResult
 from .base import (
-    Aggregator,
+    IterativeAggregator,
+    Run,
     TieBreaker,
     argmax_random_ties,
     fill_empty_rows,
@@ -32,7 +33,7 @@ def log_odds_weights(accuracy: np.ndarray, n_classes: int) -> np.ndarray:
     return np.log(max(n_classes - 1, 1) * p / (1.0 - p))
 
 
-class WeightedMajorityVote(Aggregator):
+class WeightedMajorityVote(IterativeAggregator):
     r"""Iterative weighted majority vote (Li & Yu 2014, arXiv:1411.4086).
 
     Each worker's accuracy is estimated as the share of their answers that
@@ -51,61 +52,54 @@ class WeightedMajorityVote(Aggregator):
     """
 
     name = "wmv"
-    summary = "weighted majority vote, log-odds weights from each worker's agreement with the vote (iterated)"
-    params = ("max_iter",)
-
-    def __init__(self, *, seed: int = 0, max_iter: int = 50) -> None:
-        super().__init__(seed=seed)
-        self.max_iter = max_iter
+    stop_rule = "unchanged"
 
     def memory_needed(self, data: AnnotationSet) -> tuple[float, str]:
         return 6.0 * 8 * data.n_tasks * data.n_classes, f"{data.n_tasks:,} tasks × {data.n_classes:,} classes"
 
-    def check_params(self) -> dict[str, Any]:
-        return {**super().check_params(), "max_iter": check_int("max_iter", self.max_iter, 1, 10**7)}
+    def _start(
+        self, data: AnnotationSet, checked: dict[str, Any], start: int, rng: np.random.Generator
+    ) -> tuple[SimpleNamespace, None]:
+        ties = TieBreaker(data.tasks, checked["seed"])
+        labels = argmax_random_ties(soft_majority_vote(data), ties)
+        return SimpleNamespace(ties=ties, labels=labels, accuracy=None, scores=None), None
 
-    def _fit(self, data: AnnotationSet, seed: int, callback: Any) -> AggregationResult:
+    def _step(self, data: AnnotationSet, state: SimpleNamespace, checked: dict[str, Any]) -> float:
+        """Re-estimate each worker's accuracy against the labels, revote; returns how many labels changed."""
         from ..kernels import vote_counts
 
-        max_iter = self.check_params()["max_iter"]
         k = data.n_classes
-        ties = TieBreaker(data.tasks, seed)
-        labels = argmax_random_ties(soft_majority_vote(data), ties)
         n_answers = data.answers_per_worker
-        converged = False
-        it = 0
-        for it in range(1, max_iter + 1):
-            agree = np.bincount(
-                data.worker, weights=(data.label == labels[data.task]), minlength=data.n_workers
-            )
-            # A worker without answers is neutral (chance accuracy); its weight is never used.
-            accuracy = np.where(n_answers > 0, (agree + 1.0) / (n_answers + 2.0), 1.0 / k)
-            weight = log_odds_weights(accuracy, k)
-            scores = vote_counts(data.task, data.worker, data.label, data.n_tasks, k, weight)
-            new = argmax_random_ties(scores, ties, atol=1e-12)
-            if callback is not None:
-                callback(it, float("nan"))
-            if np.array_equal(new, labels):
-                converged = True
-                labels = new
-                break
-            labels = new
-        if not converged:
-            warn(
-                ConvergenceWarning(
-                    f"wmv: labels still changing after {param('max_iter')}={max_iter} rounds; "
-                    f"raise {param('max_iter')}"
-                )
-            )
-        post = softmax_rows(scores)
+        agree = np.bincount(data.worker, weights=(data.label == state.labels[data.task]), minlength=data.n_workers)
+        # A worker without answers is neutral (chance accuracy); its weight is never used.
+        state.accuracy = np.where(n_answers > 0, (agree + 1.0) / (n_answers + 2.0), 1.0 / k)
+        weight = log_odds_weights(state.accuracy, k)
+        state.scores = vote_counts(data.task, data.worker, data.label, data.n_tasks, k, weight)
+        new = argmax_random_ties(state.scores, state.ties, atol=1e-12)
+        changed = int(np.count_nonzero(new != state.labels))
+        state.labels = new
+        return changed
+
+    def _not_converged(self, checked: dict[str, Any]) -> str:
+        return (
+            f"wmv: labels still changing after {param('max_iter')}={checked['max_iter']} rounds; "
+            f"raise {param('max_iter')}"
+        )
+
+    def _finish(self, data: AnnotationSet, run: Run, checked: dict[str, Any]) -> AggregationResult:
+        state = run.state
+        k = data.n_classes
+        labels = state.labels
+        post = softmax_rows(state.scores)
         empty = data.answers_per_task == 0
         prior = post[~empty].mean(axis=0) if (~empty).any() else np.full(k, 1.0 / k)
         if empty.any():
             # Tasks without answers get the class prior (the mean posterior of the others), like every method.
             fill_empty_rows(post, empty, prior)
             rows = np.flatnonzero(empty)
-            labels[rows] = argmax_random_ties(post[rows], TieBreaker(data.tasks[rows], seed))
+            labels[rows] = argmax_random_ties(post[rows], TieBreaker(data.tasks[rows], checked["seed"]))
+        accuracy = state.accuracy
         return make_result(
             self.name, data, post, labels, prior, lambda: one_coin_matrices(accuracy, k),
-            n_iter=it, converged=converged, accuracy=accuracy,
+            n_iter=run.n_iter, converged=run.converged, accuracy=accuracy,
         )
