@@ -10,15 +10,15 @@ from typing import Any
 
 from ..data import AnnotationSet
 from ..memory import MaxMemory
+from ..methods import METHODS
 from ..result import AggregationResult
 from .base import Aggregator
 from .ds import DawidSkene, OneCoinDawidSkene
 from .mv import MajorityVote
 from .wmv import WeightedMajorityVote
 
-REGISTRY: dict[str, type[Aggregator]] = {
-    cls.name: cls for cls in (MajorityVote, WeightedMajorityVote, DawidSkene, OneCoinDawidSkene)
-}
+#: Every declared method's class, by name (from :data:`crowdagg.methods.METHODS`).
+REGISTRY: dict[str, type[Aggregator]] = {name: spec.load() for name, spec in METHODS.items()}
 
 
 def get_method(name: str) -> type[Aggregator]:
