@@ -162,6 +162,13 @@ METHODS: dict[str, Method] = {
             (SEED, max_iter(50)),
         ),
         Method(
+            "wawa", "crowdagg.aggregators.wawa:Wawa",
+            "worker agreement with aggregate: skill = agreement with the majority vote, then skill-weighted vote",
+            "s_m = share of worker m's answers equal to the majority vote; label = argmax_k Σ_m s_m 1[answer_m = k].",
+            "Toloka crowd-kit, Wawa (worker agreement with aggregate)",
+            (SEED,),
+        ),
+        Method(
             "ds", "crowdagg.aggregators.ds:DawidSkene",
             "Dawid-Skene EM, full confusion matrix per worker (soft-MV init, Dirichlet smoothing)",
             _EM_MODEL + " Entries are floored at 1e-10 when s = 0.",

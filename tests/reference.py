@@ -196,3 +196,22 @@ def render_table_reference(table, fmt, *, key=None):
     if fmt == "jsonl":
         return ("\n".join(rows) + "\n" if rows else "").encode("utf-8")
     return ("[\n" + ",\n".join(rows) + "\n]\n" if rows else "[]\n").encode("utf-8")
+
+
+def wawa(task, worker, label, n_tasks, n_workers, n_classes):
+    """Worker agreement with aggregate, from its definition (no ties expected): (labels, posteriors, skills)."""
+    votes = np.zeros((n_tasks, n_classes))
+    for t, y in zip(task, label):
+        votes[t, y] += 1
+    mv = votes.argmax(axis=1)
+    agree = np.zeros(n_workers)
+    count = np.zeros(n_workers)
+    for t, w, y in zip(task, worker, label):
+        count[w] += 1
+        agree[w] += y == mv[t]
+    skills = np.where(count > 0, agree / np.maximum(count, 1), 1.0 / n_classes)
+    weighted = np.zeros((n_tasks, n_classes))
+    for t, w, y in zip(task, worker, label):
+        weighted[t, y] += skills[w]
+    post = weighted / weighted.sum(axis=1, keepdims=True)
+    return post.argmax(axis=1), post, skills
