@@ -146,6 +146,29 @@ class AnnotationSet:
         return ptr
 
     @cached_property
+    def worker_position(self) -> np.ndarray:
+        """For each answer (in task order), its position in :attr:`worker_order`, shape (n_answers,), int64.
+
+        ``worker_order[worker_position[i]] == i``: messages kept per answer in
+        task order and in worker order (BP, KOS) map both ways.
+        """
+        pos = np.empty(self.n_answers, dtype=np.int64)
+        pos[self.worker_order] = np.arange(self.n_answers, dtype=np.int64)
+        pos.setflags(write=False)
+        return pos
+
+    @cached_property
+    def cell(self) -> np.ndarray:
+        """Per answer, ``worker * n_classes + label``, shape (n_answers,), int64.
+
+        The column of the answer in the tasks × (workers · classes) one-hot
+        matrix that moment methods work on (never built densely).
+        """
+        out = self.worker.astype(np.int64) * self.n_classes + self.label
+        out.setflags(write=False)
+        return out
+
+    @cached_property
     def answers_per_task(self) -> np.ndarray:
         return np.diff(self.task_ptr)
 

@@ -14,7 +14,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .data import AnnotationSet
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class AggregationResult:
     """What an aggregator learned from an :class:`~crowdagg.data.AnnotationSet`.
 
@@ -60,6 +60,14 @@ class AggregationResult:
     confusion_array: np.ndarray | None = field(default=None, repr=False)
     confusion_fn: Callable[[], np.ndarray] | None = field(default=None, repr=False)
     max_memory: Any = field(default=None, repr=False)
+
+    def __repr__(self) -> str:
+        parts = [f"method={self.method!r}", f"n_tasks={len(self.labels):,}", f"n_classes={len(self.prior)}"]
+        if self.n_iter:
+            parts += [f"n_iter={self.n_iter}", f"converged={self.converged}"]
+        if len(self.log_likelihood):
+            parts.append(f"log_likelihood={float(self.log_likelihood[-1]):.6g}")
+        return f"AggregationResult({', '.join(parts)})"
 
     @property
     def confusion(self) -> np.ndarray:

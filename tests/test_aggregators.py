@@ -117,7 +117,7 @@ def test_single_class_warns_and_labels_everything(recwarn):
 
 
 def test_unknown_method_and_parameters():
-    with pytest.raises(UsageError, match="valid methods: mv, wmv, ds, onecoin"):
+    with pytest.raises(UsageError, match="valid methods: mv, wmv, wawa, ds, onecoin"):
         get_method("nope")
     data = AnnotationSet.from_names(["a"], ["w"], ["x"])
     with pytest.raises(UsageError, match="does not take tol"):
@@ -497,3 +497,11 @@ def test_em_defaults_converge_on_every_categorical_dataset(datasets_dir, name):
         for method in ("ds", "onecoin"):
             res = aggregate(data, method)
             assert res.converged and res.n_iter < 200
+
+
+def test_result_repr_is_short():
+    from crowdagg import aggregate, load_annotations
+
+    r = aggregate(load_annotations("example:bluebird"), "ds")
+    text = repr(r)
+    assert text.startswith("AggregationResult(method='ds', n_tasks=108, n_classes=2, n_iter=") and len(text) < 160

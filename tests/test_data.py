@@ -163,3 +163,13 @@ def test_from_codes_refuses_duplicate_names_and_no_classes():
         AnnotationSet.from_codes([0, 1], [0, 0], [0, 1], classes=["a", "a"])
     with pytest.raises(DataError, match="more than int32 codes"):
         AnnotationSet.from_codes(np.array([0, 2**40]), [0, 0], [0, 1])
+
+
+def test_worker_position_and_cell_index():
+    d = AnnotationSet.from_names(["t1", "t2", "t1", "t3", "t2"], ["w2", "w1", "w1", "w2", "w3"], ["a", "b", "b", "a", "a"])
+    order, pos = d.worker_order, d.worker_position
+    np.testing.assert_array_equal(order[pos], np.arange(d.n_answers))
+    np.testing.assert_array_equal(pos[order], np.arange(d.n_answers))
+    np.testing.assert_array_equal(d.worker[order], np.sort(d.worker, kind="stable"))
+    np.testing.assert_array_equal(d.cell, d.worker * d.n_classes + d.label)
+    assert d.cell.max() < d.n_workers * d.n_classes
