@@ -175,10 +175,10 @@ def test_quote_parity():
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("policy", ["first", "last"])
 def test_repeated_answers_match_hashing_all_pairs(rng, policy, threads, monkeypatch):
-    import crowdagg.kernels
+    import crowdagg.kernels.schedule
 
     if threads == 2:  # the two-thread path of large inputs, on a small one
-        monkeypatch.setattr(crowdagg.kernels, "_PARALLEL_ANSWERS", 100)
+        monkeypatch.setattr(crowdagg.kernels.schedule, "PARALLEL_ANSWERS", 100)
     n, n_tasks, n_workers = 5000, 300, 40
     task = rng.integers(0, n_tasks, n).astype(np.int32)
     worker = rng.integers(0, n_workers, n).astype(np.int32)

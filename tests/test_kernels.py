@@ -70,7 +70,7 @@ def test_em_matches_reference(rng, method, one_coin, smoothing):
 
 def test_em_is_identical_across_chunkings(rng, monkeypatch):
     """Per-chunk partial sums are added in a fixed order: the chunk count must not change results beyond rounding."""
-    import crowdagg.kernels as k
+    import crowdagg.kernels.schedule as k
 
     t, w, y = random_crowd(rng, n_tasks=400)
     data = AnnotationSet.from_codes(t, w, y)
@@ -78,7 +78,7 @@ def test_em_is_identical_across_chunkings(rng, monkeypatch):
     post = rng.dirichlet(np.ones(3), size=data.n_tasks)
     ws.accumulate(post)
     one = ws.stats()[0].copy()
-    monkeypatch.setattr(k, "_ANSWERS_PER_CHUNK", 100)
+    monkeypatch.setattr(k, "_ANSWERS_PER_BLOCK", 100)
     ws2 = EMWorkspace(data.task_ptr, data.worker, data.label, data.n_workers, data.n_classes)
     assert ws2.counts.shape[0] > 1
     ws2.accumulate(post)
@@ -86,9 +86,9 @@ def test_em_is_identical_across_chunkings(rng, monkeypatch):
 
 
 def test_results_do_not_depend_on_thread_count(rng, monkeypatch):
-    import crowdagg.kernels as k
+    import crowdagg.kernels.schedule as k
 
-    monkeypatch.setattr(k, "_ANSWERS_PER_CHUNK", 64)
+    monkeypatch.setattr(k, "_ANSWERS_PER_BLOCK", 64)
     t, w, y = random_crowd(rng, n_tasks=500)
     data = AnnotationSet.from_codes(t, w, y)
     monkeypatch.setattr(k, "n_threads", lambda: 1)
@@ -98,3 +98,45 @@ def test_results_do_not_depend_on_thread_count(rng, monkeypatch):
     np.testing.assert_array_equal(one.posteriors, three.posteriors)
     np.testing.assert_array_equal(one.confusion, three.confusion)
     np.testing.assert_array_equal(one.log_likelihood, three.log_likelihood)
+
+
+def test_block_statistics_are_bit_identical_for_any_aligned_partitioning(rng, monkeypatch):
+    """The EM engine as partitioned statistics: a Dask-style map over partitions aligned with the block grid."""
+    import crowdagg.kernels.schedule as sched
+    from crowdagg.kernels import add_block_statistics, block_statistics
+
+    monkeypatch.setattr(sched, "_ANSWERS_PER_BLOCK", 150)
+    t, w, y = random_crowd(rng, n_tasks=600)
+    data = AnnotationSet.from_codes(t, w, y)
+    k, n_w = data.n_classes, data.n_workers
+    ws = EMWorkspace(data.task_ptr, data.worker, data.label, n_w, k)
+    bounds = ws.bounds
+    assert len(bounds) - 1 >= 6
+    log_prior = np.log(rng.dirichlet(np.ones(k)))
+    log_conf = np.log(rng.dirichlet(np.ones(k), size=(n_w, k)).transpose(0, 2, 1).copy())
+    clamp = np.where(rng.random(data.n_tasks) < 0.1, rng.integers(0, k, data.n_tasks), -1)
+    ll_local = ws.e_step(log_prior, log_conf, clamp)
+    counts_local, tot_local = ws.stats()
+
+    def partitioned(cuts):  # cuts: block indices where partitions start
+        parts, posts = [], []
+        edges = [0, *cuts, len(bounds) - 1]
+        for b0, b1 in zip(edges[:-1], edges[1:]):
+            t0, t1 = bounds[b0], bounds[b1]
+            a0, a1 = data.task_ptr[t0], data.task_ptr[t1]
+            post = np.zeros((t1 - t0, k))
+            parts.append(block_statistics(
+                data.task_ptr[t0:t1 + 1] - a0, ws.cell[a0:a1], bounds[b0:b1 + 1] - t0, post,
+                log_prior, log_conf, clamp[t0:t1], n_w,
+            ))
+            posts.append(post)
+        return add_block_statistics(parts), np.concatenate(posts)
+
+    for threads in (1, 2, 3):
+        monkeypatch.setattr(sched, "n_threads", lambda threads=threads: threads)
+        for cuts in ([], [1], [2, 5], [1, 2, 3, 4, 5]):
+            (counts, tot, ll), post = partitioned(cuts)
+            np.testing.assert_array_equal(counts, counts_local)
+            np.testing.assert_array_equal(tot, tot_local)
+            assert ll == ll_local
+            np.testing.assert_array_equal(post, ws.post)

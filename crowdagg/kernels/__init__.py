@@ -1,0 +1,82 @@
+"""numba kernels over the flat answer arrays, by family.
+
+Every kernel is pure: arrays and numbers in, arrays out (or filled in place
+when the caller owns the buffer), no Python objects, no randomness.  The
+answers are sorted by task and described by ``task_ptr`` (CSR offsets), so a
+kernel streams each task's answers contiguously.
+
+* :mod:`.schedule` -- the deterministic block grid and the thread pool
+  (results independent of the thread count);
+* :mod:`.em` -- Dawid--Skene EM as partitioned sufficient statistics;
+* :mod:`.votes` -- vote counting and grouping;
+* :mod:`.ingest` -- the counting sort, repeated answers, record scanning.
+
+Families to come (co-occurrence statistics, graph messages) get a module
+each and state their block accumulator size to the scheduler.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .em import (
+    BlockStats,
+    EMWorkspace,
+    add_block_statistics,
+    block_statistics,
+    chunk_bounds,
+    em_accumulator_bytes,
+    em_chunk_count,
+)
+from .ingest import prefixed_int_codes, quote_parity, repeated_answers, scan_records, sort_by_task
+from .schedule import block_bounds, block_count, n_threads, run_blocks
+from .votes import group_order, vote_counts
+
+
+def compiled(*kernels: Any) -> bool:
+    """Whether numba's on-disk cache holds every given kernel (so a run will not compile them)."""
+    import os
+
+    for k in kernels:
+        try:
+            index = k._cache._cache_file._index_path
+        except AttributeError:  # pragma: no cover - another numba layout: assume compiled
+            continue
+        if not os.path.exists(index):
+            return False
+    return True
+
+
+def announce_compilation(stream: Any) -> None:
+    """Say once, on a terminal, that the first run compiles the kernels (a few seconds, cached after)."""
+    if stream is None or not getattr(stream, "isatty", lambda: False)():
+        return
+    if not compiled(ingest._scatter, ingest._repeats, em._em_chunks):
+        stream.write("compiling kernels, once (a few seconds; later runs reuse them)\n")
+        stream.flush()
+
+
+from . import em, ingest  # noqa: E402  (the kernels announce_compilation checks)
+
+__all__ = [
+    "BlockStats",
+    "EMWorkspace",
+    "add_block_statistics",
+    "announce_compilation",
+    "block_bounds",
+    "block_count",
+    "block_statistics",
+    "chunk_bounds",
+    "compiled",
+    "em_accumulator_bytes",
+    "em_chunk_count",
+    "group_order",
+    "n_threads",
+    "prefixed_int_codes",
+    "quote_parity",
+    "repeated_answers",
+    "run_blocks",
+    "scan_records",
+    "sort_by_task",
+    "vote_counts",
+]

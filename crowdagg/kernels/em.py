@@ -1,0 +1,235 @@
+"""Dawid--Skene EM as partitioned sufficient statistics.
+
+The EM engine is two functions over the fixed block grid of
+:mod:`crowdagg.kernels.schedule` (an EM block's accumulator is
+workers × K² floats):
+
+* :func:`block_statistics` -- given parameters, the statistics of the
+  blocks of one partition of the tasks: per block, the expected counts
+  ``[worker, observed, true]``, the class totals and the log-likelihood
+  (and the E-step posteriors of its tasks);
+* :func:`add_block_statistics` -- the blocks of all partitions added in
+  block order.
+
+:class:`EMWorkspace` is the local engine: all blocks on a thread pool.  A
+distributed engine maps :func:`block_statistics` over partitions aligned
+with the same grid and adds with :func:`add_block_statistics`: the results
+are bit-identical for any thread count and any aligned partitioning.
+
+Confusion layout inside kernels is ``log_conf[w, observed, true]`` so that
+one answer reads one contiguous row of K values; the public layout
+(``AggregationResult.confusion``) is ``[w, true, observed]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from .schedule import block_bounds, block_count, run_blocks
+
+
+def em_accumulator_bytes(n_workers: int, n_classes: int) -> int:
+    """Bytes of one EM block's accumulator (its expected counts)."""
+    return max(n_workers * n_classes * n_classes * 8, 1)
+
+
+def em_chunk_count(n_answers: int, n_tasks: int, n_workers: int, n_classes: int) -> int:
+    """Number of EM blocks for data of this shape (never depends on the thread count)."""
+    return block_count(n_answers, n_tasks, em_accumulator_bytes(n_workers, n_classes))
+
+
+def chunk_bounds(task_ptr: np.ndarray, n_workers: int, n_classes: int) -> np.ndarray:
+    """Task boundaries of the EM blocks, shape (n_blocks + 1,), int64."""
+    return block_bounds(task_ptr, em_accumulator_bytes(n_workers, n_classes))
+
+
+@njit(cache=True, nogil=True)
+def _em_chunks(
+    chunks, e_step, task_ptr, cell, log_prior, log_conf, clamp, bounds, post, counts, class_tot, loglik
+):  # pragma: no cover - compiled
+    """EM pass over the tasks of the given chunks: E-step fused with the M-step statistics.
+
+    For each task t of chunk c, when ``e_step``:
+    ``post[t] = softmax(log_prior + sum_e log_conf[w_e, y_e, :])`` (or one-hot
+    at ``clamp[t]`` when ``clamp[t] >= 0``) and its log-evidence is summed
+    into ``loglik[c]``; otherwise ``post[t]`` is taken as given.  Either way
+    the posterior is added to ``counts[c, w_e, y_e, :]`` and
+    ``class_tot[c, :]``.  ``cell[e]`` is ``w_e * K + y_e``.
+
+    The per-answer table offsets are unsigned: numba then skips the
+    negative-index wrap-around test on those accesses (~20% of the time).
+    """
+    n_classes = class_tot.shape[1]
+    nk = np.uint64(n_classes)
+    # Flat views: one answer touches the K contiguous cells from cell[e] * K.
+    lc = log_conf.reshape(-1)
+    q = np.empty(n_classes, dtype=np.float64)
+    for i in range(chunks.shape[0]):
+        c = chunks[i]
+        cnt = counts[c].reshape(-1)
+        cnt[:] = 0.0
+        ll = 0.0
+        # Chunk-local totals: rows of class_tot share cache lines across threads.
+        tot = np.zeros(n_classes, dtype=np.float64)
+        for t in range(bounds[c], bounds[c + 1]):
+            start = task_ptr[t]
+            stop = task_ptr[t + 1]
+            if not e_step:
+                for k in range(n_classes):
+                    q[k] = post[t, k]
+            elif clamp[t] >= 0:
+                g = clamp[t]
+                s = log_prior[g]
+                for e in range(start, stop):
+                    s += lc[np.uint64(cell[e]) * nk + np.uint64(g)]
+                ll += s
+                for k in range(n_classes):
+                    q[k] = 0.0
+                q[g] = 1.0
+            else:
+                for k in range(n_classes):
+                    q[k] = log_prior[k]
+                for e in range(start, stop):
+                    base = np.uint64(cell[e]) * nk
+                    for k in range(n_classes):
+                        q[k] += lc[base + np.uint64(k)]
+                m = q[0]
+                for k in range(1, n_classes):
+                    if q[k] > m:
+                        m = q[k]
+                z = 0.0
+                for k in range(n_classes):
+                    q[k] = np.exp(q[k] - m)
+                    z += q[k]
+                inv = 1.0 / z
+                for k in range(n_classes):
+                    q[k] *= inv
+                ll += m + np.log(z)
+            for k in range(n_classes):
+                post[t, k] = q[k]
+                tot[k] += q[k]
+            for e in range(start, stop):
+                base = np.uint64(cell[e]) * nk
+                for k in range(n_classes):
+                    cnt[base + np.uint64(k)] += q[k]
+        class_tot[c, :] = tot
+        loglik[c] = ll
+
+
+@dataclass
+class BlockStats:
+    """Statistics of consecutive blocks: counts (n_blocks, W, K_obs, K_true), class_tot (n_blocks, K), loglik (n_blocks,)."""
+
+    counts: np.ndarray
+    class_tot: np.ndarray
+    loglik: np.ndarray
+
+
+def block_statistics(
+    task_ptr: np.ndarray,
+    cell: np.ndarray,
+    bounds: np.ndarray,
+    post: np.ndarray,
+    log_prior: np.ndarray,
+    log_conf_ot: np.ndarray,
+    clamp: np.ndarray,
+    n_workers: int,
+    *,
+    e_step: bool = True,
+) -> BlockStats:
+    """The EM statistics of the blocks of one partition of the tasks.
+
+    ``task_ptr`` (n_tasks_part + 1,) and ``cell`` (answers of those tasks,
+    ``worker * K + label``) describe the partition's tasks, re-based to 0;
+    ``bounds`` are its blocks' boundaries in its own task indices;
+    ``post`` (n_tasks_part, K) receives the E-step posteriors (or, with
+    ``e_step=False``, holds given posteriors whose statistics are taken);
+    ``log_prior`` (K,), ``log_conf_ot`` (n_workers, K_obs, K_true) and
+    ``clamp`` (n_tasks_part,; -1 = free) are the current parameters.
+    """
+    n_blocks = len(bounds) - 1
+    k = post.shape[1]
+    out = BlockStats(
+        np.zeros((n_blocks, n_workers, k, k)), np.zeros((n_blocks, k)), np.zeros(n_blocks)
+    )
+    run_blocks(
+        _em_chunks, n_blocks, e_step, np.ascontiguousarray(task_ptr, dtype=np.int64), cell,
+        np.ascontiguousarray(log_prior, dtype=np.float64), np.ascontiguousarray(log_conf_ot, dtype=np.float64),
+        np.ascontiguousarray(clamp, dtype=np.int64), np.ascontiguousarray(bounds, dtype=np.int64), post,
+        out.counts, out.class_tot, out.loglik,
+    )
+    return out
+
+
+def add_block_statistics(parts: Sequence[BlockStats]) -> tuple[np.ndarray, np.ndarray, float]:
+    """(counts (W, K_obs, K_true), class totals (K,), log-likelihood) of all blocks, added in block order.
+
+    ``parts`` are the partitions' statistics in task order; the sums run
+    over the block axis of their concatenation, so they do not depend on
+    how the blocks were split between partitions.
+    """
+    if len(parts) == 1:
+        counts, tot, ll = parts[0].counts, parts[0].class_tot, parts[0].loglik
+    else:
+        counts = np.concatenate([p.counts for p in parts])
+        tot = np.concatenate([p.class_tot for p in parts])
+        ll = np.concatenate([p.loglik for p in parts])
+    if counts.shape[0] == 1:
+        return counts[0], tot[0], float(ll[0])
+    return counts.sum(axis=0), tot.sum(axis=0), float(ll.sum())
+
+
+class EMWorkspace:
+    """Buffers reused across EM iterations (allocated once per fit).
+
+    Shapes: ``post`` (n_tasks, K); ``counts`` (n_chunks, n_workers, K, K) in
+    ``[chunk, worker, observed, true]`` order; ``class_tot`` (n_chunks, K).
+    """
+
+    def __init__(self, task_ptr: np.ndarray, worker: np.ndarray, label: np.ndarray, n_workers: int, n_classes: int):
+        self.task_ptr = np.ascontiguousarray(task_ptr, dtype=np.int64)
+        # Flat (worker, observed) cell of each answer: one load per answer, and
+        # cell * K indexes the K contiguous entries of the log-confusion and count tables.
+        self.cell = (np.asarray(worker, dtype=np.int64) * n_classes + label).astype(np.int32)
+        self.bounds = chunk_bounds(self.task_ptr, n_workers, n_classes)
+        n_chunks = len(self.bounds) - 1
+        n_tasks = len(self.task_ptr) - 1
+        self.post = np.zeros((n_tasks, n_classes), dtype=np.float64)
+        self.counts = np.zeros((n_chunks, n_workers, n_classes, n_classes), dtype=np.float64)
+        self.class_tot = np.zeros((n_chunks, n_classes), dtype=np.float64)
+        self.loglik = np.zeros(n_chunks, dtype=np.float64)
+
+    def e_step(self, log_prior: np.ndarray, log_conf_ot: np.ndarray, clamp: np.ndarray) -> float:
+        """Posteriors into ``self.post``; returns the observed-data log-likelihood.
+
+        ``log_conf_ot`` has shape (n_workers, K, K) indexed ``[w, observed, true]``.
+        """
+        run_blocks(
+            _em_chunks, len(self.bounds) - 1,
+            True, self.task_ptr, self.cell,
+            np.ascontiguousarray(log_prior, dtype=np.float64),
+            np.ascontiguousarray(log_conf_ot, dtype=np.float64),
+            np.ascontiguousarray(clamp, dtype=np.int64),
+            self.bounds, self.post, self.counts, self.class_tot, self.loglik,
+        )
+        return add_block_statistics([BlockStats(self.counts, self.class_tot, self.loglik)])[2]
+
+    def accumulate(self, post: np.ndarray) -> None:
+        """Fill the sufficient statistics from given posteriors (no E-step)."""
+        self.post[...] = post
+        k = self.post.shape[1]
+        run_blocks(
+            _em_chunks, len(self.bounds) - 1,
+            False, self.task_ptr, self.cell, np.zeros(k), np.zeros((1, k, k)),
+            np.full(self.post.shape[0], -1, dtype=np.int64),
+            self.bounds, self.post, self.counts, self.class_tot, self.loglik,
+        )
+
+    def stats(self) -> tuple[np.ndarray, np.ndarray]:
+        """Summed statistics: counts (n_workers, K_observed, K_true), class totals (K,)."""
+        counts, tot, _ = add_block_statistics([BlockStats(self.counts, self.class_tot, self.loglik)])
+        return counts, tot

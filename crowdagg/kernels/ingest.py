@@ -1,0 +1,304 @@
+"""Ingest kernels: the counting sort by task, repeated answers, record scanning, integer-like ids."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+from . import schedule
+from .schedule import two_threads
+
+
+@njit(cache=True, nogil=True)
+def _count_tasks(task, lo, hi, counts):  # pragma: no cover - compiled
+    for i in range(lo, hi):
+        counts[task[i]] += 1
+
+
+@njit(cache=True, nogil=True)
+def _scatter(task, worker, label, lo, hi, fill, w_out, y_out):  # pragma: no cover - compiled
+    """Rows lo:hi to their sorted places: ``fill[t]`` is the next free place of task ``t`` (advanced)."""
+    for i in range(lo, hi):
+        t = task[i]
+        p = fill[t]
+        w_out[p] = worker[i]
+        y_out[p] = label[i]
+        fill[t] = p + 1
+
+
+@njit(cache=True, nogil=True)
+def _fill_tasks(ptr, t_lo, t_hi, t_out):  # pragma: no cover - compiled
+    for t in range(t_lo, t_hi):
+        for p in range(ptr[t], ptr[t + 1]):
+            t_out[p] = t
+
+
+def sort_by_task(
+    task: np.ndarray, worker: np.ndarray, label: np.ndarray, n_tasks: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(task_ptr, task, worker, label) sorted by task, stable (each task's answers keep input order).
+
+    A counting sort, O(L + n_tasks): count, then scatter worker and label in
+    one pass.  Large inputs are cut in two halves counted and scattered on
+    two threads -- the first half's answers of a task go before the
+    second's, so the result is the same stable order.
+    """
+    task, worker, label = (np.ascontiguousarray(a) for a in (task, worker, label))
+    n = task.shape[0]
+    n_tasks = int(n_tasks)
+    halves = [(0, n)] if n < schedule.PARALLEL_ANSWERS else [(0, n // 2), (n // 2, n)]
+    counts = [np.zeros(n_tasks, dtype=np.int64) for _ in halves]
+    two_threads([partial(_count_tasks, task, h[0], h[1], c) for c, h in zip(counts, halves)])
+    ptr = np.zeros(n_tasks + 1, dtype=np.int64)
+    np.cumsum(counts[0] if len(counts) == 1 else counts[0] + counts[1], out=ptr[1:])
+    fills = [ptr[:-1].copy()]
+    if len(halves) == 2:
+        fills.append(ptr[:-1] + counts[0])
+    del counts
+    w_out = np.empty_like(worker)
+    y_out = np.empty_like(label)
+    t_out = np.empty_like(task)
+    two_threads([partial(_scatter, task, worker, label, h[0], h[1], f, w_out, y_out) for f, h in zip(fills, halves)])
+    mid = int(np.searchsorted(ptr, n // 2)) if len(halves) == 2 else n_tasks
+    two_threads([partial(_fill_tasks, ptr, lo, hi, t_out) for lo, hi in ((0, mid), (mid, n_tasks)) if hi > lo or lo == 0])
+    return ptr, t_out, w_out, y_out
+
+
+@njit(cache=True, nogil=True)
+def _repeats(task_ptr, t_lo, t_hi, worker, n_workers, from_end, out):  # pragma: no cover - compiled
+    last = np.full(n_workers, -1, dtype=np.int64)  # the last task each worker was seen on
+    mark = out.shape[0] > 0
+    count = 0
+    for t in range(t_lo, t_hi):
+        lo = task_ptr[t]
+        hi = task_ptr[t + 1]
+        for j in range(hi - lo):
+            p = hi - 1 - j if from_end else lo + j
+            w = worker[p]
+            if last[w] == t:
+                count += 1
+                if mark:
+                    out[p] = True
+            else:
+                last[w] = t
+    return count
+
+
+def repeated_answers(
+    task_ptr: np.ndarray, worker: np.ndarray, n_workers: int, *, keep: str = "first", mark: bool = True
+) -> tuple[int, np.ndarray]:
+    """Answers repeating a (task, worker) pair, on answers sorted by task.
+
+    One pass over each task's answers with each worker's last-seen task
+    (O(L + n_workers), no hashing; two threads on two ranges of tasks for
+    large inputs).  ``keep="first"`` flags every repeat after the first in
+    input order, ``"last"`` every one before the last.  Returns (count,
+    bool mask of shape (L,)) -- the mask is empty when not ``mark``.
+    """
+    worker = np.ascontiguousarray(worker)
+    n = worker.shape[0]
+    n_tasks = task_ptr.shape[0] - 1
+    out = np.zeros(n if mark else 0, dtype=np.bool_)
+    mid = int(np.searchsorted(task_ptr, n // 2)) if n >= schedule.PARALLEL_ANSWERS else n_tasks
+    ranges = [(0, mid)] + ([(mid, n_tasks)] if mid < n_tasks else [])
+    counts = two_threads(
+        [partial(_repeats, task_ptr, r[0], r[1], worker, max(int(n_workers), 1), keep == "last", out) for r in ranges]
+    )
+    return int(sum(counts)), out
+
+
+@njit(cache=True, nogil=True)
+def _scan_records(buf, sep, quoting, n_cols, fill, lines, ws_only):  # pragma: no cover - compiled
+    """One pass over delimited text: each record's first line, field count and whether it is blank.
+
+    Records end at LF, CR or CRLF outside quotes; with ``quoting`` a field
+    opening with ``"`` runs to the closing quote (``""`` inside is a quote).
+    A record is *blank* when it is all ASCII whitespace, with its first field
+    holding any of it and its other fields empty (a line of spaces, or of
+    bare tabs in TSV; ``,,`` is a row of blank cells).  Records with ``n_cols`` fields (the rows a parser keeps)
+    after the first (the header) are counted and, with ``fill``, their
+    first line and blankness stored.  Returns (kept rows, blank non-empty
+    records with another field count, other records with another field
+    count); empty lines count nowhere.
+    """
+    n = buf.shape[0]
+    i = 0
+    line = 1
+    record = 0
+    kept = 0
+    blank_other = 0
+    bad_other = 0
+    while i < n:
+        start_line = line
+        start = i
+        fields = 1
+        blank = True
+        at_field_start = True
+        while i < n:
+            c = buf[i]
+            if quoting and at_field_start and c == 34:
+                blank = False
+                i += 1
+                while i < n:
+                    c = buf[i]
+                    if c == 10 or (c == 13 and (i + 1 >= n or buf[i + 1] != 10)):
+                        line += 1  # LF, CRLF and a lone CR are each one line break
+                    if c == 34:
+                        if i + 1 < n and buf[i + 1] == 34:
+                            i += 2
+                            continue
+                        break
+                    i += 1
+                if i >= n:
+                    bad_other += 1  # a quoted field never closed
+                i += 1
+                at_field_start = False
+                continue
+            if c == 10 or c == 13:
+                break
+            if c == sep:
+                fields += 1
+                at_field_start = True
+                if sep != 9:
+                    blank = False  # ",," is a row of blank cells, not a blank line
+            else:
+                at_field_start = False
+                if fields > 1 or not (c == 32 or c == 9 or c == 11 or c == 12):
+                    blank = False  # a byte in a later field, or a non-space in the first
+            i += 1
+        end = i
+        # the line end: LF, CR or CRLF
+        if i < n:
+            if buf[i] == 13 and i + 1 < n and buf[i + 1] == 10:
+                i += 1
+            line += 1
+            i += 1
+        if record > 0:
+            if fields == n_cols:
+                if fill:
+                    lines[kept] = start_line
+                    ws_only[kept] = blank
+                kept += 1
+            elif blank and fields < n_cols:
+                if end > start:  # empty lines are not rows at all
+                    blank_other += 1
+            else:
+                bad_other += 1
+        record += 1
+    return kept, blank_other, bad_other
+
+
+def scan_records(data: bytes, sep: str, quoting: bool, n_cols: int) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """(first line of each kept data row, which kept rows are blank lines, blank others, bad others).
+
+    Kept rows are the records after the header with exactly ``n_cols``
+    fields -- the rows a delimited-text parser returns -- so ``lines[r]`` is
+    the physical line where row ``r`` starts.
+    """
+    buf = np.frombuffer(data, dtype=np.uint8)
+    s, q, k = ord(sep), bool(quoting), int(n_cols)
+    empty_l, empty_b = np.zeros(0, np.int64), np.zeros(0, np.bool_)
+    kept, blank_other, bad_other = _scan_records(buf, s, q, k, False, empty_l, empty_b)
+    lines = np.empty(kept, dtype=np.int64)
+    ws = np.empty(kept, dtype=np.bool_)
+    _scan_records(buf, s, q, k, True, lines, ws)
+    return lines, ws, blank_other, bad_other
+
+
+@njit(cache=True, nogil=True)
+def _quote_parity(buf):  # pragma: no cover - compiled
+    odd = False
+    spans = False
+    for i in range(buf.shape[0]):
+        c = buf[i]
+        if c == 34:
+            odd = not odd
+        elif (c == 10 or c == 13) and odd:
+            spans = True
+    return spans, odd
+
+
+def quote_parity(data: bytes) -> tuple[bool, bool]:
+    """(whether a line break falls after an odd number of ``"``, whether the count is odd at the end).
+
+    A quoted cell spanning lines always shows as the first; a stray ``"``
+    inside an unquoted cell may too (a conservative answer).  O(bytes).
+    """
+    return _quote_parity(np.frombuffer(data, dtype=np.uint8))
+
+
+@njit(cache=True, nogil=True)
+def _prefixed_max(offsets, data, prefix):  # pragma: no cover - compiled
+    """Largest integer of a chunk of ``prefix`` + canonical digits strings; -1 if any string is not one."""
+    p = prefix.shape[0]
+    top = 0
+    for i in range(offsets.shape[0] - 1):
+        lo = offsets[i]
+        hi = offsets[i + 1]
+        n = hi - lo - p
+        if n < 1 or n > 18 or (n > 1 and data[lo + p] == 48):  # "007" is not "7"
+            return -1
+        for k in range(p):
+            if data[lo + k] != prefix[k]:
+                return -1
+        v = 0
+        bad = False
+        for k in range(lo + p, hi):
+            d = np.int64(data[k]) - 48
+            bad |= (d < 0) | (d > 9)
+            v = v * 10 + d
+        if bad:
+            return -1
+        if v > top:
+            top = v
+    return top
+
+
+@njit(cache=True, nogil=True)
+def _prefixed_codes(offsets, data, p, table, codes, base, first_row, n_codes):  # pragma: no cover - compiled
+    """Codes of a chunk already checked by :func:`_prefixed_max` (prefix length ``p``)."""
+    for i in range(offsets.shape[0] - 1):
+        v = 0
+        for k in range(offsets[i] + p, offsets[i + 1]):
+            v = v * 10 + (np.int64(data[k]) - 48)
+        c = table[v]
+        if c < 0:
+            c = n_codes
+            table[v] = c
+            first_row[c] = base + i
+            n_codes += 1
+        codes[base + i] = c
+    return n_codes
+
+
+def prefixed_int_codes(chunks: list[tuple[np.ndarray, np.ndarray]], prefix: bytes, n: int) -> Any:
+    """Codes in order of first appearance for ids that are all ``prefix`` + an integer in canonical form.
+
+    ``chunks`` are (offsets, data) of Arrow string chunks.  Such ids map
+    one-to-one to their integers (no leading zeros, at most 18 digits), so a
+    direct-address table indexed by the integer replaces hashing the text.
+    Returns (codes int32, first row of each code int64) or None when an id
+    has another form or the integers are too sparse for a table (at most
+    4 entries per row).
+    """
+    pre = np.frombuffer(prefix, dtype=np.uint8)
+    top = 0
+    for offsets, data in chunks:
+        m = _prefixed_max(offsets, data, pre)
+        if m < 0:
+            return None
+        top = max(top, m)
+    if top + 1 > max(4 * n, 1 << 16) or top >= 2**31 - 1:
+        return None
+    table = np.full(top + 1, -1, dtype=np.int32)
+    codes = np.empty(n, dtype=np.int32)
+    first_row = np.empty(min(n, top + 1), dtype=np.int64)
+    n_codes = 0
+    base = 0
+    for offsets, data in chunks:
+        n_codes = _prefixed_codes(offsets, data, len(prefix), table, codes, base, first_row, n_codes)
+        base += offsets.shape[0] - 1
+    return codes, first_row[:n_codes]
