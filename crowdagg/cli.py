@@ -345,6 +345,8 @@ def aggregate(
     fmt: Optional[str] = typer.Option(None, "--format", "-f", help="csv, tsv, jsonl, json or parquet (default: from -o's extension, else csv)."),
     proba: bool = typer.Option(False, "--proba", help="Add n_answers and one p_<class> posterior column per class."),
     workers: Optional[str] = typer.Option(None, "--workers", help="Write each worker's confusion matrix (long form) and accuracy here."),
+    save_workers: Optional[str] = typer.Option(None, "--save-workers", help="Save the fitted worker model (versioned JSON, exact floats) for --init-workers (ds, onecoin)."),
+    init_workers: Optional[str] = typer.Option(None, "--init-workers", help="Start from a worker model saved with --save-workers (warm start; known workers on a new batch)."),
     truth: Optional[str] = typer.Option(None, "--truth", help="Gold labels file: print accuracy etc. to stderr."),
     truth_task_col: Optional[str] = typer.Option(None, "--truth-task-col", help="Task column of --truth (default: task or an alias)."),
     truth_label_col: Optional[str] = typer.Option(None, "--truth-label-col", help="Label column of --truth (default: label, truth, gold, ...)."),
@@ -393,6 +395,7 @@ def aggregate(
     _require_values(
         output=output, format=fmt, workers=workers, truth=truth, gold=gold,
         input_format=input_format, classes=classes, max_memory=max_memory,
+        save_workers=save_workers, init_workers=init_workers,
     )
     if input.count("-") > 1:
         raise UsageError("INPUT gives standard input (-) twice; it can be read only once")
@@ -401,6 +404,9 @@ def aggregate(
     params = _method_params(spec, seed, {"max_iter": max_iter, "tol": tol, "smoothing": smoothing}, param_)
     if gold is not None and not spec.gold:
         raise UsageError(f"--gold does not apply to method {method!r}")
+    for flag, value in (("--save-workers", save_workers), ("--init-workers", init_workers)):
+        if value is not None and not spec.init_workers:
+            raise UsageError(f"{flag} does not apply to method {method!r} (it learns no reusable worker model)")
     spec.load()(**params).check_params()  # every method parameter: before reading anything
     if duplicates not in DUPLICATE_POLICIES:
         raise UsageError(f"--duplicates must be one of {', '.join(DUPLICATE_POLICIES)}, got {duplicates!r}")
@@ -414,6 +420,8 @@ def aggregate(
     if workers:
         workers_fmt = output_format(None, workers, "--workers")
         targets.append(resolve(workers, "--workers"))
+    if save_workers:
+        targets.append(resolve(save_workers, "--save-workers"))
     check_distinct(targets)
     # 2. Side inputs, then the data and the fit.
     if gold is not None:
@@ -421,6 +429,8 @@ def aggregate(
             gold, task_col=gold_task_col, label_col=gold_label_col, what="gold",
             options={"task": "--gold-task-col", "label": "--gold-label-col"},
         )
+    if init_workers is not None:
+        params["init_workers"] = _read_worker_model(init_workers)
     truth_labels = None
     if truth:
         truth_labels = read_task_labels(
@@ -462,6 +472,10 @@ def aggregate(
         outputs = [(targets[0], render_table(result.table(proba=proba, arrow=True), out_fmt, key="task"))]
         if workers and workers_fmt:
             outputs.append((targets[1], render_table(result.workers_table(arrow=True), workers_fmt, key="worker")))
+        if save_workers:
+            from .workers import to_json
+
+            outputs.append((targets[-1], to_json(result)))
     with _timing.stage("write"):
         commit(outputs)
     if summary is not None:
@@ -472,6 +486,14 @@ def aggregate(
                 _err(note.strip(", "))
         else:
             _err(_summary_line(ev, note))
+
+
+def _read_worker_model(path: str) -> dict[str, Any]:
+    from .io import read_bytes
+    from .workers import from_json
+
+    data, display = read_bytes(path)
+    return from_json(data, display)
 
 
 def _evaluate_run(data: Any, result: Any, truth: dict[str, str], gold: Any) -> tuple[Evaluation, str]:

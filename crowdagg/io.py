@@ -744,6 +744,12 @@ def _record_start_lines(data: bytes, sep: str) -> np.ndarray | None:
     return np.asarray(starts[1:], dtype=np.int64)
 
 
+def read_bytes(source: str | os.PathLike[str] | IO[bytes], max_memory: memory.MaxMemory = None) -> tuple[bytes, str]:
+    """(The bytes of a path, ``-`` or stream, gunzipped; its display name) -- for inputs that are not tables."""
+    raw, display, _ = _read_source(source, "labels", max_memory)
+    return _decompress(raw, display, max_memory), display
+
+
 def read_raw(
     source: str | os.PathLike[str] | IO[bytes], *, input_format: str | None = None, role: str = "labels",
     label_col: str | None = None, max_memory: memory.MaxMemory = None,

@@ -116,6 +116,7 @@ class Method:
     reference: str
     params: tuple[Param, ...] = ()
     gold: bool = False  # takes --gold (known labels that clamp tasks)
+    init_workers: bool = False  # can start from a saved worker model (--init-workers) and save one
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -178,7 +179,7 @@ METHODS: dict[str, Method] = {
              Param("smoothing", float, 0.0, "Dirichlet pseudo-count per confusion cell and class (0: entries "
                    "floored at 1e-10)", 0.0, 1e9, "Dirichlet(1 + s) prior"),
              N_INIT),
-            gold=True,
+            gold=True, init_workers=True,
         ),
         Method(
             "onecoin", "crowdagg.aggregators.ds:OneCoinDawidSkene",
@@ -190,7 +191,7 @@ METHODS: dict[str, Method] = {
              Param("smoothing", float, 1.0, "pseudo-answers at chance accuracy 1/K per worker", 0.0, 1e9,
                    "Beta prior strength"),
              N_INIT),
-            gold=True,
+            gold=True, init_workers=True,
         ),
     )
 }

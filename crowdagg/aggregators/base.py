@@ -29,8 +29,8 @@ class Aggregator:
     :mod:`crowdagg.methods` -- which gives its summary and its parameters
     (name, type, default, range) -- and implements :meth:`_fit` (and
     :meth:`memory_needed` when it allocates more than the posteriors).
-    ``__init__`` takes the declared parameters as keywords (and ``gold``
-    for methods declared with ``gold=True``); anything else is a
+    ``__init__`` takes the declared parameters as keywords (and ``gold``,
+    ``init_workers`` for methods declared to take them); anything else is a
     :class:`~crowdagg.errors.UsageError` naming what the method takes.
     """
 
@@ -41,6 +41,7 @@ class Aggregator:
     def __init__(self, **params: Any) -> None:
         spec = self.spec()
         allowed = set(spec.param_names) | ({"gold"} if spec.gold else set())
+        allowed |= {"init_workers"} if spec.init_workers else set()
         unknown = sorted(set(params) - allowed)
         if unknown:
             raise UsageError(
@@ -51,6 +52,8 @@ class Aggregator:
             setattr(self, p.name, params.get(p.name, p.default))
         if spec.gold:
             self.gold = params.get("gold")
+        if spec.init_workers:
+            self.init_workers = params.get("init_workers")
 
     @classmethod
     def spec(cls) -> Method:

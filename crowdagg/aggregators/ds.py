@@ -49,6 +49,7 @@ from ..data import AnnotationSet
 from ..errors import CrowdaggWarning, DataError, param, warn
 from ..result import AggregationResult
 from .base import (
+    PROB_FLOOR,
     IterativeAggregator,
     Run,
     TieBreaker,
@@ -103,7 +104,10 @@ def gold_clamp(data: AnnotationSet, gold: Mapping[str, str] | np.ndarray | None)
 class EMState:
     """The state of one EM start: the fused E/M workspace, the current parameters, the clamp."""
 
-    def __init__(self, data: AnnotationSet, post: np.ndarray, clamp: np.ndarray, m_step: MStep, smoothing: float):
+    def __init__(
+        self, data: AnnotationSet, post: np.ndarray, clamp: np.ndarray, m_step: MStep, smoothing: float,
+        init: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    ):
         from ..kernels import EMWorkspace
 
         self.ws = EMWorkspace(data.task_ptr, data.worker, data.label, data.n_workers, data.n_classes)
@@ -115,12 +119,21 @@ class EMState:
             post[fixed] = 0.0
             post[np.flatnonzero(fixed), clamp[fixed]] = 1.0
         self.ws.accumulate(post)
-        self.objective = self.iterate()
+        self.prior, self.conf_ot = self.m_step(*self.ws.stats(), self.smoothing)
+        if init is not None:  # a saved worker model: its prior, and its workers' matrices
+            prior, conf_ot, known = init
+            self.prior = np.maximum(prior, PROB_FLOOR)
+            self.conf_ot = self.conf_ot.copy()
+            self.conf_ot[known] = np.maximum(conf_ot[known], PROB_FLOOR)
+        self.objective = self.e_step()
+
+    def e_step(self) -> float:
+        return float(self.ws.e_step(np.log(self.prior), np.log(self.conf_ot), self.clamp))
 
     def iterate(self) -> float:
         """One M-step on the current statistics, then the E-step: the log-likelihood of the new parameters."""
         self.prior, self.conf_ot = self.m_step(*self.ws.stats(), self.smoothing)
-        return float(self.ws.e_step(np.log(self.prior), np.log(self.conf_ot), self.clamp))
+        return self.e_step()
 
     @property
     def confusion(self) -> np.ndarray:
@@ -198,10 +211,15 @@ class DawidSkene(IterativeAggregator):
     def _start(
         self, data: AnnotationSet, checked: dict[str, Any], start: int, rng: np.random.Generator
     ) -> tuple[EMState, float]:
+        init = None
         if start == 0:
             self._clamp = gold_clamp(data, self.gold)
+            if self.init_workers is not None:
+                from ..workers import initial_parameters
+
+                init = initial_parameters(self.init_workers, data)
         state = EMState(data, starting_posteriors(data, start, rng), self._clamp, type(self)._m_step,
-                        checked["smoothing"])
+                        checked["smoothing"], init)
         return state, state.objective
 
     def _step(self, data: AnnotationSet, state: EMState, checked: dict[str, Any]) -> float:

@@ -1,0 +1,121 @@
+"""Fitted worker models that can be saved and reused (``--save-workers`` / ``--init-workers``).
+
+A saved model is a versioned JSON document, floats written exactly (the
+shortest text that reads back as the same double)::
+
+    {"format": "crowdagg-workers", "version": 1, "method": "ds",
+     "classes": ["a", "b"], "prior": [0.6, 0.4],
+     "workers": ["w1", "w2"],
+     "confusion": [[[0.9, 0.1], [0.2, 0.8]], ...]}      # ds: [worker][true][observed]
+     "accuracy": [0.85, 0.7]                            # onecoin instead
+
+``--workers`` stays the human-readable long table; this file is for
+machines: a later run starts from it (a warm start, or labelling a new
+batch of tasks with known workers).  Workers absent from the file start as
+the method's default (the M-step on majority vote); workers in the file
+but not in the data are ignored.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .errors import DataError, UsageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .data import AnnotationSet
+    from .result import AggregationResult
+
+FORMAT = "crowdagg-workers"
+VERSION = 1
+#: What each method saves: its worker parameter.
+SAVED = {"ds": "confusion", "onecoin": "accuracy"}
+
+
+def to_json(result: AggregationResult) -> bytes:
+    """The worker model of a fitted ``ds``/``onecoin`` result as JSON bytes (exact floats)."""
+    kind = SAVED.get(result.method)
+    if kind is None:
+        raise UsageError(
+            f"method {result.method!r} learns no reusable worker model; --save-workers works with "
+            + ", ".join(SAVED)
+        )
+    data = result.data
+    doc: dict[str, Any] = {
+        "format": FORMAT, "version": VERSION, "method": result.method,
+        "classes": list(data.classes), "prior": result.prior.tolist(), "workers": data.workers.tolist(),
+    }
+    if kind == "confusion":
+        doc["confusion"] = result.confusion.tolist()
+    else:
+        doc["accuracy"] = np.asarray(result.accuracy).tolist()
+    return (json.dumps(doc, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+
+
+def from_json(text: bytes | str, display: str = "<workers>") -> dict[str, Any]:
+    """A saved model, checked: format, version, shapes, probabilities."""
+    try:
+        doc = json.loads(text)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise DataError(f"{display}: not a crowdagg worker model (not JSON: {exc})") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise DataError(f"{display}: not a crowdagg worker model (written by --save-workers)")
+    if doc.get("version") != VERSION:
+        raise DataError(f"{display}: worker model version {doc.get('version')!r}; this crowdagg reads version {VERSION}")
+    method = doc.get("method")
+    if method not in SAVED:
+        raise DataError(f"{display}: unknown method {method!r} in the worker model")
+    classes, workers = doc.get("classes"), doc.get("workers")
+    if not isinstance(classes, list) or not isinstance(workers, list):
+        raise DataError(f"{display}: the worker model lacks its classes or workers")
+    k, n = len(classes), len(workers)
+    try:
+        prior = np.asarray(doc["prior"], dtype=np.float64)
+        param = np.asarray(doc[SAVED[method]], dtype=np.float64)
+    except (KeyError, TypeError, ValueError):
+        raise DataError(f"{display}: the worker model's prior or {SAVED[method]} is missing or not numeric") from None
+    want = (n, k, k) if SAVED[method] == "confusion" else (n,)
+    if prior.shape != (k,) or param.shape != want:
+        raise DataError(f"{display}: the worker model's arrays do not match its {k} classes and {n} workers")
+    if not (np.isfinite(param).all() and (param >= 0).all() and (param <= 1).all() and np.isfinite(prior).all()):
+        raise DataError(f"{display}: the worker model holds values that are not probabilities")
+    return {"method": method, "classes": [str(c) for c in classes], "prior": prior,
+            "workers": [str(w) for w in workers], SAVED[method]: param}
+
+
+def initial_parameters(model: dict[str, Any], data: AnnotationSet) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(prior (K,), confusion [w, observed, true] for the data's workers, mask of workers the model knows).
+
+    Classes are matched by name (the data's order); a class of the data the
+    model lacks is an error.  Workers are matched by name.
+    """
+    from .aggregators.base import one_coin_matrices
+
+    index = {c: i for i, c in enumerate(model["classes"])}
+    missing = [c for c in data.classes if c not in index]
+    if missing:
+        raise DataError(
+            f"the worker model has no class {missing[0]!r} (its classes: {', '.join(model['classes'])})"
+        )
+    order = np.array([index[c] for c in data.classes], dtype=np.int64)
+    prior = model["prior"][order]
+    prior = prior / prior.sum()
+    if "confusion" in model:
+        conf = model["confusion"][:, order][:, :, order]  # [w, true, observed] in the data's class order
+    else:
+        conf = one_coin_matrices(model["accuracy"], data.n_classes)
+    rows = {w: i for i, w in enumerate(model["workers"])}
+    names = data.workers.tolist()
+    found = np.array([rows.get(w, -1) for w in names], dtype=np.int64)
+    known = found >= 0
+    conf_ot = np.zeros((data.n_workers, data.n_classes, data.n_classes))
+    conf_ot[known] = conf[found[known]].transpose(0, 2, 1)
+    sums = conf_ot[known].sum(axis=1, keepdims=True)  # renormalise each true class's column
+    conf_ot[known] = conf_ot[known] / np.where(sums > 0, sums, 1.0)
+    return prior, conf_ot, known
+
+
+__all__ = ["to_json", "from_json", "initial_parameters", "FORMAT", "VERSION"]
