@@ -24,7 +24,6 @@ from typer.exceptions import TyperException
 from .errors import CrowdaggError, CrowdaggWarning, DataError, Interrupted, UsageError, os_reason, render
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .evaluate import Evaluation
     from .output import Target
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -289,42 +288,6 @@ def _progress(quiet: bool) -> tuple[Callable[[int, float], None] | None, Callabl
     return update, status.stop
 
 
-def _evaluation_bytes(ev: Evaluation, fmt: str) -> bytes:
-    """An evaluation as csv/tsv (metric,value rows) or json/jsonl (one object)."""
-    import json
-
-    from .render import render_table
-
-    if fmt in ("json", "jsonl"):
-        return (json.dumps(ev.as_dict(), ensure_ascii=False) + "\n").encode("utf-8")
-    import numpy as np
-
-    rows = ev.rows()
-    values = np.array([repr(float(v)) if isinstance(v, float) else str(v) for _, v in rows], dtype=object)
-    return render_table({"metric": np.array([n for n, _ in rows], dtype=object), "value": values}, fmt)
-
-
-def _print_evaluation_table(ev: Evaluation, stream: Any) -> None:
-    """A rich table, for a terminal."""
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title="evaluation")
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    for name, value in ev.rows():
-        table.add_row(name, f"{value:.4f}" if isinstance(value, float) else str(value))
-    Console(file=stream).print(table)
-
-
-def _summary_line(ev: Evaluation, note: str = "") -> str:
-    recall = " ".join(f"{c}={r:.4f}" for c, r in ev.recall.items())
-    return (
-        f"accuracy {ev.accuracy:.4f}  macro-F1 {ev.macro_f1:.4f}  recall {recall}  "
-        f"({ev.n_compared} tasks compared, {ev.n_without_truth} without truth{note})"
-    )
-
-
 def _check_render_memory(n_rows: int, n_float: int, n_text: int, what: str, max_memory: Any) -> None:
     from .memory import check
     from .render import estimate_text_bytes
@@ -466,7 +429,9 @@ def aggregate(
     # 3. Evaluation (it can fail: nothing written yet).
     summary = None
     if truth_labels is not None:
-        summary = _evaluate_run(data, result, truth_labels, params.get("gold"))
+        from .evaluate import evaluate_run
+
+        summary = evaluate_run(data, result, truth_labels, params.get("gold"))
     # 4. Render everything, then write all or nothing.
     with _timing.stage("render"):
         outputs = [(targets[0], render_table(result.table(proba=proba, arrow=True), out_fmt, key="task"))]
@@ -479,13 +444,15 @@ def aggregate(
     with _timing.stage("write"):
         commit(outputs)
     if summary is not None:
+        from .evaluate import print_table, summary_line
+
         ev, note = summary
         if sys.stderr is not None and sys.stderr.isatty():
-            _print_evaluation_table(ev, sys.stderr)
+            print_table(ev, sys.stderr)
             if note:
                 _err(note.strip(", "))
         else:
-            _err(_summary_line(ev, note))
+            _err(summary_line(ev, note))
 
 
 def _read_worker_model(path: str) -> dict[str, Any]:
@@ -494,26 +461,6 @@ def _read_worker_model(path: str) -> dict[str, Any]:
 
     data, display = read_bytes(path)
     return from_json(data, display)
-
-
-def _evaluate_run(data: Any, result: Any, truth: dict[str, str], gold: Any) -> tuple[Evaluation, str]:
-    """Score the run against ``truth``, leaving out the tasks clamped by gold."""
-    from .evaluate import evaluate_labels
-
-    predicted = dict(zip(data.task_names.tolist(), result.label_names().tolist()))
-    note = ""
-    if gold:
-        clamped = [t for t in gold if t in predicted]
-        scored_before = sum(1 for t in truth if t in predicted)
-        for t in clamped:
-            del predicted[t]
-        note = f", {len(clamped)} gold task(s) excluded"
-        if scored_before and not any(t in predicted for t in truth):
-            raise DataError(
-                f"all {scored_before} task(s) of --truth are --gold tasks, whose labels are given, not inferred: "
-                "nothing left to score"
-            )
-    return evaluate_labels(predicted, truth, list(data.classes)), note
 
 
 @app.command()
@@ -532,7 +479,7 @@ def evaluate(
 
     Example: crowdagg aggregate labels.csv | crowdagg evaluate - --truth gold.csv
     """
-    from .evaluate import evaluate_labels
+    from .evaluate import evaluate_labels, evaluation_bytes, print_table
     from .io import output_format, read_task_labels
 
     _require_values(predictions=predictions, truth=truth, format=fmt)
@@ -550,9 +497,9 @@ def evaluate(
     )
     ev = evaluate_labels(pred, true)
     if out_fmt is None and sys.stdout is not None and sys.stdout.isatty():
-        _print_evaluation_table(ev, sys.stdout)
+        print_table(ev, sys.stdout)
         return
-    _write_stdout(_evaluation_bytes(ev, out_fmt or "csv"))
+    _write_stdout(evaluation_bytes(ev, out_fmt or "csv"))
 
 
 _SIMULATE_SPELLING = {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -120,3 +121,58 @@ def evaluate_labels(
         n_truth_unpredicted=sum(1 for t in truth if t not in predicted),
         classes=list(classes),
     )
+
+
+# --------------------------------------------------------------------------- reports
+def evaluation_bytes(ev: Evaluation, fmt: str) -> bytes:
+    """An evaluation as csv/tsv (metric,value rows) or json/jsonl (one object)."""
+    import json
+
+    from .render import render_table
+
+    if fmt in ("json", "jsonl"):
+        return (json.dumps(ev.as_dict(), ensure_ascii=False) + "\n").encode("utf-8")
+    import numpy as np
+
+    rows = ev.rows()
+    values = np.array([repr(float(v)) if isinstance(v, float) else str(v) for _, v in rows], dtype=object)
+    return render_table({"metric": np.array([n for n, _ in rows], dtype=object), "value": values}, fmt)
+
+
+def print_table(ev: Evaluation, stream: Any) -> None:
+    """A rich table, for a terminal."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="evaluation")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for name, value in ev.rows():
+        table.add_row(name, f"{value:.4f}" if isinstance(value, float) else str(value))
+    Console(file=stream).print(table)
+
+
+def summary_line(ev: Evaluation, note: str = "") -> str:
+    recall = " ".join(f"{c}={r:.4f}" for c, r in ev.recall.items())
+    return (
+        f"accuracy {ev.accuracy:.4f}  macro-F1 {ev.macro_f1:.4f}  recall {recall}  "
+        f"({ev.n_compared} tasks compared, {ev.n_without_truth} without truth{note})"
+    )
+
+
+def evaluate_run(data: Any, result: Any, truth: dict[str, str], gold: Any) -> tuple[Evaluation, str]:
+    """Score the run against ``truth``, leaving out the tasks clamped by gold."""
+    predicted = dict(zip(data.task_names.tolist(), result.label_names().tolist()))
+    note = ""
+    if gold:
+        clamped = [t for t in gold if t in predicted]
+        scored_before = sum(1 for t in truth if t in predicted)
+        for t in clamped:
+            del predicted[t]
+        note = f", {len(clamped)} gold task(s) excluded"
+        if scored_before and not any(t in predicted for t in truth):
+            raise DataError(
+                f"all {scored_before} task(s) of --truth are --gold tasks, whose labels are given, not inferred: "
+                "nothing left to score"
+            )
+    return evaluate_labels(predicted, truth, list(data.classes)), note
