@@ -517,7 +517,7 @@ def simulate(
     per_task: Optional[int] = typer.Option(None, "--per-task", help="Answers per task (default 5, or the scenario's)."),
     model: str = typer.Option("ds", "--model", help="Worker model: ds (full confusion, diagonal ~ U(skill)), onecoin, or hammer-spammer."),
     skill: str = typer.Option("0.6,0.9", "--skill", help="Range LOW,HIGH of worker accuracy."),
-    spammers: float = typer.Option(0.0, "--spammers", help="Fraction of spammers (answers independent of the truth)."),
+    spammers: Optional[float] = typer.Option(None, "--spammers", help="Fraction of spammers (answers independent of the truth); default 0 (hammer-spammer: 0.5, tutorial-spammers: 0.3)."),
     adversaries: float = typer.Option(0.0, "--adversaries", help="Fraction of adversarial workers."),
     extreme_spammers: int = typer.Option(0, "--extreme-spammers", help="Extra workers who label every task at random."),
     assignment: str = typer.Option("random", "--assignment", help="random (per-task distinct workers), regular ((l,r)-regular with l=--per-task, r=--tasks-per-worker) or dense."),

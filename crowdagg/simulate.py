@@ -609,8 +609,10 @@ def _realise(rng: np.random.Generator, plan: _Plan, extreme_spammers: int) -> Si
         by_task = np.full(n, -1, dtype=np.int16)
         mine = worker == src
         by_task[task[mine]] = label[mine]
-        sel = worker == w
-        label[sel] = by_task[task[sel]]
+        sel = np.flatnonzero(worker == w)
+        copied = by_task[task[sel]]
+        # Where the copied worker did not answer, the copier answers by its own (the same) matrix.
+        label[sel] = np.where(copied >= 0, copied, label[sel])
     return SimulatedCrowd(
         task=task,
         worker=worker,
@@ -670,7 +672,7 @@ def _scenario_plan(rng: np.random.Generator, name: str, args: dict[str, Any]) ->
         n = 10_000 if args["n_tasks"] is None else args["n_tasks"]
         m = 20 if args["n_workers"] is None else args["n_workers"]
         k = 4 if args["n_classes"] is None else args["n_classes"]
-        spam = args["spammers"] if args["spammers"] > 0 else 0.3
+        spam = 0.3 if args["spammers"] is None else args["spammers"]
         per_edge = m if args["per_task"] is None else args["per_task"]
         _check_size(n, m, k, n * per_edge + n * given["extreme_spammers"], given["max_memory"])
         confusion, kinds = _crowd_matrices(rng, m, k, "ds", args["skill"], spam, args["adversaries"])
@@ -758,7 +760,7 @@ def simulate(
     *,
     model: str = "ds",
     skill: tuple[float, float] = (0.6, 0.9),
-    spammers: float = 0.0,
+    spammers: float | None = None,
     adversaries: float = 0.0,
     extreme_spammers: int = 0,
     assignment: str = "random",
@@ -800,8 +802,7 @@ def simulate(
         * ``"hammer-spammer"`` (per annotator, as in MBEM; Tanno et al. 2019
           §3): hammers are one-coin with accuracy ``skill[1]`` (pass
           ``skill=(x, 1.0)`` for perfect hammers); a fraction ``spammers`` of
-          the workers -- **0.5 when ``spammers`` is 0** -- answer uniformly at
-          random.
+          the workers (default 0.5) answer uniformly at random.
     skill : (float, float)
         Range ``[low, high]`` of worker accuracy, ``0 <= low <= high <= 1``.
     spammers : float
@@ -857,7 +858,7 @@ def simulate(
           ``per_task`` (l) and ``tasks_per_worker`` (r) may override.
         * ``"tutorial-spammers"`` (ICASSP'25 tutorial, "effect of
           spammers"): N = 10000, M = 20, K = 4 (all may override), DS workers
-          with ``skill``; a fraction ``spammers`` (0.3 when 0) are spammers
+          with ``skill``; a fraction ``spammers`` (default 0.3) are spammers
           and ``adversaries`` malicious.  Dense, or ``"random"`` with
           ``per_task`` workers per task when ``per_task`` is given.
         * ``"multispa-demo"`` (MultiSPA ``main_demo.m``): N = 10000, M = 25,
@@ -899,7 +900,8 @@ def simulate(
     r_v = None if tasks_per_worker is None else check_int("tasks_per_worker", tasks_per_worker, 1)
     n_extreme = check_int("extreme_spammers", extreme_spammers, 0)
     skill_v = _skill_arg(skill)
-    spam = check_float("spammers", spammers, 0.0, 1.0)
+    spam_given = None if spammers is None else check_float("spammers", spammers, 0.0, 1.0)
+    spam = 0.0 if spam_given is None else spam_given
     adv = check_float("adversaries", adversaries, 0.0, 1.0)
     model = _choice_arg("model", model, tuple(MODELS))
     assignment = _choice_arg("assignment", assignment, tuple(ASSIGNMENTS))
@@ -913,7 +915,7 @@ def simulate(
         args = {
             "n_tasks": n_tasks_v, "n_workers": n_workers_v, "n_classes": n_classes_v,
             "per_task": per_task_v, "tasks_per_worker": r_v, "prior": prior,
-            "skill": skill_v, "spammers": spam, "adversaries": adv,
+            "skill": skill_v, "spammers": spam_given, "adversaries": adv,
             "extreme_spammers": n_extreme, "max_memory": max_memory,
         }  # fmt: skip
         plan = _scenario_plan(rng, scenario, args)
@@ -935,7 +937,7 @@ def simulate(
         m = derived
     else:
         m = 50 if n_workers_v is None else n_workers_v
-    if model == "hammer-spammer" and spam == 0.0:
+    if model == "hammer-spammer" and spam_given is None:
         spam = 0.5
     if assignment != "dense":
         _check_per_task(m, ell)

@@ -430,3 +430,34 @@ def test_regular_assignment_circulant_fallback(monkeypatch: pytest.MonkeyPatch) 
     np.testing.assert_array_equal(np.bincount(c.task), 4)
     deg = np.bincount(c.worker, minlength=12)
     assert deg.max() - deg.min() <= 1
+
+
+def test_zero_spammers_can_be_asked_for():
+    from crowdagg.simulate import simulate
+
+    hs = simulate(200, 20, 2, 5, model="hammer-spammer", seed=1)
+    assert (hs.worker_kind == "spammer").sum() == 10  # the model's default, 0.5
+    none = simulate(200, 20, 2, 5, model="hammer-spammer", spammers=0, seed=1)
+    assert (none.worker_kind == "spammer").sum() == 0
+    tut = simulate(n_tasks=500, scenario="tutorial-spammers", seed=1)
+    assert (tut.worker_kind == "spammer").sum() == 6  # 0.3 of 20
+    tut0 = simulate(n_tasks=500, scenario="tutorial-spammers", spammers=0, seed=1)
+    assert (tut0.worker_kind == "spammer").sum() == 0
+
+
+def test_copiers_in_a_sparse_assignment_answer_only_real_classes():
+    import numpy as np
+
+    from crowdagg.simulate import _Plan, _realise
+
+    rng = np.random.default_rng(0)
+    conf = np.array([[[0.8, 0.2], [0.3, 0.7]]] * 6)
+    plan = _Plan(300, conf, ["senior"] * 4 + ["copier"] * 2, np.array([0.5, 0.5]), "random", 3,
+                 copy_of=np.array([-1, -1, -1, -1, 0, 1]))
+    crowd = _realise(rng, plan, 0)
+    assert crowd.label.min() >= 0 and crowd.label.max() <= 1
+    # where the copied worker answered the same task, the copier repeats it
+    src = {(t, int(y)) for t, w, y in zip(crowd.task, crowd.worker, crowd.label) if w == 0}
+    both = [(t, int(y)) for t, w, y in zip(crowd.task, crowd.worker, crowd.label)
+            if w == 4 and any(s[0] == t for s in src)]
+    assert both and all(b in src for b in both)
