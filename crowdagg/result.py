@@ -155,6 +155,33 @@ class AggregationResult:
             "n_answers": np.repeat(self.data.answers_per_worker, k * k),
         }
 
+    # ------------------------------------------------------------ labelled pandas views
+    def labels_series(self) -> pd.Series:
+        """Hard labels as a Series indexed by task (ids in the dtype they had in a DataFrame or Parquet input)."""
+        import pandas as pd
+
+        return pd.Series(self.label_names(), index=_id_index(self.data.tasks, "task"), name="label")
+
+    def proba_frame(self) -> pd.DataFrame:
+        """Posteriors as a DataFrame, one row per task (indexed by task), one column per class."""
+        import pandas as pd
+
+        return pd.DataFrame(self.posteriors, index=_id_index(self.data.tasks, "task"),
+                            columns=pd.Index(list(self.data.classes), name="label"))
+
+    def confusion_frame(self) -> pd.DataFrame:
+        """Per-worker confusion, rows (worker, true label), columns the observed label."""
+        import pandas as pd
+
+        conf = self.confusion
+        n_w, k, _ = conf.shape
+        workers = _id_index(self.data.workers, "worker")
+        rows = pd.MultiIndex.from_arrays(
+            [workers.repeat(k), np.tile(np.asarray(self.data.classes, dtype=object), n_w)], names=["worker", "true"]
+        )
+        return pd.DataFrame(conf.reshape(n_w * k, k), index=rows,
+                            columns=pd.Index(list(self.data.classes), name="observed"))
+
     def workers_frame(self) -> pd.DataFrame:
         """:meth:`workers_table` as a pandas DataFrame."""
         import pandas as pd
@@ -170,3 +197,21 @@ def _dictionary(codes: np.ndarray, names: Any) -> Any:
 
     dictionary = names if isinstance(names, pa.Array) else pa.array(list(names), type=pa.string())
     return pa.DictionaryArray.from_arrays(arrow_of(np.asarray(codes, dtype=np.int32)), dictionary)
+
+
+def _id_index(vocab: Any, name: str) -> pd.Index:
+    """The names of a vocabulary as a pandas Index, back in the ids' original dtype when it was numeric or boolean."""
+    import pandas as pd
+
+    names = vocab.to_numpy()
+    dtype = vocab.dtype or ""
+    try:
+        if dtype.startswith(("int", "uint")):
+            return pd.Index(names.astype(np.int64), name=name)
+        if dtype in ("double", "float", "halffloat", "float64", "float32"):
+            return pd.Index(names.astype(np.float64), name=name)
+        if dtype == "bool":
+            return pd.Index(names == "True", name=name)
+    except (TypeError, ValueError):  # a blank id, or merged text: keep the names
+        pass
+    return pd.Index(names, name=name)

@@ -505,3 +505,20 @@ def test_result_repr_is_short():
     r = aggregate(load_annotations("example:bluebird"), "ds")
     text = repr(r)
     assert text.startswith("AggregationResult(method='ds', n_tasks=108, n_classes=2, n_iter=") and len(text) < 160
+
+
+def test_labelled_pandas_views_keep_the_ids_dtype():
+    import pandas as pd
+
+    from crowdagg import aggregate, load_annotations
+
+    frame = pd.DataFrame({"task": [10, 11, 10, 12], "worker": ["a", "b", "b", "a"], "label": ["x", "y", "x", "y"]})
+    r = aggregate(load_annotations(frame), "ds")
+    s = r.labels_series()
+    assert s.index.dtype == np.int64 and s.index.name == "task" and s.loc[10] == "x"
+    p = r.proba_frame()
+    assert list(p.columns) == ["x", "y"] and p.index.tolist() == [10, 11, 12]
+    np.testing.assert_allclose(p.to_numpy().sum(axis=1), 1.0)
+    c = r.confusion_frame()
+    assert c.index.names == ["worker", "true"] and list(c.columns) == ["x", "y"]
+    np.testing.assert_array_equal(c.loc[("a", "x")].to_numpy(), r.confusion[0, 0])
