@@ -47,9 +47,9 @@ def _flag(name: str, spelling: Spelling | None = None) -> str:
     return "--" + name.replace("_", "-")
 
 
-def _method_params(spec: Any, seed: int, flags: dict[str, Any], pairs: list[str]) -> dict[str, Any]:
+def _method_params(spec: Any, flags: dict[str, Any], pairs: list[str]) -> dict[str, Any]:
     """The method's parameters from the common flags and ``-p name=value`` (checked against its declaration)."""
-    params: dict[str, Any] = {"seed": seed}
+    params: dict[str, Any] = {}
     for key, value in flags.items():
         if value is not None:
             if key not in spec.param_names:
@@ -69,8 +69,9 @@ def _method_params(spec: Any, seed: int, flags: dict[str, Any], pairs: list[str]
                 + ", ".join(_flag(p) for p in spec.param_names)
             )
         declared = spec.param(name)
-        if name in flags and flags[name] is not None:
-            raise UsageError(f"{name} is given twice ({_flag(name)} and -p {name}=)")
+        if name in params:
+            how = f"{_flag(name)} and -p {name}=" if flags.get(name) is not None else f"-p {name}= twice"
+            raise UsageError(f"{name} is given twice ({how})")
         params[name] = declared.parse(text)
     return params
 
@@ -322,7 +323,7 @@ def aggregate(
     task_col: Optional[str] = typer.Option(None, "--task-col", help="Task column (default: task, an alias such as item, or a platform's column)."),
     worker_col: Optional[str] = typer.Option(None, "--worker-col", help="Worker column (default: worker, an alias such as annotator, or a platform's column)."),
     label_col: Optional[str] = typer.Option(None, "--label-col", help="Label column (default: label, an alias such as answer, or a platform's column)."),
-    seed: int = typer.Option(0, "--seed", help="Seed for tie-breaking and any random choice."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Seed for tie-breaking and any random choice (default 0)."),
     max_iter: Optional[int] = typer.Option(None, "--max-iter", help="Iteration cap (ds, onecoin: 200; wmv: 50)."),
     tol: Optional[float] = typer.Option(None, "--tol", help="Stop when the relative log-likelihood change is below this (ds, onecoin: 1e-6); 0 runs exactly --max-iter."),
     smoothing: Optional[float] = typer.Option(None, "--smoothing", help="Same as -p smoothing=VALUE (ds: Dirichlet pseudo-count, default 0; onecoin: pseudo-answers at chance accuracy, default 1); kept for this release."),
@@ -362,9 +363,9 @@ def aggregate(
     )
     if input.count("-") > 1:
         raise UsageError("INPUT gives standard input (-) twice; it can be read only once")
-    _stdin_once(input="-" if "-" in input else None, truth=truth, gold=gold)
+    _stdin_once(input="-" if "-" in input else None, truth=truth, gold=gold, init_workers=init_workers)
     spec = get_spec(method)
-    params = _method_params(spec, seed, {"max_iter": max_iter, "tol": tol, "smoothing": smoothing}, param_)
+    params = _method_params(spec, {"seed": seed, "max_iter": max_iter, "tol": tol, "smoothing": smoothing}, param_)
     if gold is not None and not spec.gold:
         raise UsageError(f"--gold does not apply to method {method!r}")
     for flag, value in (("--save-workers", save_workers), ("--init-workers", init_workers)):
@@ -386,6 +387,7 @@ def aggregate(
     if save_workers:
         targets.append(resolve(save_workers, "--save-workers"))
     check_distinct(targets)
+    _not_an_input(targets, {"INPUT": list(input), "--truth": [truth], "--gold": [gold], "--init-workers": [init_workers]})
     # 2. Side inputs, then the data and the fit.
     if gold is not None:
         params["gold"] = read_task_labels(
@@ -393,7 +395,7 @@ def aggregate(
             options={"task": "--gold-task-col", "label": "--gold-label-col"},
         )
     if init_workers is not None:
-        params["init_workers"] = _read_worker_model(init_workers)
+        params["init_workers"] = _read_worker_model(init_workers, max_memory)
     truth_labels = None
     if truth:
         truth_labels = read_task_labels(
@@ -455,12 +457,25 @@ def aggregate(
             _err(summary_line(ev, note))
 
 
-def _read_worker_model(path: str) -> dict[str, Any]:
+def _read_worker_model(path: str, max_memory: Any) -> dict[str, Any]:
     from .io import read_bytes
     from .workers import from_json
 
-    data, display = read_bytes(path)
+    data, display = read_bytes(path, max_memory)
     return from_json(data, display)
+
+
+def _not_an_input(targets: list[Target], inputs: dict[str, list[Optional[str]]]) -> None:
+    """An output file that is one of the run's inputs would destroy it: a usage error."""
+    import os
+
+    for t in targets:
+        if t.kind != "file" or not t.path or not os.path.exists(t.path):
+            continue
+        for option, paths in inputs.items():
+            for p in paths:
+                if p and p != "-" and os.path.exists(p) and os.path.samefile(p, t.path):
+                    raise UsageError(f"{t.option} {t.spec} is also an input ({option} {p}); refusing to overwrite it")
 
 
 @app.command()
@@ -572,6 +587,8 @@ def methods(
     from .methods import METHODS, get
 
     _require_values(format=fmt)
+    if fmt is not None and fmt.lower() == "parquet" and _stdout_is_terminal():
+        raise UsageError("Parquet is binary: redirect standard output to a file")
     if name is not None:
         spec = get(name)
         if fmt is None:

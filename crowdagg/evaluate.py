@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from .data import infer_classes
-from .errors import CrowdaggWarning, DataError, warn
+from .errors import CrowdaggWarning, DataError, param, warn
 
 
 @dataclass
@@ -172,7 +172,8 @@ def evaluate_run(data: Any, result: Any, truth: dict[str, str], gold: Any) -> tu
         note = f", {len(clamped)} gold task(s) excluded"
         if scored_before and not any(t in predicted for t in truth):
             raise DataError(
-                f"all {scored_before} task(s) of --truth are --gold tasks, whose labels are given, not inferred: "
+                f"all {scored_before} task(s) of {param('truth')} are {param('gold')} tasks, whose labels are given, "
+                "not inferred: "
                 "nothing left to score"
             )
     return evaluate_labels(predicted, truth, list(data.classes)), note

@@ -745,9 +745,11 @@ def _record_start_lines(data: bytes, sep: str) -> np.ndarray | None:
 
 
 def read_bytes(source: str | os.PathLike[str] | IO[bytes], max_memory: memory.MaxMemory = None) -> tuple[bytes, str]:
-    """(The bytes of a path, ``-`` or stream, gunzipped; its display name) -- for inputs that are not tables."""
+    """(The bytes of a path, ``-`` or stream, gunzipped; its display name) -- for JSON inputs that are not tables."""
     raw, display, _ = _read_source(source, "labels", max_memory)
-    return _decompress(raw, display, max_memory), display
+    data = _decompress(raw, display, max_memory)
+    _check_input_size(len(data), display, max_memory, PARSE_BYTES_PER_BYTE)  # parsed into Python objects
+    return data, display
 
 
 def read_raw(

@@ -61,6 +61,8 @@ class Param:
         """A value given as text (``-p name=value``), converted to the declared type and checked."""
         value: Any = text.strip()
         try:
+            if not value.isascii() or "_" in value:
+                raise ValueError(value)  # "1_0", non-ASCII digits: not how a number is written here
             if self.kind is int:
                 value = int(value)
             elif self.kind is float:

@@ -62,7 +62,7 @@ class AggregationResult:
     max_memory: Any = field(default=None, repr=False)
 
     def __repr__(self) -> str:
-        parts = [f"method={self.method!r}", f"n_tasks={len(self.labels):,}", f"n_classes={len(self.prior)}"]
+        parts = [f"method={self.method!r}", f"n_tasks={len(self.labels)}", f"n_classes={len(self.prior)}"]
         if self.n_iter:
             parts += [f"n_iter={self.n_iter}", f"converged={self.converged}"]
         if len(self.log_likelihood):
@@ -205,13 +205,15 @@ def _id_index(vocab: Any, name: str) -> pd.Index:
 
     names = vocab.to_numpy()
     dtype = vocab.dtype or ""
+    numpy_dtype = {"double": "float64", "float": "float32", "halffloat": "float16"}.get(dtype, dtype)
     try:
-        if dtype.startswith(("int", "uint")):
-            return pd.Index(names.astype(np.int64), name=name)
-        if dtype in ("double", "float", "halffloat", "float64", "float32"):
-            return pd.Index(names.astype(np.float64), name=name)
         if dtype == "bool":
-            return pd.Index(names == "True", name=name)
-    except (TypeError, ValueError):  # a blank id, or merged text: keep the names
-        pass
-    return pd.Index(names, name=name)
+            index = pd.Index(names == "True", name=name)
+        elif numpy_dtype.startswith(("int", "uint", "float")):
+            index = pd.Index(names.astype(np.float64 if "float" in numpy_dtype else object).astype(numpy_dtype),
+                             name=name)
+        else:
+            return pd.Index(names, name=name)
+    except (TypeError, ValueError, OverflowError):  # a blank id, or text the type cannot hold: keep the names
+        return pd.Index(names, name=name)
+    return index if index.is_unique else pd.Index(names, name=name)  # -0.0 and 0.0 are two ids

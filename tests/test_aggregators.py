@@ -522,3 +522,17 @@ def test_labelled_pandas_views_keep_the_ids_dtype():
     c = r.confusion_frame()
     assert c.index.names == ["worker", "true"] and list(c.columns) == ["x", "y"]
     np.testing.assert_array_equal(c.loc[("a", "x")].to_numpy(), r.confusion[0, 0])
+
+
+def test_labelled_views_with_awkward_ids():
+    import pandas as pd
+
+    from crowdagg import aggregate, load_annotations
+
+    big = pd.DataFrame({"task": np.array([2**63 + 5, 2**63 + 5, 3, 3], np.uint64), "worker": [1, 2, 1, 2],
+                        "label": list("pqpp")})
+    s = aggregate(load_annotations(big), "mv").labels_series()
+    assert s.index.dtype == np.uint64 and s.index.tolist() == [2**63 + 5, 3]
+    zeros = pd.DataFrame({"task": [0.0, -0.0, 0.0], "worker": ["a", "b", "b"], "label": ["x", "y", "x"]})
+    s2 = aggregate(load_annotations(zeros), "mv").labels_series()
+    assert s2.index.is_unique and s2.index.tolist() == ["0.0", "-0.0"]  # two ids: kept as their names

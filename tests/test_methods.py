@@ -141,3 +141,20 @@ def test_listing_methods_imports_no_method_code():
             "print(sorted(m for m in sys.modules if m.startswith(('numpy', 'numba', 'crowdagg.aggregators'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_parameter_given_twice_is_refused():
+    runner = CliRunner()
+    a = runner.invoke(app, ["aggregate", BLUEBIRD, "-m", "ds", "--seed", "3", "-p", "seed=5"])
+    assert a.exit_code == 2 and "seed is given twice" in a.stderr
+    b = runner.invoke(app, ["aggregate", BLUEBIRD, "-m", "ds", "-p", "n_init=2", "-p", "n_init=3"])
+    assert b.exit_code == 2 and "n_init is given twice (-p n_init= twice)" in b.stderr
+    for bad in ("n_init=1_0", "n_init=\u0663"):
+        c = runner.invoke(app, ["aggregate", BLUEBIRD, "-m", "ds", "-p", bad])
+        assert c.exit_code == 2 and "must be an integer" in c.stderr
+
+
+def test_none_stands_for_the_default(bluebird):
+    assert get_method("onecoin")(smoothing=None).check_params()["smoothing"] == 1.0
+    with pytest.raises(UsageError, match="it takes: seed, max_iter, tol, smoothing, n_init, gold, init_workers"):
+        aggregate(bluebird, "ds", bogus=1)

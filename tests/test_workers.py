@@ -94,3 +94,50 @@ def test_cli_save_and_init_workers(tmp_path):
     assert r3.exit_code == 2 and "does not apply to method 'mv'" in r3.stderr
     r4 = runner.invoke(app, ["aggregate", "example:bluebird", "-m", "ds", "-o", str(m), "--save-workers", str(m)])
     assert r4.exit_code == 2 and "same file" in r4.stderr
+
+
+def test_the_library_takes_a_model_in_any_form(bluebird, tmp_path):
+    fit = aggregate(bluebird, "ds", tol=1e-10)
+    text = to_json(fit)
+    (tmp_path / "m.json").write_bytes(text)
+    want = aggregate(bluebird, "ds", tol=1e-10, init_workers=from_json(text)).posteriors
+    for given in (str(tmp_path / "m.json"), tmp_path / "m.json", text, text.decode(), json.loads(text), fit):
+        np.testing.assert_array_equal(aggregate(bluebird, "ds", tol=1e-10, init_workers=given).posteriors, want)
+    with pytest.raises(UsageError, match="init_workers must be a saved worker model"):
+        aggregate(bluebird, "ds", init_workers=3.5)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"version": True}, "version True"),
+        ({"prior": [0.0, 0.0]}, "do not sum to 1"),
+        ({"prior": [0.9, 0.9]}, "do not sum to 1"),
+        ({"prior": [0.5, int("9" * 400)]}, "not numeric"),
+        ({"workers": ["a", "a"], "confusion": [[[1.0, 0.0], [0.0, 1.0]]] * 2}, "'a' appears twice"),
+    ],
+)
+def test_bad_model_files_are_refused(bluebird, change, message):
+    doc = json.loads(to_json(aggregate(bluebird, "ds")))
+    with pytest.raises(DataError, match=message):
+        from_json(json.dumps({**doc, **change}))
+
+
+def test_a_prior_of_zero_on_the_datas_classes_is_refused(bluebird):
+    doc = json.loads(to_json(aggregate(bluebird, "ds")))
+    doc["classes"], doc["prior"] = ["0", "1", "2"], [0.0, 0.0, 1.0]
+    doc["confusion"] = [[[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]] * len(doc["workers"])
+    with pytest.raises(DataError, match="prior of 0"):
+        initial_parameters(from_json(json.dumps(doc), "m.json"), bluebird)
+
+
+def test_cli_inputs_are_never_overwritten_and_stdin_is_read_once(tmp_path):
+    runner = CliRunner()
+    truth = tmp_path / "truth.csv"
+    truth.write_text("task,label\n11573,1\n")
+    r = runner.invoke(app, ["aggregate", "example:bluebird", "-m", "ds", "--truth", str(truth),
+                            "--save-workers", str(truth)])
+    assert r.exit_code == 2 and "is also an input (--truth" in r.stderr
+    assert truth.read_text() == "task,label\n11573,1\n"
+    r2 = runner.invoke(app, ["aggregate", "-", "-m", "ds", "--init-workers", "-"], input="x")
+    assert r2.exit_code == 2 and "standard input" in r2.stderr

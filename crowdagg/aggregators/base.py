@@ -46,10 +46,11 @@ class Aggregator:
         if unknown:
             raise UsageError(
                 f"method {self.name!r} does not take {', '.join(param(u) for u in unknown)}; it takes: "
-                + ", ".join(param(p) for p in spec.param_names)
+                + ", ".join(param(p) for p in (*spec.param_names, *sorted(allowed - set(spec.param_names))))
             )
-        for p in spec.params:
-            setattr(self, p.name, params.get(p.name, p.default))
+        for p in spec.params:  # None stands for the declared default
+            value = params.get(p.name)
+            setattr(self, p.name, p.default if value is None else value)
         if spec.gold:
             self.gold = params.get("gold")
         if spec.init_workers:

@@ -215,9 +215,9 @@ class DawidSkene(IterativeAggregator):
         if start == 0:
             self._clamp = gold_clamp(data, self.gold)
             if self.init_workers is not None:
-                from ..workers import initial_parameters
+                from ..workers import coerce, initial_parameters
 
-                init = initial_parameters(self.init_workers, data)
+                init = initial_parameters(coerce(self.init_workers), data)
         state = EMState(data, starting_posteriors(data, start, rng), self._clamp, type(self)._m_step,
                         checked["smoothing"], init)
         return state, state.objective
