@@ -1249,3 +1249,10 @@ def test_compiling_message_only_on_a_terminal(monkeypatch):
     tty2.isatty = lambda: True  # type: ignore[method-assign]
     k.announce_compilation(tty2)
     assert tty2.getvalue() == ""
+
+
+def test_an_output_onto_the_input_is_refused(runner, small_csv):
+    before = small_csv.read_bytes()
+    err = assert_one_error_line(invoke(runner, "aggregate", small_csv, "-o", small_csv), 2)
+    assert "is also an input (INPUT" in err
+    assert small_csv.read_bytes() == before
