@@ -80,7 +80,7 @@ def test_em_is_identical_across_chunkings(rng, monkeypatch):
     one = ws.stats()[0].copy()
     monkeypatch.setattr(k, "_ANSWERS_PER_BLOCK", 100)
     ws2 = EMWorkspace(data.task_ptr, data.worker, data.label, data.n_workers, data.n_classes)
-    assert ws2.counts.shape[0] > 1
+    assert ws2.blocks.counts.shape[0] > 1
     ws2.accumulate(post)
     np.testing.assert_allclose(ws2.stats()[0], one, rtol=1e-12)
 

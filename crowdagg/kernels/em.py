@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numba import njit
@@ -155,6 +156,27 @@ class BlockStats:
     loglik: np.ndarray
 
 
+def _fill(
+    out: BlockStats, e_step: bool, task_ptr: np.ndarray, cell: np.ndarray, bounds: np.ndarray, post: np.ndarray,
+    log_prior: np.ndarray, log_conf_ot: np.ndarray, clamp: np.ndarray,
+) -> None:
+    """Run the fused kernel over every block of ``bounds`` into ``out`` (one slot per block)."""
+    run_blocks(
+        _em_chunks, len(bounds) - 1, e_step, task_ptr, cell,
+        np.ascontiguousarray(log_prior, dtype=np.float64), np.ascontiguousarray(log_conf_ot, dtype=np.float64),
+        np.ascontiguousarray(clamp, dtype=np.int64), bounds, post, out.counts, out.class_tot, out.loglik,
+    )
+
+
+def _zeros(n_blocks: int, n_workers: int, k: int) -> BlockStats:
+    return BlockStats(np.zeros((n_blocks, n_workers, k, k)), np.zeros((n_blocks, k)), np.zeros(n_blocks))
+
+
+def _block_sum(values: np.ndarray) -> Any:
+    """The sum over the block axis: the one reduction order every engine uses."""
+    return values[0] if values.shape[0] == 1 else values.sum(axis=0)
+
+
 def block_statistics(
     task_ptr: np.ndarray,
     cell: np.ndarray,
@@ -177,17 +199,9 @@ def block_statistics(
     ``log_prior`` (K,), ``log_conf_ot`` (n_workers, K_obs, K_true) and
     ``clamp`` (n_tasks_part,; -1 = free) are the current parameters.
     """
-    n_blocks = len(bounds) - 1
-    k = post.shape[1]
-    out = BlockStats(
-        np.zeros((n_blocks, n_workers, k, k)), np.zeros((n_blocks, k)), np.zeros(n_blocks)
-    )
-    run_blocks(
-        _em_chunks, n_blocks, e_step, np.ascontiguousarray(task_ptr, dtype=np.int64), cell,
-        np.ascontiguousarray(log_prior, dtype=np.float64), np.ascontiguousarray(log_conf_ot, dtype=np.float64),
-        np.ascontiguousarray(clamp, dtype=np.int64), np.ascontiguousarray(bounds, dtype=np.int64), post,
-        out.counts, out.class_tot, out.loglik,
-    )
+    out = _zeros(len(bounds) - 1, n_workers, post.shape[1])
+    _fill(out, e_step, np.ascontiguousarray(task_ptr, dtype=np.int64), cell,
+          np.ascontiguousarray(bounds, dtype=np.int64), post, log_prior, log_conf_ot, clamp)
     return out
 
 
@@ -204,16 +218,14 @@ def add_block_statistics(parts: Sequence[BlockStats]) -> tuple[np.ndarray, np.nd
         counts = np.concatenate([p.counts for p in parts])
         tot = np.concatenate([p.class_tot for p in parts])
         ll = np.concatenate([p.loglik for p in parts])
-    if counts.shape[0] == 1:
-        return counts[0], tot[0], float(ll[0])
-    return counts.sum(axis=0), tot.sum(axis=0), float(ll.sum())
+    return _block_sum(counts), _block_sum(tot), float(_block_sum(ll))
 
 
 class EMWorkspace:
-    """Buffers reused across EM iterations (allocated once per fit).
+    """The local EM engine: every block on the thread pool, buffers reused across iterations.
 
-    Shapes: ``post`` (n_tasks, K); ``counts`` (n_chunks, n_workers, K, K) in
-    ``[chunk, worker, observed, true]`` order; ``class_tot`` (n_chunks, K).
+    Shapes: ``post`` (n_tasks, K); ``blocks.counts`` (n_blocks, n_workers, K, K) in
+    ``[block, worker, observed, true]`` order; ``blocks.class_tot`` (n_blocks, K).
     """
 
     def __init__(self, task_ptr: np.ndarray, worker: np.ndarray, label: np.ndarray, n_workers: int, n_classes: int):
@@ -222,40 +234,25 @@ class EMWorkspace:
         # cell * K indexes the K contiguous entries of the log-confusion and count tables.
         self.cell = (np.asarray(worker, dtype=np.int64) * n_classes + label).astype(np.int32)
         self.bounds = chunk_bounds(self.task_ptr, n_workers, n_classes)
-        n_chunks = len(self.bounds) - 1
-        n_tasks = len(self.task_ptr) - 1
-        self.post = np.zeros((n_tasks, n_classes), dtype=np.float64)
-        self.counts = np.zeros((n_chunks, n_workers, n_classes, n_classes), dtype=np.float64)
-        self.class_tot = np.zeros((n_chunks, n_classes), dtype=np.float64)
-        self.loglik = np.zeros(n_chunks, dtype=np.float64)
+        self.post = np.zeros((len(self.task_ptr) - 1, n_classes), dtype=np.float64)
+        self.blocks = _zeros(len(self.bounds) - 1, n_workers, n_classes)
 
     def e_step(self, log_prior: np.ndarray, log_conf_ot: np.ndarray, clamp: np.ndarray) -> float:
         """Posteriors into ``self.post``; returns the observed-data log-likelihood.
 
         ``log_conf_ot`` has shape (n_workers, K, K) indexed ``[w, observed, true]``.
         """
-        run_blocks(
-            _em_chunks, len(self.bounds) - 1,
-            True, self.task_ptr, self.cell,
-            np.ascontiguousarray(log_prior, dtype=np.float64),
-            np.ascontiguousarray(log_conf_ot, dtype=np.float64),
-            np.ascontiguousarray(clamp, dtype=np.int64),
-            self.bounds, self.post, self.counts, self.class_tot, self.loglik,
-        )
-        return add_block_statistics([BlockStats(self.counts, self.class_tot, self.loglik)])[2]
+        _fill(self.blocks, True, self.task_ptr, self.cell, self.bounds, self.post, log_prior, log_conf_ot, clamp)
+        return float(_block_sum(self.blocks.loglik))
 
     def accumulate(self, post: np.ndarray) -> None:
         """Fill the sufficient statistics from given posteriors (no E-step)."""
         self.post[...] = post
         k = self.post.shape[1]
-        run_blocks(
-            _em_chunks, len(self.bounds) - 1,
-            False, self.task_ptr, self.cell, np.zeros(k), np.zeros((1, k, k)),
-            np.full(self.post.shape[0], -1, dtype=np.int64),
-            self.bounds, self.post, self.counts, self.class_tot, self.loglik,
-        )
+        _fill(self.blocks, False, self.task_ptr, self.cell, self.bounds, self.post, np.zeros(k), np.zeros((1, k, k)),
+              np.full(self.post.shape[0], -1, dtype=np.int64))
 
     def stats(self) -> tuple[np.ndarray, np.ndarray]:
         """Summed statistics: counts (n_workers, K_observed, K_true), class totals (K,)."""
-        counts, tot, _ = add_block_statistics([BlockStats(self.counts, self.class_tot, self.loglik)])
+        counts, tot, _ = add_block_statistics([self.blocks])
         return counts, tot
