@@ -151,43 +151,6 @@ def starting_posteriors(data: AnnotationSet, start: int, rng: np.random.Generato
     return np.where(answered, 0.5 * post + 0.5 * noise, 0.0)
 
 
-def dawid_skene(
-    data: AnnotationSet,
-    *,
-    m_step: MStep = full_m_step,
-    smoothing: float = 0.0,
-    tol: float = 1e-6,
-    max_iter: int = 200,
-    clamp: np.ndarray | None = None,
-    callback: Callable[[int, float], None] | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[float], bool]:
-    """Run EM from soft majority vote; return (posteriors, prior, confusion[w, true, observed], loglik trace, converged).
-
-    A functional view of :class:`DawidSkene` (one start, no warning).  An
-    iteration is an M-step followed by an E-step, so the returned
-    posteriors are the E-step of the returned parameters and ``trace[i]``
-    is the log-likelihood after iteration ``i + 1``.  Convergence: relative
-    change of the log-likelihood below ``tol``; ``tol=0`` runs exactly
-    ``max_iter``.
-    """
-    if clamp is None:
-        clamp = np.full(data.n_tasks, -1, dtype=np.int64)
-    state = EMState(data, soft_majority_vote(data), clamp, m_step, smoothing)
-    prev = state.objective
-    trace: list[float] = []
-    converged = False
-    for it in range(1, max_iter + 1):
-        ll = state.iterate()
-        trace.append(ll)
-        if callback is not None:
-            callback(it, ll)
-        if tol > 0 and abs(ll - prev) <= tol * abs(prev):
-            converged = True
-            break
-        prev = ll
-    return state.ws.post.copy(), state.prior, state.confusion, trace, converged
-
-
 def em_memory(data: AnnotationSet) -> tuple[float, str]:
     """Bytes an EM fit allocates (posteriors, per-chunk count tensors, M-step temporaries)."""
     from ..kernels import em_chunk_count
