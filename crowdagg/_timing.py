@@ -12,7 +12,7 @@ import atexit
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -29,14 +29,27 @@ def _peak_mib() -> float:
 @contextmanager
 def stage(name: str) -> Iterator[None]:
     """Time the enclosed block as stage ``name`` (when timings are on)."""
-    if not _PATH:
-        yield
-        return
-    t = time.perf_counter()
+    stop = start(name)
     try:
         yield
     finally:
+        stop()
+
+
+def start(name: str) -> Callable[[], None]:
+    """Begin stage ``name``; call the returned function to end it (for a stage spanning a long block)."""
+    if not _PATH:
+        return _nothing
+    t = time.perf_counter()
+
+    def stop() -> None:
         _RECORD["stages"].append({"stage": name, "seconds": time.perf_counter() - t, "peak_rss_mib": _peak_mib()})
+
+    return stop
+
+
+def _nothing() -> None:
+    return None
 
 
 def note(**facts: Any) -> None:

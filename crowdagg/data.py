@@ -406,8 +406,7 @@ class AnnotationSet:
             )
         del t, w, y
         vocab.release_memory()
-        names_stage = _timing.stage("names")
-        names_stage.__enter__()
+        end_names_stage = _timing.start("names")
         if n_extra and vocab.blank(t_names)[t_codes[:n_extra]].any():
             raise DataError("a blank task name in the list of tasks")
         t_codes = t_codes[n_extra:]
@@ -492,7 +491,7 @@ class AnnotationSet:
         _warn_near_collisions(uniques)
         remap = np.array([index[u] for u in uniques], dtype=dtype)
         labels = remap[y_codes] if len(remap) else np.zeros(0, dtype=dtype)
-        names_stage.__exit__(None, None, None)
+        end_names_stage()
         from . import kernels  # noqa: F401  (numba's import is not the sort's time)
 
         with _timing.stage("sort"):

@@ -574,7 +574,7 @@ def _parse_delimited_arrow(data: bytes, display: str, sep: str) -> RawTable | No
     n_blank = [0]
 
     def invalid_row(row: Any) -> str:
-        first, _, rest = row.text.partition(sep)
+        rest = row.text.partition(sep)[2]
         if row.text.strip(" \t\x0b\x0c\r\n") or rest.replace(sep, "") or row.actual_columns > n_cols:
             irregular.append(True)
         else:

@@ -136,20 +136,19 @@ class AggregationResult:
         """
         conf = self.confusion
         n_w, k, _ = conf.shape
+        worker = np.repeat(np.arange(n_w, dtype=np.int32), k * k)
+        true = np.tile(np.repeat(np.arange(k, dtype=np.int32), k), n_w)
+        observed = np.tile(np.arange(k, dtype=np.int32), n_w * k)
         if arrow:
-            return {
-                "worker": _dictionary(np.repeat(np.arange(n_w, dtype=np.int32), k * k), self.data.workers.names),
-                "true_label": _dictionary(np.tile(np.repeat(np.arange(k, dtype=np.int32), k), n_w), self.data.classes),
-                "observed_label": _dictionary(np.tile(np.arange(k, dtype=np.int32), n_w * k), self.data.classes),
-                "probability": conf.reshape(-1),
-                "accuracy": np.repeat(self.worker_accuracy, k * k),
-                "n_answers": np.repeat(self.data.answers_per_worker, k * k),
-            }
-        classes = np.asarray(self.data.classes, dtype=object)
+            names = {"worker": _dictionary(worker, self.data.workers.names),
+                     "true_label": _dictionary(true, self.data.classes),
+                     "observed_label": _dictionary(observed, self.data.classes)}
+        else:
+            classes = np.asarray(self.data.classes, dtype=object)
+            names = {"worker": self.data.worker_names[worker], "true_label": classes[true],
+                     "observed_label": classes[observed]}
         return {
-            "worker": np.repeat(self.data.worker_names, k * k),
-            "true_label": np.tile(np.repeat(classes, k), n_w),
-            "observed_label": np.tile(classes, n_w * k),
+            **names,
             "probability": conf.reshape(-1),
             "accuracy": np.repeat(self.worker_accuracy, k * k),
             "n_answers": np.repeat(self.data.answers_per_worker, k * k),

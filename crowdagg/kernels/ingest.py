@@ -63,7 +63,8 @@ def sort_by_task(
     t_out = np.empty_like(task)
     two_threads([partial(_scatter, task, worker, label, h[0], h[1], f, w_out, y_out) for f, h in zip(fills, halves)])
     mid = int(np.searchsorted(ptr, n // 2)) if len(halves) == 2 else n_tasks
-    two_threads([partial(_fill_tasks, ptr, lo, hi, t_out) for lo, hi in ((0, mid), (mid, n_tasks)) if hi > lo or lo == 0])
+    ranges = [(0, mid), (mid, n_tasks)] if mid < n_tasks else [(0, n_tasks)]
+    two_threads([partial(_fill_tasks, ptr, lo, hi, t_out) for lo, hi in ranges])
     return ptr, t_out, w_out, y_out
 
 
