@@ -30,6 +30,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from .data import AnnotationSet
     from .result import AggregationResult
 
+class WorkerModel(dict):
+    """A checked worker model (what :func:`from_json` returns): method, classes, prior, workers, and the
+    confusion ``[worker][true][observed]`` or the accuracy per worker, as numpy arrays."""
+
+
 FORMAT = "crowdagg-workers"
 VERSION = 1
 #: What each method saves: its worker parameter.
@@ -56,7 +61,7 @@ def to_json(result: AggregationResult) -> bytes:
     return (json.dumps(doc, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
 
 
-def from_json(text: bytes | str, display: str = "<workers>") -> dict[str, Any]:
+def from_json(text: bytes | str, display: str = "<workers>") -> WorkerModel:
     """A saved model, checked: format, version, shapes, probabilities."""
     try:
         doc = json.loads(text)
@@ -65,7 +70,7 @@ def from_json(text: bytes | str, display: str = "<workers>") -> dict[str, Any]:
     return from_document(doc, display)
 
 
-def from_document(doc: Any, display: str = "<workers>") -> dict[str, Any]:
+def from_document(doc: Any, display: str = "<workers>") -> WorkerModel:
     """:func:`from_json` of an already parsed document."""
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise DataError(f"{display}: not a crowdagg worker model (written by --save-workers)")
@@ -97,18 +102,18 @@ def from_document(doc: Any, display: str = "<workers>") -> dict[str, Any]:
     if abs(prior.sum() - 1.0) > 1e-6 or (SAVED[method] == "confusion" and n and
                                          np.abs(values.sum(axis=2) - 1.0).max() > 1e-6):
         raise DataError(f"{display}: the worker model's prior or confusion rows do not sum to 1")
-    return {"method": method, "classes": [str(c) for c in classes], "prior": prior,
-            "workers": names, SAVED[method]: values, "source": display}
+    return WorkerModel(method=method, classes=[str(c) for c in classes], prior=prior, workers=names,
+                       source=display, **{SAVED[method]: values})
 
 
-def coerce(value: Any) -> dict[str, Any]:
+def coerce(value: Any) -> WorkerModel:
     """A worker model from what the library was given: a checked model, a document, JSON text or bytes, a
     path to a saved file, or a fitted ds/onecoin result."""
     import os
 
     from .result import AggregationResult
 
-    if isinstance(value, dict) and "source" in value and "prior" in value and not isinstance(value["prior"], list):
+    if isinstance(value, WorkerModel):
         return value
     if isinstance(value, dict):
         return from_document(value)
@@ -162,4 +167,4 @@ def initial_parameters(model: dict[str, Any], data: AnnotationSet) -> tuple[np.n
     return prior, conf_ot, known
 
 
-__all__ = ["to_json", "from_json", "initial_parameters", "FORMAT", "VERSION"]
+__all__ = ["WorkerModel", "to_json", "from_json", "from_document", "coerce", "initial_parameters", "FORMAT", "VERSION"]
