@@ -71,20 +71,19 @@ def test_restarts_are_never_worse_than_one_start(bluebird):
     np.testing.assert_array_equal(first.posteriors, one.posteriors)  # start 0 is soft MV, whatever the seed
 
 
-def test_restarts_find_a_better_optimum_than_a_bad_start(rng):
-    # A crowd where soft-MV's start is misleading: a block of colluding workers.
-    n_tasks, k = 300, 2
-    truth = rng.integers(0, k, n_tasks)
-    task, worker, label = [], [], []
-    for t in range(n_tasks):
-        for w in range(3):  # good workers
-            task.append(t), worker.append(w), label.append(truth[t] if rng.random() < 0.9 else 1 - truth[t])
-        for w in range(3, 7):  # colluders answer 0 always
-            task.append(t), worker.append(w), label.append(0)
-    data = AnnotationSet.from_codes(task, worker, label, n_classes=k)
-    one = aggregate(data, "ds", smoothing=0.5)
-    many = aggregate(data, "ds", smoothing=0.5, n_init=8, seed=1)
-    assert many.log_likelihood[-1] >= one.log_likelihood[-1] - 1e-9
+def test_later_starts_are_seeded_draws_around_majority_vote(bluebird):
+    from crowdagg.aggregators.ds import starting_posteriors
+    from crowdagg.aggregators.mv import soft_majority_vote
+
+    mv = soft_majority_vote(bluebird)
+    np.testing.assert_array_equal(starting_posteriors(bluebird, 0, np.random.default_rng(1)), mv)
+    a = starting_posteriors(bluebird, 1, np.random.default_rng([7, 1]))
+    b = starting_posteriors(bluebird, 1, np.random.default_rng([7, 1]))
+    c = starting_posteriors(bluebird, 1, np.random.default_rng([8, 1]))
+    np.testing.assert_array_equal(a, b)  # seeded
+    assert not np.array_equal(a, c) and not np.array_equal(a, mv)
+    np.testing.assert_allclose(a.sum(axis=1), 1.0)
+    assert (np.abs(a - mv) <= 0.5 + 1e-12).all()  # half majority vote, half a Dirichlet draw
 
 
 def test_wawa_matches_its_definition(rng):

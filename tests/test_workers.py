@@ -62,9 +62,19 @@ def test_a_new_batch_labelled_with_known_workers(bluebird):
     new = AnnotationSet.from_names(bluebird.task_names[bluebird.task[~first]],
                                    bluebird.worker_names[bluebird.worker[~first]],
                                    np.asarray(bluebird.classes, dtype=object)[bluebird.label[~first]])
-    model = from_json(to_json(aggregate(old, "ds")))
-    result = aggregate(new, "ds", init_workers=model, max_iter=1, tol=0)
-    assert result.posteriors.shape == (new.n_tasks, new.n_classes)
+    old_fit = aggregate(old, "ds")
+    model = from_json(to_json(old_fit))
+    prior, conf_ot, known = initial_parameters(model, new)
+    shared = [w in set(old.worker_names.tolist()) for w in new.worker_names.tolist()]
+    np.testing.assert_array_equal(known, shared)
+    assert known.any()  # (bluebird: every worker labels every task, so all are known)
+    row = {w: i for i, w in enumerate(old.worker_names.tolist())}
+    for j in np.flatnonzero(known):  # a known worker starts from what the old batch taught
+        np.testing.assert_allclose(conf_ot[j], old_fit.confusion[row[new.worker_names[j]]].T, rtol=1e-14)
+    np.testing.assert_allclose(prior, old_fit.prior, rtol=1e-14)  # (renormalised: last-bit differences)
+    warm = aggregate(new, "ds", init_workers=model, max_iter=1, tol=0)
+    cold = aggregate(new, "ds", max_iter=1, tol=0)
+    assert np.abs(warm.posteriors - cold.posteriors).max() > 1e-3  # the model was used
 
 
 def test_model_errors_are_clear(bluebird):
