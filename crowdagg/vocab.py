@@ -272,14 +272,18 @@ def python_strings(arr: np.ndarray, role: str) -> np.ndarray:
 def encode(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
     """(codes int32 in order of first appearance, distinct names) of a string column.
 
-    Arrow's hash dictionary encoding; one memo table across chunks, so the
-    codes of all chunks share one dictionary.
+    Ids like ``t17`` through a direct-address table
+    (:func:`_encode_prefixed_ints`), others by :func:`hash_encode`.
     """
+    fast = _encode_prefixed_ints(values)
+    return fast if fast is not None else hash_encode(values)
+
+
+def hash_encode(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
+    """:func:`encode` by Arrow's hash dictionary encoding; one memo table across chunks, so the
+    codes of all chunks share one dictionary."""
     import pyarrow as pa
 
-    fast = _encode_prefixed_ints(values)
-    if fast is not None:
-        return fast
     enc = values.dictionary_encode()
     if isinstance(enc, pa.ChunkedArray):
         if enc.num_chunks == 0:
@@ -357,8 +361,8 @@ def encode_halves(values: pa.Array | pa.ChunkedArray, pool: Any) -> Any:
     else:
         first_half = pa.chunked_array(chunks[:cut], type=values.type)
         second_half = pa.chunked_array(chunks[cut:], type=values.type)
-    f1 = pool.submit(encode, first_half)
-    f2 = pool.submit(encode, second_half)
+    f1 = pool.submit(hash_encode, first_half)  # the caller found the column is not prefix + integer
+    f2 = pool.submit(hash_encode, second_half)
 
     def result() -> tuple[np.ndarray, pa.Array]:
         c1, d1 = f1.result()
