@@ -350,7 +350,7 @@ def aggregate(
     from .data import DUPLICATE_POLICIES
     from .io import load_annotations, output_format, read_task_labels
     from .methods import get as get_spec
-    from .output import check_distinct, commit, resolve
+    from .output import check_distinct, check_not_inputs, commit, resolve
     from .render import render_table
 
     # 1. Everything that can be checked without reading the data.
@@ -387,7 +387,8 @@ def aggregate(
     if save_workers:
         targets.append(resolve(save_workers, "--save-workers"))
     check_distinct(targets)
-    _not_an_input(targets, {"INPUT": list(input), "--truth": [truth], "--gold": [gold], "--init-workers": [init_workers]})
+    check_not_inputs(targets, {"INPUT": list(input), "--truth": [truth], "--gold": [gold],
+                               "--init-workers": [init_workers]})
     # 2. Side inputs, then the data and the fit.
     if gold is not None:
         params["gold"] = read_task_labels(
@@ -463,19 +464,6 @@ def _read_worker_model(path: str, max_memory: Any) -> dict[str, Any]:
 
     data, display = read_bytes(path, max_memory)
     return from_json(data, display)
-
-
-def _not_an_input(targets: list[Target], inputs: dict[str, list[Optional[str]]]) -> None:
-    """An output file that is one of the run's inputs would destroy it: a usage error."""
-    import os
-
-    for t in targets:
-        if t.kind != "file" or not t.path or not os.path.exists(t.path):
-            continue
-        for option, paths in inputs.items():
-            for p in paths:
-                if p and p != "-" and os.path.exists(p) and os.path.samefile(p, t.path):
-                    raise UsageError(f"{t.option} {t.spec} is also an input ({option} {p}); refusing to overwrite it")
 
 
 @app.command()

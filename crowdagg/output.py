@@ -33,7 +33,7 @@ import secrets
 import socket
 import stat
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from . import _signals
@@ -193,6 +193,17 @@ def check_distinct(targets: Sequence[Target]) -> None:
                     f"{prev.where} and {t.where} are the same file; give each output its own file"
                 )
             seen[key] = t
+
+
+def check_not_inputs(targets: Sequence[Target], inputs: Mapping[str, Sequence[str | None]]) -> None:
+    """Refuse an output file that is one of the run's inputs (it would be destroyed); ``inputs``: option -> paths."""
+    for t in targets:
+        if t.kind != "file" or not t.path or not os.path.exists(t.path):
+            continue
+        for option, paths in inputs.items():
+            for p in paths:
+                if p and p != "-" and os.path.exists(p) and os.path.samefile(p, t.path):
+                    raise UsageError(f"{t.option} {t.spec} is also an input ({option} {p}); refusing to overwrite it")
 
 
 def encode(target: Target, data: bytes) -> bytes:
