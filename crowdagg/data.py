@@ -429,25 +429,21 @@ class AnnotationSet:
         for h in dict.fromkeys(tuple(h) for h in headers):
             for i, n in enumerate(names3):
                 header_name[i] |= vocab.spells(n, header_key(h[i]), header_key)
+        repeated = _rows_with(header_name, codes3)
+        blank_row = _rows_with(blank_name, codes3)
+        if blank_row is not None and repeated is not None:
+            blank_row &= ~repeated
         skip = None
-        repeated = None
-        if any(h.any() for h in header_name):
-            repeated = header_name[0][t_codes] & header_name[1][w_codes] & header_name[2][y_codes]
-        all_blank = None
-        if all(b.any() for b in blank_name):
-            all_blank = blank_name[0][t_codes] & blank_name[1][w_codes] & blank_name[2][y_codes]
         for mask, what in (
             (repeated, "line(s) repeating the header ({}); were files joined with their headers?"),
-            (None if all_blank is None else (all_blank & ~repeated if repeated is not None else all_blank),
-             "row(s) with no task, worker or label ({})"),
+            (blank_row, "row(s) with no task, worker or label ({})"),
         ):
             if mask is not None and mask.any():
                 first = int(np.flatnonzero(mask)[0])
                 where = "first at " + (locate(first) if locate else f"answer {first}")
                 warn(CrowdaggWarning(f"skipped {int(mask.sum())} " + what.format(where)))
-        if repeated is not None or all_blank is not None:
-            skip = repeated if all_blank is None else (all_blank if repeated is None else repeated | all_blank)
-        if skip is not None and skip.any():
+                skip = mask if skip is None else skip | mask
+        if skip is not None:
             keep = np.flatnonzero(~skip)
             t_codes, w_codes, y_codes = t_codes[keep], w_codes[keep], y_codes[keep]
             codes3 = (t_codes, w_codes, y_codes)
@@ -644,6 +640,14 @@ def _encode_names(
 def header_key(text: str) -> str:
     """A header cell as a repeated header line may spell it: BOM, spaces and case aside."""
     return text.lstrip("\ufeff").strip().casefold()
+
+
+def _rows_with(name_masks: list[np.ndarray], codes: tuple[np.ndarray, ...]) -> np.ndarray | None:
+    """Rows whose task, worker and label names all satisfy their masks (per distinct name), or None
+    when one mask holds for no name -- then no row can, and nothing is built per row."""
+    if not all(m.any() for m in name_masks):
+        return None
+    return name_masks[0][codes[0]] & name_masks[1][codes[1]] & name_masks[2][codes[2]]
 
 
 def _forget(codes: np.ndarray, names: pa.Array, candidates: np.ndarray) -> tuple[np.ndarray, pa.Array]:
