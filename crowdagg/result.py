@@ -36,16 +36,28 @@ class AggregationResult:
         Iterations run (0 for one-shot methods).
     converged : bool
         Whether the stopping rule was met (True for one-shot methods).
-    log_likelihood : ndarray, shape (n_iter,)
-        Observed-data log-likelihood after each iteration (empty when the
-        method has none).
-    accuracy : ndarray, shape (n_workers,), or None
-        Per-worker accuracy, for methods whose worker model is one number.
+    objective : ndarray, shape (n_iter,)
+        The method's objective after each iteration (empty when the method
+        has none, as wmv); ``objective_name`` says what it is.
+    objective_name : str
+        ``"log-likelihood"`` (ds, onecoin), ``"ELBO"``, ... or ``""``.
+    worker_params : dict of str -> ndarray
+        What the method learned about each worker, in its own form; every
+        array's first axis is the worker (``data.workers``' order):
+        ``{"confusion": (n_workers, K, K)}`` for ds, ``{"accuracy":
+        (n_workers,)}`` for onecoin, wawa (agreement with the vote), wmv
+        (with its vote ``"weight"``); a GLAD ability or a MACE spamming
+        probability when those land.  Empty for mv.
+    task_params : dict of str -> ndarray
+        Per-task parameters (first axis the task, ``data.tasks``' order),
+        e.g. a GLAD difficulty; empty for the current methods.
     confusion : ndarray, shape (n_workers, n_classes, n_classes)
         ``confusion[w, true, observed]`` = P(worker w answers ``observed`` |
-        ``true``); each ``confusion[w, k, :]`` sums to 1.  Methods that do
-        not fit a full matrix (mv, wmv) compute it on first access, after a
-        memory check (it grows with workers × classes²).
+        ``true``); each ``confusion[w, k, :]`` sums to 1.  The worker
+        parameters of ds; computed on first access from the method's own
+        parameters (a one-coin accuracy, the empirical confusion against
+        the vote for mv), after a memory check (it grows with workers ×
+        classes²).
     """
 
     method: str
@@ -55,8 +67,10 @@ class AggregationResult:
     data: AnnotationSet
     n_iter: int = 0
     converged: bool = True
-    log_likelihood: np.ndarray = field(default_factory=lambda: np.empty(0))
-    accuracy: np.ndarray | None = None
+    objective: np.ndarray = field(default_factory=lambda: np.empty(0))
+    objective_name: str = ""
+    worker_params: dict[str, np.ndarray] = field(default_factory=dict)
+    task_params: dict[str, np.ndarray] = field(default_factory=dict)
     confusion_array: np.ndarray | None = field(default=None, repr=False)
     confusion_fn: Callable[[], np.ndarray] | None = field(default=None, repr=False)
     max_memory: Any = field(default=None, repr=False)
@@ -65,12 +79,22 @@ class AggregationResult:
         parts = [f"method={self.method!r}", f"n_tasks={len(self.labels)}", f"n_classes={len(self.prior)}"]
         if self.n_iter:
             parts += [f"n_iter={self.n_iter}", f"converged={self.converged}"]
-        if len(self.log_likelihood):
-            parts.append(f"log_likelihood={float(self.log_likelihood[-1]):.6g}")
+        if len(self.objective):
+            parts.append(f"{self.objective_name or 'objective'}={float(self.objective[-1]):.6g}")
+        for kind, params in (("worker", self.worker_params), ("task", self.task_params)):
+            if params:
+                parts.append(f"{kind}_params=[{', '.join(params)}]")
         return f"AggregationResult({', '.join(parts)})"
 
     @property
+    def log_likelihood(self) -> np.ndarray:
+        """The objective trace when it is the log-likelihood (ds, onecoin), else empty."""
+        return self.objective if self.objective_name == "log-likelihood" else np.empty(0)
+
+    @property
     def confusion(self) -> np.ndarray:
+        if self.confusion_array is None and "confusion" in self.worker_params:
+            self.confusion_array = self.worker_params["confusion"]
         if self.confusion_array is None:
             if self.confusion_fn is None:
                 raise AttributeError(f"method {self.method!r} has no worker confusion matrices")
@@ -92,9 +116,10 @@ class AggregationResult:
 
     @property
     def worker_accuracy(self) -> np.ndarray:
-        """Expected accuracy of each worker under the class prior, shape (n_workers,)."""
-        if self.accuracy is not None:
-            return self.accuracy
+        """Each worker's accuracy, shape (n_workers,): the method's own (``worker_params["accuracy"]``) when it
+        has one, else the expected accuracy of the confusion under the class prior."""
+        if "accuracy" in self.worker_params:
+            return self.worker_params["accuracy"]
         diag = np.diagonal(self.confusion, axis1=1, axis2=2)
         return diag @ self.prior
 
@@ -180,6 +205,34 @@ class AggregationResult:
         )
         return pd.DataFrame(conf.reshape(n_w * k, k), index=rows,
                             columns=pd.Index(list(self.data.classes), name="observed"))
+
+    def worker_params_frame(self) -> pd.DataFrame:
+        """One row per worker (indexed by worker): ``n_answers`` and each one-number worker parameter."""
+        import pandas as pd
+
+        cols = {"n_answers": self.data.answers_per_worker}
+        cols |= {k: v for k, v in self.worker_params.items() if np.ndim(v) == 1}
+        return pd.DataFrame(cols, index=_id_index(self.data.workers, "worker"))
+
+    def task_params_frame(self) -> pd.DataFrame:
+        """One row per task (indexed by task): ``n_answers`` and each one-number task parameter."""
+        import pandas as pd
+
+        cols = {"n_answers": self.data.answers_per_task}
+        cols |= {k: v for k, v in self.task_params.items() if np.ndim(v) == 1}
+        return pd.DataFrame(cols, index=_id_index(self.data.tasks, "task"))
+
+    def check_shapes(self) -> None:
+        """Every array has its documented shape (a method's contract; a broken one is a bug, not bad data)."""
+        n, w, k = self.data.n_tasks, self.data.n_workers, self.data.n_classes
+        want = {"posteriors": (self.posteriors, (n, k)), "labels": (self.labels, (n,)), "prior": (self.prior, (k,))}
+        wrong = [f"{name} {np.shape(a)}" for name, (a, shape) in want.items() if np.shape(a) != shape]
+        for kind, params, size in (("worker", self.worker_params, w), ("task", self.task_params, n)):
+            wrong += [f"{kind}_params[{name!r}] {np.shape(v)}" for name, v in params.items()
+                      if np.ndim(v) == 0 or np.shape(v)[0] != size]
+        if wrong:
+            raise RuntimeError(f"{self.method}: result arrays of the wrong shape for {n} tasks, {w} workers, "
+                               f"{k} classes: {', '.join(wrong)}")
 
     def workers_frame(self) -> pd.DataFrame:
         """:meth:`workers_table` as a pandas DataFrame."""

@@ -54,10 +54,7 @@ def to_json(result: AggregationResult) -> bytes:
         "format": FORMAT, "version": VERSION, "method": result.method,
         "classes": list(data.classes), "prior": result.prior.tolist(), "workers": data.workers.tolist(),
     }
-    if kind == "confusion":
-        doc["confusion"] = result.confusion.tolist()
-    else:
-        doc["accuracy"] = np.asarray(result.accuracy).tolist()
+    doc[kind] = np.asarray(result.worker_params[kind]).tolist()
     return (json.dumps(doc, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
 
 

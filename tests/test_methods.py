@@ -98,11 +98,11 @@ def test_wawa_matches_its_definition(rng):
     data = AnnotationSet.from_codes(task, worker, label, n_workers=n_workers, n_classes=k)
     ref_labels, ref_post, ref_skills = reference.wawa(data.task, data.worker, data.label, n_tasks, n_workers, k)
     result = aggregate(data, "wawa")
-    np.testing.assert_allclose(result.accuracy, ref_skills, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(result.worker_params["accuracy"], ref_skills, rtol=0, atol=1e-15)
     np.testing.assert_allclose(result.posteriors, ref_post, rtol=0, atol=1e-12)
     np.testing.assert_array_equal(result.labels, ref_labels)
     # the skills order the workers as their accuracies do (agreement with a noisy vote is biased towards it)
-    assert np.corrcoef(result.accuracy, acc)[0, 1] > 0.8
+    assert np.corrcoef(result.worker_params["accuracy"], acc)[0, 1] > 0.8
 
 
 def test_wawa_was_added_without_touching_the_cli():

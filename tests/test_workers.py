@@ -31,7 +31,7 @@ def test_round_trip_is_exact_and_a_warm_start_reproduces_the_fit(bluebird, metho
     if method == "ds":
         np.testing.assert_array_equal(model["confusion"], fit.confusion)
     else:
-        np.testing.assert_array_equal(model["accuracy"], fit.accuracy)
+        np.testing.assert_array_equal(model["accuracy"], fit.worker_params["accuracy"])
     warm = aggregate(bluebird, method, tol=1e-10, init_workers=model)
     assert warm.n_iter <= 2 < fit.n_iter
     np.testing.assert_allclose(warm.posteriors, fit.posteriors, atol=1e-5)

@@ -106,6 +106,7 @@ class Aggregator:
         memory.check(need, what, max_memory, advice=self.memory_advice)
         result = self._fit(data, checked, callback)
         result.max_memory = max_memory
+        result.check_shapes()
         _check_posteriors(result)
         n_empty = int(np.count_nonzero(data.answers_per_task == 0))
         if n_empty:
@@ -364,9 +365,15 @@ def make_result(
     post: np.ndarray,
     labels: np.ndarray,
     prior: np.ndarray,
-    confusion: Any,
+    confusion: Any = None,
     **extra: Any,
 ) -> AggregationResult:
-    """An :class:`AggregationResult`; ``confusion`` is an array or a callable computing it on demand."""
-    kw: dict[str, Any] = {"confusion_fn": confusion} if callable(confusion) else {"confusion_array": confusion}
-    return AggregationResult(method=method, posteriors=post, labels=labels, prior=prior, data=data, **kw, **extra)
+    """An :class:`AggregationResult`.
+
+    ``confusion``: a callable computing the full confusion on demand, for
+    methods whose worker parameters are something else (an array of them
+    belongs in ``worker_params={"confusion": ...}``).  ``extra``: the
+    result's other fields (``worker_params``, ``objective``, ...).
+    """
+    return AggregationResult(method=method, posteriors=post, labels=labels, prior=prior, data=data,
+                             confusion_fn=confusion, **extra)

@@ -199,10 +199,14 @@ class DawidSkene(IterativeAggregator):
         state: EMState = run.state
         post, confusion = state.ws.post.copy(), state.confusion
         labels = argmax_random_ties(post, TieBreaker(data.tasks, checked["seed"]), atol=1e-12)
-        accuracy = np.diagonal(confusion, axis1=1, axis2=2)[:, 0].copy() if self.name == "onecoin" else None
+        # onecoin's parameter is the accuracy; its matrices (already made by the M-step) are kept for reports.
+        onecoin = self.name == "onecoin"
+        worker_params = {"accuracy": np.diagonal(confusion, axis1=1, axis2=2)[:, 0].copy()} if onecoin else {
+            "confusion": confusion}
         return make_result(
-            self.name, data, post, labels, state.prior, confusion,
-            n_iter=run.n_iter, converged=run.converged, log_likelihood=np.asarray(run.trace), accuracy=accuracy,
+            self.name, data, post, labels, state.prior, worker_params=worker_params,
+            confusion_array=confusion if onecoin else None,
+            n_iter=run.n_iter, converged=run.converged, objective=np.asarray(run.trace), objective_name="log-likelihood",
         )
 
 

@@ -63,5 +63,6 @@ class Wawa(Aggregator):
         fill_empty_rows(post, none, prior)
         labels = argmax_random_ties(post, ties, atol=1e-12)
         return make_result(
-            self.name, data, post, labels, prior, lambda: one_coin_matrices(skills, k), accuracy=skills,
+            self.name, data, post, labels, prior, lambda: one_coin_matrices(skills, k),
+            worker_params={"accuracy": skills},
         )

@@ -101,5 +101,6 @@ class WeightedMajorityVote(IterativeAggregator):
         accuracy = state.accuracy
         return make_result(
             self.name, data, post, labels, prior, lambda: one_coin_matrices(accuracy, k),
-            n_iter=run.n_iter, converged=run.converged, accuracy=accuracy,
+            worker_params={"accuracy": accuracy, "weight": log_odds_weights(accuracy, k)},
+            n_iter=run.n_iter, converged=run.converged,
         )
