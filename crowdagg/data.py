@@ -328,6 +328,7 @@ class AnnotationSet:
         label_col: str = "label",
         task_order: Sequence[object] | np.ndarray | pa.Array | None = None,
         header: tuple[str, str, str] | Sequence[tuple[str, str, str]] | None = None,
+        workers: Vocabulary | Sequence[object] | None = None,
     ) -> AnnotationSet:
         """Build a set from identifier columns (Arrow arrays, numpy arrays or sequences).
 
@@ -349,12 +350,20 @@ class AnnotationSet:
         it -- files joined with ``cat``, a BOM, spaces or another letter case
         aside -- skipped, with a warning.
 
+        ``workers`` (a :class:`~crowdagg.vocab.Vocabulary`, such as another
+        set's ``workers``, or a sequence of names) fixes the worker codes:
+        its names keep their codes, workers new to it follow in order of
+        first appearance, and its workers without answers here stay (with 0
+        answers).  Sets built against one vocabulary -- the partitions of a
+        data set, batches labelled with known workers -- agree on worker
+        codes, as ``classes`` makes them agree on class codes.
+
         Every check runs on the distinct names (Arrow dictionary encoding),
         then is looked up per row by code: no Python object per answer.
         """
         return cls._from_columns(
             [task, worker, label], classes=classes, duplicates=duplicates, locate=locate, label_col=label_col,
-            task_order=task_order, header=header,
+            task_order=task_order, header=header, workers=workers,
         )
 
     @classmethod
@@ -369,6 +378,7 @@ class AnnotationSet:
         task_order: Sequence[object] | np.ndarray | pa.Array | None = None,
         header: tuple[str, str, str] | Sequence[tuple[str, str, str]] | None = None,
         dtypes: tuple[str | None, str | None] | None = None,
+        workers: Vocabulary | Sequence[object] | None = None,
     ) -> AnnotationSet:
         """:meth:`from_names` taking the (task, worker, label) columns in a list that it empties.
 
@@ -459,6 +469,11 @@ class AnnotationSet:
         # The blank name and the header's own cells leave the vocabularies once no row uses them.
         t_codes, t_names = _forget(t_codes, t_names, blank_name[0] | header_name[0])
         w_codes, w_names = _forget(w_codes, w_names, blank_name[1] | header_name[1])
+        if workers is not None:
+            known = _known_vocabulary(workers, "worker")
+            remap, extended = known.extend(w_names)
+            w_codes, w_names = remap[w_codes], extended.names
+            w_dtype = w_dtype if known.dtype == w_dtype or len(known) == 0 else None
         y_codes, y_uniques = _forget(y_codes, y_uniques, blank_name[2] | header_name[2])
         if len(y_codes) == 0 and classes is None:
             raise DataError("no answers in the input (every row is blank)")
@@ -583,6 +598,20 @@ def _size(what: str, codes: np.ndarray, given: int | None, names: list | None) -
     if seen > n:
         raise DataError(f"{what} code {seen - 1} is out of range for {n} {what}s")
     return n
+
+
+def _known_vocabulary(given: Any, role: str) -> Vocabulary:
+    """A vocabulary given to encode against: a :class:`Vocabulary` as it is, names stripped like the data's;
+    checked (no blank or repeated name)."""
+    from . import vocab
+
+    if not isinstance(given, Vocabulary):
+        if isinstance(given, (str, bytes)):
+            raise UsageError(f"the {role} vocabulary must be a list of names or a Vocabulary, not one name")
+        names, dtype = vocab.as_strings(given, role)
+        given = Vocabulary(vocab.strip(names)[0], dtype)
+    given.check_distinct(role)
+    return given
 
 
 def _encode_all(columns: list[tuple[pa.Array, int]]) -> list[tuple[np.ndarray, pa.Array, int, int]]:

@@ -897,6 +897,7 @@ def load_annotations(
     classes: Sequence[str] | None = None,
     duplicates: DuplicatePolicy = "keep",
     max_memory: memory.MaxMemory = None,
+    workers: Any = None,
 ) -> AnnotationSet:
     """Read answers (long format: one row per task, worker, label) into an :class:`AnnotationSet`.
 
@@ -920,6 +921,11 @@ def load_annotations(
     max_memory : refuse (before reading it all) an input whose parsing would
         need more memory than this (bytes or ``"4G"``; default 80% of the
         available memory).
+    workers : a :class:`~crowdagg.vocab.Vocabulary` (another set's
+        ``workers``) or a list of worker names to encode against: its
+        workers keep their codes, new ones follow (see
+        :meth:`AnnotationSet.from_names`).  With ``classes``, batches and
+        partitions read this way agree on every worker and class code.
 
     Warnings (:class:`~crowdagg.errors.CrowdaggWarning`) say what was done
     to the input: duplicates, stripped whitespace, skipped header lines,
@@ -942,7 +948,8 @@ def load_annotations(
         ]
     parts = [_answer_columns(t, task_col, worker_col, label_col) for t in tables]
     first = tables[0]
-    kw: dict[str, Any] = {"classes": classes, "duplicates": duplicates, "label_col": parts[0][2].strip()}
+    kw: dict[str, Any] = {"classes": classes, "duplicates": duplicates, "label_col": parts[0][2].strip(),
+                          "workers": workers}
     if len(parts) == 1:
         t_col, w_col, y_col = parts[0]
         columns = [first.column(t_col), first.column(w_col), first.column(y_col)]

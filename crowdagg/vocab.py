@@ -121,6 +121,52 @@ class Vocabulary:
     def equals(self, other: Vocabulary) -> bool:
         return self.dtype == other.dtype and self.names.equals(other.names)
 
+    def lookup(self, values: Any) -> np.ndarray:
+        """Codes of ``values`` in this vocabulary, -1 where absent: int64, shape (len(values),).
+
+        ``values``: an Arrow string array or a sequence of str.  One hash
+        pass in Arrow (``index_in``), no Python object per value.
+        """
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        arr = values if isinstance(values, (pa.Array, pa.ChunkedArray)) else pa.array(list(values), type=pa.string())
+        found = pc.fill_null(pc.index_in(arr, value_set=self.names), -1)
+        return numpy_of(found).astype(np.int64, copy=False)
+
+    def extend(self, values: Any) -> tuple[np.ndarray, Vocabulary]:
+        """Encode ``values`` against this vocabulary: ``(codes, extended)``.
+
+        Names already here keep their codes; new ones are appended in order
+        of first appearance.  Sets encoded against one vocabulary (the
+        partitions of a data set, batches labelled by known workers) thus
+        agree on their codes.  ``codes``: int64, shape (len(values),);
+        ``extended`` is ``self`` when nothing was new.
+        """
+        import pyarrow as pa
+
+        codes = self.lookup(values)
+        new = np.flatnonzero(codes < 0)
+        if new.size == 0:
+            return codes, self
+        arr = values if isinstance(values, (pa.Array, pa.ChunkedArray)) else pa.array(list(values), type=pa.string())
+        new_codes, new_names = encode(take(arr, new))
+        codes[new] = new_codes.astype(np.int64) + len(self)
+        return codes, Vocabulary(concat([self.names, new_names]), self.dtype)
+
+    def check_distinct(self, what: str) -> None:
+        """A :class:`~crowdagg.errors.UsageError` if a name is blank or given twice (a vocabulary given by a user)."""
+        import pyarrow.compute as pc
+
+        from .errors import UsageError
+
+        if blank(self.names).any():
+            raise UsageError(f"the {what} vocabulary has a blank name")
+        if pc.count_distinct(self.names).as_py() != len(self):
+            counts = pc.value_counts(self.names)
+            twice = counts.field("values").filter(pc.greater(counts.field("counts"), 1))[0].as_py()
+            raise UsageError(f"the {what} vocabulary lists {twice!r} twice")
+
 
 # --------------------------------------------------------------------------- Arrow to numpy
 def numpy_of(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:

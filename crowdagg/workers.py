@@ -153,9 +153,9 @@ def initial_parameters(model: dict[str, Any], data: AnnotationSet) -> tuple[np.n
         conf = model["confusion"][:, order][:, :, order]  # [w, true, observed] in the data's class order
     else:
         conf = one_coin_matrices(model["accuracy"], data.n_classes)
-    rows = {w: i for i, w in enumerate(model["workers"])}
-    names = data.workers.tolist()
-    found = np.array([rows.get(w, -1) for w in names], dtype=np.int64)
+    from .vocab import Vocabulary
+
+    found = Vocabulary.from_strings(model["workers"]).lookup(data.workers.names)
     known = found >= 0
     conf_ot = np.zeros((data.n_workers, data.n_classes, data.n_classes))
     conf_ot[known] = conf[found[known]].transpose(0, 2, 1)

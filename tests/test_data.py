@@ -173,3 +173,52 @@ def test_worker_position_and_cell_index():
     np.testing.assert_array_equal(d.worker[order], np.sort(d.worker, kind="stable"))
     np.testing.assert_array_equal(d.cell, d.worker * d.n_classes + d.label)
     assert d.cell.max() < d.n_workers * d.n_classes
+
+
+# ------------------------------------------------------------- encoding against known workers
+def test_batches_encoded_against_one_worker_vocabulary_agree_on_codes():
+    first = small()
+    batch = AnnotationSet.from_names(["x", "y", "y"], ["w9", "w3", "w1"], ["no", "yes", "no"],
+                                     workers=first.workers, classes=first.classes)
+    assert batch.worker_names.tolist() == ["w1", "w2", "w3", "w9"]  # known codes, then the new worker
+    assert batch.classes == first.classes
+    np.testing.assert_array_equal(batch.answers_per_worker, [1, 0, 1, 1])  # w2 stays, without answers
+    by_name = dict(zip(batch.worker_names[batch.worker], batch.task_names[batch.task]))
+    assert by_name == {"w9": "x", "w3": "y", "w1": "y"}
+
+
+def test_partitions_by_task_encoded_against_the_whole_agree_with_it(tmp_path):
+    from crowdagg import load_annotations
+
+    whole = load_annotations("example:bluebird")
+    tasks = whole.task_names[whole.task]
+    workers, labels = whole.worker_names[whole.worker], np.asarray(whole.classes, dtype=object)[whole.label]
+    rng = np.random.default_rng(0)
+    part_of = rng.integers(0, 3, whole.n_tasks)[whole.task]
+    for p in range(3):
+        rows = np.flatnonzero(part_of == p)
+        part = AnnotationSet.from_names(tasks[rows], workers[rows], labels[rows], workers=whole.workers,
+                                        classes=whole.classes)
+        assert part.workers.equals(whole.workers) and part.classes == whole.classes
+        got = set(zip(part.task_names[part.task], part.worker.tolist(), part.label.tolist()))
+        want = set(zip(tasks[rows], whole.worker[rows].tolist(), whole.label[rows].tolist()))
+        assert got == want
+
+
+def test_known_workers_through_load_annotations_keep_the_ids_dtype():
+    import pandas as pd
+
+    from crowdagg import load_annotations
+
+    one = load_annotations(pd.DataFrame({"task": [1, 2], "worker": [10, 20], "label": ["a", "b"]}))
+    two = load_annotations(pd.DataFrame({"task": [3], "worker": [30], "label": ["a"]}), workers=one.workers)
+    assert two.worker_names.tolist() == ["10", "20", "30"] and two.workers.dtype == "int64"
+    names = load_annotations(pd.DataFrame({"task": [3], "worker": ["b"], "label": ["a"]}), workers=[" a ", "b"])
+    assert names.worker_names.tolist() == ["a", "b"] and names.worker.tolist() == [1]
+
+
+@pytest.mark.parametrize(("given", "message"), [(["w1", "w1"], "'w1' twice"), (["w1", " "], "blank name"),
+                                                 ("w1", "not one name")])
+def test_a_bad_worker_vocabulary_is_a_usage_error(given, message):
+    with pytest.raises(UsageError, match=message):
+        AnnotationSet.from_names(["t"], ["w1"], ["a"], workers=given)
