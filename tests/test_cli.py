@@ -654,6 +654,14 @@ def test_simulate_same_seed_same_files(runner, tmp_path):
     assert (tmp_path / "a" / "labels.csv").read_bytes() == (tmp_path / "b" / "labels.csv").read_bytes()
 
 
+def test_simulate_list_scenarios_prints_the_registry(runner):
+    from crowdagg.simulate.scenarios import REGISTRY
+
+    result = invoke(runner, "simulate", "--list-scenarios")
+    ok(result)
+    assert result.stdout == "".join(f"{name}\t{spec.description}\n" for name, spec in REGISTRY.items())
+
+
 # --------------------------------------------------------------------------- errors
 BAD_INPUTS = {
     # name: (file name, content, substrings the message must contain)

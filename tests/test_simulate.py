@@ -422,7 +422,7 @@ def test_regular_assignment_nearly_complete_graphs(n: int, m: int, ell: int) -> 
 
 
 def test_regular_assignment_circulant_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
-    import crowdagg.simulate as sim
+    import crowdagg.simulate.assignment as sim
 
     monkeypatch.setattr(sim, "_MAX_REWIRE_ROUNDS", 0)
     c = simulate(50, 12, 2, 4, assignment="regular", seed=3)
@@ -448,16 +448,82 @@ def test_zero_spammers_can_be_asked_for():
 def test_copiers_in_a_sparse_assignment_answer_only_real_classes():
     import numpy as np
 
-    from crowdagg.simulate import _Plan, _realise
+    from crowdagg.simulate.crowd import Plan, realise
 
     rng = np.random.default_rng(0)
     conf = np.array([[[0.8, 0.2], [0.3, 0.7]]] * 6)
-    plan = _Plan(300, conf, ["senior"] * 4 + ["copier"] * 2, np.array([0.5, 0.5]), "random", 3,
-                 copy_of=np.array([-1, -1, -1, -1, 0, 1]))
-    crowd = _realise(rng, plan, 0)
+    plan = Plan(300, conf, ["senior"] * 4 + ["copier"] * 2, np.array([0.5, 0.5]), "random", 3,
+                copy_of=np.array([-1, -1, -1, -1, 0, 1]))
+    crowd = realise(rng, plan, 0)
     assert crowd.label.min() >= 0 and crowd.label.max() <= 1
     # where the copied worker answered the same task, the copier repeats it
     src = {(t, int(y)) for t, w, y in zip(crowd.task, crowd.worker, crowd.label) if w == 0}
     both = [(t, int(y)) for t, w, y in zip(crowd.task, crowd.worker, crowd.label)
             if w == 4 and any(s[0] == t for s in src)]
     assert both and all(b in src for b in both)
+
+
+# ------------------------------------------------------- package registries
+def test_scenario_registry_lists_each_scenario_once_with_its_description() -> None:
+    from crowdagg.simulate import scenarios
+
+    assert list(scenarios.REGISTRY) == list(SCENARIOS) == [
+        "maxmig-independent", "maxmig-naive-majority", "maxmig-correlated",
+        "deepbp", "tutorial-spammers", "multispa-demo",
+    ]  # fmt: skip
+    for name, spec in scenarios.REGISTRY.items():
+        assert spec.name == name
+        assert spec.description.strip() and spec.description == SCENARIOS[name]
+    with pytest.raises(ValueError, match="registered twice"):
+        scenarios.scenario("deepbp", "again")(lambda name, rng, given: None)  # type: ignore[arg-type,return-value]
+    assert scenarios.REGISTRY["deepbp"].description == SCENARIOS["deepbp"]
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_every_registered_scenario_runs_at_a_tiny_size(name: str) -> None:
+    c = simulate(24, scenario=name, extreme_spammers=1, seed=0)
+    _check_invariants(c)
+    assert c.n_tasks == 24 and c.worker_kind[-1] == "extreme_spammer"
+
+
+def test_model_registry_covers_every_model() -> None:
+    from crowdagg.simulate import workers
+
+    assert list(workers.REGISTRY) == list(MODELS)
+    rng = np.random.default_rng(0)
+    for name, spec in workers.REGISTRY.items():
+        assert spec.name == name and spec.description == MODELS[name]
+        mats = spec.draw(rng, 7, 3, (0.5, 0.9))
+        assert mats.shape == (7, 3, 3)
+        np.testing.assert_allclose(mats.sum(axis=2), 1.0)
+        c = simulate(30, 6, 3, 2, model=name, spammers=0, seed=1)
+        assert set(c.worker_kind) == {spec.kind}
+
+
+def test_assignment_registry_covers_every_assignment() -> None:
+    from crowdagg.simulate import assignment
+
+    public = [name for name, a in assignment.REGISTRY.items() if not a.scenario_only]
+    assert public == list(ASSIGNMENTS)
+    rng = np.random.default_rng(0)
+    for name, spec in assignment.REGISTRY.items():
+        task, worker = spec.edges(rng, 40, 10, 3, 0.3)
+        assert task.dtype == worker.dtype == np.int32
+        assert np.all(np.diff(task) >= 0) and np.all(np.bincount(task, minlength=40) >= 1), name
+        assert np.unique(task.astype(np.int64) * 10 + worker).size == task.size, name
+
+
+@pytest.mark.parametrize(("n", "m", "ell", "r"), [(12, 9, 3, 4), (40, 10, 5, 20), (7, 7, 3, 3), (30, 5, 4, 24)])
+@pytest.mark.parametrize("rounds", [None, 0])  # None: configuration model; 0: the circulant fallback
+def test_regular_graph_is_exactly_l_r_regular(
+    n: int, m: int, ell: int, r: int, rounds: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from crowdagg.simulate import assignment
+
+    assert ell * n == r * m
+    if rounds is not None:
+        monkeypatch.setattr(assignment, "_MAX_REWIRE_ROUNDS", rounds)
+    rows = assignment.regular_assignment(np.random.default_rng(n), n, m, ell)
+    assert rows.shape == (n, ell)
+    assert np.all(np.diff(rows, axis=1) > 0), "each task: l distinct workers, no repeated (task, worker) pair"
+    np.testing.assert_array_equal(np.bincount(rows.reshape(-1), minlength=m), r)

@@ -1,0 +1,271 @@
+"""Synthetic crowds with known truth and known worker confusion matrices.
+
+:func:`simulate` draws a ground truth ``y_n ~ Cat(prior)``, one confusion
+matrix per worker and a task--worker assignment graph, then samples each
+answer from the Dawid--Skene model
+
+.. math::
+
+    \\tilde y_n^{(m)} \\mid y_n = k \\;\\sim\\; \\mathrm{Cat}(C_m[k, :]),
+
+with ``C_m = confusion[m]`` row-stochastic (``confusion[worker, true,
+observed]``, the layout of every crowdagg result; the transpose of the
+column-stochastic ``A_m`` of the tutorial seed).  Answers are drawn for all
+edges at once by inverse-CDF sampling on the cumulative confusion rows, so
+ten million answers take a few seconds and O(L) memory.
+
+The package:
+
+* :mod:`~crowdagg.simulate.workers` -- worker models (confusion-matrix
+  generators) and their registry, :data:`MODELS` being its descriptions;
+* :mod:`~crowdagg.simulate.assignment` -- assignment graphs (random,
+  (l, r)-regular, dense, Bernoulli) and their registry, :data:`ASSIGNMENTS`;
+* :mod:`~crowdagg.simulate.scenarios` -- the seed papers' scenarios, each
+  registered once with its description (:data:`SCENARIOS`);
+* :mod:`~crowdagg.simulate.crowd` -- :class:`SimulatedCrowd`, the plan of a
+  crowd and the sampling that realises it;
+* :mod:`~crowdagg.simulate.args` -- argument checks;
+* here -- :func:`simulate`, the entry point.
+
+Worker models and scenarios follow the seed papers:
+
+* Dawid & Skene (1979), "Maximum likelihood estimation of observer
+  error-rates using the EM algorithm", doi:10.2307/2346806 (``model="ds"``;
+  ``"onecoin"`` is its homogeneous special case).
+* Cao, Xu, Kong & Wang (ICLR 2019), "Max-MIG: an information theoretic
+  approach for joint learning from crowds", arXiv:1905.13436
+  (``maxmig-*`` scenarios: independent, naive-majority and correlated crowds).
+* Kim, Cho, Kim & Ok (AISTATS 2022), "Robust deep learning from crowds with
+  belief propagation", arXiv:2111.00734 (``deepbp``: one-coin Beta(2, 1)
+  workers on an (l, r)-regular graph, plus extreme spammers).
+* Ibrahim, Traganitis, Fu et al., ICASSP 2025 tutorial "Learning from
+  crowdsourced noisy labels" (``tutorial-spammers``: spammers and malicious
+  workers), and Ibrahim, Fu, Kargas & Huang (NeurIPS 2019), "Crowdsourcing
+  via pairwise co-occurrences: identifiability and algorithms"
+  (``multispa-demo``, after ``main_demo.m``/``generate_confusion_mat.m``).
+
+Every random draw comes from one ``np.random.default_rng(seed)``: the same
+arguments and seed give identical arrays.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from .. import memory
+from ..checks import check_float, check_int, check_seed
+from ..errors import UsageError, param
+from .args import check_per_task, check_size, choice_arg, prior_arg, skill_arg
+from .assignment import REGISTRY as _ASSIGNMENTS
+from .crowd import Plan, SimulatedCrowd, realise
+from .scenarios import REGISTRY as _SCENARIOS
+from .scenarios import Given
+from .workers import REGISTRY as _MODELS
+from .workers import crowd_matrices
+
+__all__ = ["ASSIGNMENTS", "MODELS", "SCENARIOS", "SimulatedCrowd", "simulate"]
+
+#: Worker models accepted by ``simulate(model=...)`` (name -> one-line description).
+MODELS: dict[str, str] = {name: spec.description for name, spec in _MODELS.items()}
+
+#: Assignment graphs accepted by ``simulate(assignment=...)`` (name -> one-line description).
+ASSIGNMENTS: dict[str, str] = {name: a.description for name, a in _ASSIGNMENTS.items() if not a.scenario_only}
+
+#: Named scenarios from the seed papers (name -> one-line description).
+SCENARIOS: dict[str, str] = {name: s.description for name, s in _SCENARIOS.items()}
+
+
+def simulate(
+    n_tasks: int | None = None,
+    n_workers: int | None = None,
+    n_classes: int | None = None,
+    per_task: int | None = None,
+    *,
+    model: str = "ds",
+    skill: tuple[float, float] = (0.6, 0.9),
+    spammers: float | None = None,
+    adversaries: float = 0.0,
+    extreme_spammers: int = 0,
+    assignment: str = "random",
+    tasks_per_worker: int | None = None,
+    prior: Sequence[float] | None = None,
+    scenario: str | None = None,
+    seed: int = 0,
+    max_memory: memory.MaxMemory = None,
+) -> SimulatedCrowd:
+    """Draw a synthetic crowd from a Dawid--Skene-type model with known parameters.
+
+    Generative model: ``y_n ~ Cat(prior)`` for each task; each worker ``w``
+    has a row-stochastic confusion matrix ``C_w[true, observed]``; an
+    assignment graph says who labels what; worker ``w`` answers task ``n``
+    with ``Cat(C_w[y_n, :])``, independently across answers (except copiers,
+    who repeat another worker's answer).
+
+    Parameters
+    ----------
+    n_tasks : int, optional
+        N, number of tasks (default 1000, or the scenario's own default).
+    n_workers : int, optional
+        M, number of regular workers, not counting ``extreme_spammers``
+        (default 50; derived from ``tasks_per_worker`` for ``"regular"``).
+    n_classes : int, optional
+        K >= 2 (default 2).
+    per_task : int, optional
+        Workers per task for ``"random"`` and ``"regular"`` (default 5;
+        ignored by ``"dense"``).
+    model : {"ds", "onecoin", "hammer-spammer"}
+        Worker model for the workers that are neither spammers nor adversaries:
+
+        * ``"ds"`` (Dawid & Skene 1979): each diagonal entry ``C_w[k, k] ~
+          Uniform(skill)`` independently; the remaining ``1 - C_w[k, k]`` of
+          row ``k`` is split over the other classes by a Dirichlet(1, ..., 1)
+          draw.
+        * ``"onecoin"``: one accuracy ``p_w ~ Uniform(skill)``, errors uniform,
+          ``C_w = p_w I + (1 - p_w)/(K - 1) (11^T - I)``.
+        * ``"hammer-spammer"`` (per annotator, as in MBEM; Tanno et al. 2019
+          §3): hammers are one-coin with accuracy ``skill[1]`` (pass
+          ``skill=(x, 1.0)`` for perfect hammers); a fraction ``spammers`` of
+          the workers (default 0.5) answer uniformly at random.
+    skill : (float, float)
+        Range ``[low, high]`` of worker accuracy, ``0 <= low <= high <= 1``.
+    spammers : float
+        Fraction of workers who are spammers (tutorial seed §7.1): every row
+        of ``C_w`` is the same distribution ``s_w ~ Dirichlet(1, ..., 1)``
+        (uniform under ``"hammer-spammer"``), so answers are independent of
+        the truth.
+    adversaries : float
+        Fraction of malicious workers: for a random derangement ``pi`` of the
+        classes, ``C_w[k, pi(k)] = a_w ~ Uniform(skill)`` and the rest of the
+        row is uniform, so ``P(pi(k) | k) > P(k | k)``.  Needs ``skill`` above
+        ``1/K``.  ``spammers + adversaries`` must not exceed 1.
+    extreme_spammers : int
+        Extra workers (appended after the others, kind
+        ``"extreme_spammer"``) who label **every** task uniformly at random
+        (deepBP §4.1).
+    assignment : {"random", "regular", "dense"}
+        ``"random"``: each task gets ``per_task`` distinct workers, the set
+        uniform among all such sets.  ``"regular"``: configuration-model
+        (``per_task``, ``tasks_per_worker``)-regular bipartite graph with
+        repeated pairs rewired away; task degree is exactly ``per_task`` and
+        worker degrees are as equal as possible (at most
+        ``ceil(n_tasks * per_task / n_workers)``).  The deepBP code fills
+        tasks greedily and is only approximately regular too.  ``"dense"``:
+        every worker labels every task.
+    tasks_per_worker : int, optional
+        r for ``"regular"``; when given, ``n_workers = ceil(n_tasks *
+        per_task / r)`` (an explicit, different ``n_workers`` is an error).
+    prior : sequence of float, optional
+        Class prior (normalised); default uniform.
+    scenario : str, optional
+        A named setting from the seed papers (see :data:`SCENARIOS`).  It
+        replaces ``model``, ``skill``, ``assignment``, ``spammers`` and
+        ``adversaries`` unless listed below; the sizes marked "may override"
+        follow explicit arguments, and an explicit size the scenario fixes
+        must equal the fixed value (else :class:`UsageError`).  Every
+        scenario honours ``prior``, ``extreme_spammers`` and ``seed``.
+
+        * ``"maxmig-independent"`` (Max-MIG §4.1, (H)): 5 binary seniors
+          A--E, dense, row ``[P(.|cat), P(.|dog)]`` with accuracies
+          (cat, dog) = A (0.8, 0.6), B (0.6, 0.6), C (0.6, 0.9),
+          D (0.7, 0.7), E (0.7, 0.6) as in the paper's App. B.1 (class 0 is
+          cat).  N = 12500 (may override); M = 5, K = 2 fixed.
+        * ``"maxmig-naive-majority"`` (§4.2): the 5 seniors plus 5 juniors
+          (kind ``"junior_constant"``) who always answer class 0.  M = 10.
+        * ``"maxmig-correlated"`` (§4.3): the 5 seniors plus 5 copiers:
+          workers 5, 6 repeat senior A's (worker 0) answer on every task,
+          workers 7, 8, 9 repeat senior C's (worker 2), as in the paper
+          (the Dogs code copies A and B instead).  ``copy_of`` records it.
+        * ``"deepbp"`` (Kim et al. 2022 §4): binary one-coin workers with
+          accuracy ``q ~ Beta(2, 1)`` (some below 1/2) on an (l, r)-regular
+          graph, l = 3, r = 4, N = 1000, M = ceil(N l / r) = 750; N,
+          ``per_task`` (l) and ``tasks_per_worker`` (r) may override.
+        * ``"tutorial-spammers"`` (ICASSP'25 tutorial, "effect of
+          spammers"): N = 10000, M = 20, K = 4 (all may override), DS workers
+          with ``skill``; a fraction ``spammers`` (default 0.3) are spammers
+          and ``adversaries`` malicious.  Dense, or ``"random"`` with
+          ``per_task`` workers per task when ``per_task`` is given.
+        * ``"multispa-demo"`` (MultiSPA ``main_demo.m``): N = 10000, M = 25,
+          K = 3 (may override); each worker labels each task independently
+          w.p. 0.2 (a task left unlabelled gets one random worker, so every
+          task is answered); matrices as ``generate_confusion_mat(M, K,
+          -4)``: K class specialists, one worse-than-random worker, the rest
+          random (rows ``rand(K)`` normalised).
+    seed : int
+        Seed of the one ``np.random.default_rng`` used for every draw.
+    max_memory : int, str or None
+        Refuse (:class:`~crowdagg.errors.ResourceError`), before drawing
+        anything, a crowd whose answers and text would need more memory
+        than this (bytes or ``"4G"``; default 80% of the available memory).
+
+    Returns
+    -------
+    SimulatedCrowd
+        Answers sorted by task (and by worker within a task), truth,
+        confusion matrices ``(n_workers, K, K)`` including extreme spammers,
+        prior and worker kinds.
+
+    Raises
+    ------
+    UsageError
+        For an invalid argument; the message names it and shows the value.
+
+    Examples
+    --------
+    >>> crowd = simulate(200, 20, 3, 4, spammers=0.2, seed=1)
+    >>> crowd.task.shape, crowd.confusion.shape
+    ((800,), (20, 3, 3))
+    >>> data = crowd.to_annotations()
+    """
+    n_tasks_v = None if n_tasks is None else check_int("n_tasks", n_tasks, 1)
+    n_workers_v = None if n_workers is None else check_int("n_workers", n_workers, 1)
+    n_classes_v = None if n_classes is None else check_int("n_classes", n_classes, 2)
+    per_task_v = None if per_task is None else check_int("per_task", per_task, 1)
+    r_v = None if tasks_per_worker is None else check_int("tasks_per_worker", tasks_per_worker, 1)
+    n_extreme = check_int("extreme_spammers", extreme_spammers, 0)
+    skill_v = skill_arg(skill)
+    spam_given = None if spammers is None else check_float("spammers", spammers, 0.0, 1.0)
+    spam = 0.0 if spam_given is None else spam_given
+    adv = check_float("adversaries", adversaries, 0.0, 1.0)
+    model = choice_arg("model", model, tuple(MODELS))
+    assignment = choice_arg("assignment", assignment, tuple(ASSIGNMENTS))
+    if spam + adv > 1.0:
+        raise UsageError(f"{param('spammers')} + {param('adversaries')} must not exceed 1, got {spam} + {adv} = {spam + adv}")
+    rng = np.random.default_rng(check_seed(seed))
+    memory.parse_size(max_memory)
+
+    if scenario is not None:
+        scenario = choice_arg("scenario", scenario, tuple(SCENARIOS))
+        given = Given(
+            n_tasks=n_tasks_v, n_workers=n_workers_v, n_classes=n_classes_v,
+            per_task=per_task_v, tasks_per_worker=r_v, prior=prior,
+            skill=skill_v, spammers=spam_given, adversaries=adv,
+            extreme_spammers=n_extreme, max_memory=max_memory,
+        )  # fmt: skip
+        return realise(rng, _SCENARIOS[scenario].build(rng, given), n_extreme)
+
+    n = 1000 if n_tasks_v is None else n_tasks_v
+    k = 2 if n_classes_v is None else n_classes_v
+    ell = 5 if per_task_v is None else per_task_v
+    prior_v = prior_arg(prior, k)
+    if r_v is not None and assignment != "regular":
+        raise UsageError(f"{param('tasks_per_worker')} is only used with {param('assignment')}='regular', got {param('assignment')}={assignment!r}")
+    if assignment == "regular" and r_v is not None:
+        derived = math.ceil(n * ell / r_v)
+        if n_workers_v is not None and n_workers_v != derived:
+            raise UsageError(
+                f"{param('n_workers')}={n_workers_v} contradicts {param('tasks_per_worker')}={r_v}: a "
+                f"({ell}, {r_v})-regular graph on {n} tasks has ceil({n}*{ell}/{r_v}) = {derived} workers"
+            )
+        m = derived
+    else:
+        m = 50 if n_workers_v is None else n_workers_v
+    if spam_given is None:
+        spam = _MODELS[model].default_spammers
+    if assignment != "dense":
+        check_per_task(m, ell)
+    check_size(n, m, k, n * (m if assignment == "dense" else ell) + n * n_extreme, max_memory)
+    confusion, kinds = crowd_matrices(rng, m, k, model, skill_v, spam, adv)
+    return realise(rng, Plan(n, confusion, kinds, prior_v, assignment, ell), n_extreme)

@@ -1,0 +1,316 @@
+"""The simulated crowd and how a plan becomes one.
+
+:class:`Plan` is what the generic path or a scenario decides before any
+answer is drawn (tasks, worker confusion matrices and kinds, prior,
+assignment graph, copiers); :func:`realise` draws the truth ``y_n ~
+Cat(prior)``, the assignment graph, the extreme spammers' edges and one
+answer per edge from the Dawid--Skene model (Dawid & Skene 1979,
+doi:10.2307/2346806)
+
+.. math::
+
+    \\tilde y_n^{(m)} \\mid y_n = k \\;\\sim\\; \\mathrm{Cat}(C_m[k, :]),
+
+by inverse-CDF sampling on the cumulative confusion rows
+(:func:`sample_labels`: all edges at once, O(L) memory).  Copiers (Max-MIG's
+correlated crowd, Cao et al., ICLR 2019, arXiv:1905.13436 §4.3) then repeat
+their source's answers.  :class:`SimulatedCrowd` holds the result and writes
+it as four CSV files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..data import AnnotationSet
+from .assignment import REGISTRY as _GRAPHS
+
+
+# --------------------------------------------------------------------- result
+@dataclass(eq=False)
+class SimulatedCrowd:
+    """A simulated crowd: the answers, the hidden truth and the true worker models.
+
+    Attributes
+    ----------
+    task : ndarray of int32, shape (n_answers,)
+        Task index of each answer, non-decreasing.
+    worker : ndarray of int32, shape (n_answers,)
+        Worker index of each answer.  No (task, worker) pair repeats.
+    label : ndarray of int8 (int16 beyond 127 classes), shape (n_answers,)
+        Observed class index of each answer.
+    truth : ndarray of int64, shape (n_tasks,)
+        True class of each task.
+    confusion : ndarray of float64, shape (n_workers, n_classes, n_classes)
+        ``confusion[w, true, observed]``; rows sum to 1.  For copiers this is
+        the copied worker's matrix, i.e. the copier's marginal behaviour.
+    prior : ndarray of float64, shape (n_classes,)
+        Class prior the truth was drawn from.
+    worker_kind : ndarray of str (object), shape (n_workers,)
+        ``"ds"``, ``"onecoin"``, ``"hammer"``, ``"spammer"``, ``"adversary"``,
+        ``"extreme_spammer"``, ``"senior"``, ``"junior_constant"``,
+        ``"copier"``, ``"specialist"``, ``"worse_than_random"`` or ``"random"``.
+    n_classes : int
+    copy_of : ndarray of int64, shape (n_workers,), optional
+        For a copier, the worker whose answer it repeats on every task; -1
+        for everyone else.  ``None`` is read as "nobody copies".
+    """
+
+    task: np.ndarray
+    worker: np.ndarray
+    label: np.ndarray
+    truth: np.ndarray
+    confusion: np.ndarray
+    prior: np.ndarray
+    worker_kind: np.ndarray
+    n_classes: int
+    copy_of: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.copy_of is None:
+            self.copy_of = np.full(self.n_workers, -1, dtype=np.int64)
+
+    @property
+    def n_tasks(self) -> int:
+        return int(self.truth.shape[0])
+
+    @property
+    def n_workers(self) -> int:
+        return int(self.confusion.shape[0])
+
+    @property
+    def n_answers(self) -> int:
+        return int(self.task.shape[0])
+
+    def __repr__(self) -> str:
+        return (
+            f"SimulatedCrowd(n_answers={self.n_answers}, n_tasks={self.n_tasks}, "
+            f"n_workers={self.n_workers}, n_classes={self.n_classes})"
+        )
+
+    def task_names(self) -> list[str]:
+        """``["t0", "t1", ...]``: the task names used by every output."""
+        return [f"t{i}" for i in range(self.n_tasks)]
+
+    def worker_names(self) -> list[str]:
+        """``["w0", "w1", ...]``: the worker names used by every output."""
+        return [f"w{i}" for i in range(self.n_workers)]
+
+    def class_names(self) -> list[str]:
+        """``["0", ..., "K-1"]``."""
+        return [str(k) for k in range(self.n_classes)]
+
+    def worker_accuracy(self) -> np.ndarray:
+        """Expected accuracy of each worker under the prior, shape (n_workers,).
+
+        ``sum_k prior[k] * confusion[w, k, k]``: the model value, not the
+        empirical rate of the sampled answers.
+        """
+        diag = np.diagonal(self.confusion, axis1=1, axis2=2)
+        return diag @ self.prior
+
+    def to_annotations(self) -> AnnotationSet:
+        """The answers as an :class:`~crowdagg.data.AnnotationSet` (names ``t*``, ``w*``, ``0..K-1``)."""
+        return AnnotationSet.from_codes(
+            self.task,
+            self.worker,
+            self.label,
+            n_tasks=self.n_tasks,
+            n_workers=self.n_workers,
+            n_classes=self.n_classes,
+            task_names=self.task_names(),
+            worker_names=self.worker_names(),
+            classes=self.class_names(),
+        )
+
+    def write(self, outdir: str | Path) -> list[Path]:
+        """Write the crowd as four CSV files in ``outdir`` (created if needed).
+
+        * ``labels.csv``: ``task,worker,label`` -- the answers;
+        * ``truth.csv``: ``task,label`` -- the hidden true class;
+        * ``confusion.csv``: ``worker,true_label,observed_label,probability``;
+        * ``workers.csv``: ``worker,kind,accuracy,n_answers`` (accuracy as in
+          :meth:`worker_accuracy`).
+
+        Names match :meth:`to_annotations`.  The files are written through
+        :func:`crowdagg.output.commit`: all four appear, or none does
+        (a directory created for them is removed again on failure).
+
+        Returns
+        -------
+        list of Path
+            The four paths, in the order above.
+        """
+        from ..output import commit, resolve
+        from ..render import render_table
+
+        out = Path(outdir)
+        task_names = _byte_names(b"t", self.n_tasks)
+        worker_names = _byte_names(b"w", self.n_workers)
+        class_names = _byte_names(b"", self.n_classes)
+        workers_all = np.asarray(self.worker_names(), dtype=object)
+        classes = np.asarray(self.class_names(), dtype=object)
+        k = self.n_classes
+        m = self.n_workers
+        tables = {
+            "labels.csv": _coded_rows(
+                b"task,worker,label",
+                [(task_names, self.task), (worker_names, self.worker), (class_names, self.label)],
+            ),
+            "truth.csv": _coded_rows(b"task,label", [(task_names, np.arange(self.n_tasks)), (class_names, self.truth)]),
+            "confusion.csv": render_table(
+                {
+                    "worker": np.repeat(workers_all, k * k),
+                    "true_label": np.tile(np.repeat(classes, k), m),
+                    "observed_label": np.tile(classes, m * k),
+                    "probability": self.confusion.reshape(-1),
+                },
+                "csv",
+            ),
+            "workers.csv": render_table(
+                {
+                    "worker": workers_all,
+                    "kind": np.asarray(self.worker_kind, dtype=object),
+                    "accuracy": self.worker_accuracy(),
+                    "n_answers": np.bincount(self.worker, minlength=m),
+                },
+                "csv",
+            ),
+        }
+        paths = [out / name for name in tables]
+        created: list[Path] = []
+        try:
+            _make_dirs(out, created)
+            commit([(resolve(str(p)), data) for p, data in zip(paths, tables.values())])
+        except BaseException:
+            for d in reversed(created):  # directories this call made go again
+                with contextlib.suppress(OSError):
+                    d.rmdir()
+            raise
+        return paths
+
+
+def _make_dirs(out: Path, made: list[Path]) -> None:
+    """``mkdir -p out``, recording in ``made`` each directory created (outermost first)."""
+    from ..errors import DataError, os_reason
+
+    for d in [d for d in (out, *out.parents) if not d.exists()][::-1]:
+        try:
+            d.mkdir()
+        except OSError as exc:
+            raise DataError(f"{out}: cannot create the directory ({os_reason(exc)})") from None
+        made.append(d)
+
+
+def _byte_names(prefix: bytes, n: int) -> np.ndarray:
+    """``[prefix + b"0", prefix + b"1", ...]`` as a fixed-width bytes array."""
+    return np.char.add(prefix, np.arange(n).astype("S"))
+
+
+def _coded_rows(header: bytes, columns: list[tuple[np.ndarray, np.ndarray]]) -> bytes:
+    """CSV text whose cells are ``names[codes]``, built in C a chunk at a time.
+
+    About four times faster than ``DataFrame.to_csv`` on ten million answers.
+    """
+    parts = [header + b"\n"]
+    n_rows = columns[0][1].shape[0]
+    step = 1 << 20
+    for start in range(0, n_rows, step):
+        cells = [names[codes[start : start + step]] for names, codes in columns]
+        line = cells[0]
+        for cell in cells[1:]:
+            line = np.char.add(np.char.add(line, b","), cell)
+        parts.append(b"".join(np.char.add(line, b"\n").tolist()))
+    return b"".join(parts)
+
+
+# ------------------------------------------------------------------ sampling
+def sample_labels(
+    rng: np.random.Generator, confusion: np.ndarray, worker: np.ndarray, true_class: np.ndarray
+) -> np.ndarray:
+    """Inverse-CDF draw of one answer per edge from ``confusion[worker, true_class, :]``."""
+    m, k, _ = confusion.shape
+    dtype = np.int8 if k <= 127 else np.int16
+    cum = np.cumsum(confusion, axis=2)
+    cum /= cum[:, :, -1:]
+    flat = cum.reshape(-1)
+    base = (worker.astype(np.int64) * k + true_class) * k
+    # u in (0, 1], so a class of probability 0 (flat CDF step) is never drawn.
+    u = 1.0 - rng.random(worker.shape[0])
+    label: np.ndarray = np.zeros(worker.shape[0], dtype=dtype)
+    for j in range(k - 1):
+        label += u > flat[base + j]
+    return label
+
+
+@dataclass
+class Plan:
+    """What a scenario or the generic path decides before answers are drawn."""
+
+    n_tasks: int
+    confusion: np.ndarray  # (M, K, K) without extreme spammers
+    kinds: list[str]
+    prior: np.ndarray
+    assignment: str  # a name in crowdagg.simulate.assignment.REGISTRY ("bernoulli": each edge w.p. p_obs)
+    per_task: int = 0
+    p_obs: float = 0.0
+    copy_of: np.ndarray | None = None
+
+    def assign(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """Task-sorted (task, worker) arrays of the assignment graph."""
+        return _GRAPHS[self.assignment].edges(rng, self.n_tasks, self.confusion.shape[0], self.per_task, self.p_obs)
+
+
+def realise(rng: np.random.Generator, plan: Plan, extreme_spammers: int) -> SimulatedCrowd:
+    """Draw truth, graph and answers of ``plan``, with ``extreme_spammers`` appended workers labelling every task."""
+    n = plan.n_tasks
+    m, k, _ = plan.confusion.shape
+    truth = rng.choice(k, size=n, p=plan.prior).astype(np.int64)
+    task, worker = plan.assign(rng)
+    kinds = list(plan.kinds)
+    confusion = plan.confusion
+    copy_of = plan.copy_of if plan.copy_of is not None else np.full(m, -1, dtype=np.int64)
+    if extreme_spammers:
+        e = extreme_spammers
+        confusion = np.concatenate([confusion, np.full((e, k, k), 1.0 / k)])
+        kinds += ["extreme_spammer"] * e
+        copy_of = np.concatenate([copy_of, np.full(e, -1, dtype=np.int64)])
+        # Both parts are task-sorted: answer i of task t moves to i + t*e, and
+        # the extremes follow the task's own answers.
+        counts = np.bincount(task, minlength=n)
+        ends = np.cumsum(counts)
+        total = task.shape[0] + n * e
+        new_task = np.empty(total, dtype=np.int32)
+        new_worker = np.empty(total, dtype=np.int32)
+        pos = np.arange(task.shape[0], dtype=np.int64) + task.astype(np.int64) * e
+        new_task[pos] = task
+        new_worker[pos] = worker
+        ext = (ends + np.arange(n, dtype=np.int64) * e)[:, None] + np.arange(e)
+        new_task[ext.reshape(-1)] = np.repeat(np.arange(n, dtype=np.int32), e)
+        new_worker[ext.reshape(-1)] = np.tile(np.arange(m, m + e, dtype=np.int32), n)
+        task, worker = new_task, new_worker
+    label = sample_labels(rng, confusion, worker, truth[task])
+    for w in np.flatnonzero(copy_of >= 0):
+        src = int(copy_of[w])
+        by_task = np.full(n, -1, dtype=np.int16)
+        mine = worker == src
+        by_task[task[mine]] = label[mine]
+        sel = np.flatnonzero(worker == w)
+        copied = by_task[task[sel]]
+        # Where the copied worker did not answer, the copier answers by its own (the same) matrix.
+        label[sel] = np.where(copied >= 0, copied, label[sel])
+    return SimulatedCrowd(
+        task=task,
+        worker=worker,
+        label=label,
+        truth=truth,
+        confusion=confusion,
+        prior=plan.prior,
+        worker_kind=np.asarray(kinds, dtype=object),
+        n_classes=k,
+        copy_of=copy_of,
+    )

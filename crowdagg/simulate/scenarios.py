@@ -1,0 +1,188 @@
+"""Named scenarios from the seed papers: a registry ``name -> Scenario``.
+
+* ``maxmig-independent``, ``maxmig-naive-majority``, ``maxmig-correlated``:
+  Cao, Xu, Kong & Wang (ICLR 2019), "Max-MIG: an information theoretic
+  approach for joint learning from crowds", arXiv:1905.13436, cases 4.1--4.3
+  (H): independent seniors, plus naive juniors, plus copiers.
+* ``deepbp``: Kim, Cho, Kim & Ok (AISTATS 2022), "Robust deep learning from
+  crowds with belief propagation", arXiv:2111.00734 §4: one-coin Beta(2, 1)
+  workers on an (l, r)-regular graph, plus extreme spammers.
+* ``tutorial-spammers``: Ibrahim, Traganitis, Fu et al., ICASSP 2025
+  tutorial "Learning from crowdsourced noisy labels", effect of spammers
+  (and malicious workers).
+* ``multispa-demo``: Ibrahim, Fu, Kargas & Huang (NeurIPS 2019),
+  "Crowdsourcing via pairwise co-occurrences: identifiability and
+  algorithms", after ``main_demo.m``/``generate_confusion_mat.m``.
+
+Each scenario is registered once, with its one-line description (what
+``crowdagg simulate --list-scenarios`` prints), by :func:`scenario`; its
+``plan`` turns the caller's arguments (:class:`Given`) into a
+:class:`~crowdagg.simulate.crowd.Plan`, checking the sizes it fixes and the
+arguments it has no use for.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import memory
+from ..aggregators.base import one_coin_matrices
+from ..errors import UsageError, param
+from .args import check_per_task, check_size, fixed, prior_arg, unused
+from .crowd import Plan
+from .workers import constant_matrices, crowd_matrices, maxmig_seniors, multispa_matrices
+
+
+@dataclass(frozen=True)
+class Given:
+    """The arguments of ``simulate(...)`` a scenario may read; ``None`` where not given."""
+
+    n_tasks: int | None
+    n_workers: int | None
+    n_classes: int | None
+    per_task: int | None
+    tasks_per_worker: int | None
+    prior: Sequence[float] | None
+    skill: tuple[float, float]
+    spammers: float | None
+    adversaries: float
+    extreme_spammers: int
+    max_memory: memory.MaxMemory
+
+
+#: ``plan(name, rng, given)`` -> the scenario's :class:`Plan`.
+PlanFn = Callable[[str, np.random.Generator, Given], Plan]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A named scenario: its one-line description and the function that plans it."""
+
+    name: str
+    description: str
+    plan: PlanFn
+
+    def build(self, rng: np.random.Generator, given: Given) -> Plan:
+        return self.plan(self.name, rng, given)
+
+
+#: Every scenario, by name, in registration order (the order listed and named in errors).
+REGISTRY: dict[str, Scenario] = {}
+
+
+def scenario(name: str, description: str) -> Callable[[PlanFn], PlanFn]:
+    """Register the decorated plan function as scenario ``name``."""
+
+    def register(plan: PlanFn) -> PlanFn:
+        if name in REGISTRY:
+            raise ValueError(f"scenario {name!r} is registered twice")
+        REGISTRY[name] = Scenario(name, description, plan)
+        return plan
+
+    return register
+
+
+# ------------------------------------------------------------------- Max-MIG
+_MAXMIG_N_TASKS = 12_500
+
+
+def _maxmig(name: str, given: Given, juniors: np.ndarray, junior_kind: str, junior_copy_of: np.ndarray) -> Plan:
+    """The five seniors followed by ``juniors``, everyone on every task; M and K = 2 are fixed."""
+    prior = prior_arg(given.prior, 2)
+    confusion = np.concatenate([maxmig_seniors(), juniors])
+    kinds = ["senior"] * 5 + [junior_kind] * juniors.shape[0]
+    copy_of = np.concatenate([np.full(5, -1, dtype=np.int64), junior_copy_of])
+    m = confusion.shape[0]
+    fixed(name, "n_workers", given.n_workers, m)
+    fixed(name, "n_classes", given.n_classes, 2)
+    unused(name, per_task=given.per_task, tasks_per_worker=given.tasks_per_worker)
+    n = _MAXMIG_N_TASKS if given.n_tasks is None else given.n_tasks
+    check_size(n, m, 2, n * m + n * given.extreme_spammers, given.max_memory)
+    return Plan(n, confusion, kinds, prior, "dense", copy_of=copy_of)
+
+
+@scenario(
+    "maxmig-independent",
+    "Max-MIG case 4.1 (H): 5 binary seniors A-E with the paper's Dogs-vs-Cats expertise, dense, N=12500",
+)
+def _maxmig_independent(name: str, rng: np.random.Generator, given: Given) -> Plan:
+    return _maxmig(name, given, np.empty((0, 2, 2)), "", np.empty(0, dtype=np.int64))
+
+
+@scenario(
+    "maxmig-naive-majority",
+    "Max-MIG case 4.2 (H): 5 seniors + 5 juniors who always answer class 0, dense, N=12500",
+)
+def _maxmig_naive_majority(name: str, rng: np.random.Generator, given: Given) -> Plan:
+    return _maxmig(name, given, constant_matrices(5, 2, 0), "junior_constant", np.full(5, -1, dtype=np.int64))
+
+
+@scenario(
+    "maxmig-correlated",
+    "Max-MIG case 4.3 (H): 5 seniors + 5 juniors copying senior A (2) or C (3), dense, N=12500",
+)
+def _maxmig_correlated(name: str, rng: np.random.Generator, given: Given) -> Plan:
+    sources = np.array([0, 0, 2, 2, 2], dtype=np.int64)  # juniors 5, 6 copy senior A (0); 7, 8, 9 copy C (2)
+    return _maxmig(name, given, maxmig_seniors()[sources], "copier", sources)
+
+
+# -------------------------------------------------------------------- deepBP
+@scenario(
+    "deepbp",
+    "deepBP §4: binary one-coin workers q ~ Beta(2,1) on a (3,4)-regular graph, N=1000, "
+    "M=750, plus --extreme-spammers labelling every task",
+)
+def _deepbp(name: str, rng: np.random.Generator, given: Given) -> Plan:
+    fixed(name, "n_classes", given.n_classes, 2)
+    n = 1000 if given.n_tasks is None else given.n_tasks
+    ell = 3 if given.per_task is None else given.per_task
+    r = 4 if given.tasks_per_worker is None else given.tasks_per_worker
+    m = fixed(name, "n_workers", given.n_workers, math.ceil(n * ell / r))
+    check_per_task(m, ell)
+    check_size(n, m, 2, n * ell + n * given.extreme_spammers, given.max_memory)
+    q = rng.beta(2.0, 1.0, size=m)
+    return Plan(n, one_coin_matrices(q, 2), ["onecoin"] * m, prior_arg(given.prior, 2), "regular", ell)
+
+
+# ------------------------------------------------------------------ tutorial
+@scenario(
+    "tutorial-spammers",
+    "ICASSP'25 tutorial: N=10000, K=4, M=20 dense DS workers, a fraction (default 0.3) "
+    "of them spammers whose answers ignore the truth",
+)
+def _tutorial_spammers(name: str, rng: np.random.Generator, given: Given) -> Plan:
+    unused(name, tasks_per_worker=given.tasks_per_worker)
+    n = 10_000 if given.n_tasks is None else given.n_tasks
+    m = 20 if given.n_workers is None else given.n_workers
+    k = 4 if given.n_classes is None else given.n_classes
+    spam = 0.3 if given.spammers is None else given.spammers
+    per_edge = m if given.per_task is None else given.per_task
+    check_size(n, m, k, n * per_edge + n * given.extreme_spammers, given.max_memory)
+    confusion, kinds = crowd_matrices(rng, m, k, "ds", given.skill, spam, given.adversaries)
+    prior = prior_arg(given.prior, k)
+    if given.per_task is None:
+        return Plan(n, confusion, kinds, prior, "dense")
+    check_per_task(m, given.per_task)
+    return Plan(n, confusion, kinds, prior, "random", given.per_task)
+
+
+# ------------------------------------------------------------------ MultiSPA
+@scenario(
+    "multispa-demo",
+    "MultiSPA main_demo.m: N=10000, M=25, K=3, each worker labels each task w.p. 0.2; "
+    "K specialists, 1 worse-than-random worker, the rest random",
+)
+def _multispa_demo(name: str, rng: np.random.Generator, given: Given) -> Plan:
+    unused(name, per_task=given.per_task, tasks_per_worker=given.tasks_per_worker)
+    n = 10_000 if given.n_tasks is None else given.n_tasks
+    m = 25 if given.n_workers is None else given.n_workers
+    k = 3 if given.n_classes is None else given.n_classes
+    if m < k + 1:
+        raise UsageError(f"scenario {name!r} needs {param('n_workers')} >= {param('n_classes')} + 1 = {k + 1}, got {m}")
+    check_size(n, m, k, 0.2 * n * m + n + n * given.extreme_spammers, given.max_memory)
+    confusion, kinds = multispa_matrices(rng, m, k)
+    return Plan(n, confusion, kinds, prior_arg(given.prior, k), "bernoulli", p_obs=0.2)
