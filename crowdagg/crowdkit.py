@@ -1,0 +1,527 @@
+"""crowd-kit-compatible classes: switch by changing one import.
+
+::
+
+    # from crowdkit.aggregation import DawidSkene, MajorityVote, OneCoinDawidSkene, Wawa
+    from crowdagg.crowdkit import DawidSkene, MajorityVote, OneCoinDawidSkene, Wawa
+
+    df = pd.DataFrame({"task": ..., "worker": ..., "label": ...})
+    labels = DawidSkene(n_iter=100).fit_predict(df)        # Series indexed by task, named agg_label
+    probas = DawidSkene(n_iter=100).fit_predict_proba(df)  # DataFrame, one column per label
+
+The classes take Toloka crowd-kit's (1.4) constructor arguments, methods and
+fitted attributes with its names and layouts, and follow *its* semantics
+where they differ from ``crowdagg aggregate`` -- so that results match
+crowd-kit's, computed by crowdagg's kernels (the vote counts and the fused
+EM pass of :mod:`crowdagg.kernels`):
+
+* classes are the sorted distinct labels (in the label column's dtype); a
+  tie goes to the first of them (crowd-kit's ``idxmax``), not to a seeded
+  draw;
+* ``DawidSkene`` starts from majority-vote shares, runs E-step then M-step
+  (so ``errors_``/``priors_`` are one M-step ahead of ``probas_``), and stops
+  when crowd-kit's loss -- its ELBO per answer, with the log-prior counted
+  once per answer -- rises by less than ``tol`` (a fall stops it too); at
+  most ``n_iter`` iterations; ``n_iter=0`` gives the majority vote;
+* ``errors_`` has a row per (worker, observed label) pair that occurs in
+  the data (in order of first appearance), columns the true labels; cells
+  are clipped at 1e-10 before each worker's columns are normalised;
+  ``probas_`` after an iteration carries crowd-kit's 1e-10 floor;
+* row orders: after an EM iteration tasks are in order of first
+  appearance; majority vote, Wawa and ``n_iter=0`` sort them;
+* empty input gives empty results of crowd-kit's shapes and dtypes.
+
+Kept different on purpose, where crowd-kit is wrong:
+
+* a task whose voters all have weight 0 (MajorityVote with ``skills``,
+  Wawa) gets the mean vote share of the other tasks, as in ``crowdagg
+  aggregate``, instead of a row of NaN;
+* ``initial_error`` columns that are not labels of the data (crowd-kit
+  carries them on as extra classes whose probabilities are NaN) are
+  dropped; messages are spelled right (``on_missing_skill``).
+
+``true_labels`` (gold) clamps those tasks in every step, as crowd-kit does;
+a gold label no answer used becomes one more class, after the sorted ones.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from .data import AnnotationSet
+
+#: crowd-kit's floor on probabilities (errors, priors, posteriors in its loss).
+EPS = 1e-10
+
+COLUMNS = ["task", "worker", "label"]
+
+
+class NotFittedError(ValueError, AttributeError):
+    """``predict`` before ``fit`` (the same bases as scikit-learn's, which crowd-kit raises)."""
+
+
+class _Answers:
+    """A crowd-kit answers frame as flat codes plus the pandas indexes to label results with.
+
+    ``tasks``, ``workers``: pandas Index of the ids in order of first
+    appearance (their original dtype); ``classes``: the sorted distinct
+    labels (then any ``extra`` labels); ``task``, ``worker``, ``label``: int64
+    codes per answer, in row order; ``data``: the same answers as an
+    :class:`~crowdagg.data.AnnotationSet` (sorted by task) for the kernels.
+    """
+
+    def __init__(self, frame: pd.DataFrame, extra: Any = ()) -> None:
+        import pandas as pd
+
+        frame = frame[COLUMNS]  # a missing column is a KeyError, as in crowd-kit
+        frame = frame[frame["label"].notna()]  # a NaN answer does not vote
+        if frame["task"].isna().any() or frame["worker"].isna().any():
+            raise ValueError("task and worker ids may not be missing (NaN)")
+        self.n_answers = len(frame)
+        self.task, self.tasks = pd.factorize(frame["task"])
+        self.worker, self.workers = pd.factorize(frame["worker"])
+        classes = pd.Index(pd.unique(frame["label"])).sort_values()
+        extra = [c for c in pd.unique(pd.Series(list(extra), dtype=object)) if c not in classes]
+        self.classes = classes.append(pd.Index(extra)) if extra else classes
+        self.label = self.classes.get_indexer(frame["label"])
+        self._data: AnnotationSet | None = None
+
+    @property
+    def n_classes(self) -> int:
+        return len(self.classes)
+
+    @property
+    def data(self) -> AnnotationSet:
+        if self._data is None:
+            from .data import AnnotationSet
+            from .errors import CrowdaggWarning
+
+            with warnings.catch_warnings():  # crowd-kit counts repeated answers silently
+                warnings.simplefilter("ignore", CrowdaggWarning)
+                self._data = AnnotationSet.from_codes(
+                    self.task, self.worker, self.label,
+                    n_tasks=len(self.tasks), n_workers=len(self.workers), n_classes=self.n_classes,
+                )
+        return self._data
+
+    # ------------------------------------------------------------- labelled views
+    def task_order(self, sort: bool) -> np.ndarray:
+        return np.asarray(self.tasks.argsort()) if sort else np.arange(len(self.tasks))
+
+    def probas(self, q: np.ndarray, sort: bool) -> pd.DataFrame:
+        import pandas as pd
+
+        order = self.task_order(sort)
+        return pd.DataFrame(q[order], index=self.tasks[order].rename("task"),
+                            columns=self.classes.rename("label"))
+
+    def priors(self, p: np.ndarray) -> pd.Series:
+        import pandas as pd
+
+        return pd.Series(p, index=self.classes.rename("label"), name="prior")
+
+    def errors(self, errors_ot: np.ndarray, present: np.ndarray) -> pd.DataFrame:
+        """Rows (worker, observed label) for the pairs in the data, in order of first appearance."""
+        import pandas as pd
+
+        k = self.n_classes
+        cells = pd.unique(self.worker * k + self.label)
+        w, y = cells // k, cells % k
+        index = pd.MultiIndex.from_arrays([self.workers[w], self.classes[y]], names=["worker", "label"])
+        return pd.DataFrame(errors_ot[w, y], index=index, columns=self.classes.rename(None))
+
+    def worker_skills(self, values: np.ndarray, sort: bool) -> pd.Series:
+        import pandas as pd
+
+        order = np.asarray(self.workers.argsort()) if sort else np.arange(len(self.workers))
+        return pd.Series(values[order], index=self.workers[order].rename("worker"), name="skill")
+
+
+def _labels(probas: pd.DataFrame) -> pd.Series:
+    """The most probable label of each row; a tie goes to the first column (crowd-kit's rule)."""
+    import pandas as pd
+
+    if probas.size == 0:
+        return pd.Series(dtype=object, name="agg_label")
+    codes = np.argmax(probas.to_numpy(), axis=1)
+    return pd.Series(probas.columns[codes], index=probas.index, name="agg_label")
+
+
+def _shares(votes: np.ndarray) -> np.ndarray:
+    """Vote shares per task; a task without weight gets the mean share of the others (as ``aggregate``)."""
+    from .aggregators.base import fill_empty_rows, normalize_rows
+
+    post = normalize_rows(votes)
+    none = post.sum(axis=1) == 0
+    k = votes.shape[1]
+    return fill_empty_rows(post, none, post[~none].mean(axis=0) if (~none).any() else np.full(k, 1.0 / k))
+
+
+# --------------------------------------------------------------------------- majority vote
+class MajorityVote:
+    """Majority vote, optionally weighted by per-worker ``skills`` (crowd-kit's ``MajorityVote``).
+
+    ``probas_`` (tasks × labels, sorted) are the (weighted) vote shares,
+    ``labels_`` the most voted label (a tie: the first sorted label),
+    ``skills_`` each worker's share of answers equal to ``labels_``
+    (unweighted; a repeated identical answer counted once).
+
+    ``on_missing_skill`` says what to do with a worker absent from
+    ``skills``: ``"error"``, ``"ignore"`` (drop their answers) or ``"value"``
+    (weight ``default_skill``).
+    """
+
+    def __init__(self, default_skill: float | None = None, on_missing_skill: str = "error") -> None:
+        self.default_skill = default_skill
+        self.on_missing_skill = on_missing_skill
+
+    def __repr__(self) -> str:
+        return f"MajorityVote(default_skill={self.default_skill!r}, on_missing_skill={self.on_missing_skill!r})"
+
+    def fit(self, data: pd.DataFrame, skills: pd.Series | None = None) -> MajorityVote:
+        import pandas as pd
+
+        from .kernels import vote_counts
+
+        data = data[COLUMNS]
+        weights = None
+        if skills is not None:
+            data, weights = self._weighted(data, skills)
+        ans = _Answers(data)
+        if ans.n_answers == 0:
+            self.probas_ = pd.DataFrame(index=pd.Index([], name="task"), columns=pd.Index([], name="label"),
+                                        dtype=float)
+            self.labels_ = pd.Series(dtype=object, name="agg_label")
+            self.skills_ = pd.Series(dtype=float, index=pd.Index([], name="worker"), name="skill")
+            return self
+        d = ans.data
+        w = None if weights is None else weights.reindex(ans.workers).to_numpy(dtype=np.float64)
+        self.probas_ = ans.probas(_shares(vote_counts(d.task, d.worker, d.label, d.n_tasks, d.n_classes, w)),
+                                  sort=True)
+        self.labels_ = _labels(self.probas_)
+        self.skills_ = _accuracy(ans, self.labels_)
+        return self
+
+    def _weighted(self, data: pd.DataFrame, skills: pd.Series) -> tuple[pd.DataFrame, pd.Series]:
+        """The answers to vote with and each worker's weight, after the ``on_missing_skill`` policy."""
+        import pandas as pd
+
+        skills = pd.Series(skills, dtype=np.float64)
+        policy = self.on_missing_skill
+        if policy != "value" and self.default_skill is not None:
+            raise ValueError('default_skill is used but on_missing_skill is not "value"')
+        known = data["worker"].isin(skills.index[skills.notna()])
+        if policy == "error":
+            if not known.all():
+                raise ValueError(
+                    f"Skill value is missing in {int((~known).sum())} assignments. Specify skills for every used "
+                    "worker or use a different 'on_missing_skill' value."
+                )
+        elif policy == "ignore":
+            kept = data[known & data["label"].notna()]
+            lost = data["task"].nunique() - kept["task"].nunique()
+            if lost:
+                raise ValueError(
+                    f"{lost} tasks have no workers with known skills. Provide skills for at least one worker "
+                    "of each task or use a different 'on_missing_skill' value."
+                )
+            data = kept
+        elif policy == "value":
+            if self.default_skill is None:
+                raise ValueError('Default skill value must be specified when using on_missing_skill="value"')
+            missing = pd.unique(data.loc[~known, "worker"])
+            skills = pd.concat([skills[skills.notna()], pd.Series(self.default_skill, index=missing, dtype=float)])
+        else:
+            raise ValueError(f"Unknown option {policy!r} of \"on_missing_skill\" argument.")
+        return data, skills[~skills.index.duplicated()]
+
+    def fit_predict(self, data: pd.DataFrame, skills: pd.Series | None = None) -> pd.Series:
+        return self.fit(data, skills).labels_
+
+    def fit_predict_proba(self, data: pd.DataFrame, skills: pd.Series | None = None) -> pd.DataFrame:
+        return self.fit(data, skills).probas_
+
+
+def _accuracy(ans: _Answers, labels: pd.Series) -> pd.Series:
+    """Each worker's share of answers equal to ``labels`` of their task (sorted by worker, named ``skill``).
+
+    A repeated identical answer (same task, worker and label) counts once.
+    """
+    label_of_task = ans.classes.get_indexer(labels.reindex(ans.tasks).to_numpy())
+    w, k = len(ans.workers), ans.n_classes
+    key = np.unique((ans.task * w + ans.worker) * k + ans.label)
+    label, rest = key % k, key // k
+    worker, task = rest % w, rest // w
+    right = np.bincount(worker, weights=label == label_of_task[task], minlength=w)
+    return ans.worker_skills(right / np.bincount(worker, minlength=w), sort=True)
+
+
+class Wawa:
+    """Worker Agreement With Aggregate (crowd-kit's ``Wawa``).
+
+    ``fit``: each worker's skill is their share of answers equal to the
+    majority vote (``skills_``); ``predict``: the vote weighted by those
+    skills (``probas_``, ``labels_``).  ``skills_`` is not updated after the
+    weighted vote.
+    """
+
+    def __repr__(self) -> str:
+        return "Wawa()"
+
+    def fit(self, data: pd.DataFrame) -> Wawa:
+        self.skills_ = MajorityVote().fit(data).skills_
+        return self
+
+    def _vote(self, data: pd.DataFrame) -> MajorityVote:
+        if not hasattr(self, "skills_"):
+            raise NotFittedError("This Wawa instance is not fitted yet: call fit first")
+        mv = MajorityVote().fit(data, self.skills_ if len(self.skills_) else None)
+        self.probas_, self.labels_ = mv.probas_, mv.labels_
+        return mv
+
+    def predict(self, data: pd.DataFrame) -> pd.Series:
+        return self._vote(data).labels_
+
+    def predict_proba(self, data: pd.DataFrame) -> pd.DataFrame:
+        return self._vote(data).probas_
+
+    def fit_predict(self, data: pd.DataFrame) -> pd.Series:
+        return self.fit(data).predict(data)
+
+    def fit_predict_proba(self, data: pd.DataFrame) -> pd.DataFrame:
+        return self.fit(data).predict_proba(data)
+
+
+# --------------------------------------------------------------------------- Dawid-Skene
+class DawidSkene:
+    r"""Dawid--Skene EM with crowd-kit's ``DawidSkene`` semantics.
+
+    Model: task t has class c with probability :math:`p_c`; worker w answers
+    y with probability :math:`e_w(y \mid c)`.  Start: majority-vote shares
+    :math:`q`, then :math:`p` = their mean and :math:`e` from the counts
+    :math:`\sum q_t(c)` over w's answers y (clipped at 1e-10, each true
+    class's column normalised).  Each iteration: E-step
+    :math:`q_t(c) \propto p_c \prod e_w(y \mid c)`, M-step, and the loss
+    :math:`\big(\sum_{\text{answers}} \sum_c q_t(c)(\ln e_w(y \mid c) + \ln
+    p_c) - \sum_t \sum_c q_t(c) \ln q_t(c)\big) / L`; stop when it rises by
+    less than ``tol``, or after ``n_iter``.
+
+    ``initial_error_strategy`` -- how ``fit(..., initial_error=frame)``
+    (rows (worker, observed label), columns the true labels) enters the
+    first M-step: ``"assign"`` replaces the counts (every (worker, label)
+    pair of the data must be there; a frame of probabilities must have
+    each worker's columns summing to 1), ``"addition"`` adds it to them
+    (historical counts).
+
+    Fitted: ``probas_`` (tasks × labels), ``priors_`` (``prior``),
+    ``errors_`` (rows (worker, label), columns the true labels),
+    ``labels_`` (``agg_label``), ``loss_history_``.
+    """
+
+    def __init__(self, n_iter: int = 100, tol: float = 1e-5, initial_error_strategy: str | None = None) -> None:
+        self.n_iter = n_iter
+        self.tol = tol
+        self.initial_error_strategy = initial_error_strategy
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(n_iter={self.n_iter!r}, tol={self.tol!r}, "
+                f"initial_error_strategy={self.initial_error_strategy!r})")
+
+    def _check(self) -> None:
+        if isinstance(self.n_iter, bool) or not isinstance(self.n_iter, (int, np.integer)) or self.n_iter < 0:
+            raise ValueError(f"n_iter must be a non-negative integer, got {self.n_iter!r}")
+        if not isinstance(self.tol, (int, float, np.floating)) or np.isnan(self.tol):
+            raise ValueError(f"tol must be a number, got {self.tol!r}")
+
+    def _empty(self) -> None:
+        import pandas as pd
+
+        self.probas_ = pd.DataFrame()
+        self.priors_ = pd.Series(dtype=float, name="prior")
+        self.errors_ = pd.DataFrame()
+        self.labels_ = pd.Series(dtype=float, name="agg_label")
+
+    def fit(
+        self, data: pd.DataFrame, true_labels: pd.Series | None = None, initial_error: pd.DataFrame | None = None
+    ) -> DawidSkene:
+        self._check()
+        extra = () if true_labels is None else true_labels.to_numpy()
+        ans = _Answers(data, extra)
+        if ans.n_answers == 0:
+            self._empty()
+            return self
+        clamp = np.full(len(ans.tasks), -1, dtype=np.int64)
+        if true_labels is not None:
+            rows = ans.tasks.get_indexer(true_labels.index)
+            known = rows >= 0
+            clamp[rows[known]] = ans.classes.get_indexer(true_labels.to_numpy()[known])
+        self._run(ans, clamp, initial_error)
+        return self
+
+    def _run(self, ans: _Answers, clamp: np.ndarray, initial_error: pd.DataFrame | None) -> None:
+        from .aggregators.mv import soft_majority_vote
+        from .kernels import EMWorkspace
+
+        d = ans.data
+        k = ans.n_classes
+        present = (np.bincount(d.cell, minlength=d.n_workers * k) > 0).reshape(d.n_workers, k)
+        ws = EMWorkspace(d.task_ptr, d.worker, d.label, d.n_workers, k)
+        q = soft_majority_vote(d)
+        fixed = np.flatnonzero(clamp >= 0)
+        q[fixed] = 0.0
+        q[fixed, clamp[fixed]] = 1.0
+        ws.accumulate(q)
+        prior = q.mean(axis=0)
+        counts = ws.stats()[0]
+        errors, errors_frame = self._first_errors(ans, counts, present, initial_error)
+        self.loss_history_: list[float] = []
+        loss = -np.inf
+        for _ in range(self.n_iter):
+            log_e = np.log(np.where(present[:, :, None], errors, 1.0))  # absent pairs are never read
+            ws.e_step(np.log(np.maximum(prior, EPS)), log_e, clamp)
+            q = ws.post.copy()
+            counts = ws.stats()[0]
+            prior = q.mean(axis=0)
+            errors = self._m_step(counts, present, d.answers_per_worker)
+            new_loss = _loss(counts, errors, present, prior, q, ans.n_answers)  # floors q at EPS, as crowd-kit
+            self.loss_history_.append(new_loss)
+            errors_frame = None
+            if new_loss - loss < self.tol:
+                break
+            loss = new_loss
+        self.probas_ = ans.probas(q, sort=not self.loss_history_)
+        self.priors_ = ans.priors(prior)
+        self.errors_ = errors_frame if errors_frame is not None else ans.errors(errors, present)
+        self.labels_ = _labels(self.probas_)
+        self._fitted(ans, counts)
+
+    def fit_predict(self, data: pd.DataFrame, true_labels: pd.Series | None = None,
+                    initial_error: pd.DataFrame | None = None) -> pd.Series:
+        return self.fit(data, true_labels, initial_error).labels_
+
+    def fit_predict_proba(self, data: pd.DataFrame, true_labels: pd.Series | None = None,
+                          initial_error: pd.DataFrame | None = None) -> pd.DataFrame:
+        return self.fit(data, true_labels, initial_error).probas_
+
+    def _fitted(self, ans: _Answers, counts: np.ndarray) -> None:
+        """Hook for what a subclass adds to the fitted attributes (``counts``: the last M-step's statistics)."""
+
+    @staticmethod
+    def _m_step(counts: np.ndarray, present: np.ndarray, n_answers: np.ndarray) -> np.ndarray:
+        """errors[w, observed, true]: counts clipped at EPS on the data's pairs, each true class's column normalised."""
+        num = np.where(present[:, :, None], np.maximum(counts, EPS), 0.0)
+        total = num.sum(axis=1, keepdims=True)
+        return num / np.where(total > 0, total, 1.0)
+
+    def _first_errors(
+        self, ans: _Answers, counts: np.ndarray, present: np.ndarray, initial_error: pd.DataFrame | None
+    ) -> tuple[np.ndarray, pd.DataFrame | None]:
+        """The first M-step, with ``initial_error`` by the strategy: (errors tensor, crowd-kit's frame or None)."""
+        if initial_error is None or self.initial_error_strategy is None:
+            return self._m_step(counts, present, ans.data.answers_per_worker), None
+        import pandas as pd
+
+        if list(initial_error.index.names) != ["worker", "label"]:
+            raise ValueError(
+                f"The index of initial_error must be ['worker', 'label'], but got {list(initial_error.index.names)}"
+            )
+        start = ans.errors(counts, present)
+        if self.initial_error_strategy == "assign":
+            missing = ~start.index.isin(initial_error.index)
+            if missing.any():
+                n = start.index[missing].get_level_values("worker").nunique()
+                raise ValueError(
+                    f"All the workers in data should be in initial_error: can not find {n} workers' error matrix "
+                    "in initial_error"
+                )
+            if (initial_error.to_numpy() <= 1.0).all():
+                sums = initial_error.groupby(level="worker").sum().to_numpy()
+                if not np.allclose(sums, 1.0):
+                    raise ValueError("The sum of each worker's error matrix in initial_error should be 1.0")
+            frame = initial_error.astype(np.float64)
+        elif self.initial_error_strategy == "addition":
+            frame = start.add(initial_error, fill_value=0.0)
+        else:
+            raise ValueError(
+                f"Invalid initial_error_strategy: {self.initial_error_strategy!r}, should be 'assign' or 'addition'"
+            )
+        frame = frame.reindex(columns=ans.classes.rename(None))  # columns that are no label of the data: dropped
+        frame = frame.clip(lower=EPS)
+        frame = frame / frame.groupby(level="worker").transform("sum")
+        k = ans.n_classes
+        w, y = np.nonzero(present)
+        pairs = pd.MultiIndex.from_arrays([ans.workers[w], ans.classes[y]])
+        errors = np.zeros((len(ans.workers), k, k))
+        errors[w, y] = frame.reindex(index=pairs).fillna(EPS).to_numpy()
+        return errors, frame
+
+
+def _loss(counts: np.ndarray, errors: np.ndarray, present: np.ndarray, prior: np.ndarray, q: np.ndarray,
+          n_answers: int) -> float:
+    """crowd-kit's loss, from the statistics: answers' expected log joint (the log-prior once per answer)
+    plus the posteriors' entropy, per answer.  Floors ``q`` at EPS in place (crowd-kit's ``probas_`` keep it).
+
+    ``counts[w, y, c]`` = sum of q_t(c) over w's answers y, so the per-answer sums need no pass over the answers.
+    """
+    log_e = np.log(np.where(present[:, :, None], np.maximum(errors, 1e-300), 1.0))
+    joint = float(np.sum(counts * log_e)) + float(counts.sum(axis=(0, 1)) @ np.log(np.maximum(prior, EPS)))
+    np.maximum(q, EPS, out=q)
+    entropy = -float(np.sum(q * np.log(q)))
+    return (joint + entropy) / n_answers
+
+
+class OneCoinDawidSkene(DawidSkene):
+    r"""One-coin Dawid--Skene (crowd-kit's ``OneCoinDawidSkene``): one skill per worker.
+
+    The M-step's skill :math:`s_w` is the mean over w's answers y of
+    :math:`q_t(y)`; errors are :math:`s_w` on the diagonal and
+    :math:`(1 - s_w)/(K - 1)` off it, on the (worker, label) pairs of the
+    data, clipped to [1e-10, 1 - 1e-10] and not renormalised.  No gold, no
+    ``initial_error`` (as crowd-kit).  Fitted: as :class:`DawidSkene`, plus
+    ``skills_`` (``skill``, workers in order of first appearance).
+    """
+
+    def fit(self, data: pd.DataFrame) -> OneCoinDawidSkene:  # type: ignore[override]
+        self._check()
+        ans = _Answers(data)
+        if ans.n_answers == 0:
+            self._empty()
+            return self
+        self._run(ans, np.full(len(ans.tasks), -1, dtype=np.int64), None)
+        return self
+
+    def fit_predict(self, data: pd.DataFrame) -> pd.Series:  # type: ignore[override]
+        return self.fit(data).labels_
+
+    def fit_predict_proba(self, data: pd.DataFrame) -> pd.DataFrame:  # type: ignore[override]
+        return self.fit(data).probas_
+
+    @staticmethod
+    def _skills(counts: np.ndarray, n_answers: np.ndarray) -> np.ndarray:
+        agree = np.trace(counts, axis1=1, axis2=2)
+        return agree / np.maximum(n_answers, 1)
+
+    @classmethod
+    def _m_step(cls, counts: np.ndarray, present: np.ndarray, n_answers: np.ndarray) -> np.ndarray:
+        k = counts.shape[1]
+        s = cls._skills(counts, n_answers)[:, None, None]
+        off = (1.0 - s) / (k - 1) if k > 1 else np.zeros_like(s)
+        errors = np.where(np.eye(k, dtype=bool)[None], s, off)
+        return np.where(present[:, :, None], np.clip(errors, EPS, 1.0 - EPS), 0.0)
+
+    def _first_errors(
+        self, ans: _Answers, counts: np.ndarray, present: np.ndarray, initial_error: pd.DataFrame | None
+    ) -> tuple[np.ndarray, pd.DataFrame | None]:
+        return self._m_step(counts, present, ans.data.answers_per_worker), None
+
+    def _fitted(self, ans: _Answers, counts: np.ndarray) -> None:
+        self.skills_ = ans.worker_skills(self._skills(counts, ans.data.answers_per_worker), sort=False)
+
+
+__all__ = ["DawidSkene", "MajorityVote", "NotFittedError", "OneCoinDawidSkene", "Wawa"]
