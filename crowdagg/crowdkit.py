@@ -31,14 +31,32 @@ EM pass of :mod:`crowdagg.kernels`):
   appearance; majority vote, Wawa and ``n_iter=0`` sort them;
 * empty input gives empty results of crowd-kit's shapes and dtypes.
 
-Kept different on purpose, where crowd-kit is wrong:
+Kept different on purpose, where crowd-kit is wrong or inconsistent:
 
+* a NaN label is no answer, everywhere: crowd-kit drops it from the vote
+  but keeps it elsewhere (a task with only NaN answers keeps a row, the
+  loss counts it, ``skills_`` count it as wrong, one-coin reads it as the
+  last label); a NaN gold label is no gold; NaN task or worker ids are a
+  ValueError;
 * a task whose voters all have weight 0 (MajorityVote with ``skills``,
   Wawa) gets the mean vote share of the other tasks, as in ``crowdagg
-  aggregate``, instead of a row of NaN;
+  aggregate``, instead of a row of NaN; ``skills`` must be finite,
+  non-negative and name each worker once (crowd-kit divides by a negative
+  total, flipping the vote, and counts a repeated worker twice);
+* a gold label that no answer used is a class whose starting share is 0 on
+  the other tasks (crowd-kit leaves them NaN, so its first prior averages
+  the gold tasks only);
 * ``initial_error`` columns that are not labels of the data (crowd-kit
   carries them on as extra classes whose probabilities are NaN) are
-  dropped; messages are spelled right (``on_missing_skill``).
+  dropped; with ``"assign"`` a label of the data without a column, or a
+  repeated row, is a ValueError (crowd-kit gives NaN probabilities);
+* labels of mixed types (``"a"`` and ``1``) are a ValueError, and
+  ``n_iter``/``tol`` are checked (a non-negative integer, a number);
+* messages are spelled right (``on_missing_skill``).
+
+Exact ties are broken alike, but a near-tie that rounding makes a tie in
+one implementation and not the other (the sums run in another order) may
+go either way, and ``tol=0`` may then stop a different iteration.
 
 ``true_labels`` (gold) clamps those tasks in every step, as crowd-kit does;
 a gold label no answer used becomes one more class, after the sorted ones.
@@ -84,11 +102,17 @@ class _Answers:
         if frame["task"].isna().any() or frame["worker"].isna().any():
             raise ValueError("task and worker ids may not be missing (NaN)")
         self.n_answers = len(frame)
-        self.task, self.tasks = pd.factorize(frame["task"])
-        self.worker, self.workers = pd.factorize(frame["worker"])
-        classes = pd.Index(pd.unique(frame["label"])).sort_values()
+        self.task, tasks = pd.factorize(frame["task"])
+        self.worker, workers = pd.factorize(frame["worker"])
+        self.tasks, self.workers = pd.Index(tasks).infer_objects(), pd.Index(workers).infer_objects()
+        try:
+            classes = pd.Index(pd.unique(frame["label"])).sort_values()
+        except TypeError:
+            raise ValueError("labels of different types (such as 'a' and 1) cannot be put in order: "
+                             "give the label column one type") from None
         extra = [c for c in pd.unique(pd.Series(list(extra), dtype=object)) if c not in classes]
         self.classes = classes.append(pd.Index(extra)) if extra else classes
+        self.answered = classes  # the labels of the answers (the others come from gold)
         self.label = self.classes.get_indexer(frame["label"])
         self._data: AnnotationSet | None = None
 
@@ -134,7 +158,7 @@ class _Answers:
         cells = pd.unique(self.worker * k + self.label)
         w, y = cells // k, cells % k
         index = pd.MultiIndex.from_arrays([self.workers[w], self.classes[y]], names=["worker", "label"])
-        return pd.DataFrame(errors_ot[w, y], index=index, columns=self.classes.rename(None))
+        return pd.DataFrame(errors_ot[w, y], index=index, columns=pd.Index(list(self.classes), dtype=object))
 
     def worker_skills(self, values: np.ndarray, sort: bool) -> pd.Series:
         import pandas as pd
@@ -190,6 +214,7 @@ class MajorityVote:
         from .kernels import vote_counts
 
         data = data[COLUMNS]
+        data = data[data["label"].notna()]
         weights = None
         if skills is not None:
             data, weights = self._weighted(data, skills)
@@ -213,6 +238,10 @@ class MajorityVote:
         import pandas as pd
 
         skills = pd.Series(skills, dtype=np.float64)
+        if skills.index.has_duplicates:
+            raise ValueError(f"skills lists worker {skills.index[skills.index.duplicated()][0]!r} more than once")
+        if (skills < 0).any() or np.isinf(skills).any():
+            raise ValueError("skills are vote weights: they must be finite and non-negative")
         policy = self.on_missing_skill
         if policy != "value" and self.default_skill is not None:
             raise ValueError('default_skill is used but on_missing_skill is not "value"')
@@ -239,7 +268,7 @@ class MajorityVote:
             skills = pd.concat([skills[skills.notna()], pd.Series(self.default_skill, index=missing, dtype=float)])
         else:
             raise ValueError(f"Unknown option {policy!r} of \"on_missing_skill\" argument.")
-        return data, skills[~skills.index.duplicated()]
+        return data, skills[~skills.index.duplicated()]  # a worker already in skills keeps its own weight
 
     def fit_predict(self, data: pd.DataFrame, skills: pd.Series | None = None) -> pd.Series:
         return self.fit(data, skills).labels_
@@ -351,6 +380,8 @@ class DawidSkene:
         self, data: pd.DataFrame, true_labels: pd.Series | None = None, initial_error: pd.DataFrame | None = None
     ) -> DawidSkene:
         self._check()
+        if true_labels is not None:
+            true_labels = true_labels[true_labels.notna()]  # a missing gold label is no gold
         extra = () if true_labels is None else true_labels.to_numpy()
         ans = _Answers(data, extra)
         if ans.n_answers == 0:
@@ -390,6 +421,7 @@ class DawidSkene:
             prior = q.mean(axis=0)
             errors = self._m_step(counts, present, d.answers_per_worker)
             new_loss = _loss(counts, errors, present, prior, q, ans.n_answers)  # floors q at EPS, as crowd-kit
+            prior = np.maximum(prior, EPS)  # ... and the priors
             self.loss_history_.append(new_loss)
             errors_frame = None
             if new_loss - loss < self.tol:
@@ -427,12 +459,17 @@ class DawidSkene:
             return self._m_step(counts, present, ans.data.answers_per_worker), None
         import pandas as pd
 
+        if initial_error.index.has_duplicates:
+            raise ValueError("initial_error has a (worker, label) row more than once")
         if list(initial_error.index.names) != ["worker", "label"]:
             raise ValueError(
                 f"The index of initial_error must be ['worker', 'label'], but got {list(initial_error.index.names)}"
             )
         start = ans.errors(counts, present)
         if self.initial_error_strategy == "assign":
+            absent = [c for c in ans.answered if c not in initial_error.columns]
+            if absent:
+                raise ValueError(f"initial_error has no column for the label(s) {absent} of the data")
             missing = ~start.index.isin(initial_error.index)
             if missing.any():
                 n = start.index[missing].get_level_values("worker").nunique()
@@ -445,20 +482,23 @@ class DawidSkene:
                 if not np.allclose(sums, 1.0):
                     raise ValueError("The sum of each worker's error matrix in initial_error should be 1.0")
             frame = initial_error.astype(np.float64)
+            for c in ans.classes[~ans.classes.isin(initial_error.columns)]:  # a gold-only class: the data's counts
+                frame[c] = start[c].reindex(frame.index).fillna(0.0)
         elif self.initial_error_strategy == "addition":
             frame = start.add(initial_error, fill_value=0.0)
         else:
             raise ValueError(
                 f"Invalid initial_error_strategy: {self.initial_error_strategy!r}, should be 'assign' or 'addition'"
             )
-        frame = frame.reindex(columns=ans.classes.rename(None))  # columns that are no label of the data: dropped
+        frame = frame.loc[:, frame.columns.isin(ans.classes)]  # columns that are no label: dropped (a mask, as
+        # a list of bool labels would select rows)
         frame = frame.clip(lower=EPS)
         frame = frame / frame.groupby(level="worker").transform("sum")
         k = ans.n_classes
         w, y = np.nonzero(present)
         pairs = pd.MultiIndex.from_arrays([ans.workers[w], ans.classes[y]])
         errors = np.zeros((len(ans.workers), k, k))
-        errors[w, y] = frame.reindex(index=pairs).fillna(EPS).to_numpy()
+        errors[w, y] = frame.reindex(index=pairs, columns=ans.classes).fillna(EPS).to_numpy()
         return errors, frame
 
 

@@ -526,3 +526,76 @@ def test_the_same_accuracy_and_iterations_as_crowd_kit_on_real_data(datasets_dir
     hit = (column >= 0) & top[np.arange(len(gold)), np.maximum(column, 0)]
     split = np.where(hit, 1.0 / top.sum(axis=1), 0.0)
     assert float(np.nansum(split) / len(gold)) == pytest.approx(ref["mv_acc_ties_split"], abs=1e-12)
+
+
+# ----------------------------------------------------------------------------- where we differ from crowd-kit on purpose
+def test_nan_labels_are_no_answers():
+    data = pd.DataFrame({"task": ["t1", "t1", "t2", "t2", "t3"], "worker": ["w1", "w2", "w1", "w2", "w1"],
+                         "label": ["a", "b", "b", "b", np.nan]})
+    ds = DawidSkene(2).fit(data)
+    assert ds.probas_.index.tolist() == ["t1", "t2"]  # crowd-kit keeps t3 with its prior as a row
+    assert ds.loss_history_[0] == pytest.approx(DawidSkene(2).fit(data.iloc[:4]).loss_history_[0])
+    # a worker whose only answer is NaN: crowd-kit's Wawa votes without them; so do we (no missing-skill error)
+    only_nan = pd.DataFrame({"task": ["t1", "t1"], "worker": ["w1", "w2"], "label": ["a", np.nan]})
+    assert Wawa().fit_predict(only_nan).tolist() == ["a"]
+    mv = MajorityVote().fit(pd.DataFrame({"task": ["t1", "t1", "t1"], "worker": ["w1", "w2", "w1"],
+                                          "label": ["a", "a", np.nan]}))
+    assert mv.skills_.tolist() == [1.0, 1.0]  # crowd-kit counts w1's NaN answer as wrong (0.5)
+
+
+def test_skills_must_be_weights():
+    data = pd.DataFrame({"task": ["t1", "t1", "t2"], "worker": ["w1", "w2", "w1"], "label": ["a", "b", "a"]})
+    with pytest.raises(ValueError, match="non-negative"):  # crowd-kit divides by the negative total: 'a' wins t1
+        MajorityVote().fit(data, skills=pd.Series({"w1": -1.0, "w2": 0.5}))
+    with pytest.raises(ValueError, match="'w1' more than once"):  # crowd-kit counts w1's answers twice
+        MajorityVote().fit(data, skills=pd.Series([0.8, 0.2, 0.5], index=["w1", "w1", "w2"]))
+
+
+def test_gold_without_a_label_and_the_prior_floor():
+    data = pd.DataFrame({"task": ["t1", "t2", "t2"], "worker": ["w1", "w1", "w2"], "label": ["a", "a", "b"]})
+    ds = DawidSkene(2).fit(data, pd.Series({"t1": np.nan, "t2": "b"}))
+    assert ds.labels_["t2"] == "b" and list(ds.probas_.columns) == ["a", "b"]  # the NaN gold is no gold
+    floored = DawidSkene(3).fit(data, pd.Series({"t1": "a", "t2": "a"}))
+    assert floored.priors_.tolist() == [1.0, 1e-10]  # as crowd-kit's loss step leaves them
+    assert DawidSkene(0).fit(data, pd.Series({"t1": "a", "t2": "a"})).priors_.tolist() == [1.0, 0.0]
+
+
+def test_initial_error_must_fit_the_data(toy):
+    probabilities = zero_errors() + 0.5
+    with pytest.raises(ValueError, match=r"no column for the label\(s\) \['yes'\]"):
+        DawidSkene(3, initial_error_strategy="assign").fit(toy, initial_error=probabilities[["no"]] * 2)
+    with pytest.raises(ValueError, match="more than once"):
+        DawidSkene(3, initial_error_strategy="addition").fit(toy, initial_error=pd.concat([probabilities] * 2))
+    swapped = DawidSkene(0, initial_error_strategy="assign").fit(toy, initial_error=probabilities[["yes", "no"]])
+    assert list(swapped.errors_.columns) == ["yes", "no"]  # n_iter=0 gives the frame as it was given
+
+
+def test_labels_of_mixed_types_and_parameter_checks(toy):
+    with pytest.raises(ValueError, match="different types"):
+        DawidSkene(3).fit(pd.DataFrame({"task": ["t1", "t2"], "worker": ["w1", "w1"], "label": ["a", 1]}))
+    for bad in ({"n_iter": -1}, {"n_iter": True}, {"n_iter": 2.0}, {"tol": np.nan}, {"tol": None}):
+        with pytest.raises(ValueError, match="n_iter|tol"):
+            DawidSkene(**bad).fit(toy)
+    with pytest.raises(ValueError, match="may not be missing"):
+        DawidSkene(3).fit(pd.DataFrame({"task": ["t1", None], "worker": ["w1", "w1"], "label": ["a", "b"]}))
+
+
+def test_layout_details_follow_crowd_kit():
+    data = pd.DataFrame({"task": np.array([1, 1, 2], dtype=object), "worker": ["w1", "w2", "w1"], "label": [0, 1, 0]})
+    ds = DawidSkene(2).fit(data)
+    assert ds.errors_.columns.dtype == object and ds.probas_.columns.dtype == np.int64
+    assert ds.probas_.index.dtype == np.int64  # object ids holding ints come back as int64, as in crowd-kit
+
+
+def test_initial_error_with_bool_labels_and_a_gold_only_class():
+    data = pd.DataFrame({"task": [1, 2], "worker": ["w", "w"], "label": [True, False]})
+    init = pd.DataFrame([[0.5323414863935437, 0.4185590335810425], [0.4676585136064562, 0.5814409664189575]],
+                        columns=[False, True],
+                        index=pd.MultiIndex.from_tuples([("w", False), ("w", True)], names=["worker", "label"]))
+    ds = DawidSkene(0, initial_error_strategy="assign").fit(data, initial_error=init)
+    assert_frame_equal(ds.errors_, init)  # bool column labels select columns, not rows
+    one = DawidSkene(1, initial_error_strategy="assign").fit(data, initial_error=init)
+    np.testing.assert_allclose(one.probas_.to_numpy(), [[0.4457713710763897, 0.5542286289236102],
+                                                        [0.5598287888282689, 0.44017121117173114]], atol=1e-12)
+    gold = DawidSkene(1, initial_error_strategy="assign").fit(data, pd.Series({1: "maybe"}), initial_error=init)
+    assert gold.labels_[1] == "maybe" and list(gold.probas_.columns) == [False, True, "maybe"]
