@@ -397,7 +397,7 @@ class DawidSkene:
 
     def _run(self, ans: _Answers, clamp: np.ndarray, initial_error: pd.DataFrame | None) -> None:
         from .aggregators.mv import soft_majority_vote
-        from .kernels import EMWorkspace
+        from .kernels import EMWorkspace, posterior_summary
 
         d = ans.data
         k = ans.n_classes
@@ -416,17 +416,19 @@ class DawidSkene:
         for _ in range(self.n_iter):
             log_e = np.log(np.where(present[:, :, None], errors, 1.0))  # absent pairs are never read
             ws.e_step(np.log(np.maximum(prior, EPS)), log_e, clamp)
-            q = ws.post.copy()
             counts = ws.stats()[0]
-            prior = q.mean(axis=0)
+            sums, qlogq = posterior_summary(ws.post, ws.bounds, EPS)
+            prior = sums / len(ws.post)
             errors = self._m_step(counts, present, d.answers_per_worker)
-            new_loss = _loss(counts, errors, present, prior, q, ans.n_answers)  # floors q at EPS, as crowd-kit
-            prior = np.maximum(prior, EPS)  # ... and the priors
+            new_loss = _loss(counts, errors, present, prior, qlogq, ans.n_answers)
+            prior = np.maximum(prior, EPS)  # crowd-kit's loss step floors its priors (and posteriors) in place
             self.loss_history_.append(new_loss)
             errors_frame = None
             if new_loss - loss < self.tol:
                 break
             loss = new_loss
+        if self.loss_history_:
+            q = np.maximum(ws.post, EPS)
         self.probas_ = ans.probas(q, sort=not self.loss_history_)
         self.priors_ = ans.priors(prior)
         self.errors_ = errors_frame if errors_frame is not None else ans.errors(errors, present)
@@ -502,18 +504,16 @@ class DawidSkene:
         return errors, frame
 
 
-def _loss(counts: np.ndarray, errors: np.ndarray, present: np.ndarray, prior: np.ndarray, q: np.ndarray,
+def _loss(counts: np.ndarray, errors: np.ndarray, present: np.ndarray, prior: np.ndarray, qlogq: float,
           n_answers: int) -> float:
-    """crowd-kit's loss, from the statistics: answers' expected log joint (the log-prior once per answer)
-    plus the posteriors' entropy, per answer.  Floors ``q`` at EPS in place (crowd-kit's ``probas_`` keep it).
+    """crowd-kit's loss, from the statistics: the answers' expected log joint (the log-prior once per answer)
+    plus the posteriors' entropy (``-qlogq``, over posteriors floored at EPS), per answer.
 
     ``counts[w, y, c]`` = sum of q_t(c) over w's answers y, so the per-answer sums need no pass over the answers.
     """
     log_e = np.log(np.where(present[:, :, None], np.maximum(errors, 1e-300), 1.0))
     joint = float(np.sum(counts * log_e)) + float(counts.sum(axis=(0, 1)) @ np.log(np.maximum(prior, EPS)))
-    np.maximum(q, EPS, out=q)
-    entropy = -float(np.sum(q * np.log(q)))
-    return (joint + entropy) / n_answers
+    return (joint - qlogq) / n_answers
 
 
 class OneCoinDawidSkene(DawidSkene):

@@ -1,4 +1,4 @@
-"""Smoke test of the ingest benchmark: it runs end to end and prints its table (not timed)."""
+"""Smoke tests of the benchmarks: they run end to end and print their tables (not timed)."""
 
 from __future__ import annotations
 
@@ -24,3 +24,17 @@ def test_ingest_benchmark_prints_the_table_with_the_stage_breakdown(tmp_path):
     assert row["answers"] == 20000 and row["iterations"] > 0
     assert set(row["stages"]) == {"read", "parse", "encode", "names", "sort", "fit", "render", "write"}
     assert row["stages"]["parse"] > 0 and row["stages"]["fit"] > 0
+
+
+def test_crowdkit_surface_benchmark_prints_its_table(tmp_path):
+    out = tmp_path / "surface.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_crowdkit_surface.py"), "--answers", "20000", "--repeats", "1",
+         "--iters", "2", "--crowdkit-python", str(tmp_path / "none"), "--json", str(out)],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "| answers | tasks | workers | crowdagg.crowdkit ms/iter | crowd-kit ms/iter |" in proc.stdout
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["crowd-kit"] is None and row["crowdagg.crowdkit"]["answers"] == 20000
+    assert row["crowdagg.crowdkit"]["accuracy_after_n2"] > 0.8

@@ -140,3 +140,15 @@ def test_block_statistics_are_bit_identical_for_any_aligned_partitioning(rng, mo
             np.testing.assert_array_equal(tot, tot_local)
             assert ll == ll_local
             np.testing.assert_array_equal(post, ws.post)
+
+
+def test_posterior_summary_against_numpy(rng):
+    from crowdagg.kernels import posterior_summary
+
+    post = rng.dirichlet(np.ones(4), size=300)
+    post[:7] = [1.0, 0.0, 0.0, 0.0]  # exact zeros take the floor
+    floored = np.maximum(post, 1e-10)
+    for bounds in (np.array([0, 300]), np.array([0, 1, 150, 299, 300])):
+        sums, qlogq = posterior_summary(post, bounds, 1e-10)
+        np.testing.assert_allclose(sums, post.sum(axis=0), rtol=1e-13)
+        assert qlogq == pytest.approx(float(np.sum(floored * np.log(floored))), rel=1e-13)

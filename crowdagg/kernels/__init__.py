@@ -27,6 +27,7 @@ from .em import (
     chunk_bounds,
     em_accumulator_bytes,
     em_chunk_count,
+    posterior_summary,
 )
 from .ingest import prefixed_int_codes, quote_parity, repeated_answers, scan_records, sort_by_task
 from .schedule import block_bounds, block_count, n_threads, run_blocks
@@ -72,6 +73,7 @@ __all__ = [
     "em_chunk_count",
     "group_order",
     "n_threads",
+    "posterior_summary",
     "prefixed_int_codes",
     "quote_parity",
     "repeated_answers",

@@ -156,6 +156,39 @@ class BlockStats:
     loglik: np.ndarray
 
 
+@njit(cache=True, nogil=True)
+def _summary_blocks(blocks, bounds, post, floor, sums, qlogq):  # pragma: no cover - compiled
+    """Per block: column sums of its rows of ``post`` and the sum of f log f, f = max(q, floor)."""
+    k = post.shape[1]
+    for i in range(blocks.shape[0]):
+        b = blocks[i]
+        h = 0.0
+        tot = np.zeros(k)  # block-local: rows of ``sums`` share cache lines across threads
+        for t in range(bounds[b], bounds[b + 1]):
+            for c in range(k):
+                v = post[t, c]
+                tot[c] += v
+                f = v if v > floor else floor
+                h += f * np.log(f)
+        sums[b, :] = tot
+        qlogq[b] = h
+
+
+def posterior_summary(post: np.ndarray, bounds: np.ndarray, floor: float) -> tuple[np.ndarray, float]:
+    """Column sums of ``post`` (shape (K,)) and the sum of q log q over its entries floored at ``floor``.
+
+    The class totals and the (negative) entropy of an EM loss, over the task
+    blocks ``bounds`` (an :class:`EMWorkspace`'s) on the thread pool, added in
+    block order (bit-identical for any thread count); no temporary of the
+    posteriors' size.
+    """
+    n_blocks = len(bounds) - 1
+    sums = np.zeros((n_blocks, post.shape[1]))
+    qlogq = np.zeros(n_blocks)
+    run_blocks(_summary_blocks, n_blocks, bounds, post, float(floor), sums, qlogq)
+    return _block_sum(sums), float(_block_sum(qlogq))
+
+
 def _fill(
     out: BlockStats, e_step: bool, task_ptr: np.ndarray, cell: np.ndarray, bounds: np.ndarray, post: np.ndarray,
     log_prior: np.ndarray, log_conf_ot: np.ndarray, clamp: np.ndarray,
