@@ -473,7 +473,10 @@ class AnnotationSet:
             known = _known_vocabulary(workers, "worker")
             remap, extended = known.extend(w_names)
             w_codes, w_names = remap[w_codes], extended.names
-            w_dtype = w_dtype if known.dtype == w_dtype or len(known) == 0 else None
+            if extended is known or len(known) and known.dtype == w_dtype:
+                w_dtype = known.dtype  # every name is the vocabulary's, or both had one type
+            elif len(known):
+                w_dtype = None
         y_codes, y_uniques = _forget(y_codes, y_uniques, blank_name[2] | header_name[2])
         if len(y_codes) == 0 and classes is None:
             raise DataError("no answers in the input (every row is blank)")
@@ -606,8 +609,13 @@ def _known_vocabulary(given: Any, role: str) -> Vocabulary:
     from . import vocab
 
     if not isinstance(given, Vocabulary):
-        if isinstance(given, (str, bytes)):
-            raise UsageError(f"the {role} vocabulary must be a list of names or a Vocabulary, not one name")
+        if isinstance(given, (str, bytes, dict, AnnotationSet)):
+            what = "another set's .workers" if isinstance(given, AnnotationSet) else "not one name or a mapping"
+            raise UsageError(f"{param(role + 's')} must be a list of names or a Vocabulary ({what})")
+        import pyarrow as pa
+
+        if not isinstance(given, (np.ndarray, pa.Array, pa.ChunkedArray)):
+            given = np.asarray(list(given))  # a list of ints keeps its integer type, as a column would
         names, dtype = vocab.as_strings(given, role)
         given = Vocabulary(vocab.strip(names)[0], dtype)
     given.check_distinct(role)

@@ -229,10 +229,11 @@ class AggregationResult:
         wrong = [f"{name} {np.shape(a)}" for name, (a, shape) in want.items() if np.shape(a) != shape]
         for kind, params, size in (("worker", self.worker_params, w), ("task", self.task_params, n)):
             wrong += [f"{kind}_params[{name!r}] {np.shape(v)}" for name, v in params.items()
-                      if np.ndim(v) == 0 or np.shape(v)[0] != size]
+                      if np.ndim(v) == 0 or np.shape(v)[0] != size or name == "n_answers"
+                      or (name == "confusion" and np.shape(v) != (w, k, k))]
         if wrong:
             raise RuntimeError(f"{self.method}: result arrays of the wrong shape for {n} tasks, {w} workers, "
-                               f"{k} classes: {', '.join(wrong)}")
+                               f"{k} classes (or a reserved name): {', '.join(wrong)}")
 
     def workers_frame(self) -> pd.DataFrame:
         """:meth:`workers_table` as a pandas DataFrame."""

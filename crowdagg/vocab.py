@@ -127,11 +127,9 @@ class Vocabulary:
         ``values``: an Arrow string array or a sequence of str.  One hash
         pass in Arrow (``index_in``), no Python object per value.
         """
-        import pyarrow as pa
         import pyarrow.compute as pc
 
-        arr = values if isinstance(values, (pa.Array, pa.ChunkedArray)) else pa.array(list(values), type=pa.string())
-        found = pc.fill_null(pc.index_in(arr, value_set=self.names), -1)
+        found = pc.fill_null(pc.index_in(_plain_strings(values), value_set=self.names), -1)
         return numpy_of(found).astype(np.int64, copy=False)
 
     def extend(self, values: Any) -> tuple[np.ndarray, Vocabulary]:
@@ -143,13 +141,15 @@ class Vocabulary:
         agree on their codes.  ``codes``: int64, shape (len(values),);
         ``extended`` is ``self`` when nothing was new.
         """
-        import pyarrow as pa
+        from .errors import UsageError
 
-        codes = self.lookup(values)
+        arr = _plain_strings(values)
+        if arr.null_count:
+            raise UsageError("a name to encode is missing (null)")
+        codes = self.lookup(arr)
         new = np.flatnonzero(codes < 0)
         if new.size == 0:
             return codes, self
-        arr = values if isinstance(values, (pa.Array, pa.ChunkedArray)) else pa.array(list(values), type=pa.string())
         new_codes, new_names = encode(take(arr, new))
         codes[new] = new_codes.astype(np.int64) + len(self)
         return codes, Vocabulary(concat([self.names, new_names]), self.dtype)
@@ -160,12 +160,25 @@ class Vocabulary:
 
         from .errors import UsageError
 
-        if blank(self.names).any():
+        if self.names.null_count or blank(strip(self.names)[0]).any():
             raise UsageError(f"the {what} vocabulary has a blank name")
         if pc.count_distinct(self.names).as_py() != len(self):
             counts = pc.value_counts(self.names)
             twice = counts.field("values").filter(pc.greater(counts.field("counts"), 1))[0].as_py()
             raise UsageError(f"the {what} vocabulary lists {twice!r} twice")
+
+
+def _plain_strings(values: Any) -> pa.Array:
+    """Names as one plain Arrow ``string`` array: Arrow arrays of any string type (dictionary, large,
+    chunked) are decoded and cast, Python sequences converted."""
+    import pyarrow as pa
+
+    if not isinstance(values, (pa.Array, pa.ChunkedArray)):
+        return pa.array(list(values), type=pa.string())
+    arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    return arr if arr.type == pa.string() else arr.cast(pa.string())
 
 
 # --------------------------------------------------------------------------- Arrow to numpy

@@ -81,6 +81,11 @@ def from_document(doc: Any, display: str = "<workers>") -> WorkerModel:
     if not isinstance(classes, list) or not isinstance(workers, list):
         raise DataError(f"{display}: the worker model lacks its classes or workers")
     names = [str(w) for w in workers]
+    for w in names:
+        try:
+            w.encode("utf-8")
+        except UnicodeEncodeError:
+            raise DataError(f"{display}: the worker name {w!r} in the worker model is not valid text") from None
     if len(set(names)) != len(names):
         dup = next(w for w in names if names.count(w) > 1)
         raise DataError(f"{display}: the worker {dup!r} appears twice in the worker model")

@@ -222,3 +222,26 @@ def test_known_workers_through_load_annotations_keep_the_ids_dtype():
 def test_a_bad_worker_vocabulary_is_a_usage_error(given, message):
     with pytest.raises(UsageError, match=message):
         AnnotationSet.from_names(["t"], ["w1"], ["a"], workers=given)
+
+
+def test_known_workers_in_any_sequence_keep_their_type():
+    import pandas as pd
+
+    from crowdagg import load_annotations
+
+    frame = pd.DataFrame({"task": [1, 2], "worker": [3, 4], "label": ["a", "b"]})
+    for given in ([3, 2], pd.Index([3, 2]), {3: 0, 2: 1}.keys(), (w for w in [3, 2])):
+        data = load_annotations(frame, workers=given)
+        assert data.worker_names.tolist() == ["3", "2", "4"] and data.workers.dtype == "int64"
+    text = load_annotations(pd.DataFrame({"task": ["x"], "worker": ["3"], "label": ["a"]}), workers=frame_workers())
+    assert text.workers.dtype == "int64"  # every name is the vocabulary's: its type holds
+    with pytest.raises(UsageError, match=r"\.workers"):
+        load_annotations(frame, workers=small())
+
+
+def frame_workers():
+    import pandas as pd
+
+    from crowdagg import load_annotations
+
+    return load_annotations(pd.DataFrame({"task": [1], "worker": [3], "label": ["a"]})).workers

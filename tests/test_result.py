@@ -112,3 +112,13 @@ def test_labelled_views_with_awkward_ids():
     zeros = pd.DataFrame({"task": [0.0, -0.0, 0.0], "worker": ["a", "b", "b"], "label": ["x", "y", "x"]})
     s2 = aggregate(load_annotations(zeros), "mv").labels_series()
     assert s2.index.is_unique and s2.index.tolist() == ["0.0", "-0.0"]  # two ids: kept as their names
+
+
+def test_reserved_names_full_confusion_shape_and_the_confusion_argument(bluebird):
+    n, w, k = bluebird.n_tasks, bluebird.n_workers, bluebird.n_classes
+    args = ("x", bluebird, np.full((n, k), 0.5), np.zeros(n, np.int64), np.full(k, 0.5))
+    for params in ({"confusion": np.ones((w, 3, 3))}, {"n_answers": np.ones(w)}):
+        with pytest.raises(RuntimeError, match="wrong shape"):
+            make_result(*args, worker_params=params).check_shapes()
+    with pytest.raises(TypeError, match="callable"):
+        make_result(*args, np.ones((w, k, k)))

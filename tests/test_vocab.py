@@ -41,3 +41,17 @@ def test_extend_agrees_with_a_slow_dictionary(rng):
 def test_a_given_vocabulary_is_checked(names, message):
     with pytest.raises(UsageError, match=message):
         Vocabulary.from_strings(names).check_distinct("worker")
+
+
+def test_extend_and_lookup_take_any_arrow_string_array():
+    v = Vocabulary.from_strings(["a"])
+    codes, ext = v.extend(pa.array(["z", "a"]).dictionary_encode())
+    assert ext.tolist() == ["a", "z"] and codes.tolist() == [1, 0]  # the values, not the whole dictionary
+    codes, ext = v.extend(pa.array(["z", "q"]).dictionary_encode().slice(0, 1))
+    assert ext.tolist() == ["a", "z"]
+    codes, ext = v.extend(pa.array(["b", "a"], type=pa.large_string()))
+    assert ext.tolist() == ["a", "b"] and v.lookup(pa.array(["a", None])).tolist() == [0, -1]
+    with pytest.raises(UsageError, match="missing"):
+        v.extend(pa.array(["a", None]))
+    with pytest.raises(UsageError, match="blank name"):
+        Vocabulary.from_strings(["a", "  "]).check_distinct("worker")

@@ -151,3 +151,10 @@ def test_cli_inputs_are_never_overwritten_and_stdin_is_read_once(tmp_path):
     assert truth.read_text() == "task,label\n11573,1\n"
     r2 = runner.invoke(app, ["aggregate", "-", "-m", "ds", "--init-workers", "-"], input="x")
     assert r2.exit_code == 2 and "standard input" in r2.stderr
+
+
+def test_a_worker_name_that_is_not_text_is_an_error_naming_the_file(bluebird):
+    doc = json.loads(to_json(aggregate(bluebird, "onecoin")))
+    doc["workers"][0] = "\ud800"  # valid JSON (an escaped lone surrogate), not valid text
+    with pytest.raises(DataError, match=r"model\.json: the worker name '\\ud800'"):
+        from_json(json.dumps(doc), "model.json")

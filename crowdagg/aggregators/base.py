@@ -375,5 +375,8 @@ def make_result(
     belongs in ``worker_params={"confusion": ...}``).  ``extra``: the
     result's other fields (``worker_params``, ``objective``, ...).
     """
+    if confusion is not None and not callable(confusion):
+        raise TypeError("make_result: confusion is a callable computing it on demand; an array of it belongs in "
+                        "worker_params={'confusion': ...}")
     return AggregationResult(method=method, posteriors=post, labels=labels, prior=prior, data=data,
                              confusion_fn=confusion, **extra)

@@ -11,7 +11,7 @@ Three steps, no iteration:
 
 ``posteriors`` are the weighted vote shares (a task whose voters all have
 skill 0, or no answers, gets ``prior``, the mean share over the other
-tasks).  ``accuracy`` is the skill; a worker without answers gets 1/K.
+tasks).  ``worker_params["accuracy"]`` is the skill; a worker without answers gets 1/K.
 Arrays: votes (n_tasks, K), skills (n_workers,).  O(L K).
 
 Reference: the Toloka crowd-kit library's ``Wawa`` (worker agreement with
