@@ -150,7 +150,7 @@ class _Answers:
 
         return pd.Series(p, index=self.classes.rename("label"), name="prior")
 
-    def errors(self, errors_ot: np.ndarray, present: np.ndarray) -> pd.DataFrame:
+    def errors(self, errors_ot: np.ndarray) -> pd.DataFrame:
         """Rows (worker, observed label) for the pairs in the data, in order of first appearance."""
         import pandas as pd
 
@@ -182,9 +182,8 @@ def _shares(votes: np.ndarray) -> np.ndarray:
     from .aggregators.base import fill_empty_rows, normalize_rows
 
     post = normalize_rows(votes)
-    none = post.sum(axis=1) == 0
-    k = votes.shape[1]
-    return fill_empty_rows(post, none, post[~none].mean(axis=0) if (~none).any() else np.full(k, 1.0 / k))
+    fill_empty_rows(post, post.sum(axis=1) == 0)
+    return post
 
 
 # --------------------------------------------------------------------------- majority vote
@@ -268,7 +267,7 @@ class MajorityVote:
             skills = pd.concat([skills[skills.notna()], pd.Series(self.default_skill, index=missing, dtype=float)])
         else:
             raise ValueError(f"Unknown option {policy!r} of \"on_missing_skill\" argument.")
-        return data, skills[~skills.index.duplicated()]  # a worker already in skills keeps its own weight
+        return data, skills
 
     def fit_predict(self, data: pd.DataFrame, skills: pd.Series | None = None) -> pd.Series:
         return self.fit(data, skills).labels_
@@ -431,7 +430,7 @@ class DawidSkene:
             q = np.maximum(ws.post, EPS)
         self.probas_ = ans.probas(q, sort=not self.loss_history_)
         self.priors_ = ans.priors(prior)
-        self.errors_ = errors_frame if errors_frame is not None else ans.errors(errors, present)
+        self.errors_ = errors_frame if errors_frame is not None else ans.errors(errors)
         self.labels_ = _labels(self.probas_)
         self._fitted(ans, counts)
 
@@ -467,7 +466,7 @@ class DawidSkene:
             raise ValueError(
                 f"The index of initial_error must be ['worker', 'label'], but got {list(initial_error.index.names)}"
             )
-        start = ans.errors(counts, present)
+        start = ans.errors(counts)
         if self.initial_error_strategy == "assign":
             absent = [c for c in ans.answered if c not in initial_error.columns]
             if absent:
@@ -554,11 +553,6 @@ class OneCoinDawidSkene(DawidSkene):
         off = (1.0 - s) / (k - 1) if k > 1 else np.zeros_like(s)
         errors = np.where(np.eye(k, dtype=bool)[None], s, off)
         return np.where(present[:, :, None], np.clip(errors, EPS, 1.0 - EPS), 0.0)
-
-    def _first_errors(
-        self, ans: _Answers, counts: np.ndarray, present: np.ndarray, initial_error: pd.DataFrame | None
-    ) -> tuple[np.ndarray, pd.DataFrame | None]:
-        return self._m_step(counts, present, ans.data.answers_per_worker), None
 
     def _fitted(self, ans: _Answers, counts: np.ndarray) -> None:
         self.skills_ = ans.worker_skills(self._skills(counts, ans.data.answers_per_worker), sort=False)

@@ -134,9 +134,9 @@ def test_ds_on_toy(toy, n_iter, tol, runs):
     assert ds.loss_history_[:6] == pytest.approx(
         [-1.069760870630279, -1.0176901520215347, -0.9849568901496716, -0.976515609771956, -0.9762247050340861,
          -0.9762244965136584], rel=1e-12)
-    np.testing.assert_allclose(ds.priors_, [0.4, 0.6], atol=1e-6)
-    np.testing.assert_allclose(ds.errors_.loc[("w1", "no")], [5e-11, 1 / 3], atol=1e-6)
-    np.testing.assert_allclose(ds.errors_.loc[("w4", "yes")], [0.5, 2 / 3], atol=1e-6)
+    np.testing.assert_allclose(ds.priors_, [0.4, 0.6], atol=1e-9)
+    np.testing.assert_allclose(ds.errors_.loc[("w1", "no")], [5e-11, 1 / 3], atol=1e-9)
+    np.testing.assert_allclose(ds.errors_.loc[("w4", "yes")], [0.5, 2 / 3], atol=1e-9)
     # after an iteration, tasks are in order of first appearance (the data's worker-major rows)
     assert ds.probas_.index.tolist() == ["t1", "t2", "t3", "t4", "t5"]
 

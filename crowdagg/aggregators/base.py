@@ -277,11 +277,18 @@ def softmax_rows(log_scores: np.ndarray) -> np.ndarray:
     return normalize_rows(z)
 
 
-def fill_empty_rows(post: np.ndarray, empty: np.ndarray, prior: np.ndarray) -> np.ndarray:
-    """Rows of tasks without answers get the class prior (in place; returns ``post``)."""
+def fill_empty_rows(post: np.ndarray, empty: np.ndarray) -> np.ndarray:
+    """The rows ``empty`` (tasks without answers, or without any vote weight) get the mean of the other rows.
+
+    That mean is the class prior the vote-based methods report; it is
+    returned, shape (K,) (uniform when no row is left).  ``post`` is
+    changed in place.
+    """
+    k = post.shape[1]
+    prior = post[~empty].mean(axis=0) if (~empty).any() else np.full(k, 1.0 / k)
     if empty.any():
         post[empty] = prior
-    return post
+    return prior
 
 
 def full_m_step(counts_ot: np.ndarray, class_tot: np.ndarray, smoothing: float) -> tuple[np.ndarray, np.ndarray]:

@@ -48,10 +48,7 @@ class MajorityVote(Aggregator):
 
     def _fit(self, data: AnnotationSet, checked: dict[str, Any], callback: Any) -> AggregationResult:
         post = soft_majority_vote(data)
-        empty = data.answers_per_task == 0
-        answered = ~empty
-        prior = post[answered].mean(axis=0) if answered.any() else np.full(data.n_classes, 1.0 / data.n_classes)
-        fill_empty_rows(post, empty, prior)
+        prior = fill_empty_rows(post, data.answers_per_task == 0)
         labels = argmax_random_ties(post, TieBreaker(data.tasks, checked["seed"]))
         return make_result(
             self.name, data, post, labels, prior,

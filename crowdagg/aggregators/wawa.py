@@ -57,10 +57,8 @@ class Wawa(Aggregator):
         skills = agreement_skills(data, mv_labels)
         votes = vote_counts(data.task, data.worker, data.label, data.n_tasks, data.n_classes, skills)
         post = normalize_rows(votes)
-        none = post.sum(axis=1) == 0  # no answers, or only voters of skill 0
+        prior = fill_empty_rows(post, post.sum(axis=1) == 0)  # no answers, or only voters of skill 0
         k = data.n_classes
-        prior = post[~none].mean(axis=0) if (~none).any() else np.full(k, 1.0 / k)
-        fill_empty_rows(post, none, prior)
         labels = argmax_random_ties(post, ties, atol=1e-12)
         return make_result(
             self.name, data, post, labels, prior, lambda: one_coin_matrices(skills, k),

@@ -92,10 +92,9 @@ class WeightedMajorityVote(IterativeAggregator):
         labels = state.labels
         post = softmax_rows(state.scores)
         empty = data.answers_per_task == 0
-        prior = post[~empty].mean(axis=0) if (~empty).any() else np.full(k, 1.0 / k)
+        # Tasks without answers get the class prior (the mean posterior of the others), like every method.
+        prior = fill_empty_rows(post, empty)
         if empty.any():
-            # Tasks without answers get the class prior (the mean posterior of the others), like every method.
-            fill_empty_rows(post, empty, prior)
             rows = np.flatnonzero(empty)
             labels[rows] = argmax_random_ties(post[rows], TieBreaker(data.tasks[rows], checked["seed"]))
         accuracy = state.accuracy
