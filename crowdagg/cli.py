@@ -319,6 +319,7 @@ def aggregate(
     gold_label_col: Optional[str] = typer.Option(None, "--gold-label-col", help="Label column of --gold."),
     classes: Optional[str] = typer.Option(None, "--classes", help="Comma-separated class set, in order (includes classes nobody chose)."),
     duplicates: str = typer.Option("keep", "--duplicates", help="Repeated (task, worker) answers: keep, first, last or error."),
+    blank_labels: str = typer.Option("skip", "--blank-labels", help="Answers with a blank label (skipped questions): skip them, saying how many (their tasks keep a row), or error."),
     input_format: Optional[str] = typer.Option(None, "--input-format", help="csv, tsv, json, jsonl or parquet (default: from content/extension)."),
     task_col: Optional[str] = typer.Option(None, "--task-col", help="Task column (default: task, an alias such as item, or a platform's column)."),
     worker_col: Optional[str] = typer.Option(None, "--worker-col", help="Worker column (default: worker, an alias such as annotator, or a platform's column)."),
@@ -347,7 +348,7 @@ def aggregate(
     """
     from . import _timing, memory
     from .aggregators import aggregate as run_method
-    from .data import DUPLICATE_POLICIES
+    from .data import DUPLICATE_POLICIES, check_blank_labels
     from .io import load_annotations, output_format, read_task_labels
     from .methods import get as get_spec
     from .output import check_distinct, check_not_inputs, commit, resolve
@@ -374,6 +375,7 @@ def aggregate(
     spec.load()(**params).check_params()  # every method parameter: before reading anything
     if duplicates not in DUPLICATE_POLICIES:
         raise UsageError(f"--duplicates must be one of {', '.join(DUPLICATE_POLICIES)}, got {duplicates!r}")
+    check_blank_labels(blank_labels)
     memory.parse_size(max_memory)
     class_list = _split_list(classes)
     out_fmt = output_format(fmt, output)
@@ -409,7 +411,7 @@ def aggregate(
     data = load_annotations(
         list(input), input_format=input_format, task_col=task_col, worker_col=worker_col,
         label_col=label_col, classes=class_list, duplicates=duplicates,  # type: ignore[arg-type]
-        max_memory=max_memory,
+        max_memory=max_memory, blank_labels=blank_labels,  # type: ignore[arg-type]
     )
     _timing.note(answers=data.n_answers, tasks=data.n_tasks, workers=data.n_workers, classes=data.n_classes)
     # The outputs' size is known now: refuse before fitting, not after.

@@ -143,7 +143,7 @@ def test_whitespace_only_cell_is_blank():
 
 def test_from_names_refuses_what_it_cannot_name():
     with pytest.raises(DataError, match="blank label at answer 1"):
-        AnnotationSet.from_names(["t1", "t2"], ["w1", "w2"], ["a", None])
+        AnnotationSet.from_names(["t1", "t2"], ["w1", "w2"], ["a", None], blank_labels="error")
     with pytest.raises(DataError, match="blank worker at answer 2"):
         AnnotationSet.from_names(["t1", "t2", "t3"], ["w1", "w2", float("nan")], ["a", "b", "b"])
     with pytest.raises(DataError, match=r"differ in length \(3, 1, 3\)"):
