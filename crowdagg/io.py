@@ -87,11 +87,45 @@ def example_path(spec: str, role: str = "labels") -> Path:
 
 #: Peak memory of reading per byte of input: the Arrow path (CSV, TSV, Parquet) holds the
 #: text, the parsed string columns and the codes -- measured 3.1-3.5 at 10M-100M answers;
-#: the exact parser and JSON hold a Python object per cell -- measured 10-20.  Input larger
+#: the exact parser holds a Python object per cell -- measured 10-20.  Input larger
 #: than the memory limit divided by the factor is refused before it is read.
 ARROW_BYTES_PER_BYTE = 4
 PARSE_BYTES_PER_BYTE = 12
 _CHUNK = 1 << 20
+
+#: JSON costs Python objects, so its peak memory depends on its shape, not only its size (30 MB of
+#: ``{}`` lines once took 2 GB): it is bounded by a few byte counts of the text (:func:`_json_need`),
+#: each weighted by what it can cost at most -- (per byte, per line, per ``{`` or ``[``, per ``:``
+#: (a key and its value), per list element (``,`` beyond the pairs' own)) in bytes.  JSON Lines are
+#: parsed a line at a time, so a line's own objects are transient (list elements cost nothing) but
+#: each line may become a row of the answer set; a JSON document is parsed whole first.  Measured in issue 12 on the costliest shapes (lines of ``{}``,
+#: rows that are all blank, every value distinct, lists of ``{}`` or of numbers, mappings of
+#: unanswered tasks) with headroom; see tests/test_io.py::test_json_memory_estimate_bounds_measured_peaks.
+JSON_COSTS = {
+    "jsonl": (2.0, 70.0, 0.0, 130.0, 0.0),
+    "json": (3.0, 0.0, 250.0, 250.0, 170.0),
+}
+
+
+def _json_need(data: bytes, fmt: str) -> tuple[float, str]:
+    """(an upper bound of the bytes parsing ``data`` as ``fmt`` needs, what it counted) -- a few C-speed scans."""
+    per_byte, per_line, per_open, per_colon, per_element = JSON_COSTS[fmt]
+    lines = data.count(b"\n") + 1
+    opens = data.count(b"{") + data.count(b"[")
+    colons = data.count(b":")
+    # A comma separates two pairs or two list elements; an object's pairs are counted by their colons.
+    elements = max(0, data.count(b",") - colons) if per_element else 0
+    need = per_byte * len(data) + per_line * lines + per_open * opens + per_colon * colons + per_element * elements
+    if fmt == "jsonl":
+        return need, f"{lines:,} lines, {colons:,} values"
+    return need, f"{opens:,} objects and lists, {colons + elements:,} values"
+
+
+def _check_json_size(data: bytes, display: str, fmt: str, max_memory: memory.MaxMemory) -> None:
+    need, counted = _json_need(data, fmt)
+    kind = "JSON Lines" if fmt == "jsonl" else "JSON"
+    memory.check(need, f"parsing {memory.human(len(data))} of {kind} from {display}: {counted}", max_memory,
+                 advice="split the input")
 
 
 def _check_input_size(
@@ -404,7 +438,7 @@ class _SparseColumn:
     it is used -- thousands of distinct keys never make a keys × rows table.
     """
 
-    __slots__ = ("rows", "values", "cache", "n")
+    __slots__ = ("rows", "values", "cache", "n", "nested")
 
     def __init__(self) -> None:
         from array import array
@@ -413,14 +447,22 @@ class _SparseColumn:
         self.values: list[Any] = []
         self.cache: dict[str, str] = {}  # one str object per distinct cell (labels, workers repeat)
         self.n = 0
+        self.nested: Any = None
 
     def __len__(self) -> int:
         return self.n
 
     def add(self, row: int, v: Any) -> None:
-        v = _json_cell(v)
         if isinstance(v, str):
             v = self.cache.setdefault(v, v)
+        elif isinstance(v, (dict, list)):
+            # Only the first nested value is ever shown (the column is refused there, if used):
+            # the others are not kept, so that a column of big nested values costs nothing.
+            if self.nested is None:
+                self.nested = v
+            v = self.nested
+        elif v is not None:
+            v = _json_cell(v)
         self.rows.append(row)
         self.values.append(v)
 
@@ -436,25 +478,28 @@ def _objects(values: Sequence[Any]) -> np.ndarray:
     return np.fromiter(values, dtype=object, count=len(values))
 
 
+#: Records naming more keys than this are no table of answers (a key costs a column): refused, naming the line.
+MAX_RECORD_KEYS = 10_000
+
+
 class _Records:
     """Builds a table from records (JSON objects, Python mappings), one at a time, holding no record.
 
-    ``add(rec, where)`` takes one record (``where`` names it in errors);
-    ``table(...)`` gives the :class:`RawTable`, one column per key seen in
-    any record (a missing key is a blank cell).
+    ``add(rec, number)`` takes one record (``number``: its line or record
+    number, for errors as ``DISPLAY UNIT NUMBER``); ``table(locate)`` gives
+    the :class:`RawTable`, one column per key seen in any record (a missing
+    key is a blank cell).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, display: str, unit: str) -> None:
         self.columns: dict[str, _SparseColumn] = {}
         self.n = 0
+        self.display = display
+        self.unit = unit
 
-    def add(self, rec: Any, where: Any) -> None:
-        if not isinstance(rec, Mapping):
-            raise DataError(f"{where()} is {json_type(rec)}, expected an object with task, worker and label")
-        if isinstance(rec, _DupDict):
-            keys = [k for k, _ in rec.pairs]
-            dup = next(k for k in keys if keys.count(k) > 1)
-            raise DataError(f"{where()} has the key {dup!r} twice")
+    def add(self, rec: Any, number: int) -> None:
+        if type(rec) is not dict:
+            self._check(rec, number)
         row = self.n
         columns = self.columns
         for k, v in rec.items():
@@ -463,19 +508,36 @@ class _Records:
                 if not isinstance(k, str):
                     k = str(k)
                     col = columns.get(k)
+                if col is None and len(columns) >= MAX_RECORD_KEYS:
+                    raise DataError(
+                        f"{self.display} {self.unit} {number}: more than {MAX_RECORD_KEYS:,} different keys; "
+                        "records of answers name a few fields (task, worker, label, ...)"
+                    )
                 col = columns[k] = col if col is not None else _SparseColumn()
             col.add(row, v)
         self.n = row + 1
 
-    def table(self, display: str, locate: Locator) -> RawTable:
+    def _check(self, rec: Any, number: int) -> None:
+        where = f"{self.display} {self.unit} {number}"
+        if not isinstance(rec, Mapping):
+            kind = "a number" if isinstance(rec, _JSONNumber) else json_type(rec)
+            raise DataError(f"{where} is {kind}, expected an object with task, worker and label")
+        if isinstance(rec, _DupDict):
+            keys = [k for k, _ in rec.pairs]
+            dup = next(k for k in keys if keys.count(k) > 1)
+            raise DataError(f"{where} has the key {dup!r} twice")
+
+    def table(self, locate: Locator) -> RawTable:
         for col in self.columns.values():
             col.n = self.n
             col.cache = {}
-        return RawTable(list(self.columns), list(self.columns.values()), locate, display)
+        return RawTable(list(self.columns), list(self.columns.values()), locate, self.display)
 
 
 class _JSONNumber(str):
     """A JSON number kept as its text (``1.10`` stays ``1.10``, ``1E2`` stays ``1E2``)."""
+
+    __slots__ = ()  # no instance dict: a list of a million numbers costs its text, not 160 bytes each
 
 
 def _number_text(text: str) -> str:
@@ -515,16 +577,22 @@ def _constant(text: str) -> Any:
     return None if text == "NaN" else _JSONNumber(text)
 
 
-def _records_table(records: Sequence[Any], display: str, unit: str) -> RawTable:
+def _records_table(records: Any, display: str, unit: str, consume: bool = False) -> RawTable:
     """Records (JSON objects, mappings) -> columns, one per key seen in any record.
 
     A missing key or ``null`` is a blank cell, reported like a blank CSV
-    cell; numbers keep their JSON text (``1.0`` stays ``1.0``).
+    cell; numbers keep their JSON text (``1.0`` stays ``1.0``).  With
+    ``consume`` (a list parsed here, never a caller's) each record is
+    dropped from ``records`` once read, so that the parsed JSON and the
+    columns are not both held whole.
     """
-    builder = _Records()
-    for i, rec in enumerate(records):
-        builder.add(rec, lambda: f"{display} {unit} {i + 1}")
-    return builder.table(display, Locator(display, first_line=1, unit=unit))
+    builder = _Records(display, unit)
+    for i in range(len(records)):
+        rec = records[i]
+        if consume:
+            records[i] = None
+        builder.add(rec, i + 1)
+    return builder.table(Locator(display, first_line=1, unit=unit))
 
 
 def _parse_json(data: bytes, display: str, label_col: str | None) -> RawTable:
@@ -537,14 +605,15 @@ def _parse_json(data: bytes, display: str, label_col: str | None) -> RawTable:
     if isinstance(obj, list):
         return _parse_json_list(obj, display, label_col)
     if isinstance(obj, dict):
-        values = [v for _, v in _pairs_of(obj)]
         if "annotations" in obj or "completions" in obj:
             # one Label Studio task exported on its own
             return _parse_json_list([obj], display, label_col)
-        if values and not any(isinstance(v, (dict, list)) for v in values):
+        if obj and not any(isinstance(v, (dict, list)) for _, v in _pairs_of(obj)):
             # one record, not a list of them
             return _records_table([obj], display, "record")
-        return _parse_mapping(obj, display)
+        pairs = _pairs_of(obj)
+        del obj  # each task's answers are freed once read
+        return _parse_mapping(pairs, display)
     raise DataError(
         f"{display}: the JSON top level is {json_type(obj)}; expected a list of records or a {{task: {{worker: label}}}} object"
     )
@@ -557,7 +626,7 @@ def _parse_json_list(obj: list, display: str, label_col: str | None) -> RawTable
     from .platforms import flatten_label_studio, is_label_studio
 
     if not is_label_studio(obj):
-        return _records_table(obj, display, "record")
+        return _records_table(obj, display, "record", consume=True)
     flat = flatten_label_studio(obj, source=display, label=label_col, options={"label": param("label_col")})
     notes = []
     if flat.n_cancelled:
@@ -576,13 +645,16 @@ def _pairs_of(obj: dict) -> list[tuple[str, Any]]:
     return obj.pairs if isinstance(obj, _DupDict) else list(obj.items())
 
 
-def _parse_mapping(obj: dict, display: str) -> RawTable:
-    """``{task: {worker: label}}``: repeated keys kept (duplicates), ``{}`` tasks kept (no answers)."""
+def _parse_mapping(pairs: list[tuple[str, Any]], display: str) -> RawTable:
+    """``{task: {worker: label}}`` given as its (task, answers) pairs, which are dropped once read:
+    repeated keys kept (duplicates), ``{}`` tasks kept (no answers)."""
     tasks: list[str] = []
     workers: list[str] = []
     labels: list[str] = []
     order: list[str] = []
-    for task, answers in _pairs_of(obj):
+    for i in range(len(pairs)):
+        task, answers = pairs[i]
+        pairs[i] = None  # type: ignore[call-overload]
         if not isinstance(answers, dict):
             raise DataError(
                 f"{display}: value of task {task!r} is {json_type(answers)}; expected a list of "
@@ -604,7 +676,7 @@ def _parse_jsonl(data: bytes, display: str) -> RawTable:
     """JSON Lines, one line at a time: no decoded copy of the text, no list of lines, no record kept."""
     from array import array
 
-    builder = _Records()
+    builder = _Records(display, "line")
     lines = array("q")
     lineno = 0
     # Split on \n only (a binary stream's lines): U+2028, U+0085 and friends may sit inside a JSON string.
@@ -618,11 +690,11 @@ def _parse_jsonl(data: bytes, display: str) -> RawTable:
             raise DataError(f"{display} line {lineno}: malformed JSON at column {exc.colno}: {exc.msg}") from None
         except RecursionError:
             raise DataError(f"{display} line {lineno}: JSON nested too deeply") from None
-        builder.add(rec, lambda: f"{display} line {lineno}")
+        builder.add(rec, lineno)
         lines.append(lineno)
     if not builder.n:
         raise DataError(f"{display}: no answers (only blank lines)")
-    return builder.table(display, Locator(display, lines=np.frombuffer(lines, dtype=np.int64)))
+    return builder.table(Locator(display, lines=np.frombuffer(lines, dtype=np.int64)))
 
 
 _FIELDS_ERROR = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
@@ -879,7 +951,7 @@ def read_raw(
             return _parse_delimited(raw, display, ",", max_memory)
         if fmt == "tsv":
             return _parse_delimited(raw, display, "\t", max_memory)
-        _check_input_size(len(raw), display, max_memory, PARSE_BYTES_PER_BYTE)  # a Python object per value
+        _check_json_size(raw, display, fmt, max_memory)  # Python objects: estimated from the text's shape
         if fmt == "json":
             return _parse_json(raw, display, label_col)
         return _parse_jsonl(raw, display)

@@ -682,3 +682,88 @@ def test_from_names_refuses_values_that_cannot_be_names():
     for args, message in cases:
         with pytest.raises(DataError, match=message):
             AnnotationSet.from_names(*args)
+
+
+# --------------------------------------------------------------------------- JSON memory (issue 12)
+def test_a_pathological_jsonl_is_refused_up_front_with_its_size(tmp_path, monkeypatch):
+    from crowdagg import io as cio
+    from crowdagg.errors import ResourceError
+
+    p = tmp_path / "empty.jsonl"
+    p.write_bytes(b"{}\n" * 2_000_000)  # 6 MB that once needed ~400 MB
+    monkeypatch.setattr(cio, "_parse_jsonl", lambda *a: pytest.fail("parsed before the memory check"))
+    with pytest.raises(ResourceError) as err:
+        load_annotations(str(p), max_memory="100M")
+    need, _ = cio._json_need(p.read_bytes(), "jsonl")
+    assert need > 100 * 2**20
+    assert str(err.value) == (
+        f"this needs ~{cio.memory.human(need)} (parsing 5.72 MB of JSON Lines from {p}: 2,000,001 lines, 0 values), "
+        "more than the limit of 100 MB (max_memory=100 MB); split the input; or raise max_memory if the machine "
+        "really has the memory"
+    )
+    # a JSON list and a mapping are estimated from their shape too
+    (q := tmp_path / "l.json").write_bytes(b"[" + b"{}," * 2_000_000 + b"{}]")
+    with pytest.raises(ResourceError, match=r"parsing 5.72 MB of JSON from .*l\.json: 2,000,002 objects and lists"):
+        load_annotations(str(q), max_memory="100M")
+
+
+def test_ordinary_jsonl_is_not_refused_by_the_estimate(tmp_path):
+    p = tmp_path / "a.jsonl"
+    p.write_text("".join(json.dumps({"task": f"t{i // 3}", "worker": f"w{i % 40}", "label": "ab"[i % 2]}) + "\n"
+                         for i in range(30_000)))
+    size = p.stat().st_size
+    from crowdagg import io as cio
+
+    need, _ = cio._json_need(p.read_bytes(), "jsonl")
+    assert need < 12 * size  # no more pessimistic than the old flat 12 bytes per byte on ordinary records
+    assert load_annotations(str(p), max_memory=f"{int(need) + 1}").n_answers == 30_000
+
+
+_PEAK_SCRIPT = r"""
+import json, sys, warnings
+warnings.simplefilter("ignore")
+import crowdagg.io as cio, crowdagg.kernels  # noqa: F401
+small = sys.argv[1] + ".warm.jsonl"
+open(small, "w").write('{"task":"t","worker":"w","label":"a"}\n{"task":"u","worker":"w","label":"b"}\n')
+cio.load_annotations(small)  # imports and compiled kernels are not the parse's memory
+def status(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key):
+            return int(line.split()[1]) * 1024
+before = status("VmRSS:")
+open("/proc/self/clear_refs", "w").write("5")  # VmHWM restarts from here
+try:
+    cio.load_annotations(sys.argv[1], max_memory="none")
+except Exception as exc:
+    print(type(exc).__name__, exc, file=sys.stderr)
+print(status("VmHWM:") - before)
+"""
+
+
+def _shapes(tmp_path):
+    full = '{"task":"t","worker":"w","label":"a"}'
+    n = 300_000
+    yield "blank_rows.jsonl", (full + "\n" + "{}\n" * n).encode()
+    yield "distinct.jsonl", "".join(f'{{"task":"t{i}","worker":"w{i}","label":"{i % 3}"}}\n' for i in range(n // 3)).encode()
+    yield "blank_list.json", ("[" + full + ",{}" * n + "]").encode()
+    yield "numbers.json", ("[" + ",".join("1" for _ in range(n)) + "]").encode()
+    yield "unanswered.json", ('{"t":{"w":"a"},' + ",".join(f'"{i}":{{}}' for i in range(n)) + "}").encode()
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/proc/self/clear_refs"), reason="needs Linux /proc")
+def test_json_memory_estimate_bounds_measured_peaks(tmp_path):
+    """The estimate is an upper bound of the real peak (RSS high-water mark) on the costliest shapes."""
+    import subprocess
+    import sys
+
+    from crowdagg import io as cio
+
+    for name, data in _shapes(tmp_path):
+        p = tmp_path / name
+        p.write_bytes(data)
+        proc = subprocess.run([sys.executable, "-c", _PEAK_SCRIPT, str(p)], capture_output=True, text=True,
+                              timeout=300, cwd=str(__import__("pathlib").Path(cio.__file__).parents[1]))
+        assert proc.returncode == 0, proc.stderr
+        peak = int(proc.stdout.split()[-1])
+        need, _ = cio._json_need(data, "jsonl" if name.endswith(".jsonl") else "json")
+        assert peak <= need, (name, peak, need)
