@@ -453,13 +453,13 @@ class AnnotationSet:
                 (t_codes, t_names, c_t, m_t), (w_codes, w_names, c_w, m_w), (y_codes, y_uniques, c_y, m_y) = (
                     _encode_all([(t, n_extra), (w, 0), (y, 0)])
                 )
-            except _BadName as bad:
-                exc, i = bad.args
-                row = exc.row - (n_extra if i == 0 else 0)
+            except _BadName as failure:
+                invalid, i = failure.args
+                row = invalid.row - (n_extra if i == 0 else 0)
                 if row < 0:
-                    raise name_error(exc, "task", None, None, what="the list of tasks") from None
-                exc.row = row
-                raise name_error(exc, roles[i], locate, _column_name(header, i)) from None
+                    raise name_error(invalid, "task", None, None, what="the list of tasks") from None
+                invalid.row = row
+                raise name_error(invalid, roles[i], locate, _column_name(header, i)) from None
         del t, w, y
         vocab.release_memory()
         end_names_stage = _timing.start("names")
@@ -768,7 +768,7 @@ def name_error(
         col = f" {column!r}" if column else ""
         return DataError(f"the {role} column{col}{source} {exc.reason}")
     if what is not None:
-        where = f"{what} (entry {exc.row + 1})"
+        where = f"entry {exc.row + 1} of {what}"
     else:
         where = locate(exc.row) if locate is not None else f"answer {exc.row}"
     return DataError(f"{subject} at {where} {exc.reason}")
@@ -832,12 +832,19 @@ def _warn_duplicates(n_dup: int, policy: str) -> None:
 
 def _as_str_array(values: Sequence[object] | np.ndarray, role: str = "name") -> np.ndarray:
     """A 1-D object array of str: missing values (None, NaN, NA) become blank, bytes are decoded."""
-    from .vocab import python_strings
+    from .vocab import InvalidName, as_strings, invalid_names, python_strings
 
     arr = np.asarray(values, dtype=object)
     if arr.ndim != 1:
         raise DataError(f"{role} names must be one-dimensional, got an array of shape {arr.shape}")
-    return python_strings(arr, role)
+    try:
+        out = python_strings(arr, role)
+        bad = invalid_names(as_strings(out, role)[0])  # a lone surrogate, a NUL character
+        if bad is not None:
+            raise InvalidName(*bad, role)
+    except InvalidName as exc:
+        raise name_error(exc, role, None, None, what=f"the {role} names") from None
+    return out
 
 
 def _as_number(s: str) -> float | None:

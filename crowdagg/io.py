@@ -15,7 +15,13 @@ said so).  Input is never silently changed or dropped:
 * JSON ``{task: {worker: label}}`` mappings keep repeated keys (they are
   duplicate answers, handled by the ``duplicates`` policy) and tasks with no
   answers (``{}``), which get an output row.
-* JSON Lines are split on ``\\n`` only (a value may contain U+2028).
+* JSON Lines are split on ``\\n`` only (a value may contain U+2028), and
+  parsed one line at a time.
+* Missing values follow one rule for every reader (:mod:`crowdagg.vocab`):
+  null, NaN, ``None``, ``pd.NA`` and empty or whitespace-only cells are
+  blank; a blank label is a skipped answer (``blank_labels``).  A value that
+  cannot be a name (nested, not UTF-8, a lone surrogate, a NUL character)
+  is an error naming the file, the line or row, and the column.
 
 Which columns hold the task, worker and label is decided by
 :mod:`crowdagg.columns` from the header alone (generic aliases, MTurk and
@@ -352,15 +358,18 @@ class RawTable:
     """A parsed input before columns are chosen: a header and string columns.
 
     ``columns[j]`` holds the cells of ``header[j]``, one per data row: an
-    Arrow string array (CSV, TSV, Parquet) or an object array of str (JSON,
-    the exact CSV parser).  ``locate`` turns a row number into "file line N".
+    Arrow array (CSV, TSV, Parquet: typed there), an object array (a
+    DataFrame's object columns, a JSON mapping, the exact CSV parser) or a
+    record key's sparse column (JSON records, built whole by
+    :meth:`column` only when used).  Cells become names, missing values
+    blank, in :func:`crowdagg.vocab.as_strings`.  ``locate`` turns a row number into "file line N".
     ``task_order`` lists every task in output order where the format can
     name tasks without answers (JSON mappings, Label Studio).  ``fixed``
     names the task/worker/label columns when the format defines them.
     """
 
     header: list[str]
-    columns: list[np.ndarray]
+    columns: list[Any]
     locate: Locator
     display: str
     task_order: list[str] | None = None

@@ -194,6 +194,9 @@ class Vocabulary:
 
         if self.names.null_count or blank(strip(self.names)[0]).any():
             raise UsageError(f"the {what} vocabulary has a blank name")
+        bad = invalid_names(self.names)
+        if bad is not None:
+            raise UsageError(f"name {bad[0] + 1} of the {what} vocabulary {bad[1]}")
         if pc.count_distinct(self.names).as_py() != len(self):
             counts = pc.value_counts(self.names)
             twice = counts.field("values").filter(pc.greater(counts.field("counts"), 1))[0].as_py()
@@ -293,7 +296,7 @@ def as_strings(values: Any, role: str = "name") -> tuple[pa.Array, str | None]:
         for i, v in enumerate(strings.tolist()):
             try:
                 v.encode("utf-8")
-            except UnicodeEncodeError as exc:
+            except UnicodeEncodeError:
                 raise InvalidName(i, f"holds a lone surrogate ({v!r}), not text", role) from None
         raise  # pragma: no cover - pyarrow refused a string that encodes
 
