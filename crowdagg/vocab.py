@@ -405,31 +405,41 @@ def invalid_names(names: pa.Array) -> tuple[int, str] | None:
     Text from a CSV or JSON file was decoded on reading; Parquet string and
     binary columns, DataFrame columns and Arrow arrays given to the library
     were not, and a name may hold a NUL character that no text file can.
-    Run on the distinct names (a dictionary), never on every row.
+    Run on the distinct names (a dictionary), never on every row: two
+    reductions over the text bytes, and a full UTF-8 check only when a byte
+    is not ASCII.
     """
     import re
 
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     if not len(names):
         return None
     arr = names.combine_chunks() if isinstance(names, pa.ChunkedArray) else names
-    try:
-        arr.validate(full=True)
-    except pa.ArrowInvalid as exc:
-        m = re.search(r"string index (\d+)", str(exc))
-        row = int(m.group(1)) if m else _first_invalid(arr)
-        raw = arr.view(pa.binary())[row].as_py()
+    if not pa.types.is_string(arr.type):
+        arr = arr.cast(pa.string())
+    _, off_buf, data_buf = arr.buffers()
+    if data_buf is None:
+        return None
+    offsets = np.frombuffer(off_buf, dtype=np.int32, count=len(arr) + 1, offset=arr.offset * 4)
+    text = np.frombuffer(data_buf, dtype=np.uint8)[offsets[0]: offsets[-1]]
+    if not text.size:
+        return None
+    if text.max() >= 0x80:
         try:
-            raw.decode("utf-8")
-            detail = ""
-        except UnicodeDecodeError as err:
-            detail = f" (byte 0x{raw[err.start]:02X} at byte {err.start + 1})"
-        return row, f"is not UTF-8 text{detail}"
-    nul = numpy_of(pc.match_substring(arr, "\x00"))
-    if nul.any():
-        row = int(np.argmax(nul))
+            arr.validate(full=True)
+        except pa.ArrowInvalid as exc:
+            m = re.search(r"string index (\d+)", str(exc))
+            row = int(m.group(1)) if m else _first_invalid(arr)
+            raw = arr.view(pa.binary())[row].as_py()
+            try:
+                raw.decode("utf-8")
+                detail = ""
+            except UnicodeDecodeError as err:
+                detail = f" (byte 0x{raw[err.start]:02X} at byte {err.start + 1})"
+            return row, f"is not UTF-8 text{detail}"
+    if text.min() == 0:
+        row = int(np.searchsorted(offsets, int(np.argmax(text == 0)) + offsets[0], side="right")) - 1
         return row, f"holds a NUL character ({arr[row].as_py()!r})"
     return None
 
