@@ -426,6 +426,7 @@ def aggregate(
     for target, target_fmt in zip(targets, formats):
         check_binary(target, target_fmt)
     check_distinct(targets)
+    check_not_inputs(targets, [(f"INPUT {p}", p) for p in input] + side_inputs)  # as named, before any expansion
     # The inputs are expanded once, here, leaving this run's earlier outputs out of directories and
     # patterns; the same list is checked against every output by identity, then read.
     sources = expand_inputs(input, outputs=targets)
