@@ -290,9 +290,9 @@ def _check_render_memory(n_rows: int, n_float: int, n_text: int, what: str, max_
 # only, so `crowdagg --help` stays light): adding a method or changing a default never edits it here.
 def _method_list() -> str:
     """The method list of ``aggregate --help``: each registered method's name and summary, unwrapped."""
-    from .methods import METHODS
-
     import textwrap
+
+    from .methods import METHODS
 
     width = max(map(len, METHODS))
     lines = ["Methods (`crowdagg methods NAME` shows one in full):"]

@@ -183,9 +183,9 @@ def _resolve(spec: str, option: str) -> Target:
     if isinstance(fd, str):
         keys: tuple[tuple, ...] = ()
         with contextlib.suppress(OSError):
-            st = os.stat(fd)
-            if not stat.S_ISCHR(st.st_mode):
-                keys = (("inode", st.st_dev, st.st_ino),)
+            other = os.stat(fd)
+            if not stat.S_ISCHR(other.st_mode):
+                keys = (("inode", other.st_dev, other.st_ino),)
         return Target(spec, option, "stream", path=fd, keys=keys, gzip=_gz(spec))
     if fd is not None:
         if fd == 0:
@@ -318,10 +318,10 @@ def check_not_inputs(targets: Sequence[Target], inputs: Sequence[tuple[str, str 
             owners.setdefault(("inode", *ident), name)
     for t in targets:
         for key in t.keys:
-            name = owners.get(key)
-            if name is not None:
+            owner = owners.get(key)
+            if owner is not None:
                 how = "overwrite" if t.kind == "file" else "write into"
-                raise UsageError(f"{t.where} is also an input ({name}); refusing to {how} it")
+                raise UsageError(f"{t.where} is also an input ({owner}); refusing to {how} it")
 
 
 #: Bytes of a file's start read to recognise an earlier output (a header line, a first JSON object).

@@ -21,6 +21,7 @@ it as four CSV files.
 from __future__ import annotations
 
 import contextlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -145,9 +146,12 @@ class SimulatedCrowd:
         list of Path
             The four paths, in the order above.
         """
+        from ..errors import param
+        from ..io import DIRECTORY, output_format
         from ..output import commit, resolve
         from ..render import render_table
 
+        output_format(None, os.fspath(outdir), param("outdir"), DIRECTORY)  # "-", a file, "out.csv": refused
         out = Path(outdir)
         task_names = _byte_names(b"t", self.n_tasks)
         worker_names = _byte_names(b"w", self.n_workers)
