@@ -412,21 +412,24 @@ def aggregate(
         raise UsageError(f"--duplicates must be one of {', '.join(DUPLICATE_POLICIES)}, got {duplicates!r}")
     memory.parse_size(max_memory)
     class_list = _split_list(classes)
-    # Each output's format from its name (one check for all), then where it finally lands.  `writes`: the
-    # leading fields of each, by which an earlier run's output is recognised in a directory or pattern.
-    out_fmt = output_format(fmt, output)
+    # Where each output finally lands, and what it holds: `writes`, its leading fields, by which an
+    # earlier run's output is recognised in a directory or pattern.  An output that is an input (as
+    # named: before any expansion) is the first thing refused; then each name's format, one check for all.
     targets: list[Target] = [resolve(output or "-", "--output", writes=("task", "label", "confidence"))]
-    formats = [out_fmt]
     if workers:
-        formats.append(output_format(None, workers, "--workers"))
         targets.append(resolve(workers, "--workers", writes=("worker", "true_label", "observed_label")))
     if save_workers:
-        formats.append(output_format(None, save_workers, "--save-workers", MODEL_FORMATS))
         targets.append(resolve(save_workers, "--save-workers", writes=("format", "version")))
+    check_distinct(targets)
+    check_not_inputs(targets, [(f"INPUT {p}", p) for p in input] + side_inputs)
+    formats = [output_format(fmt, output)]
+    if workers:
+        formats.append(output_format(None, workers, "--workers"))
+    if save_workers:
+        formats.append(output_format(None, save_workers, "--save-workers", MODEL_FORMATS))
+    out_fmt = formats[0]
     for target, target_fmt in zip(targets, formats):
         check_binary(target, target_fmt)
-    check_distinct(targets)
-    check_not_inputs(targets, [(f"INPUT {p}", p) for p in input] + side_inputs)  # as named, before any expansion
     # The inputs are expanded once, here, leaving this run's earlier outputs out of directories and
     # patterns; the same list is checked against every output by identity, then read.
     sources = expand_inputs(input, outputs=targets)

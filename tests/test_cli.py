@@ -1454,7 +1454,7 @@ def _on_terminal(args: list[str], *, stdout_tty: bool = True) -> tuple[int, byte
         (["aggregate", "{small}", "-m", "mv", "-o", "/dev/fd/1", "-f", "parquet"], "--output /dev/fd/1"),
         (["aggregate", "{small}", "-m", "mv", "-o", "/proc/self/fd/1", "-f", "parquet"], "--output /proc/self/fd/1"),
         (["aggregate", "{small}", "-m", "mv", "-o", "{link}.parquet"], "--output {link}.parquet"),
-        (["aggregate", "{small}", "-m", "mv", "--workers", "{link}.parquet"], "--workers {link}.parquet"),
+        (["aggregate", "{small}", "-m", "mv", "-o", "/dev/null", "--workers", "{link}.parquet"], "--workers {link}.parquet"),
         (["aggregate", "{small}", "-m", "mv", "-o", "{link}.csv.gz"], "--output {link}.csv.gz"),
         (["evaluate", "{small}", "--truth", "{truth}", "--label-col", "label", "-f", "parquet"], "standard output"),
         (["methods", "-f", "parquet"], "standard output"),
