@@ -41,6 +41,22 @@ def sort_by_task(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(task_ptr, task, worker, label) sorted by task, stable (each task's answers keep input order).
 
+    The codes are checked first (:func:`~crowdagg.kernels.validate.check_codes`:
+    equal lengths, integers, ``0 <= task < n_tasks``, no negative worker or
+    label); a bad one is a :class:`~crowdagg.errors.DataError`.  See
+    :func:`_sort_by_task` for the algorithm.
+    """
+    from .validate import check_codes
+
+    check_codes(task, worker, label, int(n_tasks))
+    return _sort_by_task(task, worker, label, n_tasks)
+
+
+def _sort_by_task(
+    task: np.ndarray, worker: np.ndarray, label: np.ndarray, n_tasks: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`sort_by_task` on codes already known valid (the annotation set's builders).
+
     A counting sort, O(L + n_tasks): count, then scatter worker and label in
     one pass.  Large inputs are cut in two halves counted and scattered on
     two threads -- the first half's answers of a task go before the
@@ -92,6 +108,22 @@ def repeated_answers(
     task_ptr: np.ndarray, worker: np.ndarray, n_workers: int, *, keep: str = "first", mark: bool = True
 ) -> tuple[int, np.ndarray]:
     """Answers repeating a (task, worker) pair, on answers sorted by task.
+
+    ``task_ptr`` (CSR offsets, non-decreasing from 0 to ``len(worker)``) and
+    ``0 <= worker < n_workers`` are checked first (a
+    :class:`~crowdagg.errors.DataError`); see :func:`_repeated_answers`.
+    """
+    from .validate import check_index, check_offsets
+
+    worker = check_index(worker, n_workers, "worker", "worker")
+    task_ptr = check_offsets(task_ptr, len(worker))
+    return _repeated_answers(task_ptr, worker, n_workers, keep=keep, mark=mark)
+
+
+def _repeated_answers(
+    task_ptr: np.ndarray, worker: np.ndarray, n_workers: int, *, keep: str = "first", mark: bool = True
+) -> tuple[int, np.ndarray]:
+    """:func:`repeated_answers` on valid offsets and codes (the annotation set's builders).
 
     One pass over each task's answers with each worker's last-seen task
     (O(L + n_workers), no hashing; two threads on two ranges of tasks for
