@@ -475,11 +475,14 @@ class AnnotationSet:
         header: tuple[str, str, str] | Sequence[tuple[str, str, str]] | None = None,
         dtypes: tuple[str | None, str | None] | None = None,
         workers: Vocabulary | Sequence[object] | None = None,
+        class_dtype: str | None = None,
     ) -> AnnotationSet:
         """:meth:`from_names` taking the (task, worker, label) columns in a list that it empties.
 
         ``dtypes`` gives the task and worker ids' original dtypes when the
-        columns are already text (several files joined).
+        columns are already text (several files joined); ``class_dtype`` the
+        labels' (:attr:`AnnotationSet.class_dtype`; default: the label
+        column's own, when it is typed).
 
         A reader that drops its own references first lets the parsed text
         columns be freed as soon as they are encoded (gigabytes at 100M
@@ -487,9 +490,12 @@ class AnnotationSet:
         """
         from . import vocab
 
-        (t, t_dtype), (w, w_dtype), (y, _) = (
+        is_category = _is_dictionary(columns[2])
+        (t, t_dtype), (w, w_dtype), (y, y_dtype) = (
             vocab.as_strings(v, role) for v, role in zip(columns, ("task", "worker", "label"))
         )
+        if class_dtype is None:
+            class_dtype = f"category[{y_dtype}]" if is_category and y_dtype else "category" if is_category else y_dtype
         columns.clear()
         if dtypes is not None:
             t_dtype, w_dtype = dtypes
@@ -614,6 +620,7 @@ class AnnotationSet:
                 tuple(class_list),
                 duplicates=duplicates,
                 locate=locate,
+                class_dtype=class_dtype,
             )
 
     # ------------------------------------------------------------- utilities
@@ -695,6 +702,30 @@ def _size(what: str, largest: int, given: int | None, names: list | None) -> int
     if names is not None and len(names) != n:
         raise DataError(f"{len(names)} {what} names given for {n} {what}{'es' if what == 'class' else 's'}")
     return int(n)
+
+
+def pandas_class_dtype(frame: Any, column: str) -> str | None:
+    """The dtype to record for a DataFrame's label column when Arrow would not keep it.
+
+    A pandas extension dtype (``Int64``, ``boolean``, ``string``, ``str``)
+    by its name; None for NumPy dtypes and categoricals, which the Arrow
+    column itself records (:meth:`AnnotationSet._from_columns`).
+    """
+    import pandas as pd
+
+    col = frame[column]
+    dtype = getattr(col, "dtype", None)  # two columns of that name give a DataFrame: no single dtype
+    if dtype is None or isinstance(dtype, (np.dtype, pd.CategoricalDtype)):
+        return None
+    return str(dtype)
+
+
+def _is_dictionary(column: Any) -> bool:
+    """Whether a label column is dictionary-encoded (a pandas categorical, a Parquet dictionary column)."""
+    import sys
+
+    pa = sys.modules.get("pyarrow")
+    return pa is not None and isinstance(column, (pa.Array, pa.ChunkedArray)) and pa.types.is_dictionary(column.type)
 
 
 def _as_vocabulary(given: Any, name: str) -> Vocabulary:
