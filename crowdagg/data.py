@@ -124,7 +124,7 @@ class AnnotationSet:
         n_answers = len(arrays[0])
         label_dtype = _label_dtype(len(classes))
         _check_build_memory(n_answers, len(tasks), np.dtype(label_dtype).itemsize, None)
-        scan = check_codes(*arrays, len(tasks), len(workers), len(classes))
+        scan = check_codes(arrays[0], arrays[1], arrays[2], len(tasks), len(workers), len(classes))
         task = arrays[0].astype(np.int32)  # always a copy: the caller's arrays stay theirs
         worker = arrays[1].astype(np.int32)
         label = arrays[2].astype(label_dtype)

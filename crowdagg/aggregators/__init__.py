@@ -78,9 +78,9 @@ def aggregate(
     >>> aggregate(df, "mv").labels_series().dtype                    # doctest: +SKIP
     dtype('int64')
     """
-    columns = {"task_col": task_col, "worker_col": worker_col, "label_col": label_col}
+    columns = (task_col, worker_col, label_col)
     if isinstance(data, AnnotationSet):
-        given = [param(k) for k, v in columns.items() if v is not None]
+        given = [param(k) for k, v in zip(("task_col", "worker_col", "label_col"), columns) if v is not None]
         if given:
             raise UsageError(f"{', '.join(given)} apply to a DataFrame, records or a file, not to an AnnotationSet")
     else:
@@ -88,24 +88,28 @@ def aggregate(
     return get_method(method)(**params).fit(data, callback=callback, max_memory=max_memory)
 
 
-def _as_annotations(data: Any, max_memory: MaxMemory, columns: dict[str, str | None]) -> AnnotationSet:
+def _as_annotations(data: Any, max_memory: MaxMemory, columns: tuple[str | None, str | None, str | None]) -> AnnotationSet:
     """What :func:`aggregate` was given, read into an annotation set by :func:`crowdagg.io.load_annotations`."""
     import sys
 
     from ..io import load_annotations
 
-    pd = sys.modules.get("pandas")  # a DataFrame means pandas is loaded: never import it just to check
-    if pd is not None and isinstance(data, pd.DataFrame):
-        return load_annotations(data, max_memory=max_memory, **columns)
+    def load(source: Any) -> AnnotationSet:
+        return load_annotations(source, max_memory=max_memory, task_col=columns[0], worker_col=columns[1],
+                                label_col=columns[2])
+
+    loaded = sys.modules.get("pandas")  # a DataFrame means pandas is loaded: never import it just to check
+    if loaded is not None and isinstance(data, loaded.DataFrame):
+        return load(data)
     if isinstance(data, (list, tuple)) and data and all(isinstance(r, Mapping) for r in data):
         import pandas as pd
 
-        return load_annotations(pd.DataFrame.from_records(list(data)), max_memory=max_memory, **columns)
+        return load(pd.DataFrame.from_records(list(data)))
     if isinstance(data, (list, tuple)) and not data:
         raise DataError("no answers: the list of records is empty")
     if isinstance(data, (str, os.PathLike)) or (isinstance(data, (list, tuple))
                                                 and all(isinstance(p, (str, os.PathLike)) for p in data)):
-        return load_annotations(data, max_memory=max_memory, **columns)
+        return load(data)
     raise UsageError(
         "aggregate takes an AnnotationSet, a pandas DataFrame, a list of records "
         f"({{'task': ..., 'worker': ..., 'label': ...}}) or a file path, got {type(data).__name__}"

@@ -128,7 +128,8 @@ def check_codes(
             + ", ".join(f"{r} {n:,}" for r, n in zip(_ROLES, lengths))
         )
     sizes = (int(n_tasks), int(n_workers), int(n_classes))
-    bad, pos, is_sorted, mt, mw, my = _scan_codes(*(np.ascontiguousarray(a) for a in arrays), *sizes)
+    t, w, y = (np.ascontiguousarray(a) for a in arrays)
+    bad, pos, is_sorted, mt, mw, my = _scan_codes(t, w, y, sizes[0], sizes[1], sizes[2])
     if bad >= 0:
         raise DataError(_range_message(_ROLES[bad], arrays[bad], int(pos), sizes[bad], _UNITS[bad]))
     return CodeScan(bool(is_sorted), int(mt), int(mw), int(my))
