@@ -488,6 +488,8 @@ class AnnotationSet:
         columns be freed as soon as they are encoded (gigabytes at 100M
         answers) instead of when the set is built.
         """
+        if classes is not None and hasattr(classes, "__len__"):
+            _label_dtype(len(classes))  # refused before a string is made per class
         from . import vocab
 
         is_category = _is_dictionary(columns[2])

@@ -145,12 +145,13 @@ class AggregationResult:
             return pd.Categorical.from_codes(self.labels, categories=classes.values)
         return classes.take(self.labels)
 
-    def _check_memory(self, nbytes: float, what: str, max_memory: Any) -> None:
+    def _check_memory(self, nbytes: float, what: str, max_memory: Any, *, workers: bool = False) -> None:
         """Refuse a view needing more than the limit (``max_memory``, else the fit's), before building it."""
         from . import memory
 
-        memory.check(nbytes, what, max_memory if max_memory is not None else self.max_memory,
-                     advice="use the arrays (posteriors, confusion) instead of a labelled table")
+        advice = ("use worker_params (each method's own, smaller form) instead" if workers
+                  else "use the posteriors array instead of a labelled table")
+        memory.check(nbytes, what, max_memory if max_memory is not None else self.max_memory, advice=advice)
 
     def table(self, *, proba: bool = False, arrow: bool = False) -> dict[str, Any]:
         """One row per task, in input order, as columns: ``task, label, confidence``.
@@ -199,7 +200,8 @@ class AggregationResult:
         """
         w, k = self.data.n_workers, self.data.n_classes
         self._check_memory(_WORKER_ROW_BYTES * w * k * k,
-                           f"a table of {w:,} workers × {k:,}² classes of confusion", max_memory)
+                           f"a table of {w:,} workers × {k:,}² classes of confusion", max_memory,
+                           workers=True)
         conf = self.confusion
         n_w, k, _ = conf.shape
         worker = np.repeat(np.arange(n_w, dtype=np.int32), k * k)
@@ -258,7 +260,8 @@ class AggregationResult:
 
         w, k = self.data.n_workers, self.data.n_classes
         self._check_memory(2 * 8.0 * w * k * k + 40.0 * w * k,
-                           f"a frame of {w:,} workers × {k:,}² classes of confusion", max_memory)
+                           f"a frame of {w:,} workers × {k:,}² classes of confusion", max_memory,
+                           workers=True)
         conf = self.confusion
         n_w, k, _ = conf.shape
         workers = _id_index(self.data.workers, "worker")
@@ -292,6 +295,8 @@ class AggregationResult:
             wrong += [f"{kind}_params[{name!r}] {np.shape(v)}" for name, v in params.items()
                       if np.ndim(v) == 0 or np.shape(v)[0] != size or name == "n_answers"
                       or (name == "confusion" and np.shape(v) != (w, k, k))]
+        if not wrong and n and (int(np.min(self.labels)) < 0 or int(np.max(self.labels)) >= k):
+            wrong.append(f"labels outside 0 .. {k - 1}")
         if wrong:
             raise RuntimeError(f"{self.method}: result arrays of the wrong shape for {n} tasks, {w} workers, "
                                f"{k} classes (or a reserved name): {', '.join(wrong)}")
@@ -302,7 +307,8 @@ class AggregationResult:
 
         w, k = self.data.n_workers, self.data.n_classes
         self._check_memory(2 * _WORKER_ROW_BYTES * w * k * k,
-                           f"a frame of {w:,} workers × {k:,}² classes of confusion", max_memory)
+                           f"a frame of {w:,} workers × {k:,}² classes of confusion", max_memory,
+                           workers=True)
         return pd.DataFrame(self.workers_table(max_memory=math.inf))
 
 

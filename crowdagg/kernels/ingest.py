@@ -265,12 +265,15 @@ def quote_parity(data: bytes) -> tuple[bool, bool]:
 
 @njit(cache=True, nogil=True)
 def _prefixed_max(offsets, data, prefix):  # pragma: no cover - compiled
-    """Largest integer of a chunk of ``prefix`` + canonical digits strings; -1 if any string is not one."""
+    """Largest integer of a chunk of ``prefix`` + canonical digits strings; -1 if any string is not one,
+    -2 if an offset points outside ``data`` or runs backwards (checked in the same pass, before any read)."""
     p = prefix.shape[0]
     top = 0
     for i in range(offsets.shape[0] - 1):
         lo = offsets[i]
         hi = offsets[i + 1]
+        if lo < 0 or hi < lo or hi > data.shape[0]:
+            return -2
         n = hi - lo - p
         if n < 1 or n > 18 or (n > 1 and data[lo + p] == 48):  # "007" is not "7"
             return -1
@@ -315,12 +318,19 @@ def prefixed_int_codes(chunks: list[tuple[np.ndarray, np.ndarray]], prefix: byte
     direct-address table indexed by the integer replaces hashing the text.
     Returns (codes int32, first row of each code int64) or None when an id
     has another form or the integers are too sparse for a table (at most
-    4 entries per row).
+    4 entries per row).  Offsets outside the data, or chunks not holding
+    ``n`` strings in all, are a :class:`~crowdagg.errors.DataError`.
     """
+    from ..errors import DataError
+
     pre = np.frombuffer(prefix, dtype=np.uint8)
+    if sum(max(len(offsets) - 1, 0) for offsets, _ in chunks) != n:
+        raise DataError(f"the chunks hold {sum(max(len(o) - 1, 0) for o, _ in chunks):,} strings, not n={n:,}")
     top = 0
     for offsets, data in chunks:
         m = _prefixed_max(offsets, data, pre)
+        if m == -2:
+            raise DataError("a string offset points outside its chunk's data, or offsets run backwards")
         if m < 0:
             return None
         top = max(top, m)
