@@ -61,7 +61,25 @@ _LAZY = {
     "ConvergenceWarning": ("errors", "ConvergenceWarning"),
 }
 
-__all__ = ["__version__", *_LAZY]
+#: Spelled out (not built from ``_LAZY``) so that linters and type checkers see it; a test keeps the two equal.
+__all__ = [
+    "__version__",
+    "aggregate",
+    "get_method",
+    "REGISTRY",
+    "AnnotationSet",
+    "Vocabulary",
+    "AggregationResult",
+    "load_annotations",
+    "read_task_labels",
+    "evaluate_labels",
+    "Evaluation",
+    "DataError",
+    "UsageError",
+    "ResourceError",
+    "CrowdaggWarning",
+    "ConvergenceWarning",
+]
 
 
 def __getattr__(name: str) -> Any:

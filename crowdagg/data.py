@@ -731,15 +731,17 @@ def _is_dictionary(column: Any) -> bool:
 
 
 def _as_vocabulary(given: Any, name: str) -> Vocabulary:
-    """The constructor's ``tasks``/``workers``: a Vocabulary, or a list of names made one; distinct, none blank."""
-    if not isinstance(given, Vocabulary):
-        names = _as_str_array(_listed(given, name), name[:-1])
-        given = Vocabulary.from_strings(names)
+    """The constructor's ``tasks``/``workers``: a Vocabulary as it is (its names are distinct by its contract;
+    checking a million names again would cost more than the answers' check), or a list of names made one
+    and checked (distinct, none blank)."""
+    if isinstance(given, Vocabulary):
+        return given
+    vocabulary = Vocabulary.from_strings(_as_str_array(_listed(given, name), name[:-1]))
     try:
-        given.check_distinct(name[:-1])
+        vocabulary.check_distinct(name[:-1])
     except UsageError as exc:
         raise DataError(str(exc)) from None
-    return given
+    return vocabulary
 
 
 def _as_classes(given: Any) -> tuple[str, ...]:

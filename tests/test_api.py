@@ -7,12 +7,12 @@ import json
 import subprocess
 import sys
 import textwrap
-import tomllib
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+import tomllib
 
 import crowdagg
 from crowdagg import aggregate
@@ -40,6 +40,7 @@ def test_dir_and_all_list_every_public_name_before_first_use():
     assert out.returncode == 0, out.stderr
     listed, heavy = out.stdout.strip().splitlines()
     public = set(crowdagg.__all__) - {"__version__"}
+    assert public == set(crowdagg._LAZY)  # every lazy name is listed, every listed name is lazy
     assert set(eval(listed)) == public  # nothing private, nothing missing
     assert heavy == "[]"  # dir() imported nothing heavy
     for name in ("aggregate", "load_annotations", "AnnotationSet", "AggregationResult", "Vocabulary",
