@@ -115,6 +115,8 @@ class AnnotationSet:
             raise UsageError(
                 f"{param('duplicates')} must be one of {', '.join(DUPLICATE_POLICIES)}, got {self.duplicates!r}"
             )
+        if self.class_dtype is not None and not isinstance(self.class_dtype, str):
+            raise UsageError(f"{param('class_dtype')} must be a dtype name or None, got {self.class_dtype!r}")
         if isinstance(self.n_duplicates, bool) or not isinstance(self.n_duplicates, (int, np.integer)) \
                 or self.n_duplicates < 0:
             raise UsageError(f"{param('n_duplicates')} must be a count >= 0, got {self.n_duplicates!r}")

@@ -283,6 +283,8 @@ def test_constructor_checks_names_and_settings():
         AnnotationSet(**_fields(good), n_duplicates=-1)
     with pytest.raises(UsageError, match="classes must be a list of names"):
         AnnotationSet(**_fields(good, classes="ab"))
+    with pytest.raises(UsageError, match="class_dtype must be a dtype name or None"):
+        AnnotationSet(**_fields(good), class_dtype=int)  # type: ignore[arg-type]
     # names given as lists become vocabularies
     d = AnnotationSet(**_fields(good, tasks=["t1", "t2"], workers=np.array(["u", "v"]), classes=["no", "yes"]))
     assert list(d.task_names) == ["t1", "t2"] and list(d.worker_names) == ["u", "v"] and d.classes == ("no", "yes")
