@@ -54,6 +54,8 @@ from .render import OUTPUT_FORMATS, render_table
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
+    from .output import Target
+
 INPUT_FORMATS = ("csv", "tsv", "json", "jsonl", "parquet")
 
 #: Input formats by extension; ``.txt`` is sniffed (Excel's "Unicode text" is tab-separated UTF-16).
@@ -848,21 +850,71 @@ def _frame_table(frame: pd.DataFrame) -> RawTable:
 _DATA_SUFFIXES = (".csv", ".tsv", ".tab", ".json", ".jsonl", ".ndjson", ".parquet", ".pq")
 
 
-def expand_inputs(specs: Sequence[str | os.PathLike[str]]) -> list[str]:
+class Inputs(list):  # type: ignore[type-arg]
+    """The files an input list expands to (:func:`expand_inputs`), in reading order.
+
+    ``given[i]`` is what was given for file ``i`` (the file itself, its
+    directory or its pattern).  :func:`load_annotations` reads an ``Inputs``
+    as it is: the expansion happens once, so what was checked is what is read.
+    """
+
+    def __init__(self, files: Sequence[str] = (), given: Sequence[str] = ()) -> None:
+        super().__init__(files)
+        self.given = list(given) if given else list(files)
+
+
+def expand_inputs(specs: Sequence[str | os.PathLike[str]], outputs: Sequence[Target] = ()) -> Inputs:
     """Input paths from what was given: files as given, a directory's data files, a quoted glob's matches.
 
     Files keep the order given; a directory contributes its files with a
     data extension (``.gz`` too), sorted by name, hidden ones left out; a
     pattern with ``*``, ``?`` or ``[`` that is not itself a file is expanded
-    and sorted.  A pattern or directory matching nothing is an error.
+    and sorted.  A pattern or directory matching nothing is an error, as is
+    standard input given twice (``-``, ``/dev/stdin``, ...).
+
+    ``outputs``: the run's outputs (:func:`crowdagg.output.resolve`).  A
+    directory or pattern never includes one of them when it holds an
+    earlier output of the run (or is empty: :func:`crowdagg.output.earlier_output`):
+    it is left out, with a warning, so ``aggregate 'd/*.csv' -o d/out.csv``
+    can run again.  Any other file that is also an output stays in the list
+    -- the caller's :func:`crowdagg.output.check_not_inputs` refuses it: an
+    input is never overwritten.
     """
     import glob
 
-    out: list[str] = []
+    from .output import earlier_output, identity
+
+    own = {key[1:]: t for t in outputs for key in t.keys if key[0] == "inode"}
+    files: list[str] = []
+    given: list[str] = []
+
+    def add(found: list[str], name: str) -> None:
+        left_out = own_files(found)
+        mine = [f for f in found if f in left_out]
+        if len(mine) == len(found):
+            raise DataError(f"{name}: nothing to read: what it holds is this run's own output ({', '.join(mine)})")
+        for f in mine:
+            warn(CrowdaggWarning(f"left out {f}: it is this run's output"))
+        kept = [f for f in found if f not in mine]
+        files.extend(kept)
+        given.extend([name] * len(kept))
+
+    def own_files(found: list[str]) -> set[str]:
+        """The files among ``found`` that are an output of this run holding an earlier output of it."""
+        if not own:
+            return set()
+        out = set()
+        for f in found:
+            target = own.get(identity(f))  # type: ignore[arg-type]
+            if target is not None and earlier_output(f, target.writes):
+                out.add(f)
+        return out
+
     for spec in specs:
         name = os.fspath(spec)
         if name == "-" or name.startswith(EXAMPLE_PREFIX) or os.path.isfile(name) or not name:
-            out.append(name)
+            files.append(name)
+            given.append(name)
         elif os.path.isdir(name):
             found = sorted(
                 os.path.join(name, f) for f in os.listdir(name)
@@ -871,17 +923,38 @@ def expand_inputs(specs: Sequence[str | os.PathLike[str]]) -> list[str]:
             )
             if not found:
                 raise DataError(f"{name}: a directory with no data files ({', '.join(_DATA_SUFFIXES)}, optionally .gz)")
-            out.extend(found)
+            add(found, name)
         elif any(ch in name for ch in "*?["):
             found = sorted(f for f in glob.glob(name) if not os.path.isdir(f))
             if not found:
                 raise DataError(f"{name}: no file matches this pattern")
-            out.extend(found)
+            add(found, name)
         else:
-            out.append(name)  # a FIFO, a device, or missing: reading it says which
-    if out.count("-") > 1:
-        raise UsageError("standard input (-) is given twice as input")
-    return out
+            files.append(name)  # a FIFO, a device, or missing: reading it says which
+            given.append(name)
+    check_stdin_once([("input " + f if f == g else f"input {g} ({f})", f) for f, g in zip(files, given)])
+    return Inputs(files, given)
+
+
+def check_stdin_once(inputs: Sequence[tuple[str, str | None]]) -> None:
+    """Refuse standard input read by two inputs: ``(how messages name it, path)`` pairs.
+
+    Compared by what is read, not by spelling (:func:`crowdagg.output.stdin_route`):
+    ``-``, ``/dev/stdin``, ``/dev/fd/0``, ``/proc/self/fd/0`` and links to
+    them read the descriptor; another path to the file standard input is
+    redirected from reads it too.  Two readers are refused when one goes
+    through the descriptor, or when standard input is a pipe, FIFO or
+    terminal (a second reader would find it drained); ``a.csv a.csv <a.csv``
+    reads a regular file twice by name and is left to the duplicates rule.
+    """
+    from .output import stdin_is_regular_file, stdin_route
+
+    routes = [(name, stdin_route(path)) for name, path in inputs if path]
+    users = [(name, route) for name, route in routes if route is not None]
+    if len(users) > 1 and (any(route == "descriptor" for _, route in users) or not stdin_is_regular_file()):
+        raise UsageError(
+            f"standard input is given twice ({' and '.join(name for name, _ in users)}); it can be read only once"
+        )
 
 
 _ANSWER_OPTIONS = {"task": param("task_col"), "worker": param("worker_col"), "label": param("label_col")}
@@ -936,7 +1009,9 @@ def load_annotations(
         tables = [_frame_table(source)]
     else:
         sources: list[Any] = (
-            expand_inputs(source) if isinstance(source, (list, tuple)) else [source]  # type: ignore[arg-type]
+            [source] if not isinstance(source, (list, tuple))
+            else source if isinstance(source, Inputs)  # expanded (and checked) already: read as it is
+            else expand_inputs(source)  # type: ignore[arg-type]
         )
         if not sources:
             raise UsageError("no input given")
@@ -1083,30 +1158,78 @@ def read_task_labels(
 
 
 # --------------------------------------------------------------------------- output formats
-def output_format(fmt: str | None, path: str | None, option: str = "--output") -> str:
-    """Output format from ``--format``, else the file extension (``.gz`` stripped), else csv.
+#: What a saved worker model and ``simulate``'s output are written as (see :func:`output_format`).
+MODEL_FORMATS = ("json",)
+DIRECTORY = ("directory",)
 
-    A path with an extension crowdagg does not write (``out.xlsx``) is an
-    error rather than a CSV file under a misleading name.
+
+def output_format(
+    fmt: str | None, path: str | None, option: str = "--output", formats: Sequence[str] = OUTPUT_FORMATS
+) -> str:
+    """The format an output is written in: ``--format``, else the file extension (``.gz`` stripped), else the first of ``formats``.
+
+    The one check of every output's name.  ``formats`` says what this output
+    can be: the table formats (:data:`OUTPUT_FORMATS`: ``-o``, ``--workers``),
+    :data:`MODEL_FORMATS` (a saved worker model: JSON, optionally ``.gz``)
+    or :data:`DIRECTORY` (``simulate -o DIR``: a directory of CSV files).
+    Refused, as usage errors, rather than written under a misleading name:
+
+    * an extension crowdagg does not write for this output (``out.xlsx``,
+      ``--save-workers model.parquet``);
+    * a ``--format`` that makes a binary file under a text file's name or
+      the reverse (``-f parquet -o out.csv``; ``-f jsonl -o out.csv`` stays
+      allowed: text is text);
+    * for a directory: ``-``, an existing file or device (``/dev/stdout``),
+      or a new name with a data file's extension (``-o out.csv``).
     """
+    if tuple(formats) == DIRECTORY:
+        return _output_directory(path, option)
+    ext = _extension(path) if path and path != "-" else ""
+    guess = _OUTPUT_EXTENSIONS.get(ext) if ext else None
     if fmt:
         f = fmt.lower()
-        if f not in OUTPUT_FORMATS:
-            raise UsageError(f"{param('format')} must be one of {', '.join(OUTPUT_FORMATS)}, got {fmt!r}")
+        if f not in formats:
+            raise UsageError(f"{param('format')} must be one of {', '.join(formats)}, got {fmt!r}")
+        if guess is not None and (guess == "parquet") != (f == "parquet"):
+            raise UsageError(
+                f"{param('format')} {f} and {option} {path} disagree: the file would hold "
+                f"{'Parquet' if f == 'parquet' else 'text'} under a {ext} name; drop one, or rename the file"
+            )
         return f
-    if path and path != "-":
-        stem = path[:-3] if path.lower().endswith(".gz") else path
-        base = os.path.basename(stem)
-        ext = Path(base).suffix.lower() if not base.startswith(".") or base.count(".") > 1 else ""
-        if ext:
-            guess = _OUTPUT_EXTENSIONS.get(ext)
-            if guess is None:
-                raise UsageError(
-                    f"{option} {path}: unknown output extension {ext!r}; use .csv, .tsv, .json, .jsonl "
-                    f"(optionally .gz) or .parquet, or set {param('format')}"
-                )
-            return guess
-    return "csv"
+    if ext and (guess is None or guess not in formats):
+        names = [e for e, g in _OUTPUT_EXTENSIONS.items() if g in formats and e not in (".tab", ".txt", ".ndjson", ".pq")]
+        if tuple(formats) == MODEL_FORMATS:
+            raise UsageError(f"{option} {path}: a saved worker model is JSON; name it .json (optionally .json.gz)")
+        raise UsageError(
+            f"{option} {path}: unknown output extension {ext!r}; use {', '.join(names)} "
+            f"(optionally .gz), or set {param('format')}"
+        )
+    return guess or formats[0]
+
+
+def _extension(path: str) -> str:
+    """A path's extension, lower case, ``.gz`` stripped (``x.CSV.gz`` -> ``.csv``); '' for none or a dot-file."""
+    stem = path[:-3] if path.lower().endswith(".gz") else path
+    base = os.path.basename(stem)
+    return Path(base).suffix.lower() if not base.startswith(".") or base.count(".") > 1 else ""
+
+
+def _output_directory(path: str | None, option: str) -> str:
+    """``simulate -o DIR``: a directory (existing, or a new name that does not look like a file's)."""
+    if not path:
+        raise UsageError(f"{option} needs a directory")
+    if path == "-" or (os.path.exists(path) and not os.path.isdir(path)):
+        what = "standard output" if path == "-" else "not a directory"
+        raise UsageError(
+            f"{option} {path}: {what}; the crowd is written as four CSV files into a directory (e.g. sim/)"
+        )
+    ext = _extension(path)
+    if not os.path.isdir(path) and (ext in _OUTPUT_EXTENSIONS or path.lower().endswith(".gz")):
+        raise UsageError(
+            f"{option} {path}: looks like a file name, but the crowd is written as four CSV files into a "
+            "directory (e.g. sim/)"
+        )
+    return "directory"
 
 
 __all__ = [
