@@ -115,7 +115,10 @@ def test_mturk_batch_results_are_recognised_without_flags():
     header = _header(text)
     assert header == MTURK_HEADER
     cmap = map_answer_columns(header, source="Batch_5012345_batch_results.csv")
-    assert cmap == ColumnMap(task="HITId", worker="WorkerId", label="Answer.sentiment.label", platform="mturk")
+    assert cmap == ColumnMap(
+        task="HITId", worker="WorkerId", label="Answer.sentiment.label", platform="mturk",
+        status="AssignmentStatus", reject="Reject",
+    )
     assert _select(text, cmap) == [
         ("3X0EMNLXGK9L", "A1B2C3D4E5F6G7", "Positive"),
         ("3X0EMNLXGK9L", "A3KL9Q0PZX7Y1", "Neutral"),
@@ -159,7 +162,8 @@ def test_toloka_results_are_recognised_without_flags():
     assert header == TOLOKA_HEADER
     cmap = map_answer_columns(header, source="assignments_from_pool_3416.tsv")
     assert cmap == ColumnMap(
-        task="ASSIGNMENT:task_id", worker="ASSIGNMENT:worker_id", label="OUTPUT:result", platform="toloka"
+        task="ASSIGNMENT:task_id", worker="ASSIGNMENT:worker_id", label="OUTPUT:result", platform="toloka",
+        status="ASSIGNMENT:status",
     )
     assert _select(TOLOKA_TSV, cmap, "\t") == [
         ("00037cc2b4--61a8", "9a2c0b7d51", "dog"),
@@ -272,9 +276,16 @@ def test_missing_column_message_uses_given_options():
     assert "or set worker_col=)" in msg and "worker_col)" not in msg
 
 
-def test_empty_header():
-    with pytest.raises(DataError, match=r"no task column; found columns: \(none\)"):
+def test_empty_header_names_every_missing_role_at_once():
+    with pytest.raises(DataError) as e:
         map_answer_columns([], source="a.csv")
+    assert str(e.value) == (
+        "a.csv: cannot tell which columns to read: "
+        "no task column (expected one of task, item, question, task_id, ...; or set task_col); "
+        "no worker column (expected one of worker, annotator, rater, performer, ...; or set worker_col); "
+        "no label column (expected one of label, answer, response, class, ...; or set label_col); "
+        "found columns: (none)"
+    )
 
 
 # --------------------------------------------------------------------------- explicit columns
