@@ -45,10 +45,22 @@ from typing import IO, TYPE_CHECKING, Any
 import numpy as np
 
 from . import _timing, memory
-from .columns import LABEL_ALIASES, TASK_ALIASES, TRUTH_ALIASES, WORKER_ALIASES, map_answer_columns, map_label_columns
+from .columns import (
+    LABEL_ALIASES,
+    LABEL_STUDIO,
+    LABEL_STUDIO_META,
+    MTURK,
+    TASK_ALIASES,
+    TRUTH_ALIASES,
+    WORKER_ALIASES,
+    ColumnMap,
+    detect_platform,
+    map_answer_columns,
+    map_label_columns,
+)
 from .data import AnnotationSet, DuplicatePolicy, Locator, header_key
 from .errors import CrowdaggError, CrowdaggWarning, DataError, UsageError, os_reason, param, warn
-from .platforms import json_type
+from .platforms import RejectedPolicy, check_rejected_policy, json_type
 from .render import OUTPUT_FORMATS, render_table
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -333,6 +345,7 @@ class RawTable:
     fixed: tuple[str, str, str] | None = None
     notes: list[str] = field(default_factory=list)
     kind: str = ""
+    controls: list[str] | None = None
 
     @property
     def n_rows(self) -> int:
@@ -344,7 +357,7 @@ class RawTable:
     def subset(self, rows: np.ndarray) -> RawTable:
         return RawTable(
             self.header, [_take(c, rows) for c in self.columns], self.locate.subset(rows), self.display,
-            self.task_order, self.fixed, self.notes, self.kind,
+            self.task_order, self.fixed, self.notes, self.kind, self.controls,
         )
 
 
@@ -426,7 +439,25 @@ def _records_table(records: list[Any], display: str, unit: str, lines: np.ndarra
     keys = list(dict.fromkeys(k for rec in records for k in rec))
     columns = [np.array([_json_cell(rec.get(k)) for rec in records], dtype=object) for k in keys]
     locate = Locator(display, lines=lines) if lines is not None else Locator(display, first_line=1, unit=unit)
-    return RawTable(keys, columns, locate, display)
+    return RawTable(keys, columns, locate, display, controls=_json_min_controls(records, keys))
+
+
+def _json_min_controls(records: list[dict], keys: list[str]) -> list[str] | None:
+    """The control columns of a Label Studio JSON-MIN export, None for other records.
+
+    Label Studio writes each record as the task's data, then ``id``, then
+    one key per control answered, then ``annotator`` and the other
+    annotation fields: the keys between ``id`` and ``annotator`` are the
+    controls, whatever the data fields are called.
+    """
+    if not {"id", "annotator", "annotation_id"} <= set(keys):
+        return None
+    found: dict[str, None] = {}
+    for rec in records:
+        order = list(rec)
+        if "id" in rec and "annotator" in rec and order.index("id") < order.index("annotator"):
+            found.update(dict.fromkeys(order[order.index("id") + 1: order.index("annotator")]))
+    return list(found)
 
 
 def _parse_json(data: bytes, display: str, label_col: str | None) -> RawTable:
@@ -898,6 +929,7 @@ def load_annotations(
     duplicates: DuplicatePolicy = "keep",
     max_memory: memory.MaxMemory = None,
     workers: Any = None,
+    rejected: RejectedPolicy = "exclude",
 ) -> AnnotationSet:
     """Read answers (long format: one row per task, worker, label) into an :class:`AnnotationSet`.
 
@@ -926,6 +958,11 @@ def load_annotations(
         workers keep their codes, new ones follow (see
         :meth:`AnnotationSet.from_names`).  With ``classes``, batches and
         partitions read this way agree on every worker and class code.
+    rejected : what to do with a platform export's rejected answers (MTurk
+        ``AssignmentStatus`` ``Rejected``, Toloka ``REJECTED``): ``exclude``
+        them (default; counted in a warning) or ``keep`` them.  Skipped and
+        expired Toloka assignments hold no answer and are always left out;
+        every task keeps its output row (see :mod:`crowdagg.platforms`).
 
     Warnings (:class:`~crowdagg.errors.CrowdaggWarning`) say what was done
     to the input: duplicates, stripped whitespace, skipped header lines,
@@ -946,7 +983,11 @@ def load_annotations(
         tables = [
             read_raw(src, input_format=input_format, label_col=label_col, max_memory=max_memory) for src in sources
         ]
-    parts = [_answer_columns(t, task_col, worker_col, label_col) for t in tables]
+    check_rejected_policy(rejected)
+    mapped = [_answer_columns(t, task_col, worker_col, label_col, rejected) for t in tables]
+    tables = [t for t, _ in mapped]
+    parts = [cols for _, cols in mapped]
+    del mapped
     first = tables[0]
     kw: dict[str, Any] = {"classes": classes, "duplicates": duplicates, "label_col": parts[0][2].strip(),
                           "workers": workers}
@@ -993,9 +1034,11 @@ def _answered_tasks(table: RawTable, cols: tuple[str, str, str]) -> Any:
 
 
 def _answer_columns(
-    table: RawTable, task_col: str | None, worker_col: str | None, label_col: str | None
-) -> tuple[str, str, str]:
-    """The task, worker and label columns of one input (said by the format, given, or found by alias)."""
+    table: RawTable, task_col: str | None, worker_col: str | None, label_col: str | None,
+    rejected: RejectedPolicy = "exclude",
+) -> tuple[RawTable, tuple[str, str, str]]:
+    """One input's answers and its task, worker and label columns (said by the format, given, or
+    found by alias or platform), after a platform export's own rules (:func:`_platform_rows`)."""
     for note in table.notes:
         warn(CrowdaggWarning(f"{table.display}: {note}"))
     if table.fixed is not None:
@@ -1010,14 +1053,171 @@ def _answer_columns(
                 )
         cols = table.fixed
     else:
+        platform = detect_platform(table.header)
         cmap = map_answer_columns(
             table.header, source=table.display, task=task_col, worker=worker_col, label=label_col,
             options=_ANSWER_OPTIONS,
+            boolean=_boolean_columns(table) if platform == MTURK else (),
+            controls=_label_studio_controls(table, task_col) if platform == LABEL_STUDIO else None,
         )
         cols = (cmap.task, cmap.worker, cmap.label)
+        if table.n_rows:
+            table = _platform_rows(table, cmap, rejected)
     if table.n_rows == 0 and not table.task_order:
         raise DataError(f"{table.display}: no answers (header only?)")
-    return cols
+    return table, cols
+
+
+def _boolean_columns(table: RawTable) -> list[str]:
+    """An MTurk export's ``Answer.*.*`` columns holding only true/false: radio-button candidates."""
+    from .platforms import boolean_cells
+
+    return [
+        h for h in table.header
+        if h.strip().lower().startswith("answer.") and h.count(".") >= 2 and boolean_cells(table.column(h), h)
+    ]
+
+
+def _label_studio_controls(table: RawTable, task_col: str | None) -> list[str] | None:
+    """The columns of a Label Studio JSON-MIN/CSV export that are controls, as far as the rows tell.
+
+    JSON-MIN says it by its key order (:func:`_json_min_controls`).  In a
+    CSV the columns are sorted by name, so the rows decide: a task's data
+    fields repeat on each of its annotations, while a control's answer
+    varies from one annotator to another; a column that varies within some
+    task is a control.  None when nothing can be told (one annotation per
+    task, or every annotator agreeing).
+    """
+    if table.controls is not None:
+        return table.controls
+    from .vocab import as_strings, encode
+
+    ids = [h for h in table.header if (h == task_col if task_col is not None else h.strip().lower() == "id")]
+    if len(ids) != 1:
+        return None
+    t_codes, _ = encode(as_strings(table.column(ids[0]))[0])
+    n_tasks = len(np.unique(t_codes))
+    found = []
+    for h in table.header:
+        key = h.strip().lower()
+        if h == ids[0] or key in LABEL_STUDIO_META or key.endswith("_transcript"):
+            continue
+        codes, uniques = encode(as_strings(table.column(h))[0])
+        pairs = t_codes.astype(np.int64) * max(len(uniques), 1) + codes
+        if len(np.unique(pairs)) > n_tasks:
+            found.append(h)
+    return found or None
+
+
+def _blank_cells(column: Any) -> np.ndarray:
+    """Which cells are blank once stripped, bool shape (n_rows,) -- decided on the distinct cells."""
+    from .vocab import as_strings, blank, encode, strip
+
+    codes, names = encode(as_strings(column)[0])
+    return blank(strip(names)[0])[codes] if len(names) else np.zeros(len(codes), dtype=bool)
+
+
+def _platform_rows(table: RawTable, cmap: ColumnMap, rejected: RejectedPolicy) -> RawTable:
+    """The rows of a platform export that are answers, each warning saying what was left out.
+
+    Rejected and unanswered assignments (MTurk, Toloka) and Label Studio
+    rows that are not answers are dropped; every task keeps its place in the
+    output order (``task_order``), answered or not.  MTurk radio buttons
+    become one label column, named after the group.  See
+    :mod:`crowdagg.platforms` for the rules.
+    """
+    from .platforms import radio_labels, split_by_status
+    from .vocab import as_strings, encode
+
+    display, locate = table.display, table.locate
+    keep = np.ones(table.n_rows, dtype=bool)
+    if cmap.status is not None and cmap.platform is not None:
+        split = split_by_status(
+            table.column(cmap.status), cmap.platform, rejected,
+            reject_marks=table.column(cmap.reject) if cmap.reject is not None else None, header_cell=cmap.status,
+        )
+        keep &= split.keep
+        status = cmap.status.strip()
+        if split.unanswered:
+            rows = np.sort(np.concatenate(list(split.unanswered.values())))
+            counts = ", ".join(f"{k} {len(v)}" for k, v in split.unanswered.items())
+            warn(CrowdaggWarning(
+                f"{display}: left out {len(rows)} assignment(s) that hold no answer ({status} {counts}; "
+                f"first at {locate(int(rows[0]))})"
+            ))
+        if len(split.rejected):
+            first = int(split.rejected[0])
+            warn(CrowdaggWarning(
+                f"{display}: excluded {len(split.rejected)} rejected answer(s) ({status} rejected, or a reason "
+                f"in the Reject column; first at {locate(first)}); set {param('rejected')} to 'keep' to count them"
+                if cmap.reject is not None else
+                f"{display}: excluded {len(split.rejected)} rejected answer(s) ({status} rejected; first at "
+                f"{locate(first)}); set {param('rejected')} to 'keep' to count them"
+            ))
+        if split.unknown:
+            rows = np.sort(np.concatenate(list(split.unknown.values())))
+            counts = ", ".join(f"{k!r} {len(v)}" for k, v in split.unknown.items())
+            warn(CrowdaggWarning(
+                f"{display}: kept {len(rows)} answer(s) whose {status} is not one {cmap.platform} is known "
+                f"to write ({counts}; first at {locate(int(rows[0]))})"
+            ))
+    if cmap.platform == LABEL_STUDIO:
+        ids = [h for h in table.header if h.strip().lower() == "annotation_id"]
+        # A task nobody annotated: one row with neither an annotator nor an annotation.
+        unannotated = _blank_cells(table.column(cmap.worker)) & _blank_cells(table.column(ids[0]))
+        y_codes, y_names = encode(as_strings(table.column(cmap.label))[0])
+        stripped = [str(v).strip() for v in y_names.to_pylist()]
+        several = np.array([v[:1] in ("{", "[") for v in stripped] or [False])[y_codes] & keep & ~unannotated
+        if several.any():
+            row = int(np.flatnonzero(several)[0])
+            raise DataError(
+                f"{locate(row)}: several choices for {cmap.label.strip()!r} in one annotation "
+                f"({_pylist(_take(table.column(cmap.label), np.array([row])))[0]}); crowdagg aggregates one "
+                "class per answer (multi-label answers are not supported)"
+            )
+        no_choice = np.array([not v for v in stripped] or [False])[y_codes] & keep & ~unannotated
+        if no_choice.any():
+            warn(CrowdaggWarning(
+                f"{display}: {int(no_choice.sum())} Label Studio annotation(s) without a "
+                f"{cmap.label.strip()!r} choice skipped (first at {locate(int(np.flatnonzero(no_choice)[0]))})"
+            ))
+        keep &= ~unannotated & ~no_choice
+    if not keep.all():
+        order = table.task_order
+        if order is None:
+            order = _answered_tasks(table, (cmap.task, cmap.worker, cmap.label if not cmap.choices else cmap.task))
+        n_before = len(order)
+        table = table.subset(np.flatnonzero(keep))
+        table.task_order = order
+        n_left = n_before - len(_answered_tasks(table, (cmap.task,) * 3)) if table.n_rows else n_before
+        if n_left and cmap.platform != LABEL_STUDIO:
+            warn(CrowdaggWarning(
+                f"{display}: {n_left} task(s) have no answers left once those are left out; "
+                "each keeps its output row"
+            ))
+    if cmap.choices:
+        headers = [c for c, _ in cmap.choices]
+        labels, none, several_rows = radio_labels(
+            [table.column(c) for c in headers], [k for _, k in cmap.choices], cmap.label, headers
+        )
+        if len(several_rows):
+            row = int(several_rows[0])
+            picked = [c for c in headers if _pylist(_take(table.column(c), np.array([row])))[0].strip().lower() == "true"]
+            raise DataError(
+                f"{table.locate(row)}: {len(picked)} radio buttons of {cmap.label!r} are true "
+                f"({', '.join(repr(p) for p in picked)}); crowdagg aggregates one class per answer "
+                f"({len(several_rows)} such row(s) in all)"
+            )
+        if len(none):
+            warn(CrowdaggWarning(
+                f"{display}: {len(none)} answer(s) with no radio button of {cmap.label!r} true: "
+                f"their label is blank (first at {table.locate(int(none[0]))})"
+            ))
+        table = RawTable(
+            [*table.header, cmap.label], [*table.columns, labels], table.locate, table.display,
+            table.task_order, table.fixed, table.notes, table.kind, table.controls,
+        )
+    return table
 
 
 def read_task_labels(
