@@ -858,8 +858,8 @@ def _frame_table(frame: pd.DataFrame) -> RawTable:
     columns: list[Any] = []
     import pandas as pd
 
-    for c in frame.columns:
-        col = frame[c]
+    for j in range(frame.shape[1]):
+        col = frame.iloc[:, j]  # by position: a repeated name is the column mapper's to report
         if col.dtype.kind in "iufb" or isinstance(col.dtype, (pd.StringDtype, pd.CategoricalDtype)):
             try:
                 columns.append(pa.array(col, from_pandas=True))
@@ -1109,6 +1109,9 @@ def _label_studio_controls(table: RawTable, task_col: str | None) -> list[str] |
     return found or None
 
 
+_PLATFORM_NAMES = {"mturk": "MTurk", "toloka": "Toloka", "label_studio": "Label Studio"}
+
+
 def _blank_cells(column: Any) -> np.ndarray:
     """Which cells are blank once stripped, bool shape (n_rows,) -- decided on the distinct cells."""
     from .vocab import as_strings, blank, encode, strip
@@ -1158,7 +1161,7 @@ def _platform_rows(table: RawTable, cmap: ColumnMap, rejected: RejectedPolicy) -
             rows = np.sort(np.concatenate(list(split.unknown.values())))
             counts = ", ".join(f"{k!r} {len(v)}" for k, v in split.unknown.items())
             warn(CrowdaggWarning(
-                f"{display}: kept {len(rows)} answer(s) whose {status} is not one {cmap.platform} is known "
+                f"{display}: kept {len(rows)} answer(s) whose {status} is not one {_PLATFORM_NAMES[cmap.platform]} is known "
                 f"to write ({counts}; first at {locate(int(rows[0]))})"
             ))
     if cmap.platform == LABEL_STUDIO:
