@@ -371,3 +371,69 @@ def test_label_columns_custom_aliases_and_missing_message():
 def test_label_columns_same_column_is_a_usage_error():
     with pytest.raises(UsageError, match=r"task and label must be different columns"):
         map_label_columns(["task", "label"], source="t.csv", task="task", label=" task")
+
+
+# --------------------------------------------------------------------------- radio buttons, Label Studio tables
+def test_radio_groups_from_boolean_columns():
+    from crowdagg.columns import radio_groups
+
+    header = ["HITId", "WorkerId", "Answer.cat.on", "Answer.dog.on", "Answer.mood.happy", "Answer.mood.sad",
+              "Answer.consent.on", "Answer.comment", "Input.x.on"]
+    boolean = ["Answer.cat.on", "Answer.dog.on", "Answer.mood.happy", "Answer.mood.sad", "Input.x.on"]
+    assert radio_groups(header, boolean) == {
+        "Answer": [("Answer.cat.on", "cat"), ("Answer.dog.on", "dog")],
+        "Answer.mood": [("Answer.mood.happy", "happy"), ("Answer.mood.sad", "sad")],
+    }
+    # A lone boolean column (a consent box) is no radio group.
+    assert radio_groups(["Answer.consent.on", "Answer.cat"], ["Answer.consent.on"]) == {}
+
+
+def test_mturk_radio_group_is_the_label():
+    header = [*MTURK_HEADER[:-3], "Answer.cat.on", "Answer.dog.on", "Approve", "Reject"]
+    cmap = map_answer_columns(header, source="b.csv", boolean=["Answer.cat.on", "Answer.dog.on"])
+    assert cmap == ColumnMap(
+        "HITId", "WorkerId", "Answer", "mturk", status="AssignmentStatus", reject="Reject",
+        choices=(("Answer.cat.on", "cat"), ("Answer.dog.on", "dog")),
+    )
+    # Without knowing the cells, two Answer columns are two candidates, as before.
+    with pytest.raises(DataError, match=r"2 candidate label columns: 'Answer.cat.on', 'Answer.dog.on'"):
+        map_answer_columns(header, source="b.csv")
+
+
+def test_mturk_radio_group_beside_a_free_text_answer_is_ambiguous_and_label_picks_either():
+    header = ["HITId", "WorkerId", "Answer.comment", "Answer.s.pos.on", "Answer.s.neg.on"]
+    boolean = ["Answer.s.pos.on", "Answer.s.neg.on"]
+    with pytest.raises(DataError) as e:
+        map_answer_columns(header, source="b.csv", boolean=boolean)
+    assert str(e.value) == (
+        "b.csv: 2 candidate label columns: 'Answer.comment', 'Answer.s' (radio buttons 'Answer.s.pos.on', "
+        "'Answer.s.neg.on'); set label_col to pick one"
+    )
+    assert map_answer_columns(header, source="b.csv", boolean=boolean, label="Answer.s").choices == (
+        ("Answer.s.pos.on", "pos"), ("Answer.s.neg.on", "neg")
+    )
+    picked = map_answer_columns(header, source="b.csv", boolean=boolean, label="Answer.comment")
+    assert (picked.label, picked.choices) == ("Answer.comment", ())
+
+
+LS_CSV_HEADER = ["annotation_id", "annotator", "created_at", "id", "lead_time", "sentiment", "source", "text",
+                 "updated_at"]
+
+
+def test_label_studio_csv_header_is_recognised():
+    assert detect_platform(LS_CSV_HEADER) == "label_studio"
+    cmap = map_answer_columns(LS_CSV_HEADER, source="e.csv", controls=["sentiment"])
+    assert cmap == ColumnMap("id", "annotator", "sentiment", "label_studio")
+    with pytest.raises(DataError) as e:
+        map_answer_columns(LS_CSV_HEADER, source="e.csv")
+    assert str(e.value) == (
+        "e.csv: 3 candidate label columns: 'sentiment', 'source', 'text'; set label_col to pick one"
+    )
+    # Controls that say nothing (none found) leave every candidate in.
+    with pytest.raises(DataError, match=r"3 candidate label columns"):
+        map_answer_columns(LS_CSV_HEADER, source="e.csv", controls=[])
+
+
+def test_usage_error_comes_before_missing_columns():
+    with pytest.raises(UsageError, match=r"the task and label columns must differ"):
+        map_answer_columns(["task", "answer"], source="a.csv", task="answer")
