@@ -1058,7 +1058,7 @@ def _answer_columns(
             table.header, source=table.display, task=task_col, worker=worker_col, label=label_col,
             options=_ANSWER_OPTIONS,
             boolean=_boolean_columns(table) if platform == MTURK else (),
-            controls=_label_studio_controls(table, task_col) if platform == LABEL_STUDIO else None,
+            controls=_label_studio_controls(table, task_col) if platform == LABEL_STUDIO and label_col is None else None,
         )
         cols = (cmap.task, cmap.worker, cmap.label)
         if table.n_rows:

@@ -6,7 +6,8 @@ Label Studio JSON
     :func:`flatten_label_studio` turns the classification answers of one
     ``<Choices>`` control into the long form crowdagg reads: one (task,
     worker, label) triple per answer.  Cancelled annotations (the annotator
-    pressed *Skip*) hold no answer: they are skipped and counted.
+    pressed *Skip*: ``was_cancelled``, or ``skipped`` in older exports) hold
+    no answer: they are skipped and counted, like Toloka's ``SKIPPED``.
 
 Label Studio JSON-MIN and CSV
     One row per annotation (``id``, ``annotator``, ``annotation_id``, the
@@ -233,7 +234,8 @@ class _Walker:
             for k, ann in enumerate(answers, start=1):
                 if not isinstance(ann, dict):
                     raise self.fail(n, tid, f"annotation {k} is not an object (got {json_type(ann)})")
-                if ann.get("was_cancelled") is True:
+                # Skipped by the annotator: ``was_cancelled`` (Label Studio 1.x), ``skipped`` (older exports).
+                if ann.get("was_cancelled") is True or ann.get("skipped") is True:
                     yield _Answer(n, tid, k, ann, cancelled=True)
                     continue
                 got = ann.get("completed_by")

@@ -772,3 +772,29 @@ def test_boolean_cells():
     assert not boolean_cells(np.array(["true", "Answer.x.on"], dtype=object))
     assert not boolean_cells(pa.array(["", " "]))  # nothing to tell
     assert not boolean_cells(pa.array(["true", "yes"]))
+
+
+def test_older_skipped_flag_counts_as_cancelled():
+    # Label Studio before 1.0 marked a skipped task "skipped": true (label-studio-sdk's converter reads both).
+    old = [{"id": 1, "data": {"text": "x"}, "completions": [
+        {"id": 1, "completed_by": 1, "result": [_result(["Positive"])]},
+        {"id": 2, "completed_by": 2, "skipped": True, "result": []},
+    ]}]
+    flat = _flatten(old)
+    assert (flat.task, flat.worker, flat.label, flat.n_cancelled, flat.n_without_choice) == (
+        ["1"], ["1"], ["Positive"], 1, 0
+    )
+
+
+def test_joined_exports_keep_every_task_once(tmp_path):
+    # A Toloka pool whose task 00037cc2b4--61b0 has no answer left, joined with a plain CSV.
+    (tmp_path / "a_pool.tsv").write_text(_toloka_tsv(TOLOKA_ROWS))
+    (tmp_path / "b_more.csv").write_text("task,worker,label\nextra1,w9,cat\n00037cc2b4--61a9,w9,dog\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        data = load_annotations([str(tmp_path)])
+    assert list(data.task_names) == [
+        "00037cc2b4--61a8", "00037cc2b4--61a9", "00037cc2b4--61b0", "00037cc2b4--61b1", "00037cc2b4--61b2",
+        "extra1",
+    ]
+    assert data.answers_per_task.tolist() == [2, 2, 0, 0, 1, 1]
