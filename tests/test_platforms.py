@@ -1,14 +1,31 @@
-"""Label Studio JSON exports flattened to one answer per row (crowdagg.platforms)."""
+"""Platform exports (crowdagg.platforms): Label Studio JSON flattened to one answer per row, and the
+table exports of MTurk, Toloka and Label Studio (JSON-MIN, CSV) read as downloaded."""
 
 from __future__ import annotations
 
 import copy
+import csv
+import io
 import json
+import warnings
 
+import numpy as np
+import pyarrow as pa
 import pytest
 
-from crowdagg.errors import DataError
-from crowdagg.platforms import FlatAnswers, flatten_label_studio, is_label_studio
+from crowdagg.errors import CrowdaggWarning, DataError, UsageError
+from crowdagg.io import _answer_columns, load_annotations, read_raw
+from crowdagg.platforms import (
+    ASSIGNMENT_STATUSES,
+    REJECTED_POLICIES,
+    FlatAnswers,
+    boolean_cells,
+    flatten_label_studio,
+    is_label_studio,
+    radio_labels,
+    split_by_status,
+)
+from tests.test_columns import MTURK_HEADER, _mturk_row
 
 STAMP = "2024-03-05T09:20:31.482913Z"
 
@@ -290,23 +307,6 @@ def test_structure_errors_come_before_the_choices_check():
 # =========================================================================== table exports, as downloaded
 # The exports below are written the way the platforms write them (column sets, quoting, line ends,
 # status words), then read through load_annotations: what a user gets from the file they downloaded.
-import csv  # noqa: E402
-import io  # noqa: E402
-import warnings  # noqa: E402
-
-import numpy as np  # noqa: E402
-import pyarrow as pa  # noqa: E402
-
-from crowdagg.errors import CrowdaggWarning, UsageError  # noqa: E402
-from crowdagg.io import _answer_columns, load_annotations, read_raw  # noqa: E402
-from crowdagg.platforms import (  # noqa: E402
-    ASSIGNMENT_STATUSES,
-    REJECTED_POLICIES,
-    boolean_cells,
-    radio_labels,
-    split_by_status,
-)
-from tests.test_columns import MTURK_HEADER, _mturk_row  # noqa: E402
 
 RADIO_HEADER = [*MTURK_HEADER[:-3], "Answer.cat.on", "Answer.dog.on", "Approve", "Reject"]
 
