@@ -496,10 +496,10 @@ def map_answer_columns(
     groups: dict[str, list[tuple[str, str]]] = {}
     if platform == MTURK:
         groups = radio_groups(header, boolean)
-        members = {col for cols in groups.values() for col, _ in cols}
+        members = {col for buttons in groups.values() for col, _ in buttons}
         candidates["label"] = [h for h in header if h not in members] + list(groups)
-        for g, cols in groups.items():
-            shown[g] = f"{g!r} (radio buttons {_listing([c for c, _ in cols])})"
+        for g, buttons in groups.items():
+            shown[g] = f"{g!r} (radio buttons {_listing([c for c, _ in buttons])})"
         if groups:
             first, *rest = rules["label"].tiers
             rules["label"] = _Rule(

@@ -1129,98 +1129,117 @@ def _platform_rows(table: RawTable, cmap: ColumnMap, rejected: RejectedPolicy) -
     become one label column, named after the group.  See
     :mod:`crowdagg.platforms` for the rules.
     """
-    from .platforms import radio_labels, split_by_status
-    from .vocab import as_strings, encode
-
-    display, locate = table.display, table.locate
     keep = np.ones(table.n_rows, dtype=bool)
-    if cmap.status is not None and cmap.platform is not None:
-        split = split_by_status(
-            table.column(cmap.status), cmap.platform, rejected,
-            reject_marks=table.column(cmap.reject) if cmap.reject is not None else None, header_cell=cmap.status,
-        )
-        keep &= split.keep
-        status = cmap.status.strip()
-        if split.unanswered:
-            rows = np.sort(np.concatenate(list(split.unanswered.values())))
-            counts = ", ".join(f"{k} {len(v)}" for k, v in split.unanswered.items())
-            warn(CrowdaggWarning(
-                f"{display}: left out {len(rows)} assignment(s) that hold no answer ({status} {counts}; "
-                f"first at {locate(int(rows[0]))})"
-            ))
-        if len(split.rejected):
-            first = int(split.rejected[0])
-            warn(CrowdaggWarning(
-                f"{display}: excluded {len(split.rejected)} rejected answer(s) ({status} rejected, or a reason "
-                f"in the Reject column; first at {locate(first)}); set {param('rejected')} to 'keep' to count them"
-                if cmap.reject is not None else
-                f"{display}: excluded {len(split.rejected)} rejected answer(s) ({status} rejected; first at "
-                f"{locate(first)}); set {param('rejected')} to 'keep' to count them"
-            ))
-        if split.unknown:
-            rows = np.sort(np.concatenate(list(split.unknown.values())))
-            counts = ", ".join(f"{k!r} {len(v)}" for k, v in split.unknown.items())
-            warn(CrowdaggWarning(
-                f"{display}: kept {len(rows)} answer(s) whose {status} is not one {_PLATFORM_NAMES[cmap.platform]} is known "
-                f"to write ({counts}; first at {locate(int(rows[0]))})"
-            ))
+    if cmap.status is not None:
+        keep &= _status_rows(table, cmap, rejected)
     if cmap.platform == LABEL_STUDIO:
-        ids = [h for h in table.header if h.strip().lower() == "annotation_id"]
-        # A task nobody annotated: one row with neither an annotator nor an annotation.
-        unannotated = _blank_cells(table.column(cmap.worker)) & _blank_cells(table.column(ids[0]))
-        y_codes, y_names = encode(as_strings(table.column(cmap.label))[0])
-        stripped = [str(v).strip() for v in y_names.to_pylist()]
-        several = np.array([v[:1] in ("{", "[") for v in stripped] or [False])[y_codes] & keep & ~unannotated
-        if several.any():
-            row = int(np.flatnonzero(several)[0])
-            raise DataError(
-                f"{locate(row)}: several choices for {cmap.label.strip()!r} in one annotation "
-                f"({_pylist(_take(table.column(cmap.label), np.array([row])))[0]}); crowdagg aggregates one "
-                "class per answer (multi-label answers are not supported)"
-            )
-        no_choice = np.array([not v for v in stripped] or [False])[y_codes] & keep & ~unannotated
-        if no_choice.any():
-            warn(CrowdaggWarning(
-                f"{display}: {int(no_choice.sum())} Label Studio annotation(s) without a "
-                f"{cmap.label.strip()!r} choice skipped (first at {locate(int(np.flatnonzero(no_choice)[0]))})"
-            ))
-        keep &= ~unannotated & ~no_choice
+        keep &= _label_studio_rows(table, cmap, keep)
     if not keep.all():
-        order = table.task_order
-        if order is None:
-            order = _answered_tasks(table, (cmap.task, cmap.worker, cmap.label if not cmap.choices else cmap.task))
-        n_before = len(order)
+        order = table.task_order if table.task_order is not None else _answered_tasks(table, (cmap.task,) * 3)
         table = table.subset(np.flatnonzero(keep))
         table.task_order = order
-        n_left = n_before - len(_answered_tasks(table, (cmap.task,) * 3)) if table.n_rows else n_before
-        if n_left and cmap.platform != LABEL_STUDIO:
+        n_left = len(order) - (len(_answered_tasks(table, (cmap.task,) * 3)) if table.n_rows else 0)
+        if n_left and cmap.platform != LABEL_STUDIO:  # Label Studio: tasks nobody annotated, as exported
             warn(CrowdaggWarning(
-                f"{display}: {n_left} task(s) have no answers left once those are left out; "
+                f"{table.display}: {n_left} task(s) have no answers left once those are left out; "
                 "each keeps its output row"
             ))
     if cmap.choices:
-        headers = [c for c, _ in cmap.choices]
-        labels, none, several_rows = radio_labels(
-            [table.column(c) for c in headers], [k for _, k in cmap.choices], cmap.label, headers
-        )
-        if len(several_rows):
-            row = int(several_rows[0])
-            picked = [c for c in headers if _pylist(_take(table.column(c), np.array([row])))[0].strip().lower() == "true"]
-            raise DataError(
-                f"{table.locate(row)}: {len(picked)} radio buttons of {cmap.label!r} are true "
-                f"({', '.join(repr(p) for p in picked)}); crowdagg aggregates one class per answer "
-                f"({len(several_rows)} such row(s) in all)"
-            )
-        if len(none):
-            warn(CrowdaggWarning(
-                f"{display}: {len(none)} answer(s) with no radio button of {cmap.label!r} true: "
-                f"their label is blank (first at {table.locate(int(none[0]))})"
-            ))
-        table = RawTable(
-            [*table.header, cmap.label], [*table.columns, labels], table.locate, table.display,
-            table.task_order, table.fixed, table.notes, table.kind, table.controls,
-        )
+        table = _radio_column(table, cmap)
     return table
+
+
+def _status_rows(table: RawTable, cmap: ColumnMap, rejected: RejectedPolicy) -> np.ndarray:
+    """Which rows an assignment status keeps (MTurk, Toloka), with a warning for each kind left out."""
+    from .platforms import split_by_status
+
+    assert cmap.status is not None and cmap.platform is not None  # for the type checker: set together
+    split = split_by_status(
+        table.column(cmap.status), cmap.platform, rejected,
+        reject_marks=table.column(cmap.reject) if cmap.reject is not None else None, header_cell=cmap.status,
+    )
+    display, locate, status = table.display, table.locate, cmap.status.strip()
+    if split.unanswered:
+        rows = np.sort(np.concatenate(list(split.unanswered.values())))
+        counts = ", ".join(f"{k} {len(v)}" for k, v in split.unanswered.items())
+        warn(CrowdaggWarning(
+            f"{display}: left out {len(rows)} assignment(s) that hold no answer ({status} {counts}; "
+            f"first at {locate(int(rows[0]))})"
+        ))
+    if len(split.rejected):
+        why = f"{status} rejected" + (", or a reason in the Reject column" if cmap.reject is not None else "")
+        warn(CrowdaggWarning(
+            f"{display}: excluded {len(split.rejected)} rejected answer(s) ({why}; first at "
+            f"{locate(int(split.rejected[0]))}); set {param('rejected')} to 'keep' to count them"
+        ))
+    if split.unknown:
+        rows = np.sort(np.concatenate(list(split.unknown.values())))
+        counts = ", ".join(f"{k!r} {len(v)}" for k, v in split.unknown.items())
+        warn(CrowdaggWarning(
+            f"{display}: kept {len(rows)} answer(s) whose {status} is not one {_PLATFORM_NAMES[cmap.platform]} "
+            f"is known to write ({counts}; first at {locate(int(rows[0]))})"
+        ))
+    return split.keep
+
+
+def _label_studio_rows(table: RawTable, cmap: ColumnMap, keep: np.ndarray) -> np.ndarray:
+    """Which rows of a Label Studio JSON-MIN/CSV export are answers (among ``keep``).
+
+    A task nobody annotated is one row with neither an annotator nor an
+    annotation id: not an answer (the task keeps its output row).  A row
+    without a choice for the control is an annotation skipped and counted,
+    as in the JSON export; a ``{"choices": [...]}`` cell (several choices)
+    is an error naming its line.
+    """
+    from .vocab import as_strings, encode
+
+    ids = [h for h in table.header if h.strip().lower() == "annotation_id"]
+    unannotated = _blank_cells(table.column(cmap.worker)) & _blank_cells(table.column(ids[0]))
+    codes, names = encode(as_strings(table.column(cmap.label))[0])
+    cells = [str(v).strip() for v in names.to_pylist()]  # the distinct cells only
+    answers = keep & ~unannotated
+    several = np.array([c[:1] in ("{", "[") for c in cells] or [False])[codes] & answers
+    if several.any():
+        row = int(np.flatnonzero(several)[0])
+        raise DataError(
+            f"{table.locate(row)}: several choices for {cmap.label.strip()!r} in one annotation "
+            f"({_pylist(_take(table.column(cmap.label), np.array([row])))[0]}); crowdagg aggregates one "
+            "class per answer (multi-label answers are not supported)"
+        )
+    no_choice = np.array([not c for c in cells] or [False])[codes] & answers
+    if no_choice.any():
+        warn(CrowdaggWarning(
+            f"{table.display}: {int(no_choice.sum())} Label Studio annotation(s) without a "
+            f"{cmap.label.strip()!r} choice skipped (first at {table.locate(int(np.flatnonzero(no_choice)[0]))})"
+        ))
+    return ~unannotated & ~no_choice
+
+
+def _radio_column(table: RawTable, cmap: ColumnMap) -> RawTable:
+    """The table with one label column, named after the radio group, read from its buttons."""
+    from .platforms import radio_labels
+
+    headers = [c for c, _ in cmap.choices]
+    labels, none, several = radio_labels(
+        [table.column(c) for c in headers], [k for _, k in cmap.choices], cmap.label, headers
+    )
+    if len(several):
+        row = int(several[0])
+        cells = [_pylist(_take(table.column(c), np.array([row])))[0] for c in headers]
+        picked = [repr(c) for c, v in zip(headers, cells) if v.strip().lower() == "true"]
+        raise DataError(
+            f"{table.locate(row)}: {len(picked)} radio buttons of {cmap.label!r} are true ({', '.join(picked)}); "
+            f"crowdagg aggregates one class per answer ({len(several)} such row(s) in all)"
+        )
+    if len(none):
+        warn(CrowdaggWarning(
+            f"{table.display}: {len(none)} answer(s) with no radio button of {cmap.label!r} true: "
+            f"their label is blank (first at {table.locate(int(none[0]))})"
+        ))
+    return RawTable(
+        [*table.header, cmap.label], [*table.columns, labels], table.locate, table.display,
+        table.task_order, table.fixed, table.notes, table.kind, table.controls,
+    )
 
 
 def read_task_labels(
