@@ -18,9 +18,13 @@ said so).  Input is never silently changed or dropped:
 * JSON Lines are split on ``\\n`` only (a value may contain U+2028).
 
 Which columns hold the task, worker and label is decided by
-:mod:`crowdagg.columns` from the header alone (generic aliases, MTurk and
-Toloka exports); Label Studio JSON exports are flattened by
-:mod:`crowdagg.platforms` first.  Problems are raised as
+:mod:`crowdagg.columns` from the header (generic aliases; MTurk, Toloka and
+Label Studio JSON-MIN/CSV exports); Label Studio JSON exports are flattened
+by :mod:`crowdagg.platforms` first.  A platform export's own rows rules --
+rejected and skipped assignments left out, MTurk radio buttons read as one
+label, Label Studio rows that are not answers -- are applied next
+(:func:`_platform_rows`, rules in :mod:`crowdagg.platforms`), every task
+keeping its output row.  Problems are raised as
 :class:`~crowdagg.errors.DataError` naming the file, the line and the value.
 
 Writing lives in :mod:`crowdagg.render` (rows to bytes) and
@@ -1135,10 +1139,13 @@ def _platform_rows(table: RawTable, cmap: ColumnMap, rejected: RejectedPolicy) -
     if cmap.platform == LABEL_STUDIO:
         keep &= _label_studio_rows(table, cmap, keep)
     if not keep.all():
-        order = table.task_order if table.task_order is not None else _answered_tasks(table, (cmap.task,) * 3)
-        table = table.subset(np.flatnonzero(keep))
-        table.task_order = order
-        n_left = len(order) - (len(_answered_tasks(table, (cmap.task,) * 3)) if table.n_rows else 0)
+        order, n_left = _task_order(table, cmap.task, keep)
+        # Only the columns still read are subset (an MTurk export has 30 others).
+        needed = [cmap.task, cmap.worker, *([c for c, _ in cmap.choices] or [cmap.label])]
+        table = RawTable(
+            needed, [table.column(c) for c in needed], table.locate, table.display, order, table.fixed,
+            table.notes, table.kind, table.controls,
+        ).subset(np.flatnonzero(keep))
         if n_left and cmap.platform != LABEL_STUDIO:  # Label Studio: tasks nobody annotated, as exported
             warn(CrowdaggWarning(
                 f"{table.display}: {n_left} task(s) have no answers left once those are left out; "
@@ -1147,6 +1154,23 @@ def _platform_rows(table: RawTable, cmap: ColumnMap, rejected: RejectedPolicy) -
     if cmap.choices:
         table = _radio_column(table, cmap)
     return table
+
+
+def _task_order(table: RawTable, task_col: str, keep: np.ndarray) -> tuple[Any, int]:
+    """(Every task of a table in order of first appearance, how many have no row in ``keep``).
+
+    The names are stripped, and blank ones and the header's own cell left
+    out, as :func:`_answered_tasks` does; one dictionary encoding serves both.
+    """
+    from .data import header_key
+    from .vocab import as_strings, blank, encode, spells, strip, take
+
+    codes, uniques = encode(as_strings(table.column(task_col))[0])
+    uniques, _ = strip(uniques)
+    drop = blank(uniques) | spells(uniques, header_key(task_col), header_key)
+    answered = np.zeros(len(uniques), dtype=bool)
+    answered[codes[keep]] = True
+    return take(uniques, np.flatnonzero(~drop)), int(np.count_nonzero(~answered & ~drop))
 
 
 def _status_rows(table: RawTable, cmap: ColumnMap, rejected: RejectedPolicy) -> np.ndarray:
