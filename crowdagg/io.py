@@ -49,26 +49,17 @@ from typing import IO, TYPE_CHECKING, Any
 import numpy as np
 
 from . import _timing, memory
-from .columns import (
-    LABEL_ALIASES,
-    LABEL_STUDIO,
-    LABEL_STUDIO_META,
-    MTURK,
-    TASK_ALIASES,
-    TRUTH_ALIASES,
-    WORKER_ALIASES,
-    ColumnMap,
-    detect_platform,
-    map_answer_columns,
-    map_label_columns,
-)
+from .columns import LABEL_ALIASES, TASK_ALIASES, TRUTH_ALIASES, WORKER_ALIASES, map_answer_columns, map_label_columns
 from .data import AnnotationSet, DuplicatePolicy, Locator, header_key
 from .errors import CrowdaggError, CrowdaggWarning, DataError, UsageError, os_reason, param, warn
-from .platforms import RejectedPolicy, check_rejected_policy, json_type
+from .platforms import json_type
 from .render import OUTPUT_FORMATS, render_table
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
+
+    from .columns import ColumnMap
+    from .platforms import RejectedPolicy
 
 INPUT_FORMATS = ("csv", "tsv", "json", "jsonl", "parquet")
 
@@ -443,25 +434,7 @@ def _records_table(records: list[Any], display: str, unit: str, lines: np.ndarra
     keys = list(dict.fromkeys(k for rec in records for k in rec))
     columns = [np.array([_json_cell(rec.get(k)) for rec in records], dtype=object) for k in keys]
     locate = Locator(display, lines=lines) if lines is not None else Locator(display, first_line=1, unit=unit)
-    return RawTable(keys, columns, locate, display, controls=_json_min_controls(records, keys))
-
-
-def _json_min_controls(records: list[dict], keys: list[str]) -> list[str] | None:
-    """The control columns of a Label Studio JSON-MIN export, None for other records.
-
-    Label Studio writes each record as the task's data, then ``id``, then
-    one key per control answered, then ``annotator`` and the other
-    annotation fields: the keys between ``id`` and ``annotator`` are the
-    controls, whatever the data fields are called.
-    """
-    if not {"id", "annotator", "annotation_id"} <= set(keys):
-        return None
-    found: dict[str, None] = {}
-    for rec in records:
-        order = list(rec)
-        if "id" in rec and "annotator" in rec and order.index("id") < order.index("annotator"):
-            found.update(dict.fromkeys(order[order.index("id") + 1: order.index("annotator")]))
-    return list(found)
+    return RawTable(keys, columns, locate, display)
 
 
 def _parse_json(data: bytes, display: str, label_col: str | None) -> RawTable:
@@ -472,7 +445,12 @@ def _parse_json(data: bytes, display: str, label_col: str | None) -> RawTable:
     except RecursionError:
         raise DataError(f"{display}: JSON nested too deeply to be a table of answers") from None
     if isinstance(obj, list):
-        return _parse_json_list(obj, display, label_col)
+        from .platforms import json_min_controls
+
+        table = _parse_json_list(obj, display, label_col)
+        if table.fixed is None:  # records: maybe a Label Studio JSON-MIN export, whose key order names its controls
+            table.controls = json_min_controls(obj)
+        return table
     if isinstance(obj, dict):
         values = [v for _, v in _pairs_of(obj)]
         if "annotations" in obj or "completions" in obj:
@@ -863,7 +841,7 @@ def _frame_table(frame: pd.DataFrame) -> RawTable:
     import pandas as pd
 
     for j in range(frame.shape[1]):
-        col = frame.iloc[:, j]  # by position: a repeated name is the column mapper's to report
+        col = frame.iloc[:, j]
         if col.dtype.kind in "iufb" or isinstance(col.dtype, (pd.StringDtype, pd.CategoricalDtype)):
             try:
                 columns.append(pa.array(col, from_pandas=True))
@@ -987,6 +965,8 @@ def load_annotations(
         tables = [
             read_raw(src, input_format=input_format, label_col=label_col, max_memory=max_memory) for src in sources
         ]
+    from .platforms import check_rejected_policy
+
     check_rejected_policy(rejected)
     mapped = [_answer_columns(t, task_col, worker_col, label_col, rejected) for t in tables]
     tables = [t for t, _ in mapped]
@@ -1057,6 +1037,8 @@ def _answer_columns(
                 )
         cols = table.fixed
     else:
+        from .columns import LABEL_STUDIO, MTURK, detect_platform
+
         platform = detect_platform(table.header)
         cmap = map_answer_columns(
             table.header, source=table.display, task=task_col, worker=worker_col, label=label_col,
@@ -1094,6 +1076,7 @@ def _label_studio_controls(table: RawTable, task_col: str | None) -> list[str] |
     """
     if table.controls is not None:
         return table.controls
+    from .columns import LABEL_STUDIO_META
     from .vocab import as_strings, encode
 
     ids = [h for h in table.header if (h == task_col if task_col is not None else h.strip().lower() == "id")]
@@ -1133,6 +1116,8 @@ def _platform_rows(table: RawTable, cmap: ColumnMap, rejected: RejectedPolicy) -
     become one label column, named after the group.  See
     :mod:`crowdagg.platforms` for the rules.
     """
+    from .columns import LABEL_STUDIO
+
     keep = np.ones(table.n_rows, dtype=bool)
     if cmap.status is not None:
         keep &= _status_rows(table, cmap, rejected)

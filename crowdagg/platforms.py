@@ -74,6 +74,7 @@ __all__ = [
     "StatusSplit",
     "flatten_label_studio",
     "is_label_studio",
+    "json_min_controls",
     "radio_labels",
     "split_by_status",
 ]
@@ -389,6 +390,26 @@ def _distinct(column: Any) -> tuple[np.ndarray, list[str]]:
     names, _ = as_strings(column, "status")
     codes, uniques = encode(names)
     return codes, [str(u) for u in uniques.to_pylist()]
+
+
+def json_min_controls(records: list) -> list[str] | None:
+    """The control columns of a Label Studio JSON-MIN export (parsed records), None for other records.
+
+    Label Studio writes each record as the task's data, then ``id``, then
+    one key per control answered, then ``annotator`` and the other
+    annotation fields: the keys between ``id`` and ``annotator`` are the
+    controls, whatever the data fields are called.
+    """
+    found: dict[str, None] = {}
+    seen = False
+    for rec in records:
+        if not isinstance(rec, dict) or "annotation_id" not in rec or "id" not in rec or "annotator" not in rec:
+            continue
+        seen = True
+        order = list(rec)
+        start, end = order.index("id"), order.index("annotator")
+        found.update(dict.fromkeys(order[start + 1: end]))
+    return list(found) if seen else None
 
 
 def check_rejected_policy(rejected: str) -> None:
