@@ -59,7 +59,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
     from .columns import ColumnMap
-    from .platforms import RejectedPolicy
+    from .platforms import JsonMinControls, RejectedPolicy
 
 INPUT_FORMATS = ("csv", "tsv", "json", "jsonl", "parquet")
 
@@ -340,7 +340,7 @@ class RawTable:
     fixed: tuple[str, str, str] | None = None
     notes: list[str] = field(default_factory=list)
     kind: str = ""
-    controls: list[str] | None = None
+    controls: JsonMinControls | None = None
 
     @property
     def n_rows(self) -> int:
@@ -1075,7 +1075,7 @@ def _label_studio_controls(table: RawTable, task_col: str | None) -> list[str] |
     task, or every annotator agreeing).
     """
     if table.controls is not None:
-        return table.controls
+        return table.controls.names
     from .columns import LABEL_STUDIO_META
     from .vocab import as_strings, encode
 
@@ -1204,17 +1204,21 @@ def _label_studio_rows(table: RawTable, cmap: ColumnMap, keep: np.ndarray) -> np
 
     ids = [h for h in table.header if h.strip().lower() == "annotation_id"]
     unannotated = _blank_cells(table.column(cmap.worker)) & _blank_cells(table.column(ids[0]))
+    def several_choices(row: int, cell: str) -> DataError:
+        return DataError(
+            f"{table.locate(row)}: several choices for {cmap.label.strip()!r} in one annotation ({cell}); "
+            "crowdagg aggregates one class per answer (multi-label answers are not supported)"
+        )
+
+    if table.controls is not None and cmap.label in table.controls.several:  # JSON-MIN: seen while parsing
+        raise several_choices(*table.controls.several[cmap.label])
     codes, names = encode(as_strings(table.column(cmap.label))[0])
     cells = [str(v).strip() for v in names.to_pylist()]  # the distinct cells only
     answers = keep & ~unannotated
     several = np.array([c[:1] in ("{", "[") for c in cells] or [False])[codes] & answers
-    if several.any():
+    if several.any():  # CSV: Label Studio wrote the answer as JSON text
         row = int(np.flatnonzero(several)[0])
-        raise DataError(
-            f"{table.locate(row)}: several choices for {cmap.label.strip()!r} in one annotation "
-            f"({_pylist(_take(table.column(cmap.label), np.array([row])))[0]}); crowdagg aggregates one "
-            "class per answer (multi-label answers are not supported)"
-        )
+        raise several_choices(row, _pylist(_take(table.column(cmap.label), np.array([row])))[0])
     no_choice = np.array([not c for c in cells] or [False])[codes] & answers
     if no_choice.any():
         warn(CrowdaggWarning(

@@ -70,6 +70,7 @@ __all__ = [
     "ASSIGNMENT_STATUSES",
     "REJECTED_POLICIES",
     "FlatAnswers",
+    "JsonMinControls",
     "RejectedPolicy",
     "StatusSplit",
     "flatten_label_studio",
@@ -392,24 +393,47 @@ def _distinct(column: Any) -> tuple[np.ndarray, list[str]]:
     return codes, [str(u) for u in uniques.to_pylist()]
 
 
-def json_min_controls(records: list) -> list[str] | None:
-    """The control columns of a Label Studio JSON-MIN export (parsed records), None for other records.
+@dataclass
+class JsonMinControls:
+    """What the records of a Label Studio JSON-MIN export say about its controls.
+
+    Attributes
+    ----------
+    names : list of str
+        The control columns, in order of first appearance.
+    several : dict of str to (int, str)
+        For each control, the first record (0-based) whose answer holds
+        several choices (``{"choices": [...]}``), and that answer as JSON.
+    """
+
+    names: list[str]
+    several: dict[str, tuple[int, str]]
+
+
+def json_min_controls(records: list) -> JsonMinControls | None:
+    """The controls of a Label Studio JSON-MIN export (parsed records), None for other records.
 
     Label Studio writes each record as the task's data, then ``id``, then
     one key per control answered, then ``annotator`` and the other
     annotation fields: the keys between ``id`` and ``annotator`` are the
-    controls, whatever the data fields are called.
+    controls, whatever the data fields are called.  This looks at records
+    the JSON parser has already made, once each.
     """
+    import json
+
     found: dict[str, None] = {}
+    several: dict[str, tuple[int, str]] = {}
     seen = False
-    for rec in records:
+    for i, rec in enumerate(records):
         if not isinstance(rec, dict) or "annotation_id" not in rec or "id" not in rec or "annotator" not in rec:
             continue
         seen = True
         order = list(rec)
-        start, end = order.index("id"), order.index("annotator")
-        found.update(dict.fromkeys(order[start + 1: end]))
-    return list(found) if seen else None
+        for key in order[order.index("id") + 1: order.index("annotator")]:
+            found[key] = None
+            if isinstance(rec[key], (dict, list)) and key not in several:
+                several[key] = (i, json.dumps(rec[key], ensure_ascii=False))
+    return JsonMinControls(list(found), several) if seen else None
 
 
 def check_rejected_policy(rejected: str) -> None:
