@@ -341,6 +341,7 @@ class RawTable:
     notes: list[str] = field(default_factory=list)
     kind: str = ""
     controls: JsonMinControls | None = None
+    classes: list[str] | None = None
 
     @property
     def n_rows(self) -> int:
@@ -352,7 +353,7 @@ class RawTable:
     def subset(self, rows: np.ndarray) -> RawTable:
         return RawTable(
             self.header, [_take(c, rows) for c in self.columns], self.locate.subset(rows), self.display,
-            self.task_order, self.fixed, self.notes, self.kind, self.controls,
+            self.task_order, self.fixed, self.notes, self.kind, self.controls, self.classes,
         )
 
 
@@ -972,6 +973,10 @@ def load_annotations(
     tables = [t for t, _ in mapped]
     parts = [cols for _, cols in mapped]
     del mapped
+    if classes is None and all(t.classes is not None for t in tables):  # radio buttons name every class
+        from .data import infer_classes
+
+        classes = infer_classes([k for t in tables for k in t.classes or ()], label_col=parts[0][2].strip())
     first = tables[0]
     kw: dict[str, Any] = {"classes": classes, "duplicates": duplicates, "label_col": parts[0][2].strip(),
                           "workers": workers}
@@ -1251,7 +1256,7 @@ def _radio_column(table: RawTable, cmap: ColumnMap) -> RawTable:
         ))
     return RawTable(
         [*table.header, cmap.label], [*table.columns, labels], table.locate, table.display,
-        table.task_order, table.fixed, table.notes, table.kind, table.controls,
+        table.task_order, table.fixed, table.notes, table.kind, table.controls, [k for _, k in cmap.choices],
     )
 
 

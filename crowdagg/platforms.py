@@ -44,7 +44,8 @@ Assignment statuses (MTurk ``AssignmentStatus``, Toloka ``ASSIGNMENT:status``)
 MTurk radio buttons
     ``Answer.<choice>.on`` columns (or ``Answer.<question>.<choice>``)
     holding ``true``/``false``: :func:`radio_labels` gives each row the
-    choice whose cell is ``true``.  No ``true`` cell is a blank label (a
+    choice whose cell is ``true``; the buttons are the class set, a class
+    nobody chose included.  No ``true`` cell is a blank label (a
     skipped question: see ``blank_labels``); several are an error naming the
     line (radio buttons allow one, so this is a multi-label checkbox group,
     which crowdagg does not aggregate).

@@ -798,3 +798,14 @@ def test_joined_exports_keep_every_task_once(tmp_path):
         "extra1",
     ]
     assert data.answers_per_task.tolist() == [2, 2, 0, 0, 1, 1]
+
+
+def test_mturk_radio_buttons_are_the_class_set_even_when_nobody_chose_one(tmp_path):
+    header = "HITId,WorkerId,AssignmentStatus,Answer.q.yes,Answer.q.no,Answer.q.unsure\n"
+    data, messages = _load_file(tmp_path, "b.csv", header + "H1,W1,Approved,true,false,false\nH2,W1,Approved,false,true,false\n")
+    assert data.classes == ("no", "unsure", "yes")
+    assert _triples(data) == [("H1", "W1", "yes"), ("H2", "W1", "no")]
+    assert messages == []  # no "only one class" or unused-class surprise
+    # Given classes still win.
+    data, _ = _load_file(tmp_path, "b.csv", header + "H1,W1,Approved,true,false,false\n", classes=["yes", "no", "unsure"])
+    assert data.classes == ("yes", "no", "unsure")
