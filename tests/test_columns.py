@@ -437,3 +437,15 @@ def test_label_studio_csv_header_is_recognised():
 def test_usage_error_comes_before_missing_columns():
     with pytest.raises(UsageError, match=r"the task and label columns must differ"):
         map_answer_columns(["task", "answer"], source="a.csv", task="answer")
+
+
+def test_label_columns_both_roles_missing_in_one_error():
+    with pytest.raises(DataError) as e:
+        map_label_columns(["id", "verdict"], source="truth.csv", options={"task": "--truth-task-col",
+                                                                         "label": "--truth-label-col"})
+    assert str(e.value) == (
+        "truth.csv: cannot tell which columns to read: "
+        "no task column (expected one of task, item, question, task_id, ...; or set --truth-task-col); "
+        "no label column (expected one of label, truth, gold, true_label, ...; or set --truth-label-col); "
+        "found columns: 'id', 'verdict'"
+    )
