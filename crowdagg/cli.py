@@ -323,7 +323,7 @@ def aggregate(
     input_format: Optional[str] = typer.Option(None, "--input-format", help="csv, tsv, json, jsonl or parquet (default: from content/extension)."),
     task_col: Optional[str] = typer.Option(None, "--task-col", help="Task column (default: task, an alias such as item, or a platform's column)."),
     worker_col: Optional[str] = typer.Option(None, "--worker-col", help="Worker column (default: worker, an alias such as annotator, or a platform's column)."),
-    label_col: Optional[str] = typer.Option(None, "--label-col", help="Label column (default: label, an alias such as answer, or a platform's column)."),
+    label_col: Optional[str] = typer.Option(None, "--label-col", help="Label column (default: label, an alias such as answer, or a platform's column; MTurk radio buttons: the group, e.g. Answer.sentiment)."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed for tie-breaking and any random choice (default 0)."),
     max_iter: Optional[int] = typer.Option(None, "--max-iter", help="Iteration cap (ds, onecoin: 200; wmv: 50)."),
     tol: Optional[float] = typer.Option(None, "--tol", help="Stop when the relative log-likelihood change is below this (ds, onecoin: 1e-6); 0 runs exactly --max-iter."),
