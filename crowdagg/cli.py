@@ -367,10 +367,11 @@ def aggregate(
     gold_label_col: Optional[str] = typer.Option(None, "--gold-label-col", help="Label column of --gold."),
     classes: Optional[str] = typer.Option(None, "--classes", help="Comma-separated class set, in order (includes classes nobody chose)."),
     duplicates: str = typer.Option("keep", "--duplicates", help="Repeated (task, worker) answers: keep, first, last or error."),
+    rejected: str = typer.Option("exclude", "--rejected", help="Answers an MTurk/Toloka export marks rejected: exclude (default; counted on stderr) or keep."),
     input_format: Optional[str] = typer.Option(None, "--input-format", help="csv, tsv, json, jsonl or parquet (default: from content/extension)."),
     task_col: Optional[str] = typer.Option(None, "--task-col", help="Task column (default: task, an alias such as item, or a platform's column)."),
     worker_col: Optional[str] = typer.Option(None, "--worker-col", help="Worker column (default: worker, an alias such as annotator, or a platform's column)."),
-    label_col: Optional[str] = typer.Option(None, "--label-col", help="Label column (default: label, an alias such as answer, or a platform's column)."),
+    label_col: Optional[str] = typer.Option(None, "--label-col", help="Label column (default: label, an alias such as answer, or a platform's column; MTurk radio buttons: the group, e.g. Answer.sentiment)."),
     seed: Optional[int] = typer.Option(None, "--seed", help=f"Seed for tie-breaking and any random choice ({_defaults('seed')})."),
     max_iter: Optional[int] = typer.Option(None, "--max-iter", help=f"Iteration cap ({_defaults('max_iter')})."),
     tol: Optional[float] = typer.Option(None, "--tol", help=f"Stop when the relative log-likelihood change is below this ({_defaults('tol')}); 0 runs exactly --max-iter."),
@@ -387,6 +388,7 @@ def aggregate(
     from .io import MODEL_FORMATS, check_stdin_once, expand_inputs, load_annotations, output_format, read_task_labels
     from .methods import get as get_spec
     from .output import check_binary, check_distinct, check_not_inputs, commit, resolve
+    from .platforms import check_rejected_policy
     from .render import render_table
 
     # 1. Everything that can be checked without reading the data.
@@ -410,6 +412,7 @@ def aggregate(
     spec.load()(**params).check_params()  # every method parameter: before reading anything
     if duplicates not in DUPLICATE_POLICIES:
         raise UsageError(f"--duplicates must be one of {', '.join(DUPLICATE_POLICIES)}, got {duplicates!r}")
+    check_rejected_policy(rejected)
     memory.parse_size(max_memory)
     class_list = _split_list(classes)
     # Where each output finally lands, and what it holds: `writes`, its leading fields, by which an
@@ -456,7 +459,7 @@ def aggregate(
     data = load_annotations(
         sources, input_format=input_format, task_col=task_col, worker_col=worker_col,
         label_col=label_col, classes=class_list, duplicates=duplicates,  # type: ignore[arg-type]
-        max_memory=max_memory,
+        max_memory=max_memory, rejected=rejected,  # type: ignore[arg-type]
     )
     _timing.note(answers=data.n_answers, tasks=data.n_tasks, workers=data.n_workers, classes=data.n_classes)
     # The outputs' size is known now: refuse before fitting, not after.

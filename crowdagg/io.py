@@ -18,9 +18,13 @@ said so).  Input is never silently changed or dropped:
 * JSON Lines are split on ``\\n`` only (a value may contain U+2028).
 
 Which columns hold the task, worker and label is decided by
-:mod:`crowdagg.columns` from the header alone (generic aliases, MTurk and
-Toloka exports); Label Studio JSON exports are flattened by
-:mod:`crowdagg.platforms` first.  Problems are raised as
+:mod:`crowdagg.columns` from the header (generic aliases; MTurk, Toloka and
+Label Studio JSON-MIN/CSV exports); Label Studio JSON exports are flattened
+by :mod:`crowdagg.platforms` first.  A platform export's own rows rules --
+rejected and skipped assignments left out, MTurk radio buttons read as one
+label, Label Studio rows that are not answers -- are applied next
+(:func:`_platform_rows`, rules in :mod:`crowdagg.platforms`), every task
+keeping its output row.  Problems are raised as
 :class:`~crowdagg.errors.DataError` naming the file, the line and the value.
 
 Writing lives in :mod:`crowdagg.render` (rows to bytes) and
@@ -54,7 +58,9 @@ from .render import OUTPUT_FORMATS, render_table
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
+    from .columns import ColumnMap
     from .output import Target
+    from .platforms import JsonMinControls, RejectedPolicy
 
 INPUT_FORMATS = ("csv", "tsv", "json", "jsonl", "parquet")
 
@@ -335,6 +341,8 @@ class RawTable:
     fixed: tuple[str, str, str] | None = None
     notes: list[str] = field(default_factory=list)
     kind: str = ""
+    controls: JsonMinControls | None = None
+    classes: list[str] | None = None
 
     @property
     def n_rows(self) -> int:
@@ -346,7 +354,7 @@ class RawTable:
     def subset(self, rows: np.ndarray) -> RawTable:
         return RawTable(
             self.header, [_take(c, rows) for c in self.columns], self.locate.subset(rows), self.display,
-            self.task_order, self.fixed, self.notes, self.kind,
+            self.task_order, self.fixed, self.notes, self.kind, self.controls, self.classes,
         )
 
 
@@ -439,7 +447,12 @@ def _parse_json(data: bytes, display: str, label_col: str | None) -> RawTable:
     except RecursionError:
         raise DataError(f"{display}: JSON nested too deeply to be a table of answers") from None
     if isinstance(obj, list):
-        return _parse_json_list(obj, display, label_col)
+        from .platforms import json_min_controls
+
+        table = _parse_json_list(obj, display, label_col)
+        if table.fixed is None:  # records: maybe a Label Studio JSON-MIN export, whose key order names its controls
+            table.controls = json_min_controls(obj)
+        return table
     if isinstance(obj, dict):
         values = [v for _, v in _pairs_of(obj)]
         if "annotations" in obj or "completions" in obj:
@@ -829,8 +842,8 @@ def _frame_table(frame: pd.DataFrame) -> RawTable:
     columns: list[Any] = []
     import pandas as pd
 
-    for c in frame.columns:
-        col = frame[c]
+    for j in range(frame.shape[1]):
+        col = frame.iloc[:, j]
         if col.dtype.kind in "iufb" or isinstance(col.dtype, (pd.StringDtype, pd.CategoricalDtype)):
             try:
                 columns.append(pa.array(col, from_pandas=True))
@@ -971,6 +984,7 @@ def load_annotations(
     duplicates: DuplicatePolicy = "keep",
     max_memory: memory.MaxMemory = None,
     workers: Any = None,
+    rejected: RejectedPolicy = "exclude",
 ) -> AnnotationSet:
     """Read answers (long format: one row per task, worker, label) into an :class:`AnnotationSet`.
 
@@ -999,6 +1013,11 @@ def load_annotations(
         workers keep their codes, new ones follow (see
         :meth:`AnnotationSet.from_names`).  With ``classes``, batches and
         partitions read this way agree on every worker and class code.
+    rejected : what to do with a platform export's rejected answers (MTurk
+        ``AssignmentStatus`` ``Rejected``, Toloka ``REJECTED``): ``exclude``
+        them (default; counted in a warning) or ``keep`` them.  Skipped and
+        expired Toloka assignments hold no answer and are always left out;
+        every task keeps its output row (see :mod:`crowdagg.platforms`).
 
     Warnings (:class:`~crowdagg.errors.CrowdaggWarning`) say what was done
     to the input: duplicates, stripped whitespace, skipped header lines,
@@ -1021,7 +1040,17 @@ def load_annotations(
         tables = [
             read_raw(src, input_format=input_format, label_col=label_col, max_memory=max_memory) for src in sources
         ]
-    parts = [_answer_columns(t, task_col, worker_col, label_col) for t in tables]
+    from .platforms import check_rejected_policy
+
+    check_rejected_policy(rejected)
+    mapped = [_answer_columns(t, task_col, worker_col, label_col, rejected) for t in tables]
+    tables = [t for t, _ in mapped]
+    parts = [cols for _, cols in mapped]
+    del mapped
+    if classes is None and all(t.classes is not None for t in tables):  # radio buttons name every class
+        from .data import infer_classes
+
+        classes = infer_classes([k for t in tables for k in t.classes or ()], label_col=parts[0][2].strip())
     first = tables[0]
     kw: dict[str, Any] = {"classes": classes, "duplicates": duplicates, "label_col": parts[0][2].strip(),
                           "workers": workers}
@@ -1073,9 +1102,11 @@ def _answered_tasks(table: RawTable, cols: tuple[str, str, str]) -> Any:
 
 
 def _answer_columns(
-    table: RawTable, task_col: str | None, worker_col: str | None, label_col: str | None
-) -> tuple[str, str, str]:
-    """The task, worker and label columns of one input (said by the format, given, or found by alias)."""
+    table: RawTable, task_col: str | None, worker_col: str | None, label_col: str | None,
+    rejected: RejectedPolicy = "exclude",
+) -> tuple[RawTable, tuple[str, str, str]]:
+    """One input's answers and its task, worker and label columns (said by the format, given, or
+    found by alias or platform), after a platform export's own rules (:func:`_platform_rows`)."""
     for note in table.notes:
         warn(CrowdaggWarning(f"{table.display}: {note}"))
     if table.fixed is not None:
@@ -1090,14 +1121,222 @@ def _answer_columns(
                 )
         cols = table.fixed
     else:
+        from .columns import LABEL_STUDIO, MTURK, detect_platform
+
+        platform = detect_platform(table.header)
         cmap = map_answer_columns(
             table.header, source=table.display, task=task_col, worker=worker_col, label=label_col,
             options=_ANSWER_OPTIONS,
+            boolean=_boolean_columns(table) if platform == MTURK else (),
+            controls=_label_studio_controls(table, task_col) if platform == LABEL_STUDIO and label_col is None else None,
         )
         cols = (cmap.task, cmap.worker, cmap.label)
+        if table.n_rows:
+            table = _platform_rows(table, cmap, rejected)
     if table.n_rows == 0 and not table.task_order:
         raise DataError(f"{table.display}: no answers (header only?)")
-    return cols
+    return table, cols
+
+
+def _boolean_columns(table: RawTable) -> list[str]:
+    """An MTurk export's ``Answer.*.*`` columns holding only true/false: radio-button candidates."""
+    from .platforms import boolean_cells
+
+    return [
+        h for h in table.header
+        if h.strip().lower().startswith("answer.") and h.count(".") >= 2 and boolean_cells(table.column(h), h)
+    ]
+
+
+def _label_studio_controls(table: RawTable, task_col: str | None) -> list[str] | None:
+    """The columns of a Label Studio JSON-MIN/CSV export that are controls, as far as the rows tell.
+
+    JSON-MIN says it by its key order (:func:`_json_min_controls`).  In a
+    CSV the columns are sorted by name, so the rows decide: a task's data
+    fields repeat on each of its annotations, while a control's answer
+    varies from one annotator to another; a column that varies within some
+    task is a control.  None when nothing can be told (one annotation per
+    task, or every annotator agreeing).
+    """
+    if table.controls is not None:
+        return table.controls.names
+    from .columns import LABEL_STUDIO_META
+    from .vocab import as_strings, encode
+
+    ids = [h for h in table.header if (h == task_col if task_col is not None else h.strip().lower() == "id")]
+    if len(ids) != 1:
+        return None
+    t_codes, _ = encode(as_strings(table.column(ids[0]))[0])
+    n_tasks = len(np.unique(t_codes))
+    found = []
+    for h in table.header:
+        key = h.strip().lower()
+        if h == ids[0] or key in LABEL_STUDIO_META or key.endswith("_transcript"):
+            continue
+        codes, uniques = encode(as_strings(table.column(h))[0])
+        pairs = t_codes.astype(np.int64) * max(len(uniques), 1) + codes
+        if len(np.unique(pairs)) > n_tasks:
+            found.append(h)
+    return found or None
+
+
+_PLATFORM_NAMES = {"mturk": "MTurk", "toloka": "Toloka", "label_studio": "Label Studio"}
+
+
+def _blank_cells(column: Any) -> np.ndarray:
+    """Which cells are blank once stripped, bool shape (n_rows,) -- decided on the distinct cells."""
+    from .vocab import as_strings, blank, encode, strip
+
+    codes, names = encode(as_strings(column)[0])
+    return blank(strip(names)[0])[codes] if len(names) else np.zeros(len(codes), dtype=bool)
+
+
+def _platform_rows(table: RawTable, cmap: ColumnMap, rejected: RejectedPolicy) -> RawTable:
+    """The rows of a platform export that are answers, each warning saying what was left out.
+
+    Rejected and unanswered assignments (MTurk, Toloka) and Label Studio
+    rows that are not answers are dropped; every task keeps its place in the
+    output order (``task_order``), answered or not.  MTurk radio buttons
+    become one label column, named after the group.  See
+    :mod:`crowdagg.platforms` for the rules.
+    """
+    from .columns import LABEL_STUDIO
+
+    keep = np.ones(table.n_rows, dtype=bool)
+    if cmap.status is not None:
+        keep &= _status_rows(table, cmap, rejected)
+    if cmap.platform == LABEL_STUDIO:
+        keep &= _label_studio_rows(table, cmap, keep)
+    if not keep.all():
+        order, n_left = _task_order(table, cmap.task, keep)
+        # Only the columns still read are subset (an MTurk export has 30 others).
+        needed = [cmap.task, cmap.worker, *([c for c, _ in cmap.choices] or [cmap.label])]
+        table = RawTable(
+            needed, [table.column(c) for c in needed], table.locate, table.display, order, table.fixed,
+            table.notes, table.kind, table.controls,
+        ).subset(np.flatnonzero(keep))
+        if n_left and cmap.platform != LABEL_STUDIO:  # Label Studio: tasks nobody annotated, as exported
+            warn(CrowdaggWarning(
+                f"{table.display}: {n_left} task(s) have no answers left once those are left out; "
+                "each keeps its output row"
+            ))
+    if cmap.choices:
+        table = _radio_column(table, cmap)
+    return table
+
+
+def _task_order(table: RawTable, task_col: str, keep: np.ndarray) -> tuple[Any, int]:
+    """(Every task of a table in order of first appearance, how many have no row in ``keep``).
+
+    The names are stripped, and blank ones and the header's own cell left
+    out, as :func:`_answered_tasks` does; one dictionary encoding serves both.
+    """
+    from .data import header_key
+    from .vocab import as_strings, blank, encode, spells, strip, take
+
+    codes, uniques = encode(as_strings(table.column(task_col))[0])
+    uniques, _ = strip(uniques)
+    drop = blank(uniques) | spells(uniques, header_key(task_col), header_key)
+    answered = np.zeros(len(uniques), dtype=bool)
+    answered[codes[keep]] = True
+    return take(uniques, np.flatnonzero(~drop)), int(np.count_nonzero(~answered & ~drop))
+
+
+def _status_rows(table: RawTable, cmap: ColumnMap, rejected: RejectedPolicy) -> np.ndarray:
+    """Which rows an assignment status keeps (MTurk, Toloka), with a warning for each kind left out."""
+    from .platforms import split_by_status
+
+    assert cmap.status is not None and cmap.platform is not None  # for the type checker: set together
+    split = split_by_status(
+        table.column(cmap.status), cmap.platform, rejected,
+        reject_marks=table.column(cmap.reject) if cmap.reject is not None else None, header_cell=cmap.status,
+    )
+    display, locate, status = table.display, table.locate, cmap.status.strip()
+    if split.unanswered:
+        rows = np.sort(np.concatenate(list(split.unanswered.values())))
+        counts = ", ".join(f"{k} {len(v)}" for k, v in split.unanswered.items())
+        warn(CrowdaggWarning(
+            f"{display}: left out {len(rows)} assignment(s) that hold no answer ({status} {counts}; "
+            f"first at {locate(int(rows[0]))})"
+        ))
+    if len(split.rejected):
+        why = f"{status} rejected" + (", or a reason in the Reject column" if cmap.reject is not None else "")
+        warn(CrowdaggWarning(
+            f"{display}: excluded {len(split.rejected)} rejected answer(s) ({why}; first at "
+            f"{locate(int(split.rejected[0]))}); set {param('rejected')} to 'keep' to count them"
+        ))
+    if split.unknown:
+        rows = np.sort(np.concatenate(list(split.unknown.values())))
+        counts = ", ".join(f"{k!r} {len(v)}" for k, v in split.unknown.items())
+        warn(CrowdaggWarning(
+            f"{display}: kept {len(rows)} answer(s) whose {status} is not one {_PLATFORM_NAMES[cmap.platform]} "
+            f"is known to write ({counts}; first at {locate(int(rows[0]))})"
+        ))
+    return split.keep
+
+
+def _label_studio_rows(table: RawTable, cmap: ColumnMap, keep: np.ndarray) -> np.ndarray:
+    """Which rows of a Label Studio JSON-MIN/CSV export are answers (among ``keep``).
+
+    A task nobody annotated is one row with neither an annotator nor an
+    annotation id: not an answer (the task keeps its output row).  A row
+    without a choice for the control is an annotation skipped and counted,
+    as in the JSON export; a ``{"choices": [...]}`` cell (several choices)
+    is an error naming its line.
+    """
+    from .vocab import as_strings, encode
+
+    ids = [h for h in table.header if h.strip().lower() == "annotation_id"]
+    unannotated = _blank_cells(table.column(cmap.worker)) & _blank_cells(table.column(ids[0]))
+    def several_choices(row: int, cell: str) -> DataError:
+        return DataError(
+            f"{table.locate(row)}: several choices for {cmap.label.strip()!r} in one annotation ({cell}); "
+            "crowdagg aggregates one class per answer (multi-label answers are not supported)"
+        )
+
+    if table.controls is not None and cmap.label in table.controls.several:  # JSON-MIN: seen while parsing
+        raise several_choices(*table.controls.several[cmap.label])
+    codes, names = encode(as_strings(table.column(cmap.label))[0])
+    cells = [str(v).strip() for v in names.to_pylist()]  # the distinct cells only
+    answers = keep & ~unannotated
+    several = np.array([c[:1] in ("{", "[") for c in cells] or [False])[codes] & answers
+    if several.any():  # CSV: Label Studio wrote the answer as JSON text
+        row = int(np.flatnonzero(several)[0])
+        raise several_choices(row, _pylist(_take(table.column(cmap.label), np.array([row])))[0])
+    no_choice = np.array([not c for c in cells] or [False])[codes] & answers
+    if no_choice.any():
+        warn(CrowdaggWarning(
+            f"{table.display}: {int(no_choice.sum())} Label Studio annotation(s) without a "
+            f"{cmap.label.strip()!r} choice skipped (first at {table.locate(int(np.flatnonzero(no_choice)[0]))})"
+        ))
+    return ~unannotated & ~no_choice
+
+
+def _radio_column(table: RawTable, cmap: ColumnMap) -> RawTable:
+    """The table with one label column, named after the radio group, read from its buttons."""
+    from .platforms import radio_labels
+
+    headers = [c for c, _ in cmap.choices]
+    labels, none, several = radio_labels(
+        [table.column(c) for c in headers], [k for _, k in cmap.choices], cmap.label, headers
+    )
+    if len(several):
+        row = int(several[0])
+        cells = [_pylist(_take(table.column(c), np.array([row])))[0] for c in headers]
+        picked = [repr(c) for c, v in zip(headers, cells) if v.strip().lower() == "true"]
+        raise DataError(
+            f"{table.locate(row)}: {len(picked)} radio buttons of {cmap.label!r} are true ({', '.join(picked)}); "
+            f"crowdagg aggregates one class per answer ({len(several)} such row(s) in all)"
+        )
+    if len(none):
+        warn(CrowdaggWarning(
+            f"{table.display}: {len(none)} answer(s) with no radio button of {cmap.label!r} true: "
+            f"their label is blank (first at {table.locate(int(none[0]))})"
+        ))
+    return RawTable(
+        [*table.header, cmap.label], [*table.columns, labels], table.locate, table.display,
+        table.task_order, table.fixed, table.notes, table.kind, table.controls, [k for _, k in cmap.choices],
+    )
 
 
 def read_task_labels(

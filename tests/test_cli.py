@@ -1652,3 +1652,86 @@ def test_an_output_onto_the_input_is_refused(runner, small_csv):
     err = assert_one_error_line(invoke(runner, "aggregate", small_csv, "-o", small_csv), 2)
     assert "is also an input (INPUT" in err
     assert small_csv.read_bytes() == before
+
+
+# --------------------------------------------------------------------------- platform exports end to end
+def _mturk_batch(tmp_path):
+    from tests.test_platforms import MTURK_RADIO_ROWS, _mturk_radio_csv
+
+    p = tmp_path / "Batch_5012345_batch_results.csv"
+    p.write_text(_mturk_radio_csv(MTURK_RADIO_ROWS), newline="")
+    return p
+
+
+def test_mturk_radio_export_rejected_excluded_by_default(runner, tmp_path):
+    p = _mturk_batch(tmp_path)
+    result = invoke(runner, "aggregate", p, "-m", "mv", "--proba")
+    ok(result)
+    assert result.stdout.splitlines() == [
+        "task,label,confidence,n_answers,p_cat,p_dog",
+        "3HITAAAA,cat,1.0,2,1.0,0.0",
+        "3HITBBBB,dog,1.0,2,0.0,1.0",
+        "3HITCCCC,dog,0.5,0,0.5,0.5",  # no answers: the prior, tie broken by the seeded draw
+    ]
+    assert (
+        f"Warning: {p}: excluded 3 rejected answer(s) (AssignmentStatus rejected, or a reason in the Reject "
+        f"column; first at {p} line 3); set --rejected to 'keep' to count them"
+    ) in result.stderr.splitlines()
+    assert f"Warning: {p}: 1 task(s) have no answers left once those are left out; each keeps its output row" in (
+        result.stderr.splitlines()
+    )
+
+
+def test_mturk_radio_export_rejected_kept_on_request(runner, tmp_path):
+    result = invoke(runner, "aggregate", _mturk_batch(tmp_path), "-m", "mv", "--proba", "--rejected", "keep")
+    ok(result)
+    assert result.stdout.splitlines()[1:] == [
+        "3HITAAAA,cat,0.6666666666666666,3,0.6666666666666666,0.3333333333333333",
+        "3HITBBBB,dog,0.6666666666666666,3,0.3333333333333333,0.6666666666666666",
+        "3HITCCCC,cat,1.0,1,1.0,0.0",
+    ]
+    assert "rejected" not in result.stderr
+
+
+def test_rejected_option_is_checked_before_reading(runner, tmp_path):
+    err = assert_one_error_line(invoke(runner, "aggregate", tmp_path / "absent.csv", "--rejected", "drop"), 2)
+    assert err == "Error: --rejected must be one of exclude, keep, got 'drop'"
+
+
+def test_mturk_radio_export_two_buttons_true_is_one_error_line(runner, tmp_path):
+    p = tmp_path / "b.csv"
+    p.write_text("HITId,WorkerId,AssignmentStatus,Answer.cat.on,Answer.dog.on\nH1,W1,Approved,true,false\n"
+                 "H1,W2,Submitted,true,true\n")
+    err = assert_one_error_line(invoke(runner, "aggregate", p, "-m", "mv"), 1)
+    assert err == (
+        f"Error: {p} line 3: 2 radio buttons of 'Answer' are true ('Answer.cat.on', 'Answer.dog.on'); "
+        "crowdagg aggregates one class per answer (1 such row(s) in all)"
+    )
+
+
+def test_label_studio_csv_export_end_to_end(runner, tmp_path):
+    from tests.test_platforms import _ls_project, _to_csv
+
+    p = tmp_path / "project-12-at-2024-03-05-09-30-5f1c2a1b.csv"
+    p.write_text(_to_csv(_ls_project()), newline="")
+    result = invoke(runner, "aggregate", p, "-m", "mv", "--proba")
+    ok(result)
+    out = read_csv_out(result.stdout)
+    assert out["task"].tolist() == ["101", "102", "103", "104", "105"]
+    assert out["n_answers"].tolist() == [2, 1, 0, 1, 2]
+    assert out["label"].tolist()[3:] == ["Positive", "Negative"]
+    assert f"Warning: {p}: 1 Label Studio annotation(s) without a 'sentiment' choice skipped (first at {p} line 5)" in (
+        result.stderr.splitlines()
+    )
+
+
+def test_every_ambiguous_role_in_one_error_line(runner, tmp_path):
+    p = tmp_path / "a.csv"
+    p.write_text("item,question,rater_name,answer,response\ni,q,r,a,b\n")
+    err = assert_one_error_line(invoke(runner, "aggregate", p, "-m", "mv"), 1)
+    assert err == (
+        f"Error: {p}: cannot tell which columns to read: 2 candidate task columns: 'item', 'question' "
+        "(set --task-col to pick one); no worker column (expected one of worker, annotator, rater, performer, ...; "
+        "or set --worker-col); 2 candidate label columns: 'answer', 'response' (set --label-col to pick one); "
+        "found columns: 'item', 'question', 'rater_name', 'answer', 'response'"
+    )
