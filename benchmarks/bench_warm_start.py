@@ -46,8 +46,12 @@ def halves(data: AnnotationSet) -> tuple[AnnotationSet, AnnotationSet]:
     return subset(data, first), subset(data, ~first)
 
 
-def old_warm_start(data: AnnotationSet, method: str, model: dict) -> object:
-    """The rule before worker-model format 2: EM started from the saved probabilities, nothing added after."""
+def old_warm_start(data: AnnotationSet, method: str, model: dict, add_counts: bool = False) -> object:
+    """The rule before worker-model format 2: EM started from the saved probabilities, nothing added after.
+
+    ``add_counts``: started there, but the saved counts added in every M-step (the new rule's prior with the
+    old rule's start).
+    """
     order = class_order(model, list(data.classes))
     found = np.array([model["workers"].index(w) if w in model["workers"] else -1 for w in data.worker_names])
     known = found >= 0
@@ -64,7 +68,7 @@ def old_warm_start(data: AnnotationSet, method: str, model: dict) -> object:
             state.objective = state.e_step()
             return state, state.objective
 
-    return Old().fit(data)
+    return Old(init_workers=model if add_counts else None).fit(data)
 
 
 def labels_by_name(result) -> dict[str, str]:
@@ -80,7 +84,8 @@ def compare(name: str, method: str, root: Path = DATASETS) -> dict[str, float]:
         warnings.simplefilter("ignore")
         model = from_json(to_json(aggregate(one, method)))
         fits = {"cold": aggregate(two, method), "old warm": old_warm_start(two, method, model),
-                "warm": aggregate(two, method, init_workers=model), "joint": aggregate(data, method)}
+                "warm": aggregate(two, method, init_workers=model),
+                "counts + old start": old_warm_start(two, method, model, add_counts=True), "joint": aggregate(data, method)}
     joint = labels_by_name(fits["joint"])
     tasks = two.task_names.tolist()
     scored = [t for t in tasks if t in truth]
@@ -94,7 +99,7 @@ def compare(name: str, method: str, root: Path = DATASETS) -> dict[str, float]:
 
 
 def main(names: list[str]) -> None:
-    kinds = ("cold", "old warm", "warm")
+    kinds = ("cold", "old warm", "warm", "counts + old start")
     header = ["dataset", "method", *(f"{k} acc" for k in (*kinds, "joint")), *(f"{k} = joint" for k in kinds)]
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))

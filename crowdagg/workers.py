@@ -133,8 +133,8 @@ def to_json(result: AggregationResult) -> bytes:
             carried = converted_counts(model, list(data.classes), method, rows)
             workers += [model["workers"][i] for i in rows]
             stats = {name: np.concatenate([stats[name], carried[name]]) for name in stats}
-            params = {name: np.concatenate([params[name], value])
-                      for name, value in m_step_parameters(method, stats, smoothing, k, start=len(workers) - rows.size).items()}
+            more = m_step_parameters(method, stats, smoothing, k, start=len(workers) - rows.size)
+            params = {name: np.concatenate([params[name], more[name]]) for name in params}
     n_numbers = 2 * (len(workers) * (k * k if method == "ds" else 3) + k)
     memory.check(_WRITE_BYTES_PER_NUMBER * n_numbers + 11.0 * hashes.size,
                  f"writing a worker model of {len(workers):,} workers × {k:,} classes", result.max_memory)
@@ -277,7 +277,9 @@ def _describe(value: Any) -> str:
         return "a list"
     if isinstance(value, dict):
         return "an object"
-    return repr(value)
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return f"a {type(value).__name__}"  # a document built in Python: a numpy array, a tuple ...
 
 
 def _path(key: str, flat_index: int, shape: Sequence[int]) -> str:
@@ -459,7 +461,9 @@ def class_order(model: WorkerModel, classes: Sequence[str]) -> np.ndarray:
     return np.array([index[c] for c in classes], dtype=np.int64)
 
 
-def converted_counts(model: WorkerModel, classes: Sequence[str], method: str, rows: np.ndarray) -> dict[str, np.ndarray]:
+def converted_counts(
+    model: WorkerModel, classes: Sequence[str], method: str, rows: np.ndarray
+) -> dict[str, np.ndarray]:
     """The counts of the model's workers ``rows`` in ``method``'s form and the data's ``classes`` order.
 
     ds: ``counts`` (len(rows), K, K) ``[worker, true, observed]``; onecoin:
@@ -539,9 +543,10 @@ class WarmStart:
                 self.counts_ot[known, 0, 0] = stats["answers"]
 
     @staticmethod
-    def memory(data: AnnotationSet) -> float:
-        """Bytes it allocates beyond the fit: the pseudo-counts and one converted copy."""
-        return 8.0 * 2 * data.n_workers * data.n_classes**2
+    def memory(data: AnnotationSet, model: WorkerModel) -> float:
+        """Bytes it allocates beyond the fit: the pseudo-counts, and the known workers' counts taken from the
+        model (three copies in the model's classes while they are reordered to the data's)."""
+        return 8.0 * data.n_workers * (2 * data.n_classes**2 + 3 * len(model["classes"]) ** 2)
 
 
 __all__ = ["WorkerModel", "WarmStart", "to_json", "from_json", "from_document", "coerce", "converted_counts",

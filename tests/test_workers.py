@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from crowdagg import aggregate, load_annotations
-from crowdagg.aggregators.base import full_m_step, one_coin_m_step
+from crowdagg.aggregators.base import full_m_step
 from crowdagg.aggregators.mv import soft_majority_vote
 from crowdagg.cli import app
 from crowdagg.data import AnnotationSet

@@ -35,6 +35,17 @@ result ends on an E-step: its posteriors are those of its parameters.
 Gold labels, when given, clamp those tasks' posteriors to one-hot
 (semi-supervised DS) in every E-step, so they also shape the confusion
 matrices.  Tasks without answers get the class prior.
+
+A saved worker model (``init_workers``, :mod:`crowdagg.workers`) is
+evidence from earlier tasks: its expected counts are added to every
+M-step's, :math:`A_m[k', k] \propto s + c_m[k', k] + \sum_n q_n(k)\,1[\ldots]`
+and :math:`d_k \propto s + c_k + \sum_n q_n(k)`, while EM still starts from
+the new tasks' own soft majority vote (started from the saved
+probabilities instead, a warm start can lock onto them: on music's second
+half it agrees with the joint fit on .451 of the tasks, against .929;
+benchmarks/bench_warm_start.py).  The result's
+``counts`` are the statistics its parameters were estimated from,
+pseudo-counts included, which the next saved model records.
 """
 
 from __future__ import annotations
@@ -173,7 +184,7 @@ class DawidSkene(IterativeAggregator):
     name = "ds"
     _m_step: MStep = staticmethod(full_m_step)  # type: ignore[assignment]
     _model: Any = None
-    collapse_advice = "try mv, or ds with a smoothing of 1 (pseudo-counts that keep rare classes alive)"
+    collapse_advice = f"try mv, or ds with {param('smoothing')} 1 (pseudo-counts that keep rare classes alive)"
     memory_advice = "its tables grow with workers × classes²: use mv or wmv, or fewer classes"
 
     def memory_needed(self, data: AnnotationSet) -> tuple[float, str]:
@@ -182,7 +193,7 @@ class DawidSkene(IterativeAggregator):
         if self._model is not None:
             from ..workers import WarmStart
 
-            need += WarmStart.memory(data)
+            need += WarmStart.memory(data, self._model)
         return need, what
 
     def _prepare(self, data: AnnotationSet, max_memory: Any) -> None:
