@@ -499,5 +499,5 @@ def test_a_one_coin_model_of_many_workers_expands_only_the_datas_workers():
     # Data with the model's 4,000 workers needs the dense tables: refused up front, with the size.
     many = AnnotationSet.from_names([f"t{i}" for i in range(n)], [f"w{i}" for i in range(n)],
                                     [classes[i % k] for i in range(n)], classes=classes)
-    with pytest.raises(ResourceError, match=r"this needs ~.* MB \(4,000 workers × 60² classes"):
+    with pytest.raises(ResourceError, match=r"this needs ~[\d.]+ [MG]B \(4,000 workers × 60² classes"):
         aggregate(many, "onecoin", init_workers=doc, max_memory="40M")
