@@ -122,6 +122,21 @@ def test_a_model_without_evidence_changes_nothing(batches, method):
     np.testing.assert_array_equal(warm.posteriors, cold.posteriors)
 
 
+def test_workers_absent_from_the_model_get_no_pseudo_counts(bluebird):
+    doc = json.loads(to_json(quiet_fit(bluebird, "ds")))
+    keep = 10  # the model knows the first 10 workers only
+    for key in ("workers", "counts", "confusion"):
+        doc[key] = doc[key][:keep]
+    model = from_document(doc)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CrowdaggWarning)  # (the same tasks)
+        warm = WarmStart(model, bluebird, "ds")
+    assert warm.known.sum() == keep and not warm.counts_ot[~warm.known].any()
+    for j in np.flatnonzero(warm.known):
+        np.testing.assert_array_equal(warm.counts_ot[j], model["counts"][model["workers"].index(bluebird.workers[j])].T)
+    np.testing.assert_array_equal(warm.class_counts, model["class_counts"])
+
+
 def test_batch_one_then_batch_two_saves_the_evidence_of_both(bluebird):
     """The warm fit's model: batch 1's counts plus batch 2's, every worker of both, every task hash of both."""
     classes = np.asarray(bluebird.classes, dtype=object)
