@@ -955,6 +955,10 @@ def load_annotations(
         columns = [first.column(t_col), first.column(w_col), first.column(y_col)]
         kw.update(locate=first.locate, task_order=first.task_order,
                   header=None if first.fixed is not None else (t_col, w_col, y_col))
+        if pd is not None and isinstance(source, pd.DataFrame):  # a pandas dtype Arrow does not keep (Int64, ...)
+            from .data import pandas_class_dtype
+
+            kw["class_dtype"] = pandas_class_dtype(source, y_col)
     else:
         from .data import JoinedLocator
         from .vocab import as_strings, concat
@@ -966,6 +970,7 @@ def load_annotations(
             kinds = {dtype for _, dtype in named}
             dtypes.append(kinds.pop() if len(kinds) == 1 else None)  # the ids' type, where every file agrees
         kw["dtypes"] = (dtypes[0], dtypes[1])
+        kw["class_dtype"] = dtypes[2]
         if any(t.task_order for t in tables):  # tasks without answers keep their place among the files
             kw["task_order"] = concat([
                 as_strings(t.task_order)[0] if t.task_order else _answered_tasks(t, cols)
