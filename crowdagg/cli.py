@@ -513,7 +513,7 @@ def _read_worker_model(path: str, max_memory: Any) -> dict[str, Any]:
     from .workers import from_json
 
     data, display = read_bytes(path, max_memory)
-    return from_json(data, display)
+    return from_json(data, display, max_memory)
 
 
 @app.command()

@@ -74,6 +74,13 @@ class AggregationResult:
     objective_name: str = ""
     worker_params: dict[str, np.ndarray] = field(default_factory=dict)
     task_params: dict[str, np.ndarray] = field(default_factory=dict)
+    #: ds, onecoin: the statistics behind ``prior`` and ``worker_params`` -- ``class_counts`` (K,), ds ``counts``
+    #: (n_workers, K, K) ``[w, true, observed]``, onecoin ``correct`` and ``answers`` (n_workers,), all expected
+    #: counts including a warm start's pseudo-counts -- and the ``smoothing`` of the M-step that made them the
+    #: parameters; what a saved worker model records (:mod:`crowdagg.workers`).
+    counts: dict[str, Any] = field(default_factory=dict, repr=False)
+    #: The saved worker model a warm start added (its workers absent from the data are saved again).
+    init_model: Any = field(default=None, repr=False)
     confusion_array: np.ndarray | None = field(default=None, repr=False)
     confusion_fn: Callable[[], np.ndarray] | None = field(default=None, repr=False)
     max_memory: MaxMemory = field(default=None, repr=False)
