@@ -367,6 +367,7 @@ def aggregate(
     gold_label_col: Optional[str] = typer.Option(None, "--gold-label-col", help="Label column of --gold."),
     classes: Optional[str] = typer.Option(None, "--classes", help="Comma-separated class set, in order (includes classes nobody chose)."),
     duplicates: str = typer.Option("keep", "--duplicates", help="Repeated (task, worker) answers: keep, first, last or error."),
+    blank_labels: str = typer.Option("skip", "--blank-labels", help="Answers with a blank label (skipped questions): skip them, saying how many (their tasks keep a row), or error."),
     rejected: str = typer.Option("exclude", "--rejected", help="Answers an MTurk/Toloka export marks rejected: exclude (default; counted on stderr) or keep."),
     input_format: Optional[str] = typer.Option(None, "--input-format", help="csv, tsv, json, jsonl or parquet (default: from content/extension)."),
     task_col: Optional[str] = typer.Option(None, "--task-col", help="Task column (default: task, an alias such as item, or a platform's column)."),
@@ -384,7 +385,7 @@ def aggregate(
     """Aggregate answers into one label per task (the help text: :data:`_AGGREGATE_HELP`)."""
     from . import _timing, memory
     from .aggregators import aggregate as run_method
-    from .data import DUPLICATE_POLICIES
+    from .data import DUPLICATE_POLICIES, check_blank_labels
     from .io import MODEL_FORMATS, check_stdin_once, expand_inputs, load_annotations, output_format, read_task_labels
     from .methods import get as get_spec
     from .output import check_binary, check_distinct, check_not_inputs, commit, resolve
@@ -412,6 +413,7 @@ def aggregate(
     spec.load()(**params).check_params()  # every method parameter: before reading anything
     if duplicates not in DUPLICATE_POLICIES:
         raise UsageError(f"--duplicates must be one of {', '.join(DUPLICATE_POLICIES)}, got {duplicates!r}")
+    check_blank_labels(blank_labels)
     check_rejected_policy(rejected)
     memory.parse_size(max_memory)
     class_list = _split_list(classes)
@@ -459,7 +461,7 @@ def aggregate(
     data = load_annotations(
         sources, input_format=input_format, task_col=task_col, worker_col=worker_col,
         label_col=label_col, classes=class_list, duplicates=duplicates,  # type: ignore[arg-type]
-        max_memory=max_memory, rejected=rejected,  # type: ignore[arg-type]
+        max_memory=max_memory, rejected=rejected, blank_labels=blank_labels,  # type: ignore[arg-type]
     )
     _timing.note(answers=data.n_answers, tasks=data.n_tasks, workers=data.n_workers, classes=data.n_classes)
     # The outputs' size is known now: refuse before fitting, not after.

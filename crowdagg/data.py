@@ -34,6 +34,19 @@ if TYPE_CHECKING:  # pragma: no cover
 DuplicatePolicy = Literal["keep", "first", "last", "error"]
 DUPLICATE_POLICIES: tuple[str, ...] = ("keep", "first", "last", "error")
 
+#: What to do with an answer whose label is blank (missing: see :mod:`crowdagg.vocab`), a skipped
+#: question in most exports: ``skip`` it (its task still gets an output row), or refuse it (``error``).
+BlankLabelPolicy = Literal["skip", "error"]
+BLANK_LABEL_POLICIES: tuple[str, ...] = ("skip", "error")
+
+
+def check_blank_labels(policy: object) -> None:
+    """A :class:`~crowdagg.errors.UsageError` unless ``policy`` is one of :data:`BLANK_LABEL_POLICIES`."""
+    if policy not in BLANK_LABEL_POLICIES:
+        raise UsageError(
+            f"{param('blank_labels')} must be one of {', '.join(BLANK_LABEL_POLICIES)}, got {policy!r}"
+        )
+
 #: More distinct numeric labels than this, not forming a 0..K-1 / 1..K code,
 #: means the column holds measurements rather than classes.
 MAX_NUMERIC_CLASSES = 20
@@ -427,6 +440,7 @@ class AnnotationSet:
         task_order: Sequence[object] | np.ndarray | pa.Array | None = None,
         header: tuple[str, str, str] | Sequence[tuple[str, str, str]] | None = None,
         workers: Vocabulary | Sequence[object] | None = None,
+        blank_labels: BlankLabelPolicy = "skip",
     ) -> AnnotationSet:
         """Build a set from identifier columns (Arrow arrays, numpy arrays or sequences).
 
@@ -456,12 +470,25 @@ class AnnotationSet:
         data set, batches labelled with known workers -- agree on worker
         codes, as ``classes`` makes them agree on class codes.
 
+        Missing values (None, NaN, ``pd.NA``, nulls) and empty or
+        whitespace-only cells are blank (:mod:`crowdagg.vocab`).  A row blank
+        in all three columns is skipped with a warning.  An answer with a
+        blank label is a skipped question: by default (``blank_labels="skip"``)
+        it is left out, with a warning giving the count; its task keeps its
+        output row (with no answers, like a JSON ``{task: {}}`` entry) and a
+        worker left with no answers leaves the worker vocabulary.
+        ``blank_labels="error"`` refuses it, naming the first.  A blank task
+        or worker is always an error.  A value that cannot be a name (a
+        nested value, bytes that are not UTF-8, a lone surrogate, a NUL
+        character) is a :class:`~crowdagg.errors.DataError` naming the row
+        (through ``locate``) and the column.
+
         Every check runs on the distinct names (Arrow dictionary encoding),
         then is looked up per row by code: no Python object per answer.
         """
         return cls._from_columns(
             [task, worker, label], classes=classes, duplicates=duplicates, locate=locate, label_col=label_col,
-            task_order=task_order, header=header, workers=workers,
+            task_order=task_order, header=header, workers=workers, blank_labels=blank_labels,
         )
 
     @classmethod
@@ -477,6 +504,7 @@ class AnnotationSet:
         header: tuple[str, str, str] | Sequence[tuple[str, str, str]] | None = None,
         dtypes: tuple[str | None, str | None] | None = None,
         workers: Vocabulary | Sequence[object] | None = None,
+        blank_labels: BlankLabelPolicy = "skip",
         class_dtype: str | None = None,
     ) -> AnnotationSet:
         """:meth:`from_names` taking the (task, worker, label) columns in a list that it empties.
@@ -494,10 +522,17 @@ class AnnotationSet:
             _label_dtype(len(classes))  # refused before a string is made per class
         from . import vocab
 
+        check_blank_labels(blank_labels)
         is_category = _is_dictionary(columns[2])
-        (t, t_dtype), (w, w_dtype), (y, y_dtype) = (
-            vocab.as_strings(v, role) for v, role in zip(columns, ("task", "worker", "label"))
-        )
+        roles = ("task", "worker", "label")
+        named = []
+        for i, (v, role) in enumerate(zip(columns, roles)):
+            try:
+                named.append(vocab.as_strings(v, role))
+            except vocab.InvalidName as exc:
+                raise name_error(exc, role, locate, _column_name(header, i)) from None
+        (t, t_dtype), (w, w_dtype), (y, y_dtype) = named
+        del named
         if class_dtype is None:
             class_dtype = f"category[{y_dtype}]" if is_category and y_dtype else "category" if is_category else y_dtype
         columns.clear()
@@ -507,7 +542,10 @@ class AnnotationSet:
             raise DataError(f"task, worker and label columns differ in length ({len(t)}, {len(w)}, {len(y)})")
         n_extra = 0
         if task_order is not None:
-            extra, _ = vocab.as_strings(task_order, "task")
+            try:
+                extra, _ = vocab.as_strings(task_order, "task")
+            except vocab.InvalidName as exc:
+                raise name_error(exc, "task", None, None, what="the list of tasks") from None
             n_extra = len(extra)
             t = vocab.concat([extra, t])
         if len(y) == 0 and (n_extra == 0 or classes is None):
@@ -517,9 +555,17 @@ class AnnotationSet:
                    if n_extra else "")
             )
         with _timing.stage("encode"):
-            (t_codes, t_names, c_t, m_t), (w_codes, w_names, c_w, m_w), (y_codes, y_uniques, c_y, m_y) = _encode_all(
-                [(t, n_extra), (w, 0), (y, 0)]
-            )
+            try:
+                (t_codes, t_names, c_t, m_t), (w_codes, w_names, c_w, m_w), (y_codes, y_uniques, c_y, m_y) = (
+                    _encode_all([(t, n_extra), (w, 0), (y, 0)])
+                )
+            except _BadName as failure:
+                invalid, i = failure.args
+                row = invalid.row - (n_extra if i == 0 else 0)
+                if row < 0:
+                    raise name_error(invalid, "task", None, None, what="the list of tasks") from None
+                invalid.row = row
+                raise name_error(invalid, roles[i], locate, _column_name(header, i)) from None
         del t, w, y
         vocab.release_memory()
         end_names_stage = _timing.start("names")
@@ -564,17 +610,32 @@ class AnnotationSet:
             t_codes, w_codes, y_codes = t_codes[keep], w_codes[keep], y_codes[keep]
             codes3 = (t_codes, w_codes, y_codes)
             locate = locate.subset(keep) if locate else None
-        # A partly blank row is an error naming its line.
-        for role, b, codes in zip(("task", "worker", "label"), blank_name, codes3):
+        # A partly blank row is an error naming its line -- unless only its label is blank: a
+        # skipped question, left out by default (its task keeps its row with no answers).
+        n_blank_labels = 0
+        answerless_workers = np.zeros(len(w_names), dtype=bool)
+        for role, b, codes in zip(roles, blank_name, codes3):
             if b.any():
                 mask = b[codes]
                 if mask.any():
                     row = int(np.flatnonzero(mask)[0])
                     where = locate(row) if locate else f"answer {row}"
-                    raise DataError(f"blank {role} at {where} ({int(mask.sum())} blank {role} cell(s) in all)")
+                    if role != "label" or blank_labels == "error":
+                        raise DataError(f"blank {role} at {where} ({int(mask.sum())} blank {role} cell(s) in all)")
+                    n_blank_labels = int(mask.sum())
+                    warn(
+                        CrowdaggWarning(
+                            f"skipped {n_blank_labels} answer(s) with a blank label (first at {where}); "
+                            f"set {param('blank_labels')} to error to refuse them"
+                        )
+                    )
+                    answerless_workers[w_codes[mask]] = True  # those left with no answer are forgotten below
+                    keep = np.flatnonzero(~mask)
+                    t_codes, w_codes, y_codes = t_codes[keep], w_codes[keep], y_codes[keep]
+                    locate = locate.subset(keep) if locate else None
         # The blank name and the header's own cells leave the vocabularies once no row uses them.
         t_codes, t_names = _forget(t_codes, t_names, blank_name[0] | header_name[0])
-        w_codes, w_names = _forget(w_codes, w_names, blank_name[1] | header_name[1])
+        w_codes, w_names = _forget(w_codes, w_names, blank_name[1] | header_name[1] | answerless_workers)
         if workers is not None:
             known = _known_vocabulary(workers, "worker")
             remap, extended = known.extend(w_names)
@@ -585,6 +646,11 @@ class AnnotationSet:
                 w_dtype = None
         y_codes, y_uniques = _forget(y_codes, y_uniques, blank_name[2] | header_name[2])
         if len(y_codes) == 0 and classes is None:
+            if n_blank_labels:
+                raise DataError(
+                    f"no answers in the input: every label is blank ({n_blank_labels} answer(s) skipped); "
+                    f"give {param('classes')} to get the tasks' prior rows"
+                )
             raise DataError("no answers in the input (every row is blank)")
         uniques = [str(u) for u in y_uniques.to_pylist()]
         if classes is not None:
@@ -823,25 +889,30 @@ def _encode_all(columns: list[tuple[pa.Array, int]]) -> list[tuple[np.ndarray, p
     from . import vocab
 
     if len(columns[0][0]) < 2_000_000:
-        return [_encode_names(c, offset=o) for c, o in columns]
+        return [_encode_names(c, offset=o, index=i) for i, (c, o) in enumerate(columns)]
     from concurrent.futures import ThreadPoolExecutor
 
     fast = vocab._encode_prefixed_ints(columns[0][0])  # ids like t17: no hashing, nothing to split
     with ThreadPoolExecutor(max_workers=2) as pool:
         first = (lambda: fast) if fast is not None else vocab.encode_halves(columns[0][0], pool)
-        rest = [pool.submit(_encode_names, c, o) for c, o in columns[1:]]
+        rest = [pool.submit(_encode_names, c, o, None, i) for i, (c, o) in enumerate(columns[1:], start=1)]
         out = [_encode_names(columns[0][0], offset=columns[0][1], encoded=first())]
         return out + [r.result() for r in rest]
 
 
+class _BadName(Exception):
+    """(InvalidName with a row of the encoded column, index of the column): raised by :func:`_encode_names`."""
+
+
 def _encode_names(
-    values: pa.Array, offset: int = 0, encoded: tuple[np.ndarray, pa.Array] | None = None
+    values: pa.Array, offset: int = 0, encoded: tuple[np.ndarray, pa.Array] | None = None, index: int = 0
 ) -> tuple[np.ndarray, pa.Array, int, int]:
     """Codes in order of first appearance, stripped names, cells changed, names merged.
 
     Stripping runs on the distinct values, not the rows.  The blank name
     ``""`` (a cell that was empty or only whitespace) keeps a code so that
-    the caller can tell skipped rows from errors.
+    the caller can tell skipped rows from errors.  A name that is not valid
+    text raises :class:`_BadName` (with ``index``, the column's place).
     ``offset`` rows at the start are not answers (a task order list) and are
     not counted as changed cells.  ``encoded`` is the column's
     :func:`crowdagg.vocab.encode`, when already done.
@@ -849,6 +920,10 @@ def _encode_names(
     from . import vocab
 
     codes, uniques = encoded if encoded is not None else vocab.encode(values)
+    bad = vocab.invalid_names(uniques)  # on the distinct names: not UTF-8, a NUL character
+    if bad is not None:
+        code, reason = bad
+        raise _BadName(vocab.InvalidName(int(np.argmax(codes == code)), reason), index)
     n_changed = 0
     n_merged = 0
     stripped, differs = vocab.strip(uniques)
@@ -862,6 +937,31 @@ def _encode_names(
         codes = remap[codes]
         uniques = names
     return codes, uniques, n_changed, n_merged
+
+
+def _column_name(header: Any, i: int) -> str | None:
+    """The name of column ``i`` (task, worker, label) in messages: from ``header`` when every input agrees."""
+    if header is None:
+        return None
+    headers = [header] if isinstance(header[0], str) else list(header)
+    names = {str(h[i]) for h in headers}
+    return names.pop() if len(names) == 1 else None
+
+
+def name_error(
+    exc: Any, role: str, locate: Locator | None, column: str | None, what: str | None = None
+) -> DataError:
+    """A :class:`~crowdagg.vocab.InvalidName` worded with where it is: the row (through ``locate``), the column."""
+    subject = f"the {role}" + (f" (column {column!r})" if column else "")
+    if exc.row is None:
+        source = f" of {locate.source}" if locate is not None else ""
+        col = f" {column!r}" if column else ""
+        return DataError(f"the {role} column{col}{source} {exc.reason}")
+    if what is not None:
+        where = f"entry {exc.row + 1} of {what}"
+    else:
+        where = locate(exc.row) if locate is not None else f"answer {exc.row}"
+    return DataError(f"{subject} at {where} {exc.reason}")
 
 
 def header_key(text: str) -> str:
@@ -922,12 +1022,19 @@ def _warn_duplicates(n_dup: int, policy: str) -> None:
 
 def _as_str_array(values: Sequence[object] | np.ndarray, role: str = "name") -> np.ndarray:
     """A 1-D object array of str: missing values (None, NaN, NA) become blank, bytes are decoded."""
-    from .vocab import python_strings
+    from .vocab import InvalidName, as_strings, invalid_names, python_strings
 
     arr = np.asarray(values, dtype=object)
     if arr.ndim != 1:
         raise DataError(f"{role} names must be one-dimensional, got an array of shape {arr.shape}")
-    return python_strings(arr, role)
+    try:
+        out = python_strings(arr, role)
+        bad = invalid_names(as_strings(out, role)[0])  # a lone surrogate, a NUL character
+        if bad is not None:
+            raise InvalidName(*bad, role)
+    except InvalidName as exc:
+        raise name_error(exc, role, None, None, what=f"the {role} names") from None
+    return out
 
 
 def _as_number(s: str) -> float | None:

@@ -15,7 +15,13 @@ said so).  Input is never silently changed or dropped:
 * JSON ``{task: {worker: label}}`` mappings keep repeated keys (they are
   duplicate answers, handled by the ``duplicates`` policy) and tasks with no
   answers (``{}``), which get an output row.
-* JSON Lines are split on ``\\n`` only (a value may contain U+2028).
+* JSON Lines are split on ``\\n`` only (a value may contain U+2028), and
+  parsed one line at a time.
+* Missing values follow one rule for every reader (:mod:`crowdagg.vocab`):
+  null, NaN, ``None``, ``pd.NA`` and empty or whitespace-only cells are
+  blank; a blank label is a skipped answer (``blank_labels``).  A value that
+  cannot be a name (nested, not UTF-8, a lone surrogate, a NUL character)
+  is an error naming the file, the line or row, and the column.
 
 Which columns hold the task, worker and label is decided by
 :mod:`crowdagg.columns` from the header (generic aliases; MTurk, Toloka and
@@ -50,7 +56,7 @@ import numpy as np
 
 from . import _timing, memory
 from .columns import LABEL_ALIASES, TASK_ALIASES, TRUTH_ALIASES, WORKER_ALIASES, map_answer_columns, map_label_columns
-from .data import AnnotationSet, DuplicatePolicy, Locator, header_key
+from .data import AnnotationSet, BlankLabelPolicy, DuplicatePolicy, Locator, check_blank_labels, header_key
 from .errors import CrowdaggError, CrowdaggWarning, DataError, UsageError, os_reason, param, warn
 from .platforms import json_type
 from .render import OUTPUT_FORMATS, render_table
@@ -95,11 +101,45 @@ def example_path(spec: str, role: str = "labels") -> Path:
 
 #: Peak memory of reading per byte of input: the Arrow path (CSV, TSV, Parquet) holds the
 #: text, the parsed string columns and the codes -- measured 3.1-3.5 at 10M-100M answers;
-#: the exact parser and JSON hold a Python object per cell -- measured 10-20.  Input larger
+#: the exact parser holds a Python object per cell -- measured 10-20.  Input larger
 #: than the memory limit divided by the factor is refused before it is read.
 ARROW_BYTES_PER_BYTE = 4
 PARSE_BYTES_PER_BYTE = 12
 _CHUNK = 1 << 20
+
+#: JSON costs Python objects, so its peak memory depends on its shape, not only its size (30 MB of
+#: ``{}`` lines once took 2 GB): it is bounded by a few byte counts of the text (:func:`_json_need`),
+#: each weighted by what it can cost at most -- (per byte, per line, per ``{`` or ``[``, per ``:``
+#: (a key and its value), per list element (``,`` beyond the pairs' own)) in bytes.  JSON Lines are
+#: parsed a line at a time, so a line's own objects are transient (list elements cost nothing) but
+#: each line may become a row of the answer set; a JSON document is parsed whole first.  Measured in issue 12 on the costliest shapes (lines of ``{}``,
+#: rows that are all blank, every value distinct, lists of ``{}`` or of numbers, mappings of
+#: unanswered tasks) with headroom; see tests/test_io.py::test_json_memory_estimate_bounds_measured_peaks.
+JSON_COSTS = {
+    "jsonl": (2.0, 70.0, 0.0, 130.0, 0.0),
+    "json": (3.0, 0.0, 250.0, 250.0, 170.0),
+}
+
+
+def _json_need(data: bytes, fmt: str) -> tuple[float, str]:
+    """(an upper bound of the bytes parsing ``data`` as ``fmt`` needs, what it counted) -- a few C-speed scans."""
+    per_byte, per_line, per_open, per_colon, per_element = JSON_COSTS[fmt]
+    lines = data.count(b"\n") + 1
+    opens = data.count(b"{") + data.count(b"[")
+    colons = data.count(b":")
+    # A comma separates two pairs or two list elements; an object's pairs are counted by their colons.
+    elements = max(0, data.count(b",") - colons) if per_element else 0
+    need = per_byte * len(data) + per_line * lines + per_open * opens + per_colon * colons + per_element * elements
+    if fmt == "jsonl":
+        return need, f"{lines:,} lines, {colons:,} values"
+    return need, f"{opens:,} objects and lists, {colons + elements:,} values"
+
+
+def _check_json_size(data: bytes, display: str, fmt: str, max_memory: memory.MaxMemory) -> None:
+    need, counted = _json_need(data, fmt)
+    kind = "JSON Lines" if fmt == "jsonl" else "JSON"
+    memory.check(need, f"parsing {memory.human(len(data))} of {kind} from {display}: {counted}", max_memory,
+                 advice="split the input")
 
 
 def _check_input_size(
@@ -326,15 +366,18 @@ class RawTable:
     """A parsed input before columns are chosen: a header and string columns.
 
     ``columns[j]`` holds the cells of ``header[j]``, one per data row: an
-    Arrow string array (CSV, TSV, Parquet) or an object array of str (JSON,
-    the exact CSV parser).  ``locate`` turns a row number into "file line N".
+    Arrow array (CSV, TSV, Parquet: typed there), an object array (a
+    DataFrame's object columns, a JSON mapping, the exact CSV parser) or a
+    record key's sparse column (JSON records, built whole by
+    :meth:`column` only when used).  Cells become names, missing values
+    blank, in :func:`crowdagg.vocab.as_strings`.  ``locate`` turns a row number into "file line N".
     ``task_order`` lists every task in output order where the format can
     name tasks without answers (JSON mappings, Label Studio).  ``fixed``
     names the task/worker/label columns when the format defines them.
     """
 
     header: list[str]
-    columns: list[np.ndarray]
+    columns: list[Any]
     locate: Locator
     display: str
     task_order: list[str] | None = None
@@ -349,7 +392,8 @@ class RawTable:
         return len(self.columns[0]) if self.columns else 0
 
     def column(self, name: str) -> np.ndarray:
-        return self.columns[self.header.index(name)]
+        col = self.columns[self.header.index(name)]
+        return col.dense() if isinstance(col, _SparseColumn) else col
 
     def subset(self, rows: np.ndarray) -> RawTable:
         return RawTable(
@@ -359,15 +403,34 @@ class RawTable:
 
 
 def _pylist(column: Any) -> list:
-    """A column's cells as a list of str (typed Parquet columns as their names)."""
-    if isinstance(column, np.ndarray):
-        return column.tolist()
+    """A column's cells as a list of str (missing values blank, typed Parquet columns as their names)."""
     from .vocab import as_strings
 
-    return as_strings(column)[0].to_pylist()
+    names = as_strings(column.dense() if isinstance(column, _SparseColumn) else column)[0]
+    return names.to_pylist()
+
+
+def _names(table: RawTable, col: str, role: str) -> Any:
+    """Column ``col`` of ``table`` as names (:func:`crowdagg.vocab.as_strings`), each distinct name checked
+    (:func:`crowdagg.vocab.invalid_names`); a value that cannot be a name is an error naming the file, the
+    line or row, and the column.  Returns (names, dtype)."""
+    from .data import name_error
+    from .vocab import InvalidName, as_strings, encode, invalid_names
+
+    try:
+        names, dtype = as_strings(table.column(col), role)
+        codes, uniques = encode(names)
+        bad = invalid_names(uniques)
+        if bad is not None:
+            raise InvalidName(int(np.argmax(codes == bad[0])), bad[1], role)
+    except InvalidName as exc:
+        raise name_error(exc, role, table.locate, col) from None
+    return names, dtype
 
 
 def _take(column: Any, rows: np.ndarray) -> Any:
+    if isinstance(column, _SparseColumn):
+        column = column.dense()
     if isinstance(column, np.ndarray):
         return column[rows]
     from .vocab import take
@@ -375,17 +438,125 @@ def _take(column: Any, rows: np.ndarray) -> Any:
     return take(column, rows)
 
 
-def _json_cell(v: Any) -> str:
-    """A JSON value as a cell: strings and numbers as their text, null blank, others as JSON."""
-    if isinstance(v, str):
+def _json_cell(v: Any) -> Any:
+    """A JSON value as a cell: strings and numbers as their text (numbers are parsed as text), booleans
+    ``true``/``false``; ``null`` and ``NaN`` (parsed as None) stay None, and a list or object stays as it
+    is -- :func:`crowdagg.vocab.as_strings` makes the first blank and refuses the second, naming the row."""
+    if isinstance(v, str) or v is None:
         return v
-    if v is None:
-        return ""
-    return json.dumps(v, ensure_ascii=False)
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return v
+
+
+class _SparseColumn:
+    """One key of a set of records: the rows that have it and their cells, blank (None) elsewhere.
+
+    Records name their keys row by row; a key seen in a few rows costs
+    those rows only, and a column is built whole (:meth:`dense`) only when
+    it is used -- thousands of distinct keys never make a keys × rows table.
+    """
+
+    __slots__ = ("rows", "values", "cache", "n", "nested")
+
+    def __init__(self) -> None:
+        from array import array
+
+        self.rows = array("q")
+        self.values: list[Any] = []
+        self.cache: dict[str, str] = {}  # one str object per distinct cell (labels, workers repeat)
+        self.n = 0
+        self.nested: Any = None
+
+    def __len__(self) -> int:
+        return self.n
+
+    def add(self, row: int, v: Any) -> None:
+        if isinstance(v, str):
+            v = self.cache.setdefault(v, v)
+        elif isinstance(v, (dict, list)):
+            # Only the first nested value is ever shown (the column is refused there, if used):
+            # the others are not kept, so that a column of big nested values costs nothing.
+            if self.nested is None:
+                self.nested = v
+            v = self.nested
+        elif v is not None:
+            v = _json_cell(v)
+        self.rows.append(row)
+        self.values.append(v)
+
+    def dense(self) -> np.ndarray:
+        out = np.full(self.n, None, dtype=object)
+        if self.values:
+            out[np.frombuffer(self.rows, dtype=np.int64)] = _objects(self.values)
+        return out
+
+
+def _objects(values: Sequence[Any]) -> np.ndarray:
+    """An object array of ``values``, one element each (``np.array`` would spread a list cell into a dimension)."""
+    return np.fromiter(values, dtype=object, count=len(values))
+
+
+#: Records naming more keys than this are no table of answers (a key costs a column): refused, naming the line.
+MAX_RECORD_KEYS = 10_000
+
+
+class _Records:
+    """Builds a table from records (JSON objects, Python mappings), one at a time, holding no record.
+
+    ``add(rec, number)`` takes one record (``number``: its line or record
+    number, for errors as ``DISPLAY UNIT NUMBER``); ``table(locate)`` gives
+    the :class:`RawTable`, one column per key seen in any record (a missing
+    key is a blank cell).
+    """
+
+    def __init__(self, display: str, unit: str) -> None:
+        self.columns: dict[str, _SparseColumn] = {}
+        self.n = 0
+        self.display = display
+        self.unit = unit
+
+    def add(self, rec: Any, number: int) -> None:
+        if type(rec) is not dict:
+            self._check(rec, number)
+        row = self.n
+        columns = self.columns
+        for k, v in rec.items():
+            col = columns.get(k)
+            if col is None:
+                if not isinstance(k, str):
+                    k = str(k)
+                    col = columns.get(k)
+                if col is None and len(columns) >= MAX_RECORD_KEYS:
+                    raise DataError(
+                        f"{self.display} {self.unit} {number}: more than {MAX_RECORD_KEYS:,} different keys; "
+                        "records of answers name a few fields (task, worker, label, ...)"
+                    )
+                col = columns[k] = col if col is not None else _SparseColumn()
+            col.add(row, v)
+        self.n = row + 1
+
+    def _check(self, rec: Any, number: int) -> None:
+        where = f"{self.display} {self.unit} {number}"
+        if not isinstance(rec, Mapping):
+            kind = "a number" if isinstance(rec, _JSONNumber) else json_type(rec)
+            raise DataError(f"{where} is {kind}, expected an object with task, worker and label")
+        if isinstance(rec, _DupDict):
+            keys = [k for k, _ in rec.pairs]
+            dup = next(k for k in keys if keys.count(k) > 1)
+            raise DataError(f"{where} has the key {dup!r} twice")
+
+    def table(self, locate: Locator) -> RawTable:
+        for col in self.columns.values():
+            col.n = self.n
+            col.cache = {}
+        return RawTable(list(self.columns), list(self.columns.values()), locate, self.display)
 
 
 class _JSONNumber(str):
     """A JSON number kept as its text (``1.10`` stays ``1.10``, ``1E2`` stays ``1E2``)."""
+
+    __slots__ = ()  # no instance dict: a list of a million numbers costs its text, not 160 bytes each
 
 
 def _number_text(text: str) -> str:
@@ -415,28 +586,32 @@ def _json_loads(text: str) -> Any:
     """
     return json.loads(
         text, object_pairs_hook=_object_pairs, parse_float=_number_text, parse_int=_number_text,
-        parse_constant=_number_text,
+        parse_constant=_constant,
     )
 
 
-def _records_table(records: list[Any], display: str, unit: str, lines: np.ndarray | None) -> RawTable:
-    """Records (JSON objects) -> string columns, one per key seen in any record.
+def _constant(text: str) -> Any:
+    """JSON's non-standard constants (Python writes them): ``NaN`` is a missing value, as in a float
+    column; ``Infinity`` and ``-Infinity`` stay text."""
+    return None if text == "NaN" else _JSONNumber(text)
+
+
+def _records_table(records: Any, display: str, unit: str, consume: bool = False) -> RawTable:
+    """Records (JSON objects, mappings) -> columns, one per key seen in any record.
 
     A missing key or ``null`` is a blank cell, reported like a blank CSV
-    cell; numbers keep their JSON text (``1.0`` stays ``1.0``).
+    cell; numbers keep their JSON text (``1.0`` stays ``1.0``).  With
+    ``consume`` (a list parsed here, never a caller's) each record is
+    dropped from ``records`` once read, so that the parsed JSON and the
+    columns are not both held whole.
     """
-    for i, rec in enumerate(records):
-        where = f"{display} line {lines[i]}" if lines is not None else f"{display} {unit} {i + 1}"
-        if not isinstance(rec, dict):
-            raise DataError(f"{where} is {json_type(rec)}, expected an object with task, worker and label")
-        if isinstance(rec, _DupDict):
-            keys = [k for k, _ in rec.pairs]
-            dup = next(k for k in keys if keys.count(k) > 1)
-            raise DataError(f"{where} has the key {dup!r} twice")
-    keys = list(dict.fromkeys(k for rec in records for k in rec))
-    columns = [np.array([_json_cell(rec.get(k)) for rec in records], dtype=object) for k in keys]
-    locate = Locator(display, lines=lines) if lines is not None else Locator(display, first_line=1, unit=unit)
-    return RawTable(keys, columns, locate, display)
+    builder = _Records(display, unit)
+    for i in range(len(records)):
+        rec = records[i]
+        if consume:
+            records[i] = None
+        builder.add(rec, i + 1)
+    return builder.table(Locator(display, first_line=1, unit=unit))
 
 
 def _parse_json(data: bytes, display: str, label_col: str | None) -> RawTable:
@@ -447,21 +622,25 @@ def _parse_json(data: bytes, display: str, label_col: str | None) -> RawTable:
     except RecursionError:
         raise DataError(f"{display}: JSON nested too deeply to be a table of answers") from None
     if isinstance(obj, list):
-        from .platforms import json_min_controls
+        from .platforms import is_label_studio, json_min_controls
 
+        # Records: maybe a Label Studio JSON-MIN export, whose key order names its controls (read
+        # before the records are consumed into columns).
+        controls = json_min_controls(obj) if obj and not is_label_studio(obj) else None
         table = _parse_json_list(obj, display, label_col)
-        if table.fixed is None:  # records: maybe a Label Studio JSON-MIN export, whose key order names its controls
-            table.controls = json_min_controls(obj)
+        if table.fixed is None:
+            table.controls = controls
         return table
     if isinstance(obj, dict):
-        values = [v for _, v in _pairs_of(obj)]
         if "annotations" in obj or "completions" in obj:
             # one Label Studio task exported on its own
             return _parse_json_list([obj], display, label_col)
-        if values and not any(isinstance(v, (dict, list)) for v in values):
+        if obj and not any(isinstance(v, (dict, list)) for _, v in _pairs_of(obj)):
             # one record, not a list of them
-            return _records_table([obj], display, "record", None)
-        return _parse_mapping(obj, display)
+            return _records_table([obj], display, "record")
+        pairs = _pairs_of(obj)
+        del obj  # each task's answers are freed once read
+        return _parse_mapping(pairs, display)
     raise DataError(
         f"{display}: the JSON top level is {json_type(obj)}; expected a list of records or a {{task: {{worker: label}}}} object"
     )
@@ -474,14 +653,14 @@ def _parse_json_list(obj: list, display: str, label_col: str | None) -> RawTable
     from .platforms import flatten_label_studio, is_label_studio
 
     if not is_label_studio(obj):
-        return _records_table(obj, display, "record", None)
+        return _records_table(obj, display, "record", consume=True)
     flat = flatten_label_studio(obj, source=display, label=label_col, options={"label": param("label_col")})
     notes = []
     if flat.n_cancelled:
         notes.append(f"{flat.n_cancelled} cancelled Label Studio annotation(s) skipped")
     if flat.n_without_choice:
         notes.append(f"{flat.n_without_choice} Label Studio annotation(s) without a {flat.label_name!r} choice skipped")
-    columns = [np.array(v, dtype=object) for v in (flat.task, flat.worker, flat.label)]
+    columns = [_objects(v) for v in (flat.task, flat.worker, flat.label)]
     return RawTable(
         ["task", "worker", "label"], columns,
         Locator(display, unit="task", lines=np.asarray(flat.record, dtype=np.int64)), display,
@@ -493,13 +672,16 @@ def _pairs_of(obj: dict) -> list[tuple[str, Any]]:
     return obj.pairs if isinstance(obj, _DupDict) else list(obj.items())
 
 
-def _parse_mapping(obj: dict, display: str) -> RawTable:
-    """``{task: {worker: label}}``: repeated keys kept (duplicates), ``{}`` tasks kept (no answers)."""
+def _parse_mapping(pairs: list[tuple[str, Any]], display: str) -> RawTable:
+    """``{task: {worker: label}}`` given as its (task, answers) pairs, which are dropped once read:
+    repeated keys kept (duplicates), ``{}`` tasks kept (no answers)."""
     tasks: list[str] = []
     workers: list[str] = []
     labels: list[str] = []
     order: list[str] = []
-    for task, answers in _pairs_of(obj):
+    for i in range(len(pairs)):
+        task, answers = pairs[i]
+        pairs[i] = None  # type: ignore[call-overload]
         if not isinstance(answers, dict):
             raise DataError(
                 f"{display}: value of task {task!r} is {json_type(answers)}; expected a list of "
@@ -510,7 +692,7 @@ def _parse_mapping(obj: dict, display: str) -> RawTable:
             tasks.append(task)
             workers.append(worker)
             labels.append(_json_cell(label))
-    columns = [np.array(v, dtype=object) for v in (tasks, workers, labels)]
+    columns = [_objects(v) for v in (tasks, workers, labels)]
     return RawTable(
         ["task", "worker", "label"], columns, Locator(display, first_line=1, unit="answer"), display,
         task_order=order, fixed=("task", "worker", "label"), kind="{task: {worker: label}} mapping",
@@ -518,26 +700,28 @@ def _parse_mapping(obj: dict, display: str) -> RawTable:
 
 
 def _parse_jsonl(data: bytes, display: str) -> RawTable:
-    records: list[Any] = []
-    lines: list[int] = []
-    text = data.decode("utf-8")
-    # Split on \n only: U+2028, U+0085 and friends may sit inside a JSON string.
-    for lineno, line in enumerate(text.split("\n"), start=1):
-        if line.endswith("\r"):
-            line = line[:-1]
-        if not line.strip():
+    """JSON Lines, one line at a time: no decoded copy of the text, no list of lines, no record kept."""
+    from array import array
+
+    builder = _Records(display, "line")
+    lines = array("q")
+    lineno = 0
+    # Split on \n only (a binary stream's lines): U+2028, U+0085 and friends may sit inside a JSON string.
+    for lineno, raw in enumerate(io.BytesIO(data), start=1):
+        if not raw.strip():
             continue
+        line = raw.decode("utf-8")  # checked by to_utf8: cannot fail
         try:
             rec = _json_loads(line)
         except json.JSONDecodeError as exc:
             raise DataError(f"{display} line {lineno}: malformed JSON at column {exc.colno}: {exc.msg}") from None
         except RecursionError:
             raise DataError(f"{display} line {lineno}: JSON nested too deeply") from None
-        records.append(rec)
+        builder.add(rec, lineno)
         lines.append(lineno)
-    if not records:
+    if not builder.n:
         raise DataError(f"{display}: no answers (only blank lines)")
-    return _records_table(records, display, "line", np.asarray(lines, dtype=np.int64))
+    return builder.table(Locator(display, lines=np.frombuffer(lines, dtype=np.int64)))
 
 
 _FIELDS_ERROR = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
@@ -794,7 +978,7 @@ def read_raw(
             return _parse_delimited(raw, display, ",", max_memory)
         if fmt == "tsv":
             return _parse_delimited(raw, display, "\t", max_memory)
-        _check_input_size(len(raw), display, max_memory, PARSE_BYTES_PER_BYTE)  # a Python object per value
+        _check_json_size(raw, display, fmt, max_memory)  # Python objects: estimated from the text's shape
         if fmt == "json":
             return _parse_json(raw, display, label_col)
         return _parse_jsonl(raw, display)
@@ -829,19 +1013,21 @@ def _parse_parquet(data: bytes, display: str, max_memory: memory.MaxMemory = Non
 
 
 def _frame_table(frame: pd.DataFrame) -> RawTable:
-    """A DataFrame as a RawTable; missing cells (NaN/None) are blank, so they are reported.
+    """A DataFrame as a RawTable; missing cells (NaN, None, ``pd.NA``, NaT) are blank, so they are reported.
 
-    Typed columns (integers, floats, booleans, pandas strings, categories)
-    go to Arrow as they are and become names by the rule of
-    :mod:`crowdagg.vocab`, which remembers their dtype; object columns are
-    converted value by value.
+    Typed columns (integers, floats, booleans, pandas strings, categories,
+    nullable dtypes) go to Arrow as they are and become names by the rule
+    of :mod:`crowdagg.vocab`, which remembers their dtype; object columns
+    are handed over as they are and converted there, value by value (a
+    nested value or undecodable bytes are refused, naming the row).
+    Columns are taken by position: a repeated column name is refused by the
+    column mapping only when that column is used, as in a CSV header.
     """
+    import pandas as pd
     import pyarrow as pa
 
     header = [str(c) for c in frame.columns]
     columns: list[Any] = []
-    import pandas as pd
-
     for j in range(frame.shape[1]):
         col = frame.iloc[:, j]
         if col.dtype.kind in "iufb" or isinstance(col.dtype, (pd.StringDtype, pd.CategoricalDtype)):
@@ -850,13 +1036,13 @@ def _frame_table(frame: pd.DataFrame) -> RawTable:
                 continue
             except (pa.ArrowException, TypeError, ValueError):
                 pass
-        values = col.to_numpy(dtype=object)
-        missing = col.isna().to_numpy()
-        if missing.any():
-            values = values.copy()
-            values[missing] = ""
-        columns.append(np.array([v if isinstance(v, str) else str(v) for v in values.tolist()], dtype=object))
+        columns.append(col.to_numpy(dtype=object))
     return RawTable(header, columns, Locator("<frame>", first_line=0, unit="row"), "<frame>")
+
+
+def _is_records(source: Any) -> bool:
+    """A list or tuple of mappings (records), not of paths."""
+    return isinstance(source, (list, tuple)) and bool(source) and isinstance(source[0], Mapping)
 
 
 #: Extensions of the files a directory given as input contributes.
@@ -985,15 +1171,18 @@ def load_annotations(
     max_memory: memory.MaxMemory = None,
     workers: Any = None,
     rejected: RejectedPolicy = "exclude",
+    blank_labels: BlankLabelPolicy = "skip",
 ) -> AnnotationSet:
     """Read answers (long format: one row per task, worker, label) into an :class:`AnnotationSet`.
 
     Parameters
     ----------
-    source : path, ``"-"`` for stdin, a binary file object, a DataFrame, or
-        a list of paths, directories and glob patterns read as one data set
-        (:func:`expand_inputs`; files in the order given, each with its own
-        header and column mapping, errors naming the file and line).
+    source : path, ``"-"`` for stdin, a binary file object, a DataFrame, a
+        list of records (mappings, e.g. ``[{"task": ..., "worker": ...,
+        "label": ...}]``), or a list of paths, directories and glob patterns
+        read as one data set (:func:`expand_inputs`; files in the order
+        given, each with its own header and column mapping, errors naming
+        the file and line).
     input_format : ``csv``, ``tsv``, ``json``, ``jsonl`` or ``parquet``;
         default from the content (Parquet's magic bytes) and the extension
         (``.gz`` stripped), else sniffed.
@@ -1018,14 +1207,28 @@ def load_annotations(
         them (default; counted in a warning) or ``keep`` them.  Skipped and
         expired Toloka assignments hold no answer and are always left out;
         every task keeps its output row (see :mod:`crowdagg.platforms`).
+    blank_labels : an answer whose label is blank or missing (a skipped
+        question): ``skip`` it, with a warning giving the count (its task
+        keeps an output row), or refuse it (``error``).  A blank task or
+        worker is always an error.
+
+    Missing values are one rule for every reader (null, ``None``, NaN,
+    ``pd.NA``, an empty or whitespace-only cell: see :mod:`crowdagg.vocab`).
+    A value that cannot be a name -- a nested value, text that is not
+    UTF-8, a lone surrogate, a NUL character, a list or struct Parquet
+    column -- is a :class:`~crowdagg.errors.DataError` naming the file, the
+    line (``row N`` for Parquet and DataFrames) and the column.
 
     Warnings (:class:`~crowdagg.errors.CrowdaggWarning`) say what was done
     to the input: duplicates, stripped whitespace, skipped header lines,
     near-identical labels, a single class.
     """
+    check_blank_labels(blank_labels)
     pd = sys.modules.get("pandas")  # a DataFrame means pandas is loaded: never import it just to check
     if pd is not None and isinstance(source, pd.DataFrame):
         tables = [_frame_table(source)]
+    elif _is_records(source):
+        tables = [_records_table(source, "<records>", "record")]  # type: ignore[arg-type]
     else:
         sources: list[Any] = (
             [source] if not isinstance(source, (list, tuple))
@@ -1053,7 +1256,7 @@ def load_annotations(
         classes = infer_classes([k for t in tables for k in t.classes or ()], label_col=parts[0][2].strip())
     first = tables[0]
     kw: dict[str, Any] = {"classes": classes, "duplicates": duplicates, "label_col": parts[0][2].strip(),
-                          "workers": workers}
+                          "workers": workers, "blank_labels": blank_labels}
     if len(parts) == 1:
         t_col, w_col, y_col = parts[0]
         columns = [first.column(t_col), first.column(w_col), first.column(y_col)]
@@ -1068,8 +1271,8 @@ def load_annotations(
         from .vocab import as_strings, concat
 
         columns, dtypes = [], []
-        for i in range(3):
-            named = [as_strings(t.column(cols[i])) for t, cols in zip(tables, parts)]
+        for i, role in enumerate(("task", "worker", "label")):
+            named = [_as_names(t, cols[i], role) for t, cols in zip(tables, parts)]
             columns.append(concat([names for names, _ in named]))
             kinds = {dtype for _, dtype in named}
             dtypes.append(kinds.pop() if len(kinds) == 1 else None)  # the ids' type, where every file agrees
@@ -1086,14 +1289,30 @@ def load_annotations(
     return AnnotationSet._from_columns(columns, **kw)
 
 
+def _as_names(table: RawTable, col: str, role: str) -> Any:
+    """:func:`crowdagg.vocab.as_strings` of a column, a value that cannot be a name named by file, line
+    and column (its distinct names are checked when encoded)."""
+    from .data import name_error
+    from .vocab import InvalidName, as_strings
+
+    try:
+        return as_strings(table.column(col), role)
+    except InvalidName as exc:
+        raise name_error(exc, role, table.locate, col) from None
+
+
 def _answered_tasks(table: RawTable, cols: tuple[str, str, str]) -> Any:
     """The task names of a table's answers, once each in order of appearance (stripped; blank
     names and the header's own cell left out) -- its part of a joined input's task order."""
-    from .data import header_key
-    from .vocab import as_strings, blank, encode, spells, strip, take
+    from .data import header_key, name_error
+    from .vocab import InvalidName, blank, encode, invalid_names, spells, strip, take
 
-    names, _ = as_strings(table.column(cols[0]))
-    _, uniques = encode(names)
+    names, _ = _as_names(table, cols[0], "task")
+    codes, uniques = encode(names)
+    bad = invalid_names(uniques)
+    if bad is not None:
+        exc = InvalidName(int(np.argmax(codes == bad[0])), bad[1], "task")
+        raise name_error(exc, "task", table.locate, cols[0])
     uniques, _ = strip(uniques)
     drop = blank(uniques)
     if table.fixed is None:
@@ -1360,8 +1579,8 @@ def read_task_labels(
     if table.n_rows == 0:
         raise DataError(f"{table.display}: no rows (header only?)")
     out: dict[str, str] = {}
-    tasks = _pylist(table.column(t_col))
-    labels = _pylist(table.column(y_col))
+    tasks = _names(table, t_col, "task")[0].to_pylist()
+    labels = _names(table, y_col, "label")[0].to_pylist()
     skipped = []
     header_keys = (header_key(t_col), header_key(y_col))
     repeats = []

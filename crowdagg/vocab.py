@@ -10,7 +10,23 @@ text), so that a later view can give them back in that type.
 Names are always text, by one rule whatever the source: a CSV cell is its
 text; a typed DataFrame or Parquet column becomes text as Python writes the
 value -- integers in decimal, floats as their shortest round-trip text
-(``repr``), booleans ``True``/``False``; a missing value is blank.
+(``repr``), booleans ``True``/``False``.
+
+Missing values follow one rule too, applied here (:func:`as_strings`) for
+every reader -- CSV, TSV, JSON, JSON Lines, Parquet, DataFrames and lists of
+records: a null (JSON ``null``, an Arrow null), ``None``, a float NaN (a
+Parquet or DataFrame float column, JSON's ``NaN``), ``pd.NA`` and ``NaT``
+become the blank name ``""``, as an empty or whitespace-only cell does once
+stripped.  Text is never read as missing: a CSV cell ``NA`` or ``nan`` is a
+name.  What a blank name means is decided by
+:meth:`crowdagg.data.AnnotationSet.from_names` (a blank label is a skipped
+question; a blank task or worker is an error).
+
+A name must be one value of valid text: a nested value (a list, a mapping,
+a Parquet list or struct column), bytes that are not UTF-8, a lone UTF-16
+surrogate (``"\\ud800"`` in JSON) or a NUL character is refused with
+:class:`InvalidName`, which readers turn into an error naming the file, the
+line or row and the column.
 
 The helpers below work on the distinct names (a dictionary), never on rows:
 stripping surrounding whitespace, spotting blank names and names that spell
@@ -25,8 +41,24 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .errors import DataError
+
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
+
+class InvalidName(DataError):
+    """A value that cannot be a name: ``row`` (0-based, ``None`` for the whole column) and ``reason``.
+
+    Raised by :func:`as_strings` and :func:`invalid_names`; callers that know
+    the file, the line and the column re-raise it worded with them.
+    """
+
+    def __init__(self, row: int | None, reason: str, role: str = "name") -> None:
+        where = f"at row {row}" if row is not None else "column"
+        super().__init__(f"{role} {where}: {reason}")
+        self.row = row
+        self.reason = reason
+
 
 #: Every character Python's ``str.strip()`` removes, as an RE2 character class.
 _PY_SPACE = "".join(chr(c) for c in range(0x3001) if chr(c).isspace())
@@ -162,6 +194,9 @@ class Vocabulary:
 
         if self.names.null_count or blank(strip(self.names)[0]).any():
             raise UsageError(f"the {what} vocabulary has a blank name")
+        bad = invalid_names(self.names)
+        if bad is not None:
+            raise UsageError(f"name {bad[0] + 1} of the {what} vocabulary {bad[1]}")
         if pc.count_distinct(self.names).as_py() != len(self):
             counts = pc.value_counts(self.names)
             twice = counts.field("values").filter(pc.greater(counts.field("counts"), 1))[0].as_py()
@@ -234,32 +269,41 @@ def as_strings(values: Any, role: str = "name") -> tuple[pa.Array, str | None]:
     """Any column of ids as (Arrow string array without nulls, original dtype or None).
 
     Accepts Arrow arrays (string, dictionary, numbers, booleans), numpy
-    arrays and sequences.  Missing values become blank; bytes are decoded as
-    UTF-8; numbers become text as Python writes them.
+    arrays and sequences.  Missing values become blank (the rule in the
+    module docstring); bytes are decoded as UTF-8; numbers become text as
+    Python writes them.  A value that cannot be a name raises
+    :class:`InvalidName` with its row: a nested value, bytes that are not
+    UTF-8 (in a Python sequence; Arrow binary and string columns are checked
+    on their distinct values by :func:`invalid_names`), a lone surrogate.
     """
     import pyarrow as pa
-
-    from .errors import DataError
 
     if isinstance(values, (pa.Array, pa.ChunkedArray)):
         return _arrow_strings(values, role)
     arr = np.asarray(values, dtype=object) if not isinstance(values, np.ndarray) else values
     if arr.ndim != 1:
-        raise DataError(f"{role} names must be one-dimensional, got an array of shape {arr.shape}")
+        raise InvalidName(None, f"must be one-dimensional (one name per row), got an array of shape {arr.shape}", role)
     if arr.dtype.kind in "iub":
         return _arrow_strings(pa.array(arr), role)
     if arr.dtype.kind == "f":
         return _arrow_strings(pa.array(arr, from_pandas=True), role)
     if arr.dtype.kind in "US":
         arr = arr.astype(object)
-    return pa.array(python_strings(arr, role), type=pa.string()), None
+    strings = python_strings(arr, role)
+    try:
+        return pa.array(strings, type=pa.string()), None
+    except UnicodeEncodeError:  # a lone surrogate ("\ud800" in JSON): find its row
+        for i, v in enumerate(strings.tolist()):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                raise InvalidName(i, f"holds a lone surrogate ({v!r}), not text", role) from None
+        raise  # pragma: no cover - pyarrow refused a string that encodes
 
 
 def _arrow_strings(arr: Any, role: str) -> tuple[pa.Array, str | None]:
     import pyarrow as pa
     import pyarrow.compute as pc
-
-    from .errors import DataError
 
     t = arr.type
     if isinstance(arr, pa.ChunkedArray):
@@ -274,10 +318,9 @@ def _arrow_strings(arr: Any, role: str) -> tuple[pa.Array, str | None]:
     if pa.types.is_string(t) or pa.types.is_large_string(t) or is_view:
         out = arr.cast(pa.string()) if not pa.types.is_string(t) else arr
     elif pa.types.is_binary(t) or pa.types.is_large_binary(t):
-        try:
-            out = arr.cast(pa.string())
-        except pa.ArrowInvalid:
-            raise DataError(f"a {role} name is not UTF-8 text") from None
+        # Reinterpreted, not cast (a cast checks UTF-8 but cannot say where): invalid_names checks
+        # the distinct values and names the row.
+        out = arr.view(pa.large_string() if pa.types.is_large_binary(t) else pa.string()).cast(pa.string())
     elif pa.types.is_integer(t):
         dtype = str(t)
         out = pc.cast(arr, pa.string())
@@ -289,11 +332,11 @@ def _arrow_strings(arr: Any, role: str) -> tuple[pa.Array, str | None]:
 
         dtype = str(t)
         values = arr.cast(pa.float64())
-        out = float_strings(values, nan_as="nan")
+        out = float_strings(values, nan_as="")  # NaN is missing, as a null is
     elif pa.types.is_null(t):
         out = pa.array([""] * len(arr), type=pa.string())
     elif pa.types.is_nested(t):
-        raise DataError(f"the {role} column holds {t} values, not ids")
+        raise InvalidName(None, f"holds {t} values, not one name per row", role)
     else:  # dates, times, durations, decimals: as Python writes each value (a Python object per value)
         dtype = str(t)
         out = pa.array(["" if v is None else str(v) for v in arr.to_pylist()], type=pa.string())
@@ -302,29 +345,115 @@ def _arrow_strings(arr: Any, role: str) -> tuple[pa.Array, str | None]:
     return out, dtype
 
 
+def _kind_of(v: object) -> str | None:
+    """What a nested value is, for messages; None for a scalar."""
+    if isinstance(v, (list, tuple)):
+        return "a list (JSON array)"
+    if isinstance(v, dict):
+        return "a mapping (JSON object)"
+    if isinstance(v, (set, frozenset)):
+        return "a set"
+    if isinstance(v, np.ndarray):
+        return "an array"
+    return None
+
+
 def python_strings(arr: np.ndarray, role: str) -> np.ndarray:
-    """An object array as str values: missing (None, NaN, NA) blank, bytes decoded."""
-    from pandas.api.types import infer_dtype
+    """An object array as str values: missing (None, NaN, NA, NaT) blank, bytes decoded.
 
-    from .errors import DataError
-
-    if arr.size == 0 or infer_dtype(arr, skipna=False) == "string":
+    A nested value (list, mapping, set, array) or bytes that are not UTF-8
+    raise :class:`InvalidName` with the row.
+    """
+    if arr.size == 0:
         return arr
     import pandas as pd
+    from pandas.api.types import infer_dtype
 
-    missing = pd.isna(arr)
+    if infer_dtype(arr, skipna=True) == "string":  # text and missing values only: no Python step per value
+        missing = pd.isna(arr)
+        if not missing.any():
+            return arr
+        out = arr.copy()
+        out[missing] = ""
+        return out
+
     out = np.empty(arr.size, dtype=object)
     for i, v in enumerate(arr.tolist()):
-        if missing[i]:
+        if isinstance(v, str):
+            out[i] = v
+            continue
+        kind = _kind_of(v)
+        if kind is not None:
+            shown = repr(v)
+            shown = shown if len(shown) <= 40 else shown[:37] + "..."
+            raise InvalidName(i, f"holds {kind}, not one name: {shown}", role)
+        if v is None or pd.isna(v):
             out[i] = ""
-        elif isinstance(v, bytes):
+        elif isinstance(v, (bytes, bytearray, memoryview)):
             try:
-                out[i] = v.decode("utf-8")
-            except UnicodeDecodeError:
-                raise DataError(f"{role} name {v!r} is not UTF-8 text") from None
+                out[i] = bytes(v).decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InvalidName(i, f"is not UTF-8 text ({bytes(v)!r}, byte 0x{bytes(v)[exc.start]:02X})", role) from None
         else:
-            out[i] = v if isinstance(v, str) else str(v)
+            out[i] = str(v)
     return out
+
+
+def invalid_names(names: pa.Array) -> tuple[int, str] | None:
+    """The first of ``names`` (distinct names, a string array) that cannot be a name, and why; else None.
+
+    Text from a CSV or JSON file was decoded on reading; Parquet string and
+    binary columns, DataFrame columns and Arrow arrays given to the library
+    were not, and a name may hold a NUL character that no text file can.
+    Run on the distinct names (a dictionary), never on every row: two
+    reductions over the text bytes, and a full UTF-8 check only when a byte
+    is not ASCII.
+    """
+    import re
+
+    import pyarrow as pa
+
+    if not len(names):
+        return None
+    arr = names.combine_chunks() if isinstance(names, pa.ChunkedArray) else names
+    if not pa.types.is_string(arr.type):
+        arr = arr.cast(pa.string())
+    _, off_buf, data_buf = arr.buffers()
+    if data_buf is None:
+        return None
+    offsets = np.frombuffer(off_buf, dtype=np.int32, count=len(arr) + 1, offset=arr.offset * 4)
+    text = np.frombuffer(data_buf, dtype=np.uint8)[offsets[0]: offsets[-1]]
+    if not text.size:
+        return None
+    if text.max() >= 0x80:
+        try:
+            arr.validate(full=True)
+        except pa.ArrowInvalid as exc:
+            m = re.search(r"string index (\d+)", str(exc))
+            row = int(m.group(1)) if m else _first_invalid(arr)
+            raw = arr.view(pa.binary())[row].as_py()
+            try:
+                raw.decode("utf-8")
+                detail = ""
+            except UnicodeDecodeError as err:
+                detail = f" (byte 0x{raw[err.start]:02X} at byte {err.start + 1})"
+            return row, f"is not UTF-8 text{detail}"
+    if text.min() == 0:
+        row = int(np.searchsorted(offsets, int(np.argmax(text == 0)) + offsets[0], side="right")) - 1
+        return row, f"holds a NUL character ({arr[row].as_py()!r})"
+    return None
+
+
+def _first_invalid(arr: pa.Array) -> int:
+    """Row of the first value that is not UTF-8 (error path only: one Python step per value)."""
+    import pyarrow as pa
+
+    for i, raw in enumerate(arr.view(pa.binary()).to_pylist()):
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return i
+    return 0
 
 
 # --------------------------------------------------------------------------- dictionary encoding
@@ -384,7 +513,10 @@ def _encode_prefixed_ints(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarra
     n = len(values)
     if n < 100_000 or values.null_count or not pa.types.is_string(values.type):
         return None
-    first = values[0].as_py()
+    try:
+        first = values[0].as_py()
+    except UnicodeDecodeError:  # not text: invalid_names says where
+        return None
     prefix = first.rstrip("0123456789").encode("utf-8")
     if len(prefix) == len(first.encode("utf-8")):
         return None
@@ -510,4 +642,4 @@ def concat(parts: Sequence[pa.Array | pa.ChunkedArray]) -> pa.Array | pa.Chunked
     return pa.chunked_array(chunks, type=pa.string())
 
 
-__all__ = ["Vocabulary", "as_strings", "encode", "strip", "spells", "blank", "edge_space"]
+__all__ = ["Vocabulary", "InvalidName", "as_strings", "invalid_names", "encode", "strip", "spells", "blank", "edge_space"]

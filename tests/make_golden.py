@@ -12,6 +12,17 @@ It writes ``tests/golden/inputs/*`` (the input bytes), ``tests/golden/cases/*.js
 (one case each: the call and its outcome) and ``tests/golden/datasets.json``
 (digests of the real datasets converted to each format).  The ``crowdagg`` it
 imports is printed first: check that it is the checkout you mean.
+
+An outcome changed on purpose later is re-recorded alone, from the tree that
+changes it, and listed in the CHANGELOG; cases added after 5bc0f43 are
+recorded the same way (``ADDED`` below)::
+
+    cd /work/wt/BRANCH && /work/main/.venv/bin/python tests/make_golden.py --only NAME [NAME ...]
+
+Changed on purpose since 5bc0f43 (issue 12): ``csv_blank_label``,
+``csv_fewer_fields_label_missing`` and ``json_records_null_label`` (a blank
+label is a skipped answer, not an error), ``json_records_nested_values`` (a
+nested JSON value is refused, not turned into a class).
 """
 
 from __future__ import annotations
@@ -145,6 +156,29 @@ case("csv_blank_task", "task,worker,label\nt1,w1,a\n,w2,b\n,w3,a\n")
 case("csv_blank_worker", "task,worker,label\nt1,w1,a\nt2,,b\n")
 case("csv_blank_label", "task,worker,label\nt1,w1,a\nt2,w1,\nt3,w1,\n")
 case("csv_all_rows_blank", "task,worker,label\n,,\n,,\n")
+
+# ---- added in issue 12 (recorded with --only from the tree that added them)
+ADDED = [
+    "csv_blank_label_refused", "csv_blank_label_only_answers", "csv_blank_label_and_worker", "csv_all_labels_blank",
+    "jsonl_nan_and_null_labels", "jsonl_lone_surrogate", "jsonl_nul_character", "jsonl_nested_task",
+    "json_mapping_null_and_nested_labels",
+]
+case("csv_blank_label_refused", input="csv_blank_label.csv", blank_labels="error")
+case("csv_blank_label_only_answers", "task,worker,label\nt1,w1,a\nt2,w2, \nt3,w1,b\nt2,w3,\n")
+case("csv_blank_label_and_worker", "task,worker,label\nt1,w1,a\nt2,,\n")
+case("csv_all_labels_blank", "task,worker,label\nt1,w1,\nt2,w1,\n")
+case(
+    "jsonl_nan_and_null_labels",
+    '{"task": "t1", "worker": "w1", "label": "a"}\n{"task": "t2", "worker": "w1", "label": NaN}\n'
+    '{"task": "t2", "worker": "w2", "label": null}\n{"task": "t3", "worker": "w2"}\n{"task": "t3", "worker": "w1", "label": "b"}\n',
+    ext=".jsonl",
+)
+case("jsonl_lone_surrogate", '{"task": "t1", "worker": "w1", "label": "a"}\n{"task": "\\ud800", "worker": "w1", "label": "a"}\n',
+     ext=".jsonl")
+case("jsonl_nul_character", '{"task": "t1", "worker": "w\\u0000", "label": "a"}\n', ext=".jsonl")
+case("jsonl_nested_task", '{"task": "t1", "worker": "w1", "label": "a"}\n{"task": ["t2"], "worker": "w1", "label": "a"}\n',
+     ext=".jsonl")
+case("json_mapping_null_and_nested_labels", '{"t1": {"w1": "a", "w2": null}, "t2": {"w1": {"x": 1}}}', ext=".json")
 
 # ---- duplicates
 DUPS = "task,worker,label\nt1,w1,a\nt1,w2,b\nt1,w1,b\nt2,w1,a\nt1,w1,c\nt2,w1,a\n"
@@ -372,6 +406,7 @@ def main() -> int:
     default = Path(os.environ.get("CROWDAGG_DATASETS", HERE.parents[1] / "shared" / "datasets"))
     parser.add_argument("--datasets", type=Path, default=default, help="the real datasets (default %(default)s)")
     parser.add_argument("--out", type=Path, default=HERE / "golden", help="golden folder (default %(default)s)")
+    parser.add_argument("--only", nargs="+", metavar="NAME", help="re-record these cases only (their inputs too)")
     args = parser.parse_args()
 
     import crowdagg
@@ -380,6 +415,18 @@ def main() -> int:
     harness = _harness()
     out: Path = args.out
     inputs, cases_dir = out / "inputs", out / "cases"
+    if args.only:
+        by_name = {c["name"]: c for c in CASES}
+        unknown = [n for n in args.only if n not in by_name]
+        if unknown:
+            parser.error(f"unknown case(s): {', '.join(unknown)}")
+        for name in args.only:
+            c = by_name[name]
+            (inputs / c["input"]).write_bytes(FILES[c["input"]])
+            outcome = harness.run_case(c, inputs)
+            (cases_dir / f"{name}.json").write_text(_case_text({**c, "outcome": outcome}), encoding="utf-8")
+        print(f"re-recorded {len(args.only)} case(s)", file=sys.stderr)
+        return 0
     for d in (inputs, cases_dir):
         if d.exists():
             shutil.rmtree(d)

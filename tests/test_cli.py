@@ -367,7 +367,7 @@ def test_json_numbers_keep_their_text(runner, tmp_path):
 def test_json_missing_or_null_is_blank(runner, tmp_path, name, content, where):
     p = tmp_path / name
     p.write_text(content)
-    err = assert_one_error_line(invoke(runner, "aggregate", p), 1)
+    err = assert_one_error_line(invoke(runner, "aggregate", p, "--blank-labels", "error"), 1)
     assert "blank" in err and where in err
     assert "NaN" not in err
 
@@ -664,13 +664,13 @@ def test_simulate_list_scenarios_prints_the_registry(runner):
 
 # --------------------------------------------------------------------------- errors
 BAD_INPUTS = {
-    # name: (file name, content, substrings the message must contain)
+    # name: (file name, content, substrings the message must contain, options...)
     "empty": ("empty.csv", b"", ["empty"]),
     "header-only": ("hdr.csv", b"task,worker,label\n", ["header only"]),
     "no-columns": ("cols.csv", b"a,b,c\n1,2,3\n", ["'a'", "'b'", "'c'", "task"]),
     "blank-task": ("bt.csv", b"task,worker,label\n1,a,x\n,b,y\n", ["task", "line 3"]),
     "blank-worker": ("bw.csv", b"task,worker,label\n1,a,x\n2,b,y\n3,,y\n", ["worker", "line 4"]),
-    "blank-label": ("bl.csv", b"task,worker,label\n1,a,\n2,b,y\n", ["label", "line 2"]),
+    "blank-label": ("bl.csv", b"task,worker,label\n1,a,\n2,b,y\n", ["label", "line 2"], "--blank-labels", "error"),
     "ragged-csv": ("ragged.csv", b"task,worker,label\n1,a,x\n2,b,y,z\n3,c,x\n", ["4 fields", "header has 3", "line 3"]),
     "bad-json": (
         "bad.json",
@@ -695,11 +695,11 @@ BAD_INPUTS = {
 
 @pytest.mark.parametrize("case", list(BAD_INPUTS))
 def test_bad_input_one_error_line_and_no_output(runner, tmp_path, case):
-    name, content, needles = BAD_INPUTS[case]
+    name, content, needles, *options = BAD_INPUTS[case]
     src = tmp_path / name
     src.write_bytes(content)
     before = listing(tmp_path)
-    result = invoke(runner, "aggregate", src, "-o", tmp_path / "out.csv", "--workers", tmp_path / "w.csv")
+    result = invoke(runner, "aggregate", src, "-o", tmp_path / "out.csv", "--workers", tmp_path / "w.csv", *options)
     err = assert_one_error_line(result, 1)
     for needle in needles:
         assert needle in err, (needle, err)
@@ -1654,6 +1654,46 @@ def test_an_output_onto_the_input_is_refused(runner, small_csv):
     assert small_csv.read_bytes() == before
 
 
+# --------------------------------------------------------------------------- blank labels (issue 12)
+def test_aggregate_skips_blank_labels_by_default_and_refuses_them_on_request(runner, tmp_path):
+    p = tmp_path / "skips.csv"
+    p.write_text("task,worker,label\nt1,w1,a\nt2,w1,\nt1,w2,a\nt3,w2,b\nt2,w2, \n")
+    result = invoke(runner, "aggregate", p, "-m", "mv", "--proba")
+    ok(result)
+    out = read_csv_out(result.stdout)
+    # every task once, in input order; t2 (only blank answers) with no answers
+    assert out["task"].tolist() == ["t1", "t2", "t3"] and out["n_answers"].tolist() == [2, 0, 1]
+    assert out.loc[out.task == "t1", "label"].item() == "a" and out.loc[out.task == "t3", "label"].item() == "b"
+    warning = [ln for ln in result.stderr.splitlines() if "blank" in ln]
+    assert warning == [
+        f"Warning: skipped 2 answer(s) with a blank label (first at {p} line 3); "
+        "set --blank-labels to error to refuse them"
+    ]
+    err = assert_one_error_line(invoke(runner, "aggregate", p, "-m", "mv", "--blank-labels", "error", "-o", tmp_path / "o.csv"), 1)
+    assert err == f"Error: blank label at {p} line 3 (2 blank label cell(s) in all)"
+    assert not (tmp_path / "o.csv").exists()
+    err = assert_one_error_line(invoke(runner, "aggregate", p, "-m", "mv", "--blank-labels", "drop"), 2)
+    assert err == "Error: --blank-labels must be one of skip, error, got 'drop'"
+
+
+def test_aggregate_blank_worker_stays_an_error(runner, tmp_path):
+    p = tmp_path / "bw.csv"
+    p.write_text("task,worker,label\nt1,w1,a\nt2,,\n")
+    err = assert_one_error_line(invoke(runner, "aggregate", p, "-m", "mv"), 1)
+    assert err == f"Error: blank worker at {p} line 3 (1 blank worker cell(s) in all)"
+
+
+def test_aggregate_refuses_parquet_names_that_are_not_text_before_writing(runner, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    bad = pa.Array.from_buffers(pa.string(), 2, [None, pa.py_buffer(np.array([0, 2, 4], np.int32).tobytes()),
+                                                 pa.py_buffer(b"w1w\xfe")])
+    pq.write_table(pa.table({"task": ["t1", "t2"], "worker": bad, "label": ["a", "b"]}), p := tmp_path / "b.parquet")
+    err = assert_one_error_line(invoke(runner, "aggregate", p, "-m", "mv", "--workers", tmp_path / "w.csv",
+                                       "-o", tmp_path / "o.csv"), 1)
+    assert err == f"Error: the worker (column 'worker') at {p} row 2 is not UTF-8 text (byte 0xFE at byte 2)"
+    assert listing(tmp_path) == {"b.parquet"}
 # --------------------------------------------------------------------------- platform exports end to end
 def _mturk_batch(tmp_path):
     from tests.test_platforms import MTURK_RADIO_ROWS, _mturk_radio_csv

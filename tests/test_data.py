@@ -143,7 +143,7 @@ def test_whitespace_only_cell_is_blank():
 
 def test_from_names_refuses_what_it_cannot_name():
     with pytest.raises(DataError, match="blank label at answer 1"):
-        AnnotationSet.from_names(["t1", "t2"], ["w1", "w2"], ["a", None])
+        AnnotationSet.from_names(["t1", "t2"], ["w1", "w2"], ["a", None], blank_labels="error")
     with pytest.raises(DataError, match="blank worker at answer 2"):
         AnnotationSet.from_names(["t1", "t2", "t3"], ["w1", "w2", float("nan")], ["a", "b", "b"])
     with pytest.raises(DataError, match=r"differ in length \(3, 1, 3\)"):
@@ -247,6 +247,57 @@ def frame_workers():
     return load_annotations(pd.DataFrame({"task": [1], "worker": [3], "label": ["a"]})).workers
 
 
+def test_names_given_to_from_codes_and_known_workers_must_be_text():
+    import pyarrow as pa
+
+    from crowdagg.errors import UsageError
+
+    with pytest.raises(DataError, match=r"^the task at entry 2 of the task names holds a lone surrogate"):
+        AnnotationSet.from_codes([0, 1], [0, 0], [0, 1], task_names=["a", "b\ud800"])
+    with pytest.raises(DataError, match=r"^the worker at entry 1 of the worker names holds a NUL character"):
+        AnnotationSet.from_codes([0, 1], [0, 0], [0, 1], worker_names=["w\x00"])
+    with pytest.raises(DataError, match=r"^the class at entry 2 of the class names is not UTF-8 text"):
+        AnnotationSet.from_codes([0, 1], [0, 0], [0, 1], classes=["x", b"\xff"])
+    with pytest.raises(UsageError, match=r"^name 1 of the worker vocabulary is not UTF-8 text \(byte 0xFF at byte 2\)"):
+        AnnotationSet.from_names(["t"], ["w"], ["a"], workers=pa.array([b"w\xff"], pa.binary()))
+
+
+def test_blank_labels_policy_in_from_names():
+    import warnings
+
+    from crowdagg.data import BLANK_LABEL_POLICIES
+    from crowdagg.errors import CrowdaggWarning, UsageError
+
+    assert BLANK_LABEL_POLICIES == ("skip", "error")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        d = AnnotationSet.from_names(["t1", "t2", "t2", "t3"], ["w1", "w2", "w1", "w3"], ["a", None, "b", "  "])
+    # t3's only answer was blank: it keeps its place with no answers; w3 (blank answers only) is gone
+    assert list(d.task_names) == ["t1", "t2", "t3"] and d.answers_per_task.tolist() == [1, 1, 0]
+    assert list(d.worker_names) == ["w1"] and d.classes == ("a", "b")
+    assert [str(w.message) for w in caught if issubclass(w.category, CrowdaggWarning)] == [
+        "skipped 2 answer(s) with a blank label (first at answer 1); set blank_labels to error to refuse them",
+    ]
+    with pytest.raises(DataError, match=r"^blank label at answer 1 \(2 blank label cell\(s\) in all\)$"):
+        AnnotationSet.from_names(["t1", "t2", "t2", "t3"], ["w1", "w2", "w1", "w3"], ["a", None, "b", "  "],
+                                 blank_labels="error")
+    with pytest.raises(UsageError, match="blank_labels must be one of skip, error"):
+        AnnotationSet.from_names(["t1"], ["w1"], ["a"], blank_labels="keep")
+    with pytest.raises(DataError, match=r"every label is blank \(1 answer\(s\) skipped\)"):
+        AnnotationSet.from_names(["t1"], ["w1"], [None])
+    only_prior = AnnotationSet.from_names(["t1"], ["w1"], [None], classes=["a", "b"])
+    assert only_prior.n_tasks == 1 and only_prior.n_answers == 0 and only_prior.n_workers == 0
+
+
+def test_a_parquet_float_nan_label_is_missing_not_a_class():
+    import pyarrow as pa
+
+    from crowdagg.vocab import as_strings
+
+    names, dtype = as_strings(pa.array([1.5, float("nan"), None, float("inf")]))
+    assert names.to_pylist() == ["1.5", "", "", "inf"] and dtype == "double"
+    names, _ = as_strings(np.array([1.0, np.nan]))
+    assert names.to_pylist() == ["1.0", ""]
 # --------------------------------------------------------------------------- the constructor checks its arrays
 def _fields(d: AnnotationSet, **change) -> dict:
     return dict(task=d.task, worker=d.worker, label=d.label, tasks=d.tasks, workers=d.workers,

@@ -329,3 +329,443 @@ def test_blank_rows_are_skipped_and_said_empty_lines_silently():
     ]
     s, msgs = load_warned('{"task":"t1","worker":"w1","label":"a"}\n{}\n   \n{"task":null,"worker":null,"label":null}\n')
     assert s.n_answers == 1 and any("skipped 2 row(s)" in m for m in msgs)
+
+
+# --------------------------------------------------------------------------- one missing-value rule (issue 12)
+MISSING = object()  # where a test row has no value: each format spells it its own way
+ROWS = [("t1", "w1", "a"), ("t1", "w2", MISSING), ("t2", "w1", "b"), ("t3", "w2", MISSING), ("t3", "w1", "a")]
+
+
+def _write(fmt: str, rows, tmp_path, spell=None):
+    """``rows`` in format ``fmt`` (a path, or the DataFrame / records themselves); ``spell(i)`` is the i-th missing value."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    counter = iter(range(100))
+
+    def cell(v, default):
+        return (spell or (lambda _: default))(next(counter)) if v is MISSING else v
+
+    cols = ("task", "worker", "label")
+    if fmt in ("csv", "tsv"):
+        sep = "," if fmt == "csv" else "\t"
+        text = sep.join(cols) + "\n" + "".join(sep.join(cell(v, "") for v in r) + "\n" for r in rows)
+        (p := tmp_path / f"a.{fmt}").write_text(text)
+        return str(p)
+    if fmt == "jsonl":
+        lines = []
+        for r in rows:
+            rec = {c: cell(v, None) for c, v in zip(cols, r)}
+            lines.append(json.dumps({k: v for k, v in rec.items() if v is not _ABSENT}))
+        (p := tmp_path / "a.jsonl").write_text("\n".join(lines) + "\n")
+        return str(p)
+    if fmt == "json":
+        recs = [{c: cell(v, None) for c, v in zip(cols, r)} for r in rows]
+        recs = [{k: v for k, v in rec.items() if v is not _ABSENT} for rec in recs]
+        (p := tmp_path / "a.json").write_text(json.dumps(recs))
+        return str(p)
+    if fmt == "mapping":
+        m: dict = {}
+        for t, w, y in rows:
+            m.setdefault(t, {})[w] = cell(y, None)
+        (p := tmp_path / "m.json").write_text(json.dumps(m))
+        return str(p)
+    values = {c: [cell(v, None) for v in col] for c, col in zip(cols, zip(*rows))}
+    if fmt == "parquet":
+        pq.write_table(pa.table(values), p := tmp_path / "a.parquet")
+        return str(p)
+    if fmt == "frame":
+        return pd.DataFrame(values)
+    assert fmt == "records"
+    return [dict(zip(cols, (values[c][i] for c in cols))) for i in range(len(rows))]
+
+
+_ABSENT = object()  # a JSON key left out
+
+
+def _read(source, **kw):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        data = load_annotations(source, **kw)
+    return data, [str(w.message) for w in caught if issubclass(w.category, CrowdaggWarning)]
+
+
+def _answers(d):
+    return sorted(zip(d.task_names[d.task].tolist(), d.worker_names[d.worker].tolist(),
+                      [d.classes[y] for y in d.label]))
+
+
+@pytest.mark.parametrize(
+    "fmt, spell",
+    [
+        ("csv", lambda i: ["", "   "][i % 2]),
+        ("tsv", lambda i: ["", "  "][i % 2]),
+        ("json", lambda i: [None, _ABSENT][i % 2]),
+        ("jsonl", lambda i: [None, _ABSENT][i % 2]),
+        ("mapping", lambda i: [None, ""][i % 2]),
+        ("parquet", lambda i: [None, ""][i % 2]),
+        ("frame", lambda i: [None, np.nan][i % 2]),
+        ("records", lambda i: [pd.NA, None][i % 2]),
+    ],
+)
+def test_a_missing_label_is_a_skipped_answer_in_every_reader(fmt, spell, tmp_path):
+    source = _write(fmt, ROWS, tmp_path, spell)
+    d, msgs = _read(source)
+    # The two blank answers are left out, said once with the count; t3 keeps its row with one answer,
+    # w2 (blank answers only) leaves the workers.
+    assert list(d.task_names) == ["t1", "t2", "t3"]
+    assert _answers(d) == [("t1", "w1", "a"), ("t2", "w1", "b"), ("t3", "w1", "a")]
+    assert list(d.worker_names) == ["w1"]
+    said = [m for m in msgs if "blank" in m]
+    assert len(said) == 1 and said[0].startswith("skipped 2 answer(s) with a blank label (first at ")
+    with pytest.raises(DataError, match=r"blank label at .* \(2 blank label cell\(s\) in all\)"):
+        load_annotations(_write(fmt, ROWS, tmp_path, spell), blank_labels="error")
+
+
+def test_a_task_whose_answers_are_all_blank_keeps_its_row_with_no_answers(tmp_path):
+    d, msgs = _read(_write("csv", [("t1", "w1", "a"), ("t2", "w1", MISSING), ("t3", "w1", "b")], tmp_path))
+    assert list(d.task_names) == ["t1", "t2", "t3"] and d.answers_per_task.tolist() == [1, 0, 1]
+    assert msgs[0] == "skipped 1 answer(s) with a blank label (first at " + str(tmp_path / "a.csv") + \
+        " line 3); set blank_labels to error to refuse them"
+    # exactly as a JSON {task: {}} entry is represented
+    (tmp_path / "m.json").write_text(json.dumps({"t1": {"w1": "a"}, "t2": {}, "t3": {"w1": "b"}}))
+    m = load_annotations(str(tmp_path / "m.json"))
+    assert list(m.task_names) == list(d.task_names) and m.answers_per_task.tolist() == d.answers_per_task.tolist()
+    np.testing.assert_array_equal(m.label, d.label)
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet", "frame", "records"])
+@pytest.mark.parametrize("role", ["task", "worker"])
+def test_a_missing_task_or_worker_stays_an_error_in_every_reader(fmt, role, tmp_path):
+    i = ("task", "worker").index(role)
+    rows = [("t1", "w1", "a"), tuple(MISSING if j == i else v for j, v in enumerate(("t2", "w2", "b")))]
+    where = {"csv": "line 3", "jsonl": "line 2", "parquet": "row 2", "frame": "row 1", "records": "record 2"}[fmt]
+    for policy in ("skip", "error"):
+        with pytest.raises(DataError, match=rf"^blank {role} at .*{where} \(1 blank {role} cell\(s\) in all\)$"):
+            load_annotations(_write(fmt, rows, tmp_path), blank_labels=policy)
+
+
+def test_typed_parquet_columns_with_nulls_and_nan_follow_the_rule(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def write(**cols):
+        pq.write_table(pa.table(cols), p := tmp_path / "t.parquet")
+        return str(p)
+
+    # A NaN in a float label column is missing (was the class 'nan'), as a null is.
+    d, msgs = _read(write(task=["t1", "t2", "t3"], worker=["w1", "w1", "w1"], label=[1.0, float("nan"), None]))
+    assert d.classes == ("1.0",) and d.answers_per_task.tolist() == [1, 0, 0]
+    assert msgs[0].startswith("skipped 2 answer(s) with a blank label (first at ") and " row 2)" in msgs[0]
+    # int and bool label columns with nulls
+    d, _ = _read(write(task=["t1", "t2"], worker=["w1", "w1"], label=pa.array([True, None], pa.bool_())))
+    assert d.classes == ("True",) and d.n_answers == 1
+    d, _ = _read(write(task=["t1", "t2"], worker=["w1", "w1"], label=pa.array([None, 3], pa.int64())))
+    assert d.classes == ("3",) and d.answers_per_task.tolist() == [0, 1]
+    # int, float and dictionary task/worker columns with a null or NaN: an error naming the row
+    with pytest.raises(DataError, match=r"blank task at .*t\.parquet row 2"):
+        load_annotations(write(task=pa.array([1, None], pa.int64()), worker=["w1", "w1"], label=["a", "b"]))
+    with pytest.raises(DataError, match=r"blank worker at .*t\.parquet row 1"):
+        load_annotations(write(task=["t1", "t2"], worker=[float("nan"), 2.0], label=["a", "b"]))
+    with pytest.raises(DataError, match=r"blank worker at .*t\.parquet row 2"):
+        load_annotations(write(task=["t1", "t2"], worker=pa.array(["w", None]).dictionary_encode(), label=["a", "b"]))
+
+
+def test_typed_dataframe_columns_with_nulls_follow_the_rule():
+    frame = pd.DataFrame({
+        "task": pd.array([1, 2, 3], dtype="Int64"),
+        "worker": ["w1", "w1", "w2"],
+        "label": pd.array([True, pd.NA, False], dtype="boolean"),
+    })
+    d, msgs = _read(frame)
+    assert list(d.task_names) == ["1", "2", "3"] and d.answers_per_task.tolist() == [1, 0, 1]
+    assert d.classes == ("False", "True") and msgs[0].startswith("skipped 1 answer(s) with a blank label")
+    frame["label"] = pd.array([1, pd.NA, 2], dtype="Int64")
+    assert _read(frame)[0].classes == ("1", "2")
+    frame["label"] = pd.array(["a", pd.NA, "b"], dtype="string")
+    assert _read(frame)[0].classes == ("a", "b")
+    frame["label"] = pd.Series(["a", None, "b"], dtype="category")
+    assert _read(frame)[0].classes == ("a", "b")
+    frame["label"] = [pd.NaT, pd.Timestamp("2024-01-01"), None]
+    d, msgs = _read(frame)
+    assert d.classes == ("2024-01-01 00:00:00",) and d.n_answers == 1
+    bad = frame.assign(task=pd.array([1, pd.NA, 3], dtype="Int64"))
+    with pytest.raises(DataError, match=r"blank task at <frame> row 1"):
+        load_annotations(bad)
+
+
+def test_json_nan_is_missing_and_infinity_is_text(tmp_path):
+    (p := tmp_path / "a.jsonl").write_text(
+        '{"task": "t1", "worker": "w1", "label": NaN}\n{"task": "t2", "worker": "w1", "label": Infinity}\n'
+    )
+    d, msgs = _read(str(p))
+    assert d.classes == ("Infinity",) and d.answers_per_task.tolist() == [0, 1]
+    assert "skipped 1 answer(s) with a blank label" in msgs[0]
+
+
+def test_text_that_spells_nan_or_na_is_a_name_not_missing():
+    d = load("task,worker,label\nt1,w1,NA\nt2,w1,nan\nt3,w1,null\n")
+    assert d.classes == ("NA", "nan", "null") and d.n_answers == 3
+
+
+def test_blank_labels_policy_is_checked_before_reading():
+    with pytest.raises(UsageError, match="blank_labels must be one of skip, error, got 'drop'"):
+        load_annotations("/nonexistent.csv", blank_labels="drop")
+
+
+# --------------------------------------------------------------------------- values that cannot be names (issue 12)
+def _parquet_with(tmp_path, **cols):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    base = {"task": ["t1", "t2"], "worker": ["w1", "w1"], "label": ["a", "b"]}
+    base.update(cols)
+    pq.write_table(pa.table(base), p := tmp_path / "bad.parquet")
+    return str(p)
+
+
+def _raw_strings(values: list[bytes], large: bool = False):
+    """An Arrow string array holding exactly these bytes (pyarrow would refuse to build it from str)."""
+    import pyarrow as pa
+
+    offsets = np.concatenate([[0], np.cumsum([len(v) for v in values])]).astype(np.int64 if large else np.int32)
+    return pa.Array.from_buffers(pa.large_string() if large else pa.string(), len(values),
+                                 [None, pa.py_buffer(offsets.tobytes()), pa.py_buffer(b"".join(values))])
+
+
+@pytest.mark.parametrize("make", [
+    lambda: _raw_strings([b"w1", b"w\xff"]),
+    lambda: _raw_strings([b"w1", b"w\xff"], large=True),
+    lambda: __import__("pyarrow").array([b"w1", b"w\xff"], __import__("pyarrow").binary()),
+    lambda: _raw_strings([b"w1", b"w\xff"]).dictionary_encode(),
+])
+def test_invalid_utf8_in_a_parquet_column_names_file_row_and_column(make, tmp_path):
+    path = _parquet_with(tmp_path, annotator=make(), worker=["x", "x"])
+    with pytest.raises(DataError) as err:
+        load_annotations(path, worker_col="annotator")
+    assert str(err.value) == (
+        f"the worker (column 'annotator') at {path} row 2 is not UTF-8 text (byte 0xFF at byte 2)"
+    )
+    # as the same byte in a CSV is refused with its line
+    with pytest.raises(DataError, match=r"line 3: not UTF-8 text \(byte 0xFF"):
+        load(b"task,worker,label\nt1,w1,a\nt2,w\xff,b\n")
+    # an unused column may hold anything
+    assert load_annotations(path).n_answers == 2
+
+
+def test_invalid_utf8_in_parquet_truth_and_many_rows_is_named(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"task": _raw_strings([b"t1", b"\xc3("]), "label": ["a", "b"]}), p := tmp_path / "t.parquet")
+    with pytest.raises(DataError, match=r"the task \(column 'task'\) at .*t\.parquet row 2 is not UTF-8 text"):
+        read_task_labels(str(p))
+    # past the prefix-and-integer fast path (100,000 ids and more)
+    n = 150_000
+    ids = [b"t%d" % i for i in range(n)]
+    ids[-1] = b"t\xff"
+    pq.write_table(pa.table({"task": _raw_strings(ids), "worker": ["w"] * n, "label": ["a"] * n}), p := tmp_path / "n.parquet")
+    with pytest.raises(DataError, match=rf"at .*n\.parquet row {n} is not UTF-8 text"):
+        load_annotations(str(p))
+
+
+@pytest.mark.parametrize("kind, value, found", [
+    ("list", [["a"], ["b"]], "list<element: string>"),
+    ("struct", [{"x": 1}, {"x": 2}], "struct<x: int64>"),
+    ("map", None, "map<string, int64"),
+])
+def test_a_nested_parquet_column_names_file_column_and_type(kind, value, found, tmp_path):
+    import pyarrow as pa
+
+    if kind == "map":
+        value = pa.array([[("k", 1)], [("k", 2)]], pa.map_(pa.string(), pa.int64()))
+    path = _parquet_with(tmp_path, label=value)
+    with pytest.raises(DataError) as err:
+        load_annotations(path)
+    assert str(err.value).startswith(f"the label column 'label' of {path} holds {found}")
+    assert str(err.value).endswith("values, not one name per row")
+
+
+@pytest.mark.parametrize("text, where, what", [
+    ('{"task":"\\ud800","worker":"w1","label":"a"}\n', "line 1", r"the task \(column 'task'\)"),
+    ('{"task":"t1","worker":"w1","label":"a"}\n\n{"task":"t2","worker":"w\\udfff","label":"a"}\n', "line 3",
+     r"the worker \(column 'worker'\)"),
+    ('{"task":"t1","worker":"w1","label":"a\\udc80b"}\n', "line 1", r"the label \(column 'label'\)"),
+])
+def test_a_lone_surrogate_in_jsonl_names_file_line_and_column(text, where, what, tmp_path):
+    (p := tmp_path / "s.jsonl").write_text(text)
+    with pytest.raises(DataError, match=rf"^{what} at .*s\.jsonl {where} holds a lone surrogate"):
+        load_annotations(str(p))
+    # a valid pair of escapes is one character, accepted
+    (q := tmp_path / "ok.jsonl").write_text('{"task":"\\ud83d\\ude00","worker":"w1","label":"a"}\n')
+    assert list(load_annotations(str(q)).task_names) == ["\U0001f600"]
+
+
+def test_a_lone_surrogate_in_json_list_mapping_records_and_frames_is_named(tmp_path):
+    (p := tmp_path / "l.json").write_text('[{"task":"t1","worker":"w1","label":"a"},{"task":"t2","worker":"w1","label":"\\ud800"}]')
+    with pytest.raises(DataError, match=r"the label \(column 'label'\) at .*l\.json record 2 holds a lone surrogate"):
+        load_annotations(str(p))
+    (p := tmp_path / "m.json").write_text('{"t1": {"w1": "a"}, "t\\ud800": {"w1": "b"}}')
+    with pytest.raises(DataError, match=r"the task at .*m\.json answer 2 holds a lone surrogate \('t\\ud800'\)"):
+        load_annotations(str(p))
+    with pytest.raises(DataError, match=r"the worker \(column 'worker'\) at <records> record 2 holds a lone surrogate"):
+        load_annotations([{"task": "t1", "worker": "w", "label": "a"}, {"task": "t1", "worker": "\ud800", "label": "a"}])
+    frame = pd.DataFrame({"task": ["t1", "t\udc00"], "worker": ["w", "w"], "label": ["a", "b"]}, dtype=object)
+    with pytest.raises(DataError, match=r"the task \(column 'task'\) at <frame> row 1 holds a lone surrogate"):
+        load_annotations(frame)
+
+
+def test_a_lone_surrogate_in_a_label_studio_export_is_named(tmp_path):
+    export = [{"id": 1, "annotations": [{"id": 1, "completed_by": 1, "result": [
+        {"type": "choices", "from_name": "c", "value": {"choices": ["\ud800"]}}]}]}]
+    (p := tmp_path / "ls.json").write_text(json.dumps(export))
+    with pytest.raises(DataError, match=r"the label at .*ls\.json task 1 holds a lone surrogate"):
+        load_annotations(str(p))
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "json", "mapping", "records", "frame", "parquet"])
+def test_a_nul_character_in_a_name_is_refused_with_its_place(fmt, tmp_path):
+    rows = [("t1", "w1", "a"), ("t2", "w\x00", "b")]
+    with pytest.raises(DataError, match=r"the worker( \(column 'worker'\))? at .* holds a NUL character \('w\\x00'\)"):
+        load_annotations(_write(fmt, rows, tmp_path))
+
+
+def test_a_nul_byte_deep_in_a_csv_is_refused_with_its_line(tmp_path):
+    body = "".join(f"t{i},w{i % 7},a\n" for i in range(20_000))  # the first 64 KB are NUL-free
+    (p := tmp_path / "n.csv").write_bytes(b"task,worker,label\n" + body.encode() + b"t,w\x00,a\n")
+    with pytest.raises(DataError, match=r"the worker \(column 'worker'\) at .*n\.csv line 20002 holds a NUL"):
+        load_annotations(str(p))
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "json", "mapping", "records", "frame"])
+def test_a_nested_value_where_a_name_is_expected_is_refused_with_its_place(fmt, tmp_path):
+    rows = [("t1", "w1", "a"), ("t2", "w1", ["b", "c"])]
+    with pytest.raises(DataError, match=r"the label.* at .* holds a list \(JSON array\), not one name: \['b', 'c'\]"):
+        load_annotations(_write(fmt, rows, tmp_path))
+    rows = [("t1", "w1", "a"), ({"id": 2}, "w1", "b")]
+    if fmt != "mapping":  # a mapping's tasks are its keys
+        with pytest.raises(DataError, match=r"the task.* at .* holds a mapping \(JSON object\), not one name"):
+            load_annotations(_write(fmt, rows, tmp_path))
+
+
+def test_nested_values_in_unused_json_keys_are_fine(tmp_path):
+    (p := tmp_path / "a.jsonl").write_text('{"task":"t1","worker":"w1","label":"a","meta":{"x":[1]}}\n')
+    assert load_annotations(str(p)).classes == ("a",)
+
+
+def test_a_dataframe_with_a_repeated_used_column_is_a_clear_error():
+    frame = pd.DataFrame([["t1", "w1", "a", "b"]], columns=["task", "worker", "label", "label"])
+    with pytest.raises(DataError, match=r"^<frame>: column 'label' appears 2 times in the header"):
+        load_annotations(frame)
+    frame = pd.DataFrame([["t1", "w1", "a", 1, 2]], columns=["task", "worker", "label", "x", "x"])
+    assert load_annotations(frame).classes == ("a",)  # an unused repeated column is left alone
+    frame = pd.DataFrame([["t1", "t2", "w1", "a"]], columns=["task", "task", "worker", "label"])
+    with pytest.raises(DataError, match="column 'task' appears 2 times"):
+        load_annotations(frame)
+
+
+def test_a_list_of_records_is_read_like_a_json_list(tmp_path):
+    records = [{"task": "t1", "worker": 7, "label": 1}, {"task": "t2", "worker": 7, "label": None}]
+    d, msgs = _read(records)
+    assert list(d.task_names) == ["t1", "t2"] and list(d.worker_names) == ["7"] and d.classes == ("1",)
+    with pytest.raises(DataError, match=r"<records> record 2 is a string, expected an object"):
+        load_annotations([{"task": "t1", "worker": "w", "label": "a"}, "t2"])
+
+
+def test_from_names_refuses_values_that_cannot_be_names():
+    from crowdagg.data import AnnotationSet
+
+    cases = [
+        ((["t\ud800"], ["w"], ["a"]), r"the task at answer 0 holds a lone surrogate"),
+        ((["t1"], [b"w\xff"], ["a"]), r"the worker at answer 0 is not UTF-8 text \(b'w\\xff', byte 0xFF\)"),
+        ((["t1"], ["w"], ["a\x00"]), r"the label at answer 0 holds a NUL character"),
+        ((["t1", "t2"], ["w", "w"], np.array(["a", {"k": 1}], dtype=object)), r"the label at answer 1 holds a mapping"),
+    ]
+    for args, message in cases:
+        with pytest.raises(DataError, match=message):
+            AnnotationSet.from_names(*args)
+
+
+# --------------------------------------------------------------------------- JSON memory (issue 12)
+def test_a_pathological_jsonl_is_refused_up_front_with_its_size(tmp_path, monkeypatch):
+    from crowdagg import io as cio
+    from crowdagg.errors import ResourceError
+
+    p = tmp_path / "empty.jsonl"
+    p.write_bytes(b"{}\n" * 2_000_000)  # 6 MB that once needed ~400 MB
+    monkeypatch.setattr(cio, "_parse_jsonl", lambda *a: pytest.fail("parsed before the memory check"))
+    with pytest.raises(ResourceError) as err:
+        load_annotations(str(p), max_memory="100M")
+    need, _ = cio._json_need(p.read_bytes(), "jsonl")
+    assert need > 100 * 2**20
+    assert str(err.value) == (
+        f"this needs ~{cio.memory.human(need)} (parsing 5.72 MB of JSON Lines from {p}: 2,000,001 lines, 0 values), "
+        "more than the limit of 100 MB (max_memory=100 MB); split the input; or raise max_memory if the machine "
+        "really has the memory"
+    )
+    # a JSON list and a mapping are estimated from their shape too
+    (q := tmp_path / "l.json").write_bytes(b"[" + b"{}," * 2_000_000 + b"{}]")
+    with pytest.raises(ResourceError, match=r"parsing 5.72 MB of JSON from .*l\.json: 2,000,002 objects and lists"):
+        load_annotations(str(q), max_memory="100M")
+
+
+def test_ordinary_jsonl_is_not_refused_by_the_estimate(tmp_path):
+    p = tmp_path / "a.jsonl"
+    p.write_text("".join(json.dumps({"task": f"t{i // 3}", "worker": f"w{i % 40}", "label": "ab"[i % 2]}) + "\n"
+                         for i in range(30_000)))
+    size = p.stat().st_size
+    from crowdagg import io as cio
+
+    need, _ = cio._json_need(p.read_bytes(), "jsonl")
+    assert need < 12 * size  # no more pessimistic than the old flat 12 bytes per byte on ordinary records
+    assert load_annotations(str(p), max_memory=f"{int(need) + 1}").n_answers == 30_000
+
+
+_PEAK_SCRIPT = r"""
+import json, sys, warnings
+warnings.simplefilter("ignore")
+import crowdagg.io as cio, crowdagg.kernels  # noqa: F401
+small = sys.argv[1] + ".warm.jsonl"
+open(small, "w").write('{"task":"t","worker":"w","label":"a"}\n{"task":"u","worker":"w","label":"b"}\n')
+cio.load_annotations(small)  # imports and compiled kernels are not the parse's memory
+def status(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key):
+            return int(line.split()[1]) * 1024
+before = status("VmRSS:")
+open("/proc/self/clear_refs", "w").write("5")  # VmHWM restarts from here
+try:
+    cio.load_annotations(sys.argv[1], max_memory="none")
+except Exception as exc:
+    print(type(exc).__name__, exc, file=sys.stderr)
+print(status("VmHWM:") - before)
+"""
+
+
+def _shapes(tmp_path):
+    full = '{"task":"t","worker":"w","label":"a"}'
+    n = 300_000
+    yield "blank_rows.jsonl", (full + "\n" + "{}\n" * n).encode()
+    yield "distinct.jsonl", "".join(f'{{"task":"t{i}","worker":"w{i}","label":"{i % 3}"}}\n' for i in range(n // 3)).encode()
+    yield "blank_list.json", ("[" + full + ",{}" * n + "]").encode()
+    yield "numbers.json", ("[" + ",".join("1" for _ in range(n)) + "]").encode()
+    yield "unanswered.json", ('{"t":{"w":"a"},' + ",".join(f'"{i}":{{}}' for i in range(n)) + "}").encode()
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/proc/self/clear_refs"), reason="needs Linux /proc")
+def test_json_memory_estimate_bounds_measured_peaks(tmp_path):
+    """The estimate is an upper bound of the real peak (RSS high-water mark) on the costliest shapes."""
+    import subprocess
+    import sys
+
+    from crowdagg import io as cio
+
+    for name, data in _shapes(tmp_path):
+        p = tmp_path / name
+        p.write_bytes(data)
+        proc = subprocess.run([sys.executable, "-c", _PEAK_SCRIPT, str(p)], capture_output=True, text=True,
+                              timeout=300, cwd=str(__import__("pathlib").Path(cio.__file__).parents[1]))
+        assert proc.returncode == 0, proc.stderr
+        peak = int(proc.stdout.split()[-1])
+        need, _ = cio._json_need(data, "jsonl" if name.endswith(".jsonl") else "json")
+        assert peak <= need, (name, peak, need)
