@@ -565,12 +565,11 @@ class DawidSkene:
             q = np.maximum(ws.post, EPS)
         self.probas_ = ans.probas(q, sort=not self.loss_history_ and not _first_appearance())  # n_iter=0: the MV
         self.priors_ = ans.priors(prior)
-        if self.loss_history_:  # crowd-kit's E-step gives its columns the label column's dtype
-            try:
-                self.probas_.columns = self.probas_.columns.astype(ans.label_dtype)
-                self.priors_.index = self.probas_.columns  # its priors are the probabilities' column means
-            except (TypeError, ValueError):  # a gold-only label the dtype cannot hold: crowd-kit fails; we keep it
-                pass
+        if self.loss_history_ and len(ans.classes) == len(ans.answered):
+            # crowd-kit's E-step gives its columns the label column's dtype (not with a gold-only label, which
+            # that dtype may not hold: astype(bool) would turn 'maybe' into a second True)
+            self.probas_.columns = self.probas_.columns.astype(ans.label_dtype)
+            self.priors_.index = self.probas_.columns  # its priors are the probabilities' column means
         self.errors_ = errors_frame if errors_frame is not None else ans.errors(errors)
         self.labels_ = _labels(self.probas_)
         self._fitted(ans, counts)
