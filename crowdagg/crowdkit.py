@@ -121,7 +121,10 @@ def _factorize(column: pd.Series) -> tuple[np.ndarray, pd.Index]:
 
         from .vocab import encode
 
-        codes = encode(pa.array(column.array))[0].astype(np.int64)
+        values = pa.array(column.array)
+        if pa.types.is_large_string(values.type) and values.nbytes < 2**31 - 1:
+            values = values.cast(pa.string())  # pandas keeps large_string; the id fast path reads 32-bit offsets
+        codes = encode(values)[0].astype(np.int64)
         # codes are in order of first appearance: a value is new where the running maximum grows
         top = np.maximum.accumulate(codes) if len(codes) else codes
         first = np.flatnonzero(np.concatenate([[True], top[1:] > top[:-1]])) if len(codes) else codes
@@ -217,7 +220,7 @@ class _Answers:
         if sort:
             order = _sort_order(tasks)
             q, tasks = q[order], tasks[order]
-        return pd.DataFrame(q, index=tasks.rename("task"), columns=columns.rename("label"))
+        return pd.DataFrame(q, index=tasks.rename("task"), columns=columns.rename("label"), copy=False)
 
     def priors(self, p: np.ndarray) -> pd.Series:
         import pandas as pd
@@ -277,11 +280,14 @@ def _labels(probas: pd.DataFrame) -> pd.Series:
 
 def _shares(votes: np.ndarray) -> np.ndarray:
     """Vote shares per task; a task without weight gets the mean share of the others (as ``aggregate``)."""
-    from .aggregators.base import fill_empty_rows, normalize_rows
+    from .aggregators.base import fill_empty_rows
 
-    post = normalize_rows(votes)
-    fill_empty_rows(post, post.sum(axis=1) == 0)
-    return post
+    total = votes.sum(axis=1)
+    empty = total == 0
+    votes /= np.where(empty, 1.0, total)[:, None]  # in place: the counts are ours
+    if empty.any():
+        fill_empty_rows(votes, empty)
+    return votes
 
 
 def _accuracy(ans: _Answers, label_of_task: np.ndarray) -> np.ndarray:
@@ -327,8 +333,12 @@ class MajorityVote:
         self._vote(ans, weights)
         return self
 
-    def _vote(self, ans: _Answers, weights: np.ndarray | None) -> np.ndarray:
-        """Fit on encoded answers with per-worker ``weights`` (None: one vote each); returns the label codes."""
+    def _vote(self, ans: _Answers, weights: np.ndarray | None, skills: bool = True) -> np.ndarray | None:
+        """Fit on encoded answers with per-worker ``weights`` (None: one vote each).
+
+        Returns each worker's skill by worker code (None without answers or
+        without ``skills``: Wawa's weighted vote does not need them).
+        """
         import pandas as pd
 
         if ans.n_answers == 0:
@@ -336,7 +346,7 @@ class MajorityVote:
                                         dtype=float)
             self.labels_ = pd.Series(dtype=object, name="agg_label")
             self.skills_ = pd.Series(dtype=float, index=pd.Index([], name="worker"), name="skill")
-            return np.zeros(0, dtype=np.int64)
+            return None
         from .kernels import vote_counts
 
         k = ans.n_classes
@@ -351,8 +361,11 @@ class MajorityVote:
         order = _sort_order(ans.tasks) if weighted or not _first_appearance() else None
         codes = label_of_task if order is None else label_of_task[order]
         self.labels_ = pd.Series(ans.classes.take(codes), index=self.probas_.index, name="agg_label")
-        self.skills_ = ans.worker_skills(_accuracy(ans, label_of_task), sort=True)
-        return label_of_task
+        if not skills:
+            return None
+        accuracy = _accuracy(ans, label_of_task)
+        self.skills_ = ans.worker_skills(accuracy, sort=True)
+        return accuracy
 
     def _weighted(self, ans: _Answers, skills: pd.Series) -> tuple[_Answers, np.ndarray]:
         """The answers to vote with and each worker's weight (by worker code), after ``on_missing_skill``."""
@@ -422,13 +435,13 @@ class Wawa:
     def _fit(self, ans: _Answers) -> np.ndarray | None:
         """Fit on encoded answers; returns each worker's skill by worker code (None without answers)."""
         mv = MajorityVote()
-        label_of_task = mv._vote(ans, None)
+        accuracy = mv._vote(ans, None)
         self.skills_ = mv.skills_
-        return _accuracy(ans, label_of_task) if ans.n_answers else None
+        return accuracy
 
     def _vote(self, ans: _Answers, weights: np.ndarray | None) -> MajorityVote:
         mv = MajorityVote()
-        mv._vote(ans, weights)
+        mv._vote(ans, weights, skills=False)
         self.probas_, self.labels_ = mv.probas_, mv.labels_
         return mv
 
