@@ -144,6 +144,7 @@ SMALL = {
     # ids of mixed types: crowd-kit answers (no TypeError), so do we
     "mixed ids": pd.DataFrame({"task": [1, "a", 2, 1, "a", 2], "worker": ["w1", "w1", "w1", 2, 2, 2],
                                "label": ["x", "y", "x", "y", "y", "x"]}),
+    "empty": pd.DataFrame([], columns=["task", "worker", "label"]),
     "mixed labels": pd.DataFrame({"task": ["t1", "t2", "t1", "t2", "t3"], "worker": ["a", "a", "b", "b", "b"],
                                   "label": ["a", 1, 1, 1, "a"]}),
 }
