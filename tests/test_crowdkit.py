@@ -144,6 +144,38 @@ def test_ds_on_toy(toy, n_iter, tol, runs):
     assert ds.probas_.index.tolist() == ["t1", "t2", "t3", "t4", "t5"]
 
 
+# crowd-kit's own test_dawid_skene_step_by_step (tests/aggregation/test_ds_aggregation.py), its expected frames
+# rebuilt as it builds them: the columns of a frame made from a list of names, so pandas 3's ``str`` dtype
+CK_ERRORS = {
+    0: [["w1", "no", 0.22, 0.19], ["w1", "yes", 0.78, 0.81], ["w2", "no", 0.61, 0.22], ["w2", "yes", 0.39, 0.78],
+        ["w3", "no", 0.78, 0.27], ["w3", "yes", 0.22, 0.73], ["w4", "no", 0.52, 0.30], ["w4", "yes", 0.48, 0.70],
+        ["w5", "no", 1.00, 0.63], ["w5", "yes", 0.00, 0.37]],
+    1: [["w1", "no", 0.14, 0.25], ["w1", "yes", 0.86, 0.75], ["w2", "no", 0.75, 0.07], ["w2", "yes", 0.25, 0.93],
+        ["w3", "no", 0.87, 0.09], ["w3", "yes", 0.13, 0.91], ["w4", "no", 0.50, 0.31], ["w4", "yes", 0.50, 0.69],
+        ["w5", "no", 1.00, 0.61], ["w5", "yes", 0.00, 0.39]],
+}
+CK_PROBAS = {0: [["t1", 0.5, 0.5], ["t2", 0.4, 0.6], ["t3", 0.6, 0.4], ["t4", 0.0, 1.0], ["t5", 0.8, 0.2]],
+             1: [["t1", 0.35, 0.65], ["t2", 0.26, 0.74], ["t3", 0.87, 0.13], ["t4", 0.00, 1.00], ["t5", 0.95, 0.05]]}
+CK_PRIORS = {0: [0.46, 0.54], 1: [0.49, 0.51]}
+CK_LABELS = {0: ["no", "yes", "no", "yes", "no"], 1: ["yes", "yes", "no", "yes", "no"]}
+
+
+@pytest.mark.parametrize("n_iter", [0, 1])
+def test_crowd_kits_own_step_by_step_test(n_iter):
+    """Its ``assert_frame_equal`` on ``errors_`` checks the columns' dtype: ``str`` under pandas 3 (ours were
+    object, which failed both cases)."""
+    ds = DawidSkene(n_iter).fit(toy_frame(task_major=True))
+    probas = pd.DataFrame(CK_PROBAS[n_iter], columns=pd.Index(["task", "no", "yes"], name="label")).set_index("task")
+    errors = pd.DataFrame(CK_ERRORS[n_iter], columns=["worker", "label", "no", "yes"]).set_index(["worker", "label"])
+    priors = pd.Series(CK_PRIORS[n_iter], pd.Index(["no", "yes"], name="label"), name="prior")
+    labels = pd.DataFrame([[f"t{i + 1}", y] for i, y in enumerate(CK_LABELS[n_iter])], columns=["task", "label"])
+    labels = labels.set_index("task").squeeze().rename("agg_label")
+    assert_frame_equal(probas, ds.probas_, check_like=True, atol=0.005)
+    assert_frame_equal(errors, ds.errors_, check_like=True, atol=0.005)
+    assert_series_equal(priors, ds.priors_, atol=0.005)
+    assert_series_equal(labels, ds.labels_, atol=0.005)
+
+
 @pytest.mark.parametrize(("n_iter", "tol"), [(10, 0), (100500, 1e-5)])
 def test_ds_on_simple_stops_when_its_loss_falls(simple, n_iter, tol):
     ds = DawidSkene(n_iter, tol).fit(simple)
