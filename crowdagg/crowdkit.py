@@ -198,19 +198,15 @@ class _Answers:
         self.task, self.tasks = _factorize(frame["task"])
         self.worker, self.workers = _factorize(frame["worker"])
         self.label, classes = _factorize(frame["label"])
-        if not _first_appearance():
-            self._reorder_classes(_sort_order(classes), classes)
-            classes = self.classes
+        if not _first_appearance():  # crowd-kit's majority vote sorts its classes under pandas 2
+            order = _sort_order(classes)
+            rank = np.empty(len(order), dtype=np.int64)
+            rank[order] = np.arange(len(order))
+            self.label, classes = rank[self.label], classes[order]
         extra = [c for c in pd.unique(pd.Series(list(extra), dtype=object)) if c not in classes]
         self.classes = classes.append(pd.Index(extra)) if extra else classes
         self.answered = classes  # the labels of the answers (the others come from gold)
         self._data: AnnotationSet | None = None
-
-    def _reorder_classes(self, order: np.ndarray, classes: pd.Index) -> None:
-        rank = np.empty(len(order), dtype=np.int64)
-        rank[order] = np.arange(len(order))
-        self.label = rank[self.label]
-        self.classes = classes[order]
 
     @property
     def n_classes(self) -> int:

@@ -413,6 +413,23 @@ def test_majority_vote_tie_goes_to_the_first_label_in_crowd_kits_order(simple):
     assert mv.probas_.index.tolist() == (tasks if PANDAS3 else sorted(tasks))
 
 
+def test_pandas_2_order(simple, monkeypatch):
+    """Under pandas 2 crowd-kit's majority vote sorts tasks and labels: its own tests' values (they assume it)."""
+    import crowdagg.crowdkit as surface
+
+    monkeypatch.setattr(surface, "_first_appearance", lambda: False)
+    mv = MajorityVote().fit(simple)
+    assert mv.labels_[P + "efd"] == "chicken" and list(mv.probas_.columns) == ["chicken", "goose", "parrot"]
+    assert mv.probas_.index.is_monotonic_increasing
+    assert_series_equal(mv.skills_, skills_series(SIMPLE_WORKERS, [1 / 3, 1.0, 1.0, 1.0, 1.0, 2 / 3]))
+    wawa = Wawa()
+    wawa.fit_predict(simple)
+    np.testing.assert_allclose(wawa.probas_.loc[P + "efd"], [0.5, 1 / 3, 1 / 6])
+    ds = DawidSkene(0).fit(simple)
+    assert list(ds.priors_.index) == ["chicken", "goose", "parrot"] and ds.probas_.index.is_monotonic_increasing
+    assert list(DawidSkene(3).fit(simple).errors_.columns) == ["chicken", "goose", "parrot"]
+
+
 def test_majority_vote_with_skills(simple):
     weights = skills_series(SIMPLE_WORKERS, SIMPLE_SKILLS)
     mv = MajorityVote()
