@@ -131,6 +131,18 @@ def test_the_start_and_first_step_as_crowd_kit(answers, cls, n_iter):
     same_frame(mine.errors_, theirs.errors_)
 
 
+@pytest.mark.parametrize("name", ["bluebird", "web"])
+def test_dawid_skene_with_gold_as_crowd_kit(datasets_dir, answers, name):
+    """``true_labels`` on every third task with gold: clamped in every step, as crowd-kit does."""
+    data = answers(name)
+    gold = pd.read_csv(datasets_dir / name / "truth.csv").set_index("task")["label"].iloc[::3]
+    mine, theirs = ours.DawidSkene(n_iter=10).fit(data, gold), quiet(lambda: ck.DawidSkene(n_iter=10).fit(data, gold))
+    same_labels(mine.labels_, theirs.labels_)
+    same_frame(mine.probas_, theirs.probas_)
+    same_series(mine.priors_, theirs.priors_)
+    same_frame(mine.errors_, theirs.errors_)
+
+
 # ----------------------------------------------------------------------------- small frames of every kind
 SMALL = {
     # first appearance differs from sorted order for tasks, workers and labels; t2 and t1 are ties
