@@ -227,17 +227,16 @@ class _Answers:
         return self._data
 
     # ------------------------------------------------------------- labelled views
-    def probas(self, q: np.ndarray, sort: bool = False, classes: np.ndarray | None = None) -> pd.DataFrame:
-        """Tasks × classes; ``sort``: rows in sorted task order; ``classes``: the column order (default: as is)."""
+    def probas(self, q: np.ndarray, rows: np.ndarray | None = None, classes: np.ndarray | None = None) -> pd.DataFrame:
+        """Tasks × classes; ``rows``, ``classes``: the order of the tasks and of the columns (default: as is)."""
         import pandas as pd
 
         columns = self.classes
         if classes is not None:
             q, columns = q[:, classes], columns[classes]
         tasks = self.tasks
-        if sort:
-            order = _sort_order(tasks)
-            q, tasks = q[order], tasks[order]
+        if rows is not None:
+            q, tasks = q[rows], tasks[rows]
         return pd.DataFrame(q, index=tasks.rename("task"), columns=columns.rename("label"), copy=False)
 
     def priors(self, p: np.ndarray) -> pd.Series:
@@ -369,15 +368,15 @@ class MajorityVote:
 
         k = ans.n_classes
         shares = _shares(vote_counts(ans.task, ans.worker, ans.label, len(ans.tasks), k, weights))
-        # crowd-kit's columns: a weighted vote groups with sort=True; a plain one takes value_counts' order
+        # crowd-kit's order: a weighted vote groups with sort=True; a plain one takes value_counts' order
+        # (its classes are already in it: see _Answers)
         weighted = weights is not None
-        columns = _sort_order(ans.classes) if weighted or not _first_appearance() else None
-        ordered = shares if columns is None else shares[:, columns]
-        best = np.argmax(ordered, axis=1)  # idxmax: a tie goes to the first column
+        columns = _sort_order(ans.classes) if weighted else None
+        rows = _sort_order(ans.tasks) if weighted or not _first_appearance() else None
+        best = np.argmax(shares if columns is None else shares[:, columns], axis=1)  # idxmax: ties to the first
         label_of_task = best if columns is None else columns[best]
-        self.probas_ = ans.probas(shares, sort=weighted or not _first_appearance(), classes=columns)
-        order = _sort_order(ans.tasks) if weighted or not _first_appearance() else None
-        codes = label_of_task if order is None else label_of_task[order]
+        self.probas_ = ans.probas(shares, rows=rows, classes=columns)
+        codes = label_of_task if rows is None else label_of_task[rows]
         self.labels_ = pd.Series(ans.classes.take(codes), index=self.probas_.index, name="agg_label")
         if not skills:
             return None
@@ -594,7 +593,8 @@ class DawidSkene:
             loss = new_loss
         if self.loss_history_:
             q = np.maximum(ws.post, EPS)
-        self.probas_ = ans.probas(q, sort=not self.loss_history_ and not _first_appearance())  # n_iter=0: the MV
+        sort = not self.loss_history_ and not _first_appearance()  # n_iter=0: the majority vote's order
+        self.probas_ = ans.probas(q, rows=_sort_order(ans.tasks) if sort else None)
         self.priors_ = ans.priors(prior)
         if self.loss_history_ and len(ans.classes) == len(ans.answered):
             # crowd-kit's E-step gives its columns the label column's dtype (not with a gold-only label, which
