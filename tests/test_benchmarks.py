@@ -38,6 +38,16 @@ def test_crowdkit_surface_benchmark_prints_its_table(tmp_path):
     (row,) = json.loads(out.read_text())["rows"]
     assert row["crowd-kit"] is None and row["crowdagg.crowdkit"]["answers"] == 20000
     assert row["crowdagg.crowdkit"]["accuracy_after_n2"] > 0.8
+    # MajorityVote / Wawa, int64 and text ids (crowd-kit beside it when this interpreter has it)
+    assert "| ids | crowdagg.crowdkit MV s | crowd-kit MV s |" in proc.stdout
+    votes = json.loads(out.read_text())["votes"]
+    assert [v["crowdagg.crowdkit"]["ids"] for v in votes] == ["int64", "str"]
+    for v in votes:
+        ours, theirs = v["crowdagg.crowdkit"], v["crowd-kit"]
+        assert ours["MajorityVote"] > 0 and ours["Wawa"] > 0
+        if theirs is not None:  # the same first labels: the same ties
+            assert ours["MajorityVote_labels_head"] == theirs["MajorityVote_labels_head"]
+            assert ours["Wawa_labels_head"] == theirs["Wawa_labels_head"]
 
 
 def _run_script(name: str, *args: str, datasets_dir: Path) -> subprocess.CompletedProcess:

@@ -7,7 +7,7 @@ import pytest
 
 from crowdagg.aggregators import aggregate
 from crowdagg.data import AnnotationSet
-from crowdagg.kernels import EMWorkspace, chunk_bounds, group_order, vote_counts
+from crowdagg.kernels import EMWorkspace, chunk_bounds, group_order, vote_counts, worker_agreement
 
 from . import reference
 
@@ -27,6 +27,30 @@ def test_group_order_is_a_stable_counting_sort(rng):
     order, ptr = group_order(keys, 9)
     np.testing.assert_array_equal(order, np.argsort(keys, kind="stable"))
     np.testing.assert_array_equal(ptr, np.concatenate([[0], np.cumsum(np.bincount(keys, minlength=9))]))
+
+
+def test_worker_agreement_counts_a_repeated_answer_once(rng):
+    # answers in random order, with repeats: the same answer again, and the same worker with another label
+    t, w, y = random_crowd(rng)  # 240 answers
+    again = rng.integers(0, 240, 60)
+    other = rng.integers(0, 240, 20)
+    t = np.concatenate([t, t[again], t[other]])
+    w = np.concatenate([w, w[again], w[other]])
+    y = np.concatenate([y, y[again], (y[other] + 1) % 3])
+    perm = rng.permutation(t.size)
+    t, w, y = t[perm], w[perm], y[perm]
+    n_tasks, n_workers = int(t.max()) + 1, int(w.max()) + 1
+    label_of_task = rng.integers(0, 3, n_tasks)
+    right, total = worker_agreement(t, w, y, label_of_task, n_tasks, n_workers)
+    # slow twin: crowd-kit's get_accuracy -- drop repeated (task, worker, label) rows, then count per worker
+    distinct = set(zip(t.tolist(), w.tolist(), y.tolist()))
+    expected_right, expected_total = np.zeros(n_workers), np.zeros(n_workers)
+    for ti, wi, yi in distinct:
+        expected_total[wi] += 1
+        expected_right[wi] += yi == label_of_task[ti]
+    np.testing.assert_array_equal(total, expected_total)
+    np.testing.assert_array_equal(right, expected_right)
+    assert total.sum() < t.size  # the repeats were there to drop
 
 
 def test_vote_counts_match_loop(rng):

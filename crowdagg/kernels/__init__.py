@@ -37,7 +37,7 @@ from .em import (
 )
 from .ingest import prefixed_int_codes, quote_parity, repeated_answers, scan_records, sort_by_task
 from .schedule import block_bounds, block_count, n_threads, run_blocks
-from .votes import group_order, vote_counts
+from .votes import group_order, vote_counts, worker_agreement
 
 
 def compiled(*kernels: Any) -> bool:
@@ -87,4 +87,5 @@ __all__ = [
     "scan_records",
     "sort_by_task",
     "vote_counts",
+    "worker_agreement",
 ]

@@ -58,3 +58,46 @@ def vote_counts(
     weights = None if worker_weight is None else np.asarray(worker_weight, dtype=np.float64)[worker]
     counts = np.bincount(cell, weights=weights, minlength=n_tasks * n_classes)
     return counts.astype(np.float64, copy=False).reshape(n_tasks, n_classes)
+
+
+@njit(cache=True)
+def _agreement(task, worker, label, label_of_task, n_tasks, n_workers):  # pragma: no cover - compiled
+    order, ptr = _group_order(task, n_tasks)
+    right = np.zeros(n_workers, dtype=np.float64)
+    total = np.zeros(n_workers, dtype=np.float64)
+    last = np.full(n_workers, -1, dtype=np.int64)  # the last task each worker was seen on
+    for t in range(n_tasks):
+        lo = ptr[t]
+        hi = ptr[t + 1]
+        for j in range(lo, hi):
+            i = order[j]
+            w = worker[i]
+            if last[w] == t:  # w answered t before: count a repeated label once (rare, so a scan)
+                seen = False
+                for m in range(lo, j):
+                    p = order[m]
+                    if worker[p] == w and label[p] == label[i]:
+                        seen = True
+                        break
+                if seen:
+                    continue
+            last[w] = t
+            total[w] += 1.0
+            if label[i] == label_of_task[t]:
+                right[w] += 1.0
+    return right, total
+
+
+def worker_agreement(
+    task: np.ndarray, worker: np.ndarray, label: np.ndarray, label_of_task: np.ndarray, n_tasks: int, n_workers: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per worker: (answers equal to ``label_of_task`` of their task, answers), shape (n_workers,) each.
+
+    A repeated identical answer (same task, worker and label) counts once, as
+    crowd-kit's ``get_accuracy`` drops duplicates.  Answers in any order:
+    one counting sort by task, then each worker's last-seen task finds
+    repeats without hashing.  O(L + n_tasks + n_workers).
+    """
+    return _agreement(np.ascontiguousarray(task, dtype=np.int64), np.ascontiguousarray(worker, dtype=np.int64),
+                      np.ascontiguousarray(label, dtype=np.int64), np.ascontiguousarray(label_of_task, dtype=np.int64),
+                      int(n_tasks), int(n_workers))

@@ -1,0 +1,213 @@
+"""crowdagg.crowdkit against the installed crowd-kit itself, on the real datasets: crowd-kit is the oracle.
+
+Both libraries get the same DataFrame; the fitted attributes must be the
+same objects a crowd-kit user reads: labels equal exactly (values, index,
+order, dtype), probabilities, priors, errors and skills close, with the same
+index, columns and dtypes.  crowd-kit's behaviour depends on the installed
+pandas (its tie order and row order: sorted under pandas 2, first appearance
+under pandas 3; ``errors_`` columns ``str`` under pandas 3), so the test
+compares with whatever it does here rather than with our reading of it.
+
+Skipped when crowd-kit is not installed (``pip install -e '.[test]'``
+installs it).  Runtime: Dawid-Skene runs ``n_iter=100`` on every dataset
+(crowd-kit needs up to 49 iterations, 7 s in all); crowd-kit's one-coin
+applies a Python function per (worker, label) row each iteration, so it
+runs ``n_iter=100`` (to convergence, at most 7 iterations) on the datasets
+where that is cheap and ``n_iter=5`` on the seven where it takes 11 to 25
+iterations (trec alone 5 s); the small frames run ``n_iter=20``.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from pandas.testing import assert_frame_equal, assert_index_equal, assert_series_equal
+
+from crowdagg import crowdkit as ours
+
+with warnings.catch_warnings():  # crowd-kit's imports (transformers, nltk) warn about optional extras
+    warnings.simplefilter("ignore")
+    ck = pytest.importorskip("crowdkit.aggregation")
+
+from .conftest import DATASETS  # noqa: E402
+
+CATEGORICAL = sorted(p.name for p in DATASETS.iterdir() if (p / "labels.csv").is_file() and p.name != "emotion") \
+    if DATASETS.is_dir() else []
+# n_iter for crowd-kit's one-coin where it takes 11 to 25 iterations to converge (seconds each)
+SLOW_ONE_COIN = dict.fromkeys(["bluebird", "dog", "face", "music", "rte", "temp", "trec"], 5)
+
+# Probabilities after up to 100 EM iterations, summed in another order: close, not equal.
+TOL = {"rtol": 1e-7, "atol": 1e-9}
+
+
+@pytest.fixture(scope="module")
+def answers(datasets_dir):
+    cache: dict = {}
+
+    def read(name: str, as_text: bool = False) -> pd.DataFrame:
+        if (name, as_text) not in cache:
+            path = datasets_dir / name / "labels.csv"
+            cache[name, as_text] = pd.read_csv(path, dtype=str, keep_default_na=False) if as_text else pd.read_csv(path)
+        return cache[name, as_text].copy()
+
+    return read
+
+
+def quiet(fit):
+    with warnings.catch_warnings():  # crowd-kit's pandas FutureWarnings
+        warnings.simplefilter("ignore")
+        return fit()
+
+
+def same_labels(mine: pd.Series, theirs: pd.Series) -> None:
+    assert_series_equal(mine, theirs, check_exact=True)
+
+
+def same_frame(mine: pd.DataFrame, theirs: pd.DataFrame) -> None:
+    assert_index_equal(mine.index, theirs.index, exact=True)
+    assert_index_equal(mine.columns, theirs.columns, exact=True)
+    assert_frame_equal(mine, theirs, check_exact=False, **TOL)
+
+
+def same_series(mine: pd.Series, theirs: pd.Series) -> None:
+    assert_index_equal(mine.index, theirs.index, exact=True)
+    assert_series_equal(mine, theirs, check_exact=False, **TOL)
+
+
+# ----------------------------------------------------------------------------- majority vote, Wawa
+@pytest.mark.parametrize("as_text", [False, True], ids=["read_csv", "str"])
+@pytest.mark.parametrize("name", CATEGORICAL)
+def test_majority_vote_and_wawa_as_crowd_kit(answers, name, as_text):
+    data = answers(name, as_text)
+    mine, theirs = ours.MajorityVote().fit(data), quiet(lambda: ck.MajorityVote().fit(data))
+    same_labels(mine.labels_, theirs.labels_)
+    same_frame(mine.probas_, theirs.probas_)
+    same_series(mine.skills_, theirs.skills_)
+    mine, theirs = ours.Wawa(), ck.Wawa()
+    same_labels(mine.fit_predict(data), quiet(lambda: theirs.fit_predict(data)))
+    same_frame(mine.probas_, theirs.probas_)
+    same_series(mine.skills_, theirs.skills_)
+
+
+# ----------------------------------------------------------------------------- Dawid-Skene, one-coin
+@pytest.mark.parametrize("name", CATEGORICAL)
+def test_dawid_skene_as_crowd_kit(answers, name):
+    data = answers(name)
+    mine, theirs = ours.DawidSkene(n_iter=100).fit(data), quiet(lambda: ck.DawidSkene(n_iter=100).fit(data))
+    assert mine.loss_history_ == pytest.approx(theirs.loss_history_, rel=1e-9, abs=1e-12)
+    same_labels(mine.labels_, theirs.labels_)
+    same_frame(mine.probas_, theirs.probas_)
+    same_series(mine.priors_, theirs.priors_)
+    same_frame(mine.errors_, theirs.errors_)
+    assert (mine.errors_.dtypes == theirs.errors_.dtypes).all()
+
+
+@pytest.mark.parametrize("name", CATEGORICAL)
+def test_one_coin_as_crowd_kit(answers, name):
+    data = answers(name)
+    n_iter = SLOW_ONE_COIN.get(name, 100)
+    mine = ours.OneCoinDawidSkene(n_iter=n_iter).fit(data)
+    theirs = quiet(lambda: ck.OneCoinDawidSkene(n_iter=n_iter).fit(data))
+    assert mine.loss_history_ == pytest.approx(theirs.loss_history_, rel=1e-9, abs=1e-12)
+    same_labels(mine.labels_, theirs.labels_)
+    same_frame(mine.probas_, theirs.probas_)
+    same_series(mine.priors_, theirs.priors_)
+    same_series(mine.skills_, theirs.skills_)
+    same_frame(mine.errors_, theirs.errors_)
+
+
+@pytest.mark.parametrize("n_iter", [0, 1])
+@pytest.mark.parametrize("cls", ["DawidSkene", "OneCoinDawidSkene"])
+def test_the_start_and_first_step_as_crowd_kit(answers, cls, n_iter):
+    """n_iter=0 is the majority vote's shares and the first M-step, in crowd-kit's layout."""
+    data = answers("web")
+    mine, theirs = getattr(ours, cls)(n_iter=n_iter).fit(data), quiet(lambda: getattr(ck, cls)(n_iter=n_iter).fit(data))
+    same_labels(mine.labels_, theirs.labels_)
+    same_frame(mine.probas_, theirs.probas_)
+    same_series(mine.priors_, theirs.priors_)
+    same_frame(mine.errors_, theirs.errors_)
+
+
+@pytest.mark.parametrize("name", ["bluebird", "web"])
+def test_dawid_skene_with_gold_as_crowd_kit(datasets_dir, answers, name):
+    """``true_labels`` on every third task with gold: clamped in every step, as crowd-kit does."""
+    data = answers(name)
+    gold = pd.read_csv(datasets_dir / name / "truth.csv").set_index("task")["label"].iloc[::3]
+    mine, theirs = ours.DawidSkene(n_iter=10).fit(data, gold), quiet(lambda: ck.DawidSkene(n_iter=10).fit(data, gold))
+    same_labels(mine.labels_, theirs.labels_)
+    same_frame(mine.probas_, theirs.probas_)
+    same_series(mine.priors_, theirs.priors_)
+    same_frame(mine.errors_, theirs.errors_)
+
+
+# ----------------------------------------------------------------------------- small frames of every kind
+SMALL = {
+    # first appearance differs from sorted order for tasks, workers and labels; t2 and t1 are ties
+    "text": pd.DataFrame({"task": ["t2", "t2", "t1", "t1", "t3", "t3", "t3"], "worker": ["b", "a", "a", "b", "a", "b", "c"],
+                          "label": ["y", "x", "x", "y", "z", "y", "x"]}),
+    "int": pd.DataFrame({"task": [5, 5, 3, 3, 4, 4, 4], "worker": [9, 8, 8, 9, 8, 9, 7], "label": [2, 1, 1, 2, 0, 2, 2]}),
+    "object text": pd.DataFrame({"task": ["t2", "t2", "t1", "t1"], "worker": ["b", "a", "a", "b"],
+                                 "label": ["y", "x", "x", "y"]}, dtype=object),
+    "bool": pd.DataFrame({"task": ["t2", "t2", "t1", "t1", "t3"], "worker": ["b", "a", "a", "b", "a"],
+                          "label": [True, False, False, True, True]}),
+    # ids of mixed types: crowd-kit answers (no TypeError), so do we
+    "mixed ids": pd.DataFrame({"task": [1, "a", 2, 1, "a", 2], "worker": ["w1", "w1", "w1", 2, 2, 2],
+                               "label": ["x", "y", "x", "y", "y", "x"]}),
+    "empty": pd.DataFrame([], columns=["task", "worker", "label"]),
+    "mixed labels": pd.DataFrame({"task": ["t1", "t2", "t1", "t2", "t3"], "worker": ["a", "a", "b", "b", "b"],
+                                  "label": ["a", 1, 1, 1, "a"]}),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(SMALL))
+@pytest.mark.parametrize("cls", ["MajorityVote", "Wawa", "DawidSkene", "OneCoinDawidSkene"])
+def test_small_frames_as_crowd_kit(kind, cls):
+    data = SMALL[kind]
+    params = {"n_iter": 20} if "Skene" in cls else {}
+    mine, theirs = getattr(ours, cls)(**params), getattr(ck, cls)(**params)
+    same_labels(mine.fit_predict(data), quiet(lambda: theirs.fit_predict(data)))
+    same_frame(mine.probas_, theirs.probas_)
+    for name in ("skills_", "priors_"):
+        if hasattr(theirs, name):
+            same_series(getattr(mine, name), getattr(theirs, name))
+    if hasattr(theirs, "errors_"):
+        same_frame(mine.errors_, theirs.errors_)
+    assert_frame_equal(data, SMALL[kind])  # the input is not changed
+
+
+# ----------------------------------------------------------------------------- crowd-kit's own step-by-step tests
+def toy() -> pd.DataFrame:
+    """crowd-kit's ``toy_answers_df`` fixture (tests/aggregation/conftest.py), worker-major."""
+    grid = {"w1": ["no", "yes", "yes", "yes", "yes"], "w2": ["yes", "yes", "no", "yes", "no"],
+            "w3": [None, "yes", "no", "yes", "no"], "w4": ["yes", "no", "yes", "yes", "no"],
+            "w5": ["no", "no", "no", "yes", "no"]}
+    rows = [(w, f"t{i + 1}", y) for w, ys in grid.items() for i, y in enumerate(ys) if y]
+    return pd.DataFrame(rows, columns=["worker", "task", "label"])
+
+
+@pytest.mark.parametrize("n_iter", [0, 1, 2])
+def test_step_by_step_dawid_skene_as_crowd_kit(n_iter):
+    """crowd-kit's ``test_dawid_skene_step_by_step`` compares ``errors_`` with ``assert_frame_equal``: the
+    columns' dtype is part of it (``str`` under pandas 3, where ours were ``object``)."""
+    data = toy().sort_values(["task", "worker"], kind="stable")[["task", "worker", "label"]].reset_index(drop=True)
+    mine, theirs = ours.DawidSkene(n_iter=n_iter).fit(data), quiet(lambda: ck.DawidSkene(n_iter=n_iter).fit(data))
+    assert_frame_equal(mine.errors_, theirs.errors_, check_exact=False, **TOL)
+    assert_frame_equal(mine.probas_, theirs.probas_, check_exact=False, **TOL)
+    assert_series_equal(mine.priors_, theirs.priors_, check_exact=False, **TOL)
+    assert_series_equal(mine.labels_, theirs.labels_)
+    assert mine.loss_history_ == pytest.approx(theirs.loss_history_, rel=1e-12)
+
+
+def test_the_tie_order_follows_the_installed_pandas():
+    """The rule this module checks, said once: crowd-kit's majority vote sorts under pandas 2 and keeps the
+    order of first appearance under pandas 3 (its ``value_counts`` no longer sorts its groups)."""
+    data = SMALL["text"]
+    labels = ours.MajorityVote().fit_predict(data)
+    if int(pd.__version__.split(".")[0]) >= 3:
+        assert labels.index.tolist() == ["t2", "t1", "t3"] and labels.tolist() == ["y", "y", "y"]
+    else:
+        assert labels.index.tolist() == ["t1", "t2", "t3"] and labels.tolist() == ["x", "x", "x"]
+    np.testing.assert_array_equal(labels.to_numpy(), quiet(lambda: ck.MajorityVote().fit_predict(data)).to_numpy())
