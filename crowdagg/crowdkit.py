@@ -312,9 +312,9 @@ def _accuracy(ans: _Answers, label_of_task: np.ndarray) -> np.ndarray:
 
     A repeated identical answer (same task, worker and label) counts once, as crowd-kit's ``get_accuracy``.
     """
-    from .kernels import worker_agreement
+    from .kernels.votes import _worker_agreement
 
-    right, total = worker_agreement(ans.task, ans.worker, ans.label, label_of_task, len(ans.tasks), len(ans.workers))
+    right, total = _worker_agreement(ans.task, ans.worker, ans.label, label_of_task, len(ans.tasks), len(ans.workers))
     return right / np.maximum(total, 1.0)
 
 

@@ -824,10 +824,21 @@ def _as_classes(given: Any) -> tuple[str, ...]:
 
 
 def _listed(values: Any, name: str) -> list:
-    """A names argument as a list; one string (which would iterate by character) or a mapping is refused."""
-    if isinstance(values, (str, bytes, dict)):
-        raise UsageError(f"{param(name)} must be a list of names, got {type(values).__name__}")
-    return list(values)
+    """A names argument as a list.
+
+    Refused (a UsageError): one string (which would iterate by character), a
+    mapping, a set (its order changes from one run to the next with string
+    hashing, and the order gives each name its code), anything not iterable.
+    """
+    from collections.abc import Mapping, Set
+
+    if isinstance(values, (str, bytes, Mapping, Set)):
+        why = " (a set has no order; the order gives each name its code)" if isinstance(values, Set) else ""
+        raise UsageError(f"{param(name)} must be a list of names, got {type(values).__name__}{why}")
+    try:
+        return list(values)
+    except TypeError:
+        raise UsageError(f"{param(name)} must be a list of names, got {type(values).__name__}") from None
 
 
 #: Bytes per task (or worker) of a set built from codes: the counting sort's counts, offsets and fill
