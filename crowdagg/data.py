@@ -783,9 +783,12 @@ def pandas_class_dtype(frame: Any, column: str) -> str | None:
     """
     import pandas as pd
 
-    col = frame[column]
-    dtype = getattr(col, "dtype", None)  # two columns of that name give a DataFrame: no single dtype
-    if dtype is None or isinstance(dtype, (np.dtype, pd.CategoricalDtype)):
+    # ``column`` is the header text, str(label) (the reader's header): an integer or tuple label is found by it.
+    at = [j for j, c in enumerate(frame.columns) if str(c) == column]
+    if len(at) != 1:  # two columns of that name: no single dtype
+        return None
+    dtype = frame.iloc[:, at[0]].dtype
+    if isinstance(dtype, (np.dtype, pd.CategoricalDtype)):
         return None
     return str(dtype)
 
