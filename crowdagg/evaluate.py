@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from .data import infer_classes
-from .errors import CrowdaggWarning, DataError, param, warn
+from .errors import CrowdaggWarning, DataError, UsageError, param, warn
 
 
 @dataclass
@@ -65,11 +65,23 @@ def evaluate_labels(
 
     Predicted labels that never occur in the truth (files from different
     data sets, or classes named differently) are reported with a warning.
+
+    ``predicted`` and ``truth`` are mappings or pandas Series indexed by
+    task (``result.labels_series()``); ids and labels compare as they are,
+    so an int64 id is not the text ``"1"`` (an error says so when that is
+    why nothing matched).
     """
+    predicted, truth = _as_mapping(predicted, "predicted"), _as_mapping(truth, "truth")
     common = [t for t in predicted if t in truth]
     if not common:
+        texts = {str(t) for t in truth}
+        why = ""
+        if any(str(t) in texts for t in predicted):
+            kinds = sorted({type(t).__name__ for t in predicted}), sorted({type(t).__name__ for t in truth})
+            why = (f" (the ids match as text but differ in type: predicted {', '.join(kinds[0])}, truth "
+                   f"{', '.join(kinds[1])}; convert one side, e.g. truth.index.astype(...))")
         raise DataError(
-            "no task has both a prediction and a truth label; check that the task ids match"
+            f"no task has both a prediction and a truth label; check that the task ids match{why}"
         )
     pred = np.asarray([predicted[t] for t in common], dtype=object)
     true = np.asarray([truth[t] for t in common], dtype=object)
@@ -121,6 +133,21 @@ def evaluate_labels(
         n_truth_unpredicted=sum(1 for t in truth if t not in predicted),
         classes=list(classes),
     )
+
+
+def _as_mapping(given: Any, name: str) -> Mapping[Any, Any]:
+    """A {task: label} argument as a mapping: a pandas Series by its index (a Series is no ``Mapping``)."""
+    import sys
+
+    pd = sys.modules.get("pandas")
+    if pd is not None and isinstance(given, pd.Series):
+        if not given.index.is_unique:
+            raise DataError(f"{param(name)} lists task {given.index[given.index.duplicated()].tolist()[0]!r} more than once")
+        return dict(zip(given.index.tolist(), given.tolist()))
+    if not isinstance(given, Mapping):
+        raise UsageError(f"{param(name)} must map each task to its label (a dict or a pandas Series), "
+                         f"got {type(given).__name__}")
+    return given
 
 
 # --------------------------------------------------------------------------- reports
