@@ -654,7 +654,7 @@ class AnnotationSet:
             raise DataError("no answers in the input (every row is blank)")
         uniques = [str(u) for u in y_uniques.to_pylist()]
         if classes is not None:
-            class_list = [str(c).strip() for c in classes]
+            class_list = [str(c).strip() for c in _listed(classes, "classes")]
             if len(set(class_list)) != len(class_list):
                 raise UsageError(f"{param('classes')} lists a class twice")
             if any(not c for c in class_list):
@@ -833,10 +833,10 @@ def _listed(values: Any, name: str) -> list:
     mapping, a set (its order changes from one run to the next with string
     hashing, and the order gives each name its code), anything not iterable.
     """
-    from collections.abc import Mapping, Set
+    from collections.abc import Mapping
 
-    if isinstance(values, (str, bytes, Mapping, Set)):
-        why = " (a set has no order; the order gives each name its code)" if isinstance(values, Set) else ""
+    if isinstance(values, (str, bytes, Mapping, set, frozenset)):
+        why = " (a set has no order; the order gives each name its code)" if isinstance(values, (set, frozenset)) else ""
         raise UsageError(f"{param(name)} must be a list of names, got {type(values).__name__}{why}")
     try:
         return list(values)
@@ -879,8 +879,12 @@ def _known_vocabulary(given: Any, role: str) -> Vocabulary:
     from . import vocab
 
     if not isinstance(given, Vocabulary):
-        if isinstance(given, (str, bytes, dict, AnnotationSet)):
-            what = "another set's .workers" if isinstance(given, AnnotationSet) else "not one name or a mapping"
+        # A set's order changes from run to run (string hashing); dict keys keep theirs.
+        if isinstance(given, (str, bytes, dict, AnnotationSet, set, frozenset)):
+            what = ("another set's .workers" if isinstance(given, AnnotationSet)
+                    else "a set has no order, and the order gives each name its code"
+                    if isinstance(given, (set, frozenset))
+                    else "not one name or a mapping")
             raise UsageError(f"{param(role + 's')} must be a list of names or a Vocabulary ({what})")
         import pyarrow as pa
 

@@ -383,6 +383,17 @@ def test_names_must_be_an_ordered_list(given):
     if given is not None:  # None is from_codes's default ("0", "1", ...)
         with pytest.raises(UsageError, match="must be a list of names"):
             AnnotationSet.from_codes([0, 1], [0, 0], [0, 1], classes=given)
+    if given is not None:  # the readers' classes= and workers= (known workers) follow the same rule
+        import pandas as pd
+
+        from crowdagg import load_annotations
+
+        frame = pd.DataFrame({"task": [1], "worker": ["a"], "label": ["a"]})
+        with pytest.raises(UsageError, match="must be a list of names"):
+            load_annotations(frame, classes=given)
+        if given != 5:
+            with pytest.raises(UsageError, match="a set has no order"):
+                load_annotations(frame, workers=given)
 
 
 def test_internal_builders_skip_the_check_public_entries_run_it_once(monkeypatch):
