@@ -8,8 +8,9 @@ from typing import Any
 
 import numpy as np
 
+from .checks import check_task_mapping
 from .data import infer_classes
-from .errors import CrowdaggWarning, DataError, UsageError, param, warn
+from .errors import CrowdaggWarning, DataError, param, warn
 
 
 @dataclass
@@ -71,7 +72,7 @@ def evaluate_labels(
     so an int64 id is not the text ``"1"`` (an error says so when that is
     why nothing matched).
     """
-    predicted, truth = _as_mapping(predicted, "predicted"), _as_mapping(truth, "truth")
+    predicted, truth = check_task_mapping(predicted, "predicted"), check_task_mapping(truth, "truth")
     common = [t for t in predicted if t in truth]
     if not common:
         texts = {str(t) for t in truth}
@@ -133,21 +134,6 @@ def evaluate_labels(
         n_truth_unpredicted=sum(1 for t in truth if t not in predicted),
         classes=list(classes),
     )
-
-
-def _as_mapping(given: Any, name: str) -> Mapping[Any, Any]:
-    """A {task: label} argument as a mapping: a pandas Series by its index (a Series is no ``Mapping``)."""
-    import sys
-
-    pd = sys.modules.get("pandas")
-    if pd is not None and isinstance(given, pd.Series):
-        if not given.index.is_unique:
-            raise DataError(f"{param(name)} lists task {given.index[given.index.duplicated()].tolist()[0]!r} more than once")
-        return dict(zip(given.index.tolist(), given.tolist()))
-    if not isinstance(given, Mapping):
-        raise UsageError(f"{param(name)} must map each task to its label (a dict or a pandas Series), "
-                         f"got {type(given).__name__}")
-    return given
 
 
 # --------------------------------------------------------------------------- reports
