@@ -806,6 +806,8 @@ def _as_vocabulary(given: Any, name: str) -> Vocabulary:
     checking a million names again would cost more than the answers' check), or a list of names made one
     and checked (distinct, none blank)."""
     if isinstance(given, Vocabulary):
+        if given.names.null_count:  # O(1): a null name would reach the output as a missing id
+            raise DataError(f"the {name} vocabulary has a missing (null) name")
         return given
     vocabulary = Vocabulary.from_strings(_as_str_array(_listed(given, name), name[:-1]))
     try:

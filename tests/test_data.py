@@ -372,6 +372,16 @@ def test_constructor_takes_big_endian_and_memmapped_codes(tmp_path):
     assert d.task.tolist() == [0, 0, 1, 1]
 
 
+def test_constructor_refuses_a_vocabulary_with_a_null_name():
+    import pyarrow as pa
+
+    from crowdagg.vocab import Vocabulary
+
+    good = AnnotationSet.from_codes([0, 0, 1, 1], [0, 1, 0, 1], [0, 1, 1, 0])
+    with pytest.raises(DataError, match="the tasks vocabulary has a missing"):
+        AnnotationSet(**_fields(good, tasks=Vocabulary(pa.array(["t1", None]))))
+
+
 @pytest.mark.parametrize("given", [None, 5, {"a", "b"}, frozenset({"a", "b"})])
 def test_names_must_be_an_ordered_list(given):
     """A set's order changes between runs (string hashing), and the order gives each class its code."""
