@@ -214,7 +214,7 @@ class AnnotationSet:
         counts = np.bincount(self.task, minlength=self.n_tasks)
         ptr = np.zeros(self.n_tasks + 1, dtype=np.int64)
         np.cumsum(counts, out=ptr[1:])
-        return ptr
+        return _frozen(ptr)
 
     @cached_property
     def worker_order(self) -> np.ndarray:
@@ -222,7 +222,7 @@ class AnnotationSet:
         from .kernels.votes import _group_order
 
         order, _ = _group_order(self.worker, self.n_workers)  # codes checked when the set was built
-        return order
+        return _frozen(order)
 
     @cached_property
     def worker_ptr(self) -> np.ndarray:
@@ -230,7 +230,7 @@ class AnnotationSet:
         counts = np.bincount(self.worker, minlength=self.n_workers)
         ptr = np.zeros(self.n_workers + 1, dtype=np.int64)
         np.cumsum(counts, out=ptr[1:])
-        return ptr
+        return _frozen(ptr)
 
     @cached_property
     def worker_position(self) -> np.ndarray:
@@ -257,11 +257,11 @@ class AnnotationSet:
 
     @cached_property
     def answers_per_task(self) -> np.ndarray:
-        return np.diff(self.task_ptr)
+        return _frozen(np.diff(self.task_ptr))
 
     @cached_property
     def answers_per_worker(self) -> np.ndarray:
-        return np.bincount(self.worker, minlength=self.n_workers)
+        return _frozen(np.bincount(self.worker, minlength=self.n_workers))
 
     # -------------------------------------------------------------- builders
     @classmethod
@@ -799,6 +799,12 @@ def _is_dictionary(column: Any) -> bool:
 
     pa = sys.modules.get("pyarrow")
     return pa is not None and isinstance(column, (pa.Array, pa.ChunkedArray)) and pa.types.is_dictionary(column.type)
+
+
+def _frozen(arr: np.ndarray) -> np.ndarray:
+    """``arr`` made read-only: a set's derived arrays index kernels, so a caller's write must not reach them."""
+    arr.setflags(write=False)
+    return arr
 
 
 def _as_vocabulary(given: Any, name: str) -> Vocabulary:

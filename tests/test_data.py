@@ -372,6 +372,17 @@ def test_constructor_takes_big_endian_and_memmapped_codes(tmp_path):
     assert d.task.tolist() == [0, 0, 1, 1]
 
 
+def test_every_array_of_a_set_is_read_only():
+    """worker_order, worker_ptr and the answer counts were writable: a write reached every later fit."""
+    from crowdagg import load_annotations
+
+    for d in (AnnotationSet.from_codes([0, 1, 1], [0, 0, 1], [0, 1, 1]), load_annotations("example:bluebird")):
+        for name in ("task", "worker", "label", "task_ptr", "worker_order", "worker_ptr", "worker_position", "cell",
+                     "answers_per_task", "answers_per_worker"):
+            with pytest.raises(ValueError, match="read-only"):
+                getattr(d, name)[0] = 10**9
+
+
 def test_constructor_refuses_a_vocabulary_with_a_null_name():
     import pyarrow as pa
 
