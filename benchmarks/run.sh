@@ -17,3 +17,5 @@ fi
 .venv/bin/python benchmarks/bench_crowdagg.py accuracy
 .venv/bin/python benchmarks/bench_crowdagg.py speed --answers $sizes
 .venv/bin/python benchmarks/bench_crowdagg.py cli --answers 1000000
+.venv/bin/python benchmarks/bench_warm_start.py web music
+.venv/bin/python benchmarks/bench_collapse.py

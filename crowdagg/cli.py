@@ -246,17 +246,6 @@ def _require_values(**given: Optional[str]) -> None:
             raise UsageError(f"{flag} is empty; give a path or value (- means standard input/output)")
 
 
-def _stdin_once(**paths: Optional[str]) -> None:
-    """Standard input can be read once: refuse ``-`` for two inputs."""
-    users = [(k.upper() if k in ("input", "predictions") else _flag(k)) for k, v in paths.items() if v == "-"]
-    if len(users) > 1:
-        raise UsageError(f"{' and '.join(users)} both read standard input (-); it can be read only once")
-
-
-def _stdout_is_terminal() -> bool:
-    return sys.stdout is not None and sys.stdout.isatty()
-
-
 def _split_list(value: Optional[str]) -> Optional[list[str]]:
     if value is None:
         return None
@@ -296,11 +285,70 @@ def _check_render_memory(n_rows: int, n_float: int, n_text: int, what: str, max_
     check(estimate_text_bytes(n_rows, n_float, n_text), what, max_memory, advice="leave out --proba or --workers")
 
 
+# --------------------------------------------------------------------------- help from the registry
+# Per-method text in the help comes from the declarations in crowdagg.methods (standard library
+# only, so `crowdagg --help` stays light): adding a method or changing a default never edits it here.
+def _method_list() -> str:
+    """The method list of ``aggregate --help``: each registered method's name and summary, unwrapped."""
+    import textwrap
+
+    from .methods import METHODS
+
+    width = max(map(len, METHODS))
+    lines = ["Methods (`crowdagg methods NAME` shows one in full):"]
+    for name, m in METHODS.items():
+        lines += textwrap.wrap(m.summary, 76, initial_indent=f"  {name:<{width}}  ", subsequent_indent=" " * (width + 4))
+    return "\b\n" + "\n".join(lines)  # "\b": Click keeps these lines as they are (one method per line)
+
+
+def _methods_that(has: Callable[[Any], bool]) -> str:
+    """``ds, onecoin``: the registered methods with a property, in registry order."""
+    from .methods import METHODS
+
+    return ", ".join(name for name, m in METHODS.items() if has(m))
+
+
+def _defaults(name: str, with_help: bool = False) -> str:
+    """The declared default of parameter ``name`` per method: ``ds, onecoin: 200; wmv: 50``.
+
+    Methods with the same default share one entry; ``with_help`` adds each
+    method's own help for the parameter (where they differ in meaning).
+    """
+    from .methods import METHODS
+
+    groups: dict[str, list[str]] = {}
+    for method_name, m in METHODS.items():
+        if name in m.param_names:
+            p = m.param(name)
+            value = f"{p.default:g}" if isinstance(p.default, float) else repr(p.default)
+            key = f"{p.help}, default {value}" if with_help else value
+            groups.setdefault(key, []).append(method_name)
+    if len(groups) == 1 and len(next(iter(groups.values()))) == len(METHODS):
+        return f"default {next(iter(groups))}"  # every method: no need to list them
+    return "; ".join(f"{', '.join(names)}: {text}" for text, names in groups.items())
+
+
+_AGGREGATE_HELP = f"""Aggregate answers into one label per task.
+
+Writes task,label,confidence (+ n_answers and p_<class> with --proba),
+one row per task in input order.
+
+{_method_list()}
+
+Inputs and outputs: a directory or pattern given as INPUT leaves out this
+run's own earlier outputs (said on stderr), so a run can be repeated; an
+output that is an input in any other way is refused.
+
+\b
+Example: cat answers.jsonl | crowdagg aggregate - --method mv --format jsonl | jq .label
+"""
+
+
 # --------------------------------------------------------------------------- commands
 VerboseOpt = typer.Option(False, "--verbose", "-v", help="Show tracebacks on error.")
 
 
-@app.command()
+@app.command(help=_AGGREGATE_HELP)
 @handle_errors()
 def aggregate(
     input: list[str] = typer.Argument(..., metavar="INPUT...", help="Answers file(s) (CSV/TSV/JSON/JSONL/Parquet, optionally .gz; MTurk, Toloka, Label Studio exports), - for stdin, a directory, or a quoted glob ('batches/*.parquet'); several are read as one data set."),
@@ -309,48 +357,38 @@ def aggregate(
     fmt: Optional[str] = typer.Option(None, "--format", "-f", help="csv, tsv, jsonl, json or parquet (default: from -o's extension, else csv)."),
     proba: bool = typer.Option(False, "--proba", help="Add n_answers and one p_<class> posterior column per class."),
     workers: Optional[str] = typer.Option(None, "--workers", help="Write each worker's confusion matrix (long form) and accuracy here."),
-    save_workers: Optional[str] = typer.Option(None, "--save-workers", help="Save the fitted worker model (versioned JSON, exact floats) for --init-workers (ds, onecoin)."),
-    init_workers: Optional[str] = typer.Option(None, "--init-workers", help="Start from a worker model saved with --save-workers (warm start; known workers on a new batch)."),
+    save_workers: Optional[str] = typer.Option(None, "--save-workers", help=f"Save the fitted worker model (versioned JSON, exact floats; .json or .json.gz) for --init-workers ({_methods_that(lambda m: m.init_workers)})."),
+    init_workers: Optional[str] = typer.Option(None, "--init-workers", help=f"Start from a worker model saved with --save-workers (warm start; known workers on a new batch; {_methods_that(lambda m: m.init_workers)})."),
     truth: Optional[str] = typer.Option(None, "--truth", help="Gold labels file: print accuracy etc. to stderr."),
     truth_task_col: Optional[str] = typer.Option(None, "--truth-task-col", help="Task column of --truth (default: task or an alias)."),
     truth_label_col: Optional[str] = typer.Option(None, "--truth-label-col", help="Label column of --truth (default: label, truth, gold, ...)."),
-    gold: Optional[str] = typer.Option(None, "--gold", help="Known labels that clamp those tasks (ds, onecoin)."),
+    gold: Optional[str] = typer.Option(None, "--gold", help=f"Known labels that clamp those tasks ({_methods_that(lambda m: m.gold)})."),
     gold_task_col: Optional[str] = typer.Option(None, "--gold-task-col", help="Task column of --gold."),
     gold_label_col: Optional[str] = typer.Option(None, "--gold-label-col", help="Label column of --gold."),
     classes: Optional[str] = typer.Option(None, "--classes", help="Comma-separated class set, in order (includes classes nobody chose)."),
     duplicates: str = typer.Option("keep", "--duplicates", help="Repeated (task, worker) answers: keep, first, last or error."),
+    rejected: str = typer.Option("exclude", "--rejected", help="Answers an MTurk/Toloka export marks rejected: exclude (default; counted on stderr) or keep."),
     input_format: Optional[str] = typer.Option(None, "--input-format", help="csv, tsv, json, jsonl or parquet (default: from content/extension)."),
     task_col: Optional[str] = typer.Option(None, "--task-col", help="Task column (default: task, an alias such as item, or a platform's column)."),
     worker_col: Optional[str] = typer.Option(None, "--worker-col", help="Worker column (default: worker, an alias such as annotator, or a platform's column)."),
-    label_col: Optional[str] = typer.Option(None, "--label-col", help="Label column (default: label, an alias such as answer, or a platform's column)."),
-    seed: Optional[int] = typer.Option(None, "--seed", help="Seed for tie-breaking and any random choice (default 0)."),
-    max_iter: Optional[int] = typer.Option(None, "--max-iter", help="Iteration cap (ds, onecoin: 200; wmv: 50)."),
-    tol: Optional[float] = typer.Option(None, "--tol", help="Stop when the relative log-likelihood change is below this (ds, onecoin: 1e-6); 0 runs exactly --max-iter."),
-    smoothing: Optional[float] = typer.Option(None, "--smoothing", help="Same as -p smoothing=VALUE (ds: Dirichlet pseudo-count, default 0; onecoin: pseudo-answers at chance accuracy, default 1); kept for this release."),
+    label_col: Optional[str] = typer.Option(None, "--label-col", help="Label column (default: label, an alias such as answer, or a platform's column; MTurk radio buttons: the group, e.g. Answer.sentiment)."),
+    seed: Optional[int] = typer.Option(None, "--seed", help=f"Seed for tie-breaking and any random choice ({_defaults('seed')})."),
+    max_iter: Optional[int] = typer.Option(None, "--max-iter", help=f"Iteration cap ({_defaults('max_iter')})."),
+    tol: Optional[float] = typer.Option(None, "--tol", help=f"Stop when the relative log-likelihood change is below this ({_defaults('tol')}); 0 runs exactly --max-iter."),
+    smoothing: Optional[float] = typer.Option(None, "--smoothing", help=f"Same as -p smoothing=VALUE ({_defaults('smoothing', with_help=True)}); kept for this release."),
     param_: list[str] = typer.Option([], "--param", "-p", metavar="NAME=VALUE", help="A parameter of the method (repeatable); `crowdagg methods NAME` lists them, e.g. -p n_init=5."),
     max_memory: Optional[str] = typer.Option(None, "--max-memory", help="Refuse up front a run that would need more memory than this (e.g. 4G, 500M, none; default 80% of available)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
     verbose: bool = VerboseOpt,
 ) -> None:
-    """Aggregate answers into one label per task.
-
-    Writes task,label,confidence (+ n_answers and p_<class> with --proba),
-    one row per task in input order.
-
-    Methods: mv = majority vote (seeded random tie-break); wmv = weighted
-    majority vote whose weights are the one-coin log-odds log((K-1)p/(1-p)),
-    p = a worker's add-one-smoothed agreement with the current labels,
-    re-estimated until no label changes; ds = Dawid-Skene EM (full confusion
-    per worker); onecoin = one-coin Dawid-Skene EM.
-
-    Example: cat answers.jsonl | crowdagg aggregate - --method mv --format jsonl | jq .label
-    """
+    """Aggregate answers into one label per task (the help text: :data:`_AGGREGATE_HELP`)."""
     from . import _timing, memory
     from .aggregators import aggregate as run_method
     from .data import DUPLICATE_POLICIES
-    from .io import load_annotations, output_format, read_task_labels
+    from .io import MODEL_FORMATS, check_stdin_once, expand_inputs, load_annotations, output_format, read_task_labels
     from .methods import get as get_spec
-    from .output import check_distinct, check_not_inputs, commit, resolve
+    from .output import check_binary, check_distinct, check_not_inputs, commit, resolve
+    from .platforms import check_rejected_policy
     from .render import render_table
 
     # 1. Everything that can be checked without reading the data.
@@ -361,9 +399,9 @@ def aggregate(
         input_format=input_format, classes=classes, max_memory=max_memory,
         save_workers=save_workers, init_workers=init_workers,
     )
-    if input.count("-") > 1:
-        raise UsageError("INPUT gives standard input (-) twice; it can be read only once")
-    _stdin_once(input="-" if "-" in input else None, truth=truth, gold=gold, init_workers=init_workers)
+    side_inputs = [(f"{flag} {path}", path) for flag, path in
+                   (("--truth", truth), ("--gold", gold), ("--init-workers", init_workers)) if path is not None]
+    check_stdin_once([(f"INPUT {p}", p) for p in input] + side_inputs)
     spec = get_spec(method)
     params = _method_params(spec, {"seed": seed, "max_iter": max_iter, "tol": tol, "smoothing": smoothing}, param_)
     if gold is not None and not spec.gold:
@@ -374,21 +412,33 @@ def aggregate(
     spec.load()(**params).check_params()  # every method parameter: before reading anything
     if duplicates not in DUPLICATE_POLICIES:
         raise UsageError(f"--duplicates must be one of {', '.join(DUPLICATE_POLICIES)}, got {duplicates!r}")
+    check_rejected_policy(rejected)
     memory.parse_size(max_memory)
     class_list = _split_list(classes)
-    out_fmt = output_format(fmt, output)
-    if out_fmt == "parquet" and output in (None, "-") and _stdout_is_terminal():
-        raise UsageError("Parquet is binary: write it with -o FILE.parquet or redirect standard output")
-    targets: list[Target] = [resolve(output or "-", "--output")]
-    workers_fmt = None
+    # Where each output finally lands, and what it holds: `writes`, its leading fields, by which an
+    # earlier run's output is recognised in a directory or pattern.  An output that is an input (as
+    # named: before any expansion) is the first thing refused; then each name's format, one check for all.
+    targets: list[Target] = [resolve(output or "-", "--output", writes=("task", "label", "confidence"))]
     if workers:
-        workers_fmt = output_format(None, workers, "--workers")
-        targets.append(resolve(workers, "--workers"))
+        targets.append(resolve(workers, "--workers", writes=("worker", "true_label", "observed_label")))
     if save_workers:
-        targets.append(resolve(save_workers, "--save-workers"))
+        targets.append(resolve(save_workers, "--save-workers", writes=("format", "version")))
     check_distinct(targets)
-    check_not_inputs(targets, {"INPUT": list(input), "--truth": [truth], "--gold": [gold],
-                               "--init-workers": [init_workers]})
+    check_not_inputs(targets, [(f"INPUT {p}", p) for p in input] + side_inputs)
+    formats = [output_format(fmt, output)]
+    if workers:
+        formats.append(output_format(None, workers, "--workers"))
+    if save_workers:
+        formats.append(output_format(None, save_workers, "--save-workers", MODEL_FORMATS))
+    out_fmt = formats[0]
+    for target, target_fmt in zip(targets, formats):
+        check_binary(target, target_fmt)
+    # The inputs are expanded once, here, leaving this run's earlier outputs out of directories and
+    # patterns; the same list is checked against every output by identity, then read.
+    sources = expand_inputs(input, outputs=targets)
+    read_as = [(f"INPUT {f}" if f == g else f"{f}, from INPUT {g}", f) for f, g in zip(sources, sources.given)]
+    check_stdin_once(read_as + side_inputs)
+    check_not_inputs(targets, read_as + side_inputs)
     # 2. Side inputs, then the data and the fit.
     if gold is not None:
         params["gold"] = read_task_labels(
@@ -407,9 +457,9 @@ def aggregate(
 
     announce_compilation(sys.stderr)
     data = load_annotations(
-        list(input), input_format=input_format, task_col=task_col, worker_col=worker_col,
+        sources, input_format=input_format, task_col=task_col, worker_col=worker_col,
         label_col=label_col, classes=class_list, duplicates=duplicates,  # type: ignore[arg-type]
-        max_memory=max_memory,
+        max_memory=max_memory, rejected=rejected,  # type: ignore[arg-type]
     )
     _timing.note(answers=data.n_answers, tasks=data.n_tasks, workers=data.n_workers, classes=data.n_classes)
     # The outputs' size is known now: refuse before fitting, not after.
@@ -438,8 +488,8 @@ def aggregate(
     # 4. Render everything, then write all or nothing.
     with _timing.stage("render"):
         outputs = [(targets[0], render_table(result.table(proba=proba, arrow=True), out_fmt, key="task"))]
-        if workers and workers_fmt:
-            outputs.append((targets[1], render_table(result.workers_table(arrow=True), workers_fmt, key="worker")))
+        if workers:
+            outputs.append((targets[1], render_table(result.workers_table(arrow=True), formats[1], key="worker")))
         if save_workers:
             from .workers import to_json
 
@@ -463,7 +513,7 @@ def _read_worker_model(path: str, max_memory: Any) -> dict[str, Any]:
     from .workers import from_json
 
     data, display = read_bytes(path, max_memory)
-    return from_json(data, display)
+    return from_json(data, display, max_memory)
 
 
 @app.command()
@@ -483,13 +533,14 @@ def evaluate(
     Example: crowdagg aggregate labels.csv | crowdagg evaluate - --truth gold.csv
     """
     from .evaluate import evaluate_labels, evaluation_bytes, print_table
-    from .io import output_format, read_task_labels
+    from .io import check_stdin_once, output_format, read_task_labels
+    from .output import check_binary, resolve
 
     _require_values(predictions=predictions, truth=truth, format=fmt)
-    _stdin_once(predictions=predictions, truth=truth)
+    check_stdin_once([(f"PREDICTIONS {predictions}", predictions), (f"--truth {truth}", truth)])
     out_fmt = output_format(fmt, None) if fmt is not None else None
-    if out_fmt == "parquet" and _stdout_is_terminal():
-        raise UsageError("Parquet is binary: redirect standard output to a file")
+    if out_fmt is not None:
+        check_binary(resolve("-"), out_fmt)
     pred = read_task_labels(
         predictions, task_col=task_col, label_col=label_col, what="predicted",
         options={"task": "--task-col", "label": "--label-col"},
@@ -539,6 +590,7 @@ def simulate(
 
     Example: crowdagg simulate --tasks 10000 --workers 200 --classes 5 --per-task 5 --spammers 0.1 --seed 1 -o sim/
     """
+    from .io import DIRECTORY, output_format
     from .simulate import SCENARIOS
     from .simulate import simulate as run_simulation
 
@@ -548,6 +600,7 @@ def simulate(
         return
     if not output:
         raise UsageError("simulate needs --output DIR (where labels.csv, truth.csv, ... are written)")
+    output_format(None, output, "--output", DIRECTORY)
     try:
         lo, hi = (float(x) for x in skill.split(","))
     except ValueError:
@@ -568,15 +621,20 @@ def simulate(
 @handle_errors()
 def methods(
     name: Optional[str] = typer.Argument(None, metavar="[NAME]", help="A method: show its model, reference and parameters."),
-    fmt: Optional[str] = typer.Option(None, "--format", "-f", help="csv, tsv, jsonl or json (default: aligned text)."),
+    fmt: Optional[str] = typer.Option(None, "--format", "-f", help="csv, tsv, jsonl, json or parquet (default: aligned text)."),
     verbose: bool = VerboseOpt,
 ) -> None:
     """List the aggregation methods, one line each; with NAME, one method in full."""
     from .methods import METHODS, get
 
     _require_values(format=fmt)
-    if fmt is not None and fmt.lower() == "parquet" and _stdout_is_terminal():
-        raise UsageError("Parquet is binary: redirect standard output to a file")
+    out_fmt = None
+    if fmt is not None:
+        from .io import output_format
+        from .output import check_binary, resolve
+
+        out_fmt = output_format(fmt, None)
+        check_binary(resolve("-"), out_fmt)
     if name is not None:
         spec = get(name)
         if fmt is None:
@@ -599,10 +657,10 @@ def methods(
         }
     import numpy as np
 
-    from .io import output_format
     from .render import render_table
 
-    _write_stdout(render_table({k: np.array(v, dtype=object) for k, v in table.items()}, output_format(fmt, None)))
+    assert out_fmt is not None
+    _write_stdout(render_table({k: np.array(v, dtype=object) for k, v in table.items()}, out_fmt))
 
 
 def _method_text(spec: Any) -> str:

@@ -23,6 +23,7 @@ agree on every code.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ import numpy as np
 
 from . import _timing
 from .errors import CrowdaggWarning, DataError, UsageError, param, warn
+from .memory import MaxMemory
 from .vocab import Vocabulary
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -82,6 +84,25 @@ class AnnotationSet:
     duplicates : str
         What was done with them: ``keep`` (still in the set), ``first`` or
         ``last`` (dropped, keeping that one).
+    class_dtype : str or None
+        The dtype the labels had before they became class names (``"int64"``,
+        ``"double"``, ``"bool"`` as :class:`~crowdagg.vocab.Vocabulary` records
+        ids; ``"Int64"``, ``"boolean"``, ``"category"``, ``"string"`` for a
+        pandas column of that dtype), ``None`` for text.  The result's pandas
+        views give labels back in it.
+
+    Notes
+    -----
+    The constructor checks what it is given, in one numba pass over the
+    answers (:func:`crowdagg.kernels.validate.check_codes`): integer codes of
+    equal lengths with ``0 <= task < n_tasks``, ``0 <= worker < n_workers``,
+    ``0 <= label < n_classes``; distinct class names.  A bad array is a
+    :class:`~crowdagg.errors.DataError` naming it and its first bad position.
+    Answers not sorted by task are sorted (stable: each task's answers keep
+    their order).  The arrays are copied into the canonical dtypes and made
+    read-only, so changing the caller's arrays later cannot reach the set.
+    :meth:`from_codes` and :meth:`from_names` are the usual ways in; the
+    readers build sets that are valid by construction and skip the check.
     """
 
     task: np.ndarray
@@ -92,6 +113,59 @@ class AnnotationSet:
     classes: tuple[str, ...]
     n_duplicates: int = 0
     duplicates: str = "keep"
+    class_dtype: str | None = None
+
+    def __post_init__(self) -> None:
+        """Check and canonicalise what a caller passed (see the class notes); never runs for :meth:`_trusted`."""
+        tasks = _as_vocabulary(self.tasks, "tasks")
+        workers = _as_vocabulary(self.workers, "workers")
+        classes = _as_classes(self.classes)
+        if self.duplicates not in DUPLICATE_POLICIES:
+            raise UsageError(
+                f"{param('duplicates')} must be one of {', '.join(DUPLICATE_POLICIES)}, got {self.duplicates!r}"
+            )
+        if self.class_dtype is not None and not isinstance(self.class_dtype, str):
+            raise UsageError(f"{param('class_dtype')} must be a dtype name or None, got {self.class_dtype!r}")
+        if isinstance(self.n_duplicates, bool) or not isinstance(self.n_duplicates, (int, np.integer)) \
+                or self.n_duplicates < 0:
+            raise UsageError(f"{param('n_duplicates')} must be a count >= 0, got {self.n_duplicates!r}")
+        from .kernels.validate import as_code_array, check_codes
+
+        arrays = [as_code_array(a, r) for a, r in zip((self.task, self.worker, self.label), ("task", "worker", "label"))]
+        n_answers = len(arrays[0])
+        label_dtype = _label_dtype(len(classes))
+        _check_build_memory(n_answers, len(tasks), np.dtype(label_dtype).itemsize, None)
+        scan = check_codes(arrays[0], arrays[1], arrays[2], len(tasks), len(workers), len(classes))
+        task = arrays[0].astype(np.int32)  # always a copy: the caller's arrays stay theirs
+        worker = arrays[1].astype(np.int32)
+        label = arrays[2].astype(label_dtype)
+        ptr = None
+        if not scan.task_sorted:
+            from .kernels.ingest import _sort_by_task
+
+            ptr, task, worker, label = _sort_by_task(task, worker, label, len(tasks))
+        for arr in (task, worker, label):
+            arr.setflags(write=False)
+        for name, value in (("task", task), ("worker", worker), ("label", label), ("tasks", tasks),
+                            ("workers", workers), ("classes", classes), ("n_duplicates", int(self.n_duplicates))):
+            object.__setattr__(self, name, value)
+        if ptr is not None:
+            ptr.setflags(write=False)
+            self.__dict__["task_ptr"] = ptr
+
+    @classmethod
+    def _trusted(cls, **fields: Any) -> AnnotationSet:
+        """A set from arrays this package made valid, canonical and read-only: no check, no copy.
+
+        The readers' and :meth:`_build`'s way in; the public constructor
+        checks instead (the class notes).
+        """
+        out = object.__new__(cls)
+        for f in dataclasses.fields(cls):
+            object.__setattr__(out, f.name, fields.pop(f.name) if f.name in fields else f.default)
+        if fields:
+            raise TypeError(f"unknown AnnotationSet fields: {', '.join(fields)}")
+        return out
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -141,9 +215,9 @@ class AnnotationSet:
     @cached_property
     def worker_order(self) -> np.ndarray:
         """Answer indices grouped by worker (stable), shape (n_answers,), int64."""
-        from .kernels import group_order
+        from .kernels.votes import _group_order
 
-        order, _ = group_order(self.worker, self.n_workers)
+        order, _ = _group_order(self.worker, self.n_workers)  # codes checked when the set was built
         return order
 
     @cached_property
@@ -200,46 +274,64 @@ class AnnotationSet:
         worker_names: Iterable[str] | None = None,
         classes: Iterable[str] | None = None,
         duplicates: DuplicatePolicy = "keep",
+        max_memory: MaxMemory = None,
     ) -> AnnotationSet:
         """Build a set from integer codes (already indices, not names).
 
         Indices keep their meaning: task ``t`` is ``task_names[t]`` (by default
         ``str(t)``); tasks and workers without answers are allowed (give
-        ``n_tasks``/``n_workers``).  The arrays are copied, never modified or
-        frozen.
+        ``n_tasks``/``n_workers``).  The arrays are never modified or frozen.
+
+        The codes are checked in one pass (integers, equal lengths,
+        ``0 <= code < n``; :func:`crowdagg.kernels.validate.check_codes`), a
+        bad one a :class:`~crowdagg.errors.DataError` naming the array and
+        its first bad position.  Sizes not given are the largest code + 1.
+        The memory the set needs (it grows with ``n_tasks`` and
+        ``n_workers``) is estimated first and refused with its size
+        (:class:`~crowdagg.errors.ResourceError`) above ``max_memory``
+        (bytes or ``"4G"``; default 80% of the available memory).
         """
-        t = np.array(task, copy=True)
-        w = np.array(worker, copy=True)
-        y = np.array(label, copy=True)
-        if not (t.ndim == w.ndim == y.ndim == 1) or not (len(t) == len(w) == len(y)):
-            raise DataError("task, worker and label arrays must be 1-D and of equal length")
-        for name, arr in (("task", t), ("worker", w), ("label", y)):
-            if arr.size and not np.issubdtype(arr.dtype, np.integer):
-                raise DataError(f"{name} codes must be integers, got dtype {arr.dtype}")
-            if arr.size and arr.min() < 0:
-                raise DataError(f"{name} codes must be non-negative, found {int(arr.min())}")
-        tn = _as_str_array(list(task_names), "task").tolist() if task_names is not None else None
-        wn = _as_str_array(list(worker_names), "worker").tolist() if worker_names is not None else None
-        cn = _as_str_array(list(classes), "class").tolist() if classes is not None else None
-        for what, names in (("task", tn), ("worker", wn)):
-            if names is not None and len(set(names)) != len(names):
-                dup = next(n for n in names if names.count(n) > 1)
-                raise DataError(f"{what} name {dup!r} is given twice; names must identify one {what} each")
-        n_tasks = _size("task", t, n_tasks, tn)
-        n_workers = _size("worker", w, n_workers, wn)
-        n_classes = _size("class", y, n_classes, cn)
+        from .kernels.validate import as_code_array, check_codes
+
+        t, w, y = (as_code_array(a, r) for a, r in zip((task, worker, label), ("task", "worker", "label")))
+        for name, given in (("n_tasks", n_tasks), ("n_workers", n_workers), ("n_classes", n_classes)):
+            if given is not None and (isinstance(given, bool) or not isinstance(given, (int, np.integer)) or given < 0):
+                raise UsageError(f"{param(name)} must be an integer >= 0, got {given!r}")
+        if n_classes is not None:
+            _label_dtype(int(n_classes))  # a class count beyond int16 is refused before anything is built
+        for what, given in (("task", n_tasks), ("worker", n_workers)):
+            if given is not None and given > np.iinfo(np.int32).max:
+                raise DataError(f"{given:,} {what}s: more than int32 codes can hold")
+        cn = _as_str_array(_listed(classes, "classes"), "class").tolist() if classes is not None else None
+        if cn is not None:
+            _label_dtype(len(cn))
+        tn = _as_str_array(_listed(task_names, "task_names"), "task").tolist() if task_names is not None else None
+        wn = _as_str_array(_listed(worker_names, "worker_names"), "worker").tolist() if worker_names is not None else None
+        known = [given if given is not None else (len(names) if names is not None else -1)
+                 for given, names in ((n_tasks, tn), (n_workers, wn), (n_classes, cn))]
+        scan = check_codes(t, w, y, *known)
+        n_tasks = _size("task", scan.max_task, n_tasks, tn)
+        n_workers = _size("worker", scan.max_worker, n_workers, wn)
+        n_classes = _size("class", scan.max_label, n_classes, cn)
         for what, n in (("task", n_tasks), ("worker", n_workers)):
             if n > np.iinfo(np.int32).max:
                 raise DataError(f"{n:,} {what}s: more than int32 codes can hold")
         if n_classes < 1:
             raise DataError("at least one class is needed (give n_classes or classes)")
         label_dtype = _label_dtype(n_classes)
+        _check_build_memory(len(t), n_tasks, np.dtype(label_dtype).itemsize, max_memory, n_workers,
+                            named=(tn is not None, wn is not None))
+        for what, names in (("task", tn), ("worker", wn)):
+            if names is not None and len(set(names)) != len(names):
+                seen: set[str] = set()
+                dup = next(n for n in names if n in seen or seen.add(n))  # type: ignore[func-returns-value]
+                raise DataError(f"{what} name {dup!r} is given twice; names must identify one {what} each")
         if cn is not None and len(set(cn)) != len(cn):
             raise UsageError(f"{param('classes')} lists a class twice")
         if cn is None:
             cn = [str(i) for i in range(n_classes)]
         return cls._build(
-            t.astype(np.int32, copy=False),
+            t.astype(np.int32, copy=False),  # _build only reads them: the sort writes new arrays
             w.astype(np.int32, copy=False),
             y.astype(label_dtype, copy=False),
             Vocabulary.from_strings(tn) if tn is not None else Vocabulary.range(n_tasks),
@@ -260,8 +352,12 @@ class AnnotationSet:
         *,
         duplicates: DuplicatePolicy = "keep",
         locate: Locator | None = None,
+        class_dtype: str | None = None,
     ) -> AnnotationSet:
         """Sort by task, apply the duplicate policy and freeze.
+
+        The codes must be valid (checked by the caller, or valid by
+        construction): nothing here checks them again.
 
         ``task``/``worker``/``label`` are in input order and owned by this
         call; ``locate`` maps an input row number to a human description
@@ -277,11 +373,12 @@ class AnnotationSet:
             raise UsageError(
                 f"{param('duplicates')} must be one of {', '.join(DUPLICATE_POLICIES)}, got {duplicates!r}"
             )
-        from .kernels import group_order, repeated_answers, sort_by_task
+        from .kernels import group_order
+        from .kernels.ingest import _repeated_answers, _sort_by_task
 
         n_tasks = len(tasks)
-        ptr, t_sorted, w_sorted, y_sorted = sort_by_task(task, worker, label, n_tasks)
-        n_dup, repeat = repeated_answers(
+        ptr, t_sorted, w_sorted, y_sorted = _sort_by_task(task, worker, label, n_tasks)
+        n_dup, repeat = _repeated_answers(
             ptr, w_sorted, len(workers), keep="last" if duplicates == "last" else "first",
             mark=duplicates != "keep",
         )
@@ -311,7 +408,7 @@ class AnnotationSet:
                     f"pass {param('classes')} to name the others"
                 )
             )
-        out = cls(
+        out = cls._trusted(
             task=t_sorted,
             worker=w_sorted,
             label=y_sorted,
@@ -320,6 +417,7 @@ class AnnotationSet:
             classes=classes,
             n_duplicates=n_dup,
             duplicates=duplicates,
+            class_dtype=class_dtype,
         )
         out.__dict__["task_ptr"] = ptr  # the sort's offsets are the CSR offsets
         return out
@@ -388,21 +486,29 @@ class AnnotationSet:
         header: tuple[str, str, str] | Sequence[tuple[str, str, str]] | None = None,
         dtypes: tuple[str | None, str | None] | None = None,
         workers: Vocabulary | Sequence[object] | None = None,
+        class_dtype: str | None = None,
     ) -> AnnotationSet:
         """:meth:`from_names` taking the (task, worker, label) columns in a list that it empties.
 
         ``dtypes`` gives the task and worker ids' original dtypes when the
-        columns are already text (several files joined).
+        columns are already text (several files joined); ``class_dtype`` the
+        labels' (:attr:`AnnotationSet.class_dtype`; default: the label
+        column's own, when it is typed).
 
         A reader that drops its own references first lets the parsed text
         columns be freed as soon as they are encoded (gigabytes at 100M
         answers) instead of when the set is built.
         """
+        if classes is not None and hasattr(classes, "__len__"):
+            _label_dtype(len(classes))  # refused before a string is made per class
         from . import vocab
 
-        (t, t_dtype), (w, w_dtype), (y, _) = (
+        is_category = _is_dictionary(columns[2])
+        (t, t_dtype), (w, w_dtype), (y, y_dtype) = (
             vocab.as_strings(v, role) for v, role in zip(columns, ("task", "worker", "label"))
         )
+        if class_dtype is None:
+            class_dtype = f"category[{y_dtype}]" if is_category and y_dtype else "category" if is_category else y_dtype
         columns.clear()
         if dtypes is not None:
             t_dtype, w_dtype = dtypes
@@ -527,6 +633,7 @@ class AnnotationSet:
                 tuple(class_list),
                 duplicates=duplicates,
                 locate=locate,
+                class_dtype=class_dtype,
             )
 
     # ------------------------------------------------------------- utilities
@@ -602,14 +709,97 @@ class JoinedLocator(Locator):
         return joined
 
 
-def _size(what: str, codes: np.ndarray, given: int | None, names: list | None) -> int:
-    seen = int(codes.max()) + 1 if codes.size else 0
-    n = given if given is not None else (len(names) if names is not None else seen)
+def _size(what: str, largest: int, given: int | None, names: list | None) -> int:
+    """A size: given, else the number of names, else the largest code + 1 (codes already checked against it)."""
+    n = given if given is not None else (len(names) if names is not None else largest + 1)
     if names is not None and len(names) != n:
-        raise DataError(f"{len(names)} {what} names given for {n} {what}s")
-    if seen > n:
-        raise DataError(f"{what} code {seen - 1} is out of range for {n} {what}s")
-    return n
+        raise DataError(f"{len(names)} {what} names given for {n} {what}{'es' if what == 'class' else 's'}")
+    return int(n)
+
+
+def pandas_class_dtype(frame: Any, column: str) -> str | None:
+    """The dtype to record for a DataFrame's label column when Arrow would not keep it.
+
+    A pandas extension dtype (``Int64``, ``boolean``, ``string``, ``str``)
+    by its name; None for NumPy dtypes and categoricals, which the Arrow
+    column itself records (:meth:`AnnotationSet._from_columns`).
+    """
+    import pandas as pd
+
+    col = frame[column]
+    dtype = getattr(col, "dtype", None)  # two columns of that name give a DataFrame: no single dtype
+    if dtype is None or isinstance(dtype, (np.dtype, pd.CategoricalDtype)):
+        return None
+    return str(dtype)
+
+
+def _is_dictionary(column: Any) -> bool:
+    """Whether a label column is dictionary-encoded (a pandas categorical, a Parquet dictionary column)."""
+    import sys
+
+    pa = sys.modules.get("pyarrow")
+    return pa is not None and isinstance(column, (pa.Array, pa.ChunkedArray)) and pa.types.is_dictionary(column.type)
+
+
+def _as_vocabulary(given: Any, name: str) -> Vocabulary:
+    """The constructor's ``tasks``/``workers``: a Vocabulary as it is (its names are distinct by its contract;
+    checking a million names again would cost more than the answers' check), or a list of names made one
+    and checked (distinct, none blank)."""
+    if isinstance(given, Vocabulary):
+        return given
+    vocabulary = Vocabulary.from_strings(_as_str_array(_listed(given, name), name[:-1]))
+    try:
+        vocabulary.check_distinct(name[:-1])
+    except UsageError as exc:
+        raise DataError(str(exc)) from None
+    return vocabulary
+
+
+def _as_classes(given: Any) -> tuple[str, ...]:
+    """The constructor's ``classes``: a tuple of distinct, non-blank str, at least one."""
+    names = tuple(_as_str_array(_listed(given, "classes"), "class").tolist())
+    _label_dtype(len(names))
+    if not names:
+        raise DataError("at least one class is needed")
+    if any(not n.strip() for n in names) or len(set(names)) != len(names):
+        raise UsageError(f"{param('classes')} must be distinct, non-blank names, got {list(names)[:10]!r}")
+    return names
+
+
+def _listed(values: Any, name: str) -> list:
+    """A names argument as a list; one string (which would iterate by character) or a mapping is refused."""
+    if isinstance(values, (str, bytes, dict)):
+        raise UsageError(f"{param(name)} must be a list of names, got {type(values).__name__}")
+    return list(values)
+
+
+#: Bytes per task (or worker) of a set built from codes: the counting sort's counts, offsets and fill
+#: pointers (24), the vocabulary's offsets and int64 codes cast to text (12) and its digits.
+_BYTES_PER_ID = 36
+#: ... when names are given: an object array slot, a Python str (~50) and Arrow offsets and text.
+_BYTES_PER_NAME = 90
+
+
+def _check_build_memory(
+    n_answers: int, n_tasks: int, label_size: int, max_memory: MaxMemory,
+    n_workers: int = 0, named: tuple[bool, bool] = (False, False),
+) -> None:
+    """Refuse (:class:`~crowdagg.errors.ResourceError`) a set whose building would need more than the limit.
+
+    It grows with the answers (the sorted copies, the duplicate mask) and
+    with ``n_tasks``/``n_workers``, which a caller may give far beyond the
+    codes (``n_tasks=2_000_000_000``).
+    """
+    from . import memory
+
+    def per_id(n: int, has_names: bool) -> float:
+        return n * (_BYTES_PER_NAME if has_names else _BYTES_PER_ID + len(str(max(n - 1, 0))))
+
+    need = 2.0 * n_answers * (8 + label_size) + n_answers + per_id(n_tasks, named[0]) + per_id(n_workers, named[1])
+    memory.check(
+        need, f"an annotation set of {n_answers:,} answers, {n_tasks:,} tasks and {n_workers:,} workers",
+        max_memory, advice="give n_tasks and n_workers as the numbers of tasks and workers there are",
+    )
 
 
 def _known_vocabulary(given: Any, role: str) -> Vocabulary:

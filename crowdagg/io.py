@@ -18,9 +18,13 @@ said so).  Input is never silently changed or dropped:
 * JSON Lines are split on ``\\n`` only (a value may contain U+2028).
 
 Which columns hold the task, worker and label is decided by
-:mod:`crowdagg.columns` from the header alone (generic aliases, MTurk and
-Toloka exports); Label Studio JSON exports are flattened by
-:mod:`crowdagg.platforms` first.  Problems are raised as
+:mod:`crowdagg.columns` from the header (generic aliases; MTurk, Toloka and
+Label Studio JSON-MIN/CSV exports); Label Studio JSON exports are flattened
+by :mod:`crowdagg.platforms` first.  A platform export's own rows rules --
+rejected and skipped assignments left out, MTurk radio buttons read as one
+label, Label Studio rows that are not answers -- are applied next
+(:func:`_platform_rows`, rules in :mod:`crowdagg.platforms`), every task
+keeping its output row.  Problems are raised as
 :class:`~crowdagg.errors.DataError` naming the file, the line and the value.
 
 Writing lives in :mod:`crowdagg.render` (rows to bytes) and
@@ -85,6 +89,10 @@ from .render import OUTPUT_FORMATS, render_table
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
+
+    from .columns import ColumnMap
+    from .output import Target
+    from .platforms import JsonMinControls, RejectedPolicy
 
 INPUT_FORMATS = ("csv", "tsv", "json", "jsonl", "parquet")
 
@@ -365,6 +373,8 @@ class RawTable:
     fixed: tuple[str, str, str] | None = None
     notes: list[str] = field(default_factory=list)
     kind: str = ""
+    controls: JsonMinControls | None = None
+    classes: list[str] | None = None
 
     @property
     def n_rows(self) -> int:
@@ -376,7 +386,7 @@ class RawTable:
     def subset(self, rows: np.ndarray) -> RawTable:
         return RawTable(
             self.header, [_take(c, rows) for c in self.columns], self.locate.subset(rows), self.display,
-            self.task_order, self.fixed, self.notes, self.kind,
+            self.task_order, self.fixed, self.notes, self.kind, self.controls, self.classes,
         )
 
 
@@ -469,7 +479,12 @@ def _parse_json(data: bytes, display: str, label_col: str | None) -> RawTable:
     except RecursionError:
         raise DataError(f"{display}: JSON nested too deeply to be a table of answers") from None
     if isinstance(obj, list):
-        return _parse_json_list(obj, display, label_col)
+        from .platforms import json_min_controls
+
+        table = _parse_json_list(obj, display, label_col)
+        if table.fixed is None:  # records: maybe a Label Studio JSON-MIN export, whose key order names its controls
+            table.controls = json_min_controls(obj)
+        return table
     if isinstance(obj, dict):
         values = [v for _, v in _pairs_of(obj)]
         if "annotations" in obj or "completions" in obj:
@@ -859,8 +874,8 @@ def _frame_table(frame: pd.DataFrame) -> RawTable:
     columns: list[Any] = []
     import pandas as pd
 
-    for c in frame.columns:
-        col = frame[c]
+    for j in range(frame.shape[1]):
+        col = frame.iloc[:, j]
         if col.dtype.kind in "iufb" or isinstance(col.dtype, (pd.StringDtype, pd.CategoricalDtype)):
             try:
                 columns.append(pa.array(col, from_pandas=True))
@@ -880,21 +895,71 @@ def _frame_table(frame: pd.DataFrame) -> RawTable:
 _DATA_SUFFIXES = (".csv", ".tsv", ".tab", ".json", ".jsonl", ".ndjson", ".parquet", ".pq")
 
 
-def expand_inputs(specs: Sequence[str | os.PathLike[str]]) -> list[str]:
+class Inputs(list):  # type: ignore[type-arg]
+    """The files an input list expands to (:func:`expand_inputs`), in reading order.
+
+    ``given[i]`` is what was given for file ``i`` (the file itself, its
+    directory or its pattern).  :func:`load_annotations` reads an ``Inputs``
+    as it is: the expansion happens once, so what was checked is what is read.
+    """
+
+    def __init__(self, files: Sequence[str] = (), given: Sequence[str] = ()) -> None:
+        super().__init__(files)
+        self.given = list(given) if given else list(files)
+
+
+def expand_inputs(specs: Sequence[str | os.PathLike[str]], outputs: Sequence[Target] = ()) -> Inputs:
     """Input paths from what was given: files as given, a directory's data files, a quoted glob's matches.
 
     Files keep the order given; a directory contributes its files with a
     data extension (``.gz`` too), sorted by name, hidden ones left out; a
     pattern with ``*``, ``?`` or ``[`` that is not itself a file is expanded
-    and sorted.  A pattern or directory matching nothing is an error.
+    and sorted.  A pattern or directory matching nothing is an error, as is
+    standard input given twice (``-``, ``/dev/stdin``, ...).
+
+    ``outputs``: the run's outputs (:func:`crowdagg.output.resolve`).  A
+    directory or pattern never includes one of them when it holds an
+    earlier output of the run (or is empty: :func:`crowdagg.output.earlier_output`):
+    it is left out, with a warning, so ``aggregate 'd/*.csv' -o d/out.csv``
+    can run again.  Any other file that is also an output stays in the list
+    -- the caller's :func:`crowdagg.output.check_not_inputs` refuses it: an
+    input is never overwritten.
     """
     import glob
 
-    out: list[str] = []
+    from .output import earlier_output, identity
+
+    own = {key[1:]: t for t in outputs for key in t.keys if key[0] == "inode"}
+    files: list[str] = []
+    given: list[str] = []
+
+    def add(found: list[str], name: str) -> None:
+        left_out = own_files(found)
+        mine = [f for f in found if f in left_out]
+        if len(mine) == len(found):
+            raise DataError(f"{name}: nothing to read: what it holds is this run's own output ({', '.join(mine)})")
+        for f in mine:
+            warn(CrowdaggWarning(f"left out {f}: it is this run's output"))
+        kept = [f for f in found if f not in mine]
+        files.extend(kept)
+        given.extend([name] * len(kept))
+
+    def own_files(found: list[str]) -> set[str]:
+        """The files among ``found`` that are an output of this run holding an earlier output of it."""
+        if not own:
+            return set()
+        out = set()
+        for f in found:
+            target = own.get(identity(f))  # type: ignore[arg-type]
+            if target is not None and earlier_output(f, target.writes):
+                out.add(f)
+        return out
+
     for spec in specs:
         name = os.fspath(spec)
         if name == "-" or name.startswith(EXAMPLE_PREFIX) or os.path.isfile(name) or not name:
-            out.append(name)
+            files.append(name)
+            given.append(name)
         elif os.path.isdir(name):
             found = sorted(
                 os.path.join(name, f) for f in os.listdir(name)
@@ -903,17 +968,38 @@ def expand_inputs(specs: Sequence[str | os.PathLike[str]]) -> list[str]:
             )
             if not found:
                 raise DataError(f"{name}: a directory with no data files ({', '.join(_DATA_SUFFIXES)}, optionally .gz)")
-            out.extend(found)
+            add(found, name)
         elif any(ch in name for ch in "*?["):
             found = sorted(f for f in glob.glob(name) if not os.path.isdir(f))
             if not found:
                 raise DataError(f"{name}: no file matches this pattern")
-            out.extend(found)
+            add(found, name)
         else:
-            out.append(name)  # a FIFO, a device, or missing: reading it says which
-    if out.count("-") > 1:
-        raise UsageError("standard input (-) is given twice as input")
-    return out
+            files.append(name)  # a FIFO, a device, or missing: reading it says which
+            given.append(name)
+    check_stdin_once([("input " + f if f == g else f"input {g} ({f})", f) for f, g in zip(files, given)])
+    return Inputs(files, given)
+
+
+def check_stdin_once(inputs: Sequence[tuple[str, str | None]]) -> None:
+    """Refuse standard input read by two inputs: ``(how messages name it, path)`` pairs.
+
+    Compared by what is read, not by spelling (:func:`crowdagg.output.stdin_route`):
+    ``-``, ``/dev/stdin``, ``/dev/fd/0``, ``/proc/self/fd/0`` and links to
+    them read the descriptor; another path to the file standard input is
+    redirected from reads it too.  Two readers are refused when one goes
+    through the descriptor, or when standard input is a pipe, FIFO or
+    terminal (a second reader would find it drained); ``a.csv a.csv <a.csv``
+    reads a regular file twice by name and is left to the duplicates rule.
+    """
+    from .output import stdin_is_regular_file, stdin_route
+
+    routes = [(name, stdin_route(path)) for name, path in inputs if path]
+    users = [(name, route) for name, route in routes if route is not None]
+    if len(users) > 1 and (any(route == "descriptor" for _, route in users) or not stdin_is_regular_file()):
+        raise UsageError(
+            f"standard input is given twice ({' and '.join(name for name, _ in users)}); it can be read only once"
+        )
 
 
 _ANSWER_OPTIONS = {"task": param("task_col"), "worker": param("worker_col"), "label": param("label_col")}
@@ -930,6 +1016,7 @@ def load_annotations(
     duplicates: DuplicatePolicy = "keep",
     max_memory: memory.MaxMemory = None,
     workers: Any = None,
+    rejected: RejectedPolicy = "exclude",
 ) -> AnnotationSet:
     """Read answers (long format: one row per task, worker, label) into an :class:`AnnotationSet`.
 
@@ -958,6 +1045,11 @@ def load_annotations(
         workers keep their codes, new ones follow (see
         :meth:`AnnotationSet.from_names`).  With ``classes``, batches and
         partitions read this way agree on every worker and class code.
+    rejected : what to do with a platform export's rejected answers (MTurk
+        ``AssignmentStatus`` ``Rejected``, Toloka ``REJECTED``): ``exclude``
+        them (default; counted in a warning) or ``keep`` them.  Skipped and
+        expired Toloka assignments hold no answer and are always left out;
+        every task keeps its output row (see :mod:`crowdagg.platforms`).
 
     Warnings (:class:`~crowdagg.errors.CrowdaggWarning`) say what was done
     to the input: duplicates, stripped whitespace, skipped header lines,
@@ -968,7 +1060,9 @@ def load_annotations(
         tables = [_frame_table(source)]
     else:
         sources: list[Any] = (
-            expand_inputs(source) if isinstance(source, (list, tuple)) else [source]  # type: ignore[arg-type]
+            [source] if not isinstance(source, (list, tuple))
+            else source if isinstance(source, Inputs)  # expanded (and checked) already: read as it is
+            else expand_inputs(source)  # type: ignore[arg-type]
         )
         if not sources:
             raise UsageError("no input given")
@@ -978,7 +1072,17 @@ def load_annotations(
         tables = [
             read_raw(src, input_format=input_format, label_col=label_col, max_memory=max_memory) for src in sources
         ]
-    parts = [_answer_columns(t, task_col, worker_col, label_col) for t in tables]
+    from .platforms import check_rejected_policy
+
+    check_rejected_policy(rejected)
+    mapped = [_answer_columns(t, task_col, worker_col, label_col, rejected) for t in tables]
+    tables = [t for t, _ in mapped]
+    parts = [cols for _, cols in mapped]
+    del mapped
+    if classes is None and all(t.classes is not None for t in tables):  # radio buttons name every class
+        from .data import infer_classes
+
+        classes = infer_classes([k for t in tables for k in t.classes or ()], label_col=parts[0][2].strip())
     first = tables[0]
     kw: dict[str, Any] = {"classes": classes, "duplicates": duplicates, "label_col": parts[0][2].strip(),
                           "workers": workers}
@@ -987,6 +1091,10 @@ def load_annotations(
         columns = [first.column(t_col), first.column(w_col), first.column(y_col)]
         kw.update(locate=first.locate, task_order=first.task_order,
                   header=None if first.fixed is not None else (t_col, w_col, y_col))
+        if pd is not None and isinstance(source, pd.DataFrame):  # a pandas dtype Arrow does not keep (Int64, ...)
+            from .data import pandas_class_dtype
+
+            kw["class_dtype"] = pandas_class_dtype(source, y_col)
     else:
         from .data import JoinedLocator
         from .vocab import as_strings, concat
@@ -998,6 +1106,7 @@ def load_annotations(
             kinds = {dtype for _, dtype in named}
             dtypes.append(kinds.pop() if len(kinds) == 1 else None)  # the ids' type, where every file agrees
         kw["dtypes"] = (dtypes[0], dtypes[1])
+        kw["class_dtype"] = dtypes[2]
         if any(t.task_order for t in tables):  # tasks without answers keep their place among the files
             kw["task_order"] = concat([
                 as_strings(t.task_order)[0] if t.task_order else _answered_tasks(t, cols)
@@ -1025,9 +1134,11 @@ def _answered_tasks(table: RawTable, cols: tuple[str, str, str]) -> Any:
 
 
 def _answer_columns(
-    table: RawTable, task_col: str | None, worker_col: str | None, label_col: str | None
-) -> tuple[str, str, str]:
-    """The task, worker and label columns of one input (said by the format, given, or found by alias)."""
+    table: RawTable, task_col: str | None, worker_col: str | None, label_col: str | None,
+    rejected: RejectedPolicy = "exclude",
+) -> tuple[RawTable, tuple[str, str, str]]:
+    """One input's answers and its task, worker and label columns (said by the format, given, or
+    found by alias or platform), after a platform export's own rules (:func:`_platform_rows`)."""
     for note in table.notes:
         warn(CrowdaggWarning(f"{table.display}: {note}"))
     if table.fixed is not None:
@@ -1042,14 +1153,222 @@ def _answer_columns(
                 )
         cols = table.fixed
     else:
+        from .columns import LABEL_STUDIO, MTURK, detect_platform
+
+        platform = detect_platform(table.header)
         cmap = map_answer_columns(
             table.header, source=table.display, task=task_col, worker=worker_col, label=label_col,
             options=_ANSWER_OPTIONS,
+            boolean=_boolean_columns(table) if platform == MTURK else (),
+            controls=_label_studio_controls(table, task_col) if platform == LABEL_STUDIO and label_col is None else None,
         )
         cols = (cmap.task, cmap.worker, cmap.label)
+        if table.n_rows:
+            table = _platform_rows(table, cmap, rejected)
     if table.n_rows == 0 and not table.task_order:
         raise DataError(f"{table.display}: no answers (header only?)")
-    return cols
+    return table, cols
+
+
+def _boolean_columns(table: RawTable) -> list[str]:
+    """An MTurk export's ``Answer.*.*`` columns holding only true/false: radio-button candidates."""
+    from .platforms import boolean_cells
+
+    return [
+        h for h in table.header
+        if h.strip().lower().startswith("answer.") and h.count(".") >= 2 and boolean_cells(table.column(h), h)
+    ]
+
+
+def _label_studio_controls(table: RawTable, task_col: str | None) -> list[str] | None:
+    """The columns of a Label Studio JSON-MIN/CSV export that are controls, as far as the rows tell.
+
+    JSON-MIN says it by its key order (:func:`_json_min_controls`).  In a
+    CSV the columns are sorted by name, so the rows decide: a task's data
+    fields repeat on each of its annotations, while a control's answer
+    varies from one annotator to another; a column that varies within some
+    task is a control.  None when nothing can be told (one annotation per
+    task, or every annotator agreeing).
+    """
+    if table.controls is not None:
+        return table.controls.names
+    from .columns import LABEL_STUDIO_META
+    from .vocab import as_strings, encode
+
+    ids = [h for h in table.header if (h == task_col if task_col is not None else h.strip().lower() == "id")]
+    if len(ids) != 1:
+        return None
+    t_codes, _ = encode(as_strings(table.column(ids[0]))[0])
+    n_tasks = len(np.unique(t_codes))
+    found = []
+    for h in table.header:
+        key = h.strip().lower()
+        if h == ids[0] or key in LABEL_STUDIO_META or key.endswith("_transcript"):
+            continue
+        codes, uniques = encode(as_strings(table.column(h))[0])
+        pairs = t_codes.astype(np.int64) * max(len(uniques), 1) + codes
+        if len(np.unique(pairs)) > n_tasks:
+            found.append(h)
+    return found or None
+
+
+_PLATFORM_NAMES = {"mturk": "MTurk", "toloka": "Toloka", "label_studio": "Label Studio"}
+
+
+def _blank_cells(column: Any) -> np.ndarray:
+    """Which cells are blank once stripped, bool shape (n_rows,) -- decided on the distinct cells."""
+    from .vocab import as_strings, blank, encode, strip
+
+    codes, names = encode(as_strings(column)[0])
+    return blank(strip(names)[0])[codes] if len(names) else np.zeros(len(codes), dtype=bool)
+
+
+def _platform_rows(table: RawTable, cmap: ColumnMap, rejected: RejectedPolicy) -> RawTable:
+    """The rows of a platform export that are answers, each warning saying what was left out.
+
+    Rejected and unanswered assignments (MTurk, Toloka) and Label Studio
+    rows that are not answers are dropped; every task keeps its place in the
+    output order (``task_order``), answered or not.  MTurk radio buttons
+    become one label column, named after the group.  See
+    :mod:`crowdagg.platforms` for the rules.
+    """
+    from .columns import LABEL_STUDIO
+
+    keep = np.ones(table.n_rows, dtype=bool)
+    if cmap.status is not None:
+        keep &= _status_rows(table, cmap, rejected)
+    if cmap.platform == LABEL_STUDIO:
+        keep &= _label_studio_rows(table, cmap, keep)
+    if not keep.all():
+        order, n_left = _task_order(table, cmap.task, keep)
+        # Only the columns still read are subset (an MTurk export has 30 others).
+        needed = [cmap.task, cmap.worker, *([c for c, _ in cmap.choices] or [cmap.label])]
+        table = RawTable(
+            needed, [table.column(c) for c in needed], table.locate, table.display, order, table.fixed,
+            table.notes, table.kind, table.controls,
+        ).subset(np.flatnonzero(keep))
+        if n_left and cmap.platform != LABEL_STUDIO:  # Label Studio: tasks nobody annotated, as exported
+            warn(CrowdaggWarning(
+                f"{table.display}: {n_left} task(s) have no answers left once those are left out; "
+                "each keeps its output row"
+            ))
+    if cmap.choices:
+        table = _radio_column(table, cmap)
+    return table
+
+
+def _task_order(table: RawTable, task_col: str, keep: np.ndarray) -> tuple[Any, int]:
+    """(Every task of a table in order of first appearance, how many have no row in ``keep``).
+
+    The names are stripped, and blank ones and the header's own cell left
+    out, as :func:`_answered_tasks` does; one dictionary encoding serves both.
+    """
+    from .data import header_key
+    from .vocab import as_strings, blank, encode, spells, strip, take
+
+    codes, uniques = encode(as_strings(table.column(task_col))[0])
+    uniques, _ = strip(uniques)
+    drop = blank(uniques) | spells(uniques, header_key(task_col), header_key)
+    answered = np.zeros(len(uniques), dtype=bool)
+    answered[codes[keep]] = True
+    return take(uniques, np.flatnonzero(~drop)), int(np.count_nonzero(~answered & ~drop))
+
+
+def _status_rows(table: RawTable, cmap: ColumnMap, rejected: RejectedPolicy) -> np.ndarray:
+    """Which rows an assignment status keeps (MTurk, Toloka), with a warning for each kind left out."""
+    from .platforms import split_by_status
+
+    assert cmap.status is not None and cmap.platform is not None  # for the type checker: set together
+    split = split_by_status(
+        table.column(cmap.status), cmap.platform, rejected,
+        reject_marks=table.column(cmap.reject) if cmap.reject is not None else None, header_cell=cmap.status,
+    )
+    display, locate, status = table.display, table.locate, cmap.status.strip()
+    if split.unanswered:
+        rows = np.sort(np.concatenate(list(split.unanswered.values())))
+        counts = ", ".join(f"{k} {len(v)}" for k, v in split.unanswered.items())
+        warn(CrowdaggWarning(
+            f"{display}: left out {len(rows)} assignment(s) that hold no answer ({status} {counts}; "
+            f"first at {locate(int(rows[0]))})"
+        ))
+    if len(split.rejected):
+        why = f"{status} rejected" + (", or a reason in the Reject column" if cmap.reject is not None else "")
+        warn(CrowdaggWarning(
+            f"{display}: excluded {len(split.rejected)} rejected answer(s) ({why}; first at "
+            f"{locate(int(split.rejected[0]))}); set {param('rejected')} to 'keep' to count them"
+        ))
+    if split.unknown:
+        rows = np.sort(np.concatenate(list(split.unknown.values())))
+        counts = ", ".join(f"{k!r} {len(v)}" for k, v in split.unknown.items())
+        warn(CrowdaggWarning(
+            f"{display}: kept {len(rows)} answer(s) whose {status} is not one {_PLATFORM_NAMES[cmap.platform]} "
+            f"is known to write ({counts}; first at {locate(int(rows[0]))})"
+        ))
+    return split.keep
+
+
+def _label_studio_rows(table: RawTable, cmap: ColumnMap, keep: np.ndarray) -> np.ndarray:
+    """Which rows of a Label Studio JSON-MIN/CSV export are answers (among ``keep``).
+
+    A task nobody annotated is one row with neither an annotator nor an
+    annotation id: not an answer (the task keeps its output row).  A row
+    without a choice for the control is an annotation skipped and counted,
+    as in the JSON export; a ``{"choices": [...]}`` cell (several choices)
+    is an error naming its line.
+    """
+    from .vocab import as_strings, encode
+
+    ids = [h for h in table.header if h.strip().lower() == "annotation_id"]
+    unannotated = _blank_cells(table.column(cmap.worker)) & _blank_cells(table.column(ids[0]))
+    def several_choices(row: int, cell: str) -> DataError:
+        return DataError(
+            f"{table.locate(row)}: several choices for {cmap.label.strip()!r} in one annotation ({cell}); "
+            "crowdagg aggregates one class per answer (multi-label answers are not supported)"
+        )
+
+    if table.controls is not None and cmap.label in table.controls.several:  # JSON-MIN: seen while parsing
+        raise several_choices(*table.controls.several[cmap.label])
+    codes, names = encode(as_strings(table.column(cmap.label))[0])
+    cells = [str(v).strip() for v in names.to_pylist()]  # the distinct cells only
+    answers = keep & ~unannotated
+    several = np.array([c[:1] in ("{", "[") for c in cells] or [False])[codes] & answers
+    if several.any():  # CSV: Label Studio wrote the answer as JSON text
+        row = int(np.flatnonzero(several)[0])
+        raise several_choices(row, _pylist(_take(table.column(cmap.label), np.array([row])))[0])
+    no_choice = np.array([not c for c in cells] or [False])[codes] & answers
+    if no_choice.any():
+        warn(CrowdaggWarning(
+            f"{table.display}: {int(no_choice.sum())} Label Studio annotation(s) without a "
+            f"{cmap.label.strip()!r} choice skipped (first at {table.locate(int(np.flatnonzero(no_choice)[0]))})"
+        ))
+    return ~unannotated & ~no_choice
+
+
+def _radio_column(table: RawTable, cmap: ColumnMap) -> RawTable:
+    """The table with one label column, named after the radio group, read from its buttons."""
+    from .platforms import radio_labels
+
+    headers = [c for c, _ in cmap.choices]
+    labels, none, several = radio_labels(
+        [table.column(c) for c in headers], [k for _, k in cmap.choices], cmap.label, headers
+    )
+    if len(several):
+        row = int(several[0])
+        cells = [_pylist(_take(table.column(c), np.array([row])))[0] for c in headers]
+        picked = [repr(c) for c, v in zip(headers, cells) if v.strip().lower() == "true"]
+        raise DataError(
+            f"{table.locate(row)}: {len(picked)} radio buttons of {cmap.label!r} are true ({', '.join(picked)}); "
+            f"crowdagg aggregates one class per answer ({len(several)} such row(s) in all)"
+        )
+    if len(none):
+        warn(CrowdaggWarning(
+            f"{table.display}: {len(none)} answer(s) with no radio button of {cmap.label!r} true: "
+            f"their label is blank (first at {table.locate(int(none[0]))})"
+        ))
+    return RawTable(
+        [*table.header, cmap.label], [*table.columns, labels], table.locate, table.display,
+        table.task_order, table.fixed, table.notes, table.kind, table.controls, [k for _, k in cmap.choices],
+    )
 
 
 def read_task_labels(
@@ -1110,30 +1429,78 @@ def read_task_labels(
 
 
 # --------------------------------------------------------------------------- output formats
-def output_format(fmt: str | None, path: str | None, option: str = "--output") -> str:
-    """Output format from ``--format``, else the file extension (``.gz`` stripped), else csv.
+#: What a saved worker model and ``simulate``'s output are written as (see :func:`output_format`).
+MODEL_FORMATS = ("json",)
+DIRECTORY = ("directory",)
 
-    A path with an extension crowdagg does not write (``out.xlsx``) is an
-    error rather than a CSV file under a misleading name.
+
+def output_format(
+    fmt: str | None, path: str | None, option: str = "--output", formats: Sequence[str] = OUTPUT_FORMATS
+) -> str:
+    """The format an output is written in: ``--format``, else the file extension (``.gz`` stripped), else the first of ``formats``.
+
+    The one check of every output's name.  ``formats`` says what this output
+    can be: the table formats (:data:`OUTPUT_FORMATS`: ``-o``, ``--workers``),
+    :data:`MODEL_FORMATS` (a saved worker model: JSON, optionally ``.gz``)
+    or :data:`DIRECTORY` (``simulate -o DIR``: a directory of CSV files).
+    Refused, as usage errors, rather than written under a misleading name:
+
+    * an extension crowdagg does not write for this output (``out.xlsx``,
+      ``--save-workers model.parquet``);
+    * a ``--format`` that makes a binary file under a text file's name or
+      the reverse (``-f parquet -o out.csv``; ``-f jsonl -o out.csv`` stays
+      allowed: text is text);
+    * for a directory: ``-``, an existing file or device (``/dev/stdout``),
+      or a new name with a data file's extension (``-o out.csv``).
     """
+    if tuple(formats) == DIRECTORY:
+        return _output_directory(path, option)
+    ext = _extension(path) if path and path != "-" else ""
+    guess = _OUTPUT_EXTENSIONS.get(ext) if ext else None
     if fmt:
         f = fmt.lower()
-        if f not in OUTPUT_FORMATS:
-            raise UsageError(f"{param('format')} must be one of {', '.join(OUTPUT_FORMATS)}, got {fmt!r}")
+        if f not in formats:
+            raise UsageError(f"{param('format')} must be one of {', '.join(formats)}, got {fmt!r}")
+        if guess is not None and (guess == "parquet") != (f == "parquet"):
+            raise UsageError(
+                f"{param('format')} {f} and {option} {path} disagree: the file would hold "
+                f"{'Parquet' if f == 'parquet' else 'text'} under a {ext} name; drop one, or rename the file"
+            )
         return f
-    if path and path != "-":
-        stem = path[:-3] if path.lower().endswith(".gz") else path
-        base = os.path.basename(stem)
-        ext = Path(base).suffix.lower() if not base.startswith(".") or base.count(".") > 1 else ""
-        if ext:
-            guess = _OUTPUT_EXTENSIONS.get(ext)
-            if guess is None:
-                raise UsageError(
-                    f"{option} {path}: unknown output extension {ext!r}; use .csv, .tsv, .json, .jsonl "
-                    f"(optionally .gz) or .parquet, or set {param('format')}"
-                )
-            return guess
-    return "csv"
+    if ext and (guess is None or guess not in formats):
+        names = [e for e, g in _OUTPUT_EXTENSIONS.items() if g in formats and e not in (".tab", ".txt", ".ndjson", ".pq")]
+        if tuple(formats) == MODEL_FORMATS:
+            raise UsageError(f"{option} {path}: a saved worker model is JSON; name it .json (optionally .json.gz)")
+        raise UsageError(
+            f"{option} {path}: unknown output extension {ext!r}; use {', '.join(names)} "
+            f"(optionally .gz), or set {param('format')}"
+        )
+    return guess or formats[0]
+
+
+def _extension(path: str) -> str:
+    """A path's extension, lower case, ``.gz`` stripped (``x.CSV.gz`` -> ``.csv``); '' for none or a dot-file."""
+    stem = path[:-3] if path.lower().endswith(".gz") else path
+    base = os.path.basename(stem)
+    return Path(base).suffix.lower() if not base.startswith(".") or base.count(".") > 1 else ""
+
+
+def _output_directory(path: str | None, option: str) -> str:
+    """``simulate -o DIR``: a directory (existing, or a new name that does not look like a file's)."""
+    if not path:
+        raise UsageError(f"{option} needs a directory")
+    if path == "-" or (os.path.exists(path) and not os.path.isdir(path)):
+        what = "standard output" if path == "-" else "not a directory"
+        raise UsageError(
+            f"{option} {path}: {what}; the crowd is written as four CSV files into a directory (e.g. sim/)"
+        )
+    ext = _extension(path)
+    if not os.path.isdir(path) and (ext in _OUTPUT_EXTENSIONS or path.lower().endswith(".gz")):
+        raise UsageError(
+            f"{option} {path}: looks like a file name, but the crowd is written as four CSV files into a "
+            "directory (e.g. sim/)"
+        )
+    return "directory"
 
 
 __all__ = [

@@ -16,6 +16,15 @@ by what PATH finally resolves to -- the choice GNU coreutils make for
   socket -- is written directly, in one stream (``-o /dev/null`` stays
   ``/dev/null``).
 
+Whether a binary output (Parquet, gzip) may go there is decided by what the
+target finally is, too (:func:`check_binary`): a terminal reached as ``-``,
+``/dev/stdout``, ``/dev/tty``, ``/dev/fd/1`` or a symlink to one is refused.
+
+Inputs and outputs are compared by file identity -- ``(st_dev, st_ino)`` of
+what the path finally opens (:func:`identity`) -- never by spelling: an
+output that is also an input is refused (:func:`check_not_inputs`), whatever
+link, ``..`` or descriptor path reaches it.
+
 :func:`commit` writes every output of a run or none: the temporary files are
 written first, then the streams, and the renames come last with SIGINT and
 SIGTERM held off.  A stdout reader that goes away early (``| head``) is not
@@ -25,6 +34,7 @@ an error: the files are still committed.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gzip
 import io
 import os
@@ -33,7 +43,8 @@ import secrets
 import socket
 import stat
 import sys
-from collections.abc import Mapping, Sequence
+import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from . import _signals
@@ -64,6 +75,32 @@ class Target:
     mode: int | None = None
     owner: tuple[int, int] | None = None
     gzip: bool = False
+    #: The leading fields of what this output holds (``("task", "label", "confidence")``): how an
+    #: earlier run's file is recognised (:func:`earlier_output`); empty: never recognised.
+    writes: tuple[str, ...] = ()
+
+    def is_terminal(self) -> bool:
+        """Whether the target is a terminal (it is only opened -- never written -- to ask)."""
+        if self.kind == "fd":
+            assert self.fd is not None
+            if self.fd in (1, 2):  # written through sys.stdout/sys.stderr (_stream_fd): ask the stream
+                return _isatty(sys.stdout if self.fd == 1 else sys.stderr)
+            try:
+                return os.isatty(self.fd)
+            except OSError:
+                return False
+        if self.kind != "stream" or self.path is None:
+            return False
+        try:
+            if not stat.S_ISCHR(os.stat(self.path).st_mode):
+                return False  # a FIFO is never a terminal, and opening one could block
+            fd = os.open(self.path, os.O_WRONLY | os.O_NOCTTY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            return False  # writing it will say why
+        try:
+            return os.isatty(fd)
+        finally:
+            os.close(fd)
 
     @property
     def where(self) -> str:
@@ -71,6 +108,13 @@ class Target:
         if self.spec == "-":
             return "standard output"
         return f"{self.option} {self.spec}" if self.option else self.spec
+
+
+def _isatty(stream: object) -> bool:
+    try:
+        return bool(stream.isatty())  # type: ignore[attr-defined]
+    except (AttributeError, OSError, ValueError):
+        return False
 
 
 def _gz(spec: str) -> bool:
@@ -118,12 +162,18 @@ def _fd_keys(fd: int) -> tuple[tuple, ...]:
     return tuple(keys)
 
 
-def resolve(spec: str, option: str = "") -> Target:
+def resolve(spec: str, option: str = "", writes: Sequence[str] = ()) -> Target:
     """Decide what writing to ``spec`` means (see the module docstring); nothing is written.
 
     ``option`` is how messages name the output (``--workers``); the library
-    leaves it empty and messages name the path alone.
+    leaves it empty and messages name the path alone.  ``writes``: the
+    leading fields of what will be written (see :attr:`Target.writes`).
     """
+    target = _resolve(spec, option)
+    return dataclasses.replace(target, writes=tuple(writes)) if writes else target
+
+
+def _resolve(spec: str, option: str) -> Target:
     where = f"{option} {spec}" if option else spec
     if spec == "":
         raise UsageError(f"{option or 'an output'} needs a path (or - for standard output)")
@@ -131,7 +181,12 @@ def resolve(spec: str, option: str = "") -> Target:
         return Target(spec, option, "fd", fd=1, keys=_stdio_keys(sys.stdout, 1))
     fd = _descriptor_of(spec)
     if isinstance(fd, str):
-        return Target(spec, option, "stream", path=fd, gzip=_gz(spec))
+        keys: tuple[tuple, ...] = ()
+        with contextlib.suppress(OSError):
+            other = os.stat(fd)
+            if not stat.S_ISCHR(other.st_mode):
+                keys = (("inode", other.st_dev, other.st_ino),)
+        return Target(spec, option, "stream", path=fd, keys=keys, gzip=_gz(spec))
     if fd is not None:
         if fd == 0:
             raise UsageError(f"{where}: that is standard input, not an output")
@@ -157,7 +212,7 @@ def resolve(spec: str, option: str = "") -> Target:
         return Target(spec, option, "file", path=real, keys=(("path", real),), gzip=_gz(spec))
     if stat.S_ISDIR(st.st_mode):
         raise DataError(f"{where}: is a directory")
-    keys: tuple[tuple, ...] = (("inode", st.st_dev, st.st_ino),)
+    keys = (("inode", st.st_dev, st.st_ino),)
     if stat.S_ISREG(st.st_mode):
         return Target(
             spec, option, "file", path=real, keys=keys,
@@ -195,15 +250,133 @@ def check_distinct(targets: Sequence[Target]) -> None:
             seen[key] = t
 
 
-def check_not_inputs(targets: Sequence[Target], inputs: Mapping[str, Sequence[str | None]]) -> None:
-    """Refuse an output file that is one of the run's inputs (it would be destroyed); ``inputs``: option -> paths."""
+def identity(spec: str) -> tuple[int, int] | None:
+    """``(st_dev, st_ino)`` of what reading ``spec`` opens, or None (missing, unreadable, ``example:``).
+
+    ``-`` is standard input's file; ``/dev/stdin``, ``/dev/fd/N``,
+    ``/proc/self/fd/N`` and links to them are the open descriptor's file
+    (not the ``/proc`` link's); any other path is followed to its file.
+    """
+    try:
+        if spec == "-":
+            return _stream_identity(sys.stdin)
+        fd = _descriptor_of(spec)
+        st = os.fstat(fd) if isinstance(fd, int) else os.stat(fd if isinstance(fd, str) else spec)
+    except (OSError, ValueError):
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _stream_identity(stream: object) -> tuple[int, int] | None:
+    """The file behind a Python stream, or None when it has no descriptor (a test runner's input)."""
+    try:
+        st = os.fstat(stream.fileno())  # type: ignore[attr-defined]
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return None
+    return st.st_dev, st.st_ino
+
+
+def stdin_route(spec: str) -> str | None:
+    """How reading ``spec`` reads standard input, if it does.
+
+    ``"descriptor"``: ``-``, ``/dev/stdin``, ``/dev/fd/0``, ``/proc/self/fd/0``
+    or a symlink to one of them -- the open descriptor itself, which can be
+    read once.  ``"file"``: another path to the very file (or FIFO)
+    standard input is (same ``st_dev``/``st_ino``).  None otherwise.
+    """
+    if spec == "-":
+        return "descriptor"
+    if not spec or spec.startswith("example:"):
+        return None
+    if _descriptor_of(spec) == 0:
+        return "descriptor"
+    mine = identity(spec)
+    return "file" if mine is not None and mine == identity("-") else None
+
+
+def stdin_is_regular_file() -> bool:
+    """Whether standard input is a regular file (which, unlike a pipe or terminal, can be opened again)."""
+    try:
+        return stat.S_ISREG(os.fstat(sys.stdin.fileno()).st_mode)
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return False
+
+
+def check_not_inputs(targets: Sequence[Target], inputs: Sequence[tuple[str, str | None]]) -> None:
+    """Refuse an output that is one of the run's inputs, by file identity.
+
+    ``inputs``: ``(how messages name it, path)`` pairs, e.g. ``("INPUT
+    a.csv", "a.csv")``; ``-`` is standard input's file.  An output reaches
+    an input through any spelling, symlink, hard link or descriptor path
+    (``-o /dev/stdout >>in.csv`` too); character devices (``/dev/null``, a
+    terminal) are never a conflict.
+    """
+    owners: dict[tuple, str] = {}
+    for name, path in inputs:
+        ident = identity(path) if path else None
+        if ident is not None:
+            owners.setdefault(("inode", *ident), name)
     for t in targets:
-        if t.kind != "file" or not t.path or not os.path.exists(t.path):
-            continue
-        for option, paths in inputs.items():
-            for p in paths:
-                if p and p != "-" and os.path.exists(p) and os.path.samefile(p, t.path):
-                    raise UsageError(f"{t.option} {t.spec} is also an input ({option} {p}); refusing to overwrite it")
+        for key in t.keys:
+            owner = owners.get(key)
+            if owner is not None:
+                how = "overwrite" if t.kind == "file" else "write into"
+                raise UsageError(f"{t.where} is also an input ({owner}); refusing to {how} it")
+
+
+#: Bytes of a file's start read to recognise an earlier output (a header line, a first JSON object).
+_HEAD_BYTES = 1 << 16
+_JSON_SCALAR = r'(?:"(?:[^"\\]|\\.)*"|[^,{}\[\]"]*)'
+
+
+def earlier_output(path: str, fields: Sequence[str]) -> bool:
+    """Whether the file at ``path`` is empty or holds what crowdagg writes with these leading fields.
+
+    Recognised: a CSV or TSV header, a JSON Lines / JSON (list of objects)
+    first object whose first keys are ``fields`` in order, a Parquet schema
+    starting with them; gzip-compressed text too.  Used to leave a run's own
+    earlier output out of a directory or pattern given as input, while any
+    other file there -- answers -- is never overwritten.
+    """
+    if not fields:
+        return False
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(_HEAD_BYTES)
+    except OSError:
+        return False
+    packed = head[:2] == b"\x1f\x8b"
+    if packed:
+        try:
+            head = zlib.decompressobj(wbits=31).decompress(head, _HEAD_BYTES)
+        except zlib.error:
+            return False
+    if not head:
+        return True  # nothing to lose
+    want = list(fields)
+    if head.startswith(b"PAR1"):
+        if packed:
+            return False  # its schema is at the end of the whole file: not recognised, so kept
+        try:
+            import pyarrow.parquet as pq
+
+            return pq.read_schema(path).names[: len(want)] == want
+        except Exception:  # noqa: BLE001 - any unreadable Parquet is simply not recognised
+            return False
+    text = head.removeprefix(b"\xef\xbb\xbf").decode("utf-8", "replace")
+    first = text.split("\n", 1)[0].rstrip("\r")
+    if any(first.split(sep)[: len(want)] == want for sep in (",", "\t")):
+        return True
+    keys = "".join(rf'\s*"{re.escape(f)}"\s*:\s*{_JSON_SCALAR}\s*[,}}]' for f in want)
+    return re.match(r"\s*\[?\s*\{" + keys, text) is not None
+
+
+def check_binary(target: Target, fmt: str) -> None:
+    """Refuse writing binary data (Parquet, gzip) to a terminal, however the target is spelled."""
+    if (fmt == "parquet" or target.gzip) and target.is_terminal():
+        what = "Parquet" if fmt == "parquet" else "gzip"
+        where = "standard output" if target.spec == "-" else target.where
+        raise UsageError(f"{what} is binary and {where} is a terminal; send it to a file instead")
 
 
 def encode(target: Target, data: bytes) -> bytes:
@@ -382,4 +555,7 @@ def commit(outputs: Sequence[tuple[Target, bytes]]) -> None:
                 os.unlink(tmp)
 
 
-__all__ = ["Target", "resolve", "check_distinct", "commit", "encode"]
+__all__ = [
+    "Target", "resolve", "check_distinct", "check_not_inputs", "check_binary", "commit", "earlier_output",
+    "encode", "identity", "stdin_is_regular_file", "stdin_route",
+]

@@ -1,20 +1,99 @@
-"""Exports of annotation platforms that are not tables: Label Studio JSON.
+"""Platform exports: what their rows mean beyond the task, worker and label columns.
 
-A Label Studio export is a JSON list of tasks, each carrying the answers of
-its annotators (``annotations``, or ``completions`` before Label Studio
-1.0).  :func:`flatten_label_studio` turns the classification answers of one
-``<Choices>`` control into the long form crowdagg reads: one (task, worker,
-label) triple per answer.
+Label Studio JSON
+    A JSON list of tasks, each carrying the answers of its annotators
+    (``annotations``, or ``completions`` before Label Studio 1.0).
+    :func:`flatten_label_studio` turns the classification answers of one
+    ``<Choices>`` control into the long form crowdagg reads: one (task,
+    worker, label) triple per answer.  Cancelled annotations (the annotator
+    pressed *Skip*: ``was_cancelled``, or ``skipped`` in older exports) hold
+    no answer: they are skipped and counted, like Toloka's ``SKIPPED``.
+
+Label Studio JSON-MIN and CSV
+    One row per annotation (``id``, ``annotator``, ``annotation_id``, the
+    control's choice, the task's data fields); Label Studio leaves cancelled
+    annotations out of these exports and writes a task nobody annotated as
+    one row with a blank ``annotator`` and ``annotation_id``: that task keeps
+    its output row, with no answers.  An annotation without a choice for the
+    control read is skipped and counted (as in the JSON export); several
+    choices in one answer (a ``{"choices": [...]}`` cell) are an error.
+
+Assignment statuses (MTurk ``AssignmentStatus``, Toloka ``ASSIGNMENT:status``)
+    Decided by :data:`ASSIGNMENT_STATUSES` (matched case-insensitively):
+
+    ======================================  ============================
+    status                                  the answer is
+    ======================================  ============================
+    MTurk ``Submitted``, ``Approved``       kept
+    MTurk ``Rejected``                      rejected
+    Toloka ``SUBMITTED``, ``ACCEPTED``,     kept
+    ``APPROVED``
+    Toloka ``REJECTED``                     rejected
+    Toloka ``SKIPPED``, ``EXPIRED``,        not an answer: always
+    ``ACTIVE``                              excluded, and counted
+    ======================================  ============================
+
+    Rejected answers are excluded by default and counted on stderr; the
+    ``rejected`` policy (:data:`REJECTED_POLICIES`) ``"keep"`` keeps them.
+    An MTurk row still ``Submitted`` whose ``Reject`` cell the requester
+    filled in (the review-offline workflow: a reason to reject, before
+    uploading the file back) counts as rejected.  A blank status is kept;
+    any other status is kept with a warning naming it.  Every task of the
+    export keeps its output row even when all its answers were excluded.
+
+MTurk radio buttons
+    ``Answer.<choice>.on`` columns (or ``Answer.<question>.<choice>``)
+    holding ``true``/``false``: :func:`radio_labels` gives each row the
+    choice whose cell is ``true``; the buttons are the class set, a class
+    nobody chose included.  No ``true`` cell is a blank label (a
+    skipped question: see ``blank_labels``); several are an error naming the
+    line (radio buttons allow one, so this is a multi-label checkbox group,
+    which crowdagg does not aggregate).
+
+Everything that looks at rows works on the distinct values of a column
+(Arrow dictionary encoding) and indexes back by code: no Python step per row.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
 
 from .errors import DataError, param
 
-__all__ = ["FlatAnswers", "flatten_label_studio", "is_label_studio"]
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
+
+__all__ = [
+    "ASSIGNMENT_STATUSES",
+    "REJECTED_POLICIES",
+    "FlatAnswers",
+    "JsonMinControls",
+    "RejectedPolicy",
+    "StatusSplit",
+    "flatten_label_studio",
+    "is_label_studio",
+    "json_min_controls",
+    "radio_labels",
+    "split_by_status",
+]
+
+#: What to do with answers the requester rejected: leave them out (default) or aggregate them.
+REJECTED_POLICIES: tuple[str, ...] = ("exclude", "keep")
+RejectedPolicy = Literal["exclude", "keep"]
+
+ANSWERED, REJECTED, UNANSWERED = "answered", "rejected", "unanswered"
+#: Each platform's assignment statuses (as the platform spells them) and what they make of the answer.
+ASSIGNMENT_STATUSES: dict[str, dict[str, str]] = {
+    "mturk": {"Submitted": ANSWERED, "Approved": ANSWERED, "Rejected": REJECTED},
+    "toloka": {
+        "SUBMITTED": ANSWERED, "ACCEPTED": ANSWERED, "APPROVED": ANSWERED, "REJECTED": REJECTED,
+        "SKIPPED": UNANSWERED, "EXPIRED": UNANSWERED, "ACTIVE": UNANSWERED,
+    },
+}
 
 _ANSWER_KEYS = ("annotations", "completions")
 
@@ -158,7 +237,8 @@ class _Walker:
             for k, ann in enumerate(answers, start=1):
                 if not isinstance(ann, dict):
                     raise self.fail(n, tid, f"annotation {k} is not an object (got {json_type(ann)})")
-                if ann.get("was_cancelled") is True:
+                # Skipped by the annotator: ``was_cancelled`` (Label Studio 1.x), ``skipped`` (older exports).
+                if ann.get("was_cancelled") is True or ann.get("skipped") is True:
                     yield _Answer(n, tid, k, ann, cancelled=True)
                     continue
                 got = ann.get("completed_by")
@@ -302,3 +382,221 @@ def flatten_label_studio(
         out.label.append(picked[0])
         out.record.append(a.n)
     return out
+
+
+# --------------------------------------------------------------------------- rows of table exports
+def _distinct(column: Any) -> tuple[np.ndarray, list[str]]:
+    """(codes per row, distinct cells as str): the per-row work is one dictionary encoding."""
+    from .vocab import as_strings, encode
+
+    names, _ = as_strings(column, "status")
+    codes, uniques = encode(names)
+    return codes, [str(u) for u in uniques.to_pylist()]
+
+
+@dataclass
+class JsonMinControls:
+    """What the records of a Label Studio JSON-MIN export say about its controls.
+
+    Attributes
+    ----------
+    names : list of str
+        The control columns, in order of first appearance.
+    several : dict of str to (int, str)
+        For each control, the first record (0-based) whose answer holds
+        several choices (``{"choices": [...]}``), and that answer as JSON.
+    """
+
+    names: list[str]
+    several: dict[str, tuple[int, str]]
+
+
+def json_min_controls(records: list) -> JsonMinControls | None:
+    """The controls of a Label Studio JSON-MIN export (parsed records), None for other records.
+
+    Label Studio writes each record as the task's data, then ``id``, then
+    one key per control answered, then ``annotator`` and the other
+    annotation fields: the keys between ``id`` and ``annotator`` are the
+    controls, whatever the data fields are called.  This looks at records
+    the JSON parser has already made, once each.
+    """
+    import json
+
+    found: dict[str, None] = {}
+    several: dict[str, tuple[int, str]] = {}
+    seen = False
+    for i, rec in enumerate(records):
+        if not isinstance(rec, dict) or "annotation_id" not in rec or "id" not in rec or "annotator" not in rec:
+            continue
+        seen = True
+        order = list(rec)
+        for key in order[order.index("id") + 1: order.index("annotator")]:
+            found[key] = None
+            if isinstance(rec[key], (dict, list)) and key not in several:
+                several[key] = (i, json.dumps(rec[key], ensure_ascii=False))
+    return JsonMinControls(list(found), several) if seen else None
+
+
+def check_rejected_policy(rejected: str) -> None:
+    """A usage error unless ``rejected`` is one of :data:`REJECTED_POLICIES`."""
+    from .errors import UsageError
+
+    if rejected not in REJECTED_POLICIES:
+        raise UsageError(f"{param('rejected')} must be one of {', '.join(REJECTED_POLICIES)}, got {rejected!r}")
+
+
+@dataclass
+class StatusSplit:
+    """Which rows of a platform export are answers, by assignment status.
+
+    Attributes
+    ----------
+    keep : ndarray of bool, shape (n_rows,)
+        Rows to aggregate.
+    rejected : ndarray of int
+        Rows left out as rejected (empty under ``rejected="keep"``).
+    unanswered : dict of str to ndarray of int
+        Rows left out because their status holds no answer, by status.
+    unknown : dict of str to ndarray of int
+        Rows kept whose status the platform is not known to write, by status.
+    """
+
+    keep: np.ndarray
+    rejected: np.ndarray
+    unanswered: dict[str, np.ndarray]
+    unknown: dict[str, np.ndarray]
+
+
+def split_by_status(
+    status: Any,
+    platform: str,
+    rejected: RejectedPolicy = "exclude",
+    *,
+    reject_marks: Any = None,
+    header_cell: str | None = None,
+) -> StatusSplit:
+    """Sort a platform export's rows by their assignment status.
+
+    Parameters
+    ----------
+    status : Arrow or numpy column, shape (n_rows,)
+        The status column (MTurk ``AssignmentStatus``, Toloka ``ASSIGNMENT:status``).
+    platform : {"mturk", "toloka"}
+        Whose statuses these are (:data:`ASSIGNMENT_STATUSES`).
+    rejected : {"exclude", "keep"}
+        Whether rejected answers are left out.
+    reject_marks : column, optional
+        MTurk's ``Reject`` column: a non-blank cell on a ``Submitted`` row is
+        a rejection the requester has decided but not yet uploaded.
+    header_cell : str, optional
+        The status column's name: a row repeating it (files joined with
+        their headers) is left for the reader to skip, not reported here.
+
+    Returns
+    -------
+    StatusSplit
+    """
+    from .data import header_key
+
+    check_rejected_policy(rejected)
+    known = {k.lower(): v for k, v in ASSIGNMENT_STATUSES[platform].items()}
+    codes, uniques = _distinct(status)
+    kinds = []
+    for u in uniques:
+        key = u.strip().lower()
+        if not key or (header_cell is not None and header_key(u) == header_key(header_cell)):
+            kinds.append(ANSWERED)
+        else:
+            kinds.append(known.get(key, "unknown"))
+    kind_of = np.array(kinds or ["answered"], dtype=object)
+    is_rejected = (kind_of == REJECTED)[codes] if len(codes) else np.zeros(0, dtype=bool)
+    if reject_marks is not None and len(codes):
+        m_codes, m_uniques = _distinct(reject_marks)
+        marked = np.array([bool(u.strip()) and u.strip().lower() != "reject" for u in m_uniques] or [False])
+        is_rejected |= marked[m_codes] & (kind_of == ANSWERED)[codes]
+    keep = np.ones(len(codes), dtype=bool)
+    if rejected == "exclude":
+        keep &= ~is_rejected
+    unanswered: dict[str, np.ndarray] = {}
+    unknown: dict[str, np.ndarray] = {}
+    for code, kind in enumerate(kinds):
+        if kind in (UNANSWERED, "unknown"):
+            rows = np.flatnonzero(codes == code)
+            (unanswered if kind == UNANSWERED else unknown)[uniques[code].strip()] = rows
+            if kind == UNANSWERED:
+                keep[rows] = False
+    return StatusSplit(
+        keep=keep,
+        rejected=np.flatnonzero(is_rejected) if rejected == "exclude" else np.zeros(0, dtype=np.int64),
+        unanswered=unanswered,
+        unknown=unknown,
+    )
+
+
+def boolean_cells(column: Any, header_cell: str | None = None) -> bool:
+    """Whether every cell of a column is ``true``, ``false`` (any letter case) or blank, and one is not blank.
+
+    A cell repeating the column's own name (files joined with their
+    headers) does not count against it.
+    """
+    from .data import header_key
+
+    _, uniques = _distinct(column)
+    seen = False
+    for u in uniques:
+        key = u.strip().lower()
+        if key in ("true", "false"):
+            seen = True
+        elif key and not (header_cell is not None and header_key(u) == header_key(header_cell)):
+            return False
+    return seen
+
+
+def radio_labels(
+    columns: Sequence[Any], classes: Sequence[str], group: str, headers: Sequence[str] | None = None
+) -> tuple[pa.Array, np.ndarray, np.ndarray]:
+    """The label of each row of an MTurk radio-button group: the class whose cell is ``true``.
+
+    Parameters
+    ----------
+    columns : sequence of columns, each shape (n_rows,)
+        One ``true``/``false`` column per button.
+    classes : sequence of str
+        The class each button stands for.
+    group : str
+        The group's name: the label of a row repeating the header, so that
+        the reader skips it as such.
+    headers : sequence of str, optional
+        The buttons' column names (to spot repeated header rows).
+
+    Returns
+    -------
+    labels : Arrow string array, shape (n_rows,)
+        The chosen class; blank where no button is ``true``.
+    none : ndarray of int
+        Rows with no button ``true`` (a skipped question).
+    several : ndarray of int
+        Rows with more than one button ``true`` (the caller's error).
+    """
+    import pyarrow as pa
+
+    from .data import header_key
+    from .vocab import take
+
+    n = len(columns[0]) if columns else 0
+    n_true = np.zeros(n, dtype=np.int32)
+    chosen = np.full(n, len(classes), dtype=np.int64)  # the blank label
+    repeated = np.zeros(n, dtype=bool)
+    for j, col in enumerate(columns):
+        codes, uniques = _distinct(col)
+        is_true = np.array([u.strip().lower() == "true" for u in uniques] or [False])[codes]
+        n_true += is_true
+        chosen[is_true] = j
+        if headers is not None:
+            key = header_key(headers[j])
+            spells = np.array([header_key(u) == key for u in uniques] or [False])[codes]
+            repeated = spells if j == 0 else repeated & spells
+    chosen[repeated] = len(classes) + 1
+    names = pa.array([*classes, "", group], type=pa.string())
+    labels = take(names, chosen)
+    return labels, np.flatnonzero((n_true == 0) & ~repeated), np.flatnonzero(n_true > 1)

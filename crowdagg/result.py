@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from .memory import MaxMemory
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -71,9 +74,16 @@ class AggregationResult:
     objective_name: str = ""
     worker_params: dict[str, np.ndarray] = field(default_factory=dict)
     task_params: dict[str, np.ndarray] = field(default_factory=dict)
+    #: ds, onecoin: the statistics behind ``prior`` and ``worker_params`` -- ``class_counts`` (K,), ds ``counts``
+    #: (n_workers, K, K) ``[w, true, observed]``, onecoin ``correct`` and ``answers`` (n_workers,), all expected
+    #: counts including a warm start's pseudo-counts -- and the ``smoothing`` of the M-step that made them the
+    #: parameters; what a saved worker model records (:mod:`crowdagg.workers`).
+    counts: dict[str, Any] = field(default_factory=dict, repr=False)
+    #: The saved worker model a warm start added (its workers absent from the data are saved again).
+    init_model: Any = field(default=None, repr=False)
     confusion_array: np.ndarray | None = field(default=None, repr=False)
     confusion_fn: Callable[[], np.ndarray] | None = field(default=None, repr=False)
-    max_memory: Any = field(default=None, repr=False)
+    max_memory: MaxMemory = field(default=None, repr=False)
 
     def __repr__(self) -> str:
         parts = [f"method={self.method!r}", f"n_tasks={len(self.labels)}", f"n_classes={len(self.prior)}"]
@@ -127,6 +137,29 @@ class AggregationResult:
         """Hard labels as class names (object array of str)."""
         return np.asarray(self.data.classes, dtype=object)[self.labels]
 
+    def label_values(self) -> Any:
+        """Hard labels in the dtype the label column had (``data.class_dtype``), shape (n_tasks,).
+
+        int64 labels stay int64, floats floats, booleans booleans; a
+        pandas ``Int64``/``boolean``/``string`` column gives that extension
+        array, a categorical one a ``Categorical`` whose categories are the
+        classes; text (CSV input) gives the names, an object array of str.
+        """
+        classes = _class_values(self.data)
+        if isinstance(classes, _Categories):
+            import pandas as pd
+
+            return pd.Categorical.from_codes(self.labels, categories=classes.values)
+        return classes.take(self.labels)
+
+    def _check_memory(self, nbytes: float, what: str, max_memory: Any, *, workers: bool = False) -> None:
+        """Refuse a view needing more than the limit (``max_memory``, else the fit's), before building it."""
+        from . import memory
+
+        advice = ("use worker_params (each method's own, smaller form) instead" if workers
+                  else "use the posteriors array instead of a labelled table")
+        memory.check(nbytes, what, max_memory if max_memory is not None else self.max_memory, advice=advice)
+
     def table(self, *, proba: bool = False, arrow: bool = False) -> dict[str, Any]:
         """One row per task, in input order, as columns: ``task, label, confidence``.
 
@@ -146,19 +179,36 @@ class AggregationResult:
                 cols[f"p_{name}"] = self.posteriors[:, k]
         return cols
 
-    def to_frame(self, *, proba: bool = False) -> pd.DataFrame:
-        """:meth:`table` as a pandas DataFrame."""
+    def to_frame(self, *, proba: bool = False, max_memory: MaxMemory = None) -> pd.DataFrame:
+        """:meth:`table` as a pandas DataFrame, ``task`` and ``label`` in the dtypes their columns had.
+
+        With ``proba`` it holds tasks × classes probabilities: the size is
+        checked first against ``max_memory`` (default: the fit's limit).
+        """
         import pandas as pd
 
-        return pd.DataFrame(self.table(proba=proba))
+        n, k = self.data.n_tasks, self.data.n_classes
+        per_task = _BYTES_PER_NAME + 3 * 8 + (2 * 8 * (k + 1) if proba else 0)
+        self._check_memory(per_task * n, f"a table of {n:,} tasks" + (f" × {k:,} classes" if proba else ""),
+                           max_memory)
+        cols = self.table(proba=proba)
+        cols["task"] = _id_index(self.data.tasks, "task").to_numpy() if self.data.tasks.dtype else cols["task"]
+        cols["label"] = self.label_values() if self.data.class_dtype else cols["label"]
+        return pd.DataFrame(cols)
 
-    def workers_table(self, *, arrow: bool = False) -> dict[str, Any]:
+    def workers_table(self, *, arrow: bool = False, max_memory: MaxMemory = None) -> dict[str, Any]:
         """Long-form confusion per worker, as columns.
 
         ``worker, true_label, observed_label, probability, accuracy,
         n_answers`` (the last two repeat on each of a worker's rows).  With
-        ``arrow`` the names are dictionary-encoded Arrow arrays.
+        ``arrow`` the names are dictionary-encoded Arrow arrays.  It has
+        workers × classes² rows: the size is checked first against
+        ``max_memory`` (default: the fit's limit).
         """
+        w, k = self.data.n_workers, self.data.n_classes
+        self._check_memory(_WORKER_ROW_BYTES * w * k * k,
+                           f"a table of {w:,} workers × {k:,}² classes of confusion", max_memory,
+                           workers=True)
         conf = self.confusion
         n_w, k, _ = conf.shape
         worker = np.repeat(np.arange(n_w, dtype=np.int32), k * k)
@@ -181,30 +231,51 @@ class AggregationResult:
 
     # ------------------------------------------------------------ labelled pandas views
     def labels_series(self) -> pd.Series:
-        """Hard labels as a Series indexed by task (ids in the dtype they had in a DataFrame or Parquet input)."""
+        """Hard labels as a Series indexed by task.
+
+        Task ids and labels come back in the dtypes their columns had in a
+        DataFrame or Parquet input (:meth:`label_values`), so the Series
+        compares with a pandas truth column as it is:
+        ``(result.labels_series() == truth).mean()`` is the accuracy.
+        Text input (CSV) gives str.
+        """
         import pandas as pd
 
-        return pd.Series(self.label_names(), index=_id_index(self.data.tasks, "task"), name="label")
+        return pd.Series(self.label_values(), index=_id_index(self.data.tasks, "task"), name="label")
 
-    def proba_frame(self) -> pd.DataFrame:
-        """Posteriors as a DataFrame, one row per task (indexed by task), one column per class."""
+    def proba_frame(self, *, max_memory: MaxMemory = None) -> pd.DataFrame:
+        """Posteriors as a DataFrame, one row per task (indexed by task), one column per class.
+
+        The columns are the classes in the labels' dtype (``frame[1]`` for
+        integer labels).  Its tasks × classes size is checked first against
+        ``max_memory`` (default: the fit's limit).
+        """
         import pandas as pd
 
+        n, k = self.data.n_tasks, self.data.n_classes
+        self._check_memory(8.0 * n * k + _BYTES_PER_NAME * n, f"a frame of {n:,} tasks × {k:,} classes", max_memory)
         return pd.DataFrame(self.posteriors, index=_id_index(self.data.tasks, "task"),
-                            columns=pd.Index(list(self.data.classes), name="label"))
+                            columns=_class_index(self.data, "label"))
 
-    def confusion_frame(self) -> pd.DataFrame:
-        """Per-worker confusion, rows (worker, true label), columns the observed label."""
+    def confusion_frame(self, *, max_memory: MaxMemory = None) -> pd.DataFrame:
+        """Per-worker confusion, rows (worker, true label), columns the observed label.
+
+        Its workers × classes² size is checked first against ``max_memory``
+        (default: the fit's limit).
+        """
         import pandas as pd
 
+        w, k = self.data.n_workers, self.data.n_classes
+        self._check_memory(2 * 8.0 * w * k * k + 40.0 * w * k,
+                           f"a frame of {w:,} workers × {k:,}² classes of confusion", max_memory,
+                           workers=True)
         conf = self.confusion
         n_w, k, _ = conf.shape
         workers = _id_index(self.data.workers, "worker")
-        rows = pd.MultiIndex.from_arrays(
-            [workers.repeat(k), np.tile(np.asarray(self.data.classes, dtype=object), n_w)], names=["worker", "true"]
-        )
-        return pd.DataFrame(conf.reshape(n_w * k, k), index=rows,
-                            columns=pd.Index(list(self.data.classes), name="observed"))
+        classes = _class_index(self.data, "true")
+        rows = pd.MultiIndex.from_arrays([workers.repeat(k), classes[np.tile(np.arange(k), n_w)]],
+                                         names=["worker", "true"])
+        return pd.DataFrame(conf.reshape(n_w * k, k), index=rows, columns=_class_index(self.data, "observed"))
 
     def worker_params_frame(self) -> pd.DataFrame:
         """One row per worker (indexed by worker): ``n_answers`` and each one-number worker parameter."""
@@ -231,15 +302,21 @@ class AggregationResult:
             wrong += [f"{kind}_params[{name!r}] {np.shape(v)}" for name, v in params.items()
                       if np.ndim(v) == 0 or np.shape(v)[0] != size or name == "n_answers"
                       or (name == "confusion" and np.shape(v) != (w, k, k))]
+        if not wrong and n and (int(np.min(self.labels)) < 0 or int(np.max(self.labels)) >= k):
+            wrong.append(f"labels outside 0 .. {k - 1}")
         if wrong:
             raise RuntimeError(f"{self.method}: result arrays of the wrong shape for {n} tasks, {w} workers, "
                                f"{k} classes (or a reserved name): {', '.join(wrong)}")
 
-    def workers_frame(self) -> pd.DataFrame:
-        """:meth:`workers_table` as a pandas DataFrame."""
+    def workers_frame(self, *, max_memory: MaxMemory = None) -> pd.DataFrame:
+        """:meth:`workers_table` as a pandas DataFrame (its size checked first, as there)."""
         import pandas as pd
 
-        return pd.DataFrame(self.workers_table())
+        w, k = self.data.n_workers, self.data.n_classes
+        self._check_memory(2 * _WORKER_ROW_BYTES * w * k * k,
+                           f"a frame of {w:,} workers × {k:,}² classes of confusion", max_memory,
+                           workers=True)
+        return pd.DataFrame(self.workers_table(max_memory=math.inf))
 
 
 def _dictionary(codes: np.ndarray, names: Any) -> Any:
@@ -250,6 +327,71 @@ def _dictionary(codes: np.ndarray, names: Any) -> Any:
 
     dictionary = names if isinstance(names, pa.Array) else pa.array(list(names), type=pa.string())
     return pa.DictionaryArray.from_arrays(arrow_of(np.asarray(codes, dtype=np.int32)), dictionary)
+
+
+#: Bytes a labelled view spends per task on its name (object slot and a Python str).
+_BYTES_PER_NAME = 70
+#: Bytes per row of :meth:`AggregationResult.workers_table`: three name columns (int32 codes and object
+#: slots) and three numbers.
+_WORKER_ROW_BYTES = 3 * (4 + 8) + 3 * 8
+
+
+class _Categories:
+    """Typed classes that come back as a pandas ``Categorical`` (a categorical label column)."""
+
+    def __init__(self, values: Any) -> None:
+        self.values = values
+
+
+def _typed(names: np.ndarray, dtype: str | None) -> Any:
+    """Names (object array of str) back in ``dtype`` -- a NumPy, Arrow or pandas dtype name -- or None when
+    there is no dtype or a name cannot be held in it (the names are kept then)."""
+    if not dtype:
+        return None
+    import pandas as pd
+
+    base = {"double": "float64", "float": "float32", "halffloat": "float16", "boolean": "bool"}.get(dtype, dtype)
+    numpy_name = base.lower()
+    try:
+        if numpy_name == "bool":
+            if not np.isin(names, ["True", "False"]).all():
+                return None
+            values: Any = names == "True"
+        elif numpy_name.startswith(("int", "uint")):
+            values = names.astype(object).astype(numpy_name)
+        elif numpy_name.startswith("float"):
+            values = names.astype(np.float64).astype(numpy_name)
+        else:  # a pandas text dtype ("string", "str", "string[pyarrow]")
+            return pd.array(names, dtype=dtype)
+        if base != numpy_name or dtype == "boolean":  # Int64, UInt8, Float64, boolean: the pandas extension array
+            return pd.array(values, dtype=dtype)
+        return values
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def _class_values(data: AnnotationSet) -> Any:
+    """The classes in the labels' dtype: an array (``take``-able) or :class:`_Categories`."""
+    dtype = data.class_dtype or ""
+    names = np.asarray(data.classes, dtype=object)
+    if dtype.startswith("category"):
+        inner = dtype[len("category["):-1] if dtype.endswith("]") else None
+        typed = _typed(names, inner)
+        return _Categories(typed if typed is not None else names)
+    typed = _typed(names, dtype)
+    if typed is None or len(set(typed.tolist())) != len(names):  # 1 and 1.0 are two classes: keep the names
+        return names
+    return typed
+
+
+def _class_index(data: AnnotationSet, name: str) -> pd.Index:
+    """The classes as a pandas Index, in the labels' dtype (categorical for a categorical label column)."""
+    import pandas as pd
+
+    classes = _class_values(data)
+    if isinstance(classes, _Categories):
+        return pd.CategoricalIndex(classes.values, categories=classes.values, name=name)
+    return pd.Index(classes, name=name)
 
 
 def _id_index(vocab: Any, name: str) -> pd.Index:

@@ -497,3 +497,68 @@ def test_em_defaults_converge_on_every_categorical_dataset(datasets_dir, name):
         for method in ("ds", "onecoin"):
             res = aggregate(data, method)
             assert res.converged and res.n_iter < 200
+
+
+# ----------------------------------------------------------------------------- collapsed fits
+def test_label_share_gap_by_hand():
+    """Answers 4 a, 2 b (shares 2/3, 1/3); labels a, a, b on the answered tasks, task 3 unanswered."""
+    from crowdagg.aggregators.base import label_share_gap
+
+    data = AnnotationSet.from_codes([0, 0, 1, 1, 2, 2], [0, 1, 0, 1, 0, 1], [0, 0, 0, 1, 0, 1], n_tasks=4,
+                                    n_classes=2)
+    gap, c, labels, answers = label_share_gap(data, np.array([0, 0, 1, 1]))  # task 3's label does not count
+    assert c == 0 and labels == pytest.approx(2 / 3) and answers == pytest.approx(4 / 6) and gap == pytest.approx(0)
+    gap, c, labels, answers = label_share_gap(data, np.array([0, 0, 0, 1]))
+    assert c == 0 and gap == pytest.approx(1 / 3) and labels == 1.0
+
+
+def test_a_collapsed_fit_warns_once_and_says_what_to_try(recwarn):
+    """onecoin on bluebird puts 105 of 108 tasks in one class: one warning, whatever the restarts."""
+    data = load_annotations("example:bluebird")
+    fit = aggregate(data, "onecoin", n_init=3)
+    said = [str(w.message) for w in recwarn if "collapsed" in str(w.message)]
+    assert said == ["onecoin: the fit may have collapsed: 97% of the labels are '0', against 62% of the answers "
+                    "(a gap of 0.35, over 0.25); check a few labels against the truth, or try ds, whose full "
+                    "confusion matrices keep each class's own error rates"]
+    assert np.count_nonzero(fit.labels == 0) == 105
+    recwarn.clear()
+    aggregate(data, "ds")
+    assert not [w for w in recwarn if "collapsed" in str(w.message)]
+
+
+def test_the_cli_says_it_on_stderr(tmp_path):
+    from typer.testing import CliRunner
+
+    from crowdagg.cli import app
+
+    r = CliRunner().invoke(app, ["aggregate", "example:bluebird", "-m", "onecoin"])
+    assert r.exit_code == 0 and r.stdout.count("\n") == 109
+    assert r.stderr.count("Warning: onecoin: the fit may have collapsed") == 1
+
+
+#: (dataset, method) pairs whose fit collapses: measured by benchmarks/bench_collapse.py.
+COLLAPSED = {("bluebird", "onecoin"): 0.351, ("trec", "onecoin"): 0.337, ("trec", "wmv"): 0.275}
+
+
+@pytest.mark.parametrize("name", ["bluebird", "cf", "cf_amt", "dog", "face", "labelme", "music", "rte", "sentiment",
+                                  "sp_amt", "temp", "trec", "web", "zencrowd"])
+def test_only_the_collapsed_fits_on_real_data_warn(datasets_dir, name):
+    """Every method on every categorical dataset: a warning exactly where the labels' shares stray over .25.
+
+    ds stays within .10 everywhere; onecoin within .115 except its two collapses.
+    """
+    import warnings
+
+    from crowdagg.aggregators.base import label_share_gap
+
+    data = load_annotations(str(datasets_dir / name / "labels.csv"))
+    for method in METHODS:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fit = aggregate(data, method)
+        warned = [w for w in caught if "may have collapsed" in str(w.message)]
+        gap = label_share_gap(data, fit.labels)[0]
+        if (name, method) in COLLAPSED:
+            assert len(warned) == 1 and gap == pytest.approx(COLLAPSED[name, method], abs=5e-4)
+        else:
+            assert not warned and gap <= (0.10 if method == "ds" else 0.2)

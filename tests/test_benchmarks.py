@@ -38,3 +38,28 @@ def test_crowdkit_surface_benchmark_prints_its_table(tmp_path):
     (row,) = json.loads(out.read_text())["rows"]
     assert row["crowd-kit"] is None and row["crowdagg.crowdkit"]["answers"] == 20000
     assert row["crowdagg.crowdkit"]["accuracy_after_n2"] > 0.8
+
+
+def _run_script(name: str, *args: str, datasets_dir: Path) -> subprocess.CompletedProcess:
+    import os
+
+    env = {**os.environ, "CROWDAGG_DATASETS": str(datasets_dir), "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / name), *args], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT, env=env)
+
+
+def test_collapse_benchmark_prints_the_gap_table(datasets_dir):
+    proc = _run_script("bench_collapse.py", "bluebird", "rte", datasets_dir=datasets_dir)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "| dataset | mv | wmv | wawa | ds | onecoin |"
+    assert lines[2] == "| bluebird | 0.083 | 0.194 | 0.083 | 0.056 | 0.351* |"
+    assert lines[3].startswith("| rte |") and "*" not in lines[3]
+
+
+def test_warm_start_benchmark_prints_the_table(datasets_dir):
+    proc = _run_script("bench_warm_start.py", "bluebird", datasets_dir=datasets_dir)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("| dataset | method | cold acc | old warm acc | warm acc |")
+    assert [line.split(" | ")[:2] for line in lines[2:]] == [["| bluebird", "ds"], ["| bluebird", "onecoin"]]

@@ -1231,12 +1231,400 @@ def test_several_inputs_on_the_command_line(runner, tmp_path):
     assert "twice" in err
 
 
-def test_parquet_is_not_written_to_a_terminal(runner, monkeypatch):
-    import crowdagg.cli
+# --------------------------------------------------------------------------- outputs never land on an input
+def _snapshot(path: Path) -> tuple[bytes, int]:
+    return path.read_bytes(), path.stat().st_ino
 
-    monkeypatch.setattr(crowdagg.cli, "_stdout_is_terminal", lambda: True)
-    err = assert_one_error_line(invoke(runner, "aggregate", BLUEBIRD, "--format", "parquet"), 2)
-    assert "binary" in err
+
+def _answers_dir(tmp_path: Path) -> Path:
+    """d/ holding one answers file, a.csv (small crowd), and b.json (the same answers as JSON records)."""
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "a.csv").write_text(SMALL_CSV)
+    (d / "b.json").write_text(json.dumps([{"task": t, "worker": w, "label": y} for t, w, y in SMALL_ROWS]))
+    return d
+
+
+@pytest.mark.parametrize("given", ["dir", "glob"])
+@pytest.mark.parametrize(
+    ("option", "victim", "extra"),
+    [("-o", "a.csv", []), ("--workers", "a.csv", []), ("--save-workers", "b.json", ["-m", "ds"])],
+)
+def test_an_input_reached_through_a_directory_or_pattern_is_never_overwritten(runner, tmp_path, given, option,
+                                                                               victim, extra):
+    d = _answers_dir(tmp_path)
+    before = {p.name: _snapshot(p) for p in d.iterdir()}
+    source = str(d) if given == "dir" else str(d / "*")
+    err = assert_one_error_line(invoke(runner, "aggregate", source, *extra, option, d / victim), 2)
+    flag = {"-o": "--output"}.get(option, option)
+    assert f"Error: {flag} {d / victim} is also an input ({d / victim}, from INPUT {source}); refusing to overwrite it" == err
+    assert {p.name: _snapshot(p) for p in d.iterdir()} == before  # same bytes, same inode, nothing added
+
+
+def test_an_input_reached_through_a_link_or_another_spelling_is_never_overwritten(runner, tmp_path):
+    d = _answers_dir(tmp_path)
+    src = d / "a.csv"
+    (tmp_path / "soft.csv").symlink_to(src)
+    os.link(src, tmp_path / "hard.csv")
+    truth = tmp_path / "truth.csv"
+    truth.write_text("task,label\nt1,b\n")
+    gold = tmp_path / "gold.csv"
+    gold.write_text("task,label\nt2,a\n")
+    model = tmp_path / "model.json"
+    ok(invoke(runner, "aggregate", src, "-m", "ds", "--save-workers", model))
+    files = [src, truth, gold, model]
+    before = {p: _snapshot(p) for p in files}
+    cases = [
+        ([src, "-o", tmp_path / "soft.csv"], f"--output {tmp_path / 'soft.csv'} is also an input (INPUT {src})"),
+        ([src, "-o", tmp_path / "hard.csv"], f"--output {tmp_path / 'hard.csv'} is also an input (INPUT {src})"),
+        ([tmp_path / "soft.csv", "-o", f"{d}/../d/a.csv"], "is also an input (INPUT"),
+        ([src, "--truth", truth, "-o", truth], f"is also an input (--truth {truth})"),
+        ([src, "-m", "ds", "--gold", gold, "--workers", gold], f"is also an input (--gold {gold})"),
+        ([src, "-m", "ds", "--init-workers", model, "--save-workers", model], f"(--init-workers {model})"),
+    ]
+    for args, needle in cases:
+        err = assert_one_error_line(invoke(runner, "aggregate", *args), 2)
+        assert needle in err and "refusing to overwrite it" in err, (args, err)
+    assert {p: _snapshot(p) for p in files} == before
+
+
+def test_standard_input_or_output_on_an_input_file_is_refused(tmp_path):
+    """``aggregate - -o in.csv <in.csv`` and ``aggregate in.csv >>in.csv`` would replace / grow their input."""
+    src = tmp_path / "in.csv"
+    src.write_text(SMALL_CSV)
+    before = _snapshot(src)
+    with open(src, "rb") as stdin:
+        proc = subprocess.run([sys.executable, "-m", "crowdagg", "aggregate", "-", "-m", "mv", "-o", str(src)],
+                              stdin=stdin, capture_output=True, text=True, timeout=120, env=_env(), cwd=ROOT)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.splitlines() == [f"Error: --output {src} is also an input (INPUT -); refusing to overwrite it"]
+    with open(src, "ab") as stdout:
+        proc = subprocess.run([sys.executable, "-m", "crowdagg", "aggregate", str(src), "-m", "mv"], stdout=stdout,
+                              stderr=subprocess.PIPE, text=True, timeout=120, env=_env(), cwd=ROOT)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        f"Error: standard output is also an input (INPUT {src}); refusing to write into it"
+    ]
+    assert _snapshot(src) == before
+
+
+@pytest.mark.parametrize(
+    ("outputs", "extra"),
+    [
+        (["-o", "out.csv"], []),
+        (["-o", "out.jsonl.gz"], []),
+        (["-o", "out.parquet"], []),
+        (["-o", "out.json", "--workers", "w.tsv"], []),
+        (["-o", "out.csv", "--save-workers", "model.json"], ["-m", "ds"]),
+    ],
+)
+@pytest.mark.parametrize("given", ["dir", "glob"])
+def test_a_rerun_leaves_its_own_earlier_outputs_out_of_a_directory_or_pattern(runner, tmp_path, outputs, extra,
+                                                                            given):
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "a.csv").write_text(SMALL_CSV)
+    source = str(d) if given == "dir" else str(d / "*")
+    args = [a if a.startswith("-") else d / a for a in outputs]
+    first = invoke(runner, "aggregate", source, *extra, *args)
+    ok(first)
+    assert first.stderr == ""
+    written = {a: (d / a).read_bytes() for a in outputs if not a.startswith("-")}
+    again = invoke(runner, "aggregate", source, *extra, *args)
+    ok(again)
+    # each output the directory or pattern matches is left out, said once; the run reads a.csv alone
+    expect = sorted(f"Warning: left out {d / name}: it is this run's output" for name in written
+                    if given == "glob" or name.lower().removesuffix(".gz").endswith((".csv", ".tsv", ".json",
+                                                                                    ".jsonl", ".parquet")))
+    assert sorted(again.stderr.splitlines()) == expect
+    assert {a: (d / a).read_bytes() for a in written} == written  # the same bytes as the first run
+
+
+def test_an_empty_file_made_by_the_shell_is_left_out(tmp_path):
+    """``aggregate 'd/*.csv' > d/out.csv``: the shell makes d/out.csv (empty) before the run starts."""
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "a.csv").write_text(SMALL_CSV)
+    with open(d / "out.csv", "wb") as stdout:
+        proc = subprocess.run([sys.executable, "-m", "crowdagg", "aggregate", str(d / "*.csv"), "-m", "mv"],
+                              stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=120, env=_env(), cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == f"Warning: left out {d / 'out.csv'}: it is this run's output\n"
+    assert read_csv_out((d / "out.csv").read_text()).set_index("task")["label"].to_dict() == SMALL_MV
+
+
+def test_a_pattern_that_matches_only_the_output_is_an_error(runner, tmp_path):
+    (tmp_path / "a.csv").write_text(SMALL_CSV)
+    out = tmp_path / "out.csv"
+    ok(invoke(runner, "aggregate", tmp_path / "a.csv", "-m", "mv", "-o", out))
+    before = _snapshot(out)
+    err = assert_one_error_line(invoke(runner, "aggregate", str(tmp_path / "o*.csv"), "-m", "mv", "-o", out), 1)
+    assert "nothing to read" in err and str(out) in err
+    assert _snapshot(out) == before
+
+
+def test_a_file_named_both_input_and_output_stays_a_usage_error(runner, tmp_path):
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "a.csv").write_text(SMALL_CSV)
+    ok(invoke(runner, "aggregate", d / "a.csv", "-m", "mv", "-o", d / "out.csv"))
+    before = _snapshot(d / "out.csv")
+    # named explicitly, it is an input even though it holds an earlier output (and the directory also holds it)
+    err = assert_one_error_line(invoke(runner, "aggregate", d / "out.csv", d, "-m", "mv", "-o", d / "out.csv"), 2)
+    assert err == f"Error: --output {d / 'out.csv'} is also an input (INPUT {d / 'out.csv'}); refusing to overwrite it"
+    assert _snapshot(d / "out.csv") == before
+
+
+def test_inputs_are_expanded_once_and_that_list_is_read(runner, tmp_path, monkeypatch):
+    import glob as glob_module
+
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "a.csv").write_text(SMALL_CSV)
+    calls = []
+    original = glob_module.glob
+
+    def counting(pattern, *a, **kw):
+        calls.append(pattern)
+        found = original(pattern, *a, **kw)
+        (d / "late.csv").write_text("task,worker,label\nlate,w,a\n")  # appears after the expansion
+        return found
+
+    monkeypatch.setattr(glob_module, "glob", counting)
+    result = invoke(runner, "aggregate", str(d / "*.csv"), "-m", "mv")
+    ok(result)
+    assert calls == [str(d / "*.csv")]
+    assert read_csv_out(result.stdout)["task"].tolist() == SMALL_ORDER  # late.csv was not read
+
+
+# --------------------------------------------------------------------------- binary output never to a terminal
+def _on_terminal(args: list[str], *, stdout_tty: bool = True) -> tuple[int, bytes, str]:
+    """Run the CLI with a pseudo-terminal as its controlling terminal (and its stdout, unless told otherwise).
+
+    Returns (exit status, what reached the terminal, stderr).
+    """
+    import fcntl
+    import termios
+    import threading
+
+    master, slave = os.openpty()
+
+    def make_it_the_controlling_terminal() -> None:
+        os.setsid()
+        fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "crowdagg", *args], stdin=subprocess.DEVNULL,
+            stdout=slave if stdout_tty else subprocess.DEVNULL, stderr=subprocess.PIPE, pass_fds=(slave,),
+            preexec_fn=make_it_the_controlling_terminal, env=_env(), cwd=ROOT,
+        )
+    except BaseException:
+        os.close(master)
+        raise
+    finally:
+        os.close(slave)
+    seen = bytearray()
+
+    def drain() -> None:
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: every writer of the terminal is gone
+                return
+            if not chunk:
+                return
+            seen.extend(chunk)
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    try:
+        _, err = proc.communicate(timeout=120)
+    finally:
+        reader.join(timeout=10)
+        os.close(master)
+    return proc.returncode, bytes(seen), err.decode("utf-8", "replace")
+
+
+@pytest.mark.parametrize(
+    ("args", "where"),
+    [
+        (["aggregate", "{small}", "-m", "mv", "-f", "parquet"], "standard output"),
+        (["aggregate", "{small}", "-m", "mv", "-o", "/dev/stdout", "-f", "parquet"], "--output /dev/stdout"),
+        (["aggregate", "{small}", "-m", "mv", "-o", "/dev/fd/1", "-f", "parquet"], "--output /dev/fd/1"),
+        (["aggregate", "{small}", "-m", "mv", "-o", "/proc/self/fd/1", "-f", "parquet"], "--output /proc/self/fd/1"),
+        (["aggregate", "{small}", "-m", "mv", "-o", "{link}.parquet"], "--output {link}.parquet"),
+        (["aggregate", "{small}", "-m", "mv", "-o", "/dev/null", "--workers", "{link}.parquet"], "--workers {link}.parquet"),
+        (["aggregate", "{small}", "-m", "mv", "-o", "{link}.csv.gz"], "--output {link}.csv.gz"),
+        (["evaluate", "{small}", "--truth", "{truth}", "--label-col", "label", "-f", "parquet"], "standard output"),
+        (["methods", "-f", "parquet"], "standard output"),
+    ],
+)
+def test_binary_output_is_never_written_to_a_terminal(tmp_path, args, where):
+    small = tmp_path / "small.csv"
+    small.write_text(SMALL_CSV)
+    truth = tmp_path / "truth.csv"
+    truth.write_text("task,label\nt1,b\n")
+    link = tmp_path / "tty"
+    for suffix in (".parquet", ".csv.gz"):
+        Path(f"{link}{suffix}").symlink_to("/dev/stdout")
+    fill = {"small": small, "truth": truth, "link": link}
+    code, seen, err = _on_terminal([a.format(**fill) for a in args])
+    what = "gzip" if where.endswith(".gz") else "Parquet"
+    assert code == 2, err
+    assert err.splitlines() == [f"Error: {what} is binary and {where.format(**fill)} is a terminal; send it to a file instead"]
+    assert seen == b""
+    assert listing(tmp_path) == {"small.csv", "truth.csv", "tty.parquet", "tty.csv.gz"}
+
+
+def test_binary_output_to_dev_tty_is_refused_while_text_goes_through(tmp_path):
+    small = tmp_path / "small.csv"
+    small.write_text(SMALL_CSV)
+    code, seen, err = _on_terminal(["aggregate", str(small), "-m", "mv", "-o", "/dev/tty", "-f", "parquet"],
+                                   stdout_tty=False)
+    assert code == 2 and err.splitlines() == [
+        "Error: Parquet is binary and --output /dev/tty is a terminal; send it to a file instead"
+    ]
+    assert seen == b""
+    code, seen, err = _on_terminal(["aggregate", str(small), "-m", "mv", "-o", "/dev/tty"], stdout_tty=False)
+    assert code == 0, err
+    assert seen.replace(b"\r\n", b"\n").decode().splitlines()[0] == "task,label,confidence"
+
+
+# --------------------------------------------------------------------------- every output name checked alike
+@pytest.mark.parametrize("name", ["sw.parquet", "sw.csv", "sw.jsonl", "sw.txt", "sw.json.bz2", "sw.xlsx"])
+def test_save_workers_is_json_only(runner, small_csv, tmp_path, name):
+    err = assert_one_error_line(invoke(runner, "aggregate", small_csv, "-m", "ds", "--save-workers", tmp_path / name), 2)
+    assert err == (f"Error: --save-workers {tmp_path / name}: a saved worker model is JSON; "
+                   "name it .json (optionally .json.gz)")
+    assert listing(tmp_path) == {"small.csv"}
+
+
+def test_save_workers_json_gz_round_trips(runner, small_csv, tmp_path):
+    ok(invoke(runner, "aggregate", small_csv, "-m", "ds", "--save-workers", tmp_path / "m.json"))
+    ok(invoke(runner, "aggregate", small_csv, "-m", "ds", "--save-workers", tmp_path / "m.json.gz"))
+    packed = (tmp_path / "m.json.gz").read_bytes()
+    assert packed[:2] == b"\x1f\x8b" and gzip.decompress(packed) == (tmp_path / "m.json").read_bytes()
+    plain = invoke(runner, "aggregate", small_csv, "-m", "ds", "--init-workers", tmp_path / "m.json", "--proba")
+    warm = invoke(runner, "aggregate", small_csv, "-m", "ds", "--init-workers", tmp_path / "m.json.gz", "--proba")
+    ok(plain)
+    ok(warm)
+    assert warm.stdout == plain.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--workers", "{t}/w.xlsx"], "--workers {t}/w.xlsx: unknown output extension '.xlsx'"),
+        (["-o", "{t}/o.csv", "-f", "parquet"], "--format parquet and --output {t}/o.csv disagree"),
+        (["-o", "{t}/o.parquet", "-f", "csv"], "--format csv and --output {t}/o.parquet disagree"),
+        (["-o", "{t}/o.csv.gz", "-f", "parquet"], "--format parquet and --output {t}/o.csv.gz disagree"),
+    ],
+)
+def test_every_output_name_is_checked_alike(runner, small_csv, tmp_path, args, needle):
+    err = assert_one_error_line(invoke(runner, "aggregate", small_csv, "-m", "mv", *[a.format(t=tmp_path) for a in args]), 2)
+    assert needle.format(t=tmp_path) in err
+    assert listing(tmp_path) == {"small.csv"}
+
+
+@pytest.mark.parametrize(
+    ("name", "needle"),
+    [
+        ("-", "--output -: standard output; the crowd is written as four CSV files into a directory"),
+        ("/dev/stdout", "--output /dev/stdout: not a directory"),
+        ("{t}/file", "--output {t}/file: not a directory"),
+        ("{t}/sim.csv", "--output {t}/sim.csv: looks like a file name"),
+        ("{t}/sim.parquet", "looks like a file name"),
+    ],
+)
+def test_simulate_output_must_be_a_directory(runner, tmp_path, monkeypatch, name, needle):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "file").write_text("kept")
+    err = assert_one_error_line(invoke(runner, "simulate", "--tasks", "5", "-o", name.format(t=tmp_path)), 2)
+    assert needle.format(t=tmp_path) in err
+    assert listing(tmp_path) == {"file"} and (tmp_path / "file").read_text() == "kept"
+
+
+def test_simulate_into_an_existing_directory_with_a_dotted_name(runner, tmp_path):
+    out = tmp_path / "run.v2"
+    ok(invoke(runner, "simulate", "--tasks", "5", "-o", out))
+    assert listing(out) == {"labels.csv", "truth.csv", "confusion.csv", "workers.csv"}
+
+
+# --------------------------------------------------------------------------- standard input, read once
+@pytest.mark.parametrize(
+    ("args", "users"),
+    [
+        (["aggregate", "-", "--init-workers", "/dev/stdin", "-m", "ds"], "INPUT - and --init-workers /dev/stdin"),
+        (["aggregate", "-", "--truth", "/dev/fd/0"], "INPUT - and --truth /dev/fd/0"),
+        (["aggregate", "-", "-m", "ds", "--gold", "/proc/self/fd/0"], "INPUT - and --gold /proc/self/fd/0"),
+        (["aggregate", "/dev/stdin", "{link}"], "INPUT /dev/stdin and INPUT {link}"),
+        (["aggregate", "-", "--truth", "{src}"], "INPUT - and --truth {src}"),
+        (["evaluate", "/dev/stdin", "--truth", "-"], "PREDICTIONS /dev/stdin and --truth -"),
+        (["evaluate", "{src}", "--truth", "{link}"], "PREDICTIONS {src} and --truth {link}"),
+    ],
+)
+def test_standard_input_read_twice_is_found_by_identity(tmp_path, args, users):
+    src = tmp_path / "in.csv"
+    src.write_text(SMALL_CSV)
+    link = tmp_path / "stdin-link"
+    link.symlink_to("/dev/stdin")
+    fill = {"src": src, "link": link}
+    with open(src, "rb") as stdin:  # standard input is in.csv itself
+        proc = subprocess.run([sys.executable, "-m", "crowdagg", *[a.format(**fill) for a in args]], stdin=stdin,
+                              capture_output=True, text=True, timeout=120, env=_env(), cwd=ROOT)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.splitlines() == [
+        f"Error: standard input is given twice ({users.format(**fill)}); it can be read only once"
+    ]
+
+
+def test_a_file_that_is_also_standard_input_but_read_once_is_fine(tmp_path):
+    src = tmp_path / "in.csv"
+    src.write_text(SMALL_CSV)
+    with open(src, "rb") as stdin:  # stdin redirected from in.csv, but nothing reads `-`
+        proc = subprocess.run([sys.executable, "-m", "crowdagg", "aggregate", str(src), "-m", "mv"], stdin=stdin,
+                              capture_output=True, text=True, timeout=120, env=_env(), cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert read_csv_out(proc.stdout).set_index("task")["label"].to_dict() == SMALL_MV
+
+
+# --------------------------------------------------------------------------- help from the registry
+def test_aggregate_help_lists_every_registered_method_and_its_defaults(runner):
+    from crowdagg.methods import METHODS
+
+    result = runner.invoke(app, ["aggregate", "--help"], terminal_width=200)
+    ok(result)
+    text = " ".join(result.stdout.split())
+    for name, m in METHODS.items():
+        assert f"{name} {' '.join(m.summary.split())}" in text, name
+    assert "wawa" in text
+    defaults = {}
+    for name, m in METHODS.items():
+        if "max_iter" in m.param_names:
+            defaults.setdefault(m.param("max_iter").default, []).append(name)
+    for value, names in defaults.items():
+        assert f"{', '.join(names)}: {value}" in text
+    gold = ", ".join(n for n, m in METHODS.items() if m.gold)
+    saving = ", ".join(n for n, m in METHODS.items() if m.init_workers)
+    assert f"Known labels that clamp those tasks ({gold})" in text
+    assert f"for --init-workers ({saving})" in text
+    assert "(default 0)" in text  # --seed: every method's default is the same
+
+
+@pytest.mark.parametrize("args", [["--help"], ["aggregate", "--help"], ["methods"]])
+def test_help_imports_no_method_code(args):
+    code = (
+        "import sys\nfrom crowdagg.cli import run\nrun(sys.argv[1:])\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('numba', 'pandas', 'pyarrow', 'numpy') "
+        "or m.startswith(('crowdagg.aggregators', 'crowdagg.io', 'crowdagg.kernels')))\n"
+        "print('HEAVY', heavy, file=sys.stderr)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=60,
+                          env=_env(), cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip() == "HEAVY []"
+    assert ("aggregate" if args == ["--help"] else "onecoin") in proc.stdout
 
 
 def test_compiling_message_only_on_a_terminal(monkeypatch):
@@ -1264,3 +1652,86 @@ def test_an_output_onto_the_input_is_refused(runner, small_csv):
     err = assert_one_error_line(invoke(runner, "aggregate", small_csv, "-o", small_csv), 2)
     assert "is also an input (INPUT" in err
     assert small_csv.read_bytes() == before
+
+
+# --------------------------------------------------------------------------- platform exports end to end
+def _mturk_batch(tmp_path):
+    from tests.test_platforms import MTURK_RADIO_ROWS, _mturk_radio_csv
+
+    p = tmp_path / "Batch_5012345_batch_results.csv"
+    p.write_text(_mturk_radio_csv(MTURK_RADIO_ROWS), newline="")
+    return p
+
+
+def test_mturk_radio_export_rejected_excluded_by_default(runner, tmp_path):
+    p = _mturk_batch(tmp_path)
+    result = invoke(runner, "aggregate", p, "-m", "mv", "--proba")
+    ok(result)
+    assert result.stdout.splitlines() == [
+        "task,label,confidence,n_answers,p_cat,p_dog",
+        "3HITAAAA,cat,1.0,2,1.0,0.0",
+        "3HITBBBB,dog,1.0,2,0.0,1.0",
+        "3HITCCCC,dog,0.5,0,0.5,0.5",  # no answers: the prior, tie broken by the seeded draw
+    ]
+    assert (
+        f"Warning: {p}: excluded 3 rejected answer(s) (AssignmentStatus rejected, or a reason in the Reject "
+        f"column; first at {p} line 3); set --rejected to 'keep' to count them"
+    ) in result.stderr.splitlines()
+    assert f"Warning: {p}: 1 task(s) have no answers left once those are left out; each keeps its output row" in (
+        result.stderr.splitlines()
+    )
+
+
+def test_mturk_radio_export_rejected_kept_on_request(runner, tmp_path):
+    result = invoke(runner, "aggregate", _mturk_batch(tmp_path), "-m", "mv", "--proba", "--rejected", "keep")
+    ok(result)
+    assert result.stdout.splitlines()[1:] == [
+        "3HITAAAA,cat,0.6666666666666666,3,0.6666666666666666,0.3333333333333333",
+        "3HITBBBB,dog,0.6666666666666666,3,0.3333333333333333,0.6666666666666666",
+        "3HITCCCC,cat,1.0,1,1.0,0.0",
+    ]
+    assert "rejected" not in result.stderr
+
+
+def test_rejected_option_is_checked_before_reading(runner, tmp_path):
+    err = assert_one_error_line(invoke(runner, "aggregate", tmp_path / "absent.csv", "--rejected", "drop"), 2)
+    assert err == "Error: --rejected must be one of exclude, keep, got 'drop'"
+
+
+def test_mturk_radio_export_two_buttons_true_is_one_error_line(runner, tmp_path):
+    p = tmp_path / "b.csv"
+    p.write_text("HITId,WorkerId,AssignmentStatus,Answer.cat.on,Answer.dog.on\nH1,W1,Approved,true,false\n"
+                 "H1,W2,Submitted,true,true\n")
+    err = assert_one_error_line(invoke(runner, "aggregate", p, "-m", "mv"), 1)
+    assert err == (
+        f"Error: {p} line 3: 2 radio buttons of 'Answer' are true ('Answer.cat.on', 'Answer.dog.on'); "
+        "crowdagg aggregates one class per answer (1 such row(s) in all)"
+    )
+
+
+def test_label_studio_csv_export_end_to_end(runner, tmp_path):
+    from tests.test_platforms import _ls_project, _to_csv
+
+    p = tmp_path / "project-12-at-2024-03-05-09-30-5f1c2a1b.csv"
+    p.write_text(_to_csv(_ls_project()), newline="")
+    result = invoke(runner, "aggregate", p, "-m", "mv", "--proba")
+    ok(result)
+    out = read_csv_out(result.stdout)
+    assert out["task"].tolist() == ["101", "102", "103", "104", "105"]
+    assert out["n_answers"].tolist() == [2, 1, 0, 1, 2]
+    assert out["label"].tolist()[3:] == ["Positive", "Negative"]
+    assert f"Warning: {p}: 1 Label Studio annotation(s) without a 'sentiment' choice skipped (first at {p} line 5)" in (
+        result.stderr.splitlines()
+    )
+
+
+def test_every_ambiguous_role_in_one_error_line(runner, tmp_path):
+    p = tmp_path / "a.csv"
+    p.write_text("item,question,rater_name,answer,response\ni,q,r,a,b\n")
+    err = assert_one_error_line(invoke(runner, "aggregate", p, "-m", "mv"), 1)
+    assert err == (
+        f"Error: {p}: cannot tell which columns to read: 2 candidate task columns: 'item', 'question' "
+        "(set --task-col to pick one); no worker column (expected one of worker, annotator, rater, performer, ...; "
+        "or set --worker-col); 2 candidate label columns: 'answer', 'response' (set --label-col to pick one); "
+        "found columns: 'item', 'question', 'rater_name', 'answer', 'response'"
+    )

@@ -115,7 +115,10 @@ def test_mturk_batch_results_are_recognised_without_flags():
     header = _header(text)
     assert header == MTURK_HEADER
     cmap = map_answer_columns(header, source="Batch_5012345_batch_results.csv")
-    assert cmap == ColumnMap(task="HITId", worker="WorkerId", label="Answer.sentiment.label", platform="mturk")
+    assert cmap == ColumnMap(
+        task="HITId", worker="WorkerId", label="Answer.sentiment.label", platform="mturk",
+        status="AssignmentStatus", reject="Reject",
+    )
     assert _select(text, cmap) == [
         ("3X0EMNLXGK9L", "A1B2C3D4E5F6G7", "Positive"),
         ("3X0EMNLXGK9L", "A3KL9Q0PZX7Y1", "Neutral"),
@@ -159,7 +162,8 @@ def test_toloka_results_are_recognised_without_flags():
     assert header == TOLOKA_HEADER
     cmap = map_answer_columns(header, source="assignments_from_pool_3416.tsv")
     assert cmap == ColumnMap(
-        task="ASSIGNMENT:task_id", worker="ASSIGNMENT:worker_id", label="OUTPUT:result", platform="toloka"
+        task="ASSIGNMENT:task_id", worker="ASSIGNMENT:worker_id", label="OUTPUT:result", platform="toloka",
+        status="ASSIGNMENT:status",
     )
     assert _select(TOLOKA_TSV, cmap, "\t") == [
         ("00037cc2b4--61a8", "9a2c0b7d51", "dog"),
@@ -272,9 +276,16 @@ def test_missing_column_message_uses_given_options():
     assert "or set worker_col=)" in msg and "worker_col)" not in msg
 
 
-def test_empty_header():
-    with pytest.raises(DataError, match=r"no task column; found columns: \(none\)"):
+def test_empty_header_names_every_missing_role_at_once():
+    with pytest.raises(DataError) as e:
         map_answer_columns([], source="a.csv")
+    assert str(e.value) == (
+        "a.csv: cannot tell which columns to read: "
+        "no task column (expected one of task, item, question, task_id, ...; or set task_col); "
+        "no worker column (expected one of worker, annotator, rater, performer, ...; or set worker_col); "
+        "no label column (expected one of label, answer, response, class, ...; or set label_col); "
+        "found columns: (none)"
+    )
 
 
 # --------------------------------------------------------------------------- explicit columns
@@ -360,3 +371,81 @@ def test_label_columns_custom_aliases_and_missing_message():
 def test_label_columns_same_column_is_a_usage_error():
     with pytest.raises(UsageError, match=r"task and label must be different columns"):
         map_label_columns(["task", "label"], source="t.csv", task="task", label=" task")
+
+
+# --------------------------------------------------------------------------- radio buttons, Label Studio tables
+def test_radio_groups_from_boolean_columns():
+    from crowdagg.columns import radio_groups
+
+    header = ["HITId", "WorkerId", "Answer.cat.on", "Answer.dog.on", "Answer.mood.happy", "Answer.mood.sad",
+              "Answer.consent.on", "Answer.comment", "Input.x.on"]
+    boolean = ["Answer.cat.on", "Answer.dog.on", "Answer.mood.happy", "Answer.mood.sad", "Input.x.on"]
+    assert radio_groups(header, boolean) == {
+        "Answer": [("Answer.cat.on", "cat"), ("Answer.dog.on", "dog")],
+        "Answer.mood": [("Answer.mood.happy", "happy"), ("Answer.mood.sad", "sad")],
+    }
+    # A lone boolean column (a consent box) is no radio group.
+    assert radio_groups(["Answer.consent.on", "Answer.cat"], ["Answer.consent.on"]) == {}
+
+
+def test_mturk_radio_group_is_the_label():
+    header = [*MTURK_HEADER[:-3], "Answer.cat.on", "Answer.dog.on", "Approve", "Reject"]
+    cmap = map_answer_columns(header, source="b.csv", boolean=["Answer.cat.on", "Answer.dog.on"])
+    assert cmap == ColumnMap(
+        "HITId", "WorkerId", "Answer", "mturk", status="AssignmentStatus", reject="Reject",
+        choices=(("Answer.cat.on", "cat"), ("Answer.dog.on", "dog")),
+    )
+    # Without knowing the cells, two Answer columns are two candidates, as before.
+    with pytest.raises(DataError, match=r"2 candidate label columns: 'Answer.cat.on', 'Answer.dog.on'"):
+        map_answer_columns(header, source="b.csv")
+
+
+def test_mturk_radio_group_beside_a_free_text_answer_is_ambiguous_and_label_picks_either():
+    header = ["HITId", "WorkerId", "Answer.comment", "Answer.s.pos.on", "Answer.s.neg.on"]
+    boolean = ["Answer.s.pos.on", "Answer.s.neg.on"]
+    with pytest.raises(DataError) as e:
+        map_answer_columns(header, source="b.csv", boolean=boolean)
+    assert str(e.value) == (
+        "b.csv: 2 candidate label columns: 'Answer.comment', 'Answer.s' (radio buttons 'Answer.s.pos.on', "
+        "'Answer.s.neg.on'); set label_col to pick one"
+    )
+    assert map_answer_columns(header, source="b.csv", boolean=boolean, label="Answer.s").choices == (
+        ("Answer.s.pos.on", "pos"), ("Answer.s.neg.on", "neg")
+    )
+    picked = map_answer_columns(header, source="b.csv", boolean=boolean, label="Answer.comment")
+    assert (picked.label, picked.choices) == ("Answer.comment", ())
+
+
+LS_CSV_HEADER = ["annotation_id", "annotator", "created_at", "id", "lead_time", "sentiment", "source", "text",
+                 "updated_at"]
+
+
+def test_label_studio_csv_header_is_recognised():
+    assert detect_platform(LS_CSV_HEADER) == "label_studio"
+    cmap = map_answer_columns(LS_CSV_HEADER, source="e.csv", controls=["sentiment"])
+    assert cmap == ColumnMap("id", "annotator", "sentiment", "label_studio")
+    with pytest.raises(DataError) as e:
+        map_answer_columns(LS_CSV_HEADER, source="e.csv")
+    assert str(e.value) == (
+        "e.csv: 3 candidate label columns: 'sentiment', 'source', 'text'; set label_col to pick one"
+    )
+    # Controls that say nothing (none found) leave every candidate in.
+    with pytest.raises(DataError, match=r"3 candidate label columns"):
+        map_answer_columns(LS_CSV_HEADER, source="e.csv", controls=[])
+
+
+def test_usage_error_comes_before_missing_columns():
+    with pytest.raises(UsageError, match=r"the task and label columns must differ"):
+        map_answer_columns(["task", "answer"], source="a.csv", task="answer")
+
+
+def test_label_columns_both_roles_missing_in_one_error():
+    with pytest.raises(DataError) as e:
+        map_label_columns(["id", "verdict"], source="truth.csv", options={"task": "--truth-task-col",
+                                                                         "label": "--truth-label-col"})
+    assert str(e.value) == (
+        "truth.csv: cannot tell which columns to read: "
+        "no task column (expected one of task, item, question, task_id, ...; or set --truth-task-col); "
+        "no label column (expected one of label, truth, gold, true_label, ...; or set --truth-label-col); "
+        "found columns: 'id', 'verdict'"
+    )

@@ -245,3 +245,132 @@ def frame_workers():
     from crowdagg import load_annotations
 
     return load_annotations(pd.DataFrame({"task": [1], "worker": [3], "label": ["a"]})).workers
+
+
+# --------------------------------------------------------------------------- the constructor checks its arrays
+def _fields(d: AnnotationSet, **change) -> dict:
+    return dict(task=d.task, worker=d.worker, label=d.label, tasks=d.tasks, workers=d.workers,
+                classes=d.classes) | change
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"worker": np.array([0, 1, 0, 5], np.int32)}, "worker code 5 at position 3 is out of range for 2 workers"),
+    ({"task": np.array([0, 0, 1, 2])}, "task code 2 at position 3 is out of range for 2 tasks"),
+    ({"label": np.array([0, -3, 0, 0])}, "label code -3 at position 1 is out of range for 2 classes"),
+    ({"task": np.array([0, 0, np.nan, 1])}, "task codes must be integers, got dtype float64 (first NaN at position 2)"),
+    ({"task": np.array([0.0, 0.0, 1.0, 1.0])}, "task codes must be integers, got dtype float64 (convert with"),
+    ({"worker": np.array(["0", "1", "0", "1"])}, "worker codes must be integers, got dtype <U1"),
+    ({"label": [0, 1, 0]}, "equal lengths, got task 4, worker 4, label 3"),
+])
+def test_constructor_names_the_bad_array_and_position(change, message):
+    good = AnnotationSet.from_codes([0, 0, 1, 1], [0, 1, 0, 1], [0, 1, 1, 0])
+    with pytest.raises(DataError) as err:
+        AnnotationSet(**_fields(good, **change))
+    assert message in str(err.value)
+
+
+def test_constructor_checks_names_and_settings():
+    good = AnnotationSet.from_codes([0, 0, 1, 1], [0, 1, 0, 1], [0, 1, 1, 0])
+    with pytest.raises(UsageError, match="distinct, non-blank"):
+        AnnotationSet(**_fields(good, classes=("a", "a")))
+    with pytest.raises(DataError, match="at least one class"):
+        AnnotationSet(**_fields(good, classes=()))
+    with pytest.raises(DataError, match="lists 'x' twice"):
+        AnnotationSet(**_fields(good, tasks=["x", "x"]))
+    with pytest.raises(UsageError, match="duplicates must be one of"):
+        AnnotationSet(**_fields(good), duplicates="maybe")
+    with pytest.raises(UsageError, match="n_duplicates must be a count"):
+        AnnotationSet(**_fields(good), n_duplicates=-1)
+    with pytest.raises(UsageError, match="classes must be a list of names"):
+        AnnotationSet(**_fields(good, classes="ab"))
+    with pytest.raises(UsageError, match="class_dtype must be a dtype name or None"):
+        AnnotationSet(**_fields(good), class_dtype=int)  # type: ignore[arg-type]
+    # names given as lists become vocabularies
+    d = AnnotationSet(**_fields(good, tasks=["t1", "t2"], workers=np.array(["u", "v"]), classes=["no", "yes"]))
+    assert list(d.task_names) == ["t1", "t2"] and list(d.worker_names) == ["u", "v"] and d.classes == ("no", "yes")
+
+
+def test_constructor_copies_canonicalises_and_freezes():
+    good = AnnotationSet.from_codes([0, 0, 1, 1], [0, 1, 0, 1], [0, 1, 1, 0])
+    task = np.array([1, 0, 1, 0], dtype=np.int64)  # unsorted, another dtype
+    worker = np.array([0, 0, 1, 1], dtype=np.uint8)
+    label = np.array([1, 0, 1, 1], dtype=np.int64)
+    d = AnnotationSet(**_fields(good, task=task, worker=worker, label=label))
+    assert (d.task.dtype, d.worker.dtype, d.label.dtype) == (np.int32, np.int32, np.int8)
+    assert d.task.tolist() == [0, 0, 1, 1] and d.worker.tolist() == [0, 1, 0, 1] and d.label.tolist() == [0, 1, 1, 1]
+    np.testing.assert_array_equal(d.task_ptr, [0, 2, 4])
+    assert not (d.task.flags.writeable or d.worker.flags.writeable or d.label.flags.writeable)
+    assert task.flags.writeable and task.tolist() == [1, 0, 1, 0]  # the caller's arrays are theirs
+    worker[:] = 200  # and changing them later cannot reach the set
+    assert d.worker.tolist() == [0, 1, 0, 1]
+
+
+def test_internal_builders_skip_the_check_public_entries_run_it_once(monkeypatch):
+    from crowdagg.kernels import validate
+
+    calls = []
+    scan = validate._scan_codes
+
+    def counting(*args):
+        calls.append(len(args[0]))
+        return scan(*args)
+
+    monkeypatch.setattr(validate, "_scan_codes", counting)
+    d = AnnotationSet.from_names(["a", "b", "a"], ["w", "w", "v"], ["x", "y", "y"])
+    assert calls == []  # valid by construction: no pass
+    AnnotationSet.from_codes(d.task, d.worker, d.label)
+    assert calls == [3]  # one pass
+    AnnotationSet(**_fields(d))
+    assert calls == [3, 3]
+
+
+def test_from_codes_names_the_first_bad_position():
+    with pytest.raises(DataError, match="worker code 7 at position 1 is out of range for 2 workers"):
+        AnnotationSet.from_codes([0, 1], [0, 7], [0, 1], n_workers=2)
+    with pytest.raises(DataError, match="label code -1 at position 0 is negative"):
+        AnnotationSet.from_codes([0, 1], [0, 0], [-1, 1])
+    with pytest.raises(DataError, match="3 task names given for 2 tasks"):
+        AnnotationSet.from_codes([0, 1], [0, 0], [0, 1], n_tasks=2, task_names=["a", "b", "c"])
+    with pytest.raises(DataError, match="task code 2 at position 1 is out of range for 2 tasks"):
+        AnnotationSet.from_codes([0, 2], [0, 0], [0, 1], task_names=["a", "b"])
+    with pytest.raises(UsageError, match="n_tasks must be an integer >= 0"):
+        AnnotationSet.from_codes([0], [0], [0], n_tasks=-2)
+    with pytest.raises(UsageError, match="task_names must be a list of names"):
+        AnnotationSet.from_codes([0], [0], [0], task_names="a")
+
+
+@pytest.mark.parametrize("size", ["n_tasks", "n_workers"])
+def test_from_codes_refuses_a_huge_size_up_front_with_what_it_needs(size):
+    from crowdagg.errors import ResourceError
+
+    with pytest.raises(ResourceError, match=r"this needs ~\d.* GB \(an annotation set of 1 answer"):
+        AnnotationSet.from_codes([0], [0], [0], **{size: 2_000_000_000})
+    with pytest.raises(ResourceError, match=r"more than the limit of 1.00 MB \(max_memory=1.00 MB\)"):
+        AnnotationSet.from_codes([0], [0], [0], max_memory="1M", **{size: 100_000})
+    assert AnnotationSet.from_codes([0], [0], [0], max_memory="64M", **{size: 100_000}).n_answers == 1
+
+
+def test_a_classes_list_beyond_int16_is_refused_before_its_names_are_made():
+    class Huge:
+        def __len__(self):
+            return 10**9
+
+        def __iter__(self):
+            raise AssertionError("iterated")
+
+    with pytest.raises(DataError, match="1,000,000,000 classes"):
+        AnnotationSet.from_names(["t"], ["w"], ["a"], classes=Huge())  # type: ignore[arg-type]
+
+
+def test_the_label_column_dtype_is_recorded():
+    import pandas as pd
+
+    from crowdagg import load_annotations
+
+    frame = pd.DataFrame({"task": [1, 2], "worker": ["a", "a"], "label": [0, 1]})
+    assert load_annotations(frame).class_dtype == "int64"
+    assert load_annotations(frame.assign(label=[0.5, 1.0])).class_dtype == "double"
+    assert load_annotations(frame.assign(label=frame.label.astype("Int64"))).class_dtype == "Int64"
+    assert load_annotations(frame.assign(label=frame.label.astype("category"))).class_dtype == "category[int64]"
+    assert load_annotations(frame.assign(label=["x", "y"])).class_dtype in (None, "str")  # pandas 2 / pandas 3
+    assert AnnotationSet.from_names(["t"], ["w"], ["x"]).class_dtype is None

@@ -223,7 +223,9 @@ def test_output_format_from_extension_and_unknown_extensions():
     assert output_format(None, "x.jsonl.gz") == "jsonl"
     assert output_format(None, "noext") == "csv"
     assert output_format(None, "-") == "csv"
-    assert output_format("tsv", "x.parquet") == "tsv"
+    assert output_format("tsv", "x.csv") == "tsv"  # text for text: --format decides
+    with pytest.raises(UsageError, match="disagree"):  # never text under a Parquet name, nor the reverse
+        output_format("tsv", "x.parquet")
     assert output_format(None, "out.parquet") == "parquet"
     assert output_format(None, "out.pq") == "parquet"
     with pytest.raises(UsageError, match="'.xlsx'"):

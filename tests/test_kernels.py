@@ -152,3 +152,80 @@ def test_posterior_summary_against_numpy(rng):
         sums, qlogq = posterior_summary(post, bounds, 1e-10)
         np.testing.assert_allclose(sums, post.sum(axis=0), rtol=1e-13)
         assert qlogq == pytest.approx(float(np.sum(floored * np.log(floored))), rel=1e-13)
+
+
+# --------------------------------------------------------------------------- public kernels check what they index by
+KERNEL_CASES = {
+    "sort_by_task": ("sort_by_task(np.array([0, 5]), np.array([0, 0]), np.array([0, 0]), 2)",
+                     "task code 5 at position 1 is out of range for 2 tasks"),
+    "sort_by_task lengths": ("sort_by_task(np.array([0, 1]), np.array([0]), np.array([0, 0]), 2)",
+                             "equal lengths, got task 2, worker 1, label 2"),
+    "group_order": ("group_order(np.array([0, 3, 9]), 4)", "key code 9 at position 2 is out of range for 4 groups"),
+    "group_order float": ("group_order(np.array([0.0, np.nan]), 4)", "key codes must be integers"),
+    "repeated_answers worker": ("repeated_answers(np.array([0, 2]), np.array([0, 10**6]), 3)",
+                                "worker code 1000000 at position 1 is out of range for 3 workers"),
+    "repeated_answers ptr": ("repeated_answers(np.array([0, 5]), np.array([0, 1]), 3)",
+                             "task_ptr must run from 0 to 2"),
+    "repeated_answers ptr order": ("repeated_answers(np.array([0, 2, 1, 2]), np.array([0, 1]), 3)",
+                                   "task_ptr must be non-decreasing; position 2 holds 1 after 2"),
+    "vote_counts": ("vote_counts(np.array([0, 1]), np.array([0, 0]), np.array([0, 4]), 2, 2)",
+                    "label code 4 at position 1 is out of range for 2 classes"),
+    "vote_counts weights": ("vote_counts(np.array([0, 1]), np.array([0, 3]), np.array([0, 1]), 2, 2, np.ones(2))",
+                            "worker code 3 at position 1 is out of range for 2 workers"),
+    "EMWorkspace worker": ("EMWorkspace(np.array([0, 2]), np.array([0, 9]), np.array([0, 1]), 2, 2)",
+                           "worker code 9 at position 1 is out of range for 2 workers"),
+    "EMWorkspace ptr": ("EMWorkspace(np.array([0, 7]), np.array([0, 1]), np.array([0, 1]), 2, 2)",
+                        "task_ptr must run from 0 to 2"),
+    "EMWorkspace e_step": ("EMWorkspace(np.array([0, 2]), np.array([0, 1]), np.array([0, 1]), 2, 2)"
+                           ".e_step(np.zeros(2), np.zeros((1, 2, 2)), np.array([-1]))",
+                           "log_conf_ot (1, 2, 2) (needs (2, 2, 2))"),
+    "EMWorkspace clamp": ("EMWorkspace(np.array([0, 2]), np.array([0, 1]), np.array([0, 1]), 2, 2)"
+                          ".e_step(np.zeros(2), np.zeros((2, 2, 2)), np.array([5]))",
+                          "clamp holds a class outside -1 .. 1"),
+    "block_statistics": ("block_statistics(np.array([0, 2]), np.array([0, 99], np.int32), np.array([0, 1]), "
+                         "np.zeros((1, 2)), np.zeros(2), np.zeros((2, 2, 2)), np.array([-1]), 2)",
+                         "cell code 99 at position 1 is out of range for 4 worker-label cells"),
+    "block_statistics bounds": ("block_statistics(np.array([0, 2]), np.array([0, 1], np.int32), np.array([0, 5]), "
+                                "np.zeros((1, 2)), np.zeros(2), np.zeros((2, 2, 2)), np.array([-1]), 2)",
+                                "bounds must run non-decreasing from 0 to 1 tasks"),
+    "posterior_summary": ("posterior_summary(np.full((2, 2), 0.5), np.array([0, 9]), 1e-10)",
+                          "bounds must run non-decreasing from 0 to the 2 rows of post"),
+    "prefixed_int_codes": ("prefixed_int_codes([(np.array([0, 2, 900], np.int32), np.frombuffer(b't1t2', np.uint8))],"
+                           " b't', 2)", "a string offset points outside its chunk's data"),
+    "prefixed_int_codes n": ("prefixed_int_codes([(np.array([0, 2, 4], np.int32), np.frombuffer(b't1t2', np.uint8))],"
+                             " b't', 1)", "the chunks hold 2 strings, not n=1"),
+}
+
+
+def test_public_kernels_refuse_bad_codes_never_crash():
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = (
+        "import json, numpy as np\n"
+        "from crowdagg.kernels import *\n"
+        "from crowdagg.errors import DataError\n"
+        "out = {}\n"
+        f"for name, (call, _) in {KERNEL_CASES!r}.items():\n"
+        "    try:\n"
+        "        eval(call); out[name] = 'accepted'\n"
+        "    except DataError as exc:\n"
+        "        out[name] = str(exc)\n"
+        "print(json.dumps(out))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert proc.returncode == 0, f"crashed (exit {proc.returncode}): {proc.stderr[-2000:]}"
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    for name, (_, message) in KERNEL_CASES.items():
+        assert message in found[name], (name, found[name])
+
+
+def test_check_codes_reports_sortedness_and_maxima():
+    from crowdagg.kernels.validate import check_codes
+
+    assert check_codes(np.array([0, 0, 2]), np.array([4, 1, 0]), np.array([1, 0, 1], np.int8)) == (True, 2, 4, 1)
+    assert check_codes(np.array([1, 0]), np.array([0, 0]), np.array([0, 0]), 2, 1, 1).task_sorted is False
+    assert check_codes(np.zeros(0, np.int64), [], []) == (True, -1, -1, -1)

@@ -43,3 +43,39 @@ def test_default_limit_is_a_fraction_of_available_memory(monkeypatch):
     limit, how = memory.limit_bytes(None)
     assert limit == memory.DEFAULT_FRACTION * 3 * 2**30
     assert how == "80% of the 3.00 GB available"
+
+
+_N = 20_000
+_JSON_DOCUMENTS = {  # the shapes that cost the most per byte, and a worker model's
+    "empty lists": "[" + ",".join(["[]"] * _N) + "]",
+    "empty objects": "[" + ",".join(["{}"] * _N) + "]",
+    "nested lists": "[" + ",".join(["[[]]"] * _N) + "]",
+    "one-number lists": "[" + ",".join(["[0]"] * _N) + "]",
+    "short floats": "[" + ",".join(["1.5"] * _N) + "]",
+    "big integers": "[" + ",".join(["123456789012"] * _N) + "]",
+    "short strings": "[" + ",".join(['"ab"'] * _N) + "]",
+    "astral strings": "[" + ",".join(['"\U0001F600x"'] * _N) + "]",
+    "escaped astral strings": "[" + ",".join(['"\\ud83d\\ude00"'] * _N) + "]",
+    "one large object": "{" + ",".join(f'"k{i}":0' for i in range(_N)) + "}",
+    "small objects": "[" + ",".join(['{"a":[]}'] * _N) + "]",
+    "model-like": '{"counts": [' + ",".join(["[[0.12345678901234567, 1e-10], [3.5, 0.25]]"] * _N) + "]}",
+}
+
+
+@pytest.mark.parametrize("kind", list(_JSON_DOCUMENTS))
+@pytest.mark.parametrize("as_bytes", [True, False])
+def test_json_parse_bytes_bounds_what_parsing_takes(kind, as_bytes):
+    """The estimate is above the measured peak of json.loads (tracemalloc), and not wildly so."""
+    import json
+    import tracemalloc
+
+    from crowdagg.memory import json_parse_bytes
+
+    text = _JSON_DOCUMENTS[kind]
+    given = text.encode() if as_bytes else text
+    tracemalloc.start()
+    doc = json.loads(given)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    del doc
+    assert peak < json_parse_bytes(given) < 8 * peak

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import signal
 import socket
@@ -13,11 +14,22 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from crowdagg import _signals
 from crowdagg.errors import DataError, Interrupted, UsageError
-from crowdagg.output import check_distinct, commit, encode, resolve
+from crowdagg.output import (
+    check_binary,
+    check_distinct,
+    check_not_inputs,
+    commit,
+    earlier_output,
+    encode,
+    identity,
+    resolve,
+)
+from crowdagg.render import render_table
 
 
 def listing(directory: Path) -> set[str]:
@@ -306,3 +318,142 @@ def test_a_target_that_became_a_directory_stops_the_commit_before_any_rename(tmp
         commit([(t_a, b"new a"), (t_b, b"new b")])
     assert (tmp_path / "a.csv").read_text() == "old a"
     assert listing(tmp_path) == {"a.csv", "b.csv"}
+
+
+# --------------------------------------------------------------------------- identity, earlier outputs, terminals
+def test_identity_follows_links_and_descriptor_paths(tmp_path):
+    f = tmp_path / "in.csv"
+    f.write_text("task,worker,label\n")
+    (tmp_path / "soft.csv").symlink_to(f)
+    os.link(f, tmp_path / "hard.csv")
+    want = (f.stat().st_dev, f.stat().st_ino)
+    for spec in ("in.csv", "soft.csv", "hard.csv", "sub/../in.csv"):
+        (tmp_path / "sub").mkdir(exist_ok=True)
+        assert identity(str(tmp_path / spec)) == want, spec
+    fd = os.open(f, os.O_RDONLY)
+    try:  # a descriptor path is the open file, not the /proc link
+        assert identity(f"/dev/fd/{fd}") == want and identity(f"/proc/self/fd/{fd}") == want
+    finally:
+        os.close(fd)
+    assert identity(str(tmp_path / "missing.csv")) is None
+    assert identity("example:bluebird") is None
+
+
+def test_check_not_inputs_compares_identities_not_spellings(tmp_path):
+    f = tmp_path / "in.csv"
+    f.write_text("task,worker,label\nt,w,a\n")
+    (tmp_path / "soft.csv").symlink_to(f)
+    os.link(f, tmp_path / "hard.csv")
+    for out in ("soft.csv", "hard.csv", "./in.csv"):
+        with pytest.raises(UsageError, match=r"--output .* is also an input \(INPUT in.csv\); refusing to overwrite it"):
+            check_not_inputs([resolve(str(tmp_path / out), "--output")], [("INPUT in.csv", str(f))])
+    # a new file, /dev/null and another existing file are no conflict
+    (tmp_path / "other.csv").write_text("x")
+    check_not_inputs(
+        [resolve(str(tmp_path / "new.csv"), "-o"), resolve("/dev/null", "--workers"),
+         resolve(str(tmp_path / "other.csv"), "--save-workers")],
+        [("INPUT in.csv", str(f)), ("--truth /dev/null", "/dev/null")],
+    )
+
+
+def test_stdout_redirected_onto_an_input_is_refused(tmp_path):
+    """``aggregate in.csv >>in.csv``: standard output's file is an input (checked in the child, by fd)."""
+    f = tmp_path / "in.csv"
+    f.write_text("task,worker,label\n")
+    code = (
+        "import sys; from crowdagg.output import check_not_inputs, resolve\n"
+        f"check_not_inputs([resolve('-')], [('INPUT in.csv', {str(f)!r})])\n"
+    )
+    with open(f, "a") as fh:
+        proc = subprocess.run([sys.executable, "-c", code], stdout=fh, stderr=subprocess.PIPE, text=True, timeout=60)
+    assert proc.returncode == 1 and "standard output is also an input (INPUT in.csv); refusing to write into it" in proc.stderr
+    assert f.read_text() == "task,worker,label\n"
+
+
+def test_stdin_route_by_spelling_link_and_identity(tmp_path):
+    src = tmp_path / "in.csv"
+    src.write_text("task,worker,label\n")
+    (tmp_path / "link").symlink_to("/dev/stdin")
+    (tmp_path / "other.csv").write_text("x")
+    code = (
+        "import json, sys; from crowdagg.output import stdin_route\n"
+        "print(json.dumps([stdin_route(p) for p in sys.argv[1:]]))\n"
+    )
+    specs = ["-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0", str(tmp_path / "link"), str(src),
+             str(tmp_path / "other.csv"), "example:bluebird"]
+    with open(src, "rb") as stdin:
+        proc = subprocess.run([sys.executable, "-c", code, *specs], stdin=stdin, capture_output=True, text=True,
+                              timeout=60, check=True)
+    assert json.loads(proc.stdout) == ["descriptor"] * 5 + ["file", None, None]
+
+
+@pytest.mark.parametrize(
+    ("content", "fields", "want"),
+    [
+        (b"", ("task", "label"), True),  # empty: nothing to lose
+        (b"task,label,confidence\nt1,a,1.0\n", ("task", "label", "confidence"), True),
+        (b"\xef\xbb\xbftask\tlabel\tconfidence\n", ("task", "label", "confidence"), True),
+        (b'{"task": "t,\\"1", "label": "a", "confidence": 0.5}\n', ("task", "label", "confidence"), True),
+        (b'[\n{"task": "t1", "label": "a", "confidence": 0.5},\n', ("task", "label", "confidence"), True),
+        (b'{"format": "crowdagg-workers", "version": 1, "method": "ds"}\n', ("format", "version"), True),
+        (gzip.compress(b"worker,true_label,observed_label\n", mtime=0), ("worker", "true_label", "observed_label"), True),
+        # answers are never taken for an earlier output
+        (b"task,worker,label\nt1,w1,a\n", ("task", "label", "confidence"), False),
+        (b'[{"task": "t1", "worker": "w1", "label": "a"}]', ("task", "label", "confidence"), False),
+        (b'{"t1": {"w1": "a"}}', ("task", "label", "confidence"), False),
+        (b"task,label\n", ("task", "label", "confidence"), False),
+        (b"task,label,confidence\n", (), False),  # an output with no declared fields is never recognised
+        (b"\x1f\x8bnot gzip", ("task",), False),
+    ],
+    ids=["empty", "csv", "tsv-bom", "jsonl", "json", "model", "gzip-csv", "answers-csv", "answers-json",
+         "answers-mapping", "fewer-fields", "no-fields", "bad-gzip"],
+)
+def test_earlier_output_recognises_only_what_crowdagg_writes(tmp_path, content, fields, want):
+    p = tmp_path / "f"
+    p.write_bytes(content)
+    assert earlier_output(str(p), fields) is want
+
+
+def test_earlier_output_reads_a_parquet_schema(tmp_path):
+    p = tmp_path / "out.parquet"
+    p.write_bytes(render_table({"task": np.array(["t"], dtype=object), "label": np.array(["a"], dtype=object),
+                                "confidence": np.array([1.0])}, "parquet"))
+    assert earlier_output(str(p), ("task", "label", "confidence"))
+    assert not earlier_output(str(p), ("task", "worker", "label"))
+    gz = tmp_path / "out.parquet.gz"
+    gz.write_bytes(gzip.compress(p.read_bytes()))
+    assert not earlier_output(str(gz), ("task", "label", "confidence"))  # schema out of reach: kept, not replaced
+
+
+def test_is_terminal_by_what_the_target_is(tmp_path):
+    master, slave = os.openpty()
+    try:
+        name = os.ttyname(slave)
+        (tmp_path / "tty.parquet").symlink_to(name)
+        assert resolve(name).is_terminal()
+        assert resolve(str(tmp_path / "tty.parquet")).is_terminal()
+        assert resolve(f"/dev/fd/{slave}").is_terminal()
+    finally:
+        os.close(slave)
+        os.close(master)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert not resolve(str(fifo)).is_terminal()  # asked without opening it: no reader, no hang
+    assert not resolve("/dev/null").is_terminal()
+    assert not resolve(str(tmp_path / "out.parquet")).is_terminal()
+
+
+def test_check_binary_refuses_parquet_and_gzip_on_a_terminal(tmp_path):
+    master, slave = os.openpty()
+    try:
+        name = os.ttyname(slave)
+        (tmp_path / "t.csv.gz").symlink_to(name)
+        with pytest.raises(UsageError, match=f"Parquet is binary and -o {name} is a terminal"):
+            check_binary(resolve(name, "-o"), "parquet")
+        with pytest.raises(UsageError, match="gzip is binary"):
+            check_binary(resolve(str(tmp_path / "t.csv.gz"), "-o"), "csv")
+        check_binary(resolve(name, "-o"), "csv")  # text to a terminal is fine
+    finally:
+        os.close(slave)
+        os.close(master)
+    check_binary(resolve(str(tmp_path / "o.parquet")), "parquet")

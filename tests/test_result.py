@@ -122,3 +122,83 @@ def test_reserved_names_full_confusion_shape_and_the_confusion_argument(bluebird
             make_result(*args, worker_params=params).check_shapes()
     with pytest.raises(TypeError, match="callable"):
         make_result(*args, np.ones((w, k, k)))
+
+
+# --------------------------------------------------------------------------- labels in their column's dtype
+#: A small crowd: truth 0 1 1 0 1; three workers each; the vote is wrong on the last task only.
+CROWD_TASKS = [101, 101, 101, 102, 102, 102, 103, 103, 103, 104, 104, 104, 105, 105, 105]
+CROWD_WORKERS = ["a", "b", "c"] * 5
+CROWD_CODES = [0, 0, 1, 1, 1, 0, 1, 1, 1, 0, 0, 0, 0, 0, 1]
+TRUTH_CODES = [0, 1, 1, 0, 1]
+
+LABEL_KINDS = {
+    "int": (lambda c: pd.Series(c, dtype="int64"), np.dtype("int64")),
+    "float": (lambda c: pd.Series(np.where(np.asarray(c) == 1, 2.5, 0.5)), np.dtype("float64")),
+    "bool": (lambda c: pd.Series(np.asarray(c) == 1), np.dtype("bool")),
+    "string": (lambda c: pd.Series(np.where(np.asarray(c) == 1, "yes", "no")).astype("string"), pd.StringDtype()),
+    "Int64": (lambda c: pd.Series(c, dtype="Int64"), pd.Int64Dtype()),
+    "boolean": (lambda c: pd.Series(np.asarray(c) == 1, dtype="boolean"), pd.BooleanDtype()),
+    "category": (lambda c: pd.Series(np.where(np.asarray(c) == 1, "yes", "no")).astype("category"), "category"),
+    "int category": (lambda c: pd.Series(c).astype("category"), "category"),
+}
+
+
+@pytest.mark.parametrize("source", ["frame", "parquet"])
+@pytest.mark.parametrize("kind", sorted(LABEL_KINDS))
+def test_labels_compare_with_a_pandas_truth_in_their_own_dtype(kind, source, tmp_path):
+    make, dtype = LABEL_KINDS[kind]
+    frame = pd.DataFrame({"task": CROWD_TASKS, "worker": CROWD_WORKERS, "label": make(CROWD_CODES)})
+    truth = pd.Series(make(TRUTH_CODES).array, index=pd.Index([101, 102, 103, 104, 105], name="task"))
+    if source == "parquet":
+        frame.to_parquet(tmp_path / "answers.parquet")
+        data = load_annotations(str(tmp_path / "answers.parquet"))
+    else:
+        data = load_annotations(frame)
+    result = aggregate(data, "mv")
+    labels = result.labels_series()
+    assert labels.index.dtype == np.int64 and labels.index.tolist() == [101, 102, 103, 104, 105]
+    assert (labels == truth).mean() == pytest.approx(0.8)  # today's strings gave 0
+    if source == "frame" or kind in ("int", "float", "bool", "category"):  # Parquet keeps these, not pandas' own
+        assert labels.dtype == dtype
+    frame_view = result.to_frame()
+    assert frame_view["task"].tolist() == [101, 102, 103, 104, 105]
+    assert (frame_view["label"].to_numpy() == labels.to_numpy()).all()
+    proba = result.proba_frame()
+    assert list(proba.columns) == list(pd.unique(make([0, 1])))  # the classes in their own type, sorted
+    assert proba.loc[105, labels[105]] == pytest.approx(2 / 3)
+    assert result.confusion_frame().index.get_level_values("true")[0] == proba.columns[0]
+
+
+def test_text_labels_stay_text(tmp_path):
+    path = tmp_path / "answers.csv"
+    pd.DataFrame({"task": CROWD_TASKS, "worker": CROWD_WORKERS, "label": CROWD_CODES}).to_csv(path, index=False)
+    labels = aggregate(load_annotations(str(path)), "mv").labels_series()
+    assert labels.tolist() == ["0", "1", "1", "0", "0"] and labels.index.tolist() == ["101", "102", "103", "104", "105"]
+
+
+def test_labels_that_read_the_same_in_their_type_stay_names():
+    # 1 and 1.0 are two classes in a text column; a float dtype would merge them: the names are kept.
+    data = AnnotationSet.from_names(["t1", "t2"], ["w", "w"], ["1", "1.0"])
+    object.__setattr__(data, "class_dtype", "double")
+    result = aggregate(data, "mv")
+    assert sorted(result.labels_series().tolist()) == ["1", "1.0"]
+
+
+# --------------------------------------------------------------------------- labelled views check their size
+def test_views_that_grow_with_classes_are_refused_up_front_with_their_size():
+    from crowdagg.errors import ResourceError
+
+    k = 2000
+    data = AnnotationSet.from_codes(np.arange(200) % 100, np.arange(200) % 50, np.arange(200) % k, n_classes=k)
+    result = aggregate(data, "mv")
+    for call, what in ((lambda: result.to_frame(proba=True, max_memory="2M"), "a table of 100 tasks × 2,000 classes"),
+                       (lambda: result.proba_frame(max_memory="1M"), "a frame of 100 tasks × 2,000 classes"),
+                       (lambda: result.confusion_frame(max_memory="100M"), "a frame of 50 workers × 2,000² classes"),
+                       (lambda: result.workers_frame(max_memory="100M"), "a frame of 50 workers × 2,000² classes"),
+                       (lambda: result.workers_table(max_memory="100M"), "a table of 50 workers × 2,000² classes")):
+        with pytest.raises(ResourceError, match=r"this needs ~[\d.]+ [MG]B \(" + what):
+            call()
+    assert result.to_frame(proba=True, max_memory="64M").shape == (100, 2004)
+    result.max_memory = "1M"  # the fit's limit is the default
+    with pytest.raises(ResourceError, match="max_memory=1.00 MB"):
+        result.proba_frame()

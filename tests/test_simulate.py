@@ -527,3 +527,20 @@ def test_regular_graph_is_exactly_l_r_regular(
     assert rows.shape == (n, ell)
     assert np.all(np.diff(rows, axis=1) > 0), "each task: l distinct workers, no repeated (task, worker) pair"
     np.testing.assert_array_equal(np.bincount(rows.reshape(-1), minlength=m), r)
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("label", -1, "label code -1 at position 0 is out of range"),
+    ("worker", 10**6, "worker code 1000000 at position 0 is out of range"),
+    ("truth", 99, "truth code 99 at position 0 is out of range"),
+])
+def test_write_refuses_codes_it_cannot_name(tmp_path: Path, field: str, value: int, message: str) -> None:
+    from crowdagg.errors import DataError
+
+    crowd = simulate(n_tasks=20, n_workers=5, n_classes=3, seed=1)
+    arr = getattr(crowd, field).astype(np.int64)
+    arr[0] = value  # numpy would wrap -1 to the last class: a wrong file, not an error
+    setattr(crowd, field, arr)
+    with pytest.raises(DataError, match=message):
+        crowd.write(tmp_path / "out")
+    assert not (tmp_path / "out").exists()

@@ -35,6 +35,17 @@ result ends on an E-step: its posteriors are those of its parameters.
 Gold labels, when given, clamp those tasks' posteriors to one-hot
 (semi-supervised DS) in every E-step, so they also shape the confusion
 matrices.  Tasks without answers get the class prior.
+
+A saved worker model (``init_workers``, :mod:`crowdagg.workers`) is
+evidence from earlier tasks: its expected counts are added to every
+M-step's, :math:`A_m[k', k] \propto s + c_m[k', k] + \sum_n q_n(k)\,1[\ldots]`
+and :math:`d_k \propto s + c_k + \sum_n q_n(k)`, while EM still starts from
+the new tasks' own soft majority vote (started from the saved
+probabilities instead, a warm start can lock onto them: on music's second
+half it agrees with the joint fit on .451 of the tasks, against .929;
+benchmarks/bench_warm_start.py).  The result's
+``counts`` are the statistics its parameters were estimated from,
+pseudo-counts included, which the next saved model records.
 """
 
 from __future__ import annotations
@@ -49,7 +60,6 @@ from ..data import AnnotationSet
 from ..errors import CrowdaggWarning, DataError, param, warn
 from ..result import AggregationResult
 from .base import (
-    PROB_FLOOR,
     IterativeAggregator,
     Run,
     TieBreaker,
@@ -102,11 +112,18 @@ def gold_clamp(data: AnnotationSet, gold: Mapping[str, str] | np.ndarray | None)
 
 
 class EMState:
-    """The state of one EM start: the fused E/M workspace, the current parameters, the clamp."""
+    """The state of one EM start: the fused E/M workspace, the current parameters, the clamp.
+
+    ``warm`` (a :class:`~crowdagg.workers.WarmStart`) adds a saved model's
+    counts to the expected counts of every M-step (pseudo-counts: evidence
+    from an earlier batch).  ``counts_ot`` and ``class_tot`` are the
+    statistics the current parameters were estimated from (what a saved
+    model records).
+    """
 
     def __init__(
         self, data: AnnotationSet, post: np.ndarray, clamp: np.ndarray, m_step: MStep, smoothing: float,
-        init: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+        warm: Any = None,
     ):
         from ..kernels import EMWorkspace
 
@@ -114,25 +131,26 @@ class EMState:
         self.clamp = clamp
         self.m_step = m_step
         self.smoothing = smoothing
+        self.warm = warm
         fixed = clamp >= 0
         if fixed.any():
             post[fixed] = 0.0
             post[np.flatnonzero(fixed), clamp[fixed]] = 1.0
         self.ws.accumulate(post)
-        self.prior, self.conf_ot = self.m_step(*self.ws.stats(), self.smoothing)
-        if init is not None:  # a saved worker model: its prior, and its workers' matrices
-            prior, conf_ot, known = init
-            self.prior = np.maximum(prior, PROB_FLOOR)
-            self.conf_ot = self.conf_ot.copy()
-            self.conf_ot[known] = np.maximum(conf_ot[known], PROB_FLOOR)
-        self.objective = self.e_step()
+        self.objective = self.iterate()
 
     def e_step(self) -> float:
         return float(self.ws.e_step(np.log(self.prior), np.log(self.conf_ot), self.clamp))
 
     def iterate(self) -> float:
         """One M-step on the current statistics, then the E-step: the log-likelihood of the new parameters."""
-        self.prior, self.conf_ot = self.m_step(*self.ws.stats(), self.smoothing)
+        counts, tot = self.ws.stats()
+        if self.warm is not None:
+            counts, tot = counts + self.warm.counts_ot, tot + self.warm.class_counts
+        else:  # (a view of the workspace's blocks, which the E-step overwrites)
+            counts, tot = counts.copy(), tot.copy()
+        self.counts_ot, self.class_tot = counts, tot
+        self.prior, self.conf_ot = self.m_step(counts, tot, self.smoothing)
         return self.e_step()
 
     @property
@@ -165,24 +183,36 @@ class DawidSkene(IterativeAggregator):
     __doc__ = __doc__
     name = "ds"
     _m_step: MStep = staticmethod(full_m_step)  # type: ignore[assignment]
+    _model: Any = None
+    collapse_advice = f"try mv, or ds with {param('smoothing')} 1 (pseudo-counts that keep rare classes alive)"
     memory_advice = "its tables grow with workers × classes²: use mv or wmv, or fewer classes"
 
     def memory_needed(self, data: AnnotationSet) -> tuple[float, str]:
         need, what = em_memory(data)
-        return need * (2 if getattr(self, "n_init", 1) > 1 else 1), what  # the best start is kept beside the next
+        need *= 2 if getattr(self, "n_init", 1) > 1 else 1  # the best start is kept beside the next
+        if self._model is not None:
+            from ..workers import WarmStart
+
+            need += WarmStart.memory(data, self._model)
+        return need, what
+
+    def _prepare(self, data: AnnotationSet, max_memory: Any) -> None:
+        """Read and check the saved worker model (its parse is bounded by ``max_memory``)."""
+        from ..workers import coerce
+
+        self._model = None if self.init_workers is None else coerce(self.init_workers, max_memory)
 
     def _start(
         self, data: AnnotationSet, checked: dict[str, Any], start: int, rng: np.random.Generator
     ) -> tuple[EMState, float]:
-        init = None
         if start == 0:
-            self._clamp = gold_clamp(data, self.gold)
-            if self.init_workers is not None:
-                from ..workers import coerce, initial_parameters
+            from ..workers import WarmStart
 
-                init = initial_parameters(coerce(self.init_workers), data)
+            self._clamp = gold_clamp(data, self.gold)
+            # Every start adds the same pseudo-counts: they are a prior, not a starting point.
+            self._warm = None if self._model is None else WarmStart(self._model, data, self.name)
         state = EMState(data, starting_posteriors(data, start, rng), self._clamp, type(self)._m_step,
-                        checked["smoothing"], init)
+                        checked["smoothing"], self._warm)
         return state, state.objective
 
     def _step(self, data: AnnotationSet, state: EMState, checked: dict[str, Any]) -> float:
@@ -203,9 +233,17 @@ class DawidSkene(IterativeAggregator):
         onecoin = self.name == "onecoin"
         worker_params = {"accuracy": np.diagonal(confusion, axis1=1, axis2=2)[:, 0].copy()} if onecoin else {
             "confusion": confusion}
+        # The statistics behind those parameters, for a saved model (crowdagg.workers).
+        counts: dict[str, Any] = {"class_counts": state.class_tot, "smoothing": float(checked["smoothing"])}
+        if onecoin:
+            counts["correct"] = np.trace(state.counts_ot, axis1=1, axis2=2).copy()
+            counts["answers"] = state.counts_ot.sum(axis=(1, 2))
+        else:
+            counts["counts"] = np.ascontiguousarray(state.counts_ot.transpose(0, 2, 1))
         return make_result(
             self.name, data, post, labels, state.prior, worker_params=worker_params,
-            confusion_array=confusion if onecoin else None,
+            confusion_array=confusion if onecoin else None, counts=counts,
+            init_model=None if self._warm is None else self._warm.model,
             n_iter=run.n_iter, converged=run.converged, objective=np.asarray(run.trace), objective_name="log-likelihood",
         )
 
@@ -214,3 +252,4 @@ class OneCoinDawidSkene(DawidSkene):
     __doc__ = __doc__
     name = "onecoin"
     _m_step = staticmethod(one_coin_m_step)  # type: ignore[assignment]
+    collapse_advice = "try ds, whose full confusion matrices keep each class's own error rates"

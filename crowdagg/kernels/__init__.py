@@ -9,7 +9,13 @@ kernel streams each task's answers contiguously.
   (results independent of the thread count);
 * :mod:`.em` -- Dawid--Skene EM as partitioned sufficient statistics;
 * :mod:`.votes` -- vote counting and grouping;
-* :mod:`.ingest` -- the counting sort, repeated answers, record scanning.
+* :mod:`.ingest` -- the counting sort, repeated answers, record scanning;
+* :mod:`.validate` -- the one-pass check of code arrays handed in from
+  outside.  Kernels index without bounds checks, so every public wrapper
+  here checks the codes and offsets it is given (a
+  :class:`~crowdagg.errors.DataError`, never a write outside an array);
+  the package's builders call the ``_``-prefixed, unchecked twins on codes
+  that are valid by construction.
 
 Families to come (co-occurrence statistics, graph messages) get a module
 each and state their block accumulator size to the scheduler.

@@ -182,6 +182,11 @@ def posterior_summary(post: np.ndarray, bounds: np.ndarray, floor: float) -> tup
     block order (bit-identical for any thread count); no temporary of the
     posteriors' size.
     """
+    from ..errors import DataError
+
+    bounds = np.ascontiguousarray(bounds, dtype=np.int64)
+    if post.ndim != 2 or len(bounds) < 1 or bounds[0] != 0 or bounds[-1] != post.shape[0] or np.any(np.diff(bounds) < 0):
+        raise DataError(f"bounds must run non-decreasing from 0 to the {np.shape(post)[0]:,} rows of post")
     n_blocks = len(bounds) - 1
     sums = np.zeros((n_blocks, post.shape[1]))
     qlogq = np.zeros(n_blocks)
@@ -199,6 +204,33 @@ def _fill(
         np.ascontiguousarray(log_prior, dtype=np.float64), np.ascontiguousarray(log_conf_ot, dtype=np.float64),
         np.ascontiguousarray(clamp, dtype=np.int64), bounds, post, out.counts, out.class_tot, out.loglik,
     )
+
+
+def _check_em_inputs(
+    task_ptr: np.ndarray, n_cells: int, bounds: np.ndarray, post: np.ndarray, log_prior: np.ndarray,
+    log_conf_ot: np.ndarray, clamp: np.ndarray, n_workers: int, e_step: bool,
+) -> None:
+    """Shapes and ranges the fused kernel indexes by without bounds checks, checked (O(1) and O(n_tasks)).
+
+    A :class:`~crowdagg.errors.DataError` instead of a write outside an
+    array.  The answers' cells are checked once, where they are made.
+    """
+    from ..errors import DataError
+
+    n_tasks = len(task_ptr) - 1
+    k = post.shape[1] if post.ndim == 2 else -1
+    want = {"post": (post, (n_tasks, k)), "log_prior": (log_prior, (k,)),
+            "log_conf_ot": (log_conf_ot, (n_workers, k, k) if e_step else np.shape(log_conf_ot)),
+            "clamp": (clamp, (n_tasks,))}
+    wrong = [f"{name} {np.shape(a)} (needs {shape})" for name, (a, shape) in want.items() if np.shape(a) != shape]
+    if k < 1 or wrong:
+        raise DataError(f"EM arrays of the wrong shape for {n_tasks:,} tasks, {n_workers:,} workers: {', '.join(wrong)}")
+    if n_tasks and (int(clamp.min()) < -1 or int(clamp.max()) >= k):
+        raise DataError(f"clamp holds a class outside -1 .. {k - 1}")
+    if len(bounds) < 1 or bounds[0] != 0 or bounds[-1] != n_tasks or np.any(np.diff(bounds) < 0):
+        raise DataError(f"bounds must run non-decreasing from 0 to {n_tasks:,} tasks")
+    if int(task_ptr[-1]) != n_cells:
+        raise DataError(f"task_ptr ends at {int(task_ptr[-1]):,} for {n_cells:,} answers")
 
 
 def _zeros(n_blocks: int, n_workers: int, k: int) -> BlockStats:
@@ -231,10 +263,22 @@ def block_statistics(
     ``e_step=False``, holds given posteriors whose statistics are taken);
     ``log_prior`` (K,), ``log_conf_ot`` (n_workers, K_obs, K_true) and
     ``clamp`` (n_tasks_part,; -1 = free) are the current parameters.
+
+    Every shape and code the kernel indexes by is checked first
+    (:mod:`crowdagg.kernels.validate`): a bad one is a
+    :class:`~crowdagg.errors.DataError`, never a write outside an array.
     """
+    from .validate import check_index, check_offsets
+
+    k = post.shape[1] if post.ndim == 2 else 1
+    cell = check_index(cell, n_workers * k, "cell", "worker-label cell")
+    task_ptr = check_offsets(task_ptr, len(cell))
+    bounds = np.ascontiguousarray(bounds, dtype=np.int64)
+    clamp = np.ascontiguousarray(clamp, dtype=np.int64)
+    _check_em_inputs(task_ptr, len(cell), bounds, post, np.asarray(log_prior), np.asarray(log_conf_ot), clamp,
+                     n_workers, e_step)
     out = _zeros(len(bounds) - 1, n_workers, post.shape[1])
-    _fill(out, e_step, np.ascontiguousarray(task_ptr, dtype=np.int64), cell,
-          np.ascontiguousarray(bounds, dtype=np.int64), post, log_prior, log_conf_ot, clamp)
+    _fill(out, e_step, task_ptr, cell, bounds, post, log_prior, log_conf_ot, clamp)
     return out
 
 
@@ -262,6 +306,17 @@ class EMWorkspace:
     """
 
     def __init__(self, task_ptr: np.ndarray, worker: np.ndarray, label: np.ndarray, n_workers: int, n_classes: int):
+        from .validate import check_index, check_offsets
+
+        # Checked once here (one pass each, against a fit's dozens of E-steps): the kernel trusts them.
+        check_index(worker, n_workers, "worker", "worker")
+        check_index(label, n_classes, "label", "class")
+        if len(worker) != len(label):
+            from ..errors import DataError
+
+            raise DataError(f"worker and label arrays differ in length ({len(worker):,}, {len(label):,})")
+        self.n_workers = int(n_workers)
+        task_ptr = check_offsets(task_ptr, len(worker))
         self.task_ptr = np.ascontiguousarray(task_ptr, dtype=np.int64)
         # Flat (worker, observed) cell of each answer: one load per answer, and
         # cell * K indexes the K contiguous entries of the log-confusion and count tables.
@@ -273,8 +328,12 @@ class EMWorkspace:
     def e_step(self, log_prior: np.ndarray, log_conf_ot: np.ndarray, clamp: np.ndarray) -> float:
         """Posteriors into ``self.post``; returns the observed-data log-likelihood.
 
-        ``log_conf_ot`` has shape (n_workers, K, K) indexed ``[w, observed, true]``.
+        ``log_conf_ot`` has shape (n_workers, K, K) indexed ``[w, observed, true]``;
+        ``clamp`` (n_tasks,) fixes a task's class (-1: free).  Shapes are checked.
         """
+        clamp = np.ascontiguousarray(clamp, dtype=np.int64)
+        _check_em_inputs(self.task_ptr, len(self.cell), self.bounds, self.post, np.asarray(log_prior),
+                         np.asarray(log_conf_ot), clamp, self.n_workers, True)
         _fill(self.blocks, True, self.task_ptr, self.cell, self.bounds, self.post, log_prior, log_conf_ot, clamp)
         return float(_block_sum(self.blocks.loglik))
 

@@ -41,6 +41,22 @@ def sort_by_task(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(task_ptr, task, worker, label) sorted by task, stable (each task's answers keep input order).
 
+    The codes are checked first (:func:`~crowdagg.kernels.validate.check_codes`:
+    equal lengths, integers, ``0 <= task < n_tasks``, no negative worker or
+    label); a bad one is a :class:`~crowdagg.errors.DataError`.  See
+    :func:`_sort_by_task` for the algorithm.
+    """
+    from .validate import check_codes
+
+    check_codes(task, worker, label, int(n_tasks))
+    return _sort_by_task(task, worker, label, n_tasks)
+
+
+def _sort_by_task(
+    task: np.ndarray, worker: np.ndarray, label: np.ndarray, n_tasks: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`sort_by_task` on codes already known valid (the annotation set's builders).
+
     A counting sort, O(L + n_tasks): count, then scatter worker and label in
     one pass.  Large inputs are cut in two halves counted and scattered on
     two threads -- the first half's answers of a task go before the
@@ -92,6 +108,22 @@ def repeated_answers(
     task_ptr: np.ndarray, worker: np.ndarray, n_workers: int, *, keep: str = "first", mark: bool = True
 ) -> tuple[int, np.ndarray]:
     """Answers repeating a (task, worker) pair, on answers sorted by task.
+
+    ``task_ptr`` (CSR offsets, non-decreasing from 0 to ``len(worker)``) and
+    ``0 <= worker < n_workers`` are checked first (a
+    :class:`~crowdagg.errors.DataError`); see :func:`_repeated_answers`.
+    """
+    from .validate import check_index, check_offsets
+
+    worker = check_index(worker, n_workers, "worker", "worker")
+    task_ptr = check_offsets(task_ptr, len(worker))
+    return _repeated_answers(task_ptr, worker, n_workers, keep=keep, mark=mark)
+
+
+def _repeated_answers(
+    task_ptr: np.ndarray, worker: np.ndarray, n_workers: int, *, keep: str = "first", mark: bool = True
+) -> tuple[int, np.ndarray]:
+    """:func:`repeated_answers` on valid offsets and codes (the annotation set's builders).
 
     One pass over each task's answers with each worker's last-seen task
     (O(L + n_workers), no hashing; two threads on two ranges of tasks for
@@ -233,12 +265,15 @@ def quote_parity(data: bytes) -> tuple[bool, bool]:
 
 @njit(cache=True, nogil=True)
 def _prefixed_max(offsets, data, prefix):  # pragma: no cover - compiled
-    """Largest integer of a chunk of ``prefix`` + canonical digits strings; -1 if any string is not one."""
+    """Largest integer of a chunk of ``prefix`` + canonical digits strings; -1 if any string is not one,
+    -2 if an offset points outside ``data`` or runs backwards (checked in the same pass, before any read)."""
     p = prefix.shape[0]
     top = 0
     for i in range(offsets.shape[0] - 1):
         lo = offsets[i]
         hi = offsets[i + 1]
+        if lo < 0 or hi < lo or hi > data.shape[0]:
+            return -2
         n = hi - lo - p
         if n < 1 or n > 18 or (n > 1 and data[lo + p] == 48):  # "007" is not "7"
             return -1
@@ -283,12 +318,19 @@ def prefixed_int_codes(chunks: list[tuple[np.ndarray, np.ndarray]], prefix: byte
     direct-address table indexed by the integer replaces hashing the text.
     Returns (codes int32, first row of each code int64) or None when an id
     has another form or the integers are too sparse for a table (at most
-    4 entries per row).
+    4 entries per row).  Offsets outside the data, or chunks not holding
+    ``n`` strings in all, are a :class:`~crowdagg.errors.DataError`.
     """
+    from ..errors import DataError
+
     pre = np.frombuffer(prefix, dtype=np.uint8)
+    if sum(max(len(offsets) - 1, 0) for offsets, _ in chunks) != n:
+        raise DataError(f"the chunks hold {sum(max(len(o) - 1, 0) for o, _ in chunks):,} strings, not n={n:,}")
     top = 0
     for offsets, data in chunks:
         m = _prefixed_max(offsets, data, pre)
+        if m == -2:
+            raise DataError("a string offset points outside its chunk's data, or offsets run backwards")
         if m < 0:
             return None
         top = max(top, m)

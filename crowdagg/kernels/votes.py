@@ -26,9 +26,12 @@ def group_order(keys: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray
     """Stable counting sort: (order, ptr) with ``keys[order]`` grouped by key.
 
     ``ptr`` has shape (n_groups + 1,); group ``g`` is ``order[ptr[g]:ptr[g+1]]``.
-    O(n + n_groups).
+    O(n + n_groups).  A key outside ``0 <= key < n_groups`` is a
+    :class:`~crowdagg.errors.DataError` (checked in the same kind of pass).
     """
-    return _group_order(np.ascontiguousarray(keys), int(n_groups))
+    from .validate import check_index
+
+    return _group_order(check_index(keys, n_groups, "key"), int(n_groups))
 
 
 def vote_counts(
@@ -43,8 +46,14 @@ def vote_counts(
 
     ``worker_weight`` (shape (n_workers,)) weighs each worker's vote; ``None``
     counts every answer once.  One ``bincount`` over the flat (task, class)
-    cell of each answer: O(L), nothing to compile.
+    cell of each answer: O(L).  The codes are checked first
+    (:func:`~crowdagg.kernels.validate.check_codes`): a task or label out of
+    range would otherwise count in another task's cell.
     """
+    from .validate import check_codes
+
+    n_weights = -1 if worker_weight is None else len(worker_weight)
+    check_codes(task, worker, label, int(n_tasks), n_weights, int(n_classes))
     cell = task.astype(np.int64) * n_classes + label
     weights = None if worker_weight is None else np.asarray(worker_weight, dtype=np.float64)[worker]
     counts = np.bincount(cell, weights=weights, minlength=n_tasks * n_classes)

@@ -21,6 +21,7 @@ it as four CSV files.
 from __future__ import annotations
 
 import contextlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -145,9 +146,18 @@ class SimulatedCrowd:
         list of Path
             The four paths, in the order above.
         """
+        from ..errors import DataError, param
+        from ..io import DIRECTORY, output_format
+        from ..kernels.validate import check_codes, check_index
         from ..output import commit, resolve
         from ..render import render_table
 
+        output_format(None, os.fspath(outdir), param("outdir"), DIRECTORY)  # "-", a file, "out.csv": refused
+        # Names are looked up by code below: a code out of range would write another id (or none).
+        check_codes(self.task, self.worker, self.label, self.n_tasks, self.n_workers, self.n_classes)
+        check_index(self.truth, self.n_classes, "truth", "class")
+        if self.confusion.shape != (self.n_workers, self.n_classes, self.n_classes):
+            raise DataError(f"confusion has shape {self.confusion.shape}, not (n_workers, n_classes, n_classes)")
         out = Path(outdir)
         task_names = _byte_names(b"t", self.n_tasks)
         worker_names = _byte_names(b"w", self.n_workers)
