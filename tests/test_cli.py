@@ -1436,13 +1436,16 @@ def _on_terminal(args: list[str], *, stdout_tty: bool = True) -> tuple[int, byte
                 return
             seen.extend(chunk)
 
-    reader = threading.Thread(target=drain)
+    reader = threading.Thread(target=drain, daemon=True)
     reader.start()
     try:
         _, err = proc.communicate(timeout=120)
     finally:
-        reader.join(timeout=10)
+        # The child is gone, so the reader ends at EIO once it has drained the terminal; a loaded
+        # machine may just schedule it late, and ``seen`` must not be read while it still grows.
+        reader.join(timeout=120)
         os.close(master)
+    assert not reader.is_alive(), "the terminal's reader did not finish"
     return proc.returncode, bytes(seen), err.decode("utf-8", "replace")
 
 
