@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # All benchmarks, in order: crowd-kit reference figures (isolated .venv-bench),
 # then crowdagg, whose tables include the crowd-kit columns.
-# Usage (from the repository root, after the README quickstart):  bash benchmarks/run.sh [--no-10m]
+# Usage (from the repository root, after the README's first set-up command):  bash benchmarks/run.sh [--no-10m]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p benchmarks/results

@@ -10,6 +10,15 @@ appear in the input, so outputs come back in input order.  CSR offsets per
 task (``task_ptr``) and, lazily, per worker (``worker_order``/``worker_ptr``)
 serve methods that walk the bipartite task--worker graph.  There is no dense
 tasks x workers matrix anywhere.
+
+The ``tasks`` and ``workers`` vocabularies (:class:`crowdagg.vocab.Vocabulary`)
+keep the names as Arrow strings; ``task_names``/``worker_names`` give Python
+strings on demand.  Names are stripped and checked on the distinct values,
+not per row.  The answers are grouped by task with one stable counting sort,
+and repeated (task, worker) answers found in one pass over each task's
+answers (:mod:`crowdagg.kernels.ingest`).  Given a worker vocabulary
+(``workers=``) and ``classes``, separate batches and partitions of a data set
+agree on every code.
 """
 
 from __future__ import annotations

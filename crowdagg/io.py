@@ -35,6 +35,38 @@ keeping its output row.  Problems are raised as
 
 Writing lives in :mod:`crowdagg.render` (rows to bytes) and
 :mod:`crowdagg.output` (where the bytes go).
+
+How input is read
+-----------------
+No Python object is made per answer.  A run goes through the stages that
+``CROWDAGG_TIMINGS`` reports (:mod:`crowdagg._timing`; the ingest benchmark
+prints them):
+
+* **read** -- the bytes of each input (gzip inflated, stdin, FIFOs and gzip
+  measured against the memory limit as they are read); text that is pure
+  ASCII skips UTF-8 decoding.
+* **parse** -- CSV and TSV by Arrow, every cell a string.  Input that Arrow
+  cannot read with the guarantees above -- rows with another number of
+  fields than the header (short rows are padded, long ones are an error
+  naming the line), an unclosed or stray quote, CR-only line ends -- goes to
+  the exact parser of earlier versions (:func:`_parse_delimited_exact`), with
+  the same results and messages (slower, about 12 bytes of memory per byte
+  against 4 on the Arrow path).  JSON and JSON Lines keep their own reader,
+  so that numbers keep their JSON text (``1.10`` stays ``1.10``).  Parquet
+  is read by Arrow; a DataFrame is taken as it is.  Several inputs (files, a
+  directory's data files sorted by name, a quoted glob's matches, sorted)
+  are read in the order given, each with its own header and column mapping,
+  and joined into one table whose messages still name each file's line.
+* **encode** -- the task, worker and label columns become integer codes
+  (dictionary encoding; see :mod:`crowdagg.vocab` for the two paths).
+* **names** -- the whitespace, blank and header checks, run on the distinct
+  names, not per row.
+* **sort** -- the answers grouped by task with one counting sort, and the
+  duplicates found in one pass over each task's answers
+  (:mod:`crowdagg.kernels.ingest`, on two threads; see :mod:`crowdagg.data`).
+
+Then **fit** (the method), **render** (:mod:`crowdagg.render`) and
+**write** (:mod:`crowdagg.output`).
 """
 
 from __future__ import annotations

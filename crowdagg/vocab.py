@@ -31,6 +31,18 @@ line or row and the column.
 The helpers below work on the distinct names (a dictionary), never on rows:
 stripping surrounding whitespace, spotting blank names and names that spell
 a header cell.
+
+Encoding takes one of two paths, with the same codes in the same order
+(first appearance):
+
+* ids of the form prefix + integer without leading zeros (``t17``, ``w3``,
+  ``42``) go through a table indexed by the integer
+  (:func:`_encode_prefixed_ints`, a direct-address table) instead of
+  hashing the text;
+* any other ids take Arrow's hash dictionary encoding (:func:`hash_encode`),
+  including zero-padded ones (``t000000017``, which must not merge with
+  ``t17``).  On large inputs the task column -- the most distinct -- is
+  encoded in two halves on two threads and joined (:func:`encode_halves`).
 """
 
 from __future__ import annotations

@@ -7,6 +7,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Property tests are judged on what they find, never on speed: no per-example deadline and no
+# "too slow" health check, which a loaded machine (CI beside other jobs) would trip at random.
+# Every @settings(...) in the suite inherits these unless it says otherwise.
+settings.register_profile("crowdagg", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("crowdagg")
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASETS = Path(os.environ.get("CROWDAGG_DATASETS", ROOT.parent / "shared" / "datasets"))

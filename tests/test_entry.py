@@ -144,12 +144,50 @@ def test_stdout_redirected_to_the_workers_file_is_a_usage_error(tmp_path):
     assert "same file" in one_error_line(proc.stderr)
 
 
-def _wait_for(proc: subprocess.Popen, seconds: float) -> None:
+def _proc_text(pid: int, name: str) -> str | None:
+    try:
+        with open(f"/proc/{pid}/{name}") as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
+def _handlers_installed(pid: int) -> bool:
+    """Whether crowdagg's handlers are in place: the process catches SIGTERM.
+
+    CPython catches SIGINT itself from start-up but leaves SIGTERM alone;
+    only ``crowdagg._signals.install`` catches it.
+    """
+    status = _proc_text(pid, "status") or ""
+    caught = next((line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), "0")
+    return bool(int(caught, 16) & (1 << (signal.SIGTERM - 1)))
+
+
+# read(2)'s number in /proc/PID/syscall (x86-64, then the generic table of arm64 and riscv64).
+_READ_SYSCALL = {"x86_64": "0", "aarch64": "63", "arm64": "63", "riscv64": "63"}.get(os.uname().machine)
+
+
+def _blocked_reading_stdin(pid: int) -> bool:
+    """Whether the main thread sleeps in read(0, ...) -- a pipe with nothing more to give."""
+    fields = (_proc_text(pid, "syscall") or "").split()
+    if len(fields) >= 2 and _READ_SYSCALL is not None:
+        return fields[0] == _READ_SYSCALL and fields[1] == "0x0"
+    return "pipe" in (_proc_text(pid, "wchan") or "")  # no syscall view: the kernel's wait channel
+
+
+def _wait_until(proc: subprocess.Popen, ready, what: str, seconds: float = 120.0) -> None:
+    """Poll until ``ready(pid)`` holds; a slow machine only makes this wait longer, never flake."""
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.01)
+    while not ready(proc.pid):
+        if proc.poll() is not None:
+            pytest.fail(f"the process ended ({proc.returncode}) before {what}: {proc.communicate()}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"not {what} after {seconds:.0f} s")
+        time.sleep(0.002)
 
 
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs /proc to see a process's state")
 @pytest.mark.parametrize(("sig", "code", "word"), [(signal.SIGTERM, 143, "terminated"), (signal.SIGINT, 130, "interrupted")])
 def test_signal_while_reading_stdin(tmp_path, sig, code, word):
     proc = subprocess.Popen(
@@ -159,33 +197,82 @@ def test_signal_while_reading_stdin(tmp_path, sig, code, word):
     assert proc.stdin is not None
     proc.stdin.write("task,worker,label\nt1,w1,a\n")
     proc.stdin.flush()
-    time.sleep(1.5)  # imports done, blocked reading stdin
+    # Wait for the state, not for a time: imports done and blocked reading stdin, however slow the machine.
+    _wait_until(proc, lambda pid: _handlers_installed(pid) and _blocked_reading_stdin(pid), "blocked reading stdin")
     proc.send_signal(sig)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == code
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == code, err
     assert word in one_error_line(err)
+    assert out == ""
     assert listing(tmp_path) == set()
 
 
-@pytest.mark.parametrize("delay", [0.05, 0.15, 0.3])
-def test_sigint_during_the_first_imports(tmp_path, delay):
+def _assert_documented_interrupt_outcome(proc: subprocess.Popen, out: str, err: str, directory: Path) -> str:
+    """Check one run interrupted by SIGINT at an arbitrary moment; return which outcome it was.
+
+    The README's promise holds once crowdagg's code runs; before that, the
+    interpreter decides, and all that is asked is that nothing is written.
+    """
+    files = listing(directory)
+    assert not any(name.endswith(".tmp") or name.startswith(".") for name in files), files
+    if proc.returncode == 0:  # the run finished first: then it wrote its file, whole
+        assert out == "" and (directory / "out.csv").read_text().count("\n") == 109
+        return "finished"
+    assert out == ""
+    if proc.returncode == -signal.SIGINT:
+        # Before Python's own handler (or a KeyboardInterrupt before crowdagg's handlers): killed by the signal.
+        assert files == set(), err
+        return "before crowdagg"
+    if proc.returncode == 1 and err.startswith("Fatal Python error: init_"):
+        # CPython was still starting (importing site, opening the standard streams): it aborts with
+        # "Fatal Python error: init_import_site" / "init_sys_streams" and exit status 1.
+        assert files == set(), err
+        return "during python start-up"
+    assert proc.returncode == 130, err
+    assert "interrupted" in one_error_line(err)
+    assert "KeyboardInterrupt" not in err
+    assert files <= {"out.csv"}  # a signal during the renames lets them finish (the file is then whole)
+    if files:
+        assert (directory / "out.csv").read_text().count("\n") == 109
+    return "interrupted"
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.01, 0.05, 0.15, 0.3])
+def test_sigint_at_a_fixed_delay_after_launch(tmp_path, delay):
+    """Any moment, from the interpreter's own start-up on: only the documented outcomes."""
     proc = subprocess.Popen(
         [*CMD, "aggregate", str(BLUEBIRD), "-o", str(tmp_path / "out.csv")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(),
     )
     time.sleep(delay)
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    if proc.returncode == 0:  # the run finished first: then it wrote its file, whole
-        assert (tmp_path / "out.csv").read_text().count("\n") == 109
-        return
-    if proc.returncode == -signal.SIGINT:  # a loaded machine: the signal came while Python itself started
-        assert listing(tmp_path) == set()
-        return
-    assert proc.returncode == 130, err
-    assert "interrupted" in one_error_line(err)
-    assert "KeyboardInterrupt" not in err
-    assert listing(tmp_path) <= {"out.csv"} and not any(p.endswith(".tmp") for p in listing(tmp_path))
+    out, err = proc.communicate(timeout=120)
+    _assert_documented_interrupt_outcome(proc, out, err, tmp_path)
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs /proc to see a process's handlers")
+def test_sigint_during_the_first_imports(tmp_path):
+    """Right after the handlers are installed (typer, numpy and numba still to import): one line, exit 130.
+
+    The signal is sent as soon as the process catches SIGTERM, so a loaded
+    machine cannot move it before the handlers; it could in principle let the
+    whole run finish first, so the race is retried until it is won.
+    """
+    outcomes = []
+    for attempt in range(5):
+        directory = tmp_path / str(attempt)
+        directory.mkdir()
+        proc = subprocess.Popen(
+            [*CMD, "aggregate", str(BLUEBIRD), "-o", str(directory / "out.csv")],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(),
+        )
+        _wait_until(proc, _handlers_installed, "catching SIGTERM")
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+        outcomes.append(_assert_documented_interrupt_outcome(proc, out, err, directory))
+        if outcomes[-1] == "interrupted":
+            break
+    assert outcomes[-1] == "interrupted", outcomes
 
 
 def test_late_signals_are_ignored_once_the_run_is_over():
@@ -214,7 +301,7 @@ def test_symlink_to_dev_stdout_streams_into_stdout(tmp_path):
 
 def test_an_endless_binary_stream_is_refused_at_once():
     with open("/dev/zero", "rb") as zero:
-        proc = subprocess.run([*CMD, "aggregate", "-"], stdin=zero, capture_output=True, text=True, timeout=60, env=env())
+        proc = subprocess.run([*CMD, "aggregate", "-"], stdin=zero, capture_output=True, text=True, timeout=300, env=env())
     assert proc.returncode == 1 and "not a text file" in one_error_line(proc.stderr)
     proc = run("aggregate", "/dev/zero")
     assert proc.returncode == 1 and "/dev/zero: not a text file" in one_error_line(proc.stderr)

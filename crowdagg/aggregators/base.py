@@ -1,4 +1,25 @@
-"""Base class and shared pieces of the aggregators."""
+"""Base class and shared pieces of the aggregators.
+
+Each method is one module of mathematics under :mod:`crowdagg.aggregators`
+plus one declaration in :mod:`crowdagg.methods` (its parameters, from which
+the checks, the CLI options and ``crowdagg methods NAME`` come).  The base
+class owns what every method shares: the validation of its settings and of
+the data, the memory check before fitting, and the result.
+
+:class:`Aggregator` is the base of a one-pass method, which implements
+``_fit``.  :class:`IterativeAggregator` owns the loop of an iterative
+method: ``max_iter``, ``tol``, the progress callback, restarts (``n_init``,
+seeded, the best objective kept) and the non-convergence warning.  The
+method supplies ``_start`` (the initial state and objective), ``_step`` (one
+iteration, returning the objective -- or, with ``stop_rule =
+"unchanged"``, how many labels changed) and ``_finish`` (the result).
+
+Every method returns the one result type,
+:class:`crowdagg.result.AggregationResult`: posteriors, labels, the class
+prior, the method's own ``worker_params`` and ``task_params``, the named
+objective trace, and confusion matrices computed on demand for methods that
+do not fit them.
+"""
 
 from __future__ import annotations
 

@@ -19,6 +19,17 @@ kernel streams each task's answers contiguously.
 
 Families to come (co-occurrence statistics, graph messages) get a module
 each and state their block accumulator size to the scheduler.
+
+Kernels are compiled with ``cache=True`` (the first run after installing
+compiles them once, then they load from the on-disk cache;
+:func:`announce_compilation` says so on a terminal) and ``nogil=True``, so
+the scheduler's threads run them in parallel (``NUMBA_NUM_THREADS`` threads,
+default all cores).  EM is one fused pass per block -- the E-step for a
+task, then its expected counts -- exposed as partitioned sufficient
+statistics (:func:`block_statistics`, :func:`add_block_statistics`): the
+block sums are added in grid order, so results are bit-identical for any
+thread count and for any partitioning aligned with the grid, which is what a
+distributed (Dask) engine maps over.
 """
 
 from __future__ import annotations
