@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import math
 import operator
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from .errors import UsageError, param
+from .errors import DataError, UsageError, param
 
 
 def check_int(name: str, value: Any, minimum: int, maximum: int | None = None) -> int:
@@ -62,3 +63,23 @@ def check_index_array(name: str, value: Any, size: int, low: int, high: int) -> 
         bad = arr[(arr < low) | (arr > high)][0]
         raise UsageError(f"{param(name)} entries must be in [{low}, {high}], found {int(bad)}")
     return arr.astype(np.int64)
+
+
+def check_task_mapping(given: Any, name: str) -> Mapping[Any, Any]:
+    """A {task: label} argument as a mapping: a pandas Series by its index (a Series is no ``Mapping``).
+
+    A Series listing a task twice is a DataError; anything else that is not
+    a mapping a UsageError.
+    """
+    import sys
+
+    pd = sys.modules.get("pandas")  # a Series means pandas is loaded: never import it just to check
+    if pd is not None and isinstance(given, pd.Series):
+        if not given.index.is_unique:
+            raise DataError(f"{param(name)} lists task {given.index[given.index.duplicated()].tolist()[0]!r} "
+                            "more than once")
+        return dict(zip(given.index.tolist(), given.tolist()))
+    if not isinstance(given, Mapping):
+        raise UsageError(f"{param(name)} must map each task to its label (a dict or a pandas Series), "
+                         f"got {type(given).__name__}")
+    return given

@@ -284,6 +284,11 @@ class _Answers:
         return out
 
 
+#: tasks × labels float tables a vote holds at once: the counts (the shares, in place), a reordered copy for a
+#: weighted vote, ``probas_`` and its row-sorted copy.
+_VOTE_TABLES = 4
+
+
 def _labels(probas: pd.DataFrame) -> pd.Series:
     """The most probable label of each row; a tie goes to the first column (crowd-kit's ``idxmax``)."""
     import pandas as pd
@@ -312,9 +317,9 @@ def _accuracy(ans: _Answers, label_of_task: np.ndarray) -> np.ndarray:
 
     A repeated identical answer (same task, worker and label) counts once, as crowd-kit's ``get_accuracy``.
     """
-    from .kernels import worker_agreement
+    from .kernels.votes import _worker_agreement
 
-    right, total = worker_agreement(ans.task, ans.worker, ans.label, label_of_task, len(ans.tasks), len(ans.workers))
+    right, total = _worker_agreement(ans.task, ans.worker, ans.label, label_of_task, len(ans.tasks), len(ans.workers))
     return right / np.maximum(total, 1.0)
 
 
@@ -364,9 +369,14 @@ class MajorityVote:
             self.labels_ = pd.Series(dtype=object, name="agg_label")
             self.skills_ = pd.Series(dtype=float, index=pd.Index([], name="worker"), name="skill")
             return None
+        from . import memory
         from .kernels import vote_counts
 
         k = ans.n_classes
+        n_tasks = len(ans.tasks)
+        # The vote tables are tasks × labels: refused up front with their size, never left to the OOM killer.
+        memory.check(8.0 * (_VOTE_TABLES * n_tasks * k + 2 * ans.n_answers), f"{n_tasks:,} tasks × {k:,} labels",
+                     advice="the vote shares are tasks × labels: use fewer labels")
         shares = _shares(vote_counts(ans.task, ans.worker, ans.label, len(ans.tasks), k, weights))
         # crowd-kit's order: a weighted vote groups with sort=True; a plain one takes value_counts' order
         # (its classes are already in it: see _Answers)
@@ -492,6 +502,10 @@ class Wawa:
 
 
 # --------------------------------------------------------------------------- Dawid-Skene
+#: Dense workers × labels² float tables DawidSkene holds at once beyond crowdagg's own EM (its memory check).
+_DENSE_TABLES = 6
+
+
 class DawidSkene:
     r"""Dawid--Skene EM with crowd-kit's ``DawidSkene`` semantics.
 
@@ -560,11 +574,19 @@ class DawidSkene:
         return self
 
     def _run(self, ans: _Answers, clamp: np.ndarray, initial_error: pd.DataFrame | None) -> None:
+        from . import memory
+        from .aggregators.ds import em_memory
         from .aggregators.mv import soft_majority_vote
         from .kernels import EMWorkspace, posterior_summary
 
         d = ans.data
         k = ans.n_classes
+        # Refused up front with its size (crowd-kit would allocate until the OOM killer stops it): crowdagg's
+        # EM need, plus the dense workers × labels² tables this crowd-kit surface keeps beside it (errors,
+        # their logs, the M-step's and the loss's temporaries, the errors_ frame).
+        need, what = em_memory(d)
+        memory.check(need + 8.0 * _DENSE_TABLES * d.n_workers * k * k, what,
+                     advice="its tables grow with workers × labels²: use MajorityVote or Wawa, or fewer labels")
         present = (np.bincount(d.cell, minlength=d.n_workers * k) > 0).reshape(d.n_workers, k)
         ws = EMWorkspace(d.task_ptr, d.worker, d.label, d.n_workers, k)
         q = soft_majority_vote(d)

@@ -223,7 +223,7 @@ class AnnotationSet:
         counts = np.bincount(self.task, minlength=self.n_tasks)
         ptr = np.zeros(self.n_tasks + 1, dtype=np.int64)
         np.cumsum(counts, out=ptr[1:])
-        return ptr
+        return _frozen(ptr)
 
     @cached_property
     def worker_order(self) -> np.ndarray:
@@ -231,7 +231,7 @@ class AnnotationSet:
         from .kernels.votes import _group_order
 
         order, _ = _group_order(self.worker, self.n_workers)  # codes checked when the set was built
-        return order
+        return _frozen(order)
 
     @cached_property
     def worker_ptr(self) -> np.ndarray:
@@ -239,7 +239,7 @@ class AnnotationSet:
         counts = np.bincount(self.worker, minlength=self.n_workers)
         ptr = np.zeros(self.n_workers + 1, dtype=np.int64)
         np.cumsum(counts, out=ptr[1:])
-        return ptr
+        return _frozen(ptr)
 
     @cached_property
     def worker_position(self) -> np.ndarray:
@@ -266,11 +266,11 @@ class AnnotationSet:
 
     @cached_property
     def answers_per_task(self) -> np.ndarray:
-        return np.diff(self.task_ptr)
+        return _frozen(np.diff(self.task_ptr))
 
     @cached_property
     def answers_per_worker(self) -> np.ndarray:
-        return np.bincount(self.worker, minlength=self.n_workers)
+        return _frozen(np.bincount(self.worker, minlength=self.n_workers))
 
     # -------------------------------------------------------------- builders
     @classmethod
@@ -663,7 +663,7 @@ class AnnotationSet:
             raise DataError("no answers in the input (every row is blank)")
         uniques = [str(u) for u in y_uniques.to_pylist()]
         if classes is not None:
-            class_list = [str(c).strip() for c in classes]
+            class_list = [str(c).strip() for c in _listed(classes, "classes")]
             if len(set(class_list)) != len(class_list):
                 raise UsageError(f"{param('classes')} lists a class twice")
             if any(not c for c in class_list):
@@ -792,9 +792,12 @@ def pandas_class_dtype(frame: Any, column: str) -> str | None:
     """
     import pandas as pd
 
-    col = frame[column]
-    dtype = getattr(col, "dtype", None)  # two columns of that name give a DataFrame: no single dtype
-    if dtype is None or isinstance(dtype, (np.dtype, pd.CategoricalDtype)):
+    # ``column`` is the header text, str(label) (the reader's header): an integer or tuple label is found by it.
+    at = [j for j, c in enumerate(frame.columns) if str(c) == column]
+    if len(at) != 1:  # two columns of that name: no single dtype
+        return None
+    dtype = frame.iloc[:, at[0]].dtype
+    if isinstance(dtype, (np.dtype, pd.CategoricalDtype)):
         return None
     return str(dtype)
 
@@ -807,11 +810,19 @@ def _is_dictionary(column: Any) -> bool:
     return pa is not None and isinstance(column, (pa.Array, pa.ChunkedArray)) and pa.types.is_dictionary(column.type)
 
 
+def _frozen(arr: np.ndarray) -> np.ndarray:
+    """``arr`` made read-only: a set's derived arrays index kernels, so a caller's write must not reach them."""
+    arr.setflags(write=False)
+    return arr
+
+
 def _as_vocabulary(given: Any, name: str) -> Vocabulary:
     """The constructor's ``tasks``/``workers``: a Vocabulary as it is (its names are distinct by its contract;
     checking a million names again would cost more than the answers' check), or a list of names made one
     and checked (distinct, none blank)."""
     if isinstance(given, Vocabulary):
+        if given.names.null_count:  # O(1): a null name would reach the output as a missing id
+            raise DataError(f"the {name} vocabulary has a missing (null) name")
         return given
     vocabulary = Vocabulary.from_strings(_as_str_array(_listed(given, name), name[:-1]))
     try:
@@ -833,10 +844,21 @@ def _as_classes(given: Any) -> tuple[str, ...]:
 
 
 def _listed(values: Any, name: str) -> list:
-    """A names argument as a list; one string (which would iterate by character) or a mapping is refused."""
-    if isinstance(values, (str, bytes, dict)):
-        raise UsageError(f"{param(name)} must be a list of names, got {type(values).__name__}")
-    return list(values)
+    """A names argument as a list.
+
+    Refused (a UsageError): one string (which would iterate by character), a
+    mapping, a set (its order changes from one run to the next with string
+    hashing, and the order gives each name its code), anything not iterable.
+    """
+    from collections.abc import Mapping
+
+    if isinstance(values, (str, bytes, Mapping, set, frozenset)):
+        why = " (a set has no order; the order gives each name its code)" if isinstance(values, (set, frozenset)) else ""
+        raise UsageError(f"{param(name)} must be a list of names, got {type(values).__name__}{why}")
+    try:
+        return list(values)
+    except TypeError:
+        raise UsageError(f"{param(name)} must be a list of names, got {type(values).__name__}") from None
 
 
 #: Bytes per task (or worker) of a set built from codes: the counting sort's counts, offsets and fill
@@ -874,8 +896,12 @@ def _known_vocabulary(given: Any, role: str) -> Vocabulary:
     from . import vocab
 
     if not isinstance(given, Vocabulary):
-        if isinstance(given, (str, bytes, dict, AnnotationSet)):
-            what = "another set's .workers" if isinstance(given, AnnotationSet) else "not one name or a mapping"
+        # A set's order changes from run to run (string hashing); dict keys keep theirs.
+        if isinstance(given, (str, bytes, dict, AnnotationSet, set, frozenset)):
+            what = ("another set's .workers" if isinstance(given, AnnotationSet)
+                    else "a set has no order, and the order gives each name its code"
+                    if isinstance(given, (set, frozenset))
+                    else "not one name or a mapping")
             raise UsageError(f"{param(role + 's')} must be a list of names or a Vocabulary ({what})")
         import pyarrow as pa
 

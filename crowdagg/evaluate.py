@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from .checks import check_task_mapping
 from .data import infer_classes
 from .errors import CrowdaggWarning, DataError, param, warn
 
@@ -65,11 +66,23 @@ def evaluate_labels(
 
     Predicted labels that never occur in the truth (files from different
     data sets, or classes named differently) are reported with a warning.
+
+    ``predicted`` and ``truth`` are mappings or pandas Series indexed by
+    task (``result.labels_series()``); ids and labels compare as they are,
+    so an int64 id is not the text ``"1"`` (an error says so when that is
+    why nothing matched).
     """
+    predicted, truth = check_task_mapping(predicted, "predicted"), check_task_mapping(truth, "truth")
     common = [t for t in predicted if t in truth]
     if not common:
+        texts = {str(t) for t in truth}
+        why = ""
+        if any(str(t) in texts for t in predicted):
+            kinds = sorted({type(t).__name__ for t in predicted}), sorted({type(t).__name__ for t in truth})
+            why = (f" (the ids match as text but differ in type: predicted {', '.join(kinds[0])}, truth "
+                   f"{', '.join(kinds[1])}; convert one side, e.g. truth.index.astype(...))")
         raise DataError(
-            "no task has both a prediction and a truth label; check that the task ids match"
+            f"no task has both a prediction and a truth label; check that the task ids match{why}"
         )
     pred = np.asarray([predicted[t] for t in common], dtype=object)
     true = np.asarray([truth[t] for t in common], dtype=object)

@@ -1191,6 +1191,21 @@ def check_stdin_once(inputs: Sequence[tuple[str, str | None]]) -> None:
 _ANSWER_OPTIONS = {"task": param("task_col"), "worker": param("worker_col"), "label": param("label_col")}
 
 
+def _column_option(value: object, name: str) -> str | None:
+    """A ``*_col`` option as the header text it names.
+
+    A DataFrame's column labels are read as their text (``str(label)``), so
+    an integer label (``pd.read_csv(header=None)`` gives 0, 1, 2) or a
+    tuple (MultiIndex columns) names the column it is; booleans and
+    containers are a :class:`~crowdagg.errors.UsageError`.
+    """
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer, float, tuple)):
+        raise UsageError(f"{param(name)} must be a column name, got {type(value).__name__} {value!r}")
+    return str(value)
+
+
 def load_annotations(
     source: str | os.PathLike[str] | IO[bytes] | pd.DataFrame | Sequence[str | os.PathLike[str]],
     *,
@@ -1256,6 +1271,9 @@ def load_annotations(
     near-identical labels, a single class.
     """
     check_blank_labels(blank_labels)
+    task_col, worker_col, label_col = (
+        _column_option(v, n) for v, n in ((task_col, "task_col"), (worker_col, "worker_col"), (label_col, "label_col"))
+    )
     pd = sys.modules.get("pandas")  # a DataFrame means pandas is loaded: never import it just to check
     if pd is not None and isinstance(source, pd.DataFrame):
         tables = [_frame_table(source)]
@@ -1605,6 +1623,7 @@ def read_task_labels(
     different labels is an error.  ``options`` spells the column overrides
     in messages (default the keywords ``task_col``/``label_col``).
     """
+    task_col, label_col = _column_option(task_col, "task_col"), _column_option(label_col, "label_col")
     table = read_raw(source, input_format=input_format, role="truth")
     opts = options or {"task": param("task_col"), "label": param("label_col")}
     t_col, y_col = map_label_columns(table.header, source=table.display, task=task_col, label=label_col, options=opts)

@@ -350,6 +350,12 @@ def _typed(names: np.ndarray, dtype: str | None) -> Any:
         return None
     import pandas as pd
 
+    if dtype.endswith("[pyarrow]"):  # pandas' Arrow-backed dtypes (dtype_backend="pyarrow"): "int64[pyarrow]"
+        inner = _typed(names, dtype[: -len("[pyarrow]")])
+        try:
+            return None if inner is None else pd.array(inner, dtype=dtype)
+        except (TypeError, ValueError):
+            return None
     base = {"double": "float64", "float": "float32", "halffloat": "float16", "boolean": "bool"}.get(dtype, dtype)
     numpy_name = base.lower()
     try:

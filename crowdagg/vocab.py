@@ -344,6 +344,10 @@ def _arrow_strings(arr: Any, role: str) -> tuple[pa.Array, str | None]:
 
         dtype = str(t)
         values = arr.cast(pa.float64())
+        if role == "label":
+            # -0.0 + 0.0 is 0.0: a label's value is its class, and -0.0 == 0.0 (pandas and crowd-kit count them
+            # as one class).  Ids keep the two apart, as their names differ (tests/test_result.py).
+            values = pc.add(values, 0.0)
         out = float_strings(values, nan_as="")  # NaN is missing, as a null is
     elif pa.types.is_null(t):
         out = pa.array([""] * len(arr), type=pa.string())

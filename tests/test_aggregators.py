@@ -259,6 +259,22 @@ def test_gold_as_an_index_array_is_validated():
             aggregate(data, "ds", gold=bad)
 
 
+def test_gold_as_a_pandas_series():
+    """A Series was refused ("gold must map task names to class names"), though it maps tasks to labels."""
+    import pandas as pd
+
+    from crowdagg import aggregate
+    from crowdagg.errors import UsageError
+
+    frame = pd.DataFrame({"task": [1, 1, 1, 2, 2, 2], "worker": ["a", "b", "c"] * 2, "label": [0, 0, 1, 1, 1, 0]})
+    by_series = aggregate(frame, "ds", gold=pd.Series({1: 1}))
+    by_dict = aggregate(frame, "ds", gold={1: 1})
+    assert by_series.labels_series().to_dict() == by_dict.labels_series().to_dict()
+    assert by_series.labels_series()[1] == 1  # clamped against the crowd's 0
+    with pytest.raises(UsageError, match="gold must map each task to its label"):
+        aggregate(frame, "ds", gold=[1, 0])
+
+
 def test_gold_for_unknown_tasks_warns_with_the_count():
     data = AnnotationSet.from_names(["a", "a", "b"], ["w", "v", "w"], ["x", "y", "x"])
     with pytest.warns(CrowdaggWarning, match="none of the 2 gold task"):

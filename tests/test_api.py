@@ -102,6 +102,44 @@ def test_aggregate_takes_records_and_column_names():
     assert result.labels_series().index.name == "task"
 
 
+@pytest.mark.parametrize("dtype", ["int64[pyarrow]", "double[pyarrow]", "bool[pyarrow]"])
+def test_arrow_backed_labels_keep_their_dtype(dtype):
+    """``dtype_backend="pyarrow"`` frames: labels came back as text, so comparing with the truth gave accuracy 0."""
+    frame = FRAME.astype({"label": dtype, "task": "int64[pyarrow]"})
+    truth = frame.groupby("task")["label"].agg(lambda s: s.mode().iloc[0])
+    labels = aggregate(frame, "ds").labels_series()
+    assert str(labels.dtype) == dtype
+    assert labels.index.dtype == np.int64
+    assert (labels == truth.reindex(labels.index)).all()
+
+
+def test_negative_zero_is_the_class_zero():
+    """-0.0 == 0.0: it made a class of its own, and the labels came back as text (accuracy 0 against pandas)."""
+    frame = FRAME.astype({"label": float})
+    frame.loc[frame["label"] == 0, "label"] = -0.0
+    frame.loc[3, "label"] = 0.0  # task 11: one 0.0 and one -0.0 (and a 1.0): the 0.0 / -0.0 votes are one class
+    assert np.signbit(frame["label"]).sum() == 2
+    result = aggregate(frame, "mv")
+    assert result.proba_frame().columns.tolist() == [0.0, 1.0]
+    labels = result.labels_series()
+    assert labels.dtype == np.float64 and labels.to_dict() == {10: 1.0, 11: 0.0, 12: 1.0}
+
+
+def test_integer_and_tuple_column_labels_name_their_columns():
+    """``pd.read_csv(header=None)`` gives columns 0, 1, 2: ``task_col=0`` raised AttributeError ('int' ... strip)."""
+    plain = FRAME.astype({"label": "Int64"})
+    plain.columns = [0, 1, 2]
+    labels = aggregate(plain, "mv", task_col=0, worker_col=1, label_col=2).labels_series()
+    assert labels.to_dict() == {10: 1, 11: 0, 12: 1} and str(labels.dtype) == "Int64"
+    nested = FRAME.copy()
+    nested.columns = pd.MultiIndex.from_tuples([("x", "task"), ("x", "worker"), ("x", "label")])
+    labels = aggregate(nested, "mv", task_col=("x", "task"), worker_col=("x", "worker"),
+                       label_col=("x", "label")).labels_series()
+    assert labels.to_dict() == {10: 1, 11: 0, 12: 1}
+    with pytest.raises(UsageError, match="task_col must be a column name, got bool True"):
+        aggregate(plain, "mv", task_col=True)
+
+
 def test_aggregate_takes_a_path(tmp_path):
     path = tmp_path / "answers.csv"
     FRAME.to_csv(path, index=False)

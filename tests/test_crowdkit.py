@@ -679,3 +679,20 @@ def test_initial_error_with_bool_labels_and_a_gold_only_class():
     gold = DawidSkene(1, initial_error_strategy="assign").fit(data, pd.Series({1: "maybe"}), initial_error=init)
     assert gold.labels_[1] == "maybe"
     assert list(gold.probas_.columns) == ([True, False, "maybe"] if PANDAS3 else [False, True, "maybe"])
+
+
+# --------------------------------------------------------------------------- memory refused up front
+@pytest.mark.parametrize("make", [MajorityVote, Wawa, lambda: DawidSkene(n_iter=1), lambda: OneCoinDawidSkene(n_iter=1)])
+def test_tables_beyond_memory_are_refused_up_front_with_their_size(make, monkeypatch):
+    """OneCoinDawidSkene on 32,767 labels was killed by the OOM killer (2 workers × 32,767² floats per table);
+    MajorityVote and Wawa on 100,000 tasks × 20,000 labels raised a bare MemoryError after allocating."""
+    from crowdagg import memory
+    from crowdagg.errors import ResourceError
+
+    monkeypatch.setattr(memory, "available_bytes", lambda: 2**23 / memory.DEFAULT_FRACTION)  # 8 MiB may be planned
+    n = 4000  # 2,000 tasks × 2,000 labels: 32 MB of vote shares, 2 workers × 2,000² × 8 B = 64 MB of errors
+    frame = pd.DataFrame({"task": np.arange(n) // 2, "worker": np.arange(n) % 2, "label": np.arange(n) % 2000})
+    with pytest.raises(ResourceError, match=r"this needs ~[0-9.]+ [MG]B \(.*2,000.* more than the limit of 8\.00 MB"):
+        make().fit(frame)
+    small = frame.iloc[:6].assign(label=[0, 1, 0, 0, 1, 1])
+    assert len(make().fit_predict_proba(small)) == 3  # small data still fits under the same limit

@@ -356,6 +356,67 @@ def test_constructor_copies_canonicalises_and_freezes():
     assert d.worker.tolist() == [0, 1, 0, 1]
 
 
+def test_constructor_takes_big_endian_and_memmapped_codes(tmp_path):
+    """Codes in non-native byte order (read from a file) were a bare numba TypingError; a memmap is copied."""
+    good = AnnotationSet.from_codes([0, 0, 1, 1], [0, 1, 0, 1], [0, 1, 1, 0])
+    d = AnnotationSet(**_fields(good, task=np.array([1, 0, 1, 0], ">i8"), worker=np.array([0, 0, 1, 1], ">i4"),
+                                label=np.array([1, 0, 1, 1], ">i2")))
+    assert d.task.tolist() == [0, 0, 1, 1] and d.worker.tolist() == [0, 1, 0, 1] and d.label.tolist() == [0, 1, 1, 1]
+    assert d.task.dtype == np.int32 and d.task.dtype.isnative
+    with pytest.raises(DataError, match="worker code 5 at position 0 is out of range for 2 workers"):
+        AnnotationSet(**_fields(good, worker=np.array([5, 0, 1, 1], ">i4")))
+    mm = np.memmap(tmp_path / "t.bin", dtype=np.int32, mode="w+", shape=(4,))
+    mm[:] = [0, 0, 1, 1]
+    d = AnnotationSet(**_fields(good, task=mm))
+    mm[:] = 7
+    assert d.task.tolist() == [0, 0, 1, 1]
+
+
+def test_every_array_of_a_set_is_read_only():
+    """worker_order, worker_ptr and the answer counts were writable: a write reached every later fit."""
+    from crowdagg import load_annotations
+
+    for d in (AnnotationSet.from_codes([0, 1, 1], [0, 0, 1], [0, 1, 1]), load_annotations("example:bluebird")):
+        for name in ("task", "worker", "label", "task_ptr", "worker_order", "worker_ptr", "worker_position", "cell",
+                     "answers_per_task", "answers_per_worker"):
+            with pytest.raises(ValueError, match="read-only"):
+                getattr(d, name)[0] = 10**9
+
+
+def test_constructor_refuses_a_vocabulary_with_a_null_name():
+    import pyarrow as pa
+
+    from crowdagg.vocab import Vocabulary
+
+    good = AnnotationSet.from_codes([0, 0, 1, 1], [0, 1, 0, 1], [0, 1, 1, 0])
+    with pytest.raises(DataError, match="the tasks vocabulary has a missing"):
+        AnnotationSet(**_fields(good, tasks=Vocabulary(pa.array(["t1", None]))))
+
+
+@pytest.mark.parametrize("given", [None, 5, {"a", "b"}, frozenset({"a", "b"})])
+def test_names_must_be_an_ordered_list(given):
+    """A set's order changes between runs (string hashing), and the order gives each class its code."""
+    good = AnnotationSet.from_codes([0, 0, 1, 1], [0, 1, 0, 1], [0, 1, 1, 0])
+    with pytest.raises(UsageError, match="must be a list of names"):
+        AnnotationSet(**_fields(good, classes=given))
+    with pytest.raises(UsageError, match="must be a list of names"):
+        AnnotationSet(**_fields(good, tasks=given))
+    if given is not None:  # None is from_codes's default ("0", "1", ...)
+        with pytest.raises(UsageError, match="must be a list of names"):
+            AnnotationSet.from_codes([0, 1], [0, 0], [0, 1], classes=given)
+    if given is not None:  # the readers' classes= and workers= (known workers) follow the same rule
+        import pandas as pd
+
+        from crowdagg import load_annotations
+
+        frame = pd.DataFrame({"task": [1], "worker": ["a"], "label": ["a"]})
+        with pytest.raises(UsageError, match="must be a list of names"):
+            load_annotations(frame, classes=given)
+        if given != 5:
+            with pytest.raises(UsageError, match="a set has no order"):
+                load_annotations(frame, workers=given)
+
+
 def test_internal_builders_skip_the_check_public_entries_run_it_once(monkeypatch):
     from crowdagg.kernels import validate
 

@@ -43,3 +43,24 @@ def test_labels_absent_from_the_truth_are_warned_about():
 def test_matching_label_sets_do_not_warn(recwarn):
     evaluate_labels({"a": "x", "b": "x"}, {"a": "x", "b": "y"})
     assert not [w for w in recwarn.list if issubclass(w.category, CrowdaggWarning)]
+
+
+def test_pandas_series_are_compared_by_their_index():
+    """``evaluate_labels(result.labels_series(), truth)`` raised TypeError ('numpy.ndarray' object is not callable)."""
+    import pandas as pd
+
+    from crowdagg import aggregate
+    from crowdagg.errors import UsageError
+
+    frame = pd.DataFrame({"task": [1, 1, 2, 2, 3, 3], "worker": ["a", "b"] * 3, "label": [0, 0, 1, 1, 1, 0]})
+    predicted = aggregate(frame, "mv").labels_series()
+    truth = pd.Series({1: 0, 2: 1, 3: 0})
+    ev = evaluate_labels(predicted, truth)
+    assert ev.n_compared == 3 and ev.accuracy == float((predicted == truth).mean())
+    assert evaluate_labels(predicted.to_dict(), truth).accuracy == ev.accuracy
+    with pytest.raises(DataError, match="match as text but differ in type: predicted int, truth str"):
+        evaluate_labels(predicted, {"1": 0, "2": 1})
+    with pytest.raises(DataError, match="lists task 1 more than once"):
+        evaluate_labels(predicted, pd.Series([0, 1], index=[1, 1]))
+    with pytest.raises(UsageError, match="truth must map each task to its label"):
+        evaluate_labels(predicted, [0, 1, 0])

@@ -218,6 +218,53 @@ KERNEL_CASES = {
                            " b't', 2)", "a string offset points outside its chunk's data"),
     "prefixed_int_codes n": ("prefixed_int_codes([(np.array([0, 2, 4], np.int32), np.frombuffer(b't1t2', np.uint8))],"
                              " b't', 1)", "the chunks hold 2 strings, not n=1"),
+    # worker_agreement indexed its per-worker tables unchecked: these three crashed the interpreter (SIGSEGV).
+    "worker_agreement worker": ("worker_agreement(np.array([0, 0]), np.array([0, 10**9]), np.array([0, 1]), "
+                                "np.array([0]), 1, 2)", "worker code 1000000000 at position 1 is out of range for 2"),
+    "worker_agreement task": ("worker_agreement(np.array([0, 10**9]), np.array([0, 1]), np.array([0, 1]), "
+                              "np.array([0]), 1, 2)", "task code 1000000000 at position 1 is out of range for 1 tasks"),
+    "worker_agreement negative": ("worker_agreement(np.array([0, -5]), np.array([0, 1]), np.array([0, 1]), "
+                                  "np.array([0]), 1, 2)", "task code -5 at position 1 is out of range"),
+    "worker_agreement labels": ("worker_agreement(np.array([0, 1]), np.array([0, 1]), np.array([0, 1]), "
+                                "np.array([0]), 2, 2)", "label_of_task holds 1 labels for 2 tasks"),
+    # Wrong sizes and types: library errors, not numpy's or numba's.
+    "group_order size": ("group_order(np.array([], np.int64), -5)", "n_groups must be an integer >= 0, got -5"),
+    "vote_counts size": ("vote_counts(np.array([0]), np.array([0]), np.array([0]), 1.5, 2)",
+                         "n_tasks must be an integer >= 0, got 1.5"),
+    "vote_counts weights 2-D": ("vote_counts(np.array([0]), np.array([0]), np.array([0]), 1, 2, np.ones((2, 2)))",
+                                "worker_weight must be a 1-D array"),
+    "repeated_answers keep": ("repeated_answers(np.array([0, 2]), np.array([0, 1]), 2, keep='nope')",
+                              "keep must be first or last, got 'nope'"),
+    "EMWorkspace clamp float": ("EMWorkspace(np.array([0, 2]), np.array([0, 1]), np.array([0, 1]), 2, 2)"
+                                ".e_step(np.zeros(2), np.zeros((2, 2, 2)), np.array([1.7]))",
+                                "clamp codes must be integers, got dtype float64"),
+    "EMWorkspace clamp uint64": ("EMWorkspace(np.array([0, 2]), np.array([0, 1]), np.array([0, 1]), 2, 2)"
+                                 ".e_step(np.zeros(2), np.zeros((2, 2, 2)), np.array([2**64 - 1], np.uint64))",
+                                 "clamp holds a class outside -1 .. 1"),
+    "EMWorkspace text": ("EMWorkspace(np.array([0, 2]), np.array([0, 1]), np.array([0, 1]), 2, 2)"
+                         ".e_step(np.zeros(2), np.full((2, 2, 2), 'a', object), np.array([-1]))",
+                         "log_conf_ot must hold numbers, got dtype object"),
+    "EMWorkspace accumulate": ("EMWorkspace(np.array([0, 2]), np.array([0, 1]), np.array([0, 1]), 2, 2)"
+                               ".accumulate(np.ones((5, 2)))", "post has shape (5, 2)"),
+    "block_statistics post dtype": ("block_statistics(np.array([0, 2]), np.array([0, 3]), np.array([0, 1]), "
+                                    "np.zeros((1, 2), np.float32), np.zeros(2), np.zeros((2, 2, 2)), np.array([-1]), 2)",
+                                    "post must be a writable float64 ndarray of 2 dimensions"),
+    "block_statistics post big-endian": ("block_statistics(np.array([0, 2]), np.array([0, 3]), np.array([0, 1]), "
+                                         "np.zeros((1, 2), '>f8'), np.zeros(2), np.zeros((2, 2, 2)), np.array([-1]), 2)",
+                                         "post must be a writable float64 ndarray"),
+    "block_statistics bounds float": ("block_statistics(np.array([0, 2]), np.array([0, 3]), np.array([0.0, 1.5]), "
+                                      "np.zeros((1, 2)), np.zeros(2), np.zeros((2, 2, 2)), np.array([-1]), 2)",
+                                      "bounds codes must be integers"),
+    "block_statistics memory": ("block_statistics(np.array([0, 0]), np.array([], np.int32), np.array([0, 1]), "
+                                "np.zeros((1, 2)), np.zeros(2), np.zeros((10**6, 2, 2)), np.array([-1]), 10**6, "
+                                "max_memory=1000)", "EM statistics of 1 block(s)"),
+    "posterior_summary text": ("posterior_summary(np.full((2, 2), 'x', object), np.array([0, 2]), 1e-10)",
+                               "post must hold numbers, got dtype object"),
+    "add_block_statistics empty": ("add_block_statistics([])", "needs the statistics of at least one partition"),
+    "scan_records text": ("scan_records('a,b', ',', True, 2)", "data must be bytes"),
+    "scan_records sep": ("scan_records(b'a,b', ',,', True, 2)", "sep must be one ASCII character"),
+    "prefixed_int_codes offsets": ("prefixed_int_codes([(np.array([0.0, 2.0]), np.frombuffer(b't1', np.uint8))], "
+                                   "b't', 1)", "offsets codes must be integers"),
 }
 
 
@@ -230,12 +277,12 @@ def test_public_kernels_refuse_bad_codes_never_crash():
     script = (
         "import json, numpy as np\n"
         "from crowdagg.kernels import *\n"
-        "from crowdagg.errors import DataError\n"
+        "from crowdagg.errors import DataError, ResourceError, UsageError\n"
         "out = {}\n"
         f"for name, (call, _) in {KERNEL_CASES!r}.items():\n"
         "    try:\n"
         "        eval(call); out[name] = 'accepted'\n"
-        "    except DataError as exc:\n"
+        "    except (DataError, UsageError, ResourceError) as exc:\n"
         "        out[name] = str(exc)\n"
         "print(json.dumps(out))\n"
     )
@@ -245,6 +292,26 @@ def test_public_kernels_refuse_bad_codes_never_crash():
     found = json.loads(proc.stdout.strip().splitlines()[-1])
     for name, (_, message) in KERNEL_CASES.items():
         assert message in found[name], (name, found[name])
+
+
+def test_public_kernels_take_big_endian_and_strided_codes():
+    """Non-native byte order (arrays read from a file) and strided views give the native arrays' results."""
+    from crowdagg.kernels import group_order, repeated_answers, sort_by_task, vote_counts, worker_agreement
+
+    task, worker, label = np.array([2, 0, 1, 0]), np.array([0, 1, 1, 0]), np.array([1, 0, 1, 1])
+    big = [a.astype(">i8") for a in (task, worker, label)]
+    for got, want in zip(sort_by_task(*big, 3), sort_by_task(task, worker, label, 3)):
+        np.testing.assert_array_equal(got, want)
+    for got, want in zip(group_order(big[0], 3), group_order(task, 3)):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(vote_counts(*big, 3, 2), [[1, 1], [0, 1], [0, 1]])
+    strided = np.array([[2, 9], [0, 9], [1, 9], [0, 9]])[:, 0]
+    np.testing.assert_array_equal(vote_counts(strided, worker, label, 3, 2), [[1, 1], [0, 1], [0, 1]])
+    right, total = worker_agreement(*big, np.array([1, 1, 0], ">i4"), 3, 2)
+    np.testing.assert_array_equal(right, [1, 1])  # worker 0: task 2 wrong, task 0 right; worker 1: 0 wrong, 1 right
+    np.testing.assert_array_equal(total, [2, 2])
+    n, mask = repeated_answers(np.array([0, 2], ">i8"), np.array([1, 1], ">i4"), 2)
+    assert n == 1 and mask.tolist() == [False, True]
 
 
 def test_check_codes_reports_sortedness_and_maxima():

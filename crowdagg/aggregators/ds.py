@@ -55,7 +55,7 @@ from typing import Any
 
 import numpy as np
 
-from ..checks import check_index_array
+from ..checks import check_index_array, check_task_mapping
 from ..data import AnnotationSet
 from ..errors import CrowdaggWarning, DataError, param, warn
 from ..result import AggregationResult
@@ -85,8 +85,7 @@ def gold_clamp(data: AnnotationSet, gold: Mapping[str, str] | np.ndarray | None)
         return clamp
     if isinstance(gold, np.ndarray):
         return check_index_array("gold", gold, data.n_tasks, -1, data.n_classes - 1)
-    if not isinstance(gold, Mapping):
-        raise DataError(f"{param('gold')} must map task names to class names, or be an index array")
+    gold = check_task_mapping(gold, "gold")  # a dict, or a pandas Series by its index
     lookup = data.task_lookup()
     cls_index = {c: i for i, c in enumerate(data.classes)}
     missing = 0

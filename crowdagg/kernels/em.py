@@ -183,14 +183,20 @@ def posterior_summary(post: np.ndarray, bounds: np.ndarray, floor: float) -> tup
     posteriors' size.
     """
     from ..errors import DataError
+    from .validate import as_code_array, as_float_array
 
-    bounds = np.ascontiguousarray(bounds, dtype=np.int64)
-    if post.ndim != 2 or len(bounds) < 1 or bounds[0] != 0 or bounds[-1] != post.shape[0] or np.any(np.diff(bounds) < 0):
+    post = as_float_array(post, "post", 2)
+    bounds = np.ascontiguousarray(as_code_array(bounds, "bounds"), dtype=np.int64)
+    if len(bounds) < 1 or bounds[0] != 0 or bounds[-1] != post.shape[0] or np.any(np.diff(bounds) < 0):
         raise DataError(f"bounds must run non-decreasing from 0 to the {np.shape(post)[0]:,} rows of post")
     n_blocks = len(bounds) - 1
     sums = np.zeros((n_blocks, post.shape[1]))
     qlogq = np.zeros(n_blocks)
-    run_blocks(_summary_blocks, n_blocks, bounds, post, float(floor), sums, qlogq)
+    try:
+        floor = float(floor)
+    except (TypeError, ValueError):
+        raise DataError(f"floor must be a number, got {floor!r}") from None
+    run_blocks(_summary_blocks, n_blocks, bounds, post, floor, sums, qlogq)
     return _block_sum(sums), float(_block_sum(qlogq))
 
 
@@ -200,23 +206,31 @@ def _fill(
 ) -> None:
     """Run the fused kernel over every block of ``bounds`` into ``out`` (one slot per block)."""
     run_blocks(
-        _em_chunks, len(bounds) - 1, e_step, task_ptr, cell,
-        np.ascontiguousarray(log_prior, dtype=np.float64), np.ascontiguousarray(log_conf_ot, dtype=np.float64),
-        np.ascontiguousarray(clamp, dtype=np.int64), bounds, post, out.counts, out.class_tot, out.loglik,
+        _em_chunks, len(bounds) - 1, e_step, task_ptr, cell, log_prior, log_conf_ot, clamp, bounds, post,
+        out.counts, out.class_tot, out.loglik,
     )
 
 
 def _check_em_inputs(
-    task_ptr: np.ndarray, n_cells: int, bounds: np.ndarray, post: np.ndarray, log_prior: np.ndarray,
-    log_conf_ot: np.ndarray, clamp: np.ndarray, n_workers: int, e_step: bool,
-) -> None:
+    task_ptr: np.ndarray, n_cells: int, bounds: Any, post: np.ndarray, log_prior: Any,
+    log_conf_ot: Any, clamp: Any, n_workers: int, e_step: bool,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Shapes and ranges the fused kernel indexes by without bounds checks, checked (O(1) and O(n_tasks)).
 
     A :class:`~crowdagg.errors.DataError` instead of a write outside an
     array.  The answers' cells are checked once, where they are made.
+    Returns (post, log_prior, log_conf_ot, clamp, bounds) in the kernel's
+    layout (native float64 / int64, contiguous); ``post`` is the caller's
+    own array, checked as a buffer the kernel writes.
     """
     from ..errors import DataError
+    from .validate import as_code_array, as_float_array, check_out_array
 
+    post = check_out_array(post, "post", 2)
+    log_prior = as_float_array(log_prior, "log_prior", 1)
+    log_conf_ot = as_float_array(log_conf_ot, "log_conf_ot", 3) if e_step else np.zeros((1, 1, 1))
+    clamp = as_code_array(clamp, "clamp")
+    bounds = as_code_array(bounds, "bounds")
     n_tasks = len(task_ptr) - 1
     k = post.shape[1] if post.ndim == 2 else -1
     want = {"post": (post, (n_tasks, k)), "log_prior": (log_prior, (k,)),
@@ -225,12 +239,24 @@ def _check_em_inputs(
     wrong = [f"{name} {np.shape(a)} (needs {shape})" for name, (a, shape) in want.items() if np.shape(a) != shape]
     if k < 1 or wrong:
         raise DataError(f"EM arrays of the wrong shape for {n_tasks:,} tasks, {n_workers:,} workers: {', '.join(wrong)}")
+    # Ranges checked on the given dtype, before the cast to int64 could wrap a large unsigned value to -1.
     if n_tasks and (int(clamp.min()) < -1 or int(clamp.max()) >= k):
         raise DataError(f"clamp holds a class outside -1 .. {k - 1}")
-    if len(bounds) < 1 or bounds[0] != 0 or bounds[-1] != n_tasks or np.any(np.diff(bounds) < 0):
+    if len(bounds) < 1 or bounds[0] != 0 or bounds[-1] != n_tasks or np.any(np.diff(bounds.astype(np.int64)) < 0) \
+            or int(bounds.max()) > n_tasks:
         raise DataError(f"bounds must run non-decreasing from 0 to {n_tasks:,} tasks")
     if int(task_ptr[-1]) != n_cells:
         raise DataError(f"task_ptr ends at {int(task_ptr[-1]):,} for {n_cells:,} answers")
+    return (post, log_prior, log_conf_ot, np.ascontiguousarray(clamp, dtype=np.int64),
+            np.ascontiguousarray(bounds, dtype=np.int64))
+
+
+def _check_memory(n_blocks: int, n_workers: int, k: int, max_memory: Any) -> None:
+    """Refuse block accumulators larger than the memory limit up front, with their size."""
+    from .. import memory
+
+    memory.check(max(n_blocks, 1) * em_accumulator_bytes(n_workers, k),
+                 f"EM statistics of {max(n_blocks, 1)} block(s) × {n_workers:,} workers × {k}² classes", max_memory)
 
 
 def _zeros(n_blocks: int, n_workers: int, k: int) -> BlockStats:
@@ -253,6 +279,7 @@ def block_statistics(
     n_workers: int,
     *,
     e_step: bool = True,
+    max_memory: Any = None,
 ) -> BlockStats:
     """The EM statistics of the blocks of one partition of the tasks.
 
@@ -267,16 +294,19 @@ def block_statistics(
     Every shape and code the kernel indexes by is checked first
     (:mod:`crowdagg.kernels.validate`): a bad one is a
     :class:`~crowdagg.errors.DataError`, never a write outside an array.
+    The accumulators (blocks × ``n_workers`` × K² floats) are checked
+    against ``max_memory`` (:func:`crowdagg.memory.check`) before they are
+    allocated.
     """
-    from .validate import check_index, check_offsets
+    from .validate import check_count, check_index, check_offsets, check_out_array
 
-    k = post.shape[1] if post.ndim == 2 else 1
+    n_workers = check_count(n_workers, "n_workers")
+    k = check_out_array(post, "post", 2).shape[1]
     cell = check_index(cell, n_workers * k, "cell", "worker-label cell")
     task_ptr = check_offsets(task_ptr, len(cell))
-    bounds = np.ascontiguousarray(bounds, dtype=np.int64)
-    clamp = np.ascontiguousarray(clamp, dtype=np.int64)
-    _check_em_inputs(task_ptr, len(cell), bounds, post, np.asarray(log_prior), np.asarray(log_conf_ot), clamp,
-                     n_workers, e_step)
+    post, log_prior, log_conf_ot, clamp, bounds = _check_em_inputs(
+        task_ptr, len(cell), bounds, post, log_prior, log_conf_ot, clamp, n_workers, e_step)
+    _check_memory(len(bounds) - 1, n_workers, k, max_memory)
     out = _zeros(len(bounds) - 1, n_workers, post.shape[1])
     _fill(out, e_step, task_ptr, cell, bounds, post, log_prior, log_conf_ot, clamp)
     return out
@@ -289,6 +319,10 @@ def add_block_statistics(parts: Sequence[BlockStats]) -> tuple[np.ndarray, np.nd
     over the block axis of their concatenation, so they do not depend on
     how the blocks were split between partitions.
     """
+    if not parts:
+        from ..errors import UsageError
+
+        raise UsageError("add_block_statistics needs the statistics of at least one partition")
     if len(parts) == 1:
         counts, tot, ll = parts[0].counts, parts[0].class_tot, parts[0].loglik
     else:
@@ -306,8 +340,9 @@ class EMWorkspace:
     """
 
     def __init__(self, task_ptr: np.ndarray, worker: np.ndarray, label: np.ndarray, n_workers: int, n_classes: int):
-        from .validate import check_index, check_offsets
+        from .validate import check_count, check_index, check_offsets
 
+        n_workers, n_classes = check_count(n_workers, "n_workers"), check_count(n_classes, "n_classes")
         # Checked once here (one pass each, against a fit's dozens of E-steps): the kernel trusts them.
         check_index(worker, n_workers, "worker", "worker")
         check_index(label, n_classes, "label", "class")
@@ -331,15 +366,21 @@ class EMWorkspace:
         ``log_conf_ot`` has shape (n_workers, K, K) indexed ``[w, observed, true]``;
         ``clamp`` (n_tasks,) fixes a task's class (-1: free).  Shapes are checked.
         """
-        clamp = np.ascontiguousarray(clamp, dtype=np.int64)
-        _check_em_inputs(self.task_ptr, len(self.cell), self.bounds, self.post, np.asarray(log_prior),
-                         np.asarray(log_conf_ot), clamp, self.n_workers, True)
-        _fill(self.blocks, True, self.task_ptr, self.cell, self.bounds, self.post, log_prior, log_conf_ot, clamp)
+        post, log_prior, log_conf_ot, clamp, bounds = _check_em_inputs(
+            self.task_ptr, len(self.cell), self.bounds, self.post, log_prior, log_conf_ot, clamp, self.n_workers, True)
+        _fill(self.blocks, True, self.task_ptr, self.cell, bounds, post, log_prior, log_conf_ot, clamp)
         return float(_block_sum(self.blocks.loglik))
 
     def accumulate(self, post: np.ndarray) -> None:
         """Fill the sufficient statistics from given posteriors (no E-step)."""
-        self.post[...] = post
+        from .validate import as_float_array
+
+        given = as_float_array(post, "post", 2)
+        if given.shape != self.post.shape:
+            from ..errors import DataError
+
+            raise DataError(f"post has shape {given.shape}, the workspace's tasks × classes are {self.post.shape}")
+        self.post[...] = given
         k = self.post.shape[1]
         _fill(self.blocks, False, self.task_ptr, self.cell, self.bounds, self.post, np.zeros(k), np.zeros((1, k, k)),
               np.full(self.post.shape[0], -1, dtype=np.int64))

@@ -46,9 +46,11 @@ def sort_by_task(
     label); a bad one is a :class:`~crowdagg.errors.DataError`.  See
     :func:`_sort_by_task` for the algorithm.
     """
-    from .validate import check_codes
+    from .validate import as_code_array, check_codes, check_count
 
-    check_codes(task, worker, label, int(n_tasks))
+    n_tasks = check_count(n_tasks, "n_tasks")
+    check_codes(task, worker, label, n_tasks)
+    task, worker, label = (as_code_array(a, r) for a, r in ((task, "task"), (worker, "worker"), (label, "label")))
     return _sort_by_task(task, worker, label, n_tasks)
 
 
@@ -113,8 +115,12 @@ def repeated_answers(
     ``0 <= worker < n_workers`` are checked first (a
     :class:`~crowdagg.errors.DataError`); see :func:`_repeated_answers`.
     """
-    from .validate import check_index, check_offsets
+    from ..errors import UsageError, param
+    from .validate import check_count, check_index, check_offsets
 
+    if keep not in ("first", "last"):
+        raise UsageError(f"{param('keep')} must be first or last, got {keep!r}")
+    n_workers = check_count(n_workers, "n_workers")
     worker = check_index(worker, n_workers, "worker", "worker")
     task_ptr = check_offsets(task_ptr, len(worker))
     return _repeated_answers(task_ptr, worker, n_workers, keep=keep, mark=mark)
@@ -231,7 +237,11 @@ def scan_records(data: bytes, sep: str, quoting: bool, n_cols: int) -> tuple[np.
     fields -- the rows a delimited-text parser returns -- so ``lines[r]`` is
     the physical line where row ``r`` starts.
     """
-    buf = np.frombuffer(data, dtype=np.uint8)
+    from ..errors import UsageError, param
+
+    buf = _bytes_array(data)
+    if not isinstance(sep, str) or len(sep) != 1 or ord(sep) > 127:
+        raise UsageError(f"{param('sep')} must be one ASCII character, got {sep!r}")
     s, q, k = ord(sep), bool(quoting), int(n_cols)
     empty_l, empty_b = np.zeros(0, np.int64), np.zeros(0, np.bool_)
     kept, blank_other, bad_other = _scan_records(buf, s, q, k, False, empty_l, empty_b)
@@ -260,7 +270,21 @@ def quote_parity(data: bytes) -> tuple[bool, bool]:
     A quoted cell spanning lines always shows as the first; a stray ``"``
     inside an unquoted cell may too (a conservative answer).  O(bytes).
     """
-    return _quote_parity(np.frombuffer(data, dtype=np.uint8))
+    return _quote_parity(_bytes_array(data))
+
+
+def _bytes_array(data: object, name: str = "data") -> np.ndarray:
+    """``data`` (bytes-like) as a uint8 array without a copy; text or anything else is a UsageError."""
+    from ..errors import UsageError, param
+
+    if isinstance(data, np.ndarray):
+        if data.dtype == np.uint8 and data.ndim == 1:
+            return data
+        raise UsageError(f"{param(name)} must be bytes or a 1-D uint8 array, got dtype {data.dtype}, shape {data.shape}")
+    try:
+        return np.frombuffer(data, dtype=np.uint8)  # type: ignore[call-overload]
+    except (TypeError, ValueError, BufferError):
+        raise UsageError(f"{param(name)} must be bytes (the encoded text), got {type(data).__name__}") from None
 
 
 @njit(cache=True, nogil=True)
@@ -322,8 +346,11 @@ def prefixed_int_codes(chunks: list[tuple[np.ndarray, np.ndarray]], prefix: byte
     ``n`` strings in all, are a :class:`~crowdagg.errors.DataError`.
     """
     from ..errors import DataError
+    from .validate import as_code_array
 
-    pre = np.frombuffer(prefix, dtype=np.uint8)
+    pre = _bytes_array(prefix, "prefix")
+    # Integer offsets and byte data in numba's native layout, before any kernel reads them.
+    chunks = [(np.ascontiguousarray(as_code_array(offsets, "offsets")), _bytes_array(data)) for offsets, data in chunks]
     if sum(max(len(offsets) - 1, 0) for offsets, _ in chunks) != n:
         raise DataError(f"the chunks hold {sum(max(len(o) - 1, 0) for o, _ in chunks):,} strings, not n={n:,}")
     top = 0

@@ -39,6 +39,10 @@ def block_count(n_answers: int, n_tasks: int, accumulator_bytes: int) -> int:
 
 def block_bounds(task_ptr: np.ndarray, accumulator_bytes: int) -> np.ndarray:
     """Task boundaries of the blocks, shape (n_blocks + 1,), int64: about equal numbers of answers each."""
+    if len(task_ptr) < 1:
+        from ..errors import DataError
+
+        raise DataError("task_ptr must hold at least one offset (n_tasks + 1 of them)")
     n_answers = int(task_ptr[-1])
     n_tasks = len(task_ptr) - 1
     n_blocks = block_count(n_answers, n_tasks, accumulator_bytes)

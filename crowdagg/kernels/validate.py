@@ -20,7 +20,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ..errors import DataError
+from ..errors import DataError, UsageError, param
 
 
 @njit(cache=True, nogil=True)
@@ -90,7 +90,46 @@ def as_code_array(values: object, name: str) -> np.ndarray:
         raise DataError(f"{name} codes must be integers, got dtype {arr.dtype}{where}")
     if arr.size == 0 and not np.issubdtype(arr.dtype, np.integer):
         arr = arr.astype(np.int64)
+    if not arr.dtype.isnative:  # big-endian data (from a file, ``>i4``): numba compiles native byte order only
+        arr = arr.astype(arr.dtype.newbyteorder("="))
     return arr
+
+
+def as_float_array(values: object, name: str, ndim: int) -> np.ndarray:
+    """``values`` as a contiguous, native float64 array of ``ndim`` dimensions, or a DataError naming ``name``.
+
+    For the numbers a kernel reads (parameters, given posteriors): anything
+    numeric is converted (a copy where needed); text, objects or the wrong
+    number of dimensions are refused before numba sees them.
+    """
+    arr = np.asarray(values)
+    if arr.ndim != ndim:
+        raise DataError(f"{name} must be a {ndim}-D array, got shape {arr.shape}")
+    if arr.dtype.kind not in "biuf":
+        raise DataError(f"{name} must hold numbers, got dtype {arr.dtype}")
+    return np.ascontiguousarray(arr, dtype=np.float64)
+
+
+def check_out_array(values: object, name: str, ndim: int) -> np.ndarray:
+    """``values`` checked as an output buffer a kernel writes: a writable, native float64 ndarray of ``ndim`` dims.
+
+    Not converted: a converted copy would receive the results instead of
+    the caller's array.
+    """
+    if not isinstance(values, np.ndarray) or values.ndim != ndim or values.dtype != np.float64 \
+            or not values.dtype.isnative or not values.flags.writeable:
+        what = (f"{'read-only ' if not values.flags.writeable else ''}ndarray of dtype {values.dtype} "
+                f"and shape {values.shape}") if isinstance(values, np.ndarray) else type(values).__name__
+        raise DataError(f"{name} must be a writable float64 ndarray of {ndim} dimensions (it receives results), "
+                        f"got {what}")
+    return values
+
+
+def check_count(n: object, name: str) -> int:
+    """``n`` as a Python int, or a :class:`~crowdagg.errors.UsageError` unless it is an integer >= 0."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+        raise UsageError(f"{param(name)} must be an integer >= 0, got {n!r}")
+    return int(n)
 
 
 def check_codes(
@@ -169,4 +208,5 @@ def _range_message(role: str, arr: np.ndarray, pos: int, n: int, unit: str) -> s
     )
 
 
-__all__ = ["CodeScan", "as_code_array", "check_codes", "check_index", "check_offsets"]
+__all__ = ["CodeScan", "as_code_array", "as_float_array", "check_codes", "check_count", "check_index", "check_offsets",
+           "check_out_array"]

@@ -29,9 +29,10 @@ def group_order(keys: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray
     O(n + n_groups).  A key outside ``0 <= key < n_groups`` is a
     :class:`~crowdagg.errors.DataError` (checked in the same kind of pass).
     """
-    from .validate import check_index
+    from .validate import check_count, check_index
 
-    return _group_order(check_index(keys, n_groups, "key"), int(n_groups))
+    n_groups = check_count(n_groups, "n_groups")
+    return _group_order(check_index(keys, n_groups, "key"), n_groups)
 
 
 def vote_counts(
@@ -50,12 +51,14 @@ def vote_counts(
     (:func:`~crowdagg.kernels.validate.check_codes`): a task or label out of
     range would otherwise count in another task's cell.
     """
-    from .validate import check_codes
+    from .validate import as_code_array, as_float_array, check_codes, check_count
 
-    n_weights = -1 if worker_weight is None else len(worker_weight)
-    check_codes(task, worker, label, int(n_tasks), n_weights, int(n_classes))
+    n_tasks, n_classes = check_count(n_tasks, "n_tasks"), check_count(n_classes, "n_classes")
+    weight = None if worker_weight is None else as_float_array(worker_weight, "worker_weight", 1)
+    check_codes(task, worker, label, n_tasks, -1 if weight is None else len(weight), n_classes)
+    task, worker, label = (as_code_array(a, r) for a, r in ((task, "task"), (worker, "worker"), (label, "label")))
     cell = task.astype(np.int64) * n_classes + label
-    weights = None if worker_weight is None else np.asarray(worker_weight, dtype=np.float64)[worker]
+    weights = None if weight is None else weight[worker]
     counts = np.bincount(cell, weights=weights, minlength=n_tasks * n_classes)
     return counts.astype(np.float64, copy=False).reshape(n_tasks, n_classes)
 
@@ -97,7 +100,27 @@ def worker_agreement(
     crowd-kit's ``get_accuracy`` drops duplicates.  Answers in any order:
     one counting sort by task, then each worker's last-seen task finds
     repeats without hashing.  O(L + n_tasks + n_workers).
+
+    The codes are checked first (:func:`~crowdagg.kernels.validate.check_codes`;
+    ``label_of_task`` must hold ``n_tasks`` integers): the kernel counts
+    into per-worker tables by code, so a code out of range would write
+    outside them.
     """
+    from ..errors import DataError
+    from .validate import as_code_array, check_codes, check_count
+
+    n_tasks, n_workers = check_count(n_tasks, "n_tasks"), check_count(n_workers, "n_workers")
+    check_codes(task, worker, label, n_tasks, n_workers)
+    label_of_task = as_code_array(label_of_task, "label_of_task")
+    if len(label_of_task) != n_tasks:
+        raise DataError(f"label_of_task holds {len(label_of_task):,} labels for {n_tasks:,} tasks")
+    return _worker_agreement(task, worker, label, label_of_task, n_tasks, n_workers)
+
+
+def _worker_agreement(
+    task: np.ndarray, worker: np.ndarray, label: np.ndarray, label_of_task: np.ndarray, n_tasks: int, n_workers: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`worker_agreement` on codes valid by construction (an annotation set's): no check."""
     return _agreement(np.ascontiguousarray(task, dtype=np.int64), np.ascontiguousarray(worker, dtype=np.int64),
                       np.ascontiguousarray(label, dtype=np.int64), np.ascontiguousarray(label_of_task, dtype=np.int64),
                       int(n_tasks), int(n_workers))
