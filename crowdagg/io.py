@@ -1105,7 +1105,7 @@ def expand_inputs(specs: Sequence[str | os.PathLike[str]], outputs: Sequence[Tar
         out = set()
         for f in found:
             target = own.get(identity(f))  # type: ignore[arg-type]
-            if target is not None and earlier_output(f, target.writes):
+            if target is not None and earlier_output(f, target.writes, target.then):
                 out.add(f)
         return out
 

@@ -1340,6 +1340,32 @@ def test_a_rerun_leaves_its_own_earlier_outputs_out_of_a_directory_or_pattern(ru
     assert {a: (d / a).read_bytes() for a in written} == written  # the same bytes as the first run
 
 
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("out.csv", "task,label,confidence,worker\nt1,a,0.9,w1\nt1,b,0.8,w2\n"),
+        ("out.jsonl", '{"task": "t1", "label": "a", "confidence": 0.9, "worker": "w1"}\n'),
+        ("w.csv", "worker,true_label,observed_label,task\nw1,a,a,t1\n"),
+    ],
+)
+def test_answers_that_only_start_like_an_output_are_never_overwritten(runner, tmp_path, name, content):
+    """Answers whose header begins ``task,label,confidence`` but goes on (``worker``) are input, not output."""
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "a.csv").write_text(SMALL_CSV)
+    (d / name).write_text(content)
+    before = _snapshot(d / name)
+    flag = "--workers" if name.startswith("w") else "-o"
+    result = invoke(runner, "aggregate", d, "-m", "mv", flag, d / name)
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr.splitlines() == [
+        f"Error: {flag.replace('-o', '--output')} {d / name} is also an input ({d / name}, from INPUT {d}); "
+        "refusing to overwrite it"
+    ]
+    assert _snapshot(d / name) == before
+
+
 def test_an_empty_file_made_by_the_shell_is_left_out(tmp_path):
     """``aggregate 'd/*.csv' > d/out.csv``: the shell makes d/out.csv (empty) before the run starts."""
     d = tmp_path / "d"
