@@ -185,6 +185,11 @@ def _resolve(spec: str, option: str) -> Target:
         raise UsageError(f"{option or 'an output'} needs a path (or - for standard output)")
     if spec == "-":
         return Target(spec, option, "fd", fd=1, keys=_stdio_keys(sys.stdout, 1))
+    base = os.path.basename(spec)
+    if base in ("", ".", "..") and not os.path.isdir(spec):
+        # ``out.json.gz/`` names a directory: resolving it would drop the slash and write a file there
+        # -- under a name whose extension, read from the last component, was never checked.
+        raise UsageError(f"{where}: the trailing '/{base}' names a directory; an output is a file")
     fd = _descriptor_of(spec)
     if isinstance(fd, str):
         keys: tuple[tuple, ...] = ()

@@ -1366,6 +1366,16 @@ def test_answers_that_only_start_like_an_output_are_never_overwritten(runner, tm
     assert _snapshot(d / name) == before
 
 
+@pytest.mark.parametrize("flag", ["-o", "--workers", "--save-workers"])
+def test_an_output_name_ending_in_a_slash_is_a_usage_error(runner, tmp_path, flag):
+    out = f"{tmp_path / 'out.json.gz'}/"
+    result = invoke(runner, "aggregate", "example:bluebird", "-m", "ds", flag, out)
+    assert result.exit_code == 2 and result.stdout == ""
+    name = "--output" if flag == "-o" else flag
+    assert result.stderr.splitlines() == [f"Error: {name} {out}: the trailing '/' names a directory; an output is a file"]
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_an_empty_file_made_by_the_shell_is_left_out(tmp_path):
     """``aggregate 'd/*.csv' > d/out.csv``: the shell makes d/out.csv (empty) before the run starts."""
     d = tmp_path / "d"

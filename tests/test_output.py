@@ -257,6 +257,17 @@ def test_directories_and_missing_parents_are_refused(tmp_path):
         resolve("")
 
 
+@pytest.mark.parametrize("tail", ["/", "/.", "//"])
+def test_a_name_ending_as_a_directory_is_refused_not_written_as_a_file(tmp_path, tail):
+    """``-o out.json.gz/`` once wrote plain CSV into a file named out.json.gz (the slash dropped, the name unchecked)."""
+    spec = str(tmp_path / "out.json.gz") + tail
+    with pytest.raises(UsageError, match=r"--output .*out\.json\.gz/.*: the trailing '/\.?' names a directory"):
+        resolve(spec, "--output")
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(DataError, match="is a directory"):  # an existing directory, however spelled
+        resolve(str(tmp_path) + tail)
+
+
 def test_descriptor_spellings_and_links_are_recognised(tmp_path):
     (tmp_path / "so").symlink_to("/dev/stdout")
     (tmp_path / "chain").symlink_to(tmp_path / "so")
