@@ -1145,8 +1145,12 @@ def check_stdin_once(inputs: Sequence[tuple[str, str | None]]) -> None:
     through the descriptor, or when standard input is a pipe, FIFO or
     terminal (a second reader would find it drained); ``a.csv a.csv <a.csv``
     reads a regular file twice by name and is left to the duplicates rule.
+    Any other FIFO or pipe (``mkfifo f``, ``/dev/fd/63`` from ``<(...)``)
+    reached twice, by any spelling or link, is refused the same way
+    (:func:`crowdagg.output.drained_identity`): the second reader would
+    wait for a writer forever.
     """
-    from .output import stdin_is_regular_file, stdin_route
+    from .output import drained_identity, stdin_is_regular_file, stdin_route
 
     routes = [(name, stdin_route(path)) for name, path in inputs if path]
     users = [(name, route) for name, route in routes if route is not None]
@@ -1154,6 +1158,17 @@ def check_stdin_once(inputs: Sequence[tuple[str, str | None]]) -> None:
         raise UsageError(
             f"standard input is given twice ({' and '.join(name for name, _ in users)}); it can be read only once"
         )
+    # The same rule for any other file that reading drains: a FIFO named twice (or through a link).
+    readers: dict[tuple[int, int], list[str]] = {}
+    for name, path in inputs:
+        key = drained_identity(path) if path and name not in dict(users) else None
+        if key is not None:
+            readers.setdefault(key, []).append(name)
+    for names in readers.values():
+        if len(names) > 1:
+            raise UsageError(
+                f"one FIFO or pipe is given twice ({' and '.join(names)}); reading it once drains it"
+            )
 
 
 _ANSWER_OPTIONS = {"task": param("task_col"), "worker": param("worker_col"), "label": param("label_col")}

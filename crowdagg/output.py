@@ -278,6 +278,25 @@ def identity(spec: str) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
+def drained_identity(spec: str) -> tuple[int, int] | None:
+    """:func:`identity` of what ``spec`` opens when reading it drains it (a FIFO, pipe or socket), else None.
+
+    A regular file can be read again; a FIFO given twice would leave the
+    second reader waiting for a writer forever.  Standard input (``-``,
+    ``/dev/stdin``...) is :func:`stdin_route`'s business and gives None here.
+    """
+    if not spec or spec == "-" or spec.startswith("example:") or _descriptor_of(spec) == 0:
+        return None
+    try:
+        fd = _descriptor_of(spec)
+        st = os.fstat(fd) if isinstance(fd, int) else os.stat(fd if isinstance(fd, str) else spec)
+    except (OSError, ValueError):
+        return None
+    if not (stat.S_ISFIFO(st.st_mode) or stat.S_ISSOCK(st.st_mode)):
+        return None  # a file, or a device such as /dev/null or a terminal, which can be opened again
+    return st.st_dev, st.st_ino
+
+
 def _stream_identity(stream: object) -> tuple[int, int] | None:
     """The file behind a Python stream, or None when it has no descriptor (a test runner's input)."""
     try:

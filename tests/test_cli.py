@@ -1615,6 +1615,31 @@ def test_standard_input_read_twice_is_found_by_identity(tmp_path, args, users):
     ]
 
 
+@pytest.mark.parametrize(
+    ("args", "users"),
+    [
+        (["aggregate", "{fifo}", "{link}", "-m", "mv"], "INPUT {fifo} and INPUT {link}"),
+        (["aggregate", "{fifo}", "--truth", "{fifo}", "-m", "mv"], "INPUT {fifo} and --truth {fifo}"),
+        (["aggregate", "{fifo}", "{dir}/*.csv", "-m", "mv"], "input {fifo} and input {dir}/*.csv ({fifo})"),
+        (["evaluate", "{fifo}", "--truth", "{link}"], "PREDICTIONS {fifo} and --truth {link}"),
+    ],
+)
+def test_a_fifo_read_twice_is_refused_not_waited_on_forever(tmp_path, args, users):
+    """The second open of a drained FIFO waits for a writer: the run hung, now it is a usage error."""
+    fifo = tmp_path / "p.csv"
+    os.mkfifo(fifo)
+    link = tmp_path / "link"
+    link.symlink_to(fifo)
+    fill = {"fifo": fifo, "link": link, "dir": tmp_path}
+    # nobody writes the FIFO: a run that opened it would hang until the timeout
+    proc = subprocess.run([sys.executable, "-m", "crowdagg", *[a.format(**fill) for a in args]],
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, env=_env(), cwd=ROOT)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.splitlines() == [
+        f"Error: one FIFO or pipe is given twice ({users.format(**fill)}); reading it once drains it"
+    ]
+
+
 def test_a_file_that_is_also_standard_input_but_read_once_is_fine(tmp_path):
     src = tmp_path / "in.csv"
     src.write_text(SMALL_CSV)
