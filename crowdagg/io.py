@@ -130,8 +130,9 @@ def _json_need(data: bytes, fmt: str) -> tuple[float, str]:
     # A comma separates two pairs or two list elements; an object's pairs are counted by their colons.
     elements = max(0, data.count(b",") - colons) if per_element else 0
     need = per_byte * len(data) + per_line * lines + per_open * opens + per_colon * colons + per_element * elements
-    if fmt == "jsonl":
-        return need, f"{lines:,} lines, {colons:,} values"
+    if fmt == "jsonl":  # the estimate counts a last unterminated line either way; the message, the real lines
+        real_lines = lines - data.endswith(b"\n")
+        return need, f"{real_lines:,} lines, {colons:,} values"
     return need, f"{opens:,} objects and lists, {colons + elements:,} values"
 
 

@@ -699,10 +699,14 @@ def test_a_pathological_jsonl_is_refused_up_front_with_its_size(tmp_path, monkey
     need, _ = cio._json_need(p.read_bytes(), "jsonl")
     assert need > 100 * 2**20
     assert str(err.value) == (
-        f"this needs ~{cio.memory.human(need)} (parsing 5.72 MB of JSON Lines from {p}: 2,000,001 lines, 0 values), "
+        f"this needs ~{cio.memory.human(need)} (parsing 5.72 MB of JSON Lines from {p}: 2,000,000 lines, 0 values), "
         "more than the limit of 100 MB (max_memory=100 MB); split the input; or raise max_memory if the machine "
         "really has the memory"
     )
+    # the message counts the lines there are (it said 2,000,001 for these 2,000,000); a last line without
+    # its newline is a line too
+    assert cio._json_need(b"{}\n{}", "jsonl")[1] == "2 lines, 0 values"
+    assert cio._json_need(b"{}\n{}\n", "jsonl")[1] == "2 lines, 0 values"
     # a JSON list and a mapping are estimated from their shape too
     (q := tmp_path / "l.json").write_bytes(b"[" + b"{}," * 2_000_000 + b"{}]")
     with pytest.raises(ResourceError, match=r"parsing 5.72 MB of JSON from .*l\.json: 2,000,002 objects and lists"):
