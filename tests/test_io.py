@@ -773,3 +773,26 @@ def test_json_memory_estimate_bounds_measured_peaks(tmp_path):
         peak = int(proc.stdout.split()[-1])
         need, _ = cio._json_need(data, "jsonl" if name.endswith(".jsonl") else "json")
         assert peak <= need, (name, peak, need)
+
+
+def test_a_csv_with_very_many_columns_is_refused_up_front_with_its_size(tmp_path, monkeypatch):
+    """Arrow builds every column (~10 KB each): 1.2 MB of CSV in 200,000 columns peaked at 2 GB under 500M."""
+    from crowdagg import io as cio
+    from crowdagg.errors import ResourceError
+
+    n = 100_000
+    p = tmp_path / "wide.csv"
+    p.write_text(",".join(["task", "worker", "label", *(f"c{i}" for i in range(n))]) + "\n"
+                 + ",".join(["t1", "w1", "a", *("x" * n)]) + "\n")
+    monkeypatch.setattr(cio, "_parse_delimited_arrow", lambda *a: pytest.fail("parsed before the memory check"))
+    with pytest.raises(ResourceError) as err:
+        load_annotations(str(p), max_memory="500M")
+    need = cio.ARROW_BYTES_PER_BYTE * p.stat().st_size + cio.ARROW_BYTES_PER_COLUMN * (n + 3)
+    assert need > 500 * 2**20
+    assert str(err.value).startswith(
+        f"this needs ~{cio.memory.human(need)} (reading {cio.memory.human(p.stat().st_size)} of text in "
+        f"{n + 3:,} columns from {p}), more than the limit of 500 MB"
+    )
+    monkeypatch.undo()
+    data = load_annotations(str(p), max_memory="4G")  # read when the memory is there
+    assert data.n_answers == 1 and list(data.task_names) == ["t1"]
