@@ -1007,13 +1007,16 @@ def _parse_parquet(data: bytes, display: str, max_memory: memory.MaxMemory = Non
         pf = pq.ParquetFile(pa.py_buffer(data))
         names = [str(n) for n in pf.schema_arrow.names]
         if len(set(names)) != len(names):
-            dup = next(n for n in names if names.count(n) > 1)
+            seen: set[str] = set()
+            dup = next(n for n in names if n in seen or seen.add(n))  # linear: a schema can be very wide
             raise DataError(f"{display}: the column {dup!r} appears twice")
         meta = pf.metadata
         decoded = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
-        # The decoded columns: their uncompressed size, or ~24 bytes a cell (offsets, text, codes).
+        # The decoded columns: their uncompressed size, or ~24 bytes a cell (offsets, text, codes),
+        # and Arrow's own cost of each column however few its rows (as for CSV).
         memory.check(
-            2 * max(decoded, 24 * meta.num_rows * max(meta.num_columns, 1)),
+            2 * max(decoded, 24 * meta.num_rows * max(meta.num_columns, 1))
+            + ARROW_BYTES_PER_COLUMN * meta.num_columns,
             f"decoding {meta.num_rows:,} rows × {meta.num_columns} columns of Parquet from {display}",
             max_memory, advice="split the input",
         )

@@ -796,3 +796,26 @@ def test_a_csv_with_very_many_columns_is_refused_up_front_with_its_size(tmp_path
     monkeypatch.undo()
     data = load_annotations(str(p), max_memory="4G")  # read when the memory is there
     assert data.n_answers == 1 and list(data.task_names) == ["t1"]
+
+
+def test_a_very_wide_parquet_counts_its_columns_up_front(tmp_path):
+    """One row in 20,003 columns: Arrow's per-column cost (~300 MB) is refused under 200M, not found out."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from crowdagg import io as cio
+    from crowdagg.errors import ResourceError
+
+    n = 20_000
+    names = ["task", "worker", "label", *(f"c{i}" for i in range(n))]
+    p = tmp_path / "wide.parquet"
+    pq.write_table(pa.Table.from_arrays([pa.array(["t1"]), pa.array(["w1"]), pa.array(["a"])]
+                                        + [pa.array(["x"])] * n, names=names), p)
+    with pytest.raises(ResourceError, match=r"decoding 1 rows × 20003 columns of Parquet .* more than the limit of 200 MB"):
+        load_annotations(str(p), max_memory="200M")
+    assert cio.ARROW_BYTES_PER_COLUMN * (n + 3) > 200 * 2**20 / 2
+    # a repeated column is named, also at the far end of a wide schema
+    q = tmp_path / "dup.parquet"
+    pq.write_table(pa.Table.from_arrays([pa.array(["x"])] * 4, names=["task", "worker", "label", "task"]), q)
+    with pytest.raises(DataError, match=r"dup\.parquet: the column 'task' appears twice"):
+        load_annotations(str(q))
