@@ -1407,8 +1407,9 @@ def _label_studio_controls(table: RawTable, task_col: str | None) -> list[str] |
     task is a control.  None when nothing can be told (one annotation per
     task, or every annotator agreeing).
     """
-    if table.controls is not None:
+    if table.controls is not None and table.controls.names:
         return table.controls.names
+    # JSON-MIN whose key order names no control (rewritten by another tool): the rows decide, as in a CSV.
     from .columns import LABEL_STUDIO_META
     from .vocab import as_strings, encode
 
