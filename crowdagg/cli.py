@@ -420,11 +420,16 @@ def aggregate(
     # Where each output finally lands, and what it holds: `writes`, its leading fields, by which an
     # earlier run's output is recognised in a directory or pattern.  An output that is an input (as
     # named: before any expansion) is the first thing refused; then each name's format, one check for all.
-    targets: list[Target] = [resolve(output or "-", "--output", writes=("task", "label", "confidence"))]
+    targets: list[Target] = [resolve(
+        output or "-", "--output", writes=("task", "label", "confidence"), then="n_answers|p_.*"
+    )]
     if workers:
-        targets.append(resolve(workers, "--workers", writes=("worker", "true_label", "observed_label")))
+        targets.append(resolve(
+            workers, "--workers",
+            writes=("worker", "true_label", "observed_label", "probability", "accuracy", "n_answers"),
+        ))
     if save_workers:
-        targets.append(resolve(save_workers, "--save-workers", writes=("format", "version")))
+        targets.append(resolve(save_workers, "--save-workers", writes=("format", "version"), then=".*"))
     check_distinct(targets)
     check_not_inputs(targets, [(f"INPUT {p}", p) for p in input] + side_inputs)
     formats = [output_format(fmt, output)]

@@ -368,8 +368,9 @@ def _resolve(
     for their columns); ``shown`` spells some candidates in messages.
     """
     header = list(header)
+    in_header = set(header)  # a header can have 100,000s of fields: membership by hash, not by list scan
     pool = {role: list((candidates or {}).get(role, header)) for role in given}
-    extra = {role: [c for c in pool[role] if c not in header] for role in given}
+    extra = {role: [c for c in pool[role] if c not in in_header] for role in given}
     chosen: dict[str, str] = {}
     problems: dict[str, _Unresolved] = {}
     for role, value in given.items():
@@ -410,7 +411,7 @@ def _options(options: Mapping[str, str] | None, default: Mapping[str, str]) -> d
 
 def _label_studio_rule(header: Sequence[str], controls: Iterable[str] | None) -> _Rule:
     """Label Studio's label: the given controls first, then any column that is not Label Studio's own."""
-    own = [h for h in header if _key(h) in LABEL_STUDIO_META or _key(h).endswith("_transcript")]
+    own = {h for h in header if _key(h) in LABEL_STUDIO_META or _key(h).endswith("_transcript")}
     others = frozenset(h for h in header if h not in own)
     tiers = (_Tier(columns=frozenset(controls) & others),) if controls is not None else ()
     return _Rule(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -169,24 +170,44 @@ def summary_line(ev: Evaluation, note: str = "") -> str:
     recall = " ".join(f"{c}={r:.4f}" for c, r in ev.recall.items())
     return (
         f"accuracy {ev.accuracy:.4f}  macro-F1 {ev.macro_f1:.4f}  recall {recall}  "
-        f"({ev.n_compared} tasks compared, {ev.n_without_truth} without truth{note})"
+        f"({ev.n_compared} tasks compared, {ev.n_without_truth} without truth"
+        + (f", {ev.n_truth_unpredicted} truth task(s) not in the output" if ev.n_truth_unpredicted else "")
+        + f"{note})"
     )
 
 
 def evaluate_run(data: Any, result: Any, truth: dict[str, str], gold: Any) -> tuple[Evaluation, str]:
-    """Score the run against ``truth``, leaving out the tasks clamped by gold."""
-    predicted = dict(zip(data.task_names.tolist(), result.label_names().tolist()))
-    note = ""
+    """Score the run against ``truth``, leaving out the tasks clamped by gold and those with no answers.
+
+    A task whose answers were all left out (blank labels skipped, rejected
+    assignments excluded) keeps its output row, but its label is only the
+    class prior: scoring it would measure the prior, not the method, so it
+    is left out of the scores and counted in the note.
+    """
+    names = data.task_names.tolist()
+    labels = result.label_names().tolist()
+    answered = np.asarray(data.answers_per_task) > 0
+    predicted = {t: lab for t, lab, a in zip(names, labels, answered.tolist()) if a}
+    unanswered = [t for t, a in zip(names, answered.tolist()) if not a and t in truth]
+    note = f", {len(unanswered)} task(s) with no answers not scored" if unanswered else ""
+    if unanswered and not any(t in predicted for t in truth):
+        raise DataError(
+            f"every task of {param('truth')} found in the answers ({len(unanswered)}) has no answers left "
+            "(blank or rejected): nothing to score"
+        )
     if gold:
         clamped = [t for t in gold if t in predicted]
         scored_before = sum(1 for t in truth if t in predicted)
         for t in clamped:
             del predicted[t]
-        note = f", {len(clamped)} gold task(s) excluded"
+        note += f", {len(clamped)} gold task(s) excluded"
         if scored_before and not any(t in predicted for t in truth):
             raise DataError(
                 f"all {scored_before} task(s) of {param('truth')} are {param('gold')} tasks, whose labels are given, "
                 "not inferred: "
                 "nothing left to score"
             )
-    return evaluate_labels(predicted, truth, list(data.classes)), note
+    ev = evaluate_labels(predicted, truth, list(data.classes))
+    # Truth tasks left out above are in the output: only those the run never saw are "not in the output".
+    in_run = set(names)
+    return dataclasses.replace(ev, n_truth_unpredicted=sum(1 for t in truth if t not in in_run)), note

@@ -137,6 +137,10 @@ def example_path(spec: str, role: str = "labels") -> Path:
 #: than the memory limit divided by the factor is refused before it is read.
 ARROW_BYTES_PER_BYTE = 4
 PARSE_BYTES_PER_BYTE = 12
+#: ...and per field of the header: Arrow's CSV reader builds every column, ~10 KB each however few
+#: rows (measured at 20,000-100,000 columns in issue 12: a 1.2 MB CSV with 200,000 columns peaked
+#: at 2 GB).  16 KiB leaves room for the slices and names made from each column.
+ARROW_BYTES_PER_COLUMN = 16 * 1024
 _CHUNK = 1 << 20
 
 #: JSON costs Python objects, so its peak memory depends on its shape, not only its size (30 MB of
@@ -162,8 +166,9 @@ def _json_need(data: bytes, fmt: str) -> tuple[float, str]:
     # A comma separates two pairs or two list elements; an object's pairs are counted by their colons.
     elements = max(0, data.count(b",") - colons) if per_element else 0
     need = per_byte * len(data) + per_line * lines + per_open * opens + per_colon * colons + per_element * elements
-    if fmt == "jsonl":
-        return need, f"{lines:,} lines, {colons:,} values"
+    if fmt == "jsonl":  # the estimate counts a last unterminated line either way; the message, the real lines
+        real_lines = lines - data.endswith(b"\n")
+        return need, f"{real_lines:,} lines, {colons:,} values"
     return need, f"{opens:,} objects and lists, {colons + elements:,} values"
 
 
@@ -853,6 +858,13 @@ def _parse_delimited_arrow(data: bytes, display: str, sep: str) -> RawTable | No
 
 
 def _parse_delimited(data: bytes, display: str, sep: str, max_memory: memory.MaxMemory = None) -> RawTable:
+    n_cols = _header_fields(data, sep) or 1
+    memory.check(
+        ARROW_BYTES_PER_BYTE * len(data) + ARROW_BYTES_PER_COLUMN * n_cols,
+        f"reading {memory.human(len(data))} of text in {n_cols:,} columns from {display}",
+        max_memory,
+        advice="split the input, or keep only the columns needed",
+    )
     parsed = _parse_delimited_arrow(data, display, sep) if data.strip() else None
     if parsed is not None:
         return parsed
@@ -1027,13 +1039,16 @@ def _parse_parquet(data: bytes, display: str, max_memory: memory.MaxMemory = Non
         pf = pq.ParquetFile(pa.py_buffer(data))
         names = [str(n) for n in pf.schema_arrow.names]
         if len(set(names)) != len(names):
-            dup = next(n for n in names if names.count(n) > 1)
+            seen: set[str] = set()
+            dup = next(n for n in names if n in seen or seen.add(n))  # linear: a schema can be very wide
             raise DataError(f"{display}: the column {dup!r} appears twice")
         meta = pf.metadata
         decoded = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
-        # The decoded columns: their uncompressed size, or ~24 bytes a cell (offsets, text, codes).
+        # The decoded columns: their uncompressed size, or ~24 bytes a cell (offsets, text, codes),
+        # and Arrow's own cost of each column however few its rows (as for CSV).
         memory.check(
-            2 * max(decoded, 24 * meta.num_rows * max(meta.num_columns, 1)),
+            2 * max(decoded, 24 * meta.num_rows * max(meta.num_columns, 1))
+            + ARROW_BYTES_PER_COLUMN * meta.num_columns,
             f"decoding {meta.num_rows:,} rows × {meta.num_columns} columns of Parquet from {display}",
             max_memory, advice="split the input",
         )
@@ -1137,7 +1152,7 @@ def expand_inputs(specs: Sequence[str | os.PathLike[str]], outputs: Sequence[Tar
         out = set()
         for f in found:
             target = own.get(identity(f))  # type: ignore[arg-type]
-            if target is not None and earlier_output(f, target.writes):
+            if target is not None and earlier_output(f, target.writes, target.then):
                 out.add(f)
         return out
 
@@ -1177,8 +1192,12 @@ def check_stdin_once(inputs: Sequence[tuple[str, str | None]]) -> None:
     through the descriptor, or when standard input is a pipe, FIFO or
     terminal (a second reader would find it drained); ``a.csv a.csv <a.csv``
     reads a regular file twice by name and is left to the duplicates rule.
+    Any other FIFO or pipe (``mkfifo f``, ``/dev/fd/63`` from ``<(...)``)
+    reached twice, by any spelling or link, is refused the same way
+    (:func:`crowdagg.output.drained_identity`): the second reader would
+    wait for a writer forever.
     """
-    from .output import stdin_is_regular_file, stdin_route
+    from .output import drained_identity, stdin_is_regular_file, stdin_route
 
     routes = [(name, stdin_route(path)) for name, path in inputs if path]
     users = [(name, route) for name, route in routes if route is not None]
@@ -1186,6 +1205,17 @@ def check_stdin_once(inputs: Sequence[tuple[str, str | None]]) -> None:
         raise UsageError(
             f"standard input is given twice ({' and '.join(name for name, _ in users)}); it can be read only once"
         )
+    # The same rule for any other file that reading drains: a FIFO named twice (or through a link).
+    readers: dict[tuple[int, int], list[str]] = {}
+    for name, path in inputs:
+        key = drained_identity(path) if path and name not in dict(users) else None
+        if key is not None:
+            readers.setdefault(key, []).append(name)
+    for names in readers.values():
+        if len(names) > 1:
+            raise UsageError(
+                f"one FIFO or pipe is given twice ({' and '.join(names)}); reading it once drains it"
+            )
 
 
 _ANSWER_OPTIONS = {"task": param("task_col"), "worker": param("worker_col"), "label": param("label_col")}
@@ -1427,8 +1457,9 @@ def _label_studio_controls(table: RawTable, task_col: str | None) -> list[str] |
     task is a control.  None when nothing can be told (one annotation per
     task, or every annotator agreeing).
     """
-    if table.controls is not None:
+    if table.controls is not None and table.controls.names:
         return table.controls.names
+    # JSON-MIN whose key order names no control (rewritten by another tool): the rows decide, as in a CSV.
     from .columns import LABEL_STUDIO_META
     from .vocab import as_strings, encode
 

@@ -34,9 +34,11 @@ an error: the files are still committed.
 from __future__ import annotations
 
 import contextlib
+import csv
 import dataclasses
 import gzip
 import io
+import json
 import os
 import re
 import secrets
@@ -78,6 +80,9 @@ class Target:
     #: The leading fields of what this output holds (``("task", "label", "confidence")``): how an
     #: earlier run's file is recognised (:func:`earlier_output`); empty: never recognised.
     writes: tuple[str, ...] = ()
+    #: A regular expression every further field must match in full (``"n_answers|p_.*"``); empty:
+    #: no further field.  A file with any other field is answers, never taken for an earlier output.
+    then: str = ""
 
     def is_terminal(self) -> bool:
         """Whether the target is a terminal (it is only opened -- never written -- to ask)."""
@@ -162,15 +167,16 @@ def _fd_keys(fd: int) -> tuple[tuple, ...]:
     return tuple(keys)
 
 
-def resolve(spec: str, option: str = "", writes: Sequence[str] = ()) -> Target:
+def resolve(spec: str, option: str = "", writes: Sequence[str] = (), then: str = "") -> Target:
     """Decide what writing to ``spec`` means (see the module docstring); nothing is written.
 
     ``option`` is how messages name the output (``--workers``); the library
-    leaves it empty and messages name the path alone.  ``writes``: the
-    leading fields of what will be written (see :attr:`Target.writes`).
+    leaves it empty and messages name the path alone.  ``writes`` and
+    ``then``: the fields of what will be written (see :attr:`Target.writes`
+    and :attr:`Target.then`).
     """
     target = _resolve(spec, option)
-    return dataclasses.replace(target, writes=tuple(writes)) if writes else target
+    return dataclasses.replace(target, writes=tuple(writes), then=then) if writes else target
 
 
 def _resolve(spec: str, option: str) -> Target:
@@ -179,6 +185,11 @@ def _resolve(spec: str, option: str) -> Target:
         raise UsageError(f"{option or 'an output'} needs a path (or - for standard output)")
     if spec == "-":
         return Target(spec, option, "fd", fd=1, keys=_stdio_keys(sys.stdout, 1))
+    base = os.path.basename(spec)
+    if base in ("", ".", "..") and not os.path.isdir(spec):
+        # ``out.json.gz/`` names a directory: resolving it would drop the slash and write a file there
+        # -- under a name whose extension, read from the last component, was never checked.
+        raise UsageError(f"{where}: the trailing '/{base}' names a directory; an output is a file")
     fd = _descriptor_of(spec)
     if isinstance(fd, str):
         keys: tuple[tuple, ...] = ()
@@ -267,6 +278,25 @@ def identity(spec: str) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
+def drained_identity(spec: str) -> tuple[int, int] | None:
+    """:func:`identity` of what ``spec`` opens when reading it drains it (a FIFO, pipe or socket), else None.
+
+    A regular file can be read again; a FIFO given twice would leave the
+    second reader waiting for a writer forever.  Standard input (``-``,
+    ``/dev/stdin``...) is :func:`stdin_route`'s business and gives None here.
+    """
+    if not spec or spec == "-" or spec.startswith("example:") or _descriptor_of(spec) == 0:
+        return None
+    try:
+        fd = _descriptor_of(spec)
+        st = os.fstat(fd) if isinstance(fd, int) else os.stat(fd if isinstance(fd, str) else spec)
+    except (OSError, ValueError):
+        return None
+    if not (stat.S_ISFIFO(st.st_mode) or stat.S_ISSOCK(st.st_mode)):
+        return None  # a file, or a device such as /dev/null or a terminal, which can be opened again
+    return st.st_dev, st.st_ino
+
+
 def _stream_identity(stream: object) -> tuple[int, int] | None:
     """The file behind a Python stream, or None when it has no descriptor (a test runner's input)."""
     try:
@@ -329,14 +359,16 @@ _HEAD_BYTES = 1 << 16
 _JSON_SCALAR = r'(?:"(?:[^"\\]|\\.)*"|[^,{}\[\]"]*)'
 
 
-def earlier_output(path: str, fields: Sequence[str]) -> bool:
-    """Whether the file at ``path`` is empty or holds what crowdagg writes with these leading fields.
+def earlier_output(path: str, fields: Sequence[str], then: str = "") -> bool:
+    """Whether the file at ``path`` is empty or holds what crowdagg writes with these fields.
 
     Recognised: a CSV or TSV header, a JSON Lines / JSON (list of objects)
-    first object whose first keys are ``fields`` in order, a Parquet schema
-    starting with them; gzip-compressed text too.  Used to leave a run's own
-    earlier output out of a directory or pattern given as input, while any
-    other file there -- answers -- is never overwritten.
+    first object, or a Parquet schema whose names are ``fields`` in order,
+    then only names that match the regular expression ``then`` in full
+    (none when it is empty); gzip-compressed text too.  Used to leave a
+    run's own earlier output out of a directory or pattern given as input,
+    while any other file there -- answers, even ``task,label,confidence,worker``
+    -- is never overwritten.
     """
     if not fields:
         return False
@@ -354,21 +386,57 @@ def earlier_output(path: str, fields: Sequence[str]) -> bool:
     if not head:
         return True  # nothing to lose
     want = list(fields)
+    rest = re.compile(then) if then else None
+
+    def fits(names: Sequence[str]) -> bool:
+        if list(names[: len(want)]) != want:
+            return False
+        return all(rest is not None and rest.fullmatch(name) for name in names[len(want):])
+
     if head.startswith(b"PAR1"):
         if packed:
             return False  # its schema is at the end of the whole file: not recognised, so kept
         try:
             import pyarrow.parquet as pq
 
-            return pq.read_schema(path).names[: len(want)] == want
+            return fits(pq.read_schema(path).names)
         except Exception:  # noqa: BLE001 - any unreadable Parquet is simply not recognised
             return False
     text = head.removeprefix(b"\xef\xbb\xbf").decode("utf-8", "replace")
     first = text.split("\n", 1)[0].rstrip("\r")
-    if any(first.split(sep)[: len(want)] == want for sep in (",", "\t")):
-        return True
-    keys = "".join(rf'\s*"{re.escape(f)}"\s*:\s*{_JSON_SCALAR}\s*[,}}]' for f in want)
-    return re.match(r"\s*\[?\s*\{" + keys, text) is not None
+    if "\n" in text or len(head) < _HEAD_BYTES:  # a whole first line: its fields as the csv module splits them
+        if any(fits(next(csv.reader([first], delimiter=sep), [])) for sep in (",", "\t")):
+            return True
+    keys, whole = _first_object_keys(text)
+    # A first object read only in part (a nested value such as a model's class list comes next) is
+    # recognised by its leading keys only where any further field would do (``then=".*"``).
+    return fits(keys) if whole else (then == ".*" and len(keys) >= len(want) and fits(keys))
+
+
+_JSON_KEY = re.compile(r'\s*("(?:[^"\\]|\\.)*")\s*:\s*' + _JSON_SCALAR + r"\s*([,}])")
+
+
+def _first_object_keys(text: str) -> tuple[list[str], bool]:
+    """The leading keys of the first JSON object in ``text`` with scalar values, and whether that is all.
+
+    ``False``: the object goes on with a nested value, or past what was read.
+    """
+    m = re.match(r"\s*\[?\s*\{", text)
+    if m is None:
+        return [], False
+    keys: list[str] = []
+    pos = m.end()
+    while True:
+        m = _JSON_KEY.match(text, pos)
+        if m is None:
+            return keys, False
+        try:
+            keys.append(json.loads(m.group(1)))
+        except ValueError:
+            return keys, False
+        if m.group(2) == "}":
+            return keys, True
+        pos = m.end()
 
 
 def check_binary(target: Target, fmt: str) -> None:

@@ -417,15 +417,21 @@ def json_min_controls(records: list) -> JsonMinControls | None:
     Label Studio writes each record as the task's data, then ``id``, then
     one key per control answered, then ``annotator`` and the other
     annotation fields: the keys between ``id`` and ``annotator`` are the
-    controls, whatever the data fields are called.  This looks at records
-    the JSON parser has already made, once each.
+    controls, whatever the data fields are called -- except a key that a
+    task nobody annotated also holds (its record has only data fields and
+    ``id``): that is a data field whatever its place.  This looks at
+    records the JSON parser has already made, once each.
     """
     import json
 
     found: dict[str, None] = {}
     several: dict[str, tuple[int, str]] = {}
+    data_fields: set[str] = set()
     seen = False
     for i, rec in enumerate(records):
+        if isinstance(rec, dict) and "id" in rec and "annotator" not in rec and "annotation_id" not in rec:
+            data_fields.update(rec)  # a task nobody annotated: its keys are data fields, never controls
+            continue
         if not isinstance(rec, dict) or "annotation_id" not in rec or "id" not in rec or "annotator" not in rec:
             continue
         seen = True
@@ -434,7 +440,10 @@ def json_min_controls(records: list) -> JsonMinControls | None:
             found[key] = None
             if isinstance(rec[key], (dict, list)) and key not in several:
                 several[key] = (i, json.dumps(rec[key], ensure_ascii=False))
-    return JsonMinControls(list(found), several) if seen else None
+    # Key order is all that names a control, and a file rewritten by another tool may lose it
+    # (``id, text, annotator, ..., sentiment``): a key an unannotated task holds is data, not a control.
+    names = [k for k in found if k not in data_fields]
+    return JsonMinControls(names, {k: v for k, v in several.items() if k not in data_fields}) if seen else None
 
 
 def check_rejected_policy(rejected: str) -> None:

@@ -542,6 +542,26 @@ def test_a_collapsed_fit_warns_once_and_says_what_to_try(recwarn):
     assert not [w for w in recwarn if "collapsed" in str(w.message)]
 
 
+@pytest.mark.parametrize("method", ["mv", "ds", "onecoin", "wmv"])
+def test_a_gap_on_a_handful_of_tasks_is_chance_not_a_collapse(recwarn, method):
+    """One task answered a and b gets one label (a gap of .5); three tasks a 1/3 gap: no warning on so few."""
+    one = AnnotationSet.from_codes([0, 0], [0, 1], [0, 1], n_tasks=1, n_classes=2)
+    three = AnnotationSet.from_codes([0, 0, 1, 1, 2, 2], [0, 1, 0, 1, 0, 1], [0, 1, 0, 0, 0, 1],
+                                     n_tasks=3, n_classes=2)
+    for data in (one, three):
+        aggregate(data, method)
+    assert not [str(w.message) for w in recwarn if "collapsed" in str(w.message)]
+
+
+def test_collapse_floor_is_the_gap_or_chance_on_few_tasks():
+    from crowdagg.aggregators.base import COLLAPSE_GAP, collapse_floor
+
+    assert collapse_floor(0.5, 1) == pytest.approx(1.5)  # 3 * sqrt(.25 / 1)
+    assert collapse_floor(0.62, 108) == COLLAPSE_GAP  # bluebird: 3 * .047 = .14 < .25
+    assert collapse_floor(0.5, 16) == pytest.approx(0.375)
+    assert collapse_floor(0.5, 0) == float("inf")
+
+
 def test_the_cli_says_it_on_stderr(tmp_path):
     from typer.testing import CliRunner
 

@@ -1340,6 +1340,42 @@ def test_a_rerun_leaves_its_own_earlier_outputs_out_of_a_directory_or_pattern(ru
     assert {a: (d / a).read_bytes() for a in written} == written  # the same bytes as the first run
 
 
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("out.csv", "task,label,confidence,worker\nt1,a,0.9,w1\nt1,b,0.8,w2\n"),
+        ("out.jsonl", '{"task": "t1", "label": "a", "confidence": 0.9, "worker": "w1"}\n'),
+        ("w.csv", "worker,true_label,observed_label,task\nw1,a,a,t1\n"),
+    ],
+)
+def test_answers_that_only_start_like_an_output_are_never_overwritten(runner, tmp_path, name, content):
+    """Answers whose header begins ``task,label,confidence`` but goes on (``worker``) are input, not output."""
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "a.csv").write_text(SMALL_CSV)
+    (d / name).write_text(content)
+    before = _snapshot(d / name)
+    flag = "--workers" if name.startswith("w") else "-o"
+    result = invoke(runner, "aggregate", d, "-m", "mv", flag, d / name)
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr.splitlines() == [
+        f"Error: {flag.replace('-o', '--output')} {d / name} is also an input ({d / name}, from INPUT {d}); "
+        "refusing to overwrite it"
+    ]
+    assert _snapshot(d / name) == before
+
+
+@pytest.mark.parametrize("flag", ["-o", "--workers", "--save-workers"])
+def test_an_output_name_ending_in_a_slash_is_a_usage_error(runner, tmp_path, flag):
+    out = f"{tmp_path / 'out.json.gz'}/"
+    result = invoke(runner, "aggregate", "example:bluebird", "-m", "ds", flag, out)
+    assert result.exit_code == 2 and result.stdout == ""
+    name = "--output" if flag == "-o" else flag
+    assert result.stderr.splitlines() == [f"Error: {name} {out}: the trailing '/' names a directory; an output is a file"]
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_an_empty_file_made_by_the_shell_is_left_out(tmp_path):
     """``aggregate 'd/*.csv' > d/out.csv``: the shell makes d/out.csv (empty) before the run starts."""
     d = tmp_path / "d"
@@ -1579,6 +1615,31 @@ def test_standard_input_read_twice_is_found_by_identity(tmp_path, args, users):
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.splitlines() == [
         f"Error: standard input is given twice ({users.format(**fill)}); it can be read only once"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "users"),
+    [
+        (["aggregate", "{fifo}", "{link}", "-m", "mv"], "INPUT {fifo} and INPUT {link}"),
+        (["aggregate", "{fifo}", "--truth", "{fifo}", "-m", "mv"], "INPUT {fifo} and --truth {fifo}"),
+        (["aggregate", "{fifo}", "{dir}/*.csv", "-m", "mv"], "input {fifo} and input {dir}/*.csv ({fifo})"),
+        (["evaluate", "{fifo}", "--truth", "{link}"], "PREDICTIONS {fifo} and --truth {link}"),
+    ],
+)
+def test_a_fifo_read_twice_is_refused_not_waited_on_forever(tmp_path, args, users):
+    """The second open of a drained FIFO waits for a writer: the run hung, now it is a usage error."""
+    fifo = tmp_path / "p.csv"
+    os.mkfifo(fifo)
+    link = tmp_path / "link"
+    link.symlink_to(fifo)
+    fill = {"fifo": fifo, "link": link, "dir": tmp_path}
+    # nobody writes the FIFO: a run that opened it would hang until the timeout
+    proc = subprocess.run([sys.executable, "-m", "crowdagg", *[a.format(**fill) for a in args]],
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, env=_env(), cwd=ROOT)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.splitlines() == [
+        f"Error: one FIFO or pipe is given twice ({users.format(**fill)}); reading it once drains it"
     ]
 
 

@@ -64,3 +64,41 @@ def test_pandas_series_are_compared_by_their_index():
         evaluate_labels(predicted, pd.Series([0, 1], index=[1, 1]))
     with pytest.raises(UsageError, match="truth must map each task to its label"):
         evaluate_labels(predicted, [0, 1, 0])
+
+
+# --------------------------------------------------------------------------- scoring a run (--truth)
+def _run(rows: str, truth: dict[str, str]):
+    import io
+
+    from crowdagg import aggregate, load_annotations
+    from crowdagg.evaluate import evaluate_run, summary_line
+
+    data = load_annotations(io.BytesIO(rows.encode()), input_format="csv")
+    result = aggregate(data, "mv")
+    ev, note = evaluate_run(data, result, truth, None)
+    return ev, note, summary_line(ev, note)
+
+
+def test_a_task_whose_answers_were_all_left_out_is_not_scored(recwarn):
+    """t2's only answer is blank (skipped): its label is the prior's guess, which the score must not count."""
+    rows = "task,worker,label\nt1,w1,a\nt1,w2,a\nt3,w1,b\nt2,w1,\n"
+    # t2 would be labelled 'a' (the prior's argmax), wrong against the truth 'b': accuracy 2/3 if it were scored
+    ev, note, line = _run(rows, {"t1": "a", "t2": "b", "t3": "b", "t9": "a"})
+    assert ev.accuracy == 1.0 and ev.n_compared == 2
+    assert ev.n_without_truth == 0 and ev.n_truth_unpredicted == 1  # t9 alone: t2 is in the output
+    assert note == ", 1 task(s) with no answers not scored"
+    assert line.endswith("(2 tasks compared, 0 without truth, 1 truth task(s) not in the output, "
+                         "1 task(s) with no answers not scored)")
+
+
+def test_truth_only_on_unanswered_tasks_is_an_error(recwarn):
+    rows = "task,worker,label\nt1,w1,a\nt2,w1,\n"
+    with pytest.raises(DataError, match=r"every task of truth found in the answers \(1\) has no answers left"):
+        _run(rows, {"t2": "a"})
+
+
+def test_the_summary_line_counts_truth_tasks_the_output_lacks():
+    rows = "task,worker,label\nt1,w1,a\nt2,w1,b\n"
+    ev, note, line = _run(rows, {"t1": "a", "t7": "b", "t8": "b"})
+    assert note == "" and ev.n_truth_unpredicted == 2
+    assert line.endswith("(1 tasks compared, 1 without truth, 2 truth task(s) not in the output)")

@@ -699,10 +699,14 @@ def test_a_pathological_jsonl_is_refused_up_front_with_its_size(tmp_path, monkey
     need, _ = cio._json_need(p.read_bytes(), "jsonl")
     assert need > 100 * 2**20
     assert str(err.value) == (
-        f"this needs ~{cio.memory.human(need)} (parsing 5.72 MB of JSON Lines from {p}: 2,000,001 lines, 0 values), "
+        f"this needs ~{cio.memory.human(need)} (parsing 5.72 MB of JSON Lines from {p}: 2,000,000 lines, 0 values), "
         "more than the limit of 100 MB (max_memory=100 MB); split the input; or raise max_memory if the machine "
         "really has the memory"
     )
+    # the message counts the lines there are (it said 2,000,001 for these 2,000,000); a last line without
+    # its newline is a line too
+    assert cio._json_need(b"{}\n{}", "jsonl")[1] == "2 lines, 0 values"
+    assert cio._json_need(b"{}\n{}\n", "jsonl")[1] == "2 lines, 0 values"
     # a JSON list and a mapping are estimated from their shape too
     (q := tmp_path / "l.json").write_bytes(b"[" + b"{}," * 2_000_000 + b"{}]")
     with pytest.raises(ResourceError, match=r"parsing 5.72 MB of JSON from .*l\.json: 2,000,002 objects and lists"):
@@ -769,3 +773,49 @@ def test_json_memory_estimate_bounds_measured_peaks(tmp_path):
         peak = int(proc.stdout.split()[-1])
         need, _ = cio._json_need(data, "jsonl" if name.endswith(".jsonl") else "json")
         assert peak <= need, (name, peak, need)
+
+
+def test_a_csv_with_very_many_columns_is_refused_up_front_with_its_size(tmp_path, monkeypatch):
+    """Arrow builds every column (~10 KB each): 1.2 MB of CSV in 200,000 columns peaked at 2 GB under 500M."""
+    from crowdagg import io as cio
+    from crowdagg.errors import ResourceError
+
+    n = 100_000
+    p = tmp_path / "wide.csv"
+    p.write_text(",".join(["task", "worker", "label", *(f"c{i}" for i in range(n))]) + "\n"
+                 + ",".join(["t1", "w1", "a", *("x" * n)]) + "\n")
+    monkeypatch.setattr(cio, "_parse_delimited_arrow", lambda *a: pytest.fail("parsed before the memory check"))
+    with pytest.raises(ResourceError) as err:
+        load_annotations(str(p), max_memory="500M")
+    need = cio.ARROW_BYTES_PER_BYTE * p.stat().st_size + cio.ARROW_BYTES_PER_COLUMN * (n + 3)
+    assert need > 500 * 2**20
+    assert str(err.value).startswith(
+        f"this needs ~{cio.memory.human(need)} (reading {cio.memory.human(p.stat().st_size)} of text in "
+        f"{n + 3:,} columns from {p}), more than the limit of 500 MB"
+    )
+    monkeypatch.undo()
+    data = load_annotations(str(p), max_memory="4G")  # read when the memory is there
+    assert data.n_answers == 1 and list(data.task_names) == ["t1"]
+
+
+def test_a_very_wide_parquet_counts_its_columns_up_front(tmp_path):
+    """One row in 20,003 columns: Arrow's per-column cost (~300 MB) is refused under 200M, not found out."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from crowdagg import io as cio
+    from crowdagg.errors import ResourceError
+
+    n = 20_000
+    names = ["task", "worker", "label", *(f"c{i}" for i in range(n))]
+    p = tmp_path / "wide.parquet"
+    pq.write_table(pa.Table.from_arrays([pa.array(["t1"]), pa.array(["w1"]), pa.array(["a"])]
+                                        + [pa.array(["x"])] * n, names=names), p)
+    with pytest.raises(ResourceError, match=r"decoding 1 rows × 20003 columns of Parquet .* more than the limit of 200 MB"):
+        load_annotations(str(p), max_memory="200M")
+    assert cio.ARROW_BYTES_PER_COLUMN * (n + 3) > 200 * 2**20 / 2
+    # a repeated column is named, also at the far end of a wide schema
+    q = tmp_path / "dup.parquet"
+    pq.write_table(pa.Table.from_arrays([pa.array(["x"])] * 4, names=["task", "worker", "label", "task"]), q)
+    with pytest.raises(DataError, match=r"dup\.parquet: the column 'task' appears twice"):
+        load_annotations(str(q))

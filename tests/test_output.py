@@ -268,6 +268,17 @@ def test_directories_and_missing_parents_are_refused(tmp_path):
         resolve("")
 
 
+@pytest.mark.parametrize("tail", ["/", "/.", "//"])
+def test_a_name_ending_as_a_directory_is_refused_not_written_as_a_file(tmp_path, tail):
+    """``-o out.json.gz/`` once wrote plain CSV into a file named out.json.gz (the slash dropped, the name unchecked)."""
+    spec = str(tmp_path / "out.json.gz") + tail
+    with pytest.raises(UsageError, match=r"--output .*out\.json\.gz/.*: the trailing '/\.?' names a directory"):
+        resolve(spec, "--output")
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(DataError, match="is a directory"):  # an existing directory, however spelled
+        resolve(str(tmp_path) + tail)
+
+
 def test_descriptor_spellings_and_links_are_recognised(tmp_path):
     (tmp_path / "so").symlink_to("/dev/stdout")
     (tmp_path / "chain").symlink_to(tmp_path / "so")
@@ -387,31 +398,46 @@ def test_stdin_route_by_spelling_link_and_identity(tmp_path):
     assert json.loads(proc.stdout) == ["descriptor"] * 5 + ["file", None, None]
 
 
+TLC = ("task", "label", "confidence")
+OUT_THEN = "n_answers|p_.*"
+
+
 @pytest.mark.parametrize(
-    ("content", "fields", "want"),
+    ("content", "fields", "then", "want"),
     [
-        (b"", ("task", "label"), True),  # empty: nothing to lose
-        (b"task,label,confidence\nt1,a,1.0\n", ("task", "label", "confidence"), True),
-        (b"\xef\xbb\xbftask\tlabel\tconfidence\n", ("task", "label", "confidence"), True),
-        (b'{"task": "t,\\"1", "label": "a", "confidence": 0.5}\n', ("task", "label", "confidence"), True),
-        (b'[\n{"task": "t1", "label": "a", "confidence": 0.5},\n', ("task", "label", "confidence"), True),
-        (b'{"format": "crowdagg-workers", "version": 1, "method": "ds"}\n', ("format", "version"), True),
-        (gzip.compress(b"worker,true_label,observed_label\n", mtime=0), ("worker", "true_label", "observed_label"), True),
+        (b"", ("task", "label"), "", True),  # empty: nothing to lose
+        (b"task,label,confidence\nt1,a,1.0\n", TLC, "", True),
+        (b"\xef\xbb\xbftask\tlabel\tconfidence\n", TLC, "", True),
+        (b'{"task": "t,\\"1", "label": "a", "confidence": 0.5}\n', TLC, "", True),
+        (b'[\n{"task": "t1", "label": "a", "confidence": 0.5},\n', TLC, "", True),
+        (b'{"format": "crowdagg-workers", "version": 1, "method": "ds", "classes": ["a"]}\n',
+         ("format", "version"), ".*", True),
+        (gzip.compress(b"worker,true_label,observed_label\n", mtime=0), ("worker", "true_label", "observed_label"),
+         "", True),
+        # --proba's columns, a class name with a comma quoted as the csv module writes it
+        (b'task,label,confidence,n_answers,p_a,"p_b,c"\nt1,a,1.0,2,1.0,0.0\n', TLC, OUT_THEN, True),
+        (b'{"task": "t1", "label": "a", "confidence": 0.5, "n_answers": 2, "p_a": 0.5}\n', TLC, OUT_THEN, True),
         # answers are never taken for an earlier output
-        (b"task,worker,label\nt1,w1,a\n", ("task", "label", "confidence"), False),
-        (b'[{"task": "t1", "worker": "w1", "label": "a"}]', ("task", "label", "confidence"), False),
-        (b'{"t1": {"w1": "a"}}', ("task", "label", "confidence"), False),
-        (b"task,label\n", ("task", "label", "confidence"), False),
-        (b"task,label,confidence\n", (), False),  # an output with no declared fields is never recognised
-        (b"\x1f\x8bnot gzip", ("task",), False),
+        (b"task,worker,label\nt1,w1,a\n", TLC, OUT_THEN, False),
+        (b'[{"task": "t1", "worker": "w1", "label": "a"}]', TLC, OUT_THEN, False),
+        (b'{"t1": {"w1": "a"}}', TLC, OUT_THEN, False),
+        (b"task,label\n", TLC, OUT_THEN, False),
+        (b"task,label,confidence\n", (), "", False),  # an output with no declared fields is never recognised
+        (b"\x1f\x8bnot gzip", ("task",), "", False),
+        # answers whose header merely starts like an output: a further field crowdagg never writes there
+        (b"task,label,confidence,worker\nt1,a,0.9,w1\n", TLC, OUT_THEN, False),
+        (b'{"task": "t1", "label": "a", "confidence": 0.9, "worker": "w1"}\n', TLC, OUT_THEN, False),
+        (b'{"task": "t1", "label": "a", "confidence": 0.9, "extra": {"w": 1}}\n', TLC, OUT_THEN, False),
+        (b'{"format": "crowdagg-workers", "version": 1, "method": "ds"}\n', ("format", "version"), "", False),
     ],
-    ids=["empty", "csv", "tsv-bom", "jsonl", "json", "model", "gzip-csv", "answers-csv", "answers-json",
-         "answers-mapping", "fewer-fields", "no-fields", "bad-gzip"],
+    ids=["empty", "csv", "tsv-bom", "jsonl", "json", "model", "gzip-csv", "proba-csv", "proba-jsonl",
+         "answers-csv", "answers-json", "answers-mapping", "fewer-fields", "no-fields", "bad-gzip",
+         "answers-csv-more-fields", "answers-jsonl-more-fields", "answers-jsonl-nested", "no-further-field"],
 )
-def test_earlier_output_recognises_only_what_crowdagg_writes(tmp_path, content, fields, want):
+def test_earlier_output_recognises_only_what_crowdagg_writes(tmp_path, content, fields, then, want):
     p = tmp_path / "f"
     p.write_bytes(content)
-    assert earlier_output(str(p), fields) is want
+    assert earlier_output(str(p), fields, then) is want
 
 
 def test_earlier_output_reads_a_parquet_schema(tmp_path):
@@ -420,6 +446,7 @@ def test_earlier_output_reads_a_parquet_schema(tmp_path):
                                 "confidence": np.array([1.0])}, "parquet"))
     assert earlier_output(str(p), ("task", "label", "confidence"))
     assert not earlier_output(str(p), ("task", "worker", "label"))
+    assert not earlier_output(str(p), ("task", "label"))  # confidence is not a further field of that output
     gz = tmp_path / "out.parquet.gz"
     gz.write_bytes(gzip.compress(p.read_bytes()))
     assert not earlier_output(str(gz), ("task", "label", "confidence"))  # schema out of reach: kept, not replaced

@@ -809,3 +809,45 @@ def test_mturk_radio_buttons_are_the_class_set_even_when_nobody_chose_one(tmp_pa
     # Given classes still win.
     data, _ = _load_file(tmp_path, "b.csv", header + "H1,W1,Approved,true,false,false\n", classes=["yes", "no", "unsure"])
     assert data.classes == ("yes", "no", "unsure")
+
+
+JSON_MIN_RECORDS = [
+    {"text": "a", "id": 1, "sentiment": "Positive", "annotator": 1, "annotation_id": 10, "created_at": "x",
+     "updated_at": "y", "lead_time": 1.2},
+    {"text": "a", "id": 1, "sentiment": "Negative", "annotator": 2, "annotation_id": 11, "created_at": "x",
+     "updated_at": "y", "lead_time": 1.2},
+    {"text": "b", "id": 2},
+    {"text": "c", "id": 3, "annotator": 2, "annotation_id": 12, "created_at": "x", "updated_at": "y",
+     "lead_time": 1.2},
+]
+
+
+@pytest.mark.parametrize("order", ["label-studio", "id-first", "sorted"])
+def test_label_studio_json_min_rewritten_in_another_key_order_reads_the_control_not_a_data_field(tmp_path, order):
+    """``id, text, annotator, ..., sentiment`` took the data field ``text`` for the control, silently."""
+    def reorder(rec):
+        if order == "sorted":
+            return dict(sorted(rec.items()))
+        if order == "id-first":
+            return {"id": rec["id"], **{k: v for k, v in rec.items() if k != "id" and k != "sentiment"},
+                    **({"sentiment": rec["sentiment"]} if "sentiment" in rec else {})}
+        return rec
+
+    p = tmp_path / "min.json"
+    p.write_text(json.dumps([reorder(r) for r in JSON_MIN_RECORDS]))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        data = load_annotations(str(p))
+    assert list(data.classes) == ["Negative", "Positive"]
+    assert list(data.task_names) == ["1", "2", "3"]
+    assert data.n_answers == 2 and data.answers_per_task.tolist() == [2, 0, 0]
+    assert any("without a 'sentiment' choice skipped" in str(w.message) for w in caught)
+
+
+def test_json_min_controls_never_name_a_key_an_unannotated_task_holds():
+    from crowdagg.platforms import json_min_controls
+
+    rewritten = [{"id": 1, "text": "a", "annotator": 1, "annotation_id": 10, "sentiment": "Positive"},
+                 {"id": 2, "text": "b"}]
+    assert json_min_controls(rewritten).names == []
+    assert json_min_controls(JSON_MIN_RECORDS).names == ["sentiment"]

@@ -285,14 +285,37 @@ def _check_collapse(result: AggregationResult, advice: str) -> None:
     fit stays within .10 of the answers' shares, while one-coin EM's
     collapses (trec: every task in one class; bluebird: 105 of 108)
     measure .34--.35 and wmv's on trec (a recall of .06 on one class) .28.
+
+    On a handful of tasks a gap that size is chance, not a collapse (one
+    task answered ``a`` and ``b`` gets one label: a gap of .5), so the gap
+    must also exceed :data:`COLLAPSE_SIGMAS` standard errors of a label
+    share drawn at the answers' share over the answered tasks
+    (:func:`collapse_floor`): bluebird's 108 tasks need .14, trec's .01.
     """
     gap, c, label_share, answer_share = label_share_gap(result.data, result.labels)
-    if gap > COLLAPSE_GAP:
+    floor = collapse_floor(answer_share, int(np.count_nonzero(result.data.answers_per_task)))
+    if gap > floor:
         warn(CrowdaggWarning(
             f"{result.method}: the fit may have collapsed: {label_share:.0%} of the labels are "
             f"{result.data.classes[c]!r}, against {answer_share:.0%} of the answers (a gap of {gap:.2f}, over "
             f"{COLLAPSE_GAP}); check a few labels against the truth, or {advice}"
         ))
+
+
+#: How many standard errors of chance a collapse's gap must exceed beside :data:`COLLAPSE_GAP`.
+COLLAPSE_SIGMAS = 3.0
+
+
+def collapse_floor(answer_share: float, n_answered: int) -> float:
+    """The gap over which a class's label share counts as a collapse: .25, or chance on few tasks.
+
+    ``COLLAPSE_SIGMAS`` standard errors of the share of ``n_answered``
+    labels each drawn in the class with probability ``answer_share``.
+    """
+    if n_answered <= 0:
+        return float("inf")
+    noise = COLLAPSE_SIGMAS * float(np.sqrt(answer_share * (1.0 - answer_share) / n_answered))
+    return max(COLLAPSE_GAP, noise)
 
 
 class TieBreaker:
