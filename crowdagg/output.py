@@ -268,14 +268,8 @@ def identity(spec: str) -> tuple[int, int] | None:
     ``/proc/self/fd/N`` and links to them are the open descriptor's file
     (not the ``/proc`` link's); any other path is followed to its file.
     """
-    try:
-        if spec == "-":
-            return _stream_identity(sys.stdin)
-        fd = _descriptor_of(spec)
-        st = os.fstat(fd) if isinstance(fd, int) else os.stat(fd if isinstance(fd, str) else spec)
-    except (OSError, ValueError):
-        return None
-    return st.st_dev, st.st_ino
+    st = _opened_stat(spec)
+    return None if st is None else (st.st_dev, st.st_ino)
 
 
 def drained_identity(spec: str) -> tuple[int, int] | None:
@@ -287,23 +281,29 @@ def drained_identity(spec: str) -> tuple[int, int] | None:
     """
     if not spec or spec == "-" or spec.startswith("example:") or _descriptor_of(spec) == 0:
         return None
-    try:
-        fd = _descriptor_of(spec)
-        st = os.fstat(fd) if isinstance(fd, int) else os.stat(fd if isinstance(fd, str) else spec)
-    except (OSError, ValueError):
-        return None
-    if not (stat.S_ISFIFO(st.st_mode) or stat.S_ISSOCK(st.st_mode)):
+    st = _opened_stat(spec)
+    if st is None or not (stat.S_ISFIFO(st.st_mode) or stat.S_ISSOCK(st.st_mode)):
         return None  # a file, or a device such as /dev/null or a terminal, which can be opened again
     return st.st_dev, st.st_ino
 
 
-def _stream_identity(stream: object) -> tuple[int, int] | None:
-    """The file behind a Python stream, or None when it has no descriptor (a test runner's input)."""
+def _opened_stat(spec: str) -> os.stat_result | None:
+    """The status of what reading ``spec`` opens (as :func:`identity` describes), or None."""
+    if spec == "-":
+        return _stream_stat(sys.stdin)
     try:
-        st = os.fstat(stream.fileno())  # type: ignore[attr-defined]
+        fd = _descriptor_of(spec)
+        return os.fstat(fd) if isinstance(fd, int) else os.stat(fd if isinstance(fd, str) else spec)
+    except (OSError, ValueError):
+        return None
+
+
+def _stream_stat(stream: object) -> os.stat_result | None:
+    """The status of the file behind a Python stream, or None when it has no descriptor (a test runner's input)."""
+    try:
+        return os.fstat(stream.fileno())  # type: ignore[attr-defined]
     except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
         return None
-    return st.st_dev, st.st_ino
 
 
 def stdin_route(spec: str) -> str | None:
@@ -326,10 +326,8 @@ def stdin_route(spec: str) -> str | None:
 
 def stdin_is_regular_file() -> bool:
     """Whether standard input is a regular file (which, unlike a pipe or terminal, can be opened again)."""
-    try:
-        return stat.S_ISREG(os.fstat(sys.stdin.fileno()).st_mode)
-    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
-        return False
+    st = _stream_stat(sys.stdin)
+    return st is not None and stat.S_ISREG(st.st_mode)
 
 
 def check_not_inputs(targets: Sequence[Target], inputs: Sequence[tuple[str, str | None]]) -> None:

@@ -179,7 +179,6 @@ def from_json(text: bytes | str, display: str = "<workers>", max_memory: MaxMemo
     memory.check(memory.json_parse_bytes(text), f"parsing the {memory.human(len(text))} worker model {display}",
                  max_memory, advice="check that this is a worker model saved by --save-workers")
 
-
     def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         obj = dict(pairs)
         if len(obj) != len(pairs):

@@ -1636,7 +1636,7 @@ def test_a_fifo_read_twice_is_refused_not_waited_on_forever(tmp_path, args, user
     fill = {"fifo": fifo, "link": link, "dir": tmp_path}
     # nobody writes the FIFO: a run that opened it would hang until the timeout
     proc = subprocess.run([sys.executable, "-m", "crowdagg", *[a.format(**fill) for a in args]],
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, env=_env(), cwd=ROOT)
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120, env=_env(), cwd=ROOT)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.splitlines() == [
         f"Error: one FIFO or pipe is given twice ({users.format(**fill)}); reading it once drains it"
@@ -1684,7 +1684,7 @@ def test_help_imports_no_method_code(args):
         "or m.startswith(('crowdagg.aggregators', 'crowdagg.io', 'crowdagg.kernels')))\n"
         "print('HEAVY', heavy, file=sys.stderr)\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=60,
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120,
                           env=_env(), cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.strip() == "HEAVY []"

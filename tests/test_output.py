@@ -376,7 +376,7 @@ def test_stdout_redirected_onto_an_input_is_refused(tmp_path):
         f"check_not_inputs([resolve('-')], [('INPUT in.csv', {str(f)!r})])\n"
     )
     with open(f, "a") as fh:
-        proc = subprocess.run([sys.executable, "-c", code], stdout=fh, stderr=subprocess.PIPE, text=True, timeout=60)
+        proc = subprocess.run([sys.executable, "-c", code], stdout=fh, stderr=subprocess.PIPE, text=True, timeout=120)
     assert proc.returncode == 1 and "standard output is also an input (INPUT in.csv); refusing to write into it" in proc.stderr
     assert f.read_text() == "task,worker,label\n"
 
@@ -394,7 +394,7 @@ def test_stdin_route_by_spelling_link_and_identity(tmp_path):
              str(tmp_path / "other.csv"), "example:bluebird"]
     with open(src, "rb") as stdin:
         proc = subprocess.run([sys.executable, "-c", code, *specs], stdin=stdin, capture_output=True, text=True,
-                              timeout=60, check=True)
+                              timeout=120, check=True)
     assert json.loads(proc.stdout) == ["descriptor"] * 5 + ["file", None, None]
 
 

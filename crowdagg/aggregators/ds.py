@@ -251,4 +251,4 @@ class OneCoinDawidSkene(DawidSkene):
     __doc__ = __doc__
     name = "onecoin"
     _m_step = staticmethod(one_coin_m_step)  # type: ignore[assignment]
-    collapse_advice = "try ds, whose full confusion matrices keep each class's own error rates"
+    collapse_advice = IterativeAggregator.collapse_advice  # the base's "try ds", not the advice ds gives itself
