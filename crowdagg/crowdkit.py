@@ -370,14 +370,14 @@ class MajorityVote:
             self.skills_ = pd.Series(dtype=float, index=pd.Index([], name="worker"), name="skill")
             return None
         from . import memory
-        from .kernels import vote_counts
+        from .kernels.votes import _vote_counts
 
         k = ans.n_classes
         n_tasks = len(ans.tasks)
         # The vote tables are tasks × labels: refused up front with their size, never left to the OOM killer.
         memory.check(8.0 * (_VOTE_TABLES * n_tasks * k + 2 * ans.n_answers), f"{n_tasks:,} tasks × {k:,} labels",
                      advice="the vote shares are tasks × labels: use fewer labels")
-        shares = _shares(vote_counts(ans.task, ans.worker, ans.label, len(ans.tasks), k, weights))
+        shares = _shares(_vote_counts(ans.task, ans.worker, ans.label, len(ans.tasks), k, weights))
         # crowd-kit's order: a weighted vote groups with sort=True; a plain one takes value_counts' order
         # (its classes are already in it: see _Answers)
         weighted = weights is not None
