@@ -577,7 +577,8 @@ class DawidSkene:
         from . import memory
         from .aggregators.ds import em_memory
         from .aggregators.mv import soft_majority_vote
-        from .kernels import EMWorkspace, posterior_summary
+        from .kernels import EMWorkspace
+        from .kernels.em import _posterior_summary
 
         d = ans.data
         k = ans.n_classes
@@ -601,9 +602,10 @@ class DawidSkene:
         loss = -np.inf
         for _ in range(self.n_iter):
             log_e = np.log(np.where(present[:, :, None], errors, 1.0))  # absent pairs are never read
-            ws.e_step(np.log(np.maximum(prior, EPS)), log_e, clamp)
+            # unchecked: the shapes are ours, and clamp holds class codes by construction (gold labels are classes)
+            ws._e_step(np.log(np.maximum(prior, EPS)), log_e, clamp)
             counts = ws.stats()[0]
-            sums, qlogq = posterior_summary(ws.post, ws.bounds, EPS)
+            sums, qlogq = _posterior_summary(ws.post, ws.bounds, EPS)
             prior = sums / len(ws.post)
             errors = self._m_step(counts, present, d.answers_per_worker)
             new_loss = _loss(counts, errors, present, prior, qlogq, ans.n_answers)

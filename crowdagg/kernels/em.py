@@ -189,13 +189,19 @@ def posterior_summary(post: np.ndarray, bounds: np.ndarray, floor: float) -> tup
     bounds = np.ascontiguousarray(as_code_array(bounds, "bounds"), dtype=np.int64)
     if len(bounds) < 1 or bounds[0] != 0 or bounds[-1] != post.shape[0] or np.any(np.diff(bounds) < 0):
         raise DataError(f"bounds must run non-decreasing from 0 to the {np.shape(post)[0]:,} rows of post")
-    n_blocks = len(bounds) - 1
-    sums = np.zeros((n_blocks, post.shape[1]))
-    qlogq = np.zeros(n_blocks)
     try:
         floor = float(floor)
     except (TypeError, ValueError):
         raise DataError(f"floor must be a number, got {floor!r}") from None
+    return _posterior_summary(post, bounds, floor)
+
+
+def _posterior_summary(post: np.ndarray, bounds: np.ndarray, floor: float) -> tuple[np.ndarray, float]:
+    """:func:`posterior_summary` on an :class:`EMWorkspace`'s own ``post`` and ``bounds``: no check (once per EM
+    iteration)."""
+    n_blocks = len(bounds) - 1
+    sums = np.zeros((n_blocks, post.shape[1]))
+    qlogq = np.zeros(n_blocks)
     run_blocks(_summary_blocks, n_blocks, bounds, post, floor, sums, qlogq)
     return _block_sum(sums), float(_block_sum(qlogq))
 
@@ -366,9 +372,17 @@ class EMWorkspace:
         ``log_conf_ot`` has shape (n_workers, K, K) indexed ``[w, observed, true]``;
         ``clamp`` (n_tasks,) fixes a task's class (-1: free).  Shapes are checked.
         """
-        post, log_prior, log_conf_ot, clamp, bounds = _check_em_inputs(
+        _, log_prior, log_conf_ot, clamp, _ = _check_em_inputs(
             self.task_ptr, len(self.cell), self.bounds, self.post, log_prior, log_conf_ot, clamp, self.n_workers, True)
-        _fill(self.blocks, True, self.task_ptr, self.cell, bounds, post, log_prior, log_conf_ot, clamp)
+        return self._e_step(log_prior, log_conf_ot, clamp)
+
+    def _e_step(self, log_prior: np.ndarray, log_conf_ot: np.ndarray, clamp: np.ndarray) -> float:
+        """:meth:`e_step` on parameters in the kernel's layout (contiguous float64, int64 ``clamp`` in range).
+
+        No check: the aggregators' EM loops make them of the right shapes and
+        check ``clamp`` (gold) once, not once per iteration.
+        """
+        _fill(self.blocks, True, self.task_ptr, self.cell, self.bounds, self.post, log_prior, log_conf_ot, clamp)
         return float(_block_sum(self.blocks.loglik))
 
     def accumulate(self, post: np.ndarray) -> None:
