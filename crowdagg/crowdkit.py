@@ -370,14 +370,14 @@ class MajorityVote:
             self.skills_ = pd.Series(dtype=float, index=pd.Index([], name="worker"), name="skill")
             return None
         from . import memory
-        from .kernels import vote_counts
+        from .kernels.votes import _vote_counts
 
         k = ans.n_classes
         n_tasks = len(ans.tasks)
         # The vote tables are tasks × labels: refused up front with their size, never left to the OOM killer.
         memory.check(8.0 * (_VOTE_TABLES * n_tasks * k + 2 * ans.n_answers), f"{n_tasks:,} tasks × {k:,} labels",
                      advice="the vote shares are tasks × labels: use fewer labels")
-        shares = _shares(vote_counts(ans.task, ans.worker, ans.label, len(ans.tasks), k, weights))
+        shares = _shares(_vote_counts(ans.task, ans.worker, ans.label, len(ans.tasks), k, weights))
         # crowd-kit's order: a weighted vote groups with sort=True; a plain one takes value_counts' order
         # (its classes are already in it: see _Answers)
         weighted = weights is not None
@@ -577,7 +577,8 @@ class DawidSkene:
         from . import memory
         from .aggregators.ds import em_memory
         from .aggregators.mv import soft_majority_vote
-        from .kernels import EMWorkspace, posterior_summary
+        from .kernels import EMWorkspace
+        from .kernels.em import _posterior_summary
 
         d = ans.data
         k = ans.n_classes
@@ -601,9 +602,10 @@ class DawidSkene:
         loss = -np.inf
         for _ in range(self.n_iter):
             log_e = np.log(np.where(present[:, :, None], errors, 1.0))  # absent pairs are never read
-            ws.e_step(np.log(np.maximum(prior, EPS)), log_e, clamp)
+            # unchecked: the shapes are ours, and clamp holds class codes by construction (gold labels are classes)
+            ws._e_step(np.log(np.maximum(prior, EPS)), log_e, clamp)
             counts = ws.stats()[0]
-            sums, qlogq = posterior_summary(ws.post, ws.bounds, EPS)
+            sums, qlogq = _posterior_summary(ws.post, ws.bounds, EPS)
             prior = sums / len(ws.post)
             errors = self._m_step(counts, present, d.answers_per_worker)
             new_loss = _loss(counts, errors, present, prior, qlogq, ans.n_answers)

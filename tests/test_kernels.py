@@ -211,9 +211,9 @@ KERNEL_CASES = {
                          "cell code 99 at position 1 is out of range for 4 worker-label cells"),
     "block_statistics bounds": ("block_statistics(np.array([0, 2]), np.array([0, 1], np.int32), np.array([0, 5]), "
                                 "np.zeros((1, 2)), np.zeros(2), np.zeros((2, 2, 2)), np.array([-1]), 2)",
-                                "bounds must run non-decreasing from 0 to 1 tasks"),
+                                "bounds must run from 0 to 1 (the number of tasks), got 0 .. 5"),
     "posterior_summary": ("posterior_summary(np.full((2, 2), 0.5), np.array([0, 9]), 1e-10)",
-                          "bounds must run non-decreasing from 0 to the 2 rows of post"),
+                          "bounds must run from 0 to 2 (the number of rows of post), got 0 .. 9"),
     "prefixed_int_codes": ("prefixed_int_codes([(np.array([0, 2, 900], np.int32), np.frombuffer(b't1t2', np.uint8))],"
                            " b't', 2)", "a string offset points outside its chunk's data"),
     "prefixed_int_codes n": ("prefixed_int_codes([(np.array([0, 2, 4], np.int32), np.frombuffer(b't1t2', np.uint8))],"

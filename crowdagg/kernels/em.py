@@ -183,19 +183,23 @@ def posterior_summary(post: np.ndarray, bounds: np.ndarray, floor: float) -> tup
     posteriors' size.
     """
     from ..errors import DataError
-    from .validate import as_code_array, as_float_array
+    from .validate import as_float_array, check_offsets
 
     post = as_float_array(post, "post", 2)
-    bounds = np.ascontiguousarray(as_code_array(bounds, "bounds"), dtype=np.int64)
-    if len(bounds) < 1 or bounds[0] != 0 or bounds[-1] != post.shape[0] or np.any(np.diff(bounds) < 0):
-        raise DataError(f"bounds must run non-decreasing from 0 to the {np.shape(post)[0]:,} rows of post")
-    n_blocks = len(bounds) - 1
-    sums = np.zeros((n_blocks, post.shape[1]))
-    qlogq = np.zeros(n_blocks)
+    bounds = check_offsets(bounds, post.shape[0], "bounds", "rows of post")
     try:
         floor = float(floor)
     except (TypeError, ValueError):
         raise DataError(f"floor must be a number, got {floor!r}") from None
+    return _posterior_summary(post, bounds, floor)
+
+
+def _posterior_summary(post: np.ndarray, bounds: np.ndarray, floor: float) -> tuple[np.ndarray, float]:
+    """:func:`posterior_summary` on an :class:`EMWorkspace`'s own ``post`` and ``bounds``: no check (once per EM
+    iteration)."""
+    n_blocks = len(bounds) - 1
+    sums = np.zeros((n_blocks, post.shape[1]))
+    qlogq = np.zeros(n_blocks)
     run_blocks(_summary_blocks, n_blocks, bounds, post, floor, sums, qlogq)
     return _block_sum(sums), float(_block_sum(qlogq))
 
@@ -212,25 +216,25 @@ def _fill(
 
 
 def _check_em_inputs(
-    task_ptr: np.ndarray, n_cells: int, bounds: Any, post: np.ndarray, log_prior: Any,
+    task_ptr: np.ndarray, bounds: Any, post: np.ndarray, log_prior: Any,
     log_conf_ot: Any, clamp: Any, n_workers: int, e_step: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Shapes and ranges the fused kernel indexes by without bounds checks, checked (O(1) and O(n_tasks)).
 
     A :class:`~crowdagg.errors.DataError` instead of a write outside an
-    array.  The answers' cells are checked once, where they are made.
+    array.  ``task_ptr`` and the answers' cells are checked once, where
+    they are made.
     Returns (post, log_prior, log_conf_ot, clamp, bounds) in the kernel's
     layout (native float64 / int64, contiguous); ``post`` is the caller's
     own array, checked as a buffer the kernel writes.
     """
     from ..errors import DataError
-    from .validate import as_code_array, as_float_array, check_out_array
+    from .validate import as_code_array, as_float_array, check_offsets, check_out_array
 
     post = check_out_array(post, "post", 2)
     log_prior = as_float_array(log_prior, "log_prior", 1)
     log_conf_ot = as_float_array(log_conf_ot, "log_conf_ot", 3) if e_step else np.zeros((1, 1, 1))
     clamp = as_code_array(clamp, "clamp")
-    bounds = as_code_array(bounds, "bounds")
     n_tasks = len(task_ptr) - 1
     k = post.shape[1] if post.ndim == 2 else -1
     want = {"post": (post, (n_tasks, k)), "log_prior": (log_prior, (k,)),
@@ -242,13 +246,8 @@ def _check_em_inputs(
     # Ranges checked on the given dtype, before the cast to int64 could wrap a large unsigned value to -1.
     if n_tasks and (int(clamp.min()) < -1 or int(clamp.max()) >= k):
         raise DataError(f"clamp holds a class outside -1 .. {k - 1}")
-    if len(bounds) < 1 or bounds[0] != 0 or bounds[-1] != n_tasks or np.any(np.diff(bounds.astype(np.int64)) < 0) \
-            or int(bounds.max()) > n_tasks:
-        raise DataError(f"bounds must run non-decreasing from 0 to {n_tasks:,} tasks")
-    if int(task_ptr[-1]) != n_cells:
-        raise DataError(f"task_ptr ends at {int(task_ptr[-1]):,} for {n_cells:,} answers")
-    return (post, log_prior, log_conf_ot, np.ascontiguousarray(clamp, dtype=np.int64),
-            np.ascontiguousarray(bounds, dtype=np.int64))
+    bounds = check_offsets(bounds, n_tasks, "bounds", "tasks")
+    return post, log_prior, log_conf_ot, np.ascontiguousarray(clamp, dtype=np.int64), bounds
 
 
 def _check_memory(n_blocks: int, n_workers: int, k: int, max_memory: Any) -> None:
@@ -305,7 +304,7 @@ def block_statistics(
     cell = check_index(cell, n_workers * k, "cell", "worker-label cell")
     task_ptr = check_offsets(task_ptr, len(cell))
     post, log_prior, log_conf_ot, clamp, bounds = _check_em_inputs(
-        task_ptr, len(cell), bounds, post, log_prior, log_conf_ot, clamp, n_workers, e_step)
+        task_ptr, bounds, post, log_prior, log_conf_ot, clamp, n_workers, e_step)
     _check_memory(len(bounds) - 1, n_workers, k, max_memory)
     out = _zeros(len(bounds) - 1, n_workers, post.shape[1])
     _fill(out, e_step, task_ptr, cell, bounds, post, log_prior, log_conf_ot, clamp)
@@ -366,9 +365,17 @@ class EMWorkspace:
         ``log_conf_ot`` has shape (n_workers, K, K) indexed ``[w, observed, true]``;
         ``clamp`` (n_tasks,) fixes a task's class (-1: free).  Shapes are checked.
         """
-        post, log_prior, log_conf_ot, clamp, bounds = _check_em_inputs(
-            self.task_ptr, len(self.cell), self.bounds, self.post, log_prior, log_conf_ot, clamp, self.n_workers, True)
-        _fill(self.blocks, True, self.task_ptr, self.cell, bounds, post, log_prior, log_conf_ot, clamp)
+        _, log_prior, log_conf_ot, clamp, _ = _check_em_inputs(
+            self.task_ptr, self.bounds, self.post, log_prior, log_conf_ot, clamp, self.n_workers, True)
+        return self._e_step(log_prior, log_conf_ot, clamp)
+
+    def _e_step(self, log_prior: np.ndarray, log_conf_ot: np.ndarray, clamp: np.ndarray) -> float:
+        """:meth:`e_step` on parameters in the kernel's layout (contiguous float64, int64 ``clamp`` in range).
+
+        No check: the aggregators' EM loops make them of the right shapes and
+        check ``clamp`` (gold) once, not once per iteration.
+        """
+        _fill(self.blocks, True, self.task_ptr, self.cell, self.bounds, self.post, log_prior, log_conf_ot, clamp)
         return float(_block_sum(self.blocks.loglik))
 
     def accumulate(self, post: np.ndarray) -> None:

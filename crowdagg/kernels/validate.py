@@ -183,13 +183,17 @@ def check_index(values: np.ndarray, n: int, name: str, unit: str = "group") -> n
     return arr
 
 
-def check_offsets(ptr: np.ndarray, n_items: int, name: str = "task_ptr") -> np.ndarray:
-    """CSR offsets checked: int64-able, non-decreasing, from 0 to ``n_items``; returns them as contiguous int64."""
+def check_offsets(ptr: np.ndarray, n_items: int, name: str = "task_ptr", items: str = "answers") -> np.ndarray:
+    """Offsets checked: int64-able, non-decreasing, from 0 to ``n_items``; returns them as contiguous int64.
+
+    CSR offsets (``task_ptr``: ``n_items`` answers) and block boundaries
+    (``bounds``: ``n_items`` tasks) alike; ``items`` names what is counted.
+    """
     arr = as_code_array(ptr, name)
     if arr.size == 0 or int(arr[0]) != 0 or int(arr[-1]) != n_items:
         first = int(arr[0]) if arr.size else None
         last = int(arr[-1]) if arr.size else None
-        raise DataError(f"{name} must run from 0 to {n_items:,} (the number of answers), got {first} .. {last}")
+        raise DataError(f"{name} must run from 0 to {n_items:,} (the number of {items}), got {first} .. {last}")
     arr = np.ascontiguousarray(arr, dtype=np.int64)
     steps = np.diff(arr)
     if steps.size and steps.min() < 0:

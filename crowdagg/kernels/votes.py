@@ -57,8 +57,24 @@ def vote_counts(
     weight = None if worker_weight is None else as_float_array(worker_weight, "worker_weight", 1)
     check_codes(task, worker, label, n_tasks, -1 if weight is None else len(weight), n_classes)
     task, worker, label = (as_code_array(a, r) for a, r in ((task, "task"), (worker, "worker"), (label, "label")))
+    return _vote_counts(task, worker, label, n_tasks, n_classes, weight)
+
+
+def _vote_counts(
+    task: np.ndarray,
+    worker: np.ndarray,
+    label: np.ndarray,
+    n_tasks: int,
+    n_classes: int,
+    worker_weight: np.ndarray | None = None,
+) -> np.ndarray:
+    """:func:`vote_counts` on codes valid by construction (an annotation set's): no check.
+
+    The iterative aggregators revote every round; the codes were checked
+    once, when the set was built.
+    """
     cell = task.astype(np.int64) * n_classes + label
-    weights = None if weight is None else weight[worker]
+    weights = None if worker_weight is None else np.asarray(worker_weight, dtype=np.float64)[worker]
     counts = np.bincount(cell, weights=weights, minlength=n_tasks * n_classes)
     return counts.astype(np.float64, copy=False).reshape(n_tasks, n_classes)
 
