@@ -79,7 +79,7 @@ import re
 import stat
 import sys
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -1553,11 +1553,10 @@ def _status_rows(table: RawTable, cmap: ColumnMap, rejected: RejectedPolicy) -> 
     )
     display, locate, status = table.display, table.locate, cmap.status.strip()
     if split.unanswered:
-        rows = np.sort(np.concatenate(list(split.unanswered.values())))
-        counts = ", ".join(f"{k} {len(v)}" for k, v in split.unanswered.items())
+        n, counts, first = _by_status(split.unanswered, str)
         warn(CrowdaggWarning(
-            f"{display}: left out {len(rows)} assignment(s) that hold no answer ({status} {counts}; "
-            f"first at {locate(int(rows[0]))})"
+            f"{display}: left out {n} assignment(s) that hold no answer ({status} {counts}; "
+            f"first at {locate(first)})"
         ))
     if len(split.rejected):
         why = f"{status} rejected" + (", or a reason in the Reject column" if cmap.reject is not None else "")
@@ -1566,13 +1565,24 @@ def _status_rows(table: RawTable, cmap: ColumnMap, rejected: RejectedPolicy) -> 
             f"{locate(int(split.rejected[0]))}); set {param('rejected')} to 'keep' to count them"
         ))
     if split.unknown:
-        rows = np.sort(np.concatenate(list(split.unknown.values())))
-        counts = ", ".join(f"{k!r} {len(v)}" for k, v in split.unknown.items())
+        n, counts, first = _by_status(split.unknown, repr)
         warn(CrowdaggWarning(
-            f"{display}: kept {len(rows)} answer(s) whose {status} is not one {_PLATFORM_NAMES[cmap.platform]} "
-            f"is known to write ({counts}; first at {locate(int(rows[0]))})"
+            f"{display}: kept {n} answer(s) whose {status} is not one {_PLATFORM_NAMES[cmap.platform]} "
+            f"is known to write ({counts}; first at {locate(first)})"
         ))
     return split.keep
+
+
+def _by_status(groups: dict[str, np.ndarray], spell: Callable[[str], str]) -> tuple[int, str, int]:
+    """(How many rows, ``"<status> <count>, ..."``, the first row) of rows grouped by status, for a warning.
+
+    Each group's rows are ascending (:func:`~crowdagg.platforms.split_by_status`).
+    """
+    return (
+        sum(len(rows) for rows in groups.values()),
+        ", ".join(f"{spell(k)} {len(rows)}" for k, rows in groups.items()),
+        min(int(rows[0]) for rows in groups.values()),
+    )
 
 
 def _label_studio_rows(table: RawTable, cmap: ColumnMap, keep: np.ndarray) -> np.ndarray:
