@@ -447,22 +447,19 @@ def _pylist(column: Any) -> list:
     return names.to_pylist()
 
 
-def _names(table: RawTable, col: str, role: str) -> Any:
-    """Column ``col`` of ``table`` as names (:func:`crowdagg.vocab.as_strings`), each distinct name checked
-    (:func:`crowdagg.vocab.invalid_names`); a value that cannot be a name is an error naming the file, the
-    line or row, and the column.  Returns (names, dtype)."""
+def _names(table: RawTable, col: str, role: str) -> tuple[Any, np.ndarray, Any]:
+    """Column ``col`` of ``table`` as names (:func:`crowdagg.vocab.as_strings`) and their dictionary
+    encoding, each distinct name checked (:func:`crowdagg.vocab.invalid_names`); a value that cannot be
+    a name is an error naming the file, the line or row, and the column.  Returns (names, codes, uniques)."""
     from .data import name_error
-    from .vocab import InvalidName, as_strings, encode, invalid_names
+    from .vocab import InvalidName, encode, invalid_names
 
-    try:
-        names, dtype = as_strings(table.column(col), role)
-        codes, uniques = encode(names)
-        bad = invalid_names(uniques)
-        if bad is not None:
-            raise InvalidName(int(np.argmax(codes == bad[0])), bad[1], role)
-    except InvalidName as exc:
-        raise name_error(exc, role, table.locate, col) from None
-    return names, dtype
+    names, _ = _as_names(table, col, role)
+    codes, uniques = encode(names)
+    bad = invalid_names(uniques)
+    if bad is not None:
+        raise name_error(InvalidName(int(np.argmax(codes == bad[0])), bad[1], role), role, table.locate, col)
+    return names, codes, uniques
 
 
 def _take(column: Any, rows: np.ndarray) -> Any:
@@ -1384,15 +1381,10 @@ def _as_names(table: RawTable, col: str, role: str) -> Any:
 def _answered_tasks(table: RawTable, cols: tuple[str, str, str]) -> Any:
     """The task names of a table's answers, once each in order of appearance (stripped; blank
     names and the header's own cell left out) -- its part of a joined input's task order."""
-    from .data import header_key, name_error
-    from .vocab import InvalidName, blank, encode, invalid_names, spells, strip, take
+    from .data import header_key
+    from .vocab import blank, spells, strip, take
 
-    names, _ = _as_names(table, cols[0], "task")
-    codes, uniques = encode(names)
-    bad = invalid_names(uniques)
-    if bad is not None:
-        exc = InvalidName(int(np.argmax(codes == bad[0])), bad[1], "task")
-        raise name_error(exc, "task", table.locate, cols[0])
+    _, _, uniques = _names(table, cols[0], "task")
     uniques, _ = strip(uniques)
     drop = blank(uniques)
     if table.fixed is None:
