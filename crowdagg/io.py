@@ -1453,19 +1453,22 @@ def _label_studio_controls(table: RawTable, task_col: str | None) -> list[str] |
         return table.controls.names
     # JSON-MIN whose key order names no control (rewritten by another tool): the rows decide, as in a CSV.
     from .columns import LABEL_STUDIO_META
-    from .vocab import as_strings, encode
+    from .vocab import InvalidName, as_strings, encode
 
     ids = [h for h in table.header if (h == task_col if task_col is not None else h.strip().lower() == "id")]
     if len(ids) != 1:
         return None
-    t_codes, _ = encode(as_strings(table.column(ids[0]))[0])
+    t_codes, _ = encode(_as_names(table, ids[0], "task")[0])
     n_tasks = len(np.unique(t_codes))
     found = []
     for h in table.header:
         key = h.strip().lower()
         if h == ids[0] or key in LABEL_STUDIO_META or key.endswith("_transcript"):
             continue
-        codes, uniques = encode(as_strings(table.column(h))[0])
+        try:
+            codes, uniques = encode(as_strings(table.column(h))[0])
+        except InvalidName:  # not names (a nested data field): no control; if mapped, the reader says where
+            continue
         pairs = t_codes.astype(np.int64) * max(len(uniques), 1) + codes
         if len(np.unique(pairs)) > n_tasks:
             found.append(h)
@@ -1475,11 +1478,11 @@ def _label_studio_controls(table: RawTable, task_col: str | None) -> list[str] |
 _PLATFORM_NAMES = {"mturk": "MTurk", "toloka": "Toloka", "label_studio": "Label Studio"}
 
 
-def _blank_cells(column: Any) -> np.ndarray:
-    """Which cells are blank once stripped, bool shape (n_rows,) -- decided on the distinct cells."""
-    from .vocab import as_strings, blank, encode, strip
+def _blank_cells(table: RawTable, col: str, role: str) -> np.ndarray:
+    """Which cells of a column are blank once stripped, bool shape (n_rows,) -- decided on the distinct cells."""
+    from .vocab import blank, encode, strip
 
-    codes, names = encode(as_strings(column)[0])
+    codes, names = encode(_as_names(table, col, role)[0])
     return blank(strip(names)[0])[codes] if len(names) else np.zeros(len(codes), dtype=bool)
 
 
@@ -1524,9 +1527,9 @@ def _task_order(table: RawTable, task_col: str, keep: np.ndarray) -> tuple[Any, 
     out, as :func:`_answered_tasks` does; one dictionary encoding serves both.
     """
     from .data import header_key
-    from .vocab import as_strings, blank, encode, spells, strip, take
+    from .vocab import blank, encode, spells, strip, take
 
-    codes, uniques = encode(as_strings(table.column(task_col))[0])
+    codes, uniques = encode(_as_names(table, task_col, "task")[0])
     uniques, _ = strip(uniques)
     drop = blank(uniques) | spells(uniques, header_key(task_col), header_key)
     answered = np.zeros(len(uniques), dtype=bool)
@@ -1540,8 +1543,9 @@ def _status_rows(table: RawTable, cmap: ColumnMap, rejected: RejectedPolicy) -> 
 
     assert cmap.status is not None and cmap.platform is not None  # for the type checker: set together
     split = split_by_status(
-        table.column(cmap.status), cmap.platform, rejected,
-        reject_marks=table.column(cmap.reject) if cmap.reject is not None else None, header_cell=cmap.status,
+        _as_names(table, cmap.status, "status")[0], cmap.platform, rejected,
+        reject_marks=_as_names(table, cmap.reject, "reject")[0] if cmap.reject is not None else None,
+        header_cell=cmap.status,
     )
     display, locate, status = table.display, table.locate, cmap.status.strip()
     if split.unanswered:
@@ -1586,10 +1590,10 @@ def _label_studio_rows(table: RawTable, cmap: ColumnMap, keep: np.ndarray) -> np
     as in the JSON export; a ``{"choices": [...]}`` cell (several choices)
     is an error naming its line.
     """
-    from .vocab import as_strings, encode
+    from .vocab import encode
 
     ids = [h for h in table.header if h.strip().lower() == "annotation_id"]
-    unannotated = _blank_cells(table.column(cmap.worker)) & _blank_cells(table.column(ids[0]))
+    unannotated = _blank_cells(table, cmap.worker, "worker") & _blank_cells(table, ids[0], "annotation id")
     def several_choices(row: int, cell: str) -> DataError:
         return DataError(
             f"{table.locate(row)}: several choices for {cmap.label.strip()!r} in one annotation ({cell}); "
@@ -1598,7 +1602,7 @@ def _label_studio_rows(table: RawTable, cmap: ColumnMap, keep: np.ndarray) -> np
 
     if table.controls is not None and cmap.label in table.controls.several:  # JSON-MIN: seen while parsing
         raise several_choices(*table.controls.several[cmap.label])
-    codes, names = encode(as_strings(table.column(cmap.label))[0])
+    codes, names = encode(_as_names(table, cmap.label, "label")[0])
     cells = [str(v).strip() for v in names.to_pylist()]  # the distinct cells only
     answers = keep & ~unannotated
     several = np.array([c[:1] in ("{", "[") for c in cells] or [False])[codes] & answers
