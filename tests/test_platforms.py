@@ -887,3 +887,15 @@ def test_label_studio_json_min_nested_data_field_is_no_control_and_no_error(tmp_
         data = load_annotations(str(p))
     assert list(data.classes) == ["Negative", "Positive"]
     assert data.n_answers == 2 and data.answers_per_task.tolist() == [2, 0, 0]
+
+
+def test_mturk_answer_column_with_a_nested_value_is_no_radio_button_and_is_named_when_read():
+    """It was "status at row 0: holds a list": the radio-button check met it first, worded as a status."""
+    pd = pytest.importorskip("pandas")
+    from crowdagg.platforms import boolean_cells
+
+    assert boolean_cells(np.array([["true"], "false"], dtype=object)) is False
+    frame = pd.DataFrame({"HITId": ["H1", "H2"], "WorkerId": ["W1", "W2"], "AssignmentStatus": ["Approved"] * 2,
+                          "Answer.q.yes": [["true"], "false"], "Answer.q.no": ["false", "true"]})
+    with pytest.raises(DataError, match=r"^the label \(column 'Answer.q.yes'\) at <frame> row 0 holds a list"):
+        load_annotations(frame, label_col="Answer.q.yes")
