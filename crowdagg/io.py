@@ -79,7 +79,7 @@ import re
 import stat
 import sys
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -447,22 +447,19 @@ def _pylist(column: Any) -> list:
     return names.to_pylist()
 
 
-def _names(table: RawTable, col: str, role: str) -> Any:
-    """Column ``col`` of ``table`` as names (:func:`crowdagg.vocab.as_strings`), each distinct name checked
-    (:func:`crowdagg.vocab.invalid_names`); a value that cannot be a name is an error naming the file, the
-    line or row, and the column.  Returns (names, dtype)."""
+def _names(table: RawTable, col: str, role: str) -> tuple[Any, np.ndarray, Any]:
+    """Column ``col`` of ``table`` as names (:func:`crowdagg.vocab.as_strings`) and their dictionary
+    encoding, each distinct name checked (:func:`crowdagg.vocab.invalid_names`); a value that cannot be
+    a name is an error naming the file, the line or row, and the column.  Returns (names, codes, uniques)."""
     from .data import name_error
-    from .vocab import InvalidName, as_strings, encode, invalid_names
+    from .vocab import InvalidName, encode, invalid_names
 
-    try:
-        names, dtype = as_strings(table.column(col), role)
-        codes, uniques = encode(names)
-        bad = invalid_names(uniques)
-        if bad is not None:
-            raise InvalidName(int(np.argmax(codes == bad[0])), bad[1], role)
-    except InvalidName as exc:
-        raise name_error(exc, role, table.locate, col) from None
-    return names, dtype
+    names, _ = _as_names(table, col, role)
+    codes, uniques = encode(names)
+    bad = invalid_names(uniques)
+    if bad is not None:
+        raise name_error(InvalidName(int(np.argmax(codes == bad[0])), bad[1], role), role, table.locate, col)
+    return names, codes, uniques
 
 
 def _take(column: Any, rows: np.ndarray) -> Any:
@@ -1384,15 +1381,10 @@ def _as_names(table: RawTable, col: str, role: str) -> Any:
 def _answered_tasks(table: RawTable, cols: tuple[str, str, str]) -> Any:
     """The task names of a table's answers, once each in order of appearance (stripped; blank
     names and the header's own cell left out) -- its part of a joined input's task order."""
-    from .data import header_key, name_error
-    from .vocab import InvalidName, blank, encode, invalid_names, spells, strip, take
+    from .data import header_key
+    from .vocab import blank, spells, strip, take
 
-    names, _ = _as_names(table, cols[0], "task")
-    codes, uniques = encode(names)
-    bad = invalid_names(uniques)
-    if bad is not None:
-        exc = InvalidName(int(np.argmax(codes == bad[0])), bad[1], "task")
-        raise name_error(exc, "task", table.locate, cols[0])
+    _, _, uniques = _names(table, cols[0], "task")
     uniques, _ = strip(uniques)
     drop = blank(uniques)
     if table.fixed is None:
@@ -1461,19 +1453,22 @@ def _label_studio_controls(table: RawTable, task_col: str | None) -> list[str] |
         return table.controls.names
     # JSON-MIN whose key order names no control (rewritten by another tool): the rows decide, as in a CSV.
     from .columns import LABEL_STUDIO_META
-    from .vocab import as_strings, encode
+    from .vocab import InvalidName, as_strings, encode
 
     ids = [h for h in table.header if (h == task_col if task_col is not None else h.strip().lower() == "id")]
     if len(ids) != 1:
         return None
-    t_codes, _ = encode(as_strings(table.column(ids[0]))[0])
+    t_codes, _ = encode(_as_names(table, ids[0], "task")[0])
     n_tasks = len(np.unique(t_codes))
     found = []
     for h in table.header:
         key = h.strip().lower()
         if h == ids[0] or key in LABEL_STUDIO_META or key.endswith("_transcript"):
             continue
-        codes, uniques = encode(as_strings(table.column(h))[0])
+        try:
+            codes, uniques = encode(as_strings(table.column(h))[0])
+        except InvalidName:  # not names (a nested data field): no control; if mapped, the reader says where
+            continue
         pairs = t_codes.astype(np.int64) * max(len(uniques), 1) + codes
         if len(np.unique(pairs)) > n_tasks:
             found.append(h)
@@ -1483,11 +1478,11 @@ def _label_studio_controls(table: RawTable, task_col: str | None) -> list[str] |
 _PLATFORM_NAMES = {"mturk": "MTurk", "toloka": "Toloka", "label_studio": "Label Studio"}
 
 
-def _blank_cells(column: Any) -> np.ndarray:
-    """Which cells are blank once stripped, bool shape (n_rows,) -- decided on the distinct cells."""
-    from .vocab import as_strings, blank, encode, strip
+def _blank_cells(table: RawTable, col: str, role: str) -> np.ndarray:
+    """Which cells of a column are blank once stripped, bool shape (n_rows,) -- decided on the distinct cells."""
+    from .vocab import blank, encode, strip
 
-    codes, names = encode(as_strings(column)[0])
+    codes, names = encode(_as_names(table, col, role)[0])
     return blank(strip(names)[0])[codes] if len(names) else np.zeros(len(codes), dtype=bool)
 
 
@@ -1532,9 +1527,9 @@ def _task_order(table: RawTable, task_col: str, keep: np.ndarray) -> tuple[Any, 
     out, as :func:`_answered_tasks` does; one dictionary encoding serves both.
     """
     from .data import header_key
-    from .vocab import as_strings, blank, encode, spells, strip, take
+    from .vocab import blank, encode, spells, strip, take
 
-    codes, uniques = encode(as_strings(table.column(task_col))[0])
+    codes, uniques = encode(_as_names(table, task_col, "task")[0])
     uniques, _ = strip(uniques)
     drop = blank(uniques) | spells(uniques, header_key(task_col), header_key)
     answered = np.zeros(len(uniques), dtype=bool)
@@ -1548,16 +1543,16 @@ def _status_rows(table: RawTable, cmap: ColumnMap, rejected: RejectedPolicy) -> 
 
     assert cmap.status is not None and cmap.platform is not None  # for the type checker: set together
     split = split_by_status(
-        table.column(cmap.status), cmap.platform, rejected,
-        reject_marks=table.column(cmap.reject) if cmap.reject is not None else None, header_cell=cmap.status,
+        _as_names(table, cmap.status, "status")[0], cmap.platform, rejected,
+        reject_marks=_as_names(table, cmap.reject, "reject")[0] if cmap.reject is not None else None,
+        header_cell=cmap.status,
     )
     display, locate, status = table.display, table.locate, cmap.status.strip()
     if split.unanswered:
-        rows = np.sort(np.concatenate(list(split.unanswered.values())))
-        counts = ", ".join(f"{k} {len(v)}" for k, v in split.unanswered.items())
+        n, counts, first = _by_status(split.unanswered, str)
         warn(CrowdaggWarning(
-            f"{display}: left out {len(rows)} assignment(s) that hold no answer ({status} {counts}; "
-            f"first at {locate(int(rows[0]))})"
+            f"{display}: left out {n} assignment(s) that hold no answer ({status} {counts}; "
+            f"first at {locate(first)})"
         ))
     if len(split.rejected):
         why = f"{status} rejected" + (", or a reason in the Reject column" if cmap.reject is not None else "")
@@ -1566,13 +1561,24 @@ def _status_rows(table: RawTable, cmap: ColumnMap, rejected: RejectedPolicy) -> 
             f"{locate(int(split.rejected[0]))}); set {param('rejected')} to 'keep' to count them"
         ))
     if split.unknown:
-        rows = np.sort(np.concatenate(list(split.unknown.values())))
-        counts = ", ".join(f"{k!r} {len(v)}" for k, v in split.unknown.items())
+        n, counts, first = _by_status(split.unknown, repr)
         warn(CrowdaggWarning(
-            f"{display}: kept {len(rows)} answer(s) whose {status} is not one {_PLATFORM_NAMES[cmap.platform]} "
-            f"is known to write ({counts}; first at {locate(int(rows[0]))})"
+            f"{display}: kept {n} answer(s) whose {status} is not one {_PLATFORM_NAMES[cmap.platform]} "
+            f"is known to write ({counts}; first at {locate(first)})"
         ))
     return split.keep
+
+
+def _by_status(groups: dict[str, np.ndarray], spell: Callable[[str], str]) -> tuple[int, str, int]:
+    """(How many rows, ``"<status> <count>, ..."``, the first row) of rows grouped by status, for a warning.
+
+    Each group's rows are ascending (:func:`~crowdagg.platforms.split_by_status`).
+    """
+    return (
+        sum(len(rows) for rows in groups.values()),
+        ", ".join(f"{spell(k)} {len(rows)}" for k, rows in groups.items()),
+        min(int(rows[0]) for rows in groups.values()),
+    )
 
 
 def _label_studio_rows(table: RawTable, cmap: ColumnMap, keep: np.ndarray) -> np.ndarray:
@@ -1584,10 +1590,10 @@ def _label_studio_rows(table: RawTable, cmap: ColumnMap, keep: np.ndarray) -> np
     as in the JSON export; a ``{"choices": [...]}`` cell (several choices)
     is an error naming its line.
     """
-    from .vocab import as_strings, encode
+    from .vocab import encode
 
     ids = [h for h in table.header if h.strip().lower() == "annotation_id"]
-    unannotated = _blank_cells(table.column(cmap.worker)) & _blank_cells(table.column(ids[0]))
+    unannotated = _blank_cells(table, cmap.worker, "worker") & _blank_cells(table, ids[0], "annotation id")
     def several_choices(row: int, cell: str) -> DataError:
         return DataError(
             f"{table.locate(row)}: several choices for {cmap.label.strip()!r} in one annotation ({cell}); "
@@ -1596,7 +1602,7 @@ def _label_studio_rows(table: RawTable, cmap: ColumnMap, keep: np.ndarray) -> np
 
     if table.controls is not None and cmap.label in table.controls.several:  # JSON-MIN: seen while parsing
         raise several_choices(*table.controls.several[cmap.label])
-    codes, names = encode(as_strings(table.column(cmap.label))[0])
+    codes, names = encode(_as_names(table, cmap.label, "label")[0])
     cells = [str(v).strip() for v in names.to_pylist()]  # the distinct cells only
     answers = keep & ~unannotated
     several = np.array([c[:1] in ("{", "[") for c in cells] or [False])[codes] & answers

@@ -546,11 +546,17 @@ def boolean_cells(column: Any, header_cell: str | None = None) -> bool:
     """Whether every cell of a column is ``true``, ``false`` (any letter case) or blank, and one is not blank.
 
     A cell repeating the column's own name (files joined with their
-    headers) does not count against it.
+    headers) does not count against it.  A value that cannot be a name (a
+    nested one) is not ``true`` or ``false``: the column is not boolean, and
+    the reader names that value if the column is read.
     """
     from .data import header_key
+    from .vocab import InvalidName
 
-    _, uniques = _distinct(column)
+    try:
+        _, uniques = _distinct(column)
+    except InvalidName:
+        return False
     seen = False
     for u in uniques:
         key = u.strip().lower()

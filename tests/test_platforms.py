@@ -851,3 +851,51 @@ def test_json_min_controls_never_name_a_key_an_unannotated_task_holds():
                  {"id": 2, "text": "b"}]
     assert json_min_controls(rewritten).names == []
     assert json_min_controls(JSON_MIN_RECORDS).names == ["sentiment"]
+
+
+@pytest.mark.parametrize(("key", "row", "message"), [
+    ("id", 0, "the task (column 'id') at <tmp>/min.json record 1 holds a list (JSON array), not one name: ['1']"),
+    ("annotator", 2, "the worker (column 'annotator') at <tmp>/min.json record 3 holds a list (JSON array), "
+                     "not one name: ['2']"),
+])
+def test_label_studio_json_min_value_that_is_no_name_is_named_by_record_and_column(tmp_path, key, row, message):
+    """Read before the columns were mapped, it was "name at row 0: holds a list ...": no file, line or column."""
+    records = [dict(r) for r in JSON_MIN_RECORDS]
+    records[row][key] = [records[row].get(key, 2)]
+    p = tmp_path / "min.json"
+    p.write_text(json.dumps(records))
+    with pytest.raises(DataError) as exc:
+        load_annotations(str(p))
+    assert str(exc.value).replace(str(tmp_path), "<tmp>") == message
+
+
+def test_platform_status_that_is_no_name_is_named_by_row_and_column():
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"HITId": ["H1", "H2"], "WorkerId": ["W1", "W2"],
+                          "AssignmentStatus": [["Rejected"], "Approved"], "Answer.sentiment": ["pos", "neg"]})
+    with pytest.raises(DataError, match=r"^the status \(column 'AssignmentStatus'\) at <frame> row 0 holds a list"):
+        load_annotations(frame)
+
+
+def test_label_studio_json_min_nested_data_field_is_no_control_and_no_error(tmp_path):
+    """A rewritten JSON-MIN (key order sorted) whose task data holds an object: the rows find the control."""
+    records = [dict(sorted({**r, "meta": {"source": "web"}}.items())) for r in JSON_MIN_RECORDS]
+    p = tmp_path / "min.json"
+    p.write_text(json.dumps(records))
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        data = load_annotations(str(p))
+    assert list(data.classes) == ["Negative", "Positive"]
+    assert data.n_answers == 2 and data.answers_per_task.tolist() == [2, 0, 0]
+
+
+def test_mturk_answer_column_with_a_nested_value_is_no_radio_button_and_is_named_when_read():
+    """It was "status at row 0: holds a list": the radio-button check met it first, worded as a status."""
+    pd = pytest.importorskip("pandas")
+    from crowdagg.platforms import boolean_cells
+
+    assert boolean_cells(np.array([["true"], "false"], dtype=object)) is False
+    frame = pd.DataFrame({"HITId": ["H1", "H2"], "WorkerId": ["W1", "W2"], "AssignmentStatus": ["Approved"] * 2,
+                          "Answer.q.yes": [["true"], "false"], "Answer.q.no": ["false", "true"]})
+    with pytest.raises(DataError, match=r"^the label \(column 'Answer.q.yes'\) at <frame> row 0 holds a list"):
+        load_annotations(frame, label_col="Answer.q.yes")
