@@ -139,7 +139,7 @@ class EMState:
         self.objective = self.iterate()
 
     def e_step(self) -> float:
-        return float(self.ws.e_step(np.log(self.prior), np.log(self.conf_ot), self.clamp))
+        return float(self.ws._e_step(np.log(self.prior), np.log(self.conf_ot), self.clamp))  # clamp checked once by gold_clamp
 
     def iterate(self) -> float:
         """One M-step on the current statistics, then the E-step: the log-likelihood of the new parameters."""

@@ -24,9 +24,9 @@ REPORT_SMOOTHING = 0.01
 
 def soft_majority_vote(data: AnnotationSet) -> np.ndarray:
     """Vote shares per task, shape (n_tasks, n_classes); rows of tasks without answers are 0."""
-    from ..kernels import vote_counts
+    from ..kernels.votes import _vote_counts
 
-    return normalize_rows(vote_counts(data.task, data.worker, data.label, data.n_tasks, data.n_classes))
+    return normalize_rows(_vote_counts(data.task, data.worker, data.label, data.n_tasks, data.n_classes))
 
 
 class MajorityVote(Aggregator):

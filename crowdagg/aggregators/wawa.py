@@ -50,12 +50,12 @@ class Wawa(Aggregator):
     name = "wawa"
 
     def _fit(self, data: AnnotationSet, checked: dict[str, Any], callback: Any) -> AggregationResult:
-        from ..kernels import vote_counts
+        from ..kernels.votes import _vote_counts
 
         ties = TieBreaker(data.tasks, checked["seed"])
         mv_labels = argmax_random_ties(soft_majority_vote(data), ties)
         skills = agreement_skills(data, mv_labels)
-        votes = vote_counts(data.task, data.worker, data.label, data.n_tasks, data.n_classes, skills)
+        votes = _vote_counts(data.task, data.worker, data.label, data.n_tasks, data.n_classes, skills)
         post = normalize_rows(votes)
         prior = fill_empty_rows(post, post.sum(axis=1) == 0)  # no answers, or only voters of skill 0
         k = data.n_classes

@@ -66,7 +66,7 @@ class WeightedMajorityVote(IterativeAggregator):
 
     def _step(self, data: AnnotationSet, state: SimpleNamespace, checked: dict[str, Any]) -> float:
         """Re-estimate each worker's accuracy against the labels, revote; returns how many labels changed."""
-        from ..kernels import vote_counts
+        from ..kernels.votes import _vote_counts
 
         k = data.n_classes
         n_answers = data.answers_per_worker
@@ -74,7 +74,7 @@ class WeightedMajorityVote(IterativeAggregator):
         # A worker without answers is neutral (chance accuracy); its weight is never used.
         state.accuracy = np.where(n_answers > 0, (agree + 1.0) / (n_answers + 2.0), 1.0 / k)
         weight = log_odds_weights(state.accuracy, k)
-        state.scores = vote_counts(data.task, data.worker, data.label, data.n_tasks, k, weight)
+        state.scores = _vote_counts(data.task, data.worker, data.label, data.n_tasks, k, weight)
         new = argmax_random_ties(state.scores, state.ties, atol=1e-12)
         changed = int(np.count_nonzero(new != state.labels))
         state.labels = new
