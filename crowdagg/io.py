@@ -1056,8 +1056,11 @@ def _parse_parquet(data: bytes, display: str, max_memory: memory.MaxMemory = Non
     return RawTable(header, list(table.columns), Locator(display, first_line=1, unit="row"), display, kind="Parquet")
 
 
-def _frame_table(frame: pd.DataFrame) -> RawTable:
+def _frame_table(frame: pd.DataFrame, display: str = "<frame>", unit: str = "row", first: int = 0) -> RawTable:
     """A DataFrame as a RawTable; missing cells (NaN, None, ``pd.NA``, NaT) are blank, so they are reported.
+
+    ``display``, ``unit`` and ``first`` word the places in errors (``<frame> row 0``,
+    ``<records> record 1``).
 
     Typed columns (integers, floats, booleans, pandas strings, categories,
     nullable dtypes) go to Arrow as they are and become names by the rule
@@ -1081,7 +1084,36 @@ def _frame_table(frame: pd.DataFrame) -> RawTable:
             except (pa.ArrowException, TypeError, ValueError):
                 pass
         columns.append(col.to_numpy(dtype=object))
-    return RawTable(header, columns, Locator("<frame>", first_line=0, unit="row"), "<frame>")
+    return RawTable(header, columns, Locator(display, first_line=first, unit=unit), display)
+
+
+def _records_frame(records: Sequence[Any]) -> pd.DataFrame:
+    """Python records (mappings) as a DataFrame: one route for records, typed like a DataFrame's columns.
+
+    ``aggregate(df.to_dict("records"))`` gives what the frame gives (int
+    labels stay integers, booleans ``True``/``False``), unlike a JSON list,
+    whose numbers keep their text.  Each key is one column, blank where a
+    record lacks it; a column whose values are all ints (or all bools, or all
+    numbers) takes pandas' nullable dtype, so a missing cell does not turn
+    ``1`` into ``1.0``; any other column stays Python objects (checked value
+    by value by the reader).
+    """
+    import pandas as pd
+
+    bad = next((i for i, r in enumerate(records) if not isinstance(r, Mapping)), None)
+    if bad is not None:
+        raise DataError(f"<records> record {bad + 1} is {json_type(records[bad])}, expected an object (a mapping)")
+    keys = list(dict.fromkeys(k for r in records for k in r))
+    columns = {}
+    for k in keys:
+        values = [r.get(k) for r in records]
+        kinds = {type(v) for v in values if v is not None}
+        dtype = ("boolean" if kinds == {bool} else "Int64" if kinds == {int}
+                 else "Float64" if kinds and kinds <= {int, float} else None)
+        # dtype=object keeps text as Python objects (pandas 3 would infer ``str`` and fail on a lone surrogate
+        # before the reader could name it)
+        columns[k] = pd.Series(pd.array(values, dtype=dtype) if dtype else _objects(values), dtype=dtype or object)
+    return pd.DataFrame(columns, copy=False)
 
 
 def _is_records(source: Any) -> bool:
@@ -1305,7 +1337,7 @@ def load_annotations(
     if pd is not None and isinstance(source, pd.DataFrame):
         tables = [_frame_table(source)]
     elif _is_records(source):
-        tables = [_records_table(source, "<records>", "record")]  # type: ignore[arg-type]
+        tables = [_frame_table(_records_frame(source), "<records>", "record", 1)]  # type: ignore[arg-type]
     else:
         sources: list[Any] = (
             [source] if not isinstance(source, (list, tuple))

@@ -664,10 +664,17 @@ def test_a_dataframe_with_a_repeated_used_column_is_a_clear_error():
         load_annotations(frame)
 
 
-def test_a_list_of_records_is_read_like_a_json_list(tmp_path):
+def test_a_list_of_records_is_read_like_a_dataframe_of_its_values(tmp_path):
     records = [{"task": "t1", "worker": 7, "label": 1}, {"task": "t2", "worker": 7, "label": None}]
     d, msgs = _read(records)
-    assert list(d.task_names) == ["t1", "t2"] and list(d.worker_names) == ["7"] and d.classes == ("1",)
+    assert list(d.task_names) == ["t1", "t2"] and list(d.worker_names) == ["7"] and d.classes == ("1",)  # not 1.0
+    assert d.class_dtype == "int64"
+    # one route for records: load_annotations and aggregate read them alike, typed like a DataFrame's columns
+    from crowdagg import aggregate
+
+    flags = [{"task": t, "worker": w, "label": t % 2 == 0} for t in (1, 2) for w in ("a", "b")]
+    assert load_annotations(flags).classes == ("False", "True")
+    assert aggregate(flags, "mv").labels_series().to_dict() == {1: False, 2: True}
     with pytest.raises(DataError, match=r"<records> record 2 is a string, expected an object"):
         load_annotations([{"task": "t1", "worker": "w", "label": "a"}, "t2"])
 

@@ -101,10 +101,8 @@ def _as_annotations(data: Any, max_memory: MaxMemory, columns: tuple[str | None,
     loaded = sys.modules.get("pandas")  # a DataFrame means pandas is loaded: never import it just to check
     if loaded is not None and isinstance(data, loaded.DataFrame):
         return load(data)
-    if isinstance(data, (list, tuple)) and data and all(isinstance(r, Mapping) for r in data):
-        import pandas as pd
-
-        return load(pd.DataFrame.from_records(list(data)))
+    if isinstance(data, (list, tuple)) and data and isinstance(data[0], Mapping):
+        return load(data)  # records: load_annotations reads them as the DataFrame they make
     if isinstance(data, (list, tuple)) and not data:
         raise DataError("no answers: the list of records is empty")
     if isinstance(data, (str, os.PathLike)) or (isinstance(data, (list, tuple))
