@@ -1108,6 +1108,10 @@ def _records_frame(records: Sequence[Any]) -> pd.DataFrame:
     for k in keys:
         values = [r.get(k) for r in records]
         kinds = {type(v) for v in values if v is not None}
+        if kinds and kinds <= {int, float}:  # beyond int64 (2**70), a number stays a Python object
+            ints = [v for v in values if type(v) is int]
+            if ints and not -(2**63) <= min(ints) <= max(ints) < 2**63:
+                kinds = {object}
         dtype = ("boolean" if kinds == {bool} else "Int64" if kinds == {int}
                  else "Float64" if kinds and kinds <= {int, float} else None)
         # dtype=object keeps text as Python objects (pandas 3 would infer ``str`` and fail on a lone surrogate

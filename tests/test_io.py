@@ -675,6 +675,8 @@ def test_a_list_of_records_is_read_like_a_dataframe_of_its_values(tmp_path):
     flags = [{"task": t, "worker": w, "label": t % 2 == 0} for t in (1, 2) for w in ("a", "b")]
     assert load_annotations(flags).classes == ("False", "True")
     assert aggregate(flags, "mv").labels_series().to_dict() == {1: False, 2: True}
+    huge = [{"task": 2**70, "worker": "w", "label": 1}, {"task": 1, "worker": "w", "label": 2}]
+    assert list(load_annotations(huge).task_names) == [str(2**70), "1"]  # no OverflowError
     with pytest.raises(DataError, match=r"<records> record 2 is a string, expected an object"):
         load_annotations([{"task": "t1", "worker": "w", "label": "a"}, "t2"])
 
