@@ -1,8 +1,8 @@
 """Collapse check on the real datasets: each class's share of the labels against its share of the answers.
 
 For every categorical dataset and every method, the largest gap over the
-classes (:func:`crowdagg.aggregators.base.label_share_gap`); a fit whose gap
-is over :data:`~crowdagg.aggregators.base.COLLAPSE_GAP` (0.25) warns that it
+classes (:func:`crowdagg.methods.base.label_share_gap`); a fit whose gap
+is over :data:`~crowdagg.methods.base.COLLAPSE_GAP` (0.25) warns that it
 may have collapsed, and is marked ``*``.
 
     CROWDAGG_DATASETS=../shared/datasets python benchmarks/bench_collapse.py
@@ -16,8 +16,8 @@ import warnings
 from pathlib import Path
 
 from crowdagg import load_annotations
-from crowdagg.aggregators import REGISTRY, aggregate
-from crowdagg.aggregators.base import COLLAPSE_GAP, label_share_gap
+from crowdagg.methods.api import REGISTRY, aggregate
+from crowdagg.methods.base import COLLAPSE_GAP, label_share_gap
 
 DATASETS = Path(os.environ.get("CROWDAGG_DATASETS", Path(__file__).resolve().parents[2] / "shared" / "datasets"))
 CATEGORICAL = ("bluebird", "cf", "cf_amt", "dog", "face", "labelme", "music", "rte", "sentiment", "sp_amt", "temp",

@@ -60,7 +60,7 @@ def _load_json(path: Path) -> dict | None:
 # --------------------------------------------------------------------------- accuracy
 def run_accuracy(datasets: Path) -> dict:
     from crowdagg import aggregate, load_annotations
-    from crowdagg.io import read_task_labels
+    from crowdagg.io.read import read_task_labels
 
     ck = _load_json(RESULTS / "crowdkit_reference.json") or {}
     ck_sets = ck.get("datasets", {})
@@ -114,7 +114,7 @@ def _speed_one(n_answers: int, n_classes: int, seed: int, n1: int, iters: int, r
     import resource
 
     from crowdagg import aggregate
-    from crowdagg.data import AnnotationSet
+    from crowdagg.data.annotations import AnnotationSet
 
     t0 = time.perf_counter()
     task, worker, label, truth, n_tasks, n_workers = synth.make_crowd(n_answers, n_classes, seed)

@@ -22,10 +22,10 @@ import bench_ingest  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
-    from crowdagg.aggregators.base import full_m_step
-    from crowdagg.aggregators.ds import EMState, starting_posteriors
-    from crowdagg.data import AnnotationSet
+    from crowdagg.data.annotations import AnnotationSet
     from crowdagg.kernels import n_threads
+    from crowdagg.methods.base import full_m_step
+    from crowdagg.methods.em.ds import EMState, starting_posteriors
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--answers", type=int, default=100_000_000)

@@ -19,7 +19,7 @@ Each run is a fresh process with default options and the numba cache warm
 (one untimed run first); wall time and peak RSS come from ``wait4``; the
 stage breakdown (read, parse, encode, sort, fit, render, write; the rest is
 interpreter start-up and imports) comes from ``CROWDAGG_TIMINGS``
-(:mod:`crowdagg._timing`), with the EM iterations the run made.  Best of
+(:mod:`crowdagg.core.timing`), with the EM iterations the run made.  Best of
 --repeats runs.  ``--baseline REV`` also times the code of git revision REV
 (``git archive``) on the same files in the same run, alternating with this
 checkout, for sizes up to --baseline-max.

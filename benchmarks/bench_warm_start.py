@@ -1,7 +1,7 @@
 """Warm start on a split real dataset: cold, warm (saved counts as pseudo-counts) and the joint fit.
 
 Each dataset's tasks are sorted as strings and cut in two halves.  Batch 1
-is fitted and its worker model saved (:func:`crowdagg.workers.to_json`);
+is fitted and its worker model saved (:func:`crowdagg.methods.model_file.to_json`);
 batch 2 is then fitted cold, warm from that model, and the joint fit (both
 batches at once) is restricted to batch 2's tasks.  Printed per dataset and
 method: accuracy on batch 2's tasks with truth, and agreement of each
@@ -20,12 +20,12 @@ from pathlib import Path
 import numpy as np
 
 from crowdagg import load_annotations
-from crowdagg.aggregators import aggregate
-from crowdagg.aggregators.base import PROB_FLOOR, one_coin_matrices
-from crowdagg.aggregators.ds import DawidSkene, OneCoinDawidSkene
-from crowdagg.data import AnnotationSet
-from crowdagg.io import read_task_labels
-from crowdagg.workers import class_order, from_json, to_json
+from crowdagg.data.annotations import AnnotationSet
+from crowdagg.io.read import read_task_labels
+from crowdagg.methods.api import aggregate
+from crowdagg.methods.base import PROB_FLOOR, one_coin_matrices
+from crowdagg.methods.em.ds import DawidSkene, OneCoinDawidSkene
+from crowdagg.methods.model_file import class_order, from_json, to_json
 
 DATASETS = Path(os.environ.get("CROWDAGG_DATASETS", Path(__file__).resolve().parents[2] / "shared" / "datasets"))
 

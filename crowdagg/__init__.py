@@ -33,27 +33,31 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
+from . import _moved
+
+_moved.install()  # old module paths (crowdagg.vocab, crowdagg.aggregators, ...) keep working
+
 if TYPE_CHECKING:  # pragma: no cover
-    from .aggregators import REGISTRY, aggregate, get_method
-    from .data import AnnotationSet
+    from .data.annotations import AnnotationSet
+    from .data.vocab import Vocabulary
     from .errors import ConvergenceWarning, CrowdaggWarning, DataError, ResourceError, UsageError
-    from .evaluate import Evaluation, evaluate_labels
-    from .io import load_annotations, read_task_labels
-    from .result import AggregationResult
-    from .vocab import Vocabulary
+    from .io.read import load_annotations, read_task_labels
+    from .methods.api import REGISTRY, aggregate, get_method
+    from .methods.result import AggregationResult
+    from .reports.evaluate import Evaluation, evaluate_labels
 
 #: Public name -> (submodule, attribute), imported on first access.
 _LAZY = {
-    "aggregate": ("aggregators", "aggregate"),
-    "get_method": ("aggregators", "get_method"),
-    "REGISTRY": ("aggregators", "REGISTRY"),
-    "AnnotationSet": ("data", "AnnotationSet"),
-    "Vocabulary": ("vocab", "Vocabulary"),
-    "AggregationResult": ("result", "AggregationResult"),
-    "load_annotations": ("io", "load_annotations"),
-    "read_task_labels": ("io", "read_task_labels"),
-    "evaluate_labels": ("evaluate", "evaluate_labels"),
-    "Evaluation": ("evaluate", "Evaluation"),
+    "aggregate": ("methods.api", "aggregate"),
+    "get_method": ("methods.api", "get_method"),
+    "REGISTRY": ("methods.api", "REGISTRY"),
+    "AnnotationSet": ("data.annotations", "AnnotationSet"),
+    "Vocabulary": ("data.vocab", "Vocabulary"),
+    "AggregationResult": ("methods.result", "AggregationResult"),
+    "load_annotations": ("io.read", "load_annotations"),
+    "read_task_labels": ("io.read", "read_task_labels"),
+    "evaluate_labels": ("reports.evaluate", "evaluate_labels"),
+    "Evaluation": ("reports.evaluate", "Evaluation"),
     "DataError": ("errors", "DataError"),
     "UsageError": ("errors", "UsageError"),
     "ResourceError": ("errors", "ResourceError"),

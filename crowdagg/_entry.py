@@ -2,7 +2,7 @@
 
 Kept tiny and separate from ``crowdagg/__init__`` (which library users
 import): installing SIGINT/SIGTERM handlers is the program's business, not
-a library's.  Everything after :func:`crowdagg._signals.install` -- typer,
+a library's.  Everything after :func:`crowdagg.core.signals.install` -- typer,
 numpy, the commands -- runs under those handlers, so an interrupt at any
 moment prints one line and exits 130 (SIGINT) or 143 (SIGTERM), leaving no
 temporary file.
@@ -44,7 +44,7 @@ def _occupy_closed_std_fds() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return the exit status."""
-    from . import _signals
+    from .core import signals as _signals
     from .errors import Interrupted
 
     _signals.install()

@@ -76,7 +76,7 @@ go either way, and ``tol=0`` may then stop a different iteration.
 a gold label no answer used becomes one more class, after the others.
 
 Speed: text columns (pandas 3's Arrow-backed ``str``) are encoded by Arrow's
-dictionary encoding (:func:`crowdagg.vocab.encode`), the votes are one
+dictionary encoding (:func:`crowdagg.data.vocab.encode`), the votes are one
 ``bincount``, worker agreement one numba pass
 (:func:`crowdagg.kernels.worker_agreement`), and results are built from the
 encoded distinct values, with no Python object per answer: on 1M answers
@@ -94,7 +94,7 @@ import numpy as np
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from .data import AnnotationSet
+    from .data.annotations import AnnotationSet
 
 #: crowd-kit's floor on probabilities (errors, priors, posteriors in its loss).
 EPS = 1e-10
@@ -131,7 +131,7 @@ def _factorize(column: pd.Series) -> tuple[np.ndarray, pd.Index]:
     """(int64 codes, distinct values) in order of first appearance, as ``pd.factorize``, with crowd-kit's dtypes.
 
     An Arrow-backed text column (pandas 3's default ``str``) is encoded by
-    Arrow's dictionary encoding (:func:`crowdagg.vocab.encode`, a direct
+    Arrow's dictionary encoding (:func:`crowdagg.data.vocab.encode`, a direct
     table for ids like ``t17``): several times faster than pandas' hashing of
     the strings; the distinct values are taken from the column itself, so
     they keep its dtype.
@@ -141,7 +141,7 @@ def _factorize(column: pd.Series) -> tuple[np.ndarray, pd.Index]:
     if _arrow_text(column):
         import pyarrow as pa
 
-        from .vocab import encode
+        from .data.vocab import encode
 
         values = pa.array(column.array)
         if pa.types.is_large_string(values.type) and values.nbytes < 2**31 - 1:
@@ -163,7 +163,7 @@ def _sort_order(values: pd.Index) -> np.ndarray:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        from .vocab import numpy_of
+        from .data.vocab import numpy_of
 
         return numpy_of(pc.sort_indices(pa.array(values.array))).astype(np.int64)
     rank = pd.factorize(values, sort=True)[0]  # pandas' safe sort: numbers before text, as groupby
@@ -181,7 +181,7 @@ class _Answers:
     appearance under pandas 3, sorted under pandas 2), then any ``extra``
     labels; ``task``, ``worker``, ``label``: int64 codes per answer, in row
     order; ``data``: the same answers as an
-    :class:`~crowdagg.data.AnnotationSet` (sorted by task) for the kernels.
+    :class:`~crowdagg.data.annotations.AnnotationSet` (sorted by task) for the kernels.
     """
 
     def __init__(self, frame: pd.DataFrame, extra: Any = ()) -> None:
@@ -215,7 +215,7 @@ class _Answers:
     @property
     def data(self) -> AnnotationSet:
         if self._data is None:
-            from .data import AnnotationSet
+            from .data.annotations import AnnotationSet
             from .errors import CrowdaggWarning
 
             with warnings.catch_warnings():  # crowd-kit counts repeated answers silently
@@ -302,7 +302,7 @@ def _labels(probas: pd.DataFrame) -> pd.Series:
 
 def _shares(votes: np.ndarray) -> np.ndarray:
     """Vote shares per task; a task without weight gets the mean share of the others (as ``aggregate``)."""
-    from .aggregators.base import fill_empty_rows
+    from .methods.base import fill_empty_rows
 
     total = votes.sum(axis=1)
     empty = total == 0
@@ -369,7 +369,7 @@ class MajorityVote:
             self.labels_ = pd.Series(dtype=object, name="agg_label")
             self.skills_ = pd.Series(dtype=float, index=pd.Index([], name="worker"), name="skill")
             return None
-        from . import memory
+        from .core import memory
         from .kernels.votes import _vote_counts
 
         k = ans.n_classes
@@ -574,11 +574,11 @@ class DawidSkene:
         return self
 
     def _run(self, ans: _Answers, clamp: np.ndarray, initial_error: pd.DataFrame | None) -> None:
-        from . import memory
-        from .aggregators.ds import em_memory
-        from .aggregators.mv import soft_majority_vote
+        from .core import memory
         from .kernels import EMWorkspace
         from .kernels.em import _posterior_summary
+        from .methods.em.ds import em_memory
+        from .methods.votes.mv import soft_majority_vote
 
         d = ans.data
         k = ans.n_classes

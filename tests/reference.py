@@ -82,7 +82,7 @@ def dawid_skene(task, worker, label, n_tasks, n_workers, n_classes, n_iter, smoo
 
 
 # --------------------------------------------------------------------------- rendering
-# The writer of crowdagg.render as it was before the Arrow rewrite, kept
+# The writer of crowdagg.io.render as it was before the Arrow rewrite, kept
 # verbatim as the reference the fast writer must match byte for byte
 # (``render_table_reference``; csv, tsv, jsonl and json only).
 import re as _re  # noqa: E402
@@ -159,7 +159,7 @@ def _ref_join_rows(columns, sep):
 
 
 def render_table_reference(table, fmt, *, key=None):
-    """The pre-Arrow ``crowdagg.render.render_table`` (one Python string per cell)."""
+    """The pre-Arrow ``crowdagg.io.render.render_table`` (one Python string per cell)."""
     if fmt not in _REF_FORMATS:
         raise _UsageError(f"output format must be one of {', '.join(_REF_FORMATS)}, got {fmt!r}")
     if hasattr(table, "to_dict") and hasattr(table, "columns"):

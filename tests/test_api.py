@@ -16,9 +16,9 @@ import tomllib
 
 import crowdagg
 from crowdagg import aggregate
-from crowdagg.aggregators import REGISTRY
-from crowdagg.data import AnnotationSet
+from crowdagg.data.annotations import AnnotationSet
 from crowdagg.errors import DataError, UsageError
+from crowdagg.methods.api import REGISTRY
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -180,7 +180,7 @@ def test_bad_code_arrays_are_a_data_error_for_every_method_never_a_crash(method)
         import dataclasses, json, warnings
         import numpy as np
         from crowdagg import aggregate
-        from crowdagg.data import AnnotationSet
+        from crowdagg.data.annotations import AnnotationSet
         from crowdagg.errors import DataError
         warnings.simplefilter("ignore")
         good = AnnotationSet.from_codes([0, 0, 1, 1], [0, 1, 0, 1], [0, 1, 1, 0])

@@ -686,7 +686,7 @@ def test_initial_error_with_bool_labels_and_a_gold_only_class():
 def test_tables_beyond_memory_are_refused_up_front_with_their_size(make, monkeypatch):
     """OneCoinDawidSkene on 32,767 labels was killed by the OOM killer (2 workers × 32,767² floats per table);
     MajorityVote and Wawa on 100,000 tasks × 20,000 labels raised a bare MemoryError after allocating."""
-    from crowdagg import memory
+    from crowdagg.core import memory
     from crowdagg.errors import ResourceError
 
     monkeypatch.setattr(memory, "available_bytes", lambda: 2**23 / memory.DEFAULT_FRACTION)  # 8 MiB may be planned

@@ -156,7 +156,7 @@ def _handlers_installed(pid: int) -> bool:
     """Whether crowdagg's handlers are in place: the process catches SIGTERM.
 
     CPython catches SIGINT itself from start-up but leaves SIGTERM alone;
-    only ``crowdagg._signals.install`` catches it.
+    only ``crowdagg.core.signals.install`` catches it.
     """
     status = _proc_text(pid, "status") or ""
     caught = next((line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), "0")

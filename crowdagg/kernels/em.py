@@ -252,7 +252,7 @@ def _check_em_inputs(
 
 def _check_memory(n_blocks: int, n_workers: int, k: int, max_memory: Any) -> None:
     """Refuse block accumulators larger than the memory limit up front, with their size."""
-    from .. import memory
+    from ..core import memory
 
     memory.check(max(n_blocks, 1) * em_accumulator_bytes(n_workers, k),
                  f"EM statistics of {max(n_blocks, 1)} block(s) × {n_workers:,} workers × {k}² classes", max_memory)
@@ -294,7 +294,7 @@ def block_statistics(
     (:mod:`crowdagg.kernels.validate`): a bad one is a
     :class:`~crowdagg.errors.DataError`, never a write outside an array.
     The accumulators (blocks × ``n_workers`` × K² floats) are checked
-    against ``max_memory`` (:func:`crowdagg.memory.check`) before they are
+    against ``max_memory`` (:func:`crowdagg.core.memory.check`) before they are
     allocated.
     """
     from .validate import check_count, check_index, check_offsets, check_out_array

@@ -3,8 +3,8 @@
 The other kernels index tables with the codes they are given (``counts[task[i]]``)
 without bounds checks -- that is what makes them fast, and why a code out of
 range would write outside an array and crash the interpreter.  Every public
-entry that takes codes (:class:`crowdagg.data.AnnotationSet`, its
-:meth:`~crowdagg.data.AnnotationSet.from_codes`, the public kernel wrappers)
+entry that takes codes (:class:`crowdagg.data.annotations.AnnotationSet`, its
+:meth:`~crowdagg.data.annotations.AnnotationSet.from_codes`, the public kernel wrappers)
 runs them through :func:`check_codes` once; the package's own builders, which
 make codes valid by construction, skip it.
 

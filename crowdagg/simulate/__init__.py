@@ -55,8 +55,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .. import memory
-from ..checks import check_float, check_int, check_seed
+from ..core import memory
+from ..core.checks import check_float, check_int, check_seed
 from ..errors import UsageError, param
 from .args import check_per_task, check_size, choice_arg, prior_arg, skill_arg
 from .assignment import REGISTRY as _ASSIGNMENTS

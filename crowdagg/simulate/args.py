@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import memory
+from ..core import memory
 from ..errors import UsageError, param
 
 #: Bytes per simulated answer: codes, sampling temporaries and the CSV text held before writing.

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data import AnnotationSet
+from ..data.annotations import AnnotationSet
 from .assignment import REGISTRY as _GRAPHS
 
 
@@ -115,7 +115,7 @@ class SimulatedCrowd:
         return diag @ self.prior
 
     def to_annotations(self) -> AnnotationSet:
-        """The answers as an :class:`~crowdagg.data.AnnotationSet` (names ``t*``, ``w*``, ``0..K-1``)."""
+        """The answers as an :class:`~crowdagg.data.annotations.AnnotationSet` (names ``t*``, ``w*``, ``0..K-1``)."""
         return AnnotationSet.from_codes(
             self.task,
             self.worker,
@@ -138,7 +138,7 @@ class SimulatedCrowd:
           :meth:`worker_accuracy`).
 
         Names match :meth:`to_annotations`.  The files are written through
-        :func:`crowdagg.output.commit`: all four appear, or none does
+        :func:`crowdagg.io.output.commit`: all four appear, or none does
         (a directory created for them is removed again on failure).
 
         Returns
@@ -147,10 +147,10 @@ class SimulatedCrowd:
             The four paths, in the order above.
         """
         from ..errors import DataError, param
-        from ..io import DIRECTORY, output_format
+        from ..io.output import commit, resolve
+        from ..io.read import DIRECTORY, output_format
+        from ..io.render import render_table
         from ..kernels.validate import check_codes, check_index
-        from ..output import commit, resolve
-        from ..render import render_table
 
         output_format(None, os.fspath(outdir), param("outdir"), DIRECTORY)  # "-", a file, "out.csv": refused
         # Names are looked up by code below: a code out of range would write another id (or none).

@@ -5,7 +5,7 @@ The goldens under ``tests/golden`` were recorded from the readers of commit
 ``tests/make_golden.py``; ``tests/test_ingest_golden.py`` replays them.
 
 Every function here takes the reader entry points as arguments (default:
-``crowdagg.io.load_annotations`` / ``crowdagg.io.read_task_labels``), so any
+``crowdagg.io.read.load_annotations`` / ``crowdagg.io.read.read_task_labels``), so any
 other reader with the same signature can be checked against the same
 goldens::
 
@@ -57,7 +57,7 @@ Reader = Callable[..., Any]
 # --------------------------------------------------------------------------- running
 def _readers(load_annotations: Reader | None, read_task_labels: Reader | None) -> tuple[Reader, Reader]:
     if load_annotations is None or read_task_labels is None:
-        from crowdagg import io as cio
+        from crowdagg.io import read as cio
 
         load_annotations = load_annotations or cio.load_annotations
         read_task_labels = read_task_labels or cio.read_task_labels

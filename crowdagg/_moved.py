@@ -1,0 +1,63 @@
+"""Import paths of modules that moved when the package was grouped by concern (0.2).
+
+``import crowdagg.vocab`` still works and gives the module that now lives
+at ``crowdagg.data.vocab`` -- the same module object, so its names,
+monkeypatching and ``isinstance`` checks are shared -- with a
+:class:`DeprecationWarning` naming the new path.  :data:`MOVED` is the one
+record of the moves (the CHANGELOG's migration notes list the same).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import sys
+import warnings
+from types import ModuleType
+from typing import Any
+
+#: Old module path -> the module that holds its names now.
+MOVED: dict[str, str] = {
+    "crowdagg.aggregators": "crowdagg.methods",
+    "crowdagg.aggregators.base": "crowdagg.methods.base",
+    "crowdagg.aggregators.ds": "crowdagg.methods.em.ds",
+    "crowdagg.aggregators.mv": "crowdagg.methods.votes.mv",
+    "crowdagg.aggregators.wmv": "crowdagg.methods.votes.wmv",
+    "crowdagg.aggregators.wawa": "crowdagg.methods.votes.wawa",
+    "crowdagg.checks": "crowdagg.core.checks",
+    "crowdagg.columns": "crowdagg.io.columns",
+    "crowdagg.evaluate": "crowdagg.reports.evaluate",
+    "crowdagg.memory": "crowdagg.core.memory",
+    "crowdagg.output": "crowdagg.io.output",
+    "crowdagg.platforms": "crowdagg.io.platforms",
+    "crowdagg.render": "crowdagg.io.render",
+    "crowdagg.result": "crowdagg.methods.result",
+    "crowdagg.vocab": "crowdagg.data.vocab",
+    "crowdagg.workers": "crowdagg.methods.model_file",
+}
+
+
+class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds an old path of :data:`MOVED` and loads it as the module at its new path."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in MOVED:
+            return None
+        return importlib.machinery.ModuleSpec(fullname, self, is_package=False)
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> None:
+        return None  # a placeholder module; exec_module puts the real one in its place
+
+    def exec_module(self, module: ModuleType) -> None:
+        new = MOVED[module.__name__]
+        warnings.warn(f"{module.__name__} moved to {new}; import it from there (the old path goes in 1.0)",
+                      DeprecationWarning, stacklevel=2)
+        # The import system returns what sys.modules holds under the name after exec_module: the new module.
+        sys.modules[module.__name__] = importlib.import_module(new)
+
+
+def install() -> None:
+    """Put the alias finder first on ``sys.meta_path`` (once)."""
+    if not any(isinstance(f, _Alias) for f in sys.meta_path):
+        sys.meta_path.insert(0, _Alias())

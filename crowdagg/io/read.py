@@ -1,0 +1,1833 @@
+"""Readers: CSV, TSV, JSON, JSON Lines, Label Studio exports (gzip transparently, ``-`` = stdin).
+
+Every cell is read as a string and kept as one: task, worker and class
+names are never coerced to numbers (surrounding whitespace is stripped, and
+said so).  Input is never silently changed or dropped:
+
+* CSV follows RFC 4180 quoting; a row with more fields than the header is
+  an error naming its line (never a shifted column).  TSV has no quoting: a
+  ``"`` is an ordinary character.
+* UTF-8 (with or without BOM) is read; UTF-16 with a byte-order mark
+  (Excel's "Unicode text") is converted; any other byte sequence is an
+  error naming the line.
+* A header line repeated inside the data (files joined with ``cat``) is
+  skipped with a warning; blank lines are skipped.
+* JSON ``{task: {worker: label}}`` mappings keep repeated keys (they are
+  duplicate answers, handled by the ``duplicates`` policy) and tasks with no
+  answers (``{}``), which get an output row.
+* JSON Lines are split on ``\\n`` only (a value may contain U+2028), and
+  parsed one line at a time.
+* Missing values follow one rule for every reader (:mod:`crowdagg.data.vocab`):
+  null, NaN, ``None``, ``pd.NA`` and empty or whitespace-only cells are
+  blank; a blank label is a skipped answer (``blank_labels``).  A value that
+  cannot be a name (nested, not UTF-8, a lone surrogate, a NUL character)
+  is an error naming the file, the line or row, and the column.
+
+Which columns hold the task, worker and label is decided by
+:mod:`crowdagg.io.columns` from the header (generic aliases; MTurk, Toloka and
+Label Studio JSON-MIN/CSV exports); Label Studio JSON exports are flattened
+by :mod:`crowdagg.io.platforms` first.  A platform export's own rows rules --
+rejected and skipped assignments left out, MTurk radio buttons read as one
+label, Label Studio rows that are not answers -- are applied next
+(:func:`_platform_rows`, rules in :mod:`crowdagg.io.platforms`), every task
+keeping its output row.  Problems are raised as
+:class:`~crowdagg.errors.DataError` naming the file, the line and the value.
+
+Writing lives in :mod:`crowdagg.io.render` (rows to bytes) and
+:mod:`crowdagg.io.output` (where the bytes go).
+
+How input is read
+-----------------
+No Python object is made per answer.  A run goes through the stages that
+``CROWDAGG_TIMINGS`` reports (:mod:`crowdagg.core.timing`; the ingest benchmark
+prints them):
+
+* **read** -- the bytes of each input (gzip inflated, stdin, FIFOs and gzip
+  measured against the memory limit as they are read); text that is pure
+  ASCII skips UTF-8 decoding.
+* **parse** -- CSV and TSV by Arrow, every cell a string.  Input that Arrow
+  cannot read with the guarantees above -- rows with another number of
+  fields than the header (short rows are padded, long ones are an error
+  naming the line), an unclosed or stray quote, CR-only line ends -- goes to
+  the exact parser of earlier versions (:func:`_parse_delimited_exact`), with
+  the same results and messages (slower, about 12 bytes of memory per byte
+  against 4 on the Arrow path).  JSON and JSON Lines keep their own reader,
+  so that numbers keep their JSON text (``1.10`` stays ``1.10``).  Parquet
+  is read by Arrow; a DataFrame is taken as it is.  Several inputs (files, a
+  directory's data files sorted by name, a quoted glob's matches, sorted)
+  are read in the order given, each with its own header and column mapping,
+  and joined into one table whose messages still name each file's line.
+* **encode** -- the task, worker and label columns become integer codes
+  (dictionary encoding; see :mod:`crowdagg.data.vocab` for the two paths).
+* **names** -- the whitespace, blank and header checks, run on the distinct
+  names, not per row.
+* **sort** -- the answers grouped by task with one counting sort, and the
+  duplicates found in one pass over each task's answers
+  (:mod:`crowdagg.kernels.ingest`, on two threads; see :mod:`crowdagg.data.annotations`).
+
+Then **fit** (the method), **render** (:mod:`crowdagg.io.render`) and
+**write** (:mod:`crowdagg.io.output`).
+"""
+
+from __future__ import annotations
+
+import codecs
+import io
+import json
+import os
+import re
+import stat
+import sys
+import zlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..core import memory
+from ..core import timing as _timing
+from ..data.annotations import AnnotationSet, BlankLabelPolicy, DuplicatePolicy, Locator, check_blank_labels, header_key
+from ..errors import CrowdaggError, CrowdaggWarning, DataError, UsageError, os_reason, param, warn
+from .columns import LABEL_ALIASES, TASK_ALIASES, TRUTH_ALIASES, WORKER_ALIASES, map_answer_columns, map_label_columns
+from .platforms import json_type
+from .render import OUTPUT_FORMATS, render_table
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from .columns import ColumnMap
+    from .output import Target
+    from .platforms import JsonMinControls, RejectedPolicy
+
+INPUT_FORMATS = ("csv", "tsv", "json", "jsonl", "parquet")
+
+#: Input formats by extension; ``.txt`` is sniffed (Excel's "Unicode text" is tab-separated UTF-16).
+_EXTENSIONS = {
+    ".csv": "csv", ".tsv": "tsv", ".tab": "tsv",
+    ".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet", ".pq": "parquet",
+}
+_OUTPUT_EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".txt": "csv", ".json": "json", ".jsonl": "jsonl",
+                      ".ndjson": "jsonl", ".parquet": "parquet", ".pq": "parquet"}
+
+#: Parquet files start (and end) with these bytes.
+PARQUET_MAGIC = b"PAR1"
+
+#: Bytes decoded at a time when checking UTF-8 (errors still name the right line).
+_DECODE_BLOCK = 1 << 24
+
+
+# --------------------------------------------------------------------------- raw input
+EXAMPLE_PREFIX = "example:"
+
+
+def example_path(spec: str, role: str = "labels") -> Path:
+    """Resolve ``example:NAME`` to an embedded dataset file (``role`` = labels or truth)."""
+    from ..examples import EXAMPLES, path
+
+    name = spec[len(EXAMPLE_PREFIX):]
+    if name not in EXAMPLES:
+        raise DataError(f"{spec}: no such embedded example; available: {', '.join(EXAMPLE_PREFIX + e for e in EXAMPLES)}")
+    return path(f"{name}_{role}.csv")
+
+
+#: Peak memory of reading per byte of input: the Arrow path (CSV, TSV, Parquet) holds the
+#: text, the parsed string columns and the codes -- measured 3.1-3.5 at 10M-100M answers;
+#: the exact parser holds a Python object per cell -- measured 10-20.  Input larger
+#: than the memory limit divided by the factor is refused before it is read.
+ARROW_BYTES_PER_BYTE = 4
+PARSE_BYTES_PER_BYTE = 12
+#: ...and per field of the header: Arrow's CSV reader builds every column, ~10 KB each however few
+#: rows (measured at 20,000-100,000 columns in issue 12: a 1.2 MB CSV with 200,000 columns peaked
+#: at 2 GB).  16 KiB leaves room for the slices and names made from each column.
+ARROW_BYTES_PER_COLUMN = 16 * 1024
+_CHUNK = 1 << 20
+
+#: JSON costs Python objects, so its peak memory depends on its shape, not only its size (30 MB of
+#: ``{}`` lines once took 2 GB): it is bounded by a few byte counts of the text (:func:`_json_need`),
+#: each weighted by what it can cost at most -- (per byte, per line, per ``{`` or ``[``, per ``:``
+#: (a key and its value), per list element (``,`` beyond the pairs' own)) in bytes.  JSON Lines are
+#: parsed a line at a time, so a line's own objects are transient (list elements cost nothing) but
+#: each line may become a row of the answer set; a JSON document is parsed whole first.  Measured in issue 12 on the costliest shapes (lines of ``{}``,
+#: rows that are all blank, every value distinct, lists of ``{}`` or of numbers, mappings of
+#: unanswered tasks) with headroom; see tests/test_io.py::test_json_memory_estimate_bounds_measured_peaks.
+JSON_COSTS = {
+    "jsonl": (2.0, 70.0, 0.0, 130.0, 0.0),
+    "json": (3.0, 0.0, 250.0, 250.0, 170.0),
+}
+
+
+def _json_need(data: bytes, fmt: str) -> tuple[float, str]:
+    """(an upper bound of the bytes parsing ``data`` as ``fmt`` needs, what it counted) -- a few C-speed scans."""
+    per_byte, per_line, per_open, per_colon, per_element = JSON_COSTS[fmt]
+    lines = data.count(b"\n") + 1
+    opens = data.count(b"{") + data.count(b"[")
+    colons = data.count(b":")
+    # A comma separates two pairs or two list elements; an object's pairs are counted by their colons.
+    elements = max(0, data.count(b",") - colons) if per_element else 0
+    need = per_byte * len(data) + per_line * lines + per_open * opens + per_colon * colons + per_element * elements
+    if fmt == "jsonl":  # the estimate counts a last unterminated line either way; the message, the real lines
+        real_lines = lines - data.endswith(b"\n")
+        return need, f"{real_lines:,} lines, {colons:,} values"
+    return need, f"{opens:,} objects and lists, {colons + elements:,} values"
+
+
+def _check_json_size(data: bytes, display: str, fmt: str, max_memory: memory.MaxMemory) -> None:
+    need, counted = _json_need(data, fmt)
+    kind = "JSON Lines" if fmt == "jsonl" else "JSON"
+    memory.check(need, f"parsing {memory.human(len(data))} of {kind} from {display}: {counted}", max_memory,
+                 advice="split the input")
+
+
+def _check_input_size(
+    n_bytes: float, display: str, max_memory: memory.MaxMemory, factor: float = ARROW_BYTES_PER_BYTE
+) -> None:
+    memory.check(
+        factor * n_bytes,
+        f"reading {memory.human(n_bytes)} of text from {display}",
+        max_memory,
+        advice="split the input",
+    )
+
+
+def _input_guard(display: str, max_memory: memory.MaxMemory) -> Any:
+    """``guard(n_bytes)`` for input that grows block by block: the limit is looked up once."""
+    limit = memory.limit_bytes(max_memory)[0] / ARROW_BYTES_PER_BYTE
+
+    def guard(n_bytes: float) -> None:
+        if n_bytes > limit:
+            _check_input_size(n_bytes, display, max_memory)  # words the refusal
+
+    return guard
+
+
+def _looks_binary(head: bytes) -> bool:
+    """A first block with NUL bytes that is neither gzip, Parquet nor UTF-16/32 with a BOM."""
+    if head[:2] == b"\x1f\x8b" or head[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE) or head[:4] == b"PAR1":
+        return False
+    if head[:4] in (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE):
+        return False
+    zeros = head[:4096].count(0)
+    return zeros > 0 and not _utf16_like(head)
+
+
+def _utf16_like(head: bytes) -> bool:
+    """NUL at (nearly) every other byte and nowhere else: UTF-16 text without a BOM."""
+    sample = head[:400]
+    if len(sample) < 4:
+        return False
+    even, odd = sample[0::2], sample[1::2]
+    ze, zo = even.count(0) / len(even), odd.count(0) / len(odd)
+    return (ze >= 0.9 and zo <= 0.1) or (zo >= 0.9 and ze <= 0.1)
+
+
+def _read_stream(read: Any, display: str, max_memory: memory.MaxMemory) -> bytes:
+    """All of a stream (stdin, FIFO, device), refusing binary data and oversized input early."""
+    chunks: list[bytes] = []
+    total = 0
+    guard = _input_guard(display, max_memory)
+    while True:
+        block = read(_CHUNK)
+        if not block:
+            break
+        if isinstance(block, str):
+            block = block.encode("utf-8")
+        if not chunks and _looks_binary(block):
+            raise DataError(f"{display}: not a text file (NUL bytes); expected CSV, TSV, JSON or JSON Lines")
+        total += len(block)
+        guard(total)
+        chunks.append(block)
+    return b"".join(chunks)
+
+
+def _read_source(
+    source: str | os.PathLike[str] | IO[bytes], role: str = "labels", max_memory: memory.MaxMemory = None
+) -> tuple[bytes, str, str]:
+    """(bytes, display name, name used for format detection); refuses input too large to parse."""
+    if hasattr(source, "read"):
+        display = str(getattr(source, "name", "<stream>"))
+        return _read_stream(source.read, display, max_memory), display, ""  # type: ignore[union-attr]
+    name = os.fspath(source)
+    if name == "":
+        raise UsageError("an input path is empty (use - for standard input)")
+    if name == "-":
+        stdin = sys.stdin
+        if stdin is None:
+            raise DataError("standard input is closed: nothing to read from -")
+        buffer = getattr(stdin, "buffer", None)
+        try:
+            data = _read_stream((buffer or stdin).read, "<stdin>", max_memory)
+        except CrowdaggError:
+            raise
+        except (OSError, ValueError) as exc:
+            raise DataError(f"cannot read standard input ({os_reason(exc)})") from None
+        return data, "<stdin>", ""
+    if name.startswith(EXAMPLE_PREFIX):
+        p = example_path(name, role)
+        return p.read_bytes(), name, str(p)
+    path = Path(name)
+    try:
+        st = path.stat()
+        if stat.S_ISDIR(st.st_mode):
+            raise DataError(f"{name}: is a directory, not a file")
+        if stat.S_ISREG(st.st_mode):
+            _check_input_size(st.st_size, name, max_memory)
+            return path.read_bytes(), name, name
+        with open(path, "rb") as fh:  # a FIFO, <(process substitution), a device
+            return _read_stream(fh.read, name, max_memory), name, name
+    except FileNotFoundError:
+        raise DataError(f"{name}: no such file") from None
+    except OSError as exc:
+        raise DataError(f"{name}: cannot read ({os_reason(exc)})") from None
+
+
+def _decompress(data: bytes, display: str, max_memory: memory.MaxMemory = None) -> bytes:
+    """gunzip (concatenated members too), refusing output too large to parse as it grows."""
+    if data[:2] != b"\x1f\x8b":
+        return data
+    out: list[bytes] = []
+    total = 0
+    guard = _input_guard(display, max_memory)
+    rest = data
+    try:
+        while rest:
+            if rest[:2] != b"\x1f\x8b":
+                if rest.strip(b"\x00"):
+                    raise DataError(f"{display}: data after the end of the gzip stream")
+                break  # zero padding (tape blocks), as gzip itself allows
+            d = zlib.decompressobj(wbits=31)
+            pending = rest
+            while True:
+                block = d.decompress(pending, _CHUNK)
+                total += len(block)
+                guard(total)
+                out.append(block)
+                pending = d.unconsumed_tail
+                if d.eof or (not block and not pending):
+                    break
+            if not d.eof:
+                raise DataError(f"{display}: corrupt or truncated gzip data")
+            rest = d.unused_data
+    except zlib.error:
+        raise DataError(f"{display}: corrupt or truncated gzip data") from None
+    return b"".join(out)
+
+
+def _line_col(data: bytes, offset: int) -> tuple[int, int]:
+    """1-based line and column (in bytes) of ``offset``."""
+    line = data.count(b"\n", 0, offset) + 1
+    start = data.rfind(b"\n", 0, offset) + 1
+    return line, offset - start + 1
+
+
+def to_utf8(data: bytes, display: str) -> bytes:
+    """UTF-8 bytes without a BOM, or a one-line error naming the line of the first bad byte.
+
+    UTF-16 with a byte-order mark (Excel "Unicode text") is converted.
+    """
+    for bom, codec in ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
+                       (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16")):
+        if data.startswith(bom):
+            try:
+                return data.decode(codec).encode("utf-8")
+            except UnicodeDecodeError as exc:
+                name = codec.upper()
+                raise DataError(f"{display}: starts like {name} but is not valid {name} (at byte {exc.start})") from None
+    if data[:3] == codecs.BOM_UTF8:
+        data = data[3:]
+    head = data[: 1 << 16]
+    nul = head.find(b"\x00")
+    if nul >= 0:
+        if _utf16_like(head):
+            raise DataError(
+                f"{display}: looks like UTF-16 text without a byte-order mark; save it as UTF-8 (or UTF-16 with BOM)"
+            )
+        line, _ = _line_col(data, nul)
+        raise DataError(f"{display} line {line}: not a text file (NUL byte); expected CSV, TSV, JSON or JSON Lines")
+    if data.isascii():  # ASCII is UTF-8: one fast scan instead of decoding
+        return data
+    n = len(data)
+    start = 0
+    while start < n:
+        end = min(n, start + _DECODE_BLOCK)
+        # Cut on a character boundary (never before a continuation byte).
+        while end < n and (data[end] & 0xC0) == 0x80 and end > start:
+            end -= 1
+        try:
+            data[start:end].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            offset = start + exc.start
+            line, col = _line_col(data, offset)
+            hint = "; it looks like Latin-1/Windows-1252 -- save the file as UTF-8" if data[offset] >= 0x80 else ""
+            raise DataError(
+                f"{display} line {line}: not UTF-8 text (byte 0x{data[offset]:02X} at column {col}){hint}"
+            ) from None
+        start = end
+    return data
+
+
+def detect_format(data: bytes, name: str, given: str | None) -> str:
+    """The input format: ``given``, else from the extension, else sniffed."""
+    if given:
+        fmt = given.lower()
+        if fmt not in INPUT_FORMATS:
+            raise UsageError(f"{param('input_format')} must be one of {', '.join(INPUT_FORMATS)}, got {given!r}")
+        return fmt
+    if data[:4] == PARQUET_MAGIC:
+        return "parquet"
+    stem = name[:-3] if name.lower().endswith(".gz") else name
+    ext = Path(stem).suffix.lower()
+    if ext in _EXTENSIONS and _EXTENSIONS[ext] != "parquet":
+        return _EXTENSIONS[ext]
+    text = data[:4096].lstrip(b"\xef\xbb\xbf \t\r\n")
+    if text[:1] == b"[":
+        return "json"
+    if text[:1] == b"{":
+        lines = [ln.strip() for ln in text.split(b"\n")[:2]]
+        try:
+            obj = json.loads(lines[0])
+        except ValueError:
+            return "json"  # an object spread over lines
+        if len(lines) > 1 and lines[1][:1] == b"{":
+            return "jsonl"  # a second object on the next line
+        # One object on one line: a {task: {worker: label}} mapping, or a single record.
+        is_mapping = isinstance(obj, dict) and bool(obj) and all(isinstance(v, dict) for v in obj.values())
+        return "json" if is_mapping else "jsonl"
+    first = text.split(b"\n", 1)[0]
+    return "tsv" if b"\t" in first else "csv"
+
+
+# --------------------------------------------------------------------------- tables
+@dataclass
+class RawTable:
+    """A parsed input before columns are chosen: a header and string columns.
+
+    ``columns[j]`` holds the cells of ``header[j]``, one per data row: an
+    Arrow array (CSV, TSV, Parquet: typed there), an object array (a
+    DataFrame's object columns, a JSON mapping, the exact CSV parser) or a
+    record key's sparse column (JSON records, built whole by
+    :meth:`column` only when used).  Cells become names, missing values
+    blank, in :func:`crowdagg.data.vocab.as_strings`.  ``locate`` turns a row number into "file line N".
+    ``task_order`` lists every task in output order where the format can
+    name tasks without answers (JSON mappings, Label Studio).  ``fixed``
+    names the task/worker/label columns when the format defines them.
+    """
+
+    header: list[str]
+    columns: list[Any]
+    locate: Locator
+    display: str
+    task_order: list[str] | None = None
+    fixed: tuple[str, str, str] | None = None
+    notes: list[str] = field(default_factory=list)
+    kind: str = ""
+    controls: JsonMinControls | None = None
+    classes: list[str] | None = None
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.columns[0]) if self.columns else 0
+
+    def column(self, name: str) -> np.ndarray:
+        col = self.columns[self.header.index(name)]
+        return col.dense() if isinstance(col, _SparseColumn) else col
+
+    def subset(self, rows: np.ndarray) -> RawTable:
+        return RawTable(
+            self.header, [_take(c, rows) for c in self.columns], self.locate.subset(rows), self.display,
+            self.task_order, self.fixed, self.notes, self.kind, self.controls, self.classes,
+        )
+
+
+def _pylist(column: Any) -> list:
+    """A column's cells as a list of str (missing values blank, typed Parquet columns as their names)."""
+    from ..data.vocab import as_strings
+
+    names = as_strings(column.dense() if isinstance(column, _SparseColumn) else column)[0]
+    return names.to_pylist()
+
+
+def _names(table: RawTable, col: str, role: str) -> tuple[Any, np.ndarray, Any]:
+    """Column ``col`` of ``table`` as names (:func:`crowdagg.data.vocab.as_strings`) and their dictionary
+    encoding, each distinct name checked (:func:`crowdagg.data.vocab.invalid_names`); a value that cannot be
+    a name is an error naming the file, the line or row, and the column.  Returns (names, codes, uniques)."""
+    from ..data.annotations import name_error
+    from ..data.vocab import InvalidName, encode, invalid_names
+
+    names, _ = _as_names(table, col, role)
+    codes, uniques = encode(names)
+    bad = invalid_names(uniques)
+    if bad is not None:
+        raise name_error(InvalidName(int(np.argmax(codes == bad[0])), bad[1], role), role, table.locate, col)
+    return names, codes, uniques
+
+
+def _take(column: Any, rows: np.ndarray) -> Any:
+    if isinstance(column, _SparseColumn):
+        column = column.dense()
+    if isinstance(column, np.ndarray):
+        return column[rows]
+    from ..data.vocab import take
+
+    return take(column, rows)
+
+
+def _json_cell(v: Any) -> Any:
+    """A JSON value as a cell: strings and numbers as their text (numbers are parsed as text), booleans
+    ``true``/``false``; ``null`` and ``NaN`` (parsed as None) stay None, and a list or object stays as it
+    is -- :func:`crowdagg.data.vocab.as_strings` makes the first blank and refuses the second, naming the row."""
+    if isinstance(v, str) or v is None:
+        return v
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return v
+
+
+class _SparseColumn:
+    """One key of a set of records: the rows that have it and their cells, blank (None) elsewhere.
+
+    Records name their keys row by row; a key seen in a few rows costs
+    those rows only, and a column is built whole (:meth:`dense`) only when
+    it is used -- thousands of distinct keys never make a keys × rows table.
+    """
+
+    __slots__ = ("rows", "values", "cache", "n", "nested")
+
+    def __init__(self) -> None:
+        from array import array
+
+        self.rows = array("q")
+        self.values: list[Any] = []
+        self.cache: dict[str, str] = {}  # one str object per distinct cell (labels, workers repeat)
+        self.n = 0
+        self.nested: Any = None
+
+    def __len__(self) -> int:
+        return self.n
+
+    def add(self, row: int, v: Any) -> None:
+        if isinstance(v, str):
+            v = self.cache.setdefault(v, v)
+        elif isinstance(v, (dict, list)):
+            # Only the first nested value is ever shown (the column is refused there, if used):
+            # the others are not kept, so that a column of big nested values costs nothing.
+            if self.nested is None:
+                self.nested = v
+            v = self.nested
+        elif v is not None:
+            v = _json_cell(v)
+        self.rows.append(row)
+        self.values.append(v)
+
+    def dense(self) -> np.ndarray:
+        out = np.full(self.n, None, dtype=object)
+        if self.values:
+            out[np.frombuffer(self.rows, dtype=np.int64)] = _objects(self.values)
+        return out
+
+
+def _objects(values: Sequence[Any]) -> np.ndarray:
+    """An object array of ``values``, one element each (``np.array`` would spread a list cell into a dimension)."""
+    return np.fromiter(values, dtype=object, count=len(values))
+
+
+#: Records naming more keys than this are no table of answers (a key costs a column): refused, naming the line.
+MAX_RECORD_KEYS = 10_000
+
+
+class _Records:
+    """Builds a table from records (JSON objects, Python mappings), one at a time, holding no record.
+
+    ``add(rec, number)`` takes one record (``number``: its line or record
+    number, for errors as ``DISPLAY UNIT NUMBER``); ``table(locate)`` gives
+    the :class:`RawTable`, one column per key seen in any record (a missing
+    key is a blank cell).
+    """
+
+    def __init__(self, display: str, unit: str) -> None:
+        self.columns: dict[str, _SparseColumn] = {}
+        self.n = 0
+        self.display = display
+        self.unit = unit
+
+    def add(self, rec: Any, number: int) -> None:
+        if type(rec) is not dict:
+            self._check(rec, number)
+        row = self.n
+        columns = self.columns
+        for k, v in rec.items():
+            col = columns.get(k)
+            if col is None:
+                if not isinstance(k, str):
+                    k = str(k)
+                    col = columns.get(k)
+                if col is None and len(columns) >= MAX_RECORD_KEYS:
+                    raise DataError(
+                        f"{self.display} {self.unit} {number}: more than {MAX_RECORD_KEYS:,} different keys; "
+                        "records of answers name a few fields (task, worker, label, ...)"
+                    )
+                col = columns[k] = col if col is not None else _SparseColumn()
+            col.add(row, v)
+        self.n = row + 1
+
+    def _check(self, rec: Any, number: int) -> None:
+        where = f"{self.display} {self.unit} {number}"
+        if not isinstance(rec, Mapping):
+            kind = "a number" if isinstance(rec, _JSONNumber) else json_type(rec)
+            raise DataError(f"{where} is {kind}, expected an object with task, worker and label")
+        if isinstance(rec, _DupDict):
+            keys = [k for k, _ in rec.pairs]
+            dup = next(k for k in keys if keys.count(k) > 1)
+            raise DataError(f"{where} has the key {dup!r} twice")
+
+    def table(self, locate: Locator) -> RawTable:
+        for col in self.columns.values():
+            col.n = self.n
+            col.cache = {}
+        return RawTable(list(self.columns), list(self.columns.values()), locate, self.display)
+
+
+class _JSONNumber(str):
+    """A JSON number kept as its text (``1.10`` stays ``1.10``, ``1E2`` stays ``1E2``)."""
+
+    __slots__ = ()  # no instance dict: a list of a million numbers costs its text, not 160 bytes each
+
+
+def _number_text(text: str) -> str:
+    return _JSONNumber(text)
+
+
+class _DupDict(dict):
+    """A JSON object with a repeated key: ``pairs`` keeps every (key, value) in order."""
+
+    pairs: list[tuple[str, Any]]
+
+
+def _object_pairs(pairs: list[tuple[str, Any]]) -> dict:
+    d = dict(pairs)
+    if len(d) == len(pairs):
+        return d
+    out = _DupDict(d)
+    out.pairs = pairs
+    return out
+
+
+def _json_loads(text: str) -> Any:
+    """``json.loads`` keeping repeated keys (see :class:`_DupDict`) and numbers as their text.
+
+    A label ``1.10`` must not become ``1.1`` (merging it with another class)
+    nor ``1e400`` become ``Infinity``: numbers are never converted.
+    """
+    return json.loads(
+        text, object_pairs_hook=_object_pairs, parse_float=_number_text, parse_int=_number_text,
+        parse_constant=_constant,
+    )
+
+
+def _constant(text: str) -> Any:
+    """JSON's non-standard constants (Python writes them): ``NaN`` is a missing value, as in a float
+    column; ``Infinity`` and ``-Infinity`` stay text."""
+    return None if text == "NaN" else _JSONNumber(text)
+
+
+def _records_table(records: Any, display: str, unit: str, consume: bool = False) -> RawTable:
+    """Records (JSON objects, mappings) -> columns, one per key seen in any record.
+
+    A missing key or ``null`` is a blank cell, reported like a blank CSV
+    cell; numbers keep their JSON text (``1.0`` stays ``1.0``).  With
+    ``consume`` (a list parsed here, never a caller's) each record is
+    dropped from ``records`` once read, so that the parsed JSON and the
+    columns are not both held whole.
+    """
+    builder = _Records(display, unit)
+    for i in range(len(records)):
+        rec = records[i]
+        if consume:
+            records[i] = None
+        builder.add(rec, i + 1)
+    return builder.table(Locator(display, first_line=1, unit=unit))
+
+
+def _parse_json(data: bytes, display: str, label_col: str | None) -> RawTable:
+    try:
+        obj = _json_loads(data.decode("utf-8"))
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{display} line {exc.lineno}: malformed JSON at column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise DataError(f"{display}: JSON nested too deeply to be a table of answers") from None
+    if isinstance(obj, list):
+        from .platforms import is_label_studio, json_min_controls
+
+        # Records: maybe a Label Studio JSON-MIN export, whose key order names its controls (read
+        # before the records are consumed into columns).
+        controls = json_min_controls(obj) if obj and not is_label_studio(obj) else None
+        table = _parse_json_list(obj, display, label_col)
+        if table.fixed is None:
+            table.controls = controls
+        return table
+    if isinstance(obj, dict):
+        if "annotations" in obj or "completions" in obj:
+            # one Label Studio task exported on its own
+            return _parse_json_list([obj], display, label_col)
+        if obj and not any(isinstance(v, (dict, list)) for _, v in _pairs_of(obj)):
+            # one record, not a list of them
+            return _records_table([obj], display, "record")
+        pairs = _pairs_of(obj)
+        del obj  # each task's answers are freed once read
+        return _parse_mapping(pairs, display)
+    raise DataError(
+        f"{display}: the JSON top level is {json_type(obj)}; expected a list of records or a {{task: {{worker: label}}}} object"
+    )
+
+
+def _parse_json_list(obj: list, display: str, label_col: str | None) -> RawTable:
+    """A JSON list: a Label Studio export, or records."""
+    if not obj:
+        raise DataError(f"{display}: no answers (empty JSON list)")
+    from .platforms import flatten_label_studio, is_label_studio
+
+    if not is_label_studio(obj):
+        return _records_table(obj, display, "record", consume=True)
+    flat = flatten_label_studio(obj, source=display, label=label_col, options={"label": param("label_col")})
+    notes = []
+    if flat.n_cancelled:
+        notes.append(f"{flat.n_cancelled} cancelled Label Studio annotation(s) skipped")
+    if flat.n_without_choice:
+        notes.append(f"{flat.n_without_choice} Label Studio annotation(s) without a {flat.label_name!r} choice skipped")
+    columns = [_objects(v) for v in (flat.task, flat.worker, flat.label)]
+    return RawTable(
+        ["task", "worker", "label"], columns,
+        Locator(display, unit="task", lines=np.asarray(flat.record, dtype=np.int64)), display,
+        task_order=list(flat.tasks), fixed=("task", "worker", "label"), notes=notes, kind="Label Studio export",
+    )
+
+
+def _pairs_of(obj: dict) -> list[tuple[str, Any]]:
+    return obj.pairs if isinstance(obj, _DupDict) else list(obj.items())
+
+
+def _parse_mapping(pairs: list[tuple[str, Any]], display: str) -> RawTable:
+    """``{task: {worker: label}}`` given as its (task, answers) pairs, which are dropped once read:
+    repeated keys kept (duplicates), ``{}`` tasks kept (no answers)."""
+    tasks: list[str] = []
+    workers: list[str] = []
+    labels: list[str] = []
+    order: list[str] = []
+    for i in range(len(pairs)):
+        task, answers = pairs[i]
+        pairs[i] = None  # type: ignore[call-overload]
+        if not isinstance(answers, dict):
+            raise DataError(
+                f"{display}: value of task {task!r} is {json_type(answers)}; expected a list of "
+                "records or a {task: {worker: label}} mapping"
+            )
+        order.append(task)
+        for worker, label in _pairs_of(answers):
+            tasks.append(task)
+            workers.append(worker)
+            labels.append(_json_cell(label))
+    columns = [_objects(v) for v in (tasks, workers, labels)]
+    return RawTable(
+        ["task", "worker", "label"], columns, Locator(display, first_line=1, unit="answer"), display,
+        task_order=order, fixed=("task", "worker", "label"), kind="{task: {worker: label}} mapping",
+    )
+
+
+def _parse_jsonl(data: bytes, display: str) -> RawTable:
+    """JSON Lines, one line at a time: no decoded copy of the text, no list of lines, no record kept."""
+    from array import array
+
+    builder = _Records(display, "line")
+    lines = array("q")
+    lineno = 0
+    # Split on \n only (a binary stream's lines): U+2028, U+0085 and friends may sit inside a JSON string.
+    for lineno, raw in enumerate(io.BytesIO(data), start=1):
+        if not raw.strip():
+            continue
+        line = raw.decode("utf-8")  # checked by to_utf8: cannot fail
+        try:
+            rec = _json_loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{display} line {lineno}: malformed JSON at column {exc.colno}: {exc.msg}") from None
+        except RecursionError:
+            raise DataError(f"{display} line {lineno}: JSON nested too deeply") from None
+        builder.add(rec, lineno)
+        lines.append(lineno)
+    if not builder.n:
+        raise DataError(f"{display}: no answers (only blank lines)")
+    return builder.table(Locator(display, lines=np.frombuffer(lines, dtype=np.int64)))
+
+
+_FIELDS_ERROR = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
+_EOF_IN_STRING = re.compile(r"EOF inside string starting at row (\d+)")
+
+
+def _header_fields(data: bytes, sep: str) -> int | None:
+    """Number of fields of the header record (the first), as the parsers count them; None if unsure."""
+    import csv
+
+    end = data.find(b"\n")
+    head = data if end < 0 else data[: end + 1]
+    if b"\r" in head.rstrip(b"\r\n"):
+        return None  # CR line ends: the exact parser decides
+    if sep == "," and b'"' in head:
+        # a quoted header cell may span lines: let the csv module find the first record
+        try:
+            first = next(csv.reader(io.StringIO(data[: 1 << 20].decode("utf-8", "replace"), newline="")), [])
+        except csv.Error:  # an unclosed quote, a huge cell
+            return None
+        return max(len(first), 1)
+    return head.rstrip(b"\r\n").count(sep.encode()) + 1
+
+
+def _parse_delimited_arrow(data: bytes, display: str, sep: str) -> RawTable | None:
+    """Parse CSV/TSV with Arrow: every cell a string, no Python object per cell.
+
+    Returns None where Arrow cannot keep a guarantee of the exact parser
+    (:func:`_parse_delimited`): a row with another number of fields than the
+    header (short rows are padded there, long ones are an error naming the
+    line), a parse error (named by line there), or text Arrow reads
+    differently.  Lines holding only whitespace are skipped, as there.
+    """
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+
+    from ..kernels import quote_parity, scan_records
+
+    n_cols = _header_fields(data, sep)
+    if n_cols is None:
+        return None
+    quoting = sep == "," and b'"' in data
+    spans = False
+    if quoting:
+        spans, odd = quote_parity(data)
+        if odd:
+            return None  # an unclosed quote, or stray quotes: the exact parser decides
+    irregular: list[bool] = []
+    n_blank = [0]
+
+    def invalid_row(row: Any) -> str:
+        rest = row.text.partition(sep)[2]
+        if row.text.strip(" \t\x0b\x0c\r\n") or rest.replace(sep, "") or row.actual_columns > n_cols:
+            irregular.append(True)
+        else:
+            n_blank[0] += 1  # a line of spaces: not a row (the exact parser's rule)
+        return "skip"
+
+    names = [f"f{i}" for i in range(n_cols)]
+    try:
+        table = pcsv.read_csv(
+            pa.py_buffer(data),
+            read_options=pcsv.ReadOptions(column_names=names, block_size=1 << 24),
+            parse_options=pcsv.ParseOptions(
+                delimiter=sep, quote_char='"' if sep == "," else False, double_quote=True,
+                escape_char=False, newlines_in_values=spans, ignore_empty_lines=True,
+                invalid_row_handler=invalid_row,
+            ),
+            convert_options=pcsv.ConvertOptions(
+                column_types={n: pa.string() for n in names}, strings_can_be_null=False,
+                quoted_strings_can_be_null=False, check_utf8=False,
+            ),
+        )
+    except (pa.ArrowInvalid, pa.ArrowException):
+        return None
+    if irregular:
+        return None
+    n_rows = table.num_rows - 1
+    if n_rows < 0:
+        return None
+    columns = [table.column(i) for i in range(n_cols)]
+    header = [c[0].as_py() for c in columns]
+    columns = [c.slice(1) for c in columns]
+    del table
+    n_newlines = data.count(b"\n")
+    lone_cr = b"\r" in data and data.count(b"\r") != data.count(b"\r\n")
+    single_line = n_newlines + (not data.endswith(b"\n")) == n_rows + 1 and not lone_cr
+    if single_line and not n_blank[0] and sep == "," and not quoting:
+        return RawTable(header, columns, Locator(display, first_line=2), display)
+    # Blank lines were skipped, quotes (a cell may span lines, or never close), CR line ends, or
+    # (TSV) a blank line has every field: find each row's line, and drop rows that are blank lines.
+    lines, blank, blank_other, bad_other = scan_records(data, sep, quoting, n_cols)
+    if len(lines) != n_rows or blank_other != n_blank[0] or bad_other:
+        return None  # the scan and the parser disagree: leave it to the exact parser
+    table_out = RawTable(header, columns, Locator(display, lines=lines), display)
+    return table_out.subset(np.flatnonzero(~blank)) if blank.any() else table_out
+
+
+def _parse_delimited(data: bytes, display: str, sep: str, max_memory: memory.MaxMemory = None) -> RawTable:
+    n_cols = _header_fields(data, sep) or 1
+    memory.check(
+        ARROW_BYTES_PER_BYTE * len(data) + ARROW_BYTES_PER_COLUMN * n_cols,
+        f"reading {memory.human(len(data))} of text in {n_cols:,} columns from {display}",
+        max_memory,
+        advice="split the input, or keep only the columns needed",
+    )
+    parsed = _parse_delimited_arrow(data, display, sep) if data.strip() else None
+    if parsed is not None:
+        return parsed
+    _check_input_size(len(data), display, max_memory, PARSE_BYTES_PER_BYTE)
+    return _parse_delimited_exact(data, display, sep)
+
+
+def _parse_delimited_exact(data: bytes, display: str, sep: str) -> RawTable:
+    """The exact (pandas) parser: every irregular input; slower, with Python objects per cell."""
+    import csv
+
+    import pandas as pd
+
+    kind = "TSV" if sep == "\t" else "CSV"
+    has_quotes = sep == "," and b'"' in data
+    try:
+        frame = pd.read_csv(
+            io.BytesIO(data), sep=sep, header=None, dtype=str, keep_default_na=False, na_filter=False,
+            skip_blank_lines=False, engine="c", encoding="utf-8",
+            quoting=csv.QUOTE_MINIMAL if sep == "," else csv.QUOTE_NONE,
+        )
+    except pd.errors.EmptyDataError:
+        raise DataError(f"{display}: file is empty") from None
+    except pd.errors.ParserError as exc:
+        msg = str(exc).strip().split("\n")[-1]
+        m = _FIELDS_ERROR.search(msg)
+        if m:
+            expected, record, saw = (int(g) for g in m.groups())
+            line = _record_line(data, sep, record) if has_quotes else record
+            raise DataError(
+                f"{display} line {line}: {saw} fields, but the header has {expected}; "
+                "a cell containing the delimiter must be quoted"
+                + (" (TSV has no quoting)" if sep == "\t" else "")
+            ) from None
+        m = _EOF_IN_STRING.search(msg)
+        if m:
+            line = _record_line(data, sep, int(m.group(1)) + 1)
+            raise DataError(f"{display} line {line}: a quoted field opened here is never closed") from None
+        msg = msg.replace("Error tokenizing data. C error: ", "")
+        raise DataError(f"{display}: malformed {kind}: {msg}") from None
+    values = [frame[c].to_numpy(dtype=object) for c in frame.columns]
+    header = [str(v[0]) for v in values]
+    columns = [v[1:] for v in values]
+    n_rows = len(columns[0]) if columns else 0
+    # Only a quoted field spanning lines makes rows and lines disagree.
+    n_lines = data.count(b"\n") + (not data.endswith(b"\n"))
+    starts = _record_start_lines(data, sep) if has_quotes and n_lines != n_rows + 1 else None
+    if starts is not None and len(starts) == n_rows:
+        locate = Locator(display, lines=starts)
+    else:
+        locate = Locator(display, first_line=2)
+    table = RawTable(header, columns, locate, display)
+    empty = _empty_line_rows(data, table)
+    return table.subset(np.flatnonzero(~empty)) if empty.any() else table
+
+
+def _empty_line_rows(data: bytes, table: RawTable) -> np.ndarray:
+    """Rows that come from lines holding nothing but whitespace: not rows at all, skipped silently.
+
+    A line of bare delimiters (``,,``) is a row whose cells are blank, and is
+    left to the caller (skipped with a warning).
+    """
+    mask = np.zeros(table.n_rows, dtype=bool)
+    if table.n_rows == 0:
+        return mask
+    rest_blank = np.ones(table.n_rows, dtype=bool)
+    for c in table.columns[1:]:
+        rest_blank &= c == ""
+    candidates = np.flatnonzero(rest_blank)
+    if candidates.size == 0:
+        return mask
+    buf = np.frombuffer(data, dtype=np.uint8)
+    cr = np.flatnonzero(buf == 13)
+    lone_cr = cr[(cr + 1 >= buf.size) | (buf[np.minimum(cr + 1, buf.size - 1)] != 10)]
+    newlines = np.sort(np.concatenate([np.flatnonzero(buf == 10), lone_cr]))  # LF, CRLF, lone CR
+    first = table.columns[0]
+    for r in candidates.tolist():
+        if first[r].strip():
+            continue
+        line = table.locate.line(r)
+        if not 1 <= line <= newlines.size + 1:
+            continue
+        start = int(newlines[line - 2]) + 1 if line >= 2 else 0
+        end = int(newlines[line - 1]) if line - 1 < newlines.size else len(data)
+        mask[r] = not data[start:end].strip()
+    return mask
+
+
+def _record_starts(data: bytes, sep: str) -> list[int]:
+    import csv
+
+    reader = csv.reader(io.StringIO(data.decode("utf-8"), newline=""), delimiter=sep)
+    starts: list[int] = []
+    end = 0
+    for _ in reader:
+        starts.append(end + 1)
+        end = reader.line_num
+    return starts
+
+
+def _record_line(data: bytes, sep: str, record: int) -> int:
+    """Physical line where the ``record``-th record (1-based, header = 1) starts."""
+    import csv
+
+    try:
+        starts = _record_starts(data, sep)
+    except csv.Error:
+        return record
+    return starts[record - 1] if 0 < record <= len(starts) else record
+
+
+def _record_start_lines(data: bytes, sep: str) -> np.ndarray | None:
+    """First line of each data record (after the header), or None if unknown."""
+    import csv
+
+    try:
+        starts = _record_starts(data, sep)
+    except csv.Error:
+        return None
+    return np.asarray(starts[1:], dtype=np.int64)
+
+
+def read_bytes(source: str | os.PathLike[str] | IO[bytes], max_memory: memory.MaxMemory = None) -> tuple[bytes, str]:
+    """(The bytes of a path, ``-`` or stream, gunzipped; its display name) -- for JSON inputs that are not tables."""
+    raw, display, _ = _read_source(source, "labels", max_memory)
+    data = _decompress(raw, display, max_memory)
+    _check_input_size(len(data), display, max_memory, PARSE_BYTES_PER_BYTE)  # parsed into Python objects
+    return data, display
+
+
+def read_raw(
+    source: str | os.PathLike[str] | IO[bytes], *, input_format: str | None = None, role: str = "labels",
+    label_col: str | None = None, max_memory: memory.MaxMemory = None,
+) -> RawTable:
+    """Parse any supported input into a :class:`RawTable` of strings.
+
+    ``source`` may be a path, ``-`` (stdin), a binary stream or
+    ``example:NAME`` (an embedded dataset; ``role`` picks its labels or truth).
+    """
+    with _timing.stage("read"):
+        raw, display, name = _read_source(source, role, max_memory)
+        raw = _decompress(raw, display, max_memory)
+        given = (input_format or "").lower()
+        if (raw[:4] == PARQUET_MAGIC and not given) or given == "parquet":
+            detect_format(raw, name, input_format)  # checks the option's spelling
+            return _parse_parquet(raw, display, max_memory)
+        raw = to_utf8(raw, display)
+    if not raw.strip():
+        raise DataError(f"{display}: file is empty")
+    fmt = detect_format(raw, name, input_format)
+    if fmt == "parquet":
+        raise DataError(f"{display}: not a Parquet file (it does not start with {PARQUET_MAGIC!r})")
+    with _timing.stage("parse"):
+        if fmt == "csv":
+            return _parse_delimited(raw, display, ",", max_memory)
+        if fmt == "tsv":
+            return _parse_delimited(raw, display, "\t", max_memory)
+        _check_json_size(raw, display, fmt, max_memory)  # Python objects: estimated from the text's shape
+        if fmt == "json":
+            return _parse_json(raw, display, label_col)
+        return _parse_jsonl(raw, display)
+
+
+def _parse_parquet(data: bytes, display: str, max_memory: memory.MaxMemory = None) -> RawTable:
+    """A Parquet file: its columns as they are (typed columns become names in :mod:`crowdagg.data.vocab`)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if data[:4] != PARQUET_MAGIC or data[-4:] != PARQUET_MAGIC:
+        raise DataError(f"{display}: not a Parquet file, or a truncated one (no {PARQUET_MAGIC!r} at both ends)")
+    try:
+        pf = pq.ParquetFile(pa.py_buffer(data))
+        names = [str(n) for n in pf.schema_arrow.names]
+        if len(set(names)) != len(names):
+            seen: set[str] = set()
+            dup = next(n for n in names if n in seen or seen.add(n))  # linear: a schema can be very wide
+            raise DataError(f"{display}: the column {dup!r} appears twice")
+        meta = pf.metadata
+        decoded = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+        # The decoded columns: their uncompressed size, or ~24 bytes a cell (offsets, text, codes),
+        # and Arrow's own cost of each column however few its rows (as for CSV).
+        memory.check(
+            2 * max(decoded, 24 * meta.num_rows * max(meta.num_columns, 1))
+            + ARROW_BYTES_PER_COLUMN * meta.num_columns,
+            f"decoding {meta.num_rows:,} rows × {meta.num_columns} columns of Parquet from {display}",
+            max_memory, advice="split the input",
+        )
+        table = pf.read()
+    except (pa.ArrowException, OSError) as exc:
+        raise DataError(f"{display}: cannot read Parquet ({str(exc).splitlines()[0]})") from None
+    header = [str(n) for n in table.column_names]
+    return RawTable(header, list(table.columns), Locator(display, first_line=1, unit="row"), display, kind="Parquet")
+
+
+def _frame_table(frame: pd.DataFrame, display: str = "<frame>", unit: str = "row", first: int = 0) -> RawTable:
+    """A DataFrame as a RawTable; missing cells (NaN, None, ``pd.NA``, NaT) are blank, so they are reported.
+
+    ``display``, ``unit`` and ``first`` word the places in errors (``<frame> row 0``,
+    ``<records> record 1``).
+
+    Typed columns (integers, floats, booleans, pandas strings, categories,
+    nullable dtypes) go to Arrow as they are and become names by the rule
+    of :mod:`crowdagg.data.vocab`, which remembers their dtype; object columns
+    are handed over as they are and converted there, value by value (a
+    nested value or undecodable bytes are refused, naming the row).
+    Columns are taken by position: a repeated column name is refused by the
+    column mapping only when that column is used, as in a CSV header.
+    """
+    import pandas as pd
+    import pyarrow as pa
+
+    header = [str(c) for c in frame.columns]
+    columns: list[Any] = []
+    for j in range(frame.shape[1]):
+        col = frame.iloc[:, j]
+        if col.dtype.kind in "iufb" or isinstance(col.dtype, (pd.StringDtype, pd.CategoricalDtype)):
+            try:
+                columns.append(pa.array(col, from_pandas=True))
+                continue
+            except (pa.ArrowException, TypeError, ValueError):
+                pass
+        columns.append(col.to_numpy(dtype=object))
+    return RawTable(header, columns, Locator(display, first_line=first, unit=unit), display)
+
+
+def _records_frame(records: Sequence[Any]) -> pd.DataFrame:
+    """Python records (mappings) as a DataFrame: one route for records, typed like a DataFrame's columns.
+
+    ``aggregate(df.to_dict("records"))`` gives what the frame gives (int
+    labels stay integers, booleans ``True``/``False``), unlike a JSON list,
+    whose numbers keep their text.  Each key is one column, blank where a
+    record lacks it; a column whose values are all ints (or all bools, or all
+    numbers) takes pandas' nullable dtype, so a missing cell does not turn
+    ``1`` into ``1.0``; any other column stays Python objects (checked value
+    by value by the reader).
+    """
+    import pandas as pd
+
+    bad = next((i for i, r in enumerate(records) if not isinstance(r, Mapping)), None)
+    if bad is not None:
+        raise DataError(f"<records> record {bad + 1} is {json_type(records[bad])}, expected an object (a mapping)")
+    keys = list(dict.fromkeys(k for r in records for k in r))
+    columns = {}
+    for k in keys:
+        values = [r.get(k) for r in records]
+        kinds = {type(v) for v in values if v is not None}
+        if kinds and kinds <= {int, float}:  # beyond int64 (2**70), a number stays a Python object
+            ints = [v for v in values if type(v) is int]
+            if ints and not -(2**63) <= min(ints) <= max(ints) < 2**63:
+                kinds = {object}
+        dtype = ("boolean" if kinds == {bool} else "Int64" if kinds == {int}
+                 else "Float64" if kinds and kinds <= {int, float} else None)
+        # dtype=object keeps text as Python objects (pandas 3 would infer ``str`` and fail on a lone surrogate
+        # before the reader could name it)
+        columns[k] = pd.Series(pd.array(values, dtype=dtype) if dtype else _objects(values), dtype=dtype or object)
+    return pd.DataFrame(columns, copy=False)
+
+
+def _is_records(source: Any) -> bool:
+    """A list or tuple of mappings (records), not of paths."""
+    return isinstance(source, (list, tuple)) and bool(source) and isinstance(source[0], Mapping)
+
+
+#: Extensions of the files a directory given as input contributes.
+_DATA_SUFFIXES = (".csv", ".tsv", ".tab", ".json", ".jsonl", ".ndjson", ".parquet", ".pq")
+
+
+class Inputs(list):  # type: ignore[type-arg]
+    """The files an input list expands to (:func:`expand_inputs`), in reading order.
+
+    ``given[i]`` is what was given for file ``i`` (the file itself, its
+    directory or its pattern).  :func:`load_annotations` reads an ``Inputs``
+    as it is: the expansion happens once, so what was checked is what is read.
+    """
+
+    def __init__(self, files: Sequence[str] = (), given: Sequence[str] = ()) -> None:
+        super().__init__(files)
+        self.given = list(given) if given else list(files)
+
+
+def expand_inputs(specs: Sequence[str | os.PathLike[str]], outputs: Sequence[Target] = ()) -> Inputs:
+    """Input paths from what was given: files as given, a directory's data files, a quoted glob's matches.
+
+    Files keep the order given; a directory contributes its files with a
+    data extension (``.gz`` too), sorted by name, hidden ones left out; a
+    pattern with ``*``, ``?`` or ``[`` that is not itself a file is expanded
+    and sorted.  A pattern or directory matching nothing is an error, as is
+    standard input given twice (``-``, ``/dev/stdin``, ...).
+
+    ``outputs``: the run's outputs (:func:`crowdagg.io.output.resolve`).  A
+    directory or pattern never includes one of them when it holds an
+    earlier output of the run (or is empty: :func:`crowdagg.io.output.earlier_output`):
+    it is left out, with a warning, so ``aggregate 'd/*.csv' -o d/out.csv``
+    can run again.  Any other file that is also an output stays in the list
+    -- the caller's :func:`crowdagg.io.output.check_not_inputs` refuses it: an
+    input is never overwritten.
+    """
+    import glob
+
+    from .output import earlier_output, identity
+
+    own = {key[1:]: t for t in outputs for key in t.keys if key[0] == "inode"}
+    files: list[str] = []
+    given: list[str] = []
+
+    def add(found: list[str], name: str) -> None:
+        left_out = own_files(found)
+        mine = [f for f in found if f in left_out]
+        if len(mine) == len(found):
+            raise DataError(f"{name}: nothing to read: what it holds is this run's own output ({', '.join(mine)})")
+        for f in mine:
+            warn(CrowdaggWarning(f"left out {f}: it is this run's output"))
+        kept = [f for f in found if f not in mine]
+        files.extend(kept)
+        given.extend([name] * len(kept))
+
+    def own_files(found: list[str]) -> set[str]:
+        """The files among ``found`` that are an output of this run holding an earlier output of it."""
+        if not own:
+            return set()
+        out = set()
+        for f in found:
+            target = own.get(identity(f))  # type: ignore[arg-type]
+            if target is not None and earlier_output(f, target.writes, target.then):
+                out.add(f)
+        return out
+
+    for spec in specs:
+        name = os.fspath(spec)
+        if name == "-" or name.startswith(EXAMPLE_PREFIX) or os.path.isfile(name) or not name:
+            files.append(name)
+            given.append(name)
+        elif os.path.isdir(name):
+            found = sorted(
+                os.path.join(name, f) for f in os.listdir(name)
+                if not f.startswith(".") and f.lower().removesuffix(".gz").endswith(_DATA_SUFFIXES)
+                and os.path.isfile(os.path.join(name, f))
+            )
+            if not found:
+                raise DataError(f"{name}: a directory with no data files ({', '.join(_DATA_SUFFIXES)}, optionally .gz)")
+            add(found, name)
+        elif any(ch in name for ch in "*?["):
+            found = sorted(f for f in glob.glob(name) if not os.path.isdir(f))
+            if not found:
+                raise DataError(f"{name}: no file matches this pattern")
+            add(found, name)
+        else:
+            files.append(name)  # a FIFO, a device, or missing: reading it says which
+            given.append(name)
+    check_stdin_once([("input " + f if f == g else f"input {g} ({f})", f) for f, g in zip(files, given)])
+    return Inputs(files, given)
+
+
+def check_stdin_once(inputs: Sequence[tuple[str, str | None]]) -> None:
+    """Refuse standard input read by two inputs: ``(how messages name it, path)`` pairs.
+
+    Compared by what is read, not by spelling (:func:`crowdagg.io.output.stdin_route`):
+    ``-``, ``/dev/stdin``, ``/dev/fd/0``, ``/proc/self/fd/0`` and links to
+    them read the descriptor; another path to the file standard input is
+    redirected from reads it too.  Two readers are refused when one goes
+    through the descriptor, or when standard input is a pipe, FIFO or
+    terminal (a second reader would find it drained); ``a.csv a.csv <a.csv``
+    reads a regular file twice by name and is left to the duplicates rule.
+    Any other FIFO or pipe (``mkfifo f``, ``/dev/fd/63`` from ``<(...)``)
+    reached twice, by any spelling or link, is refused the same way
+    (:func:`crowdagg.io.output.drained_identity`): the second reader would
+    wait for a writer forever.
+    """
+    from .output import drained_identity, stdin_is_regular_file, stdin_route
+
+    routes = [(name, stdin_route(path)) for name, path in inputs if path]
+    users = [(name, route) for name, route in routes if route is not None]
+    if len(users) > 1 and (any(route == "descriptor" for _, route in users) or not stdin_is_regular_file()):
+        raise UsageError(
+            f"standard input is given twice ({' and '.join(name for name, _ in users)}); it can be read only once"
+        )
+    # The same rule for any other file that reading drains: a FIFO named twice (or through a link).
+    readers: dict[tuple[int, int], list[str]] = {}
+    for name, path in inputs:
+        key = drained_identity(path) if path and name not in dict(users) else None
+        if key is not None:
+            readers.setdefault(key, []).append(name)
+    for names in readers.values():
+        if len(names) > 1:
+            raise UsageError(
+                f"one FIFO or pipe is given twice ({' and '.join(names)}); reading it once drains it"
+            )
+
+
+_ANSWER_OPTIONS = {"task": param("task_col"), "worker": param("worker_col"), "label": param("label_col")}
+
+
+def _column_option(value: object, name: str) -> str | None:
+    """A ``*_col`` option as the header text it names.
+
+    A DataFrame's column labels are read as their text (``str(label)``), so
+    an integer label (``pd.read_csv(header=None)`` gives 0, 1, 2) or a
+    tuple (MultiIndex columns) names the column it is; booleans and
+    containers are a :class:`~crowdagg.errors.UsageError`.
+    """
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer, float, tuple)):
+        raise UsageError(f"{param(name)} must be a column name, got {type(value).__name__} {value!r}")
+    return str(value)
+
+
+def load_annotations(
+    source: str | os.PathLike[str] | IO[bytes] | pd.DataFrame | Sequence[str | os.PathLike[str]],
+    *,
+    input_format: str | None = None,
+    task_col: str | None = None,
+    worker_col: str | None = None,
+    label_col: str | None = None,
+    classes: Sequence[str] | None = None,
+    duplicates: DuplicatePolicy = "keep",
+    max_memory: memory.MaxMemory = None,
+    workers: Any = None,
+    rejected: RejectedPolicy = "exclude",
+    blank_labels: BlankLabelPolicy = "skip",
+) -> AnnotationSet:
+    """Read answers (long format: one row per task, worker, label) into an :class:`AnnotationSet`.
+
+    Parameters
+    ----------
+    source : path, ``"-"`` for stdin, a binary file object, a DataFrame, a
+        list of records (mappings, e.g. ``[{"task": ..., "worker": ...,
+        "label": ...}]``), or a list of paths, directories and glob patterns
+        read as one data set (:func:`expand_inputs`; files in the order
+        given, each with its own header and column mapping, errors naming
+        the file and line).
+    input_format : ``csv``, ``tsv``, ``json``, ``jsonl`` or ``parquet``;
+        default from the content (Parquet's magic bytes) and the extension
+        (``.gz`` stripped), else sniffed.
+    task_col, worker_col, label_col : column names; default ``task``,
+        ``worker``, ``label``, a common alias (item, question, annotator,
+        rater, performer, answer, response, ...) or a platform export's
+        columns (MTurk, Toloka, Label Studio).  For a Label Studio export
+        ``label_col`` picks the choices control (``from_name``).
+    classes : the class set, in order; default inferred from the labels.
+    duplicates : what to do with repeated (task, worker) answers: ``keep``
+        all, keep the ``first`` or ``last``, or raise (``error``).
+    max_memory : refuse (before reading it all) an input whose parsing would
+        need more memory than this (bytes or ``"4G"``; default 80% of the
+        available memory).
+    workers : a :class:`~crowdagg.data.vocab.Vocabulary` (another set's
+        ``workers``) or a list of worker names to encode against: its
+        workers keep their codes, new ones follow (see
+        :meth:`AnnotationSet.from_names`).  With ``classes``, batches and
+        partitions read this way agree on every worker and class code.
+    rejected : what to do with a platform export's rejected answers (MTurk
+        ``AssignmentStatus`` ``Rejected``, Toloka ``REJECTED``): ``exclude``
+        them (default; counted in a warning) or ``keep`` them.  Skipped and
+        expired Toloka assignments hold no answer and are always left out;
+        every task keeps its output row (see :mod:`crowdagg.io.platforms`).
+    blank_labels : an answer whose label is blank or missing (a skipped
+        question): ``skip`` it, with a warning giving the count (its task
+        keeps an output row), or refuse it (``error``).  A blank task or
+        worker is always an error.
+
+    Missing values are one rule for every reader (null, ``None``, NaN,
+    ``pd.NA``, an empty or whitespace-only cell: see :mod:`crowdagg.data.vocab`).
+    A value that cannot be a name -- a nested value, text that is not
+    UTF-8, a lone surrogate, a NUL character, a list or struct Parquet
+    column -- is a :class:`~crowdagg.errors.DataError` naming the file, the
+    line (``row N`` for Parquet and DataFrames) and the column.
+
+    Warnings (:class:`~crowdagg.errors.CrowdaggWarning`) say what was done
+    to the input: duplicates, stripped whitespace, skipped header lines,
+    near-identical labels, a single class.
+    """
+    check_blank_labels(blank_labels)
+    task_col, worker_col, label_col = (
+        _column_option(v, n) for v, n in ((task_col, "task_col"), (worker_col, "worker_col"), (label_col, "label_col"))
+    )
+    pd = sys.modules.get("pandas")  # a DataFrame means pandas is loaded: never import it just to check
+    if pd is not None and isinstance(source, pd.DataFrame):
+        tables = [_frame_table(source)]
+    elif _is_records(source):
+        tables = [_frame_table(_records_frame(source), "<records>", "record", 1)]  # type: ignore[arg-type]
+    else:
+        sources: list[Any] = (
+            [source] if not isinstance(source, (list, tuple))
+            else source if isinstance(source, Inputs)  # expanded (and checked) already: read as it is
+            else expand_inputs(source)  # type: ignore[arg-type]
+        )
+        if not sources:
+            raise UsageError("no input given")
+        if len(sources) > 1:  # all files are held together: their sizes add up
+            sizes = [os.stat(f).st_size for f in sources if isinstance(f, str) and os.path.isfile(f)]
+            _check_input_size(sum(sizes), f"{len(sources)} inputs", max_memory)
+        tables = [
+            read_raw(src, input_format=input_format, label_col=label_col, max_memory=max_memory) for src in sources
+        ]
+    from .platforms import check_rejected_policy
+
+    check_rejected_policy(rejected)
+    mapped = [_answer_columns(t, task_col, worker_col, label_col, rejected) for t in tables]
+    tables = [t for t, _ in mapped]
+    parts = [cols for _, cols in mapped]
+    del mapped
+    if classes is None and all(t.classes is not None for t in tables):  # radio buttons name every class
+        from ..data.annotations import infer_classes
+
+        classes = infer_classes([k for t in tables for k in t.classes or ()], label_col=parts[0][2].strip())
+    first = tables[0]
+    kw: dict[str, Any] = {"classes": classes, "duplicates": duplicates, "label_col": parts[0][2].strip(),
+                          "workers": workers, "blank_labels": blank_labels}
+    if len(parts) == 1:
+        t_col, w_col, y_col = parts[0]
+        columns = [first.column(t_col), first.column(w_col), first.column(y_col)]
+        kw.update(locate=first.locate, task_order=first.task_order,
+                  header=None if first.fixed is not None else (t_col, w_col, y_col))
+        if pd is not None and isinstance(source, pd.DataFrame):  # a pandas dtype Arrow does not keep (Int64, ...)
+            from ..data.annotations import pandas_class_dtype
+
+            kw["class_dtype"] = pandas_class_dtype(source, y_col)
+    else:
+        from ..data.annotations import JoinedLocator
+        from ..data.vocab import as_strings, concat
+
+        columns, dtypes = [], []
+        for i, role in enumerate(("task", "worker", "label")):
+            named = [_as_names(t, cols[i], role) for t, cols in zip(tables, parts)]
+            columns.append(concat([names for names, _ in named]))
+            kinds = {dtype for _, dtype in named}
+            dtypes.append(kinds.pop() if len(kinds) == 1 else None)  # the ids' type, where every file agrees
+        kw["dtypes"] = (dtypes[0], dtypes[1])
+        kw["class_dtype"] = dtypes[2]
+        if any(t.task_order for t in tables):  # tasks without answers keep their place among the files
+            kw["task_order"] = concat([
+                as_strings(t.task_order)[0] if t.task_order else _answered_tasks(t, cols)
+                for t, cols in zip(tables, parts)
+            ])
+        headers = [cols for t, cols in zip(tables, parts) if t.fixed is None]
+        kw.update(locate=JoinedLocator([t.locate for t in tables], [t.n_rows for t in tables]), header=headers or None)
+    del tables, first  # the parsed text is freed as soon as it is encoded
+    return AnnotationSet._from_columns(columns, **kw)
+
+
+def _as_names(table: RawTable, col: str, role: str) -> Any:
+    """:func:`crowdagg.data.vocab.as_strings` of a column, a value that cannot be a name named by file, line
+    and column (its distinct names are checked when encoded)."""
+    from ..data.annotations import name_error
+    from ..data.vocab import InvalidName, as_strings
+
+    try:
+        return as_strings(table.column(col), role)
+    except InvalidName as exc:
+        raise name_error(exc, role, table.locate, col) from None
+
+
+def _answered_tasks(table: RawTable, cols: tuple[str, str, str]) -> Any:
+    """The task names of a table's answers, once each in order of appearance (stripped; blank
+    names and the header's own cell left out) -- its part of a joined input's task order."""
+    from ..data.annotations import header_key
+    from ..data.vocab import blank, spells, strip, take
+
+    _, _, uniques = _names(table, cols[0], "task")
+    uniques, _ = strip(uniques)
+    drop = blank(uniques)
+    if table.fixed is None:
+        drop |= spells(uniques, header_key(cols[0]), header_key)
+    return take(uniques, np.flatnonzero(~drop))
+
+
+def _answer_columns(
+    table: RawTable, task_col: str | None, worker_col: str | None, label_col: str | None,
+    rejected: RejectedPolicy = "exclude",
+) -> tuple[RawTable, tuple[str, str, str]]:
+    """One input's answers and its task, worker and label columns (said by the format, given, or
+    found by alias or platform), after a platform export's own rules (:func:`_platform_rows`)."""
+    for note in table.notes:
+        warn(CrowdaggWarning(f"{table.display}: {note}"))
+    if table.fixed is not None:
+        given = {"task_col": task_col, "worker_col": worker_col}
+        if table.kind != "Label Studio export":  # there, label_col names the choices control
+            given["label_col"] = label_col
+        for name, value in given.items():
+            if value is not None:
+                raise UsageError(
+                    f"{param(name)} does not apply to {table.display}: a {table.kind} names its task, "
+                    "worker and label fields itself"
+                )
+        cols = table.fixed
+    else:
+        from .columns import LABEL_STUDIO, MTURK, detect_platform
+
+        platform = detect_platform(table.header)
+        cmap = map_answer_columns(
+            table.header, source=table.display, task=task_col, worker=worker_col, label=label_col,
+            options=_ANSWER_OPTIONS,
+            boolean=_boolean_columns(table) if platform == MTURK else (),
+            controls=_label_studio_controls(table, task_col) if platform == LABEL_STUDIO and label_col is None else None,
+        )
+        cols = (cmap.task, cmap.worker, cmap.label)
+        if table.n_rows:
+            table = _platform_rows(table, cmap, rejected)
+    if table.n_rows == 0 and not table.task_order:
+        raise DataError(f"{table.display}: no answers (header only?)")
+    return table, cols
+
+
+def _boolean_columns(table: RawTable) -> list[str]:
+    """An MTurk export's ``Answer.*.*`` columns holding only true/false: radio-button candidates."""
+    from .platforms import boolean_cells
+
+    return [
+        h for h in table.header
+        if h.strip().lower().startswith("answer.") and h.count(".") >= 2 and boolean_cells(table.column(h), h)
+    ]
+
+
+def _label_studio_controls(table: RawTable, task_col: str | None) -> list[str] | None:
+    """The columns of a Label Studio JSON-MIN/CSV export that are controls, as far as the rows tell.
+
+    JSON-MIN says it by its key order (:func:`_json_min_controls`).  In a
+    CSV the columns are sorted by name, so the rows decide: a task's data
+    fields repeat on each of its annotations, while a control's answer
+    varies from one annotator to another; a column that varies within some
+    task is a control.  None when nothing can be told (one annotation per
+    task, or every annotator agreeing).
+    """
+    if table.controls is not None and table.controls.names:
+        return table.controls.names
+    # JSON-MIN whose key order names no control (rewritten by another tool): the rows decide, as in a CSV.
+    from ..data.vocab import InvalidName, as_strings, encode
+    from .columns import LABEL_STUDIO_META
+
+    ids = [h for h in table.header if (h == task_col if task_col is not None else h.strip().lower() == "id")]
+    if len(ids) != 1:
+        return None
+    t_codes, _ = encode(_as_names(table, ids[0], "task")[0])
+    n_tasks = len(np.unique(t_codes))
+    found = []
+    for h in table.header:
+        key = h.strip().lower()
+        if h == ids[0] or key in LABEL_STUDIO_META or key.endswith("_transcript"):
+            continue
+        try:
+            codes, uniques = encode(as_strings(table.column(h))[0])
+        except InvalidName:  # not names (a nested data field): no control; if mapped, the reader says where
+            continue
+        pairs = t_codes.astype(np.int64) * max(len(uniques), 1) + codes
+        if len(np.unique(pairs)) > n_tasks:
+            found.append(h)
+    return found or None
+
+
+_PLATFORM_NAMES = {"mturk": "MTurk", "toloka": "Toloka", "label_studio": "Label Studio"}
+
+
+def _blank_cells(table: RawTable, col: str, role: str) -> np.ndarray:
+    """Which cells of a column are blank once stripped, bool shape (n_rows,) -- decided on the distinct cells."""
+    from ..data.vocab import blank, encode, strip
+
+    codes, names = encode(_as_names(table, col, role)[0])
+    return blank(strip(names)[0])[codes] if len(names) else np.zeros(len(codes), dtype=bool)
+
+
+def _platform_rows(table: RawTable, cmap: ColumnMap, rejected: RejectedPolicy) -> RawTable:
+    """The rows of a platform export that are answers, each warning saying what was left out.
+
+    Rejected and unanswered assignments (MTurk, Toloka) and Label Studio
+    rows that are not answers are dropped; every task keeps its place in the
+    output order (``task_order``), answered or not.  MTurk radio buttons
+    become one label column, named after the group.  See
+    :mod:`crowdagg.io.platforms` for the rules.
+    """
+    from .columns import LABEL_STUDIO
+
+    keep = np.ones(table.n_rows, dtype=bool)
+    if cmap.status is not None:
+        keep &= _status_rows(table, cmap, rejected)
+    if cmap.platform == LABEL_STUDIO:
+        keep &= _label_studio_rows(table, cmap, keep)
+    if not keep.all():
+        order, n_left = _task_order(table, cmap.task, keep)
+        # Only the columns still read are subset (an MTurk export has 30 others).
+        needed = [cmap.task, cmap.worker, *([c for c, _ in cmap.choices] or [cmap.label])]
+        table = RawTable(
+            needed, [table.column(c) for c in needed], table.locate, table.display, order, table.fixed,
+            table.notes, table.kind, table.controls,
+        ).subset(np.flatnonzero(keep))
+        if n_left and cmap.platform != LABEL_STUDIO:  # Label Studio: tasks nobody annotated, as exported
+            warn(CrowdaggWarning(
+                f"{table.display}: {n_left} task(s) have no answers left once those are left out; "
+                "each keeps its output row"
+            ))
+    if cmap.choices:
+        table = _radio_column(table, cmap)
+    return table
+
+
+def _task_order(table: RawTable, task_col: str, keep: np.ndarray) -> tuple[Any, int]:
+    """(Every task of a table in order of first appearance, how many have no row in ``keep``).
+
+    The names are stripped, and blank ones and the header's own cell left
+    out, as :func:`_answered_tasks` does; one dictionary encoding serves both.
+    """
+    from ..data.annotations import header_key
+    from ..data.vocab import blank, encode, spells, strip, take
+
+    codes, uniques = encode(_as_names(table, task_col, "task")[0])
+    uniques, _ = strip(uniques)
+    drop = blank(uniques) | spells(uniques, header_key(task_col), header_key)
+    answered = np.zeros(len(uniques), dtype=bool)
+    answered[codes[keep]] = True
+    return take(uniques, np.flatnonzero(~drop)), int(np.count_nonzero(~answered & ~drop))
+
+
+def _status_rows(table: RawTable, cmap: ColumnMap, rejected: RejectedPolicy) -> np.ndarray:
+    """Which rows an assignment status keeps (MTurk, Toloka), with a warning for each kind left out."""
+    from .platforms import split_by_status
+
+    assert cmap.status is not None and cmap.platform is not None  # for the type checker: set together
+    split = split_by_status(
+        _as_names(table, cmap.status, "status")[0], cmap.platform, rejected,
+        reject_marks=_as_names(table, cmap.reject, "reject")[0] if cmap.reject is not None else None,
+        header_cell=cmap.status,
+    )
+    display, locate, status = table.display, table.locate, cmap.status.strip()
+    if split.unanswered:
+        n, counts, first = _by_status(split.unanswered, str)
+        warn(CrowdaggWarning(
+            f"{display}: left out {n} assignment(s) that hold no answer ({status} {counts}; "
+            f"first at {locate(first)})"
+        ))
+    if len(split.rejected):
+        why = f"{status} rejected" + (", or a reason in the Reject column" if cmap.reject is not None else "")
+        warn(CrowdaggWarning(
+            f"{display}: excluded {len(split.rejected)} rejected answer(s) ({why}; first at "
+            f"{locate(int(split.rejected[0]))}); set {param('rejected')} to 'keep' to count them"
+        ))
+    if split.unknown:
+        n, counts, first = _by_status(split.unknown, repr)
+        warn(CrowdaggWarning(
+            f"{display}: kept {n} answer(s) whose {status} is not one {_PLATFORM_NAMES[cmap.platform]} "
+            f"is known to write ({counts}; first at {locate(first)})"
+        ))
+    return split.keep
+
+
+def _by_status(groups: dict[str, np.ndarray], spell: Callable[[str], str]) -> tuple[int, str, int]:
+    """(How many rows, ``"<status> <count>, ..."``, the first row) of rows grouped by status, for a warning.
+
+    Each group's rows are ascending (:func:`~crowdagg.io.platforms.split_by_status`).
+    """
+    return (
+        sum(len(rows) for rows in groups.values()),
+        ", ".join(f"{spell(k)} {len(rows)}" for k, rows in groups.items()),
+        min(int(rows[0]) for rows in groups.values()),
+    )
+
+
+def _label_studio_rows(table: RawTable, cmap: ColumnMap, keep: np.ndarray) -> np.ndarray:
+    """Which rows of a Label Studio JSON-MIN/CSV export are answers (among ``keep``).
+
+    A task nobody annotated is one row with neither an annotator nor an
+    annotation id: not an answer (the task keeps its output row).  A row
+    without a choice for the control is an annotation skipped and counted,
+    as in the JSON export; a ``{"choices": [...]}`` cell (several choices)
+    is an error naming its line.
+    """
+    from ..data.vocab import encode
+
+    ids = [h for h in table.header if h.strip().lower() == "annotation_id"]
+    unannotated = _blank_cells(table, cmap.worker, "worker") & _blank_cells(table, ids[0], "annotation id")
+    def several_choices(row: int, cell: str) -> DataError:
+        return DataError(
+            f"{table.locate(row)}: several choices for {cmap.label.strip()!r} in one annotation ({cell}); "
+            "crowdagg aggregates one class per answer (multi-label answers are not supported)"
+        )
+
+    if table.controls is not None and cmap.label in table.controls.several:  # JSON-MIN: seen while parsing
+        raise several_choices(*table.controls.several[cmap.label])
+    codes, names = encode(_as_names(table, cmap.label, "label")[0])
+    cells = [str(v).strip() for v in names.to_pylist()]  # the distinct cells only
+    answers = keep & ~unannotated
+    several = np.array([c[:1] in ("{", "[") for c in cells] or [False])[codes] & answers
+    if several.any():  # CSV: Label Studio wrote the answer as JSON text
+        row = int(np.flatnonzero(several)[0])
+        raise several_choices(row, _pylist(_take(table.column(cmap.label), np.array([row])))[0])
+    no_choice = np.array([not c for c in cells] or [False])[codes] & answers
+    if no_choice.any():
+        warn(CrowdaggWarning(
+            f"{table.display}: {int(no_choice.sum())} Label Studio annotation(s) without a "
+            f"{cmap.label.strip()!r} choice skipped (first at {table.locate(int(np.flatnonzero(no_choice)[0]))})"
+        ))
+    return ~unannotated & ~no_choice
+
+
+def _radio_column(table: RawTable, cmap: ColumnMap) -> RawTable:
+    """The table with one label column, named after the radio group, read from its buttons."""
+    from .platforms import radio_labels
+
+    headers = [c for c, _ in cmap.choices]
+    labels, none, several = radio_labels(
+        [table.column(c) for c in headers], [k for _, k in cmap.choices], cmap.label, headers
+    )
+    if len(several):
+        row = int(several[0])
+        cells = [_pylist(_take(table.column(c), np.array([row])))[0] for c in headers]
+        picked = [repr(c) for c, v in zip(headers, cells) if v.strip().lower() == "true"]
+        raise DataError(
+            f"{table.locate(row)}: {len(picked)} radio buttons of {cmap.label!r} are true ({', '.join(picked)}); "
+            f"crowdagg aggregates one class per answer ({len(several)} such row(s) in all)"
+        )
+    if len(none):
+        warn(CrowdaggWarning(
+            f"{table.display}: {len(none)} answer(s) with no radio button of {cmap.label!r} true: "
+            f"their label is blank (first at {table.locate(int(none[0]))})"
+        ))
+    return RawTable(
+        [*table.header, cmap.label], [*table.columns, labels], table.locate, table.display,
+        table.task_order, table.fixed, table.notes, table.kind, table.controls, [k for _, k in cmap.choices],
+    )
+
+
+def read_task_labels(
+    source: str | os.PathLike[str] | IO[bytes],
+    *,
+    input_format: str | None = None,
+    task_col: str | None = None,
+    label_col: str | None = None,
+    what: str = "truth",
+    options: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """Read a ``task,label`` file (truth, gold or predictions) into {task: label}.
+
+    Cells are stripped of surrounding whitespace.  A task listed twice with
+    different labels is an error.  ``options`` spells the column overrides
+    in messages (default the keywords ``task_col``/``label_col``).
+    """
+    task_col, label_col = _column_option(task_col, "task_col"), _column_option(label_col, "label_col")
+    table = read_raw(source, input_format=input_format, role="truth")
+    opts = options or {"task": param("task_col"), "label": param("label_col")}
+    t_col, y_col = map_label_columns(table.header, source=table.display, task=task_col, label=label_col, options=opts)
+    if table.n_rows == 0:
+        raise DataError(f"{table.display}: no rows (header only?)")
+    out: dict[str, str] = {}
+    tasks = _names(table, t_col, "task")[0].to_pylist()
+    labels = _names(table, y_col, "label")[0].to_pylist()
+    skipped = []
+    header_keys = (header_key(t_col), header_key(y_col))
+    repeats = []
+    for i, (t, y) in enumerate(zip(tasks, labels)):
+        t, y = t.strip(), y.strip()
+        if not t and not y:
+            skipped.append(i)
+            continue
+        if (header_key(t), header_key(y)) == header_keys:
+            repeats.append(i)
+            continue
+        if not t or not y:
+            role = "task" if not t else "label"
+            raise DataError(f"blank {what} {role} at {table.locate(i)}")
+        prev = out.setdefault(t, y)
+        if prev != y:
+            raise DataError(
+                f"{table.display}: task {t!r} has two different {what} labels "
+                f"({prev!r} and {y!r}; second at {table.locate(i)})"
+            )
+    if skipped:
+        warn(CrowdaggWarning(f"skipped {len(skipped)} row(s) with no task or label (first at {table.locate(skipped[0])})"))
+    if repeats:
+        warn(
+            CrowdaggWarning(
+                f"skipped {len(repeats)} line(s) repeating the header (first at {table.locate(repeats[0])}); "
+                "were files joined with their headers?"
+            )
+        )
+    if not out:
+        raise DataError(f"{table.display}: no rows with a task and a label")
+    return out
+
+
+# --------------------------------------------------------------------------- output formats
+#: What a saved worker model and ``simulate``'s output are written as (see :func:`output_format`).
+MODEL_FORMATS = ("json",)
+DIRECTORY = ("directory",)
+
+
+def output_format(
+    fmt: str | None, path: str | None, option: str = "--output", formats: Sequence[str] = OUTPUT_FORMATS
+) -> str:
+    """The format an output is written in: ``--format``, else the file extension (``.gz`` stripped), else the first of ``formats``.
+
+    The one check of every output's name.  ``formats`` says what this output
+    can be: the table formats (:data:`OUTPUT_FORMATS`: ``-o``, ``--workers``),
+    :data:`MODEL_FORMATS` (a saved worker model: JSON, optionally ``.gz``)
+    or :data:`DIRECTORY` (``simulate -o DIR``: a directory of CSV files).
+    Refused, as usage errors, rather than written under a misleading name:
+
+    * an extension crowdagg does not write for this output (``out.xlsx``,
+      ``--save-workers model.parquet``);
+    * a ``--format`` that makes a binary file under a text file's name or
+      the reverse (``-f parquet -o out.csv``; ``-f jsonl -o out.csv`` stays
+      allowed: text is text);
+    * for a directory: ``-``, an existing file or device (``/dev/stdout``),
+      or a new name with a data file's extension (``-o out.csv``).
+    """
+    if tuple(formats) == DIRECTORY:
+        return _output_directory(path, option)
+    ext = _extension(path) if path and path != "-" else ""
+    guess = _OUTPUT_EXTENSIONS.get(ext) if ext else None
+    if fmt:
+        f = fmt.lower()
+        if f not in formats:
+            raise UsageError(f"{param('format')} must be one of {', '.join(formats)}, got {fmt!r}")
+        if guess is not None and (guess == "parquet") != (f == "parquet"):
+            raise UsageError(
+                f"{param('format')} {f} and {option} {path} disagree: the file would hold "
+                f"{'Parquet' if f == 'parquet' else 'text'} under a {ext} name; drop one, or rename the file"
+            )
+        return f
+    if ext and (guess is None or guess not in formats):
+        names = [e for e, g in _OUTPUT_EXTENSIONS.items() if g in formats and e not in (".tab", ".txt", ".ndjson", ".pq")]
+        if tuple(formats) == MODEL_FORMATS:
+            raise UsageError(f"{option} {path}: a saved worker model is JSON; name it .json (optionally .json.gz)")
+        raise UsageError(
+            f"{option} {path}: unknown output extension {ext!r}; use {', '.join(names)} "
+            f"(optionally .gz), or set {param('format')}"
+        )
+    return guess or formats[0]
+
+
+def _extension(path: str) -> str:
+    """A path's extension, lower case, ``.gz`` stripped (``x.CSV.gz`` -> ``.csv``); '' for none or a dot-file."""
+    stem = path[:-3] if path.lower().endswith(".gz") else path
+    base = os.path.basename(stem)
+    return Path(base).suffix.lower() if not base.startswith(".") or base.count(".") > 1 else ""
+
+
+def _output_directory(path: str | None, option: str) -> str:
+    """``simulate -o DIR``: a directory (existing, or a new name that does not look like a file's)."""
+    if not path:
+        raise UsageError(f"{option} needs a directory")
+    if path == "-" or (os.path.exists(path) and not os.path.isdir(path)):
+        what = "standard output" if path == "-" else "not a directory"
+        raise UsageError(
+            f"{option} {path}: {what}; the crowd is written as four CSV files into a directory (e.g. sim/)"
+        )
+    ext = _extension(path)
+    if not os.path.isdir(path) and (ext in _OUTPUT_EXTENSIONS or path.lower().endswith(".gz")):
+        raise UsageError(
+            f"{option} {path}: looks like a file name, but the crowd is written as four CSV files into a "
+            "directory (e.g. sim/)"
+        )
+    return "directory"
+
+
+__all__ = [
+    "INPUT_FORMATS",
+    "OUTPUT_FORMATS",
+    "TASK_ALIASES",
+    "WORKER_ALIASES",
+    "LABEL_ALIASES",
+    "TRUTH_ALIASES",
+    "RawTable",
+    "read_raw",
+    "load_annotations",
+    "read_task_labels",
+    "output_format",
+    "render_table",
+    "detect_format",
+    "to_utf8",
+]

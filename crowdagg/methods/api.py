@@ -1,0 +1,126 @@
+"""Aggregators and the registry that maps CLI names to classes.
+
+Importing this package is cheap: numba kernels are imported only when a
+method is fitted.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..core.memory import MaxMemory
+from ..data.annotations import AnnotationSet
+from ..errors import DataError, UsageError, param
+from .base import Aggregator
+from .em.ds import DawidSkene, OneCoinDawidSkene
+from .registry import METHODS
+from .result import AggregationResult
+from .votes.mv import MajorityVote
+from .votes.wmv import WeightedMajorityVote
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+#: Every declared method's class, by name (from :data:`crowdagg.methods.registry.METHODS`).
+REGISTRY: dict[str, type[Aggregator]] = {name: spec.load() for name, spec in METHODS.items()}
+
+
+def get_method(name: str) -> type[Aggregator]:
+    """The aggregator class registered under ``name`` (:mod:`crowdagg.methods.registry`; its module imported on use)."""
+    from .registry import get
+
+    return get(name).load()
+
+
+def aggregate(
+    data: AnnotationSet | pd.DataFrame | Sequence[Mapping[str, Any]] | str | os.PathLike[str],
+    method: str = "ds",
+    *,
+    callback: Callable[[int, float], Any] | None = None,
+    max_memory: MaxMemory = None,
+    task_col: str | None = None,
+    worker_col: str | None = None,
+    label_col: str | None = None,
+    **params: Any,
+) -> AggregationResult:
+    """Fit the method registered as ``method`` with keyword ``params`` (its declared parameters).
+
+    Parameters
+    ----------
+    data : AnnotationSet, DataFrame, list of records, or path
+        The answers.  Anything but an :class:`~crowdagg.data.annotations.AnnotationSet`
+        is read by :func:`crowdagg.io.read.load_annotations` first: a DataFrame
+        or a file path as it reads them, a list of records
+        (``[{"task": ..., "worker": ..., "label": ...}, ...]``) as a
+        DataFrame of them.  Columns are found as ``load_annotations``
+        finds them (``task``/``worker``/``label``, common aliases, platform
+        exports) unless ``task_col``/``worker_col``/``label_col`` name them.
+        Task ids and labels keep their dtype in the result's pandas views.
+    method : str
+        A registered method (:data:`REGISTRY`), default ``"ds"``.
+    callback : callable, optional
+        ``callback(iteration, objective)`` after each iteration.
+    max_memory : int, float or str, optional
+        Bounds what reading and fitting may allocate (bytes, or ``"4G"``;
+        default 80% of the available memory); a larger need is refused up
+        front with :class:`~crowdagg.errors.ResourceError`.
+    **params
+        The method's parameters; one it does not take is a
+        :class:`~crowdagg.errors.UsageError` naming the ones it does.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from crowdagg import aggregate
+    >>> df = pd.DataFrame({"task": [1, 1, 2], "worker": ["a", "b", "a"], "label": [0, 1, 1]})
+    >>> aggregate(df, "mv").labels_series().dtype                    # doctest: +SKIP
+    dtype('int64')
+    """
+    columns = (task_col, worker_col, label_col)
+    if isinstance(data, AnnotationSet):
+        given = [param(k) for k, v in zip(("task_col", "worker_col", "label_col"), columns) if v is not None]
+        if given:
+            raise UsageError(f"{', '.join(given)} apply to a DataFrame, records or a file, not to an AnnotationSet")
+    else:
+        data = _as_annotations(data, max_memory, columns)
+    return get_method(method)(**params).fit(data, callback=callback, max_memory=max_memory)
+
+
+def _as_annotations(data: Any, max_memory: MaxMemory, columns: tuple[str | None, str | None, str | None]) -> AnnotationSet:
+    """What :func:`aggregate` was given, read into an annotation set by :func:`crowdagg.io.read.load_annotations`."""
+    import sys
+
+    from ..io.read import load_annotations
+
+    def load(source: Any) -> AnnotationSet:
+        return load_annotations(source, max_memory=max_memory, task_col=columns[0], worker_col=columns[1],
+                                label_col=columns[2])
+
+    loaded = sys.modules.get("pandas")  # a DataFrame means pandas is loaded: never import it just to check
+    if loaded is not None and isinstance(data, loaded.DataFrame):
+        return load(data)
+    if isinstance(data, (list, tuple)) and data and isinstance(data[0], Mapping):
+        return load(data)  # records: load_annotations reads them as the DataFrame they make
+    if isinstance(data, (list, tuple)) and not data:
+        raise DataError("no answers: the list of records is empty")
+    if isinstance(data, (str, os.PathLike)) or (isinstance(data, (list, tuple))
+                                                and all(isinstance(p, (str, os.PathLike)) for p in data)):
+        return load(data)
+    raise UsageError(
+        "aggregate takes an AnnotationSet, a pandas DataFrame, a list of records "
+        f"({{'task': ..., 'worker': ..., 'label': ...}}) or a file path, got {type(data).__name__}"
+    )
+
+
+__all__ = [
+    "Aggregator",
+    "REGISTRY",
+    "get_method",
+    "aggregate",
+    "MajorityVote",
+    "WeightedMajorityVote",
+    "DawidSkene",
+    "OneCoinDawidSkene",
+]

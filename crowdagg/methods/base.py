@@ -1,0 +1,496 @@
+"""Base class and shared pieces of the aggregators.
+
+Each method is one module of mathematics under :mod:`crowdagg.methods.api`
+plus one declaration in :mod:`crowdagg.methods.registry` (its parameters, from which
+the checks, the CLI options and ``crowdagg methods NAME`` come).  The base
+class owns what every method shares: the validation of its settings and of
+the data, the memory check before fitting, and the result.
+
+:class:`Aggregator` is the base of a one-pass method, which implements
+``_fit``.  :class:`IterativeAggregator` owns the loop of an iterative
+method: ``max_iter``, ``tol``, the progress callback, restarts (``n_init``,
+seeded, the best objective kept) and the non-convergence warning.  The
+method supplies ``_start`` (the initial state and objective), ``_step`` (one
+iteration, returning the objective -- or, with ``stop_rule =
+"unchanged"``, how many labels changed) and ``_finish`` (the result).
+
+Every method returns the one result type,
+:class:`crowdagg.methods.result.AggregationResult`: posteriors, labels, the class
+prior, the method's own ``worker_params`` and ``task_params``, the named
+objective trace, and confusion matrices computed on demand for methods that
+do not fit them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from ..core import memory
+from ..data.annotations import AnnotationSet
+from ..errors import ConvergenceWarning, CrowdaggWarning, DataError, UsageError, param, warn
+from .result import AggregationResult
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .registry import Method
+
+#: Floor on confusion entries before taking logs (as crowd-kit clips at 1e-10).
+PROB_FLOOR = 1e-10
+
+#: Largest smoothing accepted: far beyond any use, far below overflow.
+MAX_SMOOTHING = 1e9
+
+
+class Aggregator:
+    """Base class: settings are stored by ``__init__``, checked by :meth:`fit`.
+
+    A subclass sets ``name``, the key of its declaration in
+    :mod:`crowdagg.methods.registry` -- which gives its summary and its parameters
+    (name, type, default, range) -- and implements :meth:`_fit` (and
+    :meth:`memory_needed` when it allocates more than the posteriors).
+    ``__init__`` takes the declared parameters as keywords (and ``gold``,
+    ``init_workers`` for methods declared to take them); anything else is a
+    :class:`~crowdagg.errors.UsageError` naming what the method takes.
+    """
+
+    name: ClassVar[str] = ""
+    #: What to do when :meth:`memory_needed` exceeds the limit.
+    memory_advice: ClassVar[str] = "its posteriors alone are tasks × classes: use fewer classes"
+
+    def __init__(self, **params: Any) -> None:
+        spec = self.spec()
+        allowed = set(spec.param_names) | ({"gold"} if spec.gold else set())
+        allowed |= {"init_workers"} if spec.init_workers else set()
+        unknown = sorted(set(params) - allowed)
+        if "init_workers" in unknown:
+            from .registry import METHODS
+
+            raise UsageError(
+                f"method {self.name!r} cannot start from a saved worker model ({param('init_workers')}): it defines "
+                "no counts to add to its own; methods that do: "
+                + ", ".join(m.name for m in METHODS.values() if m.init_workers)
+            )
+        if unknown:
+            raise UsageError(
+                f"method {self.name!r} does not take {', '.join(param(u) for u in unknown)}; it takes: "
+                + ", ".join(param(p) for p in (*spec.param_names, *sorted(allowed - set(spec.param_names))))
+            )
+        for p in spec.params:  # None stands for the declared default
+            value = params.get(p.name)
+            setattr(self, p.name, p.default if value is None else value)
+        if spec.gold:
+            self.gold = params.get("gold")
+        if spec.init_workers:
+            self.init_workers = params.get("init_workers")
+
+    @classmethod
+    def spec(cls) -> Method:
+        """The method's declaration (:mod:`crowdagg.methods.registry`)."""
+        from .registry import get
+
+        return get(cls.name)
+
+    @classmethod
+    def params(cls) -> tuple[str, ...]:
+        """Names of the declared parameters."""
+        return cls.spec().param_names
+
+    def get_params(self) -> dict[str, Any]:
+        return {p: getattr(self, p) for p in self.params()}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"{type(self).__name__}({args})"
+
+    def check_params(self) -> dict[str, Any]:
+        """The settings, validated from their declarations (no data needed): name -> checked value.
+
+        Raises :class:`~crowdagg.errors.UsageError` naming the parameter.
+        The CLI calls it before reading any input; :meth:`fit` calls it too.
+        """
+        return {p.name: p.check(getattr(self, p.name)) for p in self.spec().params}
+
+    def memory_needed(self, data: AnnotationSet) -> tuple[float, str]:
+        """Bytes the fit will allocate beyond the data, and where they come from (for messages)."""
+        return 4.0 * 8 * data.n_tasks * data.n_classes, _tasks_by_classes(data)
+
+    def fit(
+        self, data: AnnotationSet, *, callback: Any = None, max_memory: memory.MaxMemory = None
+    ) -> AggregationResult:
+        """Aggregate ``data``.
+
+        ``callback(iteration, objective)`` is called after each iteration.
+        ``max_memory`` (bytes or text such as ``"4G"``; default 80% of the
+        available memory) bounds what the fit may allocate: a larger need is
+        refused up front with :class:`~crowdagg.errors.ResourceError`.
+        """
+        if not isinstance(data, AnnotationSet):
+            raise TypeError(f"fit expects an AnnotationSet, got {type(data).__name__}")
+        if data.n_tasks == 0:
+            raise DataError("no tasks to aggregate")
+        checked = self.check_params()
+        self._prepare(data, max_memory)
+        need, what = self.memory_needed(data)
+        memory.check(need, what, max_memory, advice=self.memory_advice)
+        result = self._fit(data, checked, callback)
+        result.max_memory = max_memory
+        result.check_shapes()
+        _check_posteriors(result)
+        _check_collapse(result, self.collapse_advice)
+        n_empty = int(np.count_nonzero(data.answers_per_task == 0))
+        if n_empty:
+            warn(
+                CrowdaggWarning(
+                    f"{n_empty} task(s) have no answers: their posterior is the class prior "
+                    "(n_answers = 0 in the output)"
+                )
+            )
+        return result
+
+    def _prepare(self, data: AnnotationSet, max_memory: memory.MaxMemory) -> None:
+        """Read what the fit needs besides the data (a saved worker model) before :meth:`memory_needed` runs."""
+
+    def _fit(self, data: AnnotationSet, checked: dict[str, Any], callback: Any) -> AggregationResult:
+        """The method: ``checked`` holds the validated parameters (``checked["seed"]`` among them)."""
+        raise NotImplementedError
+
+    #: What to try when a fit collapses onto few classes (:func:`_check_collapse`).
+    collapse_advice: ClassVar[str] = "try ds, whose full confusion matrices keep each class's own error rates"
+
+
+@dataclass
+class Run:
+    """One start of an iterative method: its state, objective trace, iterations and whether it converged."""
+
+    state: Any
+    trace: list[float]
+    n_iter: int
+    converged: bool
+
+
+class IterativeAggregator(Aggregator):
+    """A method that iterates to a fixed point; the loop lives here, the mathematics in the subclass.
+
+    The subclass supplies pure steps:
+
+    * :meth:`_start` -- the starting state (start 0 is the method's own
+      initialisation; later starts, when ``n_init`` is declared, draw from
+      ``rng``) and its objective (or None);
+    * :meth:`_step` -- one iteration, updating the state in place; it
+      returns the objective (``stop_rule = "objective"``: stop when its
+      relative change is at most ``tol``; ``tol = 0`` runs ``max_iter``) or
+      the number of labels that changed (``stop_rule = "unchanged"``: stop
+      when none did);
+    * :meth:`_finish` -- the result from the state of the best start (the
+      highest final objective).
+
+    The iteration cap, the tolerance, the progress callback, restarts and
+    the non-convergence warning are handled once, here.
+    """
+
+    stop_rule: ClassVar[str] = "objective"
+
+    def _start(self, data: AnnotationSet, checked: dict[str, Any], start: int, rng: np.random.Generator) -> tuple[Any, float | None]:
+        raise NotImplementedError
+
+    def _step(self, data: AnnotationSet, state: Any, checked: dict[str, Any]) -> float:
+        raise NotImplementedError
+
+    def _finish(self, data: AnnotationSet, run: Run, checked: dict[str, Any]) -> AggregationResult:
+        raise NotImplementedError
+
+    def _not_converged(self, checked: dict[str, Any]) -> str:
+        """The warning when the stopping rule was not met within ``max_iter``."""
+        return (
+            f"{self.name}: did not converge in {param('max_iter')}={checked['max_iter']} iterations "
+            f"(relative objective change still above {param('tol')}={checked.get('tol', 0):g}); "
+            f"raise {param('max_iter')} or loosen {param('tol')}"
+        )
+
+    def _fit(self, data: AnnotationSet, checked: dict[str, Any], callback: Any) -> AggregationResult:
+        by_objective = self.stop_rule == "objective"
+        tol = checked.get("tol", 0.0)
+        best: Run | None = None
+        for start in range(checked.get("n_init", 1)):
+            state, prev = self._start(data, checked, start, np.random.default_rng([checked["seed"], start]))
+            run = Run(state, [], 0, False)
+            for it in range(1, checked["max_iter"] + 1):
+                value = self._step(data, state, checked)
+                run.n_iter = it
+                if by_objective:
+                    run.trace.append(value)
+                if callback is not None:
+                    callback(it, value if by_objective else float("nan"))
+                if by_objective:
+                    if tol > 0 and prev is not None and abs(value - prev) <= tol * abs(prev):
+                        run.converged = True
+                        break
+                    prev = value
+                elif value == 0:
+                    run.converged = True
+                    break
+            if best is None or (by_objective and run.trace and best.trace and run.trace[-1] > best.trace[-1]):
+                best = run
+        assert best is not None
+        if not best.converged and (tol > 0 or not by_objective):
+            warn(ConvergenceWarning(self._not_converged(checked)))
+        return self._finish(data, best, checked)
+
+
+def _tasks_by_classes(data: AnnotationSet) -> str:
+    return f"{data.n_tasks:,} tasks × {data.n_classes:,} classes"
+
+
+def _check_posteriors(result: AggregationResult) -> None:
+    """Every output finite, every row a distribution -- or a clear error, never a NaN file."""
+    post = result.posteriors
+    ok = np.isfinite(post).all() and np.isfinite(result.prior).all()
+    if ok and post.size:
+        ok = bool(np.all(np.abs(post.sum(axis=1) - 1.0) < 1e-6)) and bool(np.all(post >= 0))
+    if not ok:
+        raise DataError(
+            f"{result.method}: the fit broke down numerically (posteriors that are not finite "
+            "probabilities); try another method or a smaller smoothing"
+        )
+
+
+#: A class whose share of the labels differs from its share of the answers by more than this is a collapse.
+COLLAPSE_GAP = 0.25
+
+
+def label_share_gap(data: AnnotationSet, labels: np.ndarray) -> tuple[float, int, float, float]:
+    """How far the labels' class shares stray from the answers': (gap, class, its label share, its answer share).
+
+    The gap is the largest difference, over the classes, between a class's
+    share of the hard labels (tasks with answers) and its share of the
+    answers.  O(n_answers): two bincounts.
+    """
+    k = data.n_classes
+    answered = data.answers_per_task > 0
+    if k < 2 or data.n_answers == 0:
+        return 0.0, 0, 1.0, 1.0
+    answer_share = np.bincount(data.label, minlength=k) / data.n_answers
+    label_share = np.bincount(labels[answered], minlength=k) / np.count_nonzero(answered)
+    gap = np.abs(label_share - answer_share)
+    c = int(gap.argmax())
+    return float(gap[c]), c, float(label_share[c]), float(answer_share[c])
+
+
+def _check_collapse(result: AggregationResult, advice: str) -> None:
+    """Warn once when the labels put far more (or fewer) tasks in a class than the crowd's answers do.
+
+    Measured on the real datasets (benchmarks/bench_collapse.py): every ds
+    fit stays within .10 of the answers' shares, while one-coin EM's
+    collapses (trec: every task in one class; bluebird: 105 of 108)
+    measure .34--.35 and wmv's on trec (a recall of .06 on one class) .28.
+
+    On a handful of tasks a gap that size is chance, not a collapse (one
+    task answered ``a`` and ``b`` gets one label: a gap of .5), so the gap
+    must also exceed :data:`COLLAPSE_SIGMAS` standard errors of a label
+    share drawn at the answers' share over the answered tasks
+    (:func:`collapse_floor`): bluebird's 108 tasks need .14, trec's .01.
+    """
+    gap, c, label_share, answer_share = label_share_gap(result.data, result.labels)
+    floor = collapse_floor(answer_share, int(np.count_nonzero(result.data.answers_per_task)))
+    if gap > floor:
+        warn(CrowdaggWarning(
+            f"{result.method}: the fit may have collapsed: {label_share:.0%} of the labels are "
+            f"{result.data.classes[c]!r}, against {answer_share:.0%} of the answers (a gap of {gap:.2f}, over "
+            f"{COLLAPSE_GAP}); check a few labels against the truth, or {advice}"
+        ))
+
+
+#: How many standard errors of chance a collapse's gap must exceed beside :data:`COLLAPSE_GAP`.
+COLLAPSE_SIGMAS = 3.0
+
+
+def collapse_floor(answer_share: float, n_answered: int) -> float:
+    """The gap over which a class's label share counts as a collapse: .25, or chance on few tasks.
+
+    ``COLLAPSE_SIGMAS`` standard errors of the share of ``n_answered``
+    labels each drawn in the class with probability ``answer_share``.
+    """
+    if n_answered <= 0:
+        return float("inf")
+    noise = COLLAPSE_SIGMAS * float(np.sqrt(answer_share * (1.0 - answer_share) / n_answered))
+    return max(COLLAPSE_GAP, noise)
+
+
+class TieBreaker:
+    """Seeded tie-break draws keyed on the task's *name* and the class.
+
+    A task gets the same draw wherever it sits in the input (row order never
+    changes a label), the same on every round of an iterative method, and
+    on every machine: the key is SipHash-2-4 of the name's UTF-8 bytes under
+    a key made from the seed (``pandas.util.hash_array``), mixed with the
+    class index by splitmix64.
+    """
+
+    def __init__(self, task_names: Any, seed: int) -> None:
+        self.task_names = task_names
+        self.key = f"{int(seed) & (2**64 - 1):016x}"
+
+    def draws(self, rows: np.ndarray, n_classes: int) -> np.ndarray:
+        """Uniform draws in [0, 1), shape (len(rows), n_classes)."""
+        from pandas.util import hash_array
+
+        names = np.asarray(self.task_names[rows], dtype=object)
+        h = hash_array(names, encoding="utf8", hash_key=self.key, categorize=False).astype(np.uint64)
+        with np.errstate(over="ignore"):
+            x = h[:, None] + (np.arange(1, n_classes + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15))
+            x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+            x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+            x = x ^ (x >> np.uint64(31))
+        return (x >> np.uint64(11)).astype(np.float64) * (1.0 / 2**53)
+
+
+def argmax_random_ties(scores: np.ndarray, ties: TieBreaker, atol: float = 0.0) -> np.ndarray:
+    """Row-wise argmax, ties (within ``atol`` of the maximum) broken by ``ties``' seeded draws.
+
+    shape (n, K) -> (n,) int64.  Draws are made only for the tied rows.
+    """
+    n, k = scores.shape
+    labels = scores.argmax(axis=1).astype(np.int64)
+    if k == 1 or n == 0:
+        return labels
+    top = scores[np.arange(n), labels]
+    near = scores >= (top - atol)[:, None]
+    tied = np.flatnonzero(np.count_nonzero(near, axis=1) > 1)
+    if tied.size:
+        draw = ties.draws(tied, k)
+        draw[~near[tied]] = -1.0
+        labels[tied] = draw.argmax(axis=1)
+    return labels
+
+
+def normalize_rows(scores: np.ndarray) -> np.ndarray:
+    total = scores.sum(axis=1, keepdims=True)
+    return scores / np.where(total > 0, total, 1.0)
+
+
+def softmax_rows(log_scores: np.ndarray) -> np.ndarray:
+    z = log_scores - log_scores.max(axis=1, keepdims=True)
+    np.exp(z, out=z)
+    return normalize_rows(z)
+
+
+def fill_empty_rows(post: np.ndarray, empty: np.ndarray) -> np.ndarray:
+    """The rows ``empty`` (tasks without answers, or without any vote weight) get the mean of the other rows.
+
+    That mean is the class prior the vote-based methods report; it is
+    returned, shape (K,) (uniform when no row is left).  ``post`` is
+    changed in place.
+    """
+    k = post.shape[1]
+    prior = post[~empty].mean(axis=0) if (~empty).any() else np.full(k, 1.0 / k)
+    if empty.any():
+        post[empty] = prior
+    return prior
+
+
+def full_m_step(counts_ot: np.ndarray, class_tot: np.ndarray, smoothing: float) -> tuple[np.ndarray, np.ndarray]:
+    """Dawid--Skene M-step with additive (Dirichlet) smoothing.
+
+    Parameters
+    ----------
+    counts_ot : (n_workers, K_observed, K_true) expected answer counts.
+    class_tot : (K,) expected class totals.
+    smoothing : pseudo-count added to every cell (Dirichlet alpha - 1).
+
+    Returns
+    -------
+    prior : (K,)
+    conf_ot : (n_workers, K_observed, K_true), columns sum to 1.  A worker
+        without answers gets uniform columns (1/K: no evidence either way).
+    """
+    num = np.maximum(counts_ot + smoothing, PROB_FLOOR)
+    conf_ot = num / num.sum(axis=1, keepdims=True)
+    return prior_m_step(class_tot, smoothing), conf_ot
+
+
+def prior_m_step(class_tot: np.ndarray, smoothing: float) -> np.ndarray:
+    """The class prior from expected class totals (K,): ``max(tot + s, 1e-10)`` normalised."""
+    prior = np.maximum(class_tot + smoothing, PROB_FLOOR)
+    return prior / prior.sum() if prior.shape[0] else prior
+
+
+def one_coin_m_step(counts_ot: np.ndarray, class_tot: np.ndarray, smoothing: float) -> tuple[np.ndarray, np.ndarray]:
+    r"""One-coin M-step: :math:`p_m = (c_m + s/K) / (n_m + s)`, errors uniform.
+
+    ``c_m`` is worker m's expected number of correct answers and ``n_m`` its
+    number of answers; ``s`` pseudo-answers at chance accuracy 1/K (the MAP
+    estimate under a Beta(1 + s/K, 1 + s(K-1)/K) prior) pull sparse workers
+    towards 1/K, whose one-coin vote weight log((K-1)p/(1-p)) is zero.  A
+    worker without answers gets exactly 1/K whatever ``s``.
+    """
+    k = class_tot.shape[0]
+    p = one_coin_accuracy(np.trace(counts_ot, axis1=1, axis2=2), counts_ot.sum(axis=(1, 2)), smoothing, k)
+    return prior_m_step(class_tot, smoothing), one_coin_matrices(p, k)
+
+
+def one_coin_accuracy(correct: np.ndarray, answers: np.ndarray, smoothing: float, k: int) -> np.ndarray:
+    """Each worker's one-coin accuracy from its expected correct answers and its answers, shape (n_workers,).
+
+    ``(correct + s/K) / (answers + s)``, exactly 1/K without answers,
+    clipped to [1e-10, 1 - 1e-10] so that the E-step's logs stay finite.
+    """
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = (correct + smoothing / k) / (answers + smoothing)
+    p = np.where(answers > 0, p, 1.0 / k)
+    return np.clip(p, PROB_FLOOR, 1.0 - PROB_FLOOR)
+
+
+def one_coin_matrices(p: np.ndarray, k: int) -> np.ndarray:
+    """Confusion matrices of one-coin workers with accuracy ``p`` (shape (n_workers,)).
+
+    Returns shape (n_workers, K, K); diagonal p, off-diagonal (1 - p)/(K - 1).
+    The matrices are symmetric, so they read the same in either layout.
+    """
+    p = np.asarray(p, dtype=np.float64)
+    if k == 1:
+        return np.ones((p.shape[0], 1, 1))
+    off = (1.0 - p) / (k - 1)
+    mats = np.repeat(off[:, None, None], k, axis=1).repeat(k, axis=2)
+    idx = np.arange(k)
+    mats[:, idx, idx] = p[:, None]
+    return mats
+
+
+def posterior_confusion(data: AnnotationSet, post: np.ndarray, smoothing: float) -> tuple[np.ndarray, np.ndarray]:
+    """Prior and per-worker confusion (``[w, true, observed]``) implied by posteriors.
+
+    One Dawid--Skene M-step: used to report worker confusion for methods
+    that do not model it (MV) and to start EM.
+    """
+    from ..kernels import EMWorkspace
+
+    ws = EMWorkspace(data.task_ptr, data.worker, data.label, data.n_workers, data.n_classes)
+    ws.accumulate(post)
+    counts, tot = ws.stats()
+    prior, conf_ot = full_m_step(counts, tot, smoothing)
+    return prior, np.ascontiguousarray(conf_ot.transpose(0, 2, 1))
+
+
+def make_result(
+    method: str,
+    data: AnnotationSet,
+    post: np.ndarray,
+    labels: np.ndarray,
+    prior: np.ndarray,
+    confusion: Any = None,
+    **extra: Any,
+) -> AggregationResult:
+    """An :class:`AggregationResult`.
+
+    ``confusion``: a callable computing the full confusion on demand, for
+    methods whose worker parameters are something else (an array of them
+    belongs in ``worker_params={"confusion": ...}``).  ``extra``: the
+    result's other fields (``worker_params``, ``objective``, ...).
+    """
+    if confusion is not None and not callable(confusion):
+        raise TypeError("make_result: confusion is a callable computing it on demand; an array of it belongs in "
+                        "worker_params={'confusion': ...}")
+    return AggregationResult(method=method, posteriors=post, labels=labels, prior=prior, data=data,
+                             confusion_fn=confusion, **extra)

@@ -1,0 +1,1 @@
+"""Dawid--Skene EM and its one-coin variant (:mod:`.ds`)."""

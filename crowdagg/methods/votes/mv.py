@@ -1,0 +1,56 @@
+"""Majority vote."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...data.annotations import AnnotationSet
+from ..base import (
+    Aggregator,
+    TieBreaker,
+    argmax_random_ties,
+    fill_empty_rows,
+    make_result,
+    normalize_rows,
+    posterior_confusion,
+)
+from ..result import AggregationResult
+
+#: Pseudo-count used for the worker confusion that MV reports (not for voting).
+REPORT_SMOOTHING = 0.01
+
+
+def soft_majority_vote(data: AnnotationSet) -> np.ndarray:
+    """Vote shares per task, shape (n_tasks, n_classes); rows of tasks without answers are 0."""
+    from ...kernels.votes import _vote_counts
+
+    return normalize_rows(_vote_counts(data.task, data.worker, data.label, data.n_tasks, data.n_classes))
+
+
+class MajorityVote(Aggregator):
+    r"""Majority vote: :math:`\hat y_n = \arg\max_k \sum_{m \in M_n} 1[\tilde y_n^{(m)} = k]`.
+
+    Ties are broken by a uniform draw among the tied classes, keyed on the
+    seed and the task's name (the same task gets the same label whatever
+    the row order), which does not favour any class (crowd-kit's ``idxmax``
+    always takes the first column).  ``posteriors`` are vote shares, so
+    ``confidence`` is the winning class's share; ``prior`` is the mean vote
+    share over the tasks with answers, and is the posterior of a task
+    without answers.  The worker confusion (lightly smoothed empirical
+    confusion of each worker against the vote shares) is computed only when
+    asked for (``result.confusion``, ``--workers``); it does not affect the
+    vote.
+    """
+
+    name = "mv"
+
+    def _fit(self, data: AnnotationSet, checked: dict[str, Any], callback: Any) -> AggregationResult:
+        post = soft_majority_vote(data)
+        prior = fill_empty_rows(post, data.answers_per_task == 0)
+        labels = argmax_random_ties(post, TieBreaker(data.tasks, checked["seed"]))
+        return make_result(
+            self.name, data, post, labels, prior,
+            lambda: posterior_confusion(data, post, REPORT_SMOOTHING)[1],
+        )

@@ -1,0 +1,213 @@
+"""Accuracy, macro-F1 and per-class recall of predicted labels against truth."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..core.checks import check_task_mapping
+from ..data.annotations import infer_classes
+from ..errors import CrowdaggWarning, DataError, param, warn
+
+
+@dataclass
+class Evaluation:
+    """Scores of predicted labels against known truth.
+
+    ``n_compared`` tasks have both a prediction and a truth label;
+    ``n_without_truth`` predicted tasks have no truth (not scored);
+    ``n_truth_unpredicted`` truth tasks have no prediction.
+    """
+
+    accuracy: float
+    macro_f1: float
+    recall: dict[str, float]
+    n_compared: int
+    n_without_truth: int
+    n_truth_unpredicted: int
+    classes: list[str] = field(default_factory=list)
+
+    def rows(self) -> list[tuple[str, float | int]]:
+        """(metric, value) pairs in display order."""
+        out: list[tuple[str, float | int]] = [
+            ("accuracy", self.accuracy),
+            ("macro_f1", self.macro_f1),
+        ]
+        out += [(f"recall[{c}]", r) for c, r in self.recall.items()]
+        out += [
+            ("n_compared", self.n_compared),
+            ("n_without_truth", self.n_without_truth),
+            ("n_truth_unpredicted", self.n_truth_unpredicted),
+        ]
+        return out
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "accuracy": self.accuracy,
+            "macro_f1": self.macro_f1,
+            "recall": dict(self.recall),
+            "n_compared": self.n_compared,
+            "n_without_truth": self.n_without_truth,
+            "n_truth_unpredicted": self.n_truth_unpredicted,
+        }
+
+
+def evaluate_labels(
+    predicted: Mapping[str, str], truth: Mapping[str, str], classes: Sequence[str] | None = None
+) -> Evaluation:
+    """Compare {task: label} predictions with {task: label} truth.
+
+    Macro-F1 averages the per-class F1 over every class seen in the truth or
+    the predictions (a class never predicted nor true is skipped); recall is
+    reported for each class present in the truth.
+
+    Predicted labels that never occur in the truth (files from different
+    data sets, or classes named differently) are reported with a warning.
+
+    ``predicted`` and ``truth`` are mappings or pandas Series indexed by
+    task (``result.labels_series()``); ids and labels compare as they are,
+    so an int64 id is not the text ``"1"`` (an error says so when that is
+    why nothing matched).
+    """
+    predicted, truth = check_task_mapping(predicted, "predicted"), check_task_mapping(truth, "truth")
+    common = [t for t in predicted if t in truth]
+    if not common:
+        texts = {str(t) for t in truth}
+        why = ""
+        if any(str(t) in texts for t in predicted):
+            kinds = sorted({type(t).__name__ for t in predicted}), sorted({type(t).__name__ for t in truth})
+            why = (f" (the ids match as text but differ in type: predicted {', '.join(kinds[0])}, truth "
+                   f"{', '.join(kinds[1])}; convert one side, e.g. truth.index.astype(...))")
+        raise DataError(
+            f"no task has both a prediction and a truth label; check that the task ids match{why}"
+        )
+    pred = np.asarray([predicted[t] for t in common], dtype=object)
+    true = np.asarray([truth[t] for t in common], dtype=object)
+    true_set = set(truth.values())
+    foreign = sorted({p for p in pred.tolist() if p not in true_set})
+    if foreign:
+        n_foreign = int(sum(p not in true_set for p in pred.tolist()))
+        shown = ", ".join(repr(f) for f in foreign[:5]) + (", ..." if len(foreign) > 5 else "")
+        overlap = set(pred.tolist()) & true_set
+        head = (
+            "the predicted labels and the truth labels have no class in common"
+            if not overlap
+            else f"{n_foreign} of {len(common)} compared prediction(s) use labels absent from the truth"
+        )
+        warn(
+            CrowdaggWarning(
+                f"{head} ({shown} vs truth labels {', '.join(repr(t) for t in sorted(true_set)[:5])}"
+                f"{', ...' if len(true_set) > 5 else ''}); are these files from the same data set?"
+            )
+        )
+    seen = set(pred.tolist()) | set(true.tolist())
+    if classes is None:
+        try:
+            classes = infer_classes(seen)
+        except DataError:
+            classes = sorted(seen)
+    else:
+        # the given order first; labels outside it (e.g. truth named differently) still get their recall
+        classes = list(classes) + sorted(seen - set(classes))
+    correct = pred == true
+    recall: dict[str, float] = {}
+    f1s: list[float] = []
+    for c in classes:
+        is_true = true == c
+        is_pred = pred == c
+        tp = float(np.sum(correct & is_true))
+        n_true = float(is_true.sum())
+        n_pred = float(is_pred.sum())
+        if n_true:
+            recall[c] = tp / n_true
+        if n_true or n_pred:
+            f1s.append(2 * tp / (n_true + n_pred))
+    return Evaluation(
+        accuracy=float(correct.mean()),
+        macro_f1=float(np.mean(f1s)) if f1s else float("nan"),
+        recall=recall,
+        n_compared=len(common),
+        n_without_truth=len(predicted) - len(common),
+        n_truth_unpredicted=sum(1 for t in truth if t not in predicted),
+        classes=list(classes),
+    )
+
+
+# --------------------------------------------------------------------------- reports
+def evaluation_bytes(ev: Evaluation, fmt: str) -> bytes:
+    """An evaluation as csv/tsv (metric,value rows) or json/jsonl (one object)."""
+    import json
+
+    from ..io.render import render_table
+
+    if fmt in ("json", "jsonl"):
+        return (json.dumps(ev.as_dict(), ensure_ascii=False) + "\n").encode("utf-8")
+    import numpy as np
+
+    rows = ev.rows()
+    values = np.array([repr(float(v)) if isinstance(v, float) else str(v) for _, v in rows], dtype=object)
+    return render_table({"metric": np.array([n for n, _ in rows], dtype=object), "value": values}, fmt)
+
+
+def print_table(ev: Evaluation, stream: Any) -> None:
+    """A rich table, for a terminal."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="evaluation")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for name, value in ev.rows():
+        table.add_row(name, f"{value:.4f}" if isinstance(value, float) else str(value))
+    Console(file=stream).print(table)
+
+
+def summary_line(ev: Evaluation, note: str = "") -> str:
+    recall = " ".join(f"{c}={r:.4f}" for c, r in ev.recall.items())
+    return (
+        f"accuracy {ev.accuracy:.4f}  macro-F1 {ev.macro_f1:.4f}  recall {recall}  "
+        f"({ev.n_compared} tasks compared, {ev.n_without_truth} without truth"
+        + (f", {ev.n_truth_unpredicted} truth task(s) not in the output" if ev.n_truth_unpredicted else "")
+        + f"{note})"
+    )
+
+
+def evaluate_run(data: Any, result: Any, truth: dict[str, str], gold: Any) -> tuple[Evaluation, str]:
+    """Score the run against ``truth``, leaving out the tasks clamped by gold and those with no answers.
+
+    A task whose answers were all left out (blank labels skipped, rejected
+    assignments excluded) keeps its output row, but its label is only the
+    class prior: scoring it would measure the prior, not the method, so it
+    is left out of the scores and counted in the note.
+    """
+    names = data.task_names.tolist()
+    labels = result.label_names().tolist()
+    answered = np.asarray(data.answers_per_task) > 0
+    predicted = {t: lab for t, lab, a in zip(names, labels, answered.tolist()) if a}
+    unanswered = [t for t, a in zip(names, answered.tolist()) if not a and t in truth]
+    note = f", {len(unanswered)} task(s) with no answers not scored" if unanswered else ""
+    if unanswered and not any(t in predicted for t in truth):
+        raise DataError(
+            f"every task of {param('truth')} found in the answers ({len(unanswered)}) has no answers left "
+            "(blank or rejected): nothing to score"
+        )
+    if gold:
+        clamped = [t for t in gold if t in predicted]
+        scored_before = sum(1 for t in truth if t in predicted)
+        for t in clamped:
+            del predicted[t]
+        note += f", {len(clamped)} gold task(s) excluded"
+        if scored_before and not any(t in predicted for t in truth):
+            raise DataError(
+                f"all {scored_before} task(s) of {param('truth')} are {param('gold')} tasks, whose labels are given, "
+                "not inferred: "
+                "nothing left to score"
+            )
+    ev = evaluate_labels(predicted, truth, list(data.classes))
+    # Truth tasks left out above are in the output: only those the run never saw are "not in the output".
+    in_run = set(names)
+    return dataclasses.replace(ev, n_truth_unpredicted=sum(1 for t in truth if t not in in_run)), note

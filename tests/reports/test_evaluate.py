@@ -1,0 +1,104 @@
+"""Metrics of predicted labels against truth."""
+
+from __future__ import annotations
+
+import pytest
+
+from crowdagg.errors import CrowdaggWarning, DataError
+from crowdagg.reports.evaluate import evaluate_labels
+
+
+def test_metrics_by_hand():
+    truth = {"a": "x", "b": "x", "c": "y", "d": "y", "e": "z"}
+    pred = {"a": "x", "b": "y", "c": "y", "d": "y", "e": "x", "f": "x"}
+    ev = evaluate_labels(pred, truth)
+    assert ev.accuracy == pytest.approx(3 / 5)
+    assert ev.recall == {"x": 0.5, "y": 1.0, "z": 0.0}
+    # F1: x = 2*1/(2+2) = .5, y = 2*2/(2+3) = .8, z = 0
+    assert ev.macro_f1 == pytest.approx((0.5 + 0.8 + 0.0) / 3)
+    assert (ev.n_compared, ev.n_without_truth, ev.n_truth_unpredicted) == (5, 1, 0)
+
+
+def test_numeric_classes_ordered_and_unpredicted_truth():
+    ev = evaluate_labels({"1": "10", "2": "9"}, {"1": "10", "2": "9", "3": "9"})
+    assert list(ev.recall) == ["9", "10"]
+    assert ev.n_truth_unpredicted == 1 and ev.accuracy == 1.0
+
+
+def test_no_overlap_is_an_error():
+    with pytest.raises(DataError, match="task ids"):
+        evaluate_labels({"a": "x"}, {"b": "x"})
+
+
+def test_labels_absent_from_the_truth_are_warned_about():
+    # dog-like predictions (4 classes) scored against rte-like truth (2 classes): ids overlap, classes do not all
+    pred = {str(i): str(i % 4) for i in range(100)}
+    truth = {str(i): str(i % 2) for i in range(100)}
+    with pytest.warns(CrowdaggWarning, match="50 of 100 compared prediction.*absent from the truth.*'2', '3'"):
+        evaluate_labels(pred, truth)
+    with pytest.warns(CrowdaggWarning, match="no class in common"):
+        evaluate_labels({"a": "cat", "b": "dog"}, {"a": "0", "b": "1"})
+
+
+def test_matching_label_sets_do_not_warn(recwarn):
+    evaluate_labels({"a": "x", "b": "x"}, {"a": "x", "b": "y"})
+    assert not [w for w in recwarn.list if issubclass(w.category, CrowdaggWarning)]
+
+
+def test_pandas_series_are_compared_by_their_index():
+    """``evaluate_labels(result.labels_series(), truth)`` raised TypeError ('numpy.ndarray' object is not callable)."""
+    import pandas as pd
+
+    from crowdagg import aggregate
+    from crowdagg.errors import UsageError
+
+    frame = pd.DataFrame({"task": [1, 1, 2, 2, 3, 3], "worker": ["a", "b"] * 3, "label": [0, 0, 1, 1, 1, 0]})
+    predicted = aggregate(frame, "mv").labels_series()
+    truth = pd.Series({1: 0, 2: 1, 3: 0})
+    ev = evaluate_labels(predicted, truth)
+    assert ev.n_compared == 3 and ev.accuracy == float((predicted == truth).mean())
+    assert evaluate_labels(predicted.to_dict(), truth).accuracy == ev.accuracy
+    with pytest.raises(DataError, match="match as text but differ in type: predicted int, truth str"):
+        evaluate_labels(predicted, {"1": 0, "2": 1})
+    with pytest.raises(DataError, match="lists task 1 more than once"):
+        evaluate_labels(predicted, pd.Series([0, 1], index=[1, 1]))
+    with pytest.raises(UsageError, match="truth must map each task to its label"):
+        evaluate_labels(predicted, [0, 1, 0])
+
+
+# --------------------------------------------------------------------------- scoring a run (--truth)
+def _run(rows: str, truth: dict[str, str]):
+    import io
+
+    from crowdagg import aggregate, load_annotations
+    from crowdagg.reports.evaluate import evaluate_run, summary_line
+
+    data = load_annotations(io.BytesIO(rows.encode()), input_format="csv")
+    result = aggregate(data, "mv")
+    ev, note = evaluate_run(data, result, truth, None)
+    return ev, note, summary_line(ev, note)
+
+
+def test_a_task_whose_answers_were_all_left_out_is_not_scored(recwarn):
+    """t2's only answer is blank (skipped): its label is the prior's guess, which the score must not count."""
+    rows = "task,worker,label\nt1,w1,a\nt1,w2,a\nt3,w1,b\nt2,w1,\n"
+    # t2 would be labelled 'a' (the prior's argmax), wrong against the truth 'b': accuracy 2/3 if it were scored
+    ev, note, line = _run(rows, {"t1": "a", "t2": "b", "t3": "b", "t9": "a"})
+    assert ev.accuracy == 1.0 and ev.n_compared == 2
+    assert ev.n_without_truth == 0 and ev.n_truth_unpredicted == 1  # t9 alone: t2 is in the output
+    assert note == ", 1 task(s) with no answers not scored"
+    assert line.endswith("(2 tasks compared, 0 without truth, 1 truth task(s) not in the output, "
+                         "1 task(s) with no answers not scored)")
+
+
+def test_truth_only_on_unanswered_tasks_is_an_error(recwarn):
+    rows = "task,worker,label\nt1,w1,a\nt2,w1,\n"
+    with pytest.raises(DataError, match=r"every task of truth found in the answers \(1\) has no answers left"):
+        _run(rows, {"t2": "a"})
+
+
+def test_the_summary_line_counts_truth_tasks_the_output_lacks():
+    rows = "task,worker,label\nt1,w1,a\nt2,w1,b\n"
+    ev, note, line = _run(rows, {"t1": "a", "t7": "b", "t8": "b"})
+    assert note == "" and ev.n_truth_unpredicted == 2
+    assert line.endswith("(1 tasks compared, 1 without truth, 2 truth task(s) not in the output)")
