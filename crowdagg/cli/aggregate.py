@@ -6,6 +6,7 @@ from typing import Any, Optional
 
 import typer
 
+from ..core.threads import use_threads
 from . import options as opt
 from . import pipeline as steps
 from .options import require_values
@@ -62,6 +63,7 @@ def aggregate(
     smoothing: Optional[float] = opt.SMOOTHING,
     param_: list[str] = opt.PARAM,
     max_memory: Optional[str] = opt.max_memory_option("a run", examples=True),
+    threads: Optional[str] = opt.THREADS,
     quiet: bool = opt.QUIET,
     verbose: bool = opt.VERBOSE,
 ) -> None:
@@ -83,6 +85,7 @@ def aggregate(
     class_list = steps.check_read_options(
         duplicates=duplicates, blank_labels=blank_labels, rejected=rejected, max_memory=max_memory, classes=classes
     )
+    n_threads = steps.check_threads(threads)
     planned, sources = steps.plan_outputs(_outputs(output, fmt, workers, save_workers), input, side)
     # 2. Side inputs, then the data and the fit.
     if gold is not None:
@@ -90,12 +93,14 @@ def aggregate(
     if init_workers is not None:
         params["init_workers"] = steps.read_worker_model(init_workers, max_memory)
     truth_labels = steps.read_labels(truth, truth_task_col, truth_label_col, option="--truth") if truth else None
-    data = steps.load(
-        sources, input_format=input_format, task_col=task_col, worker_col=worker_col, label_col=label_col,
-        classes=class_list, duplicates=duplicates, max_memory=max_memory, rejected=rejected, blank_labels=blank_labels,
-    )
-    _check_output_memory(data, proba=proba, workers=workers is not None, max_memory=max_memory)
-    result = steps.fit(data, method, params, quiet=quiet, max_memory=max_memory)
+    with use_threads(n_threads):
+        data = steps.load(
+            sources, input_format=input_format, task_col=task_col, worker_col=worker_col, label_col=label_col,
+            classes=class_list, duplicates=duplicates, max_memory=max_memory, rejected=rejected,
+            blank_labels=blank_labels,
+        )
+        _check_output_memory(data, proba=proba, workers=workers is not None, max_memory=max_memory)
+        result = steps.fit(data, method, params, quiet=quiet, max_memory=max_memory)
     # 3. Evaluation (it can fail: nothing written yet).
     summary = None
     if truth_labels is not None:

@@ -133,6 +133,10 @@ def defaults(name: str, with_help: bool = False) -> str:
 # --------------------------------------------------------------------------- every command
 VERBOSE = typer.Option(False, "--verbose", "-v", help="Show tracebacks on error.")
 QUIET = typer.Option(False, "--quiet", "-q", help="No progress display.")
+THREADS = typer.Option(
+    None, "--threads", metavar="N",
+    help="Threads for the kernels (default: $CROWDAGG_THREADS, else all cores); the output does not depend on it.",
+)
 
 
 def format_option(help: str) -> Any:

@@ -3,7 +3,7 @@
 ``aggregate`` is these steps in order; ``train``, ``predict`` and
 ``workers`` take the ones they need instead of copying them:
 
-1. :func:`check_method` and :func:`check_read_options` -- everything that
+1. :func:`check_method`, :func:`check_read_options`, :func:`check_threads` -- everything that
    can be refused before reading a byte (a bad parameter never waits for a
    large input to load);
 2. :func:`plan_outputs` -- where each output lands and in which format,
@@ -84,6 +84,13 @@ def check_read_options(
     check_rejected_policy(rejected)
     memory.parse_size(max_memory)
     return split_list(classes)
+
+
+def check_threads(value: Optional[str]) -> int:
+    """``--threads N``, else ``$CROWDAGG_THREADS``, else all cores: the count this run uses (:mod:`crowdagg.core.threads`)."""
+    from ..core import threads
+
+    return threads.count() if value is None else threads.parse(value)
 
 
 def side_inputs(**paths: Optional[str]) -> list[Named]:
