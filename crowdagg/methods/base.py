@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from ..core import memory
+from ..core import memory, threads
 from ..data.annotations import AnnotationSet
 from ..errors import ConvergenceWarning, CrowdaggWarning, DataError, UsageError, param, warn
 from .result import AggregationResult
@@ -134,7 +134,8 @@ class Aggregator:
         self._prepare(data, max_memory)
         need, what = self.memory_needed(data)
         memory.check(need, what, max_memory, advice=self.memory_advice)
-        result = self._fit(data, checked, callback)
+        with threads.fit_scope():  # BLAS on one thread beside the kernels; torch on the policy's count
+            result = self._fit(data, checked, callback)
         result.max_memory = max_memory
         result.check_shapes()
         _check_posteriors(result)
