@@ -191,7 +191,7 @@ class Aggregator:
         self._prepare(data, max_memory)
         need, what = self.memory_needed(data)
         memory.check(need, what, max_memory, advice=self.memory_advice)
-        result = self._fit(data, self._context(data, checked), callback)
+        result = self._fit(data, self._context(data, checked, max_memory), callback)
         result.max_memory = max_memory
         result.check_shapes()
         _check_posteriors(result)
@@ -206,13 +206,15 @@ class Aggregator:
             )
         return result
 
-    def _context(self, data: AnnotationSet, checked: dict[str, Any]) -> FitContext:
+    def _context(self, data: AnnotationSet, checked: dict[str, Any], max_memory: memory.MaxMemory) -> FitContext:
         """The services resolved once for this fit: the gold clamp (a method declared with ``gold=True``),
-        then the start (a method that declares ``init``)."""
+        then the start (a method that declares ``init``; another method's fit is bounded by ``max_memory``)."""
         spec = self.spec()
         gold = self.gold if spec.gold else None
         clamp = gold_clamp(data, gold) if spec.gold else None
-        start = resolve_start(self, data, checked["init"], checked["seed"], gold) if "init" in checked else None
+        start = None
+        if "init" in checked:
+            start = resolve_start(self, data, checked["init"], checked["seed"], gold, max_memory)
         return FitContext(checked, clamp=clamp, start=start)
 
     def _prepare(self, data: AnnotationSet, max_memory: memory.MaxMemory) -> None:

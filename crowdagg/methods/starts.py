@@ -63,7 +63,8 @@ class Start:
     name: str = SOFT_VOTE
 
 
-def resolve_start(method: Any, data: AnnotationSet, init: Any, seed: int, gold: Any = None) -> Start:
+def resolve_start(method: Any, data: AnnotationSet, init: Any, seed: int, gold: Any = None,
+                  max_memory: Any = None) -> Start:
     """``init`` (already checked against its declaration) resolved for ``data``.
 
     ``method`` is the aggregator being fitted: its ``name`` and its
@@ -91,7 +92,7 @@ def resolve_start(method: Any, data: AnnotationSet, init: Any, seed: int, gold: 
     kwargs: dict[str, Any] = {"seed": seed} if "seed" in spec.param_names else {}
     if spec.gold and gold is not None:
         kwargs["gold"] = gold
-    result = other(**kwargs).fit(data)
+    result = other(**kwargs).fit(data, max_memory=max_memory)
     shared = getattr(other, "worker_form", None) in getattr(method, "starts_from", ())
     return Start(result.posteriors.copy(), result if shared else None, init)
 

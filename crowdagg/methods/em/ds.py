@@ -42,7 +42,7 @@ pseudo-counts included, which the next saved model records.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -133,7 +133,7 @@ class DawidSkene(IterativeAggregator):
     objective_name = "log-likelihood"
     #: Its worker parameters are full confusion matrices; it can start from a confusion or a one-coin model's.
     worker_form = "confusion"
-    starts_from = ("confusion", "one-coin")
+    starts_from: ClassVar[tuple[str, ...]] = ("confusion", "one-coin")
     collapse_advice = f"try mv, or ds with {param('smoothing')} 1 (pseudo-counts that keep rare classes alive)"
     memory_advice = "its tables grow with workers × classes²: use mv or wmv, or fewer classes"
 
