@@ -65,8 +65,11 @@ from ..base import (
     argmax_random_ties,
     full_m_step,
     make_result,
+    one_coin_accuracy,
     one_coin_m_step,
+    prior_m_step,
 )
+from ..model_file import TOLERANCE, Field, SavedForm, WorkerModel
 from ..result import AggregationResult
 from ..votes.mv import soft_majority_vote
 
@@ -178,6 +181,120 @@ def em_memory(data: AnnotationSet) -> tuple[float, str]:
     return need, f"{w:,} workers × {k:,}² classes, {n:,} tasks"
 
 
+# ----------------------------------------------------------------------------- the saved model
+#: The axes of a per-worker matrix in a saved model: ``[worker, true, observed]``.
+_MATRIX_AXES = ("worker", "true class", "observed class")
+
+
+class DawidSkeneForm(SavedForm):
+    """ds's saved model (:mod:`crowdagg.methods.model_file`): per worker ``counts`` (n_workers, K, K), the expected
+    answers ``[worker, true, observed]`` the last M-step read, and the ``confusion`` it made of them.
+
+    A warm start adds the counts, transposed to ``[worker, observed, true]``,
+    to every M-step's.  A ``onecoin`` model converts: each worker's correct
+    answers spread over the true classes by the model's class counts, its
+    wrong ones also, evenly over the other classes.
+    """
+
+    method = "ds"
+    fields = (Field("counts", "counts", _MATRIX_AXES), Field("confusion", "probabilities", _MATRIX_AXES, sums=True))
+    converts = ("onecoin",)
+
+    def from_result(self, result: AggregationResult) -> dict[str, np.ndarray]:
+        return {"counts": result.counts["counts"], "confusion": result.worker_params["confusion"]}
+
+    def parameters(self, stats: dict[str, np.ndarray], smoothing: float, k: int) -> dict[str, np.ndarray]:
+        _, conf_ot = full_m_step(stats["counts"].transpose(0, 2, 1), np.zeros(k), smoothing)
+        return {"confusion": np.ascontiguousarray(conf_ot.transpose(0, 2, 1))}
+
+    def prior(self, class_counts: np.ndarray, smoothing: float) -> np.ndarray:
+        return prior_m_step(class_counts, smoothing)
+
+    def convert(self, model: WorkerModel, order: np.ndarray, rows: np.ndarray) -> dict[str, np.ndarray]:
+        if model["method"] == "ds":
+            return {"counts": model["counts"][rows][:, order][:, :, order]}
+        correct, wrong, share = one_coin_spread(model, order, rows)
+        k = len(order)
+        counts = (wrong[:, None, None] * share[None, :, None]).repeat(k, axis=2)
+        idx = np.arange(k)
+        counts[:, idx, idx] = correct[:, None] * share[None, :]
+        return {"counts": counts}
+
+    def pseudo_counts(self, stats: dict[str, np.ndarray], known: np.ndarray, k: int) -> np.ndarray:
+        pseudo = np.zeros((known.size, k, k))
+        pseudo[known] = stats["counts"].transpose(0, 2, 1)
+        return pseudo
+
+
+class OneCoinForm(SavedForm):
+    """onecoin's saved model (:mod:`crowdagg.methods.model_file`): per worker ``correct`` (expected correct
+    answers) and ``answers`` (n_workers,), and the ``accuracy`` the M-step made of them.
+
+    A warm start adds, to every M-step's expected counts, matrices whose
+    trace is the correct answers and whose total is the answers (all a
+    one-coin M-step reads).  A ``ds`` model converts: the trace and the total
+    of each worker's counts.
+    """
+
+    method = "onecoin"
+    fields = (Field("correct", "counts"), Field("answers", "counts"), Field("accuracy", "probabilities"))
+    converts = ("ds",)
+
+    def from_result(self, result: AggregationResult) -> dict[str, np.ndarray]:
+        return {"correct": result.counts["correct"], "answers": result.counts["answers"],
+                "accuracy": result.worker_params["accuracy"]}
+
+    def parameters(self, stats: dict[str, np.ndarray], smoothing: float, k: int) -> dict[str, np.ndarray]:
+        return {"accuracy": one_coin_accuracy(stats["correct"], stats["answers"], smoothing, k)}
+
+    def prior(self, class_counts: np.ndarray, smoothing: float) -> np.ndarray:
+        return prior_m_step(class_counts, smoothing)
+
+    def check(self, model: WorkerModel, display: str) -> None:
+        over = np.flatnonzero(model["correct"] > model["answers"] * (1 + TOLERANCE) + TOLERANCE)
+        if over.size:
+            i = int(over[0])
+            raise DataError(f"{display}: correct[{i}] is {float(model['correct'][i])!r}, more than answers[{i}] "
+                            f"= {float(model['answers'][i])!r}")
+
+    def convert(self, model: WorkerModel, order: np.ndarray, rows: np.ndarray) -> dict[str, np.ndarray]:
+        if model["method"] == "ds":
+            sub = model["counts"][rows][:, order][:, :, order]
+            return {"correct": np.trace(sub, axis1=1, axis2=2).copy(), "answers": sub.sum(axis=(1, 2))}
+        if len(order) == len(model["classes"]):
+            return {"correct": model["correct"][rows].copy(), "answers": model["answers"][rows].copy()}
+        # Classes dropped: the trace and total of the matrices ds would make, without making them.
+        correct, wrong, share = one_coin_spread(model, order, rows)
+        kept = share.sum()
+        return {"correct": correct * kept, "answers": (correct + wrong * (len(order) - 1)) * kept}
+
+    def pseudo_counts(self, stats: dict[str, np.ndarray], known: np.ndarray, k: int) -> np.ndarray:
+        # What a one-coin M-step reads of them: the trace (correct) and the total (answers).
+        pseudo = np.zeros((known.size, k, k))
+        idx, rows = np.arange(k), np.flatnonzero(known)
+        wrong = (stats["answers"] - stats["correct"]) / max(k * (k - 1), 1)
+        pseudo[rows] = wrong[:, None, None]
+        pseudo[rows[:, None], idx, idx] = stats["correct"][:, None] / k
+        if k == 1:
+            pseudo[rows, 0, 0] = stats["answers"]
+        return pseudo
+
+
+def one_coin_spread(model: WorkerModel, order: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, ...]:
+    """A one-coin model's workers ``rows`` as matrices would hold them: (correct, wrong per other class, share).
+
+    ``correct`` and ``wrong`` (len(rows),): the correct answers and the
+    wrong ones spread evenly over the model's other K - 1 classes; ``share``
+    (len(order),): each kept class's share of the model's class counts (by
+    which both spread over the true classes; uniform without counts).
+    """
+    correct, answers = model["correct"][rows], model["answers"][rows]
+    k_model = len(model["classes"])
+    total = model["class_counts"].sum()
+    share = model["class_counts"][order] / total if total > 0 else np.full(len(order), 1.0 / k_model)
+    return correct, (answers - correct) / max(k_model - 1, 1), share
+
+
 class DawidSkene(IterativeAggregator):
     __doc__ = __doc__
     name = "ds"
@@ -185,6 +302,7 @@ class DawidSkene(IterativeAggregator):
     _model: Any = None
     collapse_advice = f"try mv, or ds with {param('smoothing')} 1 (pseudo-counts that keep rare classes alive)"
     memory_advice = "its tables grow with workers × classes²: use mv or wmv, or fewer classes"
+    saved_form: SavedForm = DawidSkeneForm()
 
     def memory_needed(self, data: AnnotationSet) -> tuple[float, str]:
         need, what = em_memory(data)
@@ -192,7 +310,7 @@ class DawidSkene(IterativeAggregator):
         if self._model is not None:
             from ..model_file import WarmStart
 
-            need += WarmStart.memory(data, self._model)
+            need += WarmStart.memory(data, self._model, self.name)
         return need, what
 
     def _prepare(self, data: AnnotationSet, max_memory: Any) -> None:
@@ -252,3 +370,5 @@ class OneCoinDawidSkene(DawidSkene):
     name = "onecoin"
     _m_step = staticmethod(one_coin_m_step)  # type: ignore[assignment]
     collapse_advice = IterativeAggregator.collapse_advice  # the base's "try ds", not the advice ds gives itself
+    saved_form = OneCoinForm()
+
