@@ -559,6 +559,11 @@ def converted_counts(
     :class:`~crowdagg.errors.DataError` naming the file).  Classes the data
     lacks drop out; only ``rows`` are expanded.
     """
+    return _starting_form(model, method).convert(model, class_order(model, classes), rows)
+
+
+def _starting_form(model: WorkerModel, method: str) -> SavedForm:
+    """The form of ``method``, which ``model`` can start: the rule the form declares, else an error."""
     form = form_of(method)
     if form is None:
         raise UsageError(f"method {method!r} saves no worker model; {param('init_workers')} works with "
@@ -567,7 +572,7 @@ def converted_counts(
         takes = ", ".join((method, *form.converts))
         raise DataError(f"{model['source']}: a {model['method']} worker model cannot start {method} (it starts from "
                         f"a worker model of {takes})")
-    return form.convert(model, class_order(model, classes), rows)
+    return form
 
 
 class WarmStart:
@@ -578,19 +583,17 @@ class WarmStart:
     (:meth:`SavedForm.pseudo_counts`; first axis the data's workers, zero
     for workers the model does not know) -- for ds and onecoin
     (n_workers, K_observed, K_true), also named ``counts_ot``; ``known``
-    (n_workers,) bool; ``model`` the checked model.  Building it warns when
-    the data's tasks were already in the model's fit and when the model has
-    classes the data lacks, and refuses a model of a method the fitted one
-    does not convert.
+    (n_workers,) bool; ``model`` the checked model.  Building it refuses a
+    model of a method the fitted one does not convert, and warns when the
+    data's tasks were already in the model's fit and when the model has
+    classes the data lacks.
     """
 
     def __init__(self, model: WorkerModel, data: AnnotationSet, method: str) -> None:
         classes = list(data.classes)
-        class_order(model, classes)  # a class of the data the model lacks: before any warning
+        order = class_order(model, classes)
+        form = _starting_form(model, method)
         extra = [c for c in model["classes"] if c not in set(classes)]
-        found = _lookup(data.workers.names, model["workers"])
-        self.known = found >= 0
-        stats = converted_counts(model, classes, method, found[self.known])
         if extra:
             warn(CrowdaggWarning(
                 f"{model['source']}: the worker model's class(es) {', '.join(map(repr, extra))} are not among the "
@@ -604,10 +607,10 @@ class WarmStart:
                 "fit the batches together instead"
             ))
         self.model = model
-        self.class_counts = model["class_counts"][class_order(model, classes)].copy()
-        form = form_of(method)
-        assert form is not None  # (converted_counts refused a method without one)
-        self.pseudo = form.pseudo_counts(stats, self.known, data.n_classes)
+        self.class_counts = model["class_counts"][order].copy()
+        found = _lookup(data.workers.names, model["workers"])
+        self.known = found >= 0
+        self.pseudo = form.pseudo_counts(form.convert(model, order, found[self.known]), self.known, data.n_classes)
 
     @property
     def counts_ot(self) -> np.ndarray:
@@ -615,9 +618,10 @@ class WarmStart:
         return self.pseudo
 
     @staticmethod
-    def memory(data: AnnotationSet, model: WorkerModel, method: str) -> float:
-        """Bytes it allocates beyond the fit of ``data`` with ``method`` (:meth:`SavedForm.memory`)."""
-        form = form_of(method)
+    def memory(data: AnnotationSet, model: WorkerModel, method: str | None = None) -> float:
+        """Bytes it allocates beyond the fit of ``data`` with ``method`` (default: the model's own method), as
+        the fitted method's form counts them (:meth:`SavedForm.memory`)."""
+        form = form_of(method or model["method"])
         return 0.0 if form is None else form.memory(data.n_workers, data.n_classes, len(model["classes"]))
 
 
