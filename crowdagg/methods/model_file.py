@@ -17,10 +17,11 @@ This module owns the envelope only -- ``format``, ``version``, ``method``,
 ``n_tasks`` and ``task_hashes``, the strict JSON reading and the checks of
 every field -- and knows no method.  **Each method declares its own saved
 form** (a :class:`SavedForm`, the ``saved_form`` of its aggregator class, in
-the method's module): which per-worker fields it saves (:class:`Field`: the
-counts, and the parameters that follow from them), the M-step that makes
-those parameters from the counts, how its counts enter a warm start, and
-which other methods' models it converts.  ``ds`` saves ``counts`` and
+the method's module): which per-worker fields it saves (:class:`Field`: its
+statistics -- counts, or a GLAD ability and its curvature: what the model
+is -- and the parameters derived from them), the M-step that derives them,
+how its statistics enter a warm start, and which other methods' models it
+converts.  ``ds`` saves ``counts`` and
 ``confusion`` (n_workers, K, K) ``[worker, true, observed]``; ``onecoin``
 saves ``correct``, ``answers`` and ``accuracy`` (n_workers,).  The methods
 that save a model are those the registry declares with ``init_workers``.
@@ -106,18 +107,22 @@ class WorkerModel(dict):
 class Field:
     """One per-worker field of a saved model: its name, what its numbers are, what each axis runs over.
 
-    ``kind``: ``"counts"`` (numbers >= 0: the statistics, the model
-    itself), ``"probabilities"`` (0 to 1; with ``sums`` each last-axis row
-    sums to 1 within :data:`TOLERANCE`) or ``"numbers"`` (any finite
-    number: an ability, a log-odds ...).  ``axes``: ``"worker"`` first,
-    then any number of class axes (``"true class"``, ``"observed class"``),
-    each K long.
+    ``kind``: ``"counts"`` (numbers >= 0), ``"probabilities"`` (0 to 1;
+    with ``sums`` each last-axis row sums to 1 within :data:`TOLERANCE`)
+    or ``"numbers"`` (any finite number: an ability, a log-odds ...).
+    ``axes``: ``"worker"`` first, then any number of class axes (``"true
+    class"``, ``"observed class"``), each K long.  ``derived``: the field
+    follows from the others by the method's M-step
+    (:meth:`SavedForm.parameters`) and a file's must equal what they give;
+    the fields that are not derived are the model itself, its
+    *statistics* (ds's counts; a GLAD ability and its curvature).
     """
 
     name: str
     kind: str
     axes: tuple[str, ...] = ("worker",)
     sums: bool = False
+    derived: bool = False
 
     def shape(self, n_workers: int, k: int) -> tuple[int, ...]:
         return tuple(n_workers if axis == "worker" else k for axis in self.axes)
@@ -132,29 +137,30 @@ class SavedForm:
     names a method.  A subclass sets :attr:`method` and :attr:`fields` and
     implements the methods below that raise ``NotImplementedError``.
 
-    Shapes: ``stats`` is a dict of the form's ``"counts"`` fields, each
-    (n, ...) for n workers; ``order`` (K_data,) the model's index of each of
+    Shapes: ``stats`` is a dict of the form's :attr:`statistics` (the
+    fields not ``derived``), each (n, ...) for n workers; ``order`` (K_data,) the model's index of each of
     the data's classes (:func:`class_order`); ``rows`` the model's workers
     to take.
     """
 
     #: The registry name of the method whose models these are.
     method: ClassVar[str] = ""
-    #: Every per-worker field, in the order they are written: the counts, then the parameters.
+    #: Every per-worker field, in the order they are written: the statistics, then the derived parameters.
     fields: ClassVar[tuple[Field, ...]] = ()
     #: Other methods whose saved models this method converts (:meth:`convert`) into its own counts.
     converts: ClassVar[tuple[str, ...]] = ()
 
     @property
-    def count_fields(self) -> tuple[str, ...]:
-        return tuple(f.name for f in self.fields if f.kind == "counts")
+    def statistics(self) -> tuple[str, ...]:
+        """The fields that are the model (not ``derived``): what :meth:`convert` gives and a warm start adds."""
+        return tuple(f.name for f in self.fields if not f.derived)
 
     def from_result(self, result: AggregationResult) -> dict[str, np.ndarray]:
         """Every field of :attr:`fields` for the fitted ``result``'s workers (``result.data``' order)."""
         raise NotImplementedError
 
     def parameters(self, stats: dict[str, np.ndarray], smoothing: float, k: int) -> dict[str, np.ndarray]:
-        """The parameter fields the method's M-step makes of ``stats`` (what a file's must equal)."""
+        """The ``derived`` fields, as the method's M-step makes them of ``stats`` (what a file's must equal)."""
         raise NotImplementedError
 
     def prior(self, class_counts: np.ndarray, smoothing: float) -> np.ndarray:
@@ -165,7 +171,7 @@ class SavedForm:
         """Checks between fields beyond each one's own (e.g. no more correct answers than answers)."""
 
     def convert(self, model: WorkerModel, order: np.ndarray, rows: np.ndarray) -> dict[str, np.ndarray]:
-        """The count fields of the model's workers ``rows`` in this form, classes in the data's ``order``.
+        """The statistics of the model's workers ``rows`` in this form, classes in the data's ``order``.
 
         ``model`` is of this method or of one in :attr:`converts`
         (:func:`converted_counts` has refused any other).  Classes of the
@@ -176,8 +182,8 @@ class SavedForm:
     def pseudo_counts(self, stats: dict[str, np.ndarray], known: np.ndarray, k: int) -> np.ndarray:
         """What a warm start adds to each M-step: an array whose first axis is every worker of the data.
 
-        ``stats``: the counts of the workers ``known`` (bool, (n_workers,))
-        in this form; the rows of the others are zero (no evidence).
+        ``stats``: the statistics of the workers ``known`` (bool,
+        (n_workers,)) in this form; the rows of the others are zero (no evidence).
         """
         raise NotImplementedError
 
@@ -471,8 +477,8 @@ def _check_follows_from_counts(model: WorkerModel, form: SavedForm, display: str
     """The parameters are the M-step of the counts (one reading of the file), within :data:`TOLERANCE`."""
     k, s = len(model["classes"]), model["smoothing"]
     pairs = [("prior", "class_counts", model["prior"], form.prior(model["class_counts"], s))]
-    counts = '" and "'.join(form.count_fields)
-    stats = {name: model[name] for name in form.count_fields}
+    counts = '" and "'.join(form.statistics)
+    stats = {name: model[name] for name in form.statistics}
     pairs += [(key, counts, model[key], value) for key, value in form.parameters(stats, s, k).items()]
     for key, given_by, given, want in pairs:
         off = np.flatnonzero(np.abs(given - want).reshape(-1) > TOLERANCE)

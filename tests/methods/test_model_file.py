@@ -538,7 +538,7 @@ class AbilityForm(SavedForm):
     expected answers agreeing with the vote and the answers, and the log-odds ability they give."""
 
     method = "ability"
-    fields = (Field("agree", "counts"), Field("answers", "counts"), Field("ability", "numbers"))
+    fields = (Field("agree", "counts"), Field("answers", "counts"), Field("ability", "numbers", derived=True))
 
     def from_result(self, result):
         return {"agree": result.counts["agree"], "answers": result.counts["answers"],
@@ -696,3 +696,75 @@ def test_a_method_that_saves_nothing_is_refused_by_name(bluebird):
     doc = json.loads(to_json(quiet_fit(bluebird, "ds")))
     with pytest.raises(DataError, match=r'"method" is "wawa"; a worker model is one of ds, onecoin'):
         from_document({**doc, "method": "wawa"}, "m.json")
+
+
+class CurvatureForm(SavedForm):
+    """As GLAD's will be: the model is an ability (any real number) and the curvature behind it (>= 0), nothing
+    derived; a warm start adds (h α̂, h) per worker, the natural parameters of the prior N(α̂, 1/h)."""
+
+    method = "curvature"
+    fields = (Field("alpha", "numbers"), Field("curvature", "counts"))
+
+    def from_result(self, result):
+        return {"alpha": result.worker_params["alpha"], "curvature": result.counts["curvature"]}
+
+    def parameters(self, stats, smoothing, k):
+        return {}
+
+    def prior(self, class_counts, smoothing):
+        return np.full(class_counts.shape, 1.0 / class_counts.size)
+
+    def convert(self, model, order, rows):
+        return {"alpha": model["alpha"][rows], "curvature": model["curvature"][rows]}
+
+    def pseudo_counts(self, stats, known, k):
+        pseudo = np.zeros((known.size, 2))
+        pseudo[known] = np.stack([stats["curvature"] * stats["alpha"], stats["curvature"]], axis=1)
+        return pseudo
+
+
+class Curvature(AbilityVote):
+    """Each worker's alpha the precision-weighted mean of its log-odds agreement and a saved model's alpha."""
+
+    name = "curvature"
+    saved_form = CurvatureForm()
+
+    def _fit(self, data, checked, callback):
+        fit = AbilityVote().fit(data)  # (registered by the ability fixture)
+        h = fit.counts["answers"].copy()
+        weighted = h * fit.worker_params["ability"]
+        warm = None
+        if self._model is not None:
+            warm = WarmStart(self._model, data, self.name)
+            weighted, h = weighted + warm.pseudo[:, 0], h + warm.pseudo[:, 1]
+        alpha = weighted / h
+        return make_result(self.name, data, fit.posteriors, fit.labels, fit.prior, worker_params={"alpha": alpha},
+                           counts={"class_counts": fit.counts["class_counts"], "smoothing": 0.0, "curvature": h},
+                           init_model=None if warm is None else warm.model)
+
+
+def test_a_form_whose_model_is_not_counts_round_trips_and_accumulates(batches, ability, monkeypatch):
+    monkeypatch.setitem(METHODS, "curvature", Method("curvature", f"{__name__}:Curvature", "test", "test", "test",
+                                                     init_workers=True))
+    one, two = batches
+    first = Curvature().fit(one)
+    model = from_json(to_json(first), "c.json")
+    assert min(model["alpha"]) < 0 < max(model["alpha"])  # a statistic that is not a count: checked as a number
+    np.testing.assert_array_equal(model["alpha"], first.worker_params["alpha"])
+    warm, cold = Curvature(init_workers=model).fit(two), Curvature().fit(two)
+    row = [model["workers"].index(w) for w in two.worker_names]
+    h1, h2 = model["curvature"][row], cold.counts["curvature"]
+    np.testing.assert_allclose(warm.worker_params["alpha"],
+                               (h1 * model["alpha"][row] + h2 * cold.worker_params["alpha"]) / (h1 + h2), rtol=1e-12)
+    doc = json.loads(to_json(first))
+    with pytest.raises(DataError, match=r"^c\.json: curvature\[0\] is -1\.0, not a count"):
+        from_json(json.dumps(_set(doc, "curvature", (0,), -1.0)), "c.json")
+    with pytest.raises(DataError, match=r'^c\.json: the curvature worker model lacks "alpha"'):
+        from_json(json.dumps({k: v for k, v in doc.items() if k != "alpha"}), "c.json")
+    # Carried workers keep their statistics as saved (nothing to derive).
+    doc["workers"][0] = "only-in-batch-1"
+    saved = from_json(to_json(Curvature(init_workers=doc).fit(two)))
+    assert saved["workers"][-1] == "only-in-batch-1" and saved["alpha"][-1] == doc["alpha"][0]
+    # Neither it nor ds converts the other's model.
+    with pytest.raises(DataError, match=r"a curvature worker model cannot start ds"):
+        quiet_fit(two, "ds", init_workers=model)

@@ -51,7 +51,7 @@ from ...errors import param
 from ..base import FitContext, IterativeAggregator, make_result
 from ..blocks import TieBreaker, argmax_random_ties, clamp_posteriors, full_m_step, prior_m_step
 from ..loop import Run, Step
-from ..model_file import Field, SavedForm, WorkerModel
+from ..model_file import Field, SavedForm, WarmStart, WorkerModel, coerce
 from ..result import AggregationResult
 from ..starts import starting_posteriors
 
@@ -141,7 +141,7 @@ class DawidSkeneForm(SavedForm):
     """
 
     method = "ds"
-    fields = (Field("counts", "counts", _MATRIX_AXES), Field("confusion", "probabilities", _MATRIX_AXES, sums=True))
+    fields = (Field("counts", "counts", _MATRIX_AXES), Field("confusion", "probabilities", _MATRIX_AXES, sums=True, derived=True))
     converts = ("onecoin",)
 
     def from_result(self, result: AggregationResult) -> dict[str, np.ndarray]:
@@ -191,23 +191,17 @@ class DawidSkene(IterativeAggregator):
         need, what = em_memory(data)
         need *= 2 if getattr(self, "n_init", 1) > 1 else 1  # the best start is kept beside the next
         if self._model is not None:
-            from ..model_file import WarmStart
-
             need += WarmStart.memory(data, self._model, self.name)
         return need, what
 
     def _prepare(self, data: AnnotationSet, max_memory: Any) -> None:
         """Read and check the saved worker model (its parse is bounded by ``max_memory``)."""
-        from ..model_file import coerce
-
         self._model = None if self.init_workers is None else coerce(self.init_workers, max_memory)
 
     def _start(
         self, data: AnnotationSet, checked: FitContext, start: int, rng: np.random.Generator
     ) -> tuple[EMState, float]:
         if start == 0:
-            from ..model_file import WarmStart
-
             # Every start adds the same pseudo-counts: they are a prior, not a starting point.
             self._warm = None if self._model is None else WarmStart(self._model, data, self.name)
         begin, clamp = checked.start, checked.clamp
