@@ -145,12 +145,14 @@ def _header(method: Any, option: str) -> tuple[str, ...]:
 
 def _check_output_memory(data: Any, *, proba: bool, headers: dict[str, tuple[str, ...]], max_memory: Any) -> None:
     """The outputs' size is known once the data is: refused before fitting, not after."""
+    from ..methods.result import WORKERS_LONG
+
     k = data.n_classes
     steps.check_render_memory(
         data.n_tasks, 1 + (k + 1 if proba else 0), 2, f"{data.n_tasks:,} output rows × {k:,} classes", max_memory
     )
     workers = headers.get("--workers")
-    if workers is not None and workers[1] == "true_label":  # the long form: a row per worker × class²
+    if workers == WORKERS_LONG:  # a row per worker × class²
         steps.check_render_memory(
             data.n_workers * k * k, 3, 3,
             f"--workers table of {data.n_workers:,} workers × {k:,}² classes", max_memory,

@@ -127,9 +127,11 @@ def test_workers_table_layout_follows_the_worker_parameters():
     # A method that can derive a confusion keeps the long form, whatever else it has.
     derived = make_result(*args, lambda: one_coin_matrices(np.array([0.9, 0.6]), 2), worker_params=params)
     assert derived.has_confusion and derived.worker_columns()[:3] == ("worker", "true_label", "observed_label")
-    assert list(derived.workers_table()) == list(derived.worker_columns()) and len(derived.workers_table()["worker"]) == 8
+    long = derived.workers_table()
+    assert list(long) == list(derived.worker_columns()) and len(long["worker"]) == 8  # 2 workers × 2²
     # No task parameters: task and n_answers.
-    assert derived.task_columns() == ("task", "n_answers") and list(derived.task_params_table()) == ["task", "n_answers"]
+    assert derived.task_columns() == ("task", "n_answers")
+    assert list(derived.task_params_table()) == ["task", "n_answers"]
 
 
 def test_parameter_tables_check_their_size_first(bluebird):

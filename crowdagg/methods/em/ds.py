@@ -141,7 +141,8 @@ class DawidSkeneForm(SavedForm):
     """
 
     method = "ds"
-    fields = (Field("counts", "counts", _MATRIX_AXES), Field("confusion", "probabilities", _MATRIX_AXES, sums=True, derived=True))
+    fields = (Field("counts", "counts", _MATRIX_AXES),
+              Field("confusion", "probabilities", _MATRIX_AXES, sums=True, derived=True))
     converts = ("onecoin",)
 
     def from_result(self, result: AggregationResult) -> dict[str, np.ndarray]:

@@ -73,7 +73,8 @@ class OneCoinForm(SavedForm):
     """
 
     method = "onecoin"
-    fields = (Field("correct", "counts"), Field("answers", "counts"), Field("accuracy", "probabilities", derived=True))
+    fields = (Field("correct", "counts"), Field("answers", "counts"),
+              Field("accuracy", "probabilities", derived=True))
     converts = ("ds",)
 
     def from_result(self, result: AggregationResult) -> dict[str, np.ndarray]:
