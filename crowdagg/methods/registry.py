@@ -1,92 +1,56 @@
-"""Method declarations: names, one-line summaries, models, references and parameters.
+"""The registry: every method's declaration, found in its family, and its class imported only on use.
 
-This module is the registry.  It is light (standard library only), so
-``crowdagg --help`` and ``crowdagg methods`` never import method code,
-numpy-heavy libraries or numba; a method's class is imported when it is
-fitted (:meth:`Method.load`).
+A method is declared where it lives.  Each family package under
+``crowdagg/methods/`` (``votes/``, ``em/``, ...) declares its methods in its
+``__init__.py`` as a tuple ``DECLARATIONS`` of :class:`Method` -- name,
+kind, engines, optional extra, the class as ``"module:Class"``, summary,
+model, reference, parameters (:class:`~crowdagg.methods.params.Param`) and
+a listing rank -- using the standard library only.  The registry finds the
+families (:func:`pkgutil.iter_modules` over ``crowdagg/methods/``) and
+imports each family's ``__init__`` -- never a method module -- so listing,
+help and validation import no method code, numpy-heavy library or numba.
+A method's module is imported when its class is asked for
+(:meth:`Method.load`, :data:`REGISTRY`, :func:`get_method`).
 
-Each method declares its parameters once, as :class:`Param` (name, type,
-default, allowed range, one-line help, the paper's name for it).  From that
-declaration come the library's validation (:meth:`Param.check`), the CLI's
-``-p name=value`` (:meth:`Param.parse`) and the common flags ``--max-iter``
-/ ``--tol`` / ``--seed``, and ``crowdagg methods NAME``.
+Adding a method: its module (the mathematics) in a family package and one
+:class:`Method` in that family's ``DECLARATIONS``; a new family is a new
+package with the same two parts.  Nothing else changes: the CLI's options,
+``crowdagg methods`` and the library's checks come from the declaration.
 
-Adding a method: write its module under ``crowdagg/aggregators/`` (a class
-with the mathematics) and add one :class:`Method` entry below; nothing in
-``crowdagg/cli.py`` changes.
+Failure stays local: a family whose ``__init__`` fails to import is left
+out (:func:`failures` says why; asking for a method it does not list names
+the failure), and a method whose optional extra is missing or whose module
+fails to import fails when loaded, with a
+:class:`~crowdagg.errors.UsageError` naming the extra to install or the
+import error, while the others work.
 """
 
 from __future__ import annotations
 
 import importlib
-import math
-from dataclasses import dataclass, field
-from typing import Any
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..errors import UsageError, param
+from .params import Param
 
+if TYPE_CHECKING:  # pragma: no cover
+    from .base import Aggregator
 
-@dataclass(frozen=True)
-class Param:
-    """One declared parameter of a method.
+#: What each kind of method takes and gives (``crowdagg methods NAME`` shows these words).
+KINDS: dict[str, str] = {
+    "categorical": "categorical aggregator (answers -> one label per task)",
+    "numeric": "numeric aggregator (numeric answers -> one value per task)",
+    "trainer": "trainer (features + answers -> a model)",
+}
 
-    ``kind`` is ``int``, ``float`` or ``bool``; values must lie in
-    [``low``, ``high``].  ``paper`` is the symbol or name the method's paper
-    uses for it.
-    """
+#: Where a method can run: in this process (``local``).  The Dask engine adds ``dask``.
+ENGINES = ("local",)
 
-    name: str
-    kind: type
-    default: Any
-    help: str
-    low: float = -math.inf
-    high: float = math.inf
-    paper: str = ""
-
-    def check(self, value: Any) -> Any:
-        """``value`` validated (a :class:`~crowdagg.errors.UsageError` naming the parameter otherwise)."""
-        from ..core import checks
-
-        if self.kind is int:
-            return checks.check_int(self.name, value, int(self.low), None if math.isinf(self.high) else int(self.high))
-        if self.kind is float:
-            return checks.check_float(self.name, value, self.low, self.high)
-        if self.kind is bool:
-            if not isinstance(value, bool):
-                raise UsageError(f"{param(self.name)} must be true or false, got {value!r}")
-            return value
-        raise TypeError(f"unsupported parameter kind {self.kind!r}")  # pragma: no cover - declarations
-
-    def parse(self, text: str) -> Any:
-        """A value given as text (``-p name=value``), converted to the declared type and checked."""
-        value: Any = text.strip()
-        try:
-            if not value.isascii() or "_" in value:
-                raise ValueError(value)  # "1_0", non-ASCII digits: not how a number is written here
-            if self.kind is int:
-                value = int(value)
-            elif self.kind is float:
-                value = float(value)
-            elif self.kind is bool:
-                low = value.lower()
-                if low not in ("true", "false", "1", "0", "yes", "no"):
-                    raise ValueError(value)
-                value = low in ("true", "1", "yes")
-        except ValueError:
-            raise UsageError(f"{param(self.name)} must be {self.describe_type()}, got {text!r}") from None
-        return self.check(value)
-
-    def describe_type(self) -> str:
-        return {int: "an integer", float: "a number", bool: "true or false"}.get(self.kind, str(self.kind))
-
-    def describe_range(self) -> str:
-        lo, hi = self.low, self.high
-        if self.kind is bool or (math.isinf(lo) and math.isinf(hi)):
-            return ""
-        fmt = (lambda v: str(int(v))) if self.kind is int else (lambda v: f"{v:g}")
-        if math.isinf(hi):
-            return f">= {fmt(lo)}"
-        return f"{fmt(lo)} .. {fmt(hi)}"
+#: The optional extras of ``pyproject.toml`` a method may require, and the modules each installs.
+EXTRAS: dict[str, tuple[str, ...]] = {"train": ("torch",)}
 
 
 #: The parameters the CLI has flags for (``--seed``, ``--max-iter``, ``--tol``).
@@ -109,7 +73,15 @@ N_INIT = Param("n_init", int, 1, "starts of EM (the first from majority vote, th
 
 @dataclass(frozen=True)
 class Method:
-    """A registered method: what ``crowdagg methods`` shows and where its class lives."""
+    """A method's declaration: what ``crowdagg methods`` shows and where its class lives.
+
+    ``kind`` is a key of :data:`KINDS`; ``engines`` are names from
+    :data:`ENGINES`; ``requires`` names an optional extra (a key of
+    :data:`EXTRAS`) the method cannot run without; ``gold`` says it takes
+    known labels that clamp tasks, ``init_workers`` that it saves a worker
+    model and starts from one.  Methods are listed by ``rank`` (then name):
+    mv 10, wmv 20, wawa 30, ds 40, onecoin 50.
+    """
 
     name: str
     target: str  # "module:Class", imported on first use
@@ -119,7 +91,26 @@ class Method:
     params: tuple[Param, ...] = ()
     gold: bool = False  # takes --gold (known labels that clamp tasks)
     init_workers: bool = False  # can start from a saved worker model (--init-workers) and save one
-    extra: dict[str, Any] = field(default_factory=dict)
+    kind: str = "categorical"
+    engines: tuple[str, ...] = ("local",)
+    requires: str = ""  # an optional extra ("train"), checked without importing it
+    rank: int = 1000
+
+    def __post_init__(self) -> None:
+        # Declaration errors are the method author's: they fail the family's import, which fails alone.
+        module, _, cls = self.target.partition(":")
+        if not module or not cls:
+            raise TypeError(f"method {self.name!r}: target must be 'module:Class', got {self.target!r}")
+        if self.kind not in KINDS:
+            raise TypeError(f"method {self.name!r}: kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
+        if not self.engines or any(e not in ENGINES for e in self.engines):
+            raise TypeError(f"method {self.name!r}: engines must be among {', '.join(ENGINES)}, got {self.engines!r}")
+        if self.requires and self.requires not in EXTRAS:
+            raise TypeError(f"method {self.name!r}: requires an unknown extra {self.requires!r}; extras: "
+                            + ", ".join(EXTRAS))
+        names = [p.name for p in self.params]
+        if len(set(names)) != len(names):
+            raise TypeError(f"method {self.name!r}: a parameter is declared twice in {names}")
 
     @property
     def param_names(self) -> tuple[str, ...]:
@@ -134,77 +125,157 @@ class Method:
             + ", ".join(param(p) for p in self.param_names)
         )
 
-    def load(self) -> type:
-        """The aggregator class (imports its module)."""
+    def missing(self) -> tuple[str, ...]:
+        """The modules of the required extra that are not installed (found, not imported; ``()``: none)."""
+        from importlib.util import find_spec
+
+        return tuple(m for m in EXTRAS.get(self.requires, ()) if find_spec(m) is None)
+
+    def load(self) -> type[Aggregator]:
+        """The method's class (imports its module).
+
+        Raises :class:`~crowdagg.errors.UsageError` when the required extra
+        is not installed (naming the ``pip install`` that adds it) or when
+        the module fails to import (naming the error; chained to it).
+        """
+        missing = self.missing()
+        if missing:
+            raise UsageError(
+                f"method {self.name!r} needs the optional extra {self.requires!r} ({', '.join(missing)} "
+                f"not installed): pip install 'crowdagg[{self.requires}]'"
+            )
         module, _, cls = self.target.partition(":")
-        return getattr(importlib.import_module(module), cls)  # type: ignore[no-any-return]
+        try:
+            return getattr(importlib.import_module(module), cls)  # type: ignore[no-any-return]
+        except Exception as exc:  # noqa: BLE001 - whatever breaks the module, this method alone fails
+            raise UsageError(
+                f"method {self.name!r} is unavailable: importing {self.target} failed ({type(exc).__name__}: {exc})"
+            ) from exc
 
 
-_EM_MODEL = (
-    "y_n ~ Cat(d); given y_n = k, worker m answers ~ Cat(A_m[:, k]), independently. EM from soft majority "
-    "vote: E-step q_n(k) ∝ d_k Π_m A_m[answer, k]; M-step A_m[k', k] ∝ s + Σ q_n(k) 1[answer = k'], "
-    "d_k ∝ s + Σ_n q_n(k)."
-)
+class UnknownMethod(UsageError, KeyError):
+    """No method is registered under a name (a :class:`~crowdagg.errors.UsageError` and a ``KeyError``)."""
 
-METHODS: dict[str, Method] = {
-    m.name: m
-    for m in (
-        Method(
-            "mv", "crowdagg.methods.votes.mv:MajorityVote",
-            "majority vote; ties broken by a seeded random draw; confidence = vote share",
-            "label = argmax_k Σ_m 1[answer_m = k]; posteriors are the vote shares.",
-            "the baseline of every crowdsourcing paper (e.g. Snow et al., EMNLP 2008)",
-            (SEED,),
-        ),
-        Method(
-            "wmv", "crowdagg.methods.votes.wmv:WeightedMajorityVote",
-            "weighted majority vote, log-odds weights from each worker's agreement with the vote (iterated)",
-            "p_m = (agree_m + 1)/(n_m + 2) against the current labels; weight w_m = log((K-1) p_m/(1-p_m)); "
-            "revote until no label changes.",
-            "Li & Yu, Error rate bounds and iterative weighted majority voting for crowdsourcing, arXiv:1411.4086",
-            (SEED, max_iter(50)),
-        ),
-        Method(
-            "wawa", "crowdagg.methods.votes.wawa:Wawa",
-            "worker agreement with aggregate: skill = agreement with the majority vote, then skill-weighted vote",
-            "s_m = share of worker m's answers equal to the majority vote; label = argmax_k Σ_m s_m 1[answer_m = k].",
-            "Toloka crowd-kit, Wawa (worker agreement with aggregate)",
-            (SEED,),
-        ),
-        Method(
-            "ds", "crowdagg.methods.em.ds:DawidSkene",
-            "Dawid-Skene EM, full confusion matrix per worker (soft-MV init, Dirichlet smoothing)",
-            _EM_MODEL + " Entries are floored at 1e-10 when s = 0.",
-            "Dawid & Skene, Maximum likelihood estimation of observer error-rates using the EM algorithm, "
-            "Applied Statistics 28(1), 1979, doi:10.2307/2346806",
-            (SEED, max_iter(200), tol(1e-6),
-             Param("smoothing", float, 0.0, "Dirichlet pseudo-count per confusion cell and class (0: entries "
-                   "floored at 1e-10)", 0.0, 1e9, "Dirichlet(1 + s) prior"),
-             N_INIT),
-            gold=True, init_workers=True,
-        ),
-        Method(
-            "onecoin", "crowdagg.methods.em.ds:OneCoinDawidSkene",
-            "one-coin Dawid-Skene EM: one accuracy per worker, errors uniform over other classes",
-            "A_m[k', k] = p_m if k' = k else (1 - p_m)/(K - 1); M-step p_m = (s/K + Σ q_n(answer)) / (n_m + s).",
-            "Dawid & Skene 1979 with the one-coin (symmetric) worker model, e.g. Liu, Peng & Ihler, "
-            "Variational inference for crowdsourcing, NeurIPS 2012",
-            (SEED, max_iter(200), tol(1e-6),
-             Param("smoothing", float, 1.0, "pseudo-answers at chance accuracy 1/K per worker", 0.0, 1e9,
-                   "Beta prior strength"),
-             N_INIT),
-            gold=True, init_workers=True,
-        ),
-    )
-}
+    def __str__(self) -> str:  # KeyError's own would quote the message
+        return UsageError.__str__(self)
+
+
+class _Declarations(Mapping[str, Method]):
+    """Name -> :class:`Method`, in listing order; the families are found on first use.
+
+    Discovery imports each subpackage of ``crowdagg.methods`` (its
+    ``__init__`` only) and collects its ``DECLARATIONS``; a package without
+    them is not a family.  A family that fails to import, or declares a
+    name another family has, is left out and recorded in :func:`failures`.
+    """
+
+    def __init__(self) -> None:
+        self._methods: dict[str, Method] | None = None
+        self._failures: dict[str, str] = {}
+        self._lock = threading.RLock()  # re-entrant: a family whose import asks the registry cannot deadlock
+
+    def _found(self) -> dict[str, Method]:
+        if self._methods is None:
+            with self._lock:
+                if self._methods is None:
+                    self._methods = self._discover()
+        return self._methods
+
+    def _discover(self) -> dict[str, Method]:
+        import pkgutil
+        import sys
+
+        package = __name__.rpartition(".")[0]
+        found: dict[str, tuple[Method, str]] = {}
+        for info in pkgutil.iter_modules(sys.modules[package].__path__, package + "."):
+            if not info.ispkg:
+                continue
+            try:
+                declared = getattr(importlib.import_module(info.name), "DECLARATIONS", None)
+                if declared is None:
+                    continue  # a package of shared pieces, not a family
+                if not isinstance(declared, tuple) or not all(isinstance(m, Method) for m in declared):
+                    raise TypeError("DECLARATIONS must be a tuple of Method")
+                taken = [f"{m.name!r} (declared by {found[m.name][1]})" for m in declared if m.name in found]
+                if taken:
+                    raise TypeError("it declares a method name already taken: " + ", ".join(taken))
+            except Exception as exc:  # noqa: BLE001 - whatever breaks a family, the others still list
+                self._failures[info.name] = f"{type(exc).__name__}: {exc}"
+                continue
+            found.update((m.name, (m, info.name)) for m in declared)
+        ranked = sorted((m for m, _ in found.values()), key=lambda m: (m.rank, m.name))
+        return {m.name: m for m in ranked}
+
+    def __getitem__(self, name: str) -> Method:
+        try:
+            return self._found()[name]
+        except (KeyError, TypeError):  # TypeError: an unhashable name
+            pass
+        failed = failures()
+        why = "".join(f"; {family} failed to declare its methods ({reason})" for family, reason in failed.items())
+        raise UnknownMethod(f"unknown method {name!r}; valid methods: {', '.join(self)}{why}") from None
+
+    def __contains__(self, name: object) -> bool:
+        try:
+            return name in self._found()
+        except TypeError:
+            return False
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._found())
+
+    def __len__(self) -> int:
+        return len(self._found())
+
+    def __repr__(self) -> str:
+        return f"<declared methods: {', '.join(self)}>"
+
+
+#: Every declared method, name -> :class:`Method`, in listing order (declarations only: no method code).
+METHODS: Mapping[str, Method] = _Declarations()
+
+
+def failures() -> dict[str, str]:
+    """Family packages left out of :data:`METHODS`, and why (``"ImportError: ..."``); empty when all loaded."""
+    METHODS._found()  # type: ignore[attr-defined]
+    return dict(METHODS._failures)  # type: ignore[attr-defined]
 
 
 def get(name: str) -> Method:
-    """The method registered as ``name``."""
-    try:
-        return METHODS[name]
-    except KeyError:
-        raise UsageError(f"unknown method {name!r}; valid methods: {', '.join(METHODS)}") from None
+    """The method registered as ``name`` (:class:`UnknownMethod`, a :class:`~crowdagg.errors.UsageError`, if none)."""
+    return METHODS[name]
 
 
-__all__ = ["Param", "Method", "METHODS", "COMMON_FLAGS", "get"]
+class _Classes(Mapping[str, "type[Aggregator]"]):
+    """Name -> method class, each imported when asked for; listing and ``in`` import nothing."""
+
+    def __getitem__(self, name: str) -> type[Aggregator]:
+        return get(name).load()
+
+    def __contains__(self, name: object) -> bool:
+        return name in METHODS
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(METHODS)
+
+    def __len__(self) -> int:
+        return len(METHODS)
+
+    def __repr__(self) -> str:
+        return f"<method classes, imported on use: {', '.join(self)}>"
+
+
+#: Every registered method's class by name, imported on access: ``REGISTRY["ds"]`` imports
+#: :mod:`crowdagg.methods.em.ds` alone; ``list(REGISTRY)`` imports nothing.
+REGISTRY: Mapping[str, type[Aggregator]] = _Classes()
+
+
+def get_method(name: str) -> type[Aggregator]:
+    """The class registered under ``name``, its module imported now (see :meth:`Method.load` for errors)."""
+    return get(name).load()
+
+
+__all__ = [
+    "Param", "Method", "METHODS", "REGISTRY", "KINDS", "ENGINES", "EXTRAS", "COMMON_FLAGS", "UnknownMethod",
+    "get", "get_method", "failures",
+]
