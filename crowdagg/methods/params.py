@@ -39,7 +39,7 @@ from typing import Any
 from ..errors import UsageError, param
 
 #: The kinds declared by a string (``int``, ``float`` and ``bool`` are declared by the type).
-KINDS = ("choice", "text", "numbers", "method", "methods", "path", "device")
+PARAM_KINDS = ("choice", "text", "numbers", "method", "methods", "path", "device")
 
 _DEVICE = re.compile(r"(cpu|cuda|auto|cuda:[0-9]+)\Z")
 _TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
@@ -49,7 +49,7 @@ _TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
 class Param:
     """One declared parameter of a method.
 
-    ``kind`` is ``int``, ``float``, ``bool`` or one of :data:`KINDS`
+    ``kind`` is ``int``, ``float``, ``bool`` or one of :data:`PARAM_KINDS`
     (see the module docstring).  ``low``/``high`` bound an ``int``, a
     ``float`` or each element of ``"numbers"``; ``choices`` are the allowed
     values of a ``"choice"`` and the values a ``"method"`` or ``"methods"``
@@ -68,9 +68,9 @@ class Param:
 
     def __post_init__(self) -> None:
         # A declaration error is the method author's: it fails the family's import, which fails alone.
-        if self.kind not in (int, float, bool) and self.kind not in KINDS:
+        if self.kind not in (int, float, bool) and self.kind not in PARAM_KINDS:
             raise TypeError(f"parameter {self.name!r}: unknown kind {self.kind!r}; kinds: int, float, bool, "
-                            + ", ".join(KINDS))
+                            + ", ".join(PARAM_KINDS))
         if self.kind == "choice" and not self.choices:
             raise TypeError(f"parameter {self.name!r}: a choice needs its choices")
         if not isinstance(self.choices, tuple) or not all(isinstance(c, str) for c in self.choices):
@@ -289,4 +289,4 @@ def _method_names() -> tuple[str, ...]:
     return tuple(METHODS)
 
 
-__all__ = ["Param", "KINDS"]
+__all__ = ["Param", "PARAM_KINDS"]

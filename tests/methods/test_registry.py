@@ -577,3 +577,16 @@ def test_a_method_whose_module_fails_to_import_fails_alone_naming_the_error(extr
     result = CliRunner().invoke(app, ["aggregate", BLUEBIRD, "-m", "bad_module"])
     assert result.exit_code == 2 and result.stderr == f"Error: {words}\n"
     assert aggregate(bluebird, "okay").method == "okay" and list(registry.REGISTRY)[-1] == "bad_module"
+
+
+def test_a_new_family_package_ships_without_editing_the_packaging():
+    from pathlib import Path
+
+    import tomllib
+    from setuptools import find_packages
+
+    root = Path(__file__).resolve().parents[2]
+    found = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    shipped = set(find_packages(str(root), include=found["include"]))
+    on_disk = {".".join(p.parent.relative_to(root).parts) for p in (root / "crowdagg").rglob("__init__.py")}
+    assert shipped == on_disk and {"crowdagg.methods.em", "crowdagg.methods.votes"} <= shipped
