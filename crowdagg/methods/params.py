@@ -130,14 +130,10 @@ class Param:
 
     def _check_numbers(self, value: Any, shown: Any = None, cli: bool = False) -> tuple[float, ...]:
         shown = value if shown is None else shown
-        if isinstance(value, (str, bytes)) or (_is_array(value) and value.ndim != 1):
+        if not isinstance(value, (list, tuple)) and not (_is_array(value) and value.ndim == 1):
             raise self._error(shown, cli)
-        try:
-            items = list(value)
-        except TypeError:
-            raise self._error(shown, cli) from None
         out = []
-        for v in items:
+        for v in value:
             if isinstance(v, bool):
                 raise self._error(shown, cli)
             try:

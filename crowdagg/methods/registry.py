@@ -154,10 +154,11 @@ class Method:
 
 
 class UnknownMethod(UsageError, KeyError):
-    """No method is registered under a name (a :class:`~crowdagg.errors.UsageError` and a ``KeyError``)."""
+    """No method is registered under a name (a :class:`~crowdagg.errors.UsageError` and a ``KeyError``).
 
-    def __str__(self) -> str:  # KeyError's own would quote the message
-        return UsageError.__str__(self)
+    A ``KeyError`` so that :data:`METHODS` and :data:`REGISTRY` behave as mappings (``.get``, ``in``);
+    its text is the usage error's (``_Worded.__str__`` comes before ``KeyError.__str__``).
+    """
 
 
 class _Declarations(Mapping[str, Method]):

@@ -177,6 +177,12 @@ def test_every_declaration_states_its_kind_engines_gold_and_saved_models():
     assert set(KINDS) == {"categorical", "numeric", "trainer"}
 
 
+def test_every_family_declares_its_methods_without_failure():
+    from crowdagg.methods.registry import failures
+
+    assert failures() == {}  # a family that failed to import, or a name declared twice, is caught here
+
+
 def test_each_family_declares_its_own_methods():
     import crowdagg.methods.em as em
     import crowdagg.methods.votes as votes
@@ -284,6 +290,8 @@ WRONG = [
     (BASES, ["mv", "x"], f"bases must be a list of methods ({VALID_METHODS}), each once, got ['mv', 'x']"),
     (BASES, [], f"bases must be a list of methods ({VALID_METHODS}), each once, got []"),
     (BASES, ["mv", "mv"], "bases lists 'mv' twice"),
+    (PRIOR, {0.5: 1}, "prior must be a sequence of numbers, each 0 .. 1, got {0.5: 1}"),
+    (PRIOR, np.array([[0.5, 0.5]]), "prior must be a sequence of numbers, each 0 .. 1, got array([[0.5, 0.5]])"),
     (BASES, {"mv"}, f"bases must be a list of methods ({VALID_METHODS}), each once, got {{'mv'}}"),
     (NOTE, 5, "note must be a string, got 5"),
     (MODEL, "", "model must be a file path, got ''"),
