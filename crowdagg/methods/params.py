@@ -223,8 +223,8 @@ class Param:
             return what + (f", {bounds}" if bounds else "")
         methods = ", ".join(_method_names())
         if kind == "method":
-            return (", ".join(self.choices) + " or " if self.choices else "") + f"a method ({methods})"
-        what = "comma-separated methods" if cli else "a list of methods"
+            return (", ".join(self.choices) + " or " if self.choices else "") + f"a method's name ({methods})"
+        what = "comma-separated method names" if cli else "a list of method names"
         return what + (" or " + ", ".join(self.choices) if self.choices else "") + f" ({methods}), each once"
 
     def describe_range(self) -> str:
@@ -235,7 +235,7 @@ class Param:
         if kind == "method":
             return ", ".join(self.choices) + " or a method" if self.choices else "a method"
         if kind == "methods":
-            return "methods" + (" or " + ", ".join(self.choices) if self.choices else "")
+            return "registered methods" + (" or " + ", ".join(self.choices) if self.choices else "")
         if kind == "device":
             return "cpu, cuda, cuda:N or auto"
         if kind not in (int, float, "numbers"):

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import importlib
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -69,6 +69,12 @@ def tol(default: float) -> Param:
 
 N_INIT = Param("n_init", int, 1, "starts of EM (the first from majority vote, the others seeded random); the best "
                "log-likelihood is kept", 1, 1000)
+
+#: The start strategies an iterative method's ``init`` names besides another method (crowdagg.methods.starts).
+START_CHOICES = ("soft-vote", "hard-vote")
+
+INIT = Param("init", "method", "soft-vote", "how EM starts: soft-vote (vote shares), hard-vote (one-hot majority "
+             "labels), or another method's name (its output, unrefined)", choices=START_CHOICES)
 
 
 @dataclass(frozen=True)
@@ -161,13 +167,16 @@ class UnknownMethod(UsageError, KeyError):
     """
 
 
-class _Declarations(Mapping[str, Method]):
+class _Declarations(MutableMapping[str, Method]):
     """Name -> :class:`Method`, in listing order; the families are found on first use.
 
     Discovery imports each subpackage of ``crowdagg.methods`` (its
     ``__init__`` only) and collects its ``DECLARATIONS``; a package without
     them is not a family.  A family that fails to import, or declares a
     name another family has, is left out and recorded in :func:`failures`.
+    A declaration may also be set (and deleted) at run time --
+    ``METHODS["mine"] = Method("mine", ...)``, as tests do -- and is listed
+    by its rank like the others.
     """
 
     def __init__(self) -> None:
@@ -216,6 +225,18 @@ class _Declarations(Mapping[str, Method]):
         why = "".join(f"; {family} failed to declare its methods ({reason})" for family, reason in failed.items())
         raise UnknownMethod(f"unknown method {name!r}; valid methods: {', '.join(self)}{why}") from None
 
+    def __setitem__(self, name: str, spec: Method) -> None:
+        if not isinstance(spec, Method) or spec.name != name:
+            raise TypeError(f"METHODS[{name!r}] takes a Method named {name!r}, got {spec!r}")
+        found = self._found()
+        found[name] = spec
+        ranked = sorted(found.values(), key=lambda m: (m.rank, m.name))
+        found.clear()
+        found.update((m.name, m) for m in ranked)
+
+    def __delitem__(self, name: str) -> None:
+        del self._found()[name]
+
     def __contains__(self, name: object) -> bool:
         try:
             return name in self._found()
@@ -233,7 +254,7 @@ class _Declarations(Mapping[str, Method]):
 
 
 #: Every declared method, name -> :class:`Method`, in listing order (declarations only: no method code).
-METHODS: Mapping[str, Method] = _Declarations()
+METHODS: MutableMapping[str, Method] = _Declarations()
 
 
 def failures() -> dict[str, str]:

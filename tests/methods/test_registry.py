@@ -156,7 +156,7 @@ def test_a_parameter_given_twice_is_refused():
 
 def test_none_stands_for_the_default(bluebird):
     assert get_method("onecoin")(smoothing=None).check_params()["smoothing"] == 1.0
-    with pytest.raises(UsageError, match="it takes: seed, max_iter, tol, smoothing, n_init, gold, init_workers"):
+    with pytest.raises(UsageError, match="it takes: seed, max_iter, tol, smoothing, n_init, init, gold, init_workers"):
         aggregate(bluebird, "ds", bogus=1)
 
 
@@ -245,9 +245,9 @@ PARSED = [
 ]
 # param, CLI text -> the whole message in library terms (the CLI shows -p NAME for NAME)
 REFUSED = [
-    (INIT, "nope", f"init must be soft-vote, hard-vote or a method ({VALID_METHODS}), got 'nope'"),
-    (INIT, "DS", f"init must be soft-vote, hard-vote or a method ({VALID_METHODS}), got 'DS'"),
-    (INIT, "", f"init must be soft-vote, hard-vote or a method ({VALID_METHODS}), got ''"),
+    (INIT, "nope", f"init must be soft-vote, hard-vote or a method's name ({VALID_METHODS}), got 'nope'"),
+    (INIT, "DS", f"init must be soft-vote, hard-vote or a method's name ({VALID_METHODS}), got 'DS'"),
+    (INIT, "", f"init must be soft-vote, hard-vote or a method's name ({VALID_METHODS}), got ''"),
     (MODE, "slow", "mode must be one of fast, exact, got 'slow'"),
     (PRIOR, "0.9;0.1", "prior must be comma-separated numbers, each 0 .. 1, got '0.9;0.1'"),
     (PRIOR, "0.9,", "prior must be comma-separated numbers, each 0 .. 1, got '0.9,'"),
@@ -256,8 +256,8 @@ REFUSED = [
     (PRIOR, "0.5,1_0", "prior must be comma-separated numbers, each 0 .. 1, got '0.5,1_0'"),
     (PRIOR, "", "prior must be comma-separated numbers, each 0 .. 1, got ''"),
     (SIZES, "64,0", "sizes must be comma-separated numbers, each 1 .. 4096, got '64,0'"),
-    (BASES, "mv,nope", f"bases must be comma-separated methods ({VALID_METHODS}), each once, got 'mv,nope'"),
-    (BASES, "mv,,ds", f"bases must be comma-separated methods ({VALID_METHODS}), each once, got 'mv,,ds'"),
+    (BASES, "mv,nope", f"bases must be comma-separated method names ({VALID_METHODS}), each once, got 'mv,nope'"),
+    (BASES, "mv,,ds", f"bases must be comma-separated method names ({VALID_METHODS}), each once, got 'mv,,ds'"),
     (BASES, "mv,ds,mv", "bases lists 'mv' twice"),
     (MODEL, "", "model must be a file path, got ''"),
     (MODEL, "  ", "model must be a file path, got '  '"),
@@ -277,8 +277,8 @@ CHECKED = [
 ]
 # param, Python value -> the message
 WRONG = [
-    (INIT, 3, f"init must be soft-vote, hard-vote or a method ({VALID_METHODS}), got 3"),
-    (INIT, None, f"init must be soft-vote, hard-vote or a method ({VALID_METHODS}), got None"),
+    (INIT, 3, f"init must be soft-vote, hard-vote or a method's name ({VALID_METHODS}), got 3"),
+    (INIT, None, f"init must be soft-vote, hard-vote or a method's name ({VALID_METHODS}), got None"),
     (MODE, "Fast", "mode must be one of fast, exact, got 'Fast'"),
     (PRIOR, "0.5,0.5", "prior must be a sequence of numbers, each 0 .. 1, got '0.5,0.5'"),
     (PRIOR, [0.5, 2], "prior must be a sequence of numbers, each 0 .. 1, got [0.5, 2]"),
@@ -287,12 +287,12 @@ WRONG = [
     (PRIOR, 0.5, "prior must be a sequence of numbers, each 0 .. 1, got 0.5"),
     (PRIOR, [0.5, None], "prior must be a sequence of numbers, each 0 .. 1, got [0.5, None]"),
     (SIZES, None, "sizes must be a sequence of numbers, each 1 .. 4096, got None"),
-    (BASES, ["mv", "x"], f"bases must be a list of methods ({VALID_METHODS}), each once, got ['mv', 'x']"),
-    (BASES, [], f"bases must be a list of methods ({VALID_METHODS}), each once, got []"),
+    (BASES, ["mv", "x"], f"bases must be a list of method names ({VALID_METHODS}), each once, got ['mv', 'x']"),
+    (BASES, [], f"bases must be a list of method names ({VALID_METHODS}), each once, got []"),
     (BASES, ["mv", "mv"], "bases lists 'mv' twice"),
     (PRIOR, {0.5: 1}, "prior must be a sequence of numbers, each 0 .. 1, got {0.5: 1}"),
     (PRIOR, np.array([[0.5, 0.5]]), "prior must be a sequence of numbers, each 0 .. 1, got array([[0.5, 0.5]])"),
-    (BASES, {"mv"}, f"bases must be a list of methods ({VALID_METHODS}), each once, got {{'mv'}}"),
+    (BASES, {"mv"}, f"bases must be a list of method names ({VALID_METHODS}), each once, got {{'mv'}}"),
     (NOTE, 5, "note must be a string, got 5"),
     (MODEL, "", "model must be a file path, got ''"),
     (MODEL, 5, "model must be a file path, got 5"),
@@ -341,14 +341,14 @@ def test_each_kind_is_described_from_its_declaration():
     rows = [(p.kind_name, p.describe_type(), p.describe_type(cli=True), p.describe_range(), p.describe_default())
             for p in NEW_KINDS]
     assert rows == [
-        ("method", f"soft-vote, hard-vote or a method ({VALID_METHODS})",
-         f"soft-vote, hard-vote or a method ({VALID_METHODS})", "soft-vote, hard-vote or a method", "'soft-vote'"),
+        ("method", f"soft-vote, hard-vote or a method's name ({VALID_METHODS})",
+         f"soft-vote, hard-vote or a method's name ({VALID_METHODS})", "soft-vote, hard-vote or a method", "'soft-vote'"),
         ("choice", "one of fast, exact", "one of fast, exact", "one of fast, exact", "'fast'"),
         ("numbers", "a sequence of numbers, each 0 .. 1", "comma-separated numbers, each 0 .. 1", "each 0 .. 1", "none"),
         ("numbers", "a sequence of numbers, each 1 .. 4096", "comma-separated numbers, each 1 .. 4096",
          "each 1 .. 4096", "64,32"),
-        ("methods", f"a list of methods ({VALID_METHODS}), each once",
-         f"comma-separated methods ({VALID_METHODS}), each once", "methods", "mv,ds"),
+        ("methods", f"a list of method names ({VALID_METHODS}), each once",
+         f"comma-separated method names ({VALID_METHODS}), each once", "registered methods", "mv,ds"),
         ("text", "a string", "text", "", "''"),
         ("path", "a file path", "a file path", "", "none"),
         ("device", "cpu, cuda, cuda:N (N = 0, 1, ...) or auto", "cpu, cuda, cuda:N (N = 0, 1, ...) or auto",
@@ -366,8 +366,8 @@ def test_each_kind_is_described_from_its_declaration():
 def test_a_methods_parameter_may_also_take_its_choices():
     p = Param("start", "methods", ("soft-vote",), "", choices=("soft-vote", "hard-vote"))
     assert p.parse("hard-vote,ds") == ("hard-vote", "ds")
-    assert p.describe_type(cli=True) == f"comma-separated methods or soft-vote, hard-vote ({VALID_METHODS}), each once"
-    with pytest.raises(UsageError, match="start must be comma-separated methods or soft-vote"):
+    assert p.describe_type(cli=True) == f"comma-separated method names or soft-vote, hard-vote ({VALID_METHODS}), each once"
+    with pytest.raises(UsageError, match="start must be comma-separated method names or soft-vote"):
         p.parse("medium-vote")
 
 
@@ -381,7 +381,7 @@ def ds_with_new_kinds(monkeypatch):
 
     ds = registry.METHODS["ds"]
     declared = tuple(p for p in ds.params if p.name not in {q.name for q in NEW_KINDS}) + NEW_KINDS
-    monkeypatch.setitem(registry.METHODS._found(), "ds", dataclasses.replace(ds, params=declared))
+    monkeypatch.setitem(registry.METHODS, "ds", dataclasses.replace(ds, params=declared))
     return registry.METHODS["ds"]
 
 
@@ -403,13 +403,70 @@ def test_the_library_words_a_wrong_value_of_each_kind_as_its_keyword(ds_with_new
 
 
 def test_the_cli_takes_a_good_value_of_each_kind(ds_with_new_kinds):
-    from crowdagg.cli import _method_params
+    from crowdagg.cli.options import method_params
 
     pairs = ["init=hard-vote", "mode=exact", "prior=0.3,0.7", "sizes=8", "bases=wawa,onecoin", "note= hi ",
              "model=m.pt", "device=cuda:1"]
-    assert _method_params(ds_with_new_kinds, {"seed": None}, pairs) == {
+    assert method_params(ds_with_new_kinds, {"seed": None}, pairs) == {
         "init": "hard-vote", "mode": "exact", "prior": (0.3, 0.7), "sizes": (8.0,), "bases": ("wawa", "onecoin"),
         "note": " hi ", "model": "m.pt", "device": "cuda:1"}
+
+
+def test_methods_name_shows_each_kind_from_its_declaration(ds_with_new_kinds):
+    result = CliRunner().invoke(app, ["methods", "ds"])
+    assert result.exit_code == 0 and result.stderr == ""
+    heads = [ln for ln in result.stdout.splitlines() if ln.startswith("  ") and not ln.startswith("   ")]
+    assert heads[-8:] == [
+        "  init (method, default 'soft-vote', soft-vote, hard-vote or a method; -p init=VALUE)",
+        "  mode (choice, default 'fast', one of fast, exact; -p mode=VALUE)",
+        "  prior (numbers, default none, each 0 .. 1; -p prior=VALUE)",
+        "  sizes (numbers, default 64,32, each 1 .. 4096; -p sizes=VALUE)",
+        "  bases (methods, default mv,ds, registered methods; -p bases=VALUE)",
+        "  note (text, default ''; -p note=VALUE)",
+        "  model (path, default none; -p model=VALUE)",
+        "  device (device, default 'auto', cpu, cuda, cuda:N or auto; -p device=VALUE)",
+    ]
+    table = CliRunner().invoke(app, ["methods", "ds", "--format", "csv"])
+    rows = table.stdout.splitlines()
+    assert rows[0] == "parameter,type,default,range,paper,help"
+    assert rows[-8:] == [
+        "init,method,'soft-vote',\"soft-vote, hard-vote or a method\",,how EM starts",
+        "mode,choice,'fast',\"one of fast, exact\",,how",
+        "prior,numbers,none,each 0 .. 1,,class prior",
+        "sizes,numbers,\"64,32\",each 1 .. 4096,,hidden layers",
+        "bases,methods,\"mv,ds\",registered methods,,methods to combine",
+        "note,text,'',,,a note",
+        "model,path,none,,,where the model goes",
+        "device,device,'auto',\"cpu, cuda, cuda:N or auto\",,where to train",
+    ]
+
+
+def test_aggregate_help_lists_the_p_parameters_with_their_kinds():
+    helped = CliRunner().invoke(app, ["aggregate", "--help"], terminal_width=400)
+    text = " ".join(helped.stdout.split())
+    assert ("A parameter of the method (repeatable): n_init (ds, onecoin: int, 1 .. 1000), init (ds, onecoin: "
+            "method, soft-vote, hard-vote or a method); `crowdagg methods NAME` explains each, e.g. -p n_init=5."
+            ) in text
+
+
+def test_methods_lists_kinds_engines_gold_and_saved_models():
+    runner = CliRunner()
+    plain = runner.invoke(app, ["methods"])
+    width = max(map(len, METHODS))
+    assert plain.exit_code == 0 and plain.stderr == ""
+    assert plain.stdout == "".join(f"{n:<{width}}  {m.summary}\n" for n, m in METHODS.items())  # as before
+    table = runner.invoke(app, ["methods", "--format", "csv"]).stdout.splitlines()
+    assert table[0] == "method,class,summary,kind,engines,gold,saved_models,requires"
+    rows = {r.split(",")[0]: r for r in table[1:]}
+    assert rows["ds"].startswith("ds,DawidSkene,") and rows["ds"].endswith(",categorical,local,true,true,")
+    assert rows["mv"].endswith(",categorical,local,false,false,")
+    jsonl = runner.invoke(app, ["methods", "--format", "jsonl"]).stdout.splitlines()
+    assert '"kind":"categorical","engines":"local","gold":true,"saved_models":true,"requires":""}' in jsonl[3]
+    full = runner.invoke(app, ["methods", "ds"]).stdout.splitlines()
+    assert full[1:7] == ["", "Kind: categorical aggregator (answers -> one label per task)", "Engines: local",
+                         "Gold: --gold FILE, known labels that clamp those tasks",
+                         "Saved worker models: --save-workers FILE, --init-workers FILE", ""]
+    assert runner.invoke(app, ["methods", "wawa"]).stdout.splitlines()[4:6] == ["Gold: no", "Saved worker models: no"]
 
 
 # --------------------------------------------------------------------------- laziness
@@ -577,6 +634,31 @@ def test_a_method_whose_extra_is_missing_fails_alone_naming_the_extra(extra_fami
     assert result.exit_code == 2 and result.stdout == "" and result.stderr == f"Error: {words}\n"
     assert "crowdagg.methods.zz_extra.okay" not in sys.modules  # refused before its module was imported
     assert registry.REGISTRY["okay"].__name__ == "Okay"  # the others still work
+
+
+def test_methods_lists_the_others_and_says_what_failed(extra_families):
+    registry = extra_families
+    runner = CliRunner()
+    listed = runner.invoke(app, ["methods"])
+    assert listed.exit_code == 0
+    lines = dict(ln.split(None, 1) for ln in listed.stdout.splitlines())
+    assert list(lines) == list(registry.METHODS)
+    assert lines["needs_x"] == "needs an extra that is not installed [needs: pip install 'crowdagg[nosuchextra]']"
+    assert lines["okay"] == "a vote declared by a family of its own"
+    assert listed.stderr == (
+        "Warning: crowdagg.methods.zz_broken failed to declare its methods, which are not listed: ImportError: "
+        "the declarations are broken\n"
+        "Warning: crowdagg.methods.zz_twice failed to declare its methods, which are not listed: TypeError: it "
+        "declares a method name already taken: 'ds' (declared by crowdagg.methods.em)\n")
+    shown = runner.invoke(app, ["methods", "needs_x"])
+    assert shown.exit_code == 0 and shown.stdout.splitlines()[2:7] == [
+        "Kind: trainer (features + answers -> a model)", "Engines: local", "Gold: no", "Saved worker models: no",
+        "Requires: the optional extra 'nosuchextra' (pip install 'crowdagg[nosuchextra]'; crowdagg_no_such_module "
+        "not installed)"]
+    csv = runner.invoke(app, ["methods", "-f", "csv"]).stdout.splitlines()
+    assert csv[-2] == "needs_x,Okay,needs an extra that is not installed,trainer,local,false,false,nosuchextra"
+    unknown = runner.invoke(app, ["methods", "nope"])
+    assert unknown.exit_code == 2 and "zz_broken failed to declare its methods" in unknown.stderr
 
 
 def test_a_method_whose_module_fails_to_import_fails_alone_naming_the_error(extra_families, bluebird):

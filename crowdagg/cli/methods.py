@@ -1,0 +1,100 @@
+"""``crowdagg methods``: the registered methods, from their declarations (no method code is imported)."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import typer
+
+from . import options as opt
+from .options import PARAM_FLAGS, flag, require_values
+from .plumbing import handle_errors, write_stdout
+
+
+@handle_errors()
+def methods(
+    name: Optional[str] = typer.Argument(None, metavar="[NAME]", help="A method: show its model, reference and parameters."),
+    fmt: Optional[str] = opt.format_option("csv, tsv, jsonl, json or parquet (default: aligned text)."),
+    verbose: bool = opt.VERBOSE,
+) -> None:
+    """List the aggregation methods, one line each; with NAME, one method in full (kind, engines, parameters)."""
+    from ..errors import CrowdaggWarning, warn
+    from ..methods.registry import METHODS, failures, get
+
+    require_values(format=fmt)
+    out_fmt = None
+    if fmt is not None:
+        from ..io.output import check_binary, resolve
+        from ..io.read import output_format
+
+        out_fmt = output_format(fmt, None)
+        check_binary(resolve("-"), out_fmt)
+    if name is not None:
+        spec = get(name)
+        if fmt is None:
+            write_stdout(method_text(spec))
+            return
+        rows: dict[str, list[Any]] = {k: [] for k in ("parameter", "type", "default", "range", "paper", "help")}
+        for p in spec.params:
+            for key, value in zip(rows, (p.name, p.kind_name, p.describe_default(), p.describe_range(), p.paper,
+                                         p.help)):
+                rows[key].append(value)
+        table: dict[str, Any] = rows
+    else:
+        for family, reason in failures().items():  # the others are listed: say what is missing and why
+            warn(CrowdaggWarning(f"{family} failed to declare its methods, which are not listed: {reason}"))
+        if fmt is None:
+            width = max(len(n) for n in METHODS)
+            write_stdout("".join(f"{n:<{width}}  {m.summary}{_unavailable(m)}\n" for n, m in METHODS.items()))
+            return
+        specs = list(METHODS.values())
+        table = {
+            "method": [m.name for m in specs],
+            "class": [m.target.partition(":")[2] for m in specs],
+            "summary": [m.summary for m in specs],
+            "kind": [m.kind for m in specs],
+            "engines": [",".join(m.engines) for m in specs],
+            "gold": [m.gold for m in specs],
+            "saved_models": [m.init_workers for m in specs],
+            "requires": [m.requires for m in specs],
+        }
+    import numpy as np
+
+    from ..io.render import render_table
+
+    assert out_fmt is not None
+    # a column of Python bools as numpy bools: true/false in every format (an object column would say "True")
+    columns = {k: np.array(v, dtype=bool if isinstance(v[0], bool) else object) for k, v in table.items()}
+    write_stdout(render_table(columns, out_fmt))
+
+
+def _unavailable(spec: Any) -> str:
+    """`` [needs: pip install 'crowdagg[train]']`` for a method whose optional extra is missing (found, not imported)."""
+    return f" [needs: pip install 'crowdagg[{spec.requires}]']" if spec.missing() else ""
+
+
+def method_text(spec: Any) -> str:
+    """``crowdagg methods NAME``: summary; kind, engines, gold, saved models, extra; model, reference, parameters."""
+    import textwrap
+
+    from ..methods.registry import KINDS
+
+    lines = [f"{spec.name} -- {spec.summary}", "", f"Kind: {KINDS[spec.kind]}", f"Engines: {', '.join(spec.engines)}"]
+    lines.append("Gold: --gold FILE, known labels that clamp those tasks" if spec.gold else "Gold: no")
+    lines.append("Saved worker models: --save-workers FILE, --init-workers FILE" if spec.init_workers
+                 else "Saved worker models: no")
+    if spec.requires:
+        missing = spec.missing()
+        state = f"{', '.join(missing)} not installed" if missing else "installed"
+        lines.append(f"Requires: the optional extra {spec.requires!r} (pip install 'crowdagg[{spec.requires}]'; {state})")
+    lines.append("")
+    lines += textwrap.wrap("Model: " + spec.model, 88, subsequent_indent="  ") + [""]
+    lines += textwrap.wrap("Reference: " + spec.reference, 88, subsequent_indent="  ") + ["", "Parameters:"]
+    for p in spec.params:
+        how = flag(p.name) if p.name in PARAM_FLAGS else f"-p {p.name}=VALUE"
+        bounds = p.describe_range()
+        head = f"  {p.name} ({p.kind_name}, default {p.describe_default()}{', ' + bounds if bounds else ''}; {how})"
+        paper = f" [paper: {p.paper}]" if p.paper else ""
+        lines.append(head)
+        lines += textwrap.wrap(p.help + paper, 84, initial_indent="      ", subsequent_indent="      ")
+    return "\n".join(lines) + "\n"
