@@ -101,13 +101,11 @@ class Param:
         if kind == "numbers":
             return self._check_numbers(value)
         if kind == "methods":
-            if isinstance(value, str):
-                value = value.split(",")
-            return self._check_methods(value, value)
+            return self._check_methods(value.split(",") if isinstance(value, str) else value, value)
         if kind == "path":
             if isinstance(value, os.PathLike):
                 value = os.fspath(value)
-            if not isinstance(value, str) or not value:
+            if not isinstance(value, str) or not value.strip():
                 raise self._error(value)
             return value
         if kind == "text":

@@ -296,6 +296,9 @@ WRONG = [
     (NOTE, 5, "note must be a string, got 5"),
     (MODEL, "", "model must be a file path, got ''"),
     (MODEL, 5, "model must be a file path, got 5"),
+    (MODEL, " ", "model must be a file path, got ' '"),
+    (MODEL, b"m.pt", "model must be a file path, got b'm.pt'"),
+    (BASES, "mv,x", f"bases must be a list of method names ({VALID_METHODS}), each once, got 'mv,x'"),
     (DEVICE, "cuda:x", "device must be cpu, cuda, cuda:N (N = 0, 1, ...) or auto, got 'cuda:x'"),
     (DEVICE, 0, "device must be cpu, cuda, cuda:N (N = 0, 1, ...) or auto, got 0"),
 ]
