@@ -250,7 +250,8 @@ class _Declarations(MutableMapping[str, Method]):
         return len(self._found())
 
     def __repr__(self) -> str:
-        return f"<declared methods: {', '.join(self)}>"
+        failed = "".join(f"; {family} failed ({reason})" for family, reason in failures().items())
+        return f"<declared methods: {', '.join(self)}{failed}>"
 
 
 #: Every declared method, name -> :class:`Method`, in listing order (declarations only: no method code).

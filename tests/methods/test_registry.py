@@ -444,32 +444,13 @@ def test_methods_name_shows_each_kind_from_its_declaration(ds_with_new_kinds):
     ]
 
 
-def test_aggregate_help_lists_the_p_parameters_with_their_kinds():
-    helped = CliRunner().invoke(app, ["aggregate", "--help"], terminal_width=400)
-    text = " ".join(helped.stdout.split())
-    assert ("A parameter of the method (repeatable): n_init (ds, onecoin: int, 1 .. 1000), init (ds, onecoin: "
-            "method, soft-vote, hard-vote or a method); `crowdagg methods NAME` explains each, e.g. -p n_init=5."
-            ) in text
-
-
-def test_methods_lists_kinds_engines_gold_and_saved_models():
-    runner = CliRunner()
-    plain = runner.invoke(app, ["methods"])
-    width = max(map(len, METHODS))
-    assert plain.exit_code == 0 and plain.stderr == ""
-    assert plain.stdout == "".join(f"{n:<{width}}  {m.summary}\n" for n, m in METHODS.items())  # as before
-    table = runner.invoke(app, ["methods", "--format", "csv"]).stdout.splitlines()
-    assert table[0] == "method,class,summary,kind,engines,gold,saved_models,requires"
-    rows = {r.split(",")[0]: r for r in table[1:]}
-    assert rows["ds"].startswith("ds,DawidSkene,") and rows["ds"].endswith(",categorical,local,true,true,")
-    assert rows["mv"].endswith(",categorical,local,false,false,")
-    jsonl = runner.invoke(app, ["methods", "--format", "jsonl"]).stdout.splitlines()
-    assert '"kind":"categorical","engines":"local","gold":true,"saved_models":true,"requires":""}' in jsonl[3]
-    full = runner.invoke(app, ["methods", "ds"]).stdout.splitlines()
-    assert full[1:7] == ["", "Kind: categorical aggregator (answers -> one label per task)", "Engines: local",
-                         "Gold: --gold FILE, known labels that clamp those tasks",
-                         "Saved worker models: --save-workers FILE, --init-workers FILE", ""]
-    assert runner.invoke(app, ["methods", "wawa"]).stdout.splitlines()[4:6] == ["Gold: no", "Saved worker models: no"]
+def test_init_of_ds_is_a_method_parameter_in_both_terms(bluebird):
+    words = f"init must be soft-vote, hard-vote or a method's name ({VALID_METHODS}), got 'nope'"
+    result = CliRunner().invoke(app, ["aggregate", BLUEBIRD, "-m", "ds", "-p", "init=nope"])
+    assert result.exit_code == 2 and result.stdout == "" and result.stderr == f"Error: -p {words}\n"
+    with pytest.raises(UsageError) as info:
+        aggregate(bluebird, "ds", init="nope")
+    assert str(info.value) == words
 
 
 # --------------------------------------------------------------------------- laziness
@@ -505,6 +486,7 @@ def test_listing_and_validating_import_no_method_module():
         "spec = registry.get('ds'); spec.param('n_init').parse('3'); spec.param('tol').check(1e-3)\n"
         "list(registry.REGISTRY); len(registry.REGISTRY); 'ds' in registry.REGISTRY; registry.failures()\n"
         "[m.missing() for m in registry.METHODS.values()]\n"
+        "registry.Method('t', 'm:C', '', '', '', requires='train').missing()  # torch found, not imported\n"
         "try:\n    registry.get('nope')\nexcept KeyError:\n    pass\n"
     )
     assert seen["names"] == list(METHODS)
@@ -548,9 +530,9 @@ DECLARATIONS = (
     Method("okay", "crowdagg.methods.zz_extra.okay:Okay", "a vote declared by a family of its own", "m", "r",
            (SEED,), rank=25),
     Method("needs_x", "crowdagg.methods.zz_extra.okay:Okay", "needs an extra that is not installed", "m", "r",
-           (SEED,), requires="nosuchextra", kind="trainer", rank=60),
+           (SEED,), requires="nosuchextra", kind="trainer", rank=900),
     Method("bad_module", "crowdagg.methods.zz_extra.bad:Bad", "its module fails to import", "m", "r", (SEED,),
-           rank=70),
+           rank=901),
 )
 '''
 _OKAY_MODULE = '''
@@ -620,6 +602,10 @@ def test_a_family_that_fails_to_import_fails_alone(extra_families, bluebird):
         "crowdagg.methods.zz_twice failed to declare its methods (TypeError: it declares a method name already "
         "taken: 'ds' (declared by crowdagg.methods.em))")
     assert aggregate(bluebird, "ds").method == "ds"
+    assert repr(registry.METHODS).endswith(
+        "bad_module; crowdagg.methods.zz_broken failed (ImportError: the declarations are broken); "
+        "crowdagg.methods.zz_twice failed (TypeError: it declares a method name already taken: 'ds' (declared by "
+        "crowdagg.methods.em))>")
 
 
 def test_a_method_whose_extra_is_missing_fails_alone_naming_the_extra(extra_families, bluebird):
