@@ -462,7 +462,7 @@ names = list(registry.METHODS)
 {body}
 families = [m for m in sys.modules if m.count(".") == 2 and m.startswith("crowdagg.methods.")
             and hasattr(sys.modules[m], "DECLARATIONS")]
-light = {{"crowdagg.methods", "crowdagg.methods.registry", "crowdagg.methods.params", *families}}
+light = {{"crowdagg.methods", "crowdagg.methods.registry", *families}}
 print(json.dumps({{
     "names": names,
     "families": sorted(families),
