@@ -486,26 +486,28 @@ class _Declarations(MutableMapping[str, Method]):
                 self._failures[info.name] = f"{type(exc).__name__}: {exc}"
                 continue
             found.update((m.name, (m, info.name)) for m in declared)
-        ranked = sorted((m for m, _ in found.values()), key=lambda m: (m.rank, m.name))
-        return {m.name: m for m in ranked}
+        return _ranked(m for m, _ in found.values())
+
+    def failures(self) -> dict[str, str]:
+        """See :func:`failures`."""
+        self._found()
+        return dict(self._failures)
 
     def __getitem__(self, name: str) -> Method:
         try:
             return self._found()[name]
         except (KeyError, TypeError):  # TypeError: an unhashable name
             pass
-        failed = failures()
-        why = "".join(f"; {family} failed to declare its methods ({reason})" for family, reason in failed.items())
+        failed = self.failures().items()
+        why = "".join(f"; {family} failed to declare its methods ({reason})" for family, reason in failed)
         raise UnknownMethod(f"unknown method {name!r}; valid methods: {', '.join(self)}{why}") from None
 
     def __setitem__(self, name: str, spec: Method) -> None:
         if not isinstance(spec, Method) or spec.name != name:
             raise TypeError(f"METHODS[{name!r}] takes a Method named {name!r}, got {spec!r}")
-        found = self._found()
-        found[name] = spec
-        ranked = sorted(found.values(), key=lambda m: (m.rank, m.name))
-        found.clear()
-        found.update((m.name, m) for m in ranked)
+        with self._lock:
+            methods = {**self._found(), name: spec}
+            self._methods = _ranked(methods.values())
 
     def __delitem__(self, name: str) -> None:
         del self._found()[name]
@@ -523,18 +525,22 @@ class _Declarations(MutableMapping[str, Method]):
         return len(self._found())
 
     def __repr__(self) -> str:
-        failed = "".join(f"; {family} failed ({reason})" for family, reason in failures().items())
+        failed = "".join(f"; {family} failed ({reason})" for family, reason in self.failures().items())
         return f"<declared methods: {', '.join(self)}{failed}>"
 
 
+def _ranked(methods: Any) -> dict[str, Method]:
+    """``methods`` by name, in listing order: by rank, then name."""
+    return {m.name: m for m in sorted(methods, key=lambda m: (m.rank, m.name))}
+
+
 #: Every declared method, name -> :class:`Method`, in listing order (declarations only: no method code).
-METHODS: MutableMapping[str, Method] = _Declarations()
+METHODS = _Declarations()
 
 
 def failures() -> dict[str, str]:
     """Family packages left out of :data:`METHODS`, and why (``"ImportError: ..."``); empty when all loaded."""
-    METHODS._found()  # type: ignore[attr-defined]
-    return dict(METHODS._failures)  # type: ignore[attr-defined]
+    return METHODS.failures()
 
 
 def get(name: str) -> Method:
