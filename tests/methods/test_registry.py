@@ -673,3 +673,16 @@ def test_a_new_family_package_ships_without_editing_the_packaging():
     shipped = set(find_packages(str(root), include=found["include"]))
     on_disk = {".".join(p.parent.relative_to(root).parts) for p in (root / "crowdagg").rglob("__init__.py")}
     assert shipped == on_disk and {"crowdagg.methods.em", "crowdagg.methods.votes"} <= shipped
+
+
+def test_a_declaration_set_at_run_time_is_listed_by_rank_and_can_be_taken_back(monkeypatch):
+    from crowdagg.methods import registry
+
+    spec = Method("between", "crowdagg.methods.votes.mv:MajorityVote", "s", "m", "r", (SEED,), rank=15)
+    monkeypatch.setitem(registry.METHODS, "between", spec)
+    listed = list(registry.METHODS)
+    assert listed[listed.index("mv") + 1] == "between" and registry.REGISTRY["between"].__name__ == "MajorityVote"
+    with pytest.raises(TypeError, match="takes a Method named 'other'"):
+        registry.METHODS["other"] = spec
+    monkeypatch.undo()
+    assert "between" not in registry.METHODS and "between" not in registry.REGISTRY
