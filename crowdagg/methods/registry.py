@@ -251,8 +251,8 @@ class Param:
             return what + (f", {bounds}" if bounds else "")
         methods = ", ".join(_method_names())
         if kind == "method":
-            return (", ".join(self.choices) + " or " if self.choices else "") + f"a method's name ({methods})"
-        what = "comma-separated method names" if cli else "a list of method names"
+            return (", ".join(self.choices) + " or " if self.choices else "") + f"a method ({methods})"
+        what = "comma-separated methods" if cli else "a list of methods"
         return what + (" or " + ", ".join(self.choices) if self.choices else "") + f" ({methods}), each once"
 
     def describe_range(self) -> str:

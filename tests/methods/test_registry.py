@@ -245,9 +245,9 @@ PARSED = [
 ]
 # param, CLI text -> the whole message in library terms (the CLI shows -p NAME for NAME)
 REFUSED = [
-    (INIT, "nope", f"init must be soft-vote, hard-vote or a method's name ({VALID_METHODS}), got 'nope'"),
-    (INIT, "DS", f"init must be soft-vote, hard-vote or a method's name ({VALID_METHODS}), got 'DS'"),
-    (INIT, "", f"init must be soft-vote, hard-vote or a method's name ({VALID_METHODS}), got ''"),
+    (INIT, "nope", f"init must be soft-vote, hard-vote or a method ({VALID_METHODS}), got 'nope'"),
+    (INIT, "DS", f"init must be soft-vote, hard-vote or a method ({VALID_METHODS}), got 'DS'"),
+    (INIT, "", f"init must be soft-vote, hard-vote or a method ({VALID_METHODS}), got ''"),
     (MODE, "slow", "mode must be one of fast, exact, got 'slow'"),
     (PRIOR, "0.9;0.1", "prior must be comma-separated numbers, each 0 .. 1, got '0.9;0.1'"),
     (PRIOR, "0.9,", "prior must be comma-separated numbers, each 0 .. 1, got '0.9,'"),
@@ -256,8 +256,8 @@ REFUSED = [
     (PRIOR, "0.5,1_0", "prior must be comma-separated numbers, each 0 .. 1, got '0.5,1_0'"),
     (PRIOR, "", "prior must be comma-separated numbers, each 0 .. 1, got ''"),
     (SIZES, "64,0", "sizes must be comma-separated numbers, each 1 .. 4096, got '64,0'"),
-    (BASES, "mv,nope", f"bases must be comma-separated method names ({VALID_METHODS}), each once, got 'mv,nope'"),
-    (BASES, "mv,,ds", f"bases must be comma-separated method names ({VALID_METHODS}), each once, got 'mv,,ds'"),
+    (BASES, "mv,nope", f"bases must be comma-separated methods ({VALID_METHODS}), each once, got 'mv,nope'"),
+    (BASES, "mv,,ds", f"bases must be comma-separated methods ({VALID_METHODS}), each once, got 'mv,,ds'"),
     (BASES, "mv,ds,mv", "bases lists 'mv' twice"),
     (MODEL, "", "model must be a file path, got ''"),
     (MODEL, "  ", "model must be a file path, got '  '"),
@@ -277,8 +277,8 @@ CHECKED = [
 ]
 # param, Python value -> the message
 WRONG = [
-    (INIT, 3, f"init must be soft-vote, hard-vote or a method's name ({VALID_METHODS}), got 3"),
-    (INIT, None, f"init must be soft-vote, hard-vote or a method's name ({VALID_METHODS}), got None"),
+    (INIT, 3, f"init must be soft-vote, hard-vote or a method ({VALID_METHODS}), got 3"),
+    (INIT, None, f"init must be soft-vote, hard-vote or a method ({VALID_METHODS}), got None"),
     (MODE, "Fast", "mode must be one of fast, exact, got 'Fast'"),
     (PRIOR, "0.5,0.5", "prior must be a sequence of numbers, each 0 .. 1, got '0.5,0.5'"),
     (PRIOR, [0.5, 2], "prior must be a sequence of numbers, each 0 .. 1, got [0.5, 2]"),
@@ -287,18 +287,18 @@ WRONG = [
     (PRIOR, 0.5, "prior must be a sequence of numbers, each 0 .. 1, got 0.5"),
     (PRIOR, [0.5, None], "prior must be a sequence of numbers, each 0 .. 1, got [0.5, None]"),
     (SIZES, None, "sizes must be a sequence of numbers, each 1 .. 4096, got None"),
-    (BASES, ["mv", "x"], f"bases must be a list of method names ({VALID_METHODS}), each once, got ['mv', 'x']"),
-    (BASES, [], f"bases must be a list of method names ({VALID_METHODS}), each once, got []"),
+    (BASES, ["mv", "x"], f"bases must be a list of methods ({VALID_METHODS}), each once, got ['mv', 'x']"),
+    (BASES, [], f"bases must be a list of methods ({VALID_METHODS}), each once, got []"),
     (BASES, ["mv", "mv"], "bases lists 'mv' twice"),
     (PRIOR, {0.5: 1}, "prior must be a sequence of numbers, each 0 .. 1, got {0.5: 1}"),
     (PRIOR, np.array([[0.5, 0.5]]), "prior must be a sequence of numbers, each 0 .. 1, got array([[0.5, 0.5]])"),
-    (BASES, {"mv"}, f"bases must be a list of method names ({VALID_METHODS}), each once, got {{'mv'}}"),
+    (BASES, {"mv"}, f"bases must be a list of methods ({VALID_METHODS}), each once, got {{'mv'}}"),
     (NOTE, 5, "note must be a string, got 5"),
     (MODEL, "", "model must be a file path, got ''"),
     (MODEL, 5, "model must be a file path, got 5"),
     (MODEL, " ", "model must be a file path, got ' '"),
     (MODEL, b"m.pt", "model must be a file path, got b'm.pt'"),
-    (BASES, "mv,x", f"bases must be a list of method names ({VALID_METHODS}), each once, got 'mv,x'"),
+    (BASES, "mv,x", f"bases must be a list of methods ({VALID_METHODS}), each once, got 'mv,x'"),
     (DEVICE, "cuda:x", "device must be cpu, cuda, cuda:N (N = 0, 1, ...) or auto, got 'cuda:x'"),
     (DEVICE, 0, "device must be cpu, cuda, cuda:N (N = 0, 1, ...) or auto, got 0"),
 ]
@@ -344,14 +344,14 @@ def test_each_kind_is_described_from_its_declaration():
     rows = [(p.kind_name, p.describe_type(), p.describe_type(cli=True), p.describe_range(), p.describe_default())
             for p in NEW_KINDS]
     assert rows == [
-        ("method", f"soft-vote, hard-vote or a method's name ({VALID_METHODS})",
-         f"soft-vote, hard-vote or a method's name ({VALID_METHODS})", "soft-vote, hard-vote or a method", "'soft-vote'"),
+        ("method", f"soft-vote, hard-vote or a method ({VALID_METHODS})",
+         f"soft-vote, hard-vote or a method ({VALID_METHODS})", "soft-vote, hard-vote or a method", "'soft-vote'"),
         ("choice", "one of fast, exact", "one of fast, exact", "one of fast, exact", "'fast'"),
         ("numbers", "a sequence of numbers, each 0 .. 1", "comma-separated numbers, each 0 .. 1", "each 0 .. 1", "none"),
         ("numbers", "a sequence of numbers, each 1 .. 4096", "comma-separated numbers, each 1 .. 4096",
          "each 1 .. 4096", "64,32"),
-        ("methods", f"a list of method names ({VALID_METHODS}), each once",
-         f"comma-separated method names ({VALID_METHODS}), each once", "registered methods", "mv,ds"),
+        ("methods", f"a list of methods ({VALID_METHODS}), each once",
+         f"comma-separated methods ({VALID_METHODS}), each once", "registered methods", "mv,ds"),
         ("text", "a string", "text", "", "''"),
         ("path", "a file path", "a file path", "", "none"),
         ("device", "cpu, cuda, cuda:N (N = 0, 1, ...) or auto", "cpu, cuda, cuda:N (N = 0, 1, ...) or auto",
@@ -369,8 +369,8 @@ def test_each_kind_is_described_from_its_declaration():
 def test_a_methods_parameter_may_also_take_its_choices():
     p = Param("start", "methods", ("soft-vote",), "", choices=("soft-vote", "hard-vote"))
     assert p.parse("hard-vote,ds") == ("hard-vote", "ds")
-    assert p.describe_type(cli=True) == f"comma-separated method names or soft-vote, hard-vote ({VALID_METHODS}), each once"
-    with pytest.raises(UsageError, match="start must be comma-separated method names or soft-vote"):
+    assert p.describe_type(cli=True) == f"comma-separated methods or soft-vote, hard-vote ({VALID_METHODS}), each once"
+    with pytest.raises(UsageError, match="start must be comma-separated methods or soft-vote"):
         p.parse("medium-vote")
 
 
@@ -445,7 +445,7 @@ def test_methods_name_shows_each_kind_from_its_declaration(ds_with_new_kinds):
 
 
 def test_init_of_ds_is_a_method_parameter_in_both_terms(bluebird):
-    words = f"init must be soft-vote, hard-vote or a method's name ({VALID_METHODS}), got 'nope'"
+    words = f"init must be soft-vote, hard-vote or a method ({VALID_METHODS}), got 'nope'"
     result = CliRunner().invoke(app, ["aggregate", BLUEBIRD, "-m", "ds", "-p", "init=nope"])
     assert result.exit_code == 2 and result.stdout == "" and result.stderr == f"Error: -p {words}\n"
     with pytest.raises(UsageError) as info:

@@ -160,13 +160,16 @@ class DawidSkene(IterativeAggregator):
 
             # Every start adds the same pseudo-counts: they are a prior, not a starting point.
             self._warm = None if self._model is None else WarmStart(self._model, data, self.name)
-        begin, clamp = checked.start, checked.clamp
-        assert begin is not None and clamp is not None  # ds declares init and gold: the base resolves both
-        if start == 0 and begin.model is not None:  # another method's confusion model: its parameters, then an E-step
+        # The base resolves both for a declaration with gold=True and init (without them: no gold, soft vote).
+        begin = checked.start
+        clamp = checked.clamp if checked.clamp is not None else np.full(data.n_tasks, -1, dtype=np.int64)
+        if start == 0 and begin is not None and begin.model is not None:
+            # another method's confusion model: its parameters, then an E-step
             state = EMState(data, None, clamp, type(self)._m_step, checked["smoothing"], self._warm,
                             params=model_parameters(begin.model))
         else:
-            state = EMState(data, starting_posteriors(data, start, rng, begin.posterior), clamp,
+            first = None if begin is None else begin.posterior
+            state = EMState(data, starting_posteriors(data, start, rng, first), clamp,
                             type(self)._m_step, checked["smoothing"], self._warm)
         return state, state.objective
 
