@@ -170,6 +170,16 @@ class Run:
     converged: bool
 
 
+class StopRule:
+    """When an iterative loop stops (a value a method declares as ``stop_rule``); ``warns``: whether running out
+    of iterations is worth a ConvergenceWarning.  (Placeholder for the loop helper's stop rules.)"""
+
+    warns: ClassVar[bool] = True
+
+    def stopped(self, previous: float | None, value: float, tol: float) -> bool:
+        raise NotImplementedError
+
+
 class IterativeAggregator(Aggregator):
     """A method that iterates to a fixed point; the loop lives here, the mathematics in the subclass.
 
@@ -210,7 +220,8 @@ class IterativeAggregator(Aggregator):
         )
 
     def _fit(self, data: AnnotationSet, checked: dict[str, Any], callback: Any) -> AggregationResult:
-        by_objective = self.stop_rule == "objective"
+        rule = self.stop_rule if isinstance(self.stop_rule, StopRule) else None
+        by_objective = rule is not None or self.stop_rule == "objective"
         tol = checked.get("tol", 0.0)
         best: Run | None = None
         for start in range(checked.get("n_init", 1)):
@@ -223,7 +234,12 @@ class IterativeAggregator(Aggregator):
                     run.trace.append(value)
                 if callback is not None:
                     callback(it, value if by_objective else float("nan"))
-                if by_objective:
+                if rule is not None:
+                    if rule.stopped(prev, value, tol):
+                        run.converged = True
+                        break
+                    prev = value
+                elif by_objective:
                     if tol > 0 and prev is not None and abs(value - prev) <= tol * abs(prev):
                         run.converged = True
                         break
@@ -234,7 +250,7 @@ class IterativeAggregator(Aggregator):
             if best is None or (by_objective and run.trace and best.trace and run.trace[-1] > best.trace[-1]):
                 best = run
         assert best is not None
-        if not best.converged and (tol > 0 or not by_objective):
+        if not best.converged and (rule.warns if rule is not None else (tol > 0 or not by_objective)):
             warn(ConvergenceWarning(self._not_converged(checked)))
         return self._finish(data, best, checked)
 
