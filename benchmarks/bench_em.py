@@ -24,7 +24,7 @@ import bench_ingest  # noqa: E402
 def main(argv: list[str] | None = None) -> int:
     from crowdagg.data.annotations import AnnotationSet
     from crowdagg.kernels import n_threads
-    from crowdagg.methods.base import full_m_step
+    from crowdagg.methods.blocks import full_m_step
     from crowdagg.methods.em.ds import EMState, starting_posteriors
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -23,8 +23,9 @@ from crowdagg import load_annotations
 from crowdagg.data.annotations import AnnotationSet
 from crowdagg.io.read import read_task_labels
 from crowdagg.methods.api import aggregate
-from crowdagg.methods.base import PROB_FLOOR, one_coin_matrices
-from crowdagg.methods.em.ds import DawidSkene, OneCoinDawidSkene
+from crowdagg.methods.blocks import PROB_FLOOR, one_coin_matrices
+from crowdagg.methods.em.ds import DawidSkene
+from crowdagg.methods.em.onecoin import OneCoinDawidSkene
 from crowdagg.methods.model_file import class_order, from_json, to_json
 
 DATASETS = Path(os.environ.get("CROWDAGG_DATASETS", Path(__file__).resolve().parents[2] / "shared" / "datasets"))

@@ -91,7 +91,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from .methods.base import IterativeAggregator, Run, StopRule, one_coin_matrices
+from .methods.base import FitContext, IterativeAggregator, Run, StopRule
+from .methods.blocks import clamp_posteriors, one_coin_matrices, soft_majority_vote
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -559,10 +560,9 @@ class _EM(IterativeAggregator):
     name = "ds"  # the crowdagg method it is a flavour of (for the base's messages)
     stop_rule = RISE_BELOW_TOL
 
-    def __init__(self, ans: _Answers, clamp: np.ndarray, initial: Any = None) -> None:  # noqa: D107
+    def __init__(self, ans: _Answers, initial: Any = None) -> None:
         # no declared parameters: n_iter and tol are crowd-kit's, checked by the public class
         self.ans = ans
-        self.clamp = clamp
         self.initial = initial  # (counts, present) -> (errors, initial_error frame): the first M-step's own
 
     @staticmethod
@@ -580,18 +580,14 @@ class _EM(IterativeAggregator):
         need, what = em_memory(data)
         return need + 8.0 * _DENSE_TABLES * data.n_workers * data.n_classes ** 2, what
 
-    def _start(self, data: AnnotationSet, checked: Any, start: int, rng: np.random.Generator) -> tuple[_EMState, None]:
+    def _start(self, data: AnnotationSet, checked: FitContext, start: int, rng: np.random.Generator) -> tuple[_EMState, None]:
         from .kernels import EMWorkspace
-        from .methods.votes.mv import soft_majority_vote
 
         k = data.n_classes
         state = _EMState()
         state.present = (np.bincount(data.cell, minlength=data.n_workers * k) > 0).reshape(data.n_workers, k)
         state.ws = EMWorkspace(data.task_ptr, data.worker, data.label, data.n_workers, k)
-        q = soft_majority_vote(data)
-        fixed = np.flatnonzero(self.clamp >= 0)
-        q[fixed] = 0.0
-        q[fixed, self.clamp[fixed]] = 1.0
+        q = clamp_posteriors(soft_majority_vote(data), checked.clamp)
         state.ws.accumulate(q)
         state.prior = q.mean(axis=0)
         state.counts = state.ws.stats()[0]
@@ -601,13 +597,13 @@ class _EM(IterativeAggregator):
             state.errors, state.frame = self.initial(state.counts, state.present)
         return state, None
 
-    def _step(self, data: AnnotationSet, state: _EMState, checked: Any) -> float:
+    def _step(self, data: AnnotationSet, state: _EMState, checked: FitContext) -> float:
         from .kernels.em import _posterior_summary
 
         ws = state.ws
         log_e = np.log(np.where(state.present[:, :, None], state.errors, 1.0))  # absent pairs are never read
         # unchecked: the shapes are ours, and clamp holds class codes by construction (gold labels are classes)
-        ws._e_step(np.log(np.maximum(state.prior, EPS)), log_e, self.clamp)
+        ws._e_step(np.log(np.maximum(state.prior, EPS)), log_e, checked.clamp)
         state.counts = ws.stats()[0]
         sums, qlogq = _posterior_summary(ws.post, ws.bounds, EPS)
         prior = sums / len(ws.post)
@@ -617,7 +613,7 @@ class _EM(IterativeAggregator):
         state.prior = np.maximum(prior, EPS)  # crowd-kit's loss step floors its priors (and posteriors) in place
         return loss
 
-    def _finish(self, data: AnnotationSet, run: Run, checked: Any) -> Run:
+    def _finish(self, data: AnnotationSet, run: Run, checked: FitContext) -> Run:
         return run  # the public class labels the state with pandas
 
 
@@ -731,12 +727,13 @@ class DawidSkene:
             def initial(counts: np.ndarray, present: np.ndarray) -> tuple[np.ndarray, pd.DataFrame]:
                 return self._first_errors(ans, counts, present, initial_error)
 
-        em = self._em(ans, clamp, initial)
+        em = self._em(ans, initial)
         d = ans.data
         # Refused up front with its size (crowd-kit would allocate until the OOM killer stops it).
         memory.check(*em.memory_needed(d),
                      advice="its tables grow with workers × labels²: use MajorityVote or Wawa, or fewer labels")
-        run = em._fit(d, {"max_iter": self.n_iter, "tol": self.tol, "seed": 0}, None)
+        # the gold clamp is handed in as the base hands it to every method declared with gold
+        run = em._fit(d, FitContext({"max_iter": self.n_iter, "tol": self.tol, "seed": 0}, clamp=clamp), None)
         state: _EMState = run.state
         self.loss_history_: list[float] = run.trace
         q = np.maximum(state.ws.post, EPS) if run.n_iter else state.ws.post

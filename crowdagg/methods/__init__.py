@@ -19,5 +19,5 @@ __getattr__ = exports(__name__, {
     "aggregate": f"{__name__}.api", "get_method": f"{__name__}.api", "REGISTRY": f"{__name__}.api",
     "Aggregator": f"{__name__}.base", "AggregationResult": f"{__name__}.result",
     "MajorityVote": f"{__name__}.votes.mv", "WeightedMajorityVote": f"{__name__}.votes.wmv",
-    "Wawa": f"{__name__}.votes.wawa", "DawidSkene": f"{__name__}.em.ds", "OneCoinDawidSkene": f"{__name__}.em.ds",
+    "Wawa": f"{__name__}.votes.wawa", "DawidSkene": f"{__name__}.em.ds", "OneCoinDawidSkene": f"{__name__}.em.onecoin",
 }, fallback=f"{__name__}.registry")

@@ -14,7 +14,8 @@ from ..core.memory import MaxMemory
 from ..data.annotations import AnnotationSet
 from ..errors import DataError, UsageError, param
 from .base import Aggregator
-from .em.ds import DawidSkene, OneCoinDawidSkene
+from .em.ds import DawidSkene
+from .em.onecoin import OneCoinDawidSkene
 from .registry import METHODS
 from .result import AggregationResult
 from .votes.mv import MajorityVote

@@ -23,6 +23,7 @@ do not fit them.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -31,16 +32,58 @@ import numpy as np
 from ..core import memory
 from ..data.annotations import AnnotationSet
 from ..errors import ConvergenceWarning, CrowdaggWarning, DataError, UsageError, param, warn
+from .blocks import PROB_FLOOR as PROB_FLOOR  # re-exported: these lived here before crowdagg.methods.blocks
+from .blocks import TieBreaker as TieBreaker
+from .blocks import argmax_random_ties as argmax_random_ties
+from .blocks import fill_empty_rows as fill_empty_rows
+from .blocks import full_m_step as full_m_step
+from .blocks import gold_clamp
+from .blocks import normalize_rows as normalize_rows
+from .blocks import one_coin_accuracy as one_coin_accuracy
+from .blocks import one_coin_matrices as one_coin_matrices
+from .blocks import posterior_confusion as posterior_confusion
+from .blocks import prior_m_step as prior_m_step
+from .blocks import softmax_rows as softmax_rows
 from .result import AggregationResult
 
 if TYPE_CHECKING:  # pragma: no cover
     from .registry import Method
 
-#: Floor on confusion entries before taking logs (as crowd-kit clips at 1e-10).
-PROB_FLOOR = 1e-10
-
 #: Largest smoothing accepted: far beyond any use, far below overflow.
 MAX_SMOOTHING = 1e9
+
+
+class FitContext(Mapping[str, Any]):
+    """One fit's checked parameters, and the services the base resolved for it from the data.
+
+    It reads as the mapping of the validated parameters (``ctx["seed"]``,
+    ``ctx.get("tol", 0.0)``): a method's ``_fit`` (and an iterative
+    method's ``_start``, ``_step`` and ``_finish``) receive it where they
+    received that dict.  Resolved once per fit, before the method runs:
+
+    Attributes
+    ----------
+    clamp : ndarray of int64, shape (n_tasks,), or None
+        Gold labels as the class index each task is clamped to (-1: free),
+        from :func:`~crowdagg.methods.blocks.gold_clamp`, for a method whose
+        declaration says ``gold=True`` (all -1 when no gold was given); None
+        for other methods.  The method's E-step applies it with
+        :func:`~crowdagg.methods.blocks.clamp_posteriors` (or hands it to a
+        fused kernel that does the same).
+    """
+
+    def __init__(self, params: Mapping[str, Any], *, clamp: np.ndarray | None = None) -> None:
+        self.params = dict(params)
+        self.clamp = clamp
+
+    def __getitem__(self, name: str) -> Any:
+        return self.params[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.params)
+
+    def __len__(self) -> int:
+        return len(self.params)
 
 
 class Aggregator:
@@ -134,7 +177,7 @@ class Aggregator:
         self._prepare(data, max_memory)
         need, what = self.memory_needed(data)
         memory.check(need, what, max_memory, advice=self.memory_advice)
-        result = self._fit(data, checked, callback)
+        result = self._fit(data, self._context(data, checked), callback)
         result.max_memory = max_memory
         result.check_shapes()
         _check_posteriors(result)
@@ -149,11 +192,16 @@ class Aggregator:
             )
         return result
 
+    def _context(self, data: AnnotationSet, checked: dict[str, Any]) -> FitContext:
+        """The services resolved once for this fit: the gold clamp for a method declared with ``gold=True``."""
+        return FitContext(checked, clamp=gold_clamp(data, self.gold) if self.spec().gold else None)
+
     def _prepare(self, data: AnnotationSet, max_memory: memory.MaxMemory) -> None:
         """Read what the fit needs besides the data (a saved worker model) before :meth:`memory_needed` runs."""
 
-    def _fit(self, data: AnnotationSet, checked: dict[str, Any], callback: Any) -> AggregationResult:
-        """The method: ``checked`` holds the validated parameters (``checked["seed"]`` among them)."""
+    def _fit(self, data: AnnotationSet, checked: FitContext, callback: Any) -> AggregationResult:
+        """The method: ``checked`` reads as the validated parameters (``checked["seed"]`` among them) and
+        carries the services the base resolved (:class:`FitContext`)."""
         raise NotImplementedError
 
     #: What to try when a fit collapses onto few classes (:func:`_check_collapse`).
@@ -202,16 +250,16 @@ class IterativeAggregator(Aggregator):
 
     stop_rule: ClassVar[str] = "objective"
 
-    def _start(self, data: AnnotationSet, checked: dict[str, Any], start: int, rng: np.random.Generator) -> tuple[Any, float | None]:
+    def _start(self, data: AnnotationSet, checked: FitContext, start: int, rng: np.random.Generator) -> tuple[Any, float | None]:
         raise NotImplementedError
 
-    def _step(self, data: AnnotationSet, state: Any, checked: dict[str, Any]) -> float:
+    def _step(self, data: AnnotationSet, state: Any, checked: FitContext) -> float:
         raise NotImplementedError
 
-    def _finish(self, data: AnnotationSet, run: Run, checked: dict[str, Any]) -> AggregationResult:
+    def _finish(self, data: AnnotationSet, run: Run, checked: FitContext) -> AggregationResult:
         raise NotImplementedError
 
-    def _not_converged(self, checked: dict[str, Any]) -> str:
+    def _not_converged(self, checked: FitContext) -> str:
         """The warning when the stopping rule was not met within ``max_iter``."""
         return (
             f"{self.name}: did not converge in {param('max_iter')}={checked['max_iter']} iterations "
@@ -219,7 +267,7 @@ class IterativeAggregator(Aggregator):
             f"raise {param('max_iter')} or loosen {param('tol')}"
         )
 
-    def _fit(self, data: AnnotationSet, checked: dict[str, Any], callback: Any) -> AggregationResult:
+    def _fit(self, data: AnnotationSet, checked: FitContext, callback: Any) -> AggregationResult:
         rule = self.stop_rule if isinstance(self.stop_rule, StopRule) else None
         by_objective = rule is not None or self.stop_rule == "objective"
         tol = checked.get("tol", 0.0)
@@ -332,161 +380,6 @@ def collapse_floor(answer_share: float, n_answered: int) -> float:
         return float("inf")
     noise = COLLAPSE_SIGMAS * float(np.sqrt(answer_share * (1.0 - answer_share) / n_answered))
     return max(COLLAPSE_GAP, noise)
-
-
-class TieBreaker:
-    """Seeded tie-break draws keyed on the task's *name* and the class.
-
-    A task gets the same draw wherever it sits in the input (row order never
-    changes a label), the same on every round of an iterative method, and
-    on every machine: the key is SipHash-2-4 of the name's UTF-8 bytes under
-    a key made from the seed (``pandas.util.hash_array``), mixed with the
-    class index by splitmix64.
-    """
-
-    def __init__(self, task_names: Any, seed: int) -> None:
-        self.task_names = task_names
-        self.key = f"{int(seed) & (2**64 - 1):016x}"
-
-    def draws(self, rows: np.ndarray, n_classes: int) -> np.ndarray:
-        """Uniform draws in [0, 1), shape (len(rows), n_classes)."""
-        from pandas.util import hash_array
-
-        names = np.asarray(self.task_names[rows], dtype=object)
-        h = hash_array(names, encoding="utf8", hash_key=self.key, categorize=False).astype(np.uint64)
-        with np.errstate(over="ignore"):
-            x = h[:, None] + (np.arange(1, n_classes + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15))
-            x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-            x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-            x = x ^ (x >> np.uint64(31))
-        return (x >> np.uint64(11)).astype(np.float64) * (1.0 / 2**53)
-
-
-def argmax_random_ties(scores: np.ndarray, ties: TieBreaker, atol: float = 0.0) -> np.ndarray:
-    """Row-wise argmax, ties (within ``atol`` of the maximum) broken by ``ties``' seeded draws.
-
-    shape (n, K) -> (n,) int64.  Draws are made only for the tied rows.
-    """
-    n, k = scores.shape
-    labels = scores.argmax(axis=1).astype(np.int64)
-    if k == 1 or n == 0:
-        return labels
-    top = scores[np.arange(n), labels]
-    near = scores >= (top - atol)[:, None]
-    tied = np.flatnonzero(np.count_nonzero(near, axis=1) > 1)
-    if tied.size:
-        draw = ties.draws(tied, k)
-        draw[~near[tied]] = -1.0
-        labels[tied] = draw.argmax(axis=1)
-    return labels
-
-
-def normalize_rows(scores: np.ndarray) -> np.ndarray:
-    total = scores.sum(axis=1, keepdims=True)
-    return scores / np.where(total > 0, total, 1.0)
-
-
-def softmax_rows(log_scores: np.ndarray) -> np.ndarray:
-    z = log_scores - log_scores.max(axis=1, keepdims=True)
-    np.exp(z, out=z)
-    return normalize_rows(z)
-
-
-def fill_empty_rows(post: np.ndarray, empty: np.ndarray) -> np.ndarray:
-    """The rows ``empty`` (tasks without answers, or without any vote weight) get the mean of the other rows.
-
-    That mean is the class prior the vote-based methods report; it is
-    returned, shape (K,) (uniform when no row is left).  ``post`` is
-    changed in place.
-    """
-    k = post.shape[1]
-    prior = post[~empty].mean(axis=0) if (~empty).any() else np.full(k, 1.0 / k)
-    if empty.any():
-        post[empty] = prior
-    return prior
-
-
-def full_m_step(counts_ot: np.ndarray, class_tot: np.ndarray, smoothing: float) -> tuple[np.ndarray, np.ndarray]:
-    """Dawid--Skene M-step with additive (Dirichlet) smoothing.
-
-    Parameters
-    ----------
-    counts_ot : (n_workers, K_observed, K_true) expected answer counts.
-    class_tot : (K,) expected class totals.
-    smoothing : pseudo-count added to every cell (Dirichlet alpha - 1).
-
-    Returns
-    -------
-    prior : (K,)
-    conf_ot : (n_workers, K_observed, K_true), columns sum to 1.  A worker
-        without answers gets uniform columns (1/K: no evidence either way).
-    """
-    num = np.maximum(counts_ot + smoothing, PROB_FLOOR)
-    conf_ot = num / num.sum(axis=1, keepdims=True)
-    return prior_m_step(class_tot, smoothing), conf_ot
-
-
-def prior_m_step(class_tot: np.ndarray, smoothing: float) -> np.ndarray:
-    """The class prior from expected class totals (K,): ``max(tot + s, 1e-10)`` normalised."""
-    prior = np.maximum(class_tot + smoothing, PROB_FLOOR)
-    return prior / prior.sum() if prior.shape[0] else prior
-
-
-def one_coin_m_step(counts_ot: np.ndarray, class_tot: np.ndarray, smoothing: float) -> tuple[np.ndarray, np.ndarray]:
-    r"""One-coin M-step: :math:`p_m = (c_m + s/K) / (n_m + s)`, errors uniform.
-
-    ``c_m`` is worker m's expected number of correct answers and ``n_m`` its
-    number of answers; ``s`` pseudo-answers at chance accuracy 1/K (the MAP
-    estimate under a Beta(1 + s/K, 1 + s(K-1)/K) prior) pull sparse workers
-    towards 1/K, whose one-coin vote weight log((K-1)p/(1-p)) is zero.  A
-    worker without answers gets exactly 1/K whatever ``s``.
-    """
-    k = class_tot.shape[0]
-    p = one_coin_accuracy(np.trace(counts_ot, axis1=1, axis2=2), counts_ot.sum(axis=(1, 2)), smoothing, k)
-    return prior_m_step(class_tot, smoothing), one_coin_matrices(p, k)
-
-
-def one_coin_accuracy(correct: np.ndarray, answers: np.ndarray, smoothing: float, k: int) -> np.ndarray:
-    """Each worker's one-coin accuracy from its expected correct answers and its answers, shape (n_workers,).
-
-    ``(correct + s/K) / (answers + s)``, exactly 1/K without answers,
-    clipped to [1e-10, 1 - 1e-10] so that the E-step's logs stay finite.
-    """
-    with np.errstate(invalid="ignore", divide="ignore"):
-        p = (correct + smoothing / k) / (answers + smoothing)
-    p = np.where(answers > 0, p, 1.0 / k)
-    return np.clip(p, PROB_FLOOR, 1.0 - PROB_FLOOR)
-
-
-def one_coin_matrices(p: np.ndarray, k: int) -> np.ndarray:
-    """Confusion matrices of one-coin workers with accuracy ``p`` (shape (n_workers,)).
-
-    Returns shape (n_workers, K, K); diagonal p, off-diagonal (1 - p)/(K - 1).
-    The matrices are symmetric, so they read the same in either layout.
-    """
-    p = np.asarray(p, dtype=np.float64)
-    if k == 1:
-        return np.ones((p.shape[0], 1, 1))
-    off = (1.0 - p) / (k - 1)
-    mats = np.repeat(off[:, None, None], k, axis=1).repeat(k, axis=2)
-    idx = np.arange(k)
-    mats[:, idx, idx] = p[:, None]
-    return mats
-
-
-def posterior_confusion(data: AnnotationSet, post: np.ndarray, smoothing: float) -> tuple[np.ndarray, np.ndarray]:
-    """Prior and per-worker confusion (``[w, true, observed]``) implied by posteriors.
-
-    One Dawid--Skene M-step: used to report worker confusion for methods
-    that do not model it (MV) and to start EM.
-    """
-    from ..kernels import EMWorkspace
-
-    ws = EMWorkspace(data.task_ptr, data.worker, data.label, data.n_workers, data.n_classes)
-    ws.accumulate(post)
-    counts, tot = ws.stats()
-    prior, conf_ot = full_m_step(counts, tot, smoothing)
-    return prior, np.ascontiguousarray(conf_ot.transpose(0, 2, 1))
 
 
 def make_result(

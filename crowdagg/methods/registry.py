@@ -184,7 +184,7 @@ METHODS: dict[str, Method] = {
             gold=True, init_workers=True,
         ),
         Method(
-            "onecoin", "crowdagg.methods.em.ds:OneCoinDawidSkene",
+            "onecoin", "crowdagg.methods.em.onecoin:OneCoinDawidSkene",
             "one-coin Dawid-Skene EM: one accuracy per worker, errors uniform over other classes",
             "A_m[k', k] = p_m if k' = k else (1 - p_m)/(K - 1); M-step p_m = (s/K + Σ q_n(answer)) / (n_m + s).",
             "Dawid & Skene 1979 with the one-coin (symmetric) worker model, e.g. Liu, Peng & Ihler, "

@@ -31,7 +31,7 @@ import numpy as np
 
 from ..core import memory
 from ..errors import UsageError, param
-from ..methods.base import one_coin_matrices
+from ..methods.blocks import one_coin_matrices
 from .args import check_per_task, check_size, fixed, prior_arg, unused
 from .crowd import Plan
 from .workers import constant_matrices, crowd_matrices, maxmig_seniors, multispa_matrices

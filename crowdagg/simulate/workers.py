@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import UsageError, param
-from ..methods.base import one_coin_matrices
+from ..methods.blocks import one_coin_matrices
 
 #: ``draw(rng, n_workers, n_classes, skill)`` -> confusion matrices, shape (n_workers, K, K).
 MatrixDraw = Callable[[np.random.Generator, int, int, tuple[float, float]], np.ndarray]

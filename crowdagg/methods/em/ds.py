@@ -1,4 +1,4 @@
-r"""Dawid--Skene EM: full confusion matrices and the one-coin variant.
+r"""Dawid--Skene EM: a full confusion matrix per worker (and the EM engine :mod:`.onecoin` shares).
 
 Model (Dawid & Skene 1979, doi:10.2307/2346806): the true class
 :math:`y_n \sim \mathrm{Cat}(d)`; given :math:`y_n = k`, worker :math:`m`
@@ -17,23 +17,14 @@ M-step with a symmetric Dirichlet(:math:`1 + s`) prior (``smoothing`` = s):
 With ``smoothing = 0`` (the default) entries are floored at 1e-10, as
 crowd-kit does.  A worker without answers gets uniform columns.
 
-The one-coin model (ALGORITHMS.md §2.3) ties each worker's matrix to one
-accuracy :math:`p_m` with errors uniform over the other K - 1 classes; its
-M-step is :math:`p_m = (s/K + \sum_{n\in N_m} q_n(\tilde y_n^{(m)})) / (|N_m| + s)`:
-``s`` pseudo-answers at chance accuracy 1/K (default s = 1), so a worker
-with one or two answers stays near 1/K, whose vote weight is zero, instead
-of running to p = 0 or 1 and overriding the crowd; a worker without answers
-gets exactly 1/K.  Its E-step keeps the :math:`\log(K-1)` term (Liu et
-al.'s code drops it).
-
-Both start from soft majority vote (one M-step on the vote shares), then
+EM starts from soft majority vote (one M-step on the vote shares), then
 iterate M-step + E-step with the fused E/M kernel of :mod:`crowdagg.kernels`
 (O(L K) per iteration), and stop when the relative change of the
 observed-data log-likelihood falls below ``tol`` (1e-6) or after
 ``max_iter`` (200) iterations (``tol=0`` runs exactly ``max_iter``).  The
 result ends on an E-step: its posteriors are those of its parameters.
 Gold labels, when given, clamp those tasks' posteriors to one-hot
-(semi-supervised DS) in every E-step, so they also shape the confusion
+(semi-supervised DS; the base resolves the clamp, :class:`~crowdagg.methods.base.FitContext`) in every E-step, so they also shape the confusion
 matrices.  Tasks without answers get the class prior.
 
 A saved worker model (``init_workers``, :mod:`crowdagg.methods.model_file`) is
@@ -50,64 +41,18 @@ pseudo-counts included, which the next saved model records.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from ...core.checks import check_index_array, check_task_mapping
 from ...data.annotations import AnnotationSet
-from ...errors import CrowdaggWarning, DataError, param, warn
-from ..base import (
-    IterativeAggregator,
-    Run,
-    TieBreaker,
-    argmax_random_ties,
-    full_m_step,
-    make_result,
-    one_coin_m_step,
-)
+from ...errors import param
+from ..base import FitContext, IterativeAggregator, Run, make_result
+from ..blocks import TieBreaker, argmax_random_ties, clamp_posteriors, full_m_step, soft_majority_vote
 from ..result import AggregationResult
-from ..votes.mv import soft_majority_vote
 
 MStep = Callable[[np.ndarray, np.ndarray, float], "tuple[np.ndarray, np.ndarray]"]
-
-
-def gold_clamp(data: AnnotationSet, gold: Mapping[str, str] | np.ndarray | None) -> np.ndarray:
-    """Class index to clamp per task (-1 = free), shape (n_tasks,), int64.
-
-    ``gold`` maps task name -> class name, or is already such an index array
-    (integers in [-1, K-1]).  Gold for tasks absent from the answers is
-    ignored, with a warning saying how many; an unknown class is an error.
-    """
-    clamp = np.full(data.n_tasks, -1, dtype=np.int64)
-    if gold is None:
-        return clamp
-    if isinstance(gold, np.ndarray):
-        return check_index_array("gold", gold, data.n_tasks, -1, data.n_classes - 1)
-    gold = check_task_mapping(gold, "gold")  # a dict, or a pandas Series by its index
-    lookup = data.task_lookup()
-    cls_index = {c: i for i, c in enumerate(data.classes)}
-    missing = 0
-    for task, label in gold.items():
-        t = lookup.get(str(task).strip())
-        if t is None:
-            missing += 1
-            continue
-        k = cls_index.get(str(label).strip())
-        if k is None:
-            raise DataError(
-                f"gold label {label!r} of task {task!r} is not one of the classes ({', '.join(data.classes)})"
-            )
-        clamp[t] = k
-    if missing:
-        text = (
-            f"none of the {len(gold)} gold task(s) is in the answers (check that the task ids match)"
-            if missing == len(gold)
-            else f"{missing} of {len(gold)} gold task(s) are not in the answers and are ignored"
-        )
-        warn(CrowdaggWarning(text))
-    return clamp
 
 
 class EMState:
@@ -131,15 +76,11 @@ class EMState:
         self.m_step = m_step
         self.smoothing = smoothing
         self.warm = warm
-        fixed = clamp >= 0
-        if fixed.any():
-            post[fixed] = 0.0
-            post[np.flatnonzero(fixed), clamp[fixed]] = 1.0
-        self.ws.accumulate(post)
+        self.ws.accumulate(clamp_posteriors(post, clamp))
         self.objective = self.iterate()
 
     def e_step(self) -> float:
-        return float(self.ws._e_step(np.log(self.prior), np.log(self.conf_ot), self.clamp))  # clamp checked once by gold_clamp
+        return float(self.ws._e_step(np.log(self.prior), np.log(self.conf_ot), self.clamp))  # the kernel clamps as clamp_posteriors does
 
     def iterate(self) -> float:
         """One M-step on the current statistics, then the E-step: the log-likelihood of the new parameters."""
@@ -202,53 +143,49 @@ class DawidSkene(IterativeAggregator):
         self._model = None if self.init_workers is None else coerce(self.init_workers, max_memory)
 
     def _start(
-        self, data: AnnotationSet, checked: dict[str, Any], start: int, rng: np.random.Generator
+        self, data: AnnotationSet, checked: FitContext, start: int, rng: np.random.Generator
     ) -> tuple[EMState, float]:
         if start == 0:
             from ..model_file import WarmStart
 
-            self._clamp = gold_clamp(data, self.gold)
             # Every start adds the same pseudo-counts: they are a prior, not a starting point.
             self._warm = None if self._model is None else WarmStart(self._model, data, self.name)
-        state = EMState(data, starting_posteriors(data, start, rng), self._clamp, type(self)._m_step,
+        assert checked.clamp is not None  # declared gold=True: the base resolves it
+        state = EMState(data, starting_posteriors(data, start, rng), checked.clamp, type(self)._m_step,
                         checked["smoothing"], self._warm)
         return state, state.objective
 
-    def _step(self, data: AnnotationSet, state: EMState, checked: dict[str, Any]) -> float:
+    def _step(self, data: AnnotationSet, state: EMState, checked: FitContext) -> float:
         return state.iterate()
 
-    def _not_converged(self, checked: dict[str, Any]) -> str:
+    def _not_converged(self, checked: FitContext) -> str:
         return (
             f"{self.name}: EM did not converge in {param('max_iter')}={checked['max_iter']} iterations "
             f"(relative log-likelihood change still above {param('tol')}={checked['tol']:g}); "
             f"raise {param('max_iter')} or loosen {param('tol')}"
         )
 
-    def _finish(self, data: AnnotationSet, run: Run, checked: dict[str, Any]) -> AggregationResult:
+    def worker_model(self, state: EMState, checked: FitContext) -> tuple[dict[str, Any], dict[str, Any], Any]:
+        """The fitted worker parameters, the statistics behind them, and the confusion when it is not among them.
+
+        Returns ``(worker_params, counts, confusion_array)`` for the result:
+        ds's parameters are the confusion ``[w, true, observed]``; its
+        counts (what a saved model records, :mod:`crowdagg.methods.model_file`)
+        are the expected class totals and the expected answer counts
+        ``[w, true, observed]``, pseudo-counts included.
+        """
+        counts = {"class_counts": state.class_tot, "smoothing": float(checked["smoothing"]),
+                  "counts": np.ascontiguousarray(state.counts_ot.transpose(0, 2, 1))}
+        return {"confusion": state.confusion}, counts, None
+
+    def _finish(self, data: AnnotationSet, run: Run, checked: FitContext) -> AggregationResult:
         state: EMState = run.state
-        post, confusion = state.ws.post.copy(), state.confusion
+        post = state.ws.post.copy()
         labels = argmax_random_ties(post, TieBreaker(data.tasks, checked["seed"]), atol=1e-12)
-        # onecoin's parameter is the accuracy; its matrices (already made by the M-step) are kept for reports.
-        onecoin = self.name == "onecoin"
-        worker_params = {"accuracy": np.diagonal(confusion, axis1=1, axis2=2)[:, 0].copy()} if onecoin else {
-            "confusion": confusion}
-        # The statistics behind those parameters, for a saved model (crowdagg.methods.model_file).
-        counts: dict[str, Any] = {"class_counts": state.class_tot, "smoothing": float(checked["smoothing"])}
-        if onecoin:
-            counts["correct"] = np.trace(state.counts_ot, axis1=1, axis2=2).copy()
-            counts["answers"] = state.counts_ot.sum(axis=(1, 2))
-        else:
-            counts["counts"] = np.ascontiguousarray(state.counts_ot.transpose(0, 2, 1))
+        worker_params, counts, confusion = self.worker_model(state, checked)
         return make_result(
             self.name, data, post, labels, state.prior, worker_params=worker_params,
-            confusion_array=confusion if onecoin else None, counts=counts,
+            confusion_array=confusion, counts=counts,
             init_model=None if self._warm is None else self._warm.model,
             n_iter=run.n_iter, converged=run.converged, objective=np.asarray(run.trace), objective_name="log-likelihood",
         )
-
-
-class OneCoinDawidSkene(DawidSkene):
-    __doc__ = __doc__
-    name = "onecoin"
-    _m_step = staticmethod(one_coin_m_step)  # type: ignore[assignment]
-    collapse_advice = IterativeAggregator.collapse_advice  # the base's "try ds", not the advice ds gives itself

@@ -4,29 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from ...data.annotations import AnnotationSet
-from ..base import (
-    Aggregator,
-    TieBreaker,
-    argmax_random_ties,
-    fill_empty_rows,
-    make_result,
-    normalize_rows,
-    posterior_confusion,
-)
+from ..base import Aggregator, FitContext, make_result
+from ..blocks import TieBreaker, argmax_random_ties, fill_empty_rows, posterior_confusion, soft_majority_vote
 from ..result import AggregationResult
 
 #: Pseudo-count used for the worker confusion that MV reports (not for voting).
 REPORT_SMOOTHING = 0.01
-
-
-def soft_majority_vote(data: AnnotationSet) -> np.ndarray:
-    """Vote shares per task, shape (n_tasks, n_classes); rows of tasks without answers are 0."""
-    from ...kernels.votes import _vote_counts
-
-    return normalize_rows(_vote_counts(data.task, data.worker, data.label, data.n_tasks, data.n_classes))
 
 
 class MajorityVote(Aggregator):
@@ -46,7 +30,7 @@ class MajorityVote(Aggregator):
 
     name = "mv"
 
-    def _fit(self, data: AnnotationSet, checked: dict[str, Any], callback: Any) -> AggregationResult:
+    def _fit(self, data: AnnotationSet, checked: FitContext, callback: Any) -> AggregationResult:
         post = soft_majority_vote(data)
         prior = fill_empty_rows(post, data.answers_per_task == 0)
         labels = argmax_random_ties(post, TieBreaker(data.tasks, checked["seed"]))

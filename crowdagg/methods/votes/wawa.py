@@ -25,17 +25,16 @@ from typing import Any
 import numpy as np
 
 from ...data.annotations import AnnotationSet
-from ..base import (
-    Aggregator,
+from ..base import Aggregator, FitContext, make_result
+from ..blocks import (
     TieBreaker,
     argmax_random_ties,
     fill_empty_rows,
-    make_result,
     normalize_rows,
     one_coin_matrices,
+    soft_majority_vote,
 )
 from ..result import AggregationResult
-from .mv import soft_majority_vote
 
 
 def agreement_skills(data: AnnotationSet, labels: np.ndarray) -> np.ndarray:
@@ -49,7 +48,7 @@ class Wawa(Aggregator):
     __doc__ = __doc__
     name = "wawa"
 
-    def _fit(self, data: AnnotationSet, checked: dict[str, Any], callback: Any) -> AggregationResult:
+    def _fit(self, data: AnnotationSet, checked: FitContext, callback: Any) -> AggregationResult:
         from ...kernels.votes import _vote_counts
 
         ties = TieBreaker(data.tasks, checked["seed"])

@@ -3,24 +3,21 @@
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Any
 
 import numpy as np
 
 from ...data.annotations import AnnotationSet
 from ...errors import param
-from ..base import (
-    IterativeAggregator,
-    Run,
+from ..base import FitContext, IterativeAggregator, Run, make_result
+from ..blocks import (
     TieBreaker,
     argmax_random_ties,
     fill_empty_rows,
-    make_result,
     one_coin_matrices,
+    soft_majority_vote,
     softmax_rows,
 )
 from ..result import AggregationResult
-from .mv import soft_majority_vote
 
 
 def log_odds_weights(accuracy: np.ndarray, n_classes: int) -> np.ndarray:
@@ -58,13 +55,13 @@ class WeightedMajorityVote(IterativeAggregator):
         return 6.0 * 8 * data.n_tasks * data.n_classes, f"{data.n_tasks:,} tasks × {data.n_classes:,} classes"
 
     def _start(
-        self, data: AnnotationSet, checked: dict[str, Any], start: int, rng: np.random.Generator
+        self, data: AnnotationSet, checked: FitContext, start: int, rng: np.random.Generator
     ) -> tuple[SimpleNamespace, None]:
         ties = TieBreaker(data.tasks, checked["seed"])
         labels = argmax_random_ties(soft_majority_vote(data), ties)
         return SimpleNamespace(ties=ties, labels=labels, accuracy=None, scores=None), None
 
-    def _step(self, data: AnnotationSet, state: SimpleNamespace, checked: dict[str, Any]) -> float:
+    def _step(self, data: AnnotationSet, state: SimpleNamespace, checked: FitContext) -> float:
         """Re-estimate each worker's accuracy against the labels, revote; returns how many labels changed."""
         from ...kernels.votes import _vote_counts
 
@@ -80,13 +77,13 @@ class WeightedMajorityVote(IterativeAggregator):
         state.labels = new
         return changed
 
-    def _not_converged(self, checked: dict[str, Any]) -> str:
+    def _not_converged(self, checked: FitContext) -> str:
         return (
             f"wmv: labels still changing after {param('max_iter')}={checked['max_iter']} rounds; "
             f"raise {param('max_iter')}"
         )
 
-    def _finish(self, data: AnnotationSet, run: Run, checked: dict[str, Any]) -> AggregationResult:
+    def _finish(self, data: AnnotationSet, run: Run, checked: FitContext) -> AggregationResult:
         state = run.state
         k = data.n_classes
         labels = state.labels

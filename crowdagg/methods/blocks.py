@@ -1,0 +1,289 @@
+r"""Building blocks that methods of every family share: votes, ties, rows, one-coin workers, gold.
+
+Low level: numpy and the vote/EM kernels only, no method, no registry.
+A method module imports what it needs from here; nothing here knows which
+method uses it.
+
+* Rows: :func:`normalize_rows`, :func:`softmax_rows`, :func:`fill_empty_rows`
+  (tasks without answers get the mean of the others).
+* Votes: :func:`soft_majority_vote` (vote shares), :func:`hard_majority_vote`
+  (one-hot majority labels, ties drawn by :class:`TieBreaker`),
+  :func:`argmax_random_ties`.
+* Worker models: :func:`one_coin_matrices` and :func:`one_coin_accuracy`
+  (an accuracy per worker, errors uniform: wmv, wawa, onecoin, simulations),
+  and the Dawid--Skene M-step :func:`full_m_step` / :func:`prior_m_step`
+  with :func:`posterior_confusion`, the confusion that posteriors imply.
+  These stay here rather than in :mod:`crowdagg.methods.em.ds` because
+  methods that are not EM use them: majority vote reports worker confusion
+  through :func:`posterior_confusion`, and a saved worker model's
+  parameters are re-derived from its counts with them.  The one-coin
+  M-step belongs to one method and lives in
+  :mod:`crowdagg.methods.em.onecoin`.
+* Gold: :func:`gold_clamp` (class index per task, -1 free) and
+  :func:`clamp_posteriors` (one-hot rows for the clamped tasks).  The base
+  resolves the clamp once per fit for every method whose declaration says
+  ``gold=True`` (:attr:`crowdagg.methods.base.FitContext.clamp`); the
+  method's E-step applies it with :func:`clamp_posteriors` (or passes it to
+  a fused kernel that does the same).
+
+Array conventions: posteriors (n_tasks, K); confusion ``[w, true,
+observed]`` (n_workers, K, K), or ``conf_ot`` ``[w, observed, true]`` in the
+EM kernels' layout; accuracies (n_workers,).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..core.checks import check_index_array, check_task_mapping
+from ..data.annotations import AnnotationSet
+from ..errors import CrowdaggWarning, DataError, warn
+
+#: Floor on confusion entries before taking logs (as crowd-kit clips at 1e-10).
+PROB_FLOOR = 1e-10
+
+
+# --------------------------------------------------------------------------- rows
+def normalize_rows(scores: np.ndarray) -> np.ndarray:
+    """Rows divided by their sums, shape kept; an all-zero row stays zero."""
+    total = scores.sum(axis=1, keepdims=True)
+    return scores / np.where(total > 0, total, 1.0)
+
+
+def softmax_rows(log_scores: np.ndarray) -> np.ndarray:
+    """Row-wise softmax of (n, K) scores, max-shifted (``log_scores`` is not changed)."""
+    z = log_scores - log_scores.max(axis=1, keepdims=True)
+    np.exp(z, out=z)
+    return normalize_rows(z)
+
+
+def fill_empty_rows(post: np.ndarray, empty: np.ndarray) -> np.ndarray:
+    """The rows ``empty`` (tasks without answers, or without any vote weight) get the mean of the other rows.
+
+    That mean is the class prior the vote-based methods report; it is
+    returned, shape (K,) (uniform when no row is left).  ``post`` is
+    changed in place.
+    """
+    k = post.shape[1]
+    prior = post[~empty].mean(axis=0) if (~empty).any() else np.full(k, 1.0 / k)
+    if empty.any():
+        post[empty] = prior
+    return prior
+
+
+# --------------------------------------------------------------------------- ties
+class TieBreaker:
+    """Seeded tie-break draws keyed on the task's *name* and the class.
+
+    A task gets the same draw wherever it sits in the input (row order never
+    changes a label), the same on every round of an iterative method, and
+    on every machine: the key is SipHash-2-4 of the name's UTF-8 bytes under
+    a key made from the seed (``pandas.util.hash_array``), mixed with the
+    class index by splitmix64.
+    """
+
+    def __init__(self, task_names: Any, seed: int) -> None:
+        self.task_names = task_names
+        self.key = f"{int(seed) & (2**64 - 1):016x}"
+
+    def draws(self, rows: np.ndarray, n_classes: int) -> np.ndarray:
+        """Uniform draws in [0, 1), shape (len(rows), n_classes)."""
+        from pandas.util import hash_array
+
+        names = np.asarray(self.task_names[rows], dtype=object)
+        h = hash_array(names, encoding="utf8", hash_key=self.key, categorize=False).astype(np.uint64)
+        with np.errstate(over="ignore"):
+            x = h[:, None] + (np.arange(1, n_classes + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15))
+            x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+            x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+            x = x ^ (x >> np.uint64(31))
+        return (x >> np.uint64(11)).astype(np.float64) * (1.0 / 2**53)
+
+
+def argmax_random_ties(scores: np.ndarray, ties: TieBreaker, atol: float = 0.0) -> np.ndarray:
+    """Row-wise argmax, ties (within ``atol`` of the maximum) broken by ``ties``' seeded draws.
+
+    shape (n, K) -> (n,) int64.  Draws are made only for the tied rows.
+    """
+    n, k = scores.shape
+    labels = scores.argmax(axis=1).astype(np.int64)
+    if k == 1 or n == 0:
+        return labels
+    top = scores[np.arange(n), labels]
+    near = scores >= (top - atol)[:, None]
+    tied = np.flatnonzero(np.count_nonzero(near, axis=1) > 1)
+    if tied.size:
+        draw = ties.draws(tied, k)
+        draw[~near[tied]] = -1.0
+        labels[tied] = draw.argmax(axis=1)
+    return labels
+
+
+# --------------------------------------------------------------------------- votes
+def soft_majority_vote(data: AnnotationSet) -> np.ndarray:
+    """Vote shares per task, shape (n_tasks, n_classes); rows of tasks without answers are 0."""
+    from ..kernels.votes import _vote_counts
+
+    return normalize_rows(_vote_counts(data.task, data.worker, data.label, data.n_tasks, data.n_classes))
+
+
+def hard_majority_vote(data: AnnotationSet, seed: int) -> np.ndarray:
+    """One-hot majority labels per task, shape (n_tasks, n_classes); rows of tasks without answers are 0.
+
+    Ties are broken as :class:`~crowdagg.methods.votes.mv.MajorityVote`
+    breaks them (the seeded draw of :class:`TieBreaker`), so the ones sit
+    on ``mv``'s labels.
+    """
+    shares = soft_majority_vote(data)
+    labels = argmax_random_ties(shares, TieBreaker(data.tasks, seed))
+    answered = np.flatnonzero(data.answers_per_task > 0)
+    out = np.zeros_like(shares)
+    out[answered, labels[answered]] = 1.0
+    return out
+
+
+# --------------------------------------------------------------------------- worker models
+def one_coin_accuracy(correct: np.ndarray, answers: np.ndarray, smoothing: float, k: int) -> np.ndarray:
+    """Each worker's one-coin accuracy from its expected correct answers and its answers, shape (n_workers,).
+
+    ``(correct + s/K) / (answers + s)``, exactly 1/K without answers,
+    clipped to [1e-10, 1 - 1e-10] so that the E-step's logs stay finite.
+    """
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = (correct + smoothing / k) / (answers + smoothing)
+    p = np.where(answers > 0, p, 1.0 / k)
+    return np.clip(p, PROB_FLOOR, 1.0 - PROB_FLOOR)
+
+
+def one_coin_matrices(p: np.ndarray, k: int) -> np.ndarray:
+    """Confusion matrices of one-coin workers with accuracy ``p`` (shape (n_workers,)).
+
+    Returns shape (n_workers, K, K); diagonal p, off-diagonal (1 - p)/(K - 1).
+    The matrices are symmetric, so they read the same in either layout.
+    """
+    p = np.asarray(p, dtype=np.float64)
+    if k == 1:
+        return np.ones((p.shape[0], 1, 1))
+    off = (1.0 - p) / (k - 1)
+    mats = np.repeat(off[:, None, None], k, axis=1).repeat(k, axis=2)
+    idx = np.arange(k)
+    mats[:, idx, idx] = p[:, None]
+    return mats
+
+
+def prior_m_step(class_tot: np.ndarray, smoothing: float) -> np.ndarray:
+    """The class prior from expected class totals (K,): ``max(tot + s, 1e-10)`` normalised."""
+    prior = np.maximum(class_tot + smoothing, PROB_FLOOR)
+    return prior / prior.sum() if prior.shape[0] else prior
+
+
+def full_m_step(counts_ot: np.ndarray, class_tot: np.ndarray, smoothing: float) -> tuple[np.ndarray, np.ndarray]:
+    """Dawid--Skene M-step with additive (Dirichlet) smoothing.
+
+    Parameters
+    ----------
+    counts_ot : (n_workers, K_observed, K_true) expected answer counts.
+    class_tot : (K,) expected class totals.
+    smoothing : pseudo-count added to every cell (Dirichlet alpha - 1).
+
+    Returns
+    -------
+    prior : (K,)
+    conf_ot : (n_workers, K_observed, K_true), columns sum to 1.  A worker
+        without answers gets uniform columns (1/K: no evidence either way).
+    """
+    num = np.maximum(counts_ot + smoothing, PROB_FLOOR)
+    conf_ot = num / num.sum(axis=1, keepdims=True)
+    return prior_m_step(class_tot, smoothing), conf_ot
+
+
+def posterior_confusion(data: AnnotationSet, post: np.ndarray, smoothing: float) -> tuple[np.ndarray, np.ndarray]:
+    """Prior and per-worker confusion (``[w, true, observed]``) implied by posteriors.
+
+    One Dawid--Skene M-step: the worker confusion a method that does not
+    model it reports (mv).
+    """
+    from ..kernels import EMWorkspace
+
+    ws = EMWorkspace(data.task_ptr, data.worker, data.label, data.n_workers, data.n_classes)
+    ws.accumulate(post)
+    counts, tot = ws.stats()
+    prior, conf_ot = full_m_step(counts, tot, smoothing)
+    return prior, np.ascontiguousarray(conf_ot.transpose(0, 2, 1))
+
+
+# --------------------------------------------------------------------------- gold
+def gold_clamp(data: AnnotationSet, gold: Mapping[str, str] | np.ndarray | None) -> np.ndarray:
+    """Class index to clamp per task (-1 = free), shape (n_tasks,), int64.
+
+    ``gold`` maps task name -> class name, or is already such an index array
+    (integers in [-1, K-1]).  Gold for tasks absent from the answers is
+    ignored, with a warning saying how many; an unknown class is an error.
+    """
+    clamp = np.full(data.n_tasks, -1, dtype=np.int64)
+    if gold is None:
+        return clamp
+    if isinstance(gold, np.ndarray):
+        return check_index_array("gold", gold, data.n_tasks, -1, data.n_classes - 1)
+    gold = check_task_mapping(gold, "gold")  # a dict, or a pandas Series by its index
+    lookup = data.task_lookup()
+    cls_index = {c: i for i, c in enumerate(data.classes)}
+    missing = 0
+    for task, label in gold.items():
+        t = lookup.get(str(task).strip())
+        if t is None:
+            missing += 1
+            continue
+        k = cls_index.get(str(label).strip())
+        if k is None:
+            raise DataError(
+                f"gold label {label!r} of task {task!r} is not one of the classes ({', '.join(data.classes)})"
+            )
+        clamp[t] = k
+    if missing:
+        text = (
+            f"none of the {len(gold)} gold task(s) is in the answers (check that the task ids match)"
+            if missing == len(gold)
+            else f"{missing} of {len(gold)} gold task(s) are not in the answers and are ignored"
+        )
+        warn(CrowdaggWarning(text))
+    return clamp
+
+
+def clamp_posteriors(post: np.ndarray, clamp: np.ndarray | None) -> np.ndarray:
+    """The rows of clamped tasks (``clamp >= 0``) set to one-hot on their gold class, in place; ``post`` returned.
+
+    ``post`` (n_tasks, K); ``clamp`` (n_tasks,) from :func:`gold_clamp`, or
+    None (no gold).  A method's E-step calls it after computing its
+    posteriors, so gold tasks shape the worker parameters as observed
+    truths (semi-supervised fitting).
+    """
+    if clamp is None:
+        return post
+    fixed = np.flatnonzero(clamp >= 0)
+    if fixed.size:
+        post[fixed] = 0.0
+        post[fixed, clamp[fixed]] = 1.0
+    return post
+
+
+__all__ = [
+    "PROB_FLOOR",
+    "normalize_rows",
+    "softmax_rows",
+    "fill_empty_rows",
+    "TieBreaker",
+    "argmax_random_ties",
+    "soft_majority_vote",
+    "hard_majority_vote",
+    "one_coin_accuracy",
+    "one_coin_matrices",
+    "prior_m_step",
+    "full_m_step",
+    "posterior_confusion",
+    "gold_clamp",
+    "clamp_posteriors",
+]
