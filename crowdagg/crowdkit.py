@@ -512,8 +512,8 @@ _DENSE_TABLES = 6
 class _RiseBelowTol(StopRule):
     """crowd-kit's stopping rule: the objective rose by less than ``tol`` since the last iteration.
 
-    An absolute change, signed: a fall stops too, ``tol=0`` stops at the
-    first iteration that gains nothing, ``tol=-inf`` never stops.  The
+    An absolute change, signed: a fall stops too, ``tol=0`` stops on a
+    fall only (a plateau runs on), ``tol=-inf`` never stops.  The
     first iteration never stops (crowd-kit compares with a loss of -inf).
     Reaching ``n_iter`` is no failure (crowd-kit's ``n_iter`` is a budget):
     no warning.
