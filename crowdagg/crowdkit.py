@@ -92,7 +92,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from .methods.base import FitContext, IterativeAggregator, Run, StopRule
-from .methods.blocks import clamp_posteriors, one_coin_matrices, soft_majority_vote
+from .methods.blocks import clamp_posteriors, fill_empty_rows, one_coin_matrices, soft_majority_vote
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -305,8 +305,6 @@ def _labels(probas: pd.DataFrame) -> pd.Series:
 
 def _shares(votes: np.ndarray) -> np.ndarray:
     """Vote shares per task; a task without weight gets the mean share of the others (as ``aggregate``)."""
-    from .methods.base import fill_empty_rows
-
     total = votes.sum(axis=1)
     empty = total == 0
     votes /= np.where(empty, 1.0, total)[:, None]  # in place: the counts are ours
