@@ -91,8 +91,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from .methods.base import FitContext, IterativeAggregator, Run, StopRule
 from .methods.blocks import clamp_posteriors, fill_empty_rows, one_coin_matrices, soft_majority_vote
+from .methods.loop import MAXIMISE, AbsoluteGain, Run, Step, StopRule, iterate
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -507,42 +507,26 @@ class Wawa:
 _DENSE_TABLES = 6
 
 
-class _RiseBelowTol(StopRule):
-    """crowd-kit's stopping rule: the objective rose by less than ``tol`` since the last iteration.
+class _EM:
+    r"""crowd-kit's Dawid--Skene EM as settings of crowdagg's loop, on crowdagg's fused EM kernel.
 
-    An absolute change, signed: a fall stops too, ``tol=0`` stops on a
-    fall only (a plateau runs on), ``tol=-inf`` never stops.  The
-    first iteration never stops (crowd-kit compares with a loss of -inf).
-    Reaching ``n_iter`` is no failure (crowd-kit's ``n_iter`` is a budget):
-    no warning.
-    """
+    Not a second EM: the iterations run in the loop every iterative method
+    of crowdagg runs in (:func:`crowdagg.methods.loop.iterate`: the cap, the
+    stop rule, the objective trace), the E-step is the kernel crowdagg's
+    ``ds`` runs (:class:`~crowdagg.kernels.EMWorkspace`, gold clamped inside
+    it).  What makes it crowd-kit's are these settings:
 
-    warns = False
-
-    def stopped(self, previous: float | None, value: float, tol: float) -> bool:
-        return previous is not None and value - previous < tol
-
-
-RISE_BELOW_TOL = _RiseBelowTol()
-
-
-class _EM(IterativeAggregator):
-    r"""crowd-kit's Dawid--Skene EM, run by crowdagg's iterative loop on crowdagg's fused EM kernel.
-
-    Not a second EM: the loop (iteration cap, stop rule, objective trace) is
-    :class:`~crowdagg.methods.base.IterativeAggregator`'s and the E-step the
-    kernel crowdagg's ``ds`` runs (:class:`~crowdagg.kernels.EMWorkspace`,
-    gold clamped inside it).  What makes it crowd-kit's are settings:
-
-    * start (:meth:`_start`): majority-vote shares (gold tasks one-hot),
-      then one M-step -- with ``initial_error`` by its strategy -- and no
-      objective (crowd-kit's loss starts at -inf), where crowdagg's ``ds``
-      goes on to an E-step;
-    * iteration (:meth:`_step`): E-step, then M-step, returning crowd-kit's
+    * start (:meth:`start`): majority-vote shares (gold tasks one-hot,
+      :func:`~crowdagg.methods.blocks.clamp_posteriors`), then one M-step --
+      with ``initial_error`` by its strategy -- and no objective (crowd-kit's
+      loss starts at -inf), where crowdagg's ``ds`` goes on to an E-step;
+    * iteration (:meth:`step`): E-step, then M-step, reporting crowd-kit's
       loss (:func:`_loss`: its ELBO per answer) -- so the fitted errors and
       prior are one M-step ahead of the posteriors;
-    * stop (:attr:`stop_rule`): the loss rose by less than ``tol`` (a fall
-      stops too); ``n_iter`` is a budget, not a failure: no warning;
+    * stop (``stop_rule``): :class:`~crowdagg.methods.loop.AbsoluteGain`,
+      the loss rising (``objective_direction``: it is maximised) by less
+      than ``tol``; a fall stops too, ``tol=-inf`` never stops; ``n_iter``
+      is a budget, not a failure: no warning (crowd-kit gives none);
     * floors: the log-prior and the loss read the prior floored at 1e-10,
       and the prior stays floored after an iteration (crowd-kit floors it
       in place);
@@ -552,15 +536,17 @@ class _EM(IterativeAggregator):
     A crowd-kit class of the Dawid--Skene family is a subclass that
     overrides :meth:`m_step` (:class:`_OneCoinEM`), named by its public
     class's ``_em``.  Array layouts as the kernel's: ``errors`` (n_workers,
-    K_observed, K_true), ``counts`` the same, ``prior`` (K,).
+    K_observed, K_true), ``counts`` the same, ``prior`` (K,); ``clamp``
+    (n_tasks,) the class code of a gold task, -1 for the others.
     """
 
-    name = "ds"  # the crowdagg method it is a flavour of (for the base's messages)
-    stop_rule = RISE_BELOW_TOL
+    stop_rule: ClassVar[StopRule] = AbsoluteGain()
+    objective_direction: ClassVar[str] = MAXIMISE
 
-    def __init__(self, ans: _Answers, initial: Any = None) -> None:
-        # no declared parameters: n_iter and tol are crowd-kit's, checked by the public class
+    def __init__(self, ans: _Answers, clamp: np.ndarray, initial: Any = None) -> None:
         self.ans = ans
+        self.data = ans.data
+        self.clamp = clamp
         self.initial = initial  # (counts, present) -> (errors, initial_error frame): the first M-step's own
 
     @staticmethod
@@ -570,49 +556,53 @@ class _EM(IterativeAggregator):
         total = num.sum(axis=1, keepdims=True)
         return num / np.where(total > 0, total, 1.0)
 
-    def memory_needed(self, data: AnnotationSet) -> tuple[float, str]:
-        # crowdagg's EM need, plus the dense workers × labels² tables this surface keeps beside it (errors, their
-        # logs, the M-step's and the loss's temporaries, the errors_ frame)
+    def memory_needed(self) -> tuple[float, str]:
+        """Bytes the fit allocates, and where they come from: crowdagg's EM need, plus the dense workers ×
+        labels² tables this surface keeps beside it (errors, their logs, the M-step's and the loss's
+        temporaries, the errors_ frame)."""
         from .methods.em.ds import em_memory
 
-        need, what = em_memory(data)
-        return need + 8.0 * _DENSE_TABLES * data.n_workers * data.n_classes ** 2, what
+        d = self.data
+        need, what = em_memory(d)
+        return need + 8.0 * _DENSE_TABLES * d.n_workers * d.n_classes ** 2, what
 
-    def _start(self, data: AnnotationSet, checked: FitContext, start: int, rng: np.random.Generator) -> tuple[_EMState, None]:
+    def fit(self, n_iter: int, tol: float) -> Run:
+        """Run crowdagg's loop with these settings: one start, at most ``n_iter`` steps."""
+        return iterate(self.start, self.step, rule=self.stop_rule, direction=self.objective_direction,
+                       max_iter=n_iter, tol=tol, seed=0)
+
+    def start(self, index: int, rng: np.random.Generator) -> tuple[_EMState, None]:
         from .kernels import EMWorkspace
 
-        k = data.n_classes
+        d, k = self.data, self.data.n_classes
         state = _EMState()
-        state.present = (np.bincount(data.cell, minlength=data.n_workers * k) > 0).reshape(data.n_workers, k)
-        state.ws = EMWorkspace(data.task_ptr, data.worker, data.label, data.n_workers, k)
-        q = clamp_posteriors(soft_majority_vote(data), checked.clamp)
+        state.present = (np.bincount(d.cell, minlength=d.n_workers * k) > 0).reshape(d.n_workers, k)
+        state.ws = EMWorkspace(d.task_ptr, d.worker, d.label, d.n_workers, k)
+        q = clamp_posteriors(soft_majority_vote(d), self.clamp)
         state.ws.accumulate(q)
         state.prior = q.mean(axis=0)
         state.counts = state.ws.stats()[0]
         if self.initial is None:
-            state.errors, state.frame = self.m_step(state.counts, state.present, data.answers_per_worker), None
+            state.errors, state.frame = self.m_step(state.counts, state.present, d.answers_per_worker), None
         else:
             state.errors, state.frame = self.initial(state.counts, state.present)
         return state, None
 
-    def _step(self, data: AnnotationSet, state: _EMState, checked: FitContext) -> float:
+    def step(self, state: _EMState) -> Step:
         from .kernels.em import _posterior_summary
 
         ws = state.ws
         log_e = np.log(np.where(state.present[:, :, None], state.errors, 1.0))  # absent pairs are never read
         # unchecked: the shapes are ours, and clamp holds class codes by construction (gold labels are classes)
-        ws._e_step(np.log(np.maximum(state.prior, EPS)), log_e, checked.clamp)
+        ws._e_step(np.log(np.maximum(state.prior, EPS)), log_e, self.clamp)
         state.counts = ws.stats()[0]
         sums, qlogq = _posterior_summary(ws.post, ws.bounds, EPS)
         prior = sums / len(ws.post)
-        state.errors = self.m_step(state.counts, state.present, data.answers_per_worker)
+        state.errors = self.m_step(state.counts, state.present, self.data.answers_per_worker)
         state.frame = None  # the fitted errors are the M-step's now, not initial_error's
         loss = _loss(state.counts, state.errors, state.present, prior, qlogq, self.ans.n_answers)
         state.prior = np.maximum(prior, EPS)  # crowd-kit's loss step floors its priors (and posteriors) in place
-        return loss
-
-    def _finish(self, data: AnnotationSet, run: Run, checked: FitContext) -> Run:
-        return run  # the public class labels the state with pandas
+        return Step(objective=loss)
 
 
 class _EMState:
@@ -725,13 +715,11 @@ class DawidSkene:
             def initial(counts: np.ndarray, present: np.ndarray) -> tuple[np.ndarray, pd.DataFrame]:
                 return self._first_errors(ans, counts, present, initial_error)
 
-        em = self._em(ans, initial)
-        d = ans.data
+        em = self._em(ans, clamp, initial)
         # Refused up front with its size (crowd-kit would allocate until the OOM killer stops it).
-        memory.check(*em.memory_needed(d),
+        memory.check(*em.memory_needed(),
                      advice="its tables grow with workers × labels²: use MajorityVote or Wawa, or fewer labels")
-        # the gold clamp is handed in as the base hands it to every method declared with gold
-        run = em._fit(d, FitContext({"max_iter": self.n_iter, "tol": self.tol, "seed": 0}, clamp=clamp), None)
+        run = em.fit(self.n_iter, self.tol)
         state: _EMState = run.state
         self.loss_history_: list[float] = run.trace
         q = np.maximum(state.ws.post, EPS) if run.n_iter else state.ws.post

@@ -701,34 +701,36 @@ def test_tables_beyond_memory_are_refused_up_front_with_their_size(make, monkeyp
 # --------------------------------------------------------------------------- adapters: settings of crowdagg's loop
 @pytest.fixture
 def loop_runs(monkeypatch):
-    """Every run of crowdagg's iterative loop (IterativeAggregator._fit) during the test: (estimator, Run)."""
-    from crowdagg.methods.base import IterativeAggregator
+    """Every run of crowdagg's iterative loop (crowdagg.methods.loop.iterate) the crowd-kit classes make during
+    the test: (its stop rule, objective direction, the Run it returned)."""
+    import crowdagg.crowdkit
+    from crowdagg.methods import loop
 
+    assert crowdagg.crowdkit.iterate is loop.iterate  # the loop every registered iterative method runs in
     runs = []
-    loop = IterativeAggregator._fit
 
-    def spy(self, data, checked, callback):
-        run = loop(self, data, checked, callback)
-        runs.append((self, run))
+    def spy(start, step, *, rule, direction, **settings):
+        run = loop.iterate(start, step, rule=rule, direction=direction, **settings)
+        runs.append((rule, direction, run))
         return run
 
-    monkeypatch.setattr(IterativeAggregator, "_fit", spy)
+    monkeypatch.setattr(crowdagg.crowdkit, "iterate", spy)
     return runs
 
 
 @pytest.mark.parametrize("cls", [DawidSkene, OneCoinDawidSkene])
 @pytest.mark.parametrize(("n_iter", "tol"), [(100, 1e-5), (100, 1e-2), (3, -np.inf), (0, 1e-5)])
 def test_the_iterations_are_crowdagg_loops(loop_runs, toy, cls, n_iter, tol):
-    """One run of the base loop per fit: loss_history_ is its objective trace, stopped by crowd-kit's rule."""
+    """One run of the loop per fit: loss_history_ is its objective trace, stopped by crowd-kit's rule."""
     import warnings
 
-    from crowdagg.methods.base import StopRule
+    from crowdagg.methods.loop import MAXIMISE, AbsoluteGain
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # crowd-kit's n_iter is a budget: running out of it is no warning
         model = cls(n_iter, tol).fit(toy)
-    [(em, run)] = loop_runs
-    assert isinstance(em.stop_rule, StopRule)
+    [(rule, direction, run)] = loop_runs
+    assert isinstance(rule, AbsoluteGain) and direction == MAXIMISE
     assert model.loss_history_ is run.trace and len(run.trace) == run.n_iter
     trace = run.trace
     if n_iter == 100:  # stopped by the rule: the last rise is below tol, every earlier one is not
@@ -740,9 +742,13 @@ def test_the_iterations_are_crowdagg_loops(loop_runs, toy, cls, n_iter, tol):
 
 
 def test_the_stop_rule_is_crowd_kits():
-    from crowdagg.crowdkit import RISE_BELOW_TOL
+    """crowd-kit's ``if new_loss - loss < tol: break`` with ``loss = -inf`` before the first iteration."""
+    from crowdagg.crowdkit import _EM
+    from crowdagg.methods.loop import Step
 
-    stopped = RISE_BELOW_TOL.stopped
+    def stopped(prev, value, tol):
+        return _EM.stop_rule.reached(Step(objective=value), prev, tol, _EM.objective_direction)
+
     assert not stopped(None, -5.0, 1e-5)  # the first iteration compares with a loss of -inf
     assert stopped(-1.0, -1.0, 1e-5) and stopped(-1.0, -1.0 + 1e-6, 1e-5) and not stopped(-1.0, -0.9, 1e-5)
     assert stopped(-1.0, -1.5, 1e-5) and stopped(-1.0, -1.5, -0.1)  # a fall stops too, by more than -tol
@@ -788,5 +794,5 @@ def test_a_new_crowd_kit_class_is_a_few_lines_of_settings(loop_runs, toy):
     assert fitted.errors_.to_numpy().min() > 0.1  # a pseudo-count keeps every pair of the data away from 0
     plain = DawidSkene(100).fit(toy)
     assert plain.errors_.to_numpy().min() < 1e-9  # (the plain M-step drives some to its floor)
-    [_, (em, run), _] = loop_runs
-    assert type(em) is _AddOneEM and fitted.loss_history_ is run.trace and run.converged
+    [_, (_, _, run), _] = loop_runs
+    assert fitted.loss_history_ is run.trace and run.converged  # the middle fit ran in the loop, stopped by its rule

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from ..core import threads
+
 #: Upper bound on the memory of all blocks' accumulators together.
 _BLOCK_BUFFER_BYTES = 64 * 2**20
 _ANSWERS_PER_BLOCK = 50_000
@@ -53,10 +55,8 @@ def block_bounds(task_ptr: np.ndarray, accumulator_bytes: int) -> np.ndarray:
 
 
 def n_threads() -> int:
-    """Threads used by the chunked kernels (``NUMBA_NUM_THREADS``, default: all cores)."""
-    from numba import config
-
-    return max(1, int(config.NUMBA_NUM_THREADS))  # type: ignore[attr-defined]
+    """Threads used by the chunked kernels: the thread policy's count (:func:`crowdagg.core.threads.count`)."""
+    return threads.count()
 
 
 @lru_cache(maxsize=1)
@@ -74,13 +74,14 @@ def run_blocks(kernel: Callable[..., None], n_blocks: int, *args: Any) -> None:
     compile on first use, and its thread-pool start-up dominates small inputs.)
     """
     ids = np.arange(n_blocks, dtype=np.int64)
-    threads = min(n_threads(), n_blocks)
-    if threads <= 1:
+    available = n_threads()
+    used = min(available, n_blocks)
+    if used <= 1:
         kernel(ids, *args)
         return
-    pool = _pool(n_threads())
-    futures = [pool.submit(kernel, ids[i::threads], *args) for i in range(1, threads)]
-    kernel(ids[0::threads], *args)  # this thread takes the first share
+    pool = _pool(available)
+    futures = [pool.submit(kernel, ids[i::used], *args) for i in range(1, used)]
+    kernel(ids[0::used], *args)  # this thread takes the first share
     for f in futures:
         f.result()
 
@@ -90,9 +91,9 @@ PARALLEL_ANSWERS = 4_000_000
 
 
 def two_threads(jobs: list[Callable[[], Any]]) -> list[Any]:
-    """Run the jobs (nogil kernels) on two threads; results in order."""
-    if len(jobs) == 1:
-        return [jobs[0]()]
+    """Run the jobs (nogil kernels) on two threads, or one where the thread policy says so; results in order."""
+    if len(jobs) == 1 or n_threads() < 2:
+        return [job() for job in jobs]
     with ThreadPoolExecutor(max_workers=2) as pool:
         futures = [pool.submit(job) for job in jobs[1:]]
         first = jobs[0]()

@@ -1,18 +1,24 @@
-"""Base class and shared pieces of the aggregators.
+"""Base classes of the methods, and the services the base gives every method that declares them.
 
-Each method is one module of mathematics under :mod:`crowdagg.methods.api`
-plus one declaration in :mod:`crowdagg.methods.registry` (its parameters, from which
-the checks, the CLI options and ``crowdagg methods NAME`` come).  The base
-class owns what every method shares: the validation of its settings and of
-the data, the memory check before fitting, and the result.
+Each method is one module of mathematics under :mod:`crowdagg.methods`
+plus one declaration in the registry (its parameters, from which the
+checks, the CLI options and ``crowdagg methods NAME`` come; whether it
+takes gold, a saved worker model, a start).  The base class owns what every
+method shares: the validation of its settings and of the data, the memory
+check before fitting, the services resolved once per fit
+(:class:`FitContext`: the gold clamp, the start), the checks on the result.
 
 :class:`Aggregator` is the base of a one-pass method, which implements
-``_fit``.  :class:`IterativeAggregator` owns the loop of an iterative
-method: ``max_iter``, ``tol``, the progress callback, restarts (``n_init``,
-seeded, the best objective kept) and the non-convergence warning.  The
-method supplies ``_start`` (the initial state and objective), ``_step`` (one
-iteration, returning the objective -- or, with ``stop_rule =
-"unchanged"``, how many labels changed) and ``_finish`` (the result).
+``_fit``.  :class:`IterativeAggregator` runs the loop of an iterative
+method (:func:`crowdagg.methods.loop.iterate`): ``max_iter``, ``tol``, the
+progress callback, restarts (``n_init``, seeded, the best objective in the
+method's direction kept), the stop rule the method declares and the
+non-convergence warning the rule words.  The method supplies ``_start``
+(the initial state and objective), ``_step`` (one iteration, returning a
+:class:`~crowdagg.methods.loop.Step`) and ``_finish`` (the result).
+Building blocks the methods share (votes, ties, one-coin workers, the gold
+clamp) are in :mod:`crowdagg.methods.blocks`; start strategies in
+:mod:`crowdagg.methods.starts`.
 
 Every method returns the one result type,
 :class:`crowdagg.methods.result.AggregationResult`: posteriors, labels, the class
@@ -24,12 +30,11 @@ do not fit them.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from ..core import memory
+from ..core import memory, threads
 from ..data.annotations import AnnotationSet
 from ..errors import ConvergenceWarning, CrowdaggWarning, DataError, UsageError, param, warn
 from .blocks import PROB_FLOOR as PROB_FLOOR  # re-exported: these lived here before crowdagg.methods.blocks
@@ -44,7 +49,9 @@ from .blocks import one_coin_matrices as one_coin_matrices
 from .blocks import posterior_confusion as posterior_confusion
 from .blocks import prior_m_step as prior_m_step
 from .blocks import softmax_rows as softmax_rows
+from .loop import MAXIMISE, RelativeChange, Run, Step, StopRule, iterate
 from .result import AggregationResult
+from .starts import Start, resolve_start
 
 if TYPE_CHECKING:  # pragma: no cover
     from .registry import Method
@@ -70,11 +77,18 @@ class FitContext(Mapping[str, Any]):
         for other methods.  The method's E-step applies it with
         :func:`~crowdagg.methods.blocks.clamp_posteriors` (or hands it to a
         fused kernel that does the same).
+    start : Start or None
+        For a method that declares ``init``: where start 0 begins
+        (:func:`~crowdagg.methods.starts.resolve_start`: a posterior, and
+        another method's result when this method starts from its
+        parameters); None for other methods.
     """
 
-    def __init__(self, params: Mapping[str, Any], *, clamp: np.ndarray | None = None) -> None:
+    def __init__(self, params: Mapping[str, Any], *, clamp: np.ndarray | None = None,
+                 start: Start | None = None) -> None:
         self.params = dict(params)
         self.clamp = clamp
+        self.start = start
 
     def __getitem__(self, name: str) -> Any:
         return self.params[name]
@@ -177,7 +191,8 @@ class Aggregator:
         self._prepare(data, max_memory)
         need, what = self.memory_needed(data)
         memory.check(need, what, max_memory, advice=self.memory_advice)
-        result = self._fit(data, self._context(data, checked), callback)
+        with threads.fit_scope():  # BLAS on one thread beside the kernels; torch on the policy's count
+            result = self._fit(data, self._context(data, checked, max_memory), callback)
         result.max_memory = max_memory
         result.check_shapes()
         _check_posteriors(result)
@@ -192,9 +207,16 @@ class Aggregator:
             )
         return result
 
-    def _context(self, data: AnnotationSet, checked: dict[str, Any]) -> FitContext:
-        """The services resolved once for this fit: the gold clamp for a method declared with ``gold=True``."""
-        return FitContext(checked, clamp=gold_clamp(data, self.gold) if self.spec().gold else None)
+    def _context(self, data: AnnotationSet, checked: dict[str, Any], max_memory: memory.MaxMemory) -> FitContext:
+        """The services resolved once for this fit: the gold clamp (a method declared with ``gold=True``),
+        then the start (a method that declares ``init``; another method's fit is bounded by ``max_memory``)."""
+        spec = self.spec()
+        gold = self.gold if spec.gold else None
+        clamp = gold_clamp(data, gold) if spec.gold else None
+        start = None
+        if "init" in checked:
+            start = resolve_start(self, data, checked["init"], checked["seed"], gold, max_memory)
+        return FitContext(checked, clamp=clamp, start=start)
 
     def _prepare(self, data: AnnotationSet, max_memory: memory.MaxMemory) -> None:
         """Read what the fit needs besides the data (a saved worker model) before :meth:`memory_needed` runs."""
@@ -208,98 +230,77 @@ class Aggregator:
     collapse_advice: ClassVar[str] = "try ds, whose full confusion matrices keep each class's own error rates"
 
 
-@dataclass
-class Run:
-    """One start of an iterative method: its state, objective trace, iterations and whether it converged."""
-
-    state: Any
-    trace: list[float]
-    n_iter: int
-    converged: bool
-
-
-class StopRule:
-    """When an iterative loop stops (a value a method declares as ``stop_rule``); ``warns``: whether running out
-    of iterations is worth a ConvergenceWarning.  (Placeholder for the loop helper's stop rules.)"""
-
-    warns: ClassVar[bool] = True
-
-    def stopped(self, previous: float | None, value: float, tol: float) -> bool:
-        raise NotImplementedError
-
-
 class IterativeAggregator(Aggregator):
-    """A method that iterates to a fixed point; the loop lives here, the mathematics in the subclass.
+    """A method that iterates to a fixed point; the loop lives here (and in :mod:`.loop`), the mathematics in the subclass.
 
     The subclass supplies pure steps:
 
-    * :meth:`_start` -- the starting state (start 0 is the method's own
-      initialisation; later starts, when ``n_init`` is declared, draw from
-      ``rng``) and its objective (or None);
+    * :meth:`_start` -- the starting state and its objective (or None).
+      Start 0 is the method's own start: for a method that declares
+      ``init``, from ``checked.start`` (:class:`~crowdagg.methods.starts.Start`:
+      a posterior, or another method's result whose worker model this
+      method shares); later starts, when ``n_init`` is declared, draw from
+      ``rng`` (seeded by the seed and the start's index).
     * :meth:`_step` -- one iteration, updating the state in place; it
-      returns the objective (``stop_rule = "objective"``: stop when its
-      relative change is at most ``tol``; ``tol = 0`` runs ``max_iter``) or
-      the number of labels that changed (``stop_rule = "unchanged"``: stop
-      when none did);
-    * :meth:`_finish` -- the result from the state of the best start (the
-      highest final objective).
+      returns a :class:`~crowdagg.methods.loop.Step`: ``Step(objective=f)``,
+      ``Step(residual=r)``, ``Step(changed=n)`` or several of them -- what
+      the method's stop rule reads.  The objective, when given, goes into
+      the result's trace and to the progress callback.
+    * :meth:`_finish` -- the result from the state of the best start.
 
-    The iteration cap, the tolerance, the progress callback, restarts and
-    the non-convergence warning are handled once, here.
+    and declares, as class attributes:
+
+    * ``stop_rule`` -- a :class:`~crowdagg.methods.loop.StopRule` value:
+      ``RelativeChange()`` (default: ``|f - f_prev| <= tol |f_prev|``),
+      ``NoLabelChanged()``, ``Residual("messages")`` (``residual <= tol``),
+      ``AbsoluteGain()`` (crowd-kit's: the objective improves by less than
+      ``tol``);
+    * ``objective_direction`` -- ``"maximise"`` (default), ``"minimise"``
+      or ``"none"``: which restart wins (ties keep the earlier; none: the
+      first);
+    * ``objective_name`` ("log-likelihood") and ``loop_name`` ("EM"), for
+      the non-convergence warning the rule words;
+    * ``worker_form`` -- the form of its worker parameters (``"confusion"``,
+      ``"one-coin"``, ...) -- and ``starts_from``, the forms another
+      method's result may have for this method to start from its
+      parameters (``-p init=METHOD``) rather than from its posteriors.
+
+    Each step receives ``checked`` (:class:`FitContext`): the checked
+    parameters, the gold ``clamp`` (apply it in the E-step with
+    :func:`~crowdagg.methods.blocks.clamp_posteriors`) and the resolved
+    ``start``.  The iteration cap (``max_iter``), ``tol``, the progress
+    callback, restarts (``n_init``) and the non-convergence warning are
+    handled once, here; an inner optimiser reports failure with
+    :func:`~crowdagg.methods.loop.check_optimizer`.
     """
 
-    stop_rule: ClassVar[str] = "objective"
+    stop_rule: ClassVar[StopRule] = RelativeChange()
+    objective_direction: ClassVar[str] = MAXIMISE
+    objective_name: ClassVar[str] = "objective"
+    loop_name: ClassVar[str] = ""
+    worker_form: ClassVar[str | None] = None
+    starts_from: ClassVar[tuple[str, ...]] = ()
 
     def _start(self, data: AnnotationSet, checked: FitContext, start: int, rng: np.random.Generator) -> tuple[Any, float | None]:
         raise NotImplementedError
 
-    def _step(self, data: AnnotationSet, state: Any, checked: FitContext) -> float:
+    def _step(self, data: AnnotationSet, state: Any, checked: FitContext) -> Step:
         raise NotImplementedError
 
     def _finish(self, data: AnnotationSet, run: Run, checked: FitContext) -> AggregationResult:
         raise NotImplementedError
 
-    def _not_converged(self, checked: FitContext) -> str:
-        """The warning when the stopping rule was not met within ``max_iter``."""
-        return (
-            f"{self.name}: did not converge in {param('max_iter')}={checked['max_iter']} iterations "
-            f"(relative objective change still above {param('tol')}={checked.get('tol', 0):g}); "
-            f"raise {param('max_iter')} or loosen {param('tol')}"
-        )
-
     def _fit(self, data: AnnotationSet, checked: FitContext, callback: Any) -> AggregationResult:
-        rule = self.stop_rule if isinstance(self.stop_rule, StopRule) else None
-        by_objective = rule is not None or self.stop_rule == "objective"
         tol = checked.get("tol", 0.0)
-        best: Run | None = None
-        for start in range(checked.get("n_init", 1)):
-            state, prev = self._start(data, checked, start, np.random.default_rng([checked["seed"], start]))
-            run = Run(state, [], 0, False)
-            for it in range(1, checked["max_iter"] + 1):
-                value = self._step(data, state, checked)
-                run.n_iter = it
-                if by_objective:
-                    run.trace.append(value)
-                if callback is not None:
-                    callback(it, value if by_objective else float("nan"))
-                if rule is not None:
-                    if rule.stopped(prev, value, tol):
-                        run.converged = True
-                        break
-                    prev = value
-                elif by_objective:
-                    if tol > 0 and prev is not None and abs(value - prev) <= tol * abs(prev):
-                        run.converged = True
-                        break
-                    prev = value
-                elif value == 0:
-                    run.converged = True
-                    break
-            if best is None or (by_objective and run.trace and best.trace and run.trace[-1] > best.trace[-1]):
-                best = run
-        assert best is not None
-        if not best.converged and (rule.warns if rule is not None else (tol > 0 or not by_objective)):
-            warn(ConvergenceWarning(self._not_converged(checked)))
+        best = iterate(
+            lambda start, rng: self._start(data, checked, start, rng),
+            lambda state: self._step(data, state, checked),
+            rule=self.stop_rule, max_iter=checked["max_iter"], seed=checked["seed"], tol=tol,
+            n_init=checked.get("n_init", 1), direction=self.objective_direction, callback=callback,
+        )
+        if not best.converged and self.stop_rule.warns(tol):
+            warn(ConvergenceWarning(self.stop_rule.not_converged(
+                self.name, checked["max_iter"], tol, self.objective_name, self.loop_name)))
         return self._finish(data, best, checked)
 
 

@@ -32,7 +32,10 @@ class Param:
 
     ``kind`` is ``int``, ``float`` or ``bool``; values must lie in
     [``low``, ``high``].  ``paper`` is the symbol or name the method's paper
-    uses for it.
+    uses for it.  ``kind`` ``str`` (for now only ``init``, until the
+    registry's kind ``"method"`` lands) takes one of ``choices`` or a
+    registered method's name, and in the library also an array (checked
+    against the data by the method).
     """
 
     name: str
@@ -42,6 +45,7 @@ class Param:
     low: float = -math.inf
     high: float = math.inf
     paper: str = ""
+    choices: tuple[str, ...] = ()
 
     def check(self, value: Any) -> Any:
         """``value`` validated (a :class:`~crowdagg.errors.UsageError` naming the parameter otherwise)."""
@@ -55,11 +59,19 @@ class Param:
             if not isinstance(value, bool):
                 raise UsageError(f"{param(self.name)} must be true or false, got {value!r}")
             return value
+        if self.kind is str:
+            if type(value).__module__ == "numpy" and hasattr(value, "shape"):
+                return value  # a posterior given in the library: the method checks it against the data
+            if not isinstance(value, str) or (value not in self.choices and value not in METHODS):
+                raise UsageError(f"{param(self.name)} must be {self.describe_type()}, got {value!r}")
+            return value
         raise TypeError(f"unsupported parameter kind {self.kind!r}")  # pragma: no cover - declarations
 
     def parse(self, text: str) -> Any:
         """A value given as text (``-p name=value``), converted to the declared type and checked."""
         value: Any = text.strip()
+        if self.kind is str:
+            return self.check(value)
         try:
             if not value.isascii() or "_" in value:
                 raise ValueError(value)  # "1_0", non-ASCII digits: not how a number is written here
@@ -77,11 +89,13 @@ class Param:
         return self.check(value)
 
     def describe_type(self) -> str:
+        if self.kind is str:
+            return f"{', '.join(self.choices)} or a method's name ({', '.join(METHODS)})"
         return {int: "an integer", float: "a number", bool: "true or false"}.get(self.kind, str(self.kind))
 
     def describe_range(self) -> str:
         lo, hi = self.low, self.high
-        if self.kind is bool or (math.isinf(lo) and math.isinf(hi)):
+        if self.kind in (bool, str) or (math.isinf(lo) and math.isinf(hi)):
             return ""
         fmt = (lambda v: str(int(v))) if self.kind is int else (lambda v: f"{v:g}")
         if math.isinf(hi):
@@ -105,6 +119,13 @@ def tol(default: float) -> Param:
 
 N_INIT = Param("n_init", int, 1, "starts of EM (the first from majority vote, the others seeded random); the best "
                "log-likelihood is kept", 1, 1000)
+
+
+#: The start strategies an iterative method's ``init`` names besides another method (crowdagg.methods.starts).
+START_CHOICES = ("soft-vote", "hard-vote")
+
+INIT = Param("init", str, "soft-vote", "how EM starts: soft-vote (vote shares), hard-vote (one-hot majority labels), "
+             "or another method's name (its output, unrefined)", choices=START_CHOICES)
 
 
 @dataclass(frozen=True)
@@ -180,7 +201,7 @@ METHODS: dict[str, Method] = {
             (SEED, max_iter(200), tol(1e-6),
              Param("smoothing", float, 0.0, "Dirichlet pseudo-count per confusion cell and class (0: entries "
                    "floored at 1e-10)", 0.0, 1e9, "Dirichlet(1 + s) prior"),
-             N_INIT),
+             N_INIT, INIT),
             gold=True, init_workers=True,
         ),
         Method(
@@ -192,7 +213,7 @@ METHODS: dict[str, Method] = {
             (SEED, max_iter(200), tol(1e-6),
              Param("smoothing", float, 1.0, "pseudo-answers at chance accuracy 1/K per worker", 0.0, 1e9,
                    "Beta prior strength"),
-             N_INIT),
+             N_INIT, INIT),
             gold=True, init_workers=True,
         ),
     )

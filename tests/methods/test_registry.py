@@ -155,5 +155,5 @@ def test_a_parameter_given_twice_is_refused():
 
 def test_none_stands_for_the_default(bluebird):
     assert get_method("onecoin")(smoothing=None).check_params()["smoothing"] == 1.0
-    with pytest.raises(UsageError, match="it takes: seed, max_iter, tol, smoothing, n_init, gold, init_workers"):
+    with pytest.raises(UsageError, match="it takes: seed, max_iter, tol, smoothing, n_init, init, gold, init_workers"):
         aggregate(bluebird, "ds", bogus=1)

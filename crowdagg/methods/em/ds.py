@@ -42,15 +42,19 @@ pseudo-counts included, which the next saved model records.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from ...data.annotations import AnnotationSet
 from ...errors import param
-from ..base import FitContext, IterativeAggregator, Run, make_result
-from ..blocks import TieBreaker, argmax_random_ties, clamp_posteriors, full_m_step, soft_majority_vote
+from ..base import FitContext, IterativeAggregator, make_result
+from ..blocks import TieBreaker, argmax_random_ties, clamp_posteriors, full_m_step
+from ..loop import Run, Step
 from ..result import AggregationResult
+from ..starts import starting_posteriors
+
+__all__ = ["DawidSkene", "EMState", "em_memory", "model_parameters", "starting_posteriors"]
 
 MStep = Callable[[np.ndarray, np.ndarray, float], "tuple[np.ndarray, np.ndarray]"]
 
@@ -66,8 +70,8 @@ class EMState:
     """
 
     def __init__(
-        self, data: AnnotationSet, post: np.ndarray, clamp: np.ndarray, m_step: MStep, smoothing: float,
-        warm: Any = None,
+        self, data: AnnotationSet, post: np.ndarray | None, clamp: np.ndarray, m_step: MStep, smoothing: float,
+        warm: Any = None, params: tuple[np.ndarray, np.ndarray] | None = None,
     ):
         from ...kernels import EMWorkspace
 
@@ -76,8 +80,13 @@ class EMState:
         self.m_step = m_step
         self.smoothing = smoothing
         self.warm = warm
-        self.ws.accumulate(clamp_posteriors(post, clamp))
-        self.objective = self.iterate()
+        if params is not None:  # start from parameters (prior, conf_ot): an E-step gives the posteriors
+            self.prior, self.conf_ot = params
+            self.objective = self.e_step()
+        else:  # start from posteriors: an M-step on them, then the E-step
+            assert post is not None
+            self.ws.accumulate(clamp_posteriors(post, clamp))
+            self.objective = self.iterate()
 
     def e_step(self) -> float:
         return float(self.ws._e_step(np.log(self.prior), np.log(self.conf_ot), self.clamp))  # the kernel clamps as clamp_posteriors does
@@ -99,14 +108,10 @@ class EMState:
         return np.ascontiguousarray(self.conf_ot.transpose(0, 2, 1))
 
 
-def starting_posteriors(data: AnnotationSet, start: int, rng: np.random.Generator) -> np.ndarray:
-    """Start 0: soft majority vote.  Later starts: soft MV blended half and half with a Dirichlet(1) draw per task."""
-    post = soft_majority_vote(data)
-    if start == 0:
-        return post
-    noise = rng.dirichlet(np.ones(data.n_classes), size=data.n_tasks)
-    answered = (data.answers_per_task > 0)[:, None]
-    return np.where(answered, 0.5 * post + 0.5 * noise, 0.0)
+def model_parameters(result: AggregationResult) -> tuple[np.ndarray, np.ndarray]:
+    """A fitted confusion model's (prior (K,), conf_ot (n_workers, K_observed, K_true)): where EM starts from it."""
+    prior = np.ascontiguousarray(result.prior, dtype=np.float64)
+    return prior, np.ascontiguousarray(np.asarray(result.confusion, dtype=np.float64).transpose(0, 2, 1))
 
 
 def em_memory(data: AnnotationSet) -> tuple[float, str]:
@@ -124,6 +129,11 @@ class DawidSkene(IterativeAggregator):
     name = "ds"
     _m_step: MStep = staticmethod(full_m_step)  # type: ignore[assignment]
     _model: Any = None
+    loop_name = "EM"
+    objective_name = "log-likelihood"
+    #: Its worker parameters are full confusion matrices; it can start from a confusion or a one-coin model's.
+    worker_form = "confusion"
+    starts_from: ClassVar[tuple[str, ...]] = ("confusion", "one-coin")
     collapse_advice = f"try mv, or ds with {param('smoothing')} 1 (pseudo-counts that keep rare classes alive)"
     memory_advice = "its tables grow with workers × classes²: use mv or wmv, or fewer classes"
 
@@ -150,20 +160,18 @@ class DawidSkene(IterativeAggregator):
 
             # Every start adds the same pseudo-counts: they are a prior, not a starting point.
             self._warm = None if self._model is None else WarmStart(self._model, data, self.name)
-        assert checked.clamp is not None  # declared gold=True: the base resolves it
-        state = EMState(data, starting_posteriors(data, start, rng), checked.clamp, type(self)._m_step,
-                        checked["smoothing"], self._warm)
+        begin, clamp = checked.start, checked.clamp
+        assert begin is not None and clamp is not None  # ds declares init and gold: the base resolves both
+        if start == 0 and begin.model is not None:  # another method's confusion model: its parameters, then an E-step
+            state = EMState(data, None, clamp, type(self)._m_step, checked["smoothing"], self._warm,
+                            params=model_parameters(begin.model))
+        else:
+            state = EMState(data, starting_posteriors(data, start, rng, begin.posterior), clamp,
+                            type(self)._m_step, checked["smoothing"], self._warm)
         return state, state.objective
 
-    def _step(self, data: AnnotationSet, state: EMState, checked: FitContext) -> float:
-        return state.iterate()
-
-    def _not_converged(self, checked: FitContext) -> str:
-        return (
-            f"{self.name}: EM did not converge in {param('max_iter')}={checked['max_iter']} iterations "
-            f"(relative log-likelihood change still above {param('tol')}={checked['tol']:g}); "
-            f"raise {param('max_iter')} or loosen {param('tol')}"
-        )
+    def _step(self, data: AnnotationSet, state: EMState, checked: FitContext) -> Step:
+        return Step(objective=state.iterate())
 
     def worker_model(self, state: EMState, checked: FitContext) -> tuple[dict[str, Any], dict[str, Any], Any]:
         """The fitted worker parameters, the statistics behind them, and the confusion when it is not among them.
@@ -187,5 +195,5 @@ class DawidSkene(IterativeAggregator):
             self.name, data, post, labels, state.prior, worker_params=worker_params,
             confusion_array=confusion, counts=counts,
             init_model=None if self._warm is None else self._warm.model,
-            n_iter=run.n_iter, converged=run.converged, objective=np.asarray(run.trace), objective_name="log-likelihood",
+            n_iter=run.n_iter, converged=run.converged, objective=np.asarray(run.trace), objective_name=self.objective_name,
         )

@@ -61,6 +61,9 @@ class OneCoinDawidSkene(DawidSkene):
     __doc__ = __doc__
     name = "onecoin"
     _m_step = staticmethod(one_coin_m_step)  # type: ignore[assignment]
+    #: Its worker parameters are one-coin accuracies; it starts only from another one-coin model's.
+    worker_form = "one-coin"
+    starts_from = ("one-coin",)
     collapse_advice = IterativeAggregator.collapse_advice  # the base's "try ds", not the advice ds gives itself
 
     def worker_model(self, state: EMState, checked: FitContext) -> tuple[dict[str, Any], dict[str, Any], Any]:

@@ -7,8 +7,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from ...data.annotations import AnnotationSet
-from ...errors import param
-from ..base import FitContext, IterativeAggregator, Run, make_result
+from ..base import FitContext, IterativeAggregator, make_result
 from ..blocks import (
     TieBreaker,
     argmax_random_ties,
@@ -17,6 +16,7 @@ from ..blocks import (
     soft_majority_vote,
     softmax_rows,
 )
+from ..loop import NO_OBJECTIVE, NoLabelChanged, Run, Step
 from ..result import AggregationResult
 
 
@@ -49,7 +49,8 @@ class WeightedMajorityVote(IterativeAggregator):
     """
 
     name = "wmv"
-    stop_rule = "unchanged"
+    stop_rule = NoLabelChanged()
+    objective_direction = NO_OBJECTIVE
 
     def memory_needed(self, data: AnnotationSet) -> tuple[float, str]:
         return 6.0 * 8 * data.n_tasks * data.n_classes, f"{data.n_tasks:,} tasks × {data.n_classes:,} classes"
@@ -61,7 +62,7 @@ class WeightedMajorityVote(IterativeAggregator):
         labels = argmax_random_ties(soft_majority_vote(data), ties)
         return SimpleNamespace(ties=ties, labels=labels, accuracy=None, scores=None), None
 
-    def _step(self, data: AnnotationSet, state: SimpleNamespace, checked: FitContext) -> float:
+    def _step(self, data: AnnotationSet, state: SimpleNamespace, checked: FitContext) -> Step:
         """Re-estimate each worker's accuracy against the labels, revote; returns how many labels changed."""
         from ...kernels.votes import _vote_counts
 
@@ -75,13 +76,7 @@ class WeightedMajorityVote(IterativeAggregator):
         new = argmax_random_ties(state.scores, state.ties, atol=1e-12)
         changed = int(np.count_nonzero(new != state.labels))
         state.labels = new
-        return changed
-
-    def _not_converged(self, checked: FitContext) -> str:
-        return (
-            f"wmv: labels still changing after {param('max_iter')}={checked['max_iter']} rounds; "
-            f"raise {param('max_iter')}"
-        )
+        return Step(changed=changed)
 
     def _finish(self, data: AnnotationSet, run: Run, checked: FitContext) -> AggregationResult:
         state = run.state

@@ -1,0 +1,154 @@
+"""``crowdagg aggregate``: answers in, one label per task out (+ worker model, evaluation)."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import typer
+
+from ..core.threads import use_threads
+from . import options as opt
+from . import pipeline as steps
+from .options import require_values
+from .plumbing import handle_errors
+
+HELP = f"""Aggregate answers into one label per task.
+
+Writes task,label,confidence (+ n_answers and p_<class> with --proba),
+one row per task in input order.
+
+{opt.method_list()}
+
+Inputs and outputs: a directory or pattern given as INPUT leaves out this
+run's own earlier outputs (said on stderr), so a run can be repeated; an
+output that is an input in any other way is refused.
+
+\b
+Example: cat answers.jsonl | crowdagg aggregate - --method mv --format jsonl | jq .label
+"""
+
+#: The leading fields of each output, by which an earlier run's output is recognised in an input directory.
+TABLE_FIELDS = ("task", "label", "confidence")
+WORKERS_FIELDS = ("worker", "true_label", "observed_label", "probability", "accuracy", "n_answers")
+MODEL_FIELDS = ("format", "version")
+
+
+@handle_errors()
+def aggregate(
+    input: list[str] = typer.Argument(..., metavar="INPUT...", help="Answers file(s) (CSV/TSV/JSON/JSONL/Parquet, optionally .gz; MTurk, Toloka, Label Studio exports), - for stdin, a directory, or a quoted glob ('batches/*.parquet'); several are read as one data set."),
+    method: str = opt.METHOD,
+    output: Optional[str] = opt.output_option("Write here instead of stdout (a regular file is replaced atomically)."),
+    fmt: Optional[str] = opt.format_option("csv, tsv, jsonl, json or parquet (default: from -o's extension, else csv)."),
+    proba: bool = typer.Option(False, "--proba", help="Add n_answers and one p_<class> posterior column per class."),
+    workers: Optional[str] = typer.Option(None, "--workers", help="Write each worker's confusion matrix (long form) and accuracy here."),
+    save_workers: Optional[str] = opt.SAVE_WORKERS,
+    init_workers: Optional[str] = opt.INIT_WORKERS,
+    truth: Optional[str] = opt.TRUTH,
+    truth_task_col: Optional[str] = opt.TRUTH_TASK_COL,
+    truth_label_col: Optional[str] = opt.TRUTH_LABEL_COL,
+    gold: Optional[str] = opt.GOLD,
+    gold_task_col: Optional[str] = opt.GOLD_TASK_COL,
+    gold_label_col: Optional[str] = opt.GOLD_LABEL_COL,
+    classes: Optional[str] = opt.CLASSES,
+    duplicates: str = opt.DUPLICATES,
+    blank_labels: str = opt.BLANK_LABELS,
+    rejected: str = opt.REJECTED,
+    input_format: Optional[str] = opt.INPUT_FORMAT,
+    task_col: Optional[str] = opt.TASK_COL,
+    worker_col: Optional[str] = opt.WORKER_COL,
+    label_col: Optional[str] = opt.LABEL_COL,
+    seed: Optional[int] = opt.SEED,
+    max_iter: Optional[int] = opt.MAX_ITER,
+    tol: Optional[float] = opt.TOL,
+    smoothing: Optional[float] = opt.SMOOTHING,
+    param_: list[str] = opt.PARAM,
+    max_memory: Optional[str] = opt.max_memory_option("a run", examples=True),
+    threads: Optional[str] = opt.THREADS,
+    quiet: bool = opt.QUIET,
+    verbose: bool = opt.VERBOSE,
+) -> None:
+    """Aggregate answers into one label per task (the help text: :data:`HELP`)."""
+    # 1. Everything that can be checked without reading the data.
+    for path in input:
+        require_values(input=path)
+    require_values(
+        output=output, format=fmt, workers=workers, truth=truth, gold=gold,
+        input_format=input_format, classes=classes, max_memory=max_memory,
+        save_workers=save_workers, init_workers=init_workers,
+    )
+    side = steps.side_inputs(truth=truth, gold=gold, init_workers=init_workers)
+    steps.check_stdin(input, side)
+    _, params = steps.check_method(
+        method, {"seed": seed, "max_iter": max_iter, "tol": tol, "smoothing": smoothing}, param_,
+        gold=gold, save_workers=save_workers, init_workers=init_workers,
+    )
+    class_list = steps.check_read_options(
+        duplicates=duplicates, blank_labels=blank_labels, rejected=rejected, max_memory=max_memory, classes=classes
+    )
+    n_threads = steps.check_threads(threads)
+    planned, sources = steps.plan_outputs(_outputs(output, fmt, workers, save_workers), input, side)
+    # 2. Side inputs, then the data and the fit.
+    if gold is not None:
+        params["gold"] = steps.read_labels(gold, gold_task_col, gold_label_col, option="--gold", what="gold")
+    if init_workers is not None:
+        params["init_workers"] = steps.read_worker_model(init_workers, max_memory)
+    truth_labels = steps.read_labels(truth, truth_task_col, truth_label_col, option="--truth") if truth else None
+    with use_threads(n_threads):
+        data = steps.load(
+            sources, input_format=input_format, task_col=task_col, worker_col=worker_col, label_col=label_col,
+            classes=class_list, duplicates=duplicates, max_memory=max_memory, rejected=rejected,
+            blank_labels=blank_labels,
+        )
+        _check_output_memory(data, proba=proba, workers=workers is not None, max_memory=max_memory)
+        result = steps.fit(data, method, params, quiet=quiet, max_memory=max_memory)
+    # 3. Evaluation (it can fail: nothing written yet).
+    summary = None
+    if truth_labels is not None:
+        from ..reports.evaluate import evaluate_run
+
+        summary = evaluate_run(data, result, truth_labels, params.get("gold"))
+    # 4. Render everything, then write all or nothing.
+    steps.render_and_commit(planned, _renderers(result, proba))
+    if summary is not None:
+        steps.report_evaluation(summary)
+
+
+def _outputs(output: Optional[str], fmt: Optional[str], workers: Optional[str], save_workers: Optional[str]) -> list[steps.Output]:
+    """What this run writes: the labels (stdout unless -o), and --workers, --save-workers when asked."""
+    from ..io.read import MODEL_FORMATS
+
+    planned = [steps.Output("--output", output or "-", TABLE_FIELDS, then="n_answers|p_.*", fmt=fmt)]
+    if workers:
+        planned.append(steps.Output("--workers", workers, WORKERS_FIELDS))
+    if save_workers:
+        planned.append(steps.Output("--save-workers", save_workers, MODEL_FIELDS, then=".*", formats=MODEL_FORMATS))
+    return planned
+
+
+def _check_output_memory(data: Any, *, proba: bool, workers: bool, max_memory: Any) -> None:
+    """The outputs' size is known once the data is: refused before fitting, not after."""
+    k = data.n_classes
+    steps.check_render_memory(
+        data.n_tasks, 1 + (k + 1 if proba else 0), 2, f"{data.n_tasks:,} output rows × {k:,} classes", max_memory
+    )
+    if workers:
+        steps.check_render_memory(
+            data.n_workers * k * k, 3, 3,
+            f"--workers table of {data.n_workers:,} workers × {k:,}² classes", max_memory,
+        )
+
+
+def _renderers(result: Any, proba: bool) -> dict[str, Any]:
+    """How each output of this command is rendered from the fit (only the planned ones are called)."""
+    from ..io.render import render_table
+
+    def model(fmt: str) -> bytes:
+        from ..methods.model_file import to_json
+
+        return to_json(result)
+
+    return {
+        "--output": lambda fmt: render_table(result.table(proba=proba, arrow=True), fmt, key="task"),
+        "--workers": lambda fmt: render_table(result.workers_table(arrow=True), fmt, key="worker"),
+        "--save-workers": model,
+    }

@@ -1,0 +1,46 @@
+"""``crowdagg evaluate``: predicted labels against the truth."""
+
+from __future__ import annotations
+
+import sys
+from typing import Optional
+
+import typer
+
+from . import options as opt
+from .options import require_values
+from .pipeline import read_labels
+from .plumbing import handle_errors, write_stdout
+
+
+@handle_errors()
+def evaluate(
+    predictions: str = typer.Argument(..., metavar="PREDICTIONS", help="Predicted labels (task,label), e.g. the output of aggregate; - for stdin."),
+    truth: str = typer.Option(..., "--truth", "-t", help="True labels (task,label)."),
+    task_col: Optional[str] = opt.column_option("--task-col", "Task column of the predictions (default: task or an alias)."),
+    label_col: Optional[str] = opt.column_option("--label-col", "Label column of the predictions (default: label or an alias)."),
+    truth_task_col: Optional[str] = opt.column_option("--truth-task-col", "Task column of --truth."),
+    truth_label_col: Optional[str] = opt.TRUTH_LABEL_COL,
+    fmt: Optional[str] = opt.format_option("csv, tsv, json, jsonl or parquet (default: a table on a terminal, else csv)."),
+    verbose: bool = opt.VERBOSE,
+) -> None:
+    """Score predicted labels against the truth: accuracy, macro-F1, per-class recall.
+
+    Example: crowdagg aggregate labels.csv | crowdagg evaluate - --truth gold.csv
+    """
+    from ..io.output import check_binary, resolve
+    from ..io.read import check_stdin_once, output_format
+    from ..reports.evaluate import evaluate_labels, evaluation_bytes, print_table
+
+    require_values(predictions=predictions, truth=truth, format=fmt)
+    check_stdin_once([(f"PREDICTIONS {predictions}", predictions), (f"--truth {truth}", truth)])
+    out_fmt = output_format(fmt, None) if fmt is not None else None
+    if out_fmt is not None:
+        check_binary(resolve("-"), out_fmt)
+    pred = read_labels(predictions, task_col, label_col, what="predicted")
+    true = read_labels(truth, truth_task_col, truth_label_col, option="--truth")
+    ev = evaluate_labels(pred, true)
+    if out_fmt is None and sys.stdout is not None and sys.stdout.isatty():
+        print_table(ev, sys.stdout)
+        return
+    write_stdout(evaluation_bytes(ev, out_fmt or "csv"))

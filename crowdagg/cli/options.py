@@ -1,0 +1,191 @@
+"""Options and option checks shared by the commands, each defined once.
+
+A command's signature takes its options from here (``verbose: bool =
+options.VERBOSE``), so a flag is spelled, typed and documented the same on
+every command that has it; where the help must say something about the
+command (``--format``'s default), a small factory takes that text.  The
+method options (``--method``, ``--seed``, ``-p NAME=VALUE`` ...) and their
+help come from the declarations in :mod:`crowdagg.methods.registry`, which
+is standard library only: building these options imports no method code,
+so ``crowdagg --help`` stays light.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Optional
+
+import typer
+
+from ..errors import UsageError
+
+#: How a command spells a library parameter where that differs from the default (``n_tasks`` -> ``--tasks``).
+Spelling = Mapping[str, str]
+
+#: Method parameters that have a flag of their own; the others are set with ``-p name=value``.
+PARAM_FLAGS = ("seed", "max_iter", "tol", "smoothing")
+
+
+# --------------------------------------------------------------------------- parameter names as flags
+def flag(name: str, spelling: Spelling | None = None) -> str:
+    """The CLI spelling of a library parameter: ``max_iter`` -> ``--max-iter``, ``n_init`` -> ``-p n_init``."""
+    if spelling and name in spelling:
+        return spelling[name]
+    if name not in PARAM_FLAGS:
+        from ..methods.registry import METHODS
+
+        if any(name in m.param_names for m in METHODS.values()):
+            return f"-p {name}"
+    return "--" + name.replace("_", "-")
+
+
+def method_params(spec: Any, flags: dict[str, Any], pairs: list[str]) -> dict[str, Any]:
+    """The method's parameters from the common flags and ``-p name=value`` (checked against its declaration)."""
+    params: dict[str, Any] = {}
+    for key, value in flags.items():
+        if value is not None:
+            if key not in spec.param_names:
+                raise UsageError(
+                    f"{flag(key)} does not apply to method {spec.name!r}; it takes: "
+                    + ", ".join(flag(p) for p in spec.param_names)
+                )
+            params[key] = value
+    for item in pairs:
+        name, sep, text = item.partition("=")
+        name = name.strip().replace("-", "_")
+        if not sep or not name:
+            raise UsageError(f"-p/--param wants name=value, got {item!r}")
+        if name not in spec.param_names:
+            raise UsageError(
+                f"method {spec.name!r} does not take -p {name}; it takes: "
+                + ", ".join(flag(p) for p in spec.param_names)
+            )
+        declared = spec.param(name)
+        if name in params:
+            how = f"{flag(name)} and -p {name}=" if flags.get(name) is not None else f"-p {name}= twice"
+            raise UsageError(f"{name} is given twice ({how})")
+        params[name] = declared.parse(text)
+    return params
+
+
+# --------------------------------------------------------------------------- value checks
+def require_values(**given: Optional[str]) -> None:
+    """An option given as an empty string is a usage error, not the default in disguise."""
+    for name, value in given.items():
+        if value is not None and value.strip() == "":
+            spelled = name.upper() if name in ("input", "predictions") else flag(name)
+            raise UsageError(f"{spelled} is empty; give a path or value (- means standard input/output)")
+
+
+def split_list(value: Optional[str]) -> Optional[list[str]]:
+    """``--classes a,b,c`` as a list; an empty entry is a usage error."""
+    if value is None:
+        return None
+    items = [v.strip() for v in value.split(",")]
+    if not all(items):
+        raise UsageError(f"--classes has an empty entry: {value!r}")
+    return items
+
+
+# --------------------------------------------------------------------------- help from the registry
+# Per-method text in the help comes from the declarations in crowdagg.methods.registry (standard library
+# only, so `crowdagg --help` stays light): adding a method or changing a default never edits the CLI.
+def method_list() -> str:
+    """The method list of ``aggregate --help``: each registered method's name and summary, unwrapped."""
+    import textwrap
+
+    from ..methods.registry import METHODS
+
+    width = max(map(len, METHODS))
+    lines = ["Methods (`crowdagg methods NAME` shows one in full):"]
+    for name, m in METHODS.items():
+        lines += textwrap.wrap(m.summary, 76, initial_indent=f"  {name:<{width}}  ", subsequent_indent=" " * (width + 4))
+    return "\b\n" + "\n".join(lines)  # "\b": Click keeps these lines as they are (one method per line)
+
+
+def methods_that(has: Callable[[Any], bool]) -> str:
+    """``ds, onecoin``: the registered methods with a property, in registry order."""
+    from ..methods.registry import METHODS
+
+    return ", ".join(name for name, m in METHODS.items() if has(m))
+
+
+def defaults(name: str, with_help: bool = False) -> str:
+    """The declared default of parameter ``name`` per method: ``ds, onecoin: 200; wmv: 50``.
+
+    Methods with the same default share one entry; ``with_help`` adds each
+    method's own help for the parameter (where they differ in meaning).
+    """
+    from ..methods.registry import METHODS
+
+    groups: dict[str, list[str]] = {}
+    for method_name, m in METHODS.items():
+        if name in m.param_names:
+            p = m.param(name)
+            value = f"{p.default:g}" if isinstance(p.default, float) else repr(p.default)
+            key = f"{p.help}, default {value}" if with_help else value
+            groups.setdefault(key, []).append(method_name)
+    if len(groups) == 1 and len(next(iter(groups.values()))) == len(METHODS):
+        return f"default {next(iter(groups))}"  # every method: no need to list them
+    return "; ".join(f"{', '.join(names)}: {text}" for text, names in groups.items())
+
+
+# --------------------------------------------------------------------------- every command
+VERBOSE = typer.Option(False, "--verbose", "-v", help="Show tracebacks on error.")
+QUIET = typer.Option(False, "--quiet", "-q", help="No progress display.")
+THREADS = typer.Option(
+    None, "--threads", metavar="N",
+    help="Threads for the kernels (default: $CROWDAGG_THREADS, else all cores); the output does not depend on it.",
+)
+
+
+def format_option(help: str) -> Any:
+    """``--format/-f``: how stdout (or the output) is written; ``help`` says this command's formats and default."""
+    return typer.Option(None, "--format", "-f", help=help)
+
+
+def output_option(help: str) -> Any:
+    """``--output/-o``: where the command writes; ``help`` says what lands there."""
+    return typer.Option(None, "--output", "-o", help=help)
+
+
+def max_memory_option(what: str, examples: bool = False) -> Any:
+    """``--max-memory``: refuse up front ``what`` (``a run``, ``a crowd``) that would need more memory than this."""
+    sizes = "e.g. 4G, 500M, none; " if examples else ""
+    return typer.Option(
+        None, "--max-memory",
+        help=f"Refuse up front {what} that would need more memory than this ({sizes}default 80% of available).",
+    )
+
+
+def column_option(option: str, help: str) -> Any:
+    """A column override (``--task-col``, ``--truth-label-col``): a header name, default detected."""
+    return typer.Option(None, option, help=help)
+
+
+# --------------------------------------------------------------------------- commands that read answers
+INPUT_FORMAT = typer.Option(None, "--input-format", help="csv, tsv, json, jsonl or parquet (default: from content/extension).")
+TASK_COL = column_option("--task-col", "Task column (default: task, an alias such as item, or a platform's column).")
+WORKER_COL = column_option("--worker-col", "Worker column (default: worker, an alias such as annotator, or a platform's column).")
+LABEL_COL = column_option("--label-col", "Label column (default: label, an alias such as answer, or a platform's column; MTurk radio buttons: the group, e.g. Answer.sentiment).")
+CLASSES = typer.Option(None, "--classes", help="Comma-separated class set, in order (includes classes nobody chose).")
+DUPLICATES = typer.Option("keep", "--duplicates", help="Repeated (task, worker) answers: keep, first, last or error.")
+BLANK_LABELS = typer.Option("skip", "--blank-labels", help="Answers with a blank label (skipped questions): skip them, saying how many (their tasks keep a row), or error.")
+REJECTED = typer.Option("exclude", "--rejected", help="Answers an MTurk/Toloka export marks rejected: exclude (default; counted on stderr) or keep.")
+TRUTH = typer.Option(None, "--truth", help="Gold labels file: print accuracy etc. to stderr.")
+TRUTH_TASK_COL = column_option("--truth-task-col", "Task column of --truth (default: task or an alias).")
+TRUTH_LABEL_COL = column_option("--truth-label-col", "Label column of --truth (default: label, truth, gold, ...).")
+
+
+# --------------------------------------------------------------------------- commands that fit a method
+METHOD = typer.Option("ds", "--method", "-m", help="Aggregation method (see `crowdagg methods`).")
+SEED = typer.Option(None, "--seed", help=f"Seed for tie-breaking and any random choice ({defaults('seed')}).")
+MAX_ITER = typer.Option(None, "--max-iter", help=f"Iteration cap ({defaults('max_iter')}).")
+TOL = typer.Option(None, "--tol", help=f"Stop when the relative log-likelihood change is below this ({defaults('tol')}); 0 runs exactly --max-iter.")
+SMOOTHING = typer.Option(None, "--smoothing", help=f"Same as -p smoothing=VALUE ({defaults('smoothing', with_help=True)}); kept for this release.")
+PARAM = typer.Option([], "--param", "-p", metavar="NAME=VALUE", help="A parameter of the method (repeatable); `crowdagg methods NAME` lists them, e.g. -p n_init=5.")
+GOLD = typer.Option(None, "--gold", help=f"Known labels that clamp those tasks ({methods_that(lambda m: m.gold)}).")
+GOLD_TASK_COL = column_option("--gold-task-col", "Task column of --gold.")
+GOLD_LABEL_COL = column_option("--gold-label-col", "Label column of --gold.")
+SAVE_WORKERS = typer.Option(None, "--save-workers", help=f"Save the fitted worker model (versioned JSON, exact floats; .json or .json.gz) for --init-workers ({methods_that(lambda m: m.init_workers)}).")
+INIT_WORKERS = typer.Option(None, "--init-workers", help=f"Start from a worker model saved with --save-workers (warm start; known workers on a new batch; {methods_that(lambda m: m.init_workers)}).")

@@ -1,0 +1,249 @@
+"""The steps of a command that reads answers, fits a method and writes files.
+
+``aggregate`` is these steps in order; ``train``, ``predict`` and
+``workers`` take the ones they need instead of copying them:
+
+1. :func:`check_method`, :func:`check_read_options`, :func:`check_threads` -- everything that
+   can be refused before reading a byte (a bad parameter never waits for a
+   large input to load);
+2. :func:`plan_outputs` -- where each output lands and in which format,
+   refusing an output that is also an input (before and after the inputs
+   are expanded), then the expanded inputs themselves;
+3. :func:`read_labels` (``--truth``, ``--gold``), :func:`load` (the answers);
+4. :func:`check_render_memory` -- the outputs' size is known once the data
+   is: refused before fitting, not after;
+5. :func:`fit` -- the method, with the progress display and timings;
+6. :func:`render_and_commit` -- every output rendered first, then all
+   written or none (:func:`crowdagg.io.output.commit`).
+
+Heavy modules (numpy, pandas, the methods) are imported inside the steps,
+so importing this module (``crowdagg --help``) stays light.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Optional
+
+from ..errors import UsageError
+from .options import method_params, split_list
+from .plumbing import err, progress
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..data.annotations import AnnotationSet
+    from ..io.output import Target
+    from ..io.read import Inputs
+    from ..methods.result import AggregationResult
+
+#: ``(how messages name it, path)``: an input as the checks of stdin and of outputs name it.
+Named = tuple[str, Optional[str]]
+
+
+# --------------------------------------------------------------------------- 1. before reading
+def check_method(
+    method: str,
+    flags: dict[str, Any],
+    pairs: list[str],
+    *,
+    gold: Optional[str] = None,
+    save_workers: Optional[str] = None,
+    init_workers: Optional[str] = None,
+) -> tuple[Any, dict[str, Any]]:
+    """The method's declaration and its parameters, every one checked; nothing is read or imported beyond it.
+
+    ``flags``: the common parameter flags (``{"seed": 3, "tol": None}``);
+    ``pairs``: the ``-p name=value`` items.  ``--gold``, ``--save-workers``
+    and ``--init-workers`` are refused for a method that does not declare them.
+    """
+    from ..methods.registry import get as get_spec
+
+    spec = get_spec(method)
+    params = method_params(spec, flags, pairs)
+    if gold is not None and not spec.gold:
+        raise UsageError(f"--gold does not apply to method {method!r}")
+    for option, value in (("--save-workers", save_workers), ("--init-workers", init_workers)):
+        if value is not None and not spec.init_workers:
+            raise UsageError(f"{option} does not apply to method {method!r} (it learns no reusable worker model)")
+    spec.load()(**params).check_params()  # every method parameter: before reading anything
+    return spec, params
+
+
+def check_read_options(
+    *, duplicates: str, blank_labels: str, rejected: str, max_memory: Optional[str], classes: Optional[str]
+) -> Optional[list[str]]:
+    """The options of reading answers, checked before reading; returns ``--classes`` as a list."""
+    from ..core import memory
+    from ..data.annotations import DUPLICATE_POLICIES, check_blank_labels
+    from ..io.platforms import check_rejected_policy
+
+    if duplicates not in DUPLICATE_POLICIES:
+        raise UsageError(f"--duplicates must be one of {', '.join(DUPLICATE_POLICIES)}, got {duplicates!r}")
+    check_blank_labels(blank_labels)
+    check_rejected_policy(rejected)
+    memory.parse_size(max_memory)
+    return split_list(classes)
+
+
+def check_threads(value: Optional[str]) -> int:
+    """``--threads N``, else ``$CROWDAGG_THREADS``, else all cores: the count this run uses (:mod:`crowdagg.core.threads`)."""
+    from ..core import threads
+
+    return threads.count() if value is None else threads.parse(value)
+
+
+def side_inputs(**paths: Optional[str]) -> list[Named]:
+    """The files given to options (``truth=..., init_workers=...``) as the checks name them: ``--truth FILE``."""
+    return [(f"--{option.replace('_', '-')} {path}", path) for option, path in paths.items() if path is not None]
+
+
+def check_stdin(inputs: Sequence[str], side: Sequence[Named] = ()) -> None:
+    """Standard input is read once at most, by the inputs and the side inputs together (before any expansion)."""
+    from ..io.read import check_stdin_once
+
+    check_stdin_once([(f"INPUT {p}", p) for p in inputs] + list(side))
+
+
+# --------------------------------------------------------------------------- 2. outputs and inputs
+@dataclass(frozen=True)
+class Output:
+    """One file a command may write.
+
+    ``writes`` and ``then``: its leading fields, by which an earlier run's
+    output is recognised in a directory or pattern given as an input
+    (:func:`crowdagg.io.output.resolve`).  ``fmt``: an explicit
+    ``--format``; ``formats``: what it can be written as (default: the
+    table formats).
+    """
+
+    option: str
+    path: str
+    writes: tuple[str, ...]
+    then: str = ""
+    fmt: Optional[str] = None
+    formats: Optional[tuple[str, ...]] = None
+
+
+@dataclass(frozen=True)
+class Planned:
+    """An output resolved: where it lands, and its format."""
+
+    target: Target
+    fmt: str
+
+
+def plan_outputs(
+    outputs: Sequence[Output], inputs: Sequence[str], side: Sequence[Named] = ()
+) -> tuple[dict[str, Planned], Inputs]:
+    """Resolve every output (by option) and expand the inputs, refusing an output that is an input.
+
+    The order matters for which error a user sees first, and is kept: an
+    output that is an input as named (before any expansion); then each
+    output's format; then the inputs are expanded once, leaving this run's
+    earlier outputs out of directories and patterns, and that same list is
+    checked again -- by identity -- and is what is read.
+    """
+    from ..io.output import check_binary, check_distinct, check_not_inputs, resolve
+    from ..io.read import check_stdin_once, expand_inputs, output_format
+    from ..io.render import OUTPUT_FORMATS
+
+    targets = [resolve(o.path, o.option, writes=o.writes, then=o.then) for o in outputs]
+    check_distinct(targets)
+    check_not_inputs(targets, [(f"INPUT {p}", p) for p in inputs] + list(side))
+    formats = [output_format(o.fmt, o.path, o.option, o.formats or OUTPUT_FORMATS) for o in outputs]
+    for target, fmt in zip(targets, formats):
+        check_binary(target, fmt)
+    sources = expand_inputs(inputs, outputs=targets)
+    read_as = [(f"INPUT {f}" if f == g else f"{f}, from INPUT {g}", f) for f, g in zip(sources, sources.given)]
+    check_stdin_once(read_as + list(side))
+    check_not_inputs(targets, read_as + list(side))
+    return {o.option: Planned(t, f) for o, t, f in zip(outputs, targets, formats)}, sources
+
+
+# --------------------------------------------------------------------------- 3. reading
+def read_labels(
+    path: str, task_col: Optional[str], label_col: Optional[str], *, option: str = "", what: str = "truth"
+) -> dict[str, str]:
+    """A ``task,label`` file: the one given to ``option`` (``--truth``, ``--gold``), or the command's own input.
+
+    Its column overrides are spelled ``{option}-task-col`` and
+    ``{option}-label-col`` (``--truth-task-col``; plain ``--task-col`` for
+    the command's own input), which is how errors name them.
+    """
+    from ..io.read import read_task_labels
+
+    prefix = f"{option}-" if option else "--"
+    return read_task_labels(
+        path, task_col=task_col, label_col=label_col, what=what,
+        options={"task": f"{prefix}task-col", "label": f"{prefix}label-col"},
+    )
+
+
+def read_worker_model(path: str, max_memory: Any) -> dict[str, Any]:
+    """A worker model saved with ``--save-workers``."""
+    from ..io.read import read_bytes
+    from ..methods.model_file import from_json
+
+    data, display = read_bytes(path, max_memory)
+    return from_json(data, display, max_memory)
+
+
+def load(sources: Inputs, **options: Any) -> AnnotationSet:
+    """The answers (:func:`crowdagg.io.read.load_annotations` with the read options); sizes noted for the timings."""
+    from ..core import timing
+    from ..io.read import load_annotations
+    from ..kernels import announce_compilation
+
+    announce_compilation(sys.stderr)
+    data = load_annotations(sources, **options)
+    timing.note(answers=data.n_answers, tasks=data.n_tasks, workers=data.n_workers, classes=data.n_classes)
+    return data
+
+
+# --------------------------------------------------------------------------- 4.-6. fit and write
+def check_render_memory(n_rows: int, n_float: int, n_text: int, what: str, max_memory: Any) -> None:
+    """Refuse an output table whose text would not fit in memory (``n_float``/``n_text`` columns of ``n_rows``)."""
+    from ..core.memory import check
+    from ..io.render import estimate_text_bytes
+
+    check(estimate_text_bytes(n_rows, n_float, n_text), what, max_memory, advice="leave out --proba or --workers")
+
+
+def fit(data: AnnotationSet, method: str, params: dict[str, Any], *, quiet: bool, max_memory: Any) -> AggregationResult:
+    """Fit ``method`` on ``data`` (the progress display on a terminal unless ``quiet``)."""
+    from ..core import timing
+    from ..methods.api import aggregate as run_method
+
+    callback, stop = progress(quiet)
+    try:
+        with timing.stage("fit"):
+            result = run_method(data, method, callback=callback, max_memory=max_memory, **params)
+    finally:
+        stop()
+    timing.note(iterations=result.n_iter, converged=result.converged)
+    return result
+
+
+def render_and_commit(planned: Mapping[str, Planned], render: Mapping[str, Callable[[str], bytes]]) -> None:
+    """Render each planned output (``render[option](fmt)``), then write all of them or none."""
+    from ..core import timing
+    from ..io.output import commit
+
+    with timing.stage("render"):
+        outputs = [(p.target, render[option](p.fmt)) for option, p in planned.items()]
+    with timing.stage("write"):
+        commit(outputs)
+
+
+def report_evaluation(summary: Any) -> None:
+    """An evaluation against ``--truth`` on stderr: a table on a terminal, else one line."""
+    from ..reports.evaluate import print_table, summary_line
+
+    ev, note = summary
+    if sys.stderr is not None and sys.stderr.isatty():
+        print_table(ev, sys.stderr)
+        if note:
+            err(note.strip(", "))
+    else:
+        err(summary_line(ev, note))

@@ -1,0 +1,72 @@
+"""``crowdagg simulate``: a synthetic crowd with known truth, written as CSV files."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from ..errors import UsageError
+from . import options as opt
+from .options import require_values
+from .plumbing import err, handle_errors, write_stdout
+
+#: How this command spells the library's parameters in messages.
+SPELLING = {
+    "n_tasks": "--tasks", "n_workers": "--workers", "n_classes": "--classes", "outdir": "--output",
+}
+
+
+@handle_errors(SPELLING)
+def simulate(
+    output: Optional[str] = opt.output_option("Directory for labels.csv, truth.csv, confusion.csv, workers.csv (required)."),
+    tasks: Optional[int] = typer.Option(None, "--tasks", help="Number of tasks (default 1000, or the scenario's)."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Number of workers (default 50, or the scenario's)."),
+    classes: Optional[int] = typer.Option(None, "--classes", help="Number of classes (default 2, or the scenario's)."),
+    per_task: Optional[int] = typer.Option(None, "--per-task", help="Answers per task (default 5, or the scenario's)."),
+    model: str = typer.Option("ds", "--model", help="Worker model: ds (full confusion, diagonal ~ U(skill)), onecoin, or hammer-spammer."),
+    skill: str = typer.Option("0.6,0.9", "--skill", help="Range LOW,HIGH of worker accuracy."),
+    spammers: Optional[float] = typer.Option(None, "--spammers", help="Fraction of spammers (answers independent of the truth); default 0 (hammer-spammer: 0.5, tutorial-spammers: 0.3)."),
+    adversaries: float = typer.Option(0.0, "--adversaries", help="Fraction of adversarial workers."),
+    extreme_spammers: int = typer.Option(0, "--extreme-spammers", help="Extra workers who label every task at random."),
+    assignment: str = typer.Option("random", "--assignment", help="random (per-task distinct workers), regular ((l,r)-regular with l=--per-task, r=--tasks-per-worker) or dense."),
+    tasks_per_worker: Optional[int] = typer.Option(None, "--tasks-per-worker", help="r of an (l,r)-regular assignment."),
+    scenario: Optional[str] = typer.Option(None, "--scenario", help="A seed paper's scenario (see `crowdagg simulate --list-scenarios`)."),
+    list_scenarios: bool = typer.Option(False, "--list-scenarios", help="List the named scenarios and exit."),
+    seed: int = typer.Option(0, "--seed", help="Random seed."),
+    max_memory: Optional[str] = opt.max_memory_option("a crowd"),
+    verbose: bool = opt.VERBOSE,
+) -> None:
+    """Write a synthetic crowd with known truth and confusion matrices.
+
+    Files: labels.csv (task,worker,label), truth.csv (task,label),
+    confusion.csv (worker,true_label,observed_label,probability) and
+    workers.csv (worker,kind,accuracy,n_answers).
+
+    Example: crowdagg simulate --tasks 10000 --workers 200 --classes 5 --per-task 5 --spammers 0.1 --seed 1 -o sim/
+    """
+    from ..io.read import DIRECTORY, output_format
+    from ..simulate import SCENARIOS
+    from ..simulate import simulate as run_simulation
+
+    require_values(output=output, scenario=scenario, max_memory=max_memory)
+    if list_scenarios:
+        write_stdout("".join(f"{k}\t{v}\n" for k, v in SCENARIOS.items()))
+        return
+    if not output:
+        raise UsageError("simulate needs --output DIR (where labels.csv, truth.csv, ... are written)")
+    output_format(None, output, "--output", DIRECTORY)
+    try:
+        lo, hi = (float(x) for x in skill.split(","))
+    except ValueError:
+        raise UsageError(f"--skill must be LOW,HIGH (e.g. 0.6,0.9), got {skill!r}") from None
+    crowd = run_simulation(
+        tasks, workers, classes, per_task, model=model, skill=(lo, hi), spammers=spammers,
+        adversaries=adversaries, extreme_spammers=extreme_spammers, assignment=assignment,
+        tasks_per_worker=tasks_per_worker, scenario=scenario, seed=seed, max_memory=max_memory,
+    )
+    written = crowd.write(output)
+    err(
+        f"wrote {len(crowd.task)} answers on {len(crowd.truth)} tasks by {crowd.confusion.shape[0]} workers: "
+        + ", ".join(str(p) for p in written)
+    )

@@ -1,0 +1,299 @@
+"""The loop of an iterative method: what a step reports, when to stop, which restart wins.
+
+:func:`iterate` runs a method's steps: restarts (seeded), the iteration
+cap, the progress callback, the stop rule and the choice of the best start.
+:class:`~crowdagg.methods.base.IterativeAggregator` calls it for every
+registered iterative method (and adds the non-convergence warning); an
+adapter that keeps another library's semantics (:mod:`crowdagg.crowdkit`)
+calls it with its own start, step and rule.
+
+Vocabulary
+----------
+:class:`Step`
+    What one iteration reports: its ``objective`` (the quantity the method
+    optimises), a ``residual`` (the largest change of a named quantity:
+    messages, posteriors) and/or ``changed`` (how many labels changed).  A
+    step fills what its rule reads; the objective, when given, is recorded
+    in the trace and passed to the callback.
+Stop rules (values a method declares as ``stop_rule``)
+    :class:`RelativeChange` (``|f - f_prev| <= tol |f_prev|``: EM),
+    :class:`NoLabelChanged` (iterative weighted votes),
+    :class:`Residual` (``residual <= tol``: belief propagation), and
+    :class:`AbsoluteGain` (the objective improves by less than ``tol``, a
+    worsening stops too: crowd-kit's EM).  Each words its own
+    non-convergence warning.
+Objective direction
+    :data:`MAXIMISE` (a log-likelihood), :data:`MINIMISE` (a loss) or
+    :data:`NO_OBJECTIVE`: which final objective wins among restarts
+    (``n_init``); without one, the first start is kept.
+:func:`check_optimizer`
+    A :class:`~crowdagg.errors.ConvergenceWarning` when an inner optimiser
+    (scipy's L-BFGS in an M-step) stopped without converging.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConvergenceWarning, param, warn
+
+#: Objective directions: which final objective wins among restarts.
+MAXIMISE, MINIMISE, NO_OBJECTIVE = "maximise", "minimise", "none"
+DIRECTIONS = (MAXIMISE, MINIMISE, NO_OBJECTIVE)
+
+
+@dataclass(frozen=True)
+class Step:
+    """What one iteration of a method reports (``_step``'s return value).
+
+    objective : float or None
+        The objective after the step (log-likelihood, loss, ...); recorded
+        in the run's trace and passed to the progress callback.
+    residual : float or None
+        The largest absolute change, over this step, of the quantity a
+        :class:`Residual` rule names (messages, posteriors).
+    changed : int or None
+        How many labels this step changed (:class:`NoLabelChanged`).
+    """
+
+    objective: float | None = None
+    residual: float | None = None
+    changed: int | None = None
+
+
+@dataclass
+class Run:
+    """One start of an iterative method: its state, objective trace, iterations and whether it converged."""
+
+    state: Any
+    trace: list[float] = field(default_factory=list)
+    n_iter: int = 0
+    converged: bool = False
+
+
+class StopRule:
+    """When a run has converged.  Subclasses are small frozen values; a method declares one as ``stop_rule``.
+
+    :meth:`reached` reads the step just made, the previous objective (the
+    start's, then each step's; None when there is none yet), ``tol`` and
+    the objective's direction.  :meth:`warns` says whether a run that
+    used up ``max_iter`` deserves a warning (with ``tol = 0`` the rules
+    on a tolerance run ``max_iter`` on purpose); :meth:`not_converged` words it.
+    """
+
+    def reached(self, step: Step, prev: float | None, tol: float, direction: str) -> bool:
+        raise NotImplementedError
+
+    def warns(self, tol: float) -> bool:
+        return tol > 0
+
+    def still(self, tol: float, objective: str) -> str:
+        """Why the run is not done, for the warning (after "still")."""
+        raise NotImplementedError
+
+    def not_converged(self, method: str, max_iter: int, tol: float, objective: str = "objective",
+                      loop: str = "") -> str:
+        """The warning when the rule was not met within ``max_iter``.
+
+        ``method`` names the method, ``loop`` the kind of loop ("EM"),
+        ``objective`` the objective ("log-likelihood").
+        """
+        who = f"{method}: {loop} " if loop else f"{method}: "
+        return (f"{who}did not converge in {param('max_iter')}={max_iter} iterations ({self.still(tol, objective)}); "
+                f"raise {param('max_iter')} or loosen {param('tol')}")
+
+
+def _objective(step: Step) -> float:
+    if step.objective is None:
+        raise TypeError("this stop rule reads the step's objective: return Step(objective=...) from _step")
+    return step.objective
+
+
+@dataclass(frozen=True)
+class RelativeChange(StopRule):
+    """Stop when the objective's relative change is at most ``tol``: ``|f - f_prev| <= tol |f_prev|``.
+
+    ``tol = 0`` runs ``max_iter`` (and does not warn).  The first step
+    compares with the start's objective when the start has one.
+    """
+
+    def reached(self, step: Step, prev: float | None, tol: float, direction: str) -> bool:
+        value = _objective(step)
+        return tol > 0 and prev is not None and abs(value - prev) <= tol * abs(prev)
+
+    def still(self, tol: float, objective: str) -> str:
+        return f"relative {objective} change still above {param('tol')}={tol:g}"
+
+
+@dataclass(frozen=True)
+class NoLabelChanged(StopRule):
+    """Stop when a step changed no label (``Step.changed == 0``); ``tol`` plays no part."""
+
+    def reached(self, step: Step, prev: float | None, tol: float, direction: str) -> bool:
+        if step.changed is None:
+            raise TypeError("NoLabelChanged reads how many labels changed: return Step(changed=...) from _step")
+        return step.changed == 0
+
+    def warns(self, tol: float) -> bool:
+        return True
+
+    def not_converged(self, method: str, max_iter: int, tol: float, objective: str = "objective",
+                      loop: str = "") -> str:
+        return (f"{method}: labels still changing after {param('max_iter')}={max_iter} rounds; "
+                f"raise {param('max_iter')}")
+
+
+@dataclass(frozen=True)
+class Residual(StopRule):
+    """Stop when the largest change of ``quantity`` over a step is at most ``tol`` (``Step.residual``).
+
+    ``quantity`` names it in the warning ("messages", "posteriors").
+    ``tol = 0`` runs ``max_iter`` (and does not warn).
+    """
+
+    quantity: str = "posteriors"
+
+    def reached(self, step: Step, prev: float | None, tol: float, direction: str) -> bool:
+        if step.residual is None:
+            raise TypeError(f"Residual reads the change of the {self.quantity}: return Step(residual=...) from _step")
+        return tol > 0 and step.residual <= tol
+
+    def still(self, tol: float, objective: str) -> str:
+        return f"largest change of the {self.quantity} still above {param('tol')}={tol:g}"
+
+
+@dataclass(frozen=True)
+class AbsoluteGain(StopRule):
+    """Stop when the objective improves by less than ``tol`` (absolute); a step that worsens it stops too.
+
+    crowd-kit's EM rule (``if new_loss - loss < tol: break``, its "loss"
+    being a log-likelihood that rises): improvement is ``f - f_prev`` when
+    maximising, ``f_prev - f`` when minimising.  The first step compares
+    with the start's objective only when the start has one (crowd-kit's
+    starts at minus infinity: give the start no objective).
+    """
+
+    def reached(self, step: Step, prev: float | None, tol: float, direction: str) -> bool:
+        value = _objective(step)
+        if prev is None:
+            return False
+        gain = prev - value if direction == MINIMISE else value - prev
+        return bool(gain < tol)
+
+    def warns(self, tol: float) -> bool:
+        return True
+
+    def still(self, tol: float, objective: str) -> str:
+        return f"{objective} still improving by {param('tol')}={tol:g} or more per iteration"
+
+
+def better(run: Run, best: Run, direction: str) -> bool:
+    """Whether ``run`` ends on a strictly better objective than ``best`` (ties keep the earlier start)."""
+    if direction == NO_OBJECTIVE or not run.trace or not best.trace:
+        return False
+    if direction == MAXIMISE:
+        return run.trace[-1] > best.trace[-1]
+    if direction == MINIMISE:
+        return run.trace[-1] < best.trace[-1]
+    raise ValueError(f"objective direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
+
+
+def iterate(
+    start: Callable[[int, np.random.Generator], tuple[Any, float | None]],
+    step: Callable[[Any], Step],
+    *,
+    rule: StopRule,
+    max_iter: int,
+    seed: int,
+    tol: float = 0.0,
+    n_init: int = 1,
+    direction: str = MAXIMISE,
+    callback: Callable[[int, float], Any] | None = None,
+) -> Run:
+    """Run ``n_init`` starts of at most ``max_iter`` steps each; the best start's :class:`Run`.
+
+    Parameters
+    ----------
+    start : callable ``(start_index, rng) -> (state, objective or None)``
+        Start 0 is the method's own start; later ones may draw from
+        ``rng``, seeded by ``(seed, start_index)``.
+    step : callable ``state -> Step``
+        One iteration, updating ``state`` in place.
+    rule : StopRule
+        When a run has converged.
+    direction : {"maximise", "minimise", "none"}
+        Which final objective wins among starts (none: the first start).
+    callback : callable ``(iteration, objective)``, optional
+        After each step; the objective is NaN when the step reports none.
+
+    The caller warns when the returned run did not converge
+    (``rule.warns(tol)`` and ``rule.not_converged(...)``).
+    """
+    if direction not in DIRECTIONS:
+        raise ValueError(f"objective direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
+    best: Run | None = None
+    for s in range(n_init):
+        state, prev = start(s, np.random.default_rng([seed, s]))
+        run = Run(state)
+        for it in range(1, max_iter + 1):
+            report = step(state)
+            if not isinstance(report, Step):
+                raise TypeError(f"_step must return a Step, got {type(report).__name__}")
+            run.n_iter = it
+            if report.objective is not None:
+                run.trace.append(report.objective)
+            if callback is not None:
+                callback(it, math.nan if report.objective is None else report.objective)
+            if rule.reached(report, prev, tol, direction):
+                run.converged = True
+                break
+            if report.objective is not None:
+                prev = report.objective
+        if best is None or better(run, best, direction):
+            best = run
+    assert best is not None  # n_init >= 1
+    return best
+
+
+def check_optimizer(result: Any, method: str, what: str, iteration: int | None = None) -> None:
+    """Warn (:class:`~crowdagg.errors.ConvergenceWarning`) when an inner optimiser did not converge.
+
+    ``result`` is what :func:`scipy.optimize.minimize` returned (its
+    ``success``, ``message`` and ``nit`` are read); ``what`` names the
+    problem it solved ("the M-step of the abilities").  The warning names
+    the method and, when given, the outer iteration.  Silent on success.
+    """
+    if bool(getattr(result, "success", True)):
+        return
+    message = getattr(result, "message", "")
+    if isinstance(message, bytes):
+        message = message.decode(errors="replace")
+    where = f" at iteration {iteration}" if iteration is not None else ""
+    nit = getattr(result, "nit", None)
+    after = f" after {nit} iterations" if nit is not None else ""
+    warn(ConvergenceWarning(
+        f"{method}: the optimiser of {what} did not converge{where}{after} ({str(message).strip() or 'no reason given'}); "
+        "the fit goes on from its last point"
+    ))
+
+
+__all__ = [
+    "Step",
+    "Run",
+    "StopRule",
+    "RelativeChange",
+    "NoLabelChanged",
+    "Residual",
+    "AbsoluteGain",
+    "MAXIMISE",
+    "MINIMISE",
+    "NO_OBJECTIVE",
+    "iterate",
+    "better",
+    "check_optimizer",
+]

@@ -1,0 +1,60 @@
+"""The CLI package as a whole: the commands it registers, and what listing and help import."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from crowdagg.cli import app
+from crowdagg.methods.registry import METHODS
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _method_modules() -> set[str]:
+    """Every method module: ``crowdagg.methods.<family>.<module>`` on disk, and every registered target's module."""
+    on_disk = {
+        f"crowdagg.methods.{path.parent.name}.{path.stem}"
+        for path in (ROOT / "crowdagg" / "methods").glob("*/*.py")
+        if path.stem != "__init__"
+    }
+    return on_disk | {m.target.partition(":")[0] for m in METHODS.values()}
+
+
+def test_every_registered_method_has_a_module_on_disk():
+    # the laziness test below is only as good as this list: it must name every method's module
+    modules = _method_modules()
+    assert {"crowdagg.methods.em.ds", "crowdagg.methods.votes.mv", "crowdagg.methods.votes.wawa"} <= modules
+    for name in modules:
+        assert (ROOT / (name.replace(".", "/") + ".py")).exists(), name
+
+
+@pytest.mark.parametrize("args", [["--help"], ["methods"]])
+def test_help_and_methods_import_no_method_code_numba_or_pandas(args):
+    # the real entry point (signals, then the CLI), in a fresh interpreter
+    code = (
+        "import json, sys\n"
+        "from crowdagg._entry import main\n"
+        "code = main(sys.argv[1:])\n"
+        "print(json.dumps({'code': code, 'modules': sorted(sys.modules)}), file=sys.stderr)\n"
+    )
+    env = dict(os.environ)
+    env.pop("PYTHONWARNINGS", None)
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120,
+                          env=env, cwd=ROOT)
+    report = json.loads(proc.stderr.strip().splitlines()[-1])
+    assert report["code"] == 0, proc.stderr
+    assert ("aggregate" if args == ["--help"] else "onecoin") in proc.stdout  # it did run the command
+    loaded = set(report["modules"])
+    assert "crowdagg.cli.aggregate" in loaded and "crowdagg.methods.registry" in loaded  # the check can see
+    assert not {m for m in loaded if m.split(".")[0] in ("numba", "pandas")}
+    assert not loaded & _method_modules()
+
+
+def test_commands_in_help_order():
+    assert [c.name for c in app.registered_commands] == ["aggregate", "evaluate", "simulate", "methods"]

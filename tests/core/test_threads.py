@@ -1,0 +1,188 @@
+"""The thread policy (crowdagg.core.threads): the count, its sources and errors, and the scope of a fit."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import types
+
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_info, threadpool_limits
+
+from crowdagg.core import threads
+from crowdagg.errors import UsageError
+from crowdagg.kernels import schedule
+
+
+@pytest.fixture(autouse=True)
+def clean(monkeypatch):
+    monkeypatch.delenv(threads.ENV, raising=False)
+    monkeypatch.delenv("NUMBA_NUM_THREADS", raising=False)
+    yield
+    threads.set_threads(None)
+
+
+# --------------------------------------------------------------------------- the count
+@pytest.mark.parametrize("value, expected", [(1, 1), (3, 3), ("2", 2), (" 4 ", 4), ("16", 16)])
+def test_parse_accepts_whole_numbers(value, expected):
+    assert threads.parse(value) == expected
+
+
+@pytest.mark.parametrize("value", [0, -1, "0", "-2", "", " ", "x", "1.5", "2e3", "٣", True, 2.0, None])
+def test_parse_refuses_anything_else_naming_the_source(value):
+    with pytest.raises(UsageError) as library:
+        threads.parse(value)
+    assert str(library.value) == f"threads must be a whole number >= 1, got {value!r}"
+    with pytest.raises(UsageError) as env:
+        threads.parse(value, threads.ENV)
+    assert str(env.value) == f"CROWDAGG_THREADS must be a whole number >= 1, got {value!r}"
+
+
+def test_default_is_all_cores_and_honours_numba_num_threads(monkeypatch):
+    import os
+
+    assert threads.count() == threads.all_cores() == len(os.sched_getaffinity(0))
+    monkeypatch.setenv("NUMBA_NUM_THREADS", "3")
+    assert threads.count() == 3
+
+
+def test_scope_over_process_over_environment_over_default(monkeypatch):
+    monkeypatch.setenv(threads.ENV, "5")
+    assert threads.count() == 5
+    threads.set_threads(2)
+    assert threads.count() == 2
+    with threads.use_threads(7) as n:
+        assert n == threads.count() == 7
+        with threads.use_threads(None) as inner:  # None changes nothing
+            assert inner == 7
+        with threads.use_threads(1):
+            assert threads.count() == 1
+        assert threads.count() == 7
+    assert threads.count() == 2
+    threads.set_threads(None)
+    assert threads.count() == 5
+
+
+def test_a_bad_environment_variable_is_a_usage_error_only_where_it_is_used(monkeypatch):
+    monkeypatch.setenv(threads.ENV, "many")
+    with pytest.raises(UsageError, match=r"^CROWDAGG_THREADS must be a whole number >= 1, got 'many'$"):
+        threads.count()
+    with threads.use_threads(2):
+        assert threads.count() == 2  # a given count wins; the variable is not read
+    with pytest.raises(UsageError, match="threads must be"):
+        threads.set_threads(0)
+    with pytest.raises(UsageError, match="threads must be"), threads.use_threads(-1):
+        pass
+
+
+def test_a_scope_belongs_to_the_thread_that_opened_it():
+    seen: list[int] = []
+    with threads.use_threads(1):
+        worker = threading.Thread(target=lambda: seen.append(threads.count()))
+        worker.start()
+        worker.join()
+    assert seen == [threads.all_cores()]
+
+
+# --------------------------------------------------------------------------- the kernels
+def _recording_kernel(record, n):
+    together = threading.Barrier(n, timeout=30)  # every share waits for the others: n threads at once
+
+    def kernel(ids, out):
+        record.append(threading.current_thread().name)
+        together.wait()
+        out[ids] = ids * 2
+
+    return kernel
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_run_blocks_uses_the_policy_count(n):
+    record: list[str] = []
+    out = np.zeros(8, dtype=np.int64)
+    with threads.use_threads(n):
+        assert schedule.n_threads() == n
+        schedule.run_blocks(_recording_kernel(record, n), 8, out)
+    np.testing.assert_array_equal(out, np.arange(8) * 2)
+    assert len(record) == len(set(record)) == n  # one share per thread, all running at once
+    assert threading.current_thread().name in record  # the calling thread takes a share
+
+
+def test_two_threads_runs_serially_on_one_thread():
+    names: list[str] = []
+    jobs = [lambda i=i: names.append(threading.current_thread().name) or i for i in range(2)]
+    with threads.use_threads(1):
+        assert schedule.two_threads(jobs) == [0, 1]
+    assert names == [threading.current_thread().name] * 2
+    names.clear()
+    with threads.use_threads(2):
+        assert schedule.two_threads(jobs) == [0, 1]
+    assert len(set(names)) == 2
+
+
+# --------------------------------------------------------------------------- a fit
+def _blas() -> list[dict]:
+    return [lib for lib in threadpool_info() if lib["user_api"] == "blas"]
+
+
+def _small_data():
+    from crowdagg.simulate import simulate
+
+    return simulate(300, 20, 3, 5, seed=1).to_annotations()
+
+
+@pytest.mark.parametrize("method", ["ds", "onecoin", "wmv"])
+def test_blas_runs_on_one_thread_inside_a_fit_and_is_restored_after(method):
+    from crowdagg.methods.api import aggregate
+
+    if not _blas():
+        pytest.skip("no BLAS library that threadpoolctl can see")
+    data = _small_data()
+    inside: list[list[int]] = []
+
+    def callback(iteration, objective):
+        inside.append([lib["num_threads"] for lib in _blas()])
+
+    with threadpool_limits(limits=2, user_api="blas"):  # a known count outside, even on a 1-core machine
+        before = [lib["num_threads"] for lib in _blas()]
+        result = aggregate(data, method, callback=callback)
+        after = [lib["num_threads"] for lib in _blas()]
+    assert before == after and set(before) == {2}
+    assert inside, "the callback was never called"
+    assert all(set(counts) == {1} for counts in inside), inside
+    assert result.n_iter >= 1
+
+
+def test_torch_if_imported_gets_the_count_for_the_fit_and_is_restored(monkeypatch):
+    calls: list[int] = []
+    state = {"n": 8}
+    fake = types.SimpleNamespace(
+        get_num_threads=lambda: state["n"],
+        set_num_threads=lambda n: (calls.append(n), state.__setitem__("n", n)),
+    )
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    with threads.use_threads(3), threads.fit_scope() as n:
+        assert n == 3 and state["n"] == 3
+    assert calls == [3, 8] and state["n"] == 8
+
+
+def test_fit_scope_never_imports_torch(monkeypatch):
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    with threads.fit_scope():
+        pass
+    assert "torch" not in sys.modules
+
+
+def test_results_are_identical_for_any_thread_count(monkeypatch):
+    from crowdagg.methods.api import aggregate
+
+    monkeypatch.setattr(schedule, "_ANSWERS_PER_BLOCK", 100)  # 15 blocks on 1,500 answers
+    data = _small_data()
+    results = []
+    for n in (1, 2, 3):
+        with threads.use_threads(n):
+            results.append(aggregate(data, "ds", seed=0, tol=0, max_iter=30))
+    for other in results[1:]:
+        np.testing.assert_array_equal(other.posteriors, results[0].posteriors)
+        np.testing.assert_array_equal(other.labels, results[0].labels)

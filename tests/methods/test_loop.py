@@ -1,0 +1,226 @@
+"""The loop (crowdagg.methods.loop): each stop rule, objective direction, the warnings."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from crowdagg.data.annotations import AnnotationSet
+from crowdagg.errors import ConvergenceWarning
+from crowdagg.methods import registry
+from crowdagg.methods.base import IterativeAggregator, make_result
+from crowdagg.methods.loop import (
+    MAXIMISE,
+    MINIMISE,
+    NO_OBJECTIVE,
+    AbsoluteGain,
+    NoLabelChanged,
+    RelativeChange,
+    Residual,
+    Step,
+    check_optimizer,
+    iterate,
+)
+
+
+def scripted(values, rule, *, tol=1e-3, max_iter=50, start_objective=None, direction=MAXIMISE, n_init=1):
+    """Run ``iterate`` on steps that return ``values[start][i]`` in turn; the best run and the calls."""
+    calls = []
+
+    def start(s, rng):
+        return SimpleNamespace(s=s, i=0), (start_objective[s] if start_objective else None)
+
+    def step(state):
+        value = values[state.s][state.i]
+        state.i += 1
+        return value
+
+    run = iterate(start, step, rule=rule, max_iter=max_iter, seed=0, tol=tol, n_init=n_init,
+                  direction=direction, callback=lambda it, f: calls.append((it, f)))
+    return run, calls
+
+
+def test_relative_change_stops_at_the_first_small_relative_change():
+    f = [-100.0, -50.0, -40.0, -39.99, -39.98]  # |(-39.99) - (-40)| = .01 <= 1e-3 * 40 = .04 at step 4
+    run, calls = scripted([[Step(objective=v) for v in f]], RelativeChange())
+    assert run.converged and run.n_iter == 4 and run.trace == f[:4]
+    assert calls == [(i + 1, v) for i, v in enumerate(f[:4])]
+    # the start's objective is the first comparison: -100 -> -100.05 stops at step 1
+    run, _ = scripted([[Step(objective=-100.05)] * 3], RelativeChange(), start_objective=[-100.0])
+    assert run.converged and run.n_iter == 1
+    # tol = 0 runs max_iter and does not count as converged
+    run, _ = scripted([[Step(objective=-1.0)] * 7], RelativeChange(), tol=0.0, max_iter=7)
+    assert not run.converged and run.n_iter == 7
+    assert not RelativeChange().warns(0.0) and RelativeChange().warns(1e-6)
+
+
+def test_no_label_changed_stops_when_a_step_changes_nothing():
+    run, calls = scripted([[Step(changed=c) for c in (5, 2, 1, 0, 3)]], NoLabelChanged())
+    assert run.converged and run.n_iter == 4 and run.trace == []
+    assert [it for it, _ in calls] == [1, 2, 3, 4] and all(math.isnan(f) for _, f in calls)
+    run, _ = scripted([[Step(changed=1)] * 3], NoLabelChanged(), max_iter=3)
+    assert not run.converged and NoLabelChanged().warns(0.0)
+
+
+def test_residual_stops_when_the_largest_change_is_at_most_tol():
+    res = [0.5, 0.1, 0.002, 0.001, 0.0001]
+    run, _ = scripted([[Step(residual=r, objective=float(i)) for i, r in enumerate(res)]], Residual("messages"),
+                      tol=1e-3)
+    assert run.converged and run.n_iter == 4 and run.trace == [0.0, 1.0, 2.0, 3.0]
+    run, _ = scripted([[Step(residual=0.0)] * 5], Residual("messages"), tol=0.0, max_iter=5)
+    assert not run.converged and run.n_iter == 5  # tol = 0 runs max_iter
+    with pytest.raises(TypeError, match="Step\\(residual=...\\)"):
+        scripted([[Step(objective=1.0)]], Residual("messages"))
+
+
+def test_absolute_gain_is_crowd_kit_s_rule():
+    """crowd-kit: loss = -inf; each iteration: if new_loss - loss < tol: break; loss = new_loss."""
+    f = [-10.0, -5.0, -4.5, -4.49, -4.0]
+    run, _ = scripted([[Step(objective=v) for v in f]], AbsoluteGain(), tol=0.1)
+    assert run.converged and run.n_iter == 4  # -4.49 - (-4.5) = .01 < .1
+    # a fall stops, even with tol = 0
+    run, _ = scripted([[Step(objective=v) for v in (-10.0, -9.0, -9.5, -1.0)]], AbsoluteGain(), tol=0.0)
+    assert run.converged and run.n_iter == 3
+    # minimising: the gain is f_prev - f
+    run, _ = scripted([[Step(objective=v) for v in (10.0, 5.0, 4.95, 1.0)]], AbsoluteGain(), tol=0.1,
+                      direction=MINIMISE)
+    assert run.converged and run.n_iter == 3
+    # no start objective: step 1 never stops (crowd-kit's -inf), even on an enormous tol
+    run, _ = scripted([[Step(objective=v) for v in (1.0, 1.0)]], AbsoluteGain(), tol=1e9)
+    assert run.n_iter == 2
+
+
+@pytest.mark.parametrize("direction, winner", [(MAXIMISE, 1), (MINIMISE, 2), (NO_OBJECTIVE, 0)])
+def test_objective_direction_picks_the_restart(direction, winner):
+    finals = [-5.0, -1.0, -9.0]
+    values = [[Step(objective=f)] for f in finals]
+    run, _ = scripted(values, RelativeChange(), tol=0.0, max_iter=1, n_init=3, direction=direction)
+    assert run.state.s == winner and run.trace == [finals[winner]]
+
+
+def test_a_tie_keeps_the_earlier_start_and_a_bad_direction_is_refused():
+    run, _ = scripted([[Step(objective=-1.0)], [Step(objective=-1.0)]], RelativeChange(), tol=0.0, max_iter=1,
+                      n_init=2)
+    assert run.state.s == 0
+    with pytest.raises(ValueError, match="maximise, minimise, none"):
+        scripted([[Step(objective=1.0)]], RelativeChange(), direction="up")
+
+
+def test_a_step_must_return_a_step():
+    with pytest.raises(TypeError, match="_step must return a Step, got float"):
+        scripted([[1.0]], RelativeChange())
+
+
+def test_restarts_are_seeded_by_seed_and_start_index():
+    seen = []
+
+    def start(s, rng):
+        seen.append(rng.random())
+        return None, None
+
+    iterate(start, lambda state: Step(objective=0.0), rule=RelativeChange(), max_iter=1, seed=7, n_init=3)
+    assert seen == [np.random.default_rng([7, s]).random() for s in range(3)]
+
+
+# --------------------------------------------------------------------------- through IterativeAggregator
+class Fake(IterativeAggregator):
+    """An iterative method whose steps are scripted (class attributes set by each test)."""
+
+    name = "fake"
+    script: list = []
+
+    def _start(self, data, checked, start, rng):
+        return SimpleNamespace(i=0), None
+
+    def _step(self, data, state, checked):
+        state.i += 1
+        return self.script[min(state.i, len(self.script)) - 1]
+
+    def _finish(self, data, run, checked):
+        k = data.n_classes
+        post = np.full((data.n_tasks, k), 1.0 / k)
+        return make_result(self.name, data, post, np.zeros(data.n_tasks, np.int64), post[0].copy(),
+                           n_iter=run.n_iter, converged=run.converged)
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    spec = dataclasses.replace(registry.METHODS["ds"], name="fake", target=f"{__name__}:Fake", gold=False,
+                               init_workers=False, params=(registry.SEED, registry.max_iter(10), registry.tol(1e-3)))
+    monkeypatch.setitem(registry.METHODS, "fake", spec)
+    data = AnnotationSet.from_codes([0, 0, 1, 1], [0, 1, 0, 1], [0, 1, 1, 1], n_classes=2)
+
+    def fit(rule, script, **params):
+        monkeypatch.setattr(Fake, "stop_rule", rule)
+        monkeypatch.setattr(Fake, "script", script)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            res = Fake(**params).fit(data)
+        return res, [str(w.message) for w in caught if issubclass(w.category, ConvergenceWarning)]
+
+    return fit
+
+
+@pytest.mark.parametrize("rule, script, message", [
+    (RelativeChange(), [Step(objective=float(i)) for i in range(1, 20)],
+     "fake: did not converge in max_iter=10 iterations (relative objective change still above tol=0.001); "
+     "raise max_iter or loosen tol"),
+    (Residual("messages"), [Step(residual=1.0)],
+     "fake: did not converge in max_iter=10 iterations (largest change of the messages still above tol=0.001); "
+     "raise max_iter or loosen tol"),
+    (NoLabelChanged(), [Step(changed=2)], "fake: labels still changing after max_iter=10 rounds; raise max_iter"),
+    (AbsoluteGain(), [Step(objective=float(i)) for i in range(1, 20)],
+     "fake: did not converge in max_iter=10 iterations (objective still improving by tol=0.001 or more per "
+     "iteration); raise max_iter or loosen tol"),
+])
+def test_the_warning_is_worded_from_the_rule(fake, rule, script, message):
+    res, caught = fake(rule, script)
+    assert caught == [message] and res.n_iter == 10 and not res.converged
+
+
+def test_a_converged_fit_and_tol_zero_do_not_warn(fake):
+    res, caught = fake(Residual("messages"), [Step(residual=1.0), Step(residual=1e-4)])
+    assert caught == [] and res.converged and res.n_iter == 2
+    res, caught = fake(Residual("messages"), [Step(residual=1.0)], tol=0.0)
+    assert caught == [] and res.n_iter == 10
+
+
+def test_ds_words_are_kept():
+    from crowdagg.methods.api import aggregate
+
+    data = AnnotationSet.from_codes([0, 0, 0, 1, 1, 1, 2, 2, 2], [0, 1, 2] * 3, [0, 0, 1, 1, 1, 0, 0, 1, 1])
+    with pytest.warns(ConvergenceWarning) as caught:
+        aggregate(data, "ds", max_iter=1, tol=1e-12)
+    assert str(caught[0].message) == ("ds: EM did not converge in max_iter=1 iterations (relative log-likelihood "
+                                      "change still above tol=1e-12); raise max_iter or loosen tol")
+
+
+# --------------------------------------------------------------------------- inner optimisers
+def test_check_optimizer_warns_naming_the_method_and_iteration():
+    ok = SimpleNamespace(success=True, message="CONVERGENCE", nit=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_optimizer(ok, "glad", "the abilities")  # silent
+    bad = SimpleNamespace(success=False, message="ABNORMAL_TERMINATION_IN_LNSRCH", nit=17)
+    with pytest.warns(ConvergenceWarning) as caught:
+        check_optimizer(bad, "glad", "the M-step of the abilities", iteration=4)
+    assert str(caught[0].message) == (
+        "glad: the optimiser of the M-step of the abilities did not converge at iteration 4 after 17 iterations "
+        "(ABNORMAL_TERMINATION_IN_LNSRCH); the fit goes on from its last point")
+
+
+def test_check_optimizer_reads_a_real_scipy_result():
+    scipy_optimize = pytest.importorskip("scipy.optimize")
+
+    def rosen(x):
+        return float((1 - x[0]) ** 2 + 100 * (x[1] - x[0] ** 2) ** 2)
+
+    result = scipy_optimize.minimize(rosen, np.array([-1.2, 1.0]), method="L-BFGS-B", options={"maxiter": 2})
+    assert not result.success
+    with pytest.warns(ConvergenceWarning, match=r"^ds: the optimiser of a test did not converge after 2 iterations"):
+        check_optimizer(result, "ds", "a test")

@@ -1,0 +1,151 @@
+"""Start strategies (crowdagg.methods.starts): init = soft-vote, hard-vote, a posterior, another method."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from crowdagg import load_annotations
+from crowdagg.errors import UsageError
+from crowdagg.methods.api import aggregate
+from crowdagg.methods.blocks import full_m_step, hard_majority_vote, soft_majority_vote
+from crowdagg.methods.em.ds import EMState
+from crowdagg.methods.em.onecoin import one_coin_m_step
+
+
+@pytest.fixture(scope="module")
+def bluebird():
+    return load_annotations("example:bluebird")
+
+
+def free(data):
+    return np.full(data.n_tasks, -1, dtype=np.int64)
+
+
+def by_hand(data, post, m_step, smoothing, n_iter, params=None):
+    """EM from a posterior (or from parameters), ``n_iter`` M+E steps: the posteriors and the objective trace."""
+    state = EMState(data, None if post is None else post.copy(), free(data), m_step, smoothing, params=params)
+    trace = [state.iterate() for _ in range(n_iter)]
+    return state.ws.post, trace
+
+
+def test_the_default_start_is_soft_vote(bluebird):
+    res = aggregate(bluebird, "ds", max_iter=3, tol=0.0)
+    same = aggregate(bluebird, "ds", init="soft-vote", max_iter=3, tol=0.0)
+    post, trace = by_hand(bluebird, soft_majority_vote(bluebird), full_m_step, 0.0, 3)
+    np.testing.assert_array_equal(res.posteriors, post)
+    np.testing.assert_array_equal(res.objective, trace)
+    np.testing.assert_array_equal(same.posteriors, post)
+
+
+@pytest.mark.parametrize("method, m_step, smoothing", [("ds", full_m_step, 0.0), ("onecoin", one_coin_m_step, 1.0)])
+def test_hard_vote_starts_from_one_hot_majority_labels(bluebird, method, m_step, smoothing):
+    res = aggregate(bluebird, method, init="hard-vote", seed=5, max_iter=2, tol=0.0)
+    start = hard_majority_vote(bluebird, 5)
+    assert set(np.unique(start)) == {0.0, 1.0} and np.all(start.sum(axis=1) == 1.0)
+    post, trace = by_hand(bluebird, start, m_step, smoothing, 2)
+    np.testing.assert_array_equal(res.posteriors, post)
+    np.testing.assert_array_equal(res.objective, trace)
+    soft = aggregate(bluebird, method, max_iter=2, tol=0.0)
+    assert not np.array_equal(soft.posteriors, res.posteriors)
+
+
+def test_a_given_posterior_is_used_and_not_changed(bluebird):
+    rng = np.random.default_rng(3)
+    given = rng.dirichlet(np.ones(2), size=bluebird.n_tasks)
+    kept = given.copy()
+    res = aggregate(bluebird, "ds", init=given, max_iter=2, tol=0.0, gold={bluebird.tasks[0]: "1"})
+    np.testing.assert_array_equal(given, kept)  # the start is clamped on a copy
+    start = given.copy()
+    start[0] = [0.0, 1.0]
+    state = EMState(bluebird, start, np.r_[1, free(bluebird)[1:]], full_m_step, 0.0)
+    state.iterate()
+    state.iterate()
+    np.testing.assert_array_equal(res.posteriors, state.ws.post)
+
+
+def test_onecoin_init_ds_starts_from_ds_s_posterior(bluebird):
+    """onecoin and ds share no worker-model form (onecoin's is an accuracy): onecoin starts from ds's posteriors."""
+    ds = aggregate(bluebird, "ds")
+    res = aggregate(bluebird, "onecoin", init="ds", max_iter=4, tol=0.0)
+    post, trace = by_hand(bluebird, ds.posteriors, one_coin_m_step, 1.0, 4)
+    np.testing.assert_array_equal(res.posteriors, post)
+    np.testing.assert_array_equal(res.objective, trace)
+    full = aggregate(bluebird, "onecoin", init="ds")
+    np.testing.assert_array_equal(full.posteriors, aggregate(bluebird, "onecoin", init=ds.posteriors).posteriors)
+
+
+def test_ds_init_onecoin_starts_from_its_parameters_with_an_e_step(bluebird):
+    """ds reads onecoin's matrices as confusions: an E-step on onecoin's prior and matrices, then EM."""
+    oc = aggregate(bluebird, "onecoin")
+    res = aggregate(bluebird, "ds", init="onecoin", max_iter=3, tol=0.0)
+    params = (oc.prior, np.ascontiguousarray(oc.confusion.transpose(0, 2, 1)))
+    state = EMState(bluebird, None, free(bluebird), full_m_step, 0.0, params=params)
+    np.testing.assert_allclose(state.ws.post, oc.posteriors, rtol=0, atol=1e-12)  # onecoin ends on an E-step
+    trace = [state.iterate() for _ in range(3)]
+    np.testing.assert_array_equal(res.posteriors, state.ws.post)
+    np.testing.assert_array_equal(res.objective, trace)
+    from_posterior = aggregate(bluebird, "ds", init=oc.posteriors, max_iter=3, tol=0.0)
+    assert not np.array_equal(from_posterior.objective, res.objective)  # one M+E step apart
+
+
+def test_init_method_runs_with_the_same_seed(bluebird):
+    a = aggregate(bluebird, "ds", init="mv", seed=11, max_iter=2, tol=0.0)
+    mv = aggregate(bluebird, "mv", seed=11)
+    post, _ = by_hand(bluebird, mv.posteriors, full_m_step, 0.0, 2)
+    np.testing.assert_array_equal(a.posteriors, post)
+
+
+def test_restarts_blend_the_start(bluebird):
+    """n_init > 1: start 0 is the init; each later start blends it with a seeded Dirichlet draw."""
+    a = aggregate(bluebird, "ds", init="hard-vote", n_init=3, seed=2)
+    b = aggregate(bluebird, "ds", init="hard-vote", n_init=3, seed=2)
+    np.testing.assert_array_equal(a.posteriors, b.posteriors)
+    one = aggregate(bluebird, "ds", init="hard-vote", seed=2)
+    assert a.objective[-1] >= one.objective[-1]
+
+
+@pytest.mark.parametrize("init, message", [
+    ("ds", r"ds cannot start from its own output"),
+    ("nope", r"init must be soft-vote, hard-vote or a method's name \(mv, wmv, wawa, ds, onecoin\), got 'nope'"),
+    (3, r"init must be soft-vote, hard-vote or a method's name"),
+    (np.ones((3, 2)) / 2, r"init: a posterior must have shape \(n_tasks, n_classes\) = \(108, 2\), got \(3, 2\)"),
+    (np.full((108, 2), 0.6), r"each row of a posterior must sum to 1; row 0 \(task '11573'\) sums to 1.2"),
+    (np.tile([-0.5, 1.5], (108, 1)), r"finite probabilities"),
+    (np.full((108, 2), np.nan), r"finite probabilities"),
+])
+def test_bad_starts_are_refused(bluebird, init, message):
+    with pytest.raises(UsageError, match=message):
+        aggregate(bluebird, "ds", init=init)
+
+
+def test_a_method_that_is_not_a_categorical_aggregator_is_refused(bluebird, monkeypatch):
+    from types import SimpleNamespace
+
+    from crowdagg.methods import registry
+
+    numeric = SimpleNamespace(name="means", kind="numeric", gold=False, param_names=("seed",),
+                              load=lambda: pytest.fail("a refused start must not be fitted"))
+    monkeypatch.setitem(registry.METHODS, "means", numeric)
+    with pytest.raises(UsageError, match=r"init='means': means is not a categorical aggregator"):
+        aggregate(bluebird, "ds", init="means")
+
+
+def test_methods_without_init_refuse_it(bluebird):
+    with pytest.raises(UsageError, match="does not take init"):
+        aggregate(bluebird, "mv", init="hard-vote")
+
+
+def test_cli_init_method():
+    from typer.testing import CliRunner
+
+    from crowdagg.cli import app
+
+    runner = CliRunner()
+    lib = aggregate("example:bluebird", "onecoin", init="ds")
+    out = runner.invoke(app, ["aggregate", "example:bluebird", "-m", "onecoin", "-p", "init=ds", "--format", "csv"])
+    assert out.exit_code == 0, out.output
+    rows = [line.split(",") for line in out.stdout.splitlines()[1:]]
+    assert [r[1] for r in rows] == list(lib.labels_series().astype(str))
+    bad = runner.invoke(app, ["aggregate", "example:bluebird", "-m", "onecoin", "-p", "init=onecoin"])
+    assert bad.exit_code == 2 and "onecoin cannot start from its own output" in bad.output
