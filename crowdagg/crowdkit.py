@@ -75,6 +75,15 @@ go either way, and ``tol=0`` may then stop a different iteration.
 ``true_labels`` (gold) clamps those tasks in every step, as crowd-kit does;
 a gold label no answer used becomes one more class, after the others.
 
+The pandas layer (:class:`_Answers`: codes, indexes, crowd-kit's orders
+and dtypes) is this module's; the fitting is crowdagg's.  ``DawidSkene``
+and ``OneCoinDawidSkene`` are no second EM: they run in the loop every
+iterative method of crowdagg runs in (:func:`crowdagg.methods.loop.iterate`)
+on its fused EM kernel, with crowd-kit's start, M-step, loss and stopping
+rule as settings (:class:`_EM`); a crowd-kit class of that family is its
+M-step over :class:`_EM` and the attributes it adds (``OneCoinDawidSkene``
+is a dozen lines).
+
 Speed: text columns (pandas 3's Arrow-backed ``str``) are encoded by Arrow's
 dictionary encoding (:func:`crowdagg.data.vocab.encode`), the votes are one
 ``bincount``, worker agreement one numba pass
@@ -91,8 +100,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from .methods.blocks import clamp_posteriors, fill_empty_rows, one_coin_matrices, soft_majority_vote
+from .methods.blocks import clamp_posteriors, fill_empty_rows, one_coin_matrices
 from .methods.loop import MAXIMISE, AbsoluteGain, Run, Step, StopRule, iterate
+from .methods.starts import SOFT_VOTE, resolve_start
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -516,10 +526,13 @@ class _EM:
     ``ds`` runs (:class:`~crowdagg.kernels.EMWorkspace`, gold clamped inside
     it).  What makes it crowd-kit's are these settings:
 
-    * start (:meth:`start`): majority-vote shares (gold tasks one-hot,
-      :func:`~crowdagg.methods.blocks.clamp_posteriors`), then one M-step --
-      with ``initial_error`` by its strategy -- and no objective (crowd-kit's
-      loss starts at -inf), where crowdagg's ``ds`` goes on to an E-step;
+    * start (:meth:`start`): the start strategy ``init`` (crowd-kit's: the
+      majority-vote shares, crowdagg's ``soft-vote``,
+      :func:`~crowdagg.methods.starts.resolve_start`), gold tasks one-hot
+      (:func:`~crowdagg.methods.blocks.clamp_posteriors`), then one M-step
+      -- with ``initial_error`` by its strategy -- and no objective
+      (crowd-kit's loss starts at -inf), where crowdagg's ``ds`` goes on to
+      an E-step;
     * iteration (:meth:`step`): E-step, then M-step, reporting crowd-kit's
       loss (:func:`_loss`: its ELBO per answer) -- so the fitted errors and
       prior are one M-step ahead of the posteriors;
@@ -540,6 +553,7 @@ class _EM:
     (n_tasks,) the class code of a gold task, -1 for the others.
     """
 
+    init: ClassVar[str] = SOFT_VOTE
     stop_rule: ClassVar[StopRule] = AbsoluteGain()
     objective_direction: ClassVar[str] = MAXIMISE
 
@@ -578,7 +592,7 @@ class _EM:
         state = _EMState()
         state.present = (np.bincount(d.cell, minlength=d.n_workers * k) > 0).reshape(d.n_workers, k)
         state.ws = EMWorkspace(d.task_ptr, d.worker, d.label, d.n_workers, k)
-        q = clamp_posteriors(soft_majority_vote(d), self.clamp)
+        q = clamp_posteriors(resolve_start(self, d, self.init, seed=0).posterior, self.clamp)
         state.ws.accumulate(q)
         state.prior = q.mean(axis=0)
         state.counts = state.ws.stats()[0]
