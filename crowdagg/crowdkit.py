@@ -761,7 +761,7 @@ class DawidSkene:
         """Hook for what a subclass adds to the fitted attributes (``counts``: the last M-step's statistics)."""
 
     def _first_errors(
-        self, ans: _Answers, counts: np.ndarray, present: np.ndarray, initial_error: pd.DataFrame | None
+        self, ans: _Answers, counts: np.ndarray, present: np.ndarray, initial_error: pd.DataFrame
     ) -> tuple[np.ndarray, pd.DataFrame]:
         """The first M-step with ``initial_error`` by the strategy: (errors tensor, crowd-kit's frame)."""
         import pandas as pd
@@ -807,19 +807,6 @@ class DawidSkene:
         errors = np.zeros((len(ans.workers), k, k))
         errors[w, y] = frame.reindex(index=pairs, columns=ans.classes).fillna(EPS).to_numpy()
         return errors, frame
-
-
-def _loss(counts: np.ndarray, errors: np.ndarray, present: np.ndarray, prior: np.ndarray, qlogq: float,
-          n_answers: int) -> float:
-    """crowd-kit's loss, from the statistics: the answers' expected log joint (the log-prior once per answer)
-    plus the posteriors' entropy (``-qlogq``, over posteriors floored at EPS), per answer.
-
-    ``counts[w, y, c]`` = sum of q_t(c) over w's answers y, so the per-answer sums need no pass over the answers.
-    """
-    log_e = np.log(np.where(present[:, :, None], np.maximum(errors, 1e-300), 1.0))
-    joint = float(np.sum(counts * log_e)) + float(counts.sum(axis=(0, 1)) @ np.log(np.maximum(prior, EPS)))
-    return (joint - qlogq) / n_answers
-
 
 
 def _loss(counts: np.ndarray, errors: np.ndarray, present: np.ndarray, prior: np.ndarray, qlogq: float,
