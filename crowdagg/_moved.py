@@ -37,6 +37,15 @@ MOVED: dict[str, str] = {
     "crowdagg.workers": "crowdagg.methods.model_file",
 }
 
+#: Names of an old module that went to another module than the rest of it (a split): old path -> name -> module.
+SPLIT: dict[str, dict[str, str]] = {
+    "crowdagg.aggregators.ds": {
+        "OneCoinDawidSkene": "crowdagg.methods.em.onecoin",
+        "gold_clamp": "crowdagg.methods.blocks",
+    },
+    "crowdagg.aggregators.base": {"one_coin_m_step": "crowdagg.methods.em.onecoin"},
+}
+
 
 class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Finds an old path of :data:`MOVED` and loads it as the module at its new path."""
@@ -53,8 +62,29 @@ class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         new = MOVED[module.__name__]
         warnings.warn(f"{module.__name__} moved to {new}; import it from there (the old path goes in 1.0)",
                       DeprecationWarning, stacklevel=2)
+        target = importlib.import_module(new)
+        if module.__name__ in SPLIT:
+            # A split module: a view that finds each name where it went (it is not the moved module itself).
+            target = _SplitView(module.__name__, target, SPLIT[module.__name__])
         # The import system returns what sys.modules holds under the name after exec_module: the new module.
-        sys.modules[module.__name__] = importlib.import_module(new)
+        sys.modules[module.__name__] = target
+
+
+class _SplitView(ModuleType):
+    """An old module whose names now live in two modules: each name read from where it went."""
+
+    def __init__(self, name: str, main: ModuleType, elsewhere: dict[str, str]) -> None:
+        super().__init__(name, main.__doc__)
+        self._main, self._elsewhere = main, elsewhere
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        where = self._elsewhere.get(name)
+        return getattr(importlib.import_module(where) if where else self._main, name)
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(dir(self._main)) | set(self._elsewhere))
 
 
 def install() -> None:
