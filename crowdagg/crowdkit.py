@@ -553,6 +553,7 @@ class _EM:
     (n_tasks,) the class code of a gold task, -1 for the others.
     """
 
+    name: ClassVar[str] = "crowdkit.DawidSkene"  # (for resolve_start, whose messages name the method)
     init: ClassVar[str] = SOFT_VOTE
     stop_rule: ClassVar[StopRule] = AbsoluteGain()
     objective_direction: ClassVar[str] = MAXIMISE

@@ -796,3 +796,25 @@ def test_a_new_crowd_kit_class_is_a_few_lines_of_settings(loop_runs, toy):
     assert plain.errors_.to_numpy().min() < 1e-9  # (the plain M-step drives some to its floor)
     [_, (_, _, run), _] = loop_runs
     assert fitted.loss_history_ is run.trace and run.converged  # the middle fit ran in the loop, stopped by its rule
+
+
+@pytest.mark.parametrize("init", ["hard-vote", "ds"])
+def test_the_start_is_a_setting_too(toy, init):
+    """A flavour starting elsewhere names one of the base's start strategies: one-hot majority labels, or another
+    method's posteriors (here ``n_iter=0`` shows the start itself)."""
+    from crowdagg.crowdkit import _EM
+    from crowdagg.methods.api import aggregate
+
+    flavour = type("Flavour", (DawidSkene,), {"_em": type("_FlavourEM", (_EM,), {"init": init})})
+    frame = toy_frame(task_major=True)
+    start = flavour(0).fit(frame).probas_
+    result = aggregate(load_annotations(frame), "mv" if init == "hard-vote" else init, seed=0)
+    if init == "hard-vote":  # one-hot on the majority labels (t1, a 2-2 tie, on one of the two)
+        labels = pd.Series(result.label_names(), index=result.data.tasks)
+        assert ((start == 0) | (start == 1)).all().all() and (start.sum(axis=1) == 1).all()
+        assert (start.idxmax(axis=1) == labels[start.index]).drop("t1").all()
+    else:  # crowdagg's ds, run unrefined: its posteriors (summed in another task order: close, not equal)
+        expected = result.proba_frame()
+        np.testing.assert_allclose(start.to_numpy(), expected.loc[start.index, list(start.columns)].to_numpy(),
+                                   rtol=1e-12, atol=1e-15)
+    assert 1 < len(flavour(100).fit(toy).loss_history_) < 100  # and EM goes on from there until the rule stops it
