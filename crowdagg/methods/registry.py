@@ -90,7 +90,7 @@ class Param:
 
     def describe_type(self) -> str:
         if self.kind is str:
-            return f"{', '.join(self.choices)} or a method's name ({', '.join(METHODS)})"
+            return f"{', '.join(self.choices)} or a method ({', '.join(METHODS)})"
         return {int: "an integer", float: "a number", bool: "true or false"}.get(self.kind, str(self.kind))
 
     def describe_range(self) -> str:

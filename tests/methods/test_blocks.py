@@ -42,6 +42,19 @@ def test_hard_majority_vote_is_one_hot_on_mv_labels_ties_drawn_by_seed():
     assert {int(hard_majority_vote(data, s)[1].argmax()) for s in range(16)} == {0, 1}
 
 
+def test_hard_majority_vote_sits_on_mv_s_labels(rng):
+    from crowdagg.methods.api import aggregate
+
+    n = 300
+    task = np.repeat(np.arange(n), 4)
+    data = AnnotationSet.from_codes(task, rng.integers(0, 20, task.size), rng.integers(0, 3, task.size),
+                                    n_classes=3)
+    for seed in (0, 9):
+        hard = hard_majority_vote(data, seed)
+        np.testing.assert_array_equal(hard.argmax(axis=1), aggregate(data, "mv", seed=seed).labels)
+    assert not np.array_equal(hard_majority_vote(data, 0), hard_majority_vote(data, 9))  # 4 answers, 3 classes: ties
+
+
 def test_gold_clamp_maps_names_and_checks_classes():
     data = small()
     np.testing.assert_array_equal(gold_clamp(data, None), [-1, -1, -1])
