@@ -5,6 +5,7 @@ Run from the repository root with the project's environment:
     .venv/bin/python benchmarks/bench_crowdagg.py                 # everything
     .venv/bin/python benchmarks/bench_crowdagg.py accuracy        # real-data accuracy table
     .venv/bin/python benchmarks/bench_crowdagg.py speed --answers 1000000 10000000
+    .venv/bin/python benchmarks/bench_crowdagg.py speed --answers 1000000 --threads 1 2
     .venv/bin/python benchmarks/bench_crowdagg.py cli --answers 1000000
 
 crowd-kit figures are read from the JSON files that ``benchmarks/crowdkit_reference.py``
@@ -16,7 +17,8 @@ order); columns are left blank when a file is missing.
 * speed: Dawid-Skene ms per EM iteration on the synthetic crowd of benchmarks/synth.py
   (K classes, 5 answers per task), from fits of N1 and N2 iterations with tol=0
   (t(N2) - t(N1)) / (N2 - N1), min of --repeats; each size in a fresh process, whose
-  peak RSS is reported.
+  peak RSS is reported.  ``--threads N ...`` runs each size once per thread count
+  (``CROWDAGG_THREADS=N`` in that process); default: the environment's count.
 * cli: the synthetic crowd written as a CSV with string ids in shuffled order, then
   ``crowdagg aggregate FILE --method ds -o OUT`` timed as a whole process (wall time,
   peak RSS from wait4), once cold (numba cache cleared) and three times warm.
@@ -145,15 +147,19 @@ def _speed_one(n_answers: int, n_classes: int, seed: int, n1: int, iters: int, r
     }
 
 
-def run_speed(sizes: list[int], n_classes: int, seed: int, iters: int, repeats: int) -> list[dict]:
+def run_speed(
+    sizes: list[int], n_classes: int, seed: int, iters: int, repeats: int, threads: list[int | None] | None = None
+) -> list[dict]:
     rows = []
     print(f"Dawid-Skene, K={n_classes}, 5 answers per task, tol=0; ms per EM iteration = (t(N2)-t(N1))/(N2-N1), "
           f"min of {repeats} runs; each size in a fresh process\n")
     print("| answers | tasks | workers | threads | crowdagg ms/iter | crowd-kit ms/iter | speed-up | crowdagg peak RSS (MiB) | crowd-kit peak RSS (MiB) |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for n in sizes:
+    for n, count in ((n, count) for n in sizes for count in (threads or [None])):
         cmd = [sys.executable, __file__, "_speed_one", str(n), str(n_classes), str(seed), "2", str(iters), str(repeats)]
-        r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
+        env = dict(os.environ) if count is None else dict(os.environ, CROWDAGG_THREADS=str(count))
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
+        r = json.loads(out.strip().splitlines()[-1])
         ck = _load_json(RESULTS / f"crowdkit_speed_{_size_tag(n)}.json") or {}
         ck_ms = ck.get("ms_per_iter")
         r["crowdkit"] = ck
@@ -240,9 +246,9 @@ def run_cli(sizes: list[int], n_classes: int, seed: int, baseline: str | None = 
 
 
 def _merge_rows(old: list[dict], new: list[dict]) -> list[dict]:
-    """Rows of earlier runs, replaced by new rows of the same size, sorted by size."""
-    by_size = {r["answers"]: r for r in old}
-    by_size.update({r["answers"]: r for r in new})
+    """Rows of earlier runs, replaced by new rows of the same size and thread count, sorted by size."""
+    by_size = {(r["answers"], r.get("threads", 0)): r for r in old}
+    by_size.update({(r["answers"], r.get("threads", 0)): r for r in new})
     return [by_size[k] for k in sorted(by_size)]
 
 
@@ -260,6 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, nargs="+", default=None,
+                    help="speed: thread counts to run each size with (CROWDAGG_THREADS), default: the environment's")
     ap.add_argument("--baseline", default=None, help="cli: also time the code of this git revision, side by side")
     ap.add_argument("--json", type=Path, default=RESULTS / "crowdagg.json", help="write results here")
     args = ap.parse_args(argv)
@@ -272,7 +280,9 @@ def main(argv: list[str] | None = None) -> int:
         results["accuracy"] = run_accuracy(args.datasets)
         print()
     if "speed" in what:
-        rows = run_speed(args.answers or [1_000_000, 10_000_000], args.classes, args.seed, args.iters, args.repeats)
+        rows = run_speed(
+            args.answers or [1_000_000, 10_000_000], args.classes, args.seed, args.iters, args.repeats, args.threads
+        )
         results["speed"] = _merge_rows(results.get("speed", []), rows)
         print()
     if "cli" in what:

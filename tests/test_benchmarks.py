@@ -80,3 +80,21 @@ def test_warm_start_benchmark_prints_the_table(datasets_dir):
     # the old rule's collapse (onecoin: old warm .019) and the new rule's recovery (warm .944)
     assert lines[2:] == ["| bluebird | ds | 0.870 | 0.889 | 0.944 | 0.926 | 0.926 | 0.944 | 0.963 | 0.981 | 0.963 |",
                          "| bluebird | onecoin | 0.981 | 0.019 | 0.944 | 0.000 | 1.000 | 0.981 | 0.019 | 0.944 | 0.000 |"]
+
+
+def test_speed_benchmark_runs_each_thread_count_in_its_own_process(tmp_path):
+    import os
+
+    out = tmp_path / "speed.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("CROWDAGG_THREADS", None)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_crowdagg.py"), "speed", "--answers", "20000",
+         "--threads", "1", "2", "--iters", "1", "--repeats", "1", "--json", str(out)],
+        capture_output=True, text=True, timeout=300, cwd=ROOT, env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(out.read_text())["speed"]
+    assert [(r["answers"], r["threads"]) for r in rows] == [(20000, 1), (20000, 2)]
+    assert rows[0]["accuracy"] == rows[1]["accuracy"] > 0.8  # the same fit, whatever the count
+    assert "| 20,000 | 4,000 |" in proc.stdout

@@ -27,9 +27,9 @@ output that is an input in any other way is refused.
 Example: cat answers.jsonl | crowdagg aggregate - --method mv --format jsonl | jq .label
 """
 
-#: The leading fields of each output, by which an earlier run's output is recognised in an input directory.
+#: The leading fields of each output, by which an earlier run's output is recognised in an input directory
+#: (--workers and --task-params: their header, from the method's declaration, :func:`_header`).
 TABLE_FIELDS = ("task", "label", "confidence")
-WORKERS_FIELDS = ("worker", "true_label", "observed_label", "probability", "accuracy", "n_answers")
 MODEL_FIELDS = ("format", "version")
 
 
@@ -40,7 +40,8 @@ def aggregate(
     output: Optional[str] = opt.output_option("Write here instead of stdout (a regular file is replaced atomically)."),
     fmt: Optional[str] = opt.format_option("csv, tsv, jsonl, json or parquet (default: from -o's extension, else csv)."),
     proba: bool = typer.Option(False, "--proba", help="Add n_answers and one p_<class> posterior column per class."),
-    workers: Optional[str] = typer.Option(None, "--workers", help="Write each worker's confusion matrix (long form) and accuracy here."),
+    workers: Optional[str] = typer.Option(None, "--workers", help="Write each worker's parameters here: its confusion matrix (long form) and accuracy, or, for a method whose worker model is not a confusion, one row per worker (worker, each parameter, n_answers)."),
+    task_params: Optional[str] = typer.Option(None, "--task-params", help="Write one row per task here: task, each per-task parameter of the method, n_answers (task and n_answers for a method without any)."),
     save_workers: Optional[str] = opt.SAVE_WORKERS,
     init_workers: Optional[str] = opt.INIT_WORKERS,
     truth: Optional[str] = opt.TRUTH,
@@ -72,13 +73,13 @@ def aggregate(
     for path in input:
         require_values(input=path)
     require_values(
-        output=output, format=fmt, workers=workers, truth=truth, gold=gold,
+        output=output, format=fmt, workers=workers, task_params=task_params, truth=truth, gold=gold,
         input_format=input_format, classes=classes, max_memory=max_memory,
         save_workers=save_workers, init_workers=init_workers,
     )
     side = steps.side_inputs(truth=truth, gold=gold, init_workers=init_workers)
     steps.check_stdin(input, side)
-    _, params = steps.check_method(
+    spec, params = steps.check_method(
         method, {"seed": seed, "max_iter": max_iter, "tol": tol, "smoothing": smoothing}, param_,
         gold=gold, save_workers=save_workers, init_workers=init_workers,
     )
@@ -86,7 +87,10 @@ def aggregate(
         duplicates=duplicates, blank_labels=blank_labels, rejected=rejected, max_memory=max_memory, classes=classes
     )
     n_threads = steps.check_threads(threads)
-    planned, sources = steps.plan_outputs(_outputs(output, fmt, workers, save_workers), input, side)
+    headers = {option: _header(spec.load(), option) for option, path in
+               (("--workers", workers), ("--task-params", task_params)) if path}
+    planned, sources = steps.plan_outputs(_outputs(output, fmt, workers, save_workers, task_params, headers), input,
+                                          side)
     # 2. Side inputs, then the data and the fit.
     if gold is not None:
         params["gold"] = steps.read_labels(gold, gold_task_col, gold_label_col, option="--gold", what="gold")
@@ -99,7 +103,7 @@ def aggregate(
             classes=class_list, duplicates=duplicates, max_memory=max_memory, rejected=rejected,
             blank_labels=blank_labels,
         )
-        _check_output_memory(data, proba=proba, workers=workers is not None, max_memory=max_memory)
+        _check_output_memory(data, proba=proba, headers=headers, max_memory=max_memory)
         result = steps.fit(data, method, params, quiet=quiet, max_memory=max_memory)
     # 3. Evaluation (it can fail: nothing written yet).
     summary = None
@@ -108,37 +112,60 @@ def aggregate(
 
         summary = evaluate_run(data, result, truth_labels, params.get("gold"))
     # 4. Render everything, then write all or nothing.
-    steps.render_and_commit(planned, _renderers(result, proba))
+    steps.render_and_commit(planned, _renderers(result, proba, headers))
     if summary is not None:
         steps.report_evaluation(summary)
 
 
-def _outputs(output: Optional[str], fmt: Optional[str], workers: Optional[str], save_workers: Optional[str]) -> list[steps.Output]:
-    """What this run writes: the labels (stdout unless -o), and --workers, --save-workers when asked."""
+def _outputs(output: Optional[str], fmt: Optional[str], workers: Optional[str], save_workers: Optional[str],
+             task_params: Optional[str], headers: dict[str, tuple[str, ...]]) -> list[steps.Output]:
+    """What this run writes: the labels (stdout unless -o), and --workers, --save-workers, --task-params when asked."""
     from ..io.read import MODEL_FORMATS
 
     planned = [steps.Output("--output", output or "-", TABLE_FIELDS, then="n_answers|p_.*", fmt=fmt)]
     if workers:
-        planned.append(steps.Output("--workers", workers, WORKERS_FIELDS))
+        planned.append(steps.Output("--workers", workers, headers["--workers"]))
     if save_workers:
         planned.append(steps.Output("--save-workers", save_workers, MODEL_FIELDS, then=".*", formats=MODEL_FORMATS))
+    if task_params:
+        planned.append(steps.Output("--task-params", task_params, headers["--task-params"]))
     return planned
 
 
-def _check_output_memory(data: Any, *, proba: bool, workers: bool, max_memory: Any) -> None:
+def _header(method: Any, option: str) -> tuple[str, ...]:
+    """The header ``--workers`` or ``--task-params`` will have, from what the method's class declares
+    (``worker_param_names``, ``task_param_names``) by the result's own rule (:mod:`crowdagg.methods.result`)."""
+    from ..methods.result import WORKERS_LONG, params_columns
+
+    if option == "--task-params":
+        return params_columns("task", method.task_param_names)
+    names = method.worker_param_names
+    return WORKERS_LONG if names is None else params_columns("worker", names)
+
+
+def _check_output_memory(data: Any, *, proba: bool, headers: dict[str, tuple[str, ...]], max_memory: Any) -> None:
     """The outputs' size is known once the data is: refused before fitting, not after."""
+    from ..methods.result import WORKERS_LONG
+
     k = data.n_classes
     steps.check_render_memory(
         data.n_tasks, 1 + (k + 1 if proba else 0), 2, f"{data.n_tasks:,} output rows × {k:,} classes", max_memory
     )
-    if workers:
+    workers = headers.get("--workers")
+    if workers == WORKERS_LONG:  # a row per worker × class²
         steps.check_render_memory(
             data.n_workers * k * k, 3, 3,
             f"--workers table of {data.n_workers:,} workers × {k:,}² classes", max_memory,
         )
+    elif workers is not None:  # a name and numbers per worker
+        steps.check_render_memory(data.n_workers, len(workers) - 1, 1,
+                                  f"--workers table of {data.n_workers:,} workers", max_memory)
+    if "--task-params" in headers:
+        steps.check_render_memory(data.n_tasks, len(headers["--task-params"]) - 1, 1,
+                                  f"--task-params table of {data.n_tasks:,} tasks", max_memory)
 
 
-def _renderers(result: Any, proba: bool) -> dict[str, Any]:
+def _renderers(result: Any, proba: bool, headers: dict[str, tuple[str, ...]]) -> dict[str, Any]:
     """How each output of this command is rendered from the fit (only the planned ones are called)."""
     from ..io.render import render_table
 
@@ -147,8 +174,18 @@ def _renderers(result: Any, proba: bool) -> dict[str, Any]:
 
         return to_json(result)
 
+    def table(option: str, columns: tuple[str, ...], cols: Any, key: str) -> Any:
+        # The header was declared before the fit (to recognise an earlier run's file); the result decides.
+        if option in headers and columns != headers[option]:
+            raise RuntimeError(f"method {result.method!r} declares the {option} columns {', '.join(headers[option])} "
+                               f"but its result has {', '.join(columns)}")
+        return lambda fmt: render_table(cols(), fmt, key=key)
+
     return {
         "--output": lambda fmt: render_table(result.table(proba=proba, arrow=True), fmt, key="task"),
-        "--workers": lambda fmt: render_table(result.workers_table(arrow=True), fmt, key="worker"),
+        "--workers": table("--workers", result.worker_columns(),
+                           lambda: result.workers_table(arrow=True), "worker"),
+        "--task-params": table("--task-params", result.task_columns(),
+                               lambda: result.task_params_table(arrow=True), "task"),
         "--save-workers": model,
     }

@@ -135,7 +135,7 @@ VERBOSE = typer.Option(False, "--verbose", "-v", help="Show tracebacks on error.
 QUIET = typer.Option(False, "--quiet", "-q", help="No progress display.")
 THREADS = typer.Option(
     None, "--threads", metavar="N",
-    help="Threads for the kernels (default: $CROWDAGG_THREADS, else all cores); the output does not depend on it.",
+    help="Threads for reading and fitting (default: $CROWDAGG_THREADS, else all cores); the output does not depend on it.",
 )
 
 

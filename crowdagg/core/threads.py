@@ -17,6 +17,8 @@ How many threads crowdagg uses is decided here, and nowhere else:
   against 0.8 s on a 2-core machine).  threadpoolctl sees the libraries
   loaded when the fit starts: a method importing scipy at module level
   (the registry imports it before the fit) is covered;
+* **reading** (pyarrow's CSV and Parquet readers, the encoding of names
+  on two threads) uses threads only when N > 1;
 * **torch**, when something has already imported it (this module never
   does), runs on N threads inside a fit, so CPU training is reproducible
   whatever the machine.

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from ..core import threads
 from ..core import timing as _timing
 from ..core.memory import MaxMemory
 from ..errors import CrowdaggWarning, DataError, UsageError, param, warn
@@ -914,7 +915,7 @@ def _known_vocabulary(given: Any, role: str) -> Vocabulary:
 
 
 def _encode_all(columns: list[tuple[pa.Array, int]]) -> list[tuple[np.ndarray, pa.Array, int, int]]:
-    """:func:`_encode_names` of each column, on two threads when the data is large.
+    """:func:`_encode_names` of each column, on two threads when the data is large (and the thread policy allows two).
 
     Arrow's hashing releases the GIL.  The first column (the task ids, the
     most distinct) is split in two halves encoded apart and then joined
@@ -923,7 +924,7 @@ def _encode_all(columns: list[tuple[pa.Array, int]]) -> list[tuple[np.ndarray, p
     """
     from . import vocab
 
-    if len(columns[0][0]) < 2_000_000:
+    if len(columns[0][0]) < 2_000_000 or threads.count() < 2:
         return [_encode_names(c, offset=o, index=i) for i, (c, o) in enumerate(columns)]
     from concurrent.futures import ThreadPoolExecutor
 

@@ -63,7 +63,8 @@ prints them):
   names, not per row.
 * **sort** -- the answers grouped by task with one counting sort, and the
   duplicates found in one pass over each task's answers
-  (:mod:`crowdagg.kernels.ingest`, on two threads; see :mod:`crowdagg.data.annotations`).
+  (:mod:`crowdagg.kernels.ingest`, on two threads unless the thread policy,
+  :mod:`crowdagg.core.threads`, says one; see :mod:`crowdagg.data.annotations`).
 
 Then **fit** (the method), **render** (:mod:`crowdagg.io.render`) and
 **write** (:mod:`crowdagg.io.output`).
@@ -86,7 +87,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..core import memory
+from ..core import memory, threads
 from ..core import timing as _timing
 from ..data.annotations import AnnotationSet, BlankLabelPolicy, DuplicatePolicy, Locator, check_blank_labels, header_key
 from ..errors import CrowdaggError, CrowdaggWarning, DataError, UsageError, os_reason, param, warn
@@ -819,7 +820,9 @@ def _parse_delimited_arrow(data: bytes, display: str, sep: str) -> RawTable | No
     try:
         table = pcsv.read_csv(
             pa.py_buffer(data),
-            read_options=pcsv.ReadOptions(column_names=names, block_size=1 << 24),
+            read_options=pcsv.ReadOptions(
+                column_names=names, block_size=1 << 24, use_threads=threads.count() > 1  # the thread policy
+            ),
             parse_options=pcsv.ParseOptions(
                 delimiter=sep, quote_char='"' if sep == "," else False, double_quote=True,
                 escape_char=False, newlines_in_values=spans, ignore_empty_lines=True,
@@ -1050,7 +1053,7 @@ def _parse_parquet(data: bytes, display: str, max_memory: memory.MaxMemory = Non
             f"decoding {meta.num_rows:,} rows × {meta.num_columns} columns of Parquet from {display}",
             max_memory, advice="split the input",
         )
-        table = pf.read()
+        table = pf.read(use_threads=threads.count() > 1)  # the thread policy
     except (pa.ArrowException, OSError) as exc:
         raise DataError(f"{display}: cannot read Parquet ({str(exc).splitlines()[0]})") from None
     header = [str(n) for n in table.column_names]

@@ -54,6 +54,7 @@ from .result import AggregationResult
 from .starts import Start, check_init_name, resolve_start
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .model_file import SavedForm
     from .registry import Method
 
 #: Largest smoothing accepted: far beyond any use, far below overflow.
@@ -115,6 +116,15 @@ class Aggregator:
     name: ClassVar[str] = ""
     #: What to do when :meth:`memory_needed` exceeds the limit.
     memory_advice: ClassVar[str] = "its posteriors alone are tasks × classes: use fewer classes"
+    #: For a method declared ``init_workers``: its :class:`~crowdagg.methods.model_file.SavedForm` (what
+    #: ``--save-workers`` writes, how ``--init-workers``' counts enter its fit), defined in its own module.
+    saved_form: ClassVar[SavedForm | None] = None
+    #: The one-number parameters its results hold per worker when they hold no worker confusion (None: they
+    #: hold or imply one, and ``--workers`` is the long confusion form), and per task: the columns of
+    #: ``--workers`` and ``--task-params`` (:meth:`AggregationResult.worker_columns`), declared so that the CLI
+    #: can check those outputs before the fit; its results must agree.
+    worker_param_names: ClassVar[tuple[str, ...] | None] = None
+    task_param_names: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, **params: Any) -> None:
         spec = self.spec()

@@ -1,51 +1,60 @@
-"""Fitted worker models that can be saved and reused (``--save-workers`` / ``--init-workers``).
+"""Saved worker models: the versioned envelope every method's saved model shares.
 
-A saved model is a versioned JSON document (format version 2), floats
-written exactly (the shortest text that reads back as the same double)::
+``--save-workers`` / ``--init-workers`` (library: ``init_workers=``).  A
+saved model is a versioned JSON document (format version 2), floats written
+exactly (the shortest text that reads back as the same double)::
 
     {"format": "crowdagg-workers", "version": 2, "method": "ds", "smoothing": 0.0,
      "classes": ["a", "b"], "workers": ["w1", "w2"],
      "class_counts": [61.2, 46.8],                 # Σ_tasks P(true class): the prior's statistics
      "prior": [0.567, 0.433],
-     "counts": [[[40.1, 3.9], [5.2, 30.8]], ...],  # ds: expected answers [worker][true][observed]
+     "counts": [[[40.1, 3.9], [5.2, 30.8]], ...],  # ds's own per-worker fields ...
      "confusion": [[[0.911, 0.089], [0.144, 0.856]], ...],
      "n_tasks": 108, "task_hashes": "<base64>"}
 
-and for ``onecoin``, instead of ``counts`` and ``confusion``, one number per
-worker in each of ``correct`` (expected correct answers), ``answers``
-(answers) and ``accuracy``.
+This module owns the envelope only -- ``format``, ``version``, ``method``,
+``smoothing``, ``classes``, ``workers``, ``class_counts``, ``prior``,
+``n_tasks`` and ``task_hashes``, the strict JSON reading and the checks of
+every field -- and knows no method.  **Each method declares its own saved
+form** (a :class:`SavedForm`, the ``saved_form`` of its aggregator class, in
+the method's module): which per-worker fields it saves (:class:`Field`: its
+statistics -- counts, or a GLAD ability and its curvature: what the model
+is -- and the parameters derived from them), the M-step that derives them,
+how its statistics enter a warm start, and which other methods' models it
+converts.  ``ds`` saves ``counts`` and
+``confusion`` (n_workers, K, K) ``[worker, true, observed]``; ``onecoin``
+saves ``correct``, ``answers`` and ``accuracy`` (n_workers,).  The methods
+that save a model are those the registry declares with ``init_workers``.
 
-**The counts are the model; the probabilities are what they say.** The
-counts are the sufficient statistics the fitted parameters were estimated
-from (the expected counts of the E-step before the last M-step, a warm
-start's pseudo-counts included), ``smoothing`` the fit's; ``prior``,
-``confusion`` and ``accuracy`` are that M-step's result (the fitted
-parameters, as ``--workers`` shows them), and a file in which they do not
-follow from the counts within :data:`TOLERANCE` is refused: there is one
-reading of a model file, never two.
+**The counts are the model; the parameters are what they say.** The counts
+are the sufficient statistics the fitted parameters were estimated from (the
+expected counts of the E-step before the last M-step, a warm start's
+pseudo-counts included), ``smoothing`` the fit's; ``prior`` and the form's
+parameters are that M-step's result (the fitted parameters, as ``--workers``
+shows them), and a file in which they do not follow from the counts within
+:data:`TOLERANCE` is refused: there is one reading of a model file, never two.
 
 **A warm start adds the saved counts as prior pseudo-counts** in every
-M-step of the new fit, which starts from the new batch's own soft majority
-vote: a saved model is evidence, not certainty, and batch 1 then batch 2
-approaches one fit on both batches (the posteriors of batch 1's tasks stay
-as batch 1's fit left them).  The rule assumes the batches share no task: a
-task counted twice counts its answers twice, so the model keeps a 64-bit
-SipHash-2-4 of each task's name (``task_hashes``: sorted, little-endian,
-base64; 8 bytes a task) and a warm start on tasks it has seen warns with
-their number.  Classes are matched by name; a class of the data the model
-lacks is an error, a class of the model the data lacks is left out with a
-warning.  Workers are matched by name: a worker absent from the model
-starts with no pseudo-counts, and a worker of the model absent from the data
-is carried into the model the warm fit saves, so batch 3 knows batch 1's
-workers.  A ``onecoin`` model can start ``ds`` (each worker's correct and
-wrong answers spread over the true classes by the model's class counts,
-the wrong ones evenly over the other classes) and a ``ds`` model
-``onecoin`` (the trace and the total of each worker's counts).
+M-step of the new fit (:class:`WarmStart`; what exactly is added is the
+form's :meth:`SavedForm.pseudo_counts`), which starts from the new batch's
+own soft majority vote: a saved model is evidence, not certainty, and batch
+1 then batch 2 approaches one fit on both batches.  The rule assumes the
+batches share no task: a task counted twice counts its answers twice, so the
+model keeps a 64-bit SipHash-2-4 of each task's name (``task_hashes``:
+sorted, little-endian, base64; 8 bytes a task) and a warm start on tasks it
+has seen warns with their number.  Classes are matched by name; a class of
+the data the model lacks is an error, a class of the model the data lacks is
+left out with a warning.  Workers are matched by name: a worker absent from
+the model starts with no pseudo-counts, and a worker of the model absent
+from the data is carried into the model the warm fit saves, so batch 3 knows
+batch 1's workers.  A model of another method is converted when the fitted
+method's form declares that method in :attr:`SavedForm.converts` (``ds`` and
+``onecoin`` convert each other's), else refused.
 
 Version 1 files (probabilities only) are refused with a request to save
 the model again: probabilities without the number of answers behind them
 cannot say how much evidence they are.  ``--workers`` stays the
-human-readable long table; this file is for machines.
+human-readable table; this file is for machines.
 """
 
 from __future__ import annotations
@@ -54,8 +63,9 @@ import base64
 import binascii
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import chain
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -72,10 +82,9 @@ VERSION = 2
 TOLERANCE = 1e-6
 #: The SipHash-2-4 key of ``task_hashes`` (16 bytes).
 TASK_HASH_KEY = "crowdagg-tasks-1"
-#: What each method saves per worker: (counts, probabilities), and the other's fields.
-SAVED = {"ds": ("counts", "confusion"), "onecoin": ("correct", "answers", "accuracy")}
-_COMMON = ("format", "version", "method", "smoothing", "classes", "workers", "class_counts", "prior",
-           "n_tasks", "task_hashes")
+#: The envelope's fields, in the order they are written (a form's own fields come before ``n_tasks``).
+_HEAD = ("format", "version", "method", "smoothing", "classes", "workers", "class_counts", "prior")
+_TAIL = ("n_tasks", "task_hashes")
 #: Bytes each number of a model costs while it is written as JSON (a float object, its text, the list slot).
 _WRITE_BYTES_PER_NUMBER = 80
 
@@ -84,12 +93,124 @@ class WorkerModel(dict):
     """A checked worker model (what :func:`from_json` returns), arrays as numpy arrays.
 
     Keys: ``method``, ``smoothing``, ``classes`` and ``workers`` (lists of
-    str), ``class_counts`` and ``prior`` (K,), for ds ``counts`` and
-    ``confusion`` (n_workers, K, K) ``[worker, true, observed]``, for
-    onecoin ``correct``, ``answers`` and ``accuracy`` (n_workers,),
+    str), ``class_counts`` and ``prior`` (K,), the method's own fields
+    (its :attr:`SavedForm.fields`: for ds ``counts`` and ``confusion``
+    (n_workers, K, K) ``[worker, true, observed]``, for onecoin
+    ``correct``, ``answers`` and ``accuracy`` (n_workers,)),
     ``task_hashes`` (sorted unique uint64), ``source`` (the file's name,
     for messages).
     """
+
+
+# ----------------------------------------------------------------------------- a method's form
+@dataclass(frozen=True)
+class Field:
+    """One per-worker field of a saved model: its name, what its numbers are, what each axis runs over.
+
+    ``kind``: ``"counts"`` (numbers >= 0), ``"probabilities"`` (0 to 1;
+    with ``sums`` each last-axis row sums to 1 within :data:`TOLERANCE`)
+    or ``"numbers"`` (any finite number: an ability, a log-odds ...).
+    ``axes``: ``"worker"`` first, then any number of class axes (``"true
+    class"``, ``"observed class"``), each K long.  ``derived``: the field
+    follows from the others by the method's M-step
+    (:meth:`SavedForm.parameters`) and a file's must equal what they give;
+    the fields that are not derived are the model itself, its
+    *statistics* (ds's counts; a GLAD ability and its curvature).
+    """
+
+    name: str
+    kind: str
+    axes: tuple[str, ...] = ("worker",)
+    sums: bool = False
+    derived: bool = False
+
+    def shape(self, n_workers: int, k: int) -> tuple[int, ...]:
+        return tuple(n_workers if axis == "worker" else k for axis in self.axes)
+
+
+class SavedForm:
+    """What a method saves of its worker model, and how saved counts enter its fit.
+
+    A method that saves a model (declared ``init_workers`` in the registry)
+    sets ``saved_form = ItsForm()`` on its aggregator class, in its own
+    module; this module reads and writes the envelope around it and never
+    names a method.  A subclass sets :attr:`method` and :attr:`fields` and
+    implements the methods below that raise ``NotImplementedError``.
+
+    Shapes: ``stats`` is a dict of the form's :attr:`statistics` (the
+    fields not ``derived``), each (n, ...) for n workers; ``order`` (K_data,) the model's index of each of
+    the data's classes (:func:`class_order`); ``rows`` the model's workers
+    to take.
+    """
+
+    #: The registry name of the method whose models these are.
+    method: ClassVar[str] = ""
+    #: Every per-worker field, in the order they are written: the statistics, then the derived parameters.
+    fields: ClassVar[tuple[Field, ...]] = ()
+    #: Other methods whose saved models this method converts (:meth:`convert`) into its own counts.
+    converts: ClassVar[tuple[str, ...]] = ()
+
+    @property
+    def statistics(self) -> tuple[str, ...]:
+        """The fields that are the model (not ``derived``): what :meth:`convert` gives and a warm start adds."""
+        return tuple(f.name for f in self.fields if not f.derived)
+
+    def from_result(self, result: AggregationResult) -> dict[str, np.ndarray]:
+        """Every field of :attr:`fields` for the fitted ``result``'s workers (``result.data``' order)."""
+        raise NotImplementedError
+
+    def parameters(self, stats: dict[str, np.ndarray], smoothing: float, k: int) -> dict[str, np.ndarray]:
+        """The ``derived`` fields, as the method's M-step makes them of ``stats`` (what a file's must equal)."""
+        raise NotImplementedError
+
+    def prior(self, class_counts: np.ndarray, smoothing: float) -> np.ndarray:
+        """The class prior the method's M-step makes of ``class_counts`` (K,)."""
+        raise NotImplementedError
+
+    def check(self, model: WorkerModel, display: str) -> None:
+        """Checks between fields beyond each one's own (e.g. no more correct answers than answers)."""
+
+    def convert(self, model: WorkerModel, order: np.ndarray, rows: np.ndarray) -> dict[str, np.ndarray]:
+        """The statistics of the model's workers ``rows`` in this form, classes in the data's ``order``.
+
+        ``model`` is of this method or of one in :attr:`converts`
+        (:func:`converted_counts` has refused any other).  Classes of the
+        model the data lacks drop out.  Only ``rows`` are expanded.
+        """
+        raise NotImplementedError
+
+    def pseudo_counts(self, stats: dict[str, np.ndarray], known: np.ndarray, k: int) -> np.ndarray:
+        """What a warm start adds to each M-step: an array whose first axis is every worker of the data.
+
+        ``stats``: the statistics of the workers ``known`` (bool,
+        (n_workers,)) in this form; the rows of the others are zero (no evidence).
+        """
+        raise NotImplementedError
+
+    def memory(self, n_workers: int, k: int, k_model: int) -> float:
+        """Bytes a warm start allocates for ``n_workers`` workers: the pseudo-counts, and the known workers'
+        counts taken from the model (three copies in the model's ``k_model`` classes while they are reordered)."""
+        return 8.0 * n_workers * (2 * k**2 + 3 * k_model**2)
+
+
+def saving_methods() -> list[str]:
+    """The methods that save a worker model (declared ``init_workers``), in the registry's order."""
+    from .registry import METHODS
+
+    return [m.name for m in METHODS.values() if m.init_workers]
+
+
+def form_of(method: str) -> SavedForm | None:
+    """The saved form of ``method`` (imports its module), or None for a method that saves no model."""
+    from .registry import METHODS
+
+    spec = METHODS.get(method)
+    if spec is None or not spec.init_workers:
+        return None
+    form = spec.load().saved_form
+    if not isinstance(form, SavedForm):  # a declaration the method's class does not keep: a bug
+        raise RuntimeError(f"method {method!r} is declared with init_workers but its class has no saved_form")
+    return form
 
 
 # ----------------------------------------------------------------------------- writing
@@ -104,24 +225,27 @@ def task_hashes(names: Any) -> np.ndarray:
 
 
 def to_json(result: AggregationResult) -> bytes:
-    """The worker model of a fitted ``ds``/``onecoin`` result as JSON bytes (exact floats).
+    """The worker model of a fitted result as JSON bytes (exact floats), in its method's saved form.
 
+    ``result.counts`` holds ``class_counts`` (K,) and ``smoothing`` (the
+    envelope's), the form reads the rest (:meth:`SavedForm.from_result`).
     A warm-started result saves the total evidence: its counts include the
     model it started from, and that model's workers absent from the data
-    are carried over (their probabilities recomputed from their counts).
+    are carried over (converted to this method's counts, their parameters
+    recomputed from them).
     """
     from ..core import memory
 
-    if result.method not in SAVED or not result.counts:
+    form = form_of(result.method)
+    if form is None or not result.counts:
         raise UsageError(
             f"method {result.method!r} learns no reusable worker model; {param('save_workers')} works with "
-            + ", ".join(SAVED)
+            + ", ".join(saving_methods())
         )
-    data, method, k = result.data, result.method, result.data.n_classes
+    data, k = result.data, result.data.n_classes
     smoothing = float(result.counts["smoothing"])
     workers = data.workers.tolist()
-    stats = {name: np.asarray(result.counts[name]) for name in _count_fields(method)}
-    params = {SAVED[method][-1]: np.asarray(result.worker_params["accuracy" if method == "onecoin" else "confusion"])}
+    values = {name: np.asarray(value) for name, value in form.from_result(result).items()}
     hashes = task_hashes(data.task_names)
     model = result.init_model
     if model is not None:
@@ -130,41 +254,22 @@ def to_json(result: AggregationResult) -> bytes:
         if rows.size:
             memory.check(8.0 * 3 * rows.size * k * k, f"{rows.size:,} workers of the worker model × {k:,}² classes",
                          result.max_memory)
-            carried = converted_counts(model, list(data.classes), method, rows)
+            carried = converted_counts(model, list(data.classes), result.method, rows)
+            carried |= form.parameters(carried, smoothing, k)
             workers += [model["workers"][i] for i in rows]
-            stats = {name: np.concatenate([stats[name], carried[name]]) for name in stats}
-            more = m_step_parameters(method, stats, smoothing, k, start=len(workers) - rows.size)
-            params = {name: np.concatenate([params[name], more[name]]) for name in params}
-    n_numbers = 2 * (len(workers) * (k * k if method == "ds" else 3) + k)
-    memory.check(_WRITE_BYTES_PER_NUMBER * n_numbers + 11.0 * hashes.size,
+            values = {name: np.concatenate([values[name], carried[name]]) for name in values}
+    per_worker = sum(int(np.prod(f.shape(1, k))) for f in form.fields)
+    memory.check(_WRITE_BYTES_PER_NUMBER * (len(workers) * per_worker + 2 * k) + 11.0 * hashes.size,
                  f"writing a worker model of {len(workers):,} workers × {k:,} classes", result.max_memory)
     doc: dict[str, Any] = {
-        "format": FORMAT, "version": VERSION, "method": method, "smoothing": smoothing,
+        "format": FORMAT, "version": VERSION, "method": result.method, "smoothing": smoothing,
         "classes": list(data.classes), "workers": workers,
         "class_counts": np.asarray(result.counts["class_counts"]).tolist(), "prior": result.prior.tolist(),
     }
-    for name in _count_fields(method):
-        doc[name] = stats[name].tolist()
-    doc.update({name: value.tolist() for name, value in params.items()})
+    doc.update({f.name: values[f.name].tolist() for f in form.fields})
     doc["n_tasks"] = int(hashes.size)
     doc["task_hashes"] = base64.b64encode(hashes.astype("<u8").tobytes()).decode("ascii")
     return (json.dumps(doc, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
-
-
-def _count_fields(method: str) -> tuple[str, ...]:
-    return SAVED[method][:-1]
-
-
-def m_step_parameters(method: str, stats: dict[str, np.ndarray], smoothing: float, k: int,
-                      start: int = 0) -> dict[str, np.ndarray]:
-    """The worker probabilities the fit's M-step gives for ``stats`` (rows ``start:``), in the file's layout."""
-    from .base import full_m_step, one_coin_accuracy
-
-    if method == "ds":
-        counts = stats["counts"][start:]
-        _, conf_ot = full_m_step(counts.transpose(0, 2, 1), np.zeros(k), smoothing)
-        return {"confusion": np.ascontiguousarray(conf_ot.transpose(0, 2, 1))}
-    return {"accuracy": one_coin_accuracy(stats["correct"][start:], stats["answers"][start:], smoothing, k)}
 
 
 # ----------------------------------------------------------------------------- reading
@@ -210,11 +315,13 @@ def from_document(doc: Any, display: str = "<workers>") -> WorkerModel:
     if type(version) is not int or version != VERSION:
         raise DataError(f"{display}: worker model version {_describe(version)}; this crowdagg reads version {VERSION}")
     method = doc.get("method")
-    if type(method) is not str or method not in SAVED:
+    methods = saving_methods()
+    if type(method) is not str or method not in methods:
         shown = json.dumps(method, ensure_ascii=False) if isinstance(method, str) else _describe(method)
-        raise DataError(f"{display}: \"method\" is {shown}; a worker model is one of "
-                        + ", ".join(SAVED))
-    allowed = (*_COMMON, *SAVED[method])
+        raise DataError(f"{display}: \"method\" is {shown}; a worker model is one of " + ", ".join(methods))
+    form = form_of(method)
+    assert form is not None
+    allowed = (*_HEAD, *_TAIL, *(f.name for f in form.fields))
     missing = [key for key in allowed if key not in doc]
     if missing:
         raise DataError(f"{display}: the {method} worker model lacks {', '.join(json.dumps(m) for m in missing)}")
@@ -232,21 +339,14 @@ def from_document(doc: Any, display: str = "<workers>") -> WorkerModel:
     k, n = len(classes), len(workers)
     model = WorkerModel(method=method, smoothing=float(smoothing), classes=classes, workers=workers,
                         source=display)
-    model["class_counts"] = _counts(doc, "class_counts", (k,), display)
-    model["prior"] = _probabilities(doc, "prior", (k,), display, sums=True)
-    if method == "ds":
-        model["counts"] = _counts(doc, "counts", (n, k, k), display)
-        model["confusion"] = _probabilities(doc, "confusion", (n, k, k), display, sums=True)
-    else:
-        model["correct"] = _counts(doc, "correct", (n,), display)
-        model["answers"] = _counts(doc, "answers", (n,), display)
-        over = np.flatnonzero(model["correct"] > model["answers"] * (1 + TOLERANCE) + TOLERANCE)
-        if over.size:
-            i = int(over[0])
-            raise DataError(f"{display}: correct[{i}] is {float(model['correct'][i])!r}, more than answers[{i}] "
-                            f"= {float(model['answers'][i])!r}")
-        model["accuracy"] = _probabilities(doc, "accuracy", (n,), display)
-    _check_follows_from_counts(model, display)
+    model["class_counts"] = _counts(doc, "class_counts", (k,), display, ("class",))
+    model["prior"] = _probabilities(doc, "prior", (k,), display, ("class",), sums=True)
+    for f in form.fields:
+        check = {"counts": _counts, "probabilities": _probabilities, "numbers": _numbers}[f.kind]
+        extra = {"sums": f.sums} if f.kind == "probabilities" else {}
+        model[f.name] = check(doc, f.name, f.shape(n, k), display, f.axes, **extra)
+    form.check(model, display)
+    _check_follows_from_counts(model, form, display)
     model["task_hashes"] = _task_hashes(doc, display)
     return model
 
@@ -310,21 +410,17 @@ def _names(doc: dict[str, Any], key: str, display: str) -> list[str]:
     return names
 
 
-#: What each axis of a numeric field runs over (for "has 3 entries, not 2 (one per class)").
-_PER = {"class_counts": ("class",), "prior": ("class",), "counts": ("worker", "true class", "observed class"),
-        "confusion": ("worker", "true class", "observed class")}
-
-
-def _numbers(doc: dict[str, Any], key: str, shape: tuple[int, ...], display: str) -> np.ndarray:
+def _numbers(doc: dict[str, Any], key: str, shape: tuple[int, ...], display: str,
+             per: Sequence[str] = ()) -> np.ndarray:
     """A field that must be numbers nested to ``shape``: float64 array, or an error naming the first bad entry.
 
     ``shape`` () is one number.  Accepted: JSON numbers (integers or
     decimals); a string, a boolean, null, a list or an object where a
     number belongs is an error, as is a number too large for a double.
     Nesting is checked level by level on whole lists (no Python frame per
-    number).
+    number).  ``per``: what each axis runs over (for "has 3 entries, not 2
+    (one per class)").
     """
-    per = _PER.get(key, ("worker",))
     items = [doc[key]]
     for depth, size in enumerate(shape):
         if not all(type(x) is list for x in items):
@@ -349,8 +445,9 @@ def _numbers(doc: dict[str, Any], key: str, shape: tuple[int, ...], display: str
     return values.reshape(shape)
 
 
-def _counts(doc: dict[str, Any], key: str, shape: tuple[int, ...], display: str) -> np.ndarray:
-    values = _numbers(doc, key, shape, display)
+def _counts(doc: dict[str, Any], key: str, shape: tuple[int, ...], display: str,
+            per: Sequence[str] = ()) -> np.ndarray:
+    values = _numbers(doc, key, shape, display, per)
     bad = np.flatnonzero(values.reshape(-1) < 0)
     if bad.size:
         i = int(bad[0])
@@ -359,8 +456,8 @@ def _counts(doc: dict[str, Any], key: str, shape: tuple[int, ...], display: str)
 
 
 def _probabilities(doc: dict[str, Any], key: str, shape: tuple[int, ...], display: str,
-                   sums: bool = False) -> np.ndarray:
-    values = _numbers(doc, key, shape, display)
+                   per: Sequence[str] = (), sums: bool = False) -> np.ndarray:
+    values = _numbers(doc, key, shape, display, per)
     flat = values.reshape(-1)
     bad = np.flatnonzero((flat < 0) | (flat > 1))
     if bad.size:
@@ -376,22 +473,20 @@ def _probabilities(doc: dict[str, Any], key: str, shape: tuple[int, ...], displa
     return values
 
 
-def _check_follows_from_counts(model: WorkerModel, display: str) -> None:
-    """The probabilities are the M-step of the counts (one reading of the file), within :data:`TOLERANCE`."""
-    from .base import prior_m_step
-
-    k, method, s = len(model["classes"]), model["method"], model["smoothing"]
-    pairs = [("prior", "class_counts", model["prior"], prior_m_step(model["class_counts"], s))]
-    count_key = "counts" if method == "ds" else "correct\" and \"answers"
-    for key, value in m_step_parameters(method, model, s, k).items():
-        pairs.append((key, count_key, model[key], value))
-    for key, counts, given, want in pairs:
+def _check_follows_from_counts(model: WorkerModel, form: SavedForm, display: str) -> None:
+    """The parameters are the M-step of the counts (one reading of the file), within :data:`TOLERANCE`."""
+    k, s = len(model["classes"]), model["smoothing"]
+    pairs = [("prior", "class_counts", model["prior"], form.prior(model["class_counts"], s))]
+    counts = '" and "'.join(form.statistics)
+    stats = {name: model[name] for name in form.statistics}
+    pairs += [(key, counts, model[key], value) for key, value in form.parameters(stats, s, k).items()]
+    for key, given_by, given, want in pairs:
         off = np.flatnonzero(np.abs(given - want).reshape(-1) > TOLERANCE)
         if off.size:
             i = int(off[0])
             raise DataError(
-                f"{display}: {_path(key, i, given.shape)} is {float(given.reshape(-1)[i])!r} but \"{counts}\" give "
-                f"{float(want.reshape(-1)[i])!r} (smoothing {s:g}): the counts are the model, the probabilities follow "
+                f"{display}: {_path(key, i, given.shape)} is {float(given.reshape(-1)[i])!r} but \"{given_by}\" give "
+                f"{float(want.reshape(-1)[i])!r} (smoothing {s:g}): the counts are the model, the parameters follow "
                 "from them; save the model again rather than editing it"
             )
 
@@ -417,7 +512,7 @@ def _task_hashes(doc: dict[str, Any], display: str) -> np.ndarray:
 # ----------------------------------------------------------------------------- using
 def coerce(value: Any, max_memory: MaxMemory = None) -> WorkerModel:
     """A worker model from what the library was given: a checked model, a document, JSON text or bytes, a
-    path to a saved file, or a fitted ds/onecoin result."""
+    path to a saved file, or a fitted result of a method that saves one."""
     import os
 
     from .result import AggregationResult
@@ -436,8 +531,8 @@ def coerce(value: Any, max_memory: MaxMemory = None) -> WorkerModel:
         data, display = read_bytes(value, max_memory)
         return from_json(data, display, max_memory)
     raise UsageError(
-        f"{param('init_workers')} must be a saved worker model (a path, its JSON, or a fitted ds/onecoin result), "
-        f"got {type(value).__name__}"
+        f"{param('init_workers')} must be a saved worker model (a path, its JSON, or a fitted "
+        f"{'/'.join(saving_methods())} result), got {type(value).__name__}"
     )
 
 
@@ -463,52 +558,47 @@ def class_order(model: WorkerModel, classes: Sequence[str]) -> np.ndarray:
 def converted_counts(
     model: WorkerModel, classes: Sequence[str], method: str, rows: np.ndarray
 ) -> dict[str, np.ndarray]:
-    """The counts of the model's workers ``rows`` in ``method``'s form and the data's ``classes`` order.
+    """The counts of the model's workers ``rows`` in ``method``'s saved form, classes in the data's order.
 
-    ds: ``counts`` (len(rows), K, K) ``[worker, true, observed]``; onecoin:
-    ``correct`` and ``answers`` (len(rows),).  Classes the data lacks drop
-    out.  A onecoin model's workers become matrices by spreading their
-    correct answers over the true classes by the model's class counts and
-    their wrong ones also evenly over the other classes.  Only ``rows`` are
-    expanded: memory len(rows) × K² at most.
+    The model is of ``method`` or of a method its form converts
+    (:attr:`SavedForm.converts`); any other is refused (a
+    :class:`~crowdagg.errors.DataError` naming the file).  Classes the data
+    lacks drop out; only ``rows`` are expanded.
     """
-    order = class_order(model, classes)
-    k_model = len(model["classes"])
-    if model["method"] == "ds":
-        sub = model["counts"][rows][:, order][:, :, order]
-        if method == "ds":
-            return {"counts": sub}
-        return {"correct": np.trace(sub, axis1=1, axis2=2).copy(), "answers": sub.sum(axis=(1, 2))}
-    correct, answers = model["correct"][rows], model["answers"][rows]
-    if method == "onecoin" and len(order) == k_model:
-        return {"correct": correct.copy(), "answers": answers.copy()}
-    total = model["class_counts"].sum()
-    share = model["class_counts"][order] / total if total > 0 else np.full(len(order), 1.0 / k_model)
-    wrong = (answers - correct) / max(k_model - 1, 1)
-    k = len(order)
-    if method == "onecoin":
-        return {"correct": correct * share.sum(), "answers": (correct + wrong * (k - 1)) * share.sum()}
-    counts = (wrong[:, None, None] * share[None, :, None]).repeat(k, axis=2)
-    idx = np.arange(k)
-    counts[:, idx, idx] = correct[:, None] * share[None, :]
-    return {"counts": counts}
+    return _starting_form(model, method).convert(model, class_order(model, classes), rows)
+
+
+def _starting_form(model: WorkerModel, method: str) -> SavedForm:
+    """The form of ``method``, which ``model`` can start: the rule the form declares, else an error."""
+    form = form_of(method)
+    if form is None:
+        raise UsageError(f"method {method!r} saves no worker model; {param('init_workers')} works with "
+                         + ", ".join(saving_methods()))
+    if model["method"] != method and model["method"] not in form.converts:
+        takes = ", ".join((method, *form.converts))
+        raise DataError(f"{model['source']}: a {model['method']} worker model cannot start {method} (it starts from "
+                        f"a worker model of {takes})")
+    return form
 
 
 class WarmStart:
     """What a saved model adds to a fit of ``data`` with ``method``: pseudo-counts for its workers.
 
-    Attributes: ``class_counts`` (K,) added to the class totals;
-    ``counts_ot`` (n_workers, K_observed, K_true) added to each M-step's
-    expected counts (zero for workers the model does not know; a onecoin
-    fit reads only their trace and total); ``known`` (n_workers,) bool;
-    ``model`` the checked model.  Building it warns when the data's tasks
-    were already in the model's fit and when the model has classes the data
-    lacks.
+    Attributes: ``class_counts`` (K,) added to the class totals; ``pseudo``
+    what the method's form adds to each M-step's expected counts
+    (:meth:`SavedForm.pseudo_counts`; first axis the data's workers, zero
+    for workers the model does not know) -- for ds and onecoin
+    (n_workers, K_observed, K_true), also named ``counts_ot``; ``known``
+    (n_workers,) bool; ``model`` the checked model.  Building it refuses a
+    model of a method the fitted one does not convert, and warns when the
+    data's tasks were already in the model's fit and when the model has
+    classes the data lacks.
     """
 
     def __init__(self, model: WorkerModel, data: AnnotationSet, method: str) -> None:
         classes = list(data.classes)
         order = class_order(model, classes)
+        form = _starting_form(model, method)
         extra = [c for c in model["classes"] if c not in set(classes)]
         if extra:
             warn(CrowdaggWarning(
@@ -526,27 +616,21 @@ class WarmStart:
         self.class_counts = model["class_counts"][order].copy()
         found = _lookup(data.workers.names, model["workers"])
         self.known = found >= 0
-        k = data.n_classes
-        self.counts_ot = np.zeros((data.n_workers, k, k))
-        rows = found[self.known]
-        stats = converted_counts(model, classes, "ds" if method == "ds" else "onecoin", rows)
-        if method == "ds":
-            self.counts_ot[self.known] = stats["counts"].transpose(0, 2, 1)
-        else:  # what a one-coin M-step reads: the trace (correct) and the total (answers)
-            idx = np.arange(k)
-            wrong = (stats["answers"] - stats["correct"]) / max(k * (k - 1), 1)
-            known = np.flatnonzero(self.known)
-            self.counts_ot[known] = wrong[:, None, None]
-            self.counts_ot[known[:, None], idx, idx] = stats["correct"][:, None] / k
-            if k == 1:
-                self.counts_ot[known, 0, 0] = stats["answers"]
+        self.pseudo = form.pseudo_counts(form.convert(model, order, found[self.known]), self.known, data.n_classes)
+
+    @property
+    def counts_ot(self) -> np.ndarray:
+        """:attr:`pseudo` under the name the Dawid--Skene fits use: (n_workers, K_observed, K_true)."""
+        return self.pseudo
 
     @staticmethod
-    def memory(data: AnnotationSet, model: WorkerModel) -> float:
-        """Bytes it allocates beyond the fit: the pseudo-counts, and the known workers' counts taken from the
-        model (three copies in the model's classes while they are reordered to the data's)."""
-        return 8.0 * data.n_workers * (2 * data.n_classes**2 + 3 * len(model["classes"]) ** 2)
+    def memory(data: AnnotationSet, model: WorkerModel, method: str | None = None) -> float:
+        """Bytes it allocates beyond the fit of ``data`` with ``method`` (default: the model's own method), as
+        the fitted method's form counts them (:meth:`SavedForm.memory`)."""
+        form = form_of(method or model["method"])
+        return 0.0 if form is None else form.memory(data.n_workers, data.n_classes, len(model["classes"]))
 
 
-__all__ = ["WorkerModel", "WarmStart", "to_json", "from_json", "from_document", "coerce", "converted_counts",
-           "task_hashes", "class_order", "FORMAT", "VERSION", "TOLERANCE"]
+__all__ = ["WorkerModel", "Field", "SavedForm", "WarmStart", "to_json", "from_json", "from_document", "coerce",
+           "converted_counts", "form_of", "saving_methods", "task_hashes", "class_order", "FORMAT", "VERSION",
+           "TOLERANCE"]

@@ -54,13 +54,20 @@ class AggregationResult:
     task_params : dict of str -> ndarray
         Per-task parameters (first axis the task, ``data.tasks``' order),
         e.g. a GLAD difficulty; empty for the current methods.
+    model_params : dict of str -> Any
+        What the method learned that is neither per worker nor per task
+        (EBCC's subtype weights, a trained network's handle); empty for the
+        current methods.
     confusion : ndarray, shape (n_workers, n_classes, n_classes)
         ``confusion[w, true, observed]`` = P(worker w answers ``observed`` |
         ``true``); each ``confusion[w, k, :]`` sums to 1.  The worker
         parameters of ds; computed on first access from the method's own
         parameters (a one-coin accuracy, the empirical confusion against
         the vote for mv), after a memory check (it grows with workers ×
-        classes²).
+        classes²).  Optional: a method whose worker model is not a
+        confusion and implies none (a GLAD ability) has none, and reading
+        it raises ``AttributeError`` naming its worker parameters
+        (:attr:`has_confusion` asks first).
     """
 
     method: str
@@ -74,6 +81,7 @@ class AggregationResult:
     objective_name: str = ""
     worker_params: dict[str, np.ndarray] = field(default_factory=dict)
     task_params: dict[str, np.ndarray] = field(default_factory=dict)
+    model_params: dict[str, Any] = field(default_factory=dict)
     #: ds, onecoin: the statistics behind ``prior`` and ``worker_params`` -- ``class_counts`` (K,), ds ``counts``
     #: (n_workers, K, K) ``[w, true, observed]``, onecoin ``correct`` and ``answers`` (n_workers,), all expected
     #: counts including a warm start's pseudo-counts -- and the ``smoothing`` of the M-step that made them the
@@ -91,7 +99,8 @@ class AggregationResult:
             parts += [f"n_iter={self.n_iter}", f"converged={self.converged}"]
         if len(self.objective):
             parts.append(f"{self.objective_name or 'objective'}={float(self.objective[-1]):.6g}")
-        for kind, params in (("worker", self.worker_params), ("task", self.task_params)):
+        for kind, params in (("worker", self.worker_params), ("task", self.task_params),
+                             ("model", self.model_params)):
             if params:
                 parts.append(f"{kind}_params=[{', '.join(params)}]")
         return f"AggregationResult({', '.join(parts)})"
@@ -102,12 +111,22 @@ class AggregationResult:
         return self.objective if self.objective_name == "log-likelihood" else np.empty(0)
 
     @property
+    def has_confusion(self) -> bool:
+        """Whether :attr:`confusion` exists: the method's worker parameters are one or imply one."""
+        return (self.confusion_array is not None or self.confusion_fn is not None
+                or "confusion" in self.worker_params)
+
+    @property
     def confusion(self) -> np.ndarray:
         if self.confusion_array is None and "confusion" in self.worker_params:
             self.confusion_array = self.worker_params["confusion"]
         if self.confusion_array is None:
             if self.confusion_fn is None:
-                raise AttributeError(f"method {self.method!r} has no worker confusion matrices")
+                own = ", ".join(self.worker_params) or "none"
+                raise AttributeError(
+                    f"method {self.method!r} has no worker confusion matrices: its worker model is not a confusion "
+                    f"(its worker parameters, in worker_params: {own})"
+                )
             from ..core import memory
 
             need = 3.0 * 8 * self.data.n_workers * self.data.n_classes**2
@@ -197,14 +216,19 @@ class AggregationResult:
         return pd.DataFrame(cols)
 
     def workers_table(self, *, arrow: bool = False, max_memory: MaxMemory = None) -> dict[str, Any]:
-        """Long-form confusion per worker, as columns.
+        """Each worker's parameters, as columns (what ``--workers`` writes); the layout is :meth:`worker_columns`.
 
-        ``worker, true_label, observed_label, probability, accuracy,
-        n_answers`` (the last two repeat on each of a worker's rows).  With
-        ``arrow`` the names are dictionary-encoded Arrow arrays.  It has
-        workers × classes² rows: the size is checked first against
-        ``max_memory`` (default: the fit's limit).
+        Where the result has a confusion (:attr:`has_confusion`), its long
+        form: ``worker, true_label, observed_label, probability, accuracy,
+        n_answers`` (the last two repeat on each of a worker's rows;
+        workers × classes² rows).  Otherwise one row per worker: ``worker``,
+        each one-number worker parameter (``worker_params`` of one
+        dimension, in their order), ``n_answers``.  With ``arrow`` the names
+        are dictionary-encoded Arrow arrays.  The size is checked first
+        against ``max_memory`` (default: the fit's limit).
         """
+        if not self.has_confusion:
+            return self._params_table("worker", arrow, max_memory)
         w, k = self.data.n_workers, self.data.n_classes
         self._check_memory(_WORKER_ROW_BYTES * w * k * k,
                            f"a table of {w:,} workers × {k:,}² classes of confusion", max_memory,
@@ -228,6 +252,37 @@ class AggregationResult:
             "accuracy": np.repeat(self.worker_accuracy, k * k),
             "n_answers": np.repeat(self.data.answers_per_worker, k * k),
         }
+
+    def task_params_table(self, *, arrow: bool = False, max_memory: MaxMemory = None) -> dict[str, Any]:
+        """One row per task, in input order (what ``--task-params`` writes): ``task``, each one-number task
+        parameter (``task_params`` of one dimension, in their order), ``n_answers``; :meth:`task_columns`.
+
+        A method without task parameters gives ``task, n_answers``.  With
+        ``arrow`` the names are Arrow arrays.  The size is checked first
+        against ``max_memory`` (default: the fit's limit).
+        """
+        return self._params_table("task", arrow, max_memory)
+
+    def worker_columns(self) -> tuple[str, ...]:
+        """The header of :meth:`workers_table` (the rule: :func:`params_columns` unless there is a confusion)."""
+        return WORKERS_LONG if self.has_confusion else params_columns("worker", _one_number(self.worker_params))
+
+    def task_columns(self) -> tuple[str, ...]:
+        """The header of :meth:`task_params_table`."""
+        return params_columns("task", _one_number(self.task_params))
+
+    def _params_table(self, kind: str, arrow: bool, max_memory: MaxMemory) -> dict[str, Any]:
+        """``kind`` (worker or task), its one-number parameters, ``n_answers``: one row per worker or task."""
+        vocab, params, answers = ((self.data.workers, self.worker_params, self.data.answers_per_worker)
+                                  if kind == "worker" else (self.data.tasks, self.task_params,
+                                                            self.data.answers_per_task))
+        own = _one_number(params)
+        rows = len(vocab)
+        self._check_memory((_BYTES_PER_NAME + 8.0 * (len(own) + 1)) * rows,
+                           f"a table of {rows:,} {kind}s × {len(own) + 2} columns", max_memory,
+                           workers=kind == "worker")
+        names = vocab.names if arrow else vocab.to_numpy()
+        return {kind: names, **{name: params[name] for name in own}, "n_answers": answers}
 
     # ------------------------------------------------------------ labelled pandas views
     def labels_series(self) -> pd.Series:
@@ -300,7 +355,7 @@ class AggregationResult:
         wrong = [f"{name} {np.shape(a)}" for name, (a, shape) in want.items() if np.shape(a) != shape]
         for kind, params, size in (("worker", self.worker_params, w), ("task", self.task_params, n)):
             wrong += [f"{kind}_params[{name!r}] {np.shape(v)}" for name, v in params.items()
-                      if np.ndim(v) == 0 or np.shape(v)[0] != size or name == "n_answers"
+                      if np.ndim(v) == 0 or np.shape(v)[0] != size or name in ("n_answers", kind)
                       or (name == "confusion" and np.shape(v) != (w, k, k))]
         if not wrong and n and (int(np.min(self.labels)) < 0 or int(np.max(self.labels)) >= k):
             wrong.append(f"labels outside 0 .. {k - 1}")
@@ -312,11 +367,29 @@ class AggregationResult:
         """:meth:`workers_table` as a pandas DataFrame (its size checked first, as there)."""
         import pandas as pd
 
+        if not self.has_confusion:
+            return pd.DataFrame(self.workers_table(max_memory=max_memory))
         w, k = self.data.n_workers, self.data.n_classes
         self._check_memory(2 * _WORKER_ROW_BYTES * w * k * k,
                            f"a frame of {w:,} workers × {k:,}² classes of confusion", max_memory,
                            workers=True)
         return pd.DataFrame(self.workers_table(max_memory=math.inf))
+
+
+#: The long form of ``--workers`` (:meth:`AggregationResult.workers_table` for a result with a confusion).
+WORKERS_LONG = ("worker", "true_label", "observed_label", "probability", "accuracy", "n_answers")
+
+
+def params_columns(kind: str, names: Any) -> tuple[str, ...]:
+    """The header of a one-row-per-``kind`` parameter table (``"worker"`` or ``"task"``): ``kind``, the
+    one-number parameters ``names`` in their order, ``n_answers``.  The CLI asks it before a fit, with the
+    names a method declares, to recognise an earlier run's file."""
+    return (kind, *names, "n_answers")
+
+
+def _one_number(params: dict[str, Any]) -> list[str]:
+    """The names of the parameters that are one number per row (one dimension): the columns of a table."""
+    return [name for name, value in params.items() if np.ndim(value) == 1]
 
 
 def _dictionary(codes: np.ndarray, names: Any) -> Any:

@@ -186,3 +186,58 @@ def test_results_are_identical_for_any_thread_count(monkeypatch):
     for other in results[1:]:
         np.testing.assert_array_equal(other.posteriors, results[0].posteriors)
         np.testing.assert_array_equal(other.labels, results[0].labels)
+
+
+# --------------------------------------------------------------------------- reading
+@pytest.mark.parametrize("n", [1, 2])
+def test_the_readers_use_threads_only_when_the_count_allows(n, tmp_path, monkeypatch):
+    import pyarrow.csv as pcsv
+    import pyarrow.parquet as pq
+
+    from crowdagg.io.read import load_annotations
+
+    seen: list[tuple[str, bool]] = []
+    real_csv, real_parquet = pcsv.read_csv, pq.ParquetFile.read
+
+    def read_csv(*args, **kwargs):
+        seen.append(("csv", kwargs["read_options"].use_threads))
+        return real_csv(*args, **kwargs)
+
+    def read_parquet(self, *args, **kwargs):
+        seen.append(("parquet", kwargs.get("use_threads", True)))
+        return real_parquet(self, *args, **kwargs)
+
+    monkeypatch.setattr(pcsv, "read_csv", read_csv)
+    monkeypatch.setattr(pq.ParquetFile, "read", read_parquet)
+    rows = "".join(f"t{i},w{i % 7},{'ab'[i % 2]}\n" for i in range(200))
+    (tmp_path / "a.csv").write_text("task,worker,label\n" + rows)
+    import pandas as pd
+
+    pd.read_csv(tmp_path / "a.csv", dtype=str).to_parquet(tmp_path / "a.parquet")
+    with threads.use_threads(n):
+        a = load_annotations(str(tmp_path / "a.csv"))
+        b = load_annotations(str(tmp_path / "a.parquet"))
+    assert seen == [("csv", n > 1), ("parquet", n > 1)]
+    assert a.n_answers == b.n_answers == 200
+
+
+def test_names_are_encoded_on_one_thread_when_the_count_is_one(monkeypatch):
+    import concurrent.futures
+
+    import pyarrow as pa
+
+    from crowdagg.data import annotations
+
+    def no_pool(*args, **kwargs):
+        raise AssertionError("a thread pool was started under use_threads(1)")
+
+    n = 2_000_000  # the size from which the columns are encoded on two threads
+    columns = [(pa.array([f"x{i % 1000}" for i in range(n)]), 0), (pa.array(["a", "b"] * (n // 2)), 0)]
+    with threads.use_threads(2):
+        two = annotations._encode_all(columns)
+    monkeypatch.setattr(concurrent.futures, "ThreadPoolExecutor", no_pool)
+    with threads.use_threads(1):
+        one = annotations._encode_all(columns)
+    for (codes1, names1, *rest1), (codes2, names2, *rest2) in zip(one, two):
+        np.testing.assert_array_equal(codes1, codes2)
+        assert names1.equals(names2) and rest1 == rest2

@@ -19,8 +19,22 @@ from crowdagg.cli import app
 from crowdagg.data.annotations import AnnotationSet
 from crowdagg.errors import CrowdaggWarning, DataError, ResourceError, UsageError
 from crowdagg.kernels import EMWorkspace
-from crowdagg.methods.base import full_m_step
-from crowdagg.methods.model_file import VERSION, WarmStart, from_document, from_json, task_hashes, to_json
+from crowdagg.methods.api import get_method
+from crowdagg.methods.base import Aggregator, full_m_step, make_result
+from crowdagg.methods.model_file import (
+    VERSION,
+    Field,
+    SavedForm,
+    WarmStart,
+    coerce,
+    form_of,
+    from_document,
+    from_json,
+    saving_methods,
+    task_hashes,
+    to_json,
+)
+from crowdagg.methods.registry import METHODS, Method
 from crowdagg.methods.votes.mv import soft_majority_vote
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -516,3 +530,241 @@ def test_a_one_coin_model_of_many_workers_expands_only_the_datas_workers():
                                     [classes[i % k] for i in range(n)], classes=classes)
     with pytest.raises(ResourceError, match=r"this needs ~[\d.]+ [MG]B \(4,000 workers × 60² classes"):
         aggregate(many, "onecoin", init_workers=doc, max_memory="40M")
+
+
+# ----------------------------------------------------------------------------- each method owns its form
+class AbilityForm(SavedForm):
+    """A test-only saved form whose worker parameter is not a probability (as a GLAD ability): per worker the
+    expected answers agreeing with the vote and the answers, and the log-odds ability they give."""
+
+    method = "ability"
+    fields = (Field("agree", "counts"), Field("answers", "counts"), Field("ability", "numbers", derived=True))
+
+    def from_result(self, result):
+        return {"agree": result.counts["agree"], "answers": result.counts["answers"],
+                "ability": result.worker_params["ability"]}
+
+    def parameters(self, stats, smoothing, k):
+        return {"ability": np.log((stats["agree"] + 1.0) / (stats["answers"] - stats["agree"] + 1.0))}
+
+    def prior(self, class_counts, smoothing):
+        return np.full(class_counts.shape, 1.0 / class_counts.size)  # a uniform prior, as GLAD keeps
+
+    def convert(self, model, order, rows):
+        if model["method"] == "onecoin":  # declared below for one test: the one-coin counts are the same numbers
+            return {"agree": model["correct"][rows], "answers": model["answers"][rows]}
+        return {"agree": model["agree"][rows], "answers": model["answers"][rows]}
+
+    def pseudo_counts(self, stats, known, k):
+        pseudo = np.zeros((known.size, 2))
+        pseudo[known] = np.stack([stats["agree"], stats["answers"]], axis=1)
+        return pseudo
+
+    def memory(self, n_workers, k, k_model):
+        return 8.0 * 2 * n_workers
+
+
+class AbilityVote(Aggregator):
+    """A test-only method: the soft vote, each worker's ability the log-odds of its agreeing with it (the
+    counts of a saved model added), a per-task parameter and a model parameter."""
+
+    name = "ability"
+    saved_form = AbilityForm()
+
+    def _prepare(self, data, max_memory):
+        self._model = None if self.init_workers is None else coerce(self.init_workers, max_memory)
+
+    def _fit(self, data, checked, callback):
+        post = soft_majority_vote(data)
+        task = np.repeat(np.arange(data.n_tasks), np.diff(data.task_ptr))
+        agree = np.bincount(data.worker, weights=post[task, data.label], minlength=data.n_workers)
+        answers = data.answers_per_worker.astype(np.float64)
+        warm = None
+        if self._model is not None:
+            warm = WarmStart(self._model, data, self.name)
+            agree, answers = agree + warm.pseudo[:, 0], answers + warm.pseudo[:, 1]
+        counts = {"agree": agree, "answers": answers, "class_counts": post.sum(axis=0), "smoothing": 0.0}
+        ability = AbilityForm().parameters(counts, 0.0, data.n_classes)["ability"]
+        prior = np.full(data.n_classes, 1.0 / data.n_classes)
+        return make_result(self.name, data, post, post.argmax(axis=1), prior, worker_params={"ability": ability},
+                           task_params={"ease": post.max(axis=1), "shares": post}, model_params={"temperature": 1.5},
+                           counts=counts, init_model=None if warm is None else warm.model)
+
+
+@pytest.fixture
+def ability(monkeypatch):
+    """``ability`` registered for the test (a saved worker model, no gold), ``onecoin`` as it is."""
+    monkeypatch.setitem(METHODS, "ability", Method("ability", f"{__name__}:AbilityVote", "test", "test", "test",
+                                                   init_workers=True))
+    return AbilityVote
+
+
+def test_the_envelope_names_no_method():
+    """model_file.py is the envelope: no method's name or field in it, and importing it imports no method."""
+    source = (ROOT / "crowdagg" / "methods" / "model_file.py").read_text()
+    code = source[source.index('"""', source.index('"""') + 3):]  # past the module docstring (which shows a ds file)
+    for word in ('"ds"', '"onecoin"', '"confusion"', '"accuracy"', '"correct"', "full_m_step",
+                 "one_coin", "from .base", "from ..methods"):
+        assert word not in code, word
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", "import sys, crowdagg.methods.model_file; "
+                          "print(*sorted(m for m in sys.modules if m.startswith('crowdagg.methods.')))"],
+                         capture_output=True, text=True, cwd=ROOT, check=True).stdout
+    assert "crowdagg.methods.model_file" in out.split()
+    assert not [m for m in out.split() if m.startswith(("crowdagg.methods.em", "crowdagg.methods.votes",
+                                                        "crowdagg.methods.base", "crowdagg.methods.registry"))]
+
+
+@pytest.mark.parametrize("method", ["ds", "onecoin"])
+def test_each_method_declares_its_form_in_its_own_class(method):
+    form = form_of(method)
+    assert form is get_method(method).saved_form and form.method == method
+    assert saving_methods() == ["ds", "onecoin"] and form_of("mv") is None and form_of("nope") is None
+    want = {"ds": ("counts", "confusion"), "onecoin": ("correct", "answers", "accuracy")}[method]
+    assert tuple(f.name for f in form.fields) == want
+    assert form.converts == ({"ds": ("onecoin",), "onecoin": ("ds",)}[method])
+
+
+def test_a_form_whose_parameter_is_not_a_probability_round_trips(bluebird, ability):
+    fit = ability().fit(bluebird)
+    assert fit.model_params == {"temperature": 1.5}
+    text = to_json(fit)
+    doc = json.loads(text)
+    assert list(doc) == ["format", "version", "method", "smoothing", "classes", "workers", "class_counts", "prior",
+                         "agree", "answers", "ability", "n_tasks", "task_hashes"]
+    assert min(doc["ability"]) < 0 < max(doc["ability"])  # log-odds: not a probability, and accepted
+    model = from_json(text, "a.json")
+    np.testing.assert_array_equal(model["ability"], fit.worker_params["ability"])
+    np.testing.assert_array_equal(model["agree"], fit.counts["agree"])
+    # The envelope checks its fields by their declared kind, and the parameters against its M-step.
+    with pytest.raises(DataError, match=r'^a\.json: ability\[1\] is "x" \(a string\), not a number'):
+        from_json(json.dumps(_set(doc, "ability", (1,), "x")), "a.json")
+    with pytest.raises(DataError, match=r"^a\.json: agree\[0\] is -1\.0, not a count"):
+        from_json(json.dumps(_set(doc, "agree", (0,), -1.0)), "a.json")
+    with pytest.raises(DataError, match=r'^a\.json: ability\[2\] is 9\.0 but "agree" and "answers" give'):
+        from_json(json.dumps(_set(doc, "ability", (2,), 9.0)), "a.json")
+    with pytest.raises(DataError, match=r'^a\.json: the ability worker model lacks "ability"'):
+        from_json(json.dumps({k: v for k, v in doc.items() if k != "ability"}), "a.json")
+    with pytest.raises(DataError, match=r'^a\.json: unknown field "counts" in a ability worker model'):
+        from_json(json.dumps({**doc, "counts": []}), "a.json")
+    with pytest.raises(DataError, match=r'prior\[0\] is 0\.25 but "class_counts" give 0\.5'):  # its own prior rule
+        from_json(json.dumps({**doc, "prior": [0.25, 0.75]}), "a.json")
+
+
+def test_a_warm_start_adds_the_forms_pseudo_counts_and_carries_unknown_workers(batches, ability):
+    one, two = batches
+    model = from_json(to_json(ability().fit(one)))
+    warm = ability(init_workers=model).fit(two)
+    cold = ability().fit(two)
+    row = [model["workers"].index(w) for w in two.worker_names]
+    np.testing.assert_allclose(warm.counts["agree"], cold.counts["agree"] + model["agree"][row], rtol=1e-12)
+    np.testing.assert_allclose(warm.counts["answers"], cold.counts["answers"] + model["answers"][row], rtol=1e-12)
+    # A worker of the model absent from the data is carried into the next model, its ability from its counts.
+    doc = json.loads(to_json(ability().fit(one)))
+    doc["workers"][0] = "only-in-batch-1"
+    saved = from_json(to_json(ability(init_workers=doc).fit(two)))
+    assert saved["workers"][-1] == "only-in-batch-1" and len(saved["workers"]) == two.n_workers + 1
+    assert saved["agree"][-1] == doc["agree"][0] and saved["ability"][-1] == pytest.approx(doc["ability"][0], abs=0)
+
+
+def test_another_methods_model_is_refused_unless_the_form_declares_its_conversion(batches, ability, monkeypatch):
+    one, two = batches
+    ds_model, onecoin_model = (from_json(to_json(quiet_fit(one, m)), f"{m}.json") for m in ("ds", "onecoin"))
+    ability_model = from_json(to_json(ability().fit(one)), "ability.json")
+    with pytest.raises(DataError, match=r"^ds\.json: a ds worker model cannot start ability \(it starts from a "
+                                        r"worker model of ability\)$"):
+        ability(init_workers=ds_model).fit(two)
+    with pytest.raises(DataError, match=r"^ability\.json: a ability worker model cannot start ds \(it starts from a "
+                                        r"worker model of ds, onecoin\)$"):
+        quiet_fit(two, "ds", init_workers=ability_model)
+    with pytest.raises(DataError, match=r"cannot start onecoin \(it starts from a worker model of onecoin, ds\)$"):
+        quiet_fit(two, "onecoin", init_workers=ability_model)
+    # Declared, the conversion applies: the one-coin counts enter as the ability's.
+    monkeypatch.setattr(AbilityForm, "converts", ("onecoin",))
+    warm, cold = ability(init_workers=onecoin_model).fit(two), ability().fit(two)
+    row = [onecoin_model["workers"].index(w) for w in two.worker_names]
+    np.testing.assert_allclose(warm.counts["agree"] - cold.counts["agree"], onecoin_model["correct"][row], rtol=1e-12)
+    assert from_json(to_json(warm))["method"] == "ability"
+
+
+def test_a_method_that_saves_nothing_is_refused_by_name(bluebird):
+    with pytest.raises(UsageError, match=r"method 'wawa' learns no reusable worker model; save_workers works with "
+                                         r"ds, onecoin"):
+        to_json(aggregate(bluebird, "wawa"))
+    doc = json.loads(to_json(quiet_fit(bluebird, "ds")))
+    with pytest.raises(DataError, match=r'"method" is "wawa"; a worker model is one of ds, onecoin'):
+        from_document({**doc, "method": "wawa"}, "m.json")
+
+
+class CurvatureForm(SavedForm):
+    """As GLAD's will be: the model is an ability (any real number) and the curvature behind it (>= 0), nothing
+    derived; a warm start adds (h α̂, h) per worker, the natural parameters of the prior N(α̂, 1/h)."""
+
+    method = "curvature"
+    fields = (Field("alpha", "numbers"), Field("curvature", "counts"))
+
+    def from_result(self, result):
+        return {"alpha": result.worker_params["alpha"], "curvature": result.counts["curvature"]}
+
+    def parameters(self, stats, smoothing, k):
+        return {}
+
+    def prior(self, class_counts, smoothing):
+        return np.full(class_counts.shape, 1.0 / class_counts.size)
+
+    def convert(self, model, order, rows):
+        return {"alpha": model["alpha"][rows], "curvature": model["curvature"][rows]}
+
+    def pseudo_counts(self, stats, known, k):
+        pseudo = np.zeros((known.size, 2))
+        pseudo[known] = np.stack([stats["curvature"] * stats["alpha"], stats["curvature"]], axis=1)
+        return pseudo
+
+
+class Curvature(AbilityVote):
+    """Each worker's alpha the precision-weighted mean of its log-odds agreement and a saved model's alpha."""
+
+    name = "curvature"
+    saved_form = CurvatureForm()
+
+    def _fit(self, data, checked, callback):
+        fit = AbilityVote().fit(data)  # (registered by the ability fixture)
+        h = fit.counts["answers"].copy()
+        weighted = h * fit.worker_params["ability"]
+        warm = None
+        if self._model is not None:
+            warm = WarmStart(self._model, data, self.name)
+            weighted, h = weighted + warm.pseudo[:, 0], h + warm.pseudo[:, 1]
+        alpha = weighted / h
+        return make_result(self.name, data, fit.posteriors, fit.labels, fit.prior, worker_params={"alpha": alpha},
+                           counts={"class_counts": fit.counts["class_counts"], "smoothing": 0.0, "curvature": h},
+                           init_model=None if warm is None else warm.model)
+
+
+def test_a_form_whose_model_is_not_counts_round_trips_and_accumulates(batches, ability, monkeypatch):
+    monkeypatch.setitem(METHODS, "curvature", Method("curvature", f"{__name__}:Curvature", "test", "test", "test",
+                                                     init_workers=True))
+    one, two = batches
+    first = Curvature().fit(one)
+    model = from_json(to_json(first), "c.json")
+    assert min(model["alpha"]) < 0 < max(model["alpha"])  # a statistic that is not a count: checked as a number
+    np.testing.assert_array_equal(model["alpha"], first.worker_params["alpha"])
+    warm, cold = Curvature(init_workers=model).fit(two), Curvature().fit(two)
+    row = [model["workers"].index(w) for w in two.worker_names]
+    h1, h2 = model["curvature"][row], cold.counts["curvature"]
+    np.testing.assert_allclose(warm.worker_params["alpha"],
+                               (h1 * model["alpha"][row] + h2 * cold.worker_params["alpha"]) / (h1 + h2), rtol=1e-12)
+    doc = json.loads(to_json(first))
+    with pytest.raises(DataError, match=r"^c\.json: curvature\[0\] is -1\.0, not a count"):
+        from_json(json.dumps(_set(doc, "curvature", (0,), -1.0)), "c.json")
+    with pytest.raises(DataError, match=r'^c\.json: the curvature worker model lacks "alpha"'):
+        from_json(json.dumps({k: v for k, v in doc.items() if k != "alpha"}), "c.json")
+    # Carried workers keep their statistics as saved (nothing to derive).
+    doc["workers"][0] = "only-in-batch-1"
+    saved = from_json(to_json(Curvature(init_workers=doc).fit(two)))
+    assert saved["workers"][-1] == "only-in-batch-1" and saved["alpha"][-1] == doc["alpha"][0]
+    # Neither it nor ds converts the other's model.
+    with pytest.raises(DataError, match=r"a curvature worker model cannot start ds"):
+        quiet_fit(two, "ds", init_workers=model)

@@ -8,6 +8,7 @@ import pytest
 
 from crowdagg import aggregate, load_annotations
 from crowdagg.data.annotations import AnnotationSet
+from crowdagg.errors import ResourceError
 from crowdagg.methods.base import make_result, one_coin_matrices
 from crowdagg.methods.votes.wmv import log_odds_weights
 
@@ -80,9 +81,67 @@ def test_per_task_and_per_worker_parameter_frames():
 
 def test_no_confusion_for_a_method_without_one(bluebird):
     n, k = bluebird.n_tasks, bluebird.n_classes
-    r = make_result("x", bluebird, np.full((n, k), 0.5), np.zeros(n, np.int64), np.full(k, 0.5))
-    with pytest.raises(AttributeError, match="no worker confusion"):
+    r = make_result("x", bluebird, np.full((n, k), 0.5), np.zeros(n, np.int64), np.full(k, 0.5),
+                    worker_params={"alpha": np.ones(bluebird.n_workers)})
+    assert not r.has_confusion
+    with pytest.raises(AttributeError, match=r"^method 'x' has no worker confusion matrices: its worker model is not "
+                                             r"a confusion \(its worker parameters, in worker_params: alpha\)$"):
         _ = r.confusion
+    with pytest.raises(AttributeError, match="no worker confusion"):
+        _ = r.worker_accuracy  # (no accuracy of its own, and none to derive)
+
+
+def test_model_params_slot(fits, bluebird):
+    for r in fits.values():
+        assert r.model_params == {} and "model_params" not in repr(r)
+    n, k = bluebird.n_tasks, bluebird.n_classes
+    handle = object()
+    r = make_result("x", bluebird, np.full((n, k), 0.5), np.zeros(n, np.int64), np.full(k, 0.5),
+                    model_params={"weights": np.array([0.25, 0.75]), "network": handle})
+    assert r.model_params["network"] is handle and r.model_params["weights"].tolist() == [0.25, 0.75]
+    assert repr(r).endswith("model_params=[weights, network])")
+    r.check_shapes()  # neither per worker nor per task: no shape to keep
+
+
+def test_workers_table_layout_follows_the_worker_parameters():
+    """A confusion (given or derived): the long form as --workers always wrote it; none: one row per worker."""
+    frame = pd.DataFrame({"task": [10, 11, 10, 12], "worker": [7, 8, 8, 7], "label": ["x", "y", "x", "y"]})
+    data = load_annotations(frame)
+    n, w = data.n_tasks, data.n_workers
+    args = ("x", data, np.full((n, 2), 0.5), np.zeros(n, np.int64), np.full(2, 0.5))
+    params = {"alpha": np.array([1.5, -0.5]), "matrix": np.ones((w, 2, 2)), "bias": np.array([0.0, 2.0])}
+    wide = make_result(*args, worker_params=params, task_params={"beta": np.array([0.1, 0.2, 0.3]),
+                                                                 "grid": np.ones((n, 2))})
+    assert wide.worker_columns() == ("worker", "alpha", "bias", "n_answers")  # one-number parameters, in order
+    table = wide.workers_table()
+    assert list(table) == list(wide.worker_columns()) and table["worker"].tolist() == ["7", "8"]
+    assert table["alpha"].tolist() == [1.5, -0.5] and table["n_answers"].tolist() == [2, 2]
+    frame_ = wide.workers_frame()
+    assert list(frame_.columns) == ["worker", "alpha", "bias", "n_answers"] and frame_["bias"].tolist() == [0.0, 2.0]
+    assert wide.task_columns() == ("task", "beta", "n_answers")
+    tasks = wide.task_params_table()
+    assert tasks["task"].tolist() == ["10", "11", "12"] and tasks["beta"].tolist() == [0.1, 0.2, 0.3]
+    assert tasks["n_answers"].tolist() == [2, 1, 1]
+    arrow = wide.task_params_table(arrow=True)
+    assert arrow["task"].to_pylist() == ["10", "11", "12"]
+    # A method that can derive a confusion keeps the long form, whatever else it has.
+    derived = make_result(*args, lambda: one_coin_matrices(np.array([0.9, 0.6]), 2), worker_params=params)
+    assert derived.has_confusion and derived.worker_columns()[:3] == ("worker", "true_label", "observed_label")
+    long = derived.workers_table()
+    assert list(long) == list(derived.worker_columns()) and len(long["worker"]) == 8  # 2 workers × 2²
+    # No task parameters: task and n_answers.
+    assert derived.task_columns() == ("task", "n_answers")
+    assert list(derived.task_params_table()) == ["task", "n_answers"]
+
+
+def test_parameter_tables_check_their_size_first(bluebird):
+    n, k, w = bluebird.n_tasks, bluebird.n_classes, bluebird.n_workers
+    r = make_result("x", bluebird, np.full((n, k), 0.5), np.zeros(n, np.int64), np.full(k, 0.5),
+                    worker_params={"alpha": np.ones(w)}, task_params={"beta": np.ones(n)})
+    with pytest.raises(ResourceError, match=r"a table of 39 workers × 3 columns"):
+        r.workers_table(max_memory=100)
+    with pytest.raises(ResourceError, match=r"a table of 108 tasks × 3 columns"):
+        r.task_params_table(max_memory=100)
 
 
 def test_result_repr_is_short():
@@ -117,9 +176,12 @@ def test_labelled_views_with_awkward_ids():
 def test_reserved_names_full_confusion_shape_and_the_confusion_argument(bluebird):
     n, w, k = bluebird.n_tasks, bluebird.n_workers, bluebird.n_classes
     args = ("x", bluebird, np.full((n, k), 0.5), np.zeros(n, np.int64), np.full(k, 0.5))
-    for params in ({"confusion": np.ones((w, 3, 3))}, {"n_answers": np.ones(w)}):
+    for params in ({"confusion": np.ones((w, 3, 3))}, {"n_answers": np.ones(w)}, {"worker": np.ones(w)}):
         with pytest.raises(RuntimeError, match="wrong shape"):
             make_result(*args, worker_params=params).check_shapes()
+    for params in ({"n_answers": np.ones(n)}, {"task": np.ones(n)}):  # the columns of --task-params
+        with pytest.raises(RuntimeError, match="wrong shape"):
+            make_result(*args, task_params=params).check_shapes()
     with pytest.raises(TypeError, match="callable"):
         make_result(*args, np.ones((w, k, k)))
 

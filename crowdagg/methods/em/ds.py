@@ -49,12 +49,13 @@ import numpy as np
 from ...data.annotations import AnnotationSet
 from ...errors import param
 from ..base import FitContext, IterativeAggregator, make_result
-from ..blocks import TieBreaker, argmax_random_ties, clamp_posteriors, full_m_step
+from ..blocks import TieBreaker, argmax_random_ties, clamp_posteriors, full_m_step, prior_m_step
 from ..loop import Run, Step
+from ..model_file import Field, SavedForm, WarmStart, WorkerModel, coerce
 from ..result import AggregationResult
 from ..starts import starting_posteriors
 
-__all__ = ["DawidSkene", "EMState", "em_memory", "model_parameters", "starting_posteriors"]
+__all__ = ["DawidSkene", "DawidSkeneForm", "EMState", "em_memory", "model_parameters", "starting_posteriors"]
 
 MStep = Callable[[np.ndarray, np.ndarray, float], "tuple[np.ndarray, np.ndarray]"]
 
@@ -124,6 +125,54 @@ def em_memory(data: AnnotationSet) -> tuple[float, str]:
     return need, f"{w:,} workers × {k:,}² classes, {n:,} tasks"
 
 
+# ----------------------------------------------------------------------------- the saved model
+#: The axes of a per-worker matrix in a saved model: ``[worker, true, observed]``.
+_MATRIX_AXES = ("worker", "true class", "observed class")
+
+
+class DawidSkeneForm(SavedForm):
+    """ds's saved model (:mod:`crowdagg.methods.model_file`): per worker ``counts`` (n_workers, K, K), the expected
+    answers ``[worker, true, observed]`` the last M-step read, and the ``confusion`` it made of them.
+
+    A warm start adds the counts, transposed to ``[worker, observed, true]``,
+    to every M-step's.  A ``onecoin`` model converts: each worker's correct
+    answers spread over the true classes by the model's class counts, its
+    wrong ones also, evenly over the other classes.
+    """
+
+    method = "ds"
+    fields = (Field("counts", "counts", _MATRIX_AXES),
+              Field("confusion", "probabilities", _MATRIX_AXES, sums=True, derived=True))
+    converts = ("onecoin",)
+
+    def from_result(self, result: AggregationResult) -> dict[str, np.ndarray]:
+        return {"counts": result.counts["counts"], "confusion": result.worker_params["confusion"]}
+
+    def parameters(self, stats: dict[str, np.ndarray], smoothing: float, k: int) -> dict[str, np.ndarray]:
+        _, conf_ot = full_m_step(stats["counts"].transpose(0, 2, 1), np.zeros(k), smoothing)
+        return {"confusion": np.ascontiguousarray(conf_ot.transpose(0, 2, 1))}
+
+    def prior(self, class_counts: np.ndarray, smoothing: float) -> np.ndarray:
+        return prior_m_step(class_counts, smoothing)
+
+    def convert(self, model: WorkerModel, order: np.ndarray, rows: np.ndarray) -> dict[str, np.ndarray]:
+        if model["method"] == "ds":
+            return {"counts": model["counts"][rows][:, order][:, :, order]}
+        from .onecoin import one_coin_spread  # (onecoin's module imports this one)
+
+        correct, wrong, share = one_coin_spread(model, order, rows)
+        k = len(order)
+        counts = (wrong[:, None, None] * share[None, :, None]).repeat(k, axis=2)
+        idx = np.arange(k)
+        counts[:, idx, idx] = correct[:, None] * share[None, :]
+        return {"counts": counts}
+
+    def pseudo_counts(self, stats: dict[str, np.ndarray], known: np.ndarray, k: int) -> np.ndarray:
+        pseudo = np.zeros((known.size, k, k))
+        pseudo[known] = stats["counts"].transpose(0, 2, 1)
+        return pseudo
+
+
 class DawidSkene(IterativeAggregator):
     __doc__ = __doc__
     name = "ds"
@@ -136,28 +185,24 @@ class DawidSkene(IterativeAggregator):
     starts_from: ClassVar[tuple[str, ...]] = ("confusion", "one-coin")
     collapse_advice = f"try mv, or ds with {param('smoothing')} 1 (pseudo-counts that keep rare classes alive)"
     memory_advice = "its tables grow with workers × classes²: use mv or wmv, or fewer classes"
+    #: What it saves (--save-workers) and how saved counts enter its fit (--init-workers).
+    saved_form: ClassVar[SavedForm] = DawidSkeneForm()
 
     def memory_needed(self, data: AnnotationSet) -> tuple[float, str]:
         need, what = em_memory(data)
         need *= 2 if getattr(self, "n_init", 1) > 1 else 1  # the best start is kept beside the next
         if self._model is not None:
-            from ..model_file import WarmStart
-
-            need += WarmStart.memory(data, self._model)
+            need += WarmStart.memory(data, self._model, self.name)
         return need, what
 
     def _prepare(self, data: AnnotationSet, max_memory: Any) -> None:
         """Read and check the saved worker model (its parse is bounded by ``max_memory``)."""
-        from ..model_file import coerce
-
         self._model = None if self.init_workers is None else coerce(self.init_workers, max_memory)
 
     def _start(
         self, data: AnnotationSet, checked: FitContext, start: int, rng: np.random.Generator
     ) -> tuple[EMState, float]:
         if start == 0:
-            from ..model_file import WarmStart
-
             # Every start adds the same pseudo-counts: they are a prior, not a starting point.
             self._warm = None if self._model is None else WarmStart(self._model, data, self.name)
         # The base resolves both for a declaration with gold=True and init (without them: no gold, soft vote).

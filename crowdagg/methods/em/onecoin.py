@@ -29,13 +29,18 @@ matrices the M-step made are kept for reports (``result.confusion``).  Its
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ...errors import DataError
 from ..base import FitContext, IterativeAggregator
 from ..blocks import one_coin_accuracy, one_coin_matrices, prior_m_step
+from ..model_file import TOLERANCE, Field, SavedForm, WorkerModel
 from .ds import DawidSkene, EMState
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..result import AggregationResult
 
 
 def one_coin_m_step(counts_ot: np.ndarray, class_tot: np.ndarray, smoothing: float) -> tuple[np.ndarray, np.ndarray]:
@@ -57,6 +62,76 @@ def one_coin_m_step(counts_ot: np.ndarray, class_tot: np.ndarray, smoothing: flo
     return prior_m_step(class_tot, smoothing), one_coin_matrices(p, k)
 
 
+class OneCoinForm(SavedForm):
+    """onecoin's saved model (:mod:`crowdagg.methods.model_file`): per worker ``correct`` (expected correct
+    answers) and ``answers`` (n_workers,), and the ``accuracy`` the M-step made of them.
+
+    A warm start adds, to every M-step's expected counts, matrices whose
+    trace is the correct answers and whose total is the answers (all a
+    one-coin M-step reads).  A ``ds`` model converts: the trace and the total
+    of each worker's counts.
+    """
+
+    method = "onecoin"
+    fields = (Field("correct", "counts"), Field("answers", "counts"),
+              Field("accuracy", "probabilities", derived=True))
+    converts = ("ds",)
+
+    def from_result(self, result: AggregationResult) -> dict[str, np.ndarray]:
+        return {"correct": result.counts["correct"], "answers": result.counts["answers"],
+                "accuracy": result.worker_params["accuracy"]}
+
+    def parameters(self, stats: dict[str, np.ndarray], smoothing: float, k: int) -> dict[str, np.ndarray]:
+        return {"accuracy": one_coin_accuracy(stats["correct"], stats["answers"], smoothing, k)}
+
+    def prior(self, class_counts: np.ndarray, smoothing: float) -> np.ndarray:
+        return prior_m_step(class_counts, smoothing)
+
+    def check(self, model: WorkerModel, display: str) -> None:
+        over = np.flatnonzero(model["correct"] > model["answers"] * (1 + TOLERANCE) + TOLERANCE)
+        if over.size:
+            i = int(over[0])
+            raise DataError(f"{display}: correct[{i}] is {float(model['correct'][i])!r}, more than answers[{i}] "
+                            f"= {float(model['answers'][i])!r}")
+
+    def convert(self, model: WorkerModel, order: np.ndarray, rows: np.ndarray) -> dict[str, np.ndarray]:
+        if model["method"] == "ds":
+            sub = model["counts"][rows][:, order][:, :, order]
+            return {"correct": np.trace(sub, axis1=1, axis2=2).copy(), "answers": sub.sum(axis=(1, 2))}
+        if len(order) == len(model["classes"]):
+            return {"correct": model["correct"][rows].copy(), "answers": model["answers"][rows].copy()}
+        # Classes dropped: the trace and total of the matrices ds would make, without making them.
+        correct, wrong, share = one_coin_spread(model, order, rows)
+        kept = share.sum()
+        return {"correct": correct * kept, "answers": (correct + wrong * (len(order) - 1)) * kept}
+
+    def pseudo_counts(self, stats: dict[str, np.ndarray], known: np.ndarray, k: int) -> np.ndarray:
+        # What a one-coin M-step reads of them: the trace (correct) and the total (answers).
+        pseudo = np.zeros((known.size, k, k))
+        idx, rows = np.arange(k), np.flatnonzero(known)
+        wrong = (stats["answers"] - stats["correct"]) / max(k * (k - 1), 1)
+        pseudo[rows] = wrong[:, None, None]
+        pseudo[rows[:, None], idx, idx] = stats["correct"][:, None] / k
+        if k == 1:
+            pseudo[rows, 0, 0] = stats["answers"]
+        return pseudo
+
+
+def one_coin_spread(model: WorkerModel, order: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, ...]:
+    """A one-coin model's workers ``rows`` as matrices would hold them: (correct, wrong per other class, share).
+
+    ``correct`` and ``wrong`` (len(rows),): the correct answers and the
+    wrong ones spread evenly over the model's other K - 1 classes; ``share``
+    (len(order),): each kept class's share of the model's class counts (by
+    which both spread over the true classes; uniform without counts).
+    """
+    correct, answers = model["correct"][rows], model["answers"][rows]
+    k_model = len(model["classes"])
+    total = model["class_counts"].sum()
+    share = model["class_counts"][order] / total if total > 0 else np.full(len(order), 1.0 / k_model)
+    return correct, (answers - correct) / max(k_model - 1, 1), share
+
+
 class OneCoinDawidSkene(DawidSkene):
     __doc__ = __doc__
     name = "onecoin"
@@ -65,6 +140,7 @@ class OneCoinDawidSkene(DawidSkene):
     worker_form = "one-coin"
     starts_from = ("one-coin",)
     collapse_advice = IterativeAggregator.collapse_advice  # the base's "try ds", not the advice ds gives itself
+    saved_form = OneCoinForm()
 
     def worker_model(self, state: EMState, checked: FitContext) -> tuple[dict[str, Any], dict[str, Any], Any]:
         """The accuracies (n_workers,), their counts (correct answers, answers, class totals) and the matrices."""
