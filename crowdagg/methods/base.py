@@ -1,9 +1,10 @@
 """Base classes of the methods, and the services the base gives every method that declares them.
 
-Each method is one module of mathematics under :mod:`crowdagg.methods`
-plus one declaration in the registry (its parameters, from which the
-checks, the CLI options and ``crowdagg methods NAME`` come; whether it
-takes gold, a saved worker model, a start).  The base class owns what every
+Each method is one module of mathematics in its family's package under
+:mod:`crowdagg.methods` plus one declaration in that family's
+``__init__.py`` (:mod:`crowdagg.methods.registry`: its kind and its
+parameters, from which the checks, the CLI options and ``crowdagg methods
+NAME`` come; whether it takes gold and saved worker models).  The base class owns what every
 method shares: the validation of its settings and of the data, the memory
 check before fitting, the services resolved once per fit
 (:class:`FitContext`: the gold clamp, the start), the checks on the result.
