@@ -52,7 +52,7 @@ from .blocks import prior_m_step as prior_m_step
 from .blocks import softmax_rows as softmax_rows
 from .loop import MAXIMISE, RelativeChange, Run, Step, StopRule, iterate
 from .result import AggregationResult
-from .starts import Start, resolve_start
+from .starts import Start, check_init_name, resolve_start
 
 if TYPE_CHECKING:  # pragma: no cover
     from .model_file import SavedForm
@@ -178,7 +178,10 @@ class Aggregator:
         Raises :class:`~crowdagg.errors.UsageError` naming the parameter.
         The CLI calls it before reading any input; :meth:`fit` calls it too.
         """
-        return {p.name: p.check(getattr(self, p.name)) for p in self.spec().params}
+        checked = {p.name: p.check(getattr(self, p.name)) for p in self.spec().params}
+        if "init" in checked:  # the method itself, or one that gives no posteriors: refused before any data is read
+            check_init_name(self.name, checked["init"])
+        return checked
 
     def memory_needed(self, data: AnnotationSet) -> tuple[float, str]:
         """Bytes the fit will allocate beyond the data, and where they come from (for messages)."""
@@ -226,7 +229,9 @@ class Aggregator:
         clamp = gold_clamp(data, gold) if spec.gold else None
         start = None
         if "init" in checked:
-            start = resolve_start(self, data, checked["init"], checked["seed"], gold, max_memory)
+            # the resolved clamp, not the gold itself: another method that takes gold reads it without warning again
+            start = resolve_start(self, data, checked["init"], checked["seed"], None if gold is None else clamp,
+                                  max_memory)
         return FitContext(checked, clamp=clamp, start=start)
 
     def _prepare(self, data: AnnotationSet, max_memory: memory.MaxMemory) -> None:

@@ -188,7 +188,7 @@ class Param:
         return tuple(seen)
 
     def _error(self, value: Any, cli: bool = False) -> UsageError:
-        return UsageError(f"{param(self.name)} must be {self.describe_type(cli)}, got {value!r}")
+        return UsageError(f"{param(self.name)} must be {self.describe_type(cli)}, got {_shown(value)}")
 
     # ------------------------------------------------------------------ parsing CLI text
     def parse(self, text: str) -> Any:
@@ -296,6 +296,16 @@ def _number(text: str, kind: type) -> Any:
     if not text.isascii() or "_" in text:
         raise ValueError(text)
     return kind(text)
+
+
+def _shown(value: Any) -> str:
+    """``value`` as an error message shows it: its repr (a string's always: one line, as typed), or its type
+    when that is long or spans lines (a list of rows, a DataFrame: an error is one line)."""
+    text = repr(value)
+    if not isinstance(value, str) and (len(text) > 60 or "\n" in text):
+        name = type(value).__name__
+        return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+    return text
 
 
 def _is_array(value: Any) -> bool:

@@ -686,3 +686,22 @@ def test_a_declaration_set_at_run_time_is_listed_by_rank_and_can_be_taken_back(m
         registry.METHODS["other"] = spec
     monkeypatch.undo()
     assert "between" not in registry.METHODS and "between" not in registry.REGISTRY
+
+
+def test_a_long_or_multi_line_value_is_named_by_its_type_in_one_line():
+    """init=<a list of rows> or init=<a DataFrame> (posteriors not given as a numpy array): the error is one
+    line naming what was given, not the value's whole repr (a DataFrame's is 14 lines)."""
+    import numpy as np
+    import pandas as pd
+
+    for value, shown in (([[0.5, 0.5]] * 108, "a list"), (pd.DataFrame(np.full((108, 2), 0.5)), "a DataFrame")):
+        with pytest.raises(UsageError) as err:
+            INIT.check(value)
+        text = str(err.value)
+        assert "\n" not in text and len(text) < 200, text
+        assert text == f"init must be soft-vote, hard-vote or a method ({VALID_METHODS}), got {shown}"
+    with pytest.raises(UsageError, match=r"got 'nope'$"):  # short values are shown as they are
+        INIT.check("nope")
+    long_text = "x" * 100  # text is shown as typed, however long
+    with pytest.raises(UsageError, match=f"got '{long_text}'$"):
+        INIT.check(long_text)
