@@ -452,6 +452,13 @@ def _counts(doc: dict[str, Any], key: str, shape: tuple[int, ...], display: str,
     if bad.size:
         i = int(bad[0])
         raise DataError(f"{display}: {_path(key, i, shape)} is {float(values.reshape(-1)[i])!r}, not a count (>= 0)")
+    # Counts are added up (a prior's total, a worker's trace when another method converts them): each one
+    # finite is not enough -- a sum beyond a double is inf, and the fit's parameters nan.
+    with np.errstate(over="ignore"):
+        total = values.sum()
+    if not np.isfinite(total):
+        raise DataError(f"{display}: \"{key}\" add up to more than the largest number a double holds "
+                        f"({np.finfo(np.float64).max:.3g}); these are not counts of answers")
     return values
 
 
