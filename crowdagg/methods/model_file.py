@@ -529,6 +529,9 @@ def coerce(value: Any, max_memory: MaxMemory = None) -> WorkerModel:
     if isinstance(value, dict):
         return from_document(value)
     if isinstance(value, AggregationResult):
+        if form_of(value.method) is None or not value.counts:  # (to_json's refusal would name save_workers)
+            raise UsageError(f"{param('init_workers')} must be a saved worker model; a fitted {value.method} "
+                             f"result has none (a fitted {' or '.join(saving_methods())} result has one)")
         return from_json(to_json(value), f"the {value.method} result", max_memory)
     if isinstance(value, bytes) or (isinstance(value, str) and value.lstrip().startswith("{")):
         return from_json(value, max_memory=max_memory)

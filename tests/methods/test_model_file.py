@@ -809,3 +809,13 @@ def test_a_huge_but_summable_model_warm_starts_the_other_method_with_finite_para
     assert np.isfinite(fit.worker_params["accuracy"]).all() and fit.worker_params["accuracy"][0] > 1 - 1e-9
     again = from_json(to_json(fit), "again.json")
     assert again["correct"][0] > 1e299
+
+
+@pytest.mark.parametrize("method", ["mv", "wmv", "wawa"])
+def test_a_fitted_result_without_a_worker_model_is_refused_as_init_workers(bluebird, method):
+    """``init_workers=<an mv result>`` said "save_workers works with ds, onecoin": a parameter the caller never
+    gave.  The message names the one given, and what it takes."""
+    with pytest.raises(UsageError) as err:
+        aggregate(bluebird, "ds", init_workers=quiet_fit(bluebird, method))
+    assert str(err.value) == (f"init_workers must be a saved worker model; a fitted {method} result has none "
+                              "(a fitted ds or onecoin result has one)")
