@@ -75,6 +75,15 @@ go either way, and ``tol=0`` may then stop a different iteration.
 ``true_labels`` (gold) clamps those tasks in every step, as crowd-kit does;
 a gold label no answer used becomes one more class, after the others.
 
+The pandas layer (:class:`_Answers`: codes, indexes, crowd-kit's orders
+and dtypes) is this module's; the fitting is crowdagg's.  ``DawidSkene``
+and ``OneCoinDawidSkene`` are no second EM: they run in the loop every
+iterative method of crowdagg runs in (:func:`crowdagg.methods.loop.iterate`)
+on its fused EM kernel, with crowd-kit's start, M-step, loss and stopping
+rule as settings (:class:`_EM`); a crowd-kit class of that family is its
+M-step over :class:`_EM` and the attributes it adds (``OneCoinDawidSkene``
+is a dozen lines).
+
 Speed: text columns (pandas 3's Arrow-backed ``str``) are encoded by Arrow's
 dictionary encoding (:func:`crowdagg.data.vocab.encode`), the votes are one
 ``bincount``, worker agreement one numba pass
@@ -87,9 +96,13 @@ MajorityVote and Wawa run several times faster than crowd-kit
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
+
+from .methods.blocks import clamp_posteriors, fill_empty_rows, one_coin_matrices
+from .methods.loop import MAXIMISE, AbsoluteGain, Run, Step, StopRule, iterate
+from .methods.starts import SOFT_VOTE, resolve_start
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -302,8 +315,6 @@ def _labels(probas: pd.DataFrame) -> pd.Series:
 
 def _shares(votes: np.ndarray) -> np.ndarray:
     """Vote shares per task; a task without weight gets the mean share of the others (as ``aggregate``)."""
-    from .methods.base import fill_empty_rows
-
     total = votes.sum(axis=1)
     empty = total == 0
     votes /= np.where(empty, 1.0, total)[:, None]  # in place: the counts are ours
@@ -506,6 +517,138 @@ class Wawa:
 _DENSE_TABLES = 6
 
 
+class _EM:
+    r"""crowd-kit's Dawid--Skene EM as settings of crowdagg's loop, on crowdagg's fused EM kernel.
+
+    Not a second EM: the iterations run in the loop every iterative method
+    of crowdagg runs in (:func:`crowdagg.methods.loop.iterate`: the cap, the
+    stop rule, the objective trace), the E-step is the kernel crowdagg's
+    ``ds`` runs (:class:`~crowdagg.kernels.EMWorkspace`, gold clamped inside
+    it).  What makes it crowd-kit's are these settings:
+
+    * start (:meth:`start`): the start strategy ``init`` (crowd-kit's: the
+      majority-vote shares, crowdagg's ``soft-vote``,
+      :func:`~crowdagg.methods.starts.resolve_start`), gold tasks one-hot
+      (:func:`~crowdagg.methods.blocks.clamp_posteriors`), then one M-step
+      -- with ``initial_error`` by its strategy -- and no objective
+      (crowd-kit's loss starts at -inf), where crowdagg's ``ds`` goes on to
+      an E-step;
+    * iteration (:meth:`step`): E-step, then M-step, reporting crowd-kit's
+      loss (:func:`_loss`: its ELBO per answer) -- so the fitted errors and
+      prior are one M-step ahead of the posteriors;
+    * stop (``stop_rule``): :class:`~crowdagg.methods.loop.AbsoluteGain`,
+      the loss rising (``objective_direction``: it is maximised) by less
+      than ``tol``; a fall stops too, ``tol=-inf`` never stops; ``n_iter``
+      is a budget, not a failure: no warning (crowd-kit gives none);
+    * floors: the log-prior and the loss read the prior floored at 1e-10,
+      and the prior stays floored after an iteration (crowd-kit floors it
+      in place);
+    * the M-step (:meth:`m_step`), the one setting that differs between
+      crowd-kit's classes.
+
+    A crowd-kit class of the Dawid--Skene family is a subclass that
+    overrides :meth:`m_step` (:class:`_OneCoinEM`), named by its public
+    class's ``_em``.  Array layouts as the kernel's: ``errors`` (n_workers,
+    K_observed, K_true), ``counts`` the same, ``prior`` (K,); ``clamp``
+    (n_tasks,) the class code of a gold task, -1 for the others.
+    """
+
+    name: ClassVar[str] = "crowdkit.DawidSkene"  # (for resolve_start, whose messages name the method)
+    init: ClassVar[str] = SOFT_VOTE
+    stop_rule: ClassVar[StopRule] = AbsoluteGain()
+    objective_direction: ClassVar[str] = MAXIMISE
+
+    def __init__(self, ans: _Answers, clamp: np.ndarray, initial: Any = None) -> None:
+        self.ans = ans
+        self.data = ans.data
+        self.clamp = clamp
+        self.initial = initial  # (counts, present) -> (errors, initial_error frame): the first M-step's own
+
+    @staticmethod
+    def m_step(counts: np.ndarray, present: np.ndarray, n_answers: np.ndarray) -> np.ndarray:
+        """errors[w, observed, true]: counts clipped at EPS on the data's pairs, each true class's column normalised."""
+        num = np.where(present[:, :, None], np.maximum(counts, EPS), 0.0)
+        total = num.sum(axis=1, keepdims=True)
+        return num / np.where(total > 0, total, 1.0)
+
+    def memory_needed(self) -> tuple[float, str]:
+        """Bytes the fit allocates, and where they come from: crowdagg's EM need, plus the dense workers ×
+        labels² tables this surface keeps beside it (errors, their logs, the M-step's and the loss's
+        temporaries, the errors_ frame)."""
+        from .methods.em.ds import em_memory
+
+        d = self.data
+        need, what = em_memory(d)
+        return need + 8.0 * _DENSE_TABLES * d.n_workers * d.n_classes ** 2, what
+
+    def fit(self, n_iter: int, tol: float) -> Run:
+        """Run crowdagg's loop with these settings: one start, at most ``n_iter`` steps."""
+        return iterate(self.start, self.step, rule=self.stop_rule, direction=self.objective_direction,
+                       max_iter=n_iter, tol=tol, seed=0)
+
+    def start(self, index: int, rng: np.random.Generator) -> tuple[_EMState, None]:
+        from .kernels import EMWorkspace
+
+        d, k = self.data, self.data.n_classes
+        state = _EMState()
+        state.present = (np.bincount(d.cell, minlength=d.n_workers * k) > 0).reshape(d.n_workers, k)
+        state.ws = EMWorkspace(d.task_ptr, d.worker, d.label, d.n_workers, k)
+        q = clamp_posteriors(resolve_start(self, d, self.init, seed=0).posterior, self.clamp)
+        state.ws.accumulate(q)
+        state.prior = q.mean(axis=0)
+        state.counts = state.ws.stats()[0]
+        if self.initial is None:
+            state.errors, state.frame = self.m_step(state.counts, state.present, d.answers_per_worker), None
+        else:
+            state.errors, state.frame = self.initial(state.counts, state.present)
+        return state, None
+
+    def step(self, state: _EMState) -> Step:
+        from .kernels.em import _posterior_summary
+
+        ws = state.ws
+        log_e = np.log(np.where(state.present[:, :, None], state.errors, 1.0))  # absent pairs are never read
+        # unchecked: the shapes are ours, and clamp holds class codes by construction (gold labels are classes)
+        ws._e_step(np.log(np.maximum(state.prior, EPS)), log_e, self.clamp)
+        state.counts = ws.stats()[0]
+        sums, qlogq = _posterior_summary(ws.post, ws.bounds, EPS)
+        prior = sums / len(ws.post)
+        state.errors = self.m_step(state.counts, state.present, self.data.answers_per_worker)
+        state.frame = None  # the fitted errors are the M-step's now, not initial_error's
+        loss = _loss(state.counts, state.errors, state.present, prior, qlogq, self.ans.n_answers)
+        state.prior = np.maximum(prior, EPS)  # crowd-kit's loss step floors its priors (and posteriors) in place
+        return Step(objective=loss)
+
+
+class _EMState:
+    """One crowd-kit EM fit: the kernel's workspace (posteriors in ``ws.post``), the (worker, label) pairs of the
+    data (``present``), the current prior, errors and the statistics they came from, and the ``initial_error``
+    frame while the errors are its."""
+
+    ws: Any
+    present: np.ndarray
+    prior: np.ndarray
+    errors: np.ndarray
+    counts: np.ndarray
+    frame: pd.DataFrame | None
+
+
+class _OneCoinEM(_EM):
+    """crowd-kit's one-coin M-step as the one setting over :class:`_EM`."""
+
+    @staticmethod
+    def skills(counts: np.ndarray, n_answers: np.ndarray) -> np.ndarray:
+        """Each worker's skill: the mean over its answers y of q_t(y), shape (n_workers,)."""
+        return np.trace(counts, axis1=1, axis2=2) / np.maximum(n_answers, 1)
+
+    @classmethod
+    def m_step(cls, counts: np.ndarray, present: np.ndarray, n_answers: np.ndarray) -> np.ndarray:
+        """Skill s on the diagonal, (1 - s)/(K - 1) off it, clipped to [EPS, 1 - EPS] on the data's pairs; not
+        renormalised (crowd-kit's)."""
+        mats = one_coin_matrices(cls.skills(counts, n_answers), counts.shape[1])
+        return np.where(present[:, :, None], np.clip(mats, EPS, 1.0 - EPS), 0.0)
+
+
 class DawidSkene:
     r"""Dawid--Skene EM with crowd-kit's ``DawidSkene`` semantics.
 
@@ -517,7 +660,9 @@ class DawidSkene:
     :math:`q_t(c) \propto p_c \prod e_w(y \mid c)`, M-step, and the loss
     :math:`\big(\sum_{\text{answers}} \sum_c q_t(c)(\ln e_w(y \mid c) + \ln
     p_c) - \sum_t \sum_c q_t(c) \ln q_t(c)\big) / L`; stop when it rises by
-    less than ``tol``, or after ``n_iter``.
+    less than ``tol``, or after ``n_iter``.  The iterations run in
+    crowdagg's loop (:class:`_EM`: crowd-kit's start, M-step, loss and
+    stopping rule as its settings).
 
     ``initial_error_strategy`` -- how ``fit(..., initial_error=frame)``
     (rows (worker, observed label), columns the true labels) enters the
@@ -530,6 +675,9 @@ class DawidSkene:
     ``errors_`` (rows (worker, label), columns the true labels),
     ``labels_`` (``agg_label``), ``loss_history_``.
     """
+
+    #: The EM flavour this class runs: its settings over crowdagg's loop.
+    _em: ClassVar[type[_EM]] = _EM
 
     def __init__(self, n_iter: int = 100, tol: float = 1e-5, initial_error_strategy: str | None = None) -> None:
         self.n_iter = n_iter
@@ -574,60 +722,33 @@ class DawidSkene:
         return self
 
     def _run(self, ans: _Answers, clamp: np.ndarray, initial_error: pd.DataFrame | None) -> None:
+        """Fit the EM flavour ``_em`` in crowdagg's loop, then label its state as crowd-kit does."""
         from .core import memory
-        from .kernels import EMWorkspace
-        from .kernels.em import _posterior_summary
-        from .methods.em.ds import em_memory
-        from .methods.votes.mv import soft_majority_vote
 
-        d = ans.data
-        k = ans.n_classes
-        # Refused up front with its size (crowd-kit would allocate until the OOM killer stops it): crowdagg's
-        # EM need, plus the dense workers × labels² tables this crowd-kit surface keeps beside it (errors,
-        # their logs, the M-step's and the loss's temporaries, the errors_ frame).
-        need, what = em_memory(d)
-        memory.check(need + 8.0 * _DENSE_TABLES * d.n_workers * k * k, what,
+        initial = None
+        if initial_error is not None and self.initial_error_strategy is not None:
+            def initial(counts: np.ndarray, present: np.ndarray) -> tuple[np.ndarray, pd.DataFrame]:
+                return self._first_errors(ans, counts, present, initial_error)
+
+        em = self._em(ans, clamp, initial)
+        # Refused up front with its size (crowd-kit would allocate until the OOM killer stops it).
+        memory.check(*em.memory_needed(),
                      advice="its tables grow with workers × labels²: use MajorityVote or Wawa, or fewer labels")
-        present = (np.bincount(d.cell, minlength=d.n_workers * k) > 0).reshape(d.n_workers, k)
-        ws = EMWorkspace(d.task_ptr, d.worker, d.label, d.n_workers, k)
-        q = soft_majority_vote(d)
-        fixed = np.flatnonzero(clamp >= 0)
-        q[fixed] = 0.0
-        q[fixed, clamp[fixed]] = 1.0
-        ws.accumulate(q)
-        prior = q.mean(axis=0)
-        counts = ws.stats()[0]
-        errors, errors_frame = self._first_errors(ans, counts, present, initial_error)
-        self.loss_history_: list[float] = []
-        loss = -np.inf
-        for _ in range(self.n_iter):
-            log_e = np.log(np.where(present[:, :, None], errors, 1.0))  # absent pairs are never read
-            # unchecked: the shapes are ours, and clamp holds class codes by construction (gold labels are classes)
-            ws._e_step(np.log(np.maximum(prior, EPS)), log_e, clamp)
-            counts = ws.stats()[0]
-            sums, qlogq = _posterior_summary(ws.post, ws.bounds, EPS)
-            prior = sums / len(ws.post)
-            errors = self._m_step(counts, present, d.answers_per_worker)
-            new_loss = _loss(counts, errors, present, prior, qlogq, ans.n_answers)
-            prior = np.maximum(prior, EPS)  # crowd-kit's loss step floors its priors (and posteriors) in place
-            self.loss_history_.append(new_loss)
-            errors_frame = None
-            if new_loss - loss < self.tol:
-                break
-            loss = new_loss
-        if self.loss_history_:
-            q = np.maximum(ws.post, EPS)
-        sort = not self.loss_history_ and not _first_appearance()  # n_iter=0: the majority vote's order
+        run = em.fit(self.n_iter, self.tol)
+        state: _EMState = run.state
+        self.loss_history_: list[float] = run.trace
+        q = np.maximum(state.ws.post, EPS) if run.n_iter else state.ws.post
+        sort = not run.n_iter and not _first_appearance()  # n_iter=0: the majority vote's order
         self.probas_ = ans.probas(q, rows=_sort_order(ans.tasks) if sort else None)
-        self.priors_ = ans.priors(prior)
-        if self.loss_history_ and len(ans.classes) == len(ans.answered):
+        self.priors_ = ans.priors(state.prior)
+        if run.n_iter and len(ans.classes) == len(ans.answered):
             # crowd-kit's E-step gives its columns the label column's dtype (not with a gold-only label, which
             # that dtype may not hold: astype(bool) would turn 'maybe' into a second True)
             self.probas_.columns = self.probas_.columns.astype(ans.label_dtype)
             self.priors_.index = self.probas_.columns  # its priors are the probabilities' column means
-        self.errors_ = errors_frame if errors_frame is not None else ans.errors(errors)
+        self.errors_ = state.frame if state.frame is not None else ans.errors(state.errors)
         self.labels_ = _labels(self.probas_)
-        self._fitted(ans, counts)
+        self._fitted(ans, state.counts)
 
     def fit_predict(self, data: pd.DataFrame, true_labels: pd.Series | None = None,
                     initial_error: pd.DataFrame | None = None) -> pd.Series:
@@ -640,19 +761,10 @@ class DawidSkene:
     def _fitted(self, ans: _Answers, counts: np.ndarray) -> None:
         """Hook for what a subclass adds to the fitted attributes (``counts``: the last M-step's statistics)."""
 
-    @staticmethod
-    def _m_step(counts: np.ndarray, present: np.ndarray, n_answers: np.ndarray) -> np.ndarray:
-        """errors[w, observed, true]: counts clipped at EPS on the data's pairs, each true class's column normalised."""
-        num = np.where(present[:, :, None], np.maximum(counts, EPS), 0.0)
-        total = num.sum(axis=1, keepdims=True)
-        return num / np.where(total > 0, total, 1.0)
-
     def _first_errors(
-        self, ans: _Answers, counts: np.ndarray, present: np.ndarray, initial_error: pd.DataFrame | None
-    ) -> tuple[np.ndarray, pd.DataFrame | None]:
-        """The first M-step, with ``initial_error`` by the strategy: (errors tensor, crowd-kit's frame or None)."""
-        if initial_error is None or self.initial_error_strategy is None:
-            return self._m_step(counts, present, ans.data.answers_per_worker), None
+        self, ans: _Answers, counts: np.ndarray, present: np.ndarray, initial_error: pd.DataFrame
+    ) -> tuple[np.ndarray, pd.DataFrame]:
+        """The first M-step with ``initial_error`` by the strategy: (errors tensor, crowd-kit's frame)."""
         import pandas as pd
 
         if initial_error.index.has_duplicates:
@@ -713,7 +825,8 @@ def _loss(counts: np.ndarray, errors: np.ndarray, present: np.ndarray, prior: np
 class OneCoinDawidSkene(DawidSkene):
     r"""One-coin Dawid--Skene (crowd-kit's ``OneCoinDawidSkene``): one skill per worker.
 
-    The M-step's skill :math:`s_w` is the mean over w's answers y of
+    :class:`DawidSkene` with crowd-kit's one-coin M-step (:class:`_OneCoinEM`):
+    the skill :math:`s_w` is the mean over w's answers y of
     :math:`q_t(y)`; errors are :math:`s_w` on the diagonal and
     :math:`(1 - s_w)/(K - 1)` off it, on the (worker, label) pairs of the
     data, clipped to [1e-10, 1 - 1e-10] and not renormalised.  No gold, no
@@ -721,14 +834,10 @@ class OneCoinDawidSkene(DawidSkene):
     ``skills_`` (``skill``, workers in order of first appearance).
     """
 
+    _em = _OneCoinEM
+
     def fit(self, data: pd.DataFrame) -> OneCoinDawidSkene:  # type: ignore[override]
-        self._check()
-        ans = _Answers(data)
-        if ans.n_answers == 0:
-            self._empty()
-            return self
-        self._run(ans, np.full(len(ans.tasks), -1, dtype=np.int64), None)
-        return self
+        return super().fit(data)  # type: ignore[return-value]
 
     def fit_predict(self, data: pd.DataFrame) -> pd.Series:  # type: ignore[override]
         return self.fit(data).labels_
@@ -736,21 +845,8 @@ class OneCoinDawidSkene(DawidSkene):
     def fit_predict_proba(self, data: pd.DataFrame) -> pd.DataFrame:  # type: ignore[override]
         return self.fit(data).probas_
 
-    @staticmethod
-    def _skills(counts: np.ndarray, n_answers: np.ndarray) -> np.ndarray:
-        agree = np.trace(counts, axis1=1, axis2=2)
-        return agree / np.maximum(n_answers, 1)
-
-    @classmethod
-    def _m_step(cls, counts: np.ndarray, present: np.ndarray, n_answers: np.ndarray) -> np.ndarray:
-        k = counts.shape[1]
-        s = cls._skills(counts, n_answers)[:, None, None]
-        off = (1.0 - s) / (k - 1) if k > 1 else np.zeros_like(s)
-        errors = np.where(np.eye(k, dtype=bool)[None], s, off)
-        return np.where(present[:, :, None], np.clip(errors, EPS, 1.0 - EPS), 0.0)
-
     def _fitted(self, ans: _Answers, counts: np.ndarray) -> None:
-        self.skills_ = ans.worker_skills(self._skills(counts, ans.data.answers_per_worker), sort=False)
+        self.skills_ = ans.worker_skills(_OneCoinEM.skills(counts, ans.data.answers_per_worker), sort=False)
 
 
 __all__ = ["DawidSkene", "MajorityVote", "NotFittedError", "OneCoinDawidSkene", "Wawa"]

@@ -696,3 +696,125 @@ def test_tables_beyond_memory_are_refused_up_front_with_their_size(make, monkeyp
         make().fit(frame)
     small = frame.iloc[:6].assign(label=[0, 1, 0, 0, 1, 1])
     assert len(make().fit_predict_proba(small)) == 3  # small data still fits under the same limit
+
+
+# --------------------------------------------------------------------------- adapters: settings of crowdagg's loop
+@pytest.fixture
+def loop_runs(monkeypatch):
+    """Every run of crowdagg's iterative loop (crowdagg.methods.loop.iterate) the crowd-kit classes make during
+    the test: (its stop rule, objective direction, the Run it returned)."""
+    import crowdagg.crowdkit
+    from crowdagg.methods import loop
+
+    assert crowdagg.crowdkit.iterate is loop.iterate  # the loop every registered iterative method runs in
+    runs = []
+
+    def spy(start, step, *, rule, direction, **settings):
+        run = loop.iterate(start, step, rule=rule, direction=direction, **settings)
+        runs.append((rule, direction, run))
+        return run
+
+    monkeypatch.setattr(crowdagg.crowdkit, "iterate", spy)
+    return runs
+
+
+@pytest.mark.parametrize("cls", [DawidSkene, OneCoinDawidSkene])
+@pytest.mark.parametrize(("n_iter", "tol"), [(100, 1e-5), (100, 1e-2), (3, -np.inf), (0, 1e-5)])
+def test_the_iterations_are_crowdagg_loops(loop_runs, toy, cls, n_iter, tol):
+    """One run of the loop per fit: loss_history_ is its objective trace, stopped by crowd-kit's rule."""
+    import warnings
+
+    from crowdagg.methods.loop import MAXIMISE, AbsoluteGain
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # crowd-kit's n_iter is a budget: running out of it is no warning
+        model = cls(n_iter, tol).fit(toy)
+    [(rule, direction, run)] = loop_runs
+    assert isinstance(rule, AbsoluteGain) and direction == MAXIMISE
+    assert model.loss_history_ is run.trace and len(run.trace) == run.n_iter
+    trace = run.trace
+    if n_iter == 100:  # stopped by the rule: the last rise is below tol, every earlier one is not
+        assert run.converged and run.n_iter < n_iter
+        rises = np.diff(trace)
+        assert rises[-1] < tol and (rises[:-1] >= tol).all()
+    else:  # tol=-inf never stops; n_iter=0 is the start alone (the majority vote)
+        assert run.n_iter == n_iter and not run.converged
+
+
+def test_the_stop_rule_is_crowd_kits():
+    """crowd-kit's ``if new_loss - loss < tol: break`` with ``loss = -inf`` before the first iteration."""
+    from crowdagg.crowdkit import _EM
+    from crowdagg.methods.loop import Step
+
+    def stopped(prev, value, tol):
+        return _EM.stop_rule.reached(Step(objective=value), prev, tol, _EM.objective_direction)
+
+    assert not stopped(None, -5.0, 1e-5)  # the first iteration compares with a loss of -inf
+    assert stopped(-1.0, -1.0, 1e-5) and stopped(-1.0, -1.0 + 1e-6, 1e-5) and not stopped(-1.0, -0.9, 1e-5)
+    assert stopped(-1.0, -1.5, 1e-5) and stopped(-1.0, -1.5, -0.1)  # a fall stops too, by more than -tol
+    assert not stopped(-1.0, -1.05, -0.1) and not stopped(-1.0, -9.0, -np.inf)  # tol=-inf never stops
+    assert stopped(-1.0, -1.0 - 1e-12, 0.0) and not stopped(-1.0, -1.0, 0.0)  # tol=0: only a fall; a plateau runs on
+
+
+def test_one_coin_is_dawid_skene_with_its_m_step(toy, simple):
+    """A crowd-kit class of the family is its settings: DawidSkene with the one-coin EM flavour is
+    OneCoinDawidSkene, result for result (skills_ are the one thing it adds)."""
+    from crowdagg.crowdkit import _OneCoinEM
+
+    swapped = type("Swapped", (DawidSkene,), {"_em": _OneCoinEM})
+    for data in (toy, simple):
+        ours, theirs = swapped(100).fit(data), OneCoinDawidSkene(100).fit(data)
+        assert_frame_equal(ours.probas_, theirs.probas_, check_exact=True)
+        assert_frame_equal(ours.errors_, theirs.errors_, check_exact=True)
+        assert_series_equal(ours.priors_, theirs.priors_, check_exact=True)
+        assert ours.loss_history_ == theirs.loss_history_ and not hasattr(ours, "skills_")
+
+
+def test_a_new_crowd_kit_class_is_a_few_lines_of_settings(loop_runs, toy):
+    """A Dawid-Skene with add-one counts on the data's (worker, label) pairs: its M-step is all it writes; the
+    start, the E-step kernel, the loss, the stop rule and the pandas layouts are the adapter's."""
+    from crowdagg.crowdkit import _EM
+
+    class _AddOneEM(_EM):
+        @staticmethod
+        def m_step(counts, present, n_answers):
+            return _EM.m_step(counts + present[:, :, None], present, n_answers)
+
+    class AddOneDawidSkene(DawidSkene):
+        _em = _AddOneEM
+
+    start = AddOneDawidSkene(0).fit(toy_frame(task_major=True))
+    # majority-vote shares: w1 said "no" on t1 only (q = .5/.5); its columns total 2.3 ("no") and 2.7 ("yes")
+    # over its five answers, on two (worker, label) pairs: (.5 + 1)/(2.3 + 2) and (.5 + 1)/(2.7 + 2)
+    np.testing.assert_allclose(start.errors_.loc[("w1", "no")], [15 / 43, 15 / 47], rtol=1e-14)
+    np.testing.assert_allclose(start.errors_.loc[("w1", "yes")], [28 / 43, 32 / 47], rtol=1e-14)
+    fitted = AddOneDawidSkene(100).fit(toy)
+    labels_equal(fitted.labels_, truth(TOY_TRUTH))
+    np.testing.assert_allclose(fitted.errors_.groupby(level="worker").sum(), 1.0, rtol=1e-12)
+    assert fitted.errors_.to_numpy().min() > 0.1  # a pseudo-count keeps every pair of the data away from 0
+    plain = DawidSkene(100).fit(toy)
+    assert plain.errors_.to_numpy().min() < 1e-9  # (the plain M-step drives some to its floor)
+    [_, (_, _, run), _] = loop_runs
+    assert fitted.loss_history_ is run.trace and run.converged  # the middle fit ran in the loop, stopped by its rule
+
+
+@pytest.mark.parametrize("init", ["hard-vote", "ds"])
+def test_the_start_is_a_setting_too(toy, init):
+    """A flavour starting elsewhere names one of the base's start strategies: one-hot majority labels, or another
+    method's posteriors (here ``n_iter=0`` shows the start itself)."""
+    from crowdagg.crowdkit import _EM
+    from crowdagg.methods.api import aggregate
+
+    flavour = type("Flavour", (DawidSkene,), {"_em": type("_FlavourEM", (_EM,), {"init": init})})
+    frame = toy_frame(task_major=True)
+    start = flavour(0).fit(frame).probas_
+    result = aggregate(load_annotations(frame), "mv" if init == "hard-vote" else init, seed=0)
+    if init == "hard-vote":  # one-hot on the majority labels (t1, a 2-2 tie, on one of the two)
+        labels = pd.Series(result.label_names(), index=result.data.tasks)
+        assert ((start == 0) | (start == 1)).all().all() and (start.sum(axis=1) == 1).all()
+        assert (start.idxmax(axis=1) == labels[start.index]).drop("t1").all()
+    else:  # crowdagg's ds, run unrefined: its posteriors (summed in another task order: close, not equal)
+        expected = result.proba_frame()
+        np.testing.assert_allclose(start.to_numpy(), expected.loc[start.index, list(start.columns)].to_numpy(),
+                                   rtol=1e-12, atol=1e-15)
+    assert 1 < len(flavour(100).fit(toy).loss_history_) < 100  # and EM goes on from there until the rule stops it

@@ -17,8 +17,9 @@ def methods(
     fmt: Optional[str] = opt.format_option("csv, tsv, jsonl, json or parquet (default: aligned text)."),
     verbose: bool = opt.VERBOSE,
 ) -> None:
-    """List the aggregation methods, one line each; with NAME, one method in full."""
-    from ..methods.registry import METHODS, get
+    """List the aggregation methods, one line each; with NAME, one method in full (kind, engines, parameters)."""
+    from ..errors import CrowdaggWarning, warn
+    from ..methods.registry import METHODS, failures, get
 
     require_values(format=fmt)
     out_fmt = None
@@ -35,41 +36,65 @@ def methods(
             return
         rows: dict[str, list[Any]] = {k: [] for k in ("parameter", "type", "default", "range", "paper", "help")}
         for p in spec.params:
-            for key, value in zip(rows, (p.name, p.kind.__name__, repr(p.default), p.describe_range(), p.paper, p.help)):
+            for key, value in zip(rows, (p.name, p.kind_name, p.describe_default(), p.describe_range(), p.paper,
+                                         p.help)):
                 rows[key].append(value)
         table: dict[str, Any] = rows
     else:
+        for family, reason in failures().items():  # the others are listed: say what is missing and why
+            warn(CrowdaggWarning(f"{family} failed to declare its methods, which are not listed: {reason}"))
         if fmt is None:
             width = max(len(n) for n in METHODS)
-            write_stdout("".join(f"{n:<{width}}  {m.summary}\n" for n, m in METHODS.items()))
+            write_stdout("".join(f"{n:<{width}}  {m.summary}{_unavailable(m)}\n" for n, m in METHODS.items()))
             return
+        specs = list(METHODS.values())
         table = {
-            "method": list(METHODS),
-            "class": [m.target.partition(":")[2] for m in METHODS.values()],
-            "summary": [m.summary for m in METHODS.values()],
+            "method": [m.name for m in specs],
+            "class": [m.target.partition(":")[2] for m in specs],
+            "summary": [m.summary for m in specs],
+            "kind": [m.kind for m in specs],
+            "engines": [",".join(m.engines) for m in specs],
+            "gold": [m.gold for m in specs],
+            "saved_models": [m.init_workers for m in specs],
+            "requires": [m.requires for m in specs],
         }
     import numpy as np
 
     from ..io.render import render_table
 
     assert out_fmt is not None
-    write_stdout(render_table({k: np.array(v, dtype=object) for k, v in table.items()}, out_fmt))
+    # a column of Python bools as numpy bools: true/false in every format (an object column would say "True")
+    columns = {k: np.array(v, dtype=bool if isinstance(v[0], bool) else object) for k, v in table.items()}
+    write_stdout(render_table(columns, out_fmt))
+
+
+def _unavailable(spec: Any) -> str:
+    """`` [needs: pip install 'crowdagg[train]']`` for a method whose optional extra is missing (found, not imported)."""
+    return f" [needs: pip install 'crowdagg[{spec.requires}]']" if spec.missing() else ""
 
 
 def method_text(spec: Any) -> str:
-    """``crowdagg methods NAME``: summary, model, reference, parameters."""
+    """``crowdagg methods NAME``: summary; kind, engines, gold, saved models, extra; model, reference, parameters."""
     import textwrap
 
-    lines = [f"{spec.name} -- {spec.summary}", ""]
+    from ..methods.registry import KINDS
+
+    lines = [f"{spec.name} -- {spec.summary}", "", f"Kind: {KINDS[spec.kind]}", f"Engines: {', '.join(spec.engines)}"]
+    lines.append("Gold: --gold FILE, known labels that clamp those tasks" if spec.gold else "Gold: no")
+    lines.append("Saved worker models: --save-workers FILE, --init-workers FILE" if spec.init_workers
+                 else "Saved worker models: no")
+    if spec.requires:
+        missing = spec.missing()
+        state = f"{', '.join(missing)} not installed" if missing else "installed"
+        lines.append(f"Requires: the optional extra {spec.requires!r} (pip install 'crowdagg[{spec.requires}]'; {state})")
+    lines.append("")
     lines += textwrap.wrap("Model: " + spec.model, 88, subsequent_indent="  ") + [""]
     lines += textwrap.wrap("Reference: " + spec.reference, 88, subsequent_indent="  ") + ["", "Parameters:"]
     for p in spec.params:
         how = flag(p.name) if p.name in PARAM_FLAGS else f"-p {p.name}=VALUE"
         bounds = p.describe_range()
-        head = f"  {p.name} ({p.kind.__name__}, default {p.default!r}{', ' + bounds if bounds else ''}; {how})"
+        head = f"  {p.name} ({p.kind_name}, default {p.describe_default()}{', ' + bounds if bounds else ''}; {how})"
         paper = f" [paper: {p.paper}]" if p.paper else ""
         lines.append(head)
         lines += textwrap.wrap(p.help + paper, 84, initial_indent="      ", subsequent_indent="      ")
-    if spec.gold:
-        lines += ["", "Takes --gold FILE: known labels that clamp those tasks."]
     return "\n".join(lines) + "\n"

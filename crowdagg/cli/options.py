@@ -110,6 +110,23 @@ def methods_that(has: Callable[[Any], bool]) -> str:
     return ", ".join(name for name, m in METHODS.items() if has(m))
 
 
+def param_list() -> str:
+    """The ``-p`` parameters (those without a flag of their own), each with its methods, kind and range.
+
+    ``n_init (ds, onecoin: int, 1 .. 1000), init (ds, onecoin: method, soft-vote, hard-vote or a method)``;
+    methods that declare a name alike share one entry.
+    """
+    from ..methods.registry import METHODS
+
+    groups: dict[tuple[str, str], list[str]] = {}
+    for method_name, m in METHODS.items():
+        for p in m.params:
+            if p.name not in PARAM_FLAGS:
+                bounds = p.describe_range()
+                groups.setdefault((p.name, p.kind_name + (f", {bounds}" if bounds else "")), []).append(method_name)
+    return ", ".join(f"{name} ({', '.join(names)}: {what})" for (name, what), names in groups.items())
+
+
 def defaults(name: str, with_help: bool = False) -> str:
     """The declared default of parameter ``name`` per method: ``ds, onecoin: 200; wmv: 50``.
 
@@ -183,7 +200,7 @@ SEED = typer.Option(None, "--seed", help=f"Seed for tie-breaking and any random 
 MAX_ITER = typer.Option(None, "--max-iter", help=f"Iteration cap ({defaults('max_iter')}).")
 TOL = typer.Option(None, "--tol", help=f"Stop when the relative log-likelihood change is below this ({defaults('tol')}); 0 runs exactly --max-iter.")
 SMOOTHING = typer.Option(None, "--smoothing", help=f"Same as -p smoothing=VALUE ({defaults('smoothing', with_help=True)}); kept for this release.")
-PARAM = typer.Option([], "--param", "-p", metavar="NAME=VALUE", help="A parameter of the method (repeatable); `crowdagg methods NAME` lists them, e.g. -p n_init=5.")
+PARAM = typer.Option([], "--param", "-p", metavar="NAME=VALUE", help=f"A parameter of the method (repeatable): {param_list()}; `crowdagg methods NAME` explains each, e.g. -p n_init=5.")
 GOLD = typer.Option(None, "--gold", help=f"Known labels that clamp those tasks ({methods_that(lambda m: m.gold)}).")
 GOLD_TASK_COL = column_option("--gold-task-col", "Task column of --gold.")
 GOLD_LABEL_COL = column_option("--gold-label-col", "Label column of --gold.")

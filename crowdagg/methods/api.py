@@ -1,7 +1,9 @@
-"""Aggregators and the registry that maps CLI names to classes.
+"""The library's entry point: :func:`aggregate`, and the method classes by name.
 
-Importing this package is cheap: numba kernels are imported only when a
-method is fitted.
+Importing this module imports no method: :data:`REGISTRY` and
+:func:`get_method` (from :mod:`crowdagg.methods.registry`) import a
+method's module when its class is asked for, and numba kernels are
+compiled or loaded only when a method is fitted.
 """
 
 from __future__ import annotations
@@ -13,26 +15,11 @@ from typing import TYPE_CHECKING, Any
 from ..core.memory import MaxMemory
 from ..data.annotations import AnnotationSet
 from ..errors import DataError, UsageError, param
-from .base import Aggregator
-from .em.ds import DawidSkene
-from .em.onecoin import OneCoinDawidSkene
-from .registry import METHODS
+from .registry import REGISTRY, get_method
 from .result import AggregationResult
-from .votes.mv import MajorityVote
-from .votes.wmv import WeightedMajorityVote
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
-
-#: Every declared method's class, by name (from :data:`crowdagg.methods.registry.METHODS`).
-REGISTRY: dict[str, type[Aggregator]] = {name: spec.load() for name, spec in METHODS.items()}
-
-
-def get_method(name: str) -> type[Aggregator]:
-    """The aggregator class registered under ``name`` (:mod:`crowdagg.methods.registry`; its module imported on use)."""
-    from .registry import get
-
-    return get(name).load()
 
 
 def aggregate(
@@ -115,13 +102,4 @@ def _as_annotations(data: Any, max_memory: MaxMemory, columns: tuple[str | None,
     )
 
 
-__all__ = [
-    "Aggregator",
-    "REGISTRY",
-    "get_method",
-    "aggregate",
-    "MajorityVote",
-    "WeightedMajorityVote",
-    "DawidSkene",
-    "OneCoinDawidSkene",
-]
+__all__ = ["REGISTRY", "get_method", "aggregate"]

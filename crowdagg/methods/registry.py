@@ -1,45 +1,94 @@
-"""Method declarations: names, one-line summaries, models, references and parameters.
+"""The registry: every method's declaration, found in its family, and its class imported only on use.
 
-This module is the registry.  It is light (standard library only), so
-``crowdagg --help`` and ``crowdagg methods`` never import method code,
-numpy-heavy libraries or numba; a method's class is imported when it is
-fitted (:meth:`Method.load`).
+A method is declared where it lives.  Each family package under
+``crowdagg/methods/`` (``votes/``, ``em/``, ...) declares its methods in its
+``__init__.py`` as a tuple ``DECLARATIONS`` of :class:`Method` -- name,
+kind, engines, optional extra, the class as ``"module:Class"``, summary,
+model, reference, parameters (:class:`Param`) and a listing rank -- using
+the standard library only.  The registry finds the
+families (:func:`pkgutil.iter_modules` over ``crowdagg/methods/``) and
+imports each family's ``__init__`` -- never a method module -- so listing,
+help and validation import no method code, numpy-heavy library or numba.
+A method's module is imported when its class is asked for
+(:meth:`Method.load`, :data:`REGISTRY`, :func:`get_method`).
 
-Each method declares its parameters once, as :class:`Param` (name, type,
-default, allowed range, one-line help, the paper's name for it).  From that
-declaration come the library's validation (:meth:`Param.check`), the CLI's
-``-p name=value`` (:meth:`Param.parse`) and the common flags ``--max-iter``
-/ ``--tol`` / ``--seed``, and ``crowdagg methods NAME``.
+Adding a method: its module (the mathematics) in a family package and one
+:class:`Method` in that family's ``DECLARATIONS``; a new family is a new
+package with the same two parts.  Nothing else changes: the CLI's options,
+``crowdagg methods`` and the library's checks come from the declaration.
 
-Adding a method: write its module under ``crowdagg/aggregators/`` (a class
-with the mathematics) and add one :class:`Method` entry below; nothing in
-``crowdagg/cli.py`` changes.
+Failure stays local: a family whose ``__init__`` fails to import is left
+out (:func:`failures` says why; asking for a method it does not list names
+the failure), and a method whose optional extra is missing or whose module
+fails to import fails when loaded, with a
+:class:`~crowdagg.errors.UsageError` naming the extra to install or the
+import error, while the others work.
+
+Each parameter is declared once, as a :class:`Param` (name, kind, default,
+help, range or choices, the paper's name for it): the library's checks
+(:meth:`Param.check`), the CLI's ``-p name=value`` (:meth:`Param.parse`)
+and the help come from it.  Its kind is one of
+
+==============  =====================================================  ======================
+kind            library value (:meth:`Param.check`)                    CLI text (``-p n=v``)
+==============  =====================================================  ======================
+``int``         an integer in [``low``, ``high``]                      ``5``
+``float``       a finite number in [``low``, ``high``]                 ``0.5``, ``1e-6``
+``bool``        ``True`` or ``False``                                  true/false, yes/no, 1/0
+``"choice"``    one of ``choices`` (strings)                           ``hard-vote``
+``"text"``      a string                                               anything, verbatim
+``"numbers"``   a sequence of finite numbers, each in [low, high]      ``0.9,0.1``
+``"method"``    a registered method's name, or one of ``choices``      ``ds``, ``soft-vote``
+``"methods"``   registered method names (a sequence, or one string     ``mv,ds``
+                of comma-separated names), each at most once
+``"path"``      a non-empty string or path-like (read where used)      ``model.json``
+``"device"``    ``cpu``, ``cuda``, ``cuda:N`` or ``auto`` (syntax      ``cuda:1``
+                only: availability is the trainer's business)
+==============  =====================================================  ======================
+
+A parameter whose declared default is ``None`` is optional: ``None`` passes
+:meth:`Param.check` and means "not given".  Messages name the parameter
+through :func:`crowdagg.errors.param`, so the library says ``init`` and the
+CLI ``-p init``; :meth:`Param.parse` (CLI text) words the expected form for
+text (``comma-separated numbers``), :meth:`Param.check` (Python values) for
+Python (``a sequence of numbers``).
 """
 
 from __future__ import annotations
 
 import importlib
 import math
-from dataclasses import dataclass, field
+import os
+import re
+import threading
+from collections.abc import Iterator, Mapping, MutableMapping
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import UsageError, param
+
+# --------------------------------------------------------------------------- parameters
+#: The kinds declared by a string (``int``, ``float`` and ``bool`` are declared by the type).
+PARAM_KINDS = ("choice", "text", "numbers", "method", "methods", "path", "device")
+
+_DEVICE = re.compile(r"(cpu|cuda|auto|cuda:[0-9]+)\Z")
+_TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
 
 
 @dataclass(frozen=True)
 class Param:
     """One declared parameter of a method.
 
-    ``kind`` is ``int``, ``float`` or ``bool``; values must lie in
-    [``low``, ``high``].  ``paper`` is the symbol or name the method's paper
-    uses for it.  ``kind`` ``str`` (for now only ``init``, until the
-    registry's kind ``"method"`` lands) takes one of ``choices`` or a
-    registered method's name, and in the library also an array (checked
-    against the data by the method).
+    ``kind`` is ``int``, ``float``, ``bool`` or one of :data:`PARAM_KINDS`
+    (see the module docstring).  ``low``/``high`` bound an ``int``, a
+    ``float`` or each element of ``"numbers"``; ``choices`` are the allowed
+    values of a ``"choice"`` and the values a ``"method"`` or ``"methods"``
+    accepts besides method names.  ``paper`` is the symbol or name the
+    method's paper uses for it.
     """
 
     name: str
-    kind: type
+    kind: type | str
     default: Any
     help: str
     low: float = -math.inf
@@ -47,60 +96,244 @@ class Param:
     paper: str = ""
     choices: tuple[str, ...] = ()
 
-    def check(self, value: Any) -> Any:
-        """``value`` validated (a :class:`~crowdagg.errors.UsageError` naming the parameter otherwise)."""
-        from ..core import checks
+    def __post_init__(self) -> None:
+        # A declaration error is the method author's: it fails the family's import, which fails alone.
+        if self.kind not in (int, float, bool) and self.kind not in PARAM_KINDS:
+            raise TypeError(f"parameter {self.name!r}: unknown kind {self.kind!r}; kinds: int, float, bool, "
+                            + ", ".join(PARAM_KINDS))
+        if self.kind == "choice" and not self.choices:
+            raise TypeError(f"parameter {self.name!r}: a choice needs its choices")
+        if not isinstance(self.choices, tuple) or not all(isinstance(c, str) for c in self.choices):
+            raise TypeError(f"parameter {self.name!r}: choices must be a tuple of strings")
 
-        if self.kind is int:
-            return checks.check_int(self.name, value, int(self.low), None if math.isinf(self.high) else int(self.high))
-        if self.kind is float:
-            return checks.check_float(self.name, value, self.low, self.high)
-        if self.kind is bool:
+    # ------------------------------------------------------------------ checking Python values
+    def check(self, value: Any) -> Any:
+        """``value`` validated and normalised (a :class:`~crowdagg.errors.UsageError` naming the parameter otherwise).
+
+        ``"numbers"`` and ``"methods"`` come back as tuples, ``"path"`` as
+        a string; the other kinds as they were given.
+        """
+        if value is None and self.default is None:
+            return None  # optional and not given
+        kind = self.kind
+        if kind is int:
+            from ..core.checks import check_int
+
+            return check_int(self.name, value, int(self.low), None if math.isinf(self.high) else int(self.high))
+        if kind is float:
+            from ..core.checks import check_float
+
+            return check_float(self.name, value, self.low, self.high)
+        if kind is bool:
             if not isinstance(value, bool):
                 raise UsageError(f"{param(self.name)} must be true or false, got {value!r}")
             return value
-        if self.kind is str:
-            if type(value).__module__ == "numpy" and hasattr(value, "shape"):
-                return value  # a posterior given in the library: the method checks it against the data
-            if not isinstance(value, str) or (value not in self.choices and value not in METHODS):
-                raise UsageError(f"{param(self.name)} must be {self.describe_type()}, got {value!r}")
+        if kind == "numbers":
+            return self._check_numbers(value)
+        if kind == "methods":
+            return self._check_methods(value.split(",") if isinstance(value, str) else value, value)
+        if kind == "path":
+            if isinstance(value, os.PathLike):
+                value = os.fspath(value)
+            if not isinstance(value, str) or not value.strip():
+                raise self._error(value)
             return value
-        raise TypeError(f"unsupported parameter kind {self.kind!r}")  # pragma: no cover - declarations
+        if kind == "text":
+            if not isinstance(value, str):
+                raise self._error(value)
+            return value
+        if kind == "method" and _is_array(value):
+            return value  # a posterior given in the library: the method checks it against the data
+        if not isinstance(value, str) or not self._accepts(value):
+            raise self._error(value)
+        return value
 
+    def _accepts(self, value: str) -> bool:
+        """Whether one name is allowed (``"choice"``, ``"method"``, ``"device"``)."""
+        if self.kind == "device":
+            return _DEVICE.match(value) is not None
+        if value in self.choices:
+            return True
+        return self.kind in ("method", "methods") and value in _method_names()
+
+    def _check_numbers(self, value: Any, shown: Any = None, cli: bool = False) -> tuple[float, ...]:
+        shown = value if shown is None else shown
+        if not isinstance(value, (list, tuple)) and not (_is_array(value) and value.ndim == 1):
+            raise self._error(shown, cli)
+        out = []
+        for v in value:
+            if isinstance(v, bool):
+                raise self._error(shown, cli)
+            try:
+                f = float(v)
+            except (TypeError, ValueError):
+                raise self._error(shown, cli) from None
+            if not math.isfinite(f) or not self.low <= f <= self.high:
+                raise self._error(shown, cli)
+            out.append(f)
+        if not out:
+            raise self._error(shown, cli)
+        return tuple(out)
+
+    def _check_methods(self, names: Any, shown: Any, cli: bool = False) -> tuple[str, ...]:
+        if not isinstance(names, (list, tuple)) or not names:
+            raise self._error(shown, cli)
+        seen: list[str] = []
+        for name in names:
+            if not isinstance(name, str) or not self._accepts(name):
+                raise self._error(shown, cli)
+            if name in seen:
+                raise UsageError(f"{param(self.name)} lists {name!r} twice")
+            seen.append(name)
+        return tuple(seen)
+
+    def _error(self, value: Any, cli: bool = False) -> UsageError:
+        return UsageError(f"{param(self.name)} must be {self.describe_type(cli)}, got {_shown(value)}")
+
+    # ------------------------------------------------------------------ parsing CLI text
     def parse(self, text: str) -> Any:
-        """A value given as text (``-p name=value``), converted to the declared type and checked."""
-        value: Any = text.strip()
-        if self.kind is str:
-            return self.check(value)
+        """A value given as text (``-p name=value``), converted to the declared kind and checked."""
+        kind = self.kind
+        if kind in ("text", "path"):  # verbatim: a name may hold spaces
+            if kind == "path" and not text.strip():
+                raise self._error(text, cli=True)
+            return text
+        value = text.strip()
+        if kind == "numbers":
+            try:
+                numbers = [_number(p.strip(), float) for p in value.split(",")]
+            except ValueError:
+                raise self._error(text, cli=True) from None
+            return self._check_numbers(numbers, text, cli=True)
+        if kind == "methods":
+            return self._check_methods([p.strip() for p in value.split(",")], text, cli=True)
+        if isinstance(kind, str):  # choice, method, device: the stripped text is the value
+            if not self._accepts(value):
+                raise self._error(text, cli=True)
+            return value
+        wrong = UsageError(f"{param(self.name)} must be {self.describe_type()}, got {text!r}")
+        if kind is bool:
+            if value.lower() not in _TRUE + _FALSE:
+                raise wrong
+            return value.lower() in _TRUE
         try:
-            if not value.isascii() or "_" in value:
-                raise ValueError(value)  # "1_0", non-ASCII digits: not how a number is written here
-            if self.kind is int:
-                value = int(value)
-            elif self.kind is float:
-                value = float(value)
-            elif self.kind is bool:
-                low = value.lower()
-                if low not in ("true", "false", "1", "0", "yes", "no"):
-                    raise ValueError(value)
-                value = low in ("true", "1", "yes")
+            number = _number(value, kind)
         except ValueError:
-            raise UsageError(f"{param(self.name)} must be {self.describe_type()}, got {text!r}") from None
-        return self.check(value)
+            raise wrong from None
+        return self.check(number)
 
-    def describe_type(self) -> str:
-        if self.kind is str:
-            return f"{', '.join(self.choices)} or a method ({', '.join(METHODS)})"
-        return {int: "an integer", float: "a number", bool: "true or false"}.get(self.kind, str(self.kind))
+    # ------------------------------------------------------------------ wording
+    @property
+    def kind_name(self) -> str:
+        """``int``, ``float``, ``bool``, ``choice``, ...: the kind as help and tables show it."""
+        return self.kind if isinstance(self.kind, str) else self.kind.__name__
+
+    def describe_type(self, cli: bool = False) -> str:
+        """What a value must be, as in "n_init must be *an integer*" (``cli``: as command-line text)."""
+        kind = self.kind
+        if kind is int:
+            return "an integer"
+        if kind is float:
+            return "a number"
+        if kind is bool:
+            return "true or false"
+        if kind == "choice":
+            return "one of " + ", ".join(self.choices)
+        if kind == "text":
+            return "text" if cli else "a string"
+        if kind == "path":
+            return "a file path"
+        if kind == "device":
+            return "cpu, cuda, cuda:N (N = 0, 1, ...) or auto"
+        if kind == "numbers":
+            what = "comma-separated numbers" if cli else "a sequence of numbers"
+            bounds = self.describe_range()
+            return what + (f", {bounds}" if bounds else "")
+        methods = ", ".join(_method_names())
+        if kind == "method":
+            return (", ".join(self.choices) + " or " if self.choices else "") + f"a method ({methods})"
+        what = "comma-separated methods" if cli else "a list of methods"
+        return what + (" or " + ", ".join(self.choices) if self.choices else "") + f" ({methods}), each once"
 
     def describe_range(self) -> str:
-        lo, hi = self.low, self.high
-        if self.kind in (bool, str) or (math.isinf(lo) and math.isinf(hi)):
+        """The allowed values in short, for help and tables (``1 .. 1000``, ``>= 0``; ``""`` where none)."""
+        kind = self.kind
+        if kind == "choice":
+            return "one of " + ", ".join(self.choices)
+        if kind == "method":
+            return ", ".join(self.choices) + " or a method" if self.choices else "a method"
+        if kind == "methods":
+            return "registered methods" + (" or " + ", ".join(self.choices) if self.choices else "")
+        if kind == "device":
+            return "cpu, cuda, cuda:N or auto"
+        if kind not in (int, float, "numbers"):
             return ""
-        fmt = (lambda v: str(int(v))) if self.kind is int else (lambda v: f"{v:g}")
+        lo, hi = self.low, self.high
+        if math.isinf(lo) and math.isinf(hi):
+            return ""
+        fmt = (lambda v: str(int(v))) if kind is int else (lambda v: f"{v:g}")
+        each = "each " if kind == "numbers" else ""
         if math.isinf(hi):
-            return f">= {fmt(lo)}"
-        return f"{fmt(lo)} .. {fmt(hi)}"
+            return f"{each}>= {fmt(lo)}"
+        if math.isinf(lo):
+            return f"{each}<= {fmt(hi)}"
+        return f"{each}{fmt(lo)} .. {fmt(hi)}"
+
+    def describe_default(self) -> str:
+        """The default as help shows it: ``200``, ``1e-06``, ``'soft-vote'``, ``0.9,0.1``, ``none``."""
+        if self.default is None:
+            return "none"
+        if self.kind == "numbers" or self.kind == "methods":
+            return ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in self.default)
+        return repr(self.default)
+
+
+def _number(text: str, kind: type) -> Any:
+    """``text`` read as ``kind`` (int or float); ValueError for what is not how a number is written here.
+
+    Python's ``int``/``float`` also read "1_0" and non-ASCII digits ("\u0663"): refused.
+    """
+    if not text.isascii() or "_" in text:
+        raise ValueError(text)
+    return kind(text)
+
+
+def _shown(value: Any) -> str:
+    """``value`` as an error message shows it: its repr (a string's always: one line, as typed), or its type
+    when that is long or spans lines (a list of rows, a DataFrame: an error is one line)."""
+    text = repr(value)
+    if not isinstance(value, str) and (len(text) > 60 or "\n" in text):
+        name = type(value).__name__
+        return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+    return text
+
+
+def _is_array(value: Any) -> bool:
+    """Whether ``value`` is a numpy array (without importing numpy: an array means numpy is loaded)."""
+    import sys
+
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(value, np.ndarray)
+
+
+def _method_names() -> tuple[str, ...]:
+    """The registered methods' names (declarations only: no method code is imported)."""
+    return tuple(METHODS)
+
+
+# --------------------------------------------------------------------------- methods
+#: What each kind of method takes and gives (``crowdagg methods NAME`` shows these words).
+KINDS: dict[str, str] = {
+    "categorical": "categorical aggregator (answers -> one label per task)",
+    "numeric": "numeric aggregator (numeric answers -> one value per task)",
+    "trainer": "trainer (features + answers -> a model)",
+}
+
+#: Where a method can run: in this process (``local``).  The Dask engine adds ``dask``.
+ENGINES = ("local",)
+
+#: The optional extras of ``pyproject.toml`` a method may require, and the modules each installs.
+EXTRAS: dict[str, tuple[str, ...]] = {"train": ("torch",)}
 
 
 #: The parameters the CLI has flags for (``--seed``, ``--max-iter``, ``--tol``).
@@ -120,17 +353,24 @@ def tol(default: float) -> Param:
 N_INIT = Param("n_init", int, 1, "starts of EM (the first from majority vote, the others seeded random); the best "
                "log-likelihood is kept", 1, 1000)
 
-
 #: The start strategies an iterative method's ``init`` names besides another method (crowdagg.methods.starts).
 START_CHOICES = ("soft-vote", "hard-vote")
 
-INIT = Param("init", str, "soft-vote", "how EM starts: soft-vote (vote shares), hard-vote (one-hot majority labels), "
-             "or another method's name (its output, unrefined)", choices=START_CHOICES)
+INIT = Param("init", "method", "soft-vote", "how EM starts: soft-vote (vote shares), hard-vote (one-hot majority "
+             "labels), or another method's name (its output, unrefined)", choices=START_CHOICES)
 
 
 @dataclass(frozen=True)
 class Method:
-    """A registered method: what ``crowdagg methods`` shows and where its class lives."""
+    """A method's declaration: what ``crowdagg methods`` shows and where its class lives.
+
+    ``kind`` is a key of :data:`KINDS`; ``engines`` are names from
+    :data:`ENGINES`; ``requires`` names an optional extra (a key of
+    :data:`EXTRAS`) the method cannot run without; ``gold`` says it takes
+    known labels that clamp tasks, ``init_workers`` that it saves a worker
+    model and starts from one.  Methods are listed by ``rank`` (then name):
+    mv 10, wmv 20, wawa 30, ds 40, onecoin 50.
+    """
 
     name: str
     target: str  # "module:Class", imported on first use
@@ -140,7 +380,26 @@ class Method:
     params: tuple[Param, ...] = ()
     gold: bool = False  # takes --gold (known labels that clamp tasks)
     init_workers: bool = False  # can start from a saved worker model (--init-workers) and save one
-    extra: dict[str, Any] = field(default_factory=dict)
+    kind: str = "categorical"
+    engines: tuple[str, ...] = ("local",)
+    requires: str = ""  # an optional extra ("train"), checked without importing it
+    rank: int = 1000
+
+    def __post_init__(self) -> None:
+        # Declaration errors are the method author's: they fail the family's import, which fails alone.
+        module, _, cls = self.target.partition(":")
+        if not module or not cls:
+            raise TypeError(f"method {self.name!r}: target must be 'module:Class', got {self.target!r}")
+        if self.kind not in KINDS:
+            raise TypeError(f"method {self.name!r}: kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
+        if not self.engines or any(e not in ENGINES for e in self.engines):
+            raise TypeError(f"method {self.name!r}: engines must be among {', '.join(ENGINES)}, got {self.engines!r}")
+        if self.requires and self.requires not in EXTRAS:
+            raise TypeError(f"method {self.name!r}: requires an unknown extra {self.requires!r}; extras: "
+                            + ", ".join(EXTRAS))
+        names = [p.name for p in self.params]
+        if len(set(names)) != len(names):
+            raise TypeError(f"method {self.name!r}: a parameter is declared twice in {names}")
 
     @property
     def param_names(self) -> tuple[str, ...]:
@@ -155,77 +414,181 @@ class Method:
             + ", ".join(param(p) for p in self.param_names)
         )
 
+    def missing(self) -> tuple[str, ...]:
+        """The modules of the required extra that are not installed (found, not imported; ``()``: none)."""
+        from importlib.util import find_spec
+
+        return tuple(m for m in EXTRAS.get(self.requires, ()) if find_spec(m) is None)
+
     def load(self) -> type:
-        """The aggregator class (imports its module)."""
+        """The method's class (imports its module).
+
+        Raises :class:`~crowdagg.errors.UsageError` when the required extra
+        is not installed (naming the ``pip install`` that adds it) or when
+        the module fails to import (naming the error; chained to it).
+        """
+        missing = self.missing()
+        if missing:
+            raise UsageError(
+                f"method {self.name!r} needs the optional extra {self.requires!r} ({', '.join(missing)} "
+                f"not installed): pip install 'crowdagg[{self.requires}]'"
+            )
         module, _, cls = self.target.partition(":")
-        return getattr(importlib.import_module(module), cls)  # type: ignore[no-any-return]
+        try:
+            return getattr(importlib.import_module(module), cls)  # type: ignore[no-any-return]
+        except Exception as exc:  # noqa: BLE001 - whatever breaks the module, this method alone fails
+            raise UsageError(
+                f"method {self.name!r} is unavailable: importing {self.target} failed ({type(exc).__name__}: {exc})"
+            ) from exc
 
 
-_EM_MODEL = (
-    "y_n ~ Cat(d); given y_n = k, worker m answers ~ Cat(A_m[:, k]), independently. EM from soft majority "
-    "vote: E-step q_n(k) ∝ d_k Π_m A_m[answer, k]; M-step A_m[k', k] ∝ s + Σ q_n(k) 1[answer = k'], "
-    "d_k ∝ s + Σ_n q_n(k)."
-)
+class UnknownMethod(UsageError, KeyError):
+    """No method is registered under a name (a :class:`~crowdagg.errors.UsageError` and a ``KeyError``).
 
-METHODS: dict[str, Method] = {
-    m.name: m
-    for m in (
-        Method(
-            "mv", "crowdagg.methods.votes.mv:MajorityVote",
-            "majority vote; ties broken by a seeded random draw; confidence = vote share",
-            "label = argmax_k Σ_m 1[answer_m = k]; posteriors are the vote shares.",
-            "the baseline of every crowdsourcing paper (e.g. Snow et al., EMNLP 2008)",
-            (SEED,),
-        ),
-        Method(
-            "wmv", "crowdagg.methods.votes.wmv:WeightedMajorityVote",
-            "weighted majority vote, log-odds weights from each worker's agreement with the vote (iterated)",
-            "p_m = (agree_m + 1)/(n_m + 2) against the current labels; weight w_m = log((K-1) p_m/(1-p_m)); "
-            "revote until no label changes.",
-            "Li & Yu, Error rate bounds and iterative weighted majority voting for crowdsourcing, arXiv:1411.4086",
-            (SEED, max_iter(50)),
-        ),
-        Method(
-            "wawa", "crowdagg.methods.votes.wawa:Wawa",
-            "worker agreement with aggregate: skill = agreement with the majority vote, then skill-weighted vote",
-            "s_m = share of worker m's answers equal to the majority vote; label = argmax_k Σ_m s_m 1[answer_m = k].",
-            "Toloka crowd-kit, Wawa (worker agreement with aggregate)",
-            (SEED,),
-        ),
-        Method(
-            "ds", "crowdagg.methods.em.ds:DawidSkene",
-            "Dawid-Skene EM, full confusion matrix per worker (soft-MV init, Dirichlet smoothing)",
-            _EM_MODEL + " Entries are floored at 1e-10 when s = 0.",
-            "Dawid & Skene, Maximum likelihood estimation of observer error-rates using the EM algorithm, "
-            "Applied Statistics 28(1), 1979, doi:10.2307/2346806",
-            (SEED, max_iter(200), tol(1e-6),
-             Param("smoothing", float, 0.0, "Dirichlet pseudo-count per confusion cell and class (0: entries "
-                   "floored at 1e-10)", 0.0, 1e9, "Dirichlet(1 + s) prior"),
-             N_INIT, INIT),
-            gold=True, init_workers=True,
-        ),
-        Method(
-            "onecoin", "crowdagg.methods.em.onecoin:OneCoinDawidSkene",
-            "one-coin Dawid-Skene EM: one accuracy per worker, errors uniform over other classes",
-            "A_m[k', k] = p_m if k' = k else (1 - p_m)/(K - 1); M-step p_m = (s/K + Σ q_n(answer)) / (n_m + s).",
-            "Dawid & Skene 1979 with the one-coin (symmetric) worker model, e.g. Liu, Peng & Ihler, "
-            "Variational inference for crowdsourcing, NeurIPS 2012",
-            (SEED, max_iter(200), tol(1e-6),
-             Param("smoothing", float, 1.0, "pseudo-answers at chance accuracy 1/K per worker", 0.0, 1e9,
-                   "Beta prior strength"),
-             N_INIT, INIT),
-            gold=True, init_workers=True,
-        ),
-    )
-}
+    A ``KeyError`` so that :data:`METHODS` and :data:`REGISTRY` behave as mappings (``.get``, ``in``);
+    its text is the usage error's (``_Worded.__str__`` comes before ``KeyError.__str__``).
+    """
+
+
+class _Declarations(MutableMapping[str, Method]):
+    """Name -> :class:`Method`, in listing order; the families are found on first use.
+
+    Discovery imports each subpackage of ``crowdagg.methods`` (its
+    ``__init__`` only) and collects its ``DECLARATIONS``; a package without
+    them is not a family.  A family that fails to import, or declares a
+    name another family has, is left out and recorded in :func:`failures`.
+    A declaration may also be set (and deleted) at run time --
+    ``METHODS["mine"] = Method("mine", ...)``, as tests do -- and is listed
+    by its rank like the others.
+    """
+
+    def __init__(self) -> None:
+        self._methods: dict[str, Method] | None = None
+        self._failures: dict[str, str] = {}
+        self._lock = threading.RLock()  # re-entrant: a family whose import asks the registry cannot deadlock
+
+    def _found(self) -> dict[str, Method]:
+        if self._methods is None:
+            with self._lock:
+                if self._methods is None:
+                    self._methods = self._discover()
+        return self._methods
+
+    def _discover(self) -> dict[str, Method]:
+        import pkgutil
+        import sys
+
+        package = __name__.rpartition(".")[0]
+        found: dict[str, tuple[Method, str]] = {}
+        for info in pkgutil.iter_modules(sys.modules[package].__path__, package + "."):
+            if not info.ispkg:
+                continue
+            try:
+                declared = getattr(importlib.import_module(info.name), "DECLARATIONS", None)
+                if declared is None:
+                    continue  # a package of shared pieces, not a family
+                if not isinstance(declared, tuple) or not all(isinstance(m, Method) for m in declared):
+                    raise TypeError("DECLARATIONS must be a tuple of Method")
+                taken = [f"{m.name!r} (declared by {found[m.name][1]})" for m in declared if m.name in found]
+                if taken:
+                    raise TypeError("it declares a method name already taken: " + ", ".join(taken))
+            except Exception as exc:  # noqa: BLE001 - whatever breaks a family, the others still list
+                self._failures[info.name] = f"{type(exc).__name__}: {exc}"
+                continue
+            found.update((m.name, (m, info.name)) for m in declared)
+        return _ranked(m for m, _ in found.values())
+
+    def failures(self) -> dict[str, str]:
+        """See :func:`failures`."""
+        self._found()
+        return dict(self._failures)
+
+    def __getitem__(self, name: str) -> Method:
+        try:
+            return self._found()[name]
+        except (KeyError, TypeError):  # TypeError: an unhashable name
+            pass
+        failed = self.failures().items()
+        why = "".join(f"; {family} failed to declare its methods ({reason})" for family, reason in failed)
+        raise UnknownMethod(f"unknown method {name!r}; valid methods: {', '.join(self)}{why}") from None
+
+    def __setitem__(self, name: str, spec: Method) -> None:
+        if not isinstance(spec, Method) or spec.name != name:
+            raise TypeError(f"METHODS[{name!r}] takes a Method named {name!r}, got {spec!r}")
+        with self._lock:
+            methods = {**self._found(), name: spec}
+            self._methods = _ranked(methods.values())
+
+    def __delitem__(self, name: str) -> None:
+        del self._found()[name]
+
+    def __contains__(self, name: object) -> bool:
+        try:
+            return name in self._found()
+        except TypeError:
+            return False
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._found())
+
+    def __len__(self) -> int:
+        return len(self._found())
+
+    def __repr__(self) -> str:
+        failed = "".join(f"; {family} failed ({reason})" for family, reason in self.failures().items())
+        return f"<declared methods: {', '.join(self)}{failed}>"
+
+
+def _ranked(methods: Any) -> dict[str, Method]:
+    """``methods`` by name, in listing order: by rank, then name."""
+    return {m.name: m for m in sorted(methods, key=lambda m: (m.rank, m.name))}
+
+
+#: Every declared method, name -> :class:`Method`, in listing order (declarations only: no method code).
+METHODS = _Declarations()
+
+
+def failures() -> dict[str, str]:
+    """Family packages left out of :data:`METHODS`, and why (``"ImportError: ..."``); empty when all loaded."""
+    return METHODS.failures()
 
 
 def get(name: str) -> Method:
-    """The method registered as ``name``."""
-    try:
-        return METHODS[name]
-    except KeyError:
-        raise UsageError(f"unknown method {name!r}; valid methods: {', '.join(METHODS)}") from None
+    """The method registered as ``name`` (:class:`UnknownMethod`, a :class:`~crowdagg.errors.UsageError`, if none)."""
+    return METHODS[name]
 
 
-__all__ = ["Param", "Method", "METHODS", "COMMON_FLAGS", "get"]
+class _Classes(Mapping[str, type]):
+    """Name -> method class, each imported when asked for; listing and ``in`` import nothing."""
+
+    def __getitem__(self, name: str) -> type:
+        return get(name).load()
+
+    def __contains__(self, name: object) -> bool:
+        return name in METHODS
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(METHODS)
+
+    def __len__(self) -> int:
+        return len(METHODS)
+
+    def __repr__(self) -> str:
+        return f"<method classes, imported on use: {', '.join(self)}>"
+
+
+#: Every registered method's class by name, imported on access: ``REGISTRY["ds"]`` imports
+#: :mod:`crowdagg.methods.em.ds` alone; ``list(REGISTRY)`` imports nothing.
+REGISTRY: Mapping[str, type] = _Classes()
+
+
+def get_method(name: str) -> type:
+    """The class registered under ``name``, its module imported now (see :meth:`Method.load` for errors)."""
+    return get(name).load()
+
+
+__all__ = [
+    "Param", "PARAM_KINDS", "Method", "METHODS", "REGISTRY", "KINDS", "ENGINES", "EXTRAS", "COMMON_FLAGS",
+    "UnknownMethod",
+    "get", "get_method", "failures",
+]

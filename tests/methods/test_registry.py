@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import subprocess
 import sys
 
@@ -14,8 +15,8 @@ from crowdagg import load_annotations
 from crowdagg.cli import app
 from crowdagg.data.annotations import AnnotationSet
 from crowdagg.errors import UsageError
-from crowdagg.methods.api import aggregate, get_method
-from crowdagg.methods.registry import METHODS, Param, get
+from crowdagg.methods.api import REGISTRY, aggregate, get_method
+from crowdagg.methods.registry import KINDS, METHODS, SEED, Method, Param, get
 from tests import reference
 
 BLUEBIRD = "example:bluebird"
@@ -157,3 +158,550 @@ def test_none_stands_for_the_default(bluebird):
     assert get_method("onecoin")(smoothing=None).check_params()["smoothing"] == 1.0
     with pytest.raises(UsageError, match="it takes: seed, max_iter, tol, smoothing, n_init, init, gold, init_workers"):
         aggregate(bluebird, "ds", bogus=1)
+
+
+# --------------------------------------------------------------------------- kinds, engines, listing order
+EXPECTED = {  # name: (gold, saved worker models)
+    "mv": (False, False), "wmv": (False, False), "wawa": (False, False), "ds": (True, True), "onecoin": (True, True),
+}
+
+
+def test_every_declaration_states_its_kind_engines_gold_and_saved_models():
+    assert [n for n in METHODS if n in EXPECTED] == list(EXPECTED)  # the declared ranks keep this order
+    assert list(REGISTRY) == list(METHODS) == sorted(METHODS, key=lambda n: (METHODS[n].rank, n))
+    for name, (gold, saved) in EXPECTED.items():
+        m = METHODS[name]
+        assert (m.kind, m.engines, m.requires, m.gold, m.init_workers) == ("categorical", ("local",), "", gold, saved)
+        assert m.missing() == ()
+    assert [METHODS[n].rank for n in EXPECTED] == [10, 20, 30, 40, 50]
+    assert set(KINDS) == {"categorical", "numeric", "trainer"}
+
+
+def test_every_family_declares_its_methods_without_failure():
+    from crowdagg.methods.registry import failures
+
+    assert failures() == {}  # a family that failed to import, or a name declared twice, is caught here
+
+
+def test_each_family_declares_its_own_methods():
+    import crowdagg.methods.em as em
+    import crowdagg.methods.votes as votes
+
+    assert [m.name for m in votes.DECLARATIONS] == ["mv", "wmv", "wawa"]
+    assert [m.name for m in em.DECLARATIONS] == ["ds", "onecoin"]
+    for m in (*votes.DECLARATIONS, *em.DECLARATIONS):
+        family = "votes" if m in votes.DECLARATIONS else "em"
+        assert m.target.startswith(f"crowdagg.methods.{family}.")  # its class lives in its family
+
+
+@pytest.mark.parametrize(("bad", "words"), [
+    ({"kind": "ordinal"}, "kind must be one of categorical, numeric, trainer, got 'ordinal'"),
+    ({"engines": ("spark",)}, "engines must be among local, got ('spark',)"),
+    ({"engines": ()}, "engines must be among local"),
+    ({"requires": "gpu"}, "requires an unknown extra 'gpu'; extras: train"),
+    ({"target": "crowdagg.methods.votes.mv"}, "target must be 'module:Class'"),
+    ({"params": (SEED, SEED)}, "a parameter is declared twice"),
+])
+def test_a_wrong_declaration_is_refused_where_it_is_written(bad, words):
+    fields = {"name": "x", "target": "m:C", "summary": "", "model": "", "reference": "", **bad}
+    with pytest.raises(TypeError, match=re.escape(words)):
+        Method(**fields)
+
+
+@pytest.mark.parametrize(("kwargs", "words"), [
+    ({"kind": "list"}, "unknown kind 'list'"),
+    ({"kind": str}, "unknown kind <class 'str'>"),
+    ({"kind": "choice"}, "a choice needs its choices"),
+    ({"kind": "choice", "choices": ["a", "b"]}, "choices must be a tuple of strings"),
+])
+def test_a_wrong_parameter_declaration_is_refused(kwargs, words):
+    with pytest.raises(TypeError, match=re.escape(words)):
+        Param("p", default=None, help="", **kwargs)
+
+
+# --------------------------------------------------------------------------- parameter kinds
+INIT = Param("init", "method", "soft-vote", "how EM starts", choices=("soft-vote", "hard-vote"))
+MODE = Param("mode", "choice", "fast", "how", choices=("fast", "exact"))
+PRIOR = Param("prior", "numbers", None, "class prior", 0.0, 1.0)
+SIZES = Param("sizes", "numbers", (64.0, 32.0), "hidden layers", 1, 4096)
+BASES = Param("bases", "methods", ("mv", "ds"), "methods to combine")
+NOTE = Param("note", "text", "", "a note")
+MODEL = Param("model", "path", None, "where the model goes")
+DEVICE = Param("device", "device", "auto", "where to train")
+NEW_KINDS = (INIT, MODE, PRIOR, SIZES, BASES, NOTE, MODEL, DEVICE)
+VALID_METHODS = ", ".join(METHODS)  # mv, wmv, wawa, ds, onecoin (and any family added since)
+
+# param, CLI text -> value
+PARSED = [
+    (INIT, "ds", "ds"), (INIT, " hard-vote ", "hard-vote"), (INIT, "soft-vote", "soft-vote"),
+    (MODE, "exact", "exact"),
+    (PRIOR, "0.9,0.1", (0.9, 0.1)), (PRIOR, " 0.5 , 0.25,0.25 ", (0.5, 0.25, 0.25)), (PRIOR, "1", (1.0,)),
+    (SIZES, "128,64,1", (128.0, 64.0, 1.0)),
+    (BASES, "mv,ds,onecoin", ("mv", "ds", "onecoin")), (BASES, "wawa", ("wawa",)), (BASES, " mv , ds", ("mv", "ds")),
+    (NOTE, " as typed, commas too ", " as typed, commas too "), (NOTE, "", ""),
+    (MODEL, "out/model.pt", "out/model.pt"), (MODEL, "my model.pt", "my model.pt"),
+    (DEVICE, "cpu", "cpu"), (DEVICE, "cuda", "cuda"), (DEVICE, "cuda:0", "cuda:0"), (DEVICE, "cuda:12", "cuda:12"),
+    (DEVICE, "auto", "auto"),
+]
+# param, CLI text -> the whole message in library terms (the CLI shows -p NAME for NAME)
+REFUSED = [
+    (INIT, "nope", f"init must be soft-vote, hard-vote or a method ({VALID_METHODS}), got 'nope'"),
+    (INIT, "DS", f"init must be soft-vote, hard-vote or a method ({VALID_METHODS}), got 'DS'"),
+    (INIT, "", f"init must be soft-vote, hard-vote or a method ({VALID_METHODS}), got ''"),
+    (MODE, "slow", "mode must be one of fast, exact, got 'slow'"),
+    (PRIOR, "0.9;0.1", "prior must be comma-separated numbers, each 0 .. 1, got '0.9;0.1'"),
+    (PRIOR, "0.9,", "prior must be comma-separated numbers, each 0 .. 1, got '0.9,'"),
+    (PRIOR, "1.5,0", "prior must be comma-separated numbers, each 0 .. 1, got '1.5,0'"),
+    (PRIOR, "nan,0", "prior must be comma-separated numbers, each 0 .. 1, got 'nan,0'"),
+    (PRIOR, "0.5,1_0", "prior must be comma-separated numbers, each 0 .. 1, got '0.5,1_0'"),
+    (PRIOR, "", "prior must be comma-separated numbers, each 0 .. 1, got ''"),
+    (SIZES, "64,0", "sizes must be comma-separated numbers, each 1 .. 4096, got '64,0'"),
+    (BASES, "mv,nope", f"bases must be comma-separated methods ({VALID_METHODS}), each once, got 'mv,nope'"),
+    (BASES, "mv,,ds", f"bases must be comma-separated methods ({VALID_METHODS}), each once, got 'mv,,ds'"),
+    (BASES, "mv,ds,mv", "bases lists 'mv' twice"),
+    (MODEL, "", "model must be a file path, got ''"),
+    (MODEL, "  ", "model must be a file path, got '  '"),
+    (DEVICE, "gpu", "device must be cpu, cuda, cuda:N (N = 0, 1, ...) or auto, got 'gpu'"),
+    (DEVICE, "cuda:", "device must be cpu, cuda, cuda:N (N = 0, 1, ...) or auto, got 'cuda:'"),
+    (DEVICE, "cuda:-1", "device must be cpu, cuda, cuda:N (N = 0, 1, ...) or auto, got 'cuda:-1'"),
+    (DEVICE, "cuda:\u0663", "device must be cpu, cuda, cuda:N (N = 0, 1, ...) or auto, got 'cuda:\u0663'"),
+    (DEVICE, "CPU", "device must be cpu, cuda, cuda:N (N = 0, 1, ...) or auto, got 'CPU'"),
+]
+# param, Python value -> checked value
+CHECKED = [
+    (INIT, "onecoin", "onecoin"), (MODE, "fast", "fast"),
+    (PRIOR, [0.5, 0.5], (0.5, 0.5)), (PRIOR, (1, 0), (1.0, 0.0)), (PRIOR, np.array([0.2, 0.8]), (0.2, 0.8)),
+    (PRIOR, None, None),
+    (BASES, ["mv", "ds"], ("mv", "ds")), (BASES, "mv,ds", ("mv", "ds")), (BASES, ("wawa",), ("wawa",)),
+    (NOTE, "x", "x"), (MODEL, "m.pt", "m.pt"), (MODEL, None, None), (DEVICE, "cuda:3", "cuda:3"),
+]
+# param, Python value -> the message
+WRONG = [
+    (INIT, 3, f"init must be soft-vote, hard-vote or a method ({VALID_METHODS}), got 3"),
+    (INIT, None, f"init must be soft-vote, hard-vote or a method ({VALID_METHODS}), got None"),
+    (MODE, "Fast", "mode must be one of fast, exact, got 'Fast'"),
+    (PRIOR, "0.5,0.5", "prior must be a sequence of numbers, each 0 .. 1, got '0.5,0.5'"),
+    (PRIOR, [0.5, 2], "prior must be a sequence of numbers, each 0 .. 1, got [0.5, 2]"),
+    (PRIOR, [True, False], "prior must be a sequence of numbers, each 0 .. 1, got [True, False]"),
+    (PRIOR, [], "prior must be a sequence of numbers, each 0 .. 1, got []"),
+    (PRIOR, 0.5, "prior must be a sequence of numbers, each 0 .. 1, got 0.5"),
+    (PRIOR, [0.5, None], "prior must be a sequence of numbers, each 0 .. 1, got [0.5, None]"),
+    (SIZES, None, "sizes must be a sequence of numbers, each 1 .. 4096, got None"),
+    (BASES, ["mv", "x"], f"bases must be a list of methods ({VALID_METHODS}), each once, got ['mv', 'x']"),
+    (BASES, [], f"bases must be a list of methods ({VALID_METHODS}), each once, got []"),
+    (BASES, ["mv", "mv"], "bases lists 'mv' twice"),
+    (PRIOR, {0.5: 1}, "prior must be a sequence of numbers, each 0 .. 1, got {0.5: 1}"),
+    (PRIOR, np.array([[0.5, 0.5]]), "prior must be a sequence of numbers, each 0 .. 1, got array([[0.5, 0.5]])"),
+    (BASES, {"mv"}, f"bases must be a list of methods ({VALID_METHODS}), each once, got {{'mv'}}"),
+    (NOTE, 5, "note must be a string, got 5"),
+    (MODEL, "", "model must be a file path, got ''"),
+    (MODEL, 5, "model must be a file path, got 5"),
+    (MODEL, " ", "model must be a file path, got ' '"),
+    (MODEL, b"m.pt", "model must be a file path, got b'm.pt'"),
+    (BASES, "mv,x", f"bases must be a list of methods ({VALID_METHODS}), each once, got 'mv,x'"),
+    (DEVICE, "cuda:x", "device must be cpu, cuda, cuda:N (N = 0, 1, ...) or auto, got 'cuda:x'"),
+    (DEVICE, 0, "device must be cpu, cuda, cuda:N (N = 0, 1, ...) or auto, got 0"),
+]
+
+
+@pytest.mark.parametrize(("p", "text", "value"), PARSED, ids=[f"{p.name}={t!r}" for p, t, _ in PARSED])
+def test_each_parameter_kind_parses_command_line_text(p, text, value):
+    got = p.parse(text)
+    assert got == value and type(got) is type(value)
+
+
+@pytest.mark.parametrize(("p", "text", "words"), REFUSED, ids=[f"{p.name}={t!r}" for p, t, _ in REFUSED])
+def test_each_parameter_kind_refuses_bad_text_naming_the_parameter(p, text, words):
+    with pytest.raises(UsageError) as info:
+        p.parse(text)
+    assert str(info.value) == words  # library terms
+    flag = f"-p {p.name}"
+    assert info.value.render({p.name: flag}) == flag + words[len(p.name):]  # CLI terms
+
+
+@pytest.mark.parametrize(("p", "value", "checked"), CHECKED, ids=[f"{p.name}={v!r}" for p, v, _ in CHECKED])
+def test_each_parameter_kind_checks_python_values(p, value, checked):
+    assert p.check(value) == checked
+
+
+@pytest.mark.parametrize(("p", "value", "words"), WRONG, ids=[f"{p.name}={v!r}" for p, v, _ in WRONG])
+def test_each_parameter_kind_refuses_wrong_python_values_naming_the_parameter(p, value, words):
+    with pytest.raises(UsageError) as info:
+        p.check(value)
+    assert str(info.value) == words
+
+
+def test_a_path_like_is_a_path_and_a_method_start_may_be_a_posterior(tmp_path):
+    from pathlib import Path
+
+    assert MODEL.check(tmp_path / "m.pt") == str(tmp_path / "m.pt")  # existence is checked where it is read
+    assert MODEL.check(Path("no/such/dir/m.pt")) == "no/such/dir/m.pt"
+    posterior = np.full((3, 2), 0.5)
+    assert INIT.check(posterior) is posterior  # a given posterior: the method checks it against the data
+
+
+def test_each_kind_is_described_from_its_declaration():
+    rows = [(p.kind_name, p.describe_type(), p.describe_type(cli=True), p.describe_range(), p.describe_default())
+            for p in NEW_KINDS]
+    assert rows == [
+        ("method", f"soft-vote, hard-vote or a method ({VALID_METHODS})",
+         f"soft-vote, hard-vote or a method ({VALID_METHODS})", "soft-vote, hard-vote or a method", "'soft-vote'"),
+        ("choice", "one of fast, exact", "one of fast, exact", "one of fast, exact", "'fast'"),
+        ("numbers", "a sequence of numbers, each 0 .. 1", "comma-separated numbers, each 0 .. 1", "each 0 .. 1", "none"),
+        ("numbers", "a sequence of numbers, each 1 .. 4096", "comma-separated numbers, each 1 .. 4096",
+         "each 1 .. 4096", "64,32"),
+        ("methods", f"a list of methods ({VALID_METHODS}), each once",
+         f"comma-separated methods ({VALID_METHODS}), each once", "registered methods", "mv,ds"),
+        ("text", "a string", "text", "", "''"),
+        ("path", "a file path", "a file path", "", "none"),
+        ("device", "cpu, cuda, cuda:N (N = 0, 1, ...) or auto", "cpu, cuda, cuda:N (N = 0, 1, ...) or auto",
+         "cpu, cuda, cuda:N or auto", "'auto'"),
+    ]
+    # the original kinds are described as before
+    n_init, smoothing, tol_ = (METHODS["ds"].param(n) for n in ("n_init", "smoothing", "tol"))
+    assert [(p.kind_name, p.describe_type(), p.describe_range(), p.describe_default())
+            for p in (n_init, smoothing, tol_)] == [
+        ("int", "an integer", "1 .. 1000", "1"), ("float", "a number", "0 .. 1e+09", "0.0"),
+        ("float", "a number", "0 .. 0.5", "1e-06")]
+    assert Param("b", bool, True, "").describe_range() == "" and Param("b", bool, True, "").parse(" Yes ") is True
+
+
+def test_a_methods_parameter_may_also_take_its_choices():
+    p = Param("start", "methods", ("soft-vote",), "", choices=("soft-vote", "hard-vote"))
+    assert p.parse("hard-vote,ds") == ("hard-vote", "ds")
+    assert p.describe_type(cli=True) == f"comma-separated methods or soft-vote, hard-vote ({VALID_METHODS}), each once"
+    with pytest.raises(UsageError, match="start must be comma-separated methods or soft-vote"):
+        p.parse("medium-vote")
+
+
+# --------------------------------------------------------------------------- the kinds through the library and the CLI
+@pytest.fixture
+def ds_with_new_kinds(monkeypatch):
+    """ds declared with one parameter of each new kind (as a coming method would declare them)."""
+    import dataclasses
+
+    from crowdagg.methods import registry
+
+    ds = registry.METHODS["ds"]
+    declared = tuple(p for p in ds.params if p.name not in {q.name for q in NEW_KINDS}) + NEW_KINDS
+    monkeypatch.setitem(registry.METHODS, "ds", dataclasses.replace(ds, params=declared))
+    return registry.METHODS["ds"]
+
+
+@pytest.mark.parametrize(("p", "text", "words"), REFUSED, ids=[f"{p.name}={t!r}" for p, t, _ in REFUSED])
+def test_the_cli_words_a_bad_value_of_each_kind_as_its_flag(ds_with_new_kinds, p, text, words):
+    result = CliRunner().invoke(app, ["aggregate", BLUEBIRD, "-m", "ds", "-p", f"{p.name}={text}"])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr == f"Error: -p {p.name}{words[len(p.name):]}\n"
+
+
+WRONG_GIVEN = [(p, v, w) for p, v, w in WRONG if v is not None]  # to a method, None stands for the default
+
+
+@pytest.mark.parametrize(("p", "value", "words"), WRONG_GIVEN, ids=[f"{p.name}={v!r}" for p, v, _ in WRONG_GIVEN])
+def test_the_library_words_a_wrong_value_of_each_kind_as_its_keyword(ds_with_new_kinds, bluebird, p, value, words):
+    with pytest.raises(UsageError) as info:
+        aggregate(bluebird, "ds", **{p.name: value})
+    assert str(info.value) == words
+
+
+def test_the_cli_takes_a_good_value_of_each_kind(ds_with_new_kinds):
+    from crowdagg.cli.options import method_params
+
+    pairs = ["init=hard-vote", "mode=exact", "prior=0.3,0.7", "sizes=8", "bases=wawa,onecoin", "note= hi ",
+             "model=m.pt", "device=cuda:1"]
+    assert method_params(ds_with_new_kinds, {"seed": None}, pairs) == {
+        "init": "hard-vote", "mode": "exact", "prior": (0.3, 0.7), "sizes": (8.0,), "bases": ("wawa", "onecoin"),
+        "note": " hi ", "model": "m.pt", "device": "cuda:1"}
+
+
+def test_methods_name_shows_each_kind_from_its_declaration(ds_with_new_kinds):
+    result = CliRunner().invoke(app, ["methods", "ds"])
+    assert result.exit_code == 0 and result.stderr == ""
+    heads = [ln for ln in result.stdout.splitlines() if ln.startswith("  ") and not ln.startswith("   ")]
+    assert heads[-8:] == [
+        "  init (method, default 'soft-vote', soft-vote, hard-vote or a method; -p init=VALUE)",
+        "  mode (choice, default 'fast', one of fast, exact; -p mode=VALUE)",
+        "  prior (numbers, default none, each 0 .. 1; -p prior=VALUE)",
+        "  sizes (numbers, default 64,32, each 1 .. 4096; -p sizes=VALUE)",
+        "  bases (methods, default mv,ds, registered methods; -p bases=VALUE)",
+        "  note (text, default ''; -p note=VALUE)",
+        "  model (path, default none; -p model=VALUE)",
+        "  device (device, default 'auto', cpu, cuda, cuda:N or auto; -p device=VALUE)",
+    ]
+    table = CliRunner().invoke(app, ["methods", "ds", "--format", "csv"])
+    rows = table.stdout.splitlines()
+    assert rows[0] == "parameter,type,default,range,paper,help"
+    assert rows[-8:] == [
+        "init,method,'soft-vote',\"soft-vote, hard-vote or a method\",,how EM starts",
+        "mode,choice,'fast',\"one of fast, exact\",,how",
+        "prior,numbers,none,each 0 .. 1,,class prior",
+        "sizes,numbers,\"64,32\",each 1 .. 4096,,hidden layers",
+        "bases,methods,\"mv,ds\",registered methods,,methods to combine",
+        "note,text,'',,,a note",
+        "model,path,none,,,where the model goes",
+        "device,device,'auto',\"cpu, cuda, cuda:N or auto\",,where to train",
+    ]
+
+
+def test_init_of_ds_is_a_method_parameter_in_both_terms(bluebird):
+    words = f"init must be soft-vote, hard-vote or a method ({VALID_METHODS}), got 'nope'"
+    result = CliRunner().invoke(app, ["aggregate", BLUEBIRD, "-m", "ds", "-p", "init=nope"])
+    assert result.exit_code == 2 and result.stdout == "" and result.stderr == f"Error: -p {words}\n"
+    with pytest.raises(UsageError) as info:
+        aggregate(bluebird, "ds", init="nope")
+    assert str(info.value) == words
+
+
+# --------------------------------------------------------------------------- laziness
+# Every module under crowdagg.methods that is not the registry, the parameter kinds or a family's declarations.
+_LAZY_CHECK = """
+import sys, json
+from crowdagg.methods import registry
+names = list(registry.METHODS)
+{body}
+families = [m for m in sys.modules if m.count(".") == 2 and m.startswith("crowdagg.methods.")
+            and hasattr(sys.modules[m], "DECLARATIONS")]
+light = {{"crowdagg.methods", "crowdagg.methods.registry", *families}}
+print(json.dumps({{
+    "names": names,
+    "families": sorted(families),
+    "method_code": sorted(m for m in sys.modules if m.startswith("crowdagg.methods") and m not in light),
+    "heavy": sorted(m for m in sys.modules if m.split(".")[0] in ("numba", "torch", "pandas", "scipy")
+                    or m.startswith("crowdagg.kernels")),
+}}))
+"""
+
+
+def _imports_after(body: str) -> dict:
+    import json
+
+    out = subprocess.run([sys.executable, "-c", _LAZY_CHECK.format(body=body)], capture_output=True, text=True,
+                         check=True)
+    return json.loads(out.stdout)
+
+
+def test_listing_and_validating_import_no_method_module():
+    seen = _imports_after(
+        "spec = registry.get('ds'); spec.param('n_init').parse('3'); spec.param('tol').check(1e-3)\n"
+        "list(registry.REGISTRY); len(registry.REGISTRY); 'ds' in registry.REGISTRY; registry.failures()\n"
+        "[m.missing() for m in registry.METHODS.values()]\n"
+        "registry.Method('t', 'm:C', '', '', '', requires='train').missing()  # torch found, not imported\n"
+        "try:\n    registry.get('nope')\nexcept KeyError:\n    pass\n"
+    )
+    assert seen["names"] == list(METHODS)
+    assert {"crowdagg.methods.em", "crowdagg.methods.votes"} <= set(seen["families"])
+    assert seen["method_code"] == [] and seen["heavy"] == []
+
+
+def test_the_registry_imports_a_class_when_it_is_asked_for_and_that_one_only():
+    seen = _imports_after("cls = registry.REGISTRY['mv']; assert cls.__name__ == 'MajorityVote'")
+    assert "crowdagg.methods.votes.mv" in seen["method_code"]
+    assert not any(m.startswith(("crowdagg.methods.em.", "crowdagg.methods.votes.w")) for m in seen["method_code"])
+
+
+def test_the_command_line_lists_and_explains_methods_without_method_code():
+    code = ("import sys; from crowdagg._entry import main; main(['methods']); main(['methods', 'ds']); "
+            "main(['aggregate', '--help']); "
+            "print([m for m in sys.modules if m.startswith(('numba', 'crowdagg.methods.api', 'crowdagg.methods.base', "
+            "'crowdagg.methods.em.', 'crowdagg.methods.votes.', 'crowdagg.kernels'))])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_the_lazy_registry_is_a_mapping_of_classes():
+    from crowdagg import REGISTRY as public
+    from crowdagg.methods.em.ds import DawidSkene
+
+    assert public is REGISTRY and public["ds"] is DawidSkene is get_method("ds")
+    assert "ds" in REGISTRY and "nope" not in REGISTRY and ["ds"] not in REGISTRY and len(REGISTRY) == len(METHODS)
+    assert REGISTRY.get("nope") is None and dict(REGISTRY.items())["mv"].__name__ == "MajorityVote"
+    with pytest.raises(KeyError):
+        REGISTRY["nope"]
+    with pytest.raises(UsageError, match=f"unknown method 'nope'; valid methods: {VALID_METHODS}$"):
+        REGISTRY["nope"]
+
+
+# --------------------------------------------------------------------------- a family added alone; failing alone
+_OKAY_FAMILY = '''
+from ..registry import SEED, Method
+
+DECLARATIONS = (
+    Method("okay", "crowdagg.methods.zz_extra.okay:Okay", "a vote declared by a family of its own", "m", "r",
+           (SEED,), rank=25),
+    Method("needs_x", "crowdagg.methods.zz_extra.okay:Okay", "needs an extra that is not installed", "m", "r",
+           (SEED,), requires="nosuchextra", kind="trainer", rank=900),
+    Method("bad_module", "crowdagg.methods.zz_extra.bad:Bad", "its module fails to import", "m", "r", (SEED,),
+           rank=901),
+)
+'''
+_OKAY_MODULE = '''
+from ..votes.mv import MajorityVote
+
+
+class Okay(MajorityVote):
+    name = "okay"
+'''
+
+
+@pytest.fixture
+def extra_families(tmp_path, monkeypatch):
+    """Three families beside the real ones (a package directory added to crowdagg.methods' path):
+    ``zz_extra`` (a working method, one needing a missing extra, one whose module fails to import),
+    ``zz_broken`` (its declarations fail to import) and ``zz_twice`` (declares a name ds already has)."""
+    import crowdagg.methods
+    from crowdagg.methods import registry
+
+    root = tmp_path / "families"
+    (root / "zz_extra").mkdir(parents=True)
+    (root / "zz_extra" / "__init__.py").write_text(_OKAY_FAMILY)
+    (root / "zz_extra" / "okay.py").write_text(_OKAY_MODULE)
+    (root / "zz_extra" / "bad.py").write_text("import crowdagg_no_such_module_either\n")
+    (root / "zz_broken").mkdir()
+    (root / "zz_broken" / "__init__.py").write_text("raise ImportError('the declarations are broken')\n")
+    (root / "zz_twice").mkdir()
+    (root / "zz_twice" / "__init__.py").write_text(
+        "from ..registry import Method\nDECLARATIONS = (Method('ds', 'x:Y', 's', 'm', 'r'),)\n")
+    (root / "zz_shared").mkdir()
+    (root / "zz_shared" / "__init__.py").write_text('"""Shared pieces: no DECLARATIONS, not a family."""\n')
+    monkeypatch.setattr(crowdagg.methods, "__path__", [*crowdagg.methods.__path__, str(root)])
+    monkeypatch.setitem(registry.EXTRAS, "nosuchextra", ("crowdagg_no_such_module",))
+    monkeypatch.setattr(registry, "METHODS", registry._Declarations())
+    yield registry
+    for name in [m for m in sys.modules if m.startswith("crowdagg.methods.zz_")]:
+        del sys.modules[name]
+
+
+def test_a_family_in_its_own_package_is_found_listed_by_rank_and_runs(extra_families, bluebird):
+    registry = extra_families
+    listed = list(registry.METHODS)
+    assert listed == sorted(listed, key=lambda n: (registry.METHODS[n].rank, n))
+    assert listed[listed.index("wmv"):listed.index("wawa") + 1] == ["wmv", "okay", "wawa"]  # rank 25
+    assert set(listed) == {*METHODS, "okay", "needs_x", "bad_module"}
+    result = aggregate(bluebird, "okay", seed=1)
+    np.testing.assert_array_equal(result.posteriors, aggregate(bluebird, "mv", seed=1).posteriors)
+    assert result.method == "okay"
+    ok = CliRunner().invoke(app, ["aggregate", BLUEBIRD, "-m", "okay"])
+    assert ok.exit_code == 0 and ok.stdout == CliRunner().invoke(app, ["aggregate", BLUEBIRD, "-m", "mv"]).stdout
+
+
+def test_a_family_that_fails_to_import_fails_alone(extra_families, bluebird):
+    registry = extra_families
+    failed = registry.failures()
+    assert failed == {
+        "crowdagg.methods.zz_broken": "ImportError: the declarations are broken",
+        "crowdagg.methods.zz_twice": "TypeError: it declares a method name already taken: 'ds' (declared by "
+                                     "crowdagg.methods.em)",
+    }
+    assert registry.METHODS["ds"].target == "crowdagg.methods.em.ds:DawidSkene"  # the first declaration stands
+    with pytest.raises(UsageError) as info:
+        registry.get("nope")
+    assert str(info.value) == (
+        f"unknown method 'nope'; valid methods: {', '.join(registry.METHODS)}; "
+        "crowdagg.methods.zz_broken failed to declare its methods (ImportError: the declarations are broken); "
+        "crowdagg.methods.zz_twice failed to declare its methods (TypeError: it declares a method name already "
+        "taken: 'ds' (declared by crowdagg.methods.em))")
+    assert aggregate(bluebird, "ds").method == "ds"
+    assert repr(registry.METHODS).endswith(
+        "bad_module; crowdagg.methods.zz_broken failed (ImportError: the declarations are broken); "
+        "crowdagg.methods.zz_twice failed (TypeError: it declares a method name already taken: 'ds' (declared by "
+        "crowdagg.methods.em))>")
+
+
+def test_a_method_whose_extra_is_missing_fails_alone_naming_the_extra(extra_families, bluebird):
+    registry = extra_families
+    spec = registry.get("needs_x")
+    assert spec.kind == "trainer" and spec.missing() == ("crowdagg_no_such_module",)
+    words = ("method 'needs_x' needs the optional extra 'nosuchextra' (crowdagg_no_such_module not installed): "
+             "pip install 'crowdagg[nosuchextra]'")
+    for ask in (lambda: registry.REGISTRY["needs_x"], lambda: get_method("needs_x"),
+                lambda: aggregate(bluebird, "needs_x")):
+        with pytest.raises(UsageError) as info:
+            ask()
+        assert str(info.value) == words
+    result = CliRunner().invoke(app, ["aggregate", BLUEBIRD, "-m", "needs_x"])
+    assert result.exit_code == 2 and result.stdout == "" and result.stderr == f"Error: {words}\n"
+    assert "crowdagg.methods.zz_extra.okay" not in sys.modules  # refused before its module was imported
+    assert registry.REGISTRY["okay"].__name__ == "Okay"  # the others still work
+
+
+def test_methods_lists_the_others_and_says_what_failed(extra_families):
+    registry = extra_families
+    runner = CliRunner()
+    listed = runner.invoke(app, ["methods"])
+    assert listed.exit_code == 0
+    lines = dict(ln.split(None, 1) for ln in listed.stdout.splitlines())
+    assert list(lines) == list(registry.METHODS)
+    assert lines["needs_x"] == "needs an extra that is not installed [needs: pip install 'crowdagg[nosuchextra]']"
+    assert lines["okay"] == "a vote declared by a family of its own"
+    assert listed.stderr == (
+        "Warning: crowdagg.methods.zz_broken failed to declare its methods, which are not listed: ImportError: "
+        "the declarations are broken\n"
+        "Warning: crowdagg.methods.zz_twice failed to declare its methods, which are not listed: TypeError: it "
+        "declares a method name already taken: 'ds' (declared by crowdagg.methods.em)\n")
+    shown = runner.invoke(app, ["methods", "needs_x"])
+    assert shown.exit_code == 0 and shown.stdout.splitlines()[2:7] == [
+        "Kind: trainer (features + answers -> a model)", "Engines: local", "Gold: no", "Saved worker models: no",
+        "Requires: the optional extra 'nosuchextra' (pip install 'crowdagg[nosuchextra]'; crowdagg_no_such_module "
+        "not installed)"]
+    csv = runner.invoke(app, ["methods", "-f", "csv"]).stdout.splitlines()
+    assert csv[-2] == "needs_x,Okay,needs an extra that is not installed,trainer,local,false,false,nosuchextra"
+    unknown = runner.invoke(app, ["methods", "nope"])
+    assert unknown.exit_code == 2 and "zz_broken failed to declare its methods" in unknown.stderr
+
+
+def test_a_method_whose_module_fails_to_import_fails_alone_naming_the_error(extra_families, bluebird):
+    registry = extra_families
+    words = ("method 'bad_module' is unavailable: importing crowdagg.methods.zz_extra.bad:Bad failed "
+             "(ModuleNotFoundError: No module named 'crowdagg_no_such_module_either')")
+    with pytest.raises(UsageError) as info:
+        aggregate(bluebird, "bad_module")
+    assert str(info.value) == words and isinstance(info.value.__cause__, ModuleNotFoundError)
+    result = CliRunner().invoke(app, ["aggregate", BLUEBIRD, "-m", "bad_module"])
+    assert result.exit_code == 2 and result.stderr == f"Error: {words}\n"
+    assert aggregate(bluebird, "okay").method == "okay" and list(registry.REGISTRY)[-1] == "bad_module"
+
+
+def test_a_new_family_package_ships_without_editing_the_packaging():
+    from pathlib import Path
+
+    import tomllib
+    from setuptools import find_packages
+
+    root = Path(__file__).resolve().parents[2]
+    found = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    shipped = set(find_packages(str(root), include=found["include"]))
+    on_disk = {".".join(p.parent.relative_to(root).parts) for p in (root / "crowdagg").rglob("__init__.py")}
+    assert shipped == on_disk and {"crowdagg.methods.em", "crowdagg.methods.votes"} <= shipped
+
+
+def test_a_declaration_set_at_run_time_is_listed_by_rank_and_can_be_taken_back(monkeypatch):
+    from crowdagg.methods import registry
+
+    spec = Method("between", "crowdagg.methods.votes.mv:MajorityVote", "s", "m", "r", (SEED,), rank=15)
+    monkeypatch.setitem(registry.METHODS, "between", spec)
+    listed = list(registry.METHODS)
+    assert listed[listed.index("mv") + 1] == "between" and registry.REGISTRY["between"].__name__ == "MajorityVote"
+    with pytest.raises(TypeError, match="takes a Method named 'other'"):
+        registry.METHODS["other"] = spec
+    monkeypatch.undo()
+    assert "between" not in registry.METHODS and "between" not in registry.REGISTRY
+
+
+def test_a_long_or_multi_line_value_is_named_by_its_type_in_one_line():
+    """init=<a list of rows> or init=<a DataFrame> (posteriors not given as a numpy array): the error is one
+    line naming what was given, not the value's whole repr (a DataFrame's is 14 lines)."""
+    import numpy as np
+    import pandas as pd
+
+    for value, shown in (([[0.5, 0.5]] * 108, "a list"), (pd.DataFrame(np.full((108, 2), 0.5)), "a DataFrame")):
+        with pytest.raises(UsageError) as err:
+            INIT.check(value)
+        text = str(err.value)
+        assert "\n" not in text and len(text) < 200, text
+        assert text == f"init must be soft-vote, hard-vote or a method ({VALID_METHODS}), got {shown}"
+    with pytest.raises(UsageError, match=r"got 'nope'$"):  # short values are shown as they are
+        INIT.check("nope")
+    long_text = "x" * 100  # text is shown as typed, however long
+    with pytest.raises(UsageError, match=f"got '{long_text}'$"):
+        INIT.check(long_text)

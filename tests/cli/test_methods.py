@@ -1,0 +1,36 @@
+"""``crowdagg methods``: every method's kind, engines, gold and saved models, from the declarations."""
+
+from __future__ import annotations
+
+from typer.testing import CliRunner
+
+from crowdagg.cli import app
+from crowdagg.methods.registry import METHODS
+
+
+def test_aggregate_help_lists_the_p_parameters_with_their_kinds():
+    helped = CliRunner().invoke(app, ["aggregate", "--help"], terminal_width=400)
+    text = " ".join(helped.stdout.split())
+    assert ("A parameter of the method (repeatable): n_init (ds, onecoin: int, 1 .. 1000), init (ds, onecoin: "
+            "method, soft-vote, hard-vote or a method); `crowdagg methods NAME` explains each, e.g. -p n_init=5."
+            ) in text
+
+
+def test_methods_lists_kinds_engines_gold_and_saved_models():
+    runner = CliRunner()
+    plain = runner.invoke(app, ["methods"])
+    width = max(map(len, METHODS))
+    assert plain.exit_code == 0 and plain.stderr == ""
+    assert plain.stdout == "".join(f"{n:<{width}}  {m.summary}\n" for n, m in METHODS.items())  # as before
+    table = runner.invoke(app, ["methods", "--format", "csv"]).stdout.splitlines()
+    assert table[0] == "method,class,summary,kind,engines,gold,saved_models,requires"
+    rows = {r.split(",")[0]: r for r in table[1:]}
+    assert rows["ds"].startswith("ds,DawidSkene,") and rows["ds"].endswith(",categorical,local,true,true,")
+    assert rows["mv"].endswith(",categorical,local,false,false,")
+    jsonl = runner.invoke(app, ["methods", "--format", "jsonl"]).stdout.splitlines()
+    assert '"kind":"categorical","engines":"local","gold":true,"saved_models":true,"requires":""}' in jsonl[3]
+    full = runner.invoke(app, ["methods", "ds"]).stdout.splitlines()
+    assert full[1:7] == ["", "Kind: categorical aggregator (answers -> one label per task)", "Engines: local",
+                         "Gold: --gold FILE, known labels that clamp those tasks",
+                         "Saved worker models: --save-workers FILE, --init-workers FILE", ""]
+    assert runner.invoke(app, ["methods", "wawa"]).stdout.splitlines()[4:6] == ["Gold: no", "Saved worker models: no"]
