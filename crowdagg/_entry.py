@@ -60,6 +60,13 @@ def main(argv: list[str] | None = None) -> int:
     except Interrupted as exc:
         _stderr_line("Error: interrupted" if exc.name == "SIGINT" else f"Error: terminated ({exc.name})")
         return exc.exit_code
+    finally:
+        # An error leaves reference cycles (exception, traceback, frames) that can hold Arrow arrays; freed
+        # during interpreter shutdown, after Arrow's runtime, they abort the process ("terminate called
+        # without an active exception", apache/arrow#34314).  Free them now, while Arrow is alive.
+        import gc
+
+        gc.collect()
 
 
 if __name__ == "__main__":  # pragma: no cover

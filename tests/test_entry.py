@@ -320,3 +320,31 @@ def test_output_colliding_with_redirected_stderr_is_refused(tmp_path):
                               stdout=subprocess.PIPE, stderr=fh, text=True, timeout=120, env=env())
     assert proc.returncode == 2
     assert "same file" in target.read_text()
+
+
+def test_no_arrow_object_outlives_the_run_into_interpreter_shutdown(tmp_path):
+    """An error after Arrow read a file left its arrays in reference cycles (exception, traceback, frames);
+    freed only during interpreter shutdown, after Arrow's runtime, they aborted the process ("terminate called
+    without an active exception", exit 134) about one run in six: ``aggregate DIR`` with a CSV and a bad JSON.
+    ``main`` now collects them while Arrow is alive.  Checked in a real process with the collector off, so
+    nothing but ``main`` itself can free them."""
+    (tmp_path / "a.csv").write_bytes(BLUEBIRD.read_bytes())
+    (tmp_path / "b.json").write_text('{"format": 1}')
+    probe = (
+        "import gc, sys\n"
+        "gc.disable()\n"
+        "from crowdagg._entry import main\n"
+        "code = main(sys.argv[1:])\n"
+        "gc.set_debug(gc.DEBUG_SAVEALL)\n"
+        "gc.collect()\n"
+        "left = sorted({type(o).__name__ for o in gc.garbage if type(o).__module__.startswith('pyarrow')})\n"
+        "gc.garbage.clear()\n"
+        "print('left:', ','.join(left), file=sys.stderr)\n"
+        "sys.exit(code)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe, "aggregate", str(tmp_path), "-m", "mv", "-q"],
+                          capture_output=True, text=True, timeout=120, env=env(), cwd=ROOT)
+    assert proc.returncode == 1 and proc.stdout == "", proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines[-2].startswith("Error: ") and "b.json" in lines[-2]
+    assert lines[-1] == "left: "

@@ -91,13 +91,15 @@ def aggregate(
                (("--workers", workers), ("--task-params", task_params)) if path}
     planned, sources = steps.plan_outputs(_outputs(output, fmt, workers, save_workers, task_params, headers), input,
                                           side)
-    # 2. Side inputs, then the data and the fit.
-    if gold is not None:
-        params["gold"] = steps.read_labels(gold, gold_task_col, gold_label_col, option="--gold", what="gold")
-    if init_workers is not None:
-        params["init_workers"] = steps.read_worker_model(init_workers, max_memory)
-    truth_labels = steps.read_labels(truth, truth_task_col, truth_label_col, option="--truth") if truth else None
+    # 2.-4. run under the thread count: every file read (--gold, --init-workers and --truth too), the fit,
+    # the outputs.
     with use_threads(n_threads):
+        # 2. Side inputs, then the data and the fit.
+        if gold is not None:
+            params["gold"] = steps.read_labels(gold, gold_task_col, gold_label_col, option="--gold", what="gold")
+        if init_workers is not None:
+            params["init_workers"] = steps.read_worker_model(init_workers, max_memory)
+        truth_labels = steps.read_labels(truth, truth_task_col, truth_label_col, option="--truth") if truth else None
         data = steps.load(
             sources, input_format=input_format, task_col=task_col, worker_col=worker_col, label_col=label_col,
             classes=class_list, duplicates=duplicates, max_memory=max_memory, rejected=rejected,
@@ -105,16 +107,16 @@ def aggregate(
         )
         _check_output_memory(data, proba=proba, headers=headers, max_memory=max_memory)
         result = steps.fit(data, method, params, quiet=quiet, max_memory=max_memory)
-    # 3. Evaluation (it can fail: nothing written yet).
-    summary = None
-    if truth_labels is not None:
-        from ..reports.evaluate import evaluate_run
+        # 3. Evaluation (it can fail: nothing written yet).
+        summary = None
+        if truth_labels is not None:
+            from ..reports.evaluate import evaluate_run
 
-        summary = evaluate_run(data, result, truth_labels, params.get("gold"))
-    # 4. Render everything, then write all or nothing.
-    steps.render_and_commit(planned, _renderers(result, proba, headers))
-    if summary is not None:
-        steps.report_evaluation(summary)
+            summary = evaluate_run(data, result, truth_labels, params.get("gold"))
+        # 4. Render everything, then write all or nothing.
+        steps.render_and_commit(planned, _renderers(result, proba, headers))
+        if summary is not None:
+            steps.report_evaluation(summary)
 
 
 def _outputs(output: Optional[str], fmt: Optional[str], workers: Optional[str], save_workers: Optional[str],

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import numbers
 import os
 import sys
 from collections.abc import Iterator
@@ -45,15 +46,15 @@ _scoped: contextvars.ContextVar[int | None] = contextvars.ContextVar("crowdagg_t
 
 
 def parse(value: object, source: str | None = None) -> int:
-    """A thread count from ``value`` (an int, or text such as ``"4"``); a :class:`UsageError` otherwise.
+    """A thread count from ``value`` (an int or NumPy integer, or text such as ``"4"``); a :class:`UsageError` otherwise.
 
     ``source`` names where the value came from in the message (``"CROWDAGG_THREADS"``);
     by default the message names the ``threads`` parameter.
     """
     where = source or param("threads")
     n: int | None = None
-    if isinstance(value, int) and not isinstance(value, bool):
-        n = value
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):  # int, a NumPy integer
+        n = int(value)
     elif isinstance(value, str) and value.strip().isdigit() and value.strip().isascii():
         n = int(value.strip())
     if n is None or n < 1:

@@ -248,6 +248,11 @@ def _stdio_keys(stream: object, fd: int) -> tuple[tuple, ...]:
     return _fd_keys(fd)
 
 
+def _named(target: Target) -> str:
+    """How a collision names an output: its option too when it is standard output (two may be)."""
+    return f"{target.option} (standard output)" if target.spec == "-" and target.option else target.where
+
+
 def check_distinct(targets: Sequence[Target]) -> None:
     """Refuse two outputs of one run landing in the same file (one would be lost)."""
     seen: dict[tuple, Target] = {}
@@ -255,8 +260,11 @@ def check_distinct(targets: Sequence[Target]) -> None:
         for key in t.keys:
             prev = seen.get(key)
             if prev is not None and prev is not t:
+                if prev.spec == t.spec == "-" and prev.option and t.option:
+                    raise UsageError(f"{prev.option} and {t.option} both write to standard output; give all but "
+                                     "one of them a file")
                 raise UsageError(
-                    f"{prev.where} and {t.where} are the same file; give each output its own file"
+                    f"{_named(prev)} and {_named(t)} are the same file; give each output its own file"
                 )
             seen[key] = t
 

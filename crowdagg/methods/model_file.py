@@ -452,6 +452,13 @@ def _counts(doc: dict[str, Any], key: str, shape: tuple[int, ...], display: str,
     if bad.size:
         i = int(bad[0])
         raise DataError(f"{display}: {_path(key, i, shape)} is {float(values.reshape(-1)[i])!r}, not a count (>= 0)")
+    # Counts are added up (a prior's total, a worker's trace when another method converts them): each one
+    # finite is not enough -- a sum beyond a double is inf, and the fit's parameters nan.
+    with np.errstate(over="ignore"):
+        total = values.sum()
+    if not np.isfinite(total):
+        raise DataError(f"{display}: \"{key}\" add up to more than the largest number a double holds "
+                        f"({np.finfo(np.float64).max:.3g}); these are not counts of answers")
     return values
 
 
@@ -522,6 +529,9 @@ def coerce(value: Any, max_memory: MaxMemory = None) -> WorkerModel:
     if isinstance(value, dict):
         return from_document(value)
     if isinstance(value, AggregationResult):
+        if form_of(value.method) is None or not value.counts:  # (to_json's refusal would name save_workers)
+            raise UsageError(f"{param('init_workers')} must be a saved worker model; a fitted {value.method} "
+                             f"result has none (a fitted {' or '.join(saving_methods())} result has one)")
         return from_json(to_json(value), f"the {value.method} result", max_memory)
     if isinstance(value, bytes) or (isinstance(value, str) and value.lstrip().startswith("{")):
         return from_json(value, max_memory=max_memory)

@@ -107,3 +107,30 @@ def test_the_flag_wins_over_a_bad_variable(runner, counts_seen):
 def test_help_documents_the_option(runner):
     res = runner.invoke(app, ["aggregate", "--help"])
     assert "--threads N" in res.stdout and "CROWDAGG_THREADS" in res.stdout
+
+
+def test_the_flag_covers_every_file_the_run_reads(runner, tmp_path, monkeypatch):
+    """``--threads 1`` covered the answers and the fit only: --truth, --gold and --init-workers were read
+    outside it, so a bad CROWDAGG_THREADS failed the run the flag should have saved, and Arrow read them on
+    several threads."""
+    import pyarrow.csv as pcsv
+
+    truth = ROOT / "crowdagg" / "examples" / "bluebird_truth.csv"
+    gold = tmp_path / "gold.csv"
+    gold.write_text("\n".join(truth.read_text().splitlines()[:11]) + "\n")  # 10 tasks
+    model = tmp_path / "m.json"
+    assert runner.invoke(app, ["aggregate", str(BLUEBIRD), "-m", "ds", "-o", str(tmp_path / "a.csv"),
+                               "--save-workers", str(model)]).exit_code == 0
+    seen: list[bool] = []
+    real = pcsv.read_csv
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["read_options"].use_threads)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pcsv, "read_csv", spy)
+    res = runner.invoke(app, ["aggregate", str(BLUEBIRD), "-m", "ds", "--threads", "1", "--truth", str(truth),
+                              "--gold", str(gold), "--init-workers", str(model)], env={"CROWDAGG_THREADS": "junk"})
+    assert res.exit_code == 0, res.stderr
+    assert res.stdout.startswith("task,label,confidence\n") and "accuracy" in res.stderr
+    assert len(seen) == 3 and not any(seen)  # the answers, the truth, the gold: each on one thread

@@ -24,12 +24,16 @@ def clean(monkeypatch):
 
 
 # --------------------------------------------------------------------------- the count
-@pytest.mark.parametrize("value, expected", [(1, 1), (3, 3), ("2", 2), (" 4 ", 4), ("16", 16)])
+@pytest.mark.parametrize("value, expected", [(1, 1), (3, 3), ("2", 2), (" 4 ", 4), ("16", 16),
+                                             (np.int64(2), 2), (np.uint8(3), 3)])
 def test_parse_accepts_whole_numbers(value, expected):
-    assert threads.parse(value) == expected
+    """A NumPy integer is a whole number too (``set_threads(np.int64(2))`` was refused)."""
+    n = threads.parse(value)
+    assert n == expected and type(n) is int
 
 
-@pytest.mark.parametrize("value", [0, -1, "0", "-2", "", " ", "x", "1.5", "2e3", "٣", True, 2.0, None])
+@pytest.mark.parametrize("value", [0, -1, "0", "-2", "", " ", "x", "1.5", "2e3", "٣", True, 2.0, None,
+                                   np.int64(0), np.bool_(True), np.float64(2.0)])
 def test_parse_refuses_anything_else_naming_the_source(value):
     with pytest.raises(UsageError) as library:
         threads.parse(value)

@@ -487,3 +487,15 @@ def test_check_binary_refuses_parquet_and_gzip_on_a_terminal(tmp_path):
         os.close(slave)
         os.close(master)
     check_binary(resolve(str(tmp_path / "o.parquet")), "parquet")
+
+
+def test_two_outputs_on_stdout_name_both_options():
+    """``--task-params -`` beside the labels on stdout said "standard output and standard output are the same
+    file": which two options collide must be named."""
+    with pytest.raises(UsageError) as err:
+        check_distinct([resolve("-", "--output"), resolve("-", "--task-params")])
+    assert str(err.value) == ("--output and --task-params both write to standard output; give all but one "
+                              "of them a file")
+    with pytest.raises(UsageError) as err:
+        check_distinct([resolve("-", "--output"), resolve("/dev/stdout", "--workers")])
+    assert str(err.value).startswith("--output (standard output) and --workers /dev/stdout are the same file")

@@ -768,3 +768,54 @@ def test_a_form_whose_model_is_not_counts_round_trips_and_accumulates(batches, a
     # Neither it nor ds converts the other's model.
     with pytest.raises(DataError, match=r"a curvature worker model cannot start ds"):
         quiet_fit(two, "ds", init_workers=model)
+
+
+# ----------------------------------------------------------------------------- hostile: numbers at the edge of a double
+def _consistent(doc: dict) -> dict:
+    """``doc`` with its derived fields and prior recomputed from its (edited) statistics."""
+    form = form_of(doc["method"])
+    stats = {name: np.array(doc[name]) for name in form.statistics}
+    k, s = len(doc["classes"]), doc["smoothing"]
+    with np.errstate(all="ignore"):
+        doc |= {name: value.tolist() for name, value in form.parameters(stats, s, k).items()}
+        prior = form.prior(np.array(doc["class_counts"]), s)
+    if np.isfinite(prior).all():
+        doc["prior"] = prior.tolist()
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("method", "edit", "message"),
+    [
+        # each count finite, each confusion row finite, but the worker's trace is inf: onecoin's conversion
+        # made its accuracy nan (fitted as 1/K, silently) and --save-workers failed as "unexpected failure"
+        ("ds", lambda d: _set(d, "counts", (0,), [[1e308, 0.0], [0.0, 1e308]]), r'"counts" add up'),
+        ("ds", lambda d: _set(d, "class_counts", (), [1e308, 1e308]), r'"class_counts" add up'),
+        ("onecoin", lambda d: _set(_set(d, "answers", (0,), 1.5e308), "correct", (0,), 1.5e308), r'"correct" add up'),
+    ],
+)
+def test_counts_adding_up_beyond_a_double_are_refused_with_the_reason(method, edit, message):
+    doc = _consistent(edit(_good(method)))
+    if method == "onecoin":
+        doc = _consistent(_set(_set(doc, "answers", (1,), 1.5e308), "correct", (1,), 1.5e308))
+    with pytest.raises(DataError, match=rf"^crowd\.json: {message} to more than the largest number"):
+        from_json(json.dumps(doc), "crowd.json")
+
+
+def test_a_huge_but_summable_model_warm_starts_the_other_method_with_finite_parameters(bluebird):
+    """Large counts that do add up are a (strong) model, not an error: the fit's parameters stay finite."""
+    doc = _consistent(_set(json.loads(to_json(quiet_fit(bluebird, "ds"))), "counts", (0,), [[1e300, 0.0], [0.0, 1e300]]))
+    fit = quiet_fit(bluebird, "onecoin", init_workers=from_json(json.dumps(doc), "crowd.json"))
+    assert np.isfinite(fit.worker_params["accuracy"]).all() and fit.worker_params["accuracy"][0] > 1 - 1e-9
+    again = from_json(to_json(fit), "again.json")
+    assert again["correct"][0] > 1e299
+
+
+@pytest.mark.parametrize("method", ["mv", "wmv", "wawa"])
+def test_a_fitted_result_without_a_worker_model_is_refused_as_init_workers(bluebird, method):
+    """``init_workers=<an mv result>`` said "save_workers works with ds, onecoin": a parameter the caller never
+    gave.  The message names the one given, and what it takes."""
+    with pytest.raises(UsageError) as err:
+        aggregate(bluebird, "ds", init_workers=quiet_fit(bluebird, method))
+    assert str(err.value) == (f"init_workers must be a saved worker model; a fitted {method} result has none "
+                              "(a fitted ds or onecoin result has one)")
