@@ -116,14 +116,8 @@ class Param:
         if value is None and self.default is None:
             return None  # optional and not given
         kind = self.kind
-        if kind is int:
-            from ..core.checks import check_int
-
-            return check_int(self.name, value, int(self.low), None if math.isinf(self.high) else int(self.high))
-        if kind is float:
-            from ..core.checks import check_float
-
-            return check_float(self.name, value, self.low, self.high)
+        if kind is int or kind is float:
+            return self._check_number(value)
         if kind is bool:
             if not isinstance(value, bool):
                 raise UsageError(f"{param(self.name)} must be true or false, got {value!r}")
@@ -131,7 +125,8 @@ class Param:
         if kind == "numbers":
             return self._check_numbers(value)
         if kind == "methods":
-            return self._check_methods(value.split(",") if isinstance(value, str) else value, value)
+            names = [n.strip() for n in value.split(",")] if isinstance(value, str) else value
+            return self._check_methods(names, value)
         if kind == "path":
             if isinstance(value, os.PathLike):
                 value = os.fspath(value)
@@ -146,7 +141,35 @@ class Param:
             return value  # a posterior given in the library: the method checks it against the data
         if not isinstance(value, str) or not self._accepts(value):
             raise self._error(value)
-        return value
+        return _canonical_device(value) if kind == "device" else value
+
+    def _check_number(self, value: Any) -> int | float:
+        """An ``int`` or ``float`` parameter's value, in its declared bounds (either may be infinite).
+
+        An int's bounds are the integers within the declared ones (``low=0.5`` allows 1); a number too
+        large for a float (``10**400``) is out of range, not an OverflowError.
+        """
+        import operator
+
+        integer = self.kind is int
+        lo = -math.inf if math.isinf(self.low) else (math.ceil(self.low) if integer else self.low)
+        hi = math.inf if math.isinf(self.high) else (math.floor(self.high) if integer else self.high)
+        show = str if integer else (lambda v: f"{v:g}")
+        if math.isfinite(lo) and math.isfinite(hi):
+            bounds = f" in [{show(lo)}, {show(hi)}]"
+        else:
+            bounds = f" >= {show(lo)}" if math.isfinite(lo) else f" <= {show(hi)}" if math.isfinite(hi) else ""
+        what = "an integer" if integer else "a finite number"
+        wrong = UsageError(f"{param(self.name)} must be {what}{bounds}, got {value!r}")
+        if isinstance(value, bool):
+            raise wrong
+        try:
+            number = int(operator.index(value)) if integer else float(value)
+        except (TypeError, ValueError, OverflowError):
+            raise wrong from None
+        if (not integer and not math.isfinite(number)) or not lo <= number <= hi:
+            raise wrong
+        return number
 
     def _accepts(self, value: str) -> bool:
         """Whether one name is allowed (``"choice"``, ``"method"``, ``"device"``)."""
@@ -166,7 +189,7 @@ class Param:
                 raise self._error(shown, cli)
             try:
                 f = float(v)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):  # OverflowError: an int beyond a float's range
                 raise self._error(shown, cli) from None
             if not math.isfinite(f) or not self.low <= f <= self.high:
                 raise self._error(shown, cli)
@@ -210,7 +233,7 @@ class Param:
         if isinstance(kind, str):  # choice, method, device: the stripped text is the value
             if not self._accepts(value):
                 raise self._error(text, cli=True)
-            return value
+            return _canonical_device(value) if kind == "device" else value
         wrong = UsageError(f"{param(self.name)} must be {self.describe_type()}, got {text!r}")
         if kind is bool:
             if value.lower() not in _TRUE + _FALSE:
@@ -296,6 +319,12 @@ def _number(text: str, kind: type) -> Any:
     if not text.isascii() or "_" in text:
         raise ValueError(text)
     return kind(text)
+
+
+def _canonical_device(value: str) -> str:
+    """``cuda:01`` as ``cuda:1``: the device torch reads, spelled one way (for messages, saved settings)."""
+    name, _, index = value.partition(":")
+    return f"{name}:{int(index)}" if index else value
 
 
 def _is_array(value: Any) -> bool:
@@ -426,7 +455,7 @@ class Method:
         module, _, cls = self.target.partition(":")
         try:
             return getattr(importlib.import_module(module), cls)  # type: ignore[no-any-return]
-        except Exception as exc:  # noqa: BLE001 - whatever breaks the module, this method alone fails
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - whatever breaks the module, this method alone fails
             raise UsageError(
                 f"method {self.name!r} is unavailable: importing {self.target} failed ({type(exc).__name__}: {exc})"
             ) from exc
@@ -479,10 +508,14 @@ class _Declarations(MutableMapping[str, Method]):
                     continue  # a package of shared pieces, not a family
                 if not isinstance(declared, tuple) or not all(isinstance(m, Method) for m in declared):
                     raise TypeError("DECLARATIONS must be a tuple of Method")
+                names = [m.name for m in declared]
+                twice = sorted({n for n in names if names.count(n) > 1})
+                if twice:  # a dict would keep the last one silently
+                    raise TypeError("it declares a method name twice: " + ", ".join(map(repr, twice)))
                 taken = [f"{m.name!r} (declared by {found[m.name][1]})" for m in declared if m.name in found]
                 if taken:
                     raise TypeError("it declares a method name already taken: " + ", ".join(taken))
-            except Exception as exc:  # noqa: BLE001 - whatever breaks a family, the others still list
+            except (Exception, SystemExit) as exc:  # noqa: BLE001 - whatever breaks a family, the others still list
                 self._failures[info.name] = f"{type(exc).__name__}: {exc}"
                 continue
             found.update((m.name, (m, info.name)) for m in declared)

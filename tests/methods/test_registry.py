@@ -686,3 +686,98 @@ def test_a_declaration_set_at_run_time_is_listed_by_rank_and_can_be_taken_back(m
         registry.METHODS["other"] = spec
     monkeypatch.undo()
     assert "between" not in registry.METHODS and "between" not in registry.REGISTRY
+
+
+# --------------------------------------------------------------------------- hostile: odd values and odd families
+UNBOUNDED_INT = Param("count", int, 0, "an int declared without bounds")
+CAPPED_INT = Param("count", int, 0, "an int declared with an upper bound only", high=5)
+UNBOUNDED_FLOAT = Param("shift", float, 0.0, "a float declared without bounds")
+HALF_INT = Param("count", int, 1, "an int whose declared bounds are not integers", 0.5, 9.5)
+
+
+@pytest.mark.parametrize(("p", "value", "checked"), [
+    (UNBOUNDED_INT, -7, -7), (UNBOUNDED_INT, 10**30, 10**30), (CAPPED_INT, -3, -3), (CAPPED_INT, 5, 5),
+    (HALF_INT, 1, 1), (HALF_INT, 9, 9), (UNBOUNDED_FLOAT, -1e300, -1e300),
+])
+def test_numbers_declared_with_infinite_or_fractional_bounds_are_checked(p, value, checked):
+    """The declared default bounds are -inf/inf: an int declared without them must check, not crash."""
+    got = p.check(value)
+    assert got == checked and type(got) is type(checked)
+    assert p.parse(str(value)) == checked
+
+
+@pytest.mark.parametrize(("p", "value", "words"), [
+    (UNBOUNDED_INT, 1.5, "count must be an integer, got 1.5"),
+    (CAPPED_INT, 6, "count must be an integer <= 5, got 6"),
+    (HALF_INT, 0, "count must be an integer in [1, 9], got 0"),
+    (HALF_INT, 10, "count must be an integer in [1, 9], got 10"),
+    (UNBOUNDED_FLOAT, float("nan"), "shift must be a finite number, got nan"),
+    (UNBOUNDED_FLOAT, 10**400, f"shift must be a finite number, got {10**400!r}"),
+    (Param("f", float, 0.5, "h", high=1.0), 2.0, "f must be a finite number <= 1, got 2.0"),
+    (PRIOR, (10**400,), f"prior must be a sequence of numbers, each 0 .. 1, got ({10**400!r},)"),
+])
+def test_numbers_out_of_range_or_too_large_are_refused_not_crashing(p, value, words):
+    with pytest.raises(UsageError) as info:
+        p.check(value)
+    assert str(info.value) == words
+
+
+def test_a_device_index_is_read_as_a_number_in_both_terms():
+    """``cuda:01`` is device 1 (as torch reads it): the value a method sees is the canonical ``cuda:1``."""
+    assert DEVICE.parse("cuda:01") == DEVICE.check("cuda:01") == "cuda:1"
+    assert DEVICE.parse("cuda:00") == "cuda:0" and DEVICE.parse(" cuda:7 ") == "cuda:7"
+
+
+def test_a_methods_string_reads_the_same_in_the_library_as_on_the_command_line():
+    assert BASES.check("mv, ds") == BASES.parse("mv, ds") == ("mv", "ds")
+    with pytest.raises(UsageError, match="bases lists 'mv' twice"):
+        BASES.check("mv, mv")
+
+
+def _family(root, name, text, modules=()):
+    (root / name).mkdir(parents=True)
+    (root / name / "__init__.py").write_text(text)
+    for module, body in modules:
+        (root / name / module).write_text(body)
+
+
+@pytest.fixture
+def odd_families(tmp_path, monkeypatch):
+    """Families that misbehave in ways `extra_families` does not: a name declared twice in one family,
+    a family that exits on import, a method whose module exits on import."""
+    import crowdagg.methods
+    from crowdagg.methods import registry
+
+    root = tmp_path / "families"
+    _family(root, "zz_twice_inside", "from ..registry import Method\nDECLARATIONS = (\n"
+            "    Method('zz_same', 'crowdagg.methods.votes.mv:MajorityVote', 'first', 'm', 'r'),\n"
+            "    Method('zz_same', 'crowdagg.methods.votes.wawa:Wawa', 'second', 'm', 'r'),\n)\n")
+    _family(root, "zz_exits", "import sys\nsys.exit(3)\n")
+    _family(root, "zz_exiting_module", "from ..registry import SEED, Method\nDECLARATIONS = (\n"
+            "    Method('zz_exit', 'crowdagg.methods.zz_exiting_module.bye:Bye', 's', 'm', 'r', (SEED,)),\n)\n",
+            [("bye.py", "raise SystemExit(4)\n")])
+    monkeypatch.setattr(crowdagg.methods, "__path__", [*crowdagg.methods.__path__, str(root)])
+    monkeypatch.setattr(registry, "METHODS", registry._Declarations())
+    yield registry
+    for name in [m for m in sys.modules if m.startswith("crowdagg.methods.zz_")]:
+        del sys.modules[name]
+
+
+def test_a_family_declaring_one_name_twice_fails_instead_of_keeping_one_silently(odd_families, bluebird):
+    registry = odd_families
+    assert "zz_same" not in registry.METHODS
+    assert registry.failures()["crowdagg.methods.zz_twice_inside"] == (
+        "TypeError: it declares a method name twice: 'zz_same'")
+    assert aggregate(bluebird, "mv").method == "mv"
+
+
+def test_a_family_or_method_module_that_exits_on_import_fails_alone(odd_families, bluebird):
+    registry = odd_families
+    assert registry.failures()["crowdagg.methods.zz_exits"] == "SystemExit: 3"
+    assert "zz_exit" in registry.METHODS and "ds" in registry.METHODS
+    with pytest.raises(UsageError) as info:
+        registry.REGISTRY["zz_exit"]
+    assert str(info.value) == ("method 'zz_exit' is unavailable: importing crowdagg.methods.zz_exiting_module.bye:Bye "
+                               "failed (SystemExit: 4)")
+    result = CliRunner().invoke(app, ["aggregate", BLUEBIRD, "-m", "zz_exit"])
+    assert result.exit_code == 2 and result.stdout == "" and result.stderr == f"Error: {info.value}\n"
