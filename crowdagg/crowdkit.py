@@ -29,7 +29,12 @@ every real dataset:
 * dtypes as crowd-kit's: ``labels_`` inferred as ``idxmax`` does (text in
   an object column comes back as pandas 3's ``str``); ``errors_`` columns
   ``str`` for text labels under pandas 3, else object; after an EM
-  iteration ``probas_`` columns take the label column's dtype;
+  iteration ``probas_`` columns take the label column's dtype; numbers in
+  an object column stay object in ``labels_`` (``idxmax`` infers text
+  only); with pandas' nullable labels (``Int64``, ``Float64``, ...) the
+  skills of a vote and a vote weighted by them are ``Float64``, and after
+  an EM iteration the classes are sorted (crowd-kit's E-step aligns its
+  log-prior with object columns: a sorted union), ties included;
 * ``DawidSkene`` starts from majority-vote shares, runs E-step then M-step
   (so ``errors_``/``priors_`` are one M-step ahead of ``probas_``), and stops
   when crowd-kit's loss -- its ELBO per answer, with the log-prior counted
