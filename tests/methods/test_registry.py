@@ -781,3 +781,17 @@ def test_a_family_or_method_module_that_exits_on_import_fails_alone(odd_families
                                "failed (SystemExit: 4)")
     result = CliRunner().invoke(app, ["aggregate", BLUEBIRD, "-m", "zz_exit"])
     assert result.exit_code == 2 and result.stdout == "" and result.stderr == f"Error: {info.value}\n"
+
+
+def test_a_method_without_parameters_is_shown_in_every_format(monkeypatch):
+    from crowdagg.methods import registry
+
+    spec = Method("bare", "crowdagg.methods.votes.mv:MajorityVote", "a method that takes nothing", "m", "r", rank=999)
+    monkeypatch.setitem(registry.METHODS, "bare", spec)
+    runner = CliRunner()
+    text = runner.invoke(app, ["methods", "bare"])
+    assert text.exit_code == 0 and text.stdout.endswith("\nParameters: none\n")
+    csv = runner.invoke(app, ["methods", "bare", "-f", "csv"])
+    assert csv.exit_code == 0 and csv.stdout == "parameter,type,default,range,paper,help\n" and csv.stderr == ""
+    jsonl = runner.invoke(app, ["methods", "bare", "-f", "jsonl"])
+    assert jsonl.exit_code == 0 and jsonl.stdout == ""
