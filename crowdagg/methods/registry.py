@@ -98,6 +98,9 @@ class Param:
 
     def __post_init__(self) -> None:
         # A declaration error is the method author's: it fails the family's import, which fails alone.
+        if not isinstance(self.name, str) or not self.name.isidentifier():
+            cli = f" (the CLI's -p {self.name}=... sets {self.name.replace('-', '_')})" if "-" in str(self.name) else ""
+            raise TypeError(f"parameter {self.name!r}: a name must be a Python identifier{cli}")
         if self.kind not in (int, float, bool) and self.kind not in PARAM_KINDS:
             raise TypeError(f"parameter {self.name!r}: unknown kind {self.kind!r}; kinds: int, float, bool, "
                             + ", ".join(PARAM_KINDS))
@@ -355,6 +358,10 @@ ENGINES = ("local",)
 EXTRAS: dict[str, tuple[str, ...]] = {"train": ("torch",)}
 
 
+#: Names a parameter may not have: :func:`crowdagg.aggregate`'s own arguments (it would take the value for
+#: itself) and the inputs the base class takes for methods declared with ``gold``/``init_workers``.
+RESERVED = ("data", "method", "callback", "max_memory", "task_col", "worker_col", "label_col", "gold", "init_workers")
+
 #: The parameters the CLI has flags for (``--seed``, ``--max-iter``, ``--tol``).
 COMMON_FLAGS = ("seed", "max_iter", "tol")
 
@@ -417,6 +424,10 @@ class Method:
             raise TypeError(f"method {self.name!r}: requires an unknown extra {self.requires!r}; extras: "
                             + ", ".join(EXTRAS))
         names = [p.name for p in self.params]
+        reserved = [n for n in names if n in RESERVED]
+        if reserved:
+            raise TypeError(f"method {self.name!r}: parameter {reserved[0]!r} is a name aggregate() and the CLI keep "
+                            "for themselves")
         if len(set(names)) != len(names):
             raise TypeError(f"method {self.name!r}: a parameter is declared twice in {names}")
 
@@ -490,22 +501,31 @@ class _Declarations(MutableMapping[str, Method]):
         if self._methods is None:
             with self._lock:
                 if self._methods is None:
-                    self._methods = self._discover()
+                    methods, complete = self._discover()
+                    if not complete:  # asked while a family is half imported: found again once it is done
+                        return methods
+                    self._methods = methods
         return self._methods
 
-    def _discover(self) -> dict[str, Method]:
+    def _discover(self) -> tuple[dict[str, Method], bool]:
+        """The declared methods, and whether every family could be read (not one half imported: one that
+        asks the registry while it is being imported, directly or from a discovery)."""
         import pkgutil
         import sys
 
         package = __name__.rpartition(".")[0]
         found: dict[str, tuple[Method, str]] = {}
+        complete = True
         for info in pkgutil.iter_modules(sys.modules[package].__path__, package + "."):
             if not info.ispkg:
                 continue
             try:
-                declared = getattr(importlib.import_module(info.name), "DECLARATIONS", None)
+                module = importlib.import_module(info.name)
+                declared = getattr(module, "DECLARATIONS", None)
                 if declared is None:
-                    continue  # a package of shared pieces, not a family
+                    # a package of shared pieces, not a family -- or a family still being imported
+                    complete &= not getattr(getattr(module, "__spec__", None), "_initializing", False)
+                    continue
                 if not isinstance(declared, tuple) or not all(isinstance(m, Method) for m in declared):
                     raise TypeError("DECLARATIONS must be a tuple of Method")
                 names = [m.name for m in declared]
@@ -519,7 +539,7 @@ class _Declarations(MutableMapping[str, Method]):
                 self._failures[info.name] = f"{type(exc).__name__}: {exc}"
                 continue
             found.update((m.name, (m, info.name)) for m in declared)
-        return _ranked(m for m, _ in found.values())
+        return _ranked(m for m, _ in found.values()), complete
 
     def failures(self) -> dict[str, str]:
         """See :func:`failures`."""
@@ -611,7 +631,7 @@ def get_method(name: str) -> type:
 
 
 __all__ = [
-    "Param", "PARAM_KINDS", "Method", "METHODS", "REGISTRY", "KINDS", "ENGINES", "EXTRAS", "COMMON_FLAGS",
+    "Param", "PARAM_KINDS", "Method", "METHODS", "REGISTRY", "KINDS", "ENGINES", "EXTRAS", "COMMON_FLAGS", "RESERVED",
     "UnknownMethod",
     "get", "get_method", "failures",
 ]

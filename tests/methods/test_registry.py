@@ -795,3 +795,52 @@ def test_a_method_without_parameters_is_shown_in_every_format(monkeypatch):
     assert csv.exit_code == 0 and csv.stdout == "parameter,type,default,range,paper,help\n" and csv.stderr == ""
     jsonl = runner.invoke(app, ["methods", "bare", "-f", "jsonl"])
     assert jsonl.exit_code == 0 and jsonl.stdout == ""
+
+
+@pytest.mark.parametrize(("name", "words"), [
+    ("n-init", "parameter 'n-init': a name must be a Python identifier (the CLI's -p n-init=... sets n_init)"),
+    ("", "parameter '': a name must be a Python identifier"),
+    ("2nd", "parameter '2nd': a name must be a Python identifier"),
+])
+def test_a_parameter_name_that_no_caller_could_set_is_refused_where_it_is_written(name, words):
+    with pytest.raises(TypeError, match=re.escape(words)):
+        Param(name, int, 1, "h")
+
+
+@pytest.mark.parametrize("name", ["callback", "max_memory", "task_col", "worker_col", "label_col", "gold",
+                                  "init_workers", "data", "method"])
+def test_a_parameter_named_like_an_argument_of_aggregate_is_refused(name):
+    """``aggregate(data, method, callback=..., ...)`` would take it for itself: the method could never get it."""
+    with pytest.raises(TypeError, match=re.escape(f"method 'x': parameter {name!r} is a name aggregate() and "
+                                                  "the CLI keep for themselves")):
+        Method("x", "m:C", "", "", "", (Param(name, int, 1, "h"),))
+
+
+def test_the_reserved_names_are_aggregates_own_arguments():
+    import inspect
+
+    from crowdagg.methods import registry
+
+    own = {p for p, v in inspect.signature(aggregate).parameters.items() if v.kind is not v.VAR_KEYWORD}
+    assert set(registry.RESERVED) == own | {"gold", "init_workers"}
+
+
+def test_a_family_that_asks_the_registry_while_it_is_imported_is_still_listed(tmp_path, monkeypatch):
+    """Importing such a family first (``import crowdagg.methods.<family>``) runs discovery while the family is
+    half imported: what that discovery finds must not be kept, or the family is silently left out."""
+    import importlib
+
+    import crowdagg.methods
+    from crowdagg.methods import registry
+
+    root = tmp_path / "families"
+    _family(root, "zz_asks", "from ..registry import METHODS, SEED, Method\nBEFORE = len(METHODS)\n"
+            "DECLARATIONS = (Method('zz_asker', 'crowdagg.methods.votes.mv:MajorityVote', 's', 'm', 'r', (SEED,)),)\n")
+    monkeypatch.setattr(crowdagg.methods, "__path__", [*crowdagg.methods.__path__, str(root)])
+    monkeypatch.setattr(registry, "METHODS", registry._Declarations())
+    try:
+        family = importlib.import_module("crowdagg.methods.zz_asks")
+        assert family.BEFORE == len(METHODS)  # it saw the others
+        assert "zz_asker" in registry.METHODS and registry.failures() == {}
+    finally:
+        sys.modules.pop("crowdagg.methods.zz_asks", None)
