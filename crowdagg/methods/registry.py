@@ -164,10 +164,10 @@ class Param:
             bounds = f" >= {show(lo)}" if math.isfinite(lo) else f" <= {show(hi)}" if math.isfinite(hi) else ""
         what = "an integer" if integer else "a finite number"
         wrong = UsageError(f"{param(self.name)} must be {what}{bounds}, got {value!r}")
-        if isinstance(value, bool):
+        if isinstance(value, (bool, str, bytes)):  # text is the CLI's to read (parse), not float()'s
             raise wrong
         try:
-            number = int(operator.index(value)) if integer else float(value)
+            number = int(operator.index(value)) if integer else float(value) + 0.0  # + 0.0: -0.0 is 0.0
         except (TypeError, ValueError, OverflowError):
             raise wrong from None
         if (not integer and not math.isfinite(number)) or not lo <= number <= hi:
@@ -188,7 +188,7 @@ class Param:
             raise self._error(shown, cli)
         out = []
         for v in value:
-            if isinstance(v, bool):
+            if isinstance(v, (bool, str, bytes)):
                 raise self._error(shown, cli)
             try:
                 f = float(v)
@@ -196,7 +196,7 @@ class Param:
                 raise self._error(shown, cli) from None
             if not math.isfinite(f) or not self.low <= f <= self.high:
                 raise self._error(shown, cli)
-            out.append(f)
+            out.append(f + 0.0)  # -0.0 is 0.0
         if not out:
             raise self._error(shown, cli)
         return tuple(out)

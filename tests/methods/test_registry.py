@@ -844,3 +844,19 @@ def test_a_family_that_asks_the_registry_while_it_is_imported_is_still_listed(tm
         assert "zz_asker" in registry.METHODS and registry.failures() == {}
     finally:
         sys.modules.pop("crowdagg.methods.zz_asks", None)
+
+
+@pytest.mark.parametrize("value", ["0.5", "\u0663", " 1e-3 ", b"0.5"])
+def test_a_float_parameter_takes_numbers_not_text_in_the_library(value):
+    """As an int parameter does: text is the CLI's (``-p``, which refuses non-ASCII digits), not Python's."""
+    p = Param("rate", float, 0.5, "h", 0.0, 10.0)
+    with pytest.raises(UsageError, match=re.escape(f"rate must be a finite number in [0, 10], got {value!r}")):
+        p.check(value)
+    with pytest.raises(UsageError, match=re.escape(f"prior must be a sequence of numbers, each 0 .. 1, got {(value,)!r}")):
+        PRIOR.check((value,))
+
+
+def test_negative_zero_is_zero():
+    p = Param("rate", float, 0.5, "h", 0.0, 10.0)
+    for got in (p.check(-0.0), p.parse("-0"), PRIOR.check((-0.0, 1.0))[0], PRIOR.parse("-0,1")[0]):
+        assert got == 0.0 and math.copysign(1.0, got) == 1.0
