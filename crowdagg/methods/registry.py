@@ -297,6 +297,8 @@ class Param:
         lo, hi = self.low, self.high
         if math.isinf(lo) and math.isinf(hi):
             return ""
+        if kind is int:  # the integers within the declared bounds, as check() allows them
+            lo, hi = (lo if math.isinf(lo) else math.ceil(lo)), (hi if math.isinf(hi) else math.floor(hi))
         fmt = (lambda v: str(int(v))) if kind is int else (lambda v: f"{v:g}")
         each = "each " if kind == "numbers" else ""
         if math.isinf(hi):

@@ -704,6 +704,7 @@ def test_numbers_declared_with_infinite_or_fractional_bounds_are_checked(p, valu
     got = p.check(value)
     assert got == checked and type(got) is type(checked)
     assert p.parse(str(value)) == checked
+    assert HALF_INT.describe_range() == "1 .. 9" and CAPPED_INT.describe_range() == "<= 5"
 
 
 @pytest.mark.parametrize(("p", "value", "words"), [
