@@ -60,6 +60,7 @@ import importlib
 import math
 import os
 import re
+import sys
 import threading
 from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
@@ -122,9 +123,10 @@ class Param:
         if kind is int or kind is float:
             return self._check_number(value)
         if kind is bool:
-            if not isinstance(value, bool):
+            np = sys.modules.get("numpy")  # numpy's bool (a DataFrame cell, a config array), as int takes numpy's ints
+            if not isinstance(value, bool) and not (np is not None and isinstance(value, np.bool_)):
                 raise UsageError(f"{param(self.name)} must be true or false, got {value!r}")
-            return value
+            return bool(value)
         if kind == "numbers":
             return self._check_numbers(value)
         if kind == "methods":

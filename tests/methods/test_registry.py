@@ -861,3 +861,10 @@ def test_negative_zero_is_zero():
     p = Param("rate", float, 0.5, "h", 0.0, 10.0)
     for got in (p.check(-0.0), p.parse("-0"), PRIOR.check((-0.0, 1.0))[0], PRIOR.parse("-0,1")[0]):
         assert got == 0.0 and math.copysign(1.0, got) == 1.0
+
+
+def test_a_bool_parameter_takes_numpys_bool_as_an_int_takes_numpys_ints():
+    p = Param("flag", bool, False, "h")
+    assert p.check(np.True_) is True and p.check(np.False_) is False
+    with pytest.raises(UsageError, match=re.escape("flag must be true or false, got 1")):
+        p.check(1)
