@@ -12,13 +12,15 @@ Reading and aggregating
     load_annotations(source, ...) -- a file, files, a DataFrame -> AnnotationSet
     read_task_labels(source, ...) -- a task -> label file (truth, gold) -> dict
     aggregate(data, method="ds", ...) -- AnnotationSet, DataFrame, records or path -> AggregationResult
-    get_method(name), REGISTRY -- the aggregator classes by name (mv, wmv, wawa, ds, onecoin, ...)
+    get_method(name), REGISTRY -- the method classes by name, imported on use (mv, wmv, wawa, ds, onecoin, ...)
 Data model and results
     AnnotationSet -- the answers as flat code arrays plus names (from_names, from_codes)
     Vocabulary -- the names behind task and worker codes
     AggregationResult -- posteriors, labels, worker parameters; pandas views
 Evaluation
     evaluate_labels(predicted, truth) -> Evaluation (accuracy, macro-F1, recall)
+Threads
+    set_threads(n), use_threads(n) -- the thread count of reading and fitting (``--threads``)
 Errors and warnings
     DataError, UsageError, ResourceError (a ``MemoryError`` refused up front),
     CrowdaggWarning, ConvergenceWarning
@@ -29,7 +31,7 @@ Heavy modules (pandas, numba) load on first use of a name above, so
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
@@ -37,32 +39,38 @@ from . import _moved
 
 _moved.install()  # old module paths (crowdagg.vocab, crowdagg.aggregators, ...) keep working
 
+from .core.lazy import exports  # noqa: E402
+
 if TYPE_CHECKING:  # pragma: no cover
+    from .core.threads import set_threads, use_threads
     from .data.annotations import AnnotationSet
     from .data.vocab import Vocabulary
     from .errors import ConvergenceWarning, CrowdaggWarning, DataError, ResourceError, UsageError
     from .io.read import load_annotations, read_task_labels
-    from .methods.api import REGISTRY, aggregate, get_method
+    from .methods.api import aggregate
+    from .methods.registry import REGISTRY, get_method
     from .methods.result import AggregationResult
     from .reports.evaluate import Evaluation, evaluate_labels
 
-#: Public name -> (submodule, attribute), imported on first access.
+#: Public name -> the submodule defining it, imported on first access.
 _LAZY = {
-    "aggregate": ("methods.api", "aggregate"),
-    "get_method": ("methods.api", "get_method"),
-    "REGISTRY": ("methods.api", "REGISTRY"),
-    "AnnotationSet": ("data.annotations", "AnnotationSet"),
-    "Vocabulary": ("data.vocab", "Vocabulary"),
-    "AggregationResult": ("methods.result", "AggregationResult"),
-    "load_annotations": ("io.read", "load_annotations"),
-    "read_task_labels": ("io.read", "read_task_labels"),
-    "evaluate_labels": ("reports.evaluate", "evaluate_labels"),
-    "Evaluation": ("reports.evaluate", "Evaluation"),
-    "DataError": ("errors", "DataError"),
-    "UsageError": ("errors", "UsageError"),
-    "ResourceError": ("errors", "ResourceError"),
-    "CrowdaggWarning": ("errors", "CrowdaggWarning"),
-    "ConvergenceWarning": ("errors", "ConvergenceWarning"),
+    "aggregate": "methods.api",
+    "get_method": "methods.registry",
+    "REGISTRY": "methods.registry",
+    "AnnotationSet": "data.annotations",
+    "Vocabulary": "data.vocab",
+    "AggregationResult": "methods.result",
+    "load_annotations": "io.read",
+    "read_task_labels": "io.read",
+    "evaluate_labels": "reports.evaluate",
+    "Evaluation": "reports.evaluate",
+    "DataError": "errors",
+    "UsageError": "errors",
+    "ResourceError": "errors",
+    "CrowdaggWarning": "errors",
+    "ConvergenceWarning": "errors",
+    "set_threads": "core.threads",
+    "use_threads": "core.threads",
 }
 
 #: Spelled out (not built from ``_LAZY``) so that linters and type checkers see it; a test keeps the two equal.
@@ -83,18 +91,12 @@ __all__ = [
     "ResourceError",
     "CrowdaggWarning",
     "ConvergenceWarning",
+    "set_threads",
+    "use_threads",
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        module, attr = _LAZY[name]
-        value = getattr(importlib.import_module(f".{module}", __name__), attr)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'crowdagg' has no attribute {name!r}")
+__getattr__ = exports(__name__, {name: f"{__name__}.{module}" for name, module in _LAZY.items()})
 
 
 def __dir__() -> list[str]:

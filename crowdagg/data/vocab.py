@@ -340,7 +340,7 @@ def _arrow_strings(arr: Any, role: str) -> tuple[pa.Array, str | None]:
         dtype = "bool"
         out = pc.if_else(arr, "True", "False")
     elif pa.types.is_floating(t):
-        from ..io.render import float_strings
+        from .text import float_strings
 
         dtype = str(t)
         values = arr.cast(pa.float64())

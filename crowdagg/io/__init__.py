@@ -5,7 +5,7 @@
   files (``read_task_labels``);
 * :mod:`.columns`, :mod:`.platforms` -- which column is what, and the
   exports of MTurk, Toloka and Label Studio;
-* :mod:`.render`, :mod:`.floattext` -- tables to CSV/TSV/JSON/JSONL/Parquet bytes;
+* :mod:`.render` -- tables to CSV/TSV/JSON/JSONL/Parquet bytes;
 * :mod:`.output` -- where outputs go, and writing all of them or none.
 
 ``crowdagg.io.load_annotations`` and every other name of the former

@@ -22,7 +22,7 @@ arrays with string values (chunked or not), or a DataFrame's columns.
 
 How: no Python object per cell or row.  A table is rendered a block of rows
 at a time, each column as Arrow text: floats by Arrow's shortest-digit cast
-laid out as ``repr`` by a numba kernel (:mod:`crowdagg.io.floattext`),
+laid out as ``repr`` by a numba kernel (:func:`crowdagg.data.text.float_strings`),
 integers by Arrow's cast; CSV quoting and JSON escaping touch only the
 values that need them, and a dictionary column is quoted/escaped/checked
 once per distinct value, then taken by its indices.  The cells are joined
@@ -41,6 +41,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..data.text import BLOCK_ROWS as _BLOCK_ROWS
+from ..data.text import KERNEL_MIN_ROWS as _KERNEL_MIN_ROWS
+from ..data.text import as_string as _as_string
+from ..data.text import buffers as _buffers
+from ..data.text import float_strings as float_strings  # re-exported: it was defined here
+from ..data.text import float_text_block as _float_text_block
+from ..data.text import large_string as _large_string
+from ..data.text import ls as _ls
+from ..data.text import one_chunk as _one_chunk
 from ..errors import DataError, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -56,50 +65,12 @@ _CSV_SPECIAL = re.compile(r'[,"\r\n]')
 _RE2 = {"csv": '[,"\r\n]', "tsv": "[\t\r\n]", "json": r'["\\\x00-\x1f]'}
 _JSON_ESCAPES = {chr(c): encode_basestring(chr(c))[1:-1] for c in range(0x20)}
 
-# Rows rendered per block: bounds the text built besides the output itself.
-_BLOCK_ROWS = 1 << 18
-# Tables with fewer rows render with Arrow compute alone (no numba load or compile).
-_KERNEL_MIN_ROWS = 4096
 
 
 def float_text(values: np.ndarray, *, column: str = "value") -> list[str]:
     """Shortest round-trip text of each float (``repr``); non-finite values are refused."""
     arr = _finite_floats(values, column)
     return list(map(repr, arr.tolist()))
-
-
-def float_strings(values: Any, *, nan_as: str = "nan") -> pa.Array:
-    """Python's ``repr`` of each float, as a pyarrow ``string`` array, without a Python object per value.
-
-    ``values``: a pyarrow float array (chunked or not; nulls stay null) or a
-    numpy float array.  NaN is written ``nan_as``, infinities ``inf`` and
-    ``-inf`` (as ``repr``).
-    """
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    if isinstance(values, pa.ChunkedArray):
-        values = _one_chunk(values) if values.num_chunks else pa.array([], pa.float64())
-    if isinstance(values, pa.Array):
-        arr = values.cast(pa.float64())
-        nulls = pc.is_null(arr) if arr.null_count else None
-        data = arr.to_numpy(zero_copy_only=False)
-    else:
-        data = np.asarray(values, dtype=np.float64)
-        nulls = None
-    n = len(data)
-    finite = np.isfinite(data)
-    clean = data if finite.all() else np.where(finite, data, 0.0)
-    kernels = n >= _KERNEL_MIN_ROWS
-    blocks = [_float_text_block(clean[s : s + _BLOCK_ROWS], kernels) for s in range(0, n, _BLOCK_ROWS)]
-    text: Any = pa.concat_arrays(blocks) if blocks else pa.array([], pa.large_string())
-    if not finite.all():
-        for mask, word in ((np.isnan(data), nan_as), (data == np.inf, "inf"), (data == -np.inf, "-inf")):
-            if mask.any():
-                text = pc.if_else(pa.array(mask), _ls(word), text)
-    if nulls is not None:
-        text = pc.if_else(nulls, pa.scalar(None, pa.large_string()), text)
-    return _as_string(text)
 
 
 def _finite_floats(values: Any, column: str) -> np.ndarray:
@@ -237,40 +208,6 @@ def _normalise(name: str, values: Any) -> _Col:
     return _from_numpy(np.asarray(values), name)  # as the reference writer reads it
 
 
-# --------------------------------------------------------------------------- Arrow text helpers
-def _ls(text: str) -> Any:
-    import pyarrow as pa
-
-    return pa.scalar(text, pa.large_string())
-
-
-def _large_string(n: int, offsets: np.ndarray, values: np.ndarray) -> pa.Array:
-    import pyarrow as pa
-
-    return pa.Array.from_buffers(pa.large_string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(values)])
-
-
-def _buffers(arr: Any) -> tuple[np.ndarray, np.ndarray]:
-    """(offsets, values) of a string or large_string array as numpy views (the array's offset applied)."""
-    import pyarrow as pa
-
-    bufs = arr.buffers()
-    dtype = np.int64 if pa.types.is_large_string(arr.type) else np.int32
-    offsets = np.frombuffer(bufs[1], dtype=dtype)[arr.offset : arr.offset + len(arr) + 1]
-    values = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None and bufs[2].size else np.zeros(1, np.uint8)
-    return offsets, values
-
-
-def _one_chunk(chunked: pa.ChunkedArray) -> pa.Array:
-    import pyarrow as pa
-
-    if chunked.num_chunks == 1:
-        return chunked.chunk(0)
-    if chunked.num_chunks == 0:
-        return pa.array([], pa.large_string())
-    return pa.concat_arrays(chunked.chunks)
-
-
 # --------------------------------------------------------------------------- text of a block of rows
 def _objects_text(block: np.ndarray) -> pa.Array:
     """An object array as Arrow strings.
@@ -297,7 +234,7 @@ def _unicode_text(block: np.ndarray, kernels: bool) -> pa.Array:
     width = block.dtype.itemsize // 4
     if not kernels or width == 0 or len(block) == 0:
         return pa.array(_legacy_cells(block), pa.large_string())
-    from .floattext import ucs4_to_utf8
+    from ..kernels.text import ucs4_to_utf8
 
     codes = np.ascontiguousarray(block).view(np.uint32).reshape(len(block), width)
     out = np.empty(codes.size * 4, np.uint8)
@@ -306,23 +243,6 @@ def _unicode_text(block: np.ndarray, kernels: bool) -> pa.Array:
     if total < 0:  # a surrogate: no UTF-8 form (fails as the reference writer does)
         return pa.array(_legacy_cells(block), pa.large_string())
     return _large_string(len(block), offsets, out[:total])
-
-
-def _float_text_block(values: np.ndarray, kernels: bool) -> pa.Array:
-    import pyarrow as pa
-
-    if not kernels:
-        return pa.array(list(map(repr, values.tolist())), pa.large_string())
-    import pyarrow.compute as pc
-
-    from .floattext import MAX_REPR_BYTES, repr_layout
-
-    n = len(values)
-    src_off, src = _buffers(pc.cast(pa.array(values), pa.string()))
-    out = np.empty(MAX_REPR_BYTES * n, np.uint8)
-    offsets = np.empty(n + 1, np.int64)
-    total = repr_layout(src, src_off, out, offsets)
-    return _large_string(n, offsets, out[:total])
 
 
 def _plain_block(col: _Col, start: int, stop: int, kernels: bool) -> pa.Array:
@@ -356,7 +276,7 @@ def _special_mask(arr: Any, what: str, kernels: bool) -> np.ndarray:
     if len(arr) == 0:
         return np.zeros(0, bool)
     if kernels:
-        from .floattext import mark_rows
+        from ..kernels.text import mark_rows
 
         offsets, values = _buffers(arr)
         table = np.zeros(256, np.bool_)
@@ -467,7 +387,7 @@ def _literals(cols: dict[str, _Col], fmt: str, row_end: str) -> list[str]:
 def _join(cells: list[Any], lits: list[str], kernels: bool) -> Any:
     """One block's rows as bytes (a numpy uint8 array or a pyarrow Buffer)."""
     if kernels:
-        from .floattext import join_rows
+        from ..kernels.text import join_rows
 
         n = len(cells[0])
         parts = []
@@ -551,15 +471,6 @@ def _parquet(cols: dict[str, _Col]) -> bytes:
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink)
     return bytes(sink.getvalue().to_pybytes())
-
-
-def _as_string(arr: Any) -> Any:
-    import pyarrow as pa
-
-    try:
-        return arr.cast(pa.string())
-    except pa.ArrowInvalid:  # over 2 GiB of text in one array: kept with 64-bit offsets
-        return arr
 
 
 # --------------------------------------------------------------------------- entry point

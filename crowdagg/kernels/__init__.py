@@ -10,6 +10,7 @@ kernel streams each task's answers contiguously.
 * :mod:`.em` -- Dawid--Skene EM as partitioned sufficient statistics;
 * :mod:`.votes` -- vote counting and grouping;
 * :mod:`.ingest` -- the counting sort, repeated answers, record scanning;
+* :mod:`.text` -- floats as ``repr`` text and rows as bytes (the writers);
 * :mod:`.validate` -- the one-pass check of code arrays handed in from
   outside.  Kernels index without bounds checks, so every public wrapper
   here checks the codes and offsets it is given (a

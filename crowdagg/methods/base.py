@@ -1,9 +1,10 @@
 """Base classes of the methods, and the services the base gives every method that declares them.
 
-Each method is one module of mathematics under :mod:`crowdagg.methods`
-plus one declaration in the registry (its parameters, from which the
-checks, the CLI options and ``crowdagg methods NAME`` come; whether it
-takes gold, a saved worker model, a start).  The base class owns what every
+Each method is one module of mathematics in its family's package under
+:mod:`crowdagg.methods` plus one declaration in that family's
+``__init__.py`` (:mod:`crowdagg.methods.registry`: its kind and its
+parameters, from which the checks, the CLI options and ``crowdagg methods
+NAME`` come; whether it takes gold and saved worker models).  The base class owns what every
 method shares: the validation of its settings and of the data, the memory
 check before fitting, the services resolved once per fit
 (:class:`FitContext`: the gold clamp, the start), the checks on the result.
@@ -51,7 +52,7 @@ from .blocks import prior_m_step as prior_m_step
 from .blocks import softmax_rows as softmax_rows
 from .loop import MAXIMISE, RelativeChange, Run, Step, StopRule, iterate
 from .result import AggregationResult
-from .starts import Start, resolve_start
+from .starts import Start, check_init_name, resolve_start
 
 if TYPE_CHECKING:  # pragma: no cover
     from .model_file import SavedForm
@@ -177,7 +178,10 @@ class Aggregator:
         Raises :class:`~crowdagg.errors.UsageError` naming the parameter.
         The CLI calls it before reading any input; :meth:`fit` calls it too.
         """
-        return {p.name: p.check(getattr(self, p.name)) for p in self.spec().params}
+        checked = {p.name: p.check(getattr(self, p.name)) for p in self.spec().params}
+        if "init" in checked:  # the method itself, or one that gives no posteriors: refused before any data is read
+            check_init_name(self.name, checked["init"])
+        return checked
 
     def memory_needed(self, data: AnnotationSet) -> tuple[float, str]:
         """Bytes the fit will allocate beyond the data, and where they come from (for messages)."""
@@ -225,7 +229,9 @@ class Aggregator:
         clamp = gold_clamp(data, gold) if spec.gold else None
         start = None
         if "init" in checked:
-            start = resolve_start(self, data, checked["init"], checked["seed"], gold, max_memory)
+            # the resolved clamp, not the gold itself: another method that takes gold reads it without warning again
+            start = resolve_start(self, data, checked["init"], checked["seed"], None if gold is None else clamp,
+                                  max_memory)
         return FitContext(checked, clamp=clamp, start=start)
 
     def _prepare(self, data: AnnotationSet, max_memory: memory.MaxMemory) -> None:

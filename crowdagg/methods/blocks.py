@@ -270,6 +270,21 @@ def clamp_posteriors(post: np.ndarray, clamp: np.ndarray | None) -> np.ndarray:
     return post
 
 
+def one_coin_spread(model: Mapping[str, Any], order: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, ...]:
+    """A saved one-coin model's workers ``rows`` as matrices would hold them: (correct, wrong per other class, share).
+
+    ``correct`` and ``wrong`` (len(rows),): the correct answers and the
+    wrong ones spread evenly over the model's other K - 1 classes; ``share``
+    (len(order),): each kept class's share of the model's class counts (by
+    which both spread over the true classes; uniform without counts).
+    """
+    correct, answers = model["correct"][rows], model["answers"][rows]
+    k_model = len(model["classes"])
+    total = model["class_counts"].sum()
+    share = model["class_counts"][order] / total if total > 0 else np.full(len(order), 1.0 / k_model)
+    return correct, (answers - correct) / max(k_model - 1, 1), share
+
+
 __all__ = [
     "PROB_FLOOR",
     "normalize_rows",
@@ -281,9 +296,11 @@ __all__ = [
     "hard_majority_vote",
     "one_coin_accuracy",
     "one_coin_matrices",
+    "one_coin_spread",
     "prior_m_step",
     "full_m_step",
     "posterior_confusion",
     "gold_clamp",
     "clamp_posteriors",
 ]
+

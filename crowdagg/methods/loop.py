@@ -193,9 +193,15 @@ class AbsoluteGain(StopRule):
 
 
 def better(run: Run, best: Run, direction: str) -> bool:
-    """Whether ``run`` ends on a strictly better objective than ``best`` (ties keep the earlier start)."""
+    """Whether ``run`` ends on a strictly better objective than ``best`` (ties keep the earlier start).
+
+    A NaN objective (a start that diverged) is worse than any number: it compares false with everything, so
+    without this a first start ending on NaN would be kept over every finite one.
+    """
     if direction == NO_OBJECTIVE or not run.trace or not best.trace:
         return False
+    if math.isnan(best.trace[-1]) or math.isnan(run.trace[-1]):
+        return math.isnan(best.trace[-1]) and not math.isnan(run.trace[-1])
     if direction == MAXIMISE:
         return run.trace[-1] > best.trace[-1]
     if direction == MINIMISE:
@@ -236,6 +242,8 @@ def iterate(
     """
     if direction not in DIRECTIONS:
         raise ValueError(f"objective direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
+    if n_init < 1:
+        raise ValueError(f"n_init must be at least 1, got {n_init}")
     best: Run | None = None
     for s in range(n_init):
         state, prev = start(s, np.random.default_rng([seed, s]))

@@ -125,7 +125,7 @@ class Param:
         if kind is bool:
             np = sys.modules.get("numpy")  # numpy's bool (a DataFrame cell, a config array), as int takes numpy's ints
             if not isinstance(value, bool) and not (np is not None and isinstance(value, np.bool_)):
-                raise UsageError(f"{param(self.name)} must be true or false, got {value!r}")
+                raise UsageError(f"{param(self.name)} must be true or false, got {_shown(value)}")
             return bool(value)
         if kind == "numbers":
             return self._check_numbers(value)
@@ -165,7 +165,7 @@ class Param:
         else:
             bounds = f" >= {show(lo)}" if math.isfinite(lo) else f" <= {show(hi)}" if math.isfinite(hi) else ""
         what = "an integer" if integer else "a finite number"
-        wrong = UsageError(f"{param(self.name)} must be {what}{bounds}, got {value!r}")
+        wrong = UsageError(f"{param(self.name)} must be {what}{bounds}, got {_shown(value)}")
         if isinstance(value, (bool, str, bytes)):  # text is the CLI's to read (parse), not float()'s
             raise wrong
         try:
@@ -216,7 +216,7 @@ class Param:
         return tuple(seen)
 
     def _error(self, value: Any, cli: bool = False) -> UsageError:
-        return UsageError(f"{param(self.name)} must be {self.describe_type(cli)}, got {value!r}")
+        return UsageError(f"{param(self.name)} must be {self.describe_type(cli)}, got {_shown(value)}")
 
     # ------------------------------------------------------------------ parsing CLI text
     def parse(self, text: str) -> Any:
@@ -332,6 +332,16 @@ def _canonical_device(value: str) -> str:
     """``cuda:01`` as ``cuda:1``: the device torch reads, spelled one way (for messages, saved settings)."""
     name, _, index = value.partition(":")
     return f"{name}:{int(index)}" if index else value
+
+
+def _shown(value: Any) -> str:
+    """``value`` as an error message shows it: its repr (a string's always: one line, as typed), or its type
+    when that is long or spans lines (a list of rows, a DataFrame: an error is one line)."""
+    text = repr(value)
+    if not isinstance(value, str) and (len(text) > 60 or "\n" in text):
+        name = type(value).__name__
+        return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+    return text
 
 
 def _is_array(value: Any) -> bool:

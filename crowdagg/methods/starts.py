@@ -29,13 +29,14 @@ half with a Dirichlet(1) draw per task (:func:`starting_posteriors`).
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..data.annotations import AnnotationSet
-from ..errors import UsageError, param
+from ..errors import ConvergenceWarning, CrowdaggWarning, UsageError, param, warn
 from .blocks import hard_majority_vote, soft_majority_vote
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -69,9 +70,17 @@ def resolve_start(method: Any, data: AnnotationSet, init: Any, seed: int, gold: 
 
     ``method`` is the aggregator being fitted: its ``name`` and its
     ``starts_from`` (the worker-model forms whose parameters it can start
-    from) are read.  Raises :class:`~crowdagg.errors.UsageError` for a
+    from) are read.  ``gold`` is handed to another method that takes it
+    (the base passes the clamp it resolved, so the gold is read and warned
+    about once).  Raises :class:`~crowdagg.errors.UsageError` for a
     posterior of the wrong shape or values, the method itself, or a method
     that is not a categorical aggregator.
+
+    The other method's fit is a step of this one: its warnings about the
+    data (tasks without answers) are this fit's too and are said by it, and
+    its verdict on its own result (a collapse) is not about the result the
+    user gets, so neither is repeated; a start that stopped before
+    converging is said as the start's.
     """
     if isinstance(init, np.ndarray):
         return Start(check_posterior(init, data), name="posterior")
@@ -79,36 +88,60 @@ def resolve_start(method: Any, data: AnnotationSet, init: Any, seed: int, gold: 
         return Start(soft_majority_vote(data))
     if init == HARD_VOTE:
         return Start(hard_majority_vote(data, seed), name=HARD_VOTE)
-    from .registry import get
-
-    spec = get(init)
-    if init == method.name:
-        raise UsageError(f"{param('init')}={init!r}: {method.name} cannot start from its own output; "
-                         f"use {SOFT_VOTE}, {HARD_VOTE} or another method")
-    if getattr(spec, "kind", "categorical") != "categorical":
-        raise UsageError(f"{param('init')}={init!r}: {init} is not a categorical aggregator (answers -> labels), "
-                         "so it gives no posteriors to start from")
+    spec = check_init_name(method.name, init)
     other = spec.load()
     kwargs: dict[str, Any] = {"seed": seed} if "seed" in spec.param_names else {}
     if spec.gold and gold is not None:
         kwargs["gold"] = gold
-    result = other(**kwargs).fit(data, max_memory=max_memory)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = other(**kwargs).fit(data, max_memory=max_memory)
+    for w in caught:
+        if not issubclass(w.category, CrowdaggWarning):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    if any(issubclass(w.category, ConvergenceWarning) for w in caught):  # once, however many the start gave
+        warn(ConvergenceWarning(f"{param('init')}={init}: {init} (the start, run with its own defaults) stopped "
+                                f"before converging; {method.name} goes on from where it stopped"))
     shared = getattr(other, "worker_form", None) in getattr(method, "starts_from", ())
     return Start(result.posteriors.copy(), result if shared else None, init)
 
 
+def check_init_name(method: str, init: Any) -> Any:
+    """The declaration of the method ``init`` names, when ``method`` may start from its output.
+
+    Needs no data, so settings are refused before any input is read: the
+    method itself, and a method that is not a categorical aggregator, raise
+    :class:`~crowdagg.errors.UsageError`.  Returns None for a built-in
+    start or a posterior.
+    """
+    if not isinstance(init, str) or init in (SOFT_VOTE, HARD_VOTE):
+        return None
+    from .registry import get
+
+    spec = get(init)
+    if init == method:
+        raise UsageError(f"{param('init')}={init!r}: {method} cannot start from its own output; "
+                         f"use {SOFT_VOTE}, {HARD_VOTE} or another method")
+    if getattr(spec, "kind", "categorical") != "categorical":
+        raise UsageError(f"{param('init')}={init!r}: {init} is not a categorical aggregator (answers -> labels), "
+                         "so it gives no posteriors to start from")
+    return spec
+
+
 def check_posterior(post: np.ndarray, data: AnnotationSet) -> np.ndarray:
-    """A posterior given as ``init``: shape (n_tasks, n_classes), finite, non-negative, rows summing to 1."""
+    """A posterior given as ``init``: shape (n_tasks, n_classes), real numbers, finite, non-negative, each
+    row summing to 1 -- or all 0 for a task without answers, as the built-in starts leave it
+    (:func:`~crowdagg.methods.blocks.soft_majority_vote`)."""
     shape = (data.n_tasks, data.n_classes)
     if post.shape != shape:
         raise UsageError(f"{param('init')}: a posterior must have shape (n_tasks, n_classes) = {shape}, got {post.shape}")
-    try:
-        out = np.array(post, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise UsageError(f"{param('init')}: a posterior must hold numbers, got dtype {post.dtype}") from None
+    if post.dtype.kind not in "biuf":  # not complex (numpy drops the imaginary part), text or objects it would parse
+        raise UsageError(f"{param('init')}: a posterior must hold real numbers, got dtype {post.dtype}")
+    out = np.array(post, dtype=np.float64)
     if not np.isfinite(out).all() or (out < 0).any():
         raise UsageError(f"{param('init')}: a posterior must hold finite probabilities (>= 0)")
-    bad = np.flatnonzero(np.abs(out.sum(axis=1) - 1.0) > 1e-6)
+    sums = out.sum(axis=1)
+    bad = np.flatnonzero((np.abs(sums - 1.0) > 1e-6) & ((sums != 0.0) | (data.answers_per_task > 0)))
     if bad.size:
         raise UsageError(f"{param('init')}: each row of a posterior must sum to 1; row {int(bad[0])} "
                          f"(task {data.tasks[bad[0]]!r}) sums to {out[bad[0]].sum():g}")
@@ -127,4 +160,5 @@ def starting_posteriors(data: AnnotationSet, start: int, rng: np.random.Generato
     return np.where(answered, 0.5 * post + 0.5 * noise, 0.0)
 
 
-__all__ = ["SOFT_VOTE", "HARD_VOTE", "Start", "resolve_start", "check_posterior", "starting_posteriors"]
+__all__ = ["SOFT_VOTE", "HARD_VOTE", "Start", "resolve_start", "check_init_name", "check_posterior",
+           "starting_posteriors"]

@@ -224,3 +224,24 @@ def test_check_optimizer_reads_a_real_scipy_result():
     assert not result.success
     with pytest.warns(ConvergenceWarning, match=r"^ds: the optimiser of a test did not converge after 2 iterations"):
         check_optimizer(result, "ds", "a test")
+
+
+# --------------------------------------------------------------------------- hostile: restarts that end badly
+@pytest.mark.parametrize("direction, finals, winner", [
+    (MAXIMISE, [math.nan, -5.0, -9.0], 1),
+    (MINIMISE, [math.nan, 5.0, 9.0], 1),
+    (MAXIMISE, [-5.0, math.nan, -1.0], 2),
+    (MINIMISE, [math.nan, math.nan, 3.0], 2),
+])
+def test_a_start_ending_on_nan_never_wins_over_a_finite_one(direction, finals, winner):
+    """A diverged start (NaN objective: a loss that blew up) compares false with everything: it must not stick
+    as the best just because it came first."""
+    values = [[Step(objective=f)] for f in finals]
+    run, _ = scripted(values, RelativeChange(), tol=0.0, max_iter=1, n_init=3, direction=direction)
+    assert run.state.s == winner
+
+
+def test_iterate_refuses_no_start():
+    with pytest.raises(ValueError, match="n_init"):
+        iterate(lambda s, rng: (None, None), lambda state: Step(objective=0.0), rule=RelativeChange(),
+                max_iter=1, seed=0, n_init=0)

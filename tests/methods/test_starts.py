@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -149,3 +151,98 @@ def test_cli_init_method():
     assert [r[1] for r in rows] == list(lib.labels_series().astype(str))
     bad = runner.invoke(app, ["aggregate", "example:bluebird", "-m", "onecoin", "-p", "init=onecoin"])
     assert bad.exit_code == 2 and "onecoin cannot start from its own output" in bad.output
+
+
+# --------------------------------------------------------------------------- hostile
+@pytest.mark.parametrize("given", [
+    lambda n: np.full((n, 2), 0.5 + 0.0j),      # complex: numpy would drop the imaginary part with a warning
+    lambda n: np.full((n, 2), "0.5"),            # text that numpy would parse as numbers
+    lambda n: np.full((n, 2), 0.5, dtype=object),
+])
+def test_a_posterior_that_is_not_real_numbers_is_refused(bluebird, given):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no numpy ComplexWarning on the way
+        with pytest.raises(UsageError, match=r"init: a posterior must hold real numbers, got dtype"):
+            aggregate(bluebird, "ds", init=given(bluebird.n_tasks))
+
+
+@pytest.fixture(scope="module")
+def with_an_empty_task(tmp_path_factory):
+    path = tmp_path_factory.mktemp("empty") / "answers.csv"
+    path.write_text("task,worker,label\na,w1,x\na,w2,x\nb,w1,y\nb,w2,x\nc,w1,y\nc,w2,y\nd,w1,\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the blank label's warning
+        return load_annotations(str(path))
+
+
+def test_the_built_in_starts_are_accepted_as_given_posteriors(with_an_empty_task):
+    """soft_majority_vote / hard_majority_vote leave the rows of tasks without answers at 0: given as ``init``
+    they are accepted and give the same fit as the named start."""
+    data = with_an_empty_task
+    assert data.n_tasks == 4 and data.answers_per_task[3] == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name, post in (("soft-vote", soft_majority_vote(data)), ("hard-vote", hard_majority_vote(data, 0))):
+            assert post[3].sum() == 0.0
+            np.testing.assert_array_equal(aggregate(data, "ds", init=post).posteriors,
+                                          aggregate(data, "ds", init=name).posteriors)
+    # an answered task's row must still sum to 1
+    bad = soft_majority_vote(data)
+    bad[1] = 0.0
+    with pytest.raises(UsageError, match=r"row 1 \(task 'b'\) sums to 0"):
+        aggregate(data, "ds", init=bad)
+
+
+def test_the_start_s_own_warnings_are_not_repeated_or_misattributed(with_an_empty_task):
+    """init=METHOD runs another fit on the same data: its data warnings (tasks without answers, gold tasks not in
+    the answers) are the outer fit's too and come once; its verdict on its own result (a collapse, advising to
+    "try ds" to a user who runs ds) is not the result the user gets."""
+    data = with_an_empty_task
+    gold = {"a": "x", "zz": "y"}
+    for method, init in (("ds", "onecoin"), ("onecoin", "ds"), ("ds", "mv")):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            aggregate(data, method, init=init, gold=gold)
+        texts = [str(w.message) for w in caught]
+        assert sum("have no answers" in t for t in texts) == 1, texts
+        assert sum("gold task(s) are not in the answers" in t for t in texts) == 1, texts
+        assert not any(t.startswith(f"{init}:") for t in texts), texts
+
+
+def test_init_naming_the_method_itself_is_refused_before_any_data(tmp_path):
+    """The CLI checks settings before reading the input: -p init=ds on ds is refused without reading it."""
+    from crowdagg.methods.api import get_method
+
+    with pytest.raises(UsageError, match="ds cannot start from its own output"):
+        get_method("ds")(init="ds").check_params()
+    with pytest.raises(UsageError, match="onecoin cannot start from its own output"):
+        get_method("onecoin")(init="onecoin").check_params()
+    import subprocess
+    import sys
+
+    missing = tmp_path / "nope.csv"
+    out = subprocess.run([sys.executable, "-m", "crowdagg._entry", "aggregate", str(missing), "-m", "ds",
+                          "-p", "init=ds"], capture_output=True, text=True)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.strip() == ("Error: -p init='ds': ds cannot start from its own output; use soft-vote, "
+                                  "hard-vote or another method")
+
+
+def test_a_start_that_did_not_converge_is_said_once_as_the_start_s(bluebird, monkeypatch):
+    """The start runs with its own defaults: its non-convergence is worded as the start's, once, without the
+    advice to raise max_iter (the user's max_iter is this fit's, not the start's)."""
+    import dataclasses
+
+    from crowdagg.errors import ConvergenceWarning
+    from crowdagg.methods import registry
+
+    ds = registry.METHODS["ds"]
+    short = tuple(dataclasses.replace(p, default=2) if p.name == "max_iter" else p for p in ds.params)
+    monkeypatch.setitem(registry.METHODS, "ds", dataclasses.replace(ds, params=short))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = aggregate(bluebird, "onecoin", init="ds")
+    texts = [str(w.message) for w in caught if issubclass(w.category, ConvergenceWarning)]
+    assert texts == ["init=ds: ds (the start, run with its own defaults) stopped before converging; onecoin goes "
+                     "on from where it stopped"]
+    assert res.converged

@@ -49,7 +49,7 @@ import numpy as np
 from ...data.annotations import AnnotationSet
 from ...errors import param
 from ..base import FitContext, IterativeAggregator, make_result
-from ..blocks import TieBreaker, argmax_random_ties, clamp_posteriors, full_m_step, prior_m_step
+from ..blocks import TieBreaker, argmax_random_ties, clamp_posteriors, full_m_step, one_coin_spread, prior_m_step
 from ..loop import Run, Step
 from ..model_file import Field, SavedForm, WarmStart, WorkerModel, coerce
 from ..result import AggregationResult
@@ -158,8 +158,6 @@ class DawidSkeneForm(SavedForm):
     def convert(self, model: WorkerModel, order: np.ndarray, rows: np.ndarray) -> dict[str, np.ndarray]:
         if model["method"] == "ds":
             return {"counts": model["counts"][rows][:, order][:, :, order]}
-        from .onecoin import one_coin_spread  # (onecoin's module imports this one)
-
         correct, wrong, share = one_coin_spread(model, order, rows)
         k = len(order)
         counts = (wrong[:, None, None] * share[None, :, None]).repeat(k, axis=2)

@@ -35,7 +35,7 @@ import numpy as np
 
 from ...errors import DataError
 from ..base import FitContext, IterativeAggregator
-from ..blocks import one_coin_accuracy, one_coin_matrices, prior_m_step
+from ..blocks import one_coin_accuracy, one_coin_matrices, one_coin_spread, prior_m_step
 from ..model_file import TOLERANCE, Field, SavedForm, WorkerModel
 from .ds import DawidSkene, EMState
 
@@ -115,21 +115,6 @@ class OneCoinForm(SavedForm):
         if k == 1:
             pseudo[rows, 0, 0] = stats["answers"]
         return pseudo
-
-
-def one_coin_spread(model: WorkerModel, order: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, ...]:
-    """A one-coin model's workers ``rows`` as matrices would hold them: (correct, wrong per other class, share).
-
-    ``correct`` and ``wrong`` (len(rows),): the correct answers and the
-    wrong ones spread evenly over the model's other K - 1 classes; ``share``
-    (len(order),): each kept class's share of the model's class counts (by
-    which both spread over the true classes; uniform without counts).
-    """
-    correct, answers = model["correct"][rows], model["answers"][rows]
-    k_model = len(model["classes"])
-    total = model["class_counts"].sum()
-    share = model["class_counts"][order] / total if total > 0 else np.full(len(order), 1.0 / k_model)
-    return correct, (answers - correct) / max(k_model - 1, 1), share
 
 
 class OneCoinDawidSkene(DawidSkene):

@@ -1,4 +1,4 @@
-"""numba kernels behind :mod:`crowdagg.io.render`: float text as Python's ``repr``, and rows as bytes.
+"""numba kernels of text: floats as Python's ``repr``, and rows as bytes (:mod:`crowdagg.io.render`, :mod:`crowdagg.data.text`).
 
 :func:`repr_layout` -- Arrow's float64 -> string cast already finds the
 shortest digits that read back as the same double (the digits Python's
@@ -21,8 +21,8 @@ Only the layout is computed here; the digits are Arrow's (checked against
 the values holding given ASCII bytes (CSV quoting, JSON escaping, TSV
 checks), :func:`join_rows` writes cells and the literal text between them
 as the output's bytes.  All work on Arrow's layout: a values byte buffer
-and ``n + 1`` offsets.  The module is imported lazily (numba is heavy), by
-:mod:`crowdagg.io.render` only, and only for tables large enough to pay.
+and ``n + 1`` offsets.  The module is imported lazily (numba is heavy), and
+only for tables large enough to pay.
 """
 
 from __future__ import annotations
