@@ -29,7 +29,12 @@ every real dataset:
 * dtypes as crowd-kit's: ``labels_`` inferred as ``idxmax`` does (text in
   an object column comes back as pandas 3's ``str``); ``errors_`` columns
   ``str`` for text labels under pandas 3, else object; after an EM
-  iteration ``probas_`` columns take the label column's dtype;
+  iteration ``probas_`` columns take the label column's dtype; numbers in
+  an object column stay object in ``labels_`` (``idxmax`` infers text
+  only); with pandas' nullable labels (``Int64``, ``Float64``, ...) the
+  skills of a vote and a vote weighted by them are ``Float64``, and after
+  an EM iteration the classes are sorted (crowd-kit's E-step aligns its
+  log-prior with object columns: a sorted union), ties included;
 * ``DawidSkene`` starts from majority-vote shares, runs E-step then M-step
   (so ``errors_``/``priors_`` are one M-step ahead of ``probas_``), and stops
   when crowd-kit's loss -- its ELBO per answer, with the log-prior counted
@@ -309,8 +314,20 @@ def _labels(probas: pd.DataFrame) -> pd.Series:
     if probas.size == 0:
         return pd.Series(dtype=object, name="agg_label")
     codes = np.argmax(probas.to_numpy(), axis=1)
-    # idxmax infers the result's dtype: object columns holding text give pandas 3's ``str``
-    return pd.Series(probas.columns[codes], index=probas.index, name="agg_label").infer_objects()
+    labels = pd.Series(probas.columns[codes], index=probas.index, name="agg_label")
+    # idxmax infers text only: object columns holding text give pandas 3's ``str``, numbers stay object
+    return labels.infer_objects() if pd.api.types.infer_dtype(labels, skipna=False) == "string" else labels
+
+
+def _as_masked(values: Any, dtype: Any) -> Any:
+    """``values`` (floats) as pandas' nullable ``Float64`` where ``dtype`` is a nullable (masked) dtype, as
+    crowd-kit's come out: its skills compare such labels into ``boolean`` and average them into ``Float64``,
+    and a vote weighted by ``Float64`` skills sums into ``Float64``."""
+    import pandas as pd
+
+    masked = isinstance(dtype, pd.api.extensions.ExtensionDtype) and dtype.kind in "iufb" and not isinstance(
+        dtype, (pd.ArrowDtype, pd.CategoricalDtype, pd.StringDtype))
+    return values.astype("Float64") if masked and len(values) else values
 
 
 def _shares(votes: np.ndarray) -> np.ndarray:
@@ -364,6 +381,8 @@ class MajorityVote:
         if skills is not None:
             ans, weights = self._weighted(ans, skills)
         self._vote(ans, weights)
+        if skills is not None:
+            self.probas_ = _as_masked(self.probas_, skills.dtype)
         return self
 
     def _vote(self, ans: _Answers, weights: np.ndarray | None, skills: bool = True) -> np.ndarray | None:
@@ -402,7 +421,7 @@ class MajorityVote:
         if not skills:
             return None
         accuracy = _accuracy(ans, label_of_task)
-        self.skills_ = ans.worker_skills(accuracy, sort=True)
+        self.skills_ = _as_masked(ans.worker_skills(accuracy, sort=True), ans.label_dtype)
         return accuracy
 
     def _weighted(self, ans: _Answers, skills: pd.Series) -> tuple[_Answers, np.ndarray]:
@@ -480,6 +499,8 @@ class Wawa:
     def _vote(self, ans: _Answers, weights: np.ndarray | None) -> MajorityVote:
         mv = MajorityVote()
         mv._vote(ans, weights, skills=False)
+        if weights is not None:
+            mv.probas_ = _as_masked(mv.probas_, self.skills_.dtype)
         self.probas_, self.labels_ = mv.probas_, mv.labels_
         return mv
 
@@ -747,6 +768,10 @@ class DawidSkene:
             self.probas_.columns = self.probas_.columns.astype(ans.label_dtype)
             self.priors_.index = self.probas_.columns  # its priors are the probabilities' column means
         self.errors_ = state.frame if state.frame is not None else ans.errors(state.errors)
+        if run.n_iter and len(ans.classes) == len(ans.answered):
+            order = _e_step_order(self.probas_.columns, self.errors_.columns)
+            self.probas_, self.priors_ = self.probas_.iloc[:, order], self.priors_.iloc[order]
+            self.errors_ = self.errors_.iloc[:, order]
         self.labels_ = _labels(self.probas_)
         self._fitted(ans, state.counts)
 
@@ -808,6 +833,18 @@ class DawidSkene:
         errors = np.zeros((len(ans.workers), k, k))
         errors[w, y] = frame.reindex(index=pairs, columns=ans.classes).fillna(EPS).to_numpy()
         return errors, frame
+
+
+def _e_step_order(labels: pd.Index, error_columns: pd.Index) -> np.ndarray:
+    """The order of the classes after crowd-kit's E-step: its log-prior (indexed by ``labels``, the label
+    column's dtype) plus a frame whose columns are ``error_columns`` (object, or ``str``) -- pandas aligns
+    them, and where it does not see the two indexes as equal (pandas' nullable ``Int64``, ``Float64``,
+    ``boolean``, Arrow numbers against object) the union is sorted.  Done on an empty frame: K values."""
+    import pandas as pd
+
+    aligned = (pd.Series(0.0, index=labels) + pd.DataFrame(columns=error_columns, dtype=float)).columns
+    order = pd.Index(list(labels), dtype=object).get_indexer(list(aligned))
+    return order if len(order) == len(labels) and (order >= 0).all() else np.arange(len(labels))
 
 
 def _loss(counts: np.ndarray, errors: np.ndarray, present: np.ndarray, prior: np.ndarray, qlogq: float,

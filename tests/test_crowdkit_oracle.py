@@ -159,6 +159,14 @@ SMALL = {
     "empty": pd.DataFrame([], columns=["task", "worker", "label"]),
     "mixed labels": pd.DataFrame({"task": ["t1", "t2", "t1", "t2", "t3"], "worker": ["a", "a", "b", "b", "b"],
                                   "label": ["a", 1, 1, 1, "a"]}),
+    # pandas' nullable integers: crowd-kit's E-step aligns its Int64-indexed log-prior with object columns, a
+    # sorted union; numbers in an object column: idxmax leaves its labels object (it infers text only)
+    "nullable int": pd.DataFrame({"task": [5, 5, 3, 3, 4, 4, 4], "worker": [9, 8, 8, 9, 8, 9, 7],
+                                  "label": pd.array([2, 1, 1, 2, 0, 2, 2], dtype="Int64")}),
+    "nullable tie": pd.DataFrame({"task": [1, 1, 2, 2], "worker": ["a", "b", "a", "b"],
+                                  "label": pd.array([2, 0, 0, 2], dtype="Int64")}),
+    "object int": pd.DataFrame({"task": [5, 5, 3, 3, 4, 4, 4], "worker": [9, 8, 8, 9, 8, 9, 7],
+                                "label": pd.Series([2, 1, 1, 2, 0, 2, 2], dtype=object)}),
 }
 
 

@@ -63,8 +63,9 @@ def methods(
     from ..io.render import render_table
 
     assert out_fmt is not None
-    # a column of Python bools as numpy bools: true/false in every format (an object column would say "True")
-    columns = {k: np.array(v, dtype=bool if isinstance(v[0], bool) else object) for k, v in table.items()}
+    # a column of Python bools as numpy bools: true/false in every format (an object column would say "True");
+    # a method may declare no parameters: its table has the columns and no row
+    columns = {k: np.array(v, dtype=bool if v and isinstance(v[0], bool) else object) for k, v in table.items()}
     write_stdout(render_table(columns, out_fmt))
 
 
@@ -89,7 +90,8 @@ def method_text(spec: Any) -> str:
         lines.append(f"Requires: the optional extra {spec.requires!r} (pip install 'crowdagg[{spec.requires}]'; {state})")
     lines.append("")
     lines += textwrap.wrap("Model: " + spec.model, 88, subsequent_indent="  ") + [""]
-    lines += textwrap.wrap("Reference: " + spec.reference, 88, subsequent_indent="  ") + ["", "Parameters:"]
+    lines += textwrap.wrap("Reference: " + spec.reference, 88, subsequent_indent="  ")
+    lines += ["", "Parameters:" if spec.params else "Parameters: none"]
     for p in spec.params:
         how = flag(p.name) if p.name in PARAM_FLAGS else f"-p {p.name}=VALUE"
         bounds = p.describe_range()

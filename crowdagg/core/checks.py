@@ -40,7 +40,7 @@ def check_float(name: str, value: Any, low: float = 0.0, high: float = math.inf)
         raise UsageError(msg)
     try:
         v = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int beyond a float's range
         raise UsageError(msg) from None
     if not math.isfinite(v) or not (low <= v <= high):
         raise UsageError(msg)

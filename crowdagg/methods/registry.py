@@ -60,6 +60,7 @@ import importlib
 import math
 import os
 import re
+import sys
 import threading
 from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
@@ -98,6 +99,9 @@ class Param:
 
     def __post_init__(self) -> None:
         # A declaration error is the method author's: it fails the family's import, which fails alone.
+        if not isinstance(self.name, str) or not self.name.isidentifier():
+            cli = f" (the CLI's -p {self.name}=... sets {self.name.replace('-', '_')})" if "-" in str(self.name) else ""
+            raise TypeError(f"parameter {self.name!r}: a name must be a Python identifier{cli}")
         if self.kind not in (int, float, bool) and self.kind not in PARAM_KINDS:
             raise TypeError(f"parameter {self.name!r}: unknown kind {self.kind!r}; kinds: int, float, bool, "
                             + ", ".join(PARAM_KINDS))
@@ -116,22 +120,18 @@ class Param:
         if value is None and self.default is None:
             return None  # optional and not given
         kind = self.kind
-        if kind is int:
-            from ..core.checks import check_int
-
-            return check_int(self.name, value, int(self.low), None if math.isinf(self.high) else int(self.high))
-        if kind is float:
-            from ..core.checks import check_float
-
-            return check_float(self.name, value, self.low, self.high)
+        if kind is int or kind is float:
+            return self._check_number(value)
         if kind is bool:
-            if not isinstance(value, bool):
-                raise UsageError(f"{param(self.name)} must be true or false, got {value!r}")
-            return value
+            np = sys.modules.get("numpy")  # numpy's bool (a DataFrame cell, a config array), as int takes numpy's ints
+            if not isinstance(value, bool) and not (np is not None and isinstance(value, np.bool_)):
+                raise UsageError(f"{param(self.name)} must be true or false, got {_shown(value)}")
+            return bool(value)
         if kind == "numbers":
             return self._check_numbers(value)
         if kind == "methods":
-            return self._check_methods(value.split(",") if isinstance(value, str) else value, value)
+            names = [n.strip() for n in value.split(",")] if isinstance(value, str) else value
+            return self._check_methods(names, value)
         if kind == "path":
             if isinstance(value, os.PathLike):
                 value = os.fspath(value)
@@ -146,7 +146,35 @@ class Param:
             return value  # a posterior given in the library: the method checks it against the data
         if not isinstance(value, str) or not self._accepts(value):
             raise self._error(value)
-        return value
+        return _canonical_device(value) if kind == "device" else value
+
+    def _check_number(self, value: Any) -> int | float:
+        """An ``int`` or ``float`` parameter's value, in its declared bounds (either may be infinite).
+
+        An int's bounds are the integers within the declared ones (``low=0.5`` allows 1); a number too
+        large for a float (``10**400``) is out of range, not an OverflowError.
+        """
+        import operator
+
+        integer = self.kind is int
+        lo = -math.inf if math.isinf(self.low) else (math.ceil(self.low) if integer else self.low)
+        hi = math.inf if math.isinf(self.high) else (math.floor(self.high) if integer else self.high)
+        show = str if integer else (lambda v: f"{v:g}")
+        if math.isfinite(lo) and math.isfinite(hi):
+            bounds = f" in [{show(lo)}, {show(hi)}]"
+        else:
+            bounds = f" >= {show(lo)}" if math.isfinite(lo) else f" <= {show(hi)}" if math.isfinite(hi) else ""
+        what = "an integer" if integer else "a finite number"
+        wrong = UsageError(f"{param(self.name)} must be {what}{bounds}, got {_shown(value)}")
+        if isinstance(value, (bool, str, bytes)):  # text is the CLI's to read (parse), not float()'s
+            raise wrong
+        try:
+            number = int(operator.index(value)) if integer else float(value) + 0.0  # + 0.0: -0.0 is 0.0
+        except (TypeError, ValueError, OverflowError):
+            raise wrong from None
+        if (not integer and not math.isfinite(number)) or not lo <= number <= hi:
+            raise wrong
+        return number
 
     def _accepts(self, value: str) -> bool:
         """Whether one name is allowed (``"choice"``, ``"method"``, ``"device"``)."""
@@ -162,15 +190,15 @@ class Param:
             raise self._error(shown, cli)
         out = []
         for v in value:
-            if isinstance(v, bool):
+            if isinstance(v, (bool, str, bytes)):
                 raise self._error(shown, cli)
             try:
                 f = float(v)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):  # OverflowError: an int beyond a float's range
                 raise self._error(shown, cli) from None
             if not math.isfinite(f) or not self.low <= f <= self.high:
                 raise self._error(shown, cli)
-            out.append(f)
+            out.append(f + 0.0)  # -0.0 is 0.0
         if not out:
             raise self._error(shown, cli)
         return tuple(out)
@@ -210,7 +238,7 @@ class Param:
         if isinstance(kind, str):  # choice, method, device: the stripped text is the value
             if not self._accepts(value):
                 raise self._error(text, cli=True)
-            return value
+            return _canonical_device(value) if kind == "device" else value
         wrong = UsageError(f"{param(self.name)} must be {self.describe_type()}, got {text!r}")
         if kind is bool:
             if value.lower() not in _TRUE + _FALSE:
@@ -271,6 +299,8 @@ class Param:
         lo, hi = self.low, self.high
         if math.isinf(lo) and math.isinf(hi):
             return ""
+        if kind is int:  # the integers within the declared bounds, as check() allows them
+            lo, hi = (lo if math.isinf(lo) else math.ceil(lo)), (hi if math.isinf(hi) else math.floor(hi))
         fmt = (lambda v: str(int(v))) if kind is int else (lambda v: f"{v:g}")
         each = "each " if kind == "numbers" else ""
         if math.isinf(hi):
@@ -296,6 +326,12 @@ def _number(text: str, kind: type) -> Any:
     if not text.isascii() or "_" in text:
         raise ValueError(text)
     return kind(text)
+
+
+def _canonical_device(value: str) -> str:
+    """``cuda:01`` as ``cuda:1``: the device torch reads, spelled one way (for messages, saved settings)."""
+    name, _, index = value.partition(":")
+    return f"{name}:{int(index)}" if index else value
 
 
 def _shown(value: Any) -> str:
@@ -335,6 +371,10 @@ ENGINES = ("local",)
 #: The optional extras of ``pyproject.toml`` a method may require, and the modules each installs.
 EXTRAS: dict[str, tuple[str, ...]] = {"train": ("torch",)}
 
+
+#: Names a parameter may not have: :func:`crowdagg.aggregate`'s own arguments (it would take the value for
+#: itself) and the inputs the base class takes for methods declared with ``gold``/``init_workers``.
+RESERVED = ("data", "method", "callback", "max_memory", "task_col", "worker_col", "label_col", "gold", "init_workers")
 
 #: The parameters the CLI has flags for (``--seed``, ``--max-iter``, ``--tol``).
 COMMON_FLAGS = ("seed", "max_iter", "tol")
@@ -398,6 +438,10 @@ class Method:
             raise TypeError(f"method {self.name!r}: requires an unknown extra {self.requires!r}; extras: "
                             + ", ".join(EXTRAS))
         names = [p.name for p in self.params]
+        reserved = [n for n in names if n in RESERVED]
+        if reserved:
+            raise TypeError(f"method {self.name!r}: parameter {reserved[0]!r} is a name aggregate() and the CLI keep "
+                            "for themselves")
         if len(set(names)) != len(names):
             raise TypeError(f"method {self.name!r}: a parameter is declared twice in {names}")
 
@@ -436,7 +480,7 @@ class Method:
         module, _, cls = self.target.partition(":")
         try:
             return getattr(importlib.import_module(module), cls)  # type: ignore[no-any-return]
-        except Exception as exc:  # noqa: BLE001 - whatever breaks the module, this method alone fails
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - whatever breaks the module, this method alone fails
             raise UsageError(
                 f"method {self.name!r} is unavailable: importing {self.target} failed ({type(exc).__name__}: {exc})"
             ) from exc
@@ -471,32 +515,45 @@ class _Declarations(MutableMapping[str, Method]):
         if self._methods is None:
             with self._lock:
                 if self._methods is None:
-                    self._methods = self._discover()
+                    methods, complete = self._discover()
+                    if not complete:  # asked while a family is half imported: found again once it is done
+                        return methods
+                    self._methods = methods
         return self._methods
 
-    def _discover(self) -> dict[str, Method]:
+    def _discover(self) -> tuple[dict[str, Method], bool]:
+        """The declared methods, and whether every family could be read (not one half imported: one that
+        asks the registry while it is being imported, directly or from a discovery)."""
         import pkgutil
         import sys
 
         package = __name__.rpartition(".")[0]
         found: dict[str, tuple[Method, str]] = {}
+        complete = True
         for info in pkgutil.iter_modules(sys.modules[package].__path__, package + "."):
             if not info.ispkg:
                 continue
             try:
-                declared = getattr(importlib.import_module(info.name), "DECLARATIONS", None)
+                module = importlib.import_module(info.name)
+                declared = getattr(module, "DECLARATIONS", None)
                 if declared is None:
-                    continue  # a package of shared pieces, not a family
+                    # a package of shared pieces, not a family -- or a family still being imported
+                    complete &= not getattr(getattr(module, "__spec__", None), "_initializing", False)
+                    continue
                 if not isinstance(declared, tuple) or not all(isinstance(m, Method) for m in declared):
                     raise TypeError("DECLARATIONS must be a tuple of Method")
+                names = [m.name for m in declared]
+                twice = sorted({n for n in names if names.count(n) > 1})
+                if twice:  # a dict would keep the last one silently
+                    raise TypeError("it declares a method name twice: " + ", ".join(map(repr, twice)))
                 taken = [f"{m.name!r} (declared by {found[m.name][1]})" for m in declared if m.name in found]
                 if taken:
                     raise TypeError("it declares a method name already taken: " + ", ".join(taken))
-            except Exception as exc:  # noqa: BLE001 - whatever breaks a family, the others still list
+            except (Exception, SystemExit) as exc:  # noqa: BLE001 - whatever breaks a family, the others still list
                 self._failures[info.name] = f"{type(exc).__name__}: {exc}"
                 continue
             found.update((m.name, (m, info.name)) for m in declared)
-        return _ranked(m for m, _ in found.values())
+        return _ranked(m for m, _ in found.values()), complete
 
     def failures(self) -> dict[str, str]:
         """See :func:`failures`."""
@@ -588,7 +645,7 @@ def get_method(name: str) -> type:
 
 
 __all__ = [
-    "Param", "PARAM_KINDS", "Method", "METHODS", "REGISTRY", "KINDS", "ENGINES", "EXTRAS", "COMMON_FLAGS",
+    "Param", "PARAM_KINDS", "Method", "METHODS", "REGISTRY", "KINDS", "ENGINES", "EXTRAS", "COMMON_FLAGS", "RESERVED",
     "UnknownMethod",
     "get", "get_method", "failures",
 ]

@@ -688,6 +688,188 @@ def test_a_declaration_set_at_run_time_is_listed_by_rank_and_can_be_taken_back(m
     assert "between" not in registry.METHODS and "between" not in registry.REGISTRY
 
 
+# --------------------------------------------------------------------------- hostile: odd values and odd families
+UNBOUNDED_INT = Param("count", int, 0, "an int declared without bounds")
+CAPPED_INT = Param("count", int, 0, "an int declared with an upper bound only", high=5)
+UNBOUNDED_FLOAT = Param("shift", float, 0.0, "a float declared without bounds")
+HALF_INT = Param("count", int, 1, "an int whose declared bounds are not integers", 0.5, 9.5)
+
+
+@pytest.mark.parametrize(("p", "value", "checked"), [
+    (UNBOUNDED_INT, -7, -7), (UNBOUNDED_INT, 10**30, 10**30), (CAPPED_INT, -3, -3), (CAPPED_INT, 5, 5),
+    (HALF_INT, 1, 1), (HALF_INT, 9, 9), (UNBOUNDED_FLOAT, -1e300, -1e300),
+])
+def test_numbers_declared_with_infinite_or_fractional_bounds_are_checked(p, value, checked):
+    """The declared default bounds are -inf/inf: an int declared without them must check, not crash."""
+    got = p.check(value)
+    assert got == checked and type(got) is type(checked)
+    assert p.parse(str(value)) == checked
+    assert HALF_INT.describe_range() == "1 .. 9" and CAPPED_INT.describe_range() == "<= 5"
+
+
+@pytest.mark.parametrize(("p", "value", "words"), [
+    (UNBOUNDED_INT, 1.5, "count must be an integer, got 1.5"),
+    (CAPPED_INT, 6, "count must be an integer <= 5, got 6"),
+    (HALF_INT, 0, "count must be an integer in [1, 9], got 0"),
+    (HALF_INT, 10, "count must be an integer in [1, 9], got 10"),
+    (UNBOUNDED_FLOAT, float("nan"), "shift must be a finite number, got nan"),
+    (UNBOUNDED_FLOAT, 10**400, "shift must be a finite number, got an int"),  # 401 digits: named by its type
+    (Param("f", float, 0.5, "h", high=1.0), 2.0, "f must be a finite number <= 1, got 2.0"),
+    (PRIOR, (10**400,), "prior must be a sequence of numbers, each 0 .. 1, got a tuple"),
+])
+def test_numbers_out_of_range_or_too_large_are_refused_not_crashing(p, value, words):
+    with pytest.raises(UsageError) as info:
+        p.check(value)
+    assert str(info.value) == words
+
+
+def test_a_device_index_is_read_as_a_number_in_both_terms():
+    """``cuda:01`` is device 1 (as torch reads it): the value a method sees is the canonical ``cuda:1``."""
+    assert DEVICE.parse("cuda:01") == DEVICE.check("cuda:01") == "cuda:1"
+    assert DEVICE.parse("cuda:00") == "cuda:0" and DEVICE.parse(" cuda:7 ") == "cuda:7"
+
+
+def test_a_methods_string_reads_the_same_in_the_library_as_on_the_command_line():
+    assert BASES.check("mv, ds") == BASES.parse("mv, ds") == ("mv", "ds")
+    with pytest.raises(UsageError, match="bases lists 'mv' twice"):
+        BASES.check("mv, mv")
+
+
+def _family(root, name, text, modules=()):
+    (root / name).mkdir(parents=True)
+    (root / name / "__init__.py").write_text(text)
+    for module, body in modules:
+        (root / name / module).write_text(body)
+
+
+@pytest.fixture
+def odd_families(tmp_path, monkeypatch):
+    """Families that misbehave in ways `extra_families` does not: a name declared twice in one family,
+    a family that exits on import, a method whose module exits on import."""
+    import crowdagg.methods
+    from crowdagg.methods import registry
+
+    root = tmp_path / "families"
+    _family(root, "zz_twice_inside", "from ..registry import Method\nDECLARATIONS = (\n"
+            "    Method('zz_same', 'crowdagg.methods.votes.mv:MajorityVote', 'first', 'm', 'r'),\n"
+            "    Method('zz_same', 'crowdagg.methods.votes.wawa:Wawa', 'second', 'm', 'r'),\n)\n")
+    _family(root, "zz_exits", "import sys\nsys.exit(3)\n")
+    _family(root, "zz_exiting_module", "from ..registry import SEED, Method\nDECLARATIONS = (\n"
+            "    Method('zz_exit', 'crowdagg.methods.zz_exiting_module.bye:Bye', 's', 'm', 'r', (SEED,)),\n)\n",
+            [("bye.py", "raise SystemExit(4)\n")])
+    monkeypatch.setattr(crowdagg.methods, "__path__", [*crowdagg.methods.__path__, str(root)])
+    monkeypatch.setattr(registry, "METHODS", registry._Declarations())
+    yield registry
+    for name in [m for m in sys.modules if m.startswith("crowdagg.methods.zz_")]:
+        del sys.modules[name]
+
+
+def test_a_family_declaring_one_name_twice_fails_instead_of_keeping_one_silently(odd_families, bluebird):
+    registry = odd_families
+    assert "zz_same" not in registry.METHODS
+    assert registry.failures()["crowdagg.methods.zz_twice_inside"] == (
+        "TypeError: it declares a method name twice: 'zz_same'")
+    assert aggregate(bluebird, "mv").method == "mv"
+
+
+def test_a_family_or_method_module_that_exits_on_import_fails_alone(odd_families, bluebird):
+    registry = odd_families
+    assert registry.failures()["crowdagg.methods.zz_exits"] == "SystemExit: 3"
+    assert "zz_exit" in registry.METHODS and "ds" in registry.METHODS
+    with pytest.raises(UsageError) as info:
+        registry.REGISTRY["zz_exit"]
+    assert str(info.value) == ("method 'zz_exit' is unavailable: importing crowdagg.methods.zz_exiting_module.bye:Bye "
+                               "failed (SystemExit: 4)")
+    result = CliRunner().invoke(app, ["aggregate", BLUEBIRD, "-m", "zz_exit"])
+    assert result.exit_code == 2 and result.stdout == "" and result.stderr == f"Error: {info.value}\n"
+
+
+def test_a_method_without_parameters_is_shown_in_every_format(monkeypatch):
+    from crowdagg.methods import registry
+
+    spec = Method("bare", "crowdagg.methods.votes.mv:MajorityVote", "a method that takes nothing", "m", "r", rank=999)
+    monkeypatch.setitem(registry.METHODS, "bare", spec)
+    runner = CliRunner()
+    text = runner.invoke(app, ["methods", "bare"])
+    assert text.exit_code == 0 and text.stdout.endswith("\nParameters: none\n")
+    csv = runner.invoke(app, ["methods", "bare", "-f", "csv"])
+    assert csv.exit_code == 0 and csv.stdout == "parameter,type,default,range,paper,help\n" and csv.stderr == ""
+    jsonl = runner.invoke(app, ["methods", "bare", "-f", "jsonl"])
+    assert jsonl.exit_code == 0 and jsonl.stdout == ""
+
+
+@pytest.mark.parametrize(("name", "words"), [
+    ("n-init", "parameter 'n-init': a name must be a Python identifier (the CLI's -p n-init=... sets n_init)"),
+    ("", "parameter '': a name must be a Python identifier"),
+    ("2nd", "parameter '2nd': a name must be a Python identifier"),
+])
+def test_a_parameter_name_that_no_caller_could_set_is_refused_where_it_is_written(name, words):
+    with pytest.raises(TypeError, match=re.escape(words)):
+        Param(name, int, 1, "h")
+
+
+@pytest.mark.parametrize("name", ["callback", "max_memory", "task_col", "worker_col", "label_col", "gold",
+                                  "init_workers", "data", "method"])
+def test_a_parameter_named_like_an_argument_of_aggregate_is_refused(name):
+    """``aggregate(data, method, callback=..., ...)`` would take it for itself: the method could never get it."""
+    with pytest.raises(TypeError, match=re.escape(f"method 'x': parameter {name!r} is a name aggregate() and "
+                                                  "the CLI keep for themselves")):
+        Method("x", "m:C", "", "", "", (Param(name, int, 1, "h"),))
+
+
+def test_the_reserved_names_are_aggregates_own_arguments():
+    import inspect
+
+    from crowdagg.methods import registry
+
+    own = {p for p, v in inspect.signature(aggregate).parameters.items() if v.kind is not v.VAR_KEYWORD}
+    assert set(registry.RESERVED) == own | {"gold", "init_workers"}
+
+
+def test_a_family_that_asks_the_registry_while_it_is_imported_is_still_listed(tmp_path, monkeypatch):
+    """Importing such a family first (``import crowdagg.methods.<family>``) runs discovery while the family is
+    half imported: what that discovery finds must not be kept, or the family is silently left out."""
+    import importlib
+
+    import crowdagg.methods
+    from crowdagg.methods import registry
+
+    root = tmp_path / "families"
+    _family(root, "zz_asks", "from ..registry import METHODS, SEED, Method\nBEFORE = len(METHODS)\n"
+            "DECLARATIONS = (Method('zz_asker', 'crowdagg.methods.votes.mv:MajorityVote', 's', 'm', 'r', (SEED,)),)\n")
+    monkeypatch.setattr(crowdagg.methods, "__path__", [*crowdagg.methods.__path__, str(root)])
+    monkeypatch.setattr(registry, "METHODS", registry._Declarations())
+    try:
+        family = importlib.import_module("crowdagg.methods.zz_asks")
+        assert family.BEFORE == len(METHODS)  # it saw the others
+        assert "zz_asker" in registry.METHODS and registry.failures() == {}
+    finally:
+        sys.modules.pop("crowdagg.methods.zz_asks", None)
+
+
+@pytest.mark.parametrize("value", ["0.5", "\u0663", " 1e-3 ", b"0.5"])
+def test_a_float_parameter_takes_numbers_not_text_in_the_library(value):
+    """As an int parameter does: text is the CLI's (``-p``, which refuses non-ASCII digits), not Python's."""
+    p = Param("rate", float, 0.5, "h", 0.0, 10.0)
+    with pytest.raises(UsageError, match=re.escape(f"rate must be a finite number in [0, 10], got {value!r}")):
+        p.check(value)
+    with pytest.raises(UsageError, match=re.escape(f"prior must be a sequence of numbers, each 0 .. 1, got {(value,)!r}")):
+        PRIOR.check((value,))
+
+
+def test_negative_zero_is_zero():
+    p = Param("rate", float, 0.5, "h", 0.0, 10.0)
+    for got in (p.check(-0.0), p.parse("-0"), PRIOR.check((-0.0, 1.0))[0], PRIOR.parse("-0,1")[0]):
+        assert got == 0.0 and math.copysign(1.0, got) == 1.0
+
+
+def test_a_bool_parameter_takes_numpys_bool_as_an_int_takes_numpys_ints():
+    p = Param("flag", bool, False, "h")
+    assert p.check(np.True_) is True and p.check(np.False_) is False
+    with pytest.raises(UsageError, match=re.escape("flag must be true or false, got 1")):
+        p.check(1)
+
+
 def test_a_long_or_multi_line_value_is_named_by_its_type_in_one_line():
     """init=<a list of rows> or init=<a DataFrame> (posteriors not given as a numpy array): the error is one
     line naming what was given, not the value's whole repr (a DataFrame's is 14 lines)."""
