@@ -24,8 +24,9 @@ clamp) are in :mod:`crowdagg.methods.blocks`; start strategies in
 Every method returns the one result type,
 :class:`crowdagg.methods.result.AggregationResult`: posteriors, labels, the class
 prior, the method's own ``worker_params`` and ``task_params``, the named
-objective trace, and confusion matrices computed on demand for methods that
-do not fit them.
+objective trace, and confusion matrices where the worker model is or implies
+one (computed on demand for methods that do not fit them; a method that
+declares ``worker_param_names`` has none, and ``result.confusion`` raises).
 """
 
 from __future__ import annotations
@@ -274,8 +275,11 @@ class IterativeAggregator(Aggregator):
     * ``objective_direction`` -- ``"maximise"`` (default), ``"minimise"``
       or ``"none"``: which restart wins (ties keep the earlier; none: the
       first);
-    * ``objective_name`` ("log-likelihood") and ``loop_name`` ("EM"), for
-      the non-convergence warning the rule words;
+    * ``objective_name`` (e.g. "log-likelihood"; default "objective") and
+      ``loop_name`` (e.g. "EM"; default ""), for the non-convergence
+      warning the rule words; ``_finish`` passes them on, with the run's
+      ``n_iter``, ``converged`` and ``trace``, to :func:`make_result`
+      (nothing fills them in otherwise);
     * ``worker_form`` -- the form of its worker parameters (``"confusion"``,
       ``"one-coin"``, ...) -- and ``starts_from``, the forms another
       method's result may have for this method to start from its
