@@ -277,9 +277,9 @@ class IterativeAggregator(Aggregator):
       first);
     * ``objective_name`` (e.g. "log-likelihood"; default "objective") and
       ``loop_name`` (e.g. "EM"; default ""), for the non-convergence
-      warning the rule words; ``_finish`` passes them on, with the run's
-      ``n_iter``, ``converged`` and ``trace``, to :func:`make_result`
-      (nothing fills them in otherwise);
+      warning the rule words and the result's ``objective_name`` (the
+      base fills the result's ``n_iter``, ``converged`` and objective trace
+      from the run where ``_finish`` leaves them out);
     * ``worker_form`` -- the form of its worker parameters (``"confusion"``,
       ``"one-coin"``, ...) -- and ``starts_from``, the forms another
       method's result may have for this method to start from its
@@ -321,7 +321,13 @@ class IterativeAggregator(Aggregator):
         if not best.converged and self.stop_rule.warns(tol):
             warn(ConvergenceWarning(self.stop_rule.not_converged(
                 self.name, checked["max_iter"], tol, self.objective_name, self.loop_name)))
-        return self._finish(data, best, checked)
+        result = self._finish(data, best, checked)
+        # The run's outcome is the loop's to report: filled in where _finish left the defaults.
+        if not result.n_iter:
+            result.n_iter, result.converged = best.n_iter, best.converged
+        if not len(result.objective) and best.trace:
+            result.objective, result.objective_name = np.asarray(best.trace), result.objective_name or self.objective_name
+        return result
 
 
 def _tasks_by_classes(data: AnnotationSet) -> str:
