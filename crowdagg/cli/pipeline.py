@@ -51,7 +51,12 @@ def check_method(
     save_workers: Optional[str] = None,
     init_workers: Optional[str] = None,
 ) -> tuple[Any, dict[str, Any]]:
-    """The method's declaration and its parameters, every one checked; nothing is read or imported beyond it.
+    """The method's declaration and its parameters, every one checked, before any input is read.
+
+    The parameters are parsed from the declaration alone; then the method's
+    class is imported (the run needs it) and checks them again as a whole
+    (``init`` naming the method itself ...), so an unavailable method (a
+    missing extra) fails here, before a large input is read.
 
     ``flags``: the common parameter flags (``{"seed": 3, "tol": None}``);
     ``pairs``: the ``-p name=value`` items.  ``--gold``, ``--save-workers``

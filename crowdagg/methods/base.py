@@ -24,8 +24,9 @@ clamp) are in :mod:`crowdagg.methods.blocks`; start strategies in
 Every method returns the one result type,
 :class:`crowdagg.methods.result.AggregationResult`: posteriors, labels, the class
 prior, the method's own ``worker_params`` and ``task_params``, the named
-objective trace, and confusion matrices computed on demand for methods that
-do not fit them.
+objective trace, and confusion matrices where the worker model is or implies
+one (computed on demand for methods that do not fit them; a method that
+declares ``worker_param_names`` has none, and ``result.confusion`` raises).
 """
 
 from __future__ import annotations
@@ -274,8 +275,11 @@ class IterativeAggregator(Aggregator):
     * ``objective_direction`` -- ``"maximise"`` (default), ``"minimise"``
       or ``"none"``: which restart wins (ties keep the earlier; none: the
       first);
-    * ``objective_name`` ("log-likelihood") and ``loop_name`` ("EM"), for
-      the non-convergence warning the rule words;
+    * ``objective_name`` (e.g. "log-likelihood"; default "objective") and
+      ``loop_name`` (e.g. "EM"; default ""), for the non-convergence
+      warning the rule words and the result's ``objective_name`` (the
+      base fills the result's ``n_iter``, ``converged`` and objective trace
+      from the run where ``_finish`` leaves them out);
     * ``worker_form`` -- the form of its worker parameters (``"confusion"``,
       ``"one-coin"``, ...) -- and ``starts_from``, the forms another
       method's result may have for this method to start from its
@@ -317,7 +321,13 @@ class IterativeAggregator(Aggregator):
         if not best.converged and self.stop_rule.warns(tol):
             warn(ConvergenceWarning(self.stop_rule.not_converged(
                 self.name, checked["max_iter"], tol, self.objective_name, self.loop_name)))
-        return self._finish(data, best, checked)
+        result = self._finish(data, best, checked)
+        # The run's outcome is the loop's to report: filled in where _finish left the defaults.
+        if not result.n_iter:
+            result.n_iter, result.converged = best.n_iter, best.converged
+        if not len(result.objective) and best.trace:
+            result.objective, result.objective_name = np.asarray(best.trace), result.objective_name or self.objective_name
+        return result
 
 
 def _tasks_by_classes(data: AnnotationSet) -> str:

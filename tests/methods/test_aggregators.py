@@ -41,8 +41,14 @@ def test_contract(method, rng):
     np.testing.assert_allclose(res.confidence, res.posteriors.max(axis=1), atol=1e-9)
     assert res.prior.shape == (k,)
     np.testing.assert_allclose(res.prior.sum(), 1.0)
-    assert res.confusion.shape == (m, k, k)
-    np.testing.assert_allclose(res.confusion.sum(axis=2), 1.0, atol=1e-9)
+    if res.has_confusion:  # a confusion, fitted or derived from the method's own worker parameters
+        assert res.confusion.shape == (m, k, k)
+        np.testing.assert_allclose(res.confusion.sum(axis=2), 1.0, atol=1e-9)
+    else:  # a worker model of another form (a GLAD ability): its parameters, one row per worker
+        assert res.worker_params and all(np.shape(v)[0] == m for v in res.worker_params.values())
+        with pytest.raises(AttributeError, match="no worker confusion matrices"):
+            res.confusion  # noqa: B018 - the access is the test
+    assert all(np.shape(v)[0] == n for v in res.task_params.values())
     frame = res.to_frame(proba=True)
     assert frame["task"].tolist() == list(data.task_names)
     assert frame["task"].is_unique and len(frame) == n
@@ -92,15 +98,20 @@ def test_tasks_and_workers_without_answers(method):
     np.testing.assert_allclose(res.posteriors[3], res.prior, atol=1e-12)
     assert res.labels[3] == np.argmax(res.prior)
     assert res.to_frame(proba=True)["n_answers"].tolist() == [3, 3, 3, 0]
-    # the worker with no answers is neutral: chance accuracy, uniform confusion rows
-    np.testing.assert_allclose(res.confusion[4], 0.5, atol=1e-6 if method in ("mv", "wmv") else 1e-12)
-    assert res.worker_accuracy[4] == pytest.approx(0.5)
+    # the worker with no answers is neutral: chance accuracy, uniform confusion rows (a worker model of another
+    # form says what neutral is in its own tests)
+    if res.has_confusion:
+        np.testing.assert_allclose(res.confusion[4], 0.5, atol=1e-6 if method in ("mv", "wmv") else 1e-12)
+        assert res.worker_accuracy[4] == pytest.approx(0.5)
 
 
 @pytest.mark.parametrize("method", METHODS)
 def test_worker_without_answers_is_at_chance_for_three_classes(method):
     data = AnnotationSet.from_codes([0, 0, 1, 1], [0, 2, 0, 2], [0, 0, 1, 2], n_workers=3, n_classes=3)
-    assert aggregate(data, method).worker_accuracy[1] == pytest.approx(1 / 3, abs=1e-6)
+    res = aggregate(data, method)
+    if not (res.has_confusion or "accuracy" in res.worker_params):
+        pytest.skip(f"{method}'s worker model is neither a confusion nor an accuracy: its own tests say what chance is")
+    assert res.worker_accuracy[1] == pytest.approx(1 / 3, abs=1e-6)
 
 
 def test_single_class_warns_and_labels_everything(recwarn):
@@ -574,6 +585,8 @@ def test_the_cli_says_it_on_stderr(tmp_path):
 
 #: (dataset, method) pairs whose fit collapses: measured by benchmarks/bench_collapse.py.
 COLLAPSED = {("bluebird", "onecoin"): 0.351, ("trec", "onecoin"): 0.337, ("trec", "wmv"): 0.275}
+#: The methods bench_collapse.py measured; a method added later states its real-data behaviour in its own tests.
+COLLAPSE_MEASURED = ("mv", "wmv", "wawa", "ds", "onecoin")
 
 
 @pytest.mark.parametrize("name", ["bluebird", "cf", "cf_amt", "dog", "face", "labelme", "music", "rte", "sentiment",
@@ -588,7 +601,7 @@ def test_only_the_collapsed_fits_on_real_data_warn(datasets_dir, name):
     from crowdagg.methods.base import label_share_gap
 
     data = load_annotations(str(datasets_dir / name / "labels.csv"))
-    for method in METHODS:
+    for method in COLLAPSE_MEASURED:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             fit = aggregate(data, method)

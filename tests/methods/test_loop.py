@@ -245,3 +245,28 @@ def test_iterate_refuses_no_start():
     with pytest.raises(ValueError, match="n_init"):
         iterate(lambda s, rng: (None, None), lambda state: Step(objective=0.0), rule=RelativeChange(),
                 max_iter=1, seed=0, n_init=0)
+
+
+class Bare(Fake):
+    """A method whose _finish leaves the run's outcome out of its result."""
+
+    def _finish(self, data, run, checked):
+        k = data.n_classes
+        post = np.full((data.n_tasks, k), 1.0 / k)
+        return make_result(self.name, data, post, np.zeros(data.n_tasks, np.int64), post[0].copy())
+
+
+def test_the_base_fills_in_the_run_s_outcome_a_finish_leaves_out(fake, monkeypatch):
+    monkeypatch.setitem(registry.METHODS, "fake", dataclasses.replace(registry.METHODS["fake"], target=f"{__name__}:Bare"))
+    monkeypatch.setattr(Bare, "name", "fake")
+    monkeypatch.setattr(Bare, "stop_rule", RelativeChange())
+    monkeypatch.setattr(Bare, "script", [Step(objective=float(v)) for v in (-10.0, -5.0, -5.0)])
+    data = AnnotationSet.from_codes([0, 0, 1, 1], [0, 1, 0, 1], [0, 1, 1, 1], n_classes=2)
+    res = Bare().fit(data)
+    assert res.n_iter == 3 and res.converged
+    np.testing.assert_array_equal(res.objective, [-10.0, -5.0, -5.0])
+    assert res.objective_name == "objective"
+    monkeypatch.setattr(Bare, "script", [Step(objective=float(i)) for i in range(1, 20)])
+    with pytest.warns(ConvergenceWarning):
+        res = Bare().fit(data)
+    assert res.n_iter == 10 and not res.converged  # not the defaults (0, True) after a non-convergence warning
