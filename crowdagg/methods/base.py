@@ -52,6 +52,7 @@ from .blocks import posterior_confusion as posterior_confusion
 from .blocks import prior_m_step as prior_m_step
 from .blocks import softmax_rows as softmax_rows
 from .loop import MAXIMISE, RelativeChange, Run, Step, StopRule, iterate
+from .model_file import WarmStart, coerce
 from .result import AggregationResult
 from .starts import Start, check_init_name, resolve_start
 
@@ -85,13 +86,19 @@ class FitContext(Mapping[str, Any]):
         (:func:`~crowdagg.methods.starts.resolve_start`: a posterior, and
         another method's result when this method starts from its
         parameters); None for other methods.
+    warm : WarmStart or None
+        For a method declared ``init_workers=True`` given a saved worker
+        model: its counts in this fit's classes and workers
+        (:class:`~crowdagg.methods.model_file.WarmStart`: the pseudo-counts
+        the method's M-step adds, by its ``saved_form``); None otherwise.
     """
 
     def __init__(self, params: Mapping[str, Any], *, clamp: np.ndarray | None = None,
-                 start: Start | None = None) -> None:
+                 start: Start | None = None, warm: WarmStart | None = None) -> None:
         self.params = dict(params)
         self.clamp = clamp
         self.start = start
+        self.warm = warm
 
     def __getitem__(self, name: str) -> Any:
         return self.params[name]
@@ -116,6 +123,8 @@ class Aggregator:
     """
 
     name: ClassVar[str] = ""
+    #: The checked saved worker model of this fit (``init_workers``), read by :meth:`_prepare`.
+    _saved: Any = None
     #: What to do when :meth:`memory_needed` exceeds the limit.
     memory_advice: ClassVar[str] = "its posteriors alone are tasks × classes: use fewer classes"
     #: For a method declared ``init_workers``: its :class:`~crowdagg.methods.model_file.SavedForm` (what
@@ -205,6 +214,8 @@ class Aggregator:
         checked = self.check_params()
         self._prepare(data, max_memory)
         need, what = self.memory_needed(data)
+        if self._saved is not None:  # the saved model's counts, in this fit's classes and workers
+            need += WarmStart.memory(data, self._saved, self.name)
         memory.check(need, what, max_memory, advice=self.memory_advice)
         with threads.fit_scope():  # BLAS on one thread beside the kernels; torch on the policy's count
             result = self._fit(data, self._context(data, checked, max_memory), callback)
@@ -233,10 +244,15 @@ class Aggregator:
             # the resolved clamp, not the gold itself: another method that takes gold reads it without warning again
             start = resolve_start(self, data, checked["init"], checked["seed"], None if gold is None else clamp,
                                   max_memory)
-        return FitContext(checked, clamp=clamp, start=start)
+        # Every start adds the same pseudo-counts: a saved model is a prior, not a starting point.
+        warm = None if self._saved is None else WarmStart(self._saved, data, self.name)
+        return FitContext(checked, clamp=clamp, start=start, warm=warm)
 
     def _prepare(self, data: AnnotationSet, max_memory: memory.MaxMemory) -> None:
-        """Read what the fit needs besides the data (a saved worker model) before :meth:`memory_needed` runs."""
+        """Read what the fit needs besides the data before :meth:`memory_needed` runs: the saved worker model
+        of a method declared ``init_workers=True`` (checked strictly, its parse bounded by ``max_memory``)."""
+        given = getattr(self, "init_workers", None) if self.spec().init_workers else None
+        self._saved = None if given is None else coerce(given, max_memory)
 
     def _fit(self, data: AnnotationSet, checked: FitContext, callback: Any) -> AggregationResult:
         """The method: ``checked`` reads as the validated parameters (``checked["seed"]`` among them) and

@@ -51,7 +51,7 @@ from ...errors import param
 from ..base import FitContext, IterativeAggregator, make_result
 from ..blocks import TieBreaker, argmax_random_ties, clamp_posteriors, full_m_step, one_coin_spread, prior_m_step
 from ..loop import Run, Step
-from ..model_file import Field, SavedForm, WarmStart, WorkerModel, coerce
+from ..model_file import Field, SavedForm, WorkerModel
 from ..result import AggregationResult
 from ..starts import starting_posteriors
 
@@ -175,7 +175,6 @@ class DawidSkene(IterativeAggregator):
     __doc__ = __doc__
     name = "ds"
     _m_step: MStep = staticmethod(full_m_step)  # type: ignore[assignment]
-    _model: Any = None
     loop_name = "EM"
     objective_name = "log-likelihood"
     #: Its worker parameters are full confusion matrices; it can start from a confusion or a one-coin model's.
@@ -189,31 +188,22 @@ class DawidSkene(IterativeAggregator):
     def memory_needed(self, data: AnnotationSet) -> tuple[float, str]:
         need, what = em_memory(data)
         need *= 2 if getattr(self, "n_init", 1) > 1 else 1  # the best start is kept beside the next
-        if self._model is not None:
-            need += WarmStart.memory(data, self._model, self.name)
-        return need, what
-
-    def _prepare(self, data: AnnotationSet, max_memory: Any) -> None:
-        """Read and check the saved worker model (its parse is bounded by ``max_memory``)."""
-        self._model = None if self.init_workers is None else coerce(self.init_workers, max_memory)
+        return need, what  # (the base adds a saved model's counts)
 
     def _start(
         self, data: AnnotationSet, checked: FitContext, start: int, rng: np.random.Generator
     ) -> tuple[EMState, float]:
-        if start == 0:
-            # Every start adds the same pseudo-counts: they are a prior, not a starting point.
-            self._warm = None if self._model is None else WarmStart(self._model, data, self.name)
         # The base resolves both for a declaration with gold=True and init (without them: no gold, soft vote).
         begin = checked.start
         clamp = checked.clamp if checked.clamp is not None else np.full(data.n_tasks, -1, dtype=np.int64)
         if start == 0 and begin is not None and begin.model is not None:
             # another method's confusion model: its parameters, then an E-step
-            state = EMState(data, None, clamp, type(self)._m_step, checked["smoothing"], self._warm,
+            state = EMState(data, None, clamp, type(self)._m_step, checked["smoothing"], checked.warm,
                             params=model_parameters(begin.model))
         else:
             first = None if begin is None else begin.posterior
             state = EMState(data, starting_posteriors(data, start, rng, first), clamp,
-                            type(self)._m_step, checked["smoothing"], self._warm)
+                            type(self)._m_step, checked["smoothing"], checked.warm)
         return state, state.objective
 
     def _step(self, data: AnnotationSet, state: EMState, checked: FitContext) -> Step:
@@ -240,6 +230,6 @@ class DawidSkene(IterativeAggregator):
         return make_result(
             self.name, data, post, labels, state.prior, worker_params=worker_params,
             confusion_array=confusion, counts=counts,
-            init_model=None if self._warm is None else self._warm.model,
+            init_model=None if checked.warm is None else checked.warm.model,
             n_iter=run.n_iter, converged=run.converged, objective=np.asarray(run.trace), objective_name=self.objective_name,
         )
