@@ -221,10 +221,7 @@ class AnnotationSet:
     @cached_property
     def task_ptr(self) -> np.ndarray:
         """CSR offsets, shape (n_tasks + 1,): task ``t`` owns answers ``task_ptr[t]:task_ptr[t+1]``."""
-        counts = np.bincount(self.task, minlength=self.n_tasks)
-        ptr = np.zeros(self.n_tasks + 1, dtype=np.int64)
-        np.cumsum(counts, out=ptr[1:])
-        return _frozen(ptr)
+        return _frozen(_offsets(self.task, self.n_tasks))
 
     @cached_property
     def worker_order(self) -> np.ndarray:
@@ -237,10 +234,7 @@ class AnnotationSet:
     @cached_property
     def worker_ptr(self) -> np.ndarray:
         """CSR offsets into :attr:`worker_order`, shape (n_workers + 1,)."""
-        counts = np.bincount(self.worker, minlength=self.n_workers)
-        ptr = np.zeros(self.n_workers + 1, dtype=np.int64)
-        np.cumsum(counts, out=ptr[1:])
-        return _frozen(ptr)
+        return _frozen(_offsets(self.worker, self.n_workers))
 
     @cached_property
     def worker_position(self) -> np.ndarray:
@@ -409,8 +403,7 @@ class AnnotationSet:
             if duplicates in ("first", "last"):
                 keep = ~repeat
                 t_sorted, w_sorted, y_sorted = t_sorted[keep], w_sorted[keep], y_sorted[keep]
-                ptr = np.zeros(n_tasks + 1, dtype=np.int64)
-                np.cumsum(np.bincount(t_sorted, minlength=n_tasks), out=ptr[1:])
+                ptr = _offsets(t_sorted, n_tasks)
             _warn_duplicates(n_dup, duplicates)
         del repeat
         for arr in (t_sorted, w_sorted, y_sorted, ptr):
@@ -809,6 +802,13 @@ def _is_dictionary(column: Any) -> bool:
 
     pa = sys.modules.get("pyarrow")
     return pa is not None and isinstance(column, (pa.Array, pa.ChunkedArray)) and pa.types.is_dictionary(column.type)
+
+
+def _offsets(codes: np.ndarray, n: int) -> np.ndarray:
+    """CSR offsets of codes in [0, n): shape (n + 1,), int64; group ``g`` owns ``offsets[g]:offsets[g+1]``."""
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(codes, minlength=n), out=ptr[1:])
+    return ptr
 
 
 def _frozen(arr: np.ndarray) -> np.ndarray:
