@@ -621,7 +621,9 @@ def test_the_envelope_names_no_method():
 def test_each_method_declares_its_form_in_its_own_class(method):
     form = form_of(method)
     assert form is get_method(method).saved_form and form.method == method
-    assert saving_methods() == ["ds", "onecoin"] and form_of("mv") is None and form_of("nope") is None
+    # Every method declared init_workers saves a model (the list grows with the families: not a closed list).
+    assert saving_methods()[:2] == ["ds", "onecoin"] and form_of("mv") is None and form_of("nope") is None
+    assert saving_methods() == [m.name for m in METHODS.values() if m.init_workers]
     want = {"ds": ("counts", "confusion"), "onecoin": ("correct", "answers", "accuracy")}[method]
     assert tuple(f.name for f in form.fields) == want
     assert form.converts == ({"ds": ("onecoin",), "onecoin": ("ds",)}[method])
