@@ -71,6 +71,13 @@ if TYPE_CHECKING:  # pragma: no cover
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 #: scipy's default relative-reduction tolerance of L-BFGS-B (factr 1e7 × machine epsilon), the M-step's floor.
 _LBFGSB_FTOL = 1e7 * np.finfo(float).eps
+#: The largest saved ability a warm start takes.  A fit's abilities stay within a few units of their prior's
+#: mean (itself within ±100); far beyond, α·β and α²σ(1 − σ) overflow the kernels.
+MAX_ABILITY = 1e6
+#: The largest saved curvature a warm start takes: a fit's is 1 + Σ β² σ(1 − σ) over a worker's answers, far
+#: below this; far above it the prior term h (α − α̂)² drowns the M-step in the rounding of α (its line
+#: search fails at once and every task's β stays at the prior's).
+MAX_CURVATURE = 1e15
 
 
 @dataclass
@@ -161,7 +168,7 @@ class GladForm(SavedForm):
     """
 
     method = "glad"
-    fields = (Field("alpha", "numbers"), Field("curvature", "counts"))
+    fields = (Field("alpha", "numbers"), Field("curvature", "numbers"))
 
     def from_result(self, result: AggregationResult) -> dict[str, np.ndarray]:
         return {"alpha": result.worker_params["alpha"], "curvature": result.counts["curvature"]}
@@ -173,11 +180,18 @@ class GladForm(SavedForm):
         return prior_m_step(class_counts, smoothing)
 
     def check(self, model: WorkerModel, display: str) -> None:
-        flat = np.flatnonzero(model["curvature"] <= 0)
+        alpha, curvature = model["alpha"], model["curvature"]
+        flat = np.flatnonzero(np.abs(alpha) > MAX_ABILITY)
         if flat.size:
             i = int(flat[0])
-            raise DataError(f"{display}: curvature[{i}] is {float(model['curvature'][i])!r}, not a precision "
-                            "(> 0: the prior alone gives 1)")
+            raise DataError(f"{display}: alpha[{i}] is {float(alpha[i])!r}, not an ability (|alpha| <= "
+                            f"{MAX_ABILITY:g}: a fit's lie within a few units of the prior's mean)")
+        flat = np.flatnonzero((curvature <= 0) | (curvature > MAX_CURVATURE))
+        if flat.size:
+            i = int(flat[0])
+            why = "> 0: the prior alone gives 1" if curvature[i] <= 0 else \
+                f"{MAX_CURVATURE:g} at most: a fit's is 1 + the answers' information"
+            raise DataError(f"{display}: curvature[{i}] is {float(curvature[i])!r}, not a precision ({why})")
 
     def convert(self, model: WorkerModel, order: np.ndarray, rows: np.ndarray) -> dict[str, np.ndarray]:
         return {"alpha": model["alpha"][rows].copy(), "curvature": model["curvature"][rows].copy()}

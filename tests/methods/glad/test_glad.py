@@ -334,6 +334,37 @@ def test_a_warm_start_accumulates_evidence_as_one_fit_on_both_batches():
         aggregate(one, "glad", init_workers=to_json(first))
 
 
+@pytest.mark.parametrize(("field", "value", "message"), [
+    # An ability of 1e200 overflowed the kernels (the fit "broke down numerically"); a curvature of 1e100 made
+    # the M-step's line search fail at once every iteration, every task's beta left at the prior's.
+    ("alpha", 1e200, r"alpha\[2\] is 1e\+200, not an ability \(\|alpha\| <= 1e\+06"),
+    ("alpha", -2e6, r"alpha\[2\] is -2000000\.0, not an ability"),
+    ("curvature", 1e100, r"curvature\[2\] is 1e\+100, not a precision \(1e\+15 at most"),
+    ("curvature", -1.0, r"curvature\[2\] is -1\.0, not a precision \(> 0"),
+])
+def test_a_hand_edited_model_beyond_any_fit_is_refused(bluebird, field, value, message):
+    doc = json.loads(to_json(aggregate(bluebird, "glad")))
+    doc[field][2] = value
+    with pytest.raises(DataError, match=r"^<workers>: " + message):
+        aggregate(bluebird, "glad", init_workers=json.dumps(doc))
+
+
+def test_a_model_at_the_bounds_still_fits_every_task(bluebird):
+    """Abilities of ±1e6 known to a precision of 1e15 (the largest accepted): they stay put, and the tasks'
+    betas are still fitted to them (every worker then decides; the M-step converges)."""
+    cold = aggregate(bluebird, "glad")
+    doc = json.loads(to_json(cold))
+    doc["alpha"] = [1e6 * (-1) ** i for i in range(len(doc["alpha"]))]
+    doc["curvature"] = [1e15] * len(doc["curvature"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        warm = quiet(bluebird, "glad", init_workers=json.dumps(doc))
+    np.testing.assert_allclose(warm.worker_params["alpha"], doc["alpha"], rtol=1e-12)
+    assert np.isfinite(warm.posteriors).all() and np.isfinite(warm.task_params["beta"]).all()
+    # Abilities of ±1e6 answer every task with certainty at beta ~ 1e-6: the betas left the prior's e.
+    assert (warm.task_params["beta"] < 1e-3).all()
+
+
 def test_a_model_of_another_method_cannot_start_glad(bluebird):
     with pytest.raises(DataError, match="a ds worker model cannot start glad"):
         aggregate(bluebird, "glad", init_workers=to_json(quiet(bluebird, "ds")))
