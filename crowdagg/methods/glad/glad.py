@@ -52,15 +52,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from ...data.annotations import AnnotationSet
-from ...errors import DataError
+from ...errors import ConvergenceWarning, DataError, param, warn
 from ..base import FitContext, IterativeAggregator, make_result
 from ..blocks import TieBreaker, argmax_random_ties, clamp_posteriors, prior_m_step
-from ..loop import Run, Step, check_optimizer
+from ..loop import Run, Step
 from ..model_file import Field, SavedForm, WorkerModel
 from ..starts import starting_posteriors
 
@@ -98,6 +98,10 @@ class GladState:
     precision: np.ndarray
     class_tot: np.ndarray
     iteration: int = 0
+    #: M-steps run, those whose optimiser stopped short, and the first of those (EM iteration, scipy's result).
+    m_steps: int = 0
+    cut_short: int = 0
+    first_cut_short: tuple[int, Any] | None = None
 
 
 def log_priors(state: GladState, beta_mean: float) -> tuple[float, np.ndarray, np.ndarray]:
@@ -108,7 +112,7 @@ def log_priors(state: GladState, beta_mean: float) -> tuple[float, np.ndarray, n
     return value, -state.precision * da, -db
 
 
-def m_step(state: GladState, checked: FitContext, name: str) -> None:
+def m_step(state: GladState, checked: FitContext) -> None:
     """α and log β by L-BFGS-B from the current ones, at the E-step's ``ws.q``; the prior when estimated.
 
     L-BFGS-B runs in coordinates scaled by the square root of each
@@ -118,7 +122,7 @@ def m_step(state: GladState, checked: FitContext, name: str) -> None:
     iterations instead of hundreds.  The optimum is the same.  It stops when
     an iteration improves the objective by less than a tenth of EM's
     ``tol`` (relative; scipy's default when ``tol`` is 0), or after
-    ``m_step_max_iter`` iterations (warned).
+    ``m_step_max_iter`` iterations (counted in the state; :func:`warn_cut_short` says it once per fit).
     """
     from scipy.optimize import minimize
 
@@ -138,12 +142,30 @@ def m_step(state: GladState, checked: FitContext, name: str) -> None:
     ftol = max(0.1 * checked.get("tol", 0.0), _LBFGSB_FTOL)
     res = minimize(negative, y0, jac=True, method="L-BFGS-B",
                    options={"maxiter": checked["m_step_max_iter"], "ftol": ftol})
-    check_optimizer(res, name, "the M-step (abilities and difficulties)", state.iteration)
+    state.m_steps += 1
+    if not res.success:
+        state.cut_short += 1
+        if state.first_cut_short is None:
+            state.first_cut_short = (state.iteration, res)
     x = res.x * scale
     state.alpha, state.log_beta = x[:n_workers].copy(), x[n_workers:].copy()
     state.class_tot = ws.post.sum(axis=0)
     if checked["prior"] == "estimate":
         state.log_prior = np.log(prior_m_step(state.class_tot, 0.0))
+
+
+def warn_cut_short(state: GladState, name: str) -> None:
+    """One :class:`~crowdagg.errors.ConvergenceWarning` when M-steps of the fit stopped short of convergence
+    (how many of them, and why the first did), not one per EM iteration."""
+    if not state.cut_short or state.first_cut_short is None:
+        return
+    iteration, res = state.first_cut_short
+    message = res.message.decode(errors="replace") if isinstance(res.message, bytes) else str(res.message)
+    warn(ConvergenceWarning(
+        f"{name}: the optimiser of the M-step (abilities and difficulties) did not converge in {state.cut_short} "
+        f"of its {state.m_steps} runs (the first at EM iteration {iteration}, after {res.nit} iterations: "
+        f"{message.strip() or 'no reason given'}); raise {param('m_step_max_iter')}"
+    ))
 
 
 def e_step(state: GladState, checked: FitContext) -> float:
@@ -255,7 +277,7 @@ class Glad(IterativeAggregator):
         return state, self._iterate(state, checked)
 
     def _iterate(self, state: GladState, checked: FitContext) -> float:
-        m_step(state, checked, self.name)
+        m_step(state, checked)
         return e_step(state, checked)
 
     def _step(self, data: AnnotationSet, state: GladState, checked: FitContext) -> Step:
@@ -264,6 +286,7 @@ class Glad(IterativeAggregator):
 
     def _finish(self, data: AnnotationSet, run: Run, checked: FitContext) -> AggregationResult:
         state: GladState = run.state
+        warn_cut_short(state, self.name)
         post = state.ws.post.copy()
         labels = argmax_random_ties(post, TieBreaker(data.tasks, checked["seed"]), atol=1e-12)
         prior = np.exp(state.log_prior)
@@ -278,4 +301,4 @@ class Glad(IterativeAggregator):
         )
 
 
-__all__ = ["Glad", "GladForm", "GladState", "glad_memory", "log_priors", "m_step", "e_step"]
+__all__ = ["Glad", "GladForm", "GladState", "glad_memory", "log_priors", "m_step", "e_step", "warn_cut_short"]

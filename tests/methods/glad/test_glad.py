@@ -282,6 +282,21 @@ def test_an_m_step_cut_short_is_said():
         aggregate(data, "glad", m_step_max_iter=1, max_iter=2)
 
 
+def test_m_steps_cut_short_are_said_once_per_fit_not_once_per_iteration():
+    """(It warned at every EM iteration: 30 lines on stderr for -p m_step_max_iter=1 --max-iter 30.)"""
+    data, *_ = glad_crowd(seed=5, n_tasks=200, n_workers=10)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fit = aggregate(data, "glad", m_step_max_iter=1, max_iter=30, tol=0, n_init=2)
+    said = [str(w.message) for w in caught if issubclass(w.category, ConvergenceWarning)]
+    assert len(said) == 1, said
+    # Each of the kept start's 31 M-steps (the start's and 30 iterations') stopped after its one iteration.
+    assert said[0].startswith("glad: the optimiser of the M-step (abilities and difficulties) did not converge in "
+                              "31 of its 31 runs (the first at EM iteration 0, after 1 iterations: ")
+    assert said[0].endswith("); raise m_step_max_iter")
+    assert np.isfinite(fit.posteriors).all()
+
+
 # ----------------------------------------------------------------------------- saved models
 def test_a_saved_model_round_trips_alpha_and_curvature(bluebird):
     fit = aggregate(bluebird, "glad")
