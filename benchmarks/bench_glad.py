@@ -120,6 +120,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     from crowdagg.core import threads
 
+    if not args.no_crowdkit:
+        try:
+            import crowdkit  # noqa: F401
+        except ImportError:
+            print("crowd-kit is not installed here (pip install -e '.[test]'): crowdagg only", file=sys.stderr)
+            args.no_crowdkit = True
     ours(crowd(5_000).to_annotations())  # compile (or load) the kernels, import scipy
     rows = []
     for n in args.answers:
