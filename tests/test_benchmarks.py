@@ -100,3 +100,13 @@ def test_speed_benchmark_runs_each_thread_count_in_its_own_process(tmp_path):
     assert [(r["answers"], r["threads"]) for r in rows] == [(20000, 1), (20000, 2)]
     assert rows[0]["accuracy"] == rows[1]["accuracy"] > 0.8  # the same fit, whatever the count
     assert "| 20,000 | 4,000 |" in proc.stdout
+
+
+def test_glad_benchmark_prints_its_table(datasets_dir):
+    proc = _run_script("bench_glad.py", "--answers", "5000", "--no-crowdkit", datasets_dir=datasets_dir)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[1].startswith("| answers | crowdagg glad s/iteration (iterations) | crowd-kit GLAD s/iteration |")
+    assert lines[3].startswith("| 5,000 | ") and lines[3].endswith("|")
+    assert float(lines[3].split("|")[-2]) > 0.8  # accuracy on GLAD's own crowd
+    assert lines[-1].startswith("CLI `crowdagg aggregate` on 5,000 answers")

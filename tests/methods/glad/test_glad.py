@@ -423,3 +423,20 @@ def test_the_cli_writes_alpha_per_worker_and_beta_per_task_and_round_trips_a_mod
     assert "1/beta is the task's difficulty" in text and "--workers: alpha (ability" in text
     bad = runner.invoke(app, ["aggregate", "example:bluebird", "-m", "glad", "-p", "prior=learned"])
     assert bad.exit_code == 2 and bad.stderr.startswith("Error: -p prior must be")
+
+
+def test_the_cli_gives_the_same_bytes_with_one_and_two_threads(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from crowdagg.cli import app
+
+    monkeypatch.setattr(schedule, "_ANSWERS_PER_BLOCK", 400)  # bluebird's 4,212 answers in 10 blocks
+    monkeypatch.delenv("CROWDAGG_THREADS", raising=False)
+    outputs = []
+    for n in ("1", "2"):
+        workers, tasks = tmp_path / f"w{n}.csv", tmp_path / f"t{n}.csv"
+        res = CliRunner().invoke(app, ["aggregate", "example:bluebird", "-m", "glad", "--proba", "--threads", n,
+                                       "--workers", str(workers), "--task-params", str(tasks)])
+        assert res.exit_code == 0, res.stderr
+        outputs.append((res.stdout, workers.read_bytes(), tasks.read_bytes()))
+    assert outputs[0] == outputs[1]
