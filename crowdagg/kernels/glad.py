@@ -163,6 +163,10 @@ def _curvature_blocks(blocks, bounds, task_ptr, worker, alpha, log_beta, h_block
             h_task[t] = ht * b2
 
 
+#: The most workers or classes: the kernels read int32 codes (one compiled signature).
+_MAX_CODES = int(np.iinfo(np.int32).max)
+
+
 def _block_sum(values: np.ndarray) -> np.ndarray:
     """The sum over the block axis, in block order (the one reduction order: results for any thread count)."""
     return values[0].copy() if values.shape[0] == 1 else values.sum(axis=0)
@@ -200,6 +204,9 @@ class GladWorkspace:
         n_workers, n_classes = check_count(n_workers, "n_workers"), check_count(n_classes, "n_classes")
         if n_classes < 1:
             raise DataError("GLAD needs at least one class")
+        for n, unit in ((n_workers, "workers"), (n_classes, "classes")):
+            if n > _MAX_CODES:  # the codes are cast to int32 below: a larger one would wrap to a negative index
+                raise DataError(f"GLAD's kernels take at most {_MAX_CODES:,} {unit}, got {n:,}")
         # Checked once here (one pass each, against a fit's hundreds of passes): the kernels trust them.
         worker = check_index(worker, n_workers, "worker", "worker")
         label = check_index(label, n_classes, "label", "class")

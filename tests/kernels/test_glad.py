@@ -185,3 +185,15 @@ def test_bad_arrays_are_refused_not_read_out_of_bounds(rng):
 def test_kernels_are_cached_and_release_the_gil():
     for k in (kernels._e_step_blocks, kernels._objective_blocks, kernels._curvature_blocks):
         assert k.targetoptions.get("nogil") and k._cache is not None
+
+
+def test_codes_beyond_int32_are_refused_not_wrapped():
+    """The kernels read int32 codes: a worker (or class) code of 2**31 or more passed the range check and then
+    wrapped to a negative index -- another worker's ability read, silently.  Refused before anything is
+    allocated (the arrays here would be 16 GiB)."""
+    ptr = np.array([0, 1], dtype=np.int64)
+    with pytest.raises(DataError, match=r"^GLAD's kernels take at most 2,147,483,647 workers, got 2,147,483,658"):
+        GladWorkspace(ptr, np.array([2**31 + 5]), np.array([0]), 2**31 + 10, 2)
+    with pytest.raises(DataError, match=r"^GLAD's kernels take at most 2,147,483,647 classes, got 2,147,483,648"):
+        GladWorkspace(ptr, np.array([0]), np.array([0]), 1, 2**31)
+
