@@ -197,3 +197,30 @@ def test_codes_beyond_int32_are_refused_not_wrapped():
     with pytest.raises(DataError, match=r"^GLAD's kernels take at most 2,147,483,647 classes, got 2,147,483,648"):
         GladWorkspace(ptr, np.array([0]), np.array([0]), 1, 2**31)
 
+
+def test_parameters_that_are_not_finite_are_refused_not_turned_into_nan_posteriors(rng):
+    task_ptr, worker, label, alpha, log_beta, log_prior = crowd(rng)
+    ws = GladWorkspace(task_ptr, worker, label, len(alpha), 3)
+    bad = alpha.copy()
+    bad[4] = np.nan
+    with pytest.raises(DataError, match=r"^alpha\[4\] is nan: the parameters must be finite"):
+        ws.e_step(bad, log_beta, log_prior)
+    bad = log_beta.copy()
+    bad[7] = np.inf
+    with pytest.raises(DataError, match=r"^log_beta\[7\] is inf: the parameters must be finite"):
+        ws.objective(alpha, bad)
+    with pytest.raises(DataError, match=r"^log_beta\[7\] is inf"):
+        ws.curvatures(alpha, bad)
+    with pytest.raises(DataError, match=r"^log_prior\[1\] is nan"):
+        ws.e_step(alpha, log_beta, [0.0, np.nan, 0.0])
+    with pytest.raises(DataError, match=r"^log_prior has no finite entry"):
+        ws.e_step(alpha, log_beta, [-np.inf] * 3)
+    q = np.full(len(worker), 0.5)
+    q[2] = 1.5
+    with pytest.raises(DataError, match=r"^q\[2\] is 1\.5: each answer's posterior must lie in \[0, 1\]"):
+        ws.objective(alpha, log_beta, q)
+    # A class the prior rules out (log 0) is a prior, not an error.
+    ws.e_step(alpha, log_beta, [0.0, -np.inf, 0.0])
+    assert np.isfinite(ws.post).all() and (ws.post[:, 1] == 0).all()
+    q[2] = 1.0 + 2.0**-52  # an E-step's rounding: taken
+    ws.objective(alpha, log_beta, q)
