@@ -185,8 +185,11 @@ class GladForm(SavedForm):
     envelope's ``class_counts`` are the expected class totals with
     ``prior=estimate``; a uniform prior records its total split evenly over
     the classes, the counts that prior stands for, so ``prior`` follows
-    from ``class_counts`` in both.  Abilities do not depend on the
-    classes: a model with other classes still starts its workers.
+    from ``class_counts`` in both.  The abilities do not depend on the
+    classes, but the warm start reads ``class_counts`` class by class: a
+    model without one of the data's classes is refused (name every class
+    with ``classes`` when saving), and classes the data lacks are left out
+    with a warning.
     """
 
     method = "glad"
