@@ -331,6 +331,10 @@ class GladWorkspace:
         given = as_float_array(post, "post", 2)
         if given.shape != self.post.shape:
             raise DataError(f"post has shape {given.shape}, the workspace's tasks × classes are {self.post.shape}")
+        bad = np.flatnonzero(~((given >= 0.0) & (given <= 1.0 + 1e-9)))  # NaN fails both
+        if bad.size:
+            t, c = divmod(int(bad[0]), self.n_classes)
+            raise DataError(f"post[{t}, {c}] is {float(given[t, c])!r}: posteriors must lie in [0, 1]")
         self.post[...] = given
         task = np.repeat(np.arange(self.n_tasks), np.diff(self.task_ptr))
         self.q[...] = self.post[task, self.label]

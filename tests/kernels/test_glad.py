@@ -224,3 +224,19 @@ def test_parameters_that_are_not_finite_are_refused_not_turned_into_nan_posterio
     assert np.isfinite(ws.post).all() and (ws.post[:, 1] == 0).all()
     q[2] = 1.0 + 2.0**-52  # an E-step's rounding: taken
     ws.objective(alpha, log_beta, q)
+
+
+def test_given_posteriors_that_are_not_probabilities_are_refused(rng):
+    """(set_posteriors took NaN or negative posteriors: the next objective was NaN.)"""
+    task_ptr, worker, label, alpha, log_beta, _ = crowd(rng)
+    ws = GladWorkspace(task_ptr, worker, label, len(alpha), 3)
+    post = np.full((len(log_beta), 3), 1 / 3)
+    post[4, 1] = np.nan
+    with pytest.raises(DataError, match=r"^post\[4, 1\] is nan: posteriors must lie in \[0, 1\]"):
+        ws.set_posteriors(post)
+    post[4, 1] = -0.2
+    with pytest.raises(DataError, match=r"^post\[4, 1\] is -0\.2"):
+        ws.set_posteriors(post)
+    post[4, 1] = 1 / 3
+    ws.set_posteriors(post)
+    np.testing.assert_array_equal(ws.q, 1 / 3)
