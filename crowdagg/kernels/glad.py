@@ -163,6 +163,10 @@ def _curvature_blocks(blocks, bounds, task_ptr, worker, alpha, log_beta, h_block
             h_task[t] = ht * b2
 
 
+#: The most workers or classes: the kernels read int32 codes (one compiled signature).
+_MAX_CODES = int(np.iinfo(np.int32).max)
+
+
 def _block_sum(values: np.ndarray) -> np.ndarray:
     """The sum over the block axis, in block order (the one reduction order: results for any thread count)."""
     return values[0].copy() if values.shape[0] == 1 else values.sum(axis=0)
@@ -200,6 +204,9 @@ class GladWorkspace:
         n_workers, n_classes = check_count(n_workers, "n_workers"), check_count(n_classes, "n_classes")
         if n_classes < 1:
             raise DataError("GLAD needs at least one class")
+        for n, unit in ((n_workers, "workers"), (n_classes, "classes")):
+            if n > _MAX_CODES:  # the codes are cast to int32 below: a larger one would wrap to a negative index
+                raise DataError(f"GLAD's kernels take at most {_MAX_CODES:,} {unit}, got {n:,}")
         # Checked once here (one pass each, against a fit's hundreds of passes): the kernels trust them.
         worker = check_index(worker, n_workers, "worker", "worker")
         label = check_index(label, n_classes, "label", "class")
@@ -221,17 +228,44 @@ class GladWorkspace:
         self._scalars = np.zeros(self.n_blocks)
 
     # -------------------------------------------------------------------------------------- checked
-    def _vector(self, values: object, name: str, n: int) -> np.ndarray:
+    def _vector(self, values: object, name: str, n: int, finite: bool = True) -> np.ndarray:
+        """A float vector of ``n`` entries; ``finite``: every entry finite (NaN or inf would give NaN posteriors)."""
         from ..errors import DataError
         from .validate import as_float_array
 
         arr = as_float_array(values, name, 1)
         if arr.shape[0] != n:
             raise DataError(f"{name} has {arr.shape[0]:,} entries, not {n:,}")
+        if finite and not np.isfinite(arr).all():
+            i = int(np.flatnonzero(~np.isfinite(arr))[0])
+            raise DataError(f"{name}[{i}] is {float(arr[i])!r}: the parameters must be finite")
         return arr
 
     def _parameters(self, alpha: object, log_beta: object) -> tuple[np.ndarray, np.ndarray]:
         return self._vector(alpha, "alpha", self.n_workers), self._vector(log_beta, "log_beta", self.n_tasks)
+
+    def _log_prior(self, log_prior: object) -> np.ndarray:
+        """``log_prior`` (K,): -inf allowed (a class the prior rules out), NaN or +inf not, and one class possible."""
+        from ..errors import DataError
+
+        arr = self._vector(log_prior, "log_prior", self.n_classes, finite=False)
+        bad = np.flatnonzero(np.isnan(arr) | (arr == np.inf))
+        if bad.size:
+            raise DataError(f"log_prior[{int(bad[0])}] is {float(arr[int(bad[0])])!r}: a log-probability is finite or -inf")
+        if not np.isfinite(arr).any():
+            raise DataError("log_prior has no finite entry: the prior rules out every class")
+        return arr
+
+    def _answer_posteriors(self, q: object) -> np.ndarray:
+        """``q`` (n_answers,): each answer's posterior of its own label, in [0, 1]."""
+        from ..errors import DataError
+
+        arr = self._vector(q, "q", len(self.worker), finite=False)
+        # (With a rounding's slack: an E-step's own q can exceed 1 by an ulp.)
+        bad = np.flatnonzero(~((arr >= -1e-9) & (arr <= 1.0 + 1e-9)))  # NaN fails both
+        if bad.size:
+            raise DataError(f"q[{int(bad[0])}] is {float(arr[int(bad[0])])!r}: each answer's posterior must lie in [0, 1]")
+        return arr
 
     def e_step(self, alpha: object, log_beta: object, log_prior: object, clamp: object = None) -> float:
         """Posteriors into :attr:`post` and :attr:`q`; returns the log-evidence of the answers.
@@ -245,7 +279,7 @@ class GladWorkspace:
         from .validate import as_code_array
 
         alpha, log_beta = self._parameters(alpha, log_beta)
-        log_prior = self._vector(log_prior, "log_prior", self.n_classes)
+        log_prior = self._log_prior(log_prior)
         if clamp is None:
             clamp = np.full(self.n_tasks, -1, dtype=np.int64)
         clamp = as_code_array(clamp, "clamp")
@@ -259,7 +293,7 @@ class GladWorkspace:
         """(f, ∂f/∂α (n_workers,), ∂f/∂log β (n_tasks,)): the expected complete-data log-likelihood of the
         answers given each answer's posterior of its own label ``q`` (n_answers,; default :attr:`q`)."""
         alpha, log_beta = self._parameters(alpha, log_beta)
-        q = self.q if q is None else self._vector(q, "q", len(self.worker))
+        q = self.q if q is None else self._answer_posteriors(q)
         return self._objective(alpha, log_beta, q)
 
     def curvature(self, alpha: object, log_beta: object) -> np.ndarray:
@@ -297,6 +331,10 @@ class GladWorkspace:
         given = as_float_array(post, "post", 2)
         if given.shape != self.post.shape:
             raise DataError(f"post has shape {given.shape}, the workspace's tasks × classes are {self.post.shape}")
+        bad = np.flatnonzero(~((given >= 0.0) & (given <= 1.0 + 1e-9)))  # NaN fails both
+        if bad.size:
+            t, c = divmod(int(bad[0]), self.n_classes)
+            raise DataError(f"post[{t}, {c}] is {float(given[t, c])!r}: posteriors must lie in [0, 1]")
         self.post[...] = given
         task = np.repeat(np.arange(self.n_tasks), np.diff(self.task_ptr))
         self.q[...] = self.post[task, self.label]

@@ -158,7 +158,7 @@ def sample_labels(
 
     Returns
     -------
-    ndarray of int8 (int16 beyond 127 classes), shape (n_answers,)
+    ndarray of int8 (int16 beyond 127 classes, int32 beyond 32,767), shape (n_answers,)
     """
     k = n_classes
     a = alpha[worker]
@@ -170,6 +170,6 @@ def sample_labels(
     pw = p[wrong]
     # Rounding can give exactly K - 1 for u just below 1: that is the last wrong class.
     j = np.minimum(((u[wrong] - pw) / (1.0 - pw) * (k - 1)).astype(np.int64), k - 2)
-    label = true_class.astype(np.int8 if k <= 127 else np.int16)
+    label = true_class.astype(np.int8 if k <= 127 else np.int16 if k <= 32_767 else np.int32)
     label[wrong] = (true_class[wrong] + 1 + j) % k
     return label

@@ -185,3 +185,58 @@ def test_bad_arrays_are_refused_not_read_out_of_bounds(rng):
 def test_kernels_are_cached_and_release_the_gil():
     for k in (kernels._e_step_blocks, kernels._objective_blocks, kernels._curvature_blocks):
         assert k.targetoptions.get("nogil") and k._cache is not None
+
+
+def test_codes_beyond_int32_are_refused_not_wrapped():
+    """The kernels read int32 codes: a worker (or class) code of 2**31 or more passed the range check and then
+    wrapped to a negative index -- another worker's ability read, silently.  Refused before anything is
+    allocated (the arrays here would be 16 GiB)."""
+    ptr = np.array([0, 1], dtype=np.int64)
+    with pytest.raises(DataError, match=r"^GLAD's kernels take at most 2,147,483,647 workers, got 2,147,483,658"):
+        GladWorkspace(ptr, np.array([2**31 + 5]), np.array([0]), 2**31 + 10, 2)
+    with pytest.raises(DataError, match=r"^GLAD's kernels take at most 2,147,483,647 classes, got 2,147,483,648"):
+        GladWorkspace(ptr, np.array([0]), np.array([0]), 1, 2**31)
+
+
+def test_parameters_that_are_not_finite_are_refused_not_turned_into_nan_posteriors(rng):
+    task_ptr, worker, label, alpha, log_beta, log_prior = crowd(rng)
+    ws = GladWorkspace(task_ptr, worker, label, len(alpha), 3)
+    bad = alpha.copy()
+    bad[4] = np.nan
+    with pytest.raises(DataError, match=r"^alpha\[4\] is nan: the parameters must be finite"):
+        ws.e_step(bad, log_beta, log_prior)
+    bad = log_beta.copy()
+    bad[7] = np.inf
+    with pytest.raises(DataError, match=r"^log_beta\[7\] is inf: the parameters must be finite"):
+        ws.objective(alpha, bad)
+    with pytest.raises(DataError, match=r"^log_beta\[7\] is inf"):
+        ws.curvatures(alpha, bad)
+    with pytest.raises(DataError, match=r"^log_prior\[1\] is nan"):
+        ws.e_step(alpha, log_beta, [0.0, np.nan, 0.0])
+    with pytest.raises(DataError, match=r"^log_prior has no finite entry"):
+        ws.e_step(alpha, log_beta, [-np.inf] * 3)
+    q = np.full(len(worker), 0.5)
+    q[2] = 1.5
+    with pytest.raises(DataError, match=r"^q\[2\] is 1\.5: each answer's posterior must lie in \[0, 1\]"):
+        ws.objective(alpha, log_beta, q)
+    # A class the prior rules out (log 0) is a prior, not an error.
+    ws.e_step(alpha, log_beta, [0.0, -np.inf, 0.0])
+    assert np.isfinite(ws.post).all() and (ws.post[:, 1] == 0).all()
+    q[2] = 1.0 + 2.0**-52  # an E-step's rounding: taken
+    ws.objective(alpha, log_beta, q)
+
+
+def test_given_posteriors_that_are_not_probabilities_are_refused(rng):
+    """(set_posteriors took NaN or negative posteriors: the next objective was NaN.)"""
+    task_ptr, worker, label, alpha, log_beta, _ = crowd(rng)
+    ws = GladWorkspace(task_ptr, worker, label, len(alpha), 3)
+    post = np.full((len(log_beta), 3), 1 / 3)
+    post[4, 1] = np.nan
+    with pytest.raises(DataError, match=r"^post\[4, 1\] is nan: posteriors must lie in \[0, 1\]"):
+        ws.set_posteriors(post)
+    post[4, 1] = -0.2
+    with pytest.raises(DataError, match=r"^post\[4, 1\] is -0\.2"):
+        ws.set_posteriors(post)
+    post[4, 1] = 1 / 3
+    ws.set_posteriors(post)
+    np.testing.assert_array_equal(ws.q, 1 / 3)

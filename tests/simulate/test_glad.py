@@ -85,6 +85,19 @@ class _FixedUniforms:
         return self.u
 
 
+def test_sampler_keeps_class_codes_beyond_int16() -> None:
+    """(Labels were int16 beyond 127 classes: class 40,000 wrapped to a negative code.)"""
+    k, n = 40_000, 2_000
+    rng = np.random.default_rng(40)
+    truth = rng.integers(k - 100, k, n)
+    ability = np.array([-30.0, 30.0])  # one always wrong, one always right
+    worker = np.arange(n) % 2
+    label = glad.sample_labels(rng, ability, np.ones(n), worker, np.arange(n), truth, k)
+    assert label.min() >= 0 and label.max() < k
+    np.testing.assert_array_equal(label[worker == 1], truth[worker == 1])
+    assert (label[worker == 0] != truth[worker == 0]).all()
+
+
 def test_sampler_inverts_the_rotated_cdf() -> None:
     # K = 3, truth 2, p = sigma(0 * 1) = 0.5: [0, 0.5) -> 2, [0.5, 0.75) -> 0, [0.75, 1) -> 1 (2+1, 2+2 mod 3).
     # Worker 1 has a NaN ability: p = 1/3.  Worker 2: alpha = 40, p = 1 to double precision.

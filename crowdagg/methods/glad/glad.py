@@ -52,15 +52,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from ...data.annotations import AnnotationSet
-from ...errors import DataError
+from ...errors import ConvergenceWarning, DataError, param, warn
 from ..base import FitContext, IterativeAggregator, make_result
 from ..blocks import TieBreaker, argmax_random_ties, clamp_posteriors, prior_m_step
-from ..loop import Run, Step, check_optimizer
+from ..loop import Run, Step
 from ..model_file import Field, SavedForm, WorkerModel
 from ..starts import starting_posteriors
 
@@ -71,6 +71,13 @@ if TYPE_CHECKING:  # pragma: no cover
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 #: scipy's default relative-reduction tolerance of L-BFGS-B (factr 1e7 × machine epsilon), the M-step's floor.
 _LBFGSB_FTOL = 1e7 * np.finfo(float).eps
+#: The largest saved ability a warm start takes.  A fit's abilities stay within a few units of their prior's
+#: mean (itself within ±100); far beyond, α·β and α²σ(1 − σ) overflow the kernels.
+MAX_ABILITY = 1e6
+#: The largest saved curvature a warm start takes: a fit's is 1 + Σ β² σ(1 − σ) over a worker's answers, far
+#: below this; far above it the prior term h (α − α̂)² drowns the M-step in the rounding of α (its line
+#: search fails at once and every task's β stays at the prior's).
+MAX_CURVATURE = 1e15
 
 
 @dataclass
@@ -91,6 +98,10 @@ class GladState:
     precision: np.ndarray
     class_tot: np.ndarray
     iteration: int = 0
+    #: M-steps run, those whose optimiser stopped short, and the first of those (EM iteration, scipy's result).
+    m_steps: int = 0
+    cut_short: int = 0
+    first_cut_short: tuple[int, Any] | None = None
 
 
 def log_priors(state: GladState, beta_mean: float) -> tuple[float, np.ndarray, np.ndarray]:
@@ -101,7 +112,7 @@ def log_priors(state: GladState, beta_mean: float) -> tuple[float, np.ndarray, n
     return value, -state.precision * da, -db
 
 
-def m_step(state: GladState, checked: FitContext, name: str) -> None:
+def m_step(state: GladState, checked: FitContext) -> None:
     """α and log β by L-BFGS-B from the current ones, at the E-step's ``ws.q``; the prior when estimated.
 
     L-BFGS-B runs in coordinates scaled by the square root of each
@@ -111,7 +122,7 @@ def m_step(state: GladState, checked: FitContext, name: str) -> None:
     iterations instead of hundreds.  The optimum is the same.  It stops when
     an iteration improves the objective by less than a tenth of EM's
     ``tol`` (relative; scipy's default when ``tol`` is 0), or after
-    ``m_step_max_iter`` iterations (warned).
+    ``m_step_max_iter`` iterations (counted in the state; :func:`warn_cut_short` says it once per fit).
     """
     from scipy.optimize import minimize
 
@@ -131,12 +142,30 @@ def m_step(state: GladState, checked: FitContext, name: str) -> None:
     ftol = max(0.1 * checked.get("tol", 0.0), _LBFGSB_FTOL)
     res = minimize(negative, y0, jac=True, method="L-BFGS-B",
                    options={"maxiter": checked["m_step_max_iter"], "ftol": ftol})
-    check_optimizer(res, name, "the M-step (abilities and difficulties)", state.iteration)
+    state.m_steps += 1
+    if not res.success:
+        state.cut_short += 1
+        if state.first_cut_short is None:
+            state.first_cut_short = (state.iteration, res)
     x = res.x * scale
     state.alpha, state.log_beta = x[:n_workers].copy(), x[n_workers:].copy()
     state.class_tot = ws.post.sum(axis=0)
     if checked["prior"] == "estimate":
         state.log_prior = np.log(prior_m_step(state.class_tot, 0.0))
+
+
+def warn_cut_short(state: GladState, name: str) -> None:
+    """One :class:`~crowdagg.errors.ConvergenceWarning` when M-steps of the fit stopped short of convergence
+    (how many of them, and why the first did), not one per EM iteration."""
+    if not state.cut_short or state.first_cut_short is None:
+        return
+    iteration, res = state.first_cut_short
+    message = res.message.decode(errors="replace") if isinstance(res.message, bytes) else str(res.message)
+    warn(ConvergenceWarning(
+        f"{name}: the optimiser of the M-step (abilities and difficulties) did not converge in {state.cut_short} "
+        f"of its {state.m_steps} runs (the first at EM iteration {iteration}, after {res.nit} iterations: "
+        f"{message.strip() or 'no reason given'}); raise {param('m_step_max_iter')}"
+    ))
 
 
 def e_step(state: GladState, checked: FitContext) -> float:
@@ -156,12 +185,15 @@ class GladForm(SavedForm):
     envelope's ``class_counts`` are the expected class totals with
     ``prior=estimate``; a uniform prior records its total split evenly over
     the classes, the counts that prior stands for, so ``prior`` follows
-    from ``class_counts`` in both.  Abilities do not depend on the
-    classes: a model with other classes still starts its workers.
+    from ``class_counts`` in both.  The abilities do not depend on the
+    classes, but the warm start reads ``class_counts`` class by class: a
+    model without one of the data's classes is refused (name every class
+    with ``classes`` when saving), and classes the data lacks are left out
+    with a warning.
     """
 
     method = "glad"
-    fields = (Field("alpha", "numbers"), Field("curvature", "counts"))
+    fields = (Field("alpha", "numbers"), Field("curvature", "numbers"))
 
     def from_result(self, result: AggregationResult) -> dict[str, np.ndarray]:
         return {"alpha": result.worker_params["alpha"], "curvature": result.counts["curvature"]}
@@ -173,11 +205,18 @@ class GladForm(SavedForm):
         return prior_m_step(class_counts, smoothing)
 
     def check(self, model: WorkerModel, display: str) -> None:
-        flat = np.flatnonzero(model["curvature"] <= 0)
+        alpha, curvature = model["alpha"], model["curvature"]
+        flat = np.flatnonzero(np.abs(alpha) > MAX_ABILITY)
         if flat.size:
             i = int(flat[0])
-            raise DataError(f"{display}: curvature[{i}] is {float(model['curvature'][i])!r}, not a precision "
-                            "(> 0: the prior alone gives 1)")
+            raise DataError(f"{display}: alpha[{i}] is {float(alpha[i])!r}, not an ability (|alpha| <= "
+                            f"{MAX_ABILITY:g}: a fit's lie within a few units of the prior's mean)")
+        flat = np.flatnonzero((curvature <= 0) | (curvature > MAX_CURVATURE))
+        if flat.size:
+            i = int(flat[0])
+            why = "> 0: the prior alone gives 1" if curvature[i] <= 0 else \
+                f"{MAX_CURVATURE:g} at most: a fit's is 1 + the answers' information"
+            raise DataError(f"{display}: curvature[{i}] is {float(curvature[i])!r}, not a precision ({why})")
 
     def convert(self, model: WorkerModel, order: np.ndarray, rows: np.ndarray) -> dict[str, np.ndarray]:
         return {"alpha": model["alpha"][rows].copy(), "curvature": model["curvature"][rows].copy()}
@@ -241,7 +280,7 @@ class Glad(IterativeAggregator):
         return state, self._iterate(state, checked)
 
     def _iterate(self, state: GladState, checked: FitContext) -> float:
-        m_step(state, checked, self.name)
+        m_step(state, checked)
         return e_step(state, checked)
 
     def _step(self, data: AnnotationSet, state: GladState, checked: FitContext) -> Step:
@@ -250,6 +289,7 @@ class Glad(IterativeAggregator):
 
     def _finish(self, data: AnnotationSet, run: Run, checked: FitContext) -> AggregationResult:
         state: GladState = run.state
+        warn_cut_short(state, self.name)
         post = state.ws.post.copy()
         labels = argmax_random_ties(post, TieBreaker(data.tasks, checked["seed"]), atol=1e-12)
         prior = np.exp(state.log_prior)
@@ -264,4 +304,4 @@ class Glad(IterativeAggregator):
         )
 
 
-__all__ = ["Glad", "GladForm", "GladState", "glad_memory", "log_priors", "m_step", "e_step"]
+__all__ = ["Glad", "GladForm", "GladState", "glad_memory", "log_priors", "m_step", "e_step", "warn_cut_short"]

@@ -282,6 +282,21 @@ def test_an_m_step_cut_short_is_said():
         aggregate(data, "glad", m_step_max_iter=1, max_iter=2)
 
 
+def test_m_steps_cut_short_are_said_once_per_fit_not_once_per_iteration():
+    """(It warned at every EM iteration: 30 lines on stderr for -p m_step_max_iter=1 --max-iter 30.)"""
+    data, *_ = glad_crowd(seed=5, n_tasks=200, n_workers=10)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fit = aggregate(data, "glad", m_step_max_iter=1, max_iter=30, tol=0, n_init=2)
+    said = [str(w.message) for w in caught if issubclass(w.category, ConvergenceWarning)]
+    assert len(said) == 1, said
+    # Each of the kept start's 31 M-steps (the start's and 30 iterations') stopped after its one iteration.
+    assert said[0].startswith("glad: the optimiser of the M-step (abilities and difficulties) did not converge in "
+                              "31 of its 31 runs (the first at EM iteration 0, after 1 iterations: ")
+    assert said[0].endswith("); raise m_step_max_iter")
+    assert np.isfinite(fit.posteriors).all()
+
+
 # ----------------------------------------------------------------------------- saved models
 def test_a_saved_model_round_trips_alpha_and_curvature(bluebird):
     fit = aggregate(bluebird, "glad")
@@ -332,6 +347,37 @@ def test_a_warm_start_accumulates_evidence_as_one_fit_on_both_batches():
     # Tasks already in the saved fit: the warning of every warm start.
     with pytest.warns(CrowdaggWarning, match="already in the fit"):
         aggregate(one, "glad", init_workers=to_json(first))
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    # An ability of 1e200 overflowed the kernels (the fit "broke down numerically"); a curvature of 1e100 made
+    # the M-step's line search fail at once every iteration, every task's beta left at the prior's.
+    ("alpha", 1e200, r"alpha\[2\] is 1e\+200, not an ability \(\|alpha\| <= 1e\+06"),
+    ("alpha", -2e6, r"alpha\[2\] is -2000000\.0, not an ability"),
+    ("curvature", 1e100, r"curvature\[2\] is 1e\+100, not a precision \(1e\+15 at most"),
+    ("curvature", -1.0, r"curvature\[2\] is -1\.0, not a precision \(> 0"),
+])
+def test_a_hand_edited_model_beyond_any_fit_is_refused(bluebird, field, value, message):
+    doc = json.loads(to_json(aggregate(bluebird, "glad")))
+    doc[field][2] = value
+    with pytest.raises(DataError, match=r"^<workers>: " + message):
+        aggregate(bluebird, "glad", init_workers=json.dumps(doc))
+
+
+def test_a_model_at_the_bounds_still_fits_every_task(bluebird):
+    """Abilities of ±1e6 known to a precision of 1e15 (the largest accepted): they stay put, and the tasks'
+    betas are still fitted to them (every worker then decides; the M-step converges)."""
+    cold = aggregate(bluebird, "glad")
+    doc = json.loads(to_json(cold))
+    doc["alpha"] = [1e6 * (-1) ** i for i in range(len(doc["alpha"]))]
+    doc["curvature"] = [1e15] * len(doc["curvature"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        warm = quiet(bluebird, "glad", init_workers=json.dumps(doc))
+    np.testing.assert_allclose(warm.worker_params["alpha"], doc["alpha"], rtol=1e-12)
+    assert np.isfinite(warm.posteriors).all() and np.isfinite(warm.task_params["beta"]).all()
+    # Abilities of ±1e6 answer every task with certainty at beta ~ 1e-6: the betas left the prior's e.
+    assert (warm.task_params["beta"] < 1e-3).all()
 
 
 def test_a_model_of_another_method_cannot_start_glad(bluebird):
