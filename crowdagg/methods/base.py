@@ -51,7 +51,7 @@ from .blocks import one_coin_matrices as one_coin_matrices
 from .blocks import posterior_confusion as posterior_confusion
 from .blocks import prior_m_step as prior_m_step
 from .blocks import softmax_rows as softmax_rows
-from .loop import MAXIMISE, RelativeChange, Run, Step, StopRule, iterate
+from .loop import MAXIMISE, InnerOptimizer, RelativeChange, Run, Step, StopRule, iterate
 from .model_file import WarmStart, coerce
 from .result import AggregationResult
 from .starts import Start, check_init_name, resolve_start
@@ -91,14 +91,35 @@ class FitContext(Mapping[str, Any]):
         model: its counts in this fit's classes and workers
         (:class:`~crowdagg.methods.model_file.WarmStart`: the pseudo-counts
         the method's M-step adds, by its ``saved_form``); None otherwise.
+
+    And :meth:`optimizer`: the fit's record of an inner optimiser's runs,
+    said once when the fit ends.
     """
 
     def __init__(self, params: Mapping[str, Any], *, clamp: np.ndarray | None = None,
-                 start: Start | None = None, warm: WarmStart | None = None) -> None:
+                 start: Start | None = None, warm: WarmStart | None = None, method: str = "") -> None:
         self.params = dict(params)
         self.clamp = clamp
         self.start = start
         self.warm = warm
+        self.method = method
+        self._optimizers: dict[str, InnerOptimizer] = {}
+
+    def optimizer(self, what: str, advice: str = "") -> InnerOptimizer:
+        """The :class:`~crowdagg.methods.loop.InnerOptimizer` of this fit named ``what`` (made on first use).
+
+        Record each run of an inner optimiser in it (``checked.optimizer("the
+        M-step").record(result, iteration)``); the base warns once, after the
+        loop, when runs stopped short -- across every restart.
+        """
+        if what not in self._optimizers:
+            self._optimizers[what] = InnerOptimizer(self.method, what, advice)
+        return self._optimizers[what]
+
+    def report_optimizers(self) -> None:
+        """Say, once each, the inner optimisers whose runs stopped short (the base calls it after a fit)."""
+        for tally in self._optimizers.values():
+            tally.report()
 
     def __getitem__(self, name: str) -> Any:
         return self.params[name]
@@ -217,8 +238,10 @@ class Aggregator:
         if self._saved is not None:  # the saved model's counts, in this fit's classes and workers
             need += WarmStart.memory(data, self._saved, self.name)
         memory.check(need, what, max_memory, advice=self.memory_advice)
+        context = self._context(data, checked, max_memory)
         with threads.fit_scope():  # BLAS on one thread beside the kernels; torch on the policy's count
-            result = self._fit(data, self._context(data, checked, max_memory), callback)
+            result = self._fit(data, context, callback)
+        context.report_optimizers()
         result.max_memory = max_memory
         result.check_shapes()
         _check_posteriors(result)
@@ -246,7 +269,7 @@ class Aggregator:
                                   max_memory)
         # Every start adds the same pseudo-counts: a saved model is a prior, not a starting point.
         warm = None if self._saved is None else WarmStart(self._saved, data, self.name)
-        return FitContext(checked, clamp=clamp, start=start, warm=warm)
+        return FitContext(checked, clamp=clamp, start=start, warm=warm, method=self.name)
 
     def _prepare(self, data: AnnotationSet, max_memory: memory.MaxMemory) -> None:
         """Read what the fit needs besides the data before :meth:`memory_needed` runs: the saved worker model
@@ -306,8 +329,9 @@ class IterativeAggregator(Aggregator):
     :func:`~crowdagg.methods.blocks.clamp_posteriors`) and the resolved
     ``start``.  The iteration cap (``max_iter``), ``tol``, the progress
     callback, restarts (``n_init``) and the non-convergence warning are
-    handled once, here; an inner optimiser reports failure with
-    :func:`~crowdagg.methods.loop.check_optimizer`.
+    handled once, here; an inner optimiser's runs are recorded in
+    ``checked.optimizer(what)`` (:meth:`FitContext.optimizer`), and the base
+    says once, after the fit, when any stopped short.
     """
 
     stop_rule: ClassVar[StopRule] = RelativeChange()

@@ -268,26 +268,67 @@ def iterate(
     return best
 
 
+class InnerOptimizer:
+    """The runs of one inner optimiser over a whole fit (an M-step's L-BFGS-B in every EM iteration), said once.
+
+    A method records each run (:meth:`record`: what :func:`scipy.optimize.minimize`
+    returned -- its ``success``, ``message`` and ``nit`` are read -- and the
+    outer iteration); at the end of the fit :meth:`report` warns once
+    (:class:`~crowdagg.errors.ConvergenceWarning`) when any run stopped
+    short: how many of how many, and why the first did -- not one warning
+    per EM iteration.  ``what`` names the problem solved ("the M-step of the
+    abilities"); ``advice`` (e.g. "raise -p m_step_max_iter") ends the
+    warning.  An iterative method gets one from its fit's context
+    (:meth:`crowdagg.methods.base.FitContext.optimizer`), which the base
+    reports after the loop.
+    """
+
+    def __init__(self, method: str, what: str, advice: str = "") -> None:
+        self.method, self.what, self.advice = method, what, advice
+        self.runs = 0
+        self.failed = 0
+        self.first: tuple[int | None, Any] | None = None
+
+    def record(self, result: Any, iteration: int | None = None) -> None:
+        self.runs += 1
+        if not bool(getattr(result, "success", True)):
+            self.failed += 1
+            if self.first is None:
+                self.first = (iteration, result)
+
+    def report(self) -> None:
+        if self.first is None:
+            return
+        iteration, result = self.first
+        message = getattr(result, "message", "")
+        if isinstance(message, bytes):
+            message = message.decode(errors="replace")
+        reason = str(message).strip() or "no reason given"
+        nit = getattr(result, "nit", None)
+        after = f" after {nit} iterations" if nit is not None else ""
+        where = f" at iteration {iteration}" if iteration is not None else ""
+        if self.runs == 1:
+            text = f"did not converge{where}{after} ({reason}); the fit goes on from its last point"
+        else:
+            text = (f"did not converge in {self.failed} of its {self.runs} runs (the first{where}{after}: {reason}); "
+                    "the fit went on from their last points")
+        warn(ConvergenceWarning(f"{self.method}: the optimiser of {self.what} {text}"
+                                + (f"; {self.advice}" if self.advice else "")))
+
+
 def check_optimizer(result: Any, method: str, what: str, iteration: int | None = None) -> None:
-    """Warn (:class:`~crowdagg.errors.ConvergenceWarning`) when an inner optimiser did not converge.
+    """Warn (:class:`~crowdagg.errors.ConvergenceWarning`) when one run of an inner optimiser did not converge.
 
     ``result`` is what :func:`scipy.optimize.minimize` returned (its
     ``success``, ``message`` and ``nit`` are read); ``what`` names the
     problem it solved ("the M-step of the abilities").  The warning names
     the method and, when given, the outer iteration.  Silent on success.
+    For an optimiser run in every iteration, record the runs in an
+    :class:`InnerOptimizer` instead: one warning per fit.
     """
-    if bool(getattr(result, "success", True)):
-        return
-    message = getattr(result, "message", "")
-    if isinstance(message, bytes):
-        message = message.decode(errors="replace")
-    where = f" at iteration {iteration}" if iteration is not None else ""
-    nit = getattr(result, "nit", None)
-    after = f" after {nit} iterations" if nit is not None else ""
-    warn(ConvergenceWarning(
-        f"{method}: the optimiser of {what} did not converge{where}{after} ({str(message).strip() or 'no reason given'}); "
-        "the fit goes on from its last point"
-    ))
+    tally = InnerOptimizer(method, what)
+    tally.record(result, iteration)
+    tally.report()
 
 
 __all__ = [
@@ -304,4 +345,5 @@ __all__ = [
     "iterate",
     "better",
     "check_optimizer",
+    "InnerOptimizer",
 ]

@@ -19,6 +19,7 @@ from crowdagg.methods.loop import (
     MINIMISE,
     NO_OBJECTIVE,
     AbsoluteGain,
+    InnerOptimizer,
     NoLabelChanged,
     RelativeChange,
     Residual,
@@ -224,6 +225,45 @@ def test_check_optimizer_reads_a_real_scipy_result():
     assert not result.success
     with pytest.warns(ConvergenceWarning, match=r"^ds: the optimiser of a test did not converge after 2 iterations"):
         check_optimizer(result, "ds", "a test")
+
+
+class Inner(Fake):
+    """A scripted method whose every step runs an inner optimiser that stops short on odd iterations."""
+
+    name = "fake"
+
+    def _step(self, data, state, checked):
+        state.i += 1
+        checked.optimizer("the M-step of a test", advice="raise -p m_step_max_iter").record(
+            SimpleNamespace(success=state.i % 2 == 0, message=b"STOP: TOTAL NO. OF ITERATIONS REACHED LIMIT", nit=5),
+            state.i)
+        return Step(objective=-1.0 / state.i)
+
+
+def test_an_inner_optimiser_stopping_short_is_said_once_per_fit_by_the_base(fake, monkeypatch):
+    """Ten EM iterations, five M-steps cut short: one warning, after the fit, saying how many and why the first."""
+    spec = dataclasses.replace(registry.METHODS["fake"], target=f"{__name__}:Inner")
+    monkeypatch.setitem(registry.METHODS, "fake", spec)
+    data = AnnotationSet.from_codes([0, 0, 1, 1], [0, 1, 0, 1], [0, 1, 1, 1], n_classes=2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        Inner(tol=0.0).fit(data)
+    said = [str(w.message) for w in caught if issubclass(w.category, ConvergenceWarning)]
+    assert said == ["fake: the optimiser of the M-step of a test did not converge in 5 of its 10 runs (the first at "
+                    "iteration 1 after 5 iterations: STOP: TOTAL NO. OF ITERATIONS REACHED LIMIT); the fit went on "
+                    "from their last points; raise -p m_step_max_iter"]
+
+
+def test_an_inner_optimiser_record_by_hand():
+    tally = InnerOptimizer("glad", "the abilities")
+    tally.record(SimpleNamespace(success=True, message="OK", nit=2), 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tally.report()  # every run converged: silent
+    tally.record(SimpleNamespace(success=False, message="", nit=None))
+    with pytest.warns(ConvergenceWarning, match=r"^glad: the optimiser of the abilities did not converge in 1 of its "
+                                                r"2 runs \(the first: no reason given\); the fit went on"):
+        tally.report()
 
 
 # --------------------------------------------------------------------------- hostile: restarts that end badly
