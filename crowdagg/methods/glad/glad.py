@@ -52,12 +52,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
 from ...data.annotations import AnnotationSet
-from ...errors import ConvergenceWarning, DataError, param, warn
+from ...errors import DataError, param
 from ..base import FitContext, IterativeAggregator, make_result
 from ..blocks import TieBreaker, argmax_random_ties, clamp_posteriors, prior_m_step
 from ..loop import Run, Step
@@ -86,7 +86,10 @@ class GladState:
 
     ``alpha`` (n_workers,), ``log_beta`` (n_tasks,), ``log_prior`` (K,);
     the abilities' prior is :math:`N(\text{mean}_m, 1/\text{precision}_m)`
-    per worker (a saved model's for the workers it knows).
+    per worker (a saved model's for the workers it knows); ``class_tot``
+    (K,) the expected class totals the last M-step read, a saved model's
+    ``class_counts`` (``saved_class_counts``) included, as Dawid--Skene adds
+    them.
     """
 
     ws: GladWorkspace
@@ -97,11 +100,8 @@ class GladState:
     mean: np.ndarray
     precision: np.ndarray
     class_tot: np.ndarray
+    saved_class_counts: np.ndarray
     iteration: int = 0
-    #: M-steps run, those whose optimiser stopped short, and the first of those (EM iteration, scipy's result).
-    m_steps: int = 0
-    cut_short: int = 0
-    first_cut_short: tuple[int, Any] | None = None
 
 
 def log_priors(state: GladState, beta_mean: float) -> tuple[float, np.ndarray, np.ndarray]:
@@ -122,7 +122,8 @@ def m_step(state: GladState, checked: FitContext) -> None:
     iterations instead of hundreds.  The optimum is the same.  It stops when
     an iteration improves the objective by less than a tenth of EM's
     ``tol`` (relative; scipy's default when ``tol`` is 0), or after
-    ``m_step_max_iter`` iterations (counted in the state; :func:`warn_cut_short` says it once per fit).
+    ``m_step_max_iter`` iterations (recorded in the fit's
+    ``checked.optimizer``; the base says it once per fit).
     """
     from scipy.optimize import minimize
 
@@ -142,30 +143,13 @@ def m_step(state: GladState, checked: FitContext) -> None:
     ftol = max(0.1 * checked.get("tol", 0.0), _LBFGSB_FTOL)
     res = minimize(negative, y0, jac=True, method="L-BFGS-B",
                    options={"maxiter": checked["m_step_max_iter"], "ftol": ftol})
-    state.m_steps += 1
-    if not res.success:
-        state.cut_short += 1
-        if state.first_cut_short is None:
-            state.first_cut_short = (state.iteration, res)
+    checked.optimizer("the M-step (abilities and difficulties)",
+                      advice=f"raise {param('m_step_max_iter')}").record(res, state.iteration)
     x = res.x * scale
     state.alpha, state.log_beta = x[:n_workers].copy(), x[n_workers:].copy()
-    state.class_tot = ws.post.sum(axis=0)
+    state.class_tot = ws.post.sum(axis=0) + state.saved_class_counts
     if checked["prior"] == "estimate":
         state.log_prior = np.log(prior_m_step(state.class_tot, 0.0))
-
-
-def warn_cut_short(state: GladState, name: str) -> None:
-    """One :class:`~crowdagg.errors.ConvergenceWarning` when M-steps of the fit stopped short of convergence
-    (how many of them, and why the first did), not one per EM iteration."""
-    if not state.cut_short or state.first_cut_short is None:
-        return
-    iteration, res = state.first_cut_short
-    message = res.message.decode(errors="replace") if isinstance(res.message, bytes) else str(res.message)
-    warn(ConvergenceWarning(
-        f"{name}: the optimiser of the M-step (abilities and difficulties) did not converge in {state.cut_short} "
-        f"of its {state.m_steps} runs (the first at EM iteration {iteration}, after {res.nit} iterations: "
-        f"{message.strip() or 'no reason given'}); raise {param('m_step_max_iter')}"
-    ))
 
 
 def e_step(state: GladState, checked: FitContext) -> float:
@@ -276,7 +260,8 @@ class Glad(IterativeAggregator):
         post = clamp_posteriors(starting_posteriors(data, start, rng, first), clamp)
         ws.set_posteriors(post)
         state = GladState(ws, mean.copy(), np.full(data.n_tasks, float(checked["log_beta_mean"])),
-                          np.full(k, -math.log(k)), clamp, mean, precision, np.zeros(k))
+                          np.full(k, -math.log(k)), clamp, mean, precision, np.zeros(k),
+                          np.zeros(k) if checked.warm is None else checked.warm.class_counts)
         return state, self._iterate(state, checked)
 
     def _iterate(self, state: GladState, checked: FitContext) -> float:
@@ -289,7 +274,6 @@ class Glad(IterativeAggregator):
 
     def _finish(self, data: AnnotationSet, run: Run, checked: FitContext) -> AggregationResult:
         state: GladState = run.state
-        warn_cut_short(state, self.name)
         post = state.ws.post.copy()
         labels = argmax_random_ties(post, TieBreaker(data.tasks, checked["seed"]), atol=1e-12)
         prior = np.exp(state.log_prior)
@@ -304,4 +288,4 @@ class Glad(IterativeAggregator):
         )
 
 
-__all__ = ["Glad", "GladForm", "GladState", "glad_memory", "log_priors", "m_step", "e_step", "warn_cut_short"]
+__all__ = ["Glad", "GladForm", "GladState", "glad_memory", "log_priors", "m_step", "e_step"]

@@ -290,10 +290,10 @@ def test_m_steps_cut_short_are_said_once_per_fit_not_once_per_iteration():
         fit = aggregate(data, "glad", m_step_max_iter=1, max_iter=30, tol=0, n_init=2)
     said = [str(w.message) for w in caught if issubclass(w.category, ConvergenceWarning)]
     assert len(said) == 1, said
-    # Each of the kept start's 31 M-steps (the start's and 30 iterations') stopped after its one iteration.
+    # Each of the two starts' 31 M-steps (the start's and 30 iterations') stopped after its one iteration.
     assert said[0].startswith("glad: the optimiser of the M-step (abilities and difficulties) did not converge in "
-                              "31 of its 31 runs (the first at EM iteration 0, after 1 iterations: ")
-    assert said[0].endswith("); raise m_step_max_iter")
+                              "62 of its 62 runs (the first at iteration 0 after 1 iterations: ")
+    assert said[0].endswith("); the fit went on from their last points; raise m_step_max_iter")
     assert np.isfinite(fit.posteriors).all()
 
 
@@ -440,3 +440,21 @@ def test_the_cli_gives_the_same_bytes_with_one_and_two_threads(tmp_path, monkeyp
         assert res.exit_code == 0, res.stderr
         outputs.append((res.stdout, workers.read_bytes(), tasks.read_bytes()))
     assert outputs[0] == outputs[1]
+
+
+def test_a_warm_start_adds_the_saved_class_counts_as_ds_does():
+    """With prior=estimate the class totals of batch 1 join batch 2's (the prior is both batches'), and with the
+    uniform prior the saved totals cover both batches too."""
+    data, *_ = glad_crowd(seed=9, n_tasks=400, n_workers=12)
+    codes = np.repeat(np.arange(data.n_tasks), np.diff(data.task_ptr))
+    names, workers, classes = np.asarray(data.task_names), np.asarray(data.worker_names), np.asarray(data.classes)
+    one, two = (AnnotationSet.from_names(names[codes[p]], workers[data.worker[p]], classes[data.label[p]],
+                                         classes=list(classes)) for p in (codes < 200, codes >= 200))
+    for prior in ("estimate", "uniform"):
+        first = from_json(to_json(aggregate(one, "glad", prior=prior)))
+        warm = aggregate(two, "glad", prior=prior, init_workers=first)
+        saved = from_json(to_json(warm))
+        assert saved["class_counts"].sum() == pytest.approx(400.0)  # both batches' tasks
+        if prior == "estimate":
+            assert (saved["class_counts"] > first["class_counts"]).all()
+            np.testing.assert_allclose(warm.prior, saved["class_counts"] / 400.0, atol=1e-6)
