@@ -244,7 +244,7 @@ class Aggregator:
         context.report_optimizers()
         result.max_memory = max_memory
         result.check_shapes()
-        _check_posteriors(result)
+        _check_posteriors(result, "smoothing" in self.spec().param_names)
         _check_collapse(result, self.collapse_advice)
         n_empty = int(np.count_nonzero(data.answers_per_task == 0))
         if n_empty:
@@ -374,7 +374,7 @@ def _tasks_by_classes(data: AnnotationSet) -> str:
     return f"{data.n_tasks:,} tasks × {data.n_classes:,} classes"
 
 
-def _check_posteriors(result: AggregationResult) -> None:
+def _check_posteriors(result: AggregationResult, smoothing: bool = False) -> None:
     """Every output finite, every row a distribution -- or a clear error, never a NaN file."""
     post = result.posteriors
     ok = np.isfinite(post).all() and np.isfinite(result.prior).all()
@@ -383,7 +383,7 @@ def _check_posteriors(result: AggregationResult) -> None:
     if not ok:
         raise DataError(
             f"{result.method}: the fit broke down numerically (posteriors that are not finite "
-            "probabilities); try another method or a smaller smoothing"
+            f"probabilities); try another method{' or a smaller smoothing' if smoothing else ''}"
         )
 
 

@@ -10,7 +10,7 @@ import pytest
 from crowdagg.data.annotations import AnnotationSet
 from crowdagg.errors import CrowdaggWarning, DataError
 from crowdagg.methods import registry
-from crowdagg.methods.api import REGISTRY, aggregate
+from crowdagg.methods.api import REGISTRY, aggregate, get_method
 from crowdagg.methods.base import Aggregator, make_result
 
 GOLD_METHODS = [name for name, m in registry.METHODS.items() if m.gold]
@@ -90,3 +90,22 @@ def test_any_method_declaring_gold_gets_the_clamp_from_the_base(monkeypatch, gol
     assert "recorder" in REGISTRY  # the registry is live (lazy): the declaration set here is seen ...
     monkeypatch.undo()
     assert "recorder" not in REGISTRY  # ... and never leaks out of the test
+
+
+@pytest.mark.parametrize("method, advice", [("ds", "try another method or a smaller smoothing"),
+                                            ("glad", "try another method")])
+def test_a_numerical_breakdown_suggests_smoothing_only_to_a_method_that_has_it(method, advice, monkeypatch):
+    """(glad, which has no smoothing, was told to try a smaller one.)"""
+    from crowdagg.methods import base
+
+    data = AnnotationSet.from_codes([0, 0, 1, 1], [0, 1, 0, 1], [0, 1, 1, 1], n_classes=2)
+    monkeypatch.setattr(base, "_check_collapse", lambda *a: None)
+    fit = get_method(method)()
+    monkeypatch.setattr(type(fit), "_fit", lambda self, d, c, cb, _f=type(fit)._fit: _nan(_f(self, d, c, cb)))
+    with pytest.raises(DataError, match=rf"^{method}: the fit broke down numerically .*; {advice}$"):
+        fit.fit(data)
+
+
+def _nan(result):
+    result.posteriors[0, 0] = np.nan
+    return result
