@@ -19,3 +19,4 @@ fi
 .venv/bin/python benchmarks/bench_crowdagg.py cli --answers 1000000
 .venv/bin/python benchmarks/bench_warm_start.py web music
 .venv/bin/python benchmarks/bench_collapse.py
+.venv/bin/python benchmarks/bench_glad.py --answers 100000 1000000 --json benchmarks/results/glad_speed.json

@@ -14,18 +14,20 @@ from .plumbing import err, handle_errors, write_stdout
 #: How this command spells the library's parameters in messages.
 SPELLING = {
     "n_tasks": "--tasks", "n_workers": "--workers", "n_classes": "--classes", "outdir": "--output",
+    "difficulty_spread": "--difficulty-spread",
 }
 
 
 @handle_errors(SPELLING)
 def simulate(
-    output: Optional[str] = opt.output_option("Directory for labels.csv, truth.csv, confusion.csv, workers.csv (required)."),
+    output: Optional[str] = opt.output_option("Directory for labels.csv, truth.csv, confusion.csv, workers.csv and, for --model glad, tasks.csv (required)."),
     tasks: Optional[int] = typer.Option(None, "--tasks", help="Number of tasks (default 1000, or the scenario's)."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Number of workers (default 50, or the scenario's)."),
     classes: Optional[int] = typer.Option(None, "--classes", help="Number of classes (default 2, or the scenario's)."),
     per_task: Optional[int] = typer.Option(None, "--per-task", help="Answers per task (default 5, or the scenario's)."),
-    model: str = typer.Option("ds", "--model", help="Worker model: ds (full confusion, diagonal ~ U(skill)), onecoin, or hammer-spammer."),
-    skill: str = typer.Option("0.6,0.9", "--skill", help="Range LOW,HIGH of worker accuracy."),
+    model: str = typer.Option("ds", "--model", help="Worker model: ds (full confusion, diagonal ~ U(skill)), onecoin, hammer-spammer, or glad (ability logit(p), p ~ U(skill), times a per-task beta: P(correct) = sigmoid(ability*beta))."),
+    skill: str = typer.Option("0.6,0.9", "--skill", help="Range LOW,HIGH of worker accuracy (glad: accuracy on the median task, beta = 1; strictly between 0 and 1)."),
+    difficulty_spread: Optional[float] = typer.Option(None, "--difficulty-spread", help="glad only: standard deviation of log beta across tasks, 0 to 5 (default 1; 0: every task alike). 1/beta is a task's difficulty."),
     spammers: Optional[float] = typer.Option(None, "--spammers", help="Fraction of spammers (answers independent of the truth); default 0 (hammer-spammer: 0.5, tutorial-spammers: 0.3)."),
     adversaries: float = typer.Option(0.0, "--adversaries", help="Fraction of adversarial workers."),
     extreme_spammers: int = typer.Option(0, "--extreme-spammers", help="Extra workers who label every task at random."),
@@ -37,13 +39,19 @@ def simulate(
     max_memory: Optional[str] = opt.max_memory_option("a crowd"),
     verbose: bool = opt.VERBOSE,
 ) -> None:
-    """Write a synthetic crowd with known truth and confusion matrices.
+    """Write a synthetic crowd with known truth and worker models.
 
     Files: labels.csv (task,worker,label), truth.csv (task,label),
     confusion.csv (worker,true_label,observed_label,probability) and
-    workers.csv (worker,kind,accuracy,n_answers).
+    workers.csv (worker,kind,accuracy,n_answers).  With --model glad,
+    workers.csv is (worker,kind,alpha,accuracy,n_answers), alpha each
+    worker's true ability, and tasks.csv (task,beta,n_answers) holds each
+    task's true beta; confusion.csv and accuracy are then each worker's
+    average over the task difficulties.
 
     Example: crowdagg simulate --tasks 10000 --workers 200 --classes 5 --per-task 5 --spammers 0.1 --seed 1 -o sim/
+
+    Example: crowdagg simulate --model glad --difficulty-spread 1.5 --tasks 5000 --classes 3 --seed 1 -o glad/
     """
     from ..io.read import DIRECTORY, output_format
     from ..simulate import SCENARIOS
@@ -61,7 +69,7 @@ def simulate(
     except ValueError:
         raise UsageError(f"--skill must be LOW,HIGH (e.g. 0.6,0.9), got {skill!r}") from None
     crowd = run_simulation(
-        tasks, workers, classes, per_task, model=model, skill=(lo, hi), spammers=spammers,
+        tasks, workers, classes, per_task, model=model, skill=(lo, hi), difficulty_spread=difficulty_spread, spammers=spammers,
         adversaries=adversaries, extreme_spammers=extreme_spammers, assignment=assignment,
         tasks_per_worker=tasks_per_worker, scenario=scenario, seed=seed, max_memory=max_memory,
     )

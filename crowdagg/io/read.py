@@ -1807,12 +1807,12 @@ def _output_directory(path: str | None, option: str) -> str:
     if path == "-" or (os.path.exists(path) and not os.path.isdir(path)):
         what = "standard output" if path == "-" else "not a directory"
         raise UsageError(
-            f"{option} {path}: {what}; the crowd is written as four CSV files into a directory (e.g. sim/)"
+            f"{option} {path}: {what}; the crowd is written as CSV files into a directory (e.g. sim/)"
         )
     ext = _extension(path)
     if not os.path.isdir(path) and (ext in _OUTPUT_EXTENSIONS or path.lower().endswith(".gz")):
         raise UsageError(
-            f"{option} {path}: looks like a file name, but the crowd is written as four CSV files into a "
+            f"{option} {path}: looks like a file name, but the crowd is written as CSV files into a "
             "directory (e.g. sim/)"
         )
     return "directory"

@@ -31,7 +31,9 @@ per worker):
   :math:`\partial f / \partial b_n = \sum_{e \in n} (q_e - \sigma(z_e))\alpha_{m(e)}\beta_n`
   (written per task);
 * the curvature in the abilities,
-  :math:`-\partial^2 f / \partial \alpha_m^2 = \sum_{e \in m} \beta_{n(e)}^2 \sigma(z_e)(1 - \sigma(z_e))`.
+  :math:`-\partial^2 f / \partial \alpha_m^2 = \sum_{e \in m} \beta_{n(e)}^2 \sigma(z_e)(1 - \sigma(z_e))`,
+  and its twin per task, :math:`\sum_{e \in n} z_e^2 \sigma(z_e)(1 - \sigma(z_e))` (the Fisher
+  information of :math:`\log\beta_n`).
 
 Block partial sums are added in block order, so every result is
 bit-identical for any thread count.  One ``exp`` and one ``log1p`` per
@@ -141,8 +143,8 @@ def _objective_blocks(
 
 
 @njit(cache=True, nogil=True)
-def _curvature_blocks(blocks, bounds, task_ptr, worker, alpha, log_beta, h_blocks):  # pragma: no cover - compiled
-    """Per block, each worker's Σ β² σ(αβ)(1 − σ(αβ)) over its answers in the block."""
+def _curvature_blocks(blocks, bounds, task_ptr, worker, alpha, log_beta, h_blocks, h_task):  # pragma: no cover - compiled
+    """Per block, each worker's Σ β² σ(αβ)(1 − σ(αβ)) over its answers in the block; per task Σ (αβ)² σ(1 − σ)."""
     for i in range(blocks.shape[0]):
         b = blocks[i]
         h = h_blocks[b]
@@ -150,10 +152,15 @@ def _curvature_blocks(blocks, bounds, task_ptr, worker, alpha, log_beta, h_block
         for t in range(bounds[b], bounds[b + 1]):
             beta = math.exp(log_beta[t])
             b2 = beta * beta
+            ht = 0.0
             for e in range(task_ptr[t], task_ptr[t + 1]):
                 w = worker[e]
-                _, _, sig = _log_sigmoids(alpha[w] * beta)
-                h[w] += b2 * sig * (1.0 - sig)
+                a = alpha[w]
+                _, _, sig = _log_sigmoids(a * beta)
+                v = sig * (1.0 - sig)
+                h[w] += b2 * v
+                ht += a * a * v
+            h_task[t] = ht * b2
 
 
 def _block_sum(values: np.ndarray) -> np.ndarray:
@@ -257,7 +264,12 @@ class GladWorkspace:
 
     def curvature(self, alpha: object, log_beta: object) -> np.ndarray:
         """−∂²f/∂α_m² = Σ_answers of m β² σ(αβ)(1 − σ(αβ)), shape (n_workers,) (independent of ``q``)."""
-        return self._curvature(*self._parameters(alpha, log_beta))
+        return self._curvatures(*self._parameters(alpha, log_beta))[0]
+
+    def curvatures(self, alpha: object, log_beta: object) -> tuple[np.ndarray, np.ndarray]:
+        """(:meth:`curvature`, and per task Σ (αβ)² σ(αβ)(1 − σ(αβ)) (n_tasks,)): the diagonal of the Fisher
+        information in α and log β (the Gauss--Newton part of −∂²f; the M-step's scaling)."""
+        return self._curvatures(*self._parameters(alpha, log_beta))
 
     # -------------------------------------------------------------------------------------- trusted
     def _e_step(self, alpha: np.ndarray, log_beta: np.ndarray, log_prior: np.ndarray, clamp: np.ndarray) -> float:
@@ -271,10 +283,11 @@ class GladWorkspace:
                    self.log_km1, self._scalars, self._per_block, g_log_beta)
         return float(_block_sum(self._scalars)), _block_sum(self._per_block), g_log_beta
 
-    def _curvature(self, alpha: np.ndarray, log_beta: np.ndarray) -> np.ndarray:
+    def _curvatures(self, alpha: np.ndarray, log_beta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        h_task = np.empty(self.n_tasks)
         run_blocks(_curvature_blocks, self.n_blocks, self.bounds, self.task_ptr, self.worker, alpha, log_beta,
-                   self._per_block)
-        return _block_sum(self._per_block)
+                   self._per_block, h_task)
+        return _block_sum(self._per_block), h_task
 
     def set_posteriors(self, post: np.ndarray) -> None:
         """Take given posteriors (n_tasks, K) as the E-step's: :attr:`post` and each answer's :attr:`q`."""

@@ -531,7 +531,7 @@ def coerce(value: Any, max_memory: MaxMemory = None) -> WorkerModel:
     if isinstance(value, AggregationResult):
         if form_of(value.method) is None or not value.counts:  # (to_json's refusal would name save_workers)
             raise UsageError(f"{param('init_workers')} must be a saved worker model; a fitted {value.method} "
-                             f"result has none (a fitted {' or '.join(saving_methods())} result has one)")
+                             f"result has none (a fitted {_either(saving_methods())} result has one)")
         return from_json(to_json(value), f"the {value.method} result", max_memory)
     if isinstance(value, bytes) or (isinstance(value, str) and value.lstrip().startswith("{")):
         return from_json(value, max_memory=max_memory)
@@ -544,6 +544,11 @@ def coerce(value: Any, max_memory: MaxMemory = None) -> WorkerModel:
         f"{param('init_workers')} must be a saved worker model (a path, its JSON, or a fitted "
         f"{'/'.join(saving_methods())} result), got {type(value).__name__}"
     )
+
+
+def _either(names: Sequence[str]) -> str:
+    """``a``, ``a or b``, ``a, b or c``: the alternatives as a sentence says them."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
 
 
 def _lookup(names: Sequence[str], vocabulary: Sequence[str]) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Synthetic crowds with known truth and known worker confusion matrices.
+"""Synthetic crowds with known truth and known worker models.
 
 :func:`simulate` draws a ground truth ``y_n ~ Cat(prior)``, one confusion
 matrix per worker and a task--worker assignment graph, then samples each
@@ -12,12 +12,18 @@ with ``C_m = confusion[m]`` row-stochastic (``confusion[worker, true,
 observed]``, the layout of every crowdagg result; the transpose of the
 column-stochastic ``A_m`` of the tutorial seed).  Answers are drawn for all
 edges at once by inverse-CDF sampling on the cumulative confusion rows, so
-ten million answers take a few seconds and O(L) memory.
+ten million answers take a few seconds and O(L) memory.  ``model="glad"``
+replaces the confusion matrices by worker abilities and task difficulties
+(Whitehill et al. 2009; :mod:`~crowdagg.simulate.glad`): a worker's
+accuracy then depends on the task.
 
 The package:
 
 * :mod:`~crowdagg.simulate.workers` -- worker models (confusion-matrix
-  generators) and their registry, :data:`MODELS` being its descriptions;
+  generators, GLAD abilities) and their registry, :data:`MODELS` being its
+  descriptions;
+* :mod:`~crowdagg.simulate.glad` -- the GLAD model: abilities, task
+  parameters, expected accuracies and the sampling of answers;
 * :mod:`~crowdagg.simulate.assignment` -- assignment graphs (random,
   (l, r)-regular, dense, Bernoulli) and their registry, :data:`ASSIGNMENTS`;
 * :mod:`~crowdagg.simulate.scenarios` -- the seed papers' scenarios, each
@@ -32,6 +38,9 @@ Worker models and scenarios follow the seed papers:
 * Dawid & Skene (1979), "Maximum likelihood estimation of observer
   error-rates using the EM algorithm", doi:10.2307/2346806 (``model="ds"``;
   ``"onecoin"`` is its homogeneous special case).
+* Whitehill, Ruvolo, Wu, Bergsma & Movellan (NIPS 2009), "Whose vote should
+  count more: optimal integration of labels from labelers of unknown
+  expertise" (``model="glad"``, its multiclass form).
 * Cao, Xu, Kong & Wang (ICLR 2019), "Max-MIG: an information theoretic
   approach for joint learning from crowds", arXiv:1905.13436
   (``maxmig-*`` scenarios: independent, naive-majority and correlated crowds).
@@ -58,13 +67,15 @@ import numpy as np
 from ..core import memory
 from ..core.checks import check_float, check_int, check_seed
 from ..errors import UsageError, param
-from .args import check_per_task, check_size, choice_arg, prior_arg, skill_arg
+from ..methods.blocks import one_coin_matrices
+from .args import check_per_task, check_size, choice_arg, prior_arg, skill_arg, unused
 from .assignment import REGISTRY as _ASSIGNMENTS
 from .crowd import Plan, SimulatedCrowd, realise
+from .glad import DEFAULT_DIFFICULTY_SPREAD, MAX_DIFFICULTY_SPREAD, expected_accuracy, task_betas
 from .scenarios import REGISTRY as _SCENARIOS
 from .scenarios import Given
 from .workers import REGISTRY as _MODELS
-from .workers import crowd_matrices
+from .workers import crowd_matrices, glad_workers
 
 __all__ = ["ASSIGNMENTS", "MODELS", "SCENARIOS", "SimulatedCrowd", "simulate"]
 
@@ -86,6 +97,7 @@ def simulate(
     *,
     model: str = "ds",
     skill: tuple[float, float] = (0.6, 0.9),
+    difficulty_spread: float | None = None,
     spammers: float | None = None,
     adversaries: float = 0.0,
     extreme_spammers: int = 0,
@@ -96,13 +108,16 @@ def simulate(
     seed: int = 0,
     max_memory: memory.MaxMemory = None,
 ) -> SimulatedCrowd:
-    """Draw a synthetic crowd from a Dawid--Skene-type model with known parameters.
+    """Draw a synthetic crowd from a Dawid--Skene-type or GLAD model with known parameters.
 
     Generative model: ``y_n ~ Cat(prior)`` for each task; each worker ``w``
     has a row-stochastic confusion matrix ``C_w[true, observed]``; an
     assignment graph says who labels what; worker ``w`` answers task ``n``
     with ``Cat(C_w[y_n, :])``, independently across answers (except copiers,
-    who repeat another worker's answer).
+    who repeat another worker's answer).  Under ``model="glad"`` worker ``w``
+    has an ability ``alpha_w`` and task ``n`` a parameter ``beta_n > 0``
+    instead, and the answer is ``y_n`` with probability ``sigma(alpha_w
+    beta_n)``, otherwise one of the other K - 1 classes uniformly at random.
 
     Parameters
     ----------
@@ -116,7 +131,7 @@ def simulate(
     per_task : int, optional
         Workers per task for ``"random"`` and ``"regular"`` (default 5;
         ignored by ``"dense"``).
-    model : {"ds", "onecoin", "hammer-spammer"}
+    model : {"ds", "onecoin", "hammer-spammer", "glad"}
         Worker model for the workers that are neither spammers nor adversaries:
 
         * ``"ds"`` (Dawid & Skene 1979): each diagonal entry ``C_w[k, k] ~
@@ -129,8 +144,26 @@ def simulate(
           §3): hammers are one-coin with accuracy ``skill[1]`` (pass
           ``skill=(x, 1.0)`` for perfect hammers); a fraction ``spammers`` of
           the workers (default 0.5) answer uniformly at random.
+        * ``"glad"`` (Whitehill et al., NIPS 2009, multiclass form): ability
+          ``alpha_w = logit(p_w)``, ``p_w ~ Uniform(skill)`` -- ``p_w`` is the
+          worker's accuracy on a task with ``beta = 1``, the median task;
+          task parameters ``log beta_n ~ N(0, difficulty_spread^2)``
+          (``1 / beta_n`` is the task's difficulty); ``P(correct) =
+          sigma(alpha_w beta_n)``, errors uniform over the other classes.
+          Spammers answer uniformly at random (``alpha = 0`` for K = 2, NaN
+          for K > 2); adversaries have ``alpha_w = -logit(p_w)`` (needs
+          ``skill`` above 1/2).  The true parameters are
+          :attr:`SimulatedCrowd.ability` and :attr:`SimulatedCrowd.task_beta`;
+          :attr:`SimulatedCrowd.confusion` holds each worker's expected
+          one-coin confusion over the difficulty distribution.
     skill : (float, float)
-        Range ``[low, high]`` of worker accuracy, ``0 <= low <= high <= 1``.
+        Range ``[low, high]`` of worker accuracy, ``0 <= low <= high <= 1``
+        (``"glad"``: ``0 < low <= high < 1``, the accuracy on the median task).
+    difficulty_spread : float, optional
+        ``"glad"`` only: standard deviation of ``log beta``, in [0, 5]
+        (default 1.0, about a third of the tasks with ``beta`` outside
+        ``[1/e, e]``; 0 gives every task ``beta = 1``, a one-coin crowd with
+        accuracies ``p_w``).
     spammers : float
         Fraction of workers who are spammers (tutorial seed §7.1): every row
         of ``C_w`` is the same distribution ``s_w ~ Dirichlet(1, ..., 1)``
@@ -205,7 +238,8 @@ def simulate(
     SimulatedCrowd
         Answers sorted by task (and by worker within a task), truth,
         confusion matrices ``(n_workers, K, K)`` including extreme spammers,
-        prior and worker kinds.
+        prior and worker kinds; for ``"glad"`` also the true ``ability``
+        ``(n_workers,)`` and ``task_beta`` ``(n_tasks,)``.
 
     Raises
     ------
@@ -218,6 +252,9 @@ def simulate(
     >>> crowd.task.shape, crowd.confusion.shape
     ((800,), (20, 3, 3))
     >>> data = crowd.to_annotations()
+    >>> glad = simulate(500, 30, 3, 5, model="glad", difficulty_spread=1.5, seed=2)
+    >>> glad.ability.shape, glad.task_beta.shape
+    ((30,), (500,))
     """
     n_tasks_v = None if n_tasks is None else check_int("n_tasks", n_tasks, 1)
     n_workers_v = None if n_workers is None else check_int("n_workers", n_workers, 1)
@@ -230,6 +267,11 @@ def simulate(
     spam = 0.0 if spam_given is None else spam_given
     adv = check_float("adversaries", adversaries, 0.0, 1.0)
     model = choice_arg("model", model, tuple(MODELS))
+    spread_given = (
+        None
+        if difficulty_spread is None
+        else check_float("difficulty_spread", difficulty_spread, 0.0, MAX_DIFFICULTY_SPREAD)
+    )
     assignment = choice_arg("assignment", assignment, tuple(ASSIGNMENTS))
     if spam + adv > 1.0:
         raise UsageError(f"{param('spammers')} + {param('adversaries')} must not exceed 1, got {spam} + {adv} = {spam + adv}")
@@ -238,6 +280,7 @@ def simulate(
 
     if scenario is not None:
         scenario = choice_arg("scenario", scenario, tuple(SCENARIOS))
+        unused(scenario, difficulty_spread=spread_given)
         given = Given(
             n_tasks=n_tasks_v, n_workers=n_workers_v, n_classes=n_classes_v,
             per_task=per_task_v, tasks_per_worker=r_v, prior=prior,
@@ -246,6 +289,16 @@ def simulate(
         )  # fmt: skip
         return realise(rng, _SCENARIOS[scenario].build(rng, given), n_extreme)
 
+    spec = _MODELS[model]
+    if spread_given is not None and not spec.task_parameters:
+        raise UsageError(
+            f"{param('difficulty_spread')} is only used with {param('model')}='glad', got {param('model')}={model!r}"
+        )
+    if spec.task_parameters and not (0.0 < skill_v[0] and skill_v[1] < 1.0):
+        raise UsageError(
+            f"{param('model')}={model!r} draws ability logit(p), p ~ Uniform({param('skill')}); "
+            f"{param('skill')} must lie strictly between 0 and 1, got {skill!r}"
+        )
     n = 1000 if n_tasks_v is None else n_tasks_v
     k = 2 if n_classes_v is None else n_classes_v
     ell = 5 if per_task_v is None else per_task_v
@@ -263,9 +316,16 @@ def simulate(
     else:
         m = 50 if n_workers_v is None else n_workers_v
     if spam_given is None:
-        spam = _MODELS[model].default_spammers
+        spam = spec.default_spammers
     if assignment != "dense":
         check_per_task(m, ell)
     check_size(n, m, k, n * (m if assignment == "dense" else ell) + n * n_extreme, max_memory)
-    confusion, kinds = crowd_matrices(rng, m, k, model, skill_v, spam, adv)
-    return realise(rng, Plan(n, confusion, kinds, prior_v, assignment, ell), n_extreme)
+    if not spec.task_parameters:
+        confusion, kinds = crowd_matrices(rng, m, k, model, skill_v, spam, adv)
+        return realise(rng, Plan(n, confusion, kinds, prior_v, assignment, ell), n_extreme)
+    spread = DEFAULT_DIFFICULTY_SPREAD if spread_given is None else spread_given
+    ability, kinds = glad_workers(rng, m, k, skill_v, spam, adv)
+    task_beta = task_betas(rng, n, spread)
+    confusion = one_coin_matrices(expected_accuracy(ability, spread, k), k)
+    plan = Plan(n, confusion, kinds, prior_v, assignment, ell, ability=ability, task_beta=task_beta)
+    return realise(rng, plan, n_extreme)

@@ -12,10 +12,12 @@ doi:10.2307/2346806)
     \\tilde y_n^{(m)} \\mid y_n = k \\;\\sim\\; \\mathrm{Cat}(C_m[k, :]),
 
 by inverse-CDF sampling on the cumulative confusion rows
-(:func:`sample_labels`: all edges at once, O(L) memory).  Copiers (Max-MIG's
+(:func:`sample_labels`: all edges at once, O(L) memory) -- or, for a GLAD
+plan (one with task parameters), from the GLAD model
+(:func:`crowdagg.simulate.glad.sample_labels`).  Copiers (Max-MIG's
 correlated crowd, Cao et al., ICLR 2019, arXiv:1905.13436 §4.3) then repeat
 their source's answers.  :class:`SimulatedCrowd` holds the result and writes
-it as four CSV files.
+it as CSV files.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from ..data.annotations import AnnotationSet
+from . import glad
 from .assignment import REGISTRY as _GRAPHS
 
 
@@ -49,16 +52,32 @@ class SimulatedCrowd:
     confusion : ndarray of float64, shape (n_workers, n_classes, n_classes)
         ``confusion[w, true, observed]``; rows sum to 1.  For copiers this is
         the copied worker's matrix, i.e. the copier's marginal behaviour.
+        Under GLAD a worker's confusion changes from task to task; this is
+        its expectation over the difficulty distribution, a one-coin matrix
+        with diagonal ``E[sigma(ability[w] * beta)]``, ``log beta ~ N(0,
+        difficulty_spread^2)`` (:func:`crowdagg.simulate.glad.expected_accuracy`),
+        not the average over this crowd's drawn tasks.
     prior : ndarray of float64, shape (n_classes,)
         Class prior the truth was drawn from.
     worker_kind : ndarray of str (object), shape (n_workers,)
-        ``"ds"``, ``"onecoin"``, ``"hammer"``, ``"spammer"``, ``"adversary"``,
-        ``"extreme_spammer"``, ``"senior"``, ``"junior_constant"``,
-        ``"copier"``, ``"specialist"``, ``"worse_than_random"`` or ``"random"``.
+        ``"ds"``, ``"onecoin"``, ``"hammer"``, ``"glad"``, ``"spammer"``,
+        ``"adversary"``, ``"extreme_spammer"``, ``"senior"``,
+        ``"junior_constant"``, ``"copier"``, ``"specialist"``,
+        ``"worse_than_random"`` or ``"random"``.
     n_classes : int
     copy_of : ndarray of int64, shape (n_workers,), optional
         For a copier, the worker whose answer it repeats on every task; -1
         for everyone else.  ``None`` is read as "nobody copies".
+    ability : ndarray of float64, shape (n_workers,), optional
+        GLAD crowds only (``None`` otherwise): each worker's true ability
+        ``alpha``; worker ``w`` answers task ``n`` correctly with probability
+        ``sigma(ability[w] * task_beta[n])``, otherwise a uniformly random
+        other class.  Workers answering uniformly at random (spammers,
+        extreme spammers) have 0 when ``n_classes == 2`` and NaN otherwise
+        (no ability gives them accuracy ``1/K`` on every task).
+    task_beta : ndarray of float64, shape (n_tasks,), optional
+        GLAD crowds only (``None`` otherwise): each task's true ``beta > 0``;
+        ``1 / beta`` is its difficulty.
     """
 
     task: np.ndarray
@@ -70,6 +89,8 @@ class SimulatedCrowd:
     worker_kind: np.ndarray
     n_classes: int
     copy_of: np.ndarray | None = None
+    ability: np.ndarray | None = None
+    task_beta: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.copy_of is None:
@@ -129,22 +150,26 @@ class SimulatedCrowd:
         )
 
     def write(self, outdir: str | Path) -> list[Path]:
-        """Write the crowd as four CSV files in ``outdir`` (created if needed).
+        """Write the crowd as CSV files in ``outdir`` (created if needed).
 
         * ``labels.csv``: ``task,worker,label`` -- the answers;
         * ``truth.csv``: ``task,label`` -- the hidden true class;
         * ``confusion.csv``: ``worker,true_label,observed_label,probability``;
         * ``workers.csv``: ``worker,kind,accuracy,n_answers`` (accuracy as in
-          :meth:`worker_accuracy`).
+          :meth:`worker_accuracy`); a GLAD crowd has ``worker,kind,alpha,
+          accuracy,n_answers``, ``alpha`` the true :attr:`ability` (an empty
+          cell where it is NaN);
+        * ``tasks.csv`` (GLAD crowds only): ``task,beta,n_answers``, ``beta``
+          the true :attr:`task_beta` (``1 / beta`` is the task's difficulty).
 
         Names match :meth:`to_annotations`.  The files are written through
-        :func:`crowdagg.io.output.commit`: all four appear, or none does
+        :func:`crowdagg.io.output.commit`: all of them appear, or none does
         (a directory created for them is removed again on failure).
 
         Returns
         -------
         list of Path
-            The four paths, in the order above.
+            The four (GLAD: five) paths, in the order above.
         """
         from ..errors import DataError, param
         from ..io.output import commit, resolve
@@ -158,6 +183,14 @@ class SimulatedCrowd:
         check_index(self.truth, self.n_classes, "truth", "class")
         if self.confusion.shape != (self.n_workers, self.n_classes, self.n_classes):
             raise DataError(f"confusion has shape {self.confusion.shape}, not (n_workers, n_classes, n_classes)")
+        if (self.ability is None) != (self.task_beta is None):
+            raise DataError("ability and task_beta go together: a GLAD crowd has both, any other crowd neither")
+        if self.ability is not None and self.ability.shape != (self.n_workers,):
+            raise DataError(f"ability has shape {self.ability.shape}, not (n_workers,) = ({self.n_workers},)")
+        if self.task_beta is not None and (
+            self.task_beta.shape != (self.n_tasks,) or not np.all(np.isfinite(self.task_beta) & (self.task_beta > 0))
+        ):
+            raise DataError(f"task_beta must hold {self.n_tasks} finite positive numbers (one per task)")
         out = Path(outdir)
         task_names = _byte_names(b"t", self.n_tasks)
         worker_names = _byte_names(b"w", self.n_workers)
@@ -185,12 +218,22 @@ class SimulatedCrowd:
                 {
                     "worker": workers_all,
                     "kind": np.asarray(self.worker_kind, dtype=object),
+                    **({} if self.ability is None else {"alpha": _optional_floats(self.ability, "alpha")}),
                     "accuracy": self.worker_accuracy(),
                     "n_answers": np.bincount(self.worker, minlength=m),
                 },
                 "csv",
             ),
         }
+        if self.task_beta is not None:
+            tables["tasks.csv"] = render_table(
+                {
+                    "task": np.asarray(self.task_names(), dtype=object),
+                    "beta": self.task_beta,
+                    "n_answers": np.bincount(self.task, minlength=self.n_tasks),
+                },
+                "csv",
+            )
         paths = [out / name for name in tables]
         created: list[Path] = []
         try:
@@ -214,6 +257,16 @@ def _make_dirs(out: Path, made: list[Path]) -> None:
         except OSError as exc:
             raise DataError(f"{out}: cannot create the directory ({os_reason(exc)})") from None
         made.append(d)
+
+
+def _optional_floats(values: np.ndarray, column: str) -> np.ndarray:
+    """Shortest round-trip text of each float, an empty cell for NaN (the CSV writer refuses NaN)."""
+    from ..io.render import float_text
+
+    cells = np.full(values.shape[0], "", dtype=object)
+    known = np.flatnonzero(~np.isnan(values))
+    cells[known] = float_text(values[known], column=column)
+    return cells
 
 
 def _byte_names(prefix: bytes, n: int) -> np.ndarray:
@@ -269,6 +322,9 @@ class Plan:
     per_task: int = 0
     p_obs: float = 0.0
     copy_of: np.ndarray | None = None
+    # GLAD plans only: abilities (M,) without extreme spammers, and one beta per task (N,).
+    ability: np.ndarray | None = None
+    task_beta: np.ndarray | None = None
 
     def assign(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """Task-sorted (task, worker) arrays of the assignment graph."""
@@ -284,11 +340,14 @@ def realise(rng: np.random.Generator, plan: Plan, extreme_spammers: int) -> Simu
     kinds = list(plan.kinds)
     confusion = plan.confusion
     copy_of = plan.copy_of if plan.copy_of is not None else np.full(m, -1, dtype=np.int64)
+    ability = plan.ability
     if extreme_spammers:
         e = extreme_spammers
         confusion = np.concatenate([confusion, np.full((e, k, k), 1.0 / k)])
         kinds += ["extreme_spammer"] * e
         copy_of = np.concatenate([copy_of, np.full(e, -1, dtype=np.int64)])
+        if ability is not None:  # uniformly random: see crowdagg.simulate.glad
+            ability = np.concatenate([ability, np.full(e, 0.0 if k == 2 else np.nan)])
         # Both parts are task-sorted: answer i of task t moves to i + t*e, and
         # the extremes follow the task's own answers.
         counts = np.bincount(task, minlength=n)
@@ -303,7 +362,10 @@ def realise(rng: np.random.Generator, plan: Plan, extreme_spammers: int) -> Simu
         new_task[ext.reshape(-1)] = np.repeat(np.arange(n, dtype=np.int32), e)
         new_worker[ext.reshape(-1)] = np.tile(np.arange(m, m + e, dtype=np.int32), n)
         task, worker = new_task, new_worker
-    label = sample_labels(rng, confusion, worker, truth[task])
+    if ability is not None and plan.task_beta is not None:  # a GLAD plan has both
+        label = glad.sample_labels(rng, ability, plan.task_beta, worker, task, truth[task], k)
+    else:
+        label = sample_labels(rng, confusion, worker, truth[task])
     for w in np.flatnonzero(copy_of >= 0):
         src = int(copy_of[w])
         by_task = np.full(n, -1, dtype=np.int16)
@@ -323,4 +385,6 @@ def realise(rng: np.random.Generator, plan: Plan, extreme_spammers: int) -> Simu
         worker_kind=np.asarray(kinds, dtype=object),
         n_classes=k,
         copy_of=copy_of,
+        ability=ability,
+        task_beta=plan.task_beta,
     )

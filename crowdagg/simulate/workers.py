@@ -14,6 +14,9 @@
 * MultiSPA workers (Ibrahim, Fu, Kargas & Huang, NeurIPS 2019,
   ``generate_confusion_mat.m``): class specialists, one worse-than-random
   worker, the rest random (:func:`multispa_matrices`).
+* ``glad`` -- not a confusion matrix: an ability per worker, whose accuracy
+  also depends on each task's difficulty (Whitehill et al., NIPS 2009; see
+  :mod:`crowdagg.simulate.glad` and :func:`glad_workers`).
 * Max-MIG workers (Cao, Xu, Kong & Wang, ICLR 2019, arXiv:1905.13436,
   App. B.1): the (H) Dogs-vs-Cats seniors (:func:`maxmig_seniors`), juniors
   who always answer one class (:func:`constant_matrices`); copiers take their
@@ -22,7 +25,8 @@
 
 :data:`REGISTRY` maps each name accepted by ``simulate(model=...)`` to its
 :class:`WorkerModel`; :func:`crowd_matrices` mixes one model with spammers
-and adversaries.  Every draw uses the ``np.random.Generator`` passed in.
+and adversaries, :func:`glad_workers` does the same for GLAD abilities.
+Every draw uses the ``np.random.Generator`` passed in.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import numpy as np
 
 from ..errors import UsageError, param
 from ..methods.blocks import one_coin_matrices
+from . import glad
 
 #: ``draw(rng, n_workers, n_classes, skill)`` -> confusion matrices, shape (n_workers, K, K).
 MatrixDraw = Callable[[np.random.Generator, int, int, tuple[float, float]], np.ndarray]
@@ -46,7 +51,11 @@ class WorkerModel:
     ``kind`` is the ``worker_kind`` of its (non-spammer, non-adversary)
     workers; ``uniform_spammers`` makes its spammers answer uniformly at
     random instead of by a Dirichlet(1) draw; ``default_spammers`` is the
-    spammer fraction when ``spammers`` is not given.
+    spammer fraction when ``spammers`` is not given.  ``task_parameters``
+    marks a model whose answers also depend on a per-task parameter (GLAD):
+    ``simulate`` then draws abilities (:func:`glad_workers`) and task
+    parameters instead of matrices, and ``draw`` gives the workers' expected
+    confusion at the default difficulty spread.
     """
 
     name: str
@@ -55,6 +64,7 @@ class WorkerModel:
     draw: MatrixDraw
     uniform_spammers: bool = False
     default_spammers: float = 0.0
+    task_parameters: bool = False
 
 
 def ds_matrices(rng: np.random.Generator, m: int, k: int, skill: tuple[float, float]) -> np.ndarray:
@@ -77,6 +87,16 @@ def _onecoin_matrices(rng: np.random.Generator, m: int, k: int, skill: tuple[flo
 def _hammer_matrices(rng: np.random.Generator, m: int, k: int, skill: tuple[float, float]) -> np.ndarray:
     """One-coin hammers of accuracy ``skill[1]`` (no draw)."""
     return one_coin_matrices(np.full(m, skill[1]), k)
+
+
+def _glad_matrices(rng: np.random.Generator, m: int, k: int, skill: tuple[float, float]) -> np.ndarray:
+    """One-coin matrices of GLAD workers (ability ``logit(p)``, ``p ~ Uniform(skill)``), averaged over tasks.
+
+    The accuracy is :func:`crowdagg.simulate.glad.expected_accuracy` at the
+    default difficulty spread.
+    """
+    alpha = glad.abilities(rng.uniform(skill[0], skill[1], size=m))
+    return one_coin_matrices(glad.expected_accuracy(alpha, glad.DEFAULT_DIFFICULTY_SPREAD, k), k)
 
 
 def spammer_matrices(rng: np.random.Generator, m: int, k: int, uniform: bool) -> np.ndarray:
@@ -181,8 +201,39 @@ REGISTRY: dict[str, WorkerModel] = {
             uniform_spammers=True,
             default_spammers=0.5,
         ),
+        WorkerModel(
+            "glad",
+            "GLAD: ability logit(p), p ~ Uniform(skill); task beta = exp(N(0, difficulty_spread^2)); "
+            "P(correct) = sigmoid(ability * beta), errors uniform",
+            "glad",
+            _glad_matrices,
+            uniform_spammers=True,
+            task_parameters=True,
+        ),
     )
 }
+
+
+def _roles(
+    rng: np.random.Generator, m: int, spammers: float, adversaries: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Indices of the ``round(spammers * m)`` spammers, ``round(adversaries * m)`` adversaries and the rest.
+
+    The positions are one random permutation of the workers.
+    """
+    n_spam = min(m, round(spammers * m))
+    n_adv = min(m - n_spam, round(adversaries * m))
+    perm = rng.permutation(m)
+    return perm[:n_spam], perm[n_spam : n_spam + n_adv], perm[n_spam + n_adv :]
+
+
+def _kinds(m: int, groups: tuple[tuple[np.ndarray, str], ...]) -> list[str]:
+    """The ``worker_kind`` list: each group's workers get its name."""
+    kinds = [""] * m
+    for idx, name in groups:
+        for w in idx:
+            kinds[w] = name
+    return kinds
 
 
 def crowd_matrices(
@@ -200,21 +251,53 @@ def crowd_matrices(
     sit at random positions; the others follow ``REGISTRY[model]``.
     """
     spec = REGISTRY[model]
-    n_spam = min(m, round(spammers * m))
-    n_adv = min(m - n_spam, round(adversaries * m))
-    if n_adv and not (skill[0] >= 1.0 / k and skill[1] > 1.0 / k):
+    spam_idx, adv_idx, rest = _roles(rng, m, spammers, adversaries)
+    if adv_idx.size and not (skill[0] >= 1.0 / k and skill[1] > 1.0 / k):
         raise UsageError(
             f"{param('adversaries')} report a wrong class with probability drawn from {param('skill')}={skill}; "
             f"{param('skill')} must lie above 1/{param('n_classes')}={1.0 / k:.3g} for them to be malicious"
         )
-    perm = rng.permutation(m)
-    spam_idx, adv_idx, rest = perm[:n_spam], perm[n_spam : n_spam + n_adv], perm[n_spam + n_adv :]
     confusion = np.empty((m, k, k))
-    kinds = [""] * m
     confusion[rest] = spec.draw(rng, rest.size, k, skill)
     confusion[spam_idx] = spammer_matrices(rng, spam_idx.size, k, uniform=spec.uniform_spammers)
     confusion[adv_idx] = adversary_matrices(rng, adv_idx.size, k, skill)
-    for idx, name in ((rest, spec.kind), (spam_idx, "spammer"), (adv_idx, "adversary")):
-        for w in idx:
-            kinds[w] = name
-    return confusion, kinds
+    return confusion, _kinds(m, ((rest, spec.kind), (spam_idx, "spammer"), (adv_idx, "adversary")))
+
+
+def glad_workers(
+    rng: np.random.Generator,
+    m: int,
+    k: int,
+    skill: tuple[float, float],
+    spammers: float,
+    adversaries: float,
+) -> tuple[np.ndarray, list[str]]:
+    """GLAD abilities and kinds of ``m`` workers, mixed with spammers and adversaries as :func:`crowd_matrices`.
+
+    * GLAD workers (kind ``"glad"``): ``alpha = logit(p)``, ``p ~
+      Uniform(skill)`` -- ``p`` is their accuracy on a task with ``beta = 1``;
+    * adversaries: ``alpha = -logit(p)``, the mirror image (accuracy ``1 -
+      p`` at ``beta = 1``, falling to 0 as tasks get easier); ``skill`` must
+      lie above 1/2 for their ability to be negative;
+    * spammers answer uniformly at random: ``alpha = 0`` for K = 2, NaN for
+      K > 2, where no ability gives accuracy ``1/K`` on every task (see
+      :mod:`crowdagg.simulate.glad`).
+
+    ``skill`` must lie strictly inside (0, 1) (checked by the caller).
+
+    Returns
+    -------
+    alpha : ndarray of float64, shape (m,)
+    kinds : list of str, length m
+    """
+    spam_idx, adv_idx, rest = _roles(rng, m, spammers, adversaries)
+    if adv_idx.size and not (skill[0] >= 0.5 and skill[1] > 0.5):
+        raise UsageError(
+            f"{param('adversaries')} of {param('model')}='glad' have ability -logit(p), p drawn from "
+            f"{param('skill')}={skill}; {param('skill')} must lie above 0.5 for their ability to be negative"
+        )
+    alpha = np.empty(m)
+    alpha[rest] = glad.abilities(rng.uniform(skill[0], skill[1], size=rest.size))
+    alpha[spam_idx] = 0.0 if k == 2 else np.nan
+    alpha[adv_idx] = -glad.abilities(rng.uniform(skill[0], skill[1], size=adv_idx.size))
+    return alpha, _kinds(m, ((rest, "glad"), (spam_idx, "spammer"), (adv_idx, "adversary")))

@@ -662,6 +662,34 @@ def test_simulate_list_scenarios_prints_the_registry(runner):
     assert result.stdout == "".join(f"{name}\t{spec.description}\n" for name, spec in REGISTRY.items())
 
 
+def test_simulate_glad_writes_the_library_crowd_with_alpha_and_tasks(runner, tmp_path):
+    from crowdagg.simulate import simulate
+
+    args = ["--model", "glad", "--difficulty-spread", "1.5", "--tasks", 80, "--workers", 10, "--classes", 3,
+            "--per-task", 4, "--spammers", "0.2", "--skill", "0.55,0.95", "--seed", 3]  # fmt: skip
+    result = invoke(runner, "simulate", *args, "-o", tmp_path / "cli")
+    ok(result)
+    assert result.stdout == "" and "tasks.csv" in result.stderr
+    crowd = simulate(80, 10, 3, 4, model="glad", difficulty_spread=1.5, spammers=0.2, skill=(0.55, 0.95), seed=3)
+    paths = crowd.write(tmp_path / "lib")
+    assert listing(tmp_path / "cli") == {p.name for p in paths} == {
+        "labels.csv", "truth.csv", "confusion.csv", "workers.csv", "tasks.csv"}  # fmt: skip
+    for p in paths:
+        assert (tmp_path / "cli" / p.name).read_bytes() == p.read_bytes(), p.name
+    assert (tmp_path / "cli" / "workers.csv").read_text().startswith("worker,kind,alpha,accuracy,n_answers\n")
+    tasks = pd.read_csv(tmp_path / "cli" / "tasks.csv")
+    assert list(tasks.columns) == ["task", "beta", "n_answers"] and len(tasks) == 80
+    np.testing.assert_array_equal(tasks["beta"], crowd.task_beta)
+
+
+def test_simulate_help_lists_glad_and_its_files(runner):
+    result = invoke(runner, "simulate", "--help")
+    ok(result)
+    text = " ".join(result.stdout.split())
+    for needle in ("glad", "--difficulty-spread", "tasks.csv", "(task,beta,n_answers)", "(worker,kind,alpha,accuracy,n_answers)"):
+        assert needle in text, needle
+
+
 # --------------------------------------------------------------------------- errors
 BAD_INPUTS = {
     # name: (file name, content, substrings the message must contain, options...)
@@ -1131,6 +1159,13 @@ def test_simulate_errors_speak_its_flags(runner, tmp_path):
         (["--tasks-per-worker", "3"], "--tasks-per-worker is only used with --assignment='regular'"),
         (["--scenario", "deepbp", "--classes", "3"], "fixes --classes=2"),
         (["--tasks", "1000000000000"], "--tasks"),
+        (["--difficulty-spread", "1"], "--difficulty-spread is only used with --model='glad', got --model='ds'"),
+        (["--model", "glad", "--difficulty-spread", "-1"], "--difficulty-spread must be a finite number in [0, 5], got -1.0"),
+        (["--model", "glad", "--difficulty-spread", "nan"], "--difficulty-spread must be a finite number in [0, 5]"),
+        (["--model", "glad", "--skill", "0.6,1"], "--model='glad' draws ability logit(p), p ~ Uniform(--skill); --skill must lie strictly between 0 and 1"),
+        (["--model", "glad", "--adversaries", "0.2", "--skill", "0.2,0.4"], "--adversaries of --model='glad'"),
+        (["--scenario", "deepbp", "--difficulty-spread", "1"], "scenario 'deepbp' does not use --difficulty-spread"),
+        (["--model", "GLAD"], "unknown --model 'GLAD'; valid values are ds, onecoin, hammer-spammer, glad"),
     ]
     for args, needle in cases:
         result = invoke(runner, "simulate", "-o", tmp_path / "s", *args)
@@ -1569,7 +1604,7 @@ def test_every_output_name_is_checked_alike(runner, small_csv, tmp_path, args, n
 @pytest.mark.parametrize(
     ("name", "needle"),
     [
-        ("-", "--output -: standard output; the crowd is written as four CSV files into a directory"),
+        ("-", "--output -: standard output; the crowd is written as CSV files into a directory"),
         ("/dev/stdout", "--output /dev/stdout: not a directory"),
         ("{t}/file", "--output {t}/file: not a directory"),
         ("{t}/sim.csv", "--output {t}/sim.csv: looks like a file name"),

@@ -111,6 +111,14 @@ def test_curvature_is_minus_the_second_derivative(rng):
         second = (ws.objective(alpha + step, log_beta)[1][j] - ws.objective(alpha - step, log_beta)[1][j]) / (2 * eps)
         assert h[j] == pytest.approx(-second, rel=1e-6)
     assert (h > 0).all()
+    # Per task: the Fisher information of log β, Σ (αβ)² σ(1 - σ) (the Gauss--Newton part of -∂²f/∂b²).
+    h_alpha, h_task = ws.curvatures(alpha, log_beta)
+    np.testing.assert_array_equal(h_alpha, h)
+    z = alpha[worker] * np.exp(np.repeat(log_beta, np.diff(task_ptr)))
+    s = 1.0 / (1.0 + np.exp(-z))
+    want = np.bincount(np.repeat(np.arange(len(log_beta)), np.diff(task_ptr)), weights=z * z * s * (1 - s),
+                       minlength=len(log_beta))
+    np.testing.assert_allclose(h_task, want, rtol=1e-12)
 
 
 def test_extreme_parameters_stay_finite(rng):

@@ -391,7 +391,7 @@ def test_absurd_sizes_are_refused_up_front(kwargs: dict) -> None:
         ({"skill": (0.9, 0.6)}, "skill"),
         ({"skill": (0.5, 1.5)}, "skill"),
         ({"skill": "high"}, "skill"),
-        ({"model": "glad"}, "unknown model 'glad'.*ds, onecoin, hammer-spammer"),
+        ({"model": "mace"}, "unknown model 'mace'.*ds, onecoin, hammer-spammer, glad"),
         ({"assignment": "star"}, "unknown assignment 'star'.*random, regular, dense"),
         ({"scenario": "nope"}, "unknown scenario 'nope'.*maxmig-independent"),
         ({"prior": [0.5, 0.5, 0.0]}, "prior"),

@@ -1,0 +1,267 @@
+r"""GLAD: one ability per worker, one difficulty per task, EM with an L-BFGS-B M-step.
+
+Model (Whitehill, Ruvolo, Wu, Bergsma & Movellan, "Whose vote should count
+more: optimal integration of labels from labelers of unknown expertise",
+NIPS 2009, in its multiclass form): the true class :math:`y_n \sim d`;
+worker :math:`m` has an ability :math:`\alpha_m \in \mathbb{R}` (0: chance,
+negative: worse than chance) and task :math:`n` a parameter
+:math:`\beta_n > 0` -- :math:`1/\beta_n` is its difficulty -- and
+
+.. math:: P(\tilde y_n^{(m)} = y_n) = \sigma(\alpha_m \beta_n), \qquad
+          P(\tilde y_n^{(m)} = k') = \frac{1 - \sigma(\alpha_m \beta_n)}{K - 1} \quad (k' \ne y_n).
+
+Priors as in the authors' code: :math:`\alpha_m \sim N(\mu_\alpha, 1)` and
+:math:`b_n = \log\beta_n \sim N(\mu_b, 1)`, both means 1
+(``alpha_mean``, ``log_beta_mean``); the parameters start at the means.
+
+EM maximises the log-posterior
+:math:`\sum_n \log \sum_k d_k \prod_m P(\tilde y_n^{(m)} \mid k) + \log p(\alpha) + \log p(b)`:
+
+* E-step: :math:`q_n(k) \propto d_k \prod_{m} P(\tilde y_n^{(m)} \mid k)`
+  (:class:`crowdagg.kernels.glad.GladWorkspace`, O(answers + tasks K));
+* M-step: scipy's L-BFGS-B over all :math:`\alpha` and :math:`b` at once,
+  maximising the expected complete-data log-likelihood
+  :math:`\sum_e q_e \log\sigma(z_e) + (1 - q_e)(\log(1 - \sigma(z_e)) - \log(K-1))`
+  (:math:`q_e` the posterior of answer e's own label) plus the
+  log-priors, with its analytic gradient (the kernels; one pass over the
+  answers per evaluation, warm-started from the previous parameters).
+
+The class prior :math:`d` stays uniform by default, as in the authors'
+code and crowd-kit: re-estimating it (``prior=estimate``, :math:`d_k
+\propto \sum_n q_n(k)`) lets EM run to the majority class on unbalanced
+data (bluebird, web).  EM starts from soft majority vote (``init``), stops
+when the relative change of the log-posterior falls below ``tol``, and
+ends on an E-step.  Gold labels clamp their tasks' posteriors; restarts
+(``n_init``) blend the start with seeded noise.
+
+**A saved model is a prior.**  ``--save-workers`` records each worker's
+ability :math:`\hat\alpha_m` and the curvature of the fit's objective there,
+:math:`h_m = -\partial^2 / \partial\alpha_m^2` = the prior's precision +
+:math:`\sum_{e \in m} \beta^2 \sigma(z_e)(1 - \sigma(z_e))` (at the final
+posteriors); a warm start (``init_workers``) replaces a known worker's
+prior with :math:`N(\hat\alpha_m, 1/h_m)` -- a Laplace approximation of
+what the earlier batch said -- so that evidence accumulates across batches
+as counts do for Dawid--Skene.
+
+Shapes: ``worker_params["alpha"]`` (n_workers,), ``task_params["beta"]``
+(n_tasks,) (β itself, 1/β the difficulty; a task without answers keeps the
+prior's :math:`e^{\mu_b}`), ``prior`` (K,), posteriors (n_tasks, K).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+import numpy as np
+
+from ...data.annotations import AnnotationSet
+from ...errors import DataError
+from ..base import FitContext, IterativeAggregator, make_result
+from ..blocks import TieBreaker, argmax_random_ties, clamp_posteriors, prior_m_step
+from ..loop import Run, Step, check_optimizer
+from ..model_file import Field, SavedForm, WorkerModel
+from ..starts import starting_posteriors
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...kernels.glad import GladWorkspace
+    from ..result import AggregationResult
+
+_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+#: scipy's default relative-reduction tolerance of L-BFGS-B (factr 1e7 × machine epsilon), the M-step's floor.
+_LBFGSB_FTOL = 1e7 * np.finfo(float).eps
+
+
+@dataclass
+class GladState:
+    """One EM start: the kernels' workspace, the parameters and the priors on them.
+
+    ``alpha`` (n_workers,), ``log_beta`` (n_tasks,), ``log_prior`` (K,);
+    the abilities' prior is :math:`N(\text{mean}_m, 1/\text{precision}_m)`
+    per worker (a saved model's for the workers it knows).
+    """
+
+    ws: GladWorkspace
+    alpha: np.ndarray
+    log_beta: np.ndarray
+    log_prior: np.ndarray
+    clamp: np.ndarray
+    mean: np.ndarray
+    precision: np.ndarray
+    class_tot: np.ndarray
+    iteration: int = 0
+
+
+def log_priors(state: GladState, beta_mean: float) -> tuple[float, np.ndarray, np.ndarray]:
+    """The log-densities of the priors at the state's parameters, and their gradients (n_workers,), (n_tasks,)."""
+    da, db = state.alpha - state.mean, state.log_beta - beta_mean
+    value = (0.5 * np.log(state.precision).sum() - 0.5 * float(state.precision @ (da * da))
+             - _HALF_LOG_2PI * (da.size + db.size) - 0.5 * float(db @ db))
+    return value, -state.precision * da, -db
+
+
+def m_step(state: GladState, checked: FitContext, name: str) -> None:
+    """α and log β by L-BFGS-B from the current ones, at the E-step's ``ws.q``; the prior when estimated.
+
+    L-BFGS-B runs in coordinates scaled by the square root of each
+    parameter's curvature at the start (the diagonal of the Fisher
+    information, priors included): a worker with thousands of answers and a
+    task with three are then on one scale, and the optimiser needs tens of
+    iterations instead of hundreds.  The optimum is the same.  It stops when
+    an iteration improves the objective by less than a tenth of EM's
+    ``tol`` (relative; scipy's default when ``tol`` is 0), or after
+    ``m_step_max_iter`` iterations (warned).
+    """
+    from scipy.optimize import minimize
+
+    ws, n_workers, beta_mean = state.ws, state.alpha.size, checked["log_beta_mean"]
+    h_alpha, h_log_beta = ws._curvatures(state.alpha, state.log_beta)
+    scale = 1.0 / np.sqrt(np.concatenate([h_alpha + state.precision, h_log_beta + 1.0]))
+
+    def negative(y: np.ndarray) -> tuple[float, np.ndarray]:
+        x = y * scale
+        state.alpha, state.log_beta = x[:n_workers], x[n_workers:]
+        f, g_alpha, g_log_beta = ws._objective(state.alpha, state.log_beta, ws.q)
+        p, p_alpha, p_log_beta = log_priors(state, beta_mean)
+        return -(f + p), -np.concatenate([g_alpha + p_alpha, g_log_beta + p_log_beta]) * scale
+
+    y0 = np.concatenate([state.alpha, state.log_beta]) / scale
+    # Solved to a tenth of the precision EM stops at (scipy's default when EM runs max_iter, tol 0).
+    ftol = max(0.1 * checked.get("tol", 0.0), _LBFGSB_FTOL)
+    res = minimize(negative, y0, jac=True, method="L-BFGS-B",
+                   options={"maxiter": checked["m_step_max_iter"], "ftol": ftol})
+    check_optimizer(res, name, "the M-step (abilities and difficulties)", state.iteration)
+    x = res.x * scale
+    state.alpha, state.log_beta = x[:n_workers].copy(), x[n_workers:].copy()
+    state.class_tot = ws.post.sum(axis=0)
+    if checked["prior"] == "estimate":
+        state.log_prior = np.log(prior_m_step(state.class_tot, 0.0))
+
+
+def e_step(state: GladState, checked: FitContext) -> float:
+    """Posteriors (``ws.post``, ``ws.q``) of the current parameters; returns the log-posterior."""
+    ll = state.ws._e_step(state.alpha, state.log_beta, state.log_prior, state.clamp)
+    return ll + log_priors(state, checked["log_beta_mean"])[0]
+
+
+# ----------------------------------------------------------------------------- the saved model
+class GladForm(SavedForm):
+    """glad's saved model (:mod:`crowdagg.methods.model_file`): per worker the ability ``alpha`` and the
+    ``curvature`` of the fit's objective there (the precision of what the fit learnt of it, prior included).
+
+    A warm start takes ``N(alpha, 1/curvature)`` as a known worker's prior
+    (:meth:`pseudo_counts` gives its natural parameters, ``(curvature ×
+    alpha, curvature)`` per worker, zero for unknown workers).  The
+    envelope's ``class_counts`` are the expected class totals with
+    ``prior=estimate``; a uniform prior records its total split evenly over
+    the classes, the counts that prior stands for, so ``prior`` follows
+    from ``class_counts`` in both.  Abilities do not depend on the
+    classes: a model with other classes still starts its workers.
+    """
+
+    method = "glad"
+    fields = (Field("alpha", "numbers"), Field("curvature", "counts"))
+
+    def from_result(self, result: AggregationResult) -> dict[str, np.ndarray]:
+        return {"alpha": result.worker_params["alpha"], "curvature": result.counts["curvature"]}
+
+    def parameters(self, stats: dict[str, np.ndarray], smoothing: float, k: int) -> dict[str, np.ndarray]:
+        return {}  # nothing derived: the ability is the model
+
+    def prior(self, class_counts: np.ndarray, smoothing: float) -> np.ndarray:
+        return prior_m_step(class_counts, smoothing)
+
+    def check(self, model: WorkerModel, display: str) -> None:
+        flat = np.flatnonzero(model["curvature"] <= 0)
+        if flat.size:
+            i = int(flat[0])
+            raise DataError(f"{display}: curvature[{i}] is {float(model['curvature'][i])!r}, not a precision "
+                            "(> 0: the prior alone gives 1)")
+
+    def convert(self, model: WorkerModel, order: np.ndarray, rows: np.ndarray) -> dict[str, np.ndarray]:
+        return {"alpha": model["alpha"][rows].copy(), "curvature": model["curvature"][rows].copy()}
+
+    def pseudo_counts(self, stats: dict[str, np.ndarray], known: np.ndarray, k: int) -> np.ndarray:
+        pseudo = np.zeros((known.size, 2))
+        pseudo[known, 0] = stats["curvature"] * stats["alpha"]
+        pseudo[known, 1] = stats["curvature"]
+        return pseudo
+
+    def memory(self, n_workers: int, k: int, k_model: int) -> float:
+        return 8.0 * 4 * n_workers
+
+
+def glad_memory(data: AnnotationSet) -> tuple[float, str]:
+    """Bytes a GLAD fit allocates: posteriors, per-answer floats (q, task index), per-block ability sums,
+    L-BFGS-B's history (10 pairs of vectors of workers + tasks)."""
+    from ...kernels.schedule import block_count
+
+    n, w, k = data.n_tasks, data.n_workers, data.n_classes
+    blocks = block_count(data.n_answers, n, 8 * max(w, 1))
+    need = 8.0 * (3 * n * k + 2 * data.n_answers + blocks * w + 30 * (w + n)) + 8.0 * data.n_answers
+    return need, f"{data.n_answers:,} answers, {n:,} tasks × {k:,} classes, {w:,} workers"
+
+
+class Glad(IterativeAggregator):
+    __doc__ = __doc__
+    name = "glad"
+    loop_name = "EM"
+    objective_name = "log-posterior"
+    #: Its worker parameters are abilities; it starts from another method's posteriors, never its parameters.
+    worker_form = "ability"
+    starts_from: ClassVar[tuple[str, ...]] = ()
+    saved_form: ClassVar[SavedForm] = GladForm()
+    worker_param_names: ClassVar[tuple[str, ...]] = ("alpha",)
+    task_param_names: ClassVar[tuple[str, ...]] = ("beta",)
+
+    def memory_needed(self, data: AnnotationSet) -> tuple[float, str]:
+        need, what = glad_memory(data)
+        return need * (2 if getattr(self, "n_init", 1) > 1 else 1), what
+
+    def _start(
+        self, data: AnnotationSet, checked: FitContext, start: int, rng: np.random.Generator
+    ) -> tuple[GladState, float]:
+        from ...kernels.glad import GladWorkspace
+
+        ws = GladWorkspace(data.task_ptr, data.worker, data.label, data.n_workers, data.n_classes)
+        k, w = data.n_classes, data.n_workers
+        mean, precision = np.full(w, float(checked["alpha_mean"])), np.ones(w)
+        if checked.warm is not None:  # a saved model's workers: N(alpha, 1/curvature)
+            natural = checked.warm.pseudo
+            known = natural[:, 1] > 0
+            precision[known] = natural[known, 1]
+            mean[known] = natural[known, 0] / natural[known, 1]
+        clamp = checked.clamp if checked.clamp is not None else np.full(data.n_tasks, -1, dtype=np.int64)
+        first = None if checked.start is None else checked.start.posterior
+        post = clamp_posteriors(starting_posteriors(data, start, rng, first), clamp)
+        ws.set_posteriors(post)
+        state = GladState(ws, mean.copy(), np.full(data.n_tasks, float(checked["log_beta_mean"])),
+                          np.full(k, -math.log(k)), clamp, mean, precision, np.zeros(k))
+        return state, self._iterate(state, checked)
+
+    def _iterate(self, state: GladState, checked: FitContext) -> float:
+        m_step(state, checked, self.name)
+        return e_step(state, checked)
+
+    def _step(self, data: AnnotationSet, state: GladState, checked: FitContext) -> Step:
+        state.iteration += 1
+        return Step(objective=self._iterate(state, checked))
+
+    def _finish(self, data: AnnotationSet, run: Run, checked: FitContext) -> AggregationResult:
+        state: GladState = run.state
+        post = state.ws.post.copy()
+        labels = argmax_random_ties(post, TieBreaker(data.tasks, checked["seed"]), atol=1e-12)
+        prior = np.exp(state.log_prior)
+        curvature = state.precision + state.ws._curvatures(state.alpha, state.log_beta)[0]
+        class_counts = state.class_tot if checked["prior"] == "estimate" else \
+            np.full(data.n_classes, state.class_tot.sum() / data.n_classes)
+        counts = {"class_counts": class_counts, "smoothing": 0.0, "curvature": curvature}
+        return make_result(
+            self.name, data, post, labels, prior / prior.sum(),
+            worker_params={"alpha": state.alpha.copy()}, task_params={"beta": np.exp(state.log_beta)},
+            counts=counts, init_model=None if checked.warm is None else checked.warm.model,
+        )
+
+
+__all__ = ["Glad", "GladForm", "GladState", "glad_memory", "log_priors", "m_step", "e_step"]
