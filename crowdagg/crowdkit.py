@@ -63,12 +63,14 @@ every real dataset:
   E-step makes it), ``alphas_`` by worker and ``betas_`` (log beta) by
   task in order of first appearance, their indexes with ``pd.unique``'s
   dtypes.  Its M-step stops far from converged and its line search makes
-  the result sensitive to the last bit of Q: a relative change of 1e-15
-  moves crowd-kit's own bluebird result by ~1e-3 after a few iterations,
-  so on real data the two agree to ~1e-3 (probabilities), not to rounding,
-  and a label whose probability is that close to a tie may differ;
-  run to convergence (``m_step_max_iter=1000, m_step_tol=1e-8``) they
-  agree to ~1e-5.
+  the result sensitive to the last bit of Q: multiplying its Q and
+  gradient by 1 + 1e-15 moves crowd-kit's own bluebird abilities by 6e-3
+  after six iterations.  The two agree step for step (to ~1e-6 after two
+  iterations on the real datasets), but after a dozen their rounding
+  differences have grown to ~1e-3 .. 1e-1 and a label at a near-tie may
+  differ (a few in a thousand on rte, sentiment, trec, web); with each
+  M-step run to convergence (``m_step_max_iter=1000, m_step_tol=1e-8``)
+  they agree to ~1e-5.
 
 Kept different on purpose, where crowd-kit is wrong or inconsistent:
 
@@ -1195,6 +1197,8 @@ class GLAD:
         self.probas_ = pd.DataFrame(state.ws.post[np.ix_(rows, classes)], index=ans.tasks[rows].rename("task"),
                                     columns=columns)
         self.labels_ = _labels(self.probas_)
+        # pandas' nullable labels: crowd-kit compares them into ``boolean`` per row, its posteriors come out Float64
+        self.probas_ = _as_masked(self.probas_, ans.label_dtype)
         self.priors_ = priors if priors is not None else pd.Series(1.0 / len(labels), index=labels)
         n_w = len(workers)
         if run.n_iter:  # crowd-kit names the indexes when it rebuilds the Series from the M-step's vector
