@@ -66,9 +66,10 @@ every real dataset:
   the result sensitive to the last bit of Q: multiplying its Q and
   gradient by 1 + 1e-15 moves crowd-kit's own bluebird abilities by 6e-3
   after six iterations.  The two agree step for step (to ~1e-6 after two
-  iterations on the real datasets), but after a dozen their rounding
+  iterations on the real datasets), but after several their rounding
   differences have grown to ~1e-3 .. 1e-1 and a label at a near-tie may
-  differ (a few in a thousand on rte, sentiment, trec, web); with each
+  differ (about one task in a thousand on rte, sentiment, trec and web,
+  ``benchmarks/crowdkit_glad_reference.py``); with each
   M-step run to convergence (``m_step_max_iter=1000, m_step_tol=1e-8``)
   they agree to ~1e-5.
 
@@ -946,10 +947,6 @@ class OneCoinDawidSkene(DawidSkene):
 #: The standard normal density's constant, sqrt(2 pi), as scipy's ``norm.pdf`` divides by it.
 _NORM_PDF_C = math.sqrt(2.0 * math.pi)
 
-#: Float tables GLAD holds at once, per task × class (the kernel's posteriors, ``probas_``) and per answer
-#: (the kernel's ``q``, its int32 codes, the block accumulators), beyond the parameter vectors.
-_GLAD_PER_CELL, _GLAD_PER_ANSWER, _GLAD_PER_PARAMETER = 2, 2, 12
-
 
 def _log_normal_pdf(x: np.ndarray) -> np.ndarray:
     """log N(x; 0, 1) as crowd-kit computes it: the log of the density (scipy's ``norm.pdf``), so -inf once
@@ -1025,11 +1022,13 @@ class _GladEM:
         self.clamp = np.full(data.n_tasks, -1, dtype=np.int64)  # crowd-kit's GLAD takes no gold
 
     def memory_needed(self) -> tuple[float, str]:
-        """Bytes the fit allocates and where they come from."""
+        """Bytes the fit allocates, and where they come from: crowdagg's GLAD need (its L-BFGS-B history
+        bounds the conjugate gradient's few vectors), plus the ``probas_`` frame this surface builds beside it."""
+        from .methods.glad.glad import glad_memory
+
         d = self.data
-        need = 8.0 * (_GLAD_PER_CELL * d.n_tasks * d.n_classes + _GLAD_PER_ANSWER * d.n_answers
-                      + _GLAD_PER_PARAMETER * (d.n_workers + d.n_tasks))
-        return need, f"{d.n_tasks:,} tasks × {d.n_classes:,} labels, {d.n_answers:,} answers"
+        need, what = glad_memory(d)
+        return need + 8.0 * d.n_tasks * d.n_classes, what
 
     def fit(self, n_iter: int, tol: float) -> Run:
         """Run crowdagg's loop with these settings: one start, at most ``n_iter`` steps."""
