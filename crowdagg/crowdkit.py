@@ -2,8 +2,8 @@
 
 ::
 
-    # from crowdkit.aggregation import DawidSkene, MajorityVote, OneCoinDawidSkene, Wawa
-    from crowdagg.crowdkit import DawidSkene, MajorityVote, OneCoinDawidSkene, Wawa
+    # from crowdkit.aggregation import GLAD, DawidSkene, MajorityVote, OneCoinDawidSkene, Wawa
+    from crowdagg.crowdkit import GLAD, DawidSkene, MajorityVote, OneCoinDawidSkene, Wawa
 
     df = pd.DataFrame({"task": ..., "worker": ..., "label": ...})
     labels = DawidSkene(n_iter=100).fit_predict(df)        # Series indexed by task, named agg_label
@@ -49,7 +49,29 @@ every real dataset:
   rule (first appearance under pandas 3, sorted under 2); Wawa sorts them;
   ids and labels of mixed types (``1`` and ``"a"``) are answered, as
   crowd-kit answers them;
-* empty input gives empty results of crowd-kit's shapes and dtypes.
+* empty input gives empty results of crowd-kit's shapes and dtypes;
+* ``GLAD`` keeps crowd-kit's fixed class prior (uniform over the labels in
+  order of first appearance, or ``labels_priors``), starts at alpha = 1,
+  log beta = 1, runs its M-step as scipy's conjugate gradient stopped
+  after ``m_step_max_iter`` iterations (``gtol=m_step_tol``) on its Q (the
+  expected complete-data log-likelihood plus the log-densities of the
+  priors on alpha and log beta), stops when Q per (answer, class) rises
+  by less than ``tol`` -- the first iteration against the start's Q *not*
+  divided --, takes ``probas_``/``labels_`` from the E-step before the
+  last M-step, and lays them out as crowd-kit: ``probas_`` with tasks and
+  labels sorted (columns named ``variable``, their dtype as crowd-kit's
+  E-step makes it), ``alphas_`` by worker and ``betas_`` (log beta) by
+  task in order of first appearance, their indexes with ``pd.unique``'s
+  dtypes.  Its M-step stops far from converged and its line search makes
+  the result sensitive to the last bit of Q: multiplying its Q and
+  gradient by 1 + 1e-15 moves crowd-kit's own bluebird abilities by 6e-3
+  after six iterations.  The two agree step for step (to ~1e-6 after two
+  iterations on the real datasets), but after several their rounding
+  differences have grown to ~1e-3 .. 1e-1 and a label at a near-tie may
+  differ (about one task in a thousand on rte, sentiment, trec and web,
+  ``benchmarks/crowdkit_glad_reference.py``); with each
+  M-step run to convergence (``m_step_max_iter=1000, m_step_tol=1e-8``)
+  they agree to ~1e-5.
 
 Kept different on purpose, where crowd-kit is wrong or inconsistent:
 
@@ -71,7 +93,10 @@ Kept different on purpose, where crowd-kit is wrong or inconsistent:
   dropped; with ``"assign"`` a label of the data without a column, or a
   repeated row, is a ValueError (crowd-kit gives NaN probabilities);
 * ``n_iter``/``tol`` are checked (a non-negative integer, a number);
-* messages are spelled right (``on_missing_skill``).
+* messages are spelled right (``on_missing_skill``);
+* ``GLAD`` answers empty input and boolean labels (crowd-kit raises), and
+  refuses what crowd-kit fits into NaN: a ``labels_priors`` without some
+  label of the answers, a prior mean missing for a worker or task.
 
 Exact ties are broken alike, but a near-tie that rounding makes a tie in
 one implementation and not the other (the sums run in another order) may
@@ -87,7 +112,10 @@ iterative method of crowdagg runs in (:func:`crowdagg.methods.loop.iterate`)
 on its fused EM kernel, with crowd-kit's start, M-step, loss and stopping
 rule as settings (:class:`_EM`); a crowd-kit class of that family is its
 M-step over :class:`_EM` and the attributes it adds (``OneCoinDawidSkene``
-is a dozen lines).
+is a dozen lines).  ``GLAD`` runs in the same loop on the kernels of
+crowdagg's ``glad`` (:class:`~crowdagg.kernels.glad.GladWorkspace`: the
+E-step, the objective and its gradient), with crowd-kit's start, M-step,
+Q and stopping rule as its settings (:class:`_GladEM`).
 
 Speed: text columns (pandas 3's Arrow-backed ``str``) are encoded by Arrow's
 dictionary encoding (:func:`crowdagg.data.vocab.encode`), the votes are one
@@ -100,6 +128,7 @@ MajorityVote and Wawa run several times faster than crowd-kit
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -224,6 +253,7 @@ class _Answers:
         extra = [c for c in pd.unique(pd.Series(list(extra), dtype=object)) if c not in classes]
         self.classes = classes.append(pd.Index(extra)) if extra else classes
         self.answered = classes  # the labels of the answers (the others come from gold)
+        self._frame = frame  # the answers kept (for :meth:`uniques`; the same columns, no copy)
         self._data: AnnotationSet | None = None
 
     @property
@@ -243,6 +273,21 @@ class _Answers:
                     n_tasks=len(self.tasks), n_workers=len(self.workers), n_classes=self.n_classes,
                 )
         return self._data
+
+    def uniques(self, name: str) -> Any:
+        """``pd.unique`` of the column ``name`` ("task", "worker" or "label") as crowd-kit computes it.
+
+        The distinct values in order of first appearance with the dtype
+        ``pd.unique`` gives them (an object column of numbers stays object,
+        a categorical stays categorical: crowd-kit's ``tasks_``/``workers_``
+        and GLAD's labels), taken from one row per value, not by hashing
+        the column again.
+        """
+        import pandas as pd
+
+        codes = {"task": self.task, "worker": self.worker, "label": self.label}[name]
+        first = np.sort(np.unique(codes, return_index=True)[1])  # sorted: the codes may be in another order
+        return pd.unique(self._frame[name].iloc[first])
 
     # ------------------------------------------------------------- labelled views
     def probas(self, q: np.ndarray, rows: np.ndarray | None = None, classes: np.ndarray | None = None) -> pd.DataFrame:
@@ -291,6 +336,7 @@ class _Answers:
 
         out = copy.copy(self)
         out._data = None
+        out._frame = self._frame[keep]
         out.n_answers = int(keep.sum())
         for codes, names in (("task", "tasks"), ("worker", "workers")):
             kept, index = np.unique(getattr(self, codes)[keep], return_inverse=True)
@@ -349,6 +395,18 @@ def _accuracy(ans: _Answers, label_of_task: np.ndarray) -> np.ndarray:
 
     right, total = _worker_agreement(ans.task, ans.worker, ans.label, label_of_task, len(ans.tasks), len(ans.workers))
     return right / np.maximum(total, 1.0)
+
+
+def _check_count(value: Any, name: str) -> None:
+    """A non-negative integer setting (``n_iter``, ``m_step_max_iter``): a ValueError naming it otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+
+
+def _check_number(value: Any, name: str) -> None:
+    """A tolerance (``tol``, ``m_step_tol``): any number but NaN (crowd-kit's -inf never stops)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or np.isnan(value):
+        raise ValueError(f"{name} must be a number, got {value!r}")
 
 
 # --------------------------------------------------------------------------- majority vote
@@ -710,10 +768,8 @@ class DawidSkene:
                 f"initial_error_strategy={self.initial_error_strategy!r})")
 
     def _check(self) -> None:
-        if isinstance(self.n_iter, bool) or not isinstance(self.n_iter, (int, np.integer)) or self.n_iter < 0:
-            raise ValueError(f"n_iter must be a non-negative integer, got {self.n_iter!r}")
-        if not isinstance(self.tol, (int, float, np.floating)) or np.isnan(self.tol):
-            raise ValueError(f"tol must be a number, got {self.tol!r}")
+        _check_count(self.n_iter, "n_iter")
+        _check_number(self.tol, "tol")
 
     def _empty(self) -> None:
         import pandas as pd
@@ -886,4 +942,332 @@ class OneCoinDawidSkene(DawidSkene):
         self.skills_ = ans.worker_skills(_OneCoinEM.skills(counts, ans.data.answers_per_worker), sort=False)
 
 
-__all__ = ["DawidSkene", "MajorityVote", "NotFittedError", "OneCoinDawidSkene", "Wawa"]
+
+# --------------------------------------------------------------------------- GLAD
+#: The standard normal density's constant, sqrt(2 pi), as scipy's ``norm.pdf`` divides by it.
+_NORM_PDF_C = math.sqrt(2.0 * math.pi)
+
+
+def _log_normal_pdf(x: np.ndarray) -> np.ndarray:
+    """log N(x; 0, 1) as crowd-kit computes it: the log of the density (scipy's ``norm.pdf``), so -inf once
+    the density underflows (|x| > 38.6), where crowd-kit's Q is -inf and its M-step's line search backs off."""
+    with np.errstate(divide="ignore", under="ignore"):
+        return np.log(np.exp(-x * x / 2.0) / _NORM_PDF_C)
+
+
+def _glad_columns(labels: pd.Index) -> pd.Index:
+    """The columns of crowd-kit's GLAD ``probas_`` for its classes ``labels`` (its prior's index): sorted, with
+    the dtype pandas gives them.
+
+    crowd-kit builds one row per (answer, class), the classes as Python objects (``list(labels)``), sums
+    them by (task, class) -- sorting the classes -- and adds its log-prior, indexed by ``labels``, on the
+    class level: the columns are what pandas makes of aligning the two (an object column of numbers stays
+    object, a categorical gives text, nullable integers stay nullable).  Computed here on one task's K
+    cells, not over the answers.
+    """
+    import pandas as pd
+
+    one_task = pd.MultiIndex.from_arrays([np.zeros(len(labels), dtype=np.int64), pd.Index(list(labels))])
+    aligned = pd.Series(0.0, index=one_task).add(pd.Series(0.0, index=labels), level=1)
+    return aligned.unstack().columns.rename("variable")
+
+
+class _GladEM:
+    r"""crowd-kit's GLAD EM as settings of crowdagg's loop, on the kernels of crowdagg's ``glad``.
+
+    Not a second GLAD: the iterations run in :func:`crowdagg.methods.loop.iterate`,
+    and the E-step, the M-step's objective and its gradient are
+    :class:`~crowdagg.kernels.glad.GladWorkspace`'s.  What makes it crowd-kit's:
+
+    * the parameters are one vector ``x`` = (α (n_workers,), log β
+      (n_tasks,)), workers and tasks in order of first appearance (as
+      crowd-kit's), starting at 1 -- whatever the priors' means --, with
+      a fixed class prior ``log_prior`` (K,);
+    * crowd-kit's Q (:meth:`q_value`): the kernel's expected complete-data
+      log-likelihood of the answers plus :math:`\sum \log N(\alpha -
+      \mu_\alpha)` and :math:`\sum \log N(\log\beta - \mu_\beta)` (standard
+      normal densities, -inf where they underflow; a NaN Q counts as
+      -inf), with its gradient;
+    * start (:meth:`start`): an E-step, and Q *not* divided by the number
+      of rows: crowd-kit compares its first normalised Q with it;
+    * iteration (:meth:`step`): an E-step (skipped where the parameters have
+      not moved since the last one: it would give the same posteriors),
+      then the M-step (:meth:`m_step`: scipy's conjugate gradient on -Q,
+      ``maxiter`` and ``gtol`` the constructor's, from the current point),
+      reporting Q / (n_answers × K) -- so the fitted α, log β are one M-step
+      ahead of the posteriors;
+    * stop (``stop_rule``): :class:`~crowdagg.methods.loop.AbsoluteGain`,
+      ``Q - Q_prev < tol``; ``n_iter`` is a budget, no warning (none from
+      the conjugate gradient either: crowd-kit stops it at ``maxiter`` on
+      purpose);
+    * one class: crowd-kit's data term is 0 × ∞ on every row, NaN, which
+      its sum skips: the data term and its gradient are 0, only the priors
+      move α and log β.
+
+    ``means`` (n_workers + n_tasks,) are the priors' means, laid out as ``x``.
+    """
+
+    name: ClassVar[str] = "crowdkit.GLAD"
+    stop_rule: ClassVar[StopRule] = AbsoluteGain()
+    objective_direction: ClassVar[str] = MAXIMISE
+
+    def __init__(self, data: AnnotationSet, log_prior: np.ndarray, means: np.ndarray, m_step_max_iter: int,
+                 m_step_tol: float) -> None:
+        self.data = data
+        self.log_prior = log_prior
+        self.means = means
+        self.m_step_max_iter = m_step_max_iter
+        self.m_step_tol = m_step_tol
+        self.n_rows = data.n_answers * data.n_classes  # crowd-kit's frame: one row per (answer, class)
+        self.clamp = np.full(data.n_tasks, -1, dtype=np.int64)  # crowd-kit's GLAD takes no gold
+
+    def memory_needed(self) -> tuple[float, str]:
+        """Bytes the fit allocates, and where they come from: crowdagg's GLAD need (its L-BFGS-B history
+        bounds the conjugate gradient's few vectors), plus the ``probas_`` frame this surface builds beside it."""
+        from .methods.glad.glad import glad_memory
+
+        d = self.data
+        need, what = glad_memory(d)
+        return need + 8.0 * d.n_tasks * d.n_classes, what
+
+    def fit(self, n_iter: int, tol: float) -> Run:
+        """Run crowdagg's loop with these settings: one start, at most ``n_iter`` steps."""
+        return iterate(self.start, self.step, rule=self.stop_rule, direction=self.objective_direction,
+                       max_iter=n_iter, tol=tol, seed=0)
+
+    def start(self, index: int, rng: np.random.Generator) -> tuple[_GladState, float]:
+        from .kernels.glad import GladWorkspace
+
+        d = self.data
+        state = _GladState()
+        state.ws = GladWorkspace(d.task_ptr, d.worker, d.label, d.n_workers, d.n_classes)
+        state.x = np.ones(d.n_workers + d.n_tasks)
+        self.e_step(state)
+        return state, self.q_value(state.ws, state.x)[0]
+
+    def step(self, state: _GladState) -> Step:
+        if state.moved:
+            self.e_step(state)
+        self.m_step(state)
+        return Step(objective=self.q_value(state.ws, state.x)[0] / self.n_rows)
+
+    def e_step(self, state: _GladState) -> None:
+        """The posteriors (``ws.post``) and each answer's posterior of its own label (``ws.q``) at ``x``."""
+        n_w = self.data.n_workers
+        # unchecked: x is ours, of the workspace's sizes, and the clamp is all -1
+        state.ws._e_step(state.x[:n_w], state.x[n_w:], self.log_prior, self.clamp)
+        state.moved = False
+
+    def q_value(self, ws: Any, x: np.ndarray) -> tuple[float, np.ndarray]:
+        """crowd-kit's Q at ``x`` with the last E-step's posteriors, and its gradient (shaped as ``x``)."""
+        n_w = self.data.n_workers
+        if self.data.n_classes > 1:
+            f, g_alpha, g_log_beta = ws._objective(x[:n_w], x[n_w:], ws.q)
+            grad = np.concatenate([g_alpha, g_log_beta])
+        else:
+            f, grad = 0.0, np.zeros_like(x)
+        dev = x - self.means
+        log_pdf = _log_normal_pdf(dev)
+        value = f + float(log_pdf[:n_w].sum()) + float(log_pdf[n_w:].sum())
+        return (-math.inf if math.isnan(value) else value), grad - dev
+
+    def m_step(self, state: _GladState) -> None:
+        """crowd-kit's M-step: scipy's conjugate gradient on -Q over ``x``, from ``x``, stopped at its budget."""
+        from scipy.optimize import minimize
+
+        ws = state.ws
+
+        def negative(x: np.ndarray) -> tuple[float, np.ndarray]:
+            value, grad = self.q_value(ws, np.ascontiguousarray(x, dtype=np.float64))
+            return -value, -grad
+
+        # jac=True: Q and its gradient come from one kernel pass (scipy caches the gradient by x; the iterates
+        # are those of crowd-kit's separate fun and jac)
+        result = minimize(negative, state.x, method="CG", jac=True, tol=self.m_step_tol,
+                          options={"disp": False, "maxiter": self.m_step_max_iter})
+        state.x = np.ascontiguousarray(result.x, dtype=np.float64)
+        state.moved = True
+
+
+class _GladState:
+    """One crowd-kit GLAD fit: the kernel's workspace (the last E-step's posteriors in ``ws.post``, ``ws.q``),
+    the parameters ``x`` = (α, log β), and whether they ``moved`` since that E-step."""
+
+    ws: Any
+    x: np.ndarray
+    moved: bool
+
+
+class GLAD:
+    r"""GLAD with crowd-kit's ``GLAD`` semantics (Whitehill et al., "Whose vote should count more", NIPS 2009).
+
+    Model: worker w has ability :math:`\alpha_w`, task t the parameter
+    :math:`\beta_t > 0` (its difficulty is :math:`1/\beta_t`); an answer is
+    the true class with probability :math:`\sigma(\alpha_w \beta_t)`, any
+    other of the K classes with :math:`(1 - \sigma(\alpha_w\beta_t))/(K-1)`.
+    The class prior is fixed: uniform over the labels in order of first
+    appearance, or ``labels_priors`` (a Series indexed by label, which may
+    name labels no answer used: more classes).  EM from :math:`\alpha = 1`,
+    :math:`\log\beta = 1`: E-step, then an M-step of at most
+    ``m_step_max_iter`` conjugate-gradient iterations (scipy's, ``gtol =
+    m_step_tol``) on crowd-kit's Q, the expected complete-data
+    log-likelihood plus the log-densities of :math:`\alpha_w - \mu_w` and
+    :math:`\log\beta_t - \nu_t` under N(0, 1) (``alphas_priors_mean``,
+    ``betas_priors_mean``: Series by worker and by task, or a number;
+    default 1).  Stop when Q per (answer, class) rises by less than ``tol``
+    (a fall stops too; the first iteration compares with the start's Q
+    *not* divided, as crowd-kit does), or after ``n_iter``.  The iterations
+    run in crowdagg's loop on the kernels of crowdagg's ``glad``
+    (:class:`_GladEM`).
+
+    Fitted: ``probas_`` (tasks sorted × labels sorted, the columns named
+    ``variable``) and ``labels_`` (``agg_label``) from the E-step before the
+    last M-step; ``alphas_`` (``alpha``, by worker) and ``betas_``
+    (``beta``, by task: **log** β, as crowd-kit's), in order of first
+    appearance; ``priors_`` (the class prior), ``loss_history_``.  A
+    repeated (task, worker) answer counts again, as in crowd-kit.
+
+    ``silent`` is accepted for crowd-kit's signature: no progress bar is drawn.
+
+    Kept different on purpose: a NaN label is no answer (as in the other
+    classes here); empty input and boolean labels give results (crowd-kit
+    raises); ``labels_priors`` must give every label of the answers a finite
+    non-negative prior, and the priors' means every worker and task a finite
+    number (crowd-kit fits NaN); the settings are checked.
+    """
+
+    def __init__(
+        self,
+        n_iter: int = 100,
+        tol: float = 1e-5,
+        silent: bool = True,
+        labels_priors: pd.Series | None = None,
+        alphas_priors_mean: pd.Series | float | None = None,
+        betas_priors_mean: pd.Series | float | None = None,
+        m_step_max_iter: int = 25,
+        m_step_tol: float = 1e-2,
+    ) -> None:
+        self.n_iter = n_iter
+        self.tol = tol
+        self.silent = silent
+        self.labels_priors = labels_priors
+        self.alphas_priors_mean = alphas_priors_mean
+        self.betas_priors_mean = betas_priors_mean
+        self.m_step_max_iter = m_step_max_iter
+        self.m_step_tol = m_step_tol
+
+    def __repr__(self) -> str:
+        names = ("n_iter", "tol", "silent", "labels_priors", "alphas_priors_mean", "betas_priors_mean",
+                 "m_step_max_iter", "m_step_tol")
+        return f"GLAD({', '.join(f'{n}={getattr(self, n)!r}' for n in names)})"
+
+    def _check(self) -> None:
+        _check_count(self.n_iter, "n_iter")
+        _check_number(self.tol, "tol")
+        _check_count(self.m_step_max_iter, "m_step_max_iter")
+        _check_number(self.m_step_tol, "m_step_tol")
+
+    def fit(self, data: pd.DataFrame) -> GLAD:
+        import pandas as pd
+
+        from .core import memory
+
+        self._check()
+        priors = self.labels_priors
+        if priors is not None and not isinstance(priors, pd.Series):
+            raise ValueError(f"labels_priors must be a pandas Series indexed by label, got {type(priors).__name__}")
+        ans = _Answers(data, () if priors is None else priors.index)
+        if ans.n_answers == 0:
+            self._empty()
+            return self
+        labels = pd.Index(ans.uniques("label")) if priors is None else priors.index  # crowd-kit's classes
+        workers, tasks = pd.Index(ans.uniques("worker")), pd.Index(ans.uniques("task"))
+        means = np.concatenate([_prior_means(self.alphas_priors_mean, workers, "alphas_priors_mean", "worker"),
+                                _prior_means(self.betas_priors_mean, tasks, "betas_priors_mean", "task")])
+        em = _GladEM(ans.data, _glad_log_prior(ans, priors), means, self.m_step_max_iter, self.m_step_tol)
+        # Refused up front with its size (crowd-kit would allocate until the OOM killer stops it).
+        memory.check(*em.memory_needed(), advice="the posteriors are tasks × labels: use fewer labels")
+        run = em.fit(self.n_iter, self.tol)
+        state: _GladState = run.state
+        self.loss_history_: list[float] = run.trace
+        columns = _glad_columns(labels)
+        classes = pd.Index(list(ans.classes), dtype=object).get_indexer(list(columns))
+        rows = _sort_order(ans.tasks)  # crowd-kit's groupby sorts the tasks
+        self.probas_ = pd.DataFrame(state.ws.post[np.ix_(rows, classes)], index=ans.tasks[rows].rename("task"),
+                                    columns=columns)
+        self.labels_ = _labels(self.probas_)
+        # pandas' nullable labels: crowd-kit compares them into ``boolean`` per row, its posteriors come out Float64
+        self.probas_ = _as_masked(self.probas_, ans.label_dtype)
+        self.priors_ = priors if priors is not None else pd.Series(1.0 / len(labels), index=labels)
+        n_w = len(workers)
+        if run.n_iter:  # crowd-kit names the indexes when it rebuilds the Series from the M-step's vector
+            workers, tasks = workers.rename("worker"), tasks.rename("task")
+        self.alphas_ = pd.Series(state.x[:n_w], index=workers, name="alpha")
+        self.betas_ = pd.Series(state.x[n_w:], index=tasks, name="beta")
+        return self
+
+    def _empty(self) -> None:
+        import pandas as pd
+
+        self.probas_ = pd.DataFrame()
+        self.labels_ = pd.Series(dtype=float, name="agg_label")
+        self.alphas_ = pd.Series(dtype=float, name="alpha")
+        self.betas_ = pd.Series(dtype=float, name="beta")
+        self.priors_ = pd.Series(dtype=float) if self.labels_priors is None else self.labels_priors
+        self.loss_history_ = []
+
+    def fit_predict(self, data: pd.DataFrame) -> pd.Series:
+        return self.fit(data).labels_
+
+    def fit_predict_proba(self, data: pd.DataFrame) -> pd.DataFrame:
+        return self.fit(data).probas_
+
+
+def _glad_log_prior(ans: _Answers, priors: pd.Series | None) -> np.ndarray:
+    """The log class prior by class code (K,): uniform, or ``labels_priors`` (checked) at each class."""
+    import pandas as pd
+
+    k = ans.n_classes
+    if priors is None:
+        return np.full(k, np.log(1.0 / k))
+    if priors.index.has_duplicates:
+        raise ValueError(f"labels_priors lists label {priors.index[priors.index.duplicated()][0]!r} more than once")
+    at = pd.Index(list(priors.index), dtype=object).get_indexer(list(ans.classes))
+    if (at < 0).any():
+        raise ValueError(f"labels_priors has no prior for the label(s) {list(ans.classes[at < 0])} of the answers")
+    try:
+        values = np.asarray(priors.to_numpy(dtype=np.float64, na_value=np.nan))[at]
+    except (TypeError, ValueError):
+        raise ValueError("labels_priors must hold numbers") from None
+    if not np.isfinite(values).all() or (values < 0).any() or not values.sum() > 0:
+        raise ValueError("labels_priors must be finite, non-negative and not all 0")
+    with np.errstate(divide="ignore"):  # a class of prior 0 is never the label
+        return np.log(values)
+
+
+def _prior_means(value: Any, ids: pd.Index, name: str, what: str) -> np.ndarray:
+    """The priors' means ``value`` (None: 1, a number, or a Series by id) at each of ``ids``, checked."""
+    import pandas as pd
+
+    if value is None:
+        return np.ones(len(ids))
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
+        if not np.isfinite(value):
+            raise ValueError(f"{name} must be finite, got {value!r}")
+        return np.full(len(ids), float(value))
+    if not isinstance(value, pd.Series):
+        raise ValueError(f"{name} must be a number or a pandas Series indexed by {what}, got {type(value).__name__}")
+    if value.index.has_duplicates:
+        raise ValueError(f"{name} lists {what} {value.index[value.index.duplicated()][0]!r} more than once")
+    try:
+        means = value.reindex(ids).to_numpy(dtype=np.float64, na_value=np.nan)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must hold numbers") from None
+    missing = ~np.isfinite(means)
+    if missing.any():
+        raise ValueError(f"{name} has no finite value for {int(missing.sum()):,} {what}(s) of the answers, "
+                         f"e.g. {ids[np.flatnonzero(missing)[0]]!r}")
+    return means
+
+
+__all__ = ["GLAD", "DawidSkene", "MajorityVote", "NotFittedError", "OneCoinDawidSkene", "Wawa"]
