@@ -55,6 +55,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
+from scipy.optimize import minimize  # (at import: the fit's BLAS limit then covers scipy's BLAS, crowdagg.core.threads)
 
 from ...data.annotations import AnnotationSet
 from ...errors import DataError, param
@@ -125,8 +126,6 @@ def m_step(state: GladState, checked: FitContext) -> None:
     ``m_step_max_iter`` iterations (recorded in the fit's
     ``checked.optimizer``; the base says it once per fit).
     """
-    from scipy.optimize import minimize
-
     ws, n_workers, beta_mean = state.ws, state.alpha.size, checked["log_beta_mean"]
     h_alpha, h_log_beta = ws._curvatures(state.alpha, state.log_beta)
     scale = 1.0 / np.sqrt(np.concatenate([h_alpha + state.precision, h_log_beta + 1.0]))
