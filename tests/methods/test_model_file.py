@@ -700,6 +700,16 @@ def test_a_method_that_saves_nothing_is_refused_by_name(bluebird):
         from_document({**doc, "method": "wawa"}, "m.json")
 
 
+def test_a_saving_method_whose_result_lacks_counts_is_not_said_to_save_nothing(bluebird):
+    """A method declaring a saved form whose result carries no counts is its author's slip (a _finish without
+    ``counts=``): said as that, not as "learns no reusable worker model; ... works with <the same method>"."""
+    fit = quiet_fit(bluebird, "ds")
+    fit.counts = {}
+    with pytest.raises(UsageError, match=r"^method 'ds' saves a worker model, but this result carries none \(its "
+                                         r"_finish passes no counts= to make_result\)$"):
+        to_json(fit)
+
+
 class CurvatureForm(SavedForm):
     """As GLAD's will be: the model is an ability (any real number) and the curvature behind it (>= 0), nothing
     derived; a warm start adds (h α̂, h) per worker, the natural parameters of the prior N(α̂, 1/h)."""
