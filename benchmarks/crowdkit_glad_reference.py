@@ -38,7 +38,6 @@ Everything is deterministic; nothing is downloaded.  crowd-kit takes ~5 minutes 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -53,19 +52,8 @@ with warnings.catch_warnings():  # crowd-kit's imports warn about optional extra
     warnings.simplefilter("ignore")
     from crowdkit.aggregation import GLAD
 
-EXCLUDE = {"emotion"}  # numeric (regression) dataset
-
-
-def default_datasets_dir() -> str:
-    """``$CROWDAGG_DATASETS`` (as the test suite reads it), else ../shared/datasets beside the checkout."""
-    repo_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    return os.environ.get("CROWDAGG_DATASETS", os.path.normpath(os.path.join(repo_root, "..", "shared", "datasets")))
-
-
-def accuracy(pred: pd.Series, truth: pd.Series) -> float:
-    """Accuracy on tasks with truth; a truth task without a prediction counts as wrong."""
-    p = pred.reindex(truth.index)
-    return float((p.astype(object) == truth.astype(object)).sum() / len(truth))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from crowdkit_reference import EXCLUDE, accuracy, default_datasets_dir, write_results  # noqa: E402
 
 
 def max_diff(mine: pd.Series | pd.DataFrame, theirs: pd.Series | pd.DataFrame) -> float:
@@ -205,10 +193,7 @@ def main(argv: list[str] | None = None) -> int:
             "settings": {"GLAD": settings, "duplicates": "drop (task, worker) duplicates, keep last"},
             "datasets": results,
         }
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=2)
-        print(f"\nwrote {args.json}")
+        write_results(args.json, out)
     return 0
 
 

@@ -49,8 +49,17 @@ EXCLUDE = {"emotion"}  # numeric (regression) dataset
 
 
 def default_datasets_dir() -> str:
+    """``$CROWDAGG_DATASETS`` (as the test suite reads it), else ../shared/datasets beside the checkout."""
     repo_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    return os.path.normpath(os.path.join(repo_root, "..", "shared", "datasets"))
+    return os.environ.get("CROWDAGG_DATASETS", os.path.normpath(os.path.join(repo_root, "..", "shared", "datasets")))
+
+
+def write_results(path: str, out: dict) -> None:
+    """The run's figures as JSON at ``path`` (its folder made)."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(out, f, indent=2)
+    print(f"\nwrote {path}")
 
 
 def accuracy(pred: pd.Series, truth: pd.Series) -> float:
@@ -159,10 +168,7 @@ def main(argv: list[str] | None = None) -> int:
                          "duplicates": "drop (task, worker) duplicates, keep last"},
             "datasets": results,
         }
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=2)
-        print(f"\nwrote {args.json}")
+        write_results(args.json, out)
     return 0
 
 
