@@ -242,6 +242,10 @@ class Aggregator:
         with threads.fit_scope():  # BLAS on one thread beside the kernels; torch on the policy's count
             result = self._fit(data, context, callback)
         context.report_optimizers()
+        if context.warm is not None and result.init_model is None:
+            # The warm start is the base's service: the next save carries the saved model's workers this batch
+            # lacks, whether or not the method's _finish passed init_model.
+            result.init_model = context.warm.model
         result.max_memory = max_memory
         result.check_shapes()
         _check_posteriors(result, "smoothing" in self.spec().param_names)

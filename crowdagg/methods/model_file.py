@@ -237,10 +237,15 @@ def to_json(result: AggregationResult) -> bytes:
     from ..core import memory
 
     form = form_of(result.method)
-    if form is None or not result.counts:
+    if form is None:
         raise UsageError(
             f"method {result.method!r} learns no reusable worker model; {param('save_workers')} works with "
             + ", ".join(saving_methods())
+        )
+    if not result.counts:  # the method declares a saved form, but its _finish left the statistics out
+        raise UsageError(
+            f"method {result.method!r} saves a worker model, but this result carries none (its _finish passes no "
+            "counts= to make_result)"
         )
     data, k = result.data, result.data.n_classes
     smoothing = float(result.counts["smoothing"])

@@ -1711,6 +1711,22 @@ def test_aggregate_help_lists_every_registered_method_and_its_defaults(runner):
     assert "(default 0)" in text  # --seed: every method's default is the same
 
 
+def test_aggregate_help_names_the_objective_tol_reads_for_every_method_that_takes_it(runner):
+    """--tol's help is true of each method declaring tol: the objective each stops on (its class's
+    objective_name: ds's log-likelihood, glad's log-posterior) is named, not ds's alone."""
+    from crowdagg.methods.api import get_method
+    from crowdagg.methods.registry import METHODS
+
+    result = runner.invoke(app, ["aggregate", "--help"], terminal_width=200)
+    ok(result)
+    text = " ".join(result.stdout.split())
+    tol_help = text[text.index("--tol"):text.index("--smoothing")]
+    names = {get_method(n).objective_name for n, m in METHODS.items() if "tol" in m.param_names}
+    assert "log-posterior" in names  # glad's
+    for objective in names:
+        assert objective in tol_help, (objective, tol_help)
+
+
 @pytest.mark.parametrize("args", [["--help"], ["aggregate", "--help"], ["methods"]])
 def test_help_imports_no_method_code(args):
     code = (

@@ -21,6 +21,7 @@ from crowdagg.errors import CrowdaggWarning, DataError, ResourceError, UsageErro
 from crowdagg.kernels import EMWorkspace
 from crowdagg.methods.api import get_method
 from crowdagg.methods.base import Aggregator, full_m_step, make_result
+from crowdagg.methods.glad.glad import Glad, GladForm
 from crowdagg.methods.model_file import (
     VERSION,
     Field,
@@ -698,6 +699,47 @@ def test_a_method_that_saves_nothing_is_refused_by_name(bluebird):
     doc = json.loads(to_json(quiet_fit(bluebird, "ds")))
     with pytest.raises(DataError, match=r'"method" is "wawa"; a worker model is one of ds, onecoin'):
         from_document({**doc, "method": "wawa"}, "m.json")
+
+
+class SketchGlad(Glad):
+    """glad whose _finish leaves ``init_model`` out, as the README's "Adding a method" sketch does."""
+
+    name = "sketchglad"
+
+    def _finish(self, data, run, checked):
+        result = super()._finish(data, run, checked)
+        result.init_model = None
+        return result
+
+
+def test_the_base_carries_a_warm_starts_model_into_the_next_save(bluebird, monkeypatch):
+    """A saved model's workers absent from the new batch are carried into the next save by the base (the
+    warm start is its service): a method whose _finish does not pass ``init_model`` loses none of them."""
+    monkeypatch.setitem(METHODS, "sketchglad", Method("sketchglad", f"{__name__}:SketchGlad", "test", "test", "test",
+                                                      METHODS["glad"].params, init_workers=True))
+    monkeypatch.setattr(GladForm, "method", "sketchglad")
+    tasks = bluebird.task_names[bluebird.task]
+    workers, classes = bluebird.worker_names[bluebird.worker], np.asarray(bluebird.classes, dtype=object)
+    first = bluebird.task < bluebird.n_tasks // 2
+    gone = workers[0]
+    one = AnnotationSet.from_names(tasks[first], workers[first], classes[bluebird.label[first]])
+    rows = ~first & (workers != gone)
+    two = AnnotationSet.from_names(tasks[rows], workers[rows], classes[bluebird.label[rows]])
+    m1 = from_json(to_json(quiet_fit(one, "sketchglad")))
+    m2 = from_json(to_json(quiet_fit(two, "sketchglad", init_workers=m1)))
+    assert gone not in two.worker_names and m2["workers"][-1] == gone
+    i = m1["workers"].index(gone)
+    assert m2["alpha"][-1] == m1["alpha"][i] and m2["curvature"][-1] == m1["curvature"][i]
+
+
+def test_a_saving_method_whose_result_lacks_counts_is_not_said_to_save_nothing(bluebird):
+    """A method declaring a saved form whose result carries no counts is its author's slip (a _finish without
+    ``counts=``): said as that, not as "learns no reusable worker model; ... works with <the same method>"."""
+    fit = quiet_fit(bluebird, "ds")
+    fit.counts = {}
+    with pytest.raises(UsageError, match=r"^method 'ds' saves a worker model, but this result carries none \(its "
+                                         r"_finish passes no counts= to make_result\)$"):
+        to_json(fit)
 
 
 class CurvatureForm(SavedForm):
