@@ -32,7 +32,7 @@ rounding where crowd-kit stops after two or three iterations, and to ~1e-3 .. 1e
 label at a near-tie may differ; ``--m-step-max-iter 1000 --m-step-tol 1e-8`` runs each M-step to
 convergence, where the two agree to ~1e-5 (and crowd-kit takes minutes per dataset).
 
-Everything is deterministic; nothing is downloaded.  crowd-kit takes ~5 minutes on trec and ~1 on web.
+Everything is deterministic; nothing is downloaded.  crowd-kit takes ~11 minutes on trec and ~1 on web.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ DECLARATIONS = (
         "P(answer = y_n) = σ(α_m β_n), a wrong answer uniform over the other K−1 classes; α_m ~ N(1, 1), "
         "log β_n ~ N(1, 1); EM from soft majority vote: E-step q_n(k) ∝ d_k Π_m P(answer | k), M-step "
         "L-BFGS-B over all α and log β of the expected complete log-likelihood plus the log-priors; "
-        "d uniform (or re-estimated). --workers: alpha (ability, < 0 worse than chance); --task-params: "
+        "the class prior d uniform (-p prior=estimate re-estimates it). --workers: alpha (ability, < 0 worse than chance); --task-params: "
         "beta (1/beta is the task's difficulty).",
         "Whitehill, Ruvolo, Wu, Bergsma & Movellan, Whose vote should count more: optimal integration of "
         "labels from labelers of unknown expertise, NIPS 2009",
