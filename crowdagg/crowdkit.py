@@ -369,11 +369,15 @@ def _as_masked(values: Any, dtype: Any) -> Any:
     """``values`` (floats) as pandas' nullable ``Float64`` where ``dtype`` is a nullable (masked) dtype, as
     crowd-kit's come out: its skills compare such labels into ``boolean`` and average them into ``Float64``,
     and a vote weighted by ``Float64`` skills sums into ``Float64``."""
+    return values.astype("Float64") if _masked(dtype) and len(values) else values
+
+
+def _masked(dtype: Any) -> bool:
+    """Whether ``dtype`` is one of pandas' nullable (masked) numbers or booleans (``Int64``, ``Float64``, ...)."""
     import pandas as pd
 
-    masked = isinstance(dtype, pd.api.extensions.ExtensionDtype) and dtype.kind in "iufb" and not isinstance(
+    return isinstance(dtype, pd.api.extensions.ExtensionDtype) and dtype.kind in "iufb" and not isinstance(
         dtype, (pd.ArrowDtype, pd.CategoricalDtype, pd.StringDtype))
-    return values.astype("Float64") if masked and len(values) else values
 
 
 def _shares(votes: np.ndarray) -> np.ndarray:
@@ -1196,8 +1200,13 @@ class GLAD:
         self.probas_ = pd.DataFrame(state.ws.post[np.ix_(rows, classes)], index=ans.tasks[rows].rename("task"),
                                     columns=columns)
         self.labels_ = _labels(self.probas_)
-        # pandas' nullable labels: crowd-kit compares them into ``boolean`` per row, its posteriors come out Float64
-        self.probas_ = _as_masked(self.probas_, ans.label_dtype)
+        # crowd-kit's E-step compares labels and classes (``label == variable``) and adds the log-prior: nullable
+        # labels (numbers, or text of pd.NA in Python storage) compare into ``boolean``, and a nullable prior
+        # stays nullable -- either way its posteriors come out Float64
+        dtype = ans.label_dtype
+        na_text = isinstance(dtype, pd.StringDtype) and dtype.storage == "python" and dtype.na_value is pd.NA
+        if na_text or _masked(dtype) or (priors is not None and _masked(priors.dtype)):
+            self.probas_ = self.probas_.astype("Float64")
         self.priors_ = priors if priors is not None else pd.Series(1.0 / len(labels), index=labels)
         n_w = len(workers)
         if run.n_iter:  # crowd-kit names the indexes when it rebuilds the Series from the M-step's vector

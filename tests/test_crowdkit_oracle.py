@@ -287,3 +287,25 @@ def test_glad_on_crowd_kits_own_crowds_as_crowd_kit(crowd, n_iter):
     same_series(mine.alphas_, theirs.alphas_)
     same_series(mine.betas_, theirs.betas_)
     assert_series_equal(mine.priors_, theirs.priors_)
+
+
+# crowd-kit's E-step compares each answer's label with each class (``label == variable``) and adds the log of
+# its class prior: a nullable value on either side (text of pd.NA in Python storage, a nullable prior) makes the
+# posteriors pandas' ``Float64``.
+NULLABLE_GLAD = {
+    "python text labels": (SMALL["text"].astype({"label": "string[python]"}), None),
+    "Int64 prior": (SMALL["text"], pd.Series({"x": 1, "y": 1, "z": 2}, dtype="Int64")),
+    "Float64 prior": (SMALL["text"], pd.Series({"x": 0.2, "y": 0.5, "z": 0.3}, dtype="Float64")),
+}
+
+
+@pytest.mark.parametrize("n_iter", [0, 2])
+@pytest.mark.parametrize("kind", sorted(NULLABLE_GLAD))
+def test_glad_nullable_labels_and_priors_as_crowd_kit(kind, n_iter):
+    data, priors = NULLABLE_GLAD[kind]
+    mine = ours.GLAD(n_iter=n_iter, labels_priors=priors).fit(data)
+    theirs = quiet(lambda: ck.GLAD(n_iter=n_iter, labels_priors=priors).fit(data))
+    same_frame(mine.probas_, theirs.probas_)
+    same_labels(mine.labels_, theirs.labels_)
+    same_series(mine.alphas_, theirs.alphas_)
+    same_series(mine.betas_, theirs.betas_)
