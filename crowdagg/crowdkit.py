@@ -1251,6 +1251,10 @@ def _glad_log_prior(ans: _Answers, priors: pd.Series | None) -> np.ndarray:
     if not np.isfinite(values).all() or (values < 0).any() or not values.sum() > 0:
         raise ValueError("labels_priors must be finite, non-negative and not all 0")
     with np.errstate(divide="ignore"):  # a class of prior 0 is never the label
+        if priors.dtype.kind in "iuf" and not isinstance(priors.dtype, pd.ArrowDtype):
+            # crowd-kit takes the log of the Series: in its precision (float32 for float32 or Int16, float16 for
+            # int8), which its posteriors carry
+            return np.log(priors.iloc[at]).to_numpy(dtype=np.float64, na_value=np.nan)
         return np.log(values)
 
 

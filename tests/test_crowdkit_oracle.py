@@ -291,11 +291,16 @@ def test_glad_on_crowd_kits_own_crowds_as_crowd_kit(crowd, n_iter):
 
 # crowd-kit's E-step compares each answer's label with each class (``label == variable``) and adds the log of
 # its class prior: a nullable value on either side (text of pd.NA in Python storage, a nullable prior) makes the
-# posteriors pandas' ``Float64``.
+# posteriors pandas' ``Float64``, and the log is taken in the prior's own precision (float16 for int8).
 NULLABLE_GLAD = {
     "python text labels": (SMALL["text"].astype({"label": "string[python]"}), None),
     "Int64 prior": (SMALL["text"], pd.Series({"x": 1, "y": 1, "z": 2}, dtype="Int64")),
     "Float64 prior": (SMALL["text"], pd.Series({"x": 0.2, "y": 0.5, "z": 0.3}, dtype="Float64")),
+    "Float32 prior": (SMALL["text"], pd.Series({"x": 0.2, "y": 0.5, "z": 0.3}, dtype="Float32")),
+    "float32 prior": (SMALL["text"], pd.Series({"x": 0.2, "y": 0.5, "z": 0.3}, dtype="float32")),
+    "float16 prior": (SMALL["text"], pd.Series({"x": 0.2, "y": 0.5, "z": 0.3}, dtype="float16")),
+    "int8 prior": (SMALL["text"], pd.Series({"x": 1, "y": 3, "z": 2}, dtype="int8")),
+    "Int8 prior": (SMALL["text"], pd.Series({"x": 1, "y": 3, "z": 2}, dtype="Int8")),
 }
 
 
