@@ -1128,7 +1128,10 @@ class GLAD:
     ``variable``) and ``labels_`` (``agg_label``) from the E-step before the
     last M-step; ``alphas_`` (``alpha``, by worker) and ``betas_``
     (``beta``, by task: **log** β, as crowd-kit's), in order of first
-    appearance; ``priors_`` (the class prior), ``loss_history_``.  A
+    appearance; ``priors_`` (the class prior), ``loss_history_``; and what
+    crowd-kit's ``_init`` leaves: ``tasks_``, ``workers_``, ``prior_labels_``
+    (``pd.unique`` of the columns, or the prior's index), the priors' means
+    ``alphas_priors_mean_``, ``betas_priors_mean_`` (as given, or 1 by id).  A
     repeated (task, worker) answer counts again, as in crowd-kit.
 
     ``silent`` is accepted for crowd-kit's signature: no progress bar is drawn.
@@ -1181,11 +1184,19 @@ class GLAD:
         if priors is not None and not isinstance(priors, pd.Series):
             raise ValueError(f"labels_priors must be a pandas Series indexed by label, got {type(priors).__name__}")
         ans = _Answers(data, () if priors is None else priors.index)
+        # crowd-kit's ids and classes, as its ``_init`` leaves them (``pd.unique`` of the columns)
+        self.tasks_, self.workers_ = ans.uniques("task"), ans.uniques("worker")
+        self.prior_labels_ = ans.uniques("label") if priors is None else priors.index
         if ans.n_answers == 0:
             self._empty()
             return self
-        labels = pd.Index(ans.uniques("label")) if priors is None else priors.index  # crowd-kit's classes
-        workers, tasks = pd.Index(ans.uniques("worker")), pd.Index(ans.uniques("task"))
+        labels = pd.Index(self.prior_labels_)  # crowd-kit's classes
+        workers, tasks = pd.Index(self.workers_), pd.Index(self.tasks_)
+        # the priors' means as crowd-kit keeps them: as given, or 1 by id
+        self.alphas_priors_mean_ = pd.Series(1.0, index=workers) if self.alphas_priors_mean is None \
+            else self.alphas_priors_mean
+        self.betas_priors_mean_ = pd.Series(1.0, index=tasks) if self.betas_priors_mean is None \
+            else self.betas_priors_mean
         means = np.concatenate([_prior_means(self.alphas_priors_mean, workers, "alphas_priors_mean", "worker"),
                                 _prior_means(self.betas_priors_mean, tasks, "betas_priors_mean", "task")])
         em = _GladEM(ans.data, _glad_log_prior(ans, priors), means, self.m_step_max_iter, self.m_step_tol)
@@ -1223,6 +1234,10 @@ class GLAD:
         self.alphas_ = pd.Series(dtype=float, name="alpha")
         self.betas_ = pd.Series(dtype=float, name="beta")
         self.priors_ = pd.Series(dtype=float) if self.labels_priors is None else self.labels_priors
+        self.alphas_priors_mean_ = pd.Series(dtype=float) if self.alphas_priors_mean is None \
+            else self.alphas_priors_mean
+        self.betas_priors_mean_ = pd.Series(dtype=float) if self.betas_priors_mean is None \
+            else self.betas_priors_mean
         self.loss_history_ = []
 
     def fit_predict(self, data: pd.DataFrame) -> pd.Series:

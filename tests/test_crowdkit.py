@@ -1074,6 +1074,8 @@ def test_glad_edge_cases_and_checks(toy):
     empty = GLAD().fit(pd.DataFrame([], columns=["task", "worker", "label"]))  # crowd-kit: ZeroDivisionError
     assert empty.probas_.empty and empty.labels_.empty and empty.alphas_.empty and empty.loss_history_ == []
     assert (empty.labels_.name, empty.alphas_.name, empty.betas_.name) == ("agg_label", "alpha", "beta")
+    assert len(empty.tasks_) == len(empty.workers_) == len(empty.prior_labels_) == 0
+    assert empty.alphas_priors_mean_.empty and empty.betas_priors_mean_.empty
     flags = pd.DataFrame({"task": ["t1", "t1", "t2"], "worker": ["a", "b", "a"], "label": [True, False, True]})
     assert GLAD(n_iter=5).fit_predict(flags).dtype == bool  # crowd-kit: "Item wrong length"
     nan = toy.assign(label=toy["label"].where(toy.index != 0))  # a NaN label is no answer

@@ -314,3 +314,30 @@ def test_glad_nullable_labels_and_priors_as_crowd_kit(kind, n_iter):
     same_labels(mine.labels_, theirs.labels_)
     same_series(mine.alphas_, theirs.alphas_)
     same_series(mine.betas_, theirs.betas_)
+
+
+@pytest.mark.parametrize("means", [None, "series"])
+@pytest.mark.parametrize("kind", ["text", "int", "mixed ids", "nullable int"])
+def test_glad_fitted_ids_and_prior_means_as_crowd_kit(kind, means):
+    """crowd-kit's GLAD also leaves ``tasks_``, ``workers_`` (``pd.unique`` of the columns), ``prior_labels_``
+    and the priors' means it used (``alphas_priors_mean_``, ``betas_priors_mean_``: 1 by id unless given)."""
+    data = SMALL[kind]
+    params = {}
+    if means:
+        params = {"alphas_priors_mean": pd.Series(2.0, index=pd.unique(data["worker"])[::-1]),
+                  "betas_priors_mean": 0.5, "labels_priors": pd.Series(1.0, index=pd.unique(data["label"])[::-1])}
+    mine = ours.GLAD(n_iter=1, **params).fit(data)
+    theirs = quiet(lambda: ck.GLAD(n_iter=1, **params).fit(data))
+    for name in ("tasks_", "workers_"):
+        np.testing.assert_array_equal(getattr(mine, name), getattr(theirs, name))
+        assert type(getattr(mine, name)) is type(getattr(theirs, name))
+        assert getattr(mine, name).dtype == getattr(theirs, name).dtype
+    if means:
+        assert_index_equal(mine.prior_labels_, theirs.prior_labels_, exact=True)
+        assert_series_equal(mine.alphas_priors_mean_, theirs.alphas_priors_mean_)
+        assert mine.betas_priors_mean_ == theirs.betas_priors_mean_ == 0.5
+    else:
+        np.testing.assert_array_equal(mine.prior_labels_, theirs.prior_labels_)
+        assert type(mine.prior_labels_) is type(theirs.prior_labels_)
+        assert_series_equal(mine.alphas_priors_mean_, theirs.alphas_priors_mean_)
+        assert_series_equal(mine.betas_priors_mean_, theirs.betas_priors_mean_)
