@@ -96,7 +96,9 @@ Kept different on purpose, where crowd-kit is wrong or inconsistent:
 * messages are spelled right (``on_missing_skill``);
 * ``GLAD`` answers empty input and boolean labels (crowd-kit raises), and
   refuses what crowd-kit fits into NaN: a ``labels_priors`` without some
-  label of the answers, a prior mean missing for a worker or task.
+  label of the answers, a prior mean missing for a worker or task; and a
+  ``labels_priors`` naming a NaN label (crowd-kit counts it among the
+  classes but drops its column).
 
 Exact ties are broken alike, but a near-tie that rounding makes a tie in
 one implementation and not the other (the sums run in another order) may
@@ -1183,6 +1185,8 @@ class GLAD:
         priors = self.labels_priors
         if priors is not None and not isinstance(priors, pd.Series):
             raise ValueError(f"labels_priors must be a pandas Series indexed by label, got {type(priors).__name__}")
+        if priors is not None and priors.index.hasnans:  # as a NaN answer, a NaN label is no class
+            raise ValueError("labels_priors names a missing label (NaN)")
         ans = _Answers(data, () if priors is None else priors.index)
         # crowd-kit's ids and classes, as its ``_init`` leaves them (``pd.unique`` of the columns)
         self.tasks_, self.workers_ = ans.uniques("task"), ans.uniques("worker")

@@ -1088,6 +1088,9 @@ def test_glad_edge_cases_and_checks(toy):
     for priors in (pd.Series({"no": -0.5, "yes": 1.5}), pd.Series({"no": 0.0, "yes": 0.0}), {"no": 0.5, "yes": 0.5}):
         with pytest.raises(ValueError, match="labels_priors"):
             GLAD(labels_priors=priors).fit(toy)
+    for missing in (np.nan, None, pd.NA):  # crowd-kit counts it in K but drops its column; pandas' reindex raised
+        with pytest.raises(ValueError, match="labels_priors names a missing label"):
+            GLAD(labels_priors=pd.Series([0.5, 0.5, 0.0], index=pd.Index(["no", "yes", missing], dtype=object))).fit(toy)
     with pytest.raises(ValueError, match="alphas_priors_mean has no finite value for 1 worker.*'w5'"):
         GLAD(alphas_priors_mean=pd.Series({"w1": 1.0, "w2": 1.0, "w3": 1.0, "w4": 1.0})).fit(toy)
     with pytest.raises(ValueError, match="betas_priors_mean must be finite"):
