@@ -155,6 +155,11 @@ class NotFittedError(ValueError, AttributeError):
     """``predict`` before ``fit`` (the same bases as scikit-learn's, which crowd-kit raises)."""
 
 
+class _MissingColumn(KeyError, AttributeError):
+    """A missing ``task`` or ``worker`` column for ``GLAD``: crowd-kit's GLAD reads them as attributes
+    (``data.worker``), an AttributeError; a KeyError as a missing column is for the other classes."""
+
+
 def _first_appearance() -> bool:
     """Whether crowd-kit's majority vote keeps tasks and labels in order of first appearance.
 
@@ -1187,6 +1192,9 @@ class GLAD:
             raise ValueError(f"labels_priors must be a pandas Series indexed by label, got {type(priors).__name__}")
         if priors is not None and priors.index.hasnans:  # as a NaN answer, a NaN label is no class
             raise ValueError("labels_priors names a missing label (NaN)")
+        absent = [name for name in ("worker", "task") if name not in getattr(data, "columns", ())]
+        if absent:  # in crowd-kit's order
+            raise _MissingColumn(f"the answers have no {absent[0]!r} column")
         ans = _Answers(data, () if priors is None else priors.index)
         # crowd-kit's ids and classes, as its ``_init`` leaves them (``pd.unique`` of the columns)
         self.tasks_, self.workers_ = ans.uniques("task"), ans.uniques("worker")

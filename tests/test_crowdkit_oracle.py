@@ -341,3 +341,16 @@ def test_glad_fitted_ids_and_prior_means_as_crowd_kit(kind, means):
         assert type(mine.prior_labels_) is type(theirs.prior_labels_)
         assert_series_equal(mine.alphas_priors_mean_, theirs.alphas_priors_mean_)
         assert_series_equal(mine.betas_priors_mean_, theirs.betas_priors_mean_)
+
+
+@pytest.mark.parametrize("missing", [["task"], ["worker"], ["label"], ["task", "label"]])
+def test_glad_missing_columns_raise_as_crowd_kit(missing):
+    """crowd-kit's GLAD reads ``data.worker`` and ``data.task`` (an AttributeError without them), then
+    ``data["label"]`` (a KeyError); ours is a KeyError too, as the other classes'."""
+    data = SMALL["text"].drop(columns=missing)
+    with pytest.raises(Exception) as theirs:
+        quiet(lambda: ck.GLAD(n_iter=1).fit(data))
+    with pytest.raises(type(theirs.value)):
+        ours.GLAD(n_iter=1).fit(data)
+    with pytest.raises(KeyError):
+        ours.GLAD(n_iter=1).fit(data)
