@@ -98,7 +98,9 @@ Kept different on purpose, where crowd-kit is wrong or inconsistent:
   refuses what crowd-kit fits into NaN: a ``labels_priors`` without some
   label of the answers, a prior mean missing for a worker or task; and a
   ``labels_priors`` naming a NaN label (crowd-kit counts it among the
-  classes but drops its column).
+  classes but drops its column).  A prior mean given for a worker or task
+  without answers is not used (crowd-kit aligns it in, its Q turns -inf and
+  its M-step's line search runs on that).
 
 Exact ties are broken alike, but a near-tie that rounding makes a tie in
 one implementation and not the other (the sums run in another order) may

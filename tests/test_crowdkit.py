@@ -1096,3 +1096,18 @@ def test_glad_edge_cases_and_checks(toy):
     with pytest.raises(ValueError, match="betas_priors_mean must be finite"):
         GLAD(betas_priors_mean=np.inf).fit(toy)
     assert repr(GLAD(n_iter=3)).startswith("GLAD(n_iter=3, tol=1e-05, silent=True, labels_priors=None")
+
+
+def test_glad_prior_means_of_ids_without_answers_are_not_used(toy):
+    """crowd-kit aligns a mean for an unknown worker or task into its Q (-inf, a line search on -inf); a
+    table of means wider than the answers is used at the answers' ids only."""
+    workers, tasks = pd.unique(toy["worker"]), pd.unique(toy["task"])
+    alphas = pd.Series(np.linspace(0.5, 2.0, len(workers)), index=workers)
+    betas = pd.Series(np.linspace(-0.5, 1.5, len(tasks)), index=tasks)
+    wide = GLAD(n_iter=3, alphas_priors_mean=pd.concat([alphas, pd.Series({"nobody": 9.0})]),
+                betas_priors_mean=pd.concat([pd.Series({"no task": -9.0}), betas])).fit(toy)
+    exact = GLAD(n_iter=3, alphas_priors_mean=alphas, betas_priors_mean=betas).fit(toy)
+    assert np.isfinite(wide.loss_history_).all()
+    assert wide.loss_history_ == exact.loss_history_
+    assert_series_equal(wide.alphas_, exact.alphas_)
+    assert_frame_equal(wide.probas_, exact.probas_)
