@@ -675,8 +675,9 @@ class _EM:
 
     def fit(self, n_iter: int, tol: float) -> Run:
         """Run crowdagg's loop with these settings: one start, at most ``n_iter`` steps."""
+        # a Python int: the loop counts to max_iter + 1, which wraps to 0 at a numpy integer type's maximum
         return iterate(self.start, self.step, rule=self.stop_rule, direction=self.objective_direction,
-                       max_iter=n_iter, tol=tol, seed=0)
+                       max_iter=int(n_iter), tol=tol, seed=0)
 
     def start(self, index: int, rng: np.random.Generator) -> tuple[_EMState, None]:
         from .kernels import EMWorkspace
@@ -1045,8 +1046,9 @@ class _GladEM:
 
     def fit(self, n_iter: int, tol: float) -> Run:
         """Run crowdagg's loop with these settings: one start, at most ``n_iter`` steps."""
+        # a Python int: the loop counts to max_iter + 1, which wraps to 0 at a numpy integer type's maximum
         return iterate(self.start, self.step, rule=self.stop_rule, direction=self.objective_direction,
-                       max_iter=n_iter, tol=tol, seed=0)
+                       max_iter=int(n_iter), tol=tol, seed=0)
 
     def start(self, index: int, rng: np.random.Generator) -> tuple[_GladState, float]:
         from .kernels.glad import GladWorkspace

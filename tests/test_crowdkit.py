@@ -9,6 +9,8 @@ test below says so.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -1111,3 +1113,15 @@ def test_glad_prior_means_of_ids_without_answers_are_not_used(toy):
     assert wide.loss_history_ == exact.loss_history_
     assert_series_equal(wide.alphas_, exact.alphas_)
     assert_frame_equal(wide.probas_, exact.probas_)
+
+
+@pytest.mark.parametrize("n_iter", [np.uint8(255), np.int32(2**31 - 1), np.int64(2**63 - 1), np.uint64(2**64 - 1)])
+@pytest.mark.parametrize("cls", [GLAD, DawidSkene, OneCoinDawidSkene])
+def test_a_numpy_n_iter_at_its_types_maximum_is_a_budget(toy, cls, n_iter):
+    """crowd-kit's ``range(n_iter)`` runs to convergence; the budget + 1 in the numpy type wrapped to 0
+    iterations (the majority vote, with an overflow warning)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fitted = cls(n_iter=n_iter).fit(toy)
+    assert fitted.loss_history_ == cls(n_iter=1000).fit(toy).loss_history_
+    assert len(fitted.loss_history_) > 1
