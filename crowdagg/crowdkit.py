@@ -260,6 +260,14 @@ class _Answers:
             rank[order] = np.arange(len(order))
             self.label, classes = rank[self.label], classes[order]
         extra = [c for c in pd.unique(pd.Series(list(extra), dtype=object)) if c not in classes]
+        if extra:  # True is 1 to Python (and to crowd-kit's ``==``), not to an Index of ints: ambiguous
+            same = pd.Index([*classes, *extra], dtype=object)
+            if same.has_duplicates:
+                twin = same[same.duplicated()][0]
+                twin = twin.item() if isinstance(twin, np.generic) else twin
+                answer = next(c for c in classes.tolist() if c == twin)  # an error path: a scan is fine
+                raise ValueError(f"label {twin!r} (of a prior or gold label) equals the label {answer!r} of the "
+                                 "answers but is of another type: give it as the answers' labels are")
         self.classes = classes.append(pd.Index(extra)) if extra else classes
         self.answered = classes  # the labels of the answers (the others come from gold)
         self._frame = frame  # the answers kept (for :meth:`uniques`; the same columns, no copy)

@@ -1125,3 +1125,21 @@ def test_a_numpy_n_iter_at_its_types_maximum_is_a_budget(toy, cls, n_iter):
         fitted = cls(n_iter=n_iter).fit(toy)
     assert fitted.loss_history_ == cls(n_iter=1000).fit(toy).loss_history_
     assert len(fitted.loss_history_) > 1
+
+
+def test_a_prior_or_gold_label_equal_to_a_label_of_another_type_is_refused():
+    """True is 1 to Python (crowd-kit compares with ``==`` and then fails: "Item wrong length", "cannot reindex
+    on an axis with duplicate labels"); it became one more class that pandas' lookups then refused
+    (InvalidIndexError, no ValueError)."""
+    data = pd.DataFrame({"task": ["t1", "t1", "t2"], "worker": ["w1", "w2", "w1"], "label": [1, 0, 0]})
+    with pytest.raises(ValueError, match="label True .* equals the label 1 of the answers"):
+        GLAD(n_iter=1, labels_priors=pd.Series([0.3, 0.7], index=[True, False])).fit(data)
+    with pytest.raises(ValueError, match="label True .* equals the label 1 of the answers"):
+        DawidSkene(n_iter=2).fit(data, pd.Series([True], index=["t2"]))
+    flags = data.assign(label=data["label"].astype(bool))
+    with pytest.raises(ValueError, match="label 1 .* equals the label True of the answers"):
+        GLAD(n_iter=1, labels_priors=pd.Series([0.3, 0.7], index=[1, 0])).fit(flags)
+    # the same value in another numeric type is the same label, as in crowd-kit
+    as_float = GLAD(n_iter=2, labels_priors=pd.Series([0.3, 0.7], index=[1.0, 0.0])).fit(data)
+    assert_frame_equal(as_float.probas_, GLAD(n_iter=2, labels_priors=pd.Series([0.3, 0.7], index=[1, 0])).fit(data)
+                       .probas_, check_column_type=False)
