@@ -1283,10 +1283,7 @@ def _glad_log_prior(ans: _Answers, priors: pd.Series | None) -> np.ndarray:
     at = pd.Index(list(priors.index), dtype=object).get_indexer(list(ans.classes))
     if (at < 0).any():
         raise ValueError(f"labels_priors has no prior for the label(s) {list(ans.classes[at < 0])} of the answers")
-    try:
-        values = np.asarray(priors.to_numpy(dtype=np.float64, na_value=np.nan))[at]
-    except (TypeError, ValueError):
-        raise ValueError("labels_priors must hold numbers") from None
+    values = _numbers(priors, "labels_priors")[at]
     if not np.isfinite(values).all() or (values < 0).any() or not values.sum() > 0:
         raise ValueError("labels_priors must be finite, non-negative and not all 0")
     with np.errstate(divide="ignore"):  # a class of prior 0 is never the label
@@ -1295,6 +1292,18 @@ def _glad_log_prior(ans: _Answers, priors: pd.Series | None) -> np.ndarray:
             # int8), which its posteriors carry
             return np.log(priors.iloc[at]).to_numpy(dtype=np.float64, na_value=np.nan)
         return np.log(values)
+
+
+def _numbers(values: pd.Series, name: str) -> np.ndarray:
+    """``values`` as float64, NaN where missing; text is refused, "0.5" too (crowd-kit's arithmetic refuses it)."""
+    import pandas as pd
+
+    if pd.api.types.infer_dtype(values, skipna=True) in ("string", "bytes", "mixed"):
+        raise ValueError(f"{name} must hold numbers")
+    try:
+        return np.asarray(values.to_numpy(dtype=np.float64, na_value=np.nan))
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must hold numbers") from None
 
 
 def _prior_means(value: Any, ids: pd.Index, name: str, what: str) -> np.ndarray:
@@ -1311,10 +1320,7 @@ def _prior_means(value: Any, ids: pd.Index, name: str, what: str) -> np.ndarray:
         raise ValueError(f"{name} must be a number or a pandas Series indexed by {what}, got {type(value).__name__}")
     if value.index.has_duplicates:
         raise ValueError(f"{name} lists {what} {value.index[value.index.duplicated()][0]!r} more than once")
-    try:
-        means = value.reindex(ids).to_numpy(dtype=np.float64, na_value=np.nan)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must hold numbers") from None
+    means = _numbers(value.reindex(ids), name)
     missing = ~np.isfinite(means)
     if missing.any():
         raise ValueError(f"{name} has no finite value for {int(missing.sum()):,} {what}(s) of the answers, "

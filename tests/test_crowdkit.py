@@ -1143,3 +1143,17 @@ def test_a_prior_or_gold_label_equal_to_a_label_of_another_type_is_refused():
     as_float = GLAD(n_iter=2, labels_priors=pd.Series([0.3, 0.7], index=[1.0, 0.0])).fit(data)
     assert_frame_equal(as_float.probas_, GLAD(n_iter=2, labels_priors=pd.Series([0.3, 0.7], index=[1, 0])).fit(data)
                        .probas_, check_column_type=False)
+
+
+def test_glad_priors_given_as_text_are_refused(toy):
+    """"0.5" is no number: crowd-kit's arithmetic raises on it; ``to_numpy(float)`` read it as 0.5."""
+    workers = pd.unique(toy["worker"])
+    with pytest.raises(ValueError, match="labels_priors must hold numbers"):
+        GLAD(labels_priors=pd.Series({"no": "0.5", "yes": "0.5"})).fit(toy)
+    with pytest.raises(ValueError, match="labels_priors must hold numbers"):
+        GLAD(labels_priors=pd.Series({"no": 0.5, "yes": "0.5"}, dtype=object)).fit(toy)
+    with pytest.raises(ValueError, match="alphas_priors_mean must hold numbers"):
+        GLAD(alphas_priors_mean=pd.Series("1", index=workers)).fit(toy)
+    numbers = pd.Series([0.5, 0.5], index=["no", "yes"], dtype=object)  # numbers in an object column are numbers
+    assert_frame_equal(GLAD(n_iter=2, labels_priors=numbers).fit(toy).probas_,
+                       GLAD(n_iter=2, labels_priors=numbers.astype(float)).fit(toy).probas_)
