@@ -100,7 +100,11 @@ Kept different on purpose, where crowd-kit is wrong or inconsistent:
   ``labels_priors`` naming a NaN label (crowd-kit counts it among the
   classes but drops its column).  A prior mean given for a worker or task
   without answers is not used (crowd-kit aligns it in, its Q turns -inf and
-  its M-step's line search runs on that).
+  its M-step's line search runs on that).  Priors and means given as text
+  ("0.5") are refused, as crowd-kit's arithmetic refuses them;
+* a prior or gold label equal to a label of the answers but of another
+  type (``True`` for the label ``1``) is a ValueError (crowd-kit compares
+  them equal and then fails in pandas).
 
 Exact ties are broken alike, but a near-tie that rounding makes a tie in
 one implementation and not the other (the sums run in another order) may
