@@ -96,7 +96,15 @@ Kept different on purpose, where crowd-kit is wrong or inconsistent:
 * messages are spelled right (``on_missing_skill``);
 * ``GLAD`` answers empty input and boolean labels (crowd-kit raises), and
   refuses what crowd-kit fits into NaN: a ``labels_priors`` without some
-  label of the answers, a prior mean missing for a worker or task.
+  label of the answers, a prior mean missing for a worker or task; and a
+  ``labels_priors`` naming a NaN label (crowd-kit counts it among the
+  classes but drops its column).  A prior mean given for a worker or task
+  without answers is not used (crowd-kit aligns it in, its Q turns -inf and
+  its M-step's line search runs on that).  Priors and means given as text
+  ("0.5") are refused, as crowd-kit's arithmetic refuses them;
+* a prior or gold label equal to a label of the answers but of another
+  type (``True`` for the label ``1``) is a ValueError (crowd-kit compares
+  them equal and then fails in pandas).
 
 Exact ties are broken alike, but a near-tie that rounding makes a tie in
 one implementation and not the other (the sums run in another order) may
@@ -151,6 +159,11 @@ COLUMNS = ["task", "worker", "label"]
 
 class NotFittedError(ValueError, AttributeError):
     """``predict`` before ``fit`` (the same bases as scikit-learn's, which crowd-kit raises)."""
+
+
+class _MissingColumn(KeyError, AttributeError):
+    """A missing ``task`` or ``worker`` column for ``GLAD``: crowd-kit's GLAD reads them as attributes
+    (``data.worker``), an AttributeError; a KeyError as a missing column is for the other classes."""
 
 
 def _first_appearance() -> bool:
@@ -251,6 +264,14 @@ class _Answers:
             rank[order] = np.arange(len(order))
             self.label, classes = rank[self.label], classes[order]
         extra = [c for c in pd.unique(pd.Series(list(extra), dtype=object)) if c not in classes]
+        if extra:  # True is 1 to Python (and to crowd-kit's ``==``), not to an Index of ints: ambiguous
+            same = pd.Index([*classes, *extra], dtype=object)
+            if same.has_duplicates:
+                twin = same[same.duplicated()][0]
+                twin = twin.item() if isinstance(twin, np.generic) else twin
+                answer = next(c for c in classes.tolist() if c == twin)  # an error path: a scan is fine
+                raise ValueError(f"label {twin!r} (of a prior or gold label) equals the label {answer!r} of the "
+                                 "answers but is of another type: give it as the answers' labels are")
         self.classes = classes.append(pd.Index(extra)) if extra else classes
         self.answered = classes  # the labels of the answers (the others come from gold)
         self._frame = frame  # the answers kept (for :meth:`uniques`; the same columns, no copy)
@@ -369,11 +390,15 @@ def _as_masked(values: Any, dtype: Any) -> Any:
     """``values`` (floats) as pandas' nullable ``Float64`` where ``dtype`` is a nullable (masked) dtype, as
     crowd-kit's come out: its skills compare such labels into ``boolean`` and average them into ``Float64``,
     and a vote weighted by ``Float64`` skills sums into ``Float64``."""
+    return values.astype("Float64") if _masked(dtype) and len(values) else values
+
+
+def _masked(dtype: Any) -> bool:
+    """Whether ``dtype`` is one of pandas' nullable (masked) numbers or booleans (``Int64``, ``Float64``, ...)."""
     import pandas as pd
 
-    masked = isinstance(dtype, pd.api.extensions.ExtensionDtype) and dtype.kind in "iufb" and not isinstance(
+    return isinstance(dtype, pd.api.extensions.ExtensionDtype) and dtype.kind in "iufb" and not isinstance(
         dtype, (pd.ArrowDtype, pd.CategoricalDtype, pd.StringDtype))
-    return values.astype("Float64") if masked and len(values) else values
 
 
 def _shares(votes: np.ndarray) -> np.ndarray:
@@ -662,8 +687,9 @@ class _EM:
 
     def fit(self, n_iter: int, tol: float) -> Run:
         """Run crowdagg's loop with these settings: one start, at most ``n_iter`` steps."""
+        # a Python int: the loop counts to max_iter + 1, which wraps to 0 at a numpy integer type's maximum
         return iterate(self.start, self.step, rule=self.stop_rule, direction=self.objective_direction,
-                       max_iter=n_iter, tol=tol, seed=0)
+                       max_iter=int(n_iter), tol=tol, seed=0)
 
     def start(self, index: int, rng: np.random.Generator) -> tuple[_EMState, None]:
         from .kernels import EMWorkspace
@@ -1032,8 +1058,9 @@ class _GladEM:
 
     def fit(self, n_iter: int, tol: float) -> Run:
         """Run crowdagg's loop with these settings: one start, at most ``n_iter`` steps."""
+        # a Python int: the loop counts to max_iter + 1, which wraps to 0 at a numpy integer type's maximum
         return iterate(self.start, self.step, rule=self.stop_rule, direction=self.objective_direction,
-                       max_iter=n_iter, tol=tol, seed=0)
+                       max_iter=int(n_iter), tol=tol, seed=0)
 
     def start(self, index: int, rng: np.random.Generator) -> tuple[_GladState, float]:
         from .kernels.glad import GladWorkspace
@@ -1124,7 +1151,10 @@ class GLAD:
     ``variable``) and ``labels_`` (``agg_label``) from the E-step before the
     last M-step; ``alphas_`` (``alpha``, by worker) and ``betas_``
     (``beta``, by task: **log** β, as crowd-kit's), in order of first
-    appearance; ``priors_`` (the class prior), ``loss_history_``.  A
+    appearance; ``priors_`` (the class prior), ``loss_history_``; and what
+    crowd-kit's ``_init`` leaves: ``tasks_``, ``workers_``, ``prior_labels_``
+    (``pd.unique`` of the columns, or the prior's index), the priors' means
+    ``alphas_priors_mean_``, ``betas_priors_mean_`` (as given, or 1 by id).  A
     repeated (task, worker) answer counts again, as in crowd-kit.
 
     ``silent`` is accepted for crowd-kit's signature: no progress bar is drawn.
@@ -1176,12 +1206,25 @@ class GLAD:
         priors = self.labels_priors
         if priors is not None and not isinstance(priors, pd.Series):
             raise ValueError(f"labels_priors must be a pandas Series indexed by label, got {type(priors).__name__}")
+        if priors is not None and priors.index.hasnans:  # as a NaN answer, a NaN label is no class
+            raise ValueError("labels_priors names a missing label (NaN)")
+        absent = [name for name in ("worker", "task") if name not in getattr(data, "columns", ())]
+        if absent:  # in crowd-kit's order
+            raise _MissingColumn(f"the answers have no {absent[0]!r} column")
         ans = _Answers(data, () if priors is None else priors.index)
+        # crowd-kit's ids and classes, as its ``_init`` leaves them (``pd.unique`` of the columns)
+        self.tasks_, self.workers_ = ans.uniques("task"), ans.uniques("worker")
+        self.prior_labels_ = ans.uniques("label") if priors is None else priors.index
         if ans.n_answers == 0:
             self._empty()
             return self
-        labels = pd.Index(ans.uniques("label")) if priors is None else priors.index  # crowd-kit's classes
-        workers, tasks = pd.Index(ans.uniques("worker")), pd.Index(ans.uniques("task"))
+        labels = pd.Index(self.prior_labels_)  # crowd-kit's classes
+        workers, tasks = pd.Index(self.workers_), pd.Index(self.tasks_)
+        # the priors' means as crowd-kit keeps them: as given, or 1 by id
+        self.alphas_priors_mean_ = pd.Series(1.0, index=workers) if self.alphas_priors_mean is None \
+            else self.alphas_priors_mean
+        self.betas_priors_mean_ = pd.Series(1.0, index=tasks) if self.betas_priors_mean is None \
+            else self.betas_priors_mean
         means = np.concatenate([_prior_means(self.alphas_priors_mean, workers, "alphas_priors_mean", "worker"),
                                 _prior_means(self.betas_priors_mean, tasks, "betas_priors_mean", "task")])
         em = _GladEM(ans.data, _glad_log_prior(ans, priors), means, self.m_step_max_iter, self.m_step_tol)
@@ -1196,8 +1239,13 @@ class GLAD:
         self.probas_ = pd.DataFrame(state.ws.post[np.ix_(rows, classes)], index=ans.tasks[rows].rename("task"),
                                     columns=columns)
         self.labels_ = _labels(self.probas_)
-        # pandas' nullable labels: crowd-kit compares them into ``boolean`` per row, its posteriors come out Float64
-        self.probas_ = _as_masked(self.probas_, ans.label_dtype)
+        # crowd-kit's E-step compares labels and classes (``label == variable``) and adds the log-prior: nullable
+        # labels (numbers, or text of pd.NA in Python storage) compare into ``boolean``, and a nullable prior
+        # stays nullable -- either way its posteriors come out Float64
+        dtype = ans.label_dtype
+        na_text = isinstance(dtype, pd.StringDtype) and dtype.storage == "python" and dtype.na_value is pd.NA
+        if na_text or _masked(dtype) or (priors is not None and _masked(priors.dtype)):
+            self.probas_ = self.probas_.astype("Float64")
         self.priors_ = priors if priors is not None else pd.Series(1.0 / len(labels), index=labels)
         n_w = len(workers)
         if run.n_iter:  # crowd-kit names the indexes when it rebuilds the Series from the M-step's vector
@@ -1214,6 +1262,10 @@ class GLAD:
         self.alphas_ = pd.Series(dtype=float, name="alpha")
         self.betas_ = pd.Series(dtype=float, name="beta")
         self.priors_ = pd.Series(dtype=float) if self.labels_priors is None else self.labels_priors
+        self.alphas_priors_mean_ = pd.Series(dtype=float) if self.alphas_priors_mean is None \
+            else self.alphas_priors_mean
+        self.betas_priors_mean_ = pd.Series(dtype=float) if self.betas_priors_mean is None \
+            else self.betas_priors_mean
         self.loss_history_ = []
 
     def fit_predict(self, data: pd.DataFrame) -> pd.Series:
@@ -1235,14 +1287,27 @@ def _glad_log_prior(ans: _Answers, priors: pd.Series | None) -> np.ndarray:
     at = pd.Index(list(priors.index), dtype=object).get_indexer(list(ans.classes))
     if (at < 0).any():
         raise ValueError(f"labels_priors has no prior for the label(s) {list(ans.classes[at < 0])} of the answers")
-    try:
-        values = np.asarray(priors.to_numpy(dtype=np.float64, na_value=np.nan))[at]
-    except (TypeError, ValueError):
-        raise ValueError("labels_priors must hold numbers") from None
+    values = _numbers(priors, "labels_priors")[at]
     if not np.isfinite(values).all() or (values < 0).any() or not values.sum() > 0:
         raise ValueError("labels_priors must be finite, non-negative and not all 0")
     with np.errstate(divide="ignore"):  # a class of prior 0 is never the label
+        if priors.dtype.kind in "iuf" and not isinstance(priors.dtype, pd.ArrowDtype):
+            # crowd-kit takes the log of the Series: in its precision (float32 for float32 or Int16, float16 for
+            # int8), which its posteriors carry
+            return np.log(priors.iloc[at]).to_numpy(dtype=np.float64, na_value=np.nan)
         return np.log(values)
+
+
+def _numbers(values: pd.Series, name: str) -> np.ndarray:
+    """``values`` as float64, NaN where missing; text is refused, "0.5" too (crowd-kit's arithmetic refuses it)."""
+    import pandas as pd
+
+    if pd.api.types.infer_dtype(values, skipna=True) in ("string", "bytes", "mixed"):
+        raise ValueError(f"{name} must hold numbers")
+    try:
+        return np.asarray(values.to_numpy(dtype=np.float64, na_value=np.nan))
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must hold numbers") from None
 
 
 def _prior_means(value: Any, ids: pd.Index, name: str, what: str) -> np.ndarray:
@@ -1259,10 +1324,7 @@ def _prior_means(value: Any, ids: pd.Index, name: str, what: str) -> np.ndarray:
         raise ValueError(f"{name} must be a number or a pandas Series indexed by {what}, got {type(value).__name__}")
     if value.index.has_duplicates:
         raise ValueError(f"{name} lists {what} {value.index[value.index.duplicated()][0]!r} more than once")
-    try:
-        means = value.reindex(ids).to_numpy(dtype=np.float64, na_value=np.nan)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must hold numbers") from None
+    means = _numbers(value.reindex(ids), name)
     missing = ~np.isfinite(means)
     if missing.any():
         raise ValueError(f"{name} has no finite value for {int(missing.sum()):,} {what}(s) of the answers, "

@@ -9,6 +9,8 @@ test below says so.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -1074,6 +1076,8 @@ def test_glad_edge_cases_and_checks(toy):
     empty = GLAD().fit(pd.DataFrame([], columns=["task", "worker", "label"]))  # crowd-kit: ZeroDivisionError
     assert empty.probas_.empty and empty.labels_.empty and empty.alphas_.empty and empty.loss_history_ == []
     assert (empty.labels_.name, empty.alphas_.name, empty.betas_.name) == ("agg_label", "alpha", "beta")
+    assert len(empty.tasks_) == len(empty.workers_) == len(empty.prior_labels_) == 0
+    assert empty.alphas_priors_mean_.empty and empty.betas_priors_mean_.empty
     flags = pd.DataFrame({"task": ["t1", "t1", "t2"], "worker": ["a", "b", "a"], "label": [True, False, True]})
     assert GLAD(n_iter=5).fit_predict(flags).dtype == bool  # crowd-kit: "Item wrong length"
     nan = toy.assign(label=toy["label"].where(toy.index != 0))  # a NaN label is no answer
@@ -1086,8 +1090,70 @@ def test_glad_edge_cases_and_checks(toy):
     for priors in (pd.Series({"no": -0.5, "yes": 1.5}), pd.Series({"no": 0.0, "yes": 0.0}), {"no": 0.5, "yes": 0.5}):
         with pytest.raises(ValueError, match="labels_priors"):
             GLAD(labels_priors=priors).fit(toy)
+    for missing in (np.nan, None, pd.NA):  # crowd-kit counts it in K but drops its column; pandas' reindex raised
+        with pytest.raises(ValueError, match="labels_priors names a missing label"):
+            GLAD(labels_priors=pd.Series([0.5, 0.5, 0.0], index=pd.Index(["no", "yes", missing], dtype=object))).fit(toy)
     with pytest.raises(ValueError, match="alphas_priors_mean has no finite value for 1 worker.*'w5'"):
         GLAD(alphas_priors_mean=pd.Series({"w1": 1.0, "w2": 1.0, "w3": 1.0, "w4": 1.0})).fit(toy)
     with pytest.raises(ValueError, match="betas_priors_mean must be finite"):
         GLAD(betas_priors_mean=np.inf).fit(toy)
     assert repr(GLAD(n_iter=3)).startswith("GLAD(n_iter=3, tol=1e-05, silent=True, labels_priors=None")
+
+
+def test_glad_prior_means_of_ids_without_answers_are_not_used(toy):
+    """crowd-kit aligns a mean for an unknown worker or task into its Q (-inf, a line search on -inf); a
+    table of means wider than the answers is used at the answers' ids only."""
+    workers, tasks = pd.unique(toy["worker"]), pd.unique(toy["task"])
+    alphas = pd.Series(np.linspace(0.5, 2.0, len(workers)), index=workers)
+    betas = pd.Series(np.linspace(-0.5, 1.5, len(tasks)), index=tasks)
+    wide = GLAD(n_iter=3, alphas_priors_mean=pd.concat([alphas, pd.Series({"nobody": 9.0})]),
+                betas_priors_mean=pd.concat([pd.Series({"no task": -9.0}), betas])).fit(toy)
+    exact = GLAD(n_iter=3, alphas_priors_mean=alphas, betas_priors_mean=betas).fit(toy)
+    assert np.isfinite(wide.loss_history_).all()
+    assert wide.loss_history_ == exact.loss_history_
+    assert_series_equal(wide.alphas_, exact.alphas_)
+    assert_frame_equal(wide.probas_, exact.probas_)
+
+
+@pytest.mark.parametrize("n_iter", [np.uint8(255), np.int32(2**31 - 1), np.int64(2**63 - 1), np.uint64(2**64 - 1)])
+@pytest.mark.parametrize("cls", [GLAD, DawidSkene, OneCoinDawidSkene])
+def test_a_numpy_n_iter_at_its_types_maximum_is_a_budget(toy, cls, n_iter):
+    """crowd-kit's ``range(n_iter)`` runs to convergence; the budget + 1 in the numpy type wrapped to 0
+    iterations (the majority vote, with an overflow warning)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fitted = cls(n_iter=n_iter).fit(toy)
+    assert fitted.loss_history_ == cls(n_iter=1000).fit(toy).loss_history_
+    assert len(fitted.loss_history_) > 1
+
+
+def test_a_prior_or_gold_label_equal_to_a_label_of_another_type_is_refused():
+    """True is 1 to Python (crowd-kit compares with ``==`` and then fails: "Item wrong length", "cannot reindex
+    on an axis with duplicate labels"); it became one more class that pandas' lookups then refused
+    (InvalidIndexError, no ValueError)."""
+    data = pd.DataFrame({"task": ["t1", "t1", "t2"], "worker": ["w1", "w2", "w1"], "label": [1, 0, 0]})
+    with pytest.raises(ValueError, match="label True .* equals the label 1 of the answers"):
+        GLAD(n_iter=1, labels_priors=pd.Series([0.3, 0.7], index=[True, False])).fit(data)
+    with pytest.raises(ValueError, match="label True .* equals the label 1 of the answers"):
+        DawidSkene(n_iter=2).fit(data, pd.Series([True], index=["t2"]))
+    flags = data.assign(label=data["label"].astype(bool))
+    with pytest.raises(ValueError, match="label 1 .* equals the label True of the answers"):
+        GLAD(n_iter=1, labels_priors=pd.Series([0.3, 0.7], index=[1, 0])).fit(flags)
+    # the same value in another numeric type is the same label, as in crowd-kit
+    as_float = GLAD(n_iter=2, labels_priors=pd.Series([0.3, 0.7], index=[1.0, 0.0])).fit(data)
+    assert_frame_equal(as_float.probas_, GLAD(n_iter=2, labels_priors=pd.Series([0.3, 0.7], index=[1, 0])).fit(data)
+                       .probas_, check_column_type=False)
+
+
+def test_glad_priors_given_as_text_are_refused(toy):
+    """"0.5" is no number: crowd-kit's arithmetic raises on it; ``to_numpy(float)`` read it as 0.5."""
+    workers = pd.unique(toy["worker"])
+    with pytest.raises(ValueError, match="labels_priors must hold numbers"):
+        GLAD(labels_priors=pd.Series({"no": "0.5", "yes": "0.5"})).fit(toy)
+    with pytest.raises(ValueError, match="labels_priors must hold numbers"):
+        GLAD(labels_priors=pd.Series({"no": 0.5, "yes": "0.5"}, dtype=object)).fit(toy)
+    with pytest.raises(ValueError, match="alphas_priors_mean must hold numbers"):
+        GLAD(alphas_priors_mean=pd.Series("1", index=workers)).fit(toy)
+    numbers = pd.Series([0.5, 0.5], index=["no", "yes"], dtype=object)  # numbers in an object column are numbers
+    assert_frame_equal(GLAD(n_iter=2, labels_priors=numbers).fit(toy).probas_,
+                       GLAD(n_iter=2, labels_priors=numbers.astype(float)).fit(toy).probas_)

@@ -287,3 +287,70 @@ def test_glad_on_crowd_kits_own_crowds_as_crowd_kit(crowd, n_iter):
     same_series(mine.alphas_, theirs.alphas_)
     same_series(mine.betas_, theirs.betas_)
     assert_series_equal(mine.priors_, theirs.priors_)
+
+
+# crowd-kit's E-step compares each answer's label with each class (``label == variable``) and adds the log of
+# its class prior: a nullable value on either side (text of pd.NA in Python storage, a nullable prior) makes the
+# posteriors pandas' ``Float64``, and the log is taken in the prior's own precision (float16 for int8).
+NULLABLE_GLAD = {
+    "python text labels": (SMALL["text"].astype({"label": "string[python]"}), None),
+    "Int64 prior": (SMALL["text"], pd.Series({"x": 1, "y": 1, "z": 2}, dtype="Int64")),
+    "Float64 prior": (SMALL["text"], pd.Series({"x": 0.2, "y": 0.5, "z": 0.3}, dtype="Float64")),
+    "Float32 prior": (SMALL["text"], pd.Series({"x": 0.2, "y": 0.5, "z": 0.3}, dtype="Float32")),
+    "float32 prior": (SMALL["text"], pd.Series({"x": 0.2, "y": 0.5, "z": 0.3}, dtype="float32")),
+    "float16 prior": (SMALL["text"], pd.Series({"x": 0.2, "y": 0.5, "z": 0.3}, dtype="float16")),
+    "int8 prior": (SMALL["text"], pd.Series({"x": 1, "y": 3, "z": 2}, dtype="int8")),
+    "Int8 prior": (SMALL["text"], pd.Series({"x": 1, "y": 3, "z": 2}, dtype="Int8")),
+}
+
+
+@pytest.mark.parametrize("n_iter", [0, 2])
+@pytest.mark.parametrize("kind", sorted(NULLABLE_GLAD))
+def test_glad_nullable_labels_and_priors_as_crowd_kit(kind, n_iter):
+    data, priors = NULLABLE_GLAD[kind]
+    mine = ours.GLAD(n_iter=n_iter, labels_priors=priors).fit(data)
+    theirs = quiet(lambda: ck.GLAD(n_iter=n_iter, labels_priors=priors).fit(data))
+    same_frame(mine.probas_, theirs.probas_)
+    same_labels(mine.labels_, theirs.labels_)
+    same_series(mine.alphas_, theirs.alphas_)
+    same_series(mine.betas_, theirs.betas_)
+
+
+@pytest.mark.parametrize("means", [None, "series"])
+@pytest.mark.parametrize("kind", ["text", "int", "mixed ids", "nullable int"])
+def test_glad_fitted_ids_and_prior_means_as_crowd_kit(kind, means):
+    """crowd-kit's GLAD also leaves ``tasks_``, ``workers_`` (``pd.unique`` of the columns), ``prior_labels_``
+    and the priors' means it used (``alphas_priors_mean_``, ``betas_priors_mean_``: 1 by id unless given)."""
+    data = SMALL[kind]
+    params = {}
+    if means:
+        params = {"alphas_priors_mean": pd.Series(2.0, index=pd.unique(data["worker"])[::-1]),
+                  "betas_priors_mean": 0.5, "labels_priors": pd.Series(1.0, index=pd.unique(data["label"])[::-1])}
+    mine = ours.GLAD(n_iter=1, **params).fit(data)
+    theirs = quiet(lambda: ck.GLAD(n_iter=1, **params).fit(data))
+    for name in ("tasks_", "workers_"):
+        np.testing.assert_array_equal(getattr(mine, name), getattr(theirs, name))
+        assert type(getattr(mine, name)) is type(getattr(theirs, name))
+        assert getattr(mine, name).dtype == getattr(theirs, name).dtype
+    if means:
+        assert_index_equal(mine.prior_labels_, theirs.prior_labels_, exact=True)
+        assert_series_equal(mine.alphas_priors_mean_, theirs.alphas_priors_mean_)
+        assert mine.betas_priors_mean_ == theirs.betas_priors_mean_ == 0.5
+    else:
+        np.testing.assert_array_equal(mine.prior_labels_, theirs.prior_labels_)
+        assert type(mine.prior_labels_) is type(theirs.prior_labels_)
+        assert_series_equal(mine.alphas_priors_mean_, theirs.alphas_priors_mean_)
+        assert_series_equal(mine.betas_priors_mean_, theirs.betas_priors_mean_)
+
+
+@pytest.mark.parametrize("missing", [["task"], ["worker"], ["label"], ["task", "label"]])
+def test_glad_missing_columns_raise_as_crowd_kit(missing):
+    """crowd-kit's GLAD reads ``data.worker`` and ``data.task`` (an AttributeError without them), then
+    ``data["label"]`` (a KeyError); ours is a KeyError too, as the other classes'."""
+    data = SMALL["text"].drop(columns=missing)
+    with pytest.raises(Exception) as theirs:
+        quiet(lambda: ck.GLAD(n_iter=1).fit(data))
+    with pytest.raises(type(theirs.value)):
+        ours.GLAD(n_iter=1).fit(data)
+    with pytest.raises(KeyError):
+        ours.GLAD(n_iter=1).fit(data)
