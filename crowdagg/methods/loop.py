@@ -34,6 +34,7 @@ Objective direction
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -244,6 +245,8 @@ def iterate(
         raise ValueError(f"objective direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
     if n_init < 1:
         raise ValueError(f"n_init must be at least 1, got {n_init}")
+    # A Python int: a numpy integer at its type's maximum wraps in max_iter + 1 (no iteration at all).
+    max_iter, n_init = operator.index(max_iter), operator.index(n_init)
     best: Run | None = None
     for s in range(n_init):
         state, prev = start(s, np.random.default_rng([seed, s]))

@@ -310,3 +310,15 @@ def test_the_base_fills_in_the_run_s_outcome_a_finish_leaves_out(fake, monkeypat
     with pytest.warns(ConvergenceWarning):
         res = Bare().fit(data)
     assert res.n_iter == 10 and not res.converged  # not the defaults (0, True) after a non-convergence warning
+
+
+def test_a_numpy_iteration_cap_at_its_types_maximum_still_iterates():
+    """max_iter = np.uint8(255): max_iter + 1 wrapped to 0 in numpy arithmetic, and no iteration ran."""
+    steps = []
+
+    def step(state):
+        steps.append(1)
+        return Step(objective=1.0)
+
+    run = iterate(lambda s, rng: (None, None), step, rule=RelativeChange(), max_iter=np.uint8(255), seed=0, tol=0.5)
+    assert run.n_iter == 2 and run.converged and len(steps) == 2
