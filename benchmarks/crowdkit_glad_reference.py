@@ -53,7 +53,7 @@ with warnings.catch_warnings():  # crowd-kit's imports warn about optional extra
     from crowdkit.aggregation import GLAD
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from crowdkit_reference import EXCLUDE, accuracy, default_datasets_dir, write_results  # noqa: E402
+from crowdkit_reference import EXCLUDE, accuracy, default_datasets_dir, read_dataset, write_results  # noqa: E402
 
 
 def max_diff(mine: pd.Series | pd.DataFrame, theirs: pd.Series | pd.DataFrame) -> float:
@@ -104,12 +104,7 @@ def own_glad(data: pd.DataFrame, truth: pd.Series) -> dict:
 
 
 def run_dataset(path: str, settings: dict) -> dict:
-    labels = pd.read_csv(os.path.join(path, "labels.csv"), dtype=str, keep_default_na=False)
-    truth_df = pd.read_csv(os.path.join(path, "truth.csv"), dtype=str, keep_default_na=False)
-    truth = truth_df.drop_duplicates("task", keep="last").set_index("task")["label"]
-    n_raw = len(labels)
-    data = labels[["task", "worker", "label"]].drop_duplicates(["task", "worker"], keep="last")
-    data = data.reset_index(drop=True)
+    data, truth, n_raw = read_dataset(path)
 
     t0 = time.perf_counter()
     with warnings.catch_warnings():  # crowd-kit's pandas FutureWarnings

@@ -81,13 +81,20 @@ def mv_ties_split(probas: pd.DataFrame, truth: pd.Series) -> float:
     return float(score.sum() / len(truth))
 
 
-def run_dataset(path: str, tol: float = 1e-5) -> dict:
+def read_dataset(path: str) -> tuple[pd.DataFrame, pd.Series, int]:
+    """A dataset folder's answers (all str; duplicate (task, worker) pairs dropped keeping the LAST), its truth
+    (by task) and its number of rows before the duplicates went."""
     labels = pd.read_csv(os.path.join(path, "labels.csv"), dtype=str, keep_default_na=False)
     truth_df = pd.read_csv(os.path.join(path, "truth.csv"), dtype=str, keep_default_na=False)
     truth = truth_df.drop_duplicates("task", keep="last").set_index("task")["label"]
     n_raw = len(labels)
     data = labels[["task", "worker", "label"]].drop_duplicates(["task", "worker"], keep="last")
     data = data.reset_index(drop=True)
+    return data, truth, n_raw
+
+
+def run_dataset(path: str, tol: float = 1e-5) -> dict:
+    data, truth, n_raw = read_dataset(path)
 
     mv = MajorityVote().fit(data)
     mv_acc = accuracy(mv.labels_, truth)
