@@ -53,7 +53,14 @@ with warnings.catch_warnings():  # crowd-kit's imports warn about optional extra
     from crowdkit.aggregation import GLAD
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from crowdkit_reference import EXCLUDE, accuracy, default_datasets_dir, read_dataset, write_results  # noqa: E402
+from crowdkit_reference import (  # noqa: E402
+    EXCLUDE,
+    accuracy,
+    dataset_shape,
+    default_datasets_dir,
+    read_dataset,
+    write_results,
+)
 
 
 def max_diff(mine: pd.Series | pd.DataFrame, theirs: pd.Series | pd.DataFrame) -> float:
@@ -112,12 +119,7 @@ def run_dataset(path: str, settings: dict) -> dict:
         theirs = GLAD(**settings).fit(data)
     seconds = time.perf_counter() - t0
     return {
-        "n_answers": len(data),
-        "n_duplicates_dropped": n_raw - len(data),
-        "n_tasks": int(data["task"].nunique()),
-        "n_workers": int(data["worker"].nunique()),
-        "n_classes": int(data["label"].nunique()),
-        "n_truth": int(len(truth)),
+        **dataset_shape(data, truth, n_raw),
         "crowdkit_acc": accuracy(theirs.labels_, truth),
         "crowdkit_iters": len(theirs.loss_history_),
         "crowdkit_seconds": seconds,

@@ -93,6 +93,20 @@ def read_dataset(path: str) -> tuple[pd.DataFrame, pd.Series, int]:
     return data, truth, n_raw
 
 
+def dataset_shape(data: pd.DataFrame, truth: pd.Series, n_raw: int) -> dict:
+    """What a result row says of its dataset: answers (before and after the duplicates), tasks, workers, classes,
+    truth labels."""
+    return {
+        "n_answers_raw": n_raw,
+        "n_answers": len(data),
+        "n_duplicates_dropped": n_raw - len(data),
+        "n_tasks": int(data["task"].nunique()),
+        "n_workers": int(data["worker"].nunique()),
+        "n_classes": int(data["label"].nunique()),
+        "n_truth": int(len(truth)),
+    }
+
+
 def run_dataset(path: str, tol: float = 1e-5) -> dict:
     data, truth, n_raw = read_dataset(path)
 
@@ -113,13 +127,7 @@ def run_dataset(path: str, tol: float = 1e-5) -> dict:
     oc_acc = accuracy(oc_pred, truth)
 
     return {
-        "n_answers_raw": n_raw,
-        "n_answers": len(data),
-        "n_duplicates_dropped": n_raw - len(data),
-        "n_tasks": int(data["task"].nunique()),
-        "n_workers": int(data["worker"].nunique()),
-        "n_classes": int(data["label"].nunique()),
-        "n_truth": int(len(truth)),
+        **dataset_shape(data, truth, n_raw),
         "mv_acc": mv_acc,
         "mv_acc_ties_split": mv_split,
         "ds_acc": ds_acc,
