@@ -108,8 +108,9 @@ class GladState:
 def log_priors(state: GladState, beta_mean: float) -> tuple[float, np.ndarray, np.ndarray]:
     """The log-densities of the priors at the state's parameters, and their gradients (n_workers,), (n_tasks,)."""
     da, db = state.alpha - state.mean, state.log_beta - beta_mean
-    value = (0.5 * np.log(state.precision).sum() - 0.5 * float(state.precision @ (da * da))
-             - _HALF_LOG_2PI * (da.size + db.size) - 0.5 * float(db @ db))
+    # numpy's own sums, not BLAS dot products: a BLAS sum's order follows its thread count.
+    value = (0.5 * np.log(state.precision).sum() - 0.5 * float((state.precision * da * da).sum())
+             - _HALF_LOG_2PI * (da.size + db.size) - 0.5 * float((db * db).sum()))
     return value, -state.precision * da, -db
 
 
