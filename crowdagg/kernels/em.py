@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from .schedule import block_bounds, block_count, run_blocks
+from .schedule import block_bounds, block_count, block_sum, run_blocks
 
 
 def em_accumulator_bytes(n_workers: int, n_classes: int) -> int:
@@ -201,7 +201,7 @@ def _posterior_summary(post: np.ndarray, bounds: np.ndarray, floor: float) -> tu
     sums = np.zeros((n_blocks, post.shape[1]))
     qlogq = np.zeros(n_blocks)
     run_blocks(_summary_blocks, n_blocks, bounds, post, floor, sums, qlogq)
-    return _block_sum(sums), float(_block_sum(qlogq))
+    return block_sum(sums), float(block_sum(qlogq))
 
 
 def _fill(
@@ -260,11 +260,6 @@ def _check_memory(n_blocks: int, n_workers: int, k: int, max_memory: Any) -> Non
 
 def _zeros(n_blocks: int, n_workers: int, k: int) -> BlockStats:
     return BlockStats(np.zeros((n_blocks, n_workers, k, k)), np.zeros((n_blocks, k)), np.zeros(n_blocks))
-
-
-def _block_sum(values: np.ndarray) -> Any:
-    """The sum over the block axis: the one reduction order every engine uses."""
-    return values[0] if values.shape[0] == 1 else values.sum(axis=0)
 
 
 def block_statistics(
@@ -328,7 +323,7 @@ def add_block_statistics(parts: Sequence[BlockStats]) -> tuple[np.ndarray, np.nd
         counts = np.concatenate([p.counts for p in parts])
         tot = np.concatenate([p.class_tot for p in parts])
         ll = np.concatenate([p.loglik for p in parts])
-    return _block_sum(counts), _block_sum(tot), float(_block_sum(ll))
+    return block_sum(counts), block_sum(tot), float(block_sum(ll))
 
 
 class EMWorkspace:
@@ -376,7 +371,7 @@ class EMWorkspace:
         check ``clamp`` (gold) once, not once per iteration.
         """
         _fill(self.blocks, True, self.task_ptr, self.cell, self.bounds, self.post, log_prior, log_conf_ot, clamp)
-        return float(_block_sum(self.blocks.loglik))
+        return float(block_sum(self.blocks.loglik))
 
     def accumulate(self, post: np.ndarray) -> None:
         """Fill the sufficient statistics from given posteriors (no E-step)."""

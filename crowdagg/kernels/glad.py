@@ -51,7 +51,7 @@ import math
 import numpy as np
 from numba import njit
 
-from .schedule import block_bounds, run_blocks
+from .schedule import block_bounds, block_sum, run_blocks
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -165,11 +165,6 @@ def _curvature_blocks(blocks, bounds, task_ptr, worker, alpha, log_beta, h_block
 
 #: The most workers or classes: the kernels read int32 codes (one compiled signature).
 _MAX_CODES = int(np.iinfo(np.int32).max)
-
-
-def _block_sum(values: np.ndarray) -> np.ndarray:
-    """The sum over the block axis, in block order (the one reduction order: results for any thread count)."""
-    return values[0].copy() if values.shape[0] == 1 else values.sum(axis=0)
 
 
 class GladWorkspace:
@@ -309,19 +304,19 @@ class GladWorkspace:
     def _e_step(self, alpha: np.ndarray, log_beta: np.ndarray, log_prior: np.ndarray, clamp: np.ndarray) -> float:
         run_blocks(_e_step_blocks, self.n_blocks, self.bounds, self.task_ptr, self.worker, self.label, alpha,
                    log_beta, log_prior, self.log_km1, clamp, self.post, self.q, self._scalars)
-        return float(_block_sum(self._scalars))
+        return float(block_sum(self._scalars))
 
     def _objective(self, alpha: np.ndarray, log_beta: np.ndarray, q: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
         g_log_beta = np.empty(self.n_tasks)
         run_blocks(_objective_blocks, self.n_blocks, self.bounds, self.task_ptr, self.worker, alpha, log_beta, q,
                    self.log_km1, self._scalars, self._per_block, g_log_beta)
-        return float(_block_sum(self._scalars)), _block_sum(self._per_block), g_log_beta
+        return float(block_sum(self._scalars)), block_sum(self._per_block).copy(), g_log_beta
 
     def _curvatures(self, alpha: np.ndarray, log_beta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         h_task = np.empty(self.n_tasks)
         run_blocks(_curvature_blocks, self.n_blocks, self.bounds, self.task_ptr, self.worker, alpha, log_beta,
                    self._per_block, h_task)
-        return _block_sum(self._per_block), h_task
+        return block_sum(self._per_block).copy(), h_task
 
     def set_posteriors(self, post: np.ndarray) -> None:
         """Take given posteriors (n_tasks, K) as the E-step's: :attr:`post` and each answer's :attr:`q`."""

@@ -86,6 +86,13 @@ def run_blocks(kernel: Callable[..., None], n_blocks: int, *args: Any) -> None:
         f.result()
 
 
+def block_sum(values: np.ndarray) -> np.ndarray:
+    """The sum over the leading block axis, in block order: the one reduction every kernel family and engine uses,
+    so results are bit-identical for any thread count.  With one block, a view of it (copy before the next pass
+    overwrites the buffer)."""
+    return values[0] if values.shape[0] == 1 else values.sum(axis=0)
+
+
 #: Below this many answers the ingest kernels run on one thread (threads cost more than they save).
 PARALLEL_ANSWERS = 4_000_000
 
