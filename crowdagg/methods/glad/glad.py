@@ -284,7 +284,7 @@ class Glad(IterativeAggregator):
         return make_result(
             self.name, data, post, labels, prior / prior.sum(),
             worker_params={"alpha": state.alpha.copy()}, task_params={"beta": np.exp(state.log_beta)},
-            counts=counts, init_model=None if checked.warm is None else checked.warm.model,
+            counts=counts,  # (a warm start's model: the base carries it into the result)
         )
 
 
