@@ -621,7 +621,21 @@ class Wawa:
 _DENSE_TABLES = 6
 
 
-class _EM:
+class _Flavour:
+    """What crowd-kit's iterative classes share as settings of crowdagg's loop: its stop rule (the objective rising
+    by less than ``tol``, a fall stopping too, ``n_iter`` a budget) and one start; the flavour supplies
+    ``start(index, rng)`` and ``step(state)``."""
+
+    stop_rule: ClassVar[StopRule] = AbsoluteGain()
+    objective_direction: ClassVar[str] = MAXIMISE
+
+    def fit(self, n_iter: int, tol: float) -> Run:
+        """Run crowdagg's loop with these settings: one start, at most ``n_iter`` steps."""
+        return iterate(self.start, self.step, rule=self.stop_rule, direction=self.objective_direction,  # type: ignore[attr-defined]
+                       max_iter=n_iter, tol=tol, seed=0)
+
+
+class _EM(_Flavour):
     r"""crowd-kit's Dawid--Skene EM as settings of crowdagg's loop, on crowdagg's fused EM kernel.
 
     Not a second EM: the iterations run in the loop every iterative method
@@ -659,8 +673,6 @@ class _EM:
 
     name: ClassVar[str] = "crowdkit.DawidSkene"  # (for resolve_start, whose messages name the method)
     init: ClassVar[str] = SOFT_VOTE
-    stop_rule: ClassVar[StopRule] = AbsoluteGain()
-    objective_direction: ClassVar[str] = MAXIMISE
 
     def __init__(self, ans: _Answers, clamp: np.ndarray, initial: Any = None) -> None:
         self.ans = ans
@@ -685,11 +697,6 @@ class _EM:
         need, what = em_memory(d)
         return need + 8.0 * _DENSE_TABLES * d.n_workers * d.n_classes ** 2, what
 
-    def fit(self, n_iter: int, tol: float) -> Run:
-        """Run crowdagg's loop with these settings: one start, at most ``n_iter`` steps."""
-        # a Python int: the loop counts to max_iter + 1, which wraps to 0 at a numpy integer type's maximum
-        return iterate(self.start, self.step, rule=self.stop_rule, direction=self.objective_direction,
-                       max_iter=int(n_iter), tol=tol, seed=0)
 
     def start(self, index: int, rng: np.random.Generator) -> tuple[_EMState, None]:
         from .kernels import EMWorkspace
@@ -998,7 +1005,7 @@ def _glad_columns(labels: pd.Index) -> pd.Index:
     return aligned.unstack().columns.rename("variable")
 
 
-class _GladEM:
+class _GladEM(_Flavour):
     r"""crowd-kit's GLAD EM as settings of crowdagg's loop, on the kernels of crowdagg's ``glad``.
 
     Not a second GLAD: the iterations run in :func:`crowdagg.methods.loop.iterate`,
@@ -1034,8 +1041,6 @@ class _GladEM:
     """
 
     name: ClassVar[str] = "crowdkit.GLAD"
-    stop_rule: ClassVar[StopRule] = AbsoluteGain()
-    objective_direction: ClassVar[str] = MAXIMISE
 
     def __init__(self, data: AnnotationSet, log_prior: np.ndarray, means: np.ndarray, m_step_max_iter: int,
                  m_step_tol: float) -> None:
@@ -1056,11 +1061,6 @@ class _GladEM:
         need, what = glad_memory(d)
         return need + 8.0 * d.n_tasks * d.n_classes, what
 
-    def fit(self, n_iter: int, tol: float) -> Run:
-        """Run crowdagg's loop with these settings: one start, at most ``n_iter`` steps."""
-        # a Python int: the loop counts to max_iter + 1, which wraps to 0 at a numpy integer type's maximum
-        return iterate(self.start, self.step, rule=self.stop_rule, direction=self.objective_direction,
-                       max_iter=int(n_iter), tol=tol, seed=0)
 
     def start(self, index: int, rng: np.random.Generator) -> tuple[_GladState, float]:
         from .kernels.glad import GladWorkspace
