@@ -92,13 +92,20 @@ class FitContext(Mapping[str, Any]):
         (:class:`~crowdagg.methods.model_file.WarmStart`: the pseudo-counts
         the method's M-step adds, by its ``saved_form``); None otherwise.
 
+    engine : LocalEngine (or another engine of :mod:`crowdagg.engine`)
+        What maps the method's block functions over the data's grid and
+        reduces their sums (``checked.engine.map_reduce(fn, params)``): the
+        method never builds a workspace of its own.
+
     And :meth:`optimizer`: the fit's record of an inner optimiser's runs,
     said once when the fit ends.
     """
 
     def __init__(self, params: Mapping[str, Any], *, clamp: np.ndarray | None = None,
-                 start: Start | None = None, warm: WarmStart | None = None, method: str = "") -> None:
+                 start: Start | None = None, warm: WarmStart | None = None, method: str = "",
+                 engine: Any = None) -> None:
         self.params = dict(params)
+        self.engine = engine
         self.clamp = clamp
         self.start = start
         self.warm = warm
@@ -219,10 +226,13 @@ class Aggregator:
         return 4.0 * 8 * data.n_tasks * data.n_classes, _tasks_by_classes(data)
 
     def fit(
-        self, data: AnnotationSet, *, callback: Any = None, max_memory: memory.MaxMemory = None
+        self, data: AnnotationSet, *, callback: Any = None, max_memory: memory.MaxMemory = None,
+        engine: Any = None,
     ) -> AggregationResult:
         """Aggregate ``data``.
 
+        ``engine`` runs the method's block functions (:mod:`crowdagg.engine`):
+        None or ``"local"`` for this machine's threads, or an engine object.
         ``callback(iteration, objective)`` is called after each iteration.
         ``max_memory`` (bytes or text such as ``"4G"``; default 80% of the
         available memory) bounds what the fit may allocate: a larger need is
@@ -239,6 +249,7 @@ class Aggregator:
             need += WarmStart.memory(data, self._saved, self.name)
         memory.check(need, what, max_memory, advice=self.memory_advice)
         context = self._context(data, checked, max_memory)
+        context.engine = _engine(engine, data)
         with threads.fit_scope():  # BLAS on one thread beside the kernels; torch on the policy's count
             result = self._fit(data, context, callback)
         context.report_optimizers()
@@ -372,6 +383,17 @@ class IterativeAggregator(Aggregator):
         if not len(result.objective) and best.trace:
             result.objective, result.objective_name = np.asarray(best.trace), result.objective_name or self.objective_name
         return result
+
+
+def _engine(engine: Any, data: AnnotationSet) -> Any:
+    """The engine a fit runs on: the local engine over ``data`` for None or ``"local"``, or the given engine."""
+    if engine is None or engine == "local":
+        from ..engine import LocalEngine
+
+        return LocalEngine(data)
+    if isinstance(engine, str):
+        raise UsageError(f"{param('engine')} must be 'local' or an engine object, got {engine!r}")
+    return engine
 
 
 def _tasks_by_classes(data: AnnotationSet) -> str:

@@ -1,0 +1,103 @@
+"""The local engine: one partition holding every block, its blocks spread over the thread policy's threads.
+
+The threads take contiguous ranges of blocks; each reduces its range to
+the values of the tree nodes it covers (:func:`crowdagg.engine.tree.reduce_range`,
+a stack of log₂ n partial sums) and :func:`~crowdagg.engine.tree.combine`
+adds those: the sums are bit-identical for any thread count, and to any
+other engine's over the same grid.  Block functions are numba kernels
+that release the GIL, so plain Python threads run them in parallel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from ..core import threads
+from ..data.annotations import AnnotationSet
+from . import tree
+from .grid import task_grid
+from .part import Part
+
+
+@lru_cache(maxsize=4)
+def _pool(n: int) -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=n, thread_name_prefix="crowdagg")
+
+
+class LocalEngine:
+    """Map block functions over the grid of ``data`` on this machine's threads and reduce their sums.
+
+    Parameters
+    ----------
+    data : AnnotationSet
+
+    Attributes
+    ----------
+    part : Part
+        The one partition: every block, the set's own arrays.
+    n_blocks : int
+    """
+
+    name = "local"
+
+    def __init__(self, data: AnnotationSet) -> None:
+        self.data = data
+        bounds = task_grid(data.task_ptr, data.n_workers, data.n_classes)
+        self.part = Part(0, len(bounds) - 1, 0, bounds, data.task_ptr, data.worker, data.label,
+                         data.n_workers, data.n_classes, data.tasks)
+        self.n_blocks = self.part.n_blocks
+
+    @property
+    def parts(self) -> list[Part]:
+        return [self.part]
+
+    def map_reduce(
+        self, fn: Callable[..., tuple[Any, Any]], params: Any = None, *, keep: bool = False
+    ) -> tuple[Any, list[Any] | None]:
+        """Run ``fn(part, b, params, keep)`` on every block and add the sums along the tree.
+
+        ``fn`` returns ``(sums, out)``: the block's sums (reduced) and, when
+        ``keep``, its per-task (or per-answer) outputs, which stay with the
+        block.  Returns ``(total, outs)``: ``outs`` the blocks' outputs in
+        block order when ``keep`` (None otherwise).
+        """
+        part, n = self.part, self.n_blocks
+        outs: list[Any] = [None] * n if keep else []
+
+        def block(b: int) -> Any:
+            sums, out = fn(part, b, params, keep)
+            if keep:
+                outs[b] = out
+            return sums
+
+        spans = list(tree.ranges(n, min(threads.count(), n)))
+        if len(spans) == 1:
+            nodes = tree.reduce_range(0, n, n, block)
+        else:
+            pool = _pool(len(spans))
+            futures = [pool.submit(tree.reduce_range, lo, hi, n, block) for lo, hi in spans[1:]]
+            nodes = tree.reduce_range(*spans[0], n, block)
+            for f in futures:
+                nodes.update(f.result())
+        return tree.combine(nodes, n), (outs if keep else None)
+
+    def gather(self, outs: list[Any]) -> Any:
+        """The blocks' outputs joined in task order: arrays concatenated, tuples of arrays concatenated elementwise."""
+        return join(outs)
+
+
+def join(outs: list[Any]) -> Any:
+    """Blocks' outputs (arrays, or tuples/dicts of arrays) concatenated along their first axis, in block order."""
+    if not outs:
+        return outs
+    first = outs[0]
+    if isinstance(first, tuple):
+        return tuple(join([o[i] for o in outs]) for i in range(len(first)))
+    if isinstance(first, dict):
+        return {k: join([o[k] for o in outs]) for k in first}
+    return first if len(outs) == 1 else np.concatenate(outs)

@@ -1,0 +1,50 @@
+"""The local engine maps a block function over the grid and reduces along the tree, whatever the thread count."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from crowdagg.core import threads
+from crowdagg.data.annotations import AnnotationSet
+from crowdagg.engine import LocalEngine, Part
+
+
+def _data(n_tasks: int = 40_000, seed: int = 0) -> AnnotationSet:
+    rng = np.random.default_rng(seed)
+    task = np.repeat(np.arange(n_tasks), 5)
+    worker = rng.integers(0, 50, len(task))
+    label = rng.integers(0, 3, len(task))
+    return AnnotationSet.from_codes(task, worker, label)
+
+
+def _weighted_votes(part: Part, b: int, params, keep: bool):
+    """Per worker, the sum of its answers' weights (dense sums); per task, its answers' count (kept output)."""
+    lo, hi = part.answers_of(b)
+    w = part.worker[lo:hi]
+    sums = np.bincount(w, weights=params[part.label[lo:hi]], minlength=part.n_workers)
+    start, stop = part.tasks_of(b)
+    return (sums, float(hi - lo)), (np.diff(part.task_ptr[start:stop + 1]) if keep else None)
+
+
+def test_sums_and_outputs_match_numpy_and_do_not_depend_on_threads() -> None:
+    data = _data()
+    engine = LocalEngine(data)
+    assert engine.n_blocks == data.n_answers // 65_536 > 1
+    weights = np.array([0.1, 1e-9, 1e7])
+    results = []
+    for n in (1, 2, 3):
+        with threads.use_threads(n):
+            (per_worker, total), outs = engine.map_reduce(_weighted_votes, weights, keep=True)
+        results.append(per_worker)
+        assert total == data.n_answers
+        assert np.array_equal(engine.gather(outs), data.answers_per_task)
+    assert all(np.array_equal(results[0], r) for r in results[1:])
+    want = np.bincount(data.worker, weights=weights[data.label], minlength=data.n_workers)
+    assert np.allclose(results[0], want, rtol=1e-12)
+
+
+def test_cell_is_int32_worker_times_k_plus_label() -> None:
+    data = _data(100)
+    part = LocalEngine(data).part
+    assert part.cell.dtype == np.int32
+    assert np.array_equal(part.cell, data.worker.astype(np.int64) * 3 + data.label)
