@@ -1,0 +1,170 @@
+"""The Dask engine: the grid's blocks in partitions that live on Dask workers, reduced along the same tree.
+
+Each partition (a :class:`~.part.Part`: a contiguous range of the grid's
+blocks) is built once on a Dask worker and stays there (a future the
+engine holds; Dask spills it to disk when memory is short and rebuilds it
+from its inputs, by lineage, when its worker is lost).  Every
+:meth:`DaskEngine.map_reduce`:
+
+1. scatters the call's parameters once (every partition reads the same
+   copy);
+2. runs, per partition on the worker that holds it,
+   :func:`~.tree.reduce_range` over the partition's blocks with the block
+   function -- the values of the tree nodes the partition covers, O(log n)
+   of them;
+3. gathers those nodes and :func:`~.tree.combine` s them on the client.
+
+The tree and the block function are the local engine's, so the totals are
+bit-identical to :class:`~.local.LocalEngine`'s for any number of
+partitions or workers.  Kept outputs (``keep=True``) stay on the workers,
+one future per partition, until :meth:`DaskEngine.gather` fetches them in
+block order.
+
+Dask (``pip install 'crowdagg[dask]'``) is imported only when an engine is
+made.
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from ..errors import UsageError
+from . import tree
+from .local import join
+from .part import Part
+
+
+def require_distributed() -> Any:
+    """The ``distributed`` module, or a :class:`~crowdagg.errors.UsageError` naming the extra to install."""
+    try:
+        import distributed
+    except ImportError:
+        raise UsageError("the Dask engine needs dask and distributed: pip install 'crowdagg[dask]'") from None
+    return distributed
+
+
+def run_part(fn: Callable[..., tuple[Any, Any]], part: Part, params: Any, keep: bool) -> tuple[dict, list | None]:
+    """On a Dask worker: ``fn`` over ``part``'s blocks, reduced to the values of the tree nodes it covers.
+
+    Returns ``(nodes, outs)``: the cover nodes' values (keyed by node) and,
+    when ``keep``, the blocks' outputs in block order.
+    """
+    outs: list[Any] = []
+
+    def block(b: int) -> Any:
+        sums, out = fn(part, b - part.first_block, params, keep)
+        if keep:
+            outs.append(out)
+        return sums
+
+    nodes = tree.reduce_range(part.first_block, part.first_block + part.n_blocks, part.n_blocks_total, block)
+    return nodes, (outs if keep else None)
+
+
+def _writable(value: Any) -> Any:
+    """``value`` with every array writable: the tree adds in place into its left operand, and an array
+    deserialized from a message may be a read-only view of the message's buffer."""
+    if isinstance(value, np.ndarray):
+        return value if value.flags.writeable else value.copy()
+    if isinstance(value, tuple):
+        return tuple(_writable(v) for v in value)
+    return value
+
+
+class Kept(list):  # type: ignore[type-arg]
+    """The kept outputs of one :meth:`DaskEngine.map_reduce`: one future per partition (a list of its blocks'
+    outputs), on the workers until :meth:`DaskEngine.gather` fetches them."""
+
+
+class DaskEngine:
+    """Map block functions over partitions held on Dask workers and reduce their sums along the tree.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    parts : sequence of distributed.Future
+        Futures of the :class:`~.part.Part` s, in block order, covering
+        blocks ``0 .. n_blocks`` of one grid contiguously (a partition may
+        hold no block).
+    n_blocks : int
+        Blocks in the grid.
+
+    Attributes
+    ----------
+    n_blocks : int
+    parts : list of distributed.Future
+    """
+
+    name = "dask"
+
+    def __init__(self, client: Any, parts: Sequence[Any], n_blocks: int) -> None:
+        self.client = client
+        self.parts = list(parts)
+        self.n_blocks = int(n_blocks)
+
+    def map_reduce(
+        self, fn: Callable[..., tuple[Any, Any]], params: Any = None, *, keep: bool = False
+    ) -> tuple[Any, Kept | None]:
+        """Run ``fn(part, b, params, keep)`` on every block and add the sums along the tree (as the local engine).
+
+        ``fn`` must be a module-level function (it is sent by reference).
+        Returns ``(total, outs)``; ``outs`` (when ``keep``) holds the
+        partitions' outputs on the workers: pass it to :meth:`gather`.
+        """
+        client = self.client
+        shared = None
+        if params is not None:  # one copy on the cluster, read by every partition
+            [shared] = client.scatter([params], hash=False)
+        results = [client.submit(run_part, fn, p, shared, keep, pure=False) for p in self.parts]
+        node_futures = client.map(operator.getitem, results, [0] * len(results), pure=False)
+        kept = Kept(client.map(operator.getitem, results, [1] * len(results), pure=False)) if keep else None
+        nodes: dict[tree.Node, Any] = {}
+        for part_nodes in client.gather(node_futures):
+            nodes.update({k: _writable(v) for k, v in part_nodes.items()})
+        del results, node_futures, shared
+        return tree.combine(nodes, self.n_blocks), kept
+
+    def gather(self, outs: Kept) -> Any:
+        """The kept outputs fetched from the workers and joined in block order (as :meth:`LocalEngine.gather`)."""
+        blocks = [out for part in self.client.gather(list(outs)) for out in part]
+        return join(blocks)
+
+    def close(self) -> None:
+        """Release the partitions (the cluster stays up: it is the caller's)."""
+        self.client.cancel(self.parts)
+        self.parts = []
+
+
+@contextmanager
+def connect(scheduler: str | None = None, n_workers: int | None = None) -> Iterator[Any]:
+    """A Dask client for one run: to the scheduler at ``scheduler``, or to a ``LocalCluster`` of ``n_workers``
+    worker processes (one thread each; default: the thread policy's count) started here and closed on exit."""
+    distributed = require_distributed()
+    if scheduler is not None:
+        try:
+            client = distributed.Client(scheduler, timeout="30s")
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise UsageError(f"cannot reach the Dask scheduler at {scheduler!r}: {exc}") from None
+        with client:
+            yield client
+        return
+    from ..core import threads
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # distributed's notes on ports and memory limits are not the run's business
+        cluster = distributed.LocalCluster(
+            n_workers=n_workers or threads.count(), threads_per_worker=1, processes=True, dashboard_address=None,
+            silence_logs=logging.ERROR,
+        )
+    try:
+        with distributed.Client(cluster) as client:
+            yield client
+    finally:
+        cluster.close()
