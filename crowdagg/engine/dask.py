@@ -110,18 +110,22 @@ class DaskEngine:
         self.n_blocks = int(n_blocks)
 
     def map_reduce(
-        self, fn: Callable[..., tuple[Any, Any]], params: Any = None, *, keep: bool = False
+        self, fn: Callable[..., tuple[Any, Any]], params: Any = None, *, keep: bool = False, by: str = "task"
     ) -> tuple[Any, Kept | None]:
         """Run ``fn(part, b, params, keep)`` on every block and add the sums along the tree (as the local engine).
 
         ``fn`` must be a module-level function (it is sent by reference).
         Returns ``(total, outs)``; ``outs`` (when ``keep``) holds the
         partitions' outputs on the workers: pass it to :meth:`gather`.
+        The partitions are task-ordered: ``by="worker"`` (the worker-ordered
+        grid of :meth:`LocalEngine.map_reduce`) is not offered here yet.
         """
+        if by != "task":
+            raise UsageError(f"the Dask engine runs passes by task; map_reduce(by={by!r}) runs on the local engine")
         client = self.client
         shared = None
-        if params is not None:  # one copy on the cluster, read by every partition
-            [shared] = client.scatter([params], hash=False)
+        if params is not None:  # one copy per worker (a lost worker's partitions rerun where a copy is)
+            [shared] = client.scatter([params], hash=False, broadcast=True)
         results = [client.submit(run_part, fn, p, shared, keep, pure=False) for p in self.parts]
         node_futures = client.map(operator.getitem, results, [0] * len(results), pure=False)
         kept = Kept(client.map(operator.getitem, results, [1] * len(results), pure=False)) if keep else None

@@ -57,7 +57,7 @@ from ..errors import CrowdaggWarning, UsageError, param, warn
 FORMATS = ("csv", "tsv", "parquet")
 
 #: Warnings of one file's reader that the client words again for the whole input (from the merged data).
-_GLOBAL_WARNINGS = ("only one class", "labels that differ only by", "duplicate answer(s)")
+_GLOBAL_WARNINGS = ("only one class", "labels that differ only by", "duplicate answer(s) (same task and worker)")
 
 
 @dataclass
@@ -232,7 +232,7 @@ def read_distributed(
     # 2. The global vocabularies and counts, in the local reader's order.
     for f in files:
         for text in f.warnings:
-            if not text.startswith(_GLOBAL_WARNINGS):
+            if not any(said in text for said in _GLOBAL_WARNINGS):
                 warn(CrowdaggWarning(text))
     t_codes, t_names = vocab.encode(vocab.concat([f.tasks.names for f in files]))
     w_codes, w_names = vocab.encode(vocab.concat([f.workers.names for f in files]))

@@ -1,0 +1,340 @@
+"""The Dask engine on a real LocalCluster: the same partitions, sums and bytes as the local engine, whatever the
+partitioning; a worker killed mid-fit, an empty partition, a malformed file.
+
+One cluster of two worker processes serves the whole module (started once: a few seconds).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+distributed = pytest.importorskip("distributed")
+
+from crowdagg.data.annotations import AnnotationSet  # noqa: E402
+from crowdagg.data.remote import RemoteAnswers, is_remote  # noqa: E402
+from crowdagg.engine import LocalEngine, Part  # noqa: E402
+from crowdagg.errors import DataError, UsageError  # noqa: E402
+from crowdagg.io.read import load_annotations  # noqa: E402
+from crowdagg.methods.api import aggregate  # noqa: E402
+from crowdagg.methods.registry import METHODS, get_method  # noqa: E402
+
+pytestmark = pytest.mark.dask
+
+#: The methods that declare the Dask engine.
+DASK_METHODS = [name for name, m in METHODS.items() if "dask" in m.engines]
+
+
+@pytest.fixture(scope="module")
+def client():
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    c = distributed.Client(cluster)
+    try:
+        yield c
+    finally:
+        c.close()
+        cluster.close()
+
+
+# --------------------------------------------------------------------------- data
+def _sim_frame(n_answers: int = 1_000_000, n_tasks: int = 100_000, n_workers: int = 300, k: int = 3, seed: int = 7):
+    """A crowd whose rows are shuffled, so a task's answers (and a worker's first answer) spread over the files;
+    names not in code order, so first appearance decides every code."""
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    rng = np.random.default_rng(seed)
+    truth = rng.integers(0, k, n_tasks)
+    task = rng.integers(0, n_tasks, n_answers)
+    worker = rng.integers(0, n_workers, n_answers)
+    skill = rng.uniform(0.4, 0.95, n_workers)
+    right = rng.random(n_answers) < skill[worker]
+    label = np.where(right, truth[task], (truth[task] + rng.integers(1, k, n_answers)) % k)
+
+    def names(prefix: str, codes: np.ndarray) -> pd.Series:
+        text = pc.binary_join_element_wise(prefix, pc.cast(pa.array(codes), pa.string()), "")
+        return pd.Series(pd.arrays.ArrowExtensionArray(text)).astype(object)
+
+    return pd.DataFrame({
+        "task": names("t", rng.permutation(n_tasks)[task]),
+        "worker": names("w", rng.permutation(n_workers)[worker]),
+        "label": np.array(["cat", "dog", "owl"])[label],
+    })
+
+
+def _write(frame, directory: Path, n_files: int, fmt: str = "parquet") -> list[str]:
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i, rows in enumerate(np.array_split(np.arange(len(frame)), n_files)):
+        path = directory / f"part-{i:03d}.{fmt}"
+        chunk = frame.iloc[rows]
+        if fmt == "parquet":
+            chunk.to_parquet(path, index=False)
+        else:
+            chunk.to_csv(path, index=False, sep="\t" if fmt == "tsv" else ",")
+        paths.append(str(path))
+    return paths
+
+
+@pytest.fixture(scope="module")
+def sim_files(tmp_path_factory) -> list[str]:
+    """The simulated 1M-answer crowd in 20 Parquet files."""
+    return _write(_sim_frame(), tmp_path_factory.mktemp("sim"), 20)
+
+
+@pytest.fixture(scope="module")
+def sim_local(sim_files) -> AnnotationSet:
+    return load_annotations(sim_files)
+
+
+@pytest.fixture(scope="module")
+def sim_read(client, sim_files):
+    """The simulated crowd read on the cluster into n partitions: ``sim_read(n) -> (data, engine)``, read once each."""
+    from crowdagg.io.dask_read import read_distributed
+
+    reads: dict[int, tuple] = {}
+
+    def read(n_parts: int):
+        if n_parts not in reads:
+            reads[n_parts] = read_distributed(sim_files, client, partitions=n_parts)
+        return reads[n_parts]
+
+    yield read
+    for _, engine in reads.values():
+        engine.close()
+
+
+# --------------------------------------------------------------------------- block functions of these tests
+def _cell_sums(part: Part, b: int, params, keep: bool):
+    """Dense per-(worker, class) weighted sums, a float count; per task, its answer count (kept)."""
+    lo, hi = part.answers_of(b)
+    sums = np.bincount(part.cell[lo:hi], weights=params[part.label[lo:hi]],
+                       minlength=part.n_workers * part.n_classes)
+    start, stop = part.tasks_of(b)
+    kept = (np.diff(part.task_ptr[start:stop + 1]), part.first_task + np.arange(start, stop)) if keep else None
+    return (sums, float(hi - lo)), kept
+
+
+def _assert_same_partitions(data: AnnotationSet, local: AnnotationSet, engine, client) -> None:
+    """The client's view and the partitions hold what the local reader holds, in its order."""
+    assert is_remote(data)
+    assert data.tasks.equals(local.tasks) and data.workers.equals(local.workers)
+    assert data.classes == local.classes and data.class_dtype == local.class_dtype
+    assert np.array_equal(data.task_ptr, local.task_ptr)
+    assert np.array_equal(data.answers_per_worker, local.answers_per_worker)
+    assert np.array_equal(data.answers_per_class, local.answers_per_class)
+    assert data.n_duplicates == local.n_duplicates and data.n_answers == local.n_answers
+    parts = client.gather(engine.parts)
+    assert sum(p.n_blocks for p in parts) == engine.n_blocks == LocalEngine(local).n_blocks
+    assert np.array_equal(np.concatenate([p.worker for p in parts]), local.worker)
+    assert np.array_equal(np.concatenate([p.label for p in parts]), local.label)
+    assert [p.first_block for p in parts] == sorted(p.first_block for p in parts)
+    names = np.concatenate([p.task_names.to_numpy() for p in parts])
+    assert np.array_equal(names, local.task_names)
+
+
+# --------------------------------------------------------------------------- ingest and map_reduce
+@pytest.mark.parametrize("n_parts", [1, 2, 7])
+def test_parquet_files_give_the_local_readers_partitions_and_bit_identical_sums(client, sim_read, sim_local, n_parts):
+    data, engine = sim_read(n_parts)
+    assert engine.n_blocks > 7  # the grid has many blocks: 7 partitions of them all hold some
+    assert len(engine.parts) == n_parts
+    _assert_same_partitions(data, sim_local, engine, client)
+    weights = np.array([0.1, 1e-9, 3.7])
+    local = LocalEngine(sim_local)
+    (want, n_want), outs_want = local.map_reduce(_cell_sums, weights, keep=True)
+    (got, n_got), outs_got = engine.map_reduce(_cell_sums, weights, keep=True)
+    assert np.array_equal(got, want) and n_got == n_want == sim_local.n_answers
+    counts, rows = engine.gather(outs_got)
+    assert np.array_equal(counts, local.gather(outs_want)[0]) and np.array_equal(counts, sim_local.answers_per_task)
+    assert np.array_equal(rows, np.arange(sim_local.n_tasks))
+    (again, _), none = engine.map_reduce(_cell_sums, weights)  # no kept outputs: none travel
+    assert none is None and np.array_equal(again, want)
+    with pytest.raises(UsageError, match="by task"):
+        engine.map_reduce(_cell_sums, weights, by="worker")
+
+
+def test_real_datasets_give_the_local_readers_order(client, datasets_dir, tmp_path):
+    """Every real dataset, its rows split over 3 CSV files (tasks and workers recur across them)."""
+    import pandas as pd
+
+    from crowdagg.io.dask_read import read_distributed
+
+    for name in sorted(p.name for p in datasets_dir.iterdir() if (p / "labels.csv").is_file()):
+        frame = pd.read_csv(datasets_dir / name / "labels.csv", dtype=str, keep_default_na=False)
+        files = _write(frame, tmp_path / name, 3, "csv")
+        try:
+            local = load_annotations(files)
+        except DataError as refused:  # numeric answers: refused too (counting one file's values, not all)
+            assert "is numeric with" in str(refused)
+            with pytest.raises(DataError, match="column 'label' is numeric with .* pass classes"):
+                read_distributed(files, client)
+            continue
+        data, engine = read_distributed(files, client, partitions=2)
+        try:
+            _assert_same_partitions(data, local, engine, client)
+        finally:
+            engine.close()
+
+
+def test_an_empty_partition_works(client, tmp_path):
+    """Partitions that hold no block (and no task) give empty sums and outputs; the total is unchanged."""
+    from crowdagg.io.dask_read import read_distributed
+
+    files = _write(_sim_frame(200_000, 20_000, 50), tmp_path, 4)
+    local = load_annotations(files)
+    n = LocalEngine(local).n_blocks
+    assert n == 3
+    data, engine = read_distributed(files, client, partitions=[0, 0, 1, 1, 3, 3])
+    try:
+        parts = client.gather(engine.parts)
+        assert [p.n_tasks == 0 for p in parts] == [True, False, True, False, True]
+        _assert_same_partitions(data, local, engine, client)
+        weights = np.array([1.0, 2.0, 0.5])
+        (want, _), _ = LocalEngine(local).map_reduce(_cell_sums, weights)
+        (got, _), outs = engine.map_reduce(_cell_sums, weights, keep=True)
+        assert np.array_equal(got, want)
+        assert np.array_equal(engine.gather(outs)[0], local.answers_per_task)
+        for method in DASK_METHODS:
+            _assert_same_fit(method, (data, engine), get_method(method)().fit(local))
+    finally:
+        engine.close()
+
+
+def test_a_malformed_file_is_an_error_naming_it(client, tmp_path):
+    from crowdagg.io.dask_read import read_distributed
+
+    files = _write(_sim_frame(3000, 500, 20), tmp_path, 3, "csv")
+    with open(files[1], "a") as fh:
+        fh.write('t1,w1,cat,"extra\n')  # an unclosed quote: the reader's own error, naming file and line
+    with pytest.raises(DataError) as local:
+        load_annotations(files)
+    with pytest.raises(DataError) as remote:
+        read_distributed(files, client)
+    assert str(remote.value) == str(local.value) and files[1] in str(remote.value)
+
+
+def test_the_client_view_refuses_to_read_the_answers(client, sim_files):
+    from crowdagg.io.dask_read import read_distributed
+
+    data, engine = read_distributed(sim_files[:2], client, partitions=1)
+    engine.close()
+    assert not is_remote(load_annotations(sim_files[:1]))
+    assert isinstance(data.label, RemoteAnswers) and data.n_answers == len(data.label) > 0
+    with pytest.raises(UsageError, match="held by the Dask workers"):
+        np.bincount(data.label)
+    with pytest.raises(UsageError, match="held by the Dask workers"):
+        data.worker[:3]
+
+
+def test_formats_and_options_the_dask_engine_does_not_read_are_refused(client, tmp_path):
+    from crowdagg.io.dask_read import read_distributed
+
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"task": "t", "worker": "w", "label": "x"}\n')
+    with pytest.raises(UsageError, match="reads csv, tsv, parquet"):
+        read_distributed([str(path)], client)
+    with pytest.raises(UsageError, match="standard input"):
+        read_distributed(["-"], client)
+    csv = _write(_sim_frame(100, 10, 5), tmp_path / "c", 1, "csv")
+    with pytest.raises(UsageError, match="duplicates"):
+        read_distributed(csv, client, duplicates="first")
+    with pytest.raises(UsageError, match="block boundaries"):
+        read_distributed(csv, client, partitions=[0, 2])
+
+
+# --------------------------------------------------------------------------- methods
+def test_a_method_without_the_dask_engine_is_refused_before_any_work(client, tmp_path):
+    local_only = [name for name, m in METHODS.items() if "dask" not in m.engines]
+    assert "glad" in local_only
+    with pytest.raises(UsageError, match="runs on the local engine only, not on dask"):
+        aggregate(str(tmp_path / "missing.csv"), "glad", engine="dask", client=client)
+    if DASK_METHODS:
+        with pytest.raises(UsageError, match="n_init"):
+            aggregate(str(tmp_path / "missing.csv"), "ds", engine="dask", client=client, n_init=3)
+
+
+def _render(result) -> bytes:
+    """Everything the CLI writes from a result: the labels with posteriors, the worker table."""
+    from crowdagg.io.render import render_table
+
+    out = render_table(result.table(proba=True, arrow=True), "csv")
+    return out + render_table(result.workers_table(arrow=True), "csv")
+
+
+def _assert_same_fit(method: str, read, want, **params) -> None:
+    """The method fitted on the Dask engine (``read``: the data and engine of read_distributed) gives ``want``,
+    the local engine's result: the same arrays and bytes."""
+    data, engine = read
+    got = get_method(method)(**params).fit(data, engine=engine)
+    assert np.array_equal(got.posteriors, want.posteriors), method
+    assert np.array_equal(got.labels, want.labels) and got.n_iter == want.n_iter
+    assert np.array_equal(got.objective, want.objective)
+    assert _render(got) == _render(want), method
+
+
+def _short(method: str) -> dict:
+    """A capped run (the same cap on both engines): the comparison needs iterations, not convergence."""
+    return {"max_iter": 15} if "max_iter" in get_method(method).params() else {}
+
+
+@pytest.mark.parametrize(("method", "n_parts"), [("ds", 1), ("ds", 2)] + [(m, 7) for m in DASK_METHODS])
+def test_methods_give_the_local_engines_bytes_on_the_simulated_crowd(sim_read, sim_local, method, n_parts):
+    if method not in DASK_METHODS:
+        pytest.skip(f"{method} does not run on the Dask engine yet")
+    want = get_method(method)(**_short(method)).fit(sim_local)
+    _assert_same_fit(method, sim_read(n_parts), want, **_short(method))
+
+
+def test_methods_give_the_local_engines_bytes_on_the_real_datasets(client, datasets_dir, tmp_path):
+    """Every real dataset (3 CSV files, 2 partitions: one holds the single block, one none): ds, and the other
+    methods in turn."""
+    import pandas as pd
+
+    from crowdagg.io.dask_read import read_distributed
+
+    if not DASK_METHODS:
+        pytest.skip("no method runs on the Dask engine yet")
+    names = sorted(p.name for p in datasets_dir.iterdir() if (p / "labels.csv").is_file())
+    for i, name in enumerate(names):
+        frame = pd.read_csv(datasets_dir / name / "labels.csv", dtype=str, keep_default_na=False)
+        files = _write(frame, tmp_path / name, 3, "csv")
+        try:
+            local = load_annotations(files)
+        except DataError:  # numeric answers (the ingest test checks the same refusal)
+            continue
+        read = read_distributed(files, client, partitions=2)
+        try:
+            for method in dict.fromkeys(["ds", DASK_METHODS[i % len(DASK_METHODS)]]):
+                _assert_same_fit(method, read, get_method(method)().fit(local))
+        finally:
+            read[1].close()
+
+
+def test_a_worker_killed_mid_fit_does_not_change_the_result(client, sim_read, sim_local):
+    """At iteration 3 (the progress callback, not a timer) the worker process holding a partition is killed:
+    Dask rebuilds its partitions from their files (lineage) and the fit goes on to the same bits."""
+    if "ds" not in DASK_METHODS:
+        pytest.skip("ds does not run on the Dask engine yet")
+    data, engine = sim_read(7)
+    want = get_method("ds")(max_iter=8).fit(sim_local)
+    holders = {addr for addrs in client.who_has(engine.parts).values() for addr in addrs}
+    nannies = {n.worker_address: n for n in client.cluster.workers.values()}
+    victim = nannies[sorted(holders)[0]]
+    killed = []
+
+    def kill_at_three(iteration: int, objective: float) -> None:
+        if iteration == 3 and not killed:
+            killed.append(victim.process.pid)
+            os.kill(victim.process.pid, signal.SIGKILL)
+
+    got = get_method("ds")(max_iter=8).fit(data, engine=engine, callback=kill_at_three)
+    assert killed
+    assert np.array_equal(got.posteriors, want.posteriors) and np.array_equal(got.objective, want.objective)
+    assert _render(got) == _render(want)
+    client.wait_for_workers(2, timeout=60)  # the nanny restarts it: the cluster is whole for the next test
