@@ -6,8 +6,8 @@ engine holds; Dask spills it to disk when memory is short and rebuilds it
 from its inputs, by lineage, when its worker is lost).  Every
 :meth:`DaskEngine.map_reduce`:
 
-1. scatters the call's parameters once (every partition reads the same
-   copy);
+1. sends the call's parameters once (a task's result: every partition
+   reads the same copy, fetched from worker to worker);
 2. runs, per partition on the worker that holds it,
    :func:`~.tree.reduce_range` over the partition's blocks with the block
    function -- the values of the tree nodes the partition covers, O(log n)
@@ -68,6 +68,10 @@ def run_part(fn: Callable[..., tuple[Any, Any]], part: Part, params: Any, keep: 
     return nodes, (outs if keep else None)
 
 
+def _given(params: Any) -> Any:
+    return params
+
+
 def _writable(value: Any) -> Any:
     """``value`` with every array writable: the tree adds in place into its left operand, and an array
     deserialized from a message may be a read-only view of the message's buffer."""
@@ -124,15 +128,21 @@ class DaskEngine:
             raise UsageError(f"the Dask engine runs passes by task; map_reduce(by={by!r}) runs on the local engine")
         client = self.client
         shared = None
-        if params is not None:  # one copy per worker (a lost worker's partitions rerun where a copy is)
-            [shared] = client.scatter([params], hash=False, broadcast=True)
+        if params is not None:
+            # Sent once, as a task's result, not scattered: the workers fetch it from where it is, and if that
+            # worker is lost the scheduler recomputes it (a scatter to a worker that just died fails instead).
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # "large graph": large parameters are the point
+                shared = client.submit(_given, params, pure=False)
         results = [client.submit(run_part, fn, p, shared, keep, pure=False) for p in self.parts]
-        node_futures = client.map(operator.getitem, results, [0] * len(results), pure=False)
-        kept = Kept(client.map(operator.getitem, results, [1] * len(results), pure=False)) if keep else None
+        kept = None
+        if keep:  # the nodes travel to the client, the outputs stay where they were made
+            kept = Kept(client.map(operator.getitem, results, [1] * len(results), pure=False))
+            results = client.map(operator.getitem, results, [0] * len(results), pure=False)
         nodes: dict[tree.Node, Any] = {}
-        for part_nodes in client.gather(node_futures):
-            nodes.update({k: _writable(v) for k, v in part_nodes.items()})
-        del results, node_futures, shared
+        for part_nodes in client.gather(results):
+            nodes.update({k: _writable(v) for k, v in (part_nodes if keep else part_nodes[0]).items()})
+        del results, shared
         return tree.combine(nodes, self.n_blocks), kept
 
     def gather(self, outs: Kept) -> Any:
@@ -141,8 +151,14 @@ class DaskEngine:
         return join(blocks)
 
     def close(self) -> None:
-        """Release the partitions (the cluster stays up: it is the caller's)."""
-        self.client.cancel(self.parts)
+        """Release the partitions (the cluster stays up: it is the caller's).
+
+        Released, not cancelled: ``Client.cancel`` walks the dependents too
+        and trips an assertion in the scheduler (distributed 2026.8) on the
+        finished passes' released tasks, dropping the client's connection.
+        """
+        for part in self.parts:
+            part.release()
         self.parts = []
 
 

@@ -93,6 +93,25 @@ def sim_local(sim_files) -> AnnotationSet:
 
 
 @pytest.fixture(scope="module")
+def small_files(tmp_path_factory) -> list[str]:
+    """A 200k-answer crowd in 4 Parquet files: 3 blocks."""
+    return _write(_sim_frame(200_000, 20_000, 50), tmp_path_factory.mktemp("small"), 4)
+
+
+@pytest.fixture(scope="module")
+def sim_fit(sim_local):
+    """The local engine's capped fit of each method on the simulated crowd (made once each)."""
+    fits: dict[str, object] = {}
+
+    def fit(method: str):
+        if method not in fits:
+            fits[method] = get_method(method)(**_short(method)).fit(sim_local)
+        return fits[method]
+
+    return fit
+
+
+@pytest.fixture(scope="module")
 def sim_read(client, sim_files):
     """The simulated crowd read on the cluster into n partitions: ``sim_read(n) -> (data, engine)``, read once each."""
     from crowdagg.io.dask_read import read_distributed
@@ -159,34 +178,12 @@ def test_parquet_files_give_the_local_readers_partitions_and_bit_identical_sums(
         engine.map_reduce(_cell_sums, weights, by="worker")
 
 
-def test_real_datasets_give_the_local_readers_order(client, datasets_dir, tmp_path):
-    """Every real dataset, its rows split over 3 CSV files (tasks and workers recur across them)."""
-    import pandas as pd
-
+def test_an_empty_partition_works(client, small_files):
+    """Partitions that hold no block (and no task) give empty sums and outputs; the total is unchanged; every
+    method gives the local engine's bytes."""
     from crowdagg.io.dask_read import read_distributed
 
-    for name in sorted(p.name for p in datasets_dir.iterdir() if (p / "labels.csv").is_file()):
-        frame = pd.read_csv(datasets_dir / name / "labels.csv", dtype=str, keep_default_na=False)
-        files = _write(frame, tmp_path / name, 3, "csv")
-        try:
-            local = load_annotations(files)
-        except DataError as refused:  # numeric answers: refused too (counting one file's values, not all)
-            assert "is numeric with" in str(refused)
-            with pytest.raises(DataError, match="column 'label' is numeric with .* pass classes"):
-                read_distributed(files, client)
-            continue
-        data, engine = read_distributed(files, client, partitions=2)
-        try:
-            _assert_same_partitions(data, local, engine, client)
-        finally:
-            engine.close()
-
-
-def test_an_empty_partition_works(client, tmp_path):
-    """Partitions that hold no block (and no task) give empty sums and outputs; the total is unchanged."""
-    from crowdagg.io.dask_read import read_distributed
-
-    files = _write(_sim_frame(200_000, 20_000, 50), tmp_path, 4)
+    files = small_files
     local = load_annotations(files)
     n = LocalEngine(local).n_blocks
     assert n == 3
@@ -201,7 +198,7 @@ def test_an_empty_partition_works(client, tmp_path):
         assert np.array_equal(got, want)
         assert np.array_equal(engine.gather(outs)[0], local.answers_per_task)
         for method in DASK_METHODS:
-            _assert_same_fit(method, (data, engine), get_method(method)().fit(local))
+            _assert_same_fit(method, (data, engine), get_method(method)(**_short(method)).fit(local), **_short(method))
     finally:
         engine.close()
 
@@ -284,57 +281,111 @@ def _short(method: str) -> dict:
 
 
 @pytest.mark.parametrize(("method", "n_parts"), [("ds", 1), ("ds", 2)] + [(m, 7) for m in DASK_METHODS])
-def test_methods_give_the_local_engines_bytes_on_the_simulated_crowd(sim_read, sim_local, method, n_parts):
+def test_methods_give_the_local_engines_bytes_on_the_simulated_crowd(sim_read, sim_fit, method, n_parts):
     if method not in DASK_METHODS:
         pytest.skip(f"{method} does not run on the Dask engine yet")
-    want = get_method(method)(**_short(method)).fit(sim_local)
-    _assert_same_fit(method, sim_read(n_parts), want, **_short(method))
+    _assert_same_fit(method, sim_read(n_parts), sim_fit(method), **_short(method))
 
 
-def test_methods_give_the_local_engines_bytes_on_the_real_datasets(client, datasets_dir, tmp_path):
-    """Every real dataset (3 CSV files, 2 partitions: one holds the single block, one none): ds, and the other
-    methods in turn."""
+def test_real_datasets_give_the_local_readers_partitions_and_bytes(client, datasets_dir, tmp_path):
+    """Every real dataset, its rows split over 3 CSV files (tasks and workers recur across them), read into 2
+    partitions (one holds the single block, one none): the local reader's partitions; ds (capped at 10
+    iterations: the comparison needs iterations, not convergence) and another method in turn, the local
+    engine's bytes."""
     import pandas as pd
 
     from crowdagg.io.dask_read import read_distributed
 
-    if not DASK_METHODS:
-        pytest.skip("no method runs on the Dask engine yet")
     names = sorted(p.name for p in datasets_dir.iterdir() if (p / "labels.csv").is_file())
+    assert len(names) >= 10
     for i, name in enumerate(names):
         frame = pd.read_csv(datasets_dir / name / "labels.csv", dtype=str, keep_default_na=False)
         files = _write(frame, tmp_path / name, 3, "csv")
         try:
             local = load_annotations(files)
-        except DataError:  # numeric answers (the ingest test checks the same refusal)
+        except DataError as refused:  # numeric answers: refused too (counting one file's values, not all)
+            assert "is numeric with" in str(refused)
+            with pytest.raises(DataError, match="column 'label' is numeric with .* pass classes"):
+                read_distributed(files, client)
             continue
-        read = read_distributed(files, client, partitions=2)
+        data, engine = read_distributed(files, client, partitions=2)
         try:
-            for method in dict.fromkeys(["ds", DASK_METHODS[i % len(DASK_METHODS)]]):
-                _assert_same_fit(method, read, get_method(method)().fit(local))
+            _assert_same_partitions(data, local, engine, client)
+            for method in dict.fromkeys(["ds", DASK_METHODS[i % len(DASK_METHODS)]] if DASK_METHODS else []):
+                params = {"max_iter": 10} if "max_iter" in get_method(method).params() else {}
+                _assert_same_fit(method, (data, engine), get_method(method)(**params).fit(local), **params)
         finally:
-            read[1].close()
+            engine.close()
 
 
-def test_a_worker_killed_mid_fit_does_not_change_the_result(client, sim_read, sim_local):
-    """At iteration 3 (the progress callback, not a timer) the worker process holding a partition is killed:
-    Dask rebuilds its partitions from their files (lineage) and the fit goes on to the same bits."""
+def test_a_worker_killed_mid_fit_does_not_change_the_result(client, small_files):
+    """At iteration 3 (the progress callback, not a timer) a worker process holding partitions is killed: Dask
+    rebuilds them from their files (lineage) and the fit goes on to the same bits."""
+    from crowdagg.io.dask_read import read_distributed
+
     if "ds" not in DASK_METHODS:
         pytest.skip("ds does not run on the Dask engine yet")
-    data, engine = sim_read(7)
-    want = get_method("ds")(max_iter=8).fit(sim_local)
-    holders = {addr for addrs in client.who_has(engine.parts).values() for addr in addrs}
-    nannies = {n.worker_address: n for n in client.cluster.workers.values()}
-    victim = nannies[sorted(holders)[0]]
-    killed = []
+    want = get_method("ds")(max_iter=6, tol=0).fit(load_annotations(small_files))
+    data, engine = read_distributed(small_files, client, partitions=3)
+    try:
+        holders = {addr for addrs in client.who_has(engine.parts).values() for addr in addrs}
+        nannies = {n.worker_address: n for n in client.cluster.workers.values()}
+        victim = nannies[sorted(holders)[0]]
+        killed = []
 
-    def kill_at_three(iteration: int, objective: float) -> None:
-        if iteration == 3 and not killed:
-            killed.append(victim.process.pid)
-            os.kill(victim.process.pid, signal.SIGKILL)
+        def kill_at_three(iteration: int, objective: float) -> None:
+            if iteration == 3 and not killed:
+                killed.append(victim.process.pid)
+                os.kill(victim.process.pid, signal.SIGKILL)
 
-    got = get_method("ds")(max_iter=8).fit(data, engine=engine, callback=kill_at_three)
-    assert killed
+        got = get_method("ds")(max_iter=6, tol=0).fit(data, engine=engine, callback=kill_at_three)
+    finally:
+        engine.close()
+    assert killed and len(want.objective) == 6
     assert np.array_equal(got.posteriors, want.posteriors) and np.array_equal(got.objective, want.objective)
     assert _render(got) == _render(want)
-    client.wait_for_workers(2, timeout=60)  # the nanny restarts it: the cluster is whole for the next test
+    client.wait_for_workers(2, timeout=60)  # the nanny restarts it: the cluster is whole again
+
+
+# --------------------------------------------------------------------------- the CLI
+def _cli(*args: str):
+    from typer.testing import CliRunner
+
+    from crowdagg.cli import app
+
+    return CliRunner().invoke(app, ["aggregate", *args])
+
+
+def test_cli_engine_dask_writes_the_local_engines_bytes(client, small_files, tmp_path):
+    """``--engine dask --scheduler ADDRESS`` on a glob of Parquet files: stdout and --workers byte for byte."""
+    if "ds" not in DASK_METHODS:
+        pytest.skip("ds does not run on the Dask engine yet")
+    pattern = str(Path(small_files[0]).parent / "*.parquet")
+    local = _cli(pattern, "-m", "ds", "--proba", "--workers", str(tmp_path / "w_local.csv"))
+    remote = _cli(pattern, "-m", "ds", "--proba", "--workers", str(tmp_path / "w_dask.csv"), "--engine", "dask",
+                  "--scheduler", client.scheduler.address)
+    assert local.exit_code == 0 and remote.exit_code == 0, remote.stderr
+    assert remote.stdout == local.stdout and len(local.stdout) > 100_000
+    assert (tmp_path / "w_dask.csv").read_bytes() == (tmp_path / "w_local.csv").read_bytes()
+
+
+def test_cli_refuses_what_dask_does_not_run_before_any_work_and_writes_nothing_on_a_bad_file(client, tmp_path):
+    if "ds" not in DASK_METHODS:
+        pytest.skip("ds does not run on the Dask engine yet")
+    files = _write(_sim_frame(3000, 500, 20), tmp_path, 3, "csv")
+    out = tmp_path / "out.csv"
+    glad = _cli(files[0], "-m", "glad", "--engine", "dask", "--scheduler", "tcp://127.0.0.1:1", "-o", str(out))
+    assert glad.exit_code == 2 and "runs on the local engine only" in glad.stderr and glad.stdout == ""
+    for args, what in (
+        (["--duplicates", "first"], "--duplicates keep"),
+        (["--input-format", "json"], "reads csv, tsv, parquet"),
+        (["--scheduler", "tcp://x:1"], "--scheduler applies to --engine dask only"),
+    ):
+        engine = [] if args[0] == "--scheduler" else ["--engine", "dask"]
+        refused = _cli(files[0], "-m", "ds", *engine, *args)
+        assert refused.exit_code == 2 and what in refused.stderr, refused.stderr
+    with open(files[2], "a") as fh:
+        fh.write('t1,w1,cat,"extra\n')
+    bad = _cli(*files, "-m", "ds", "--engine", "dask", "--scheduler", client.scheduler.address, "-o", str(out))
+    assert bad.exit_code == 1 and bad.stderr.startswith("Error: ") and files[2] in bad.stderr
+    assert "Traceback" not in bad.stderr and not out.exists()
