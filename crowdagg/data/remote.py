@@ -46,6 +46,11 @@ class RemoteAnswers:
     __array__ = __getitem__ = __iter__ = __eq__ = __ne__ = __lt__ = __gt__ = __add__ = __mul__ = _refuse
     __hash__ = None  # type: ignore[assignment]
 
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):  # protocols probed by name (pickle, copy, numpy): absent, as on any object
+            raise AttributeError(name)
+        self._refuse()  # .astype, .max, ...: an array's methods, which need the values
+
 
 def remote_set(
     *,

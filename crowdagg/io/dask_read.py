@@ -145,7 +145,8 @@ def part_duplicates(part: Any) -> int:
     return _repeated_answers(part.task_ptr, part.worker, part.n_workers, mark=False)[0]
 
 
-def check_sources(sources: Sequence[str | os.PathLike[str]], input_format: str | None) -> list[str]:
+def check_sources(sources: Sequence[str | os.PathLike[str]] | str | os.PathLike[str],
+                  input_format: str | None) -> list[str]:
     """The files the Dask engine reads (CSV, TSV or Parquet paths), or a :class:`~crowdagg.errors.UsageError`."""
     from .read import expand_inputs
 

@@ -227,6 +227,11 @@ def test_the_client_view_refuses_to_read_the_answers(client, sim_files):
         np.bincount(data.label)
     with pytest.raises(UsageError, match="held by the Dask workers"):
         data.worker[:3]
+    with pytest.raises(UsageError, match="held by the Dask workers"):
+        data.task.astype(np.int64)
+    import pickle
+
+    assert pickle.loads(pickle.dumps(data.label)).shape == data.label.shape  # the placeholder travels
 
 
 def test_formats_and_options_the_dask_engine_does_not_read_are_refused(client, tmp_path):
