@@ -394,3 +394,16 @@ def test_cli_refuses_what_dask_does_not_run_before_any_work_and_writes_nothing_o
     bad = _cli(*files, "-m", "ds", "--engine", "dask", "--scheduler", client.scheduler.address, "-o", str(out))
     assert bad.exit_code == 1 and bad.stderr.startswith("Error: ") and files[2] in bad.stderr
     assert "Traceback" not in bad.stderr and not out.exists()
+
+
+# --------------------------------------------------------------------------- the co-occurrence kernel
+@pytest.mark.parametrize("n_parts", [1, 2, 7])
+def test_the_co_occurrence_kernel_through_dask_equals_the_local_engine(sim_read, sim_local, n_parts):
+    """The sparse accumulators (pair sets, sparse sums) reduce to the local engine's bits on any partitioning."""
+    cooc = pytest.importorskip("crowdagg.kernels.cooc")
+    want = cooc.co_occurrence(LocalEngine(sim_local), np.linspace(0.5, 2.0, sim_local.n_tasks))
+    _, engine = sim_read(n_parts)
+    got = cooc.co_occurrence(engine, np.linspace(0.5, 2.0, sim_local.n_tasks))
+    assert got.n_pairs == want.n_pairs > 1000
+    for name in ("pairs", "joint", "n_tasks", "weight"):
+        assert np.array_equal(getattr(got, name), getattr(want, name)), name
