@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ..core.memory import MaxMemory
 from ..data.annotations import AnnotationSet
 from ..errors import DataError, UsageError, param
-from .registry import REGISTRY, START_CHOICES, get_method
+from .registry import REGISTRY, get_method
 from .result import AggregationResult
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -97,16 +97,6 @@ def aggregate(
     return get_method(method)(**params).fit(data, callback=callback, max_memory=max_memory, engine=engine)
 
 
-#: The services of a fit that read the whole answer arrays on the client: not run with the Dask engine (a
-#: parameter's name, and when its value asks for it).
-_CLIENT_SIDE: dict[str, Callable[[Any], bool]] = {
-    "gold": lambda v: v is not None,
-    "init_workers": lambda v: v is not None,
-    "n_init": lambda v: v is not None and v != 1,
-    "init": lambda v: v is not None and v not in START_CHOICES,
-}
-
-
 def check_engine(method: str, engine: str, params: Mapping[str, Any]) -> None:
     """Refuse, before any data is read, a method that does not declare ``engine``, or a parameter whose
     service the engine does not run (:class:`~crowdagg.errors.UsageError`)."""
@@ -119,11 +109,11 @@ def check_engine(method: str, engine: str, params: Mapping[str, Any]) -> None:
         able = [m.name for m in METHODS.values() if engine in m.engines]
         raise UsageError(f"method {method!r} runs on the {' and '.join(spec.engines)} engine only, not on {engine}; "
                          f"methods that run on {engine}: {', '.join(able) or 'none'}")
-    if engine == "dask":
-        for name, asks in _CLIENT_SIDE.items():
-            if name in params and asks(params[name]):
-                raise UsageError(f"{param(name)} is not supported with the Dask engine: it reads every answer on "
-                                 "the client; run it with the local engine")
+    # Gold, the starts (init) and a saved worker model go through the engine; restarts still draw their blends
+    # over every task's vote shares on the client.
+    if engine == "dask" and params.get("n_init") not in (None, 1):
+        raise UsageError(f"{param('n_init')} {params['n_init']} is not supported with the Dask engine (the restarts "
+                         "draw their starts from every answer on the client): use n_init 1, or the local engine")
 
 
 def _aggregate_on_dask(data: Any, method: str, client: Any, partitions: Any,

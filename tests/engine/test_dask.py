@@ -256,9 +256,6 @@ def test_a_method_without_the_dask_engine_is_refused_before_any_work(client, tmp
     assert "glad" in local_only
     with pytest.raises(UsageError, match="runs on the local engine only, not on dask"):
         aggregate(str(tmp_path / "missing.csv"), "glad", engine="dask", client=client)
-    if DASK_METHODS:
-        with pytest.raises(UsageError, match="n_init"):
-            aggregate(str(tmp_path / "missing.csv"), "ds", engine="dask", client=client, n_init=3)
 
 
 def _render(result) -> bytes:
@@ -350,6 +347,32 @@ def test_a_worker_killed_mid_fit_does_not_change_the_result(client, small_files)
     assert np.array_equal(got.posteriors, want.posteriors) and np.array_equal(got.objective, want.objective)
     assert _render(got) == _render(want)
     client.wait_for_workers(2, timeout=60)  # the nanny restarts it: the cluster is whole again
+
+
+def test_the_fits_services_go_through_the_dask_engine(client, small_files):
+    """Gold, the starts (hard vote, another method's result) and a saved worker model: the local engine's bytes;
+    restarts (n_init > 1) are refused before any work."""
+    from crowdagg.io.dask_read import read_distributed
+    from crowdagg.methods.model_file import from_json, to_json
+
+    if not {"ds", "mv", "onecoin"} <= set(DASK_METHODS):
+        pytest.skip("ds, mv and onecoin do not all run on the Dask engine yet")
+    local = load_annotations(small_files[1:])
+    gold = {name: local.classes[i % 3] for i, name in enumerate(local.task_names[:500].tolist())}
+    model = from_json(to_json(get_method("ds")(max_iter=5).fit(load_annotations(small_files[:1]))), "m.json", None)
+    read = read_distributed(small_files[1:], client, partitions=[0, 1, 2])
+    try:
+        for method, params in (("ds", {"gold": gold}), ("ds", {"init": "hard-vote"}), ("ds", {"init": "mv"}),
+                               ("ds", {"init_workers": model}), ("onecoin", {"init": "ds", "gold": gold})):
+            params = {**params, "max_iter": 5}
+            want = get_method(method)(**params).fit(local)
+            _assert_same_fit(method, read, want, **params)
+            if "init_workers" in params:
+                assert to_json(get_method(method)(**params).fit(read[0], engine=read[1])) == to_json(want)
+    finally:
+        read[1].close()
+    with pytest.raises(UsageError, match="n_init 3 is not supported with the Dask engine"):
+        aggregate(small_files, "ds", engine="dask", client=client, n_init=3)
 
 
 # --------------------------------------------------------------------------- the CLI
