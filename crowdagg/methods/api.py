@@ -136,7 +136,10 @@ def _aggregate_on_dask(data: Any, method: str, client: Any, partitions: Any,
         remote, engine = read_distributed(data, c, partitions=partitions, task_col=columns[0], worker_col=columns[1],
                                           label_col=columns[2], max_memory=max_memory)
         try:
-            return estimator.fit(remote, callback=callback, max_memory=max_memory, engine=engine)
+            result = estimator.fit(remote, callback=callback, max_memory=max_memory, engine=engine)
+            if result.confusion_fn is not None:  # made on demand by another pass: now, while the data is there
+                result.confusion  # noqa: B018
+            return result
         finally:
             engine.close()
 
