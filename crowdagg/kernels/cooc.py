@@ -199,7 +199,7 @@ def _block_pair_keys(task_ptr, worker, t0, t1, n_workers, capacity):  # pragma: 
                     continue  # itself, or a repeat of the previous partner
                 keys[n] = wi * n_workers + wj
                 n += 1
-    keys = np.sort(keys[:n])
+    keys, _ = _radix_sort(keys[:n], n_workers * n_workers - 1)
     m = 0
     for i in range(n):
         if m == 0 or keys[i] != keys[m - 1]:
@@ -209,63 +209,96 @@ def _block_pair_keys(task_ptr, worker, t0, t1, n_workers, capacity):  # pragma: 
 
 
 @njit(cache=True, nogil=True)
-def _find(index, key):  # pragma: no cover - compiled
-    """Position of ``key`` in the sorted ``index``; -1 when absent."""
-    lo = 0
-    hi = index.shape[0]
+def _find(index, lo, hi, key):  # pragma: no cover - compiled
+    """Position of ``key`` in the sorted ``index[lo:hi]``; -1 when absent."""
+    end = hi
     while lo < hi:
         mid = (lo + hi) >> 1
         if index[mid] < key:
             lo = mid + 1
         else:
             hi = mid
-    if lo < index.shape[0] and index[lo] == key:
+    if lo < end and index[lo] == key:
         return lo
     return -1
 
 
 @njit(cache=True, nogil=True)
-def _run_sums(keys, vals, stable):  # pragma: no cover - compiled
-    """Sorted unique keys and the sums of their values (values of a key added in their given order)."""
+def _radix_sort(keys, max_key):  # pragma: no cover - compiled
+    """``(sorted keys, order)``: a stable LSD radix sort of non-negative int64 keys ≤ ``max_key``.
+
+    Passes of at most 16 bits (as few as the key range needs), each O(n):
+    a block's keys are pair ids × K², far fewer bits than 64, and the order
+    is stable, so equal keys keep their emission (task) order.
+    """
     n = keys.shape[0]
-    if stable:
-        order = np.argsort(keys, kind="mergesort")
-    else:
-        order = np.argsort(keys)
-    out_k = np.empty(n, dtype=np.int64)
-    out_v = np.empty(n, dtype=vals.dtype)
-    m = -1
-    for i in range(n):
-        o = order[i]
-        if m >= 0 and keys[o] == out_k[m]:
-            out_v[m] += vals[o]
-        else:
-            m += 1
-            out_k[m] = keys[o]
-            out_v[m] = vals[o]
-    return out_k[:m + 1].copy(), out_v[:m + 1].copy()
+    bits = 0
+    m = max_key
+    while m > 0:
+        bits += 1
+        m >>= 1
+    passes = (bits + 15) // 16
+    width = (bits + passes - 1) // passes if passes else 0
+    mask = (np.int64(1) << width) - 1
+    count = np.empty((np.int64(1) << width) + 1, dtype=np.int64)
+    k_in = keys.copy()
+    o_in = np.arange(n)
+    k_out = np.empty(n, dtype=np.int64)
+    o_out = np.empty(n, dtype=np.int64)
+    shift = 0
+    for _ in range(passes):
+        count[:] = 0
+        for i in range(n):
+            count[((k_in[i] >> shift) & mask) + 1] += 1
+        for d in range(1, count.shape[0]):
+            count[d] += count[d - 1]
+        for i in range(n):
+            d = (k_in[i] >> shift) & mask
+            k_out[count[d]] = k_in[i]
+            o_out[count[d]] = o_in[i]
+            count[d] += 1
+        k_in, k_out = k_out, k_in
+        o_in, o_out = o_out, o_in
+        shift += width
+    return k_in, o_in
 
 
 @njit(cache=True, nogil=True)
-def _run_counts(keys):  # pragma: no cover - compiled
-    """Sorted unique keys and how often each occurs (int64)."""
-    keys = np.sort(keys)
-    n = keys.shape[0]
+def _run_counts(keys, max_key):  # pragma: no cover - compiled
+    """Sorted unique keys (≤ ``max_key``) and how often each occurs (int64)."""
+    sk, _ = _radix_sort(keys, max_key)
+    n = sk.shape[0]
     out_k = np.empty(n, dtype=np.int64)
     out_v = np.zeros(n, dtype=np.int64)
     m = -1
     for i in range(n):
-        if m >= 0 and keys[i] == out_k[m]:
-            out_v[m] += 1
-        else:
+        if m < 0 or sk[i] != out_k[m]:
             m += 1
-            out_k[m] = keys[i]
-            out_v[m] = 1
+            out_k[m] = sk[i]
+        out_v[m] += 1
     return out_k[:m + 1].copy(), out_v[:m + 1].copy()
 
 
 @njit(cache=True, nogil=True)
-def _block_pair_entries(task_ptr, worker, label, t0, t1, index, n_workers, n_classes, weights, weighted,
+def _run_sums(keys, vals, max_key):  # pragma: no cover - compiled
+    """Sorted unique keys (≤ ``max_key``) and the sums of their values, added in their given (task) order."""
+    sk, order = _radix_sort(keys, max_key)
+    n = sk.shape[0]
+    out_k = np.empty(n, dtype=np.int64)
+    out_v = np.zeros(n, dtype=np.float64)
+    m = -1
+    for i in range(n):
+        if m < 0 or sk[i] != out_k[m]:
+            m += 1
+            out_k[m] = sk[i]
+            out_v[m] = vals[order[i]]
+        else:
+            out_v[m] += vals[order[i]]
+    return out_k[:m + 1].copy(), out_v[:m + 1].copy()
+
+
+@njit(cache=True, nogil=True)
+def _block_pair_entries(task_ptr, worker, label, t0, t1, index, first, n_workers, n_classes, weights, weighted,
                         capacity):  # pragma: no cover - compiled
     """The answer pairs of tasks [t0, t1) as keyed entries, in task order.
 
@@ -306,7 +339,7 @@ def _block_pair_entries(task_ptr, worker, label, t0, t1, index, n_workers, n_cla
                 while je < c and worker[order[je]] == wj:
                     je += 1
                 key = wi * n_workers + wj
-                p = _find(index, key)
+                p = _find(index, first[wi], first[wi + 1], key)
                 if p < 0:
                     return cell_key[:0], cell_w[:0], pair_key[:0], pair_w[:0], key
                 pair_key[npair] = p
@@ -393,9 +426,11 @@ class PairBound:
 
 @dataclass(frozen=True)
 class StatsParams:
-    """The statistics pass's broadcast parameters: the pair index's keys, the per-task weights (or None)."""
+    """The statistics pass's broadcast parameters: the pair index's keys, where each worker's pairs start
+    in it (:attr:`PairIndex.first`), the per-task weights (or None)."""
 
     index: np.ndarray
+    first: np.ndarray
     weights: np.ndarray | None = None
 
 
@@ -431,6 +466,9 @@ def stats_block(part: Any, b: int, params: StatsParams, keep: bool) -> tuple[tup
     keyed ``p · K² + a · K + b``, the others by pair id ``p``.
     """
     start, stop = part.tasks_of(b)
+    if len(params.first) != part.n_workers + 1:
+        raise DataError(f"a pair index of {len(params.first) - 1:,} workers for data of {part.n_workers:,}: "
+                        "it was built from other data")
     weighted = params.weights is not None
     if weighted:
         if part.first_task + part.n_tasks > len(params.weights):
@@ -440,16 +478,19 @@ def stats_block(part: Any, b: int, params: StatsParams, keep: bool) -> tuple[tup
     else:
         weights = np.empty(0, dtype=np.float64)
     cell_key, cell_w, pair_key, pair_w, missing = _block_pair_entries(
-        part.task_ptr, part.worker, part.label, start, stop, params.index, np.int64(part.n_workers),
+        part.task_ptr, part.worker, part.label, start, stop, params.index, params.first, np.int64(part.n_workers),
         np.int64(part.n_classes), weights, weighted, _answer_pairs(part, b))
     if missing >= 0:
         w1, w2 = divmod(int(missing), int(part.n_workers))
         raise DataError(f"the pair index does not hold workers ({w1}, {w2}), who share a task: "
                         "it was built from other data")
+    n_pairs = len(params.index)
+    top = max(n_pairs * int(part.n_classes) ** 2 - 1, 0)
+    shared = SparseSum(*_run_counts(pair_key, max(n_pairs - 1, 0)))
     if not weighted:
-        return (SparseSum(*_run_counts(cell_key)), SparseSum(*_run_counts(pair_key))), None
-    return (SparseSum(*_run_sums(cell_key, cell_w, True)), SparseSum(*_run_counts(pair_key)),
-            SparseSum(*_run_sums(pair_key, pair_w, True))), None
+        return (SparseSum(*_run_counts(cell_key, top)), shared), None
+    return (SparseSum(*_run_sums(cell_key, cell_w, top)), shared,
+            SparseSum(*_run_sums(pair_key, pair_w, max(n_pairs - 1, 0)))), None
 
 
 # ------------------------------------------------------------------------------------------- public API
@@ -479,6 +520,11 @@ class PairIndex:
     @property
     def n_pairs(self) -> int:
         return int(self.keys.shape[0])
+
+    @property
+    def first(self) -> np.ndarray:
+        """Where each worker's pairs (as w1) start in ``keys``, shape (n_workers + 1,), int64."""
+        return np.searchsorted(self.keys, np.arange(self.n_workers + 1, dtype=np.int64) * self.n_workers)
 
     @property
     def pairs(self) -> np.ndarray:
@@ -598,7 +644,7 @@ def pair_statistics(engine: Any, index: PairIndex, weights: Any = None, *,
     need = max(48 * index.largest_block, 48 * cells) + 8 * n_pairs * (k * k + 2)
     memory.check(need, f"{n_pairs:,} worker pairs × {k}² classes, {index.largest_block:,} answer pairs in the "
                        "largest block", max_memory)
-    total, _ = engine.map_reduce(stats_block, StatsParams(index.keys, w))
+    total, _ = engine.map_reduce(stats_block, StatsParams(index.keys, index.first, w))
     joint = total[0].dense(n_pairs * k * k).reshape(n_pairs, k, k)
     n_tasks = total[1].dense(n_pairs)
     weight = total[2].dense(n_pairs) if w is not None else None
