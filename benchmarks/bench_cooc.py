@@ -152,8 +152,8 @@ def main(argv: list[str] | None = None) -> int:
                 sys.stderr.write(proc.stderr)
                 return proc.returncode
             rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-    print("| crowd | answers | workers | K | pairs | code | wall s (best of %d) | index s | statistics s | "
-          "peak RSS above data MiB | equal |" % args.repeats)
+    print(f"| crowd | answers | workers | K | pairs | code | wall s (best of {args.repeats}) | index s | "
+          "statistics s | peak RSS above data MiB | equal |")
     print("|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---|")
     pairs = {}
     for r in rows:

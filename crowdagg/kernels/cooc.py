@@ -156,20 +156,34 @@ def _merge_add(ka, va, kb, vb):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _by_worker(worker, lo, hi, order):  # pragma: no cover - compiled
-    """``order[:hi-lo]`` = the answers lo..hi-1 sorted by worker, stable (insertion sort: a task's answers are few,
-    and the pairs that follow cost as much)."""
-    n = hi - lo
-    for i in range(n):
-        order[i] = lo + i
-    for i in range(1, n):
-        a = order[i]
+def _runs(worker, lo, hi, order, starts):  # pragma: no cover - compiled
+    """Group the answers lo..hi-1 of one task by worker: ``order[:hi-lo]`` the answers sorted by worker (stable:
+    a worker's repeated answers keep their order), ``starts[:n+1]`` the boundaries of the ``n`` runs of one
+    worker each (returned).  Insertion sort: a task's answers are few, and its pairs cost as much."""
+    c = hi - lo
+    for i in range(c):
+        a = lo + i
         w = worker[a]
         j = i - 1
         while j >= 0 and worker[order[j]] > w:
             order[j + 1] = order[j]
             j -= 1
         order[j + 1] = a
+    n = 0
+    for i in range(c):
+        if i == 0 or worker[order[i]] != worker[order[i - 1]]:
+            starts[n] = i
+            n += 1
+    starts[n] = c
+    return n
+
+
+@njit(cache=True, nogil=True)
+def _longest(task_ptr, t0, t1):  # pragma: no cover - compiled
+    longest = 0
+    for t in range(t0, t1):
+        longest = max(longest, task_ptr[t + 1] - task_ptr[t])
+    return longest
 
 
 @njit(cache=True, nogil=True)
@@ -179,25 +193,16 @@ def _block_pair_keys(task_ptr, worker, t0, t1, n_workers, capacity):  # pragma: 
     ``capacity`` bounds the answer pairs of the range (Σ c(c−1)/2 over its tasks' answer counts c).
     """
     keys = np.empty(capacity, dtype=np.int64)
-    longest = 0
-    for t in range(t0, t1):
-        longest = max(longest, task_ptr[t + 1] - task_ptr[t])
+    longest = _longest(task_ptr, t0, t1)
     order = np.empty(longest, dtype=np.int64)
+    starts = np.empty(longest + 1, dtype=np.int64)
     n = 0
     for t in range(t0, t1):
-        lo = task_ptr[t]
-        hi = task_ptr[t + 1]
-        _by_worker(worker, lo, hi, order)
-        c = hi - lo
-        for i in range(c):
-            wi = np.int64(worker[order[i]])
-            if i > 0 and worker[order[i - 1]] == wi:
-                continue  # a repeated answer: its worker's pairs are already there
-            for j in range(i + 1, c):
-                wj = np.int64(worker[order[j]])
-                if wj == wi or worker[order[j - 1]] == wj:
-                    continue  # itself, or a repeat of the previous partner
-                keys[n] = wi * n_workers + wj
+        runs = _runs(worker, task_ptr[t], task_ptr[t + 1], order, starts)
+        for u in range(runs):
+            wi = np.int64(worker[order[starts[u]]])
+            for v in range(u + 1, runs):
+                keys[n] = wi * n_workers + worker[order[starts[v]]]
                 n += 1
     keys, _ = _radix_sort(keys[:n], n_workers * n_workers - 1)
     m = 0
@@ -209,18 +214,31 @@ def _block_pair_keys(task_ptr, worker, t0, t1, n_workers, capacity):  # pragma: 
 
 
 @njit(cache=True, nogil=True)
-def _find(index, lo, hi, key):  # pragma: no cover - compiled
-    """Position of ``key`` in the sorted ``index[lo:hi]``; -1 when absent."""
-    end = hi
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if index[mid] < key:
-            lo = mid + 1
-        else:
-            hi = mid
-    if lo < end and index[lo] == key:
-        return lo
-    return -1
+def _to_pair_ids(keys, per_pair, index):  # pragma: no cover - compiled
+    """Rewrite sorted keys ``pair_key · per_pair + r`` as ``pair_id · per_pair + r`` in place, ``pair_id`` the pair
+    key's position in the sorted ``index``: one forward galloping walk, as both are sorted.  Returns the first pair key
+    absent from ``index`` (-1 if none)."""
+    j = 0
+    n = index.shape[0]
+    for i in range(keys.shape[0]):
+        pk = keys[i] // per_pair
+        if j < n and index[j] < pk:  # gallop from j, then bisect: a block's keys are a sparse subset of the index
+            step = 1
+            while j + step < n and index[j + step] < pk:
+                step *= 2
+            lo = j + step // 2 + 1
+            hi = min(j + step, n)
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if index[mid] < pk:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            j = lo
+        if j == n or index[j] != pk:
+            return pk
+        keys[i] = j * per_pair + keys[i] % per_pair
+    return np.int64(-1)
 
 
 @njit(cache=True, nogil=True)
@@ -298,70 +316,50 @@ def _run_sums(keys, vals, max_key):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _block_pair_entries(task_ptr, worker, label, t0, t1, index, first, n_workers, n_classes, weights, weighted,
+def _block_pair_entries(task_ptr, worker, label, t0, t1, n_workers, n_classes, weights, weighted,
                         capacity):  # pragma: no cover - compiled
     """The answer pairs of tasks [t0, t1) as keyed entries, in task order.
 
-    Returns ``(cell_key, cell_w, pair_key, pair_w, missing)``: one
-    ``cell_key = p · K² + a · K + b`` per answer pair of two different
-    workers (pair id ``p`` of ``(w1, w2)`` in ``index``, ``a`` w1's answer,
-    ``b`` w2's), one ``pair_key = p`` per pair of different workers per
-    task; ``*_w`` the task's weight for each (when ``weighted``).
-    ``missing`` is the first pair key absent from ``index`` (-1 if none).
+    Returns ``(cell_key, cell_w, pair_key, pair_w)``: one ``cell_key = q ·
+    K² + a · K + b`` per answer pair of two different workers (``q = w1 ·
+    n_workers + w2`` the pair's key, ``a`` w1's answer, ``b`` w2's), one
+    ``pair_key = q`` per pair of different workers per task; ``*_w`` the
+    task's weight for each (empty unless ``weighted``).  Keyed by the pair
+    key, not its id: no look-up per pair (the block's sorted unique keys
+    are mapped to ids afterwards in one walk, :func:`_to_pair_ids`).
+    ``q · K² < n_workers² K² ≤ 2⁶²`` (a Part keeps workers × K within int32).
     """
     k2 = np.int64(n_classes) * n_classes
     cell_key = np.empty(capacity, dtype=np.int64)
     pair_key = np.empty(capacity, dtype=np.int64)
     cell_w = np.empty(capacity if weighted else 0, dtype=np.float64)
     pair_w = np.empty(capacity if weighted else 0, dtype=np.float64)
-    longest = 0
-    for t in range(t0, t1):
-        longest = max(longest, task_ptr[t + 1] - task_ptr[t])
+    longest = _longest(task_ptr, t0, t1)
     order = np.empty(longest, dtype=np.int64)
+    starts = np.empty(longest + 1, dtype=np.int64)
     nc = 0
     npair = 0
     for t in range(t0, t1):
-        lo = task_ptr[t]
-        hi = task_ptr[t + 1]
-        _by_worker(worker, lo, hi, order)
-        c = hi - lo
+        runs = _runs(worker, task_ptr[t], task_ptr[t + 1], order, starts)
         wt = weights[t] if weighted else 1.0
-        i = 0
-        while i < c:  # runs of one worker's answers (a repeated answer makes a run longer than 1)
-            wi = np.int64(worker[order[i]])
-            ie = i + 1
-            while ie < c and worker[order[ie]] == wi:
-                ie += 1
-            j = ie
-            while j < c:
-                wj = np.int64(worker[order[j]])
-                je = j + 1
-                while je < c and worker[order[je]] == wj:
-                    je += 1
-                key = wi * n_workers + wj
-                p = _find(index, first[wi], first[wi + 1], key)
-                if p < 0:
-                    return cell_key[:0], cell_w[:0], pair_key[:0], pair_w[:0], key
-                pair_key[npair] = p
+        for u in range(runs):  # a worker's repeated answers make a run longer than 1
+            key_u = np.int64(worker[order[starts[u]]]) * n_workers
+            for v in range(u + 1, runs):
+                q = key_u + worker[order[starts[v]]]
+                pair_key[npair] = q
                 if weighted:
                     pair_w[npair] = wt
                 npair += 1
-                for x in range(i, ie):
-                    ax = np.int64(label[order[x]])
-                    for y in range(j, je):
-                        cell_key[nc] = p * k2 + ax * n_classes + label[order[y]]
+                for x in range(starts[u], starts[u + 1]):
+                    base = q * k2 + np.int64(label[order[x]]) * n_classes
+                    for y in range(starts[v], starts[v + 1]):
+                        cell_key[nc] = base + label[order[y]]
                         if weighted:
                             cell_w[nc] = wt
                         nc += 1
-                j = je
-            i = ie
-    if not weighted:
-        nc_w = 0
-        np_w = 0
-    else:
-        nc_w = nc
-        np_w = npair
-    return cell_key[:nc], cell_w[:nc_w], pair_key[:npair], pair_w[:np_w], np.int64(-1)
+    nc_w = nc if weighted else 0
+    np_w = npair if weighted else 0
+    return cell_key[:nc], cell_w[:nc_w], pair_key[:npair], pair_w[:np_w]
 
 
 # ------------------------------------------------------------------------------------ sums of the tree
@@ -426,11 +424,9 @@ class PairBound:
 
 @dataclass(frozen=True)
 class StatsParams:
-    """The statistics pass's broadcast parameters: the pair index's keys, where each worker's pairs start
-    in it (:attr:`PairIndex.first`), the per-task weights (or None)."""
+    """The statistics pass's broadcast parameters: the pair index's keys, the per-task weights (or None)."""
 
     index: np.ndarray
-    first: np.ndarray
     weights: np.ndarray | None = None
 
 
@@ -466,31 +462,28 @@ def stats_block(part: Any, b: int, params: StatsParams, keep: bool) -> tuple[tup
     keyed ``p · K² + a · K + b``, the others by pair id ``p``.
     """
     start, stop = part.tasks_of(b)
-    if len(params.first) != part.n_workers + 1:
-        raise DataError(f"a pair index of {len(params.first) - 1:,} workers for data of {part.n_workers:,}: "
-                        "it was built from other data")
     weighted = params.weights is not None
-    if weighted:
+    weights = np.empty(0, dtype=np.float64)
+    if params.weights is not None:
         if part.first_task + part.n_tasks > len(params.weights):
             raise DataError(f"{len(params.weights):,} task weights for a partition reaching task "
                             f"{part.first_task + part.n_tasks:,}")
         weights = part.task_rows(params.weights)
-    else:
-        weights = np.empty(0, dtype=np.float64)
-    cell_key, cell_w, pair_key, pair_w, missing = _block_pair_entries(
-        part.task_ptr, part.worker, part.label, start, stop, params.index, params.first, np.int64(part.n_workers),
-        np.int64(part.n_classes), weights, weighted, _answer_pairs(part, b))
-    if missing >= 0:
-        w1, w2 = divmod(int(missing), int(part.n_workers))
-        raise DataError(f"the pair index does not hold workers ({w1}, {w2}), who share a task: "
-                        "it was built from other data")
-    n_pairs = len(params.index)
-    top = max(n_pairs * int(part.n_classes) ** 2 - 1, 0)
-    shared = SparseSum(*_run_counts(pair_key, max(n_pairs - 1, 0)))
-    if not weighted:
-        return (SparseSum(*_run_counts(cell_key, top)), shared), None
-    return (SparseSum(*_run_sums(cell_key, cell_w, top)), shared,
-            SparseSum(*_run_sums(pair_key, pair_w, max(n_pairs - 1, 0)))), None
+    n_workers, k = int(part.n_workers), int(part.n_classes)
+    cell_key, cell_w, pair_key, pair_w = _block_pair_entries(
+        part.task_ptr, part.worker, part.label, start, stop, np.int64(n_workers), np.int64(k), weights, weighted,
+        _answer_pairs(part, b))
+    top_pair = max(n_workers * n_workers - 1, 0)
+    joint = _run_sums(cell_key, cell_w, top_pair * k * k + k * k - 1) if weighted \
+        else _run_counts(cell_key, top_pair * k * k + k * k - 1)
+    sums = [joint, _run_counts(pair_key, top_pair)] + ([_run_sums(pair_key, pair_w, top_pair)] if weighted else [])
+    for (keys, _), per_pair in zip(sums, [k * k, 1, 1]):
+        missing = _to_pair_ids(keys, np.int64(per_pair), params.index)
+        if missing >= 0:
+            w1, w2 = divmod(int(missing), n_workers)
+            raise DataError(f"the pair index does not hold workers ({w1}, {w2}), who share a task: "
+                            "it was built from other data")
+    return tuple(SparseSum(keys, values) for keys, values in sums), None
 
 
 # ------------------------------------------------------------------------------------------- public API
@@ -520,11 +513,6 @@ class PairIndex:
     @property
     def n_pairs(self) -> int:
         return int(self.keys.shape[0])
-
-    @property
-    def first(self) -> np.ndarray:
-        """Where each worker's pairs (as w1) start in ``keys``, shape (n_workers + 1,), int64."""
-        return np.searchsorted(self.keys, np.arange(self.n_workers + 1, dtype=np.int64) * self.n_workers)
 
     @property
     def pairs(self) -> np.ndarray:
@@ -644,7 +632,7 @@ def pair_statistics(engine: Any, index: PairIndex, weights: Any = None, *,
     need = max(48 * index.largest_block, 48 * cells) + 8 * n_pairs * (k * k + 2)
     memory.check(need, f"{n_pairs:,} worker pairs × {k}² classes, {index.largest_block:,} answer pairs in the "
                        "largest block", max_memory)
-    total, _ = engine.map_reduce(stats_block, StatsParams(index.keys, index.first, w))
+    total, _ = engine.map_reduce(stats_block, StatsParams(index.keys, w))
     joint = total[0].dense(n_pairs * k * k).reshape(n_pairs, k, k)
     n_tasks = total[1].dense(n_pairs)
     weight = total[2].dense(n_pairs) if w is not None else None

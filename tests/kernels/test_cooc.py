@@ -221,7 +221,7 @@ def test_the_block_functions_and_their_sums_pickle():
     for fn in (cooc.bound_block, cooc.index_block, cooc.stats_block):
         assert pickle.loads(pickle.dumps(fn)) is fn
     index = cooc.pair_index(LocalEngine(data))
-    sums, _ = cooc.stats_block(part, 0, cooc.StatsParams(index.keys, index.first), False)
+    sums, _ = cooc.stats_block(part, 0, cooc.StatsParams(index.keys), False)
     back = pickle.loads(pickle.dumps(sums))
     assert np.array_equal(back[0].keys, sums[0].keys) and np.array_equal(back[1].values, sums[1].values)
 
