@@ -214,30 +214,38 @@ def _block_pair_keys(task_ptr, worker, t0, t1, n_workers, capacity):  # pragma: 
 
 
 @njit(cache=True, nogil=True)
-def _to_pair_ids(keys, per_pair, index):  # pragma: no cover - compiled
-    """Rewrite sorted keys ``pair_key · per_pair + r`` as ``pair_id · per_pair + r`` in place, ``pair_id`` the pair
-    key's position in the sorted ``index``: one forward galloping walk, as both are sorted.  Returns the first pair key
-    absent from ``index`` (-1 if none)."""
+def _gallop(arr, j, key):  # pragma: no cover - compiled
+    """The first position ≥ j of the sorted ``arr`` holding a value ≥ ``key``: doubling steps from j, then bisection
+    (cheap when the keys looked up, sorted too, are a sparse subset of ``arr``)."""
+    n = arr.shape[0]
+    if j >= n or arr[j] >= key:
+        return j
+    step = 1
+    while j + step < n and arr[j + step] < key:
+        step *= 2
+    lo = j + step // 2 + 1
+    hi = min(j + step, n)
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if arr[mid] < key:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True, nogil=True)
+def _to_pair_ids(keys, per_pair, known, ids):  # pragma: no cover - compiled
+    """Rewrite sorted keys ``pair_key · per_pair + r`` as ``ids[i] · per_pair + r`` in place, ``i`` the pair key's
+    position in the sorted ``known`` keys (``ids`` empty: the position itself, ``known`` being the index).  One
+    forward galloping walk, as both are sorted.  Returns the first pair key absent from ``known`` (-1 if none)."""
     j = 0
-    n = index.shape[0]
     for i in range(keys.shape[0]):
         pk = keys[i] // per_pair
-        if j < n and index[j] < pk:  # gallop from j, then bisect: a block's keys are a sparse subset of the index
-            step = 1
-            while j + step < n and index[j + step] < pk:
-                step *= 2
-            lo = j + step // 2 + 1
-            hi = min(j + step, n)
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                if index[mid] < pk:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            j = lo
-        if j == n or index[j] != pk:
+        j = _gallop(known, j, pk)
+        if j == known.shape[0] or known[j] != pk:
             return pk
-        keys[i] = j * per_pair + keys[i] % per_pair
+        keys[i] = (ids[j] if ids.shape[0] else j) * per_pair + keys[i] % per_pair
     return np.int64(-1)
 
 
@@ -476,13 +484,17 @@ def stats_block(part: Any, b: int, params: StatsParams, keep: bool) -> tuple[tup
     top_pair = max(n_workers * n_workers - 1, 0)
     joint = _run_sums(cell_key, cell_w, top_pair * k * k + k * k - 1) if weighted \
         else _run_counts(cell_key, top_pair * k * k + k * k - 1)
-    sums = [joint, _run_counts(pair_key, top_pair)] + ([_run_sums(pair_key, pair_w, top_pair)] if weighted else [])
+    shared = _run_counts(pair_key, top_pair)
+    sums = [joint, shared] + ([_run_sums(pair_key, pair_w, top_pair)] if weighted else [])
+    block_pairs = shared[0].copy()  # the block's pairs, sorted: ids looked up in the index once each
+    missing = _to_pair_ids(shared[0], np.int64(1), params.index, np.empty(0, dtype=np.int64))
+    if missing >= 0:
+        w1, w2 = divmod(int(missing), n_workers)
+        raise DataError(f"the pair index does not hold workers ({w1}, {w2}), who share a task: "
+                        "it was built from other data")
     for (keys, _), per_pair in zip(sums, [k * k, 1, 1]):
-        missing = _to_pair_ids(keys, np.int64(per_pair), params.index)
-        if missing >= 0:
-            w1, w2 = divmod(int(missing), n_workers)
-            raise DataError(f"the pair index does not hold workers ({w1}, {w2}), who share a task: "
-                            "it was built from other data")
+        if keys is not shared[0]:  # the other sums' pairs are the block's pairs: a walk of those, not the index
+            _to_pair_ids(keys, np.int64(per_pair), block_pairs, shared[0])
     return tuple(SparseSum(keys, values) for keys, values in sums), None
 
 
