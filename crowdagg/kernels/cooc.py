@@ -50,8 +50,12 @@ module-level, their sums picklable):
    sorted merge adding equal keys); absent keys are zeros and ``x + 0 ==
    x`` in floating point, so the tree's total is bit-identical to a dense
    one and for every aligned partitioning.  A block never holds more than
-   its own answer pairs; the dense (P, K, K) array is built once, from
-   the total.
+   its own answer pairs: it keys them by pair key, sorts them (a stable
+   radix sort: the keys need few bits), adds equal keys in task order, and
+   maps its own pairs to ids with one galloping walk of the index -- no
+   look-up per answer pair, no dense P × K² per block.  The tree's nodes
+   stay sparse (at most min(answer pairs, P·K²) entries); the dense
+   (P, K, K) array is built once, from the total.
 """
 
 from __future__ import annotations
