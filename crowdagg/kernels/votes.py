@@ -1,4 +1,13 @@
-"""Vote counting and grouping kernels (majority-vote family)."""
+"""Vote counting and grouping kernels (majority-vote family).
+
+The block kernels (:func:`_block_votes`, :func:`_block_agreement`) run over
+one task-aligned block of the engine's grid (:mod:`crowdagg.engine`): the
+tasks ``[t0, t1)`` of a partition, its local ``task_ptr``, and write fresh
+arrays -- the block's votes per task (kept with the block) and its dense
+per-worker agreement sums (reduced along the engine's tree).  Each task's
+answers are added in their order, as ``np.bincount`` adds them, so one
+block gives the bits a vote over the whole arrays gave.
+"""
 
 from __future__ import annotations
 
@@ -77,6 +86,57 @@ def _vote_counts(
     weights = None if worker_weight is None else np.asarray(worker_weight, dtype=np.float64)[worker]
     counts = np.bincount(cell, weights=weights, minlength=n_tasks * n_classes)
     return counts.astype(np.float64, copy=False).reshape(n_tasks, n_classes)
+
+
+@njit(cache=True, nogil=True)
+def _block_votes(task_ptr, worker, label, t0, t1, weight, weighted, k):  # pragma: no cover - compiled
+    """Votes per task and class of the tasks ``[t0, t1)``, shape (t1 - t0, k), fresh.
+
+    ``weighted``: each answer adds its worker's ``weight`` (n_workers,);
+    otherwise 1.  A task's answers are added in their order (``np.bincount``'s).
+    """
+    out = np.zeros((t1 - t0, k))
+    for t in range(t0, t1):
+        row = t - t0
+        for e in range(task_ptr[t], task_ptr[t + 1]):
+            if weighted:
+                out[row, label[e]] += weight[worker[e]]
+            else:
+                out[row, label[e]] += 1.0
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _block_agreement(task_ptr, worker, label, t0, t1, label_of_task, n_workers, once):  # pragma: no cover - compiled
+    """Per worker (n_workers,), fresh: answers in tasks ``[t0, t1)`` equal to ``label_of_task[t - t0]``, and answers.
+
+    ``once``: a repeated identical answer (same task, worker and label)
+    counts once (crowd-kit's ``get_accuracy``); each worker's last-seen task
+    finds repeats without hashing, a scan of the task confirms them (rare).
+    """
+    right = np.zeros(n_workers)
+    total = np.zeros(n_workers)
+    last = np.full(n_workers if once else 0, -1, dtype=np.int64)
+    for t in range(t0, t1):
+        lo = task_ptr[t]
+        hi = task_ptr[t + 1]
+        truth = label_of_task[t - t0]
+        for e in range(lo, hi):
+            w = worker[e]
+            if once:
+                if last[w] == t:
+                    seen = False
+                    for m in range(lo, e):
+                        if worker[m] == w and label[m] == label[e]:
+                            seen = True
+                            break
+                    if seen:
+                        continue
+                last[w] = t
+            total[w] += 1.0
+            if label[e] == truth:
+                right[w] += 1.0
+    return right, total
 
 
 @njit(cache=True)

@@ -36,7 +36,7 @@ from crowdagg.methods.model_file import (
     to_json,
 )
 from crowdagg.methods.registry import METHODS, Method
-from crowdagg.methods.votes.mv import soft_majority_vote
+from crowdagg.methods.blocks import soft_majority_vote
 
 ROOT = Path(__file__).resolve().parents[2]
 
