@@ -202,6 +202,14 @@ def revote_block(part: Any, b: int, votes: tuple[Vote, Vote], keep: bool) -> tup
     return (block_agreement(part, b, after)[0], changed), (after if keep else None)
 
 
+def agreement_with_block(part: Any, b: int, p: tuple[np.ndarray, bool], keep: bool) -> tuple[Any, Any]:
+    """Block function: per worker (n_workers,), the answers equal to ``p[0]`` (a label per task, global) of their
+    task, and the answers; ``p[1]``: a repeated identical answer counts once (crowd-kit's ``get_accuracy``)."""
+    labels, once = p
+    t0, t1 = part.tasks_of(b)
+    return block_agreement(part, b, part.task_rows(labels)[t0:t1], once), None
+
+
 @dataclass(frozen=True)
 class Posterior:
     """How a block turns a vote into posteriors and labels (:func:`posterior_block`).
@@ -478,6 +486,7 @@ __all__ = [
     "Vote",
     "Posterior",
     "agreement_block",
+    "agreement_with_block",
     "revote_block",
     "posterior_block",
     "finish_votes",
