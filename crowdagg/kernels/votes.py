@@ -44,50 +44,6 @@ def group_order(keys: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray
     return _group_order(check_index(keys, n_groups, "key"), n_groups)
 
 
-def vote_counts(
-    task: np.ndarray,
-    worker: np.ndarray,
-    label: np.ndarray,
-    n_tasks: int,
-    n_classes: int,
-    worker_weight: np.ndarray | None = None,
-) -> np.ndarray:
-    """(Weighted) votes per task and class, shape (n_tasks, n_classes).
-
-    ``worker_weight`` (shape (n_workers,)) weighs each worker's vote; ``None``
-    counts every answer once.  One ``bincount`` over the flat (task, class)
-    cell of each answer: O(L).  The codes are checked first
-    (:func:`~crowdagg.kernels.validate.check_codes`): a task or label out of
-    range would otherwise count in another task's cell.
-    """
-    from .validate import as_code_array, as_float_array, check_codes, check_count
-
-    n_tasks, n_classes = check_count(n_tasks, "n_tasks"), check_count(n_classes, "n_classes")
-    weight = None if worker_weight is None else as_float_array(worker_weight, "worker_weight", 1)
-    check_codes(task, worker, label, n_tasks, -1 if weight is None else len(weight), n_classes)
-    task, worker, label = (as_code_array(a, r) for a, r in ((task, "task"), (worker, "worker"), (label, "label")))
-    return _vote_counts(task, worker, label, n_tasks, n_classes, weight)
-
-
-def _vote_counts(
-    task: np.ndarray,
-    worker: np.ndarray,
-    label: np.ndarray,
-    n_tasks: int,
-    n_classes: int,
-    worker_weight: np.ndarray | None = None,
-) -> np.ndarray:
-    """:func:`vote_counts` on codes valid by construction (an annotation set's): no check.
-
-    The iterative aggregators revote every round; the codes were checked
-    once, when the set was built.
-    """
-    cell = task.astype(np.int64) * n_classes + label
-    weights = None if worker_weight is None else np.asarray(worker_weight, dtype=np.float64)[worker]
-    counts = np.bincount(cell, weights=weights, minlength=n_tasks * n_classes)
-    return counts.astype(np.float64, copy=False).reshape(n_tasks, n_classes)
-
-
 @njit(cache=True, nogil=True)
 def _block_votes(task_ptr, worker, label, t0, t1, weight, weighted, k):  # pragma: no cover - compiled
     """Votes per task and class of the tasks ``[t0, t1)``, shape (t1 - t0, k), fresh.
@@ -139,32 +95,57 @@ def _block_agreement(task_ptr, worker, label, t0, t1, label_of_task, n_workers, 
     return right, total
 
 
-@njit(cache=True)
-def _agreement(task, worker, label, label_of_task, n_tasks, n_workers):  # pragma: no cover - compiled
-    order, ptr = _group_order(task, n_tasks)
-    right = np.zeros(n_workers, dtype=np.float64)
-    total = np.zeros(n_workers, dtype=np.float64)
-    last = np.full(n_workers, -1, dtype=np.int64)  # the last task each worker was seen on
-    for t in range(n_tasks):
-        lo = ptr[t]
-        hi = ptr[t + 1]
-        for j in range(lo, hi):
-            i = order[j]
-            w = worker[i]
-            if last[w] == t:  # w answered t before: count a repeated label once (rare, so a scan)
-                seen = False
-                for m in range(lo, j):
-                    p = order[m]
-                    if worker[p] == w and label[p] == label[i]:
-                        seen = True
-                        break
-                if seen:
-                    continue
-            last[w] = t
-            total[w] += 1.0
-            if label[i] == label_of_task[t]:
-                right[w] += 1.0
-    return right, total
+def vote_counts(
+    task: np.ndarray,
+    worker: np.ndarray,
+    label: np.ndarray,
+    n_tasks: int,
+    n_classes: int,
+    worker_weight: np.ndarray | None = None,
+) -> np.ndarray:
+    """(Weighted) votes per task and class, shape (n_tasks, n_classes).
+
+    ``worker_weight`` (shape (n_workers,)) weighs each worker's vote; ``None``
+    counts every answer once.  A stable counting sort by task, then the
+    block kernel over all tasks (each task's answers added in input order,
+    as ``np.bincount`` adds them): O(L + n_tasks).  The codes are checked first
+    (:func:`~crowdagg.kernels.validate.check_codes`): a task or label out of
+    range would otherwise count in another task's cell.
+    """
+    from .validate import as_code_array, as_float_array, check_codes, check_count
+
+    n_tasks, n_classes = check_count(n_tasks, "n_tasks"), check_count(n_classes, "n_classes")
+    weight = None if worker_weight is None else as_float_array(worker_weight, "worker_weight", 1)
+    check_codes(task, worker, label, n_tasks, -1 if weight is None else len(weight), n_classes)
+    task, worker, label = (as_code_array(a, r) for a, r in ((task, "task"), (worker, "worker"), (label, "label")))
+    return _vote_counts(task, worker, label, n_tasks, n_classes, weight)
+
+
+def _vote_counts(
+    task: np.ndarray,
+    worker: np.ndarray,
+    label: np.ndarray,
+    n_tasks: int,
+    n_classes: int,
+    worker_weight: np.ndarray | None = None,
+) -> np.ndarray:
+    """:func:`vote_counts` on valid codes: no check.
+
+    The answers are grouped by task (a stable counting sort: each task's
+    answers keep their order) and voted by the block kernel over all tasks,
+    the kernel every vote-based method runs per block.
+    """
+    ptr, worker, label = _by_task(task, worker, label, n_tasks)
+    weighted = worker_weight is not None
+    weight = np.ascontiguousarray(worker_weight, dtype=np.float64) if weighted else np.zeros(0)
+    return _block_votes(ptr, worker, label, 0, int(n_tasks), weight, weighted, int(n_classes))
+
+
+def _by_task(task: np.ndarray, worker: np.ndarray, label: np.ndarray,
+             n_tasks: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(task_ptr, worker, label) of answers in any order, grouped by task stably: what the block kernels read."""
+    order, ptr = _group_order(np.ascontiguousarray(task, dtype=np.int64), int(n_tasks))
+    return ptr, np.ascontiguousarray(worker, dtype=np.int64)[order], np.ascontiguousarray(label, dtype=np.int64)[order]
 
 
 def worker_agreement(
@@ -174,8 +155,8 @@ def worker_agreement(
 
     A repeated identical answer (same task, worker and label) counts once, as
     crowd-kit's ``get_accuracy`` drops duplicates.  Answers in any order:
-    one counting sort by task, then each worker's last-seen task finds
-    repeats without hashing.  O(L + n_tasks + n_workers).
+    one counting sort by task, then the block kernel over all tasks
+    (:func:`_block_agreement`).  O(L + n_tasks + n_workers).
 
     The codes are checked first (:func:`~crowdagg.kernels.validate.check_codes`;
     ``label_of_task`` must hold ``n_tasks`` integers): the kernel counts
@@ -197,6 +178,6 @@ def _worker_agreement(
     task: np.ndarray, worker: np.ndarray, label: np.ndarray, label_of_task: np.ndarray, n_tasks: int, n_workers: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`worker_agreement` on codes valid by construction (an annotation set's): no check."""
-    return _agreement(np.ascontiguousarray(task, dtype=np.int64), np.ascontiguousarray(worker, dtype=np.int64),
-                      np.ascontiguousarray(label, dtype=np.int64), np.ascontiguousarray(label_of_task, dtype=np.int64),
-                      int(n_tasks), int(n_workers))
+    ptr, worker, label = _by_task(task, worker, label, n_tasks)
+    return _block_agreement(ptr, worker, label, 0, int(n_tasks), np.ascontiguousarray(label_of_task, dtype=np.int64),
+                            int(n_workers), True)

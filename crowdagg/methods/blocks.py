@@ -272,7 +272,7 @@ def posterior_block(part: Any, b: int, p: Posterior, keep: bool) -> tuple[Any, A
     return sums, (post, labels, empty, draws)
 
 
-def finish_votes(engine: Any, p: Posterior, n_classes: int) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+def finish_votes(engine: Any, p: Posterior, n_classes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A vote's posteriors (n_tasks, K), labels (n_tasks,) and class prior (K,) over ``engine``'s blocks.
 
     One pass of :func:`posterior_block`; then the empty tasks (no answers,
@@ -281,13 +281,14 @@ def finish_votes(engine: Any, p: Posterior, n_classes: int) -> tuple[np.ndarray,
     it, as :func:`fill_empty_rows` and :func:`argmax_random_ties` over the
     whole array gave them.
     """
+    if not p.labels:
+        raise ValueError("finish_votes draws labels: give a Posterior with labels=True")
     (row_sum, n_full), outs = engine.map_reduce(posterior_block, p, keep=True)
     post, labels, empty, draws = engine.gather(outs)
     prior = row_sum / n_full if n_full > 0 else np.full(n_classes, 1.0 / n_classes)
     if empty.any():
         post[empty] = prior
-        if labels is not None:
-            labels[empty] = _labels_on(prior, draws, p.empty_atol)
+        labels[empty] = _labels_on(prior, draws, p.empty_atol)
     return post, labels, prior
 
 

@@ -194,16 +194,16 @@ def test_mv_wawa_wmv_match_whole_array_numpy_twins(small):
     # wmv, three rounds by hand
     from crowdagg.methods.votes.wmv import log_odds_weights
 
-    labels, n_iter = mv_labels, 0
-    for n_iter in range(1, 51):
+    labels, n_iter, done = mv_labels, 0, False
+    while not done and n_iter < 50:
+        n_iter += 1
         right, total = slow_agreement(small, labels)
         accuracy = np.where(total > 0, (right + 1) / (total + 2), 1 / 3)
         scores = slow_votes(small, log_odds_weights(accuracy, 3))
         new = argmax_random_ties(scores, ties, atol=1e-12)
         done = np.array_equal(new, labels)
         labels = new
-        if done:
-            break
+    assert done and n_iter > 1
     post = softmax_rows(scores)
     prior = fill_empty_rows(post, empty)
     labels[empty] = argmax_random_ties(post[empty], TieBreaker(small.tasks[np.flatnonzero(empty)], seed))

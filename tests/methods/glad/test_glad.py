@@ -14,9 +14,9 @@ from scipy.stats import spearmanr
 from crowdagg import load_annotations
 from crowdagg.core import threads
 from crowdagg.data.annotations import AnnotationSet
+from crowdagg.engine import LocalEngine, grid
 from crowdagg.errors import ConvergenceWarning, CrowdaggWarning, DataError, UsageError
 from crowdagg.io.read import read_task_labels
-from crowdagg.engine import LocalEngine, grid
 from crowdagg.methods.api import aggregate
 from crowdagg.methods.glad.glad import Glad, GladForm
 from crowdagg.methods.model_file import from_json, to_json
