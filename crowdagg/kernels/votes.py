@@ -95,6 +95,66 @@ def _block_agreement(task_ptr, worker, label, t0, t1, label_of_task, n_workers, 
     return right, total
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _row_argmax(s, k, atol, row, labels, tied, near, n_tied):  # pragma: no cover - compiled
+    """``labels[row]`` = the first maximum of ``s[:k]``; a row with another score within ``atol`` of it is tied:
+    its index and its near mask are appended (``tied``, ``near``).  Returns the new count of tied rows."""
+    j = 0
+    m = s[0]
+    for c in range(1, k):
+        if s[c] > m:
+            m = s[c]
+            j = c
+    labels[row] = j
+    floor = m - atol
+    count = 0
+    for c in range(k):
+        if s[c] >= floor:
+            count += 1
+    if count > 1:
+        tied[n_tied] = row
+        for c in range(k):
+            near[n_tied, c] = s[c] >= floor
+        n_tied += 1
+    return n_tied
+
+
+@njit(cache=True, nogil=True)
+def _block_argmax(scores, atol):  # pragma: no cover - compiled
+    """Row-wise first maximum of ``scores`` (n, k), and the rows with another score within ``atol`` of it:
+    ``(labels (n,), tied rows (n_tied,), their near masks (n_tied, k))`` -- ``argmax_random_ties`` before its draws."""
+    n, k = scores.shape
+    labels = np.empty(n, dtype=np.int64)
+    tied = np.empty(n, dtype=np.int64)
+    near = np.empty((n, k), dtype=np.bool_)
+    n_tied = 0
+    for row in range(n):
+        n_tied = _row_argmax(scores[row], k, atol, row, labels, tied, near, n_tied)
+    return labels, tied[:n_tied], near[:n_tied]
+
+
+@njit(cache=True, nogil=True)
+def _block_vote_labels(task_ptr, worker, label, t0, t1, weight, weighted, k, atol):  # pragma: no cover - compiled
+    """:func:`_block_votes` and :func:`_block_argmax` fused, without the votes table: per task of ``[t0, t1)`` its
+    votes in a K buffer, then its first maximum and whether it ties (within ``atol``)."""
+    n = t1 - t0
+    labels = np.empty(n, dtype=np.int64)
+    tied = np.empty(n, dtype=np.int64)
+    near = np.empty((n, k), dtype=np.bool_)
+    s = np.empty(k)
+    n_tied = 0
+    for t in range(t0, t1):
+        for c in range(k):
+            s[c] = 0.0
+        for e in range(task_ptr[t], task_ptr[t + 1]):
+            if weighted:
+                s[label[e]] += weight[worker[e]]
+            else:
+                s[label[e]] += 1.0
+        n_tied = _row_argmax(s, k, atol, t - t0, labels, tied, near, n_tied)
+    return labels, tied[:n_tied], near[:n_tied]
+
+
 def vote_counts(
     task: np.ndarray,
     worker: np.ndarray,

@@ -167,12 +167,36 @@ def block_votes(part: Any, b: int, weight: np.ndarray | None) -> np.ndarray:
 _NO_WEIGHT = np.zeros(0)
 
 
-def block_labels(part: Any, b: int, vote: Vote) -> tuple[np.ndarray, np.ndarray]:
-    """Block ``b``'s votes (its tasks, K) and labels (its tasks,) under ``vote``, ties drawn by task name."""
-    votes = block_votes(part, b, vote.weight)
-    t0, _ = part.tasks_of(b)
-    ties = TieBreaker(part.task_names, vote.seed, t0)
-    return votes, argmax_random_ties(normalize_rows(votes) if vote.on_shares else votes, ties, vote.atol)
+def block_labels(part: Any, b: int, vote: Vote) -> np.ndarray:
+    """Block ``b``'s labels (its tasks,) under ``vote``, ties drawn by task name: :func:`argmax_random_ties` of
+    its votes (or vote shares), without the votes table where the labels do not need the shares.
+
+    Unweighted shares tie exactly where the counts tie (``c / n`` is
+    strictly monotone in the count ``c`` for any ``n`` below 2⁵²), so with
+    ``atol = 0`` their labels are the counts' and the fused kernel
+    (:func:`crowdagg.kernels.votes._block_vote_labels`) draws them; weighted
+    shares go through the table.
+    """
+    from ..kernels.votes import _block_argmax, _block_vote_labels
+
+    t0, t1 = part.tasks_of(b)
+    if vote.on_shares and (vote.weight is not None or vote.atol != 0.0):
+        labels, tied, near = _block_argmax(normalize_rows(block_votes(part, b, vote.weight)), vote.atol)
+    else:
+        w = _NO_WEIGHT if vote.weight is None else vote.weight
+        labels, tied, near = _block_vote_labels(part.task_ptr, part.worker, part.label, t0, t1, w,
+                                                vote.weight is not None, part.n_classes, vote.atol)
+    return draw_ties(labels, tied, near, TieBreaker(part.task_names, vote.seed, t0))
+
+
+def draw_ties(labels: np.ndarray, tied: np.ndarray, near: np.ndarray, ties: TieBreaker) -> np.ndarray:
+    """``labels`` with its ``tied`` rows (their ``near`` masks, (n_tied, K)) drawn by ``ties``: the end of
+    :func:`argmax_random_ties`, after a kernel found the maxima.  ``labels`` is changed in place and returned."""
+    if tied.size:
+        draw = ties.draws(tied, near.shape[1])
+        draw[~near] = -1.0
+        labels[tied] = draw.argmax(axis=1)
+    return labels
 
 
 def block_agreement(part: Any, b: int, labels: np.ndarray, once: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -188,7 +212,7 @@ def agreement_block(part: Any, b: int, vote: Vote, keep: bool) -> tuple[Any, Any
 
     Kept: the labels.  (Wawa's skills, wmv's first weights.)
     """
-    _, labels = block_labels(part, b, vote)
+    labels = block_labels(part, b, vote)
     return block_agreement(part, b, labels), (labels if keep else None)
 
 
@@ -196,8 +220,8 @@ def revote_block(part: Any, b: int, votes: tuple[Vote, Vote], keep: bool) -> tup
     """Block function of an iterative weighted vote: the labels of ``votes[1]``, how many differ from
     ``votes[0]``'s (recomputed here from the previous weights: no per-task state crosses iterations), and per
     worker the answers agreeing with the new labels (n_workers,).  Sums ``(agreeing, changed)``; kept: the labels."""
-    _, before = block_labels(part, b, votes[0])
-    _, after = block_labels(part, b, votes[1])
+    before = block_labels(part, b, votes[0])
+    after = block_labels(part, b, votes[1])
     changed = float(np.count_nonzero(after != before))
     return (block_agreement(part, b, after)[0], changed), (after if keep else None)
 
@@ -264,8 +288,10 @@ def posterior_block(part: Any, b: int, p: Posterior, keep: bool) -> tuple[Any, A
         return sums, None
     if not p.labels:
         return sums, (post, empty)
+    from ..kernels.votes import _block_argmax
+
     ties = TieBreaker(part.task_names, p.vote.seed, t0)
-    labels = argmax_random_ties(post if p.vote.on_shares else votes, ties, p.vote.atol)
+    labels = draw_ties(*_block_argmax(post if p.vote.on_shares else votes, p.vote.atol), ties)
     rows = np.flatnonzero(empty)
     k = part.n_classes
     draws = ties.draws(rows, k) if rows.size and k > 1 else np.zeros((rows.size, k))
