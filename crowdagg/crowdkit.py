@@ -126,9 +126,9 @@ local engine: the E-step, the objective and its gradient), with crowd-kit's star
 Q and stopping rule as its settings (:class:`_GladEM`).
 
 Speed: text columns (pandas 3's Arrow-backed ``str``) are encoded by Arrow's
-dictionary encoding (:func:`crowdagg.data.vocab.encode`), the votes are one
-``bincount``, worker agreement one numba pass
-(:func:`crowdagg.kernels.worker_agreement`), and results are built from the
+dictionary encoding (:func:`crowdagg.data.vocab.encode`), the votes and the
+worker agreement are the vote family's block functions on the local engine
+(:mod:`crowdagg.methods.blocks`: one numba pass per block each), and results are built from the
 encoded distinct values, with no Python object per answer: on 1M answers
 MajorityVote and Wawa run several times faster than crowd-kit
 (``benchmarks/bench_crowdkit_surface.py``).

@@ -1,12 +1,18 @@
 r"""Building blocks that methods of every family share: votes, ties, rows, one-coin workers, gold.
 
-Low level: numpy and the vote/EM kernels only, no method, no registry.
+Low level: numpy, the vote/EM kernels and the engine only, no method, no registry.
 A method module imports what it needs from here; nothing here knows which
 method uses it.
 
 * Rows: :func:`normalize_rows`, :func:`softmax_rows`, :func:`fill_empty_rows`
   (tasks without answers get the mean of the others).
-* Votes: :func:`soft_majority_vote` (vote shares), :func:`hard_majority_vote`
+* Votes: the vote family's block functions on the engine's protocol
+  (:mod:`crowdagg.engine`: :func:`posterior_block`, :func:`agreement_block`,
+  :func:`revote_block`, :func:`agreement_with_block`; each block votes its
+  own tasks and draws its own ties by task name, per-worker agreement and
+  the prior's sums are reduced) and :func:`finish_votes` (posteriors,
+  labels, prior; tasks without answers get the prior);
+  :func:`soft_majority_vote` (vote shares), :func:`hard_majority_vote`
   (one-hot majority labels, ties drawn by :class:`TieBreaker`),
   :func:`argmax_random_ties`.
 * Worker models: :func:`one_coin_matrices` and :func:`one_coin_accuracy`

@@ -269,7 +269,7 @@ class Glad(IterativeAggregator):
             mean[known] = natural[known, 0] / natural[known, 1]
         clamp = checked.clamp if checked.clamp is not None else np.full(data.n_tasks, -1, dtype=np.int64)
         first = None if checked.start is None else checked.start.posterior
-        post = clamp_posteriors(starting_posteriors(data, start, rng, first), clamp)
+        post = clamp_posteriors(starting_posteriors(data, start, rng, first, checked.engine), clamp)
         state = GladState(checked.engine, _answer_posteriors(checked.engine, post), mean.copy(), np.full(data.n_tasks, float(checked["log_beta_mean"])),
                           np.full(k, -math.log(k)), clamp, mean, precision, np.zeros(k),
                           np.zeros(k) if checked.warm is None else checked.warm.class_counts)
