@@ -297,7 +297,8 @@ def posterior_block(part: Any, b: int, p: Posterior, keep: bool) -> tuple[Any, A
     from ..kernels.votes import _block_argmax
 
     ties = TieBreaker(part.task_names, p.vote.seed, t0)
-    labels = draw_ties(*_block_argmax(post if p.vote.on_shares else votes, p.vote.atol), ties)
+    labels, tied, near = _block_argmax(post if p.vote.on_shares else votes, p.vote.atol)
+    labels = draw_ties(labels, tied, near, ties)
     rows = np.flatnonzero(empty)
     k = part.n_classes
     draws = ties.draws(rows, k) if rows.size and k > 1 else np.zeros((rows.size, k))
