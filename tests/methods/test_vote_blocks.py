@@ -259,3 +259,11 @@ def test_block_functions_are_picklable_by_reference():
         assert pickle.loads(pickle.dumps(fn)) is fn
     p = Posterior(Vote(np.ones(3), 1, 1e-12, False), SOFTMAX)
     assert pickle.loads(pickle.dumps(p)).rows == SOFTMAX and SHARES == "shares"
+
+
+def test_glad_is_declared_local_only():
+    """GLAD's L-BFGS-B makes ~25 map-reduce rounds per iteration with log β on the client: local engine only,
+    said on the class (what a distributed engine reads) and in its declaration (``crowdagg methods``)."""
+    from crowdagg.methods.glad.glad import Glad
+
+    assert Glad.engines == ("local",) and get("glad").engines == ("local",)
