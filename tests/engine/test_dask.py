@@ -23,7 +23,7 @@ from crowdagg.io.read import load_annotations  # noqa: E402
 from crowdagg.methods.api import aggregate  # noqa: E402
 from crowdagg.methods.registry import METHODS, get_method  # noqa: E402
 
-pytestmark = pytest.mark.dask
+pytestmark = [pytest.mark.dask, pytest.mark.xdist_group("dask")]  # one cluster per run under --dist loadgroup
 
 #: The methods that declare the Dask engine.
 DASK_METHODS = [name for name, m in METHODS.items() if "dask" in m.engines]
@@ -320,35 +320,6 @@ def test_real_datasets_give_the_local_readers_partitions_and_bytes(client, datas
             engine.close()
 
 
-def test_a_worker_killed_mid_fit_does_not_change_the_result(client, small_files):
-    """At iteration 3 (the progress callback, not a timer) a worker process holding partitions is killed: Dask
-    rebuilds them from their files (lineage) and the fit goes on to the same bits."""
-    from crowdagg.io.dask_read import read_distributed
-
-    if "ds" not in DASK_METHODS:
-        pytest.skip("ds does not run on the Dask engine yet")
-    want = get_method("ds")(max_iter=6, tol=0).fit(load_annotations(small_files))
-    data, engine = read_distributed(small_files, client, partitions=3)
-    try:
-        holders = {addr for addrs in client.who_has(engine.parts).values() for addr in addrs}
-        nannies = {n.worker_address: n for n in client.cluster.workers.values()}
-        victim = nannies[sorted(holders)[0]]
-        killed = []
-
-        def kill_at_three(iteration: int, objective: float) -> None:
-            if iteration == 3 and not killed:
-                killed.append(victim.process.pid)
-                os.kill(victim.process.pid, signal.SIGKILL)
-
-        got = get_method("ds")(max_iter=6, tol=0).fit(data, engine=engine, callback=kill_at_three)
-    finally:
-        engine.close()
-    assert killed and len(want.objective) == 6
-    assert np.array_equal(got.posteriors, want.posteriors) and np.array_equal(got.objective, want.objective)
-    assert _render(got) == _render(want)
-    client.wait_for_workers(2, timeout=60)  # the nanny restarts it: the cluster is whole again
-
-
 def test_the_fits_services_go_through_the_dask_engine(client, small_files):
     """Gold, the starts (hard vote, another method's result) and a saved worker model: the local engine's bytes;
     restarts (n_init > 1) are refused before any work."""
@@ -438,3 +409,32 @@ def test_the_co_occurrence_kernel_through_dask_equals_the_local_engine(client, s
             engine.close()
         for name in ("pairs", "joint", "n_tasks", "weight"):
             assert np.array_equal(getattr(got, name), getattr(want, name)), (name, partitions)
+
+
+# --------------------------------------------------------------------------- faults (last: it kills a worker)
+def test_a_worker_killed_mid_fit_does_not_change_the_result(client, small_files):
+    """At iteration 3 (the progress callback, not a timer) a worker process holding partitions is killed: Dask
+    rebuilds them from their files (lineage) and the fit goes on to the same bits."""
+    from crowdagg.io.dask_read import read_distributed
+
+    if "ds" not in DASK_METHODS:
+        pytest.skip("ds does not run on the Dask engine yet")
+    want = get_method("ds")(max_iter=6, tol=0).fit(load_annotations(small_files))
+    data, engine = read_distributed(small_files, client, partitions=3)
+    try:
+        holders = {addr for addrs in client.who_has(engine.parts).values() for addr in addrs}
+        nannies = {n.worker_address: n for n in client.cluster.workers.values()}
+        victim = nannies[sorted(holders)[0]]
+        killed = []
+
+        def kill_at_three(iteration: int, objective: float) -> None:
+            if iteration == 3 and not killed:
+                killed.append(victim.process.pid)
+                os.kill(victim.process.pid, signal.SIGKILL)
+
+        got = get_method("ds")(max_iter=6, tol=0).fit(data, engine=engine, callback=kill_at_three)
+    finally:
+        engine.close()
+    assert killed and len(want.objective) == 6
+    assert np.array_equal(got.posteriors, want.posteriors) and np.array_equal(got.objective, want.objective)
+    assert _render(got) == _render(want)
