@@ -30,7 +30,7 @@ def test_methods_lists_kinds_engines_gold_and_saved_models():
     assert table[0] == "method,class,summary,kind,engines,gold,saved_models,requires"
     rows = {r.split(",")[0]: r for r in table[1:]}
     assert rows["ds"].startswith("ds,DawidSkene,") and rows["ds"].endswith(",categorical,local,true,true,")
-    assert rows["mv"].endswith(",categorical,local,false,false,")
+    assert rows["mv"].endswith(',categorical,"local,dask",false,false,')
     jsonl = runner.invoke(app, ["methods", "--format", "jsonl"]).stdout.splitlines()
     assert '"kind":"categorical","engines":"local","gold":true,"saved_models":true,"requires":""}' in jsonl[3]
     full = runner.invoke(app, ["methods", "ds"]).stdout.splitlines()
