@@ -390,6 +390,20 @@ def test_cli_refuses_what_dask_does_not_run_before_any_work_and_writes_nothing_o
     assert "Traceback" not in bad.stderr and not out.exists()
 
 
+def test_the_local_engine_never_imports_dask():
+    """``aggregate`` without --engine dask (and ``import crowdagg``) leave dask and distributed unimported."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom typer.testing import CliRunner\nfrom crowdagg.cli import app\n"
+            "r = CliRunner().invoke(app, ['aggregate', 'example:bluebird', '-m', 'ds'])\n"
+            "assert r.exit_code == 0, r.stderr\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.stdout.strip() == "[]"
+
+
 # --------------------------------------------------------------------------- the co-occurrence kernel
 def test_the_co_occurrence_kernel_through_dask_equals_the_local_engine(client, small_files):
     """The sparse accumulators (pair sets, sparse sums) reduce to the local engine's bits on any partitioning
