@@ -49,6 +49,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core import timing as _timing
 from ..core.memory import MaxMemory
 from ..data.annotations import AnnotationSet
 from ..errors import CrowdaggWarning, UsageError, param, warn
@@ -222,6 +223,7 @@ def read_distributed(
                "classes": None if classes is None else list(classes), "blank_labels": blank_labels,
                "rejected": rejected, "max_memory": max_memory}
     # 1. Every file read on a worker; the first failure in file order is the error (as the local reader's).
+    end_stage = _timing.start("dask: read the files")
     reads = [client.submit(read_file, f, options, pure=False) for f in paths]
     summaries = client.map(summarise, reads, pure=False)
     distributed.wait(summaries)
@@ -230,7 +232,9 @@ def read_distributed(
             fut.result()  # raises the reader's error, which names the file
     files: list[FileSummary] = client.gather(summaries)
     del summaries
+    end_stage()
     # 2. The global vocabularies and counts, in the local reader's order.
+    end_stage = _timing.start("dask: vocabularies")
     for f in files:
         for text in f.warnings:
             if not any(said in text for said in _GLOBAL_WARNINGS):
@@ -267,7 +271,9 @@ def read_distributed(
     class_dtype = kinds.pop() if len(kinds) == 1 else None
     task_ptr = np.zeros(n_tasks + 1, dtype=np.int64)
     np.cumsum(per_task, out=task_ptr[1:])
+    end_stage()
     # 3. The grid, the partitions cut at its block boundaries, each built from its pieces of every file.
+    end_stage = _timing.start("dask: partitions")
     bounds = task_grid(task_ptr, n_workers, k)
     n_blocks = len(bounds) - 1
     block_cuts = _block_cuts(partitions, n_blocks, client)
@@ -283,6 +289,7 @@ def read_distributed(
                                    pure=False))
     del pieces
     n_dup = sum(client.gather(client.map(part_duplicates, parts, pure=False)))
+    end_stage()
     if n_dup:
         _warn_duplicates(n_dup, duplicates)
     data = remote_set(tasks=tasks, workers=workers, classes=tuple(class_list), task_ptr=task_ptr,
