@@ -39,11 +39,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 def write_files(n: int, n_files: int, directory: Path) -> list[str]:
     """The benchmark crowd of ``n`` answers in ``n_files`` Parquet files (written once)."""
+    import bench_ingest
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
-
-    import bench_ingest
 
     directory.mkdir(parents=True, exist_ok=True)
     paths = [directory / f"part-{i:03d}.parquet" for i in range(n_files)]
