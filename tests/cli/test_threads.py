@@ -62,16 +62,15 @@ def test_same_bytes_with_one_and_two_threads_on_a_real_dataset(runner, counts_se
 
 
 def test_same_bytes_with_one_and_two_threads_in_real_processes(datasets_dir, tmp_path):
-    # two copies of trec under distinct task names: 177k real answers, three blocks at the default grid
+    # two copies of trec under distinct task names: 177k real answers, two blocks of the engine's grid
     text = (datasets_dir / "trec" / "labels.csv").read_text().splitlines()
     rows = [f"{copy}-{line}" for copy in ("a", "b") for line in text[1:]]
     big = tmp_path / "trec2.csv"
     big.write_text("\n".join([text[0], *rows]) + "\n")
-    from crowdagg.kernels.em import em_chunk_count
+    from crowdagg import load_annotations
+    from crowdagg.engine import LocalEngine
 
-    n_tasks = len({r.split(",")[0] for r in rows})
-    n_workers = len({r.split(",")[1] for r in text[1:]})
-    assert em_chunk_count(len(rows), n_tasks, n_workers, 2) == 3
+    assert LocalEngine(load_annotations(big)).n_blocks == 2
     env = dict(os.environ)
     env.pop("PYTHONWARNINGS", None)
     outs = []
