@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .em import EMParams, em_accumulator_bytes, em_block
+from .em import EMParams, em_block
 from .ingest import prefixed_int_codes, quote_parity, repeated_answers, scan_records, sort_by_task
 from .schedule import block_bounds, block_count, n_threads, run_blocks
 from .votes import group_order, vote_counts, worker_agreement
@@ -75,7 +75,6 @@ __all__ = [
     "block_bounds",
     "block_count",
     "compiled",
-    "em_accumulator_bytes",
     "em_block",
     "group_order",
     "n_threads",

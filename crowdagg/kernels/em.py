@@ -39,6 +39,7 @@ import numpy as np
 from numba import njit
 
 from ..errors import DataError, UsageError
+from .validate import as_code_array, as_float_array, check_count, check_index, check_offsets
 
 #: The kernel's modes: how a block's posteriors are made.
 _E_STEP, _GIVEN, _VOTE = 0, 1, 2
@@ -172,12 +173,6 @@ def _em_block(
     return ll, h, -1
 
 
-def _float_array(values: Any, name: str, ndim: int) -> np.ndarray:
-    from .validate import as_float_array
-
-    return as_float_array(values, name, ndim)
-
-
 @dataclass(frozen=True, eq=False)
 class EMParams:
     """What :func:`em_block` computes a block's posteriors from (broadcast to every block of an iteration).
@@ -213,8 +208,6 @@ class EMParams:
     entropy_floor: float | None = None
 
     def __post_init__(self) -> None:
-        from .validate import as_code_array
-
         def put(name: str, value: Any) -> None:
             object.__setattr__(self, name, value)
 
@@ -223,8 +216,8 @@ class EMParams:
                 raise UsageError("EMParams: give log_conf_ot (an E-step) or post (given posteriors), not both")
             if self.log_prior is None:
                 raise UsageError("EMParams: an E-step needs log_prior beside log_conf_ot")
-            put("log_prior", _float_array(self.log_prior, "log_prior", 1))
-            put("log_conf_ot", _float_array(self.log_conf_ot, "log_conf_ot", 3))
+            put("log_prior", as_float_array(self.log_prior, "log_prior", 1))
+            put("log_conf_ot", as_float_array(self.log_conf_ot, "log_conf_ot", 3))
             k = self.log_prior.shape[0]
             if self.log_conf_ot.shape[1:] != (k, k):
                 raise DataError(f"log_conf_ot has shape {self.log_conf_ot.shape}, not (n_workers, {k}, {k}) for the "
@@ -232,7 +225,7 @@ class EMParams:
         elif self.log_prior is not None:
             raise UsageError("EMParams: log_prior without log_conf_ot (an E-step needs both)")
         if self.post is not None:
-            put("post", _float_array(self.post, "post", 2))
+            put("post", as_float_array(self.post, "post", 2))
         if self.clamp is not None:
             clamp = as_code_array(self.clamp, "clamp")
             if clamp.dtype != np.int64:
@@ -255,6 +248,13 @@ class EMParams:
         return "e-step" if self.log_conf_ot is not None else "given" if self.post is not None else "vote"
 
 
+#: Stand-ins for the arrays a mode does not read (the kernel's argument types stay the same).
+_NO_PRIOR = np.zeros(1)
+_NO_CONF = np.zeros((1, 1, 1))
+_NO_POST = np.zeros((0, 1))
+_NO_CLAMP = np.zeros(0, dtype=np.int64)
+
+#: The partitions whose arrays :func:`_check_part` has checked (by identity; forgotten with the partition).
 _checked_parts: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 _check_lock = threading.Lock()
 
@@ -264,8 +264,6 @@ def _check_part(part: Any) -> np.ndarray:
     returns its cells.  One pass over its answers, the first time a block of it is run."""
     with _check_lock:
         if part not in _checked_parts:
-            from .validate import check_count, check_index, check_offsets
-
             n_workers, k = check_count(part.n_workers, "n_workers"), check_count(part.n_classes, "n_classes")
             if len(part.worker) != len(part.label):
                 raise DataError(f"worker and label arrays differ in length ({len(part.worker):,}, {len(part.label):,})")
@@ -339,14 +337,3 @@ def em_block(part: Any, b: int, params: EMParams, keep: bool = False) -> tuple[t
         raise DataError(f"clamp holds {int(clamp[bad])} for task {lo + bad}, not a class (-1 .. {k - 1})")
     sums = (counts, tot, float(ll)) if params.entropy_floor is None else (counts, tot, float(ll), float(h))
     return sums, (post if keep else None)
-
-
-_NO_PRIOR = np.zeros(1)
-_NO_CONF = np.zeros((1, 1, 1))
-_NO_POST = np.zeros((0, 1))
-_NO_CLAMP = np.zeros(0, dtype=np.int64)
-
-
-def em_accumulator_bytes(n_workers: int, n_classes: int) -> int:
-    """Bytes of one EM block's accumulator (its expected counts)."""
-    return max(n_workers * n_classes * n_classes * 8, 1)
