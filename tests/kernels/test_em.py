@@ -199,3 +199,17 @@ def test_bad_parts_and_parameters_are_errors_never_a_crash():
     found = json.loads(proc.stdout.strip().splitlines()[-1])
     for name, (_, _, message) in EM_CASES.items():
         assert message in found[name], (name, found[name])
+
+
+def test_the_block_function_and_its_parameters_travel_by_pickle(rng):
+    """A distributed engine ships em_block by reference and EMParams by value: the same bits after the trip."""
+    import pickle
+
+    task_ptr, worker, label = crowd(rng, 120, 6, 3)
+    part = Part(0, 1, 0, np.array([0, 120]), task_ptr, worker, label, 6, 3)
+    params = all_params(rng, 120, 6, 3, True)["e-step"]
+    fn, shipped = pickle.loads(pickle.dumps((em_block, params)))
+    assert fn is em_block and shipped.mode == "e-step"
+    (c1, t1, l1, h1), p1 = em_block(part, 0, params, True)
+    (c2, t2, l2, h2), p2 = fn(pickle.loads(pickle.dumps(part)), 0, shipped, True)
+    assert np.array_equal(c1, c2) and np.array_equal(t1, t2) and l1 == l2 and h1 == h2 and np.array_equal(p1, p2)
