@@ -240,7 +240,7 @@ class DawidSkene(IterativeAggregator):
             # None: the soft vote, counted in the blocks (any engine); a restart's blend or another method's
             # posteriors are an array over all tasks (the local engine)
             first = None if begin is None else begin.posterior
-            given = first if start == 0 else starting_posteriors(data, start, rng, first)
+            given = first if start == 0 else starting_posteriors(data, start, rng, first, checked.engine)
             state = EMState(checked.engine, given, checked.clamp, m_step, smoothing, checked.warm)
         return state, state.objective
 
