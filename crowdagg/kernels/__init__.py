@@ -7,7 +7,8 @@ kernel streams each task's answers contiguously.
 
 * :mod:`.schedule` -- the deterministic block grid and the thread pool
   (results independent of the thread count);
-* :mod:`.em` -- Dawid--Skene EM as partitioned sufficient statistics;
+* :mod:`.em` -- Dawid--Skene EM as a block function of the engine's protocol
+  (:func:`em_block`);
 * :mod:`.votes` -- vote counting and grouping;
 * :mod:`.ingest` -- the counting sort, repeated answers, record scanning;
 * :mod:`.text` -- floats as ``repr`` text and rows as bytes (the writers);
@@ -26,27 +27,18 @@ compiles them once, then they load from the on-disk cache;
 :func:`announce_compilation` says so on a terminal) and ``nogil=True``, so
 the scheduler's threads run them in parallel (``NUMBA_NUM_THREADS`` threads,
 default all cores).  EM is one fused pass per block -- the E-step for a
-task, then its expected counts -- exposed as partitioned sufficient
-statistics (:func:`block_statistics`, :func:`add_block_statistics`): the
-block sums are added in grid order, so results are bit-identical for any
-thread count and for any partitioning aligned with the grid, which is what a
-distributed (Dask) engine maps over.
+task, then its expected counts -- as the block function :func:`em_block`
+that an engine (:mod:`crowdagg.engine`) maps over its grid and reduces
+along its fixed tree: bit-identical for any thread count and for any
+partitioning aligned with the grid, which is what a distributed (Dask)
+engine maps over.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .em import (
-    BlockStats,
-    EMWorkspace,
-    add_block_statistics,
-    block_statistics,
-    chunk_bounds,
-    em_accumulator_bytes,
-    em_chunk_count,
-    posterior_summary,
-)
+from .em import EMParams, em_block
 from .ingest import prefixed_int_codes, quote_parity, repeated_answers, scan_records, sort_by_task
 from .schedule import block_bounds, block_count, n_threads, run_blocks
 from .votes import group_order, vote_counts, worker_agreement
@@ -70,7 +62,7 @@ def announce_compilation(stream: Any) -> None:
     """Say once, on a terminal, that the first run compiles the kernels (a few seconds, cached after)."""
     if stream is None or not getattr(stream, "isatty", lambda: False)():
         return
-    if not compiled(ingest._scatter, ingest._repeats, em._em_chunks):
+    if not compiled(ingest._scatter, ingest._repeats, em._em_block):
         stream.write("compiling kernels, once (a few seconds; later runs reuse them)\n")
         stream.flush()
 
@@ -78,20 +70,14 @@ def announce_compilation(stream: Any) -> None:
 from . import em, ingest  # noqa: E402  (the kernels announce_compilation checks)
 
 __all__ = [
-    "BlockStats",
-    "EMWorkspace",
-    "add_block_statistics",
+    "EMParams",
     "announce_compilation",
     "block_bounds",
     "block_count",
-    "block_statistics",
-    "chunk_bounds",
     "compiled",
-    "em_accumulator_bytes",
-    "em_chunk_count",
+    "em_block",
     "group_order",
     "n_threads",
-    "posterior_summary",
     "prefixed_int_codes",
     "quote_parity",
     "repeated_answers",

@@ -179,10 +179,12 @@ def test_fit_scope_never_imports_torch(monkeypatch):
 
 
 def test_results_are_identical_for_any_thread_count(monkeypatch):
+    from crowdagg.engine import LocalEngine, grid
     from crowdagg.methods.api import aggregate
 
-    monkeypatch.setattr(schedule, "_ANSWERS_PER_BLOCK", 100)  # 15 blocks on 1,500 answers
+    monkeypatch.setattr(grid, "MIN_BLOCK_ANSWERS", 100)  # blocks of 20 workers × 3² = 180 answers: 8 of them
     data = _small_data()
+    assert LocalEngine(data).n_blocks == data.n_answers // 180 > 3
     results = []
     for n in (1, 2, 3):
         with threads.use_threads(n):
