@@ -165,7 +165,7 @@ EXPECTED = {  # name: (gold, saved worker models)
     "mv": (False, False), "wmv": (False, False), "wawa": (False, False), "ds": (True, True), "onecoin": (True, True),
 }
 #: Where each runs: on this machine, and on a Dask cluster (tests/engine/test_dask.py).
-ENGINES = {name: ("local", "dask") for name in ("mv", "wmv", "wawa")} | {"ds": ("local",), "onecoin": ("local",)}
+ENGINES = {name: ("local", "dask") for name in ("mv", "wmv", "wawa", "ds", "onecoin")}
 
 
 def test_every_declaration_states_its_kind_engines_gold_and_saved_models():
