@@ -104,7 +104,7 @@ def run_engine(engine: str, files: list[str], iters: int, n_workers: int, out: P
     row["whole_s"] = time.perf_counter() - t0
     row["output_bytes"] = len(rendered)
     np.save(out, result.posteriors)
-    if client is not None:
+    if client is not None and cluster is not None:
         peaks = client.run(_peak_mb)
         row["worker_peak_mb"] = [round(v) for v in peaks.values()]
         client.close()
