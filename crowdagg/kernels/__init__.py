@@ -5,11 +5,14 @@ when the caller owns the buffer), no Python objects, no randomness.  The
 answers are sorted by task and described by ``task_ptr`` (CSR offsets), so a
 kernel streams each task's answers contiguously.
 
-* :mod:`.schedule` -- the deterministic block grid and the thread pool
-  (results independent of the thread count);
+* :mod:`.schedule` -- the ingest kernels' threads (the block grid and
+  the fitting kernels' threads are the engine's, :mod:`crowdagg.engine`);
 * :mod:`.em` -- Dawid--Skene EM as a block function of the engine's protocol
   (:func:`em_block`);
-* :mod:`.votes` -- vote counting and grouping;
+* :mod:`.votes` -- vote counting and grouping, the vote family's blocks;
+* :mod:`.glad` -- GLAD's E-step, objective and curvature per block;
+* :mod:`.cooc` -- co-occurrence statistics of worker pairs (a sparse
+  pair index, per-pair K×K joint counts), the third accumulator shape;
 * :mod:`.ingest` -- the counting sort, repeated answers, record scanning;
 * :mod:`.text` -- floats as ``repr`` text and rows as bytes (the writers);
 * :mod:`.validate` -- the one-pass check of code arrays handed in from
@@ -19,14 +22,14 @@ kernel streams each task's answers contiguously.
   the package's builders call the ``_``-prefixed, unchecked twins on codes
   that are valid by construction.
 
-Families to come (co-occurrence statistics, graph messages) get a module
-each and state their block accumulator size to the scheduler.
+Families to come (graph messages) get a module each: numba kernels over
+one block and module-level block functions of the engine's protocol.
 
 Kernels are compiled with ``cache=True`` (the first run after installing
 compiles them once, then they load from the on-disk cache;
 :func:`announce_compilation` says so on a terminal) and ``nogil=True``, so
-the scheduler's threads run them in parallel (``NUMBA_NUM_THREADS`` threads,
-default all cores).  EM is one fused pass per block -- the E-step for a
+the engine's threads run them in parallel (the thread policy's count,
+:mod:`crowdagg.core.threads`).  EM is one fused pass per block -- the E-step for a
 task, then its expected counts -- as the block function :func:`em_block`
 that an engine (:mod:`crowdagg.engine`) maps over its grid and reduces
 along its fixed tree: bit-identical for any thread count and for any
@@ -40,7 +43,7 @@ from typing import Any
 
 from .em import EMParams, em_block
 from .ingest import prefixed_int_codes, quote_parity, repeated_answers, scan_records, sort_by_task
-from .schedule import block_bounds, block_count, n_threads, run_blocks
+from .schedule import n_threads
 from .votes import group_order, vote_counts, worker_agreement
 
 
@@ -72,8 +75,6 @@ from . import em, ingest  # noqa: E402  (the kernels announce_compilation checks
 __all__ = [
     "EMParams",
     "announce_compilation",
-    "block_bounds",
-    "block_count",
     "compiled",
     "em_block",
     "group_order",
@@ -81,7 +82,6 @@ __all__ = [
     "prefixed_int_codes",
     "quote_parity",
     "repeated_answers",
-    "run_blocks",
     "scan_records",
     "sort_by_task",
     "vote_counts",

@@ -40,6 +40,7 @@ def counts_seen(monkeypatch) -> list[int]:
 def test_same_bytes_with_one_and_two_threads_on_a_real_dataset(runner, counts_seen, datasets_dir, tmp_path, monkeypatch):
     # trec (88k answers) is one block at the default grid; a finer grid gives it 17, so threads share the work
     monkeypatch.setattr(grid, "MIN_BLOCK_ANSWERS", 5_000)
+    monkeypatch.setattr(grid, "ACCUMULATOR_FACTOR", 1)  # blocks of max(min, W·K²)
     labels = datasets_dir / "trec" / "labels.csv"
     outputs = {}
     for how, args, env in [
