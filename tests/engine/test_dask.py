@@ -152,7 +152,13 @@ def _assert_same_partitions(data: AnnotationSet, local: AnnotationSet, engine, c
     assert sum(p.n_blocks for p in parts) == engine.n_blocks == LocalEngine(local).n_blocks
     assert np.array_equal(np.concatenate([p.worker for p in parts]), local.worker)
     assert np.array_equal(np.concatenate([p.label for p in parts]), local.label)
-    assert [p.first_block for p in parts] == sorted(p.first_block for p in parts)
+    grid = LocalEngine(local).part.bounds
+    first = 0
+    for p in parts:  # contiguous, in block order, cut at the local grid's block boundaries
+        assert p.first_block == first and p.n_blocks_total == len(grid) - 1
+        assert np.array_equal(p.bounds + p.first_task, grid[first:first + p.n_blocks + 1])
+        first += p.n_blocks
+    assert np.array_equal(np.concatenate([np.diff(p.task_ptr) for p in parts]), local.answers_per_task)
     names = np.concatenate([p.task_names.to_numpy() for p in parts])
     assert np.array_equal(names, local.task_names)
 
@@ -290,7 +296,7 @@ def test_methods_give_the_local_engines_bytes_on_the_simulated_crowd(sim_read, s
 
 
 def test_real_datasets_give_the_local_readers_partitions_and_bytes(client, datasets_dir, tmp_path):
-    """Every real dataset, its rows split over 3 CSV files (tasks and workers recur across them), read into 2
+    """Every real dataset, its rows split over 3 CSV or TSV files (tasks and workers recur across them), read into 2
     partitions (one holds the single block, one none): the local reader's partitions; ds (capped at 10
     iterations: the comparison needs iterations, not convergence) and another method in turn, the local
     engine's bytes."""
@@ -302,7 +308,7 @@ def test_real_datasets_give_the_local_readers_partitions_and_bytes(client, datas
     assert len(names) >= 10
     for i, name in enumerate(names):
         frame = pd.read_csv(datasets_dir / name / "labels.csv", dtype=str, keep_default_na=False)
-        files = _write(frame, tmp_path / name, 3, "csv")
+        files = _write(frame, tmp_path / name, 3, ("csv", "tsv")[i % 2])
         try:
             local = load_annotations(files)
         except DataError as refused:  # numeric answers: refused too (counting one file's values, not all)
