@@ -12,7 +12,10 @@ from its inputs, by lineage, when its worker is lost).  Every
    :func:`~.tree.reduce_range` over the partition's blocks with the block
    function -- the values of the tree nodes the partition covers, O(log n)
    of them;
-3. gathers those nodes and :func:`~.tree.combine` s them on the client.
+3. adds those nodes along the tree -- on the workers, pairwise, from
+   :data:`WORKER_COMBINE` partitions on (the client then receives one
+   accumulator), else on the client -- and :func:`~.tree.combine` s the
+   root.
 
 The tree and the block function are the local engine's, so the totals are
 bit-identical to :class:`~.local.LocalEngine`'s for any number of
@@ -72,14 +75,42 @@ def _given(params: Any) -> Any:
     return params
 
 
-def _writable(value: Any) -> Any:
-    """``value`` with every array writable: the tree adds in place into its left operand, and an array
-    deserialized from a message may be a read-only view of the message's buffer."""
+#: From this many partitions on, their node values are added on the workers, pairwise along the tree, and the
+#: client receives the root alone (fewer: the client receives every partition's O(log n) nodes and adds them).
+WORKER_COMBINE = 4
+
+
+def merge_nodes(n: int, *partials: Any) -> dict:
+    """On a worker: the node values of adjacent partitions (``run_part`` results, or earlier merges) joined, each
+    pair of sibling nodes replaced by their parent -- ``left + right``, or ``left`` alone when the right child lies
+    past the ``n`` blocks: :func:`~.tree.combine`'s own rule, so the root keeps its bits."""
+    nodes: dict[tree.Node, Any] = {}
+    for partial in partials:
+        nodes.update({k: _owned(v) for k, v in (partial[0] if isinstance(partial, tuple) else partial).items()})
+    top = tree.depth(n)
+    merged = True
+    while merged:
+        merged = False
+        for level, j in sorted(nodes):  # children before parents
+            if j % 2 or level >= top or (level, j) not in nodes:
+                continue
+            if (level, j + 1) in nodes:
+                nodes[(level + 1, j // 2)] = tree.add(nodes.pop((level, j)), nodes.pop((level, j + 1)))
+                merged = True
+            elif ((j + 1) << level) >= n:
+                nodes[(level + 1, j // 2)] = nodes.pop((level, j))
+                merged = True
+    return nodes
+
+
+def _owned(value: Any) -> Any:
+    """``value`` with every array copied: the tree adds in place into its left operand, and the operand given
+    may be another task's stored result (on the worker that made it) or a read-only view of a message's buffer."""
     if isinstance(value, np.ndarray):
-        return value if value.flags.writeable else value.copy()
+        return value.copy()
     if isinstance(value, tuple):
-        return tuple(_writable(v) for v in value)
-    return value
+        return tuple(_owned(v) for v in value)
+    return value  # a sum object: its __add__ makes a new one
 
 
 class Kept(list):  # type: ignore[type-arg]
@@ -136,12 +167,14 @@ class DaskEngine:
                 shared = client.submit(_given, params, pure=False)
         results = [client.submit(run_part, fn, p, shared, keep, pure=False) for p in self.parts]
         kept = None
-        if keep:  # the nodes travel to the client, the outputs stay where they were made
+        if keep:  # the nodes travel on, the outputs stay where they were made
             kept = Kept(client.map(operator.getitem, results, [1] * len(results), pure=False))
             results = client.map(operator.getitem, results, [0] * len(results), pure=False)
-        nodes: dict[tree.Node, Any] = {}
-        for part_nodes in client.gather(results):
-            nodes.update({k: _writable(v) for k, v in (part_nodes if keep else part_nodes[0]).items()})
+        if len(results) >= WORKER_COMBINE:  # adjacent partitions' nodes added on the workers, up to the root
+            while len(results) > 1:
+                results = [client.submit(merge_nodes, self.n_blocks, *results[i:i + 2], pure=False)
+                           for i in range(0, len(results), 2)]
+        nodes = merge_nodes(self.n_blocks, *client.gather(results))
         del results, shared
         return tree.combine(nodes, self.n_blocks), kept
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -161,6 +162,31 @@ def _assert_same_partitions(data: AnnotationSet, local: AnnotationSet, engine, c
     assert np.array_equal(np.concatenate([np.diff(p.task_ptr) for p in parts]), local.answers_per_task)
     names = np.concatenate([p.task_names.to_numpy() for p in parts])
     assert np.array_equal(names, local.task_names)
+
+
+def _fresh_row(values: np.ndarray, b: int) -> np.ndarray:
+    return values[b].copy()
+
+
+def test_nodes_merged_pairwise_on_workers_give_combines_bits():
+    """merge_nodes (the workers' pairwise adds) over any aligned partitioning and any pairing: tree.combine's root,
+    to the bit (values of wildly different sizes, so any other order of additions shows)."""
+    from crowdagg.engine import tree
+    from crowdagg.engine.dask import merge_nodes
+
+    rng = np.random.default_rng(3)
+    for n in (1, 2, 5, 13, 64, 100):
+        values = rng.standard_normal((n, 3)) * 10.0 ** rng.integers(-8, 16, (n, 1))
+        leaf = partial(_fresh_row, values)  # the tree adds into its left operand: each leaf a fresh row
+        want = tree.combine(tree.reduce_range(0, n, n, leaf), n)
+        for _ in range(5):
+            cuts = np.unique(np.r_[0, np.sort(rng.integers(0, n + 1, rng.integers(0, 6))), n])
+            partials = [tree.reduce_range(int(a), int(b), n, leaf) for a, b in zip(cuts[:-1], cuts[1:])]
+            while len(partials) > 1:
+                partials = [merge_nodes(n, *partials[i:i + 2]) for i in range(0, len(partials), 2)]
+            merged = merge_nodes(n, *partials)
+            assert list(merged) == [(tree.depth(n), 0)]
+            assert np.array_equal(tree.combine(merged, n), want)
 
 
 # --------------------------------------------------------------------------- ingest and map_reduce
