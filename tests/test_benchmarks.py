@@ -125,3 +125,20 @@ def test_cooc_benchmark_checks_itself_against_pandas_and_prints_its_table(tmp_pa
     rows = json.loads(out.read_text())["rows"]
     assert [r["code"] for r in rows] == ["crowdagg", "pandas"]
     assert rows[0]["equal_to_pandas"] is True and 4_800 < rows[0]["pairs"] <= 100 * 99 // 2
+
+
+def test_dask_benchmark_runs_both_engines_and_checks_their_bits(tmp_path):
+    import pytest
+
+    pytest.importorskip("distributed")
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_dask.py"), "--answers", "20000", "--files", "3", "--iters",
+         "2", "--workers", "1", "--dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=300, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "posteriors bit-identical: True" in proc.stdout
+    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert [r["engine"] for r in rows] == ["local", "dask"]
+    assert all(r["answers"] == 20000 and len(r["iteration_ms"]) == 2 for r in rows)
+    assert rows[1]["partitions"] == 1 and len(rows[1]["worker_peak_mb"]) == 1

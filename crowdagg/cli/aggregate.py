@@ -65,6 +65,8 @@ def aggregate(
     param_: list[str] = opt.PARAM,
     max_memory: Optional[str] = opt.max_memory_option("a run", examples=True),
     threads: Optional[str] = opt.THREADS,
+    engine: str = opt.ENGINE,
+    scheduler: Optional[str] = opt.SCHEDULER,
     quiet: bool = opt.QUIET,
     verbose: bool = opt.VERBOSE,
 ) -> None:
@@ -87,26 +89,28 @@ def aggregate(
         duplicates=duplicates, blank_labels=blank_labels, rejected=rejected, max_memory=max_memory, classes=classes
     )
     n_threads = steps.check_threads(threads)
+    steps.check_engine(method, engine, scheduler, {**params, "gold": gold, "init_workers": init_workers},
+                       input_format=input_format, duplicates=duplicates)
     headers = {option: _header(spec.load(), option) for option, path in
                (("--workers", workers), ("--task-params", task_params)) if path}
     planned, sources = steps.plan_outputs(_outputs(output, fmt, workers, save_workers, task_params, headers), input,
                                           side)
     # 2.-4. run under the thread count: every file read (--gold, --init-workers and --truth too), the fit,
     # the outputs.
-    with use_threads(n_threads):
+    with use_threads(n_threads), steps.engine_scope(engine, scheduler, n_threads) as cluster:
         # 2. Side inputs, then the data and the fit.
         if gold is not None:
             params["gold"] = steps.read_labels(gold, gold_task_col, gold_label_col, option="--gold", what="gold")
         if init_workers is not None:
             params["init_workers"] = steps.read_worker_model(init_workers, max_memory)
         truth_labels = steps.read_labels(truth, truth_task_col, truth_label_col, option="--truth") if truth else None
-        data = steps.load(
-            sources, input_format=input_format, task_col=task_col, worker_col=worker_col, label_col=label_col,
-            classes=class_list, duplicates=duplicates, max_memory=max_memory, rejected=rejected,
+        data, fit_engine = steps.load_on(
+            cluster, sources, input_format=input_format, task_col=task_col, worker_col=worker_col,
+            label_col=label_col, classes=class_list, duplicates=duplicates, max_memory=max_memory, rejected=rejected,
             blank_labels=blank_labels,
         )
         _check_output_memory(data, proba=proba, headers=headers, max_memory=max_memory)
-        result = steps.fit(data, method, params, quiet=quiet, max_memory=max_memory)
+        result = steps.fit(data, method, params, quiet=quiet, max_memory=max_memory, engine=fit_engine)
         # 3. Evaluation (it can fail: nothing written yet).
         summary = None
         if truth_labels is not None:

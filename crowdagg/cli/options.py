@@ -150,6 +150,16 @@ def defaults(name: str, with_help: bool = False) -> str:
 # --------------------------------------------------------------------------- every command
 VERBOSE = typer.Option(False, "--verbose", "-v", help="Show tracebacks on error.")
 QUIET = typer.Option(False, "--quiet", "-q", help="No progress display.")
+ENGINE = typer.Option(
+    "local", "--engine", metavar="ENGINE",
+    help="Where the fit runs: local (this process) or dask (the files read and fitted on a Dask cluster: "
+         "CSV/TSV/Parquet; same output; needs pip install 'crowdagg[dask]').",
+)
+SCHEDULER = typer.Option(
+    None, "--scheduler", metavar="ADDRESS",
+    help="--engine dask: the Dask scheduler (tcp://host:8786); default: a cluster of --threads worker "
+         "processes on this machine, closed at exit.",
+)
 THREADS = typer.Option(
     None, "--threads", metavar="N",
     help="Threads for reading and fitting (default: $CROWDAGG_THREADS, else all cores); the output does not depend on it.",

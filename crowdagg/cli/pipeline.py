@@ -23,7 +23,8 @@ so importing this module (``crowdagg --help``) stays light.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -96,6 +97,27 @@ def check_threads(value: Optional[str]) -> int:
     from ..core import threads
 
     return threads.count() if value is None else threads.parse(value)
+
+
+def check_engine(method: str, engine: str, scheduler: Optional[str], params: Mapping[str, Any], *,
+                 input_format: Optional[str], duplicates: str) -> None:
+    """``--engine``: the method and its parameters run on it, and the Dask engine's read options (before reading)."""
+    from ..methods.api import check_engine as check_method_engine
+
+    check_method_engine(method, engine, params)
+    if engine != "dask":
+        if scheduler is not None:
+            raise UsageError("--scheduler applies to --engine dask only")
+        return
+    from ..engine.dask import require_distributed
+    from ..io.dask_read import FORMATS
+
+    require_distributed()
+    if input_format is not None and input_format.lower() not in FORMATS:
+        raise UsageError(f"--engine dask reads {', '.join(FORMATS)}, not --input-format {input_format}")
+    if duplicates != "keep":
+        raise UsageError(f"--engine dask keeps repeated answers (--duplicates keep), not --duplicates {duplicates}: "
+                         "use the local engine")
 
 
 def side_inputs(**paths: Optional[str]) -> list[Named]:
@@ -206,6 +228,34 @@ def load(sources: Inputs, **options: Any) -> AnnotationSet:
     return data
 
 
+@contextmanager
+def engine_scope(engine: str, scheduler: Optional[str], n_threads: int) -> Iterator[Any]:
+    """The run's Dask client for ``--engine dask`` (a local cluster of ``n_threads`` worker processes, closed on
+    exit, unless ``--scheduler``); None for the local engine."""
+    if engine != "dask":
+        yield None
+        return
+    from ..engine.dask import connect
+
+    with connect(scheduler, n_threads) as client:
+        yield client
+
+
+def load_on(client: Any, sources: Inputs, **options: Any) -> tuple[AnnotationSet, Any]:
+    """The answers and the engine that fits them: :func:`load` and the local engine (None) without a Dask
+    client; with one, the files read on its cluster (:func:`crowdagg.io.dask_read.read_distributed`)."""
+    if client is None:
+        return load(sources, **options), None
+    from ..core import timing
+    from ..io.dask_read import read_distributed
+
+    with timing.stage("read"):
+        data, engine = read_distributed(sources, client, **options)
+    timing.note(answers=data.n_answers, tasks=data.n_tasks, workers=data.n_workers, classes=data.n_classes,
+                partitions=len(engine.parts), blocks=engine.n_blocks)
+    return data, engine
+
+
 # --------------------------------------------------------------------------- 4.-6. fit and write
 def check_render_memory(n_rows: int, n_float: int, n_text: int, what: str, max_memory: Any) -> None:
     """Refuse an output table whose text would not fit in memory (``n_float``/``n_text`` columns of ``n_rows``)."""
@@ -215,15 +265,17 @@ def check_render_memory(n_rows: int, n_float: int, n_text: int, what: str, max_m
     check(estimate_text_bytes(n_rows, n_float, n_text), what, max_memory, advice="leave out --proba or --workers")
 
 
-def fit(data: AnnotationSet, method: str, params: dict[str, Any], *, quiet: bool, max_memory: Any) -> AggregationResult:
-    """Fit ``method`` on ``data`` (the progress display on a terminal unless ``quiet``)."""
+def fit(data: AnnotationSet, method: str, params: dict[str, Any], *, quiet: bool, max_memory: Any,
+        engine: Any = None) -> AggregationResult:
+    """Fit ``method`` on ``data`` (the progress display on a terminal unless ``quiet``) on ``engine`` (default:
+    the local engine)."""
     from ..core import timing
     from ..methods.api import aggregate as run_method
 
     callback, stop = progress(quiet)
     try:
         with timing.stage("fit"):
-            result = run_method(data, method, callback=callback, max_memory=max_memory, **params)
+            result = run_method(data, method, callback=callback, max_memory=max_memory, engine=engine, **params)
     finally:
         stop()
     timing.note(iterations=result.n_iter, converged=result.converged)

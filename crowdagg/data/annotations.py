@@ -267,6 +267,11 @@ class AnnotationSet:
     def answers_per_worker(self) -> np.ndarray:
         return _frozen(np.bincount(self.worker, minlength=self.n_workers))
 
+    @cached_property
+    def answers_per_class(self) -> np.ndarray:
+        """Answers given in each class, shape (n_classes,), int64."""
+        return _frozen(np.bincount(self.label, minlength=self.n_classes).astype(np.int64, copy=False))
+
     # -------------------------------------------------------------- builders
     @classmethod
     def from_codes(
@@ -409,12 +414,7 @@ class AnnotationSet:
         for arr in (t_sorted, w_sorted, y_sorted, ptr):
             arr.setflags(write=False)
         if len(classes) == 1 and t_sorted.size:
-            warn(
-                CrowdaggWarning(
-                    f"only one class ({classes[0]!r}) is present: every task gets it; "
-                    f"pass {param('classes')} to name the others"
-                )
-            )
+            warn_one_class(classes[0])
         out = cls._trusted(
             task=t_sorted,
             worker=w_sorted,
@@ -1043,6 +1043,12 @@ def _warn_near_collisions(labels: list[str]) -> None:
                 f"{shown}{more}; if they mean the same class, make them identical in the input"
             )
         )
+
+
+def warn_one_class(name: str) -> None:
+    """Warn that the answers hold one class only (every task gets it)."""
+    warn(CrowdaggWarning(f"only one class ({name!r}) is present: every task gets it; "
+                         f"pass {param('classes')} to name the others"))
 
 
 def _warn_duplicates(n_dup: int, policy: str) -> None:

@@ -31,6 +31,9 @@ def aggregate(
     task_col: str | None = None,
     worker_col: str | None = None,
     label_col: str | None = None,
+    engine: Any = None,
+    client: Any = None,
+    partitions: int | Sequence[int] | None = None,
     **params: Any,
 ) -> AggregationResult:
     """Fit the method registered as ``method`` with keyword ``params`` (its declared parameters).
@@ -54,6 +57,19 @@ def aggregate(
         Bounds what reading and fitting may allocate (bytes, or ``"4G"``;
         default 80% of the available memory); a larger need is refused up
         front with :class:`~crowdagg.errors.ResourceError`.
+    engine : ``"local"`` (default), ``"dask"``, or an engine object
+        Where the method runs (:mod:`crowdagg.engine`).  ``"dask"`` reads
+        ``data`` -- CSV, TSV or Parquet files -- on the Dask cluster of
+        ``client`` (default: a ``LocalCluster`` of worker processes started
+        for this call and closed after it) into ``partitions`` partitions
+        (default: one per worker thread) and fits there: the same result,
+        to the bit, as the local engine.  A method that does not declare the
+        engine (``crowdagg methods NAME``) is a :class:`~crowdagg.errors.UsageError`.
+    client : distributed.Client, optional
+        The Dask cluster of ``engine="dask"``.
+    partitions : int or sequence of int, optional
+        ``engine="dask"``: how many partitions, or their block boundaries
+        (:func:`crowdagg.io.dask_read.read_distributed`).
     **params
         The method's parameters; one it does not take is a
         :class:`~crowdagg.errors.UsageError` naming the ones it does.
@@ -67,13 +83,65 @@ def aggregate(
     dtype('int64')
     """
     columns = (task_col, worker_col, label_col)
+    if engine == "dask":
+        return _aggregate_on_dask(data, method, client, partitions, columns, callback, max_memory, params)
+    for name, value in (("client", client), ("partitions", partitions)):
+        if value is not None:
+            raise UsageError(f"{param(name)} applies to engine='dask' only")
     if isinstance(data, AnnotationSet):
         given = [param(k) for k, v in zip(("task_col", "worker_col", "label_col"), columns) if v is not None]
         if given:
             raise UsageError(f"{', '.join(given)} apply to a DataFrame, records or a file, not to an AnnotationSet")
     else:
         data = _as_annotations(data, max_memory, columns)
-    return get_method(method)(**params).fit(data, callback=callback, max_memory=max_memory)
+    return get_method(method)(**params).fit(data, callback=callback, max_memory=max_memory, engine=engine)
+
+
+def check_engine(method: str, engine: str, params: Mapping[str, Any]) -> None:
+    """Refuse, before any data is read, a method that does not declare ``engine``, or a parameter whose
+    service the engine does not run (:class:`~crowdagg.errors.UsageError`)."""
+    from .registry import ENGINES, METHODS, get
+
+    if engine not in ENGINES:
+        raise UsageError(f"{param('engine')} must be one of {', '.join(ENGINES)}, got {engine!r}")
+    spec = get(method)
+    if engine not in spec.engines:
+        able = [m.name for m in METHODS.values() if engine in m.engines]
+        raise UsageError(f"method {method!r} runs on the {' and '.join(spec.engines)} engine only, not on {engine}; "
+                         f"methods that run on {engine}: {', '.join(able) or 'none'}")
+    # Gold, the starts (init) and a saved worker model go through the engine; restarts still draw their blends
+    # over every task's vote shares on the client.
+    if engine == "dask" and params.get("n_init") not in (None, 1):
+        raise UsageError(f"{param('n_init')} {params['n_init']} is not supported with the Dask engine (the restarts "
+                         "draw their starts from every answer on the client): use n_init 1, or the local engine")
+
+
+def _aggregate_on_dask(data: Any, method: str, client: Any, partitions: Any,
+                       columns: tuple[str | None, str | None, str | None], callback: Any, max_memory: MaxMemory,
+                       params: dict[str, Any]) -> AggregationResult:
+    """:func:`aggregate` with ``engine="dask"``: the files read on the cluster, the fit run there."""
+    from contextlib import nullcontext
+
+    from ..engine.dask import connect
+    from ..io.dask_read import read_distributed
+
+    check_engine(method, "dask", params)
+    estimator = get_method(method)(**params)
+    estimator.check_params()
+    if not (isinstance(data, (str, os.PathLike)) or (isinstance(data, (list, tuple)) and data
+                                                    and all(isinstance(p, (str, os.PathLike)) for p in data))):
+        raise UsageError(f"engine='dask' reads files on the cluster: give a path or a list of paths, "
+                         f"got {type(data).__name__}")
+    with connect() if client is None else nullcontext(client) as c:
+        remote, engine = read_distributed(data, c, partitions=partitions, task_col=columns[0], worker_col=columns[1],
+                                          label_col=columns[2], max_memory=max_memory)
+        try:
+            result = estimator.fit(remote, callback=callback, max_memory=max_memory, engine=engine)
+            if result.confusion_fn is not None:  # made on demand by another pass: now, while the data is there
+                result.confusion  # noqa: B018
+            return result
+        finally:
+            engine.close()
 
 
 def _as_annotations(data: Any, max_memory: MaxMemory, columns: tuple[str | None, str | None, str | None]) -> AnnotationSet:
@@ -102,4 +170,4 @@ def _as_annotations(data: Any, max_memory: MaxMemory, columns: tuple[str | None,
     )
 
 
-__all__ = ["REGISTRY", "get_method", "aggregate"]
+__all__ = ["REGISTRY", "get_method", "aggregate", "check_engine"]

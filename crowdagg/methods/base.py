@@ -424,13 +424,13 @@ def label_share_gap(data: AnnotationSet, labels: np.ndarray) -> tuple[float, int
 
     The gap is the largest difference, over the classes, between a class's
     share of the hard labels (tasks with answers) and its share of the
-    answers.  O(n_answers): two bincounts.
+    answers (:attr:`~crowdagg.data.annotations.AnnotationSet.answers_per_class`).
     """
     k = data.n_classes
     answered = data.answers_per_task > 0
     if k < 2 or data.n_answers == 0:
         return 0.0, 0, 1.0, 1.0
-    answer_share = np.bincount(data.label, minlength=k) / data.n_answers
+    answer_share = data.answers_per_class / data.n_answers
     label_share = np.bincount(labels[answered], minlength=k) / np.count_nonzero(answered)
     gap = np.abs(label_share - answer_share)
     c = int(gap.argmax())

@@ -365,8 +365,9 @@ KINDS: dict[str, str] = {
     "trainer": "trainer (features + answers -> a model)",
 }
 
-#: Where a method can run: in this process (``local``).  The Dask engine adds ``dask``.
-ENGINES = ("local",)
+#: Where a method can run: in this process (``local``), or on a Dask cluster (``dask``: its answers in partitions
+#: on the workers, :mod:`crowdagg.engine.dask`; ``pip install 'crowdagg[dask]'``).
+ENGINES = ("local", "dask")
 
 #: The optional extras of ``pyproject.toml`` a method may require, and the modules each installs.
 EXTRAS: dict[str, tuple[str, ...]] = {"train": ("torch",)}
@@ -374,7 +375,8 @@ EXTRAS: dict[str, tuple[str, ...]] = {"train": ("torch",)}
 
 #: Names a parameter may not have: :func:`crowdagg.aggregate`'s own arguments (it would take the value for
 #: itself) and the inputs the base class takes for methods declared with ``gold``/``init_workers``.
-RESERVED = ("data", "method", "callback", "max_memory", "task_col", "worker_col", "label_col", "gold", "init_workers")
+RESERVED = ("data", "method", "callback", "max_memory", "task_col", "worker_col", "label_col", "gold", "init_workers",
+            "engine", "client", "partitions")
 
 #: The parameters the CLI has flags for (``--seed``, ``--max-iter``, ``--tol``).
 COMMON_FLAGS = ("seed", "max_iter", "tol")

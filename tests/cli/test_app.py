@@ -52,8 +52,19 @@ def test_help_and_methods_import_no_method_code_numba_or_pandas(args):
     assert ("aggregate" if args == ["--help"] else "onecoin") in proc.stdout  # it did run the command
     loaded = set(report["modules"])
     assert "crowdagg.cli.aggregate" in loaded and "crowdagg.methods.registry" in loaded  # the check can see
-    assert not {m for m in loaded if m.split(".")[0] in ("numba", "pandas")}
+    assert not {m for m in loaded if m.split(".")[0] in ("numba", "pandas", "dask", "distributed")}
     assert not loaded & _method_modules()
+
+
+def test_aggregate_on_the_local_engine_never_imports_dask():
+    """Only ``--engine dask`` imports dask and distributed (the optional extra)."""
+    code = ("import sys\nfrom typer.testing import CliRunner\nfrom crowdagg.cli import app\n"
+            "r = CliRunner().invoke(app, ['aggregate', 'example:bluebird', '-m', 'mv'])\n"
+            "assert r.exit_code == 0, r.stderr\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
 
 
 def test_commands_in_help_order():

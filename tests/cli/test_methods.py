@@ -29,12 +29,12 @@ def test_methods_lists_kinds_engines_gold_and_saved_models():
     table = runner.invoke(app, ["methods", "--format", "csv"]).stdout.splitlines()
     assert table[0] == "method,class,summary,kind,engines,gold,saved_models,requires"
     rows = {r.split(",")[0]: r for r in table[1:]}
-    assert rows["ds"].startswith("ds,DawidSkene,") and rows["ds"].endswith(",categorical,local,true,true,")
-    assert rows["mv"].endswith(",categorical,local,false,false,")
+    assert rows["ds"].startswith("ds,DawidSkene,") and rows["ds"].endswith(',categorical,"local,dask",true,true,')
+    assert rows["mv"].endswith(',categorical,"local,dask",false,false,')
     jsonl = runner.invoke(app, ["methods", "--format", "jsonl"]).stdout.splitlines()
-    assert '"kind":"categorical","engines":"local","gold":true,"saved_models":true,"requires":""}' in jsonl[3]
+    assert '"kind":"categorical","engines":"local,dask","gold":true,"saved_models":true,"requires":""}' in jsonl[3]
     full = runner.invoke(app, ["methods", "ds"]).stdout.splitlines()
-    assert full[1:7] == ["", "Kind: categorical aggregator (answers -> one label per task)", "Engines: local",
+    assert full[1:7] == ["", "Kind: categorical aggregator (answers -> one label per task)", "Engines: local, dask",
                          "Gold: --gold FILE, known labels that clamp those tasks",
                          "Saved worker models: --save-workers FILE, --init-workers FILE", ""]
     assert runner.invoke(app, ["methods", "wawa"]).stdout.splitlines()[4:6] == ["Gold: no", "Saved worker models: no"]

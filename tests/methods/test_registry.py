@@ -164,6 +164,8 @@ def test_none_stands_for_the_default(bluebird):
 EXPECTED = {  # name: (gold, saved worker models)
     "mv": (False, False), "wmv": (False, False), "wawa": (False, False), "ds": (True, True), "onecoin": (True, True),
 }
+#: Where each runs: on this machine, and on a Dask cluster (tests/engine/test_dask.py).
+ENGINES = {name: ("local", "dask") for name in ("mv", "wmv", "wawa", "ds", "onecoin")}
 
 
 def test_every_declaration_states_its_kind_engines_gold_and_saved_models():
@@ -171,7 +173,8 @@ def test_every_declaration_states_its_kind_engines_gold_and_saved_models():
     assert list(REGISTRY) == list(METHODS) == sorted(METHODS, key=lambda n: (METHODS[n].rank, n))
     for name, (gold, saved) in EXPECTED.items():
         m = METHODS[name]
-        assert (m.kind, m.engines, m.requires, m.gold, m.init_workers) == ("categorical", ("local",), "", gold, saved)
+        assert (m.kind, m.engines, m.requires, m.gold, m.init_workers) == ("categorical", ENGINES[name], "", gold,
+                                                                            saved)
         assert m.missing() == ()
     assert [METHODS[n].rank for n in EXPECTED] == [10, 20, 30, 40, 50]
     assert set(KINDS) == {"categorical", "numeric", "trainer"}
@@ -196,7 +199,7 @@ def test_each_family_declares_its_own_methods():
 
 @pytest.mark.parametrize(("bad", "words"), [
     ({"kind": "ordinal"}, "kind must be one of categorical, numeric, trainer, got 'ordinal'"),
-    ({"engines": ("spark",)}, "engines must be among local, got ('spark',)"),
+    ({"engines": ("spark",)}, "engines must be among local, dask, got ('spark',)"),
     ({"engines": ()}, "engines must be among local"),
     ({"requires": "gpu"}, "requires an unknown extra 'gpu'; extras: train"),
     ({"target": "crowdagg.methods.votes.mv"}, "target must be 'module:Class'"),

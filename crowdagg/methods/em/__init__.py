@@ -25,7 +25,7 @@ DECLARATIONS = (
                "floored at 1e-10)", 0.0, 1e9, "Dirichlet(1 + s) prior"),
          N_INIT, INIT),
         gold=True, init_workers=True,
-        kind="categorical", engines=("local",), rank=40,
+        kind="categorical", engines=("local", "dask"), rank=40,
     ),
     Method(
         "onecoin", "crowdagg.methods.em.onecoin:OneCoinDawidSkene",
@@ -38,6 +38,6 @@ DECLARATIONS = (
                "Beta prior strength"),
          N_INIT, INIT),
         gold=True, init_workers=True,
-        kind="categorical", engines=("local",), rank=50,
+        kind="categorical", engines=("local", "dask"), rank=50,
     ),
 )

@@ -14,7 +14,7 @@ DECLARATIONS = (
         "label = argmax_k Σ_m 1[answer_m = k]; posteriors are the vote shares.",
         "the baseline of every crowdsourcing paper (e.g. Snow et al., EMNLP 2008)",
         (SEED,),
-        kind="categorical", engines=("local",), rank=10,
+        kind="categorical", engines=("local", "dask"), rank=10,
     ),
     Method(
         "wmv", "crowdagg.methods.votes.wmv:WeightedMajorityVote",
@@ -23,7 +23,7 @@ DECLARATIONS = (
         "revote until no label changes.",
         "Li & Yu, Error rate bounds and iterative weighted majority voting for crowdsourcing, arXiv:1411.4086",
         (SEED, max_iter(50)),
-        kind="categorical", engines=("local",), rank=20,
+        kind="categorical", engines=("local", "dask"), rank=20,
     ),
     Method(
         "wawa", "crowdagg.methods.votes.wawa:Wawa",
@@ -31,6 +31,6 @@ DECLARATIONS = (
         "s_m = share of worker m's answers equal to the majority vote; label = argmax_k Σ_m s_m 1[answer_m = k].",
         "Toloka crowd-kit, Wawa (worker agreement with aggregate)",
         (SEED,),
-        kind="categorical", engines=("local",), rank=30,
+        kind="categorical", engines=("local", "dask"), rank=30,
     ),
 )

@@ -35,5 +35,5 @@ class MajorityVote(Aggregator):
         post, labels, prior = finish_votes(checked.engine, Posterior(Vote(seed=checked["seed"])), data.n_classes)
         return make_result(
             self.name, data, post, labels, prior,
-            lambda: posterior_confusion(data, post, REPORT_SMOOTHING)[1],
+            lambda: posterior_confusion(data, post, REPORT_SMOOTHING, checked.engine)[1],
         )

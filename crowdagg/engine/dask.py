@@ -1,0 +1,223 @@
+"""The Dask engine: the grid's blocks in partitions that live on Dask workers, reduced along the same tree.
+
+Each partition (a :class:`~.part.Part`: a contiguous range of the grid's
+blocks) is built once on a Dask worker and stays there (a future the
+engine holds; Dask spills it to disk when memory is short and rebuilds it
+from its inputs, by lineage, when its worker is lost).  Every
+:meth:`DaskEngine.map_reduce`:
+
+1. sends the call's parameters once (a task's result: every partition
+   reads the same copy, fetched from worker to worker);
+2. runs, per partition on the worker that holds it,
+   :func:`~.tree.reduce_range` over the partition's blocks with the block
+   function -- the values of the tree nodes the partition covers, O(log n)
+   of them;
+3. adds those nodes along the tree -- on the workers, pairwise, from
+   :data:`WORKER_COMBINE` partitions on (the client then receives one
+   accumulator), else on the client -- and :func:`~.tree.combine` s the
+   root.
+
+The tree and the block function are the local engine's, so the totals are
+bit-identical to :class:`~.local.LocalEngine`'s for any number of
+partitions or workers.  Kept outputs (``keep=True``) stay on the workers,
+one future per partition, until :meth:`DaskEngine.gather` fetches them in
+block order.
+
+Dask (``pip install 'crowdagg[dask]'``) is imported only when an engine is
+made.
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from ..errors import UsageError
+from . import tree
+from .local import join
+from .part import Part
+
+
+def require_distributed() -> Any:
+    """The ``distributed`` module, or a :class:`~crowdagg.errors.UsageError` naming the extra to install."""
+    try:
+        import distributed
+    except ImportError:
+        raise UsageError("the Dask engine needs dask and distributed: pip install 'crowdagg[dask]'") from None
+    return distributed
+
+
+def run_part(fn: Callable[..., tuple[Any, Any]], part: Part, params: Any, keep: bool) -> tuple[dict, list | None]:
+    """On a Dask worker: ``fn`` over ``part``'s blocks, reduced to the values of the tree nodes it covers.
+
+    Returns ``(nodes, outs)``: the cover nodes' values (keyed by node) and,
+    when ``keep``, the blocks' outputs in block order.
+    """
+    outs: list[Any] = []
+
+    def block(b: int) -> Any:
+        sums, out = fn(part, b - part.first_block, params, keep)
+        if keep:
+            outs.append(out)
+        return sums
+
+    nodes = tree.reduce_range(part.first_block, part.first_block + part.n_blocks, part.n_blocks_total, block)
+    return nodes, (outs if keep else None)
+
+
+def _given(params: Any) -> Any:
+    return params
+
+
+#: From this many partitions on, their node values are added on the workers, pairwise along the tree, and the
+#: client receives the root alone (fewer: the client receives every partition's O(log n) nodes and adds them).
+WORKER_COMBINE = 4
+
+
+def merge_nodes(n: int, *partials: Any) -> dict:
+    """On a worker: the node values of adjacent partitions (``run_part`` results, or earlier merges) joined, each
+    pair of sibling nodes replaced by their parent -- ``left + right``, or ``left`` alone when the right child lies
+    past the ``n`` blocks: :func:`~.tree.combine`'s own rule, so the root keeps its bits."""
+    nodes: dict[tree.Node, Any] = {}
+    for partial in partials:
+        nodes.update({k: _owned(v) for k, v in (partial[0] if isinstance(partial, tuple) else partial).items()})
+    top = tree.depth(n)
+    merged = True
+    while merged:
+        merged = False
+        for level, j in sorted(nodes):  # children before parents
+            if j % 2 or level >= top or (level, j) not in nodes:
+                continue
+            if (level, j + 1) in nodes:
+                nodes[(level + 1, j // 2)] = tree.add(nodes.pop((level, j)), nodes.pop((level, j + 1)))
+                merged = True
+            elif ((j + 1) << level) >= n:
+                nodes[(level + 1, j // 2)] = nodes.pop((level, j))
+                merged = True
+    return nodes
+
+
+def _owned(value: Any) -> Any:
+    """``value`` with every array copied: the tree adds in place into its left operand, and the operand given
+    may be another task's stored result (on the worker that made it) or a read-only view of a message's buffer."""
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, tuple):
+        return tuple(_owned(v) for v in value)
+    return value  # a sum object: its __add__ makes a new one
+
+
+class Kept(list):  # type: ignore[type-arg]
+    """The kept outputs of one :meth:`DaskEngine.map_reduce`: one future per partition (a list of its blocks'
+    outputs), on the workers until :meth:`DaskEngine.gather` fetches them."""
+
+
+class DaskEngine:
+    """Map block functions over partitions held on Dask workers and reduce their sums along the tree.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    parts : sequence of distributed.Future
+        Futures of the :class:`~.part.Part` s, in block order, covering
+        blocks ``0 .. n_blocks`` of one grid contiguously (a partition may
+        hold no block).
+    n_blocks : int
+        Blocks in the grid.
+
+    Attributes
+    ----------
+    n_blocks : int
+    parts : list of distributed.Future
+    """
+
+    name = "dask"
+
+    def __init__(self, client: Any, parts: Sequence[Any], n_blocks: int) -> None:
+        self.client = client
+        self.parts = list(parts)
+        self.n_blocks = int(n_blocks)
+
+    def map_reduce(
+        self, fn: Callable[..., tuple[Any, Any]], params: Any = None, *, keep: bool = False, by: str = "task"
+    ) -> tuple[Any, Kept | None]:
+        """Run ``fn(part, b, params, keep)`` on every block and add the sums along the tree (as the local engine).
+
+        ``fn`` must be a module-level function (it is sent by reference).
+        Returns ``(total, outs)``; ``outs`` (when ``keep``) holds the
+        partitions' outputs on the workers: pass it to :meth:`gather`.
+        The partitions are task-ordered: ``by="worker"`` (the worker-ordered
+        grid of :meth:`LocalEngine.map_reduce`) is not offered here yet.
+        """
+        if by != "task":
+            raise UsageError(f"the Dask engine runs passes by task; map_reduce(by={by!r}) runs on the local engine")
+        client = self.client
+        shared = None
+        if params is not None:
+            # Sent once, as a task's result, not scattered: the workers fetch it from where it is, and if that
+            # worker is lost the scheduler recomputes it (a scatter to a worker that just died fails instead).
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # "large graph": large parameters are the point
+                shared = client.submit(_given, params, pure=False)
+        results = [client.submit(run_part, fn, p, shared, keep, pure=False) for p in self.parts]
+        kept = None
+        if keep:  # the nodes travel on, the outputs stay where they were made
+            kept = Kept(client.map(operator.getitem, results, [1] * len(results), pure=False))
+            results = client.map(operator.getitem, results, [0] * len(results), pure=False)
+        if len(results) >= WORKER_COMBINE:  # adjacent partitions' nodes added on the workers, up to the root
+            while len(results) > 1:
+                results = [client.submit(merge_nodes, self.n_blocks, *results[i:i + 2], pure=False)
+                           for i in range(0, len(results), 2)]
+        nodes = merge_nodes(self.n_blocks, *client.gather(results))
+        del results, shared
+        return tree.combine(nodes, self.n_blocks), kept
+
+    def gather(self, outs: Kept) -> Any:
+        """The kept outputs fetched from the workers and joined in block order (as :meth:`LocalEngine.gather`)."""
+        blocks = [out for part in self.client.gather(list(outs)) for out in part]
+        return join(blocks)
+
+    def close(self) -> None:
+        """Release the partitions (the cluster stays up: it is the caller's).
+
+        Released, not cancelled: ``Client.cancel`` walks the dependents too
+        and trips an assertion in the scheduler (distributed 2026.8) on the
+        finished passes' released tasks, dropping the client's connection.
+        """
+        for part in self.parts:
+            part.release()
+        self.parts = []
+
+
+@contextmanager
+def connect(scheduler: str | None = None, n_workers: int | None = None) -> Iterator[Any]:
+    """A Dask client for one run: to the scheduler at ``scheduler``, or to a ``LocalCluster`` of ``n_workers``
+    worker processes (one thread each; default: the thread policy's count) started here and closed on exit."""
+    distributed = require_distributed()
+    if scheduler is not None:
+        try:
+            client = distributed.Client(scheduler, timeout="30s")
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise UsageError(f"cannot reach the Dask scheduler at {scheduler!r}: {exc}") from None
+        with client:
+            yield client
+        return
+    from ..core import threads
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # distributed's notes on ports and memory limits are not the run's business
+        cluster = distributed.LocalCluster(
+            n_workers=n_workers or threads.count(), threads_per_worker=1, processes=True, dashboard_address=None,
+            silence_logs=logging.ERROR,
+        )
+    try:
+        with distributed.Client(cluster) as client:
+            yield client
+    finally:
+        cluster.close()

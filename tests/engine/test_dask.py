@@ -1,0 +1,472 @@
+"""The Dask engine on a real LocalCluster: the same partitions, sums and bytes as the local engine, whatever the
+partitioning; a worker killed mid-fit, an empty partition, a malformed file.
+
+One cluster of two worker processes serves the whole module (started once: a few seconds).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+distributed = pytest.importorskip("distributed")
+
+from crowdagg.data.annotations import AnnotationSet  # noqa: E402
+from crowdagg.data.remote import RemoteAnswers, is_remote  # noqa: E402
+from crowdagg.engine import LocalEngine, Part  # noqa: E402
+from crowdagg.errors import DataError, UsageError  # noqa: E402
+from crowdagg.io.read import load_annotations  # noqa: E402
+from crowdagg.methods.api import aggregate  # noqa: E402
+from crowdagg.methods.registry import METHODS, get_method  # noqa: E402
+
+pytestmark = [pytest.mark.dask, pytest.mark.xdist_group("dask")]  # one cluster per run under --dist loadgroup
+
+#: The methods that declare the Dask engine.
+DASK_METHODS = [name for name, m in METHODS.items() if "dask" in m.engines]
+
+
+@pytest.fixture(scope="module")
+def client():
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    c = distributed.Client(cluster)
+    try:
+        yield c
+    finally:
+        c.close()
+        cluster.close()
+
+
+# --------------------------------------------------------------------------- data
+def _sim_frame(n_answers: int = 1_000_000, n_tasks: int = 100_000, n_workers: int = 300, k: int = 3, seed: int = 7):
+    """A crowd whose rows are shuffled, so a task's answers (and a worker's first answer) spread over the files;
+    names not in code order, so first appearance decides every code."""
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    rng = np.random.default_rng(seed)
+    truth = rng.integers(0, k, n_tasks)
+    task = rng.integers(0, n_tasks, n_answers)
+    worker = rng.integers(0, n_workers, n_answers)
+    skill = rng.uniform(0.4, 0.95, n_workers)
+    right = rng.random(n_answers) < skill[worker]
+    label = np.where(right, truth[task], (truth[task] + rng.integers(1, k, n_answers)) % k)
+
+    def names(prefix: str, codes: np.ndarray) -> pd.Series:
+        text = pc.binary_join_element_wise(prefix, pc.cast(pa.array(codes), pa.string()), "")
+        return pd.Series(pd.arrays.ArrowExtensionArray(text)).astype(object)
+
+    return pd.DataFrame({
+        "task": names("t", rng.permutation(n_tasks)[task]),
+        "worker": names("w", rng.permutation(n_workers)[worker]),
+        "label": np.array(["cat", "dog", "owl"])[label],
+    })
+
+
+def _write(frame, directory: Path, n_files: int, fmt: str = "parquet") -> list[str]:
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i, rows in enumerate(np.array_split(np.arange(len(frame)), n_files)):
+        path = directory / f"part-{i:03d}.{fmt}"
+        chunk = frame.iloc[rows]
+        if fmt == "parquet":
+            chunk.to_parquet(path, index=False)
+        else:
+            chunk.to_csv(path, index=False, sep="\t" if fmt == "tsv" else ",")
+        paths.append(str(path))
+    return paths
+
+
+@pytest.fixture(scope="module")
+def sim_files(tmp_path_factory) -> list[str]:
+    """The simulated 1M-answer crowd in 20 Parquet files."""
+    return _write(_sim_frame(), tmp_path_factory.mktemp("sim"), 20)
+
+
+@pytest.fixture(scope="module")
+def sim_local(sim_files) -> AnnotationSet:
+    return load_annotations(sim_files)
+
+
+@pytest.fixture(scope="module")
+def small_files(tmp_path_factory) -> list[str]:
+    """A 200k-answer crowd in 4 Parquet files: 3 blocks."""
+    return _write(_sim_frame(200_000, 20_000, 50), tmp_path_factory.mktemp("small"), 4)
+
+
+@pytest.fixture(scope="module")
+def sim_fit(sim_local):
+    """The local engine's capped fit of each method on the simulated crowd (made once each)."""
+    fits: dict[str, object] = {}
+
+    def fit(method: str):
+        if method not in fits:
+            fits[method] = get_method(method)(**_short(method)).fit(sim_local)
+        return fits[method]
+
+    return fit
+
+
+@pytest.fixture(scope="module")
+def sim_read(client, sim_files):
+    """The simulated crowd read on the cluster into n partitions: ``sim_read(n) -> (data, engine)``, read once each."""
+    from crowdagg.io.dask_read import read_distributed
+
+    reads: dict[int, tuple] = {}
+
+    def read(n_parts: int):
+        if n_parts not in reads:
+            reads[n_parts] = read_distributed(sim_files, client, partitions=n_parts)
+        return reads[n_parts]
+
+    yield read
+    for _, engine in reads.values():
+        engine.close()
+
+
+# --------------------------------------------------------------------------- block functions of these tests
+def _cell_sums(part: Part, b: int, params, keep: bool):
+    """Dense per-(worker, class) weighted sums, a float count; per task, its answer count (kept)."""
+    lo, hi = part.answers_of(b)
+    sums = np.bincount(part.cell[lo:hi], weights=params[part.label[lo:hi]],
+                       minlength=part.n_workers * part.n_classes)
+    start, stop = part.tasks_of(b)
+    kept = (np.diff(part.task_ptr[start:stop + 1]), part.first_task + np.arange(start, stop)) if keep else None
+    return (sums, float(hi - lo)), kept
+
+
+def _assert_same_partitions(data: AnnotationSet, local: AnnotationSet, engine, client) -> None:
+    """The client's view and the partitions hold what the local reader holds, in its order."""
+    assert is_remote(data)
+    assert data.tasks.equals(local.tasks) and data.workers.equals(local.workers)
+    assert data.classes == local.classes and data.class_dtype == local.class_dtype
+    assert np.array_equal(data.task_ptr, local.task_ptr)
+    assert np.array_equal(data.answers_per_worker, local.answers_per_worker)
+    assert np.array_equal(data.answers_per_class, local.answers_per_class)
+    assert data.n_duplicates == local.n_duplicates and data.n_answers == local.n_answers
+    parts = client.gather(engine.parts)
+    assert sum(p.n_blocks for p in parts) == engine.n_blocks == LocalEngine(local).n_blocks
+    assert np.array_equal(np.concatenate([p.worker for p in parts]), local.worker)
+    assert np.array_equal(np.concatenate([p.label for p in parts]), local.label)
+    grid = LocalEngine(local).part.bounds
+    first = 0
+    for p in parts:  # contiguous, in block order, cut at the local grid's block boundaries
+        assert p.first_block == first and p.n_blocks_total == len(grid) - 1
+        assert np.array_equal(p.bounds + p.first_task, grid[first:first + p.n_blocks + 1])
+        first += p.n_blocks
+    assert np.array_equal(np.concatenate([np.diff(p.task_ptr) for p in parts]), local.answers_per_task)
+    names = np.concatenate([p.task_names.to_numpy() for p in parts])
+    assert np.array_equal(names, local.task_names)
+
+
+def _fresh_row(values: np.ndarray, b: int) -> np.ndarray:
+    return values[b].copy()
+
+
+def test_nodes_merged_pairwise_on_workers_give_combines_bits():
+    """merge_nodes (the workers' pairwise adds) over any aligned partitioning and any pairing: tree.combine's root,
+    to the bit (values of wildly different sizes, so any other order of additions shows)."""
+    from crowdagg.engine import tree
+    from crowdagg.engine.dask import merge_nodes
+
+    rng = np.random.default_rng(3)
+    for n in (1, 2, 5, 13, 64, 100):
+        values = rng.standard_normal((n, 3)) * 10.0 ** rng.integers(-8, 16, (n, 1))
+        leaf = partial(_fresh_row, values)  # the tree adds into its left operand: each leaf a fresh row
+        want = tree.combine(tree.reduce_range(0, n, n, leaf), n)
+        for _ in range(5):
+            cuts = np.unique(np.r_[0, np.sort(rng.integers(0, n + 1, rng.integers(0, 6))), n])
+            partials = [tree.reduce_range(int(a), int(b), n, leaf) for a, b in zip(cuts[:-1], cuts[1:])]
+            while len(partials) > 1:
+                partials = [merge_nodes(n, *partials[i:i + 2]) for i in range(0, len(partials), 2)]
+            merged = merge_nodes(n, *partials)
+            assert list(merged) == [(tree.depth(n), 0)]
+            assert np.array_equal(tree.combine(merged, n), want)
+
+
+# --------------------------------------------------------------------------- ingest and map_reduce
+@pytest.mark.parametrize("n_parts", [1, 2, 7])
+def test_parquet_files_give_the_local_readers_partitions_and_bit_identical_sums(client, sim_read, sim_local, n_parts):
+    data, engine = sim_read(n_parts)
+    assert engine.n_blocks > 7  # the grid has many blocks: 7 partitions of them all hold some
+    assert len(engine.parts) == n_parts
+    _assert_same_partitions(data, sim_local, engine, client)
+    weights = np.array([0.1, 1e-9, 3.7])
+    local = LocalEngine(sim_local)
+    (want, n_want), outs_want = local.map_reduce(_cell_sums, weights, keep=True)
+    (got, n_got), outs_got = engine.map_reduce(_cell_sums, weights, keep=True)
+    assert np.array_equal(got, want) and n_got == n_want == sim_local.n_answers
+    counts, rows = engine.gather(outs_got)
+    assert np.array_equal(counts, local.gather(outs_want)[0]) and np.array_equal(counts, sim_local.answers_per_task)
+    assert np.array_equal(rows, np.arange(sim_local.n_tasks))
+    (again, _), none = engine.map_reduce(_cell_sums, weights)  # no kept outputs: none travel
+    assert none is None and np.array_equal(again, want)
+    with pytest.raises(UsageError, match="by task"):
+        engine.map_reduce(_cell_sums, weights, by="worker")
+
+
+def test_an_empty_partition_works(client, small_files):
+    """Partitions that hold no block (and no task) give empty sums and outputs; the total is unchanged; every
+    method gives the local engine's bytes."""
+    from crowdagg.io.dask_read import read_distributed
+
+    files = small_files
+    local = load_annotations(files)
+    n = LocalEngine(local).n_blocks
+    assert n == 3
+    data, engine = read_distributed(files, client, partitions=[0, 0, 1, 1, 3, 3])
+    try:
+        parts = client.gather(engine.parts)
+        assert [p.n_tasks == 0 for p in parts] == [True, False, True, False, True]
+        _assert_same_partitions(data, local, engine, client)
+        weights = np.array([1.0, 2.0, 0.5])
+        (want, _), _ = LocalEngine(local).map_reduce(_cell_sums, weights)
+        (got, _), outs = engine.map_reduce(_cell_sums, weights, keep=True)
+        assert np.array_equal(got, want)
+        assert np.array_equal(engine.gather(outs)[0], local.answers_per_task)
+        for method in DASK_METHODS:
+            _assert_same_fit(method, (data, engine), get_method(method)(**_short(method)).fit(local), **_short(method))
+    finally:
+        engine.close()
+
+
+def test_a_malformed_file_is_an_error_naming_it(client, tmp_path):
+    from crowdagg.io.dask_read import read_distributed
+
+    files = _write(_sim_frame(3000, 500, 20), tmp_path, 3, "csv")
+    with open(files[1], "a") as fh:
+        fh.write('t1,w1,cat,"extra\n')  # an unclosed quote: the reader's own error, naming file and line
+    with pytest.raises(DataError) as local:
+        load_annotations(files)
+    with pytest.raises(DataError) as remote:
+        read_distributed(files, client)
+    assert str(remote.value) == str(local.value) and files[1] in str(remote.value)
+
+
+def test_the_client_view_refuses_to_read_the_answers(client, sim_files):
+    from crowdagg.io.dask_read import read_distributed
+
+    data, engine = read_distributed(sim_files[:2], client, partitions=1)
+    engine.close()
+    assert not is_remote(load_annotations(sim_files[:1]))
+    assert isinstance(data.label, RemoteAnswers) and data.n_answers == len(data.label) > 0
+    with pytest.raises(UsageError, match="held by the Dask workers"):
+        np.bincount(data.label)
+    with pytest.raises(UsageError, match="held by the Dask workers"):
+        data.worker[:3]
+    with pytest.raises(UsageError, match="held by the Dask workers"):
+        data.task.astype(np.int64)
+    import pickle
+
+    assert pickle.loads(pickle.dumps(data.label)).shape == data.label.shape  # the placeholder travels
+
+
+def test_formats_and_options_the_dask_engine_does_not_read_are_refused(client, tmp_path):
+    from crowdagg.io.dask_read import read_distributed
+
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"task": "t", "worker": "w", "label": "x"}\n')
+    with pytest.raises(UsageError, match="reads csv, tsv, parquet"):
+        read_distributed([str(path)], client)
+    with pytest.raises(UsageError, match="standard input"):
+        read_distributed(["-"], client)
+    csv = _write(_sim_frame(100, 10, 5), tmp_path / "c", 1, "csv")
+    with pytest.raises(UsageError, match="duplicates"):
+        read_distributed(csv, client, duplicates="first")
+    with pytest.raises(UsageError, match="block boundaries"):
+        read_distributed(csv, client, partitions=[0, 2])
+
+
+# --------------------------------------------------------------------------- methods
+def test_a_method_without_the_dask_engine_is_refused_before_any_work(client, tmp_path):
+    local_only = [name for name, m in METHODS.items() if "dask" not in m.engines]
+    assert "glad" in local_only
+    with pytest.raises(UsageError, match="runs on the local engine only, not on dask"):
+        aggregate(str(tmp_path / "missing.csv"), "glad", engine="dask", client=client)
+
+
+def _render(result) -> bytes:
+    """Everything the CLI writes from a result: the labels with posteriors, the worker table."""
+    from crowdagg.io.render import render_table
+
+    out = render_table(result.table(proba=True, arrow=True), "csv")
+    return out + render_table(result.workers_table(arrow=True), "csv")
+
+
+def _assert_same_fit(method: str, read, want, **params) -> None:
+    """The method fitted on the Dask engine (``read``: the data and engine of read_distributed) gives ``want``,
+    the local engine's result: the same arrays and bytes."""
+    data, engine = read
+    got = get_method(method)(**params).fit(data, engine=engine)
+    assert np.array_equal(got.posteriors, want.posteriors), method
+    assert np.array_equal(got.labels, want.labels) and got.n_iter == want.n_iter
+    assert np.array_equal(got.objective, want.objective)
+    assert _render(got) == _render(want), method
+
+
+def _short(method: str) -> dict:
+    """A capped run (the same cap on both engines): the comparison needs iterations, not convergence."""
+    return {"max_iter": 15} if "max_iter" in get_method(method).params() else {}
+
+
+@pytest.mark.parametrize(("method", "n_parts"), [("ds", 1), ("ds", 2)] + [(m, 7) for m in DASK_METHODS])
+def test_methods_give_the_local_engines_bytes_on_the_simulated_crowd(sim_read, sim_fit, method, n_parts):
+    if method not in DASK_METHODS:
+        pytest.skip(f"{method} does not run on the Dask engine yet")
+    _assert_same_fit(method, sim_read(n_parts), sim_fit(method), **_short(method))
+
+
+def test_real_datasets_give_the_local_readers_partitions_and_bytes(client, datasets_dir, tmp_path):
+    """Every real dataset, its rows split over 3 CSV or TSV files (tasks and workers recur across them), read into 2
+    partitions (one holds the single block, one none): the local reader's partitions; ds (capped at 5
+    iterations: the comparison needs iterations, not convergence) and another method in turn, the local
+    engine's bytes."""
+    import pandas as pd
+
+    from crowdagg.io.dask_read import read_distributed
+
+    names = sorted(p.name for p in datasets_dir.iterdir() if (p / "labels.csv").is_file())
+    assert len(names) >= 10
+    for i, name in enumerate(names):
+        frame = pd.read_csv(datasets_dir / name / "labels.csv", dtype=str, keep_default_na=False)
+        files = _write(frame, tmp_path / name, 3, ("csv", "tsv")[i % 2])
+        try:
+            local = load_annotations(files)
+        except DataError as refused:  # numeric answers: refused too (counting one file's values, not all)
+            assert "is numeric with" in str(refused)
+            with pytest.raises(DataError, match="column 'label' is numeric with .* pass classes"):
+                read_distributed(files, client)
+            continue
+        data, engine = read_distributed(files, client, partitions=2)
+        try:
+            _assert_same_partitions(data, local, engine, client)
+            for method in dict.fromkeys(["ds", DASK_METHODS[i % len(DASK_METHODS)]] if DASK_METHODS else []):
+                params = {"max_iter": 5} if "max_iter" in get_method(method).params() else {}
+                _assert_same_fit(method, (data, engine), get_method(method)(**params).fit(local), **params)
+        finally:
+            engine.close()
+
+
+def test_the_fits_services_go_through_the_dask_engine(client, small_files):
+    """Gold, the starts (hard vote, another method's result) and a saved worker model: the local engine's bytes;
+    restarts (n_init > 1) are refused before any work."""
+    from crowdagg.io.dask_read import read_distributed
+    from crowdagg.methods.model_file import from_json, to_json
+
+    if not {"ds", "mv", "onecoin"} <= set(DASK_METHODS):
+        pytest.skip("ds, mv and onecoin do not all run on the Dask engine yet")
+    local = load_annotations(small_files[1:])
+    gold = {name: local.classes[i % 3] for i, name in enumerate(local.task_names[:500].tolist())}
+    model = from_json(to_json(get_method("ds")(max_iter=5).fit(load_annotations(small_files[:1]))), "m.json", None)
+    read = read_distributed(small_files[1:], client, partitions=[0, 1, 2])
+    try:
+        for method, params in (("ds", {"gold": gold}), ("ds", {"init": "hard-vote"}), ("ds", {"init": "mv"}),
+                               ("ds", {"init_workers": model}), ("onecoin", {"init": "ds", "gold": gold})):
+            params = {**params, "max_iter": 5}
+            want = get_method(method)(**params).fit(local)
+            _assert_same_fit(method, read, want, **params)
+            if "init_workers" in params:
+                assert to_json(get_method(method)(**params).fit(read[0], engine=read[1])) == to_json(want)
+    finally:
+        read[1].close()
+    with pytest.raises(UsageError, match="n_init 3 is not supported with the Dask engine"):
+        aggregate(small_files, "ds", engine="dask", client=client, n_init=3)
+
+
+# --------------------------------------------------------------------------- the CLI
+def _cli(*args: str):
+    from typer.testing import CliRunner
+
+    from crowdagg.cli import app
+
+    return CliRunner().invoke(app, ["aggregate", *args])
+
+
+def test_cli_engine_dask_writes_the_local_engines_bytes(client, small_files, tmp_path):
+    """``--engine dask --scheduler ADDRESS`` on a glob of Parquet files: stdout and --workers byte for byte."""
+    if "ds" not in DASK_METHODS:
+        pytest.skip("ds does not run on the Dask engine yet")
+    pattern = str(Path(small_files[0]).parent / "*.parquet")
+    local = _cli(pattern, "-m", "ds", "--proba", "--workers", str(tmp_path / "w_local.csv"))
+    remote = _cli(pattern, "-m", "ds", "--proba", "--workers", str(tmp_path / "w_dask.csv"), "--engine", "dask",
+                  "--scheduler", client.scheduler.address)
+    assert local.exit_code == 0 and remote.exit_code == 0, remote.stderr
+    assert remote.stdout == local.stdout and len(local.stdout) > 100_000
+    assert (tmp_path / "w_dask.csv").read_bytes() == (tmp_path / "w_local.csv").read_bytes()
+
+
+def test_cli_refuses_what_dask_does_not_run_before_any_work_and_writes_nothing_on_a_bad_file(client, tmp_path):
+    if "ds" not in DASK_METHODS:
+        pytest.skip("ds does not run on the Dask engine yet")
+    files = _write(_sim_frame(3000, 500, 20), tmp_path, 3, "csv")
+    out = tmp_path / "out.csv"
+    glad = _cli(files[0], "-m", "glad", "--engine", "dask", "--scheduler", "tcp://127.0.0.1:1", "-o", str(out))
+    assert glad.exit_code == 2 and "runs on the local engine only" in glad.stderr and glad.stdout == ""
+    for args, what in (
+        (["--duplicates", "first"], "--duplicates keep"),
+        (["--input-format", "json"], "reads csv, tsv, parquet"),
+        (["--scheduler", "tcp://x:1"], "--scheduler applies to --engine dask only"),
+    ):
+        engine = [] if args[0] == "--scheduler" else ["--engine", "dask"]
+        refused = _cli(files[0], "-m", "ds", *engine, *args)
+        assert refused.exit_code == 2 and what in refused.stderr, refused.stderr
+    with open(files[2], "a") as fh:
+        fh.write('t1,w1,cat,"extra\n')
+    bad = _cli(*files, "-m", "ds", "--engine", "dask", "--scheduler", client.scheduler.address, "-o", str(out))
+    assert bad.exit_code == 1 and bad.stderr.startswith("Error: ") and files[2] in bad.stderr
+    assert "Traceback" not in bad.stderr and not out.exists()
+
+
+# --------------------------------------------------------------------------- the co-occurrence kernel
+def test_the_co_occurrence_kernel_through_dask_equals_the_local_engine(client, small_files):
+    """The sparse accumulators (pair sets, sparse sums) reduce to the local engine's bits on any partitioning
+    (the small crowd's 3 blocks: 1 partition, 3, and 3 with an empty one)."""
+    from crowdagg.io.dask_read import read_distributed
+
+    cooc = pytest.importorskip("crowdagg.kernels.cooc")
+    local = load_annotations(small_files)
+    weights = np.linspace(0.5, 2.0, local.n_tasks)
+    want = cooc.co_occurrence(LocalEngine(local), weights)
+    assert want.n_pairs > 1000
+    for partitions in (1, 3, [0, 1, 1, 3]):
+        _, engine = read_distributed(small_files, client, partitions=partitions)
+        try:
+            got = cooc.co_occurrence(engine, weights)
+        finally:
+            engine.close()
+        for name in ("pairs", "joint", "n_tasks", "weight"):
+            assert np.array_equal(getattr(got, name), getattr(want, name)), (name, partitions)
+
+
+# --------------------------------------------------------------------------- faults (last: it kills a worker)
+def test_a_worker_killed_mid_fit_does_not_change_the_result(client, small_files):
+    """At iteration 3 (the progress callback, not a timer) a worker process holding partitions is killed: Dask
+    rebuilds them from their files (lineage) and the fit goes on to the same bits."""
+    from crowdagg.io.dask_read import read_distributed
+
+    if "ds" not in DASK_METHODS:
+        pytest.skip("ds does not run on the Dask engine yet")
+    want = get_method("ds")(max_iter=6, tol=0).fit(load_annotations(small_files))
+    data, engine = read_distributed(small_files, client, partitions=3)
+    try:
+        holders = {addr for addrs in client.who_has(engine.parts).values() for addr in addrs}
+        nannies = {n.worker_address: n for n in client.cluster.workers.values()}
+        victim = nannies[sorted(holders)[0]]
+        killed = []
+
+        def kill_at_three(iteration: int, objective: float) -> None:
+            if iteration == 3 and not killed:
+                killed.append(victim.process.pid)
+                os.kill(victim.process.pid, signal.SIGKILL)
+
+        got = get_method("ds")(max_iter=6, tol=0).fit(data, engine=engine, callback=kill_at_three)
+    finally:
+        engine.close()
+    assert killed and len(want.objective) == 6
+    assert np.array_equal(got.posteriors, want.posteriors) and np.array_equal(got.objective, want.objective)
+    assert _render(got) == _render(want)
