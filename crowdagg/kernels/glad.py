@@ -331,7 +331,11 @@ class Posteriors:
 
 
 def _sizes(engine: Any) -> tuple[int, int, int, int]:
-    d = engine.data
+    d = getattr(engine, "data", None)
+    if d is None or not callable(getattr(engine, "map_reduce", None)):
+        from ..errors import UsageError
+
+        raise UsageError(f"the GLAD kernels run on an engine over the data (LocalEngine(data)), got {engine!r}")
     return d.n_workers, d.n_tasks, d.n_classes, d.n_answers
 
 

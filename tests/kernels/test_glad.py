@@ -359,3 +359,10 @@ def test_an_objective_on_another_engines_posteriors_is_refused(rng):
     post = kernels.e_step(LocalEngine(other), np.zeros(1), np.zeros(1), np.zeros(2))
     with pytest.raises(DataError, match="from an E-step on other data"):
         kernels.objective(LocalEngine(data), np.zeros(3), np.zeros(3), post)
+
+
+def test_the_public_functions_need_an_engine():
+    from crowdagg.errors import UsageError
+
+    with pytest.raises(UsageError, match="run on an engine over the data"):
+        kernels.e_step(None, np.zeros(3), np.zeros(3), np.zeros(2))
