@@ -216,6 +216,13 @@ class EMParams:
                 raise UsageError("EMParams: an E-step needs log_prior beside log_conf_ot")
             put("log_prior", as_float_array(self.log_prior, "log_prior", 1))
             put("log_conf_ot", as_float_array(self.log_conf_ot, "log_conf_ot", 3))
+            for name in ("log_prior", "log_conf_ot"):
+                arr = getattr(self, name)
+                bad = np.isnan(arr) | (arr == np.inf)  # -inf rules a class or an answer out; NaN, +inf mean nothing
+                if bad.any():
+                    at = np.unravel_index(int(np.flatnonzero(bad)[0]), arr.shape)
+                    raise DataError(f"{name}{list(map(int, at))} is {float(arr[at])!r}: a log-probability is finite "
+                                    "or -inf")
             k = self.log_prior.shape[0]
             if self.log_conf_ot.shape[1:] != (k, k):
                 raise DataError(f"log_conf_ot has shape {self.log_conf_ot.shape}, not (n_workers, {k}, {k}) for the "
@@ -224,6 +231,10 @@ class EMParams:
             raise UsageError("EMParams: log_prior without log_conf_ot (an E-step needs both)")
         if self.post is not None:
             put("post", as_float_array(self.post, "post", 2))
+            bad = ~((self.post >= 0.0) & (self.post <= 1.0 + 1e-9))  # NaN fails both
+            if bad.any():
+                t, c = np.unravel_index(int(np.flatnonzero(bad)[0]), self.post.shape)
+                raise DataError(f"post[{int(t)}, {int(c)}] is {float(self.post[t, c])!r}: posteriors lie in [0, 1]")
         if self.clamp is not None:
             clamp = as_code_array(self.clamp, "clamp")
             if clamp.dtype != np.int64:

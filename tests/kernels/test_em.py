@@ -174,6 +174,11 @@ EM_CASES = {
     "floor": (None, "EMParams(entropy_floor='x')", "entropy_floor must be a number"),
     "not params": (None, "{'post': 1}", "em_block takes EMParams"),
     "block": (None, "EMParams()", "block 3 is not one of the partition's 1 blocks"),
+    # NaN parameters gave NaN posteriors and counts, silently
+    "prior nan": (None, "EMParams(np.array([np.nan, 0.0]), np.zeros((2, 2, 2)))", "log_prior[0] is nan"),
+    "conf inf": (None, "EMParams(np.zeros(2), np.full((2, 2, 2), np.inf))", "log_conf_ot[0, 0, 0] is inf"),
+    "post nan": (None, "EMParams(post=np.full((1, 2), np.nan))", "post[0, 0] is nan"),
+    "post negative": (None, "EMParams(post=np.array([[-0.5, 1.5]]))", "post[0, 0] is -0.5"),
     "block float": (None, "EMParams()", "a block index must be an integer, got 0.5"),
     # a negative first task sliced the global posteriors' rows from the end: the kernel read past the slice
     "first task": ("Part(0, 1, -1, np.array([0, 1]), np.array([0, 2]), np.array([0, 1], np.int32), "
