@@ -287,7 +287,7 @@ def objective_block(part: Any, b: int, p: ObjectiveParams, keep: bool) -> tuple[
     """Block function of the M-step's objective: sums ``(f, ∂f/∂α (n_workers,))``; kept ``∂f/∂log β`` (its tasks,)."""
     t0, t1 = _block(part, b, (p.alpha,), (p.log_beta,))
     g = part.first_block + b
-    q = p.e_step[g][1] if g < len(p.e_step) else None
+    q: Any = p.e_step[g][1] if g < len(p.e_step) else None
     lo, hi = part.answers_of(b)
     if not isinstance(q, np.ndarray) or q.shape != (hi - lo,) or q.dtype != np.float64:
         from ..errors import DataError
