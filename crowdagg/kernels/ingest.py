@@ -372,3 +372,92 @@ def prefixed_int_codes(chunks: list[tuple[np.ndarray, np.ndarray]], prefix: byte
         n_codes = _prefixed_codes(offsets, data, len(prefix), table, codes, base, first_row, n_codes)
         base += offsets.shape[0] - 1
     return codes, first_row[:n_codes]
+
+
+# --------------------------------------------------------------------------- growing vocabularies
+#: Multiplier of the hash's final mix (splitmix64's), as a signed int64: numba's int64 arithmetic wraps.
+_MIX = np.int64(-4658895280553007687)
+
+
+@njit(cache=True, nogil=True)
+def _hash_bytes(data, lo, hi):  # pragma: no cover - compiled
+    h = np.int64(hi - lo)
+    for p in range(lo, hi):
+        h = h * np.int64(31) + np.int64(data[p])
+    h ^= h >> np.int64(31)
+    h *= _MIX
+    h ^= h >> np.int64(29)
+    return h
+
+
+@njit(cache=True, nogil=True)
+def _hash_codes(offsets, data, codes, base, slots, hashes, names_off, names_data, n_names):  # pragma: no cover
+    """Codes of a chunk of strings against a growing vocabulary, new names appended in order of appearance.
+
+    ``slots`` (power-of-two length, -1 empty) is an open-addressing table of
+    codes; ``hashes[c]``, ``names_off[c]:names_off[c + 1]`` of ``names_data``
+    are name ``c``'s hash and bytes.  The caller sized every array for the
+    chunk's strings all being new (load factor at most one half).  Returns
+    the new number of names.
+    """
+    mask = slots.shape[0] - 1
+    used = names_off[n_names]
+    for i in range(offsets.shape[0] - 1):
+        lo = offsets[i]
+        hi = offsets[i + 1]
+        h = _hash_bytes(data, lo, hi)
+        j = h & mask
+        while True:
+            s = slots[j]
+            if s < 0:
+                slots[j] = n_names
+                hashes[n_names] = h
+                for p in range(lo, hi):
+                    names_data[used] = data[p]
+                    used += 1
+                n_names += 1
+                names_off[n_names] = used
+                codes[base + i] = n_names - 1
+                break
+            if hashes[s] == h:
+                a = names_off[s]
+                if names_off[s + 1] - a == hi - lo:
+                    same = True
+                    for k in range(hi - lo):
+                        if names_data[a + k] != data[lo + k]:
+                            same = False
+                            break
+                    if same:
+                        codes[base + i] = s
+                        break
+            j = (j + 1) & mask
+    return n_names
+
+
+@njit(cache=True, nogil=True)
+def _rehash(hashes, n_names, slots):  # pragma: no cover - compiled
+    """Fill an empty (all -1) ``slots`` table with codes ``0..n_names-1`` by their hashes."""
+    mask = slots.shape[0] - 1
+    for c in range(n_names):
+        j = hashes[c] & mask
+        while slots[j] >= 0:
+            j = (j + 1) & mask
+        slots[j] = c
+
+
+@njit(cache=True, nogil=True)
+def _prefixed_block(offsets, data, p, table, codes, base, values, n_codes):  # pragma: no cover - compiled
+    """Codes of a chunk checked by :func:`_prefixed_max`, against a growing direct-address ``table``
+    (integer -> code, -1 unseen); ``values[c]`` records code ``c``'s integer.  Returns the new count."""
+    for i in range(offsets.shape[0] - 1):
+        v = 0
+        for k in range(offsets[i] + p, offsets[i + 1]):
+            v = v * 10 + (np.int64(data[k]) - 48)
+        c = table[v]
+        if c < 0:
+            c = n_codes
+            table[v] = c
+            values[c] = v
+            n_codes += 1
+        codes[base + i] = c
+    return n_codes
