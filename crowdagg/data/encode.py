@@ -193,6 +193,19 @@ class NameEncoder:
         out = pa.Array.from_buffers(kind, self.n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
         return out if kind == pa.string() else out.cast(pa.string())
 
+    def truncate(self, n: int) -> None:
+        """Forget the names from code ``n`` on (an input read again whole after part of it was encoded)."""
+        if n >= self.n:
+            return
+        if self.mode == "prefixed":
+            self.table[self.values[n: self.n]] = -1
+        else:
+            self.slots.fill(-1)
+            from ..kernels.ingest import _rehash
+
+            _rehash(self.hashes, n, self.slots)
+        self.n = n
+
     def release(self) -> None:
         """Drop the lookup tables (the codes and :meth:`names` taken already)."""
         self.__init__()  # type: ignore[misc]
@@ -262,6 +275,18 @@ class ColumnsEncoder:
         for codes, block in zip(self.codes, (t, w, y)):
             codes.append(block)
         self.rows += n
+
+    def mark(self) -> tuple[int, ...]:
+        """Where the encoding stands: :meth:`rollback` returns to it."""
+        return (*(e.n for e in self.encoders), *(c.n for c in self.codes), self.extra.n, self.rows)
+
+    def rollback(self, mark: tuple[int, ...]) -> None:
+        """Forget what was encoded since ``mark`` (names, codes, rows)."""
+        for e, n in zip(self.encoders, mark[:3]):
+            e.truncate(n)
+        for c, n in zip(self.codes, mark[3:6]):
+            c.n = n
+        self.extra.n, self.rows = mark[6], mark[7]
 
     def release(self) -> None:
         """Drop the lookup tables and any codes not taken."""
