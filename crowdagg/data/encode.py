@@ -81,7 +81,7 @@ class NameEncoder:
         self.prefix = b""
         self.table = np.zeros(0, dtype=np.int32)  # prefixed: integer -> code, -1 unseen
         self.values = np.zeros(0, dtype=np.int64)  # prefixed: code -> integer
-        self.slots = np.zeros(0, dtype=np.int32)  # hash: open addressing, -1 empty
+        self.slots = np.zeros(0, dtype=np.int64)  # hash: open addressing, -1 empty
         self.hashes = np.zeros(0, dtype=np.int64)  # hash: code -> hash
         self.names_off = np.zeros(1, dtype=np.int64)  # hash: code -> start of its bytes
         self.names_data = np.zeros(0, dtype=np.uint8)
@@ -154,17 +154,18 @@ class NameEncoder:
         base = 0
         for offsets, data in chunks:
             m = offsets.shape[0] - 1
-            need = self.n + m  # room for every string of the chunk being new
-            self.names_off = _grown(self.names_off, need + 1)
-            self.hashes = _grown(self.hashes, need)
             self.names_data = _grown(self.names_data, int(self.names_off[self.n]) + int(offsets[-1] - offsets[0]))
-            if 2 * need > self.slots.shape[0]:  # load factor at most one half
-                size = 1 << max(4, (2 * need - 1).bit_length())
-                size = max(size, 2 * self.slots.shape[0])
-                self.slots = np.full(size, -1, dtype=np.int32)
-                _rehash(self.hashes, self.n, self.slots)
-            self.n = _hash_codes(offsets, data, codes, base, self.slots, self.hashes, self.names_off,
-                                 self.names_data, self.n)
+            done, full = 0, self.slots.shape[0] < 16
+            while done < m:
+                if full:  # a first table, or a half-full one: twice as large
+                    self.slots = np.full(max(16, 2 * self.slots.shape[0]), -1, dtype=np.int64)
+                    _rehash(self.hashes, self.n, self.slots)
+                limit = self.slots.shape[0] // 2
+                self.names_off = _grown(self.names_off, limit + 1)
+                self.hashes = _grown(self.hashes, limit)
+                self.n, done = _hash_codes(offsets, data, done, codes, base, self.slots, self.hashes,
+                                           self.names_off, self.names_data, self.n)
+                full = True
             base += m
 
     # ------------------------------------------------------------------ results

@@ -391,26 +391,33 @@ def _hash_bytes(data, lo, hi):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _hash_codes(offsets, data, codes, base, slots, hashes, names_off, names_data, n_names):  # pragma: no cover
-    """Codes of a chunk of strings against a growing vocabulary, new names appended in order of appearance.
+def _hash_codes(offsets, data, start, codes, base, slots, hashes, names_off, names_data, n_names):  # pragma: no cover
+    """Codes of strings ``start..`` of a chunk against a growing vocabulary, new names appended in order.
 
-    ``slots`` (power-of-two length, -1 empty) is an open-addressing table of
-    codes; ``hashes[c]``, ``names_off[c]:names_off[c + 1]`` of ``names_data``
-    are name ``c``'s hash and bytes.  The caller sized every array for the
-    chunk's strings all being new (load factor at most one half).  Returns
-    the new number of names.
+    ``slots`` (power-of-two length, -1 empty) is an open-addressing table
+    of codes, each with 31 bits of its name's hash above them (compared
+    before the bytes, in the same cache line); ``hashes[c]``,
+    ``names_off[c]:names_off[c + 1]`` of ``names_data`` are name ``c``'s
+    hash and bytes.  Stops before a new name would fill
+    more than half of ``slots`` (the caller grows the table and goes on from
+    there); ``names_data`` must have room for every byte of the chunk, the
+    other arrays for ``len(slots) // 2`` names.  Returns (names, strings done).
     """
     mask = slots.shape[0] - 1
+    limit = slots.shape[0] >> 1
     used = names_off[n_names]
-    for i in range(offsets.shape[0] - 1):
+    for i in range(start, offsets.shape[0] - 1):
         lo = offsets[i]
         hi = offsets[i + 1]
         h = _hash_bytes(data, lo, hi)
+        tag = (h >> np.int64(32)) & np.int64(0x7FFFFFFF)
         j = h & mask
         while True:
-            s = slots[j]
-            if s < 0:
-                slots[j] = n_names
+            e = slots[j]
+            if e < 0:
+                if n_names >= limit:
+                    return n_names, i
+                slots[j] = (tag << np.int64(32)) | n_names
                 hashes[n_names] = h
                 for p in range(lo, hi):
                     names_data[used] = data[p]
@@ -419,7 +426,8 @@ def _hash_codes(offsets, data, codes, base, slots, hashes, names_off, names_data
                 names_off[n_names] = used
                 codes[base + i] = n_names - 1
                 break
-            if hashes[s] == h:
+            if (e >> np.int64(32)) == tag:
+                s = e & np.int64(0xFFFFFFFF)
                 a = names_off[s]
                 if names_off[s + 1] - a == hi - lo:
                     same = True
@@ -431,18 +439,19 @@ def _hash_codes(offsets, data, codes, base, slots, hashes, names_off, names_data
                         codes[base + i] = s
                         break
             j = (j + 1) & mask
-    return n_names
+    return n_names, offsets.shape[0] - 1
 
 
 @njit(cache=True, nogil=True)
 def _rehash(hashes, n_names, slots):  # pragma: no cover - compiled
-    """Fill an empty (all -1) ``slots`` table with codes ``0..n_names-1`` by their hashes."""
+    """Fill an empty (all -1) ``slots`` table with codes ``0..n_names-1`` by their hashes (as :func:`_hash_codes`)."""
     mask = slots.shape[0] - 1
     for c in range(n_names):
-        j = hashes[c] & mask
+        h = hashes[c]
+        j = h & mask
         while slots[j] >= 0:
             j = (j + 1) & mask
-        slots[j] = c
+        slots[j] = (((h >> np.int64(32)) & np.int64(0x7FFFFFFF)) << np.int64(32)) | c
 
 
 @njit(cache=True, nogil=True)
