@@ -387,7 +387,11 @@ class AnnotationSet:
         from ..kernels.ingest import _repeated_answers, _sort_by_task
 
         n_tasks = len(tasks)
-        ptr, t_sorted, w_sorted, y_sorted = _sort_by_task(task, worker, label, n_tasks)
+        if isinstance(task, list):  # owned codes, freed by the sort as it goes; the task codes come back
+            ptr, t_sorted, w_sorted, y_sorted = _sort_by_task(task, n_tasks=n_tasks)
+            task = task.pop()
+        else:
+            ptr, t_sorted, w_sorted, y_sorted = _sort_by_task(task, worker, label, n_tasks)
         n_dup, repeat = _repeated_answers(
             ptr, w_sorted, len(workers), keep="last" if duplicates == "last" else "first",
             mark=duplicates != "keep",
@@ -395,11 +399,13 @@ class AnnotationSet:
         if n_dup:
             if duplicates == "error":
                 order, _ = group_order(task, n_tasks)
-                row = int(order[repeat].min())  # the first repeat in input order
+                repeats = np.flatnonzero(repeat)
+                first = int(repeats[np.argmin(order[repeats])])  # the first repeat in input order
+                row = int(order[first])
                 where = locate(row) if locate else f"answer {row}"
                 raise DataError(
-                    f"duplicate answer at {where}: worker {workers[worker[row]]!r} "
-                    f"already labelled task {tasks[task[row]]!r} "
+                    f"duplicate answer at {where}: worker {workers[w_sorted[first]]!r} "
+                    f"already labelled task {tasks[t_sorted[first]]!r} "
                     f"({n_dup} duplicate answer(s) in all; see {param('duplicates')})"
                 )
             if duplicates in ("first", "last"):
@@ -407,7 +413,7 @@ class AnnotationSet:
                 t_sorted, w_sorted, y_sorted = t_sorted[keep], w_sorted[keep], y_sorted[keep]
                 ptr = _offsets(t_sorted, n_tasks)
             _warn_duplicates(n_dup, duplicates)
-        del repeat
+        del repeat, task
         for arr in (t_sorted, w_sorted, y_sorted, ptr):
             arr.setflags(write=False)
         if len(classes) == 1 and t_sorted.size:
@@ -673,6 +679,7 @@ class AnnotationSet:
                     keep = np.flatnonzero(~mask)
                     t_codes, w_codes, y_codes = t_codes[keep], w_codes[keep], y_codes[keep]
                     locate = locate.subset(keep) if locate else None
+        codes = mask = keep = None  # no reference to a column's codes held through the sort
         # The blank name and the header's own cells leave the vocabularies once no row uses them.
         t_codes, t_names = _forget(t_codes, t_names, blank_name[0] | header_name[0])
         w_codes, w_names = _forget(w_codes, w_names, blank_name[1] | header_name[1] | answerless_workers)
@@ -720,11 +727,13 @@ class AnnotationSet:
         end_names_stage()
         from .. import kernels  # noqa: F401  (numba's import is not the sort's time)
 
+        owned = [t_codes.astype(np.int32, copy=False), w_codes.astype(np.int32, copy=False), labels]
+        del t_codes, w_codes, labels, y_codes, codes3
         with _timing.stage("sort"):
             return cls._build(
-                t_codes.astype(np.int32, copy=False),
-                w_codes.astype(np.int32, copy=False),
-                labels,
+                owned,  # type: ignore[arg-type]  # emptied by the sort as it goes
+                None,  # type: ignore[arg-type]
+                None,  # type: ignore[arg-type]
                 vocab.Vocabulary(t_names, t_dtype),
                 vocab.Vocabulary(w_names, w_dtype),
                 tuple(class_list),
