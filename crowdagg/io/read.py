@@ -1024,7 +1024,7 @@ class _Input:
         got = 0
         while got < n and not self.eof:
             try:
-                block = self.fh.read(n - got)
+                block = self.fh.read(min(n - got, 16 * _CHUNK))  # a read allocates what it asks for
             except (OSError, ValueError) as exc:
                 raise DataError(f"{self.display}: cannot read ({os_reason(exc)})") from None
             if isinstance(block, str):
