@@ -204,7 +204,6 @@ def run(
         mb = csv.stat().st_size / 1e6
         out = workdir / "out.csv"
         versions = [(name, d) for name, d in codes if name == "this checkout" or n <= baseline_max]
-        results: dict[str, list] = {name: [] for name, _ in versions}
         for _name, code_dir in versions:  # warm the numba cache of each version
             env = dict(os.environ, PYTHONPATH=str(code_dir))
             small = workdir / "warm.csv"

@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from ..core import threads
 from ..core import timing as _timing
 from ..core.memory import MaxMemory
 from ..errors import CrowdaggWarning, DataError, UsageError, param, warn
@@ -679,7 +678,7 @@ class AnnotationSet:
                     keep = np.flatnonzero(~mask)
                     t_codes, w_codes, y_codes = t_codes[keep], w_codes[keep], y_codes[keep]
                     locate = locate.subset(keep) if locate else None
-        codes = mask = keep = None  # no reference to a column's codes held through the sort
+        codes = mask = keep = None  # type: ignore[assignment]  # no column's codes held through the sort
         # The blank name and the header's own cells leave the vocabularies once no row uses them.
         t_codes, t_names = _forget(t_codes, t_names, blank_name[0] | header_name[0])
         w_codes, w_names = _forget(w_codes, w_names, blank_name[1] | header_name[1] | answerless_workers)

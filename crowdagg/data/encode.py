@@ -184,12 +184,9 @@ class NameEncoder:
         if self.n == 0:
             return pa.array([], type=pa.string())
         end = int(self.names_off[self.n])
-        if end < 2**31:
-            offsets = self.names_off[: self.n + 1].astype(np.int32)
-            kind = pa.string()
-        else:
-            offsets = self.names_off[: self.n + 1].copy()
-            kind = pa.large_string()
+        small = end < 2**31
+        offsets: np.ndarray = self.names_off[: self.n + 1].astype(np.int32 if small else np.int64)
+        kind = pa.string() if small else pa.large_string()
         data = self.names_data[:end].copy()
         out = pa.Array.from_buffers(kind, self.n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
         return out if kind == pa.string() else out.cast(pa.string())

@@ -483,8 +483,9 @@ def pieces(target: Target, data: Data) -> Iterator[Any]:
         yield from data
         return
     buf = io.BytesIO()
+    chunks: Iterable[Any] = data
     with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0) as gz:
-        for piece in data:
+        for piece in chunks:
             gz.write(piece)
             if buf.tell() >= 1 << 20:
                 yield buf.getvalue()

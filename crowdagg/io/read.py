@@ -1220,7 +1220,7 @@ def _check_stream_memory(
 ) -> None:
     """Refuse a large input whose blocks and codes would not fit: the parsing of two blocks, and the codes
     of the answers -- counted at the first block's ``rows`` per ``n_bytes`` where the size is known."""
-    need = ARROW_BYTES_PER_BYTE * 2 * BLOCK_BYTES + ARROW_BYTES_PER_COLUMN * n_cols
+    need = float(ARROW_BYTES_PER_BYTE * 2 * BLOCK_BYTES + ARROW_BYTES_PER_COLUMN * n_cols)
     what = f"reading {inp.display} a block at a time"
     if inp.size:
         answers = inp.size * rows / max(n_bytes, 1)

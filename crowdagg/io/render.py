@@ -538,6 +538,7 @@ def _text_chunks(cols: dict[str, _Col], names: list[str], n_rows: int, fmt: str,
         if held is not None:
             yield held
         held = body
+    assert held is not None  # n_rows > 0: at least one block
     yield memoryview(held)[:-2]  # the last row closes the list instead
     yield b"\n]\n"
 

@@ -84,10 +84,10 @@ def _sort_by_task(
     counts = [np.zeros(n_tasks, dtype=small) for _ in halves]
     two_threads([partial(_count_tasks, task, h[0], h[1], c) for c, h in zip(counts, halves)])
     ptr = np.zeros(n_tasks + 1, dtype=np.int64)
-    np.cumsum(counts[0] if len(counts) == 1 else counts[0] + counts[1], out=ptr[1:])
+    np.cumsum(counts[0] if len(counts) == 1 else np.add(counts[0], counts[1]), out=ptr[1:])
     fills = [ptr[:-1].astype(small)]
     if len(halves) == 2:
-        fills.append(fills[0] + counts[0])
+        fills.append(np.add(fills[0], counts[0]))
     del counts
     w_out = np.empty_like(worker)
     y_out = np.empty_like(label)
