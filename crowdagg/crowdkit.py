@@ -121,14 +121,14 @@ on its fused EM kernel, with crowd-kit's start, M-step, loss and stopping
 rule as settings (:class:`_EM`); a crowd-kit class of that family is its
 M-step over :class:`_EM` and the attributes it adds (``OneCoinDawidSkene``
 is a dozen lines).  ``GLAD`` runs in the same loop on the kernels of
-crowdagg's ``glad`` (:class:`~crowdagg.kernels.glad.GladWorkspace`: the
-E-step, the objective and its gradient), with crowd-kit's start, M-step,
+crowdagg's ``glad`` (:mod:`crowdagg.kernels.glad`'s block functions on the
+local engine: the E-step, the objective and its gradient), with crowd-kit's start, M-step,
 Q and stopping rule as its settings (:class:`_GladEM`).
 
 Speed: text columns (pandas 3's Arrow-backed ``str``) are encoded by Arrow's
-dictionary encoding (:func:`crowdagg.data.vocab.encode`), the votes are one
-``bincount``, worker agreement one numba pass
-(:func:`crowdagg.kernels.worker_agreement`), and results are built from the
+dictionary encoding (:func:`crowdagg.data.vocab.encode`), the votes and the
+worker agreement are the vote family's block functions on the local engine
+(:mod:`crowdagg.methods.blocks`: one numba pass per block each), and results are built from the
 encoded distinct values, with no Python object per answer: on 1M answers
 MajorityVote and Wawa run several times faster than crowd-kit
 (``benchmarks/bench_crowdkit_surface.py``).
@@ -276,6 +276,7 @@ class _Answers:
         self.answered = classes  # the labels of the answers (the others come from gold)
         self._frame = frame  # the answers kept (for :meth:`uniques`; the same columns, no copy)
         self._data: AnnotationSet | None = None
+        self._engine: Any = None
 
     @property
     def n_classes(self) -> int:
@@ -294,6 +295,15 @@ class _Answers:
                     n_tasks=len(self.tasks), n_workers=len(self.workers), n_classes=self.n_classes,
                 )
         return self._data
+
+    @property
+    def engine(self) -> Any:
+        """The local engine over :attr:`data` (the votes and agreements run on its blocks)."""
+        if self._engine is None:
+            from .engine import LocalEngine
+
+            self._engine = LocalEngine(self.data)
+        return self._engine
 
     def uniques(self, name: str) -> Any:
         """``pd.unique`` of the column ``name`` ("task", "worker" or "label") as crowd-kit computes it.
@@ -357,6 +367,7 @@ class _Answers:
 
         out = copy.copy(self)
         out._data = None
+        out._engine = None
         out._frame = self._frame[keep]
         out.n_answers = int(keep.sum())
         for codes, names in (("task", "tasks"), ("worker", "workers")):
@@ -416,9 +427,10 @@ def _accuracy(ans: _Answers, label_of_task: np.ndarray) -> np.ndarray:
 
     A repeated identical answer (same task, worker and label) counts once, as crowd-kit's ``get_accuracy``.
     """
-    from .kernels.votes import _worker_agreement
+    from .methods.blocks import agreement_with_block
 
-    right, total = _worker_agreement(ans.task, ans.worker, ans.label, label_of_task, len(ans.tasks), len(ans.workers))
+    labels = np.ascontiguousarray(label_of_task, dtype=np.int64)
+    right, total = ans.engine.map_reduce(agreement_with_block, (labels, True))[0]
     return right / np.maximum(total, 1.0)
 
 
@@ -483,14 +495,16 @@ class MajorityVote:
             self.skills_ = pd.Series(dtype=float, index=pd.Index([], name="worker"), name="skill")
             return None
         from .core import memory
-        from .kernels.votes import _vote_counts
+        from .methods.blocks import COUNTS, Posterior, Vote, posterior_block
 
         k = ans.n_classes
         n_tasks = len(ans.tasks)
         # The vote tables are tasks × labels: refused up front with their size, never left to the OOM killer.
         memory.check(8.0 * (_VOTE_TABLES * n_tasks * k + 2 * ans.n_answers), f"{n_tasks:,} tasks × {k:,} labels",
                      advice="the vote shares are tasks × labels: use fewer labels")
-        shares = _shares(_vote_counts(ans.task, ans.worker, ans.label, len(ans.tasks), k, weights))
+        engine = ans.engine
+        _, outs = engine.map_reduce(posterior_block, Posterior(Vote(weights), rows=COUNTS, labels=False), keep=True)
+        shares = _shares(engine.gather(outs)[0])
         # crowd-kit's order: a weighted vote groups with sort=True; a plain one takes value_counts' order
         # (its classes are already in it: see _Answers)
         weighted = weights is not None
@@ -1009,8 +1023,8 @@ class _GladEM(_Flavour):
     r"""crowd-kit's GLAD EM as settings of crowdagg's loop, on the kernels of crowdagg's ``glad``.
 
     Not a second GLAD: the iterations run in :func:`crowdagg.methods.loop.iterate`,
-    and the E-step, the M-step's objective and its gradient are
-    :class:`~crowdagg.kernels.glad.GladWorkspace`'s.  What makes it crowd-kit's:
+    and the E-step, the M-step's objective and its gradient are the block
+    functions of :mod:`crowdagg.kernels.glad` on the local engine.  What makes it crowd-kit's:
 
     * the parameters are one vector ``x`` = (α (n_workers,), log β
       (n_tasks,)), workers and tasks in order of first appearance (as
@@ -1063,33 +1077,37 @@ class _GladEM(_Flavour):
 
 
     def start(self, index: int, rng: np.random.Generator) -> tuple[_GladState, float]:
-        from .kernels.glad import GladWorkspace
+        from .engine import LocalEngine
 
         d = self.data
         state = _GladState()
-        state.ws = GladWorkspace(d.task_ptr, d.worker, d.label, d.n_workers, d.n_classes)
+        state.engine = LocalEngine(d)
         state.x = np.ones(d.n_workers + d.n_tasks)
         self.e_step(state)
-        return state, self.q_value(state.ws, state.x)[0]
+        return state, self.q_value(state, state.x)[0]
 
     def step(self, state: _GladState) -> Step:
         if state.moved:
             self.e_step(state)
         self.m_step(state)
-        return Step(objective=self.q_value(state.ws, state.x)[0] / self.n_rows)
+        return Step(objective=self.q_value(state, state.x)[0] / self.n_rows)
 
     def e_step(self, state: _GladState) -> None:
-        """The posteriors (``ws.post``) and each answer's posterior of its own label (``ws.q``) at ``x``."""
+        """The posteriors and each answer's posterior of its own label (``state.posteriors``) at ``x``."""
+        from .kernels.glad import _e_step
+
         n_w = self.data.n_workers
-        # unchecked: x is ours, of the workspace's sizes, and the clamp is all -1
-        state.ws._e_step(state.x[:n_w], state.x[n_w:], self.log_prior, self.clamp)
+        # unchecked: x is ours, of the data's sizes, and the clamp is all -1
+        state.posteriors = _e_step(state.engine, state.x[:n_w], state.x[n_w:], self.log_prior, self.clamp)
         state.moved = False
 
-    def q_value(self, ws: Any, x: np.ndarray) -> tuple[float, np.ndarray]:
+    def q_value(self, state: _GladState, x: np.ndarray) -> tuple[float, np.ndarray]:
         """crowd-kit's Q at ``x`` with the last E-step's posteriors, and its gradient (shaped as ``x``)."""
+        from .kernels.glad import _objective
+
         n_w = self.data.n_workers
         if self.data.n_classes > 1:
-            f, g_alpha, g_log_beta = ws._objective(x[:n_w], x[n_w:], ws.q)
+            f, g_alpha, g_log_beta = _objective(state.engine, x[:n_w], x[n_w:], state.posteriors)
             grad = np.concatenate([g_alpha, g_log_beta])
         else:
             f, grad = 0.0, np.zeros_like(x)
@@ -1102,10 +1120,8 @@ class _GladEM(_Flavour):
         """crowd-kit's M-step: scipy's conjugate gradient on -Q over ``x``, from ``x``, stopped at its budget."""
         from scipy.optimize import minimize
 
-        ws = state.ws
-
         def negative(x: np.ndarray) -> tuple[float, np.ndarray]:
-            value, grad = self.q_value(ws, np.ascontiguousarray(x, dtype=np.float64))
+            value, grad = self.q_value(state, np.ascontiguousarray(x, dtype=np.float64))
             return -value, -grad
 
         # jac=True: Q and its gradient come from one kernel pass (scipy caches the gradient by x; the iterates
@@ -1117,10 +1133,11 @@ class _GladEM(_Flavour):
 
 
 class _GladState:
-    """One crowd-kit GLAD fit: the kernel's workspace (the last E-step's posteriors in ``ws.post``, ``ws.q``),
-    the parameters ``x`` = (α, log β), and whether they ``moved`` since that E-step."""
+    """One crowd-kit GLAD fit: the local engine, the last E-step's ``posteriors`` (each block's posteriors and
+    ``q``), the parameters ``x`` = (α, log β), and whether they ``moved`` since that E-step."""
 
-    ws: Any
+    engine: Any
+    posteriors: Any
     x: np.ndarray
     moved: bool
 
@@ -1236,7 +1253,7 @@ class GLAD:
         columns = _glad_columns(labels)
         classes = pd.Index(list(ans.classes), dtype=object).get_indexer(list(columns))
         rows = _sort_order(ans.tasks)  # crowd-kit's groupby sorts the tasks
-        self.probas_ = pd.DataFrame(state.ws.post[np.ix_(rows, classes)], index=ans.tasks[rows].rename("task"),
+        self.probas_ = pd.DataFrame(state.posteriors.post[np.ix_(rows, classes)], index=ans.tasks[rows].rename("task"),
                                     columns=columns)
         self.labels_ = _labels(self.probas_)
         # crowd-kit's E-step compares labels and classes (``label == variable``) and adds the log-prior: nullable

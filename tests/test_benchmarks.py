@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -110,3 +111,17 @@ def test_glad_benchmark_prints_its_table(datasets_dir):
     assert lines[3].startswith("| 5,000 | ") and lines[3].endswith("|")
     assert float(lines[3].split("|")[-2]) > 0.8  # accuracy on GLAD's own crowd
     assert lines[-1].startswith("CLI `crowdagg aggregate` on 5,000 answers")
+
+
+def test_cooc_benchmark_checks_itself_against_pandas_and_prints_its_table(tmp_path):
+    out = tmp_path / "cooc.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_cooc.py"), "--answers", "20000", "--repeats", "1",
+         "--datasets", str(tmp_path), "--json", str(out)],
+        capture_output=True, text=True, timeout=300, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "| crowd | answers | workers | K | pairs | code | wall s (best of 1) |" in proc.stdout
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["code"] for r in rows] == ["crowdagg", "pandas"]
+    assert rows[0]["equal_to_pandas"] is True and 4_800 < rows[0]["pairs"] <= 100 * 99 // 2

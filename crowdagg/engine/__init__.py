@@ -20,6 +20,10 @@ blocks: its arrays, its place in the grid) given the iteration's
   posteriors, votes, messages.  They stay with their block (never written
   into a global buffer); the engine gathers them when asked.
 
+Passes whose unit is the worker run the same way over the worker-ordered
+grid (``map_reduce(fn, params, by="worker")``, :class:`~.part.WorkerPart`:
+one heavy worker may span several blocks).
+
 An engine (:class:`~.local.LocalEngine`, and the Dask engine) offers
 ``map_reduce(fn, params, keep=...)`` and ``gather(outs)``; a method asks
 its engine to map and reduce and does its M-step on the totals.
@@ -29,13 +33,14 @@ from __future__ import annotations
 
 from .grid import MIN_BLOCK_ANSWERS, answers_per_block, task_grid, worker_grid
 from .local import LocalEngine, join
-from .part import Part
+from .part import Part, WorkerPart
 from .tree import add, combine, cover, reduce_range
 
 __all__ = [
     "MIN_BLOCK_ANSWERS",
     "LocalEngine",
     "Part",
+    "WorkerPart",
     "add",
     "answers_per_block",
     "combine",

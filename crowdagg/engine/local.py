@@ -20,8 +20,8 @@ import numpy as np
 from ..core import threads
 from ..data.annotations import AnnotationSet
 from . import tree
-from .grid import task_grid
-from .part import Part
+from .grid import task_grid, worker_grid
+from .part import Part, WorkerPart
 
 
 @lru_cache(maxsize=4)
@@ -56,17 +56,34 @@ class LocalEngine:
     def parts(self) -> list[Part]:
         return [self.part]
 
+    @property
+    def worker_part(self) -> WorkerPart:
+        """The one partition of the worker-ordered grid (built on first use: the answers' worker order)."""
+        if not hasattr(self, "_worker_part"):
+            data = self.data
+            bounds = worker_grid(data.worker_ptr, data.n_classes)
+            self._worker_part = WorkerPart(0, len(bounds) - 1, bounds, data.worker_order, data.worker_ptr,
+                                           data.worker, data.label, data.task, data.n_workers, data.n_classes)
+        return self._worker_part
+
     def map_reduce(
-        self, fn: Callable[..., tuple[Any, Any]], params: Any = None, *, keep: bool = False
+        self, fn: Callable[..., tuple[Any, Any]], params: Any = None, *, keep: bool = False, by: str = "task"
     ) -> tuple[Any, list[Any] | None]:
         """Run ``fn(part, b, params, keep)`` on every block and add the sums along the tree.
 
         ``fn`` returns ``(sums, out)``: the block's sums (reduced) and, when
         ``keep``, its per-task (or per-answer) outputs, which stay with the
         block.  Returns ``(total, outs)``: ``outs`` the blocks' outputs in
-        block order when ``keep`` (None otherwise).
+        block order when ``keep`` (None otherwise).  ``by="worker"`` runs
+        over the worker-ordered grid instead (``fn`` then receives a
+        :class:`~crowdagg.engine.part.WorkerPart`).
         """
-        part, n = self.part, self.n_blocks
+        if by not in ("task", "worker"):
+            from ..errors import UsageError
+
+            raise UsageError(f"map_reduce runs by 'task' or 'worker', not {by!r}")
+        part: Any = self.part if by == "task" else self.worker_part
+        n = part.n_blocks
         outs: list[Any] = [None] * n if keep else []
 
         def block(b: int) -> Any:

@@ -92,3 +92,59 @@ class Part:
     def task_rows(self, values: np.ndarray) -> np.ndarray:
         """This partition's rows of a per-task array over all tasks (a view)."""
         return values[self.first_task:self.first_task + self.n_tasks]
+
+
+@dataclass(eq=False)
+class WorkerPart:
+    """The answers of a contiguous range of the worker-ordered grid's blocks (:func:`~crowdagg.engine.grid.worker_grid`).
+
+    For passes whose unit is the worker (a worker's answers together: BP's
+    worker side, leave-one-out sums).  The answers are in worker order:
+    ``order[i]`` is the task-order index of the i-th answer of that order
+    (:attr:`~crowdagg.data.annotations.AnnotationSet.worker_order`), so a
+    block reads ``worker[order[lo:hi]]`` and writes per-answer outputs that
+    map back through ``order``.  One heavy worker may span several blocks:
+    its per-worker sums are added across them by the reduction tree.
+
+    Attributes
+    ----------
+    first_block, n_blocks_total : int
+    bounds : ndarray of int64, shape (n_blocks + 1,)
+        Its blocks' answer offsets into ``order`` (from 0).
+    order : ndarray of int64, shape (n_answers,)
+        Task-order index of each answer, in worker order.
+    worker_ptr : ndarray of int64, shape (n_workers + 1,)
+        The CSR offsets of each worker's answers in ``order`` (global).
+    worker, label, task : ndarrays, shape (n_answers,)
+        The answers' codes in task order (index them through ``order``).
+    n_workers, n_classes : int
+    """
+
+    first_block: int
+    n_blocks_total: int
+    bounds: np.ndarray
+    order: np.ndarray
+    worker_ptr: np.ndarray
+    worker: np.ndarray
+    label: np.ndarray
+    task: np.ndarray
+    n_workers: int
+    n_classes: int
+
+    @property
+    def n_blocks(self) -> int:
+        return len(self.bounds) - 1
+
+    def answers_of(self, b: int) -> tuple[int, int]:
+        """Range ``[lo, hi)`` of local block ``b`` in worker order (positions in ``order``)."""
+        return int(self.bounds[b]), int(self.bounds[b + 1])
+
+    def workers_of(self, b: int) -> tuple[int, int]:
+        """Workers ``[first, last + 1)`` with answers in local block ``b`` (the first and last may continue
+        into the neighbouring blocks)."""
+        lo, hi = self.answers_of(b)
+        if hi <= lo:
+            return 0, 0
+        first = int(np.searchsorted(self.worker_ptr, lo, side="right")) - 1
+        last = int(np.searchsorted(self.worker_ptr, hi - 1, side="right")) - 1
+        return first, last + 1

@@ -1,4 +1,13 @@
-"""Vote counting and grouping kernels (majority-vote family)."""
+"""Vote counting and grouping kernels (majority-vote family).
+
+The block kernels (:func:`_block_votes`, :func:`_block_agreement`) run over
+one task-aligned block of the engine's grid (:mod:`crowdagg.engine`): the
+tasks ``[t0, t1)`` of a partition, its local ``task_ptr``, and write fresh
+arrays -- the block's votes per task (kept with the block) and its dense
+per-worker agreement sums (reduced along the engine's tree).  Each task's
+answers are added in their order, as ``np.bincount`` adds them, so one
+block gives the bits a vote over the whole arrays gave.
+"""
 
 from __future__ import annotations
 
@@ -35,6 +44,117 @@ def group_order(keys: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray
     return _group_order(check_index(keys, n_groups, "key"), n_groups)
 
 
+@njit(cache=True, nogil=True)
+def _block_votes(task_ptr, worker, label, t0, t1, weight, weighted, k):  # pragma: no cover - compiled
+    """Votes per task and class of the tasks ``[t0, t1)``, shape (t1 - t0, k), fresh.
+
+    ``weighted``: each answer adds its worker's ``weight`` (n_workers,);
+    otherwise 1.  A task's answers are added in their order (``np.bincount``'s).
+    """
+    out = np.zeros((t1 - t0, k))
+    for t in range(t0, t1):
+        row = t - t0
+        for e in range(task_ptr[t], task_ptr[t + 1]):
+            if weighted:
+                out[row, label[e]] += weight[worker[e]]
+            else:
+                out[row, label[e]] += 1.0
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _block_agreement(task_ptr, worker, label, t0, t1, label_of_task, n_workers, once):  # pragma: no cover - compiled
+    """Per worker (n_workers,), fresh: answers in tasks ``[t0, t1)`` equal to ``label_of_task[t - t0]``, and answers.
+
+    ``once``: a repeated identical answer (same task, worker and label)
+    counts once (crowd-kit's ``get_accuracy``); each worker's last-seen task
+    finds repeats without hashing, a scan of the task confirms them (rare).
+    """
+    right = np.zeros(n_workers)
+    total = np.zeros(n_workers)
+    last = np.full(n_workers if once else 0, -1, dtype=np.int64)
+    for t in range(t0, t1):
+        lo = task_ptr[t]
+        hi = task_ptr[t + 1]
+        truth = label_of_task[t - t0]
+        for e in range(lo, hi):
+            w = worker[e]
+            if once:
+                if last[w] == t:
+                    seen = False
+                    for m in range(lo, e):
+                        if worker[m] == w and label[m] == label[e]:
+                            seen = True
+                            break
+                    if seen:
+                        continue
+                last[w] = t
+            total[w] += 1.0
+            if label[e] == truth:
+                right[w] += 1.0
+    return right, total
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _row_argmax(s, k, atol, row, labels, tied, near, n_tied):  # pragma: no cover - compiled
+    """``labels[row]`` = the first maximum of ``s[:k]``; a row with another score within ``atol`` of it is tied:
+    its index and its near mask are appended (``tied``, ``near``).  Returns the new count of tied rows."""
+    j = 0
+    m = s[0]
+    for c in range(1, k):
+        if s[c] > m:
+            m = s[c]
+            j = c
+    labels[row] = j
+    floor = m - atol
+    count = 0
+    for c in range(k):
+        if s[c] >= floor:
+            count += 1
+    if count > 1:
+        tied[n_tied] = row
+        for c in range(k):
+            near[n_tied, c] = s[c] >= floor
+        n_tied += 1
+    return n_tied
+
+
+@njit(cache=True, nogil=True)
+def _block_argmax(scores, atol):  # pragma: no cover - compiled
+    """Row-wise first maximum of ``scores`` (n, k), and the rows with another score within ``atol`` of it:
+    ``(labels (n,), tied rows (n_tied,), their near masks (n_tied, k))`` -- ``argmax_random_ties`` before its draws."""
+    n, k = scores.shape
+    labels = np.empty(n, dtype=np.int64)
+    tied = np.empty(n, dtype=np.int64)
+    near = np.empty((n, k), dtype=np.bool_)
+    n_tied = 0
+    for row in range(n):
+        n_tied = _row_argmax(scores[row], k, atol, row, labels, tied, near, n_tied)
+    return labels, tied[:n_tied], near[:n_tied]
+
+
+@njit(cache=True, nogil=True)
+def _block_vote_labels(task_ptr, worker, label, t0, t1, weight, weighted, k, atol):  # pragma: no cover - compiled
+    """:func:`_block_votes` and :func:`_block_argmax` fused, without the votes table: per task of ``[t0, t1)`` its
+    votes in a K buffer, then its first maximum and whether it ties (within ``atol``)."""
+    n = t1 - t0
+    labels = np.empty(n, dtype=np.int64)
+    tied = np.empty(n, dtype=np.int64)
+    near = np.empty((n, k), dtype=np.bool_)
+    s = np.empty(k)
+    n_tied = 0
+    for t in range(t0, t1):
+        for c in range(k):
+            s[c] = 0.0
+        for e in range(task_ptr[t], task_ptr[t + 1]):
+            if weighted:
+                s[label[e]] += weight[worker[e]]
+            else:
+                s[label[e]] += 1.0
+        n_tied = _row_argmax(s, k, atol, t - t0, labels, tied, near, n_tied)
+    return labels, tied[:n_tied], near[:n_tied]
+
+
 def vote_counts(
     task: np.ndarray,
     worker: np.ndarray,
@@ -46,8 +166,9 @@ def vote_counts(
     """(Weighted) votes per task and class, shape (n_tasks, n_classes).
 
     ``worker_weight`` (shape (n_workers,)) weighs each worker's vote; ``None``
-    counts every answer once.  One ``bincount`` over the flat (task, class)
-    cell of each answer: O(L).  The codes are checked first
+    counts every answer once.  A stable counting sort by task, then the
+    block kernel over all tasks (each task's answers added in input order,
+    as ``np.bincount`` adds them): O(L + n_tasks).  The codes are checked first
     (:func:`~crowdagg.kernels.validate.check_codes`): a task or label out of
     range would otherwise count in another task's cell.
     """
@@ -68,43 +189,23 @@ def _vote_counts(
     n_classes: int,
     worker_weight: np.ndarray | None = None,
 ) -> np.ndarray:
-    """:func:`vote_counts` on codes valid by construction (an annotation set's): no check.
+    """:func:`vote_counts` on valid codes: no check.
 
-    The iterative aggregators revote every round; the codes were checked
-    once, when the set was built.
+    The answers are grouped by task (a stable counting sort: each task's
+    answers keep their order) and voted by the block kernel over all tasks,
+    the kernel every vote-based method runs per block.
     """
-    cell = task.astype(np.int64) * n_classes + label
-    weights = None if worker_weight is None else np.asarray(worker_weight, dtype=np.float64)[worker]
-    counts = np.bincount(cell, weights=weights, minlength=n_tasks * n_classes)
-    return counts.astype(np.float64, copy=False).reshape(n_tasks, n_classes)
+    ptr, worker, label = _by_task(task, worker, label, n_tasks)
+    weighted = worker_weight is not None
+    weight = np.ascontiguousarray(worker_weight, dtype=np.float64) if weighted else np.zeros(0)
+    return _block_votes(ptr, worker, label, 0, int(n_tasks), weight, weighted, int(n_classes))
 
 
-@njit(cache=True)
-def _agreement(task, worker, label, label_of_task, n_tasks, n_workers):  # pragma: no cover - compiled
-    order, ptr = _group_order(task, n_tasks)
-    right = np.zeros(n_workers, dtype=np.float64)
-    total = np.zeros(n_workers, dtype=np.float64)
-    last = np.full(n_workers, -1, dtype=np.int64)  # the last task each worker was seen on
-    for t in range(n_tasks):
-        lo = ptr[t]
-        hi = ptr[t + 1]
-        for j in range(lo, hi):
-            i = order[j]
-            w = worker[i]
-            if last[w] == t:  # w answered t before: count a repeated label once (rare, so a scan)
-                seen = False
-                for m in range(lo, j):
-                    p = order[m]
-                    if worker[p] == w and label[p] == label[i]:
-                        seen = True
-                        break
-                if seen:
-                    continue
-            last[w] = t
-            total[w] += 1.0
-            if label[i] == label_of_task[t]:
-                right[w] += 1.0
-    return right, total
+def _by_task(task: np.ndarray, worker: np.ndarray, label: np.ndarray,
+             n_tasks: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(task_ptr, worker, label) of answers in any order, grouped by task stably: what the block kernels read."""
+    order, ptr = _group_order(np.ascontiguousarray(task, dtype=np.int64), int(n_tasks))
+    return ptr, np.ascontiguousarray(worker, dtype=np.int64)[order], np.ascontiguousarray(label, dtype=np.int64)[order]
 
 
 def worker_agreement(
@@ -114,8 +215,8 @@ def worker_agreement(
 
     A repeated identical answer (same task, worker and label) counts once, as
     crowd-kit's ``get_accuracy`` drops duplicates.  Answers in any order:
-    one counting sort by task, then each worker's last-seen task finds
-    repeats without hashing.  O(L + n_tasks + n_workers).
+    one counting sort by task, then the block kernel over all tasks
+    (:func:`_block_agreement`).  O(L + n_tasks + n_workers).
 
     The codes are checked first (:func:`~crowdagg.kernels.validate.check_codes`;
     ``label_of_task`` must hold ``n_tasks`` integers): the kernel counts
@@ -137,6 +238,6 @@ def _worker_agreement(
     task: np.ndarray, worker: np.ndarray, label: np.ndarray, label_of_task: np.ndarray, n_tasks: int, n_workers: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`worker_agreement` on codes valid by construction (an annotation set's): no check."""
-    return _agreement(np.ascontiguousarray(task, dtype=np.int64), np.ascontiguousarray(worker, dtype=np.int64),
-                      np.ascontiguousarray(label, dtype=np.int64), np.ascontiguousarray(label_of_task, dtype=np.int64),
-                      int(n_tasks), int(n_workers))
+    ptr, worker, label = _by_task(task, worker, label, n_tasks)
+    return _block_agreement(ptr, worker, label, 0, int(n_tasks), np.ascontiguousarray(label_of_task, dtype=np.int64),
+                            int(n_workers), True)

@@ -248,8 +248,8 @@ class Aggregator:
         if self._saved is not None:  # the saved model's counts, in this fit's classes and workers
             need += WarmStart.memory(data, self._saved, self.name)
         memory.check(need, what, max_memory, advice=self.memory_advice)
-        context = self._context(data, checked, max_memory)
-        context.engine = _engine(engine, data)
+        engine = _engine(engine, data)
+        context = self._context(data, checked, max_memory, engine)
         with threads.fit_scope():  # BLAS on one thread beside the kernels; torch on the policy's count
             result = self._fit(data, context, callback)
         context.report_optimizers()
@@ -271,9 +271,11 @@ class Aggregator:
             )
         return result
 
-    def _context(self, data: AnnotationSet, checked: dict[str, Any], max_memory: memory.MaxMemory) -> FitContext:
+    def _context(self, data: AnnotationSet, checked: dict[str, Any], max_memory: memory.MaxMemory,
+                 engine: Any = None) -> FitContext:
         """The services resolved once for this fit: the gold clamp (a method declared with ``gold=True``),
-        then the start (a method that declares ``init``; another method's fit is bounded by ``max_memory``)."""
+        then the start (a method that declares ``init``; another method's fit is bounded by ``max_memory``;
+        the votes and another method's fit run on the fit's ``engine``)."""
         spec = self.spec()
         gold = self.gold if spec.gold else None
         clamp = gold_clamp(data, gold) if spec.gold else None
@@ -281,10 +283,10 @@ class Aggregator:
         if "init" in checked:
             # the resolved clamp, not the gold itself: another method that takes gold reads it without warning again
             start = resolve_start(self, data, checked["init"], checked["seed"], None if gold is None else clamp,
-                                  max_memory)
+                                  max_memory, engine)
         # Every start adds the same pseudo-counts: a saved model is a prior, not a starting point.
         warm = None if self._saved is None else WarmStart(self._saved, data, self.name)
-        return FitContext(checked, clamp=clamp, start=start, warm=warm, method=self.name)
+        return FitContext(checked, clamp=clamp, start=start, warm=warm, method=self.name, engine=engine)
 
     def _prepare(self, data: AnnotationSet, max_memory: memory.MaxMemory) -> None:
         """Read what the fit needs besides the data before :meth:`memory_needed` runs: the saved worker model

@@ -1,12 +1,18 @@
 r"""Building blocks that methods of every family share: votes, ties, rows, one-coin workers, gold.
 
-Low level: numpy and the vote/EM kernels only, no method, no registry.
+Low level: numpy, the vote/EM kernels and the engine only, no method, no registry.
 A method module imports what it needs from here; nothing here knows which
 method uses it.
 
 * Rows: :func:`normalize_rows`, :func:`softmax_rows`, :func:`fill_empty_rows`
   (tasks without answers get the mean of the others).
-* Votes: :func:`soft_majority_vote` (vote shares), :func:`hard_majority_vote`
+* Votes: the vote family's block functions on the engine's protocol
+  (:mod:`crowdagg.engine`: :func:`posterior_block`, :func:`agreement_block`,
+  :func:`revote_block`, :func:`agreement_with_block`; each block votes its
+  own tasks and draws its own ties by task name, per-worker agreement and
+  the prior's sums are reduced) and :func:`finish_votes` (posteriors,
+  labels, prior; tasks without answers get the prior);
+  :func:`soft_majority_vote` (vote shares), :func:`hard_majority_vote`
   (one-hot majority labels, ties drawn by :class:`TieBreaker`),
   :func:`argmax_random_ties`.
 * Worker models: :func:`one_coin_matrices` and :func:`one_coin_accuracy`
@@ -34,6 +40,7 @@ EM kernels' layout; accuracies (n_workers,).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -85,15 +92,17 @@ class TieBreaker:
     class index by splitmix64.
     """
 
-    def __init__(self, task_names: Any, seed: int) -> None:
+    def __init__(self, task_names: Any, seed: int, offset: int = 0) -> None:
         self.task_names = task_names
         self.key = f"{int(seed) & (2**64 - 1):016x}"
+        self.offset = int(offset)  # row r is task_names[offset + r]: a block's rows in its partition's names
 
     def draws(self, rows: np.ndarray, n_classes: int) -> np.ndarray:
         """Uniform draws in [0, 1), shape (len(rows), n_classes)."""
         from pandas.util import hash_array
 
-        names = np.asarray(self.task_names[rows], dtype=object)
+        rows = np.asarray(rows, dtype=np.int64)
+        names = np.asarray(self.task_names[rows + self.offset if self.offset else rows], dtype=object)
         h = hash_array(names, encoding="utf8", hash_key=self.key, categorize=False).astype(np.uint64)
         with np.errstate(over="ignore"):
             x = h[:, None] + (np.arange(1, n_classes + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15))
@@ -123,23 +132,236 @@ def argmax_random_ties(scores: np.ndarray, ties: TieBreaker, atol: float = 0.0) 
 
 
 # --------------------------------------------------------------------------- votes
-def soft_majority_vote(data: AnnotationSet) -> np.ndarray:
+# The vote family's block functions (:mod:`crowdagg.engine`'s protocol: ``fn(part, b, params, keep) -> (sums,
+# out)``, module-level so that a distributed engine ships them by reference).  A block votes its own tasks
+# (:func:`crowdagg.kernels.votes._block_votes`), draws its own ties (keyed by the task's name, as the whole-array
+# draw was: the same labels), and sends dense per-worker sums and per-class totals up the engine's tree.
+
+#: A vote's rows: the vote shares (``normalize_rows``), their softmax (log-odds scores), or the raw counts.
+SHARES, SOFTMAX, COUNTS = "shares", "softmax", "counts"
+
+
+@dataclass(frozen=True)
+class Vote:
+    """One vote over the answers, and how a block turns it into labels.
+
+    weight : ndarray (n_workers,) or None
+        Each worker's vote weight (None: one vote per answer).
+    seed : int
+        The tie draws' seed (:class:`TieBreaker`, keyed by the task's name).
+    atol : float
+        Scores within ``atol`` of a row's maximum tie (:func:`argmax_random_ties`).
+    on_shares : bool
+        Labels drawn on the vote shares (True) or on the raw weighted votes.
+    """
+
+    weight: np.ndarray | None = None
+    seed: int = 0
+    atol: float = 0.0
+    on_shares: bool = True
+
+
+def block_votes(part: Any, b: int, weight: np.ndarray | None) -> np.ndarray:
+    """Block ``b``'s (weighted) votes per task and class, shape (its tasks, K), fresh."""
+    from ..kernels.votes import _block_votes
+
+    t0, t1 = part.tasks_of(b)
+    w = _NO_WEIGHT if weight is None else weight
+    return _block_votes(part.task_ptr, part.worker, part.label, t0, t1, w, weight is not None, part.n_classes)
+
+
+_NO_WEIGHT = np.zeros(0)
+
+
+def block_labels(part: Any, b: int, vote: Vote) -> np.ndarray:
+    """Block ``b``'s labels (its tasks,) under ``vote``, ties drawn by task name: :func:`argmax_random_ties` of
+    its votes (or vote shares), without the votes table where the labels do not need the shares.
+
+    Unweighted shares tie exactly where the counts tie (``c / n`` is
+    strictly monotone in the count ``c`` for any ``n`` below 2⁵²), so with
+    ``atol = 0`` their labels are the counts' and the fused kernel
+    (:func:`crowdagg.kernels.votes._block_vote_labels`) draws them; weighted
+    shares go through the table.
+    """
+    from ..kernels.votes import _block_argmax, _block_vote_labels
+
+    t0, t1 = part.tasks_of(b)
+    if vote.on_shares and (vote.weight is not None or vote.atol != 0.0):
+        labels, tied, near = _block_argmax(normalize_rows(block_votes(part, b, vote.weight)), vote.atol)
+    else:
+        w = _NO_WEIGHT if vote.weight is None else vote.weight
+        labels, tied, near = _block_vote_labels(part.task_ptr, part.worker, part.label, t0, t1, w,
+                                                vote.weight is not None, part.n_classes, vote.atol)
+    return draw_ties(labels, tied, near, TieBreaker(part.task_names, vote.seed, t0))
+
+
+def draw_ties(labels: np.ndarray, tied: np.ndarray, near: np.ndarray, ties: TieBreaker) -> np.ndarray:
+    """``labels`` with its ``tied`` rows (their ``near`` masks, (n_tied, K)) drawn by ``ties``: the end of
+    :func:`argmax_random_ties`, after a kernel found the maxima.  ``labels`` is changed in place and returned."""
+    if tied.size:
+        draw = ties.draws(tied, near.shape[1])
+        draw[~near] = -1.0
+        labels[tied] = draw.argmax(axis=1)
+    return labels
+
+
+def block_agreement(part: Any, b: int, labels: np.ndarray, once: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Per worker (n_workers,): block ``b``'s answers equal to ``labels`` (its tasks,) of their task, and answers."""
+    from ..kernels.votes import _block_agreement
+
+    t0, t1 = part.tasks_of(b)
+    return _block_agreement(part.task_ptr, part.worker, part.label, t0, t1, labels, part.n_workers, once)
+
+
+def agreement_block(part: Any, b: int, vote: Vote, keep: bool) -> tuple[Any, Any]:
+    """Block function: the labels of ``vote``, and per worker (agreeing answers, answers) (n_workers,) each.
+
+    Kept: the labels.  (Wawa's skills, wmv's first weights.)
+    """
+    labels = block_labels(part, b, vote)
+    return block_agreement(part, b, labels), (labels if keep else None)
+
+
+def revote_block(part: Any, b: int, votes: tuple[Vote, Vote], keep: bool) -> tuple[Any, Any]:
+    """Block function of an iterative weighted vote: the labels of ``votes[1]``, how many differ from
+    ``votes[0]``'s (recomputed here from the previous weights: no per-task state crosses iterations), and per
+    worker the answers agreeing with the new labels (n_workers,).  Sums ``(agreeing, changed)``; kept: the labels."""
+    before = block_labels(part, b, votes[0])
+    after = block_labels(part, b, votes[1])
+    changed = float(np.count_nonzero(after != before))
+    return (block_agreement(part, b, after)[0], changed), (after if keep else None)
+
+
+def agreement_with_block(part: Any, b: int, p: tuple[np.ndarray, bool], keep: bool) -> tuple[Any, Any]:
+    """Block function: per worker (n_workers,), the answers equal to ``p[0]`` (a label per task, global) of their
+    task, and the answers; ``p[1]``: a repeated identical answer counts once (crowd-kit's ``get_accuracy``)."""
+    labels, once = p
+    t0, t1 = part.tasks_of(b)
+    return block_agreement(part, b, part.task_rows(labels)[t0:t1], once), None
+
+
+@dataclass(frozen=True)
+class Posterior:
+    """How a block turns a vote into posteriors and labels (:func:`posterior_block`).
+
+    vote : Vote
+        The vote (weights, the ties' seed and tolerance, labels on shares or scores).
+    rows : str
+        :data:`SHARES` (vote shares), :data:`SOFTMAX` (softmax of the weighted votes) or :data:`COUNTS`.
+    empty_by_weight : bool
+        A task is *empty* (its row becomes the prior) when it has no vote weight (True) or no answers (False).
+    empty_atol : float
+        The tie tolerance of an empty task's label, drawn on the prior.
+    labels : bool
+        Whether to draw labels at all (the vote shares alone need none).
+    """
+
+    vote: Vote = Vote()
+    rows: str = SHARES
+    empty_by_weight: bool = False
+    empty_atol: float = 0.0
+    labels: bool = True
+
+
+def posterior_block(part: Any, b: int, p: Posterior, keep: bool) -> tuple[Any, Any]:
+    """Block function: a vote's posteriors and labels for the block's tasks.
+
+    Sums: (Σ of the non-empty rows (K,), their count) -- the class prior
+    the vote-based methods report is their mean (:func:`finish_votes`),
+    summed in row order as ``post[~empty].mean(axis=0)`` sums (one block:
+    the same bits).  Kept: ``(post, empty)`` without labels, else
+    ``(post, labels, empty, draws)``: posteriors
+    (its tasks, K) with empty rows 0 (``SHARES``) or as computed, labels of
+    the non-empty tasks, the empty mask, and the tie draws of the empty
+    tasks (n_empty, K), made here where the names are, so that the prior's
+    label for them is drawn as the whole-array draw drew it.
+    """
+    votes = block_votes(part, b, p.vote.weight)
+    t0, t1 = part.tasks_of(b)
+    if p.rows == SHARES:
+        post = normalize_rows(votes)
+    elif p.rows == SOFTMAX:
+        post = softmax_rows(votes)
+    else:
+        post = votes
+    if p.empty_by_weight:
+        empty = post.sum(axis=1) == 0
+    else:
+        empty = part.task_ptr[t0 + 1:t1 + 1] == part.task_ptr[t0:t1]
+    full = post[~empty] if empty.any() else post
+    sums = (full.sum(axis=0), float(full.shape[0]))
+    if not keep:
+        return sums, None
+    if not p.labels:
+        return sums, (post, empty)
+    from ..kernels.votes import _block_argmax
+
+    ties = TieBreaker(part.task_names, p.vote.seed, t0)
+    labels, tied, near = _block_argmax(post if p.vote.on_shares else votes, p.vote.atol)
+    labels = draw_ties(labels, tied, near, ties)
+    rows = np.flatnonzero(empty)
+    k = part.n_classes
+    draws = ties.draws(rows, k) if rows.size and k > 1 else np.zeros((rows.size, k))
+    return sums, (post, labels, empty, draws)
+
+
+def finish_votes(engine: Any, p: Posterior, n_classes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A vote's posteriors (n_tasks, K), labels (n_tasks,) and class prior (K,) over ``engine``'s blocks.
+
+    One pass of :func:`posterior_block`; then the empty tasks (no answers,
+    or no vote weight under ``p.empty_by_weight``) get the prior -- the mean
+    of the other rows (uniform when none is left) -- and a label drawn on
+    it, as :func:`fill_empty_rows` and :func:`argmax_random_ties` over the
+    whole array gave them.
+    """
+    if not p.labels:
+        raise ValueError("finish_votes draws labels: give a Posterior with labels=True")
+    (row_sum, n_full), outs = engine.map_reduce(posterior_block, p, keep=True)
+    post, labels, empty, draws = engine.gather(outs)
+    prior = row_sum / n_full if n_full > 0 else np.full(n_classes, 1.0 / n_classes)
+    if empty.any():
+        post[empty] = prior
+        labels[empty] = _labels_on(prior, draws, p.empty_atol)
+    return post, labels, prior
+
+
+def _labels_on(row: np.ndarray, draws: np.ndarray, atol: float) -> np.ndarray:
+    """:func:`argmax_random_ties` of ``row`` repeated once per row of ``draws`` (n, K), those rows' draws given."""
+    label = int(row.argmax())
+    near = row >= row[label] - atol
+    if row.shape[0] == 1 or np.count_nonzero(near) < 2:
+        return np.full(draws.shape[0], label, dtype=np.int64)
+    masked = np.where(near[None, :], draws, -1.0)
+    return masked.argmax(axis=1).astype(np.int64)
+
+
+def local_engine(data: AnnotationSet, engine: Any = None) -> Any:
+    """``engine``, or the local engine over ``data`` (helpers called outside a fit)."""
+    if engine is not None:
+        return engine
+    from ..engine import LocalEngine
+
+    return LocalEngine(data)
+
+
+def soft_majority_vote(data: AnnotationSet, engine: Any = None) -> np.ndarray:
     """Vote shares per task, shape (n_tasks, n_classes); rows of tasks without answers are 0."""
-    from ..kernels.votes import _vote_counts
+    engine = local_engine(data, engine)
+    _, outs = engine.map_reduce(posterior_block, Posterior(labels=False), keep=True)
+    return engine.gather(outs)[0]
 
-    return normalize_rows(_vote_counts(data.task, data.worker, data.label, data.n_tasks, data.n_classes))
 
-
-def hard_majority_vote(data: AnnotationSet, seed: int) -> np.ndarray:
+def hard_majority_vote(data: AnnotationSet, seed: int, engine: Any = None) -> np.ndarray:
     """One-hot majority labels per task, shape (n_tasks, n_classes); rows of tasks without answers are 0.
 
     Ties are broken as :class:`~crowdagg.methods.votes.mv.MajorityVote`
     breaks them (the seeded draw of :class:`TieBreaker`), so the ones sit
     on ``mv``'s labels.
     """
-    shares = soft_majority_vote(data)
-    labels = argmax_random_ties(shares, TieBreaker(data.tasks, seed))
-    answered = np.flatnonzero(data.answers_per_task > 0)
+    engine = local_engine(data, engine)
+    _, outs = engine.map_reduce(posterior_block, Posterior(Vote(seed=seed)), keep=True)
+    shares, labels, empty, _ = engine.gather(outs)
+    answered = np.flatnonzero(~empty)
     out = np.zeros_like(shares)
     out[answered, labels[answered]] = 1.0
     return out
@@ -292,6 +514,17 @@ __all__ = [
     "fill_empty_rows",
     "TieBreaker",
     "argmax_random_ties",
+    "SHARES",
+    "SOFTMAX",
+    "COUNTS",
+    "Vote",
+    "Posterior",
+    "agreement_block",
+    "agreement_with_block",
+    "revote_block",
+    "posterior_block",
+    "finish_votes",
+    "local_engine",
     "soft_majority_vote",
     "hard_majority_vote",
     "one_coin_accuracy",

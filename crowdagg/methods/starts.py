@@ -65,14 +65,15 @@ class Start:
 
 
 def resolve_start(method: Any, data: AnnotationSet, init: Any, seed: int, gold: Any = None,
-                  max_memory: Any = None) -> Start:
+                  max_memory: Any = None, engine: Any = None) -> Start:
     """``init`` (already checked against its declaration) resolved for ``data``.
 
     ``method`` is the aggregator being fitted: its ``name`` and its
     ``starts_from`` (the worker-model forms whose parameters it can start
     from) are read.  ``gold`` is handed to another method that takes it
     (the base passes the clamp it resolved, so the gold is read and warned
-    about once).  Raises :class:`~crowdagg.errors.UsageError` for a
+    about once).  The votes, and the other method's fit, run on ``engine``
+    (default: the local engine over ``data``).  Raises :class:`~crowdagg.errors.UsageError` for a
     posterior of the wrong shape or values, the method itself, or a method
     that is not a categorical aggregator.
 
@@ -85,9 +86,9 @@ def resolve_start(method: Any, data: AnnotationSet, init: Any, seed: int, gold: 
     if isinstance(init, np.ndarray):
         return Start(check_posterior(init, data), name="posterior")
     if init == SOFT_VOTE:
-        return Start(soft_majority_vote(data))
+        return Start(soft_majority_vote(data, engine))
     if init == HARD_VOTE:
-        return Start(hard_majority_vote(data, seed), name=HARD_VOTE)
+        return Start(hard_majority_vote(data, seed, engine), name=HARD_VOTE)
     spec = check_init_name(method.name, init)
     other = spec.load()
     kwargs: dict[str, Any] = {"seed": seed} if "seed" in spec.param_names else {}
@@ -95,7 +96,7 @@ def resolve_start(method: Any, data: AnnotationSet, init: Any, seed: int, gold: 
         kwargs["gold"] = gold
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        result = other(**kwargs).fit(data, max_memory=max_memory)
+        result = other(**kwargs).fit(data, max_memory=max_memory, engine=engine)
     for w in caught:
         if not issubclass(w.category, CrowdaggWarning):
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
@@ -149,10 +150,10 @@ def check_posterior(post: np.ndarray, data: AnnotationSet) -> np.ndarray:
 
 
 def starting_posteriors(data: AnnotationSet, start: int, rng: np.random.Generator,
-                        first: np.ndarray | None = None) -> np.ndarray:
-    """Start 0: ``first`` (default soft majority vote).  Later starts: ``first`` blended half and half with a
-    Dirichlet(1) draw per task with answers (rows of tasks without answers are 0)."""
-    post = soft_majority_vote(data) if first is None else first
+                        first: np.ndarray | None = None, engine: Any = None) -> np.ndarray:
+    """Start 0: ``first`` (default soft majority vote, on ``engine``).  Later starts: ``first`` blended half and
+    half with a Dirichlet(1) draw per task with answers (rows of tasks without answers are 0)."""
+    post = soft_majority_vote(data, engine) if first is None else first
     if start == 0:  # a copy of a given start: the method clamps and overwrites its start in place
         return post if first is None else post.copy()
     noise = rng.dirichlet(np.ones(data.n_classes), size=data.n_tasks)

@@ -48,3 +48,32 @@ def test_cell_is_int32_worker_times_k_plus_label() -> None:
     part = LocalEngine(data).part
     assert part.cell.dtype == np.int32
     assert np.array_equal(part.cell, data.worker.astype(np.int64) * 3 + data.label)
+
+
+def _worker_totals(part, b: int, params, keep: bool):
+    """Worker-ordered pass: per worker, the sum of its answers' weights; kept: each answer's leave-one-out share."""
+    lo, hi = part.answers_of(b)
+    rows = part.order[lo:hi]
+    w = part.worker[rows]
+    return np.bincount(w, weights=params[part.label[rows]], minlength=part.n_workers), (rows if keep else None)
+
+
+def test_worker_ordered_pass_with_a_heavy_worker_spanning_blocks() -> None:
+    rng = np.random.default_rng(3)
+    n = 400_000
+    task = np.repeat(np.arange(n // 4), 4)
+    worker = np.where(rng.random(n) < 0.6, 0, rng.integers(1, 200, n))  # worker 0: 60% of the answers
+    label = rng.integers(0, 2, n)
+    data = AnnotationSet.from_codes(task, worker, label)
+    engine = LocalEngine(data)
+    wp = engine.worker_part
+    assert wp.n_blocks > 2 and wp.workers_of(0) == (0, 1) and wp.workers_of(1) == (0, 1)  # worker 0 spans blocks
+    weights = np.array([0.25, 1e-9])
+    got = []
+    for t in (1, 2):
+        with threads.use_threads(t):
+            total, outs = engine.map_reduce(_worker_totals, weights, keep=True, by="worker")
+        got.append(total)
+        assert np.array_equal(engine.gather(outs), data.worker_order)
+    assert np.array_equal(got[0], got[1])
+    assert np.allclose(got[0], np.bincount(data.worker, weights=weights[data.label], minlength=data.n_workers))

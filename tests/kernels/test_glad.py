@@ -8,9 +8,49 @@ import numpy as np
 import pytest
 
 from crowdagg.core import threads
+from crowdagg.data.annotations import AnnotationSet
+from crowdagg.engine import LocalEngine
 from crowdagg.errors import DataError
 from crowdagg.kernels import glad as kernels
-from crowdagg.kernels.glad import GladWorkspace
+
+
+class Workspace:
+    """The kernels' public functions on the local engine over these answers (what GladWorkspace held)."""
+
+    def __init__(self, task_ptr, worker, label, n_workers, k):
+        task = np.repeat(np.arange(len(task_ptr) - 1), np.diff(task_ptr))
+        data = AnnotationSet.from_codes(task, worker, label, n_tasks=len(task_ptr) - 1, n_workers=n_workers,
+                                        n_classes=k)
+        self.engine = LocalEngine(data)
+        self.n_blocks = self.engine.n_blocks
+        self.posteriors = None
+
+    def e_step(self, alpha, log_beta, log_prior, clamp=None):
+        self.posteriors = kernels.e_step(self.engine, alpha, log_beta, log_prior, clamp)
+        return self.posteriors.loglik
+
+    @property
+    def post(self):
+        return self.posteriors.post
+
+    @property
+    def q(self):
+        return self.posteriors.q
+
+    def objective(self, alpha, log_beta, q=None):
+        return kernels.objective(self.engine, alpha, log_beta, self.posteriors if q is None else q)
+
+    def curvature(self, alpha, log_beta):
+        return kernels.curvatures(self.engine, alpha, log_beta)[0]
+
+    def curvatures(self, alpha, log_beta):
+        return kernels.curvatures(self.engine, alpha, log_beta)
+
+    def set_posteriors(self, post):
+        self.posteriors = kernels.answer_posteriors(self.engine, post)
+
+
+GladWorkspace = Workspace
 
 
 def crowd(rng, n_tasks=60, n_workers=9, k=3, per_task=4, empty=(5,)):
@@ -146,56 +186,72 @@ def test_one_class_has_no_wrong_answers(rng):
 
 
 def test_results_do_not_depend_on_the_thread_count(rng, monkeypatch):
-    """Many blocks (small blocks forced), 1 and 2 threads: the same bits."""
-    monkeypatch.setattr("crowdagg.kernels.schedule._ANSWERS_PER_BLOCK", 50)
+    """Many blocks (small blocks forced), 1, 2 and 3 threads: the same bits."""
+    monkeypatch.setattr("crowdagg.engine.grid.MIN_BLOCK_ANSWERS", 50)
     task_ptr, worker, label, alpha, log_beta, log_prior = crowd(rng, n_tasks=400, k=3)
     out = []
-    for n in (1, 2):
+    for n in (1, 2, 3):
         with threads.use_threads(n):
             ws = GladWorkspace(task_ptr, worker, label, len(alpha), 3)
             assert ws.n_blocks > 4
             ll = ws.e_step(alpha, log_beta, log_prior)
             f, ga, gb = ws.objective(alpha, log_beta)
-            out.append((ll, ws.post.copy(), f, ga, gb, ws.curvature(alpha, log_beta)))
-    for a, b in zip(*out):
-        np.testing.assert_array_equal(a, b)
+            out.append((ll, ws.post.copy(), ws.q.copy(), ws.posteriors.class_total, f, ga, gb,
+                        *ws.curvatures(alpha, log_beta)))
+    for other in out[1:]:
+        for a, b in zip(out[0], other):
+            assert np.array_equal(a, b)
+
+
+def test_many_blocks_agree_with_one_block(rng, monkeypatch):
+    """The per-block kernels over many blocks give the one-block results up to the order of the sums."""
+    task_ptr, worker, label, alpha, log_beta, log_prior = crowd(rng, n_tasks=400, k=3)
+    one = GladWorkspace(task_ptr, worker, label, len(alpha), 3)
+    assert one.n_blocks == 1
+    monkeypatch.setattr("crowdagg.engine.grid.MIN_BLOCK_ANSWERS", 50)
+    many = GladWorkspace(task_ptr, worker, label, len(alpha), 3)
+    assert many.n_blocks > 4
+    for ws in (one, many):
+        ws.e_step(alpha, log_beta, log_prior)
+    np.testing.assert_array_equal(one.post, many.post)  # per task: no sum across blocks
+    np.testing.assert_array_equal(one.q, many.q)
+    np.testing.assert_allclose(one.posteriors.loglik, many.posteriors.loglik, rtol=1e-13)
+    f1, ga1, gb1 = one.objective(alpha, log_beta)
+    f2, ga2, gb2 = many.objective(alpha, log_beta)
+    np.testing.assert_array_equal(gb1, gb2)
+    np.testing.assert_allclose(f1, f2, rtol=1e-13)
+    np.testing.assert_allclose(ga1, ga2, rtol=1e-12)
 
 
 def test_bad_arrays_are_refused_not_read_out_of_bounds(rng):
     task_ptr, worker, label, alpha, log_beta, log_prior = crowd(rng)
-    with pytest.raises(DataError, match="worker"):
-        GladWorkspace(task_ptr, worker, label, 3, 3)  # worker codes up to 8
-    with pytest.raises(DataError, match="label"):
-        GladWorkspace(task_ptr, worker, label, len(alpha), 2)
-    with pytest.raises(DataError, match="task_ptr"):
-        GladWorkspace(task_ptr[:-1], worker, label, len(alpha), 3)
     ws = GladWorkspace(task_ptr, worker, label, len(alpha), 3)
     with pytest.raises(DataError, match="alpha has 8 entries, not 9"):
         ws.objective(alpha[:-1], log_beta)
     with pytest.raises(DataError, match="log_beta"):
         ws.e_step(alpha, log_beta[:3], log_prior)
+    with pytest.raises(DataError, match="log_prior has 2 entries, not 3"):
+        ws.e_step(alpha, log_beta, log_prior[:2])
     with pytest.raises(DataError, match="clamp holds a class outside -1 .. 2"):
         ws.e_step(alpha, log_beta, log_prior, np.full(len(log_beta), 3))
+    with pytest.raises(DataError, match="clamp has 3 entries"):
+        ws.e_step(alpha, log_beta, log_prior, np.full(3, -1))
     with pytest.raises(DataError, match="q has"):
         ws.objective(alpha, log_beta, np.zeros(4))
     with pytest.raises(DataError, match="must hold numbers"):
         ws.objective(np.array(["a"] * len(alpha)), log_beta)
+    with pytest.raises(DataError, match=r"post has shape \(3, 3\)"):
+        ws.set_posteriors(np.full((3, 3), 1 / 3))
 
 
-def test_kernels_are_cached_and_release_the_gil():
-    for k in (kernels._e_step_blocks, kernels._objective_blocks, kernels._curvature_blocks):
+def test_block_functions_are_module_level_and_their_kernels_cached_and_without_the_gil():
+    """Block functions are shipped by reference (a distributed engine pickles them): module-level, picklable."""
+    import pickle
+
+    for fn in (kernels.e_step_block, kernels.objective_block, kernels.curvature_block, kernels.posterior_q_block):
+        assert pickle.loads(pickle.dumps(fn)) is fn
+    for k in (kernels._e_step_block, kernels._objective_block, kernels._curvature_block, kernels._answer_q_block):
         assert k.targetoptions.get("nogil") and k._cache is not None
-
-
-def test_codes_beyond_int32_are_refused_not_wrapped():
-    """The kernels read int32 codes: a worker (or class) code of 2**31 or more passed the range check and then
-    wrapped to a negative index -- another worker's ability read, silently.  Refused before anything is
-    allocated (the arrays here would be 16 GiB)."""
-    ptr = np.array([0, 1], dtype=np.int64)
-    with pytest.raises(DataError, match=r"^GLAD's kernels take at most 2,147,483,647 workers, got 2,147,483,658"):
-        GladWorkspace(ptr, np.array([2**31 + 5]), np.array([0]), 2**31 + 10, 2)
-    with pytest.raises(DataError, match=r"^GLAD's kernels take at most 2,147,483,647 classes, got 2,147,483,648"):
-        GladWorkspace(ptr, np.array([0]), np.array([0]), 1, 2**31)
 
 
 def test_parameters_that_are_not_finite_are_refused_not_turned_into_nan_posteriors(rng):

@@ -155,7 +155,11 @@ def test_non_finite_posteriors_are_an_error_not_an_output(monkeypatch):
     from crowdagg.methods.votes import mv as mv_module
 
     data = AnnotationSet.from_names(["a", "b"], ["w", "w"], ["x", "y"])
-    monkeypatch.setattr(mv_module, "soft_majority_vote", lambda d: np.full((d.n_tasks, d.n_classes), np.nan))
+    def nan_votes(engine, p, k):
+        n = engine.part.n_tasks
+        return np.full((n, k), np.nan), np.zeros(n, dtype=np.int64), np.full(k, 1.0 / k)
+
+    monkeypatch.setattr(mv_module, "finish_votes", nan_votes)
     with pytest.raises(DataError, match="numerically"):
         aggregate(data, "mv")
 

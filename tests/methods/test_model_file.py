@@ -21,6 +21,7 @@ from crowdagg.errors import CrowdaggWarning, DataError, ResourceError, UsageErro
 from crowdagg.kernels import EMWorkspace
 from crowdagg.methods.api import get_method
 from crowdagg.methods.base import Aggregator, full_m_step, make_result
+from crowdagg.methods.blocks import soft_majority_vote
 from crowdagg.methods.glad.glad import Glad, GladForm
 from crowdagg.methods.model_file import (
     VERSION,
@@ -36,7 +37,6 @@ from crowdagg.methods.model_file import (
     to_json,
 )
 from crowdagg.methods.registry import METHODS, Method
-from crowdagg.methods.votes.mv import soft_majority_vote
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -73,8 +73,8 @@ def test_restarts_are_never_worse_than_one_start(bluebird):
 
 
 def test_later_starts_are_seeded_draws_around_majority_vote(bluebird):
+    from crowdagg.methods.blocks import soft_majority_vote
     from crowdagg.methods.em.ds import starting_posteriors
-    from crowdagg.methods.votes.mv import soft_majority_vote
 
     mv = soft_majority_vote(bluebird)
     np.testing.assert_array_equal(starting_posteriors(bluebird, 0, np.random.default_rng(1)), mv)

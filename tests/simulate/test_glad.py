@@ -350,16 +350,17 @@ def test_answers_follow_the_likelihood_of_the_glad_kernels() -> None:
     # The kernels' complete-data score at the true parameters (q = 1 for a right answer) has mean 0 and,
     # per parameter, variance equal to its curvature (the Fisher information), if and only if the answers
     # are drawn from the likelihood the kernels implement (same sigma(alpha beta), same 1/(K-1) errors).
-    from crowdagg.kernels.glad import GladWorkspace
+    from crowdagg.engine import LocalEngine
+    from crowdagg.kernels.glad import curvatures, objective
 
     c = simulate(20_000, 600, 4, 6, model="glad", difficulty_spread=1.0, adversaries=0.1, seed=41)
     assert c.ability is not None and c.task_beta is not None
     data = c.to_annotations()
-    ws = GladWorkspace(data.task_ptr, data.worker, data.label, data.n_workers, data.n_classes)
+    engine = LocalEngine(data)
     log_beta = np.log(c.task_beta)
     q = (data.label == c.truth[np.repeat(np.arange(c.n_tasks), np.diff(data.task_ptr))]).astype(np.float64)
-    f, g_alpha, g_log_beta = ws.objective(c.ability, log_beta, q)
-    h_alpha, h_log_beta = ws.curvatures(c.ability, log_beta)
+    f, g_alpha, g_log_beta = objective(engine, c.ability, log_beta, q)
+    h_alpha, h_log_beta = curvatures(engine, c.ability, log_beta)
     for g, h in ((g_alpha, h_alpha), (g_log_beta, h_log_beta)):
         # The sum of the scores is ~N(0, sum h): |z| < 4.  E[g^2] = h for each parameter, so the ratio
         # of the sums is 1; its sd over seeds is ~0.07 for the 600 abilities, ~0.02 for the 20k betas.
@@ -369,4 +370,4 @@ def test_answers_follow_the_likelihood_of_the_glad_kernels() -> None:
     assert abs(z.mean()) < 0.2 and 0.75 < z.var() < 1.25, (z.mean(), z.var())
     # and the true abilities beat the same abilities shrunk or stretched by 30%
     for scale in (0.7, 1.3):
-        assert ws.objective(scale * c.ability, log_beta, q)[0] < f
+        assert objective(engine, scale * c.ability, log_beta, q)[0] < f

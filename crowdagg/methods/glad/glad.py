@@ -18,7 +18,7 @@ EM maximises the log-posterior
 :math:`\sum_n \log \sum_k d_k \prod_m P(\tilde y_n^{(m)} \mid k) + \log p(\alpha) + \log p(b)`:
 
 * E-step: :math:`q_n(k) \propto d_k \prod_{m} P(\tilde y_n^{(m)} \mid k)`
-  (:class:`crowdagg.kernels.glad.GladWorkspace`, O(answers + tasks K));
+  (:func:`crowdagg.kernels.glad.e_step_block` on the fit's engine, O(answers + tasks K));
 * M-step: scipy's L-BFGS-B over all :math:`\alpha` and :math:`b` at once,
   maximising the expected complete-data log-likelihood
   :math:`\sum_e q_e \log\sigma(z_e) + (1 - q_e)(\log(1 - \sigma(z_e)) - \log(K-1))`
@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from scipy.optimize import minimize  # (at import: the fit's BLAS limit then covers scipy's BLAS, crowdagg.core.threads)
@@ -66,7 +66,7 @@ from ..model_file import Field, SavedForm, WorkerModel
 from ..starts import starting_posteriors
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ...kernels.glad import GladWorkspace
+    from ...kernels.glad import Posteriors
     from ..result import AggregationResult
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -83,7 +83,8 @@ MAX_CURVATURE = 1e15
 
 @dataclass
 class GladState:
-    """One EM start: the kernels' workspace, the parameters and the priors on them.
+    """One EM start: the engine, the last E-step's posteriors (kept in the engine's blocks), the parameters and
+    the priors on them.
 
     ``alpha`` (n_workers,), ``log_beta`` (n_tasks,), ``log_prior`` (K,);
     the abilities' prior is :math:`N(\text{mean}_m, 1/\text{precision}_m)`
@@ -93,7 +94,8 @@ class GladState:
     them.
     """
 
-    ws: GladWorkspace
+    engine: Any
+    posteriors: Posteriors
     alpha: np.ndarray
     log_beta: np.ndarray
     log_prior: np.ndarray
@@ -115,7 +117,7 @@ def log_priors(state: GladState, beta_mean: float) -> tuple[float, np.ndarray, n
 
 
 def m_step(state: GladState, checked: FitContext) -> None:
-    """α and log β by L-BFGS-B from the current ones, at the E-step's ``ws.q``; the prior when estimated.
+    """α and log β by L-BFGS-B from the current ones, at the E-step's ``q``; the prior when estimated.
 
     L-BFGS-B runs in coordinates scaled by the square root of each
     parameter's curvature at the start (the diagonal of the Fisher
@@ -127,14 +129,16 @@ def m_step(state: GladState, checked: FitContext) -> None:
     ``m_step_max_iter`` iterations (recorded in the fit's
     ``checked.optimizer``; the base says it once per fit).
     """
-    ws, n_workers, beta_mean = state.ws, state.alpha.size, checked["log_beta_mean"]
-    h_alpha, h_log_beta = ws._curvatures(state.alpha, state.log_beta)
+    from ...kernels import glad as kernels
+
+    engine, n_workers, beta_mean = state.engine, state.alpha.size, checked["log_beta_mean"]
+    h_alpha, h_log_beta = kernels._curvatures(engine, state.alpha, state.log_beta)
     scale = 1.0 / np.sqrt(np.concatenate([h_alpha + state.precision, h_log_beta + 1.0]))
 
     def negative(y: np.ndarray) -> tuple[float, np.ndarray]:
         x = y * scale
         state.alpha, state.log_beta = x[:n_workers], x[n_workers:]
-        f, g_alpha, g_log_beta = ws._objective(state.alpha, state.log_beta, ws.q)
+        f, g_alpha, g_log_beta = kernels._objective(engine, state.alpha, state.log_beta, state.posteriors)
         p, p_alpha, p_log_beta = log_priors(state, beta_mean)
         return -(f + p), -np.concatenate([g_alpha + p_alpha, g_log_beta + p_log_beta]) * scale
 
@@ -147,15 +151,18 @@ def m_step(state: GladState, checked: FitContext) -> None:
                       advice=f"raise {param('m_step_max_iter')}").record(res, state.iteration)
     x = res.x * scale
     state.alpha, state.log_beta = x[:n_workers].copy(), x[n_workers:].copy()
-    state.class_tot = ws.post.sum(axis=0) + state.saved_class_counts
+    state.class_tot = state.posteriors.class_total + state.saved_class_counts
     if checked["prior"] == "estimate":
         state.log_prior = np.log(prior_m_step(state.class_tot, 0.0))
 
 
 def e_step(state: GladState, checked: FitContext) -> float:
-    """Posteriors (``ws.post``, ``ws.q``) of the current parameters; returns the log-posterior."""
-    ll = state.ws._e_step(state.alpha, state.log_beta, state.log_prior, state.clamp)
-    return ll + log_priors(state, checked["log_beta_mean"])[0]
+    """Posteriors (``state.posteriors``: each block's posteriors and ``q``) of the current parameters; returns the
+    log-posterior."""
+    from ...kernels.glad import _e_step
+
+    state.posteriors = _e_step(state.engine, state.alpha, state.log_beta, state.log_prior, state.clamp)
+    return state.posteriors.loglik + log_priors(state, checked["log_beta_mean"])[0]
 
 
 # ----------------------------------------------------------------------------- the saved model
@@ -216,13 +223,16 @@ class GladForm(SavedForm):
 
 
 def glad_memory(data: AnnotationSet) -> tuple[float, str]:
-    """Bytes a GLAD fit allocates: posteriors, per-answer floats (q, task index), per-block ability sums,
-    L-BFGS-B's history (10 pairs of vectors of workers + tasks)."""
-    from ...kernels.schedule import block_count
+    """Bytes a GLAD fit allocates: posteriors, per-answer floats (q), the reduction's per-worker partial sums
+    (a stack of the tree's depth per thread), L-BFGS-B's history (10 pairs of vectors of workers + tasks)."""
+    from ...core import threads
+    from ...engine.grid import task_grid
+    from ...engine.tree import depth
 
     n, w, k = data.n_tasks, data.n_workers, data.n_classes
-    blocks = block_count(data.n_answers, n, 8 * max(w, 1))
-    need = 8.0 * (3 * n * k + 2 * data.n_answers + blocks * w + 30 * (w + n)) + 8.0 * data.n_answers
+    blocks = len(task_grid(data.task_ptr, w, k)) - 1
+    partial = min(blocks, threads.count() * (depth(blocks) + 2))
+    need = 8.0 * (3 * n * k + 2 * data.n_answers + partial * w + 30 * (w + n)) + 8.0 * data.n_answers
     return need, f"{data.n_answers:,} answers, {n:,} tasks × {k:,} classes, {w:,} workers"
 
 
@@ -237,6 +247,9 @@ class Glad(IterativeAggregator):
     saved_form: ClassVar[SavedForm] = GladForm()
     worker_param_names: ClassVar[tuple[str, ...]] = ("alpha",)
     task_param_names: ClassVar[tuple[str, ...]] = ("beta",)
+    #: The engines it runs on: its M-step's L-BFGS-B makes ~25 map-reduce rounds per EM iteration with the
+    #: per-task log β on the client, so it runs on the local engine only.
+    engines: ClassVar[tuple[str, ...]] = ("local",)
 
     def memory_needed(self, data: AnnotationSet) -> tuple[float, str]:
         need, what = glad_memory(data)
@@ -245,9 +258,8 @@ class Glad(IterativeAggregator):
     def _start(
         self, data: AnnotationSet, checked: FitContext, start: int, rng: np.random.Generator
     ) -> tuple[GladState, float]:
-        from ...kernels.glad import GladWorkspace
+        from ...kernels.glad import _answer_posteriors
 
-        ws = GladWorkspace(data.task_ptr, data.worker, data.label, data.n_workers, data.n_classes)
         k, w = data.n_classes, data.n_workers
         mean, precision = np.full(w, float(checked["alpha_mean"])), np.ones(w)
         if checked.warm is not None:  # a saved model's workers: N(alpha, 1/curvature)
@@ -257,9 +269,8 @@ class Glad(IterativeAggregator):
             mean[known] = natural[known, 0] / natural[known, 1]
         clamp = checked.clamp if checked.clamp is not None else np.full(data.n_tasks, -1, dtype=np.int64)
         first = None if checked.start is None else checked.start.posterior
-        post = clamp_posteriors(starting_posteriors(data, start, rng, first), clamp)
-        ws.set_posteriors(post)
-        state = GladState(ws, mean.copy(), np.full(data.n_tasks, float(checked["log_beta_mean"])),
+        post = clamp_posteriors(starting_posteriors(data, start, rng, first, checked.engine), clamp)
+        state = GladState(checked.engine, _answer_posteriors(checked.engine, post), mean.copy(), np.full(data.n_tasks, float(checked["log_beta_mean"])),
                           np.full(k, -math.log(k)), clamp, mean, precision, np.zeros(k),
                           np.zeros(k) if checked.warm is None else checked.warm.class_counts)
         return state, self._iterate(state, checked)
@@ -274,10 +285,12 @@ class Glad(IterativeAggregator):
 
     def _finish(self, data: AnnotationSet, run: Run, checked: FitContext) -> AggregationResult:
         state: GladState = run.state
-        post = state.ws.post.copy()
+        from ...kernels.glad import _curvatures
+
+        post = state.posteriors.post.copy()
         labels = argmax_random_ties(post, TieBreaker(data.tasks, checked["seed"]), atol=1e-12)
         prior = np.exp(state.log_prior)
-        curvature = state.precision + state.ws._curvatures(state.alpha, state.log_beta)[0]
+        curvature = state.precision + _curvatures(checked.engine, state.alpha, state.log_beta)[0]
         class_counts = state.class_tot if checked["prior"] == "estimate" else \
             np.full(data.n_classes, state.class_tot.sum() / data.n_classes)
         counts = {"class_counts": class_counts, "smoothing": 0.0, "curvature": curvature}

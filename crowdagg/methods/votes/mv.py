@@ -6,7 +6,7 @@ from typing import Any
 
 from ...data.annotations import AnnotationSet
 from ..base import Aggregator, FitContext, make_result
-from ..blocks import TieBreaker, argmax_random_ties, fill_empty_rows, posterior_confusion, soft_majority_vote
+from ..blocks import Posterior, Vote, finish_votes, posterior_confusion
 from ..result import AggregationResult
 
 #: Pseudo-count used for the worker confusion that MV reports (not for voting).
@@ -31,9 +31,8 @@ class MajorityVote(Aggregator):
     name = "mv"
 
     def _fit(self, data: AnnotationSet, checked: FitContext, callback: Any) -> AggregationResult:
-        post = soft_majority_vote(data)
-        prior = fill_empty_rows(post, data.answers_per_task == 0)
-        labels = argmax_random_ties(post, TieBreaker(data.tasks, checked["seed"]))
+        # One pass over the engine's blocks: shares, labels (ties drawn in the block), the prior's sums.
+        post, labels, prior = finish_votes(checked.engine, Posterior(Vote(seed=checked["seed"])), data.n_classes)
         return make_result(
             self.name, data, post, labels, prior,
             lambda: posterior_confusion(data, post, REPORT_SMOOTHING)[1],

@@ -26,22 +26,13 @@ import numpy as np
 
 from ...data.annotations import AnnotationSet
 from ..base import Aggregator, FitContext, make_result
-from ..blocks import (
-    TieBreaker,
-    argmax_random_ties,
-    fill_empty_rows,
-    normalize_rows,
-    one_coin_matrices,
-    soft_majority_vote,
-)
+from ..blocks import Posterior, Vote, agreement_block, finish_votes, one_coin_matrices
 from ..result import AggregationResult
 
 
-def agreement_skills(data: AnnotationSet, labels: np.ndarray) -> np.ndarray:
-    """Share of each worker's answers equal to ``labels`` of their task, shape (n_workers,); 1/K without answers."""
-    agree = np.bincount(data.worker, weights=(data.label == labels[data.task]), minlength=data.n_workers)
-    n = data.answers_per_worker
-    return np.where(n > 0, agree / np.maximum(n, 1), 1.0 / data.n_classes)
+def agreement_skills(agree: np.ndarray, answers: np.ndarray, n_classes: int) -> np.ndarray:
+    """Share of each worker's answers that agree (``agree`` of ``answers``, (n_workers,) each); 1/K without answers."""
+    return np.where(answers > 0, agree / np.maximum(answers, 1), 1.0 / n_classes)
 
 
 class Wawa(Aggregator):
@@ -49,16 +40,14 @@ class Wawa(Aggregator):
     name = "wawa"
 
     def _fit(self, data: AnnotationSet, checked: FitContext, callback: Any) -> AggregationResult:
-        from ...kernels.votes import _vote_counts
-
-        ties = TieBreaker(data.tasks, checked["seed"])
-        mv_labels = argmax_random_ties(soft_majority_vote(data), ties)
-        skills = agreement_skills(data, mv_labels)
-        votes = _vote_counts(data.task, data.worker, data.label, data.n_tasks, data.n_classes, skills)
-        post = normalize_rows(votes)
-        prior = fill_empty_rows(post, post.sum(axis=1) == 0)  # no answers, or only voters of skill 0
-        k = data.n_classes
-        labels = argmax_random_ties(post, ties, atol=1e-12)
+        seed, k = checked["seed"], data.n_classes
+        # Pass 1: the majority vote's labels per block, each worker's agreement with them (reduced).
+        (agree, answers), _ = checked.engine.map_reduce(agreement_block, Vote(seed=seed))
+        skills = agreement_skills(agree, answers, k)
+        # Pass 2: the skill-weighted vote; a task without vote weight (no answers, or only voters of skill 0)
+        # gets the prior, the mean share over the others.
+        vote = Vote(skills, seed, atol=1e-12)
+        post, labels, prior = finish_votes(checked.engine, Posterior(vote, empty_by_weight=True, empty_atol=1e-12), k)
         return make_result(
             self.name, data, post, labels, prior, lambda: one_coin_matrices(skills, k),
             worker_params={"accuracy": skills},

@@ -8,14 +8,7 @@ import numpy as np
 
 from ...data.annotations import AnnotationSet
 from ..base import FitContext, IterativeAggregator, make_result
-from ..blocks import (
-    TieBreaker,
-    argmax_random_ties,
-    fill_empty_rows,
-    one_coin_matrices,
-    soft_majority_vote,
-    softmax_rows,
-)
+from ..blocks import SOFTMAX, Posterior, Vote, agreement_block, finish_votes, one_coin_matrices, revote_block
 from ..loop import NO_OBJECTIVE, NoLabelChanged, Run, Step
 from ..result import AggregationResult
 
@@ -58,37 +51,32 @@ class WeightedMajorityVote(IterativeAggregator):
     def _start(
         self, data: AnnotationSet, checked: FitContext, start: int, rng: np.random.Generator
     ) -> tuple[SimpleNamespace, None]:
-        ties = TieBreaker(data.tasks, checked["seed"])
-        labels = argmax_random_ties(soft_majority_vote(data), ties)
-        return SimpleNamespace(ties=ties, labels=labels, accuracy=None, scores=None), None
+        # The majority vote's labels (in the blocks) and each worker's answers agreeing with them.
+        first = Vote(seed=checked["seed"])
+        (agree, answers), _ = checked.engine.map_reduce(agreement_block, first)
+        return SimpleNamespace(vote=first, agree=agree, answers=answers, accuracy=None), None
 
     def _step(self, data: AnnotationSet, state: SimpleNamespace, checked: FitContext) -> Step:
-        """Re-estimate each worker's accuracy against the labels, revote; returns how many labels changed."""
-        from ...kernels.votes import _vote_counts
+        """Re-estimate each worker's accuracy against the labels, revote; returns how many labels changed.
 
+        The labels stay in the blocks: each pass recomputes the previous
+        vote's labels from its weights (the same draws, the same labels) to
+        count the changes, so only per-worker sums cross the engine.
+        """
         k = data.n_classes
-        n_answers = data.answers_per_worker
-        agree = np.bincount(data.worker, weights=(data.label == state.labels[data.task]), minlength=data.n_workers)
         # A worker without answers is neutral (chance accuracy); its weight is never used.
-        state.accuracy = np.where(n_answers > 0, (agree + 1.0) / (n_answers + 2.0), 1.0 / k)
-        weight = log_odds_weights(state.accuracy, k)
-        state.scores = _vote_counts(data.task, data.worker, data.label, data.n_tasks, k, weight)
-        new = argmax_random_ties(state.scores, state.ties, atol=1e-12)
-        changed = int(np.count_nonzero(new != state.labels))
-        state.labels = new
-        return Step(changed=changed)
+        state.accuracy = np.where(state.answers > 0, (state.agree + 1.0) / (state.answers + 2.0), 1.0 / k)
+        vote = Vote(log_odds_weights(state.accuracy, k), checked["seed"], atol=1e-12, on_shares=False)
+        (state.agree, changed), _ = checked.engine.map_reduce(revote_block, (state.vote, vote))
+        state.vote = vote
+        return Step(changed=int(changed))
 
     def _finish(self, data: AnnotationSet, run: Run, checked: FitContext) -> AggregationResult:
         state = run.state
         k = data.n_classes
-        labels = state.labels
-        post = softmax_rows(state.scores)
-        empty = data.answers_per_task == 0
-        # Tasks without answers get the class prior (the mean posterior of the others), like every method.
-        prior = fill_empty_rows(post, empty)
-        if empty.any():
-            rows = np.flatnonzero(empty)
-            labels[rows] = argmax_random_ties(post[rows], TieBreaker(data.tasks[rows], checked["seed"]))
+        # Posteriors: the softmax of the last weighted vote; labels: its argmax (ties within 1e-12 drawn);
+        # tasks without answers get the class prior (the mean posterior of the others) and a label drawn on it.
+        post, labels, prior = finish_votes(checked.engine, Posterior(state.vote, SOFTMAX), k)
         accuracy = state.accuracy
         return make_result(
             self.name, data, post, labels, prior, lambda: one_coin_matrices(accuracy, k),

@@ -14,9 +14,9 @@ from scipy.stats import spearmanr
 from crowdagg import load_annotations
 from crowdagg.core import threads
 from crowdagg.data.annotations import AnnotationSet
+from crowdagg.engine import LocalEngine, grid
 from crowdagg.errors import ConvergenceWarning, CrowdaggWarning, DataError, UsageError
 from crowdagg.io.read import read_task_labels
-from crowdagg.kernels import schedule
 from crowdagg.methods.api import aggregate
 from crowdagg.methods.glad.glad import Glad, GladForm
 from crowdagg.methods.model_file import from_json, to_json
@@ -305,10 +305,10 @@ def test_a_saved_model_round_trips_alpha_and_curvature(bluebird):
     model = from_json(to_json(fit), "g.json")
     np.testing.assert_array_equal(model["alpha"], fit.worker_params["alpha"])
     # The curvature is the precision of each ability: the prior's 1 plus the answers' Fisher information.
-    from crowdagg.kernels.glad import GladWorkspace
+    from crowdagg.engine import LocalEngine
+    from crowdagg.kernels.glad import curvatures
 
-    ws = GladWorkspace(bluebird.task_ptr, bluebird.worker, bluebird.label, bluebird.n_workers, 2)
-    h_alpha = ws.curvature(fit.worker_params["alpha"], np.log(fit.task_params["beta"]))
+    h_alpha = curvatures(LocalEngine(bluebird), fit.worker_params["alpha"], np.log(fit.task_params["beta"]))[0]
     np.testing.assert_allclose(model["curvature"], 1.0 + h_alpha, rtol=1e-12)
     np.testing.assert_allclose(model["prior"], 0.5)
     doc["curvature"][3] = 0.0
@@ -387,8 +387,9 @@ def test_a_model_of_another_method_cannot_start_glad(bluebird):
 
 # ----------------------------------------------------------------------------- the thread policy
 def test_same_bytes_with_one_and_two_threads(monkeypatch):
-    monkeypatch.setattr(schedule, "_ANSWERS_PER_BLOCK", 500)
+    monkeypatch.setattr(grid, "MIN_BLOCK_ANSWERS", 500)
     data, *_ = glad_crowd(seed=8, n_tasks=1000, n_workers=20)
+    assert LocalEngine(data).n_blocks > 4
     fits = []
     for n in (1, 2):
         with threads.use_threads(n):
@@ -430,7 +431,7 @@ def test_the_cli_gives_the_same_bytes_with_one_and_two_threads(tmp_path, monkeyp
 
     from crowdagg.cli import app
 
-    monkeypatch.setattr(schedule, "_ANSWERS_PER_BLOCK", 400)  # bluebird's 4,212 answers in 10 blocks
+    monkeypatch.setattr(grid, "MIN_BLOCK_ANSWERS", 400)  # bluebird's 4,212 answers in 10 blocks
     monkeypatch.delenv("CROWDAGG_THREADS", raising=False)
     outputs = []
     for n in ("1", "2"):
