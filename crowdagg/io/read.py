@@ -1645,22 +1645,14 @@ def load_annotations(
         opened = None
         if len(sources) == 1:
             opened = _read_table(sources[0], input_format=input_format, label_col=label_col, max_memory=max_memory)
-        if isinstance(opened, _Blocks) or (len(sources) > 1 and _any_large(sources)):
+        if isinstance(opened, _Blocks) or len(sources) > 1:
             return _load_incremental(
                 sources, opened, input_format=input_format, task_col=task_col, worker_col=worker_col,
                 label_col=label_col, classes=classes, duplicates=duplicates, max_memory=max_memory,
                 workers=workers, rejected=rejected, blank_labels=blank_labels,
             )
-        if opened is not None:
-            tables = [opened]
-        elif len(sources) > 1:  # all files are held together: their sizes add up
-            sizes = [os.stat(f).st_size for f in sources if isinstance(f, str) and os.path.isfile(f)]
-            _check_input_size(sum(sizes), f"{len(sources)} inputs", max_memory)
-        if opened is None:
-            tables = [
-                read_raw(src, input_format=input_format, label_col=label_col, max_memory=max_memory)
-                for src in sources
-            ]
+        assert isinstance(opened, RawTable)  # one input read whole
+        tables = [opened]
     from .platforms import check_rejected_policy
 
     check_rejected_policy(rejected)
@@ -1675,48 +1667,16 @@ def load_annotations(
     first = tables[0]
     kw: dict[str, Any] = {"classes": classes, "duplicates": duplicates, "label_col": parts[0][2].strip(),
                           "workers": workers, "blank_labels": blank_labels}
-    if len(parts) == 1:
-        t_col, w_col, y_col = parts[0]
-        columns = [first.column(t_col), first.column(w_col), first.column(y_col)]
-        kw.update(locate=first.locate, task_order=first.task_order,
-                  header=None if first.fixed is not None else (t_col, w_col, y_col))
-        if pd is not None and isinstance(source, pd.DataFrame):  # a pandas dtype Arrow does not keep (Int64, ...)
-            from ..data.annotations import pandas_class_dtype
+    t_col, w_col, y_col = parts[0]
+    columns = [first.column(t_col), first.column(w_col), first.column(y_col)]
+    kw.update(locate=first.locate, task_order=first.task_order,
+              header=None if first.fixed is not None else (t_col, w_col, y_col))
+    if pd is not None and isinstance(source, pd.DataFrame):  # a pandas dtype Arrow does not keep (Int64, ...)
+        from ..data.annotations import pandas_class_dtype
 
-            kw["class_dtype"] = pandas_class_dtype(source, y_col)
-    else:
-        from ..data.annotations import JoinedLocator
-        from ..data.vocab import as_strings, concat
-
-        columns, dtypes = [], []
-        for i, role in enumerate(("task", "worker", "label")):
-            named = [_as_names(t, cols[i], role) for t, cols in zip(tables, parts)]
-            columns.append(concat([names for names, _ in named]))
-            kinds = {dtype for _, dtype in named}
-            dtypes.append(kinds.pop() if len(kinds) == 1 else None)  # the ids' type, where every file agrees
-        kw["dtypes"] = (dtypes[0], dtypes[1])
-        kw["class_dtype"] = dtypes[2]
-        if any(t.task_order for t in tables):  # tasks without answers keep their place among the files
-            kw["task_order"] = concat([
-                as_strings(t.task_order)[0] if t.task_order else _answered_tasks(t, cols)
-                for t, cols in zip(tables, parts)
-            ])
-        headers = [cols for t, cols in zip(tables, parts) if t.fixed is None]
-        kw.update(locate=JoinedLocator([t.locate for t in tables], [t.n_rows for t in tables]), header=headers or None)
+        kw["class_dtype"] = pandas_class_dtype(source, y_col)
     del tables, first  # the parsed text is freed as soon as it is encoded
     return AnnotationSet._from_columns(columns, **kw)
-
-
-def _any_large(sources: Sequence[Any]) -> bool:
-    """Whether one of several inputs is a regular file longer than a block (the inputs are then read one
-    after another, each a block at a time where it can be, instead of all held together)."""
-    for f in sources:
-        try:
-            if isinstance(f, (str, os.PathLike)) and os.stat(f).st_size > BLOCK_BYTES:
-                return True
-        except (OSError, ValueError):
-            continue
-    return False
 
 
 _ROLES = ("task", "worker", "label")
@@ -1770,6 +1730,22 @@ def _encode_blocks(
     return locate, int(sum(sizes)), cols
 
 
+#: Fewest bytes of text an answer takes ("t,w,a" and a line end): bounds the answers of a file by its size.
+MIN_ROW_BYTES = 6
+
+
+def _check_inputs_memory(sources: Sequence[Any], max_memory: memory.MaxMemory) -> None:
+    """Refuse, before reading any, inputs whose codes together (bounded by their sizes) and the parsing
+    of the largest would not fit: they are read one after another, never held together."""
+    sizes = [os.stat(f).st_size for f in sources if isinstance(f, (str, os.PathLike)) and os.path.isfile(f)]
+    if not sizes:
+        return
+    total = sum(sizes)
+    need = ARROW_BYTES_PER_BYTE * min(max(sizes), 2 * BLOCK_BYTES) + BYTES_PER_ANSWER * total / MIN_ROW_BYTES
+    memory.check(need, f"reading {len(sources)} inputs ({memory.human(total)} of text, up to "
+                 f"{total // MIN_ROW_BYTES:,} answers) one after another", max_memory, advice="split the input")
+
+
 def _load_incremental(
     sources: Sequence[Any], opened: RawTable | _Blocks | None, *, input_format: str | None,
     task_col: str | None, worker_col: str | None, label_col: str | None, classes: Sequence[str] | None,
@@ -1788,6 +1764,8 @@ def _load_incremental(
     from ..data.vocab import as_strings
     from .platforms import check_rejected_policy
 
+    if len(sources) > 1:
+        _check_inputs_memory(sources, max_memory)
     encoder = ColumnsEncoder()
     locators: list[Locator] = []
     sizes: list[int] = []
@@ -1855,20 +1833,6 @@ def _as_names(table: RawTable, col: str, role: str) -> Any:
         return as_strings(table.column(col), role)
     except InvalidName as exc:
         raise name_error(exc, role, table.locate, col) from None
-
-
-def _answered_tasks(table: RawTable, cols: tuple[str, str, str]) -> Any:
-    """The task names of a table's answers, once each in order of appearance (stripped; blank
-    names and the header's own cell left out) -- its part of a joined input's task order."""
-    from ..data.annotations import header_key
-    from ..data.vocab import blank, spells, strip, take
-
-    _, _, uniques = _names(table, cols[0], "task")
-    uniques, _ = strip(uniques)
-    drop = blank(uniques)
-    if table.fixed is None:
-        drop |= spells(uniques, header_key(cols[0]), header_key)
-    return take(uniques, np.flatnonzero(~drop))
 
 
 def _answer_columns(
@@ -2003,7 +1967,7 @@ def _task_order(table: RawTable, task_col: str, keep: np.ndarray) -> tuple[Any, 
     """(Every task of a table in order of first appearance, how many have no row in ``keep``).
 
     The names are stripped, and blank ones and the header's own cell left
-    out, as :func:`_answered_tasks` does; one dictionary encoding serves both.
+    out, as the task names of the answers are (:meth:`crowdagg.data.annotations.AnnotationSet._assemble`).
     """
     from ..data.annotations import header_key
     from ..data.vocab import blank, encode, spells, strip, take
