@@ -160,7 +160,7 @@ class NameEncoder:
                 if full:  # a first table, or a half-full one: twice as large
                     self.slots = np.full(max(16, 2 * self.slots.shape[0]), -1, dtype=np.int64)
                     _rehash(self.hashes, self.n, self.slots)
-                limit = self.slots.shape[0] // 2
+                limit = self.slots.shape[0] * 5 // 8
                 self.names_off = _grown(self.names_off, limit + 1)
                 self.hashes = _grown(self.hashes, limit)
                 self.n, done = _hash_codes(offsets, data, done, codes, base, self.slots, self.hashes,
@@ -217,13 +217,31 @@ def encode_column(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Ar
 
 
 class Codes:
-    """An int array that grows by appending blocks, with room reserved ahead (unwritten, so not resident)."""
+    """An int array that grows by appending blocks, with room reserved ahead (unwritten, so not resident).
 
-    def __init__(self, dtype: Any, reserve: int = 0) -> None:
-        self.array = np.empty(max(int(reserve), 0), dtype=dtype)
+    With ``widen``, the array starts as int8 and is widened (int16, then
+    int32) when a block holds a larger code: the label codes of a few
+    classes take a byte an answer.
+    """
+
+    def __init__(self, dtype: Any, reserve: int = 0, widen: bool = False) -> None:
+        self.array = np.empty(max(int(reserve), 0), dtype=np.int8 if widen else dtype)
+        self.widen = widen
         self.n = 0
 
-    def append(self, block: np.ndarray) -> None:
+    def reserve(self, n: int) -> None:
+        if n > self.array.shape[0]:
+            out = np.empty(n, dtype=self.array.dtype)
+            out[: self.n] = self.array[: self.n]
+            self.array = out
+
+    def append(self, block: np.ndarray, top: int = 0) -> None:
+        """Append ``block`` (codes below ``top``, when widening)."""
+        if self.widen and top > np.iinfo(self.array.dtype).max:
+            dtype = np.int16 if top <= np.iinfo(np.int16).max else np.int32
+            out = np.empty(self.array.shape[0], dtype=dtype)
+            out[: self.n] = self.array[: self.n]
+            self.array = out
         end = self.n + block.shape[0]
         if end > self.array.shape[0]:
             self.array = _grown(self.array, end)
@@ -249,7 +267,7 @@ class ColumnsEncoder:
 
     def __init__(self, reserve: int = 0) -> None:
         self.encoders = (NameEncoder(), NameEncoder(), NameEncoder())
-        self.codes = (Codes(np.int32, reserve), Codes(np.int32, reserve), Codes(np.int32, reserve))
+        self.codes = (Codes(np.int32, reserve), Codes(np.int32, reserve), Codes(np.int32, reserve, widen=True))
         self.extra = Codes(np.int32)
         self.rows = 0
 
@@ -270,9 +288,14 @@ class ColumnsEncoder:
             ])
         else:
             t, w, y = (e.add(c) for e, c in zip(self.encoders, (task, worker, label)))
-        for codes, block in zip(self.codes, (t, w, y)):
-            codes.append(block)
+        for codes, block, enc in zip(self.codes, (t, w, y), self.encoders):
+            codes.append(block, enc.n - 1)
         self.rows += n
+
+    def reserve(self, n: int) -> None:
+        """Room for ``n`` answers in all (reserved, not written)."""
+        for codes in self.codes:
+            codes.reserve(n)
 
     def mark(self) -> tuple[int, ...]:
         """Where the encoding stands: :meth:`rollback` returns to it."""
@@ -290,7 +313,7 @@ class ColumnsEncoder:
         """Drop the lookup tables and any codes not taken."""
         for enc in self.encoders:
             enc.release()
-        self.codes = (Codes(np.int32), Codes(np.int32), Codes(np.int32))
+        self.codes = (Codes(np.int32), Codes(np.int32), Codes(np.int32, widen=True))
         self.extra = Codes(np.int32)
 
 

@@ -782,7 +782,7 @@ def _header_fields(data: bytes, sep: str) -> int | None:
     return head.rstrip(b"\r\n").count(sep.encode()) + 1
 
 
-def _parse_delimited_arrow(data: bytes, display: str, sep: str) -> RawTable | None:
+def _parse_delimited_arrow(data: bytes, display: str, sep: str, block_size: int = 1 << 24) -> RawTable | None:
     """Parse CSV/TSV with Arrow: every cell a string, no Python object per cell.
 
     Returns None where Arrow cannot keep a guarantee of the exact parser
@@ -821,7 +821,7 @@ def _parse_delimited_arrow(data: bytes, display: str, sep: str) -> RawTable | No
         table = pcsv.read_csv(
             pa.py_buffer(data),
             read_options=pcsv.ReadOptions(
-                column_names=names, block_size=1 << 24, use_threads=threads.count() > 1  # the thread policy
+                column_names=names, block_size=block_size, use_threads=threads.count() > 1  # the thread policy
             ),
             parse_options=pcsv.ParseOptions(
                 delimiter=sep, quote_char='"' if sep == "," else False, double_quote=True,
@@ -993,7 +993,7 @@ def _record_start_lines(data: bytes, sep: str) -> np.ndarray | None:
 #: encoded a block of records at a time (:class:`_Blocks`), so that neither the whole text nor a whole
 #: parsed table is ever held -- only the codes and names of what was read.  Shorter inputs, and inputs
 #: that cannot be cut into blocks (JSON, gzip, Parquet, UTF-16, platform exports), are read whole.
-BLOCK_BYTES = 1 << 26
+BLOCK_BYTES = 1 << 24
 
 
 class _Fallback(Exception):
@@ -1165,7 +1165,7 @@ class _Blocks:
 
     def __init__(self, inp: _Input, head: bytes, sep: str, header: bytes, max_memory: memory.MaxMemory) -> None:
         self.inp, self.sep, self.header, self.max_memory = inp, sep, header, max_memory
-        self.first = True
+        self.first, self.first_bytes = True, 0
         self.display = inp.display
         bom = 3 if head[:3] == codecs.BOM_UTF8 else 0
         _check_utf8(header, self.display, 0)
@@ -1195,11 +1195,14 @@ class _Blocks:
         with _timing.stage("read"):
             _check_utf8(chunk, self.display, self.newlines)
         with _timing.stage("parse"):
-            table = _parse_delimited_arrow(self.header + chunk, self.display, self.sep)
+            data = self.header + chunk
+            # Arrow parses its blocks on the threads: a block of ours is cut in a few of Arrow's.
+            table = _parse_delimited_arrow(data, self.display, self.sep, block_size=max(1 << 20, len(data) // 4))
+            del data
         if table is None:
             raise _Fallback()
         if self.first:
-            self.first = False
+            self.first, self.first_bytes = False, len(chunk)
             _check_stream_memory(self.inp, self.n_cols, table.n_rows, len(chunk), self.max_memory)
         shift = self.lines - _line_breaks(self.header)
         loc = table.locate
@@ -1717,6 +1720,8 @@ def _encode_blocks(
         if cols is None:
             cols = _block_columns(table, task_col, worker_col, label_col)
         names = [_as_names(table, c, role)[0] for c, role in zip(cols, _ROLES)]
+        if not locators and blocks.inp.size:  # room for the answers the file's size promises (not written yet)
+            encoder.reserve(int(1.05 * table.n_rows * blocks.inp.size / max(blocks.first_bytes, 1)))
         locators.append(table.locate)
         sizes.append(table.n_rows)
         del table

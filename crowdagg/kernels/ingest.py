@@ -413,12 +413,12 @@ def _hash_codes(offsets, data, start, codes, base, slots, hashes, names_off, nam
     before the bytes, in the same cache line); ``hashes[c]``,
     ``names_off[c]:names_off[c + 1]`` of ``names_data`` are name ``c``'s
     hash and bytes.  Stops before a new name would fill
-    more than half of ``slots`` (the caller grows the table and goes on from
+    more than 5/8 of ``slots`` (the caller grows the table and goes on from
     there); ``names_data`` must have room for every byte of the chunk, the
-    other arrays for ``len(slots) // 2`` names.  Returns (names, strings done).
+    other arrays for ``5 * len(slots) // 8`` names.  Returns (names, strings done).
     """
     mask = slots.shape[0] - 1
-    limit = slots.shape[0] >> 1
+    limit = (slots.shape[0] * 5) >> 3
     used = names_off[n_names]
     for i in range(start, offsets.shape[0] - 1):
         lo = offsets[i]
