@@ -1110,7 +1110,7 @@ def _stream_kind(head: bytes, name: str, input_format: str | None) -> tuple[str,
         fmt = detect_format(text, name, input_format)
     except CrowdaggError:
         return None
-    if fmt not in ("csv", "tsv"):
+    if fmt not in ("csv", "tsv") or head[:4] == PARQUET_MAGIC:
         return None
     sep = "," if fmt == "csv" else "\t"
     end = text.find(b"\n")
@@ -1213,6 +1213,92 @@ class _Blocks:
         return table
 
 
+class _ParquetBatches:
+    """A large Parquet file read a batch of rows at a time (its task, worker and label columns only)."""
+
+    #: Rows decoded at a time.
+    BATCH_ROWS = 1 << 20
+
+    def __init__(self, inp: _Input, pf: Any) -> None:
+        self.inp, self.pf, self.display = inp, pf, inp.display
+        self.header = [str(n) for n in pf.schema_arrow.names]
+
+    @classmethod
+    def open(cls, inp: _Input) -> _ParquetBatches | None:
+        """The batches of ``inp``, or None where the whole-file reader must decide (a truncated or unreadable
+        file, a repeated column name, no rows)."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        try:
+            inp.fh.seek(-4, 2)
+            if inp.fh.read(4) != PARQUET_MAGIC:
+                return None
+            inp.fh.seek(0)
+            pf = pq.ParquetFile(inp.fh)
+        except (pa.ArrowException, OSError, ValueError):
+            return None
+        names = [str(n) for n in pf.schema_arrow.names]
+        if len(set(names)) != len(names) or pf.metadata.num_rows == 0:
+            return None
+        return cls(inp, pf)
+
+    def close(self) -> None:
+        self.inp.close()
+
+    def encode(
+        self, encoder: Any, task_col: str | None, worker_col: str | None, label_col: str | None,
+        max_memory: memory.MaxMemory,
+    ) -> tuple[Locator, int, tuple[str, str, str], tuple[str | None, ...]]:
+        """The parse and encode stages, batch by batch: (locator, rows, columns, the three columns' dtypes --
+        the label's as a category where the column is dictionary-encoded)."""
+        import pyarrow as pa
+
+        from ..data.annotations import name_error
+        from ..data.vocab import InvalidName, as_strings
+
+        cols = _block_columns(RawTable(self.header, [], Locator(self.display), self.display),
+                              task_col, worker_col, label_col)
+        meta = self.pf.metadata
+        decoded = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+        per_row = 2 * max(decoded / max(meta.num_rows, 1), 24 * 3)  # as the whole-file reader counts a cell
+        memory.check(
+            per_row * min(self.BATCH_ROWS, meta.num_rows) + BYTES_PER_ANSWER * meta.num_rows,
+            f"reading {meta.num_rows:,} rows of Parquet from {self.display} a batch at a time", max_memory,
+            advice="split the input",
+        )
+        locate = Locator(self.display, first_line=1, unit="row")
+        encoder.reserve(meta.num_rows)
+        rows = 0
+        dtypes: tuple[str | None, ...] = (None, None, None)
+        batches = self.pf.iter_batches(batch_size=self.BATCH_ROWS, columns=list(dict.fromkeys(cols)),
+                                       use_threads=threads.count() > 1)
+        while True:
+            try:
+                with _timing.stage("parse"):
+                    batch = next(batches, None)
+            except (pa.ArrowException, OSError) as exc:
+                raise _Fallback() from exc
+            if batch is None:
+                break
+            named = []
+            for i, (c, role) in enumerate(zip(cols, _ROLES)):
+                try:
+                    named.append(as_strings(batch.column(c), role))
+                except InvalidName as exc:
+                    if exc.row is not None:
+                        exc.row += rows
+                    raise name_error(exc, role, locate, cols[i]) from None
+            dtypes = tuple(d for _, d in named)
+            with _timing.stage("encode"):
+                encoder.add(*(n for n, _ in named))
+            rows += batch.num_rows
+            del batch, named
+        if pa.types.is_dictionary(self.pf.schema_arrow.field(cols[2]).type):
+            dtypes = (*dtypes[:2], f"category[{dtypes[2]}]" if dtypes[2] else "category")
+        return locate, rows, cols, dtypes
+
+
 #: Bytes an answer costs once encoded: its codes (4 + 4 + 1) and, while sorted by task, the copies the
 #: counting sort writes of the worker and label codes (4 + 1).
 BYTES_PER_ANSWER = 14
@@ -1286,9 +1372,10 @@ def _table_of_bytes(
 def _read_table(
     source: str | os.PathLike[str] | IO[bytes], *, input_format: str | None, label_col: str | None,
     max_memory: memory.MaxMemory,
-) -> RawTable | _Blocks:
+) -> RawTable | _Blocks | _ParquetBatches:
     """The read and parse stages of one input: a whole :class:`RawTable`, or -- a CSV or TSV longer than
-    :data:`BLOCK_BYTES` -- its :class:`_Blocks` (to be iterated once, then closed)."""
+    :data:`BLOCK_BYTES` -- its :class:`_Blocks`, or a large Parquet file's :class:`_ParquetBatches` (to be
+    encoded once, then closed)."""
     inp = _open_input(source)
     if inp is None:
         return read_raw(source, input_format=input_format, label_col=label_col, max_memory=max_memory)
@@ -1298,6 +1385,13 @@ def _read_table(
             head = inp.read(max(BLOCK_BYTES + 1, _CHUNK))
             if inp.size is None and _looks_binary(head[:_CHUNK]):
                 raise DataError(f"{inp.display}: not a text file (NUL bytes); expected CSV, TSV, JSON or JSON Lines")
+        given = (input_format or "").lower()
+        if (len(head) > BLOCK_BYTES and inp.size is not None and given in ("", "parquet")
+                and head[:4] == PARQUET_MAGIC):
+            parquet = _ParquetBatches.open(inp)
+            if parquet is not None:
+                inp = None  # type: ignore[assignment]  # the batches own it now
+                return parquet
         kind = _stream_kind(head, inp.name, input_format) if len(head) > BLOCK_BYTES else None
         if kind is not None:
             blocks = _Blocks(inp, head, kind[0], kind[1], max_memory)
@@ -1648,7 +1742,7 @@ def load_annotations(
         opened = None
         if len(sources) == 1:
             opened = _read_table(sources[0], input_format=input_format, label_col=label_col, max_memory=max_memory)
-        if isinstance(opened, _Blocks) or len(sources) > 1:
+        if isinstance(opened, (_Blocks, _ParquetBatches)) or len(sources) > 1:
             return _load_incremental(
                 sources, opened, input_format=input_format, task_col=task_col, worker_col=worker_col,
                 label_col=label_col, classes=classes, duplicates=duplicates, max_memory=max_memory,
@@ -1752,7 +1846,7 @@ def _check_inputs_memory(sources: Sequence[Any], max_memory: memory.MaxMemory) -
 
 
 def _load_incremental(
-    sources: Sequence[Any], opened: RawTable | _Blocks | None, *, input_format: str | None,
+    sources: Sequence[Any], opened: RawTable | _Blocks | _ParquetBatches | None, *, input_format: str | None,
     task_col: str | None, worker_col: str | None, label_col: str | None, classes: Sequence[str] | None,
     duplicates: DuplicatePolicy, max_memory: memory.MaxMemory, workers: Any, rejected: RejectedPolicy,
     blank_labels: BlankLabelPolicy,
@@ -1777,17 +1871,31 @@ def _load_incremental(
     headers: list[tuple[str, str, str]] = []
     kinds: list[set[str | None]] = [set(), set(), set()]
     label_name: str | None = None
+    dtypes: tuple[str | None, ...]
     for i, src in enumerate(sources):
         item = opened if i == 0 and opened is not None else _read_table(
             src, input_format=input_format, label_col=label_col, max_memory=max_memory)
         if i == 0:
             check_rejected_policy(rejected)
         fixed = None
+        if isinstance(item, _ParquetBatches):
+            batches, mark = item, encoder.mark()
+            try:
+                locate, n_rows, cols, dtypes = batches.encode(encoder, task_col, worker_col, label_col, max_memory)
+            except _Fallback:
+                encoder.rollback(mark)
+                with _timing.stage("read"):
+                    raw = batches.inp.whole(max_memory)
+                item = _table_of_bytes(raw, batches.display, batches.inp.name, input_format=input_format,
+                                       label_col=label_col, max_memory=max_memory)
+                del raw
+            finally:
+                batches.close()
         if isinstance(item, _Blocks):
             blocks, mark = item, encoder.mark()
             try:
                 locate, n_rows, cols = _encode_blocks(blocks, encoder, task_col, worker_col, label_col)
-                dtypes: tuple[str | None, ...] = (None, None, None)
+                dtypes = (None, None, None)
             except _Fallback:
                 encoder.rollback(mark)
                 with _timing.stage("read"):

@@ -339,3 +339,53 @@ def test_gzip_pieces_are_the_bytes_of_the_whole(tmp_path):
     chunks = [bytes(rng_bytes) for rng_bytes in (b"a,b\n" * 1000, b"c,d\n" * 300_000, b"e\n")]
     assert b"".join(pieces(target, iter(chunks))) == encode(target, b"".join(chunks))
     assert Path(tmp_path / "x.csv.gz").exists() is False
+
+
+# --------------------------------------------------------------------------- Parquet, a batch at a time
+def _parquet(path: Path, n: int, rng, *, dictionary: bool = True, row_group: int = 700) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    task = pa.array(rng.integers(0, 300, n))
+    worker = pa.array([None if i % 97 == 5 else f"w{i % 17}" for i in range(n)])  # a blank worker: an error
+    label = pa.array([["cat", "dog", "émeu"][i % 3] for i in range(n)])
+    if dictionary:
+        label = label.dictionary_encode()
+    extra = pa.array(rng.random(n))
+    pq.write_table(pa.table({"item": task, "annotator": worker, "answer": label, "score": extra}), path,
+                   row_group_size=row_group)
+
+
+def test_a_parquet_file_read_in_batches_gives_the_whole_file_result(tmp_path, monkeypatch, rng):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    p = tmp_path / "a.parquet"
+    n = 5000
+    pq.write_table(pa.table({
+        "item": pa.array(rng.integers(0, 300, n)), "annotator": [f"w{i % 17}" for i in range(n)],
+        "answer": pa.array([["cat", "dog", "émeu"][i % 3] for i in range(n)]).dictionary_encode(),
+        "score": rng.random(n),
+    }), p, row_group_size=700)
+    monkeypatch.setattr(cio._ParquetBatches, "BATCH_ROWS", 333)
+    whole = _load(str(p), WHOLE, monkeypatch)
+    batches = []
+    real = cio._ParquetBatches.encode
+    monkeypatch.setattr(cio._ParquetBatches, "encode", lambda self, *a: batches.append(1) or real(self, *a))
+    streamed = _load(str(p), 1000, monkeypatch)
+    assert batches == [1]  # read a batch at a time, not whole
+    _same_set(streamed, whole)
+    assert streamed.tasks.dtype == "int64" and streamed.class_dtype == "category"
+
+
+def test_a_parquet_error_in_a_late_batch_names_its_row(tmp_path, monkeypatch, rng):
+    p = tmp_path / "b.parquet"
+    _parquet(p, 3000, rng)
+    monkeypatch.setattr(cio._ParquetBatches, "BATCH_ROWS", 256)
+    msgs = []
+    for block in (WHOLE, 1000):
+        with pytest.raises(DataError) as exc:
+            _load(str(p), block, monkeypatch)
+        msgs.append(str(exc.value))
+    assert msgs[0] == msgs[1]
+    assert f"blank worker at {p} row 6 " in msgs[1]
