@@ -998,7 +998,16 @@ BLOCK_BYTES = 1 << 24
 
 class _Fallback(Exception):
     """A streamed input that must be read whole after all (an irregular row, a header the column
-    mapping refuses, a platform export): the whole-file readers decide, with their messages."""
+    mapping refuses, a platform export): the whole-file readers decide, with their messages.
+
+    ``exact``: a block Arrow cannot parse with the guarantees, so the exact parser (about
+    :data:`PARSE_BYTES_PER_BYTE` bytes of memory a byte) will read the input: refused up front, by the
+    input's size, where it would not fit.
+    """
+
+    def __init__(self, exact: bool = False) -> None:
+        super().__init__()
+        self.exact = exact
 
 
 class _Input:
@@ -1200,7 +1209,7 @@ class _Blocks:
             table = _parse_delimited_arrow(data, self.display, self.sep, block_size=max(1 << 20, len(data) // 4))
             del data
         if table is None:
-            raise _Fallback()
+            raise _Fallback(exact=True)
         if self.first:
             self.first, self.first_bytes = False, len(chunk)
             _check_stream_memory(self.inp, self.n_cols, table.n_rows, len(chunk), self.max_memory)
@@ -1896,8 +1905,11 @@ def _load_incremental(
             try:
                 locate, n_rows, cols = _encode_blocks(blocks, encoder, task_col, worker_col, label_col)
                 dtypes = (None, None, None)
-            except _Fallback:
+            except _Fallback as fallback:
                 encoder.rollback(mark)
+                if fallback.exact:  # the exact parser's memory, before the text is read whole
+                    _check_input_size(blocks.inp.size or blocks.inp.n_read, blocks.display, max_memory,
+                                      PARSE_BYTES_PER_BYTE)
                 with _timing.stage("read"):
                     raw = blocks.inp.whole(max_memory)
                 blocks.close()

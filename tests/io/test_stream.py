@@ -389,3 +389,19 @@ def test_a_parquet_error_in_a_late_batch_names_its_row(tmp_path, monkeypatch, rn
         msgs.append(str(exc.value))
     assert msgs[0] == msgs[1]
     assert f"blank worker at {p} row 6 " in msgs[1]
+
+
+def test_an_irregular_row_in_a_late_block_refuses_the_exact_parser_up_front(tmp_path, monkeypatch):
+    """The exact parser needs ~12 bytes a byte: the input's size says so before it is read whole."""
+    rows = _rows(30_000)
+    rows[-1] = "t1,w1,a,too,many"
+    p = tmp_path / "irregular.csv"
+    p.write_text("task,worker,label\n" + "\n".join(rows) + "\n")
+    size = p.stat().st_size
+    monkeypatch.setattr(cio, "BLOCK_BYTES", 8192)
+    from crowdagg.core.memory import human
+
+    with pytest.raises(ResourceError, match=rf"needs ~{human(12 * size)} \(reading {human(size)} of text from {p}\)"):
+        load_annotations(str(p), max_memory=f"{int(6 * size)}")  # the blocks fit; the exact parser does not
+    with pytest.raises(DataError, match="line 30001: 5 fields"):
+        load_annotations(str(p), max_memory=f"{int(13 * size)}")
