@@ -142,7 +142,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from .methods.blocks import clamp_posteriors, fill_empty_rows, one_coin_matrices
+from .methods.blocks import clamp_posteriors, fill_empty_rows, one_coin_matrices, soft_majority_vote
 from .methods.loop import MAXIMISE, AbsoluteGain, Run, Step, StopRule, iterate
 from .methods.starts import SOFT_VOTE, resolve_start
 
@@ -655,7 +655,8 @@ class _EM(_Flavour):
     Not a second EM: the iterations run in the loop every iterative method
     of crowdagg runs in (:func:`crowdagg.methods.loop.iterate`: the cap, the
     stop rule, the objective trace), the E-step is the kernel crowdagg's
-    ``ds`` runs (:class:`~crowdagg.kernels.EMWorkspace`, gold clamped inside
+    ``ds`` runs (:func:`~crowdagg.kernels.em.em_block` on a
+    :class:`~crowdagg.engine.LocalEngine` over the answers, gold clamped inside
     it).  What makes it crowd-kit's are these settings:
 
     * start (:meth:`start`): the start strategy ``init`` (crowd-kit's: the
@@ -713,16 +714,18 @@ class _EM(_Flavour):
 
 
     def start(self, index: int, rng: np.random.Generator) -> tuple[_EMState, None]:
-        from .kernels import EMWorkspace
+        from .engine import LocalEngine
+        from .kernels.em import EMParams, em_block
 
         d, k = self.data, self.data.n_classes
         state = _EMState()
         state.present = (np.bincount(d.cell, minlength=d.n_workers * k) > 0).reshape(d.n_workers, k)
-        state.ws = EMWorkspace(d.task_ptr, d.worker, d.label, d.n_workers, k)
-        q = clamp_posteriors(resolve_start(self, d, self.init, seed=0).posterior, self.clamp)
-        state.ws.accumulate(q)
+        state.engine = LocalEngine(d)
+        first = resolve_start(self, d, self.init, seed=0).posterior
+        q = clamp_posteriors(soft_majority_vote(d, state.engine) if first is None else first, self.clamp)
+        state.post, state.last = q, None
         state.prior = q.mean(axis=0)
-        state.counts = state.ws.stats()[0]
+        state.counts = state.engine.map_reduce(em_block, EMParams(post=q))[0][0]
         if self.initial is None:
             state.errors, state.frame = self.m_step(state.counts, state.present, d.answers_per_worker), None
         else:
@@ -730,15 +733,13 @@ class _EM(_Flavour):
         return state, None
 
     def step(self, state: _EMState) -> Step:
-        from .kernels.em import _posterior_summary
+        from .kernels.em import EMParams, em_block
 
-        ws = state.ws
         log_e = np.log(np.where(state.present[:, :, None], state.errors, 1.0))  # absent pairs are never read
-        # unchecked: the shapes are ours, and clamp holds class codes by construction (gold labels are classes)
-        ws._e_step(np.log(np.maximum(state.prior, EPS)), log_e, self.clamp)
-        state.counts = ws.stats()[0]
-        sums, qlogq = _posterior_summary(ws.post, ws.bounds, EPS)
-        prior = sums / len(ws.post)
+        # The E-step, its statistics and its posteriors' Σ q log q (floored at EPS, crowd-kit's) in one pass.
+        state.last = EMParams(np.log(np.maximum(state.prior, EPS)), log_e, clamp=self.clamp, entropy_floor=EPS)
+        (state.counts, sums, _, qlogq), _ = state.engine.map_reduce(em_block, state.last)
+        prior = sums / self.data.n_tasks
         state.errors = self.m_step(state.counts, state.present, self.data.answers_per_worker)
         state.frame = None  # the fitted errors are the M-step's now, not initial_error's
         loss = _loss(state.counts, state.errors, state.present, prior, qlogq, self.ans.n_answers)
@@ -747,11 +748,13 @@ class _EM(_Flavour):
 
 
 class _EMState:
-    """One crowd-kit EM fit: the kernel's workspace (posteriors in ``ws.post``), the (worker, label) pairs of the
-    data (``present``), the current prior, errors and the statistics they came from, and the ``initial_error``
-    frame while the errors are its."""
+    """One crowd-kit EM fit: its engine, the (worker, label) pairs of the data (``present``), the current prior,
+    errors and the statistics they came from, the ``initial_error`` frame while the errors are its, and where
+    the posteriors come from: the start's (``post``), or the last E-step's parameters (``last``)."""
 
-    ws: Any
+    engine: Any
+    post: np.ndarray
+    last: Any
     present: np.ndarray
     prior: np.ndarray
     errors: np.ndarray
@@ -848,6 +851,7 @@ class DawidSkene:
     def _run(self, ans: _Answers, clamp: np.ndarray, initial_error: pd.DataFrame | None) -> None:
         """Fit the EM flavour ``_em`` in crowdagg's loop, then label its state as crowd-kit does."""
         from .core import memory
+        from .kernels.em import em_block
 
         initial = None
         if initial_error is not None and self.initial_error_strategy is not None:
@@ -861,7 +865,10 @@ class DawidSkene:
         run = em.fit(self.n_iter, self.tol)
         state: _EMState = run.state
         self.loss_history_: list[float] = run.trace
-        q = np.maximum(state.ws.post, EPS) if run.n_iter else state.ws.post
+        if run.n_iter:  # the last E-step's posteriors: its pass again, the blocks' rows kept (the same bits)
+            q = np.maximum(state.engine.gather(state.engine.map_reduce(em_block, state.last, keep=True)[1]), EPS)
+        else:
+            q = state.post
         sort = not run.n_iter and not _first_appearance()  # n_iter=0: the majority vote's order
         self.probas_ = ans.probas(q, rows=_sort_order(ans.tasks) if sort else None)
         self.priors_ = ans.priors(state.prior)

@@ -6,10 +6,10 @@ How many threads crowdagg uses is decided here, and nowhere else:
   ``--threads N``), else :func:`set_threads` (process-wide), else the
   ``CROWDAGG_THREADS`` environment variable, else all cores the process may
   run on (``NUMBA_NUM_THREADS`` if set, as before this policy existed);
-* the **numba kernels** run their task blocks on N threads
-  (:func:`crowdagg.kernels.schedule.n_threads` reads :func:`count`).  The
-  block grid depends on the data only, so results are bit-identical for
-  any N;
+* the **numba kernels** run their task blocks on N threads (the local
+  engine, :class:`crowdagg.engine.LocalEngine`, reads :func:`count`).  The
+  block grid depends on the data only and the sums follow a fixed tree,
+  so results are bit-identical for any N;
 * **BLAS** (numpy's and scipy's OpenBLAS/MKL, through ``threadpoolctl``)
   runs on one thread inside a fit (:func:`fit_scope`): the kernels already
   use the cores, and a BLAS-heavy inner step (an L-BFGS M-step) beside them

@@ -5,10 +5,14 @@ when the caller owns the buffer), no Python objects, no randomness.  The
 answers are sorted by task and described by ``task_ptr`` (CSR offsets), so a
 kernel streams each task's answers contiguously.
 
-* :mod:`.schedule` -- the deterministic block grid and the thread pool
-  (results independent of the thread count);
-* :mod:`.em` -- Dawid--Skene EM as partitioned sufficient statistics;
-* :mod:`.votes` -- vote counting and grouping;
+* :mod:`.schedule` -- the ingest kernels' threads (the block grid and
+  the fitting kernels' threads are the engine's, :mod:`crowdagg.engine`);
+* :mod:`.em` -- Dawid--Skene EM as a block function of the engine's protocol
+  (:func:`em_block`);
+* :mod:`.votes` -- vote counting and grouping, the vote family's blocks;
+* :mod:`.glad` -- GLAD's E-step, objective and curvature per block;
+* :mod:`.cooc` -- co-occurrence statistics of worker pairs (a sparse
+  pair index, per-pair K×K joint counts), the third accumulator shape;
 * :mod:`.ingest` -- the counting sort, repeated answers, record scanning;
 * :mod:`.text` -- floats as ``repr`` text and rows as bytes (the writers);
 * :mod:`.validate` -- the one-pass check of code arrays handed in from
@@ -18,37 +22,28 @@ kernel streams each task's answers contiguously.
   the package's builders call the ``_``-prefixed, unchecked twins on codes
   that are valid by construction.
 
-Families to come (co-occurrence statistics, graph messages) get a module
-each and state their block accumulator size to the scheduler.
+Families to come (graph messages) get a module each: numba kernels over
+one block and module-level block functions of the engine's protocol.
 
 Kernels are compiled with ``cache=True`` (the first run after installing
 compiles them once, then they load from the on-disk cache;
 :func:`announce_compilation` says so on a terminal) and ``nogil=True``, so
-the scheduler's threads run them in parallel (``NUMBA_NUM_THREADS`` threads,
-default all cores).  EM is one fused pass per block -- the E-step for a
-task, then its expected counts -- exposed as partitioned sufficient
-statistics (:func:`block_statistics`, :func:`add_block_statistics`): the
-block sums are added in grid order, so results are bit-identical for any
-thread count and for any partitioning aligned with the grid, which is what a
-distributed (Dask) engine maps over.
+the engine's threads run them in parallel (the thread policy's count,
+:mod:`crowdagg.core.threads`).  EM is one fused pass per block -- the E-step for a
+task, then its expected counts -- as the block function :func:`em_block`
+that an engine (:mod:`crowdagg.engine`) maps over its grid and reduces
+along its fixed tree: bit-identical for any thread count and for any
+partitioning aligned with the grid, which is what a distributed (Dask)
+engine maps over.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .em import (
-    BlockStats,
-    EMWorkspace,
-    add_block_statistics,
-    block_statistics,
-    chunk_bounds,
-    em_accumulator_bytes,
-    em_chunk_count,
-    posterior_summary,
-)
+from .em import EMParams, em_block
 from .ingest import prefixed_int_codes, quote_parity, repeated_answers, scan_records, sort_by_task
-from .schedule import block_bounds, block_count, n_threads, run_blocks
+from .schedule import n_threads
 from .votes import group_order, vote_counts, worker_agreement
 
 
@@ -70,7 +65,7 @@ def announce_compilation(stream: Any) -> None:
     """Say once, on a terminal, that the first run compiles the kernels (a few seconds, cached after)."""
     if stream is None or not getattr(stream, "isatty", lambda: False)():
         return
-    if not compiled(ingest._scatter, ingest._repeats, em._em_chunks):
+    if not compiled(ingest._scatter, ingest._repeats, em._em_block):
         stream.write("compiling kernels, once (a few seconds; later runs reuse them)\n")
         stream.flush()
 
@@ -78,24 +73,15 @@ def announce_compilation(stream: Any) -> None:
 from . import em, ingest  # noqa: E402  (the kernels announce_compilation checks)
 
 __all__ = [
-    "BlockStats",
-    "EMWorkspace",
-    "add_block_statistics",
+    "EMParams",
     "announce_compilation",
-    "block_bounds",
-    "block_count",
-    "block_statistics",
-    "chunk_bounds",
     "compiled",
-    "em_accumulator_bytes",
-    "em_chunk_count",
+    "em_block",
     "group_order",
     "n_threads",
-    "posterior_summary",
     "prefixed_int_codes",
     "quote_parity",
     "repeated_answers",
-    "run_blocks",
     "scan_records",
     "sort_by_task",
     "vote_counts",

@@ -1,20 +1,27 @@
-"""Dawid--Skene EM as partitioned sufficient statistics.
+"""Dawid--Skene EM on the engine's block protocol (:mod:`crowdagg.engine`).
 
-The EM engine is two functions over the fixed block grid of
-:mod:`crowdagg.kernels.schedule` (an EM block's accumulator is
-workers × K² floats):
+One block function, :func:`em_block`, gives a block's EM statistics: for
+each task of the block its posterior ``q`` (one of three ways, by the
+:class:`EMParams` it is given) and then, fused into the same pass over the
+task's answers, the expected counts of its answers.  The engine adds the
+blocks' statistics along its fixed reduction tree, so the totals are
+bit-identical for any thread count and any partitioning aligned with the
+grid; a method's M-step reads the totals.
 
-* :func:`block_statistics` -- given parameters, the statistics of the
-  blocks of one partition of the tasks: per block, the expected counts
-  ``[worker, observed, true]``, the class totals and the log-likelihood
-  (and the E-step posteriors of its tasks);
-* :func:`add_block_statistics` -- the blocks of all partitions added in
-  block order.
+The three ways of getting a block's posteriors:
 
-:class:`EMWorkspace` is the local engine: all blocks on a thread pool.  A
-distributed engine maps :func:`block_statistics` over partitions aligned
-with the same grid and adds with :func:`add_block_statistics`: the results
-are bit-identical for any thread count and any aligned partitioning.
+* **E-step** (``log_prior``, ``log_conf_ot`` given): ``q = softmax(log_prior
+  + Σ_answers log_conf_ot[w, y, :])``, and its log-evidence summed;
+* **the soft majority vote** (neither given): the vote shares of the task's
+  answers, counted inside the block -- the default start, which needs no
+  array over all tasks and so runs on any engine;
+* **given posteriors** (``post``, an array over all tasks): their
+  statistics.  Only the starts from another method's posteriors and the
+  random restarts use it; the array lives with the caller, so it is meant
+  for the local engine.
+
+Either way a task clamped by gold (``clamp[t] >= 0``) has the one-hot
+posterior at its class.
 
 Confusion layout inside kernels is ``log_conf[w, observed, true]`` so that
 one answer reads one contiguous row of K values; the public layout
@@ -23,371 +30,310 @@ one answer reads one contiguous row of K values; the public layout
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numba import njit
 
-from .schedule import block_bounds, block_count, block_sum, run_blocks
+from ..errors import DataError, UsageError
+from .validate import as_code_array, as_float_array, check_count, check_index, check_offsets
 
-
-def em_accumulator_bytes(n_workers: int, n_classes: int) -> int:
-    """Bytes of one EM block's accumulator (its expected counts)."""
-    return max(n_workers * n_classes * n_classes * 8, 1)
-
-
-def em_chunk_count(n_answers: int, n_tasks: int, n_workers: int, n_classes: int) -> int:
-    """Number of EM blocks for data of this shape (never depends on the thread count)."""
-    return block_count(n_answers, n_tasks, em_accumulator_bytes(n_workers, n_classes))
-
-
-def chunk_bounds(task_ptr: np.ndarray, n_workers: int, n_classes: int) -> np.ndarray:
-    """Task boundaries of the EM blocks, shape (n_blocks + 1,), int64."""
-    return block_bounds(task_ptr, em_accumulator_bytes(n_workers, n_classes))
+#: The kernel's modes: how a block's posteriors are made.
+_E_STEP, _GIVEN, _VOTE = 0, 1, 2
 
 
 @njit(cache=True, nogil=True)
-def _em_chunks(
-    chunks, e_step, task_ptr, cell, log_prior, log_conf, clamp, bounds, post, counts, class_tot, loglik
+def _em_block(
+    mode, start, stop, task_ptr, cell, log_prior, log_conf, clamp, given, floor, keep, counts, tot, post
 ):  # pragma: no cover - compiled
-    """EM pass over the tasks of the given chunks: E-step fused with the M-step statistics.
+    """One block's EM pass over its tasks ``[start, stop)``: posteriors fused with their expected counts.
 
-    For each task t of chunk c, when ``e_step``:
-    ``post[t] = softmax(log_prior + sum_e log_conf[w_e, y_e, :])`` (or one-hot
-    at ``clamp[t]`` when ``clamp[t] >= 0``) and its log-evidence is summed
-    into ``loglik[c]``; otherwise ``post[t]`` is taken as given.  Either way
-    the posterior is added to ``counts[c, w_e, y_e, :]`` and
-    ``class_tot[c, :]``.  ``cell[e]`` is ``w_e * K + y_e``.
+    For each task t (``i = t - start``): its posterior q -- by ``mode``:
+    the E-step ``softmax(log_prior + Σ_e log_conf[w_e, y_e, :])`` with its
+    log-evidence summed into the returned log-likelihood, the given row
+    ``given[i]``, or the vote shares of its answers -- one-hot at
+    ``clamp[i]`` when that is >= 0 (``clamp`` empty: nothing clamped).  q
+    is added to ``counts[w_e, y_e, :]`` for each answer and to ``tot``,
+    written to ``post[i]`` when ``keep``, and, when ``floor >= 0``, Σ_k f
+    log f with f = max(q_k, floor) is summed (an EM loss's entropy term).
+    ``cell[e]`` is ``w_e * K + y_e``.
+
+    Returns (log-likelihood, Σ f log f, the block-local index of a task
+    whose clamp is not a class or -1, else -1).
 
     The per-answer table offsets are unsigned: numba then skips the
     negative-index wrap-around test on those accesses (~20% of the time).
     Two classes (the most common case) run the same arithmetic in scalars
     (bit-identical results, fewer memory round trips).
     """
-    n_classes = class_tot.shape[1]
+    n_classes = tot.shape[0]
     nk = np.uint64(n_classes)
+    has_clamp = clamp.shape[0] > 0
     # Flat views: one answer touches the K contiguous cells from cell[e] * K.
     lc = log_conf.reshape(-1)
+    cnt = counts.reshape(-1)
     q = np.empty(n_classes, dtype=np.float64)
-    for i in range(chunks.shape[0]):
-        c = chunks[i]
-        cnt = counts[c].reshape(-1)
-        cnt[:] = 0.0
-        ll = 0.0
-        # Chunk-local totals: rows of class_tot share cache lines across threads.
-        tot = np.zeros(n_classes, dtype=np.float64)
-        for t in range(bounds[c], bounds[c + 1]):
-            start = task_ptr[t]
-            stop = task_ptr[t + 1]
-            if not e_step:
+    ll = 0.0
+    h = 0.0
+    for t in range(start, stop):
+        i = t - start
+        lo = task_ptr[t]
+        hi = task_ptr[t + 1]
+        g = -1
+        if has_clamp:
+            g = clamp[i]
+            if g != -1 and (g < 0 or g >= n_classes):
+                return ll, h, i
+        if mode == 0 and g >= 0:
+            s = log_prior[g]
+            for e in range(lo, hi):
+                s += lc[np.uint64(cell[e]) * nk + np.uint64(g)]
+            ll += s
+            for k in range(n_classes):
+                q[k] = 0.0
+            q[g] = 1.0
+        elif mode == 0 and n_classes == 2:
+            # The same arithmetic as below, in scalars the compiler keeps in registers.
+            a = log_prior[0]
+            b = log_prior[1]
+            for e in range(lo, hi):
+                base = np.uint64(cell[e]) * nk
+                a += lc[base]
+                b += lc[base + np.uint64(1)]
+            m = b if b > a else a
+            ea = np.exp(a - m)
+            eb = np.exp(b - m)
+            z = 0.0 + ea + eb
+            inv = 1.0 / z
+            q[0] = ea * inv
+            q[1] = eb * inv
+            ll += m + np.log(z)
+        elif mode == 0:
+            for k in range(n_classes):
+                q[k] = log_prior[k]
+            for e in range(lo, hi):
+                base = np.uint64(cell[e]) * nk
                 for k in range(n_classes):
-                    q[k] = post[t, k]
-            elif clamp[t] >= 0:
-                g = clamp[t]
-                s = log_prior[g]
-                for e in range(start, stop):
-                    s += lc[np.uint64(cell[e]) * nk + np.uint64(g)]
-                ll += s
+                    q[k] += lc[base + np.uint64(k)]
+            m = q[0]
+            for k in range(1, n_classes):
+                if q[k] > m:
+                    m = q[k]
+            z = 0.0
+            for k in range(n_classes):
+                q[k] = np.exp(q[k] - m)
+                z += q[k]
+            inv = 1.0 / z
+            for k in range(n_classes):
+                q[k] *= inv
+            ll += m + np.log(z)
+        else:
+            if mode == 1:
+                for k in range(n_classes):
+                    q[k] = given[i, k]
+            else:  # the vote shares: whole counts, so their sum is exact in any order
+                for k in range(n_classes):
+                    q[k] = 0.0
+                for e in range(lo, hi):
+                    q[np.uint64(cell[e]) % nk] += 1.0
+                z = 0.0
+                for k in range(n_classes):
+                    z += q[k]
+                if z > 0.0:
+                    for k in range(n_classes):
+                        q[k] = q[k] / z
+            if g >= 0:
                 for k in range(n_classes):
                     q[k] = 0.0
                 q[g] = 1.0
-            elif n_classes == 2:
-                # The same arithmetic as below, in scalars the compiler keeps in registers.
-                a = log_prior[0]
-                b = log_prior[1]
-                for e in range(start, stop):
-                    base = np.uint64(cell[e]) * nk
-                    a += lc[base]
-                    b += lc[base + np.uint64(1)]
-                m = b if b > a else a
-                ea = np.exp(a - m)
-                eb = np.exp(b - m)
-                z = 0.0 + ea + eb
-                inv = 1.0 / z
-                q[0] = ea * inv
-                q[1] = eb * inv
-                ll += m + np.log(z)
-            else:
-                for k in range(n_classes):
-                    q[k] = log_prior[k]
-                for e in range(start, stop):
-                    base = np.uint64(cell[e]) * nk
-                    for k in range(n_classes):
-                        q[k] += lc[base + np.uint64(k)]
-                m = q[0]
-                for k in range(1, n_classes):
-                    if q[k] > m:
-                        m = q[k]
-                z = 0.0
-                for k in range(n_classes):
-                    q[k] = np.exp(q[k] - m)
-                    z += q[k]
-                inv = 1.0 / z
-                for k in range(n_classes):
-                    q[k] *= inv
-                ll += m + np.log(z)
+        for k in range(n_classes):
+            tot[k] += q[k]
+        if keep:
             for k in range(n_classes):
-                post[t, k] = q[k]
-                tot[k] += q[k]
-            if n_classes == 2:
-                q0 = q[0]
-                q1 = q[1]
-                for e in range(start, stop):
-                    base = np.uint64(cell[e]) * nk
-                    cnt[base] += q0
-                    cnt[base + np.uint64(1)] += q1
-            else:
-                for e in range(start, stop):
-                    base = np.uint64(cell[e]) * nk
-                    for k in range(n_classes):
-                        cnt[base + np.uint64(k)] += q[k]
-        class_tot[c, :] = tot
-        loglik[c] = ll
-
-
-@dataclass
-class BlockStats:
-    """Statistics of consecutive blocks: counts (n_blocks, W, K_obs, K_true), class_tot (n_blocks, K), loglik (n_blocks,)."""
-
-    counts: np.ndarray
-    class_tot: np.ndarray
-    loglik: np.ndarray
-
-
-@njit(cache=True, nogil=True)
-def _summary_blocks(blocks, bounds, post, floor, sums, qlogq):  # pragma: no cover - compiled
-    """Per block: column sums of its rows of ``post`` and the sum of f log f, f = max(q, floor)."""
-    k = post.shape[1]
-    for i in range(blocks.shape[0]):
-        b = blocks[i]
-        h = 0.0
-        tot = np.zeros(k)  # block-local: rows of ``sums`` share cache lines across threads
-        for t in range(bounds[b], bounds[b + 1]):
-            for c in range(k):
-                v = post[t, c]
-                tot[c] += v
-                f = v if v > floor else floor
+                post[i, k] = q[k]
+        if floor >= 0.0:
+            for k in range(n_classes):
+                f = q[k] if q[k] > floor else floor
                 h += f * np.log(f)
-        sums[b, :] = tot
-        qlogq[b] = h
+        if n_classes == 2:
+            q0 = q[0]
+            q1 = q[1]
+            for e in range(lo, hi):
+                base = np.uint64(cell[e]) * nk
+                cnt[base] += q0
+                cnt[base + np.uint64(1)] += q1
+        else:
+            for e in range(lo, hi):
+                base = np.uint64(cell[e]) * nk
+                for k in range(n_classes):
+                    cnt[base + np.uint64(k)] += q[k]
+    return ll, h, -1
 
 
-def posterior_summary(post: np.ndarray, bounds: np.ndarray, floor: float) -> tuple[np.ndarray, float]:
-    """Column sums of ``post`` (shape (K,)) and the sum of q log q over its entries floored at ``floor``.
+@dataclass(frozen=True, eq=False)
+class EMParams:
+    """What :func:`em_block` computes a block's posteriors from (broadcast to every block of an iteration).
 
-    The class totals and the (negative) entropy of an EM loss, over the task
-    blocks ``bounds`` (an :class:`EMWorkspace`'s) on the thread pool, added in
-    block order (bit-identical for any thread count); no temporary of the
-    posteriors' size.
-    """
-    from ..errors import DataError
-    from .validate import as_float_array, check_offsets
+    Parameters
+    ----------
+    log_prior : ndarray (K,), optional
+        Log class prior.  With ``log_conf_ot``: an E-step.
+    log_conf_ot : ndarray (n_workers, K_observed, K_true), optional
+        Log confusion matrices, ``[w, observed, true]``.
+    post : ndarray (n_tasks, K), optional
+        Given posteriors over *all* tasks (global rows, sliced by each
+        block): their statistics, no E-step.  An array over every task held
+        by the caller: the starts from another method's posteriors and the
+        random restarts use it, on the local engine.
+    clamp : ndarray of int (n_tasks,), optional
+        Gold: the class each task is clamped to, -1 free, over all tasks
+        (global rows); None clamps nothing.
+    entropy_floor : float, optional
+        Also sum Σ_k f log f over the tasks, f = max(q_k, floor): the
+        entropy term of crowd-kit's loss.
 
-    post = as_float_array(post, "post", 2)
-    bounds = check_offsets(bounds, post.shape[0], "bounds", "rows of post")
-    try:
-        floor = float(floor)
-    except (TypeError, ValueError):
-        raise DataError(f"floor must be a number, got {floor!r}") from None
-    return _posterior_summary(post, bounds, floor)
-
-
-def _posterior_summary(post: np.ndarray, bounds: np.ndarray, floor: float) -> tuple[np.ndarray, float]:
-    """:func:`posterior_summary` on an :class:`EMWorkspace`'s own ``post`` and ``bounds``: no check (once per EM
-    iteration)."""
-    n_blocks = len(bounds) - 1
-    sums = np.zeros((n_blocks, post.shape[1]))
-    qlogq = np.zeros(n_blocks)
-    run_blocks(_summary_blocks, n_blocks, bounds, post, floor, sums, qlogq)
-    return block_sum(sums), float(block_sum(qlogq))
-
-
-def _fill(
-    out: BlockStats, e_step: bool, task_ptr: np.ndarray, cell: np.ndarray, bounds: np.ndarray, post: np.ndarray,
-    log_prior: np.ndarray, log_conf_ot: np.ndarray, clamp: np.ndarray,
-) -> None:
-    """Run the fused kernel over every block of ``bounds`` into ``out`` (one slot per block)."""
-    run_blocks(
-        _em_chunks, len(bounds) - 1, e_step, task_ptr, cell, log_prior, log_conf_ot, clamp, bounds, post,
-        out.counts, out.class_tot, out.loglik,
-    )
-
-
-def _check_em_inputs(
-    task_ptr: np.ndarray, bounds: Any, post: np.ndarray, log_prior: Any,
-    log_conf_ot: Any, clamp: Any, n_workers: int, e_step: bool,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Shapes and ranges the fused kernel indexes by without bounds checks, checked (O(1) and O(n_tasks)).
-
-    A :class:`~crowdagg.errors.DataError` instead of a write outside an
-    array.  ``task_ptr`` and the answers' cells are checked once, where
-    they are made.
-    Returns (post, log_prior, log_conf_ot, clamp, bounds) in the kernel's
-    layout (native float64 / int64, contiguous); ``post`` is the caller's
-    own array, checked as a buffer the kernel writes.
-    """
-    from ..errors import DataError
-    from .validate import as_code_array, as_float_array, check_offsets, check_out_array
-
-    post = check_out_array(post, "post", 2)
-    log_prior = as_float_array(log_prior, "log_prior", 1)
-    log_conf_ot = as_float_array(log_conf_ot, "log_conf_ot", 3) if e_step else np.zeros((1, 1, 1))
-    clamp = as_code_array(clamp, "clamp")
-    n_tasks = len(task_ptr) - 1
-    k = post.shape[1] if post.ndim == 2 else -1
-    want = {"post": (post, (n_tasks, k)), "log_prior": (log_prior, (k,)),
-            "log_conf_ot": (log_conf_ot, (n_workers, k, k) if e_step else np.shape(log_conf_ot)),
-            "clamp": (clamp, (n_tasks,))}
-    wrong = [f"{name} {np.shape(a)} (needs {shape})" for name, (a, shape) in want.items() if np.shape(a) != shape]
-    if k < 1 or wrong:
-        raise DataError(f"EM arrays of the wrong shape for {n_tasks:,} tasks, {n_workers:,} workers: {', '.join(wrong)}")
-    # Ranges checked on the given dtype, before the cast to int64 could wrap a large unsigned value to -1.
-    if n_tasks and (int(clamp.min()) < -1 or int(clamp.max()) >= k):
-        raise DataError(f"clamp holds a class outside -1 .. {k - 1}")
-    bounds = check_offsets(bounds, n_tasks, "bounds", "tasks")
-    return post, log_prior, log_conf_ot, np.ascontiguousarray(clamp, dtype=np.int64), bounds
-
-
-def _check_memory(n_blocks: int, n_workers: int, k: int, max_memory: Any) -> None:
-    """Refuse block accumulators larger than the memory limit up front, with their size."""
-    from ..core import memory
-
-    memory.check(max(n_blocks, 1) * em_accumulator_bytes(n_workers, k),
-                 f"EM statistics of {max(n_blocks, 1)} block(s) × {n_workers:,} workers × {k}² classes", max_memory)
-
-
-def _zeros(n_blocks: int, n_workers: int, k: int) -> BlockStats:
-    return BlockStats(np.zeros((n_blocks, n_workers, k, k)), np.zeros((n_blocks, k)), np.zeros(n_blocks))
-
-
-def block_statistics(
-    task_ptr: np.ndarray,
-    cell: np.ndarray,
-    bounds: np.ndarray,
-    post: np.ndarray,
-    log_prior: np.ndarray,
-    log_conf_ot: np.ndarray,
-    clamp: np.ndarray,
-    n_workers: int,
-    *,
-    e_step: bool = True,
-    max_memory: Any = None,
-) -> BlockStats:
-    """The EM statistics of the blocks of one partition of the tasks.
-
-    ``task_ptr`` (n_tasks_part + 1,) and ``cell`` (answers of those tasks,
-    ``worker * K + label``) describe the partition's tasks, re-based to 0;
-    ``bounds`` are its blocks' boundaries in its own task indices;
-    ``post`` (n_tasks_part, K) receives the E-step posteriors (or, with
-    ``e_step=False``, holds given posteriors whose statistics are taken);
-    ``log_prior`` (K,), ``log_conf_ot`` (n_workers, K_obs, K_true) and
-    ``clamp`` (n_tasks_part,; -1 = free) are the current parameters.
-
-    Every shape and code the kernel indexes by is checked first
-    (:mod:`crowdagg.kernels.validate`): a bad one is a
-    :class:`~crowdagg.errors.DataError`, never a write outside an array.
-    The accumulators (blocks × ``n_workers`` × K² floats) are checked
-    against ``max_memory`` (:func:`crowdagg.core.memory.check`) before they are
-    allocated.
-    """
-    from .validate import check_count, check_index, check_offsets, check_out_array
-
-    n_workers = check_count(n_workers, "n_workers")
-    k = check_out_array(post, "post", 2).shape[1]
-    cell = check_index(cell, n_workers * k, "cell", "worker-label cell")
-    task_ptr = check_offsets(task_ptr, len(cell))
-    post, log_prior, log_conf_ot, clamp, bounds = _check_em_inputs(
-        task_ptr, bounds, post, log_prior, log_conf_ot, clamp, n_workers, e_step)
-    _check_memory(len(bounds) - 1, n_workers, k, max_memory)
-    out = _zeros(len(bounds) - 1, n_workers, post.shape[1])
-    _fill(out, e_step, task_ptr, cell, bounds, post, log_prior, log_conf_ot, clamp)
-    return out
-
-
-def add_block_statistics(parts: Sequence[BlockStats]) -> tuple[np.ndarray, np.ndarray, float]:
-    """(counts (W, K_obs, K_true), class totals (K,), log-likelihood) of all blocks, added in block order.
-
-    ``parts`` are the partitions' statistics in task order; the sums run
-    over the block axis of their concatenation, so they do not depend on
-    how the blocks were split between partitions.
-    """
-    if not parts:
-        from ..errors import UsageError
-
-        raise UsageError("add_block_statistics needs the statistics of at least one partition")
-    if len(parts) == 1:
-        counts, tot, ll = parts[0].counts, parts[0].class_tot, parts[0].loglik
-    else:
-        counts = np.concatenate([p.counts for p in parts])
-        tot = np.concatenate([p.class_tot for p in parts])
-        ll = np.concatenate([p.loglik for p in parts])
-    return block_sum(counts), block_sum(tot), float(block_sum(ll))
-
-
-class EMWorkspace:
-    """The local EM engine: every block on the thread pool, buffers reused across iterations.
-
-    Shapes: ``post`` (n_tasks, K); ``blocks.counts`` (n_blocks, n_workers, K, K) in
-    ``[block, worker, observed, true]`` order; ``blocks.class_tot`` (n_blocks, K).
+    Neither ``log_conf_ot`` nor ``post``: the soft majority vote, counted
+    inside each block.  Arrays are converted to contiguous float64 / int64
+    once, here; shapes against the data are checked by each block (O(1)),
+    a clamp's classes inside the kernel.
     """
 
-    def __init__(self, task_ptr: np.ndarray, worker: np.ndarray, label: np.ndarray, n_workers: int, n_classes: int):
-        from .validate import check_count, check_index, check_offsets
+    log_prior: np.ndarray | None = None
+    log_conf_ot: np.ndarray | None = None
+    post: np.ndarray | None = None
+    clamp: np.ndarray | None = None
+    entropy_floor: float | None = None
 
-        n_workers, n_classes = check_count(n_workers, "n_workers"), check_count(n_classes, "n_classes")
-        # Checked once here (one pass each, against a fit's dozens of E-steps): the kernel trusts them.
-        check_index(worker, n_workers, "worker", "worker")
-        check_index(label, n_classes, "label", "class")
-        if len(worker) != len(label):
-            from ..errors import DataError
+    def __post_init__(self) -> None:
+        def put(name: str, value: Any) -> None:
+            object.__setattr__(self, name, value)
 
-            raise DataError(f"worker and label arrays differ in length ({len(worker):,}, {len(label):,})")
-        self.n_workers = int(n_workers)
-        task_ptr = check_offsets(task_ptr, len(worker))
-        self.task_ptr = np.ascontiguousarray(task_ptr, dtype=np.int64)
-        # Flat (worker, observed) cell of each answer: one load per answer, and
-        # cell * K indexes the K contiguous entries of the log-confusion and count tables.
-        self.cell = (np.asarray(worker, dtype=np.int64) * n_classes + label).astype(np.int32)
-        self.bounds = chunk_bounds(self.task_ptr, n_workers, n_classes)
-        self.post = np.zeros((len(self.task_ptr) - 1, n_classes), dtype=np.float64)
-        self.blocks = _zeros(len(self.bounds) - 1, n_workers, n_classes)
+        if self.log_conf_ot is not None:
+            if self.post is not None:
+                raise UsageError("EMParams: give log_conf_ot (an E-step) or post (given posteriors), not both")
+            if self.log_prior is None:
+                raise UsageError("EMParams: an E-step needs log_prior beside log_conf_ot")
+            put("log_prior", as_float_array(self.log_prior, "log_prior", 1))
+            put("log_conf_ot", as_float_array(self.log_conf_ot, "log_conf_ot", 3))
+            k = self.log_prior.shape[0]
+            if self.log_conf_ot.shape[1:] != (k, k):
+                raise DataError(f"log_conf_ot has shape {self.log_conf_ot.shape}, not (n_workers, {k}, {k}) for the "
+                                f"{k} classes of log_prior")
+        elif self.log_prior is not None:
+            raise UsageError("EMParams: log_prior without log_conf_ot (an E-step needs both)")
+        if self.post is not None:
+            put("post", as_float_array(self.post, "post", 2))
+        if self.clamp is not None:
+            clamp = as_code_array(self.clamp, "clamp")
+            if clamp.dtype != np.int64:
+                # Checked on the given dtype before the cast could wrap a large unsigned code to -1.
+                if clamp.size and (int(clamp.min()) < -1 or int(clamp.max()) > np.iinfo(np.int32).max):
+                    raise DataError(f"clamp holds a class outside -1 .. K-1 ({int(clamp.max())})")
+                clamp = clamp.astype(np.int64)
+            put("clamp", np.ascontiguousarray(clamp))
+        if self.entropy_floor is not None:
+            try:
+                put("entropy_floor", float(self.entropy_floor))
+            except (TypeError, ValueError):
+                raise DataError(f"entropy_floor must be a number, got {self.entropy_floor!r}") from None
+            if not self.entropy_floor >= 0.0:
+                raise DataError(f"entropy_floor must be >= 0, got {self.entropy_floor!r}")
 
-    def e_step(self, log_prior: np.ndarray, log_conf_ot: np.ndarray, clamp: np.ndarray) -> float:
-        """Posteriors into ``self.post``; returns the observed-data log-likelihood.
+    @property
+    def mode(self) -> str:
+        """``"e-step"``, ``"given"`` or ``"vote"``."""
+        return "e-step" if self.log_conf_ot is not None else "given" if self.post is not None else "vote"
 
-        ``log_conf_ot`` has shape (n_workers, K, K) indexed ``[w, observed, true]``;
-        ``clamp`` (n_tasks,) fixes a task's class (-1: free).  Shapes are checked.
-        """
-        _, log_prior, log_conf_ot, clamp, _ = _check_em_inputs(
-            self.task_ptr, self.bounds, self.post, log_prior, log_conf_ot, clamp, self.n_workers, True)
-        return self._e_step(log_prior, log_conf_ot, clamp)
 
-    def _e_step(self, log_prior: np.ndarray, log_conf_ot: np.ndarray, clamp: np.ndarray) -> float:
-        """:meth:`e_step` on parameters in the kernel's layout (contiguous float64, int64 ``clamp`` in range).
+#: Stand-ins for the arrays a mode does not read (the kernel's argument types stay the same).
+_NO_PRIOR = np.zeros(1)
+_NO_CONF = np.zeros((1, 1, 1))
+_NO_POST = np.zeros((0, 1))
+_NO_CLAMP = np.zeros(0, dtype=np.int64)
 
-        No check: the aggregators' EM loops make them of the right shapes and
-        check ``clamp`` (gold) once, not once per iteration.
-        """
-        _fill(self.blocks, True, self.task_ptr, self.cell, self.bounds, self.post, log_prior, log_conf_ot, clamp)
-        return float(block_sum(self.blocks.loglik))
+#: The partitions whose arrays :func:`_check_part` has checked (by identity; forgotten with the partition).
+_checked_parts: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+_check_lock = threading.Lock()
 
-    def accumulate(self, post: np.ndarray) -> None:
-        """Fill the sufficient statistics from given posteriors (no E-step)."""
-        from .validate import as_float_array
 
-        given = as_float_array(post, "post", 2)
-        if given.shape != self.post.shape:
-            from ..errors import DataError
+def _check_part(part: Any) -> np.ndarray:
+    """A partition's arrays checked once (codes in range, offsets in order) before the kernel trusts them;
+    returns its cells.  One pass over its answers, the first time a block of it is run."""
+    with _check_lock:
+        if part not in _checked_parts:
+            n_workers, k = check_count(part.n_workers, "n_workers"), check_count(part.n_classes, "n_classes")
+            if len(part.worker) != len(part.label):
+                raise DataError(f"worker and label arrays differ in length ({len(part.worker):,}, {len(part.label):,})")
+            check_offsets(part.task_ptr, len(part.worker))
+            check_offsets(part.bounds, part.n_tasks, "bounds", "tasks")
+            if part.task_ptr.dtype != np.int64 or not part.task_ptr.flags.c_contiguous:
+                raise DataError("a partition's task_ptr must be contiguous int64")
+            check_index(part.worker, n_workers, "worker", "worker")
+            check_index(part.label, k, "label", "class")
+            part.cell  # noqa: B018 - built here, once, under the lock
+            _checked_parts[part] = True
+    return part.cell
 
-            raise DataError(f"post has shape {given.shape}, the workspace's tasks × classes are {self.post.shape}")
-        self.post[...] = given
-        k = self.post.shape[1]
-        _fill(self.blocks, False, self.task_ptr, self.cell, self.bounds, self.post, np.zeros(k), np.zeros((1, k, k)),
-              np.full(self.post.shape[0], -1, dtype=np.int64))
 
-    def stats(self) -> tuple[np.ndarray, np.ndarray]:
-        """Summed statistics: counts (n_workers, K_observed, K_true), class totals (K,)."""
-        counts, tot, _ = add_block_statistics([self.blocks])
-        return counts, tot
+def em_block(part: Any, b: int, params: EMParams, keep: bool = False) -> tuple[tuple[Any, ...], np.ndarray | None]:
+    """The EM statistics of block ``b`` of the partition ``part`` (a :class:`crowdagg.engine.Part`): a block function.
+
+    Parameters
+    ----------
+    part : Part
+        The partition (its arrays are checked the first time, once).
+    b : int
+        Local block index.
+    params : EMParams
+        How the block's posteriors are made (an E-step, given, the soft vote).
+    keep : bool
+        Return the block's posteriors.
+
+    Returns
+    -------
+    sums : tuple
+        ``(counts, class_tot, loglik)`` -- fresh arrays: the expected answer
+        counts ``[worker, observed, true]`` (n_workers, K, K), the
+        posteriors' column sums (K,), the E-step's log-likelihood (0.0
+        otherwise) -- and Σ f log f when ``params.entropy_floor`` is set.
+    out : ndarray (tasks in the block, K) or None
+        The block's posteriors, when ``keep``.
+    """
+    if not isinstance(params, EMParams):
+        raise UsageError(f"em_block takes EMParams, got {type(params).__name__}")
+    cell = _check_part(part)
+    w, k = int(part.n_workers), int(part.n_classes)
+    if not 0 <= b < part.n_blocks:
+        raise DataError(f"block {b} is not one of the partition's {part.n_blocks} blocks")
+    start, stop = part.tasks_of(b)
+    lo, hi = part.first_task + start, part.first_task + stop  # the block's rows of the per-task arrays
+    need = part.first_task + part.n_tasks
+    mode = {"e-step": _E_STEP, "given": _GIVEN, "vote": _VOTE}[params.mode]
+    log_prior, log_conf = _NO_PRIOR, _NO_CONF
+    if params.log_prior is not None and params.log_conf_ot is not None:
+        log_prior, log_conf = params.log_prior, params.log_conf_ot
+        if log_conf.shape != (w, k, k):
+            raise DataError(f"log_conf_ot has shape {log_conf.shape}, the data's (n_workers, K, K) is {(w, k, k)}")
+    given = _NO_POST
+    if params.post is not None:
+        if params.post.shape[1:] != (k,) or params.post.shape[0] < need:
+            raise DataError(f"post has shape {params.post.shape}, the data's tasks × classes need ({need:,}, {k})")
+        given = params.post[lo:hi]
+    clamp = _NO_CLAMP
+    if params.clamp is not None:
+        if params.clamp.shape[0] < need:
+            raise DataError(f"clamp holds {params.clamp.shape[0]:,} tasks, the data has {need:,}")
+        clamp = params.clamp[lo:hi]
+    counts = np.zeros((w, k, k))
+    tot = np.zeros(k)
+    post = np.empty((stop - start, k)) if keep else np.empty((0, k))
+    floor = -1.0 if params.entropy_floor is None else params.entropy_floor
+    ll, h, bad = _em_block(mode, start, stop, part.task_ptr, cell, log_prior, log_conf, clamp, given, floor, keep,
+                           counts, tot, post)
+    if bad >= 0:
+        raise DataError(f"clamp holds {int(clamp[bad])} for task {lo + bad}, not a class (-1 .. {k - 1})")
+    sums = (counts, tot, float(ll)) if params.entropy_floor is None else (counts, tot, float(ll), float(h))
+    return sums, (post if keep else None)

@@ -422,17 +422,27 @@ def full_m_step(counts_ot: np.ndarray, class_tot: np.ndarray, smoothing: float) 
     return prior_m_step(class_tot, smoothing), conf_ot
 
 
-def posterior_confusion(data: AnnotationSet, post: np.ndarray, smoothing: float) -> tuple[np.ndarray, np.ndarray]:
+def posterior_confusion(
+    data: AnnotationSet, post: np.ndarray, smoothing: float, engine: Any = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Prior and per-worker confusion (``[w, true, observed]``) implied by posteriors.
 
     One Dawid--Skene M-step: the worker confusion a method that does not
-    model it reports (mv).
+    model it reports (mv).  ``post`` (n_tasks, K) over all tasks; its
+    statistics are one pass of :func:`~crowdagg.kernels.em.em_block` over
+    ``engine`` (default a :class:`~crowdagg.engine.LocalEngine` over
+    ``data``).
     """
-    from ..kernels import EMWorkspace
+    from ..kernels.em import EMParams, em_block
 
-    ws = EMWorkspace(data.task_ptr, data.worker, data.label, data.n_workers, data.n_classes)
-    ws.accumulate(post)
-    counts, tot = ws.stats()
+    if np.shape(post) != (data.n_tasks, data.n_classes):
+        raise DataError(f"post has shape {np.shape(post)}, the data's tasks × classes are "
+                        f"{(data.n_tasks, data.n_classes)}")
+    if engine is None:
+        from ..engine import LocalEngine
+
+        engine = LocalEngine(data)
+    (counts, tot, _), _ = engine.map_reduce(em_block, EMParams(post=post))
     prior, conf_ot = full_m_step(counts, tot, smoothing)
     return prior, np.ascontiguousarray(conf_ot.transpose(0, 2, 1))
 

@@ -49,8 +49,11 @@ SOFT_VOTE, HARD_VOTE = "soft-vote", "hard-vote"
 class Start:
     """A resolved ``init``.
 
-    posterior : (n_tasks, K) float64
-        The first start's posteriors (a fresh array the method may change).
+    posterior : (n_tasks, K) float64, or None
+        The first start's posteriors (a fresh array the method may change);
+        None for the soft majority vote, which the method makes itself
+        where it needs it (:func:`starting_posteriors`; EM counts it inside
+        the engine's blocks, with no array over all tasks).
     model : AggregationResult or None
         The other method's result when its worker model is one this method
         starts from (``result.prior``, ``result.confusion``, its
@@ -59,7 +62,7 @@ class Start:
         What ``init`` was ("soft-vote", "hard-vote", "posterior", a method name).
     """
 
-    posterior: np.ndarray
+    posterior: np.ndarray | None
     model: AggregationResult | None = None
     name: str = SOFT_VOTE
 
@@ -86,7 +89,7 @@ def resolve_start(method: Any, data: AnnotationSet, init: Any, seed: int, gold: 
     if isinstance(init, np.ndarray):
         return Start(check_posterior(init, data), name="posterior")
     if init == SOFT_VOTE:
-        return Start(soft_majority_vote(data, engine))
+        return Start(None)
     if init == HARD_VOTE:
         return Start(hard_majority_vote(data, seed, engine), name=HARD_VOTE)
     spec = check_init_name(method.name, init)

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from crowdagg.cli import app
-from crowdagg.kernels import schedule
+from crowdagg.engine import grid, local
 
 ROOT = Path(__file__).resolve().parents[2]
 BLUEBIRD = ROOT / "crowdagg" / "examples" / "bluebird_labels.csv"
@@ -25,21 +25,22 @@ def runner(monkeypatch) -> CliRunner:
 
 @pytest.fixture
 def counts_seen(monkeypatch) -> list[int]:
-    """Every thread count the block scheduler was given during the test."""
+    """Every thread count the engine was given during the test."""
     seen: list[int] = []
-    real = schedule.n_threads
+    real = local.threads.count
 
     def spy() -> int:
         seen.append(real())
         return seen[-1]
 
-    monkeypatch.setattr(schedule, "n_threads", spy)
+    monkeypatch.setattr(local.threads, "count", spy)
     return seen
 
 
 def test_same_bytes_with_one_and_two_threads_on_a_real_dataset(runner, counts_seen, datasets_dir, tmp_path, monkeypatch):
-    # trec (88k answers) is one block at the default grid; a finer grid gives it 16, so threads share the work
-    monkeypatch.setattr(schedule, "_ANSWERS_PER_BLOCK", 5_000)
+    # trec (88k answers) is one block at the default grid; a finer grid gives it 17, so threads share the work
+    monkeypatch.setattr(grid, "MIN_BLOCK_ANSWERS", 5_000)
+    monkeypatch.setattr(grid, "ACCUMULATOR_FACTOR", 1)  # blocks of max(min, W·K²)
     labels = datasets_dir / "trec" / "labels.csv"
     outputs = {}
     for how, args, env in [
@@ -62,16 +63,15 @@ def test_same_bytes_with_one_and_two_threads_on_a_real_dataset(runner, counts_se
 
 
 def test_same_bytes_with_one_and_two_threads_in_real_processes(datasets_dir, tmp_path):
-    # two copies of trec under distinct task names: 177k real answers, three blocks at the default grid
+    # two copies of trec under distinct task names: 177k real answers, two blocks of the engine's grid
     text = (datasets_dir / "trec" / "labels.csv").read_text().splitlines()
     rows = [f"{copy}-{line}" for copy in ("a", "b") for line in text[1:]]
     big = tmp_path / "trec2.csv"
     big.write_text("\n".join([text[0], *rows]) + "\n")
-    from crowdagg.kernels.em import em_chunk_count
+    from crowdagg import load_annotations
+    from crowdagg.engine import LocalEngine
 
-    n_tasks = len({r.split(",")[0] for r in rows})
-    n_workers = len({r.split(",")[1] for r in text[1:]})
-    assert em_chunk_count(len(rows), n_tasks, n_workers, 2) == 3
+    assert LocalEngine(load_annotations(big)).n_blocks == 2
     env = dict(os.environ)
     env.pop("PYTHONWARNINGS", None)
     outs = []

@@ -90,25 +90,32 @@ def test_a_scope_belongs_to_the_thread_that_opened_it():
 
 
 # --------------------------------------------------------------------------- the kernels
-def _recording_kernel(record, n):
-    together = threading.Barrier(n, timeout=30)  # every share waits for the others: n threads at once
-
-    def kernel(ids, out):
-        record.append(threading.current_thread().name)
-        together.wait()
-        out[ids] = ids * 2
-
-    return kernel
-
-
 @pytest.mark.parametrize("n", [1, 2, 3])
-def test_run_blocks_uses_the_policy_count(n):
+def test_the_engine_runs_its_blocks_on_the_policy_count(n, monkeypatch):
+    from crowdagg.data.annotations import AnnotationSet
+    from crowdagg.engine import LocalEngine, grid
+
+    monkeypatch.setattr(grid, "MIN_BLOCK_ANSWERS", 4)
+    monkeypatch.setattr(grid, "ACCUMULATOR_FACTOR", 1)  # blocks of max(min, W·K²)
+    data = AnnotationSet.from_codes(np.arange(48) // 2, np.arange(48) % 3, np.arange(48) % 2)
+    engine = LocalEngine(data)
+    assert engine.n_blocks == 4  # 48 answers in blocks of 3 workers × 2²
     record: list[str] = []
-    out = np.zeros(8, dtype=np.int64)
+    together = threading.Barrier(n, timeout=30)
+    seen: set[int] = set()
+
+    def block(part, b, params, keep):
+        name = threading.current_thread().name
+        if name not in record:
+            record.append(name)
+            together.wait()  # every thread holds a share of the blocks at once
+        seen.add(b)
+        return float(b), None
+
     with threads.use_threads(n):
         assert schedule.n_threads() == n
-        schedule.run_blocks(_recording_kernel(record, n), 8, out)
-    np.testing.assert_array_equal(out, np.arange(8) * 2)
+        total, _ = engine.map_reduce(block)
+    assert total == sum(range(4)) and seen == set(range(4))
     assert len(record) == len(set(record)) == n  # one share per thread, all running at once
     assert threading.current_thread().name in record  # the calling thread takes a share
 
@@ -179,10 +186,13 @@ def test_fit_scope_never_imports_torch(monkeypatch):
 
 
 def test_results_are_identical_for_any_thread_count(monkeypatch):
+    from crowdagg.engine import LocalEngine, grid
     from crowdagg.methods.api import aggregate
 
-    monkeypatch.setattr(schedule, "_ANSWERS_PER_BLOCK", 100)  # 15 blocks on 1,500 answers
+    monkeypatch.setattr(grid, "MIN_BLOCK_ANSWERS", 100)  # blocks of 20 workers × 3² = 180 answers: 8 of them
+    monkeypatch.setattr(grid, "ACCUMULATOR_FACTOR", 1)  # blocks of max(min, W·K²)
     data = _small_data()
+    assert LocalEngine(data).n_blocks == data.n_answers // 180 > 3
     results = []
     for n in (1, 2, 3):
         with threads.use_threads(n):

@@ -14,7 +14,7 @@ def _ptr(sizes) -> np.ndarray:
 
 def test_block_size_follows_workers_times_classes_squared() -> None:
     assert grid.answers_per_block(10, 2) == grid.MIN_BLOCK_ANSWERS
-    assert grid.answers_per_block(100_000, 10) == 10_000_000
+    assert grid.answers_per_block(100_000, 10) == 40_000_000
 
 
 def test_small_data_is_one_block_and_large_data_has_no_cap() -> None:

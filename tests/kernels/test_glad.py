@@ -188,6 +188,7 @@ def test_one_class_has_no_wrong_answers(rng):
 def test_results_do_not_depend_on_the_thread_count(rng, monkeypatch):
     """Many blocks (small blocks forced), 1, 2 and 3 threads: the same bits."""
     monkeypatch.setattr("crowdagg.engine.grid.MIN_BLOCK_ANSWERS", 50)
+    monkeypatch.setattr("crowdagg.engine.grid.ACCUMULATOR_FACTOR", 1)  # blocks of max(min, W·K²)
     task_ptr, worker, label, alpha, log_beta, log_prior = crowd(rng, n_tasks=400, k=3)
     out = []
     for n in (1, 2, 3):
@@ -209,6 +210,7 @@ def test_many_blocks_agree_with_one_block(rng, monkeypatch):
     one = GladWorkspace(task_ptr, worker, label, len(alpha), 3)
     assert one.n_blocks == 1
     monkeypatch.setattr("crowdagg.engine.grid.MIN_BLOCK_ANSWERS", 50)
+    monkeypatch.setattr("crowdagg.engine.grid.ACCUMULATOR_FACTOR", 1)  # blocks of max(min, W·K²)
     many = GladWorkspace(task_ptr, worker, label, len(alpha), 3)
     assert many.n_blocks > 4
     for ws in (one, many):

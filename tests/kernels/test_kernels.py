@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from crowdagg.data.annotations import AnnotationSet
-from crowdagg.kernels import EMWorkspace, chunk_bounds, group_order, vote_counts, worker_agreement
+from crowdagg.kernels import group_order, vote_counts, worker_agreement
 from crowdagg.methods.api import aggregate
 
 from .. import reference
@@ -66,14 +66,6 @@ def test_vote_counts_match_loop(rng):
     np.testing.assert_allclose(vote_counts(data.task, data.worker, data.label, data.n_tasks, 3, weights), expected_w)
 
 
-def test_chunks_cover_all_tasks_in_order():
-    ptr = np.concatenate([[0], np.cumsum(np.full(10_000, 30))])
-    bounds = chunk_bounds(ptr, n_workers=50, n_classes=4)
-    assert bounds[0] == 0 and bounds[-1] == 10_000
-    assert np.all(np.diff(bounds) >= 0)
-    assert len(bounds) - 1 > 1
-
-
 @pytest.mark.parametrize("method,one_coin", [("ds", False), ("onecoin", True)])
 @pytest.mark.parametrize("smoothing", [0.5, 3.0])
 def test_em_matches_reference(rng, method, one_coin, smoothing):
@@ -90,92 +82,6 @@ def test_em_matches_reference(rng, method, one_coin, smoothing):
     np.testing.assert_allclose(res.prior, ref_prior, rtol=1e-9)
     np.testing.assert_allclose(res.confusion, ref_conf, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(res.log_likelihood, ref_trace, rtol=1e-10)
-
-
-def test_em_is_identical_across_chunkings(rng, monkeypatch):
-    """Per-chunk partial sums are added in a fixed order: the chunk count must not change results beyond rounding."""
-    import crowdagg.kernels.schedule as k
-
-    t, w, y = random_crowd(rng, n_tasks=400)
-    data = AnnotationSet.from_codes(t, w, y)
-    ws = EMWorkspace(data.task_ptr, data.worker, data.label, data.n_workers, data.n_classes)
-    post = rng.dirichlet(np.ones(3), size=data.n_tasks)
-    ws.accumulate(post)
-    one = ws.stats()[0].copy()
-    monkeypatch.setattr(k, "_ANSWERS_PER_BLOCK", 100)
-    ws2 = EMWorkspace(data.task_ptr, data.worker, data.label, data.n_workers, data.n_classes)
-    assert ws2.blocks.counts.shape[0] > 1
-    ws2.accumulate(post)
-    np.testing.assert_allclose(ws2.stats()[0], one, rtol=1e-12)
-
-
-def test_results_do_not_depend_on_thread_count(rng, monkeypatch):
-    import crowdagg.kernels.schedule as k
-
-    monkeypatch.setattr(k, "_ANSWERS_PER_BLOCK", 64)
-    t, w, y = random_crowd(rng, n_tasks=500)
-    data = AnnotationSet.from_codes(t, w, y)
-    monkeypatch.setattr(k, "n_threads", lambda: 1)
-    one = aggregate(data, "ds", max_iter=5, tol=0)
-    monkeypatch.setattr(k, "n_threads", lambda: 3)
-    three = aggregate(data, "ds", max_iter=5, tol=0)
-    np.testing.assert_array_equal(one.posteriors, three.posteriors)
-    np.testing.assert_array_equal(one.confusion, three.confusion)
-    np.testing.assert_array_equal(one.log_likelihood, three.log_likelihood)
-
-
-def test_block_statistics_are_bit_identical_for_any_aligned_partitioning(rng, monkeypatch):
-    """The EM engine as partitioned statistics: a Dask-style map over partitions aligned with the block grid."""
-    import crowdagg.kernels.schedule as sched
-    from crowdagg.kernels import add_block_statistics, block_statistics
-
-    monkeypatch.setattr(sched, "_ANSWERS_PER_BLOCK", 150)
-    t, w, y = random_crowd(rng, n_tasks=600)
-    data = AnnotationSet.from_codes(t, w, y)
-    k, n_w = data.n_classes, data.n_workers
-    ws = EMWorkspace(data.task_ptr, data.worker, data.label, n_w, k)
-    bounds = ws.bounds
-    assert len(bounds) - 1 >= 6
-    log_prior = np.log(rng.dirichlet(np.ones(k)))
-    log_conf = np.log(rng.dirichlet(np.ones(k), size=(n_w, k)).transpose(0, 2, 1).copy())
-    clamp = np.where(rng.random(data.n_tasks) < 0.1, rng.integers(0, k, data.n_tasks), -1)
-    ll_local = ws.e_step(log_prior, log_conf, clamp)
-    counts_local, tot_local = ws.stats()
-
-    def partitioned(cuts):  # cuts: block indices where partitions start
-        parts, posts = [], []
-        edges = [0, *cuts, len(bounds) - 1]
-        for b0, b1 in zip(edges[:-1], edges[1:]):
-            t0, t1 = bounds[b0], bounds[b1]
-            a0, a1 = data.task_ptr[t0], data.task_ptr[t1]
-            post = np.zeros((t1 - t0, k))
-            parts.append(block_statistics(
-                data.task_ptr[t0:t1 + 1] - a0, ws.cell[a0:a1], bounds[b0:b1 + 1] - t0, post,
-                log_prior, log_conf, clamp[t0:t1], n_w,
-            ))
-            posts.append(post)
-        return add_block_statistics(parts), np.concatenate(posts)
-
-    for threads in (1, 2, 3):
-        monkeypatch.setattr(sched, "n_threads", lambda threads=threads: threads)
-        for cuts in ([], [1], [2, 5], [1, 2, 3, 4, 5]):
-            (counts, tot, ll), post = partitioned(cuts)
-            np.testing.assert_array_equal(counts, counts_local)
-            np.testing.assert_array_equal(tot, tot_local)
-            assert ll == ll_local
-            np.testing.assert_array_equal(post, ws.post)
-
-
-def test_posterior_summary_against_numpy(rng):
-    from crowdagg.kernels import posterior_summary
-
-    post = rng.dirichlet(np.ones(4), size=300)
-    post[:7] = [1.0, 0.0, 0.0, 0.0]  # exact zeros take the floor
-    floored = np.maximum(post, 1e-10)
-    for bounds in (np.array([0, 300]), np.array([0, 1, 150, 299, 300])):
-        sums, qlogq = posterior_summary(post, bounds, 1e-10)
-        np.testing.assert_allclose(sums, post.sum(axis=0), rtol=1e-13)
-        assert qlogq == pytest.approx(float(np.sum(floored * np.log(floored))), rel=1e-13)
 
 
 # --------------------------------------------------------------------------- public kernels check what they index by
@@ -196,24 +102,6 @@ KERNEL_CASES = {
                     "label code 4 at position 1 is out of range for 2 classes"),
     "vote_counts weights": ("vote_counts(np.array([0, 1]), np.array([0, 3]), np.array([0, 1]), 2, 2, np.ones(2))",
                             "worker code 3 at position 1 is out of range for 2 workers"),
-    "EMWorkspace worker": ("EMWorkspace(np.array([0, 2]), np.array([0, 9]), np.array([0, 1]), 2, 2)",
-                           "worker code 9 at position 1 is out of range for 2 workers"),
-    "EMWorkspace ptr": ("EMWorkspace(np.array([0, 7]), np.array([0, 1]), np.array([0, 1]), 2, 2)",
-                        "task_ptr must run from 0 to 2"),
-    "EMWorkspace e_step": ("EMWorkspace(np.array([0, 2]), np.array([0, 1]), np.array([0, 1]), 2, 2)"
-                           ".e_step(np.zeros(2), np.zeros((1, 2, 2)), np.array([-1]))",
-                           "log_conf_ot (1, 2, 2) (needs (2, 2, 2))"),
-    "EMWorkspace clamp": ("EMWorkspace(np.array([0, 2]), np.array([0, 1]), np.array([0, 1]), 2, 2)"
-                          ".e_step(np.zeros(2), np.zeros((2, 2, 2)), np.array([5]))",
-                          "clamp holds a class outside -1 .. 1"),
-    "block_statistics": ("block_statistics(np.array([0, 2]), np.array([0, 99], np.int32), np.array([0, 1]), "
-                         "np.zeros((1, 2)), np.zeros(2), np.zeros((2, 2, 2)), np.array([-1]), 2)",
-                         "cell code 99 at position 1 is out of range for 4 worker-label cells"),
-    "block_statistics bounds": ("block_statistics(np.array([0, 2]), np.array([0, 1], np.int32), np.array([0, 5]), "
-                                "np.zeros((1, 2)), np.zeros(2), np.zeros((2, 2, 2)), np.array([-1]), 2)",
-                                "bounds must run from 0 to 1 (the number of tasks), got 0 .. 5"),
-    "posterior_summary": ("posterior_summary(np.full((2, 2), 0.5), np.array([0, 9]), 1e-10)",
-                          "bounds must run from 0 to 2 (the number of rows of post), got 0 .. 9"),
     "prefixed_int_codes": ("prefixed_int_codes([(np.array([0, 2, 900], np.int32), np.frombuffer(b't1t2', np.uint8))],"
                            " b't', 2)", "a string offset points outside its chunk's data"),
     "prefixed_int_codes n": ("prefixed_int_codes([(np.array([0, 2, 4], np.int32), np.frombuffer(b't1t2', np.uint8))],"
@@ -235,32 +123,6 @@ KERNEL_CASES = {
                                 "worker_weight must be a 1-D array"),
     "repeated_answers keep": ("repeated_answers(np.array([0, 2]), np.array([0, 1]), 2, keep='nope')",
                               "keep must be first or last, got 'nope'"),
-    "EMWorkspace clamp float": ("EMWorkspace(np.array([0, 2]), np.array([0, 1]), np.array([0, 1]), 2, 2)"
-                                ".e_step(np.zeros(2), np.zeros((2, 2, 2)), np.array([1.7]))",
-                                "clamp codes must be integers, got dtype float64"),
-    "EMWorkspace clamp uint64": ("EMWorkspace(np.array([0, 2]), np.array([0, 1]), np.array([0, 1]), 2, 2)"
-                                 ".e_step(np.zeros(2), np.zeros((2, 2, 2)), np.array([2**64 - 1], np.uint64))",
-                                 "clamp holds a class outside -1 .. 1"),
-    "EMWorkspace text": ("EMWorkspace(np.array([0, 2]), np.array([0, 1]), np.array([0, 1]), 2, 2)"
-                         ".e_step(np.zeros(2), np.full((2, 2, 2), 'a', object), np.array([-1]))",
-                         "log_conf_ot must hold numbers, got dtype object"),
-    "EMWorkspace accumulate": ("EMWorkspace(np.array([0, 2]), np.array([0, 1]), np.array([0, 1]), 2, 2)"
-                               ".accumulate(np.ones((5, 2)))", "post has shape (5, 2)"),
-    "block_statistics post dtype": ("block_statistics(np.array([0, 2]), np.array([0, 3]), np.array([0, 1]), "
-                                    "np.zeros((1, 2), np.float32), np.zeros(2), np.zeros((2, 2, 2)), np.array([-1]), 2)",
-                                    "post must be a writable float64 ndarray of 2 dimensions"),
-    "block_statistics post big-endian": ("block_statistics(np.array([0, 2]), np.array([0, 3]), np.array([0, 1]), "
-                                         "np.zeros((1, 2), '>f8'), np.zeros(2), np.zeros((2, 2, 2)), np.array([-1]), 2)",
-                                         "post must be a writable float64 ndarray"),
-    "block_statistics bounds float": ("block_statistics(np.array([0, 2]), np.array([0, 3]), np.array([0.0, 1.5]), "
-                                      "np.zeros((1, 2)), np.zeros(2), np.zeros((2, 2, 2)), np.array([-1]), 2)",
-                                      "bounds codes must be integers"),
-    "block_statistics memory": ("block_statistics(np.array([0, 0]), np.array([], np.int32), np.array([0, 1]), "
-                                "np.zeros((1, 2)), np.zeros(2), np.zeros((10**6, 2, 2)), np.array([-1]), 10**6, "
-                                "max_memory=1000)", "EM statistics of 1 block(s)"),
-    "posterior_summary text": ("posterior_summary(np.full((2, 2), 'x', object), np.array([0, 2]), 1e-10)",
-                               "post must hold numbers, got dtype object"),
-    "add_block_statistics empty": ("add_block_statistics([])", "needs the statistics of at least one partition"),
     "scan_records text": ("scan_records('a,b', ',', True, 2)", "data must be bytes"),
     "scan_records sep": ("scan_records(b'a,b', ',,', True, 2)", "sep must be one ASCII character"),
     "prefixed_int_codes offsets": ("prefixed_int_codes([(np.array([0.0, 2.0]), np.frombuffer(b't1', np.uint8))], "

@@ -17,8 +17,9 @@ from typer.testing import CliRunner
 from crowdagg import aggregate, load_annotations
 from crowdagg.cli import app
 from crowdagg.data.annotations import AnnotationSet
+from crowdagg.engine import LocalEngine
 from crowdagg.errors import CrowdaggWarning, DataError, ResourceError, UsageError
-from crowdagg.kernels import EMWorkspace
+from crowdagg.kernels.em import EMParams, em_block
 from crowdagg.methods.api import get_method
 from crowdagg.methods.base import Aggregator, full_m_step, make_result
 from crowdagg.methods.blocks import soft_majority_vote
@@ -108,14 +109,12 @@ def test_a_warm_start_adds_the_saved_counts_in_every_m_step_from_the_new_batchs_
     pseudo = np.zeros((two.n_workers, 2, 2))
     for j, w in enumerate(two.worker_names):
         pseudo[j] = model["counts"][row[w]].T  # (bluebird: every worker labels every task)
-    ws = EMWorkspace(two.task_ptr, two.worker, two.label, two.n_workers, two.n_classes)
-    ws.accumulate(soft_majority_vote(two))
-    clamp = np.full(two.n_tasks, -1, dtype=np.int64)
+    engine = LocalEngine(two)
+    (counts, tot, _), _ = engine.map_reduce(em_block, EMParams(post=soft_majority_vote(two)))
     for _ in range(2):  # the start, then max_iter=1 iteration
-        counts, tot = ws.stats()
         prior, conf_ot = full_m_step(counts + pseudo, tot + model["class_counts"], 0.0)
-        ws.e_step(np.log(prior), np.log(conf_ot), clamp)
-    np.testing.assert_allclose(warm.posteriors, ws.post, rtol=1e-12, atol=1e-14)
+        (counts, tot, _), outs = engine.map_reduce(em_block, EMParams(np.log(prior), np.log(conf_ot)), keep=True)
+    np.testing.assert_allclose(warm.posteriors, engine.gather(outs), rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(warm.prior, prior, rtol=1e-12)
     cold = quiet_fit(two, "ds", max_iter=1, tol=0)
     assert np.abs(warm.posteriors - cold.posteriors).max() > 1e-3  # the model was used

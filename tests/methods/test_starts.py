@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from crowdagg import load_annotations
+from crowdagg.engine import LocalEngine
 from crowdagg.errors import UsageError
 from crowdagg.methods.api import aggregate
 from crowdagg.methods.blocks import full_m_step, hard_majority_vote, soft_majority_vote
@@ -26,9 +27,10 @@ def free(data):
 
 def by_hand(data, post, m_step, smoothing, n_iter, params=None):
     """EM from a posterior (or from parameters), ``n_iter`` M+E steps: the posteriors and the objective trace."""
-    state = EMState(data, None if post is None else post.copy(), free(data), m_step, smoothing, params=params)
+    state = EMState(LocalEngine(data), None if post is None else post.copy(), free(data), m_step, smoothing,
+                    params=params)
     trace = [state.iterate() for _ in range(n_iter)]
-    return state.ws.post, trace
+    return state.posteriors(), trace
 
 
 def test_the_default_start_is_soft_vote(bluebird):
@@ -60,10 +62,10 @@ def test_a_given_posterior_is_used_and_not_changed(bluebird):
     np.testing.assert_array_equal(given, kept)  # the start is clamped on a copy
     start = given.copy()
     start[0] = [0.0, 1.0]
-    state = EMState(bluebird, start, np.r_[1, free(bluebird)[1:]], full_m_step, 0.0)
+    state = EMState(LocalEngine(bluebird), start, np.r_[1, free(bluebird)[1:]], full_m_step, 0.0)
     state.iterate()
     state.iterate()
-    np.testing.assert_array_equal(res.posteriors, state.ws.post)
+    np.testing.assert_array_equal(res.posteriors, state.posteriors())
 
 
 def test_onecoin_init_ds_starts_from_ds_s_posterior(bluebird):
@@ -82,10 +84,10 @@ def test_ds_init_onecoin_starts_from_its_parameters_with_an_e_step(bluebird):
     oc = aggregate(bluebird, "onecoin")
     res = aggregate(bluebird, "ds", init="onecoin", max_iter=3, tol=0.0)
     params = (oc.prior, np.ascontiguousarray(oc.confusion.transpose(0, 2, 1)))
-    state = EMState(bluebird, None, free(bluebird), full_m_step, 0.0, params=params)
-    np.testing.assert_allclose(state.ws.post, oc.posteriors, rtol=0, atol=1e-12)  # onecoin ends on an E-step
+    state = EMState(LocalEngine(bluebird), None, free(bluebird), full_m_step, 0.0, params=params)
+    np.testing.assert_allclose(state.posteriors(), oc.posteriors, rtol=0, atol=1e-12)  # onecoin ends on an E-step
     trace = [state.iterate() for _ in range(3)]
-    np.testing.assert_array_equal(res.posteriors, state.ws.post)
+    np.testing.assert_array_equal(res.posteriors, state.posteriors())
     np.testing.assert_array_equal(res.objective, trace)
     from_posterior = aggregate(bluebird, "ds", init=oc.posteriors, max_iter=3, tol=0.0)
     assert not np.array_equal(from_posterior.objective, res.objective)  # one M+E step apart

@@ -95,6 +95,7 @@ METHODS = [("mv", {}), ("wmv", {}), ("wawa", {}), ("glad", {"max_iter": 2, "tol"
 @pytest.mark.parametrize(("method", "params"), METHODS, ids=[m for m, _ in METHODS])
 def test_same_bits_for_threads_1_2_3_and_partitions_1_2_7(big, method, params, monkeypatch):
     monkeypatch.setattr("crowdagg.engine.grid.MIN_BLOCK_ANSWERS", 20_000)  # 15 blocks: uneven partitions
+    monkeypatch.setattr("crowdagg.engine.grid.ACCUMULATOR_FACTOR", 1)  # blocks of max(min, W·K²)
     assert big.n_answers >= 300_000
     results = []
     for n in (1, 2, 3):
@@ -114,6 +115,7 @@ def test_many_blocks_agree_with_one_block(big, method, params, monkeypatch):
     """Many blocks change only the order of the reductions' sums: labels equal, the rest to rounding."""
     one = fit(big, method, seed=4, **params)
     monkeypatch.setattr("crowdagg.engine.grid.MIN_BLOCK_ANSWERS", 20_000)
+    monkeypatch.setattr("crowdagg.engine.grid.ACCUMULATOR_FACTOR", 1)  # blocks of max(min, W·K²)
     many = fit(big, method, seed=4, **params)
     assert LocalEngine(big).n_blocks == 15
     np.testing.assert_array_equal(one.labels, many.labels)
@@ -154,6 +156,7 @@ def test_block_votes_and_agreement_match_slow_twins(small, monkeypatch):
     from crowdagg.methods.blocks import agreement_with_block
 
     monkeypatch.setattr("crowdagg.engine.grid.MIN_BLOCK_ANSWERS", 1_000)  # 400 workers × 3²: 3,600 a block
+    monkeypatch.setattr("crowdagg.engine.grid.ACCUMULATOR_FACTOR", 1)  # blocks of max(min, W·K²)
     engine = LocalEngine(small)
     assert engine.n_blocks == 4
     weight = np.random.default_rng(0).normal(size=small.n_workers)
@@ -216,6 +219,7 @@ def test_mv_wawa_wmv_match_whole_array_numpy_twins(small):
 def test_soft_and_hard_majority_vote_on_any_engine(small, monkeypatch):
     want_soft, want_hard = soft_majority_vote(small), hard_majority_vote(small, 2)
     monkeypatch.setattr("crowdagg.engine.grid.MIN_BLOCK_ANSWERS", 1_000)
+    monkeypatch.setattr("crowdagg.engine.grid.ACCUMULATOR_FACTOR", 1)  # blocks of max(min, W·K²)
     for engine in (LocalEngine(small), PartEngine(small, 4)):
         assert np.array_equal(soft_majority_vote(small, engine), want_soft)  # per task: no sum across blocks
         assert np.array_equal(hard_majority_vote(small, 2, engine), want_hard)

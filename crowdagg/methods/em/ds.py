@@ -48,8 +48,9 @@ import numpy as np
 
 from ...data.annotations import AnnotationSet
 from ...errors import param
+from ...kernels.em import EMParams, em_block
 from ..base import FitContext, IterativeAggregator, make_result
-from ..blocks import TieBreaker, argmax_random_ties, clamp_posteriors, full_m_step, one_coin_spread, prior_m_step
+from ..blocks import TieBreaker, argmax_random_ties, full_m_step, one_coin_spread, prior_m_step
 from ..loop import Run, Step
 from ..model_file import Field, SavedForm, WorkerModel
 from ..result import AggregationResult
@@ -61,47 +62,70 @@ MStep = Callable[[np.ndarray, np.ndarray, float], "tuple[np.ndarray, np.ndarray]
 
 
 class EMState:
-    """The state of one EM start: the fused E/M workspace, the current parameters, the clamp.
+    """The state of one EM start: its engine, the current parameters, the statistics of the last pass, the clamp.
 
-    ``warm`` (a :class:`~crowdagg.methods.model_file.WarmStart`) adds a saved model's
-    counts to the expected counts of every M-step (pseudo-counts: evidence
-    from an earlier batch).  ``counts_ot`` and ``class_tot`` are the
+    Every pass over the answers is one ``engine.map_reduce`` of
+    :func:`~crowdagg.kernels.em.em_block` (an E-step fused with the expected
+    counts of its posteriors); between passes the state holds only
+    parameters and statistics (workers × K² floats), never the answers or
+    the posteriors, so any engine of :mod:`crowdagg.engine` runs it.  The
+    posteriors are made once, at the end (:meth:`posteriors`).
+
+    ``start``: the first statistics' posteriors over all tasks (another
+    method's, a restart's blend), or None for the soft majority vote,
+    counted inside the blocks; ``params`` (prior, conf_ot) instead starts
+    from parameters.  ``clamp`` (n_tasks,) is the gold (-1 free), or None.
+    ``warm`` (a :class:`~crowdagg.methods.model_file.WarmStart`) adds a saved
+    model's counts to the expected counts of every M-step (pseudo-counts:
+    evidence from an earlier batch).  ``counts_ot`` and ``class_tot`` are the
     statistics the current parameters were estimated from (what a saved
     model records).
     """
 
     def __init__(
-        self, data: AnnotationSet, post: np.ndarray | None, clamp: np.ndarray, m_step: MStep, smoothing: float,
+        self, engine: Any, start: np.ndarray | None, clamp: np.ndarray | None, m_step: MStep, smoothing: float,
         warm: Any = None, params: tuple[np.ndarray, np.ndarray] | None = None,
     ):
-        from ...kernels import EMWorkspace
-
-        self.ws = EMWorkspace(data.task_ptr, data.worker, data.label, data.n_workers, data.n_classes)
-        self.clamp = clamp
+        self.engine = engine
+        self.clamp = None if clamp is None or not (clamp >= 0).any() else clamp
         self.m_step = m_step
         self.smoothing = smoothing
         self.warm = warm
         if params is not None:  # start from parameters (prior, conf_ot): an E-step gives the posteriors
             self.prior, self.conf_ot = params
             self.objective = self.e_step()
-        else:  # start from posteriors: an M-step on them, then the E-step
-            assert post is not None
-            self.ws.accumulate(clamp_posteriors(post, clamp))
+        else:  # start from posteriors (given, or the soft vote): an M-step on their statistics, then the E-step
+            (counts, tot, _), _ = engine.map_reduce(em_block, EMParams(post=start, clamp=self.clamp))
+            self._stats = counts, tot
             self.objective = self.iterate()
 
+    def _e_params(self) -> EMParams:
+        return EMParams(np.log(self.prior), np.log(self.conf_ot), clamp=self.clamp)  # the kernel clamps
+
     def e_step(self) -> float:
-        return float(self.ws._e_step(np.log(self.prior), np.log(self.conf_ot), self.clamp))  # the kernel clamps as clamp_posteriors does
+        """The E-step of the current parameters and the statistics of its posteriors; its log-likelihood."""
+        (counts, tot, loglik), _ = self.engine.map_reduce(em_block, self._e_params())
+        self._stats = counts, tot
+        return float(loglik)
 
     def iterate(self) -> float:
-        """One M-step on the current statistics, then the E-step: the log-likelihood of the new parameters."""
-        counts, tot = self.ws.stats()
+        """One M-step on the last pass's statistics, then the E-step: the log-likelihood of the new parameters."""
+        counts, tot = self._stats
         if self.warm is not None:
             counts, tot = counts + self.warm.counts_ot, tot + self.warm.class_counts
-        else:  # (a view of the workspace's blocks, which the E-step overwrites)
-            counts, tot = counts.copy(), tot.copy()
-        self.counts_ot, self.class_tot = counts, tot
+        self.counts_ot, self.class_tot = counts, tot  # (the reduction's fresh arrays: the next pass makes new ones)
         self.prior, self.conf_ot = self.m_step(counts, tot, self.smoothing)
         return self.e_step()
+
+    def posteriors(self) -> np.ndarray:
+        """The current parameters' posteriors (n_tasks, K): their E-step again, its blocks' rows kept and joined.
+
+        The same arithmetic per task as the E-step that scored them, so the
+        same bits; one pass more per fit instead of a posterior buffer
+        written by every iteration.
+        """
+        _, outs = self.engine.map_reduce(em_block, self._e_params(), keep=True)
+        return np.asarray(self.engine.gather(outs))
 
     @property
     def confusion(self) -> np.ndarray:
@@ -116,12 +140,23 @@ def model_parameters(result: AggregationResult) -> tuple[np.ndarray, np.ndarray]
 
 
 def em_memory(data: AnnotationSet) -> tuple[float, str]:
-    """Bytes an EM fit allocates (posteriors, per-chunk count tensors, M-step temporaries)."""
-    from ...kernels import em_chunk_count
+    """Bytes an EM fit allocates: posteriors, the count tensors alive in a pass, M-step temporaries, the cells.
+
+    A pass holds, per thread, the reduction tree's stack of partial sums
+    (at most depth + 1, the depth log₂ of the blocks, :mod:`crowdagg.engine.tree`)
+    and the block being filled -- O(log n) accumulators of workers × K²
+    floats, never one per block; the posteriors (tasks × K) are made
+    once, at the end, beside a start's given ones; each answer's int32
+    cell is built once.
+    """
+    from ...core import threads
+    from ...engine.grid import answers_per_block, block_count
+    from ...engine.tree import depth
 
     n, w, k = data.n_tasks, data.n_workers, data.n_classes
-    chunks = em_chunk_count(data.n_answers, n, w, k)
-    need = 8.0 * (3 * n * k + (chunks + 6) * w * k * k) + 4.0 * data.n_answers
+    n_blocks = block_count(data.n_answers, max(n, 1), answers_per_block(w, k))
+    live = min(threads.count(), n_blocks) * (depth(n_blocks) + 2)
+    need = 8.0 * (3 * n * k + (live + 6) * w * k * k) + 4.0 * data.n_answers
     return need, f"{w:,} workers × {k:,}² classes, {n:,} tasks"
 
 
@@ -187,7 +222,8 @@ class DawidSkene(IterativeAggregator):
 
     def memory_needed(self, data: AnnotationSet) -> tuple[float, str]:
         need, what = em_memory(data)
-        need *= 2 if getattr(self, "n_init", 1) > 1 else 1  # the best start is kept beside the next
+        if getattr(self, "n_init", 1) > 1:  # the best start's tables (parameters, statistics) kept beside the next
+            need += 8.0 * 4 * data.n_workers * data.n_classes ** 2
         return need, what  # (the base adds a saved model's counts)
 
     def _start(
@@ -195,15 +231,17 @@ class DawidSkene(IterativeAggregator):
     ) -> tuple[EMState, float]:
         # The base resolves both for a declaration with gold=True and init (without them: no gold, soft vote).
         begin = checked.start
-        clamp = checked.clamp if checked.clamp is not None else np.full(data.n_tasks, -1, dtype=np.int64)
+        m_step, smoothing = type(self)._m_step, checked["smoothing"]
         if start == 0 and begin is not None and begin.model is not None:
             # another method's confusion model: its parameters, then an E-step
-            state = EMState(data, None, clamp, type(self)._m_step, checked["smoothing"], checked.warm,
+            state = EMState(checked.engine, None, checked.clamp, m_step, smoothing, checked.warm,
                             params=model_parameters(begin.model))
         else:
+            # None: the soft vote, counted in the blocks (any engine); a restart's blend or another method's
+            # posteriors are an array over all tasks (the local engine)
             first = None if begin is None else begin.posterior
-            state = EMState(data, starting_posteriors(data, start, rng, first), clamp,
-                            type(self)._m_step, checked["smoothing"], checked.warm)
+            given = first if start == 0 else starting_posteriors(data, start, rng, first, checked.engine)
+            state = EMState(checked.engine, given, checked.clamp, m_step, smoothing, checked.warm)
         return state, state.objective
 
     def _step(self, data: AnnotationSet, state: EMState, checked: FitContext) -> Step:
@@ -224,7 +262,7 @@ class DawidSkene(IterativeAggregator):
 
     def _finish(self, data: AnnotationSet, run: Run, checked: FitContext) -> AggregationResult:
         state: EMState = run.state
-        post = state.ws.post.copy()
+        post = state.posteriors()
         labels = argmax_random_ties(post, TieBreaker(data.tasks, checked["seed"]), atol=1e-12)
         worker_params, counts, confusion = self.worker_model(state, checked)
         return make_result(

@@ -388,6 +388,7 @@ def test_a_model_of_another_method_cannot_start_glad(bluebird):
 # ----------------------------------------------------------------------------- the thread policy
 def test_same_bytes_with_one_and_two_threads(monkeypatch):
     monkeypatch.setattr(grid, "MIN_BLOCK_ANSWERS", 500)
+    monkeypatch.setattr(grid, "ACCUMULATOR_FACTOR", 1)  # blocks of max(min, W·K²)
     data, *_ = glad_crowd(seed=8, n_tasks=1000, n_workers=20)
     assert LocalEngine(data).n_blocks > 4
     fits = []
@@ -432,6 +433,7 @@ def test_the_cli_gives_the_same_bytes_with_one_and_two_threads(tmp_path, monkeyp
     from crowdagg.cli import app
 
     monkeypatch.setattr(grid, "MIN_BLOCK_ANSWERS", 400)  # bluebird's 4,212 answers in 10 blocks
+    monkeypatch.setattr(grid, "ACCUMULATOR_FACTOR", 1)  # blocks of max(min, W·K²)
     monkeypatch.delenv("CROWDAGG_THREADS", raising=False)
     outputs = []
     for n in ("1", "2"):

@@ -1,0 +1,215 @@
+"""The EM block function (crowdagg.kernels.em.em_block) against a slow numpy twin, over many small blocks, and
+bit-identical over any partitioning of its blocks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from crowdagg.engine import Part, combine, join, reduce_range
+from crowdagg.engine.tree import ranges
+from crowdagg.kernels.em import EMParams, em_block
+
+FLOOR = 1e-10
+
+
+def twin(task_ptr, worker, label, n_workers, k, params: EMParams):
+    """Plain loops, one task at a time: (counts [w, observed, true], class totals, log-likelihood, Σ f log f,
+    posteriors)."""
+    n = len(task_ptr) - 1
+    counts, tot, post = np.zeros((n_workers, k, k)), np.zeros(k), np.zeros((n, k))
+    ll = h = 0.0
+    for t in range(n):
+        ans = range(task_ptr[t], task_ptr[t + 1])
+        g = -1 if params.clamp is None else int(params.clamp[t])
+        if params.mode == "e-step":
+            s = params.log_prior + sum((params.log_conf_ot[worker[e], label[e]] for e in ans), np.zeros(k))
+            if g >= 0:
+                ll += s[g]
+            else:
+                m = s.max()
+                z = np.exp(s - m).sum()
+                ll += m + np.log(z)
+                q = np.exp(s - m) / z
+        elif params.mode == "given":
+            q = params.post[t].copy()
+        else:
+            votes = np.bincount(label[task_ptr[t]:task_ptr[t + 1]], minlength=k).astype(float)
+            q = votes / votes.sum() if votes.sum() else votes
+        if g >= 0:
+            q = np.eye(k)[g]
+        for e in ans:
+            counts[worker[e], label[e]] += q
+        tot += q
+        post[t] = q
+        f = np.maximum(q, FLOOR)
+        h += float((f * np.log(f)).sum())
+    return counts, tot, ll, h, post
+
+
+def crowd(rng, n_tasks, n_workers, k):
+    """Tasks of 0-6 answers (some none), K classes; as a CSR of answers sorted by task."""
+    per = rng.integers(0, 7, n_tasks)
+    task_ptr = np.concatenate([[0], np.cumsum(per)]).astype(np.int64)
+    worker = rng.integers(0, n_workers, task_ptr[-1]).astype(np.int32)
+    label = rng.integers(0, k, task_ptr[-1]).astype(np.int8)
+    return task_ptr, worker, label
+
+
+def cut(n_tasks, rng, n_blocks):
+    """Uneven block boundaries over the tasks (some blocks of one task)."""
+    inner = np.sort(rng.choice(np.arange(1, n_tasks), n_blocks - 1, replace=False))
+    return np.concatenate([[0], inner, [n_tasks]]).astype(np.int64)
+
+
+def parts_of(task_ptr, worker, label, bounds, n_workers, k, n_parts):
+    """Parts over contiguous block ranges (copies of their answers, re-based offsets), with their ranges."""
+    n = len(bounds) - 1
+    out = []
+    for lo, hi in ranges(n, n_parts):
+        t0, t1 = int(bounds[lo]), int(bounds[hi])
+        a0, a1 = int(task_ptr[t0]), int(task_ptr[t1])
+        out.append((lo, hi, Part(lo, n, t0, bounds[lo:hi + 1] - t0, task_ptr[t0:t1 + 1] - a0,
+                                 worker[a0:a1].copy(), label[a0:a1].copy(), n_workers, k)))
+    return out
+
+
+def run(parts, n, params, keep=True):
+    nodes, outs = {}, [None] * n
+    for lo, hi, part in parts:
+        def block(b, lo=lo, part=part):
+            sums, out = em_block(part, b - lo, params, keep)
+            outs[b] = out
+            return sums
+        nodes.update(reduce_range(lo, hi, n, block))
+    return combine(nodes, n), join(outs)
+
+
+def all_params(rng, n_tasks, n_workers, k, clamped):
+    log_prior = np.log(rng.dirichlet(np.ones(k)))
+    log_conf = np.log(rng.dirichlet(np.ones(k), size=(n_workers, k)).transpose(0, 2, 1).copy())
+    clamp = np.where(rng.random(n_tasks) < 0.15, rng.integers(0, k, n_tasks), -1) if clamped else None
+    given = rng.dirichlet(np.ones(k), size=n_tasks)
+    return {"e-step": EMParams(log_prior, log_conf, clamp=clamp, entropy_floor=FLOOR),
+            "given": EMParams(post=given, clamp=clamp, entropy_floor=FLOOR),
+            "vote": EMParams(clamp=clamp, entropy_floor=FLOOR)}
+
+
+@pytest.mark.parametrize("k", [2, 3, 5])
+@pytest.mark.parametrize("clamped", [False, True])
+def test_every_mode_matches_the_twin_and_any_partitioning_gives_the_same_bits(rng, k, clamped):
+    n_tasks, n_workers = 400, 17
+    task_ptr, worker, label = crowd(rng, n_tasks, n_workers, k)
+    bounds = cut(n_tasks, rng, 23)
+    for mode, params in all_params(rng, n_tasks, n_workers, k, clamped).items():
+        counts, tot, ll, h, post = twin(task_ptr, worker, label, n_workers, k, params)
+        results = []
+        for n_parts in (1, 2, 7, 23):
+            (c, t, l_, h_), p = run(parts_of(task_ptr, worker, label, bounds, n_workers, k, n_parts), 23, params)
+            results.append((c, t, l_, h_, p))
+        c, t, l_, h_, p = results[0]
+        np.testing.assert_allclose(c, counts, rtol=1e-12, atol=1e-12, err_msg=mode)
+        np.testing.assert_allclose(t, tot, rtol=1e-12, err_msg=mode)
+        np.testing.assert_allclose(p, post, rtol=1e-12, atol=1e-15, err_msg=mode)
+        assert l_ == pytest.approx(ll, rel=1e-12, abs=1e-12) and h_ == pytest.approx(h, rel=1e-12)
+        if mode == "e-step" and clamped:  # a clamped task's evidence counts at its gold class
+            assert ll != 0.0
+        if mode != "e-step":
+            assert l_ == 0.0
+        if mode == "vote":  # the vote shares are whole counts over their exact sum: the same bits as numpy's
+            np.testing.assert_array_equal(p, post)
+        for other in results[1:]:  # every partitioning: the same bits
+            for a, b in zip(results[0], other):
+                assert np.array_equal(a, b), mode
+
+
+def test_one_block_is_the_plain_sequential_sum(rng):
+    """One block (every golden input): the block's own arrays, no reduction -- what the old kernel gave."""
+    task_ptr, worker, label = crowd(rng, 300, 9, 2)
+    params = all_params(rng, 300, 9, 2, True)["e-step"]
+    part = Part(0, 1, 0, np.array([0, 300]), task_ptr, worker, label, 9, 2)
+    (counts, tot, ll, _), post = em_block(part, 0, params, True)
+    (counts2, tot2, ll2, _), none = em_block(part, 0, params, False)
+    assert none is None and post.shape == (300, 2)
+    assert np.array_equal(counts, counts2) and np.array_equal(tot, tot2) and ll == ll2
+    assert counts is not counts2  # fresh arrays: the tree adds into them
+
+
+def test_sums_leave_the_entropy_out_unless_asked(rng):
+    task_ptr, worker, label = crowd(rng, 50, 4, 3)
+    part = Part(0, 1, 0, np.array([0, 50]), task_ptr, worker, label, 4, 3)
+    sums, out = em_block(part, 0, EMParams(), False)
+    assert len(sums) == 3 and out is None
+    assert sums[2] == 0.0
+
+
+# --------------------------------------------------------------------------- bad input: errors, never a crash
+EM_CASES = {
+    "worker": ("Part(0, 1, 0, np.array([0, 1]), np.array([0, 2]), np.array([0, 9], np.int32), "
+               "np.array([0, 1], np.int8), 2, 2)", "EMParams()", "worker code 9 at position 1 is out of range for 2"),
+    "label": ("Part(0, 1, 0, np.array([0, 1]), np.array([0, 2]), np.array([0, 1], np.int32), "
+              "np.array([0, 7], np.int8), 2, 2)", "EMParams()", "label code 7 at position 1 is out of range for 2"),
+    "ptr": ("Part(0, 1, 0, np.array([0, 1]), np.array([0, 7]), np.array([0, 1], np.int32), "
+            "np.array([0, 1], np.int8), 2, 2)", "EMParams()", "task_ptr must run from 0 to 2"),
+    "bounds": ("Part(0, 1, 0, np.array([0, 5]), np.array([0, 2]), np.array([0, 1], np.int32), "
+               "np.array([0, 1], np.int8), 2, 2)", "EMParams()", "bounds must run from 0 to 1"),
+    "clamp class": (None, "EMParams(np.zeros(2), np.zeros((2, 2, 2)), clamp=np.array([5]))",
+                    "clamp holds 5 for task 0, not a class (-1 .. 1)"),
+    "clamp negative": (None, "EMParams(clamp=np.array([-3]))", "clamp holds -3 for task 0"),
+    "clamp uint64": (None, "EMParams(clamp=np.array([2**64 - 1], np.uint64))", "clamp holds a class outside -1"),
+    "clamp float": (None, "EMParams(clamp=np.array([1.7]))", "clamp codes must be integers"),
+    "clamp short": (None, "EMParams(clamp=np.array([], np.int64))", "clamp holds 0 tasks, the data has 1"),
+    "conf shape": (None, "EMParams(np.zeros(2), np.zeros((1, 2, 2)))", "log_conf_ot has shape (1, 2, 2)"),
+    "conf classes": (None, "EMParams(np.zeros(3), np.zeros((2, 2, 2)))", "not (n_workers, 3, 3)"),
+    "conf text": (None, "EMParams(np.zeros(2), np.full((2, 2, 2), 'a', object))", "log_conf_ot must hold numbers"),
+    "post rows": (None, "EMParams(post=np.ones((0, 2)))", "post has shape (0, 2)"),
+    "post classes": (None, "EMParams(post=np.ones((1, 5)))", "post has shape (1, 5)"),
+    "both": (None, "EMParams(np.zeros(2), np.zeros((2, 2, 2)), post=np.ones((1, 2)))", "not both"),
+    "prior alone": (None, "EMParams(np.zeros(2))", "log_prior without log_conf_ot"),
+    "floor": (None, "EMParams(entropy_floor='x')", "entropy_floor must be a number"),
+    "not params": (None, "{'post': 1}", "em_block takes EMParams"),
+    "block": (None, "EMParams()", "block 3 is not one of the partition's 1 blocks"),
+}
+GOOD_PART = "Part(0, 1, 0, np.array([0, 1]), np.array([0, 2]), np.array([0, 1], np.int32), np.array([0, 1], np.int8), 2, 2)"
+
+
+def test_bad_parts_and_parameters_are_errors_never_a_crash():
+    script = (
+        "import json, numpy as np\n"
+        "from crowdagg.engine import Part\n"
+        "from crowdagg.kernels.em import EMParams, em_block\n"
+        "from crowdagg.errors import DataError, UsageError\n"
+        "out = {}\n"
+        f"for name, (part, params, _) in {EM_CASES!r}.items():\n"
+        "    try:\n"
+        f"        em_block(eval(part or {GOOD_PART!r}), 3 if name == 'block' else 0, eval(params), True)\n"
+        "        out[name] = 'accepted'\n"
+        "    except (DataError, UsageError) as exc:\n"
+        "        out[name] = str(exc)\n"
+        "print(json.dumps(out))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert proc.returncode == 0, f"crashed (exit {proc.returncode}): {proc.stderr[-2000:]}"
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    for name, (_, _, message) in EM_CASES.items():
+        assert message in found[name], (name, found[name])
+
+
+def test_the_block_function_and_its_parameters_travel_by_pickle(rng):
+    """A distributed engine ships em_block by reference and EMParams by value: the same bits after the trip."""
+    import pickle
+
+    task_ptr, worker, label = crowd(rng, 120, 6, 3)
+    part = Part(0, 1, 0, np.array([0, 120]), task_ptr, worker, label, 6, 3)
+    params = all_params(rng, 120, 6, 3, True)["e-step"]
+    fn, shipped = pickle.loads(pickle.dumps((em_block, params)))
+    assert fn is em_block and shipped.mode == "e-step"
+    (c1, t1, l1, h1), p1 = em_block(part, 0, params, True)
+    (c2, t2, l2, h2), p2 = fn(pickle.loads(pickle.dumps(part)), 0, shipped, True)
+    assert np.array_equal(c1, c2) and np.array_equal(t1, t2) and l1 == l2 and h1 == h2 and np.array_equal(p1, p2)
