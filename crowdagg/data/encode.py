@@ -266,6 +266,10 @@ class ColumnsEncoder:
     """
 
     def __init__(self, reserve: int = 0) -> None:
+        # The kernels (and what their package imports) are imported here, on the caller's thread: two
+        # encoding threads importing them at once can deadlock in the import system.
+        from ..kernels import ingest  # noqa: F401
+
         self.encoders = (NameEncoder(), NameEncoder(), NameEncoder())
         self.codes = (Codes(np.int32, reserve), Codes(np.int32, reserve), Codes(np.int32, reserve, widen=True))
         self.extra = Codes(np.int32)
