@@ -87,10 +87,11 @@ class NameEncoder:
         self.names_data = np.zeros(0, dtype=np.uint8)
 
     # ------------------------------------------------------------------ encoding
-    def add(self, column: pa.Array | pa.ChunkedArray) -> np.ndarray:
-        """Codes of ``column`` (int32, fresh), extending the vocabulary with the names new to it."""
+    def add(self, column: pa.Array | pa.ChunkedArray, out: np.ndarray | None = None) -> np.ndarray:
+        """Codes of ``column`` (int32: fresh, or written into ``out``), extending the vocabulary with the
+        names new to it."""
         n = len(column)
-        codes = np.empty(n, dtype=np.int32)
+        codes = np.empty(n, dtype=np.int32) if out is None else out
         if n == 0:
             return codes
         chunks = _string_chunks(column)
@@ -235,6 +236,15 @@ class Codes:
             out[: self.n] = self.array[: self.n]
             self.array = out
 
+    def claim(self, n: int) -> np.ndarray:
+        """The next ``n`` places, to be written by the caller (counted as appended)."""
+        end = self.n + n
+        if end > self.array.shape[0]:
+            self.array = _grown(self.array, end)
+        out = self.array[self.n:end]
+        self.n = end
+        return out
+
     def append(self, block: np.ndarray, top: int = 0) -> None:
         """Append ``block`` (codes below ``top``, when widening)."""
         if self.widen and top > np.iinfo(self.array.dtype).max:
@@ -283,17 +293,20 @@ class ColumnsEncoder:
         from ..core import threads
 
         n = len(task)
+        # Task and worker codes are written in place; label codes are narrowed (a byte an answer).
+        t_out, w_out = self.codes[0].claim(n), self.codes[1].claim(n)
         if n >= 1 << 16 and threads.count() > 1:
             from ..kernels.schedule import two_threads
 
-            t, (w, y) = two_threads([
-                lambda: self.encoders[0].add(task),
-                lambda: (self.encoders[1].add(worker), self.encoders[2].add(label)),
+            _, (_, y) = two_threads([
+                lambda: self.encoders[0].add(task, t_out),
+                lambda: (self.encoders[1].add(worker, w_out), self.encoders[2].add(label)),
             ])
         else:
-            t, w, y = (e.add(c) for e, c in zip(self.encoders, (task, worker, label)))
-        for codes, block, enc in zip(self.codes, (t, w, y), self.encoders):
-            codes.append(block, enc.n - 1)
+            self.encoders[0].add(task, t_out)
+            self.encoders[1].add(worker, w_out)
+            y = self.encoders[2].add(label)
+        self.codes[2].append(y, self.encoders[2].n - 1)
         self.rows += n
 
     def reserve(self, n: int) -> None:

@@ -782,7 +782,9 @@ def _header_fields(data: bytes, sep: str) -> int | None:
     return head.rstrip(b"\r\n").count(sep.encode()) + 1
 
 
-def _parse_delimited_arrow(data: bytes, display: str, sep: str, block_size: int = 1 << 24) -> RawTable | None:
+def _parse_delimited_arrow(
+    data: bytes, display: str, sep: str, block_size: int = 1 << 24, newlines: list[int] | None = None
+) -> RawTable | None:
     """Parse CSV/TSV with Arrow: every cell a string, no Python object per cell.
 
     Returns None where Arrow cannot keep a guarantee of the exact parser
@@ -845,6 +847,8 @@ def _parse_delimited_arrow(data: bytes, display: str, sep: str, block_size: int 
     columns = [c.slice(1) for c in columns]
     del table
     n_newlines = data.count(b"\n")
+    if newlines is not None:  # the caller's count of LF, from this one scan
+        newlines.append(n_newlines)
     lone_cr = b"\r" in data and data.count(b"\r") != data.count(b"\r\n")
     single_line = n_newlines + (not data.endswith(b"\n")) == n_rows + 1 and not lone_cr
     if single_line and not n_blank[0] and sep == "," and not quoting:
@@ -1146,10 +1150,14 @@ def _check_utf8(chunk: bytes, display: str, lines_before: int) -> None:
         ) from None
 
 
-def _line_breaks(chunk: bytes) -> int:
-    """Line breaks as the record scan counts them: LF, CRLF and a lone CR each one."""
+def _line_breaks(chunk: bytes, newlines: int | None = None) -> int:
+    """Line breaks as the record scan counts them: LF, CRLF and a lone CR each one (``newlines``: the
+    count of LF, when known)."""
+    lf = chunk.count(b"\n") if newlines is None else newlines
+    if b"\r" not in chunk:  # a memchr scan, where a count is a slower one
+        return lf
     cr = chunk.count(b"\r")
-    return chunk.count(b"\n") + cr - (chunk.count(b"\r\n") if cr else 0)
+    return lf + cr - chunk.count(b"\r\n")
 
 
 def _record_cut(data: bytes, at: int, quoting: bool) -> int:
@@ -1158,7 +1166,7 @@ def _record_cut(data: bytes, at: int, quoting: bool) -> int:
     nl = data.find(b"\n", at)
     if not quoting or nl < 0:
         return nl + 1 if nl >= 0 else -1
-    odd = data.count(b'"', 0, nl) % 2
+    odd = data.count(b'"', 0, nl) % 2 if data.find(b'"', 0, nl) >= 0 else 0  # find: memchr, count is slower
     while odd:
         nxt = data.find(b"\n", nl + 1)
         if nxt < 0:
@@ -1186,39 +1194,46 @@ class _Blocks:
     def __iter__(self) -> Any:
         quoting = self.sep == ","
         while self.pending or not self.inp.eof:
-            cut = _record_cut(self.pending, BLOCK_BYTES, quoting)
-            while cut < 0 and not self.inp.eof:
-                with _timing.stage("read"):
-                    more = self.inp.read(BLOCK_BYTES)
-                self.pending += more
+            with _timing.stage("read"):
+                if len(self.pending) < BLOCK_BYTES and not self.inp.eof:  # a block's worth, then a little more
+                    self.pending += self.inp.read(BLOCK_BYTES - len(self.pending) + _CHUNK)
                 cut = _record_cut(self.pending, BLOCK_BYTES, quoting)
-            if cut < 0:
-                cut = len(self.pending)
-            chunk, self.pending = self.pending[:cut], self.pending[cut:]
-            yield self._table(chunk)
+                while cut < 0 and not self.inp.eof:
+                    self.pending += self.inp.read(_CHUNK)
+                    cut = _record_cut(self.pending, BLOCK_BYTES, quoting)
+                if cut < 0:
+                    cut = len(self.pending)
+                # The header and the block's records in one buffer: one copy of the text, not two.
+                data = b"".join((self.header, memoryview(self.pending)[:cut]))
+                self.pending = self.pending[cut:]
+            yield self._table(data)
+            del data
 
     def close(self) -> None:
         self.inp.close()
 
-    def _table(self, chunk: bytes) -> RawTable:
+    def _table(self, data: bytes) -> RawTable:
+        """The table of one block: ``data`` is the header line and the block's records."""
         with _timing.stage("read"):
-            _check_utf8(chunk, self.display, self.newlines)
+            _check_utf8(data, self.display, self.newlines - 1)  # the header (checked) is its line 1
+        newlines: list[int] = []
         with _timing.stage("parse"):
-            data = self.header + chunk
             # Arrow parses its blocks on the threads: a block of ours is cut in a few of Arrow's.
-            table = _parse_delimited_arrow(data, self.display, self.sep, block_size=max(1 << 20, len(data) // 4))
-            del data
+            table = _parse_delimited_arrow(data, self.display, self.sep, block_size=max(1 << 20, len(data) // 4),
+                                           newlines=newlines)
         if table is None:
             raise _Fallback(exact=True)
+        n_bytes = len(data) - len(self.header)
         if self.first:
-            self.first, self.first_bytes = False, len(chunk)
-            _check_stream_memory(self.inp, self.n_cols, table.n_rows, len(chunk), self.max_memory)
-        shift = self.lines - _line_breaks(self.header)
+            self.first, self.first_bytes = False, n_bytes
+            _check_stream_memory(self.inp, self.n_cols, table.n_rows, n_bytes, self.max_memory)
+        header_breaks = _line_breaks(self.header)
+        shift = self.lines - header_breaks
         loc = table.locate
         table.locate = (Locator(self.display, loc.first_line + shift) if loc.lines is None
                         else Locator(self.display, lines=loc.lines + shift))
-        self.newlines += chunk.count(b"\n")
-        self.lines += _line_breaks(chunk)
+        self.newlines += newlines[0] - 1
+        self.lines += _line_breaks(data, newlines[0]) - header_breaks
         return table
 
 
