@@ -199,8 +199,14 @@ def run(
     rows = []
     for n in sizes:
         csv = workdir / f"labels_{_tag(n)}{'' if ids == 'int' else '_' + ids}.csv"
-        if not csv.exists():
-            write_csv(n, csv, seed, ids)
+        if not csv.exists():  # in a fresh process: a child forked from a large driver inherits its peak RSS
+            import multiprocessing
+
+            proc = multiprocessing.get_context("spawn").Process(target=write_csv, args=(n, csv, seed, ids))
+            proc.start()
+            proc.join()
+            if proc.exitcode != 0:
+                raise RuntimeError(f"writing {csv} failed")
         mb = csv.stat().st_size / 1e6
         out = workdir / "out.csv"
         versions = [(name, d) for name, d in codes if name == "this checkout" or n <= baseline_max]

@@ -77,6 +77,7 @@ class NameEncoder:
     def __init__(self) -> None:
         self.n = 0  # distinct names so far
         self.rows = 0  # names encoded so far
+        self.expected = 0  # names expected in all (a streamed file's estimate), for the table's density bound
         self.mode: str | None = None  # "prefixed" or "hash", decided by the first name
         self.prefix = b""
         self.table = np.zeros(0, dtype=np.int32)  # prefixed: integer -> code, -1 unseen
@@ -127,7 +128,9 @@ class NameEncoder:
             if m < 0:
                 return False
             top = max(top, m)
-        rows = self.rows + len(codes)
+        # The density bound counts the names expected in all: a first block of a large file holds a few
+        # of them but already integers up to the largest.
+        rows = max(self.rows + len(codes), self.expected)
         if top + 1 > max(_TABLE_PER_ROW * rows, 1 << 16) or top >= 2**31 - 1:
             return False
         if top + 1 > self.table.shape[0]:
@@ -310,9 +313,10 @@ class ColumnsEncoder:
         self.rows += n
 
     def reserve(self, n: int) -> None:
-        """Room for ``n`` answers in all (reserved, not written)."""
-        for codes in self.codes:
+        """Room for ``n`` answers in all (reserved, not written), and each encoder told to expect them."""
+        for codes, enc in zip(self.codes, self.encoders):
             codes.reserve(n)
+            enc.expected = max(enc.expected, int(n))
 
     def mark(self) -> tuple[int, ...]:
         """Where the encoding stands: :meth:`rollback` returns to it."""

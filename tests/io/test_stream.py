@@ -405,3 +405,17 @@ def test_an_irregular_row_in_a_late_block_refuses_the_exact_parser_up_front(tmp_
         load_annotations(str(p), max_memory=f"{int(6 * size)}")  # the blocks fit; the exact parser does not
     with pytest.raises(DataError, match="line 30001: 5 fields"):
         load_annotations(str(p), max_memory=f"{int(13 * size)}")
+
+
+def test_a_first_block_with_large_integers_keeps_the_direct_address_table(monkeypatch):
+    """A streamed file's first block already holds ids up to the largest: the table's density is judged
+    against the answers expected in all, not the block's (else every large file went to hashing)."""
+    import pyarrow as pa
+
+    from crowdagg.data.encode import ColumnsEncoder
+
+    enc = ColumnsEncoder()
+    enc.reserve(1_000_000)
+    block = pa.array([f"t{v}" for v in range(0, 900_000, 9)])  # 100,000 ids up to 899,991
+    enc.add(block, block, block)
+    assert enc.encoders[0].mode == "prefixed"
