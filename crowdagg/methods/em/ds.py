@@ -146,8 +146,8 @@ def em_memory(data: AnnotationSet) -> tuple[float, str]:
     (at most depth + 1, the depth log₂ of the blocks, :mod:`crowdagg.engine.tree`)
     and the block being filled -- O(log n) accumulators of workers × K²
     floats, never one per block; the posteriors (tasks × K) are made
-    once, at the end, beside a start's given ones; each answer's int32
-    cell is built once.
+    once, at the end, beside a start's given ones.  The kernel reads the
+    answers' worker and label codes in place (no per-answer array).
     """
     from ...core import threads
     from ...engine.grid import answers_per_block, block_count
@@ -156,7 +156,7 @@ def em_memory(data: AnnotationSet) -> tuple[float, str]:
     n, w, k = data.n_tasks, data.n_workers, data.n_classes
     n_blocks = block_count(data.n_answers, max(n, 1), answers_per_block(w, k))
     live = min(threads.count(), n_blocks) * (depth(n_blocks) + 2)
-    need = 8.0 * (3 * n * k + (live + 6) * w * k * k) + 4.0 * data.n_answers
+    need = 8.0 * (3 * n * k + (live + 6) * w * k * k)
     return need, f"{w:,} workers × {k:,}² classes, {n:,} tasks"
 
 
