@@ -205,6 +205,11 @@ def connect(scheduler: str | None = None, n_workers: int | None = None) -> Itera
             client = distributed.Client(scheduler, timeout="30s")
         except (OSError, TimeoutError, ValueError) as exc:
             raise UsageError(f"cannot reach the Dask scheduler at {scheduler!r}: {exc}") from None
+        except Exception as exc:  # whatever the handshake met: the address is wrong, not the run
+            # Another kind of server there (its reply read as a message length: a MemoryError of exbibytes), or a
+            # tls:// address without a TLS context (TypeError): not a run's failure, a wrong address.
+            raise UsageError(f"no Dask scheduler answered at {scheduler!r} ({type(exc).__name__}: {exc}): "
+                             "give the address a Dask scheduler prints (tcp://host:8786)") from None
         with client:
             yield client
         return

@@ -470,3 +470,36 @@ def test_a_worker_killed_mid_fit_does_not_change_the_result(client, small_files)
     assert killed and len(want.objective) == 6
     assert np.array_equal(got.posteriors, want.posteriors) and np.array_equal(got.objective, want.objective)
     assert _render(got) == _render(want)
+
+
+# --------------------------------------------------------------------------- hostile probes
+def test_cli_a_scheduler_address_where_another_server_answers_is_a_usage_error(tmp_path):
+    """A server that is not a Dask scheduler (its reply read as a message length of exbibytes) and a tls://
+    address without a TLS context: exit 2 and the address named, not 'out of memory' or 'unexpected failure'."""
+    import socket
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+
+    def reply() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+            conn.close()
+
+    threading.Thread(target=reply, daemon=True).start()
+    files = _write(_sim_frame(300, 50, 5), tmp_path, 1, "csv")
+    address = "tcp://127.0.0.1:%d" % server.getsockname()[1]
+    try:
+        for scheduler in (address, "tls://127.0.0.1:1"):
+            got = _cli(files[0], "-m", "mv", "--engine", "dask", "--scheduler", scheduler)
+            assert got.exit_code == 2, got.stderr
+            assert got.stderr.startswith("Error: ") and repr(scheduler) in got.stderr
+            assert "out of memory" not in got.stderr and "unexpected failure" not in got.stderr
+    finally:
+        server.close()
