@@ -212,6 +212,11 @@ def read_distributed(
     from ..engine.grid import task_grid
 
     distributed = require_distributed()
+    if not isinstance(client, distributed.Client):
+        raise UsageError(f"{param('client')} must be a distributed.Client (e.g. distributed.Client('tcp://host:8786')), "
+                         f"got {type(client).__name__}")
+    if client.status != "running":
+        raise UsageError(f"{param('client')} is {client.status}, not running: give an open distributed.Client")
     if duplicates not in DUPLICATE_POLICIES:
         raise UsageError(f"{param('duplicates')} must be one of {', '.join(DUPLICATE_POLICIES)}, got {duplicates!r}")
     if duplicates != "keep":

@@ -503,3 +503,13 @@ def test_cli_a_scheduler_address_where_another_server_answers_is_a_usage_error(t
             assert "out of memory" not in got.stderr and "unexpected failure" not in got.stderr
     finally:
         server.close()
+
+
+def test_a_closed_client_or_something_else_is_a_usage_error(client, tmp_path):
+    files = _write(_sim_frame(300, 50, 5), tmp_path, 1, "csv")
+    closed = distributed.Client(client.scheduler.address)
+    closed.close()
+    for given, what in ((closed, "client is closed, not running"), (client.scheduler.address, "got str"),
+                        (object(), "got object")):
+        with pytest.raises(UsageError, match=what):
+            aggregate(files, "mv", engine="dask", client=given)
