@@ -223,6 +223,7 @@ def read_distributed(
         raise UsageError(f"the Dask engine keeps repeated (task, worker) answers ({param('duplicates')} keep): "
                          f"{duplicates!r} drops or refuses answers after the data is partitioned; "
                          "use the local engine for it")
+    check_partitions(partitions)
     paths = check_sources(sources, input_format)
     options = {"input_format": input_format, "task_col": task_col, "worker_col": worker_col, "label_col": label_col,
                "classes": None if classes is None else list(classes), "blank_labels": blank_labels,
@@ -307,6 +308,26 @@ def _piece(pieces: list[Any], p: int) -> Any:
     return pieces[p]
 
 
+def check_partitions(partitions: Any) -> None:
+    """``partitions`` is None, a count >= 1, or a sequence of whole block boundaries (checked against the grid once
+    it is known); else a :class:`~crowdagg.errors.UsageError` -- before any file is read."""
+    import numbers
+
+    def whole(v: Any) -> bool:
+        return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+    if partitions is None:
+        return
+    if whole(partitions):
+        if partitions < 1:
+            raise UsageError(f"{param('partitions')} must be at least 1, got {partitions}")
+        return
+    if isinstance(partitions, (str, bytes)) or not isinstance(partitions, Sequence) and \
+            not isinstance(partitions, np.ndarray) or not all(whole(v) for v in partitions):
+        raise UsageError(f"{param('partitions')} must be a count (a whole number >= 1) or the partitions' block "
+                         f"boundaries (whole numbers), got {partitions!r}")
+
+
 def _block_cuts(partitions: int | Sequence[int] | None, n_blocks: int, client: Any) -> np.ndarray:
     """Block boundaries of the partitions (shape (n_parts + 1,)), from a count or given."""
     if partitions is None:
@@ -319,5 +340,5 @@ def _block_cuts(partitions: int | Sequence[int] | None, n_blocks: int, client: A
     cuts = np.asarray(list(partitions), dtype=np.int64)  # type: ignore[arg-type]
     if len(cuts) < 2 or cuts[0] != 0 or cuts[-1] != n_blocks or np.any(np.diff(cuts) < 0):
         raise UsageError(f"{param('partitions')} as block boundaries must rise from 0 to the grid's {n_blocks} "
-                         f"blocks, got {list(cuts)}")
+                         f"blocks, got {cuts.tolist()}")
     return cuts

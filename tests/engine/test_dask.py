@@ -513,3 +513,18 @@ def test_a_closed_client_or_something_else_is_a_usage_error(client, tmp_path):
                         (object(), "got object")):
         with pytest.raises(UsageError, match=what):
             aggregate(files, "mv", engine="dask", client=given)
+
+
+def test_partitions_that_are_not_a_count_or_whole_boundaries_are_refused_before_reading(client, tmp_path):
+    """Refused before any file is read (the file given does not exist), worded, not a ValueError or TypeError from
+    NumPy; boundaries that are not whole numbers are not truncated."""
+    from crowdagg.io.dask_read import read_distributed
+
+    missing = str(tmp_path / "missing.csv")
+    for partitions in ("x", "3", 2.5, True, [0, 1.5, 1], ["0", "1"], 0, -1):
+        with pytest.raises(UsageError, match="partitions") as refused:
+            read_distributed([missing], client, partitions=partitions)
+        assert "no such file" not in str(refused.value)
+    files = _write(_sim_frame(300, 50, 5), tmp_path, 1, "csv")
+    with pytest.raises(UsageError, match=r"to the grid's 1 blocks, got \[0, 2\]$"):
+        read_distributed(files, client, partitions=[0, 2])
