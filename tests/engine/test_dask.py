@@ -528,3 +528,16 @@ def test_partitions_that_are_not_a_count_or_whole_boundaries_are_refused_before_
     files = _write(_sim_frame(300, 50, 5), tmp_path, 1, "csv")
     with pytest.raises(UsageError, match=r"to the grid's 1 blocks, got \[0, 2\]$"):
         read_distributed(files, client, partitions=[0, 2])
+
+
+def test_the_client_views_derived_answer_arrays_refuse_too(client, small_files):
+    """worker_order, worker_position and cell are per answer: refused in words (they reached a numba kernel with a
+    placeholder: a TypingError); worker_ptr is per worker: the local reader's."""
+    from crowdagg.io.dask_read import read_distributed
+
+    data, engine = read_distributed(small_files[:1], client, partitions=1)
+    engine.close()
+    for name in ("worker_order", "worker_position", "cell"):
+        with pytest.raises(UsageError, match="held by the Dask workers"):
+            np.asarray(getattr(data, name))
+    assert np.array_equal(data.worker_ptr, load_annotations(small_files[:1]).worker_ptr)
