@@ -541,3 +541,18 @@ def test_the_client_views_derived_answer_arrays_refuse_too(client, small_files):
         with pytest.raises(UsageError, match="held by the Dask workers"):
             np.asarray(getattr(data, name))
     assert np.array_equal(data.worker_ptr, load_annotations(small_files[:1]).worker_ptr)
+
+
+def test_cli_what_dask_does_not_read_is_refused_before_a_cluster_starts(monkeypatch, tmp_path):
+    """Standard input and a JSON file: exit 2 before a LocalCluster is started (which took seconds)."""
+    import crowdagg.engine.dask as dask_engine
+
+    def no_cluster(*args, **kwargs):
+        raise AssertionError("a cluster was started")
+
+    monkeypatch.setattr(dask_engine, "connect", no_cluster)
+    path = tmp_path / "a.json"
+    path.write_text('[{"task": "t", "worker": "w", "label": "x"}]')
+    for args, what in ((["-"], "not standard input"), ([str(path)], "reads csv, tsv, parquet")):
+        got = _cli(*args, "-m", "mv", "--engine", "dask")
+        assert got.exit_code == 2 and what in got.stderr, got.stderr
