@@ -219,7 +219,7 @@ def connect(scheduler: str | None = None, n_workers: int | None = None) -> Itera
         warnings.simplefilter("ignore")  # distributed's notes on ports and memory limits are not the run's business
         cluster = distributed.LocalCluster(
             n_workers=n_workers or threads.count(), threads_per_worker=1, processes=True, dashboard_address=None,
-            silence_logs=logging.ERROR,
+            silence_logs=logging.CRITICAL,  # a task's failure is the run's error, said once by the client
         )
     try:
         with distributed.Client(cluster) as client:

@@ -556,3 +556,17 @@ def test_cli_what_dask_does_not_read_is_refused_before_a_cluster_starts(monkeypa
     for args, what in ((["-"], "not standard input"), ([str(path)], "reads csv, tsv, parquet")):
         got = _cli(*args, "-m", "mv", "--engine", "dask")
         assert got.exit_code == 2 and what in got.stderr, got.stderr
+
+
+def test_cli_a_failing_file_on_the_local_cluster_says_one_line(tmp_path):
+    """Without --scheduler (the run's own LocalCluster, one worker process): a missing file is one 'Error:' line on
+    stderr; the worker's 'Compute Failed' log with its traceback stays out of it."""
+    import subprocess
+    import sys
+
+    missing = str(tmp_path / "missing.csv")
+    done = subprocess.run([sys.executable, "-m", "crowdagg._entry", "aggregate", missing, "-m", "mv", "--engine",
+                           "dask", "--threads", "1"], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr == f"Error: {missing}: no such file\n"
