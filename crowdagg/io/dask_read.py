@@ -52,7 +52,7 @@ import numpy as np
 from ..core import timing as _timing
 from ..core.memory import MaxMemory
 from ..data.annotations import AnnotationSet
-from ..errors import CrowdaggWarning, UsageError, param, warn
+from ..errors import CrowdaggError, CrowdaggWarning, UsageError, param, warn
 
 #: The formats read by the Dask engine: the ones data at that scale comes in.
 FORMATS = ("csv", "tsv", "parquet")
@@ -83,14 +83,24 @@ class FileSummary:
     warnings: list[str]
 
 
-def read_file(path: str, options: dict[str, Any]) -> FileRead:
-    """On a worker: one file through the local reader, its warnings recorded (the client says them)."""
+def read_file(path: str, options: dict[str, Any], shown: str | None = None) -> FileRead:
+    """On a worker: one file through the local reader, its warnings recorded (the client says them).
+
+    ``path`` is absolute (a worker's working directory is not the client's);
+    errors and warnings name the file as ``shown`` (as given on the client).
+    """
     from .read import load_annotations
 
+    shown = path if shown is None else shown
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CrowdaggWarning)
-        data = load_annotations(path, duplicates="keep", **options)
-    said = [str(w.message) for w in caught if issubclass(w.category, CrowdaggWarning)]
+        try:
+            data = load_annotations(path, duplicates="keep", **options)
+        except CrowdaggError as exc:
+            if exc.args and isinstance(exc.args[0], str):
+                exc.args = (exc.args[0].replace(path, shown), *exc.args[1:])
+            raise
+    said = [str(w.message).replace(path, shown) for w in caught if issubclass(w.category, CrowdaggWarning)]
     return FileRead(data, said)
 
 
@@ -230,7 +240,7 @@ def read_distributed(
                "rejected": rejected, "max_memory": max_memory}
     # 1. Every file read on a worker; the first failure in file order is the error (as the local reader's).
     end_stage = _timing.start("dask: read the files")
-    reads = [client.submit(read_file, f, options, pure=False) for f in paths]
+    reads = [client.submit(read_file, os.path.abspath(f), options, f, pure=False) for f in paths]
     summaries = client.map(summarise, reads, pure=False)
     distributed.wait(summaries)
     for fut in summaries:

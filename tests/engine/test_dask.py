@@ -570,3 +570,25 @@ def test_cli_a_failing_file_on_the_local_cluster_says_one_line(tmp_path):
                           cwd=Path(__file__).resolve().parents[2])
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr == f"Error: {missing}: no such file\n"
+
+
+def test_relative_paths_are_the_clients_not_the_workers(client, tmp_path, monkeypatch):
+    """A relative path is read from the client's working directory (the workers' is another: the file was not found
+    there, or another file of that name was read); errors still name the file as given."""
+    from crowdagg.io.dask_read import read_distributed
+
+    _write(_sim_frame(3000, 500, 20), tmp_path, 2, "csv")
+    monkeypatch.chdir(tmp_path)
+    rel = ["part-000.csv", "part-001.csv"]
+    data, engine = read_distributed(rel, client, partitions=1)
+    try:
+        _assert_same_partitions(data, load_annotations(rel), engine, client)
+    finally:
+        engine.close()
+    with open(rel[1], "a") as fh:
+        fh.write('t1,w1,"unclosed\n')
+    with pytest.raises(DataError) as local:
+        load_annotations(rel)
+    with pytest.raises(DataError) as remote:
+        read_distributed(rel, client)
+    assert str(remote.value) == str(local.value) and str(remote.value).startswith("part-001.csv line ")
