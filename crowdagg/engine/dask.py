@@ -195,6 +195,20 @@ class DaskEngine:
         self.parts = []
 
 
+def dask_setup(worker: Any) -> None:
+    """Preloaded into the worker processes of :func:`connect`'s ``LocalCluster``: they ignore SIGINT.
+
+    Ctrl-C reaches the whole process group; the client's process stops the
+    run and closes the cluster, and the workers, interrupted themselves,
+    only printed their KeyboardInterrupt tracebacks on the terminal.
+    """
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():  # signal.signal works there only
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 @contextmanager
 def connect(scheduler: str | None = None, n_workers: int | None = None) -> Iterator[Any]:
     """A Dask client for one run: to the scheduler at ``scheduler``, or to a ``LocalCluster`` of ``n_workers``
@@ -219,6 +233,7 @@ def connect(scheduler: str | None = None, n_workers: int | None = None) -> Itera
         warnings.simplefilter("ignore")  # distributed's notes on ports and memory limits are not the run's business
         cluster = distributed.LocalCluster(
             n_workers=n_workers or threads.count(), threads_per_worker=1, processes=True, dashboard_address=None,
+            preload=[__name__],  # dask_setup: the worker processes leave Ctrl-C to this one
             silence_logs=logging.CRITICAL,  # a task's failure is the run's error, said once by the client
         )
     try:

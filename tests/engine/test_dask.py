@@ -592,3 +592,16 @@ def test_relative_paths_are_the_clients_not_the_workers(client, tmp_path, monkey
     with pytest.raises(DataError) as remote:
         read_distributed(rel, client)
     assert str(remote.value) == str(local.value) and str(remote.value).startswith("part-001.csv line ")
+
+
+def _sigint_handler() -> object:
+    return signal.getsignal(signal.SIGINT)
+
+
+def test_the_runs_own_cluster_leaves_ctrl_c_to_the_client():
+    """connect()'s worker processes ignore SIGINT: Ctrl-C (sent to the whole process group) stops the run through the
+    client, and the workers no longer print KeyboardInterrupt tracebacks of their own."""
+    from crowdagg.engine.dask import connect
+
+    with connect(n_workers=1) as own:
+        assert list(own.run(_sigint_handler).values()) == [signal.SIG_IGN]
