@@ -209,6 +209,10 @@ def dask_setup(worker: Any) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+#: Seconds a ``--scheduler`` address has to answer.
+CONNECT_TIMEOUT = 10
+
+
 @contextmanager
 def connect(scheduler: str | None = None, n_workers: int | None = None) -> Iterator[Any]:
     """A Dask client for one run: to the scheduler at ``scheduler``, or to a ``LocalCluster`` of ``n_workers``
@@ -216,7 +220,9 @@ def connect(scheduler: str | None = None, n_workers: int | None = None) -> Itera
     distributed = require_distributed()
     if scheduler is not None:
         try:
-            client = distributed.Client(scheduler, timeout="30s")
+            # A refused connection is retried until the timeout: a wrong address is said in seconds, and a
+            # scheduler that takes longer than this to answer a connection is not fit to run a fit.
+            client = distributed.Client(scheduler, timeout=f"{CONNECT_TIMEOUT}s")
         except (OSError, TimeoutError, ValueError) as exc:
             raise UsageError(f"cannot reach the Dask scheduler at {scheduler!r}: {exc}") from None
         except Exception as exc:  # whatever the handshake met: the address is wrong, not the run

@@ -605,3 +605,17 @@ def test_the_runs_own_cluster_leaves_ctrl_c_to_the_client():
 
     with connect(n_workers=1) as own:
         assert list(own.run(_sigint_handler).values()) == [signal.SIG_IGN]
+
+
+def test_cli_a_scheduler_address_nobody_listens_on_is_refused_after_a_short_timeout(tmp_path, monkeypatch):
+    """Nothing listening (the connection refused, retried until the timeout): exit 2 after CONNECT_TIMEOUT, 10 s
+    (it was 30; the test waits 1)."""
+    import crowdagg.engine.dask as dask_engine
+
+    assert dask_engine.CONNECT_TIMEOUT == 10
+    monkeypatch.setattr(dask_engine, "CONNECT_TIMEOUT", 1)
+    files = _write(_sim_frame(300, 50, 5), tmp_path, 1, "csv")
+    got = _cli(files[0], "-m", "mv", "--engine", "dask", "--scheduler", "tcp://127.0.0.1:1")
+    assert got.exit_code == 2 and got.stdout == ""
+    assert got.stderr.startswith("Error: cannot reach the Dask scheduler at 'tcp://127.0.0.1:1'")
+    assert "after 1 s" in got.stderr and "Traceback" not in got.stderr
