@@ -494,7 +494,7 @@ def test_cli_a_scheduler_address_where_another_server_answers_is_a_usage_error(t
 
     threading.Thread(target=reply, daemon=True).start()
     files = _write(_sim_frame(300, 50, 5), tmp_path, 1, "csv")
-    address = "tcp://127.0.0.1:%d" % server.getsockname()[1]
+    address = f"tcp://127.0.0.1:{server.getsockname()[1]}"
     try:
         for scheduler in (address, "tls://127.0.0.1:1"):
             got = _cli(files[0], "-m", "mv", "--engine", "dask", "--scheduler", scheduler)
