@@ -1,10 +1,17 @@
 """Whole-process ingest benchmark: `crowdagg aggregate FILE.csv --method ds -o OUT.csv` at 1M, 10M, 100M answers.
 
-Run from the repository root with the project's environment:
+Run from the repository root with the project's environment (the DuckDB and
+polars rows need the ``bench`` extra: ``pip install -e '.[bench]'``):
 
     .venv/bin/python benchmarks/bench_ingest.py                                  # 1M and 10M
     .venv/bin/python benchmarks/bench_ingest.py --answers 1000000 10000000 100000000
     .venv/bin/python benchmarks/bench_ingest.py --answers 1000000 --baseline 5bc0f43   # side by side
+    .venv/bin/python benchmarks/bench_ingest.py --methods ds mv --others duckdb polars  # what else one would use
+
+``--others`` times, on the same files in the same run, what a data engineer
+would use instead for a plain majority vote: DuckDB (``GROUP BY task,
+label`` then ``arg_max``) and polars (``group_by`` twice), each writing
+``task,label`` CSV, as whole processes measured the same way.
 
 The data (string ids, rows shuffled, no quotes) is written once per size into
 --workdir (default a temporary folder):
@@ -45,6 +52,22 @@ import synth  # noqa: E402
 
 RESULTS = HERE / "results"
 STAGES = ("read", "parse", "encode", "names", "sort", "fit", "render", "write")
+
+#: A plain majority vote (ties to the smallest label) by DuckDB and by polars: one whole process each.
+OTHERS = {
+    "duckdb": (
+        "import duckdb, sys\n"
+        "duckdb.sql(f\"COPY (SELECT task, arg_max(label, n ORDER BY label DESC) AS label FROM (\"\n"
+        "           f\"SELECT task, label, count(*) AS n FROM read_csv('{sys.argv[1]}', all_varchar=true) \"\n"
+        "           f\"GROUP BY task, label) GROUP BY task) TO '{sys.argv[2]}' (HEADER, DELIMITER ',')\")\n"
+    ),
+    "polars": (
+        "import polars as pl, sys\n"
+        "votes = pl.scan_csv(sys.argv[1], infer_schema=False).group_by('task', 'label').len()\n"
+        "best = votes.sort(['len', 'label'], descending=[True, False]).group_by('task').first()\n"
+        "best.select('task', 'label').collect().write_csv(sys.argv[2])\n"
+    ),
+}
 #: The targets of the ingest issue (seconds, GB) and the figures measured before it (2 cores, same data).
 TARGETS = {1_000_000: (1.5, None), 10_000_000: (8.0, 1.2), 100_000_000: (60.0, 8.0)}
 BEFORE = {1_000_000: (2.5, 317), 10_000_000: (19.4, 1600), 100_000_000: (237.0, 14.8 * 1024)}
@@ -135,11 +158,13 @@ def _extract_revision(rev: str, dest: Path) -> None:
 def _row(n: int, mb: float, code: str, best: tuple[float, float, dict], peak: float) -> dict:
     wall, _, record = best
     stages = {s: 0.0 for s in STAGES}
+    stage_peaks: dict[str, float] = {}
     for st in record.get("stages", []):
         if st["stage"] in stages:
             stages[st["stage"]] += st["seconds"]
+            stage_peaks[st["stage"]] = max(stage_peaks.get(st["stage"], 0.0), st.get("peak_rss_mib", 0.0))
     return {
-        "answers": n, "csv_mb": mb, "code": code, "wall_s": wall, "peak_rss_mib": peak,
+        "answers": n, "csv_mb": mb, "code": code, "wall_s": wall, "peak_rss_mib": peak, "stage_peaks": stage_peaks,
         "iterations": record.get("notes", {}).get("iterations"), "stages": stages,
         "other_s": wall - sum(stages.values()) if record.get("stages") else None,
     }
@@ -158,9 +183,10 @@ def _fmt_row(r: dict) -> str:
 
 
 def run(
-    sizes: list[int], repeats: int, workdir: Path, baseline: str | None, baseline_max: int, seed: int, ids: str = "int"
+    sizes: list[int], repeats: int, workdir: Path, baseline: str | None, baseline_max: int, seed: int, ids: str = "int",
+    methods: tuple[str, ...] = ("ds",), others: tuple[str, ...] = (),
 ) -> list[dict]:
-    print("whole process: `crowdagg aggregate FILE.csv --method ds -o OUT.csv` (default options, numba cache warm)\n")
+    print("whole process: `crowdagg aggregate FILE.csv --method M -o OUT.csv` (default options, numba cache warm)\n")
     print("| answers | CSV MB | code | wall s | peak RSS MiB | EM iters | " + " | ".join(STAGES)
           + " | start-up+other | target | before (issue) |")
     print("|---:|---:|---|---:|---:|---:|" + "---:|" * len(STAGES) + "---:|---|---|", flush=True)
@@ -173,28 +199,46 @@ def run(
     rows = []
     for n in sizes:
         csv = workdir / f"labels_{_tag(n)}{'' if ids == 'int' else '_' + ids}.csv"
-        if not csv.exists():
-            write_csv(n, csv, seed, ids)
+        if not csv.exists():  # in a fresh process: a child forked from a large driver inherits its peak RSS
+            import multiprocessing
+
+            proc = multiprocessing.get_context("spawn").Process(target=write_csv, args=(n, csv, seed, ids))
+            proc.start()
+            proc.join()
+            if proc.exitcode != 0:
+                raise RuntimeError(f"writing {csv} failed")
         mb = csv.stat().st_size / 1e6
         out = workdir / "out.csv"
         versions = [(name, d) for name, d in codes if name == "this checkout" or n <= baseline_max]
-        results: dict[str, list] = {name: [] for name, _ in versions}
         for _name, code_dir in versions:  # warm the numba cache of each version
             env = dict(os.environ, PYTHONPATH=str(code_dir))
             small = workdir / "warm.csv"
             if not small.exists():
                 write_csv(5000, small, seed)
             _run([sys.executable, "-m", "crowdagg", "aggregate", str(small), "-m", "ds", "-o", str(out)], env, code_dir)
+        runs_of: dict[str, list] = {}
         for _ in range(repeats):  # alternate the versions so that machine noise hits both alike
-            for name, code_dir in versions:
-                env = dict(os.environ, PYTHONPATH=str(code_dir))
-                cmd = [sys.executable, "-m", "crowdagg", "aggregate", str(csv), "--method", "ds", "-o", str(out)]
-                results[name].append(_run(cmd, env, code_dir))
-        for name, runs in results.items():
+            for method in methods:
+                for name, code_dir in versions:
+                    env = dict(os.environ, PYTHONPATH=str(code_dir))
+                    cmd = [sys.executable, "-m", "crowdagg", "aggregate", str(csv), "--method", method, "-o", str(out)]
+                    runs_of.setdefault(f"{name}, -m {method}", []).append(_run(cmd, env, code_dir))
+            for other in others:
+                cmd = [sys.executable, "-c", OTHERS[other], str(csv), str(out)]
+                runs_of.setdefault(other, []).append(_run(cmd, dict(os.environ), ROOT))
+        for name, runs in runs_of.items():
             best = min(runs, key=lambda r: r[0])
             row = _row(n, mb, name if ids == "int" else f"{name}, {ids} ids", best, max(r[1] for r in runs))
             rows.append(row)
             print(_fmt_row(row), flush=True)
+        print("\npeak RSS (MiB) at the end of each stage, " + _tag(n) + ":\n")
+        print("| code | " + " | ".join(STAGES) + " |")
+        print("|---|" + "---:|" * len(STAGES))
+        for r in rows[-len(runs_of):]:
+            if r.get("stage_peaks"):
+                cells = " | ".join(f"{r['stage_peaks'].get(s, 0):,.0f}" if s in r["stage_peaks"] else "" for s in STAGES)
+                print(f"| {r['code']} | {cells} |")
+        print(flush=True)
     return rows
 
 
@@ -208,12 +252,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--baseline-max", type=int, default=10_000_000, help="largest size the baseline runs on")
     ap.add_argument("--ids", choices=("int", "padded"), default="int",
                     help="t17-style ids (default) or zero-padded t000000017 ids (the encoder's hashing path)")
+    ap.add_argument("--methods", nargs="+", default=["ds"], help="crowdagg methods to time (e.g. ds mv)")
+    ap.add_argument("--others", nargs="*", default=[], choices=sorted(OTHERS),
+                    help="also time a plain majority vote by these tools (the bench extra)")
     ap.add_argument("--json", type=Path, default=RESULTS / "ingest.json", help="write results here")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="crowdagg-ingest-") as tmp:
         workdir = args.workdir or Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)
-        rows = run(sorted(args.answers), args.repeats, workdir, args.baseline, args.baseline_max, args.seed, args.ids)
+        rows = run(sorted(args.answers), args.repeats, workdir, args.baseline, args.baseline_max, args.seed, args.ids,
+                   tuple(args.methods), tuple(args.others))
     old = json.loads(args.json.read_text()) if args.json.exists() else {}
     keep = [r for r in old.get("rows", []) if (r["answers"], r["code"]) not in {(x["answers"], x["code"]) for x in rows}]
     args.json.parent.mkdir(parents=True, exist_ok=True)

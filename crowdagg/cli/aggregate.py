@@ -177,7 +177,7 @@ def _check_output_memory(data: Any, *, proba: bool, headers: dict[str, tuple[str
 
 def _renderers(result: Any, proba: bool, headers: dict[str, tuple[str, ...]]) -> dict[str, Any]:
     """How each output of this command is rendered from the fit (only the planned ones are called)."""
-    from ..io.render import render_table
+    from ..io.render import render_chunks
 
     def model(fmt: str) -> bytes:
         from ..methods.model_file import to_json
@@ -189,10 +189,10 @@ def _renderers(result: Any, proba: bool, headers: dict[str, tuple[str, ...]]) ->
         if option in headers and columns != headers[option]:
             raise RuntimeError(f"method {result.method!r} declares the {option} columns {', '.join(headers[option])} "
                                f"but its result has {', '.join(columns)}")
-        return lambda fmt: render_table(cols(), fmt, key=key)
+        return lambda fmt: render_chunks(cols(), fmt, key=key)
 
     return {
-        "--output": lambda fmt: render_table(result.table(proba=proba, arrow=True), fmt, key="task"),
+        "--output": lambda fmt: render_chunks(result.table(proba=proba, arrow=True), fmt, key="task"),
         "--workers": table("--workers", result.worker_columns(),
                            lambda: result.workers_table(arrow=True), "worker"),
         "--task-params": table("--task-params", result.task_columns(),

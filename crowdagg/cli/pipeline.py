@@ -282,15 +282,40 @@ def fit(data: AnnotationSet, method: str, params: dict[str, Any], *, quiet: bool
     return result
 
 
-def render_and_commit(planned: Mapping[str, Planned], render: Mapping[str, Callable[[str], bytes]]) -> None:
-    """Render each planned output (``render[option](fmt)``), then write all of them or none."""
+def render_and_commit(planned: Mapping[str, Planned], render: Mapping[str, Callable[[str], Any]]) -> None:
+    """Render each planned output (``render[option](fmt)``: its bytes, or its pieces as they are rendered,
+    :func:`crowdagg.io.render.render_chunks`) and write all of them or none (:func:`crowdagg.io.output.commit`).
+
+    Pieces are rendered as they are written, so an output is never held
+    whole; the time spent rendering them is the stage ``render``, the rest
+    ``write``.
+    """
+    import time
+
     from ..core import timing
     from ..io.output import commit
 
-    with timing.stage("render"):
+    spent = [0.0]
+
+    def timed(pieces: Any) -> Any:
+        if isinstance(pieces, (bytes, bytearray, memoryview)):
+            yield pieces
+            return
+        it = iter(pieces)
+        while True:
+            t = time.perf_counter()
+            piece = next(it, None)
+            spent[0] += time.perf_counter() - t
+            if piece is None:
+                return
+            yield piece
+
+    with timing.stage("render"):  # the checks and whatever is rendered whole
         outputs = [(p.target, render[option](p.fmt)) for option, p in planned.items()]
-    with timing.stage("write"):
-        commit(outputs)
+    t1 = time.perf_counter()
+    commit([(target, timed(data)) for target, data in outputs])
+    timing.record("render", spent[0])
+    timing.record("write", time.perf_counter() - t1 - spent[0])
 
 
 def report_evaluation(summary: Any) -> None:

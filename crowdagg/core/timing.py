@@ -48,6 +48,12 @@ def start(name: str) -> Callable[[], None]:
     return stop
 
 
+def record(name: str, seconds: float) -> None:
+    """Add stage ``name`` measured elsewhere (a stage interleaved with another, e.g. render with write)."""
+    if _PATH:
+        _RECORD["stages"].append({"stage": name, "seconds": seconds, "peak_rss_mib": _peak_mib()})
+
+
 def _nothing() -> None:
     return None
 

@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from ..core import threads
 from ..core import timing as _timing
 from ..core.memory import MaxMemory
 from ..errors import CrowdaggWarning, DataError, UsageError, param, warn
@@ -40,6 +39,8 @@ from .vocab import Vocabulary
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
+
+    from .encode import ColumnsEncoder
 
 DuplicatePolicy = Literal["keep", "first", "last", "error"]
 DUPLICATE_POLICIES: tuple[str, ...] = ("keep", "first", "last", "error")
@@ -390,7 +391,11 @@ class AnnotationSet:
         from ..kernels.ingest import _repeated_answers, _sort_by_task
 
         n_tasks = len(tasks)
-        ptr, t_sorted, w_sorted, y_sorted = _sort_by_task(task, worker, label, n_tasks)
+        if isinstance(task, list):  # owned codes, freed by the sort as it goes; the task codes come back
+            ptr, t_sorted, w_sorted, y_sorted = _sort_by_task(task, n_tasks=n_tasks)
+            task = task.pop()
+        else:
+            ptr, t_sorted, w_sorted, y_sorted = _sort_by_task(task, worker, label, n_tasks)
         n_dup, repeat = _repeated_answers(
             ptr, w_sorted, len(workers), keep="last" if duplicates == "last" else "first",
             mark=duplicates != "keep",
@@ -398,11 +403,13 @@ class AnnotationSet:
         if n_dup:
             if duplicates == "error":
                 order, _ = group_order(task, n_tasks)
-                row = int(order[repeat].min())  # the first repeat in input order
+                repeats = np.flatnonzero(repeat)
+                first = int(repeats[np.argmin(order[repeats])])  # the first repeat in input order
+                row = int(order[first])
                 where = locate(row) if locate else f"answer {row}"
                 raise DataError(
-                    f"duplicate answer at {where}: worker {workers[worker[row]]!r} "
-                    f"already labelled task {tasks[task[row]]!r} "
+                    f"duplicate answer at {where}: worker {workers[w_sorted[first]]!r} "
+                    f"already labelled task {tasks[t_sorted[first]]!r} "
                     f"({n_dup} duplicate answer(s) in all; see {param('duplicates')})"
                 )
             if duplicates in ("first", "last"):
@@ -410,7 +417,7 @@ class AnnotationSet:
                 t_sorted, w_sorted, y_sorted = t_sorted[keep], w_sorted[keep], y_sorted[keep]
                 ptr = _offsets(t_sorted, n_tasks)
             _warn_duplicates(n_dup, duplicates)
-        del repeat
+        del repeat, task
         for arr in (t_sorted, w_sorted, y_sorted, ptr):
             arr.setflags(write=False)
         if len(classes) == 1 and t_sorted.size:
@@ -543,15 +550,51 @@ class AnnotationSet:
             t_dtype, w_dtype = dtypes
         if not len(t) == len(w) == len(y):
             raise DataError(f"task, worker and label columns differ in length ({len(t)}, {len(w)}, {len(y)})")
-        n_extra = 0
+        from .encode import ColumnsEncoder
+
+        encoder = ColumnsEncoder()
         if task_order is not None:
             try:
                 extra, _ = vocab.as_strings(task_order, "task")
             except vocab.InvalidName as exc:
                 raise name_error(exc, "task", None, None, what="the list of tasks") from None
-            n_extra = len(extra)
-            t = vocab.concat([extra, t])
-        if len(y) == 0 and (n_extra == 0 or classes is None):
+            encoder.add_tasks(extra)
+            del extra
+        with _timing.stage("encode"):
+            encoder.add(t, w, y)
+        del t, w, y
+        return cls._assemble(
+            encoder, classes=classes, duplicates=duplicates, locate=locate, label_col=label_col, header=header,
+            dtypes=(t_dtype, w_dtype), workers=workers, blank_labels=blank_labels, class_dtype=class_dtype,
+        )
+
+    @classmethod
+    def _assemble(
+        cls,
+        encoder: ColumnsEncoder,
+        *,
+        classes: Sequence[str] | None = None,
+        duplicates: DuplicatePolicy = "keep",
+        locate: Locator | None = None,
+        label_col: str = "label",
+        header: tuple[str, str, str] | Sequence[tuple[str, str, str]] | None = None,
+        dtypes: tuple[str | None, str | None] = (None, None),
+        workers: Vocabulary | Sequence[object] | None = None,
+        blank_labels: BlankLabelPolicy = "skip",
+        class_dtype: str | None = None,
+    ) -> AnnotationSet:
+        """The last stage of reading: encoded columns (:class:`crowdagg.data.encode.ColumnsEncoder`, which
+        this empties) to an annotation set -- the names checked, stripped and merged on the distinct names,
+        rows that are not answers dropped, classes found, the answers sorted by task.
+
+        ``dtypes``: the task and worker ids' original dtypes; ``class_dtype`` the labels'.
+        """
+        from . import vocab
+
+        roles = ("task", "worker", "label")
+        t_dtype, w_dtype = dtypes
+        n_extra = encoder.extra.n
+        if encoder.rows == 0 and (n_extra == 0 or classes is None):
             raise DataError(
                 "no answers in the input"
                 + (f" ({n_extra} task(s), none answered); give {param('classes')} to get their prior rows"
@@ -560,7 +603,7 @@ class AnnotationSet:
         with _timing.stage("encode"):
             try:
                 (t_codes, t_names, c_t, m_t), (w_codes, w_names, c_w, m_w), (y_codes, y_uniques, c_y, m_y) = (
-                    _encode_all([(t, n_extra), (w, 0), (y, 0)])
+                    _finish_names(encoder)
                 )
             except _BadName as failure:
                 invalid, i = failure.args
@@ -569,12 +612,11 @@ class AnnotationSet:
                     raise name_error(invalid, "task", None, None, what="the list of tasks") from None
                 invalid.row = row
                 raise name_error(invalid, roles[i], locate, _column_name(header, i)) from None
-        del t, w, y
         vocab.release_memory()
         end_names_stage = _timing.start("names")
-        if n_extra and vocab.blank(t_names)[t_codes[:n_extra]].any():
+        if n_extra and vocab.blank(t_names)[encoder.extra.take()].any():
             raise DataError("a blank task name in the list of tasks")
-        t_codes = t_codes[n_extra:]
+        encoder.release()
         changed = {"task": c_t, "worker": c_w, "label": c_y}
         if sum(changed.values()):
             detail = ", ".join(f"{k}: {v}" for k, v in changed.items() if v)
@@ -636,6 +678,7 @@ class AnnotationSet:
                     keep = np.flatnonzero(~mask)
                     t_codes, w_codes, y_codes = t_codes[keep], w_codes[keep], y_codes[keep]
                     locate = locate.subset(keep) if locate else None
+        codes = mask = keep = None  # type: ignore[assignment]  # no column's codes held through the sort
         # The blank name and the header's own cells leave the vocabularies once no row uses them.
         t_codes, t_names = _forget(t_codes, t_names, blank_name[0] | header_name[0])
         w_codes, w_names = _forget(w_codes, w_names, blank_name[1] | header_name[1] | answerless_workers)
@@ -683,11 +726,13 @@ class AnnotationSet:
         end_names_stage()
         from .. import kernels  # noqa: F401  (numba's import is not the sort's time)
 
+        owned = [t_codes.astype(np.int32, copy=False), w_codes.astype(np.int32, copy=False), labels]
+        del t_codes, w_codes, labels, y_codes, codes3
         with _timing.stage("sort"):
             return cls._build(
-                t_codes.astype(np.int32, copy=False),
-                w_codes.astype(np.int32, copy=False),
-                labels,
+                owned,  # type: ignore[arg-type]  # emptied by the sort as it goes
+                None,  # type: ignore[arg-type]
+                None,  # type: ignore[arg-type]
                 vocab.Vocabulary(t_names, t_dtype),
                 vocab.Vocabulary(w_names, w_dtype),
                 tuple(class_list),
@@ -914,65 +959,53 @@ def _known_vocabulary(given: Any, role: str) -> Vocabulary:
     return given
 
 
-def _encode_all(columns: list[tuple[pa.Array, int]]) -> list[tuple[np.ndarray, pa.Array, int, int]]:
-    """:func:`_encode_names` of each column, on two threads when the data is large (and the thread policy allows two).
-
-    Arrow's hashing releases the GIL.  The first column (the task ids, the
-    most distinct) is split in two halves encoded apart and then joined
-    (:func:`crowdagg.data.vocab.encode_halves`), so both cores work on the
-    longest job.
-    """
-    from . import vocab
-
-    if len(columns[0][0]) < 2_000_000 or threads.count() < 2:
-        return [_encode_names(c, offset=o, index=i) for i, (c, o) in enumerate(columns)]
-    from concurrent.futures import ThreadPoolExecutor
-
-    fast = vocab._encode_prefixed_ints(columns[0][0])  # ids like t17: no hashing, nothing to split
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        first = (lambda: fast) if fast is not None else vocab.encode_halves(columns[0][0], pool)
-        rest = [pool.submit(_encode_names, c, o, None, i) for i, (c, o) in enumerate(columns[1:], start=1)]
-        out = [_encode_names(columns[0][0], offset=columns[0][1], encoded=first())]
-        return out + [r.result() for r in rest]
-
-
 class _BadName(Exception):
-    """(InvalidName with a row of the encoded column, index of the column): raised by :func:`_encode_names`."""
+    """(InvalidName with a row of the encoded column, index of the column): raised by :func:`_finish_names`."""
 
 
-def _encode_names(
-    values: pa.Array, offset: int = 0, encoded: tuple[np.ndarray, pa.Array] | None = None, index: int = 0
-) -> tuple[np.ndarray, pa.Array, int, int]:
-    """Codes in order of first appearance, stripped names, cells changed, names merged.
+def _finish_names(encoder: ColumnsEncoder) -> list[tuple[np.ndarray, pa.Array, int, int]]:
+    """Per column (task, worker, label): codes in order of first appearance, stripped names, cells
+    changed, names merged -- the encoder's codes taken, its vocabularies checked and stripped.
 
-    Stripping runs on the distinct values, not the rows.  The blank name
-    ``""`` (a cell that was empty or only whitespace) keeps a code so that
-    the caller can tell skipped rows from errors.  A name that is not valid
-    text raises :class:`_BadName` (with ``index``, the column's place).
-    ``offset`` rows at the start are not answers (a task order list) and are
-    not counted as changed cells.  ``encoded`` is the column's
-    :func:`crowdagg.data.vocab.encode`, when already done.
+    Checks and stripping run on the distinct names, not the rows.  The blank
+    name ``""`` (a cell that was empty or only whitespace) keeps a code so
+    that the caller can tell skipped rows from errors.  A name that is not
+    valid text raises :class:`_BadName` with its first row (counting the
+    task list given apart, :attr:`ColumnsEncoder.extra`, first).  The task
+    list's codes are remapped in place.
     """
     from . import vocab
 
-    codes, uniques = encoded if encoded is not None else vocab.encode(values)
-    bad = vocab.invalid_names(uniques)  # on the distinct names: not UTF-8, a NUL character
-    if bad is not None:
-        code, reason = bad
-        raise _BadName(vocab.InvalidName(int(np.argmax(codes == code)), reason), index)
-    n_changed = 0
-    n_merged = 0
-    stripped, differs = vocab.strip(uniques)
-    if differs.any():
-        now_blank = vocab.blank(stripped)
-        counts = np.bincount(codes[offset:], minlength=len(uniques))
-        n_changed = int(counts[differs & ~now_blank].sum())
-        remap, names = vocab.encode(stripped)
-        nonblank = int(np.count_nonzero(~now_blank))
-        n_merged = nonblank - (len(names) - int(vocab.blank(names).any()))
-        codes = remap[codes]
-        uniques = names
-    return codes, uniques, n_changed, n_merged
+    out = []
+    for index, (enc, column) in enumerate(zip(encoder.encoders, encoder.codes)):
+        codes = column.take()
+        uniques = enc.names()
+        enc.release()
+        extra = encoder.extra.array[: encoder.extra.n] if index == 0 else codes[:0]
+        bad = vocab.invalid_names(uniques)  # on the distinct names: not UTF-8, a NUL character
+        if bad is not None:
+            code = bad[0]
+            hits = np.flatnonzero(extra == code)
+            row = int(hits[0]) if hits.size else len(extra) + int(np.argmax(codes == code))
+            raise _BadName(vocab.InvalidName(row, bad[1]), index)
+        n_changed = 0
+        n_merged = 0
+        stripped, differs = vocab.strip(uniques)
+        if differs.any():
+            now_blank = vocab.blank(stripped)
+            counts = np.bincount(codes, minlength=len(uniques))
+            n_changed = int(counts[differs & ~now_blank].sum())
+            from .encode import encode_column
+
+            remap, names = encode_column(stripped)
+            nonblank = int(np.count_nonzero(~now_blank))
+            n_merged = nonblank - (len(names) - int(vocab.blank(names).any()))
+            codes = remap[codes]
+            if extra.size:
+                extra[:] = remap[extra]
+            uniques = names
+        out.append((codes, uniques, n_changed, n_merged))
+    return out
 
 
 def _column_name(header: Any, i: int) -> str | None:

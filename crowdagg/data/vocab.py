@@ -32,17 +32,12 @@ The helpers below work on the distinct names (a dictionary), never on rows:
 stripping surrounding whitespace, spotting blank names and names that spell
 a header cell.
 
-Encoding takes one of two paths, with the same codes in the same order
-(first appearance):
-
-* ids of the form prefix + integer without leading zeros (``t17``, ``w3``,
-  ``42``) go through a table indexed by the integer
-  (:func:`_encode_prefixed_ints`, a direct-address table) instead of
-  hashing the text;
-* any other ids take Arrow's hash dictionary encoding (:func:`hash_encode`),
-  including zero-padded ones (``t000000017``, which must not merge with
-  ``t17``).  On large inputs the task column -- the most distinct -- is
-  encoded in two halves on two threads and joined (:func:`encode_halves`).
+Encoding (codes ``0..n-1`` in order of first appearance) lives in
+:mod:`crowdagg.data.encode`, which the readers feed a block at a time;
+:func:`encode` here is its one-column form, kept for the readers' small
+helper columns (platform exports' status and control columns).
+:func:`hash_encode` is Arrow's dictionary encoding, the reference the
+encoder is tested against.
 """
 
 from __future__ import annotations
@@ -474,13 +469,11 @@ def _first_invalid(arr: pa.Array) -> int:
 
 # --------------------------------------------------------------------------- dictionary encoding
 def encode(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
-    """(codes int32 in order of first appearance, distinct names) of a string column.
+    """(codes int32 in order of first appearance, distinct names) of a string column
+    (:func:`crowdagg.data.encode.encode_column`)."""
+    from .encode import encode_column
 
-    Ids like ``t17`` through a direct-address table
-    (:func:`_encode_prefixed_ints`), others by :func:`hash_encode`.
-    """
-    fast = _encode_prefixed_ints(values)
-    return fast if fast is not None else hash_encode(values)
+    return encode_column(values)
 
 
 def hash_encode(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
@@ -546,41 +539,6 @@ def _encode_prefixed_ints(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarra
     if isinstance(names, pa.ChunkedArray):
         names = names.combine_chunks()
     return codes, names
-
-
-def encode_halves(values: pa.Array | pa.ChunkedArray, pool: Any) -> Any:
-    """Start :func:`encode` of a long column as two halves on ``pool``; returns ``result()`` giving the whole.
-
-    The halves' dictionaries are joined keeping first appearance: the first
-    half's names in its order, then the second half's new names in theirs
-    -- exactly the codes :func:`encode` gives the whole column.
-    """
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    n = len(values)
-    chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
-    ends = np.cumsum([len(c) for c in chunks])
-    cut = int(np.searchsorted(ends, n // 2)) + 1
-    if cut >= len(chunks):  # one chunk, or a lopsided split: cut inside the array
-        whole = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
-        first_half, second_half = whole.slice(0, n // 2), whole.slice(n // 2)
-    else:
-        first_half = pa.chunked_array(chunks[:cut], type=values.type)
-        second_half = pa.chunked_array(chunks[cut:], type=values.type)
-    f1 = pool.submit(hash_encode, first_half)  # the caller found the column is not prefix + integer
-    f2 = pool.submit(hash_encode, second_half)
-
-    def result() -> tuple[np.ndarray, pa.Array]:
-        c1, d1 = f1.result()
-        c2, d2 = f2.result()
-        pos = numpy_of(pc.fill_null(pc.index_in(d2, value_set=d1), -1)).astype(np.int32)
-        new = pos < 0
-        pos[new] = len(d1) + np.arange(int(new.sum()), dtype=np.int32)
-        dictionary = pa.concat_arrays([d1, take(d2, np.flatnonzero(new))])
-        return np.concatenate([c1, pos[c2]]), dictionary
-
-    return result
 
 
 def release_memory() -> None:

@@ -85,7 +85,9 @@ class Part:
         if "cell" not in self._built:
             out = self.worker.astype(np.int32)  # a copy the size of the output, then updated in place
             out *= np.int32(self.n_classes)
-            out += self.label
+            # any integer labels (a partition's own, uint64 from a file): unsafe casting is exact for codes < K,
+            # which every kernel checks before it reads the cells (crowdagg.kernels.validate.check_part)
+            np.add(out, self.label, out=out, casting="unsafe")
             self._built["cell"] = out
         return self._built["cell"]
 

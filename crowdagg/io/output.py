@@ -46,8 +46,9 @@ import socket
 import stat
 import sys
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any, Union
 
 from ..core import signals as _signals
 from ..errors import DataError, UsageError, os_reason
@@ -467,6 +468,32 @@ def encode(target: Target, data: bytes) -> bytes:
     return buf.getvalue()
 
 
+#: What a writer takes: the bytes, or an iterable of bytes-like pieces rendered one at a time
+#: (:func:`crowdagg.io.render.render_chunks`), so that an output is never held whole.
+Data = Union[bytes, Iterable[Any]]
+
+
+def pieces(target: Target, data: Data) -> Iterator[Any]:
+    """The bytes-like pieces that go to ``target``, gzip-compressed as they come for a ``.gz`` name --
+    the same bytes as :func:`encode` of the whole (one deflate stream, no flush between pieces)."""
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        yield encode(target, bytes(data))
+        return
+    if not target.gzip:
+        yield from data
+        return
+    buf = io.BytesIO()
+    chunks: Iterable[Any] = data
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0) as gz:
+        for piece in chunks:
+            gz.write(piece)
+            if buf.tell() >= 1 << 20:
+                yield buf.getvalue()
+                buf.seek(0)
+                buf.truncate()
+    yield buf.getvalue()
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -478,22 +505,23 @@ class _ReaderGone(Exception):
     """The reader of a pipe went away (EPIPE): not an error for a stream."""
 
 
-def _stream_fd(target: Target, data: bytes) -> None:
-    if target.fd == 1:
-        _write_stdio(sys.stdout, "standard output", data)
-    elif target.fd == 2:
-        _write_stdio(sys.stderr, "standard error", data)
-    else:
-        assert target.fd is not None
-        try:
-            _write_all(target.fd, data)
-        except BrokenPipeError:
-            raise _ReaderGone from None
-        except OSError as exc:
-            raise DataError(f"{target.where}: cannot write ({os_reason(exc)})") from None
+def _stream_fd(target: Target, data: Data) -> None:
+    for piece in pieces(target, data):
+        if target.fd == 1:
+            _write_stdio(sys.stdout, "standard output", piece)
+        elif target.fd == 2:
+            _write_stdio(sys.stderr, "standard error", piece)
+        else:
+            assert target.fd is not None
+            try:
+                _write_all(target.fd, piece)
+            except BrokenPipeError:
+                raise _ReaderGone from None
+            except OSError as exc:
+                raise DataError(f"{target.where}: cannot write ({os_reason(exc)})") from None
 
 
-def _write_stdio(stream: object, name: str, data: bytes) -> None:
+def _write_stdio(stream: object, name: str, data: Any) -> None:
     if stream is None:
         raise DataError(f"{name} is closed; nothing can be written there (use -o FILE)")
     try:
@@ -503,7 +531,7 @@ def _write_stdio(stream: object, name: str, data: bytes) -> None:
             buffer.write(data)
             buffer.flush()
         else:
-            stream.write(data.decode("utf-8"))  # type: ignore[attr-defined]
+            stream.write(bytes(data).decode("utf-8"))  # type: ignore[attr-defined]
             stream.flush()  # type: ignore[attr-defined]
     except BrokenPipeError:
         _silence_stdout()
@@ -526,17 +554,19 @@ def _silence_stdout() -> None:
         os.close(null)
 
 
-def _stream_path(target: Target, data: bytes) -> None:
+def _stream_path(target: Target, data: Data) -> None:
     assert target.path is not None
     try:
         if target.kind == "socket":
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
                 sock.connect(target.path)
-                sock.sendall(data)
+                for piece in pieces(target, data):
+                    sock.sendall(piece)
             return
         fd = os.open(target.path, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
         try:
-            _write_all(fd, data)
+            for piece in pieces(target, data):
+                _write_all(fd, piece)
         finally:
             os.close(fd)
     except BrokenPipeError:
@@ -570,8 +600,11 @@ def _temp_beside(target: Target) -> tuple[str, int]:
     raise DataError(f"{target.where}: cannot create a temporary file in {directory}")
 
 
-def commit(outputs: Sequence[tuple[Target, bytes]]) -> None:
+def commit(outputs: Sequence[tuple[Target, Data]]) -> None:
     """Write every (target, bytes) pair, or none of the files.
+
+    The bytes may come as an iterable of pieces (:data:`Data`), each
+    written as it comes, so that a large output is never held whole.
 
     Order: (1) each file's bytes into a temporary file beside its target
     (a full disk fails here, before anything is visible); (2) the streams --
@@ -598,7 +631,8 @@ def commit(outputs: Sequence[tuple[Target, bytes]]) -> None:
                                 os.fchown(fh.fileno(), *target.owner)
                     if target.mode is not None:
                         os.fchmod(fh.fileno(), target.mode)  # setuid/sticky bits, and past the umask
-                    fh.write(encode(target, data))
+                    for piece in pieces(target, data):
+                        fh.write(piece)
                     fh.flush()
                     os.fsync(fh.fileno())  # the data are on disk before the rename makes them the file
             except OSError as exc:
@@ -606,9 +640,9 @@ def commit(outputs: Sequence[tuple[Target, bytes]]) -> None:
         for target, data in streams:
             try:
                 if target.kind == "fd":
-                    _stream_fd(target, encode(target, data))
+                    _stream_fd(target, data)
                 else:
-                    _stream_path(target, encode(target, data))
+                    _stream_path(target, data)
             except _ReaderGone:
                 continue
         for target, _ in files:  # a target that became a directory meanwhile fails here, before any rename

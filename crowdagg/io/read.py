@@ -782,7 +782,9 @@ def _header_fields(data: bytes, sep: str) -> int | None:
     return head.rstrip(b"\r\n").count(sep.encode()) + 1
 
 
-def _parse_delimited_arrow(data: bytes, display: str, sep: str) -> RawTable | None:
+def _parse_delimited_arrow(
+    data: bytes, display: str, sep: str, block_size: int = 1 << 24, newlines: list[int] | None = None
+) -> RawTable | None:
     """Parse CSV/TSV with Arrow: every cell a string, no Python object per cell.
 
     Returns None where Arrow cannot keep a guarantee of the exact parser
@@ -821,7 +823,7 @@ def _parse_delimited_arrow(data: bytes, display: str, sep: str) -> RawTable | No
         table = pcsv.read_csv(
             pa.py_buffer(data),
             read_options=pcsv.ReadOptions(
-                column_names=names, block_size=1 << 24, use_threads=threads.count() > 1  # the thread policy
+                column_names=names, block_size=block_size, use_threads=threads.count() > 1  # the thread policy
             ),
             parse_options=pcsv.ParseOptions(
                 delimiter=sep, quote_char='"' if sep == "," else False, double_quote=True,
@@ -845,6 +847,8 @@ def _parse_delimited_arrow(data: bytes, display: str, sep: str) -> RawTable | No
     columns = [c.slice(1) for c in columns]
     del table
     n_newlines = data.count(b"\n")
+    if newlines is not None:  # the caller's count of LF, from this one scan
+        newlines.append(n_newlines)
     lone_cr = b"\r" in data and data.count(b"\r") != data.count(b"\r\n")
     single_line = n_newlines + (not data.endswith(b"\n")) == n_rows + 1 and not lone_cr
     if single_line and not n_blank[0] and sep == "," and not quoting:
@@ -988,6 +992,356 @@ def _record_start_lines(data: bytes, sep: str) -> np.ndarray | None:
     return np.asarray(starts[1:], dtype=np.int64)
 
 
+# --------------------------------------------------------------------------- large inputs, a block at a time
+#: Text parsed and encoded at a time: a CSV or TSV input longer than this is read, checked, parsed and
+#: encoded a block of records at a time (:class:`_Blocks`), so that neither the whole text nor a whole
+#: parsed table is ever held -- only the codes and names of what was read.  Shorter inputs, and inputs
+#: that cannot be cut into blocks (JSON, gzip, Parquet, UTF-16, platform exports), are read whole.
+BLOCK_BYTES = 1 << 24
+
+
+class _Fallback(Exception):
+    """A streamed input that must be read whole after all (an irregular row, a header the column
+    mapping refuses, a platform export): the whole-file readers decide, with their messages.
+
+    ``exact``: a block Arrow cannot parse with the guarantees, so the exact parser (about
+    :data:`PARSE_BYTES_PER_BYTE` bytes of memory a byte) will read the input: refused up front, by the
+    input's size, where it would not fit.
+    """
+
+    def __init__(self, exact: bool = False) -> None:
+        super().__init__()
+        self.exact = exact
+
+
+class _Input:
+    """An input opened for reading in pieces: a regular file, standard input, a FIFO or a binary stream.
+
+    What is read from a source that cannot be read twice (standard input, a
+    FIFO, a stream) is also written to a temporary file (on disk, not in
+    memory), so that :meth:`whole` can read it from the start if the
+    whole-file readers are needed after all.
+    """
+
+    def __init__(self, fh: Any, display: str, name: str, size: int | None, close: bool) -> None:
+        import tempfile
+
+        self.fh, self.display, self.name, self.size, self.close_fh = fh, display, name, size, close
+        self.spool = None if size is not None else tempfile.TemporaryFile()
+        self.eof = False
+        self.n_read = 0
+
+    def read(self, n: int) -> bytes:
+        """Up to ``n`` more bytes (fewer only at the end)."""
+        parts: list[bytes] = []
+        got = 0
+        while got < n and not self.eof:
+            try:
+                block = self.fh.read(min(n - got, 16 * _CHUNK))  # a read allocates what it asks for
+            except (OSError, ValueError) as exc:
+                raise DataError(f"{self.display}: cannot read ({os_reason(exc)})") from None
+            if isinstance(block, str):
+                block = block.encode("utf-8")
+            if not block:
+                self.eof = True
+                break
+            parts.append(block)
+            got += len(block)
+        data = parts[0] if len(parts) == 1 else b"".join(parts)
+        if self.spool is not None:
+            self.spool.write(data)
+        self.n_read += len(data)
+        return data
+
+    def whole(self, max_memory: memory.MaxMemory) -> bytes:
+        """Every byte of the input from its start, refusing input too large to parse whole."""
+        if self.size is not None:  # a regular file: read again from its start
+            _check_input_size(max(self.size, self.n_read), self.display, max_memory)
+            self.fh.seek(0)
+            try:
+                data = self.fh.read()
+            except (OSError, ValueError) as exc:
+                raise DataError(f"{self.display}: cannot read ({os_reason(exc)})") from None
+            self.eof, self.n_read = True, len(data)
+            return data
+        guard = _input_guard(self.display, max_memory)
+        guard(self.n_read)
+        while not self.eof:
+            self.read(_CHUNK)
+            guard(self.n_read)
+        assert self.spool is not None
+        self.spool.seek(0)
+        return self.spool.read()
+
+    def close(self) -> None:
+        if self.close_fh:
+            self.fh.close()
+        if self.spool is not None:
+            self.spool.close()
+            self.spool = None
+
+
+def _open_input(source: str | os.PathLike[str] | IO[bytes]) -> _Input | None:
+    """``source`` opened for reading in pieces; None for what is always read whole (``example:`` data)."""
+    if hasattr(source, "read"):
+        return _Input(source, str(getattr(source, "name", "<stream>")), "", None, close=False)
+    name = os.fspath(source)
+    if name == "":
+        raise UsageError("an input path is empty (use - for standard input)")
+    if name == "-":
+        stdin = sys.stdin
+        if stdin is None:
+            raise DataError("standard input is closed: nothing to read from -")
+        return _Input(getattr(stdin, "buffer", None) or stdin, "<stdin>", "", None, close=False)
+    if name.startswith(EXAMPLE_PREFIX):
+        return None
+    path = Path(name)
+    try:
+        st = path.stat()
+        if stat.S_ISDIR(st.st_mode):
+            raise DataError(f"{name}: is a directory, not a file")
+        fh = open(path, "rb")  # noqa: SIM115 - closed by the caller through _Input.close
+    except FileNotFoundError:
+        raise DataError(f"{name}: no such file") from None
+    except OSError as exc:
+        raise DataError(f"{name}: cannot read ({os_reason(exc)})") from None
+    return _Input(fh, name, name, st.st_size if stat.S_ISREG(st.st_mode) else None, close=True)
+
+
+def _stream_kind(head: bytes, name: str, input_format: str | None) -> tuple[str, bytes] | None:
+    """(separator, header line) when a large input's first block says it can be read a block at a time
+    (CSV or TSV in UTF-8 with a one-line header), else None: it is read whole."""
+    if head[:2] == b"\x1f\x8b" or head[:4] == PARQUET_MAGIC or (input_format or "").lower() == "parquet":
+        return None
+    for bom in (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE):
+        if head.startswith(bom):
+            return None
+    text = head[3:] if head[:3] == codecs.BOM_UTF8 else head
+    if b"\x00" in text[: 1 << 16] or not text[:BLOCK_BYTES].strip():
+        return None  # the whole-file reader words it
+    try:
+        fmt = detect_format(text, name, input_format)
+    except CrowdaggError:
+        return None
+    if fmt not in ("csv", "tsv") or head[:4] == PARQUET_MAGIC:
+        return None
+    sep = "," if fmt == "csv" else "\t"
+    end = text.find(b"\n")
+    if end < 0:
+        return None
+    header = text[: end + 1]
+    if b"\r" in header.rstrip(b"\r\n") or header.count(b'"') % 2 or _header_fields(text, sep) is None:
+        return None
+    return sep, header
+
+
+def _check_utf8(chunk: bytes, display: str, lines_before: int) -> None:
+    """:func:`to_utf8`'s check of one block of text, lines counted from ``lines_before``."""
+    if chunk.isascii():
+        return
+    try:
+        chunk.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        offset = exc.start
+        line, col = _line_col(chunk, offset)
+        hint = "; it looks like Latin-1/Windows-1252 -- save the file as UTF-8" if chunk[offset] >= 0x80 else ""
+        raise DataError(
+            f"{display} line {line + lines_before}: not UTF-8 text (byte 0x{chunk[offset]:02X} at column {col}){hint}"
+        ) from None
+
+
+def _line_breaks(chunk: bytes, newlines: int | None = None) -> int:
+    """Line breaks as the record scan counts them: LF, CRLF and a lone CR each one (``newlines``: the
+    count of LF, when known)."""
+    lf = chunk.count(b"\n") if newlines is None else newlines
+    if b"\r" not in chunk:  # a memchr scan, where a count is a slower one
+        return lf
+    cr = chunk.count(b"\r")
+    return lf + cr - chunk.count(b"\r\n")
+
+
+def _record_cut(data: bytes, at: int, quoting: bool) -> int:
+    """The end of the first record ending at or after byte ``at`` (just after its LF): a LF after an even
+    number of ``"`` (counted from the start of ``data``, a record's start).  -1 if none."""
+    nl = data.find(b"\n", at)
+    if not quoting or nl < 0:
+        return nl + 1 if nl >= 0 else -1
+    odd = data.count(b'"', 0, nl) % 2 if data.find(b'"', 0, nl) >= 0 else 0  # find: memchr, count is slower
+    while odd:
+        nxt = data.find(b"\n", nl + 1)
+        if nxt < 0:
+            return -1
+        odd ^= data.count(b'"', nl, nxt) % 2
+        nl = nxt
+    return nl + 1
+
+
+class _Blocks:
+    """A large CSV or TSV input as tables of consecutive records (:func:`_parse_delimited_arrow` on each
+    block after the header line), their locators naming the lines of the whole input."""
+
+    def __init__(self, inp: _Input, head: bytes, sep: str, header: bytes, max_memory: memory.MaxMemory) -> None:
+        self.inp, self.sep, self.header, self.max_memory = inp, sep, header, max_memory
+        self.first, self.first_bytes = True, 0
+        self.display = inp.display
+        bom = 3 if head[:3] == codecs.BOM_UTF8 else 0
+        _check_utf8(header, self.display, 0)
+        self.pending = head[bom + len(header):]
+        self.newlines = 1  # LF before the pending text, for UTF-8 errors (as to_utf8 counts)
+        self.lines = _line_breaks(header)  # line breaks before it, as the record scan counts
+        self.n_cols = _header_fields(head[bom:], sep) or 1
+
+    def __iter__(self) -> Any:
+        quoting = self.sep == ","
+        while self.pending or not self.inp.eof:
+            with _timing.stage("read"):
+                if len(self.pending) < BLOCK_BYTES and not self.inp.eof:  # a block's worth, then a little more
+                    self.pending += self.inp.read(BLOCK_BYTES - len(self.pending) + _CHUNK)
+                cut = _record_cut(self.pending, BLOCK_BYTES, quoting)
+                while cut < 0 and not self.inp.eof:
+                    self.pending += self.inp.read(_CHUNK)
+                    cut = _record_cut(self.pending, BLOCK_BYTES, quoting)
+                if cut < 0:
+                    cut = len(self.pending)
+                # The header and the block's records in one buffer: one copy of the text, not two.
+                data = b"".join((self.header, memoryview(self.pending)[:cut]))
+                self.pending = self.pending[cut:]
+            yield self._table(data)
+            del data
+
+    def close(self) -> None:
+        self.inp.close()
+
+    def _table(self, data: bytes) -> RawTable:
+        """The table of one block: ``data`` is the header line and the block's records."""
+        with _timing.stage("read"):
+            _check_utf8(data, self.display, self.newlines - 1)  # the header (checked) is its line 1
+        newlines: list[int] = []
+        with _timing.stage("parse"):
+            # Arrow parses its blocks on the threads: a block of ours is cut in a few of Arrow's.
+            table = _parse_delimited_arrow(data, self.display, self.sep, block_size=max(1 << 20, len(data) // 4),
+                                           newlines=newlines)
+        if table is None:
+            raise _Fallback(exact=True)
+        n_bytes = len(data) - len(self.header)
+        if self.first:
+            self.first, self.first_bytes = False, n_bytes
+            _check_stream_memory(self.inp, self.n_cols, table.n_rows, n_bytes, self.max_memory)
+        header_breaks = _line_breaks(self.header)
+        shift = self.lines - header_breaks
+        loc = table.locate
+        table.locate = (Locator(self.display, loc.first_line + shift) if loc.lines is None
+                        else Locator(self.display, lines=loc.lines + shift))
+        self.newlines += newlines[0] - 1
+        self.lines += _line_breaks(data, newlines[0]) - header_breaks
+        return table
+
+
+class _ParquetBatches:
+    """A large Parquet file read a batch of rows at a time (its task, worker and label columns only)."""
+
+    #: Rows decoded at a time.
+    BATCH_ROWS = 1 << 20
+
+    def __init__(self, inp: _Input, pf: Any) -> None:
+        self.inp, self.pf, self.display = inp, pf, inp.display
+        self.header = [str(n) for n in pf.schema_arrow.names]
+
+    @classmethod
+    def open(cls, inp: _Input) -> _ParquetBatches | None:
+        """The batches of ``inp``, or None where the whole-file reader must decide (a truncated or unreadable
+        file, a repeated column name, no rows)."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        try:
+            inp.fh.seek(-4, 2)
+            if inp.fh.read(4) != PARQUET_MAGIC:
+                return None
+            inp.fh.seek(0)
+            pf = pq.ParquetFile(inp.fh)
+        except (pa.ArrowException, OSError, ValueError):
+            return None
+        names = [str(n) for n in pf.schema_arrow.names]
+        if len(set(names)) != len(names) or pf.metadata.num_rows == 0:
+            return None
+        return cls(inp, pf)
+
+    def close(self) -> None:
+        self.inp.close()
+
+    def encode(
+        self, encoder: Any, task_col: str | None, worker_col: str | None, label_col: str | None,
+        max_memory: memory.MaxMemory,
+    ) -> tuple[Locator, int, tuple[str, str, str], tuple[str | None, ...]]:
+        """The parse and encode stages, batch by batch: (locator, rows, columns, the three columns' dtypes --
+        the label's as a category where the column is dictionary-encoded)."""
+        import pyarrow as pa
+
+        from ..data.annotations import name_error
+        from ..data.vocab import InvalidName, as_strings
+
+        cols = _block_columns(RawTable(self.header, [], Locator(self.display), self.display),
+                              task_col, worker_col, label_col)
+        meta = self.pf.metadata
+        decoded = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+        per_row = 2 * max(decoded / max(meta.num_rows, 1), 24 * 3)  # as the whole-file reader counts a cell
+        memory.check(
+            per_row * min(self.BATCH_ROWS, meta.num_rows) + BYTES_PER_ANSWER * meta.num_rows,
+            f"reading {meta.num_rows:,} rows of Parquet from {self.display} a batch at a time", max_memory,
+            advice="split the input",
+        )
+        locate = Locator(self.display, first_line=1, unit="row")
+        encoder.reserve(meta.num_rows)
+        rows = 0
+        dtypes: tuple[str | None, ...] = (None, None, None)
+        batches = self.pf.iter_batches(batch_size=self.BATCH_ROWS, columns=list(dict.fromkeys(cols)),
+                                       use_threads=threads.count() > 1)
+        while True:
+            try:
+                with _timing.stage("parse"):
+                    batch = next(batches, None)
+            except (pa.ArrowException, OSError) as exc:
+                raise _Fallback() from exc
+            if batch is None:
+                break
+            named = []
+            for i, (c, role) in enumerate(zip(cols, _ROLES)):
+                try:
+                    named.append(as_strings(batch.column(c), role))
+                except InvalidName as exc:
+                    if exc.row is not None:
+                        exc.row += rows
+                    raise name_error(exc, role, locate, cols[i]) from None
+            dtypes = tuple(d for _, d in named)
+            with _timing.stage("encode"):
+                encoder.add(*(n for n, _ in named))
+            rows += batch.num_rows
+            del batch, named
+        if pa.types.is_dictionary(self.pf.schema_arrow.field(cols[2]).type):
+            dtypes = (*dtypes[:2], f"category[{dtypes[2]}]" if dtypes[2] else "category")
+        return locate, rows, cols, dtypes
+
+
+#: Bytes an answer costs once encoded: its codes (4 + 4 + 1) and, while sorted by task, the copies the
+#: counting sort writes of the worker and label codes (4 + 1).
+BYTES_PER_ANSWER = 14
+
+
+def _check_stream_memory(
+    inp: _Input, n_cols: int, rows: int, n_bytes: int, max_memory: memory.MaxMemory
+) -> None:
+    """Refuse a large input whose blocks and codes would not fit: the parsing of two blocks, and the codes
+    of the answers -- counted at the first block's ``rows`` per ``n_bytes`` where the size is known."""
+    need = float(ARROW_BYTES_PER_BYTE * 2 * BLOCK_BYTES + ARROW_BYTES_PER_COLUMN * n_cols)
+    what = f"reading {inp.display} a block at a time"
+    if inp.size:
+        answers = inp.size * rows / max(n_bytes, 1)
+        need += BYTES_PER_ANSWER * 1.1 * answers
+        what = f"reading {memory.human(inp.size)} of text from {inp.display} (about {answers:,.0f} answers)"
+    memory.check(need, what, max_memory, advice="split the input")
+
+
 def read_bytes(source: str | os.PathLike[str] | IO[bytes], max_memory: memory.MaxMemory = None) -> tuple[bytes, str]:
     """(The bytes of a path, ``-`` or stream, gunzipped; its display name) -- for JSON inputs that are not tables."""
     raw, display, _ = _read_source(source, "labels", max_memory)
@@ -1007,6 +1361,16 @@ def read_raw(
     """
     with _timing.stage("read"):
         raw, display, name = _read_source(source, role, max_memory)
+    return _table_of_bytes(raw, display, name, input_format=input_format, label_col=label_col,
+                           max_memory=max_memory)
+
+
+def _table_of_bytes(
+    raw: bytes, display: str, name: str, *, input_format: str | None, label_col: str | None,
+    max_memory: memory.MaxMemory,
+) -> RawTable:
+    """The whole-file readers: an input's bytes (as read) to a :class:`RawTable`."""
+    with _timing.stage("read"):
         raw = _decompress(raw, display, max_memory)
         given = (input_format or "").lower()
         if (raw[:4] == PARQUET_MAGIC and not given) or given == "parquet":
@@ -1027,6 +1391,51 @@ def read_raw(
         if fmt == "json":
             return _parse_json(raw, display, label_col)
         return _parse_jsonl(raw, display)
+
+
+def _read_table(
+    source: str | os.PathLike[str] | IO[bytes], *, input_format: str | None, label_col: str | None,
+    max_memory: memory.MaxMemory,
+) -> RawTable | _Blocks | _ParquetBatches:
+    """The read and parse stages of one input: a whole :class:`RawTable`, or -- a CSV or TSV longer than
+    :data:`BLOCK_BYTES` -- its :class:`_Blocks`, or a large Parquet file's :class:`_ParquetBatches` (to be
+    encoded once, then closed)."""
+    inp = _open_input(source)
+    if inp is None:
+        return read_raw(source, input_format=input_format, label_col=label_col, max_memory=max_memory)
+    try:
+        with _timing.stage("read"):
+            # At least the first MiB: what the whole-file checks look at (binary data, NUL bytes, the format).
+            head = inp.read(max(BLOCK_BYTES + 1, _CHUNK))
+            if inp.size is None and _looks_binary(head[:_CHUNK]):
+                raise DataError(f"{inp.display}: not a text file (NUL bytes); expected CSV, TSV, JSON or JSON Lines")
+        given = (input_format or "").lower()
+        if (len(head) > BLOCK_BYTES and inp.size is not None and given in ("", "parquet")
+                and head[:4] == PARQUET_MAGIC):
+            parquet = _ParquetBatches.open(inp)
+            if parquet is not None:
+                inp = None  # type: ignore[assignment]  # the batches own it now
+                return parquet
+        kind = _stream_kind(head, inp.name, input_format) if len(head) > BLOCK_BYTES else None
+        if kind is not None:
+            blocks = _Blocks(inp, head, kind[0], kind[1], max_memory)
+            inp = None  # type: ignore[assignment]  # the blocks own it now
+            return blocks
+        with _timing.stage("read"):
+            if inp.eof:  # all of it is read: checked as the whole-file reader checks it
+                if inp.size is not None:
+                    _check_input_size(inp.size, inp.display, max_memory)
+                else:
+                    _input_guard(inp.display, max_memory)(len(head))
+                raw = head
+            else:
+                del head
+                raw = inp.whole(max_memory)
+        return _table_of_bytes(raw, inp.display, inp.name, input_format=input_format, label_col=label_col,
+                               max_memory=max_memory)
+    finally:
+        if inp is not None:
+            inp.close()
 
 
 def _parse_parquet(data: bytes, display: str, max_memory: memory.MaxMemory = None) -> RawTable:
@@ -1354,12 +1763,17 @@ def load_annotations(
         )
         if not sources:
             raise UsageError("no input given")
-        if len(sources) > 1:  # all files are held together: their sizes add up
-            sizes = [os.stat(f).st_size for f in sources if isinstance(f, str) and os.path.isfile(f)]
-            _check_input_size(sum(sizes), f"{len(sources)} inputs", max_memory)
-        tables = [
-            read_raw(src, input_format=input_format, label_col=label_col, max_memory=max_memory) for src in sources
-        ]
+        opened = None
+        if len(sources) == 1:
+            opened = _read_table(sources[0], input_format=input_format, label_col=label_col, max_memory=max_memory)
+        if isinstance(opened, (_Blocks, _ParquetBatches)) or len(sources) > 1:
+            return _load_incremental(
+                sources, opened, input_format=input_format, task_col=task_col, worker_col=worker_col,
+                label_col=label_col, classes=classes, duplicates=duplicates, max_memory=max_memory,
+                workers=workers, rejected=rejected, blank_labels=blank_labels,
+            )
+        assert isinstance(opened, RawTable)  # one input read whole
+        tables = [opened]
     from .platforms import check_rejected_policy
 
     check_rejected_policy(rejected)
@@ -1374,36 +1788,179 @@ def load_annotations(
     first = tables[0]
     kw: dict[str, Any] = {"classes": classes, "duplicates": duplicates, "label_col": parts[0][2].strip(),
                           "workers": workers, "blank_labels": blank_labels}
-    if len(parts) == 1:
-        t_col, w_col, y_col = parts[0]
-        columns = [first.column(t_col), first.column(w_col), first.column(y_col)]
-        kw.update(locate=first.locate, task_order=first.task_order,
-                  header=None if first.fixed is not None else (t_col, w_col, y_col))
-        if pd is not None and isinstance(source, pd.DataFrame):  # a pandas dtype Arrow does not keep (Int64, ...)
-            from ..data.annotations import pandas_class_dtype
+    t_col, w_col, y_col = parts[0]
+    columns = [first.column(t_col), first.column(w_col), first.column(y_col)]
+    kw.update(locate=first.locate, task_order=first.task_order,
+              header=None if first.fixed is not None else (t_col, w_col, y_col))
+    if pd is not None and isinstance(source, pd.DataFrame):  # a pandas dtype Arrow does not keep (Int64, ...)
+        from ..data.annotations import pandas_class_dtype
 
-            kw["class_dtype"] = pandas_class_dtype(source, y_col)
-    else:
-        from ..data.annotations import JoinedLocator
-        from ..data.vocab import as_strings, concat
-
-        columns, dtypes = [], []
-        for i, role in enumerate(("task", "worker", "label")):
-            named = [_as_names(t, cols[i], role) for t, cols in zip(tables, parts)]
-            columns.append(concat([names for names, _ in named]))
-            kinds = {dtype for _, dtype in named}
-            dtypes.append(kinds.pop() if len(kinds) == 1 else None)  # the ids' type, where every file agrees
-        kw["dtypes"] = (dtypes[0], dtypes[1])
-        kw["class_dtype"] = dtypes[2]
-        if any(t.task_order for t in tables):  # tasks without answers keep their place among the files
-            kw["task_order"] = concat([
-                as_strings(t.task_order)[0] if t.task_order else _answered_tasks(t, cols)
-                for t, cols in zip(tables, parts)
-            ])
-        headers = [cols for t, cols in zip(tables, parts) if t.fixed is None]
-        kw.update(locate=JoinedLocator([t.locate for t in tables], [t.n_rows for t in tables]), header=headers or None)
+        kw["class_dtype"] = pandas_class_dtype(source, y_col)
     del tables, first  # the parsed text is freed as soon as it is encoded
     return AnnotationSet._from_columns(columns, **kw)
+
+
+_ROLES = ("task", "worker", "label")
+
+
+def _block_columns(table: RawTable, task_col: str | None, worker_col: str | None, label_col: str | None) -> tuple[str, str, str]:
+    """The task, worker and label columns of a streamed input, from its header alone; a platform export
+    (whose rows rules need every row) or a header the mapping refuses is read whole (:class:`_Fallback`)."""
+    from .columns import detect_platform
+
+    if detect_platform(table.header) is not None:
+        raise _Fallback()
+    try:
+        cmap = map_answer_columns(table.header, source=table.display, task=task_col, worker=worker_col,
+                                  label=label_col, options=_ANSWER_OPTIONS)
+    except CrowdaggError:
+        raise _Fallback() from None
+    if cmap.status is not None or cmap.choices:
+        raise _Fallback()
+    return cmap.task, cmap.worker, cmap.label
+
+
+def _encode_blocks(
+    blocks: _Blocks, encoder: Any, task_col: str | None, worker_col: str | None, label_col: str | None
+) -> tuple[Locator, int, tuple[str, str, str]]:
+    """The parse and encode stages of a large CSV or TSV, block by block: (locator, rows, columns).
+
+    Only each block's codes are kept (and its locator: the lines of its rows
+    where they are not consecutive); a file with no rows is read whole, so
+    that the whole-file reader words it.
+    """
+    from ..data.annotations import JoinedLocator
+
+    cols: tuple[str, str, str] | None = None
+    locators: list[Locator] = []
+    sizes: list[int] = []
+    for table in blocks:
+        if cols is None:
+            cols = _block_columns(table, task_col, worker_col, label_col)
+        names = [_as_names(table, c, role)[0] for c, role in zip(cols, _ROLES)]
+        if not locators and blocks.inp.size:  # room for the answers the file's size promises (not written yet)
+            encoder.reserve(int(1.05 * table.n_rows * blocks.inp.size / max(blocks.first_bytes, 1)))
+        locators.append(table.locate)
+        sizes.append(table.n_rows)
+        del table
+        with _timing.stage("encode"):
+            encoder.add(*names)
+        del names
+    if cols is None or not sum(sizes):
+        raise _Fallback()
+    locate = JoinedLocator(locators, sizes)
+    locate.source = blocks.display
+    return locate, int(sum(sizes)), cols
+
+
+#: Fewest bytes of text an answer takes ("t,w,a" and a line end): bounds the answers of a file by its size.
+MIN_ROW_BYTES = 6
+
+
+def _check_inputs_memory(sources: Sequence[Any], max_memory: memory.MaxMemory) -> None:
+    """Refuse, before reading any, inputs whose codes together (bounded by their sizes) and the parsing
+    of the largest would not fit: they are read one after another, never held together."""
+    sizes = [os.stat(f).st_size for f in sources if isinstance(f, (str, os.PathLike)) and os.path.isfile(f)]
+    if not sizes:
+        return
+    total = sum(sizes)
+    need = ARROW_BYTES_PER_BYTE * min(max(sizes), 2 * BLOCK_BYTES) + BYTES_PER_ANSWER * total / MIN_ROW_BYTES
+    memory.check(need, f"reading {len(sources)} inputs ({memory.human(total)} of text, up to "
+                 f"{total // MIN_ROW_BYTES:,} answers) one after another", max_memory, advice="split the input")
+
+
+def _load_incremental(
+    sources: Sequence[Any], opened: RawTable | _Blocks | _ParquetBatches | None, *, input_format: str | None,
+    task_col: str | None, worker_col: str | None, label_col: str | None, classes: Sequence[str] | None,
+    duplicates: DuplicatePolicy, max_memory: memory.MaxMemory, workers: Any, rejected: RejectedPolicy,
+    blank_labels: BlankLabelPolicy,
+) -> AnnotationSet:
+    """Inputs read one after another, each parsed and encoded as it is read -- a block at a time where it
+    is a large CSV or TSV (:class:`_Blocks`), whole otherwise -- into one set of vocabularies, then
+    assembled: the pipeline read, parse, encode, assemble, which the data flows down once.
+
+    Whole tables go through the same steps as :func:`load_annotations` gives a
+    single one (column mapping, platform rules, the names of each column).
+    """
+    from ..data.annotations import AnnotationSet, JoinedLocator
+    from ..data.encode import ColumnsEncoder
+    from ..data.vocab import as_strings
+    from .platforms import check_rejected_policy
+
+    if len(sources) > 1:
+        _check_inputs_memory(sources, max_memory)
+    encoder = ColumnsEncoder()
+    locators: list[Locator] = []
+    sizes: list[int] = []
+    headers: list[tuple[str, str, str]] = []
+    kinds: list[set[str | None]] = [set(), set(), set()]
+    label_name: str | None = None
+    dtypes: tuple[str | None, ...]
+    for i, src in enumerate(sources):
+        item = opened if i == 0 and opened is not None else _read_table(
+            src, input_format=input_format, label_col=label_col, max_memory=max_memory)
+        if i == 0:
+            check_rejected_policy(rejected)
+        fixed = None
+        if isinstance(item, _ParquetBatches):
+            batches, mark = item, encoder.mark()
+            try:
+                locate, n_rows, cols, dtypes = batches.encode(encoder, task_col, worker_col, label_col, max_memory)
+            except _Fallback:
+                encoder.rollback(mark)
+                with _timing.stage("read"):
+                    raw = batches.inp.whole(max_memory)
+                item = _table_of_bytes(raw, batches.display, batches.inp.name, input_format=input_format,
+                                       label_col=label_col, max_memory=max_memory)
+                del raw
+            finally:
+                batches.close()
+        if isinstance(item, _Blocks):
+            blocks, mark = item, encoder.mark()
+            try:
+                locate, n_rows, cols = _encode_blocks(blocks, encoder, task_col, worker_col, label_col)
+                dtypes = (None, None, None)
+            except _Fallback as fallback:
+                encoder.rollback(mark)
+                if fallback.exact:  # the exact parser's memory, before the text is read whole
+                    _check_input_size(blocks.inp.size or blocks.inp.n_read, blocks.display, max_memory,
+                                      PARSE_BYTES_PER_BYTE)
+                with _timing.stage("read"):
+                    raw = blocks.inp.whole(max_memory)
+                blocks.close()
+                item = _table_of_bytes(raw, blocks.inp.display, blocks.inp.name, input_format=input_format,
+                                       label_col=label_col, max_memory=max_memory)
+                del raw
+            finally:
+                blocks.close()
+        if isinstance(item, RawTable):
+            table, cols = _answer_columns(item, task_col, worker_col, label_col, rejected)
+            del item
+            named = [_as_names(table, c, role) for c, role in zip(cols, _ROLES)]
+            if table.task_order:
+                encoder.add_tasks(as_strings(table.task_order, "task")[0])
+            with _timing.stage("encode"):
+                encoder.add(*(n for n, _ in named))
+            dtypes = tuple(d for _, d in named)
+            locate, n_rows, fixed = table.locate, table.n_rows, table.fixed
+            del table, named
+        if fixed is None:
+            headers.append(cols)
+        if label_name is None:
+            label_name = cols[2].strip()
+        for k, d in zip(kinds, dtypes):
+            k.add(d)
+        locators.append(locate)
+        sizes.append(n_rows)
+    one = len(locators) == 1
+    return AnnotationSet._assemble(
+        encoder, classes=classes, duplicates=duplicates,
+        locate=locators[0] if one else JoinedLocator(locators, sizes), label_col=label_name or "label",
+        header=(headers[0] if one else headers) if headers else None,
+        dtypes=tuple(k.pop() if len(k) == 1 else None for k in kinds[:2]),  # type: ignore[arg-type]
+        workers=workers, blank_labels=blank_labels,
+        class_dtype=next(iter(kinds[2])) if len(kinds[2]) == 1 else None,
+    )
 
 
 def _as_names(table: RawTable, col: str, role: str) -> Any:
@@ -1416,20 +1973,6 @@ def _as_names(table: RawTable, col: str, role: str) -> Any:
         return as_strings(table.column(col), role)
     except InvalidName as exc:
         raise name_error(exc, role, table.locate, col) from None
-
-
-def _answered_tasks(table: RawTable, cols: tuple[str, str, str]) -> Any:
-    """The task names of a table's answers, once each in order of appearance (stripped; blank
-    names and the header's own cell left out) -- its part of a joined input's task order."""
-    from ..data.annotations import header_key
-    from ..data.vocab import blank, spells, strip, take
-
-    _, _, uniques = _names(table, cols[0], "task")
-    uniques, _ = strip(uniques)
-    drop = blank(uniques)
-    if table.fixed is None:
-        drop |= spells(uniques, header_key(cols[0]), header_key)
-    return take(uniques, np.flatnonzero(~drop))
 
 
 def _answer_columns(
@@ -1564,7 +2107,7 @@ def _task_order(table: RawTable, task_col: str, keep: np.ndarray) -> tuple[Any, 
     """(Every task of a table in order of first appearance, how many have no row in ``keep``).
 
     The names are stripped, and blank ones and the header's own cell left
-    out, as :func:`_answered_tasks` does; one dictionary encoding serves both.
+    out, as the task names of the answers are (:meth:`crowdagg.data.annotations.AnnotationSet._assemble`).
     """
     from ..data.annotations import header_key
     from ..data.vocab import blank, encode, spells, strip, take

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from typing import TYPE_CHECKING, Any
 
@@ -420,15 +420,14 @@ def _join(cells: list[Any], lits: list[str], kernels: bool) -> Any:
     return rows.buffers()[2].slice(lo, hi - lo)
 
 
-def _render_rows(cols: dict[str, _Col], n_rows: int, fmt: str, row_end: str, kernels: bool) -> list[Any]:
-    """The rows' bytes, one buffer per block of rows."""
+def _render_rows(cols: dict[str, _Col], n_rows: int, fmt: str, row_end: str, kernels: bool) -> Iterator[Any]:
+    """The rows' bytes, one buffer per block of rows, each rendered when asked for."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     # A dictionary column is quoted/escaped once, on its values.
     dict_text = {n: _quoted(c.dictionary, fmt, kernels) for n, c in cols.items() if c.kind == "dict"}
     lits = _literals(cols, fmt, row_end)
-    bodies = []
     for start in range(0, n_rows, _BLOCK_ROWS):
         stop = min(start + _BLOCK_ROWS, n_rows)
         cells = []
@@ -438,9 +437,9 @@ def _render_rows(cols: dict[str, _Col], n_rows: int, fmt: str, row_end: str, ker
             else:
                 text = _plain_block(col, start, stop, kernels)
                 cells.append(text if col.number else _quoted(text, fmt, kernels))
-        bodies.append(_join(cells, lits, kernels))
+        body = _join(cells, lits, kernels)
         del cells
-    return bodies
+        yield body
 
 
 # --------------------------------------------------------------------------- parquet
@@ -487,6 +486,17 @@ def render_table(
     key : column whose value names a row in errors (e.g. ``"task"``);
         default the first column.
     """
+    return b"".join(render_chunks(table, fmt, key=key))
+
+
+def render_chunks(
+    table: Mapping[str, Any] | pd.DataFrame, fmt: str, *, key: str | None = None
+) -> Iterator[bytes | memoryview | Any]:
+    """:func:`render_table`'s bytes in pieces (bytes-like), a block of rows at a time, each rendered only
+    when the one before was taken -- so the output is never held whole (Parquet is one piece).
+
+    Every check (the format, the columns' lengths, TSV cells) runs before the first piece.
+    """
     if fmt not in OUTPUT_FORMATS:
         raise UsageError(f"output format must be one of {', '.join(OUTPUT_FORMATS)}, got {fmt!r}")
     if hasattr(table, "to_dict") and hasattr(table, "columns"):
@@ -502,21 +512,35 @@ def render_table(
         raise ValueError(f"columns of unequal length: { {n: len(c) for n, c in cols.items()} }")
     n_rows = lengths.pop() if lengths else 0
     if fmt == "parquet":
-        return _parquet(cols)
+        return iter([_parquet(cols)])
     kernels = n_rows >= _KERNEL_MIN_ROWS
     if fmt == "tsv":
         _header_check_tsv(names)
         _tsv_check(cols, key, n_rows, kernels)
+    return _text_chunks(cols, names, n_rows, fmt, kernels)
+
+
+def _text_chunks(cols: dict[str, _Col], names: list[str], n_rows: int, fmt: str, kernels: bool) -> Iterator[Any]:
     if fmt in ("csv", "tsv"):
         header = (",".join(map(_csv_quote_name, names)) if fmt == "csv" else "\t".join(names)) + "\n"
-        return b"".join([header.encode("utf-8"), *_render_rows(cols, n_rows, fmt, "\n", kernels)])
+        yield header.encode("utf-8")
+        yield from _render_rows(cols, n_rows, fmt, "\n", kernels)
+        return
     if n_rows == 0:
-        return b"" if fmt == "jsonl" else b"[]\n"
+        yield b"" if fmt == "jsonl" else b"[]\n"
+        return
     if fmt == "jsonl":
-        return b"".join(_render_rows(cols, n_rows, fmt, "\n", kernels))
-    bodies = _render_rows(cols, n_rows, fmt, ",\n", kernels)
-    bodies[-1] = memoryview(bodies[-1])[:-2]  # the last row closes the list instead
-    return b"".join([b"[\n", *bodies, b"\n]\n"])
+        yield from _render_rows(cols, n_rows, fmt, "\n", kernels)
+        return
+    yield b"[\n"
+    held = None
+    for body in _render_rows(cols, n_rows, fmt, ",\n", kernels):
+        if held is not None:
+            yield held
+        held = body
+    assert held is not None  # n_rows > 0: at least one block
+    yield memoryview(held)[:-2]  # the last row closes the list instead
+    yield b"\n]\n"
 
 
 def estimate_text_bytes(n_rows: int, n_float_cols: int, n_text_cols: int, text_width: float = 16.0) -> int:
@@ -535,4 +559,4 @@ def estimate_text_bytes(n_rows: int, n_float_cols: int, n_text_cols: int, text_w
     return int(math.ceil((2 * n_rows + min(n_rows, _BLOCK_ROWS)) * row))
 
 
-__all__ = ["OUTPUT_FORMATS", "render_table", "float_text", "float_strings", "estimate_text_bytes"]
+__all__ = ["OUTPUT_FORMATS", "render_table", "render_chunks", "float_text", "float_strings", "estimate_text_bytes"]

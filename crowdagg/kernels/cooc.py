@@ -440,9 +440,20 @@ class StatsParams:
 
     index: np.ndarray
     weights: np.ndarray | None = None
+    n_workers: int | None = None  # the index's data: a block of other data is refused (its keys differ)
+    n_classes: int | None = None
 
 
 # ---------------------------------------------------------------------------------- block functions
+
+
+def _block(part: Any, b: int) -> int:
+    """``b`` once the partition is checked (:func:`~crowdagg.kernels.validate.check_part`, once per partition):
+    the kernels then key and index nothing outside their arrays."""
+    from .validate import check_block, check_part
+
+    check_part(part)
+    return check_block(part, b)
 
 
 def _answer_pairs(part: Any, b: int) -> int:
@@ -453,6 +464,7 @@ def _answer_pairs(part: Any, b: int) -> int:
 
 def bound_block(part: Any, b: int, params: Any, keep: bool) -> tuple[PairBound, None]:
     """Block function of the bound pass: the block's tasks and answer pairs (no answer is read)."""
+    b = _block(part, b)
     start, stop = part.tasks_of(b)
     pairs = _answer_pairs(part, b)
     return PairBound(stop - start, pairs, pairs, int(part.n_workers), int(part.n_classes)), None
@@ -460,6 +472,7 @@ def bound_block(part: Any, b: int, params: Any, keep: bool) -> tuple[PairBound, 
 
 def index_block(part: Any, b: int, params: Any, keep: bool) -> tuple[PairSet, None]:
     """Block function of the index pass: the sorted unique keys of the block's co-labelled worker pairs."""
+    b = _block(part, b)
     start, stop = part.tasks_of(b)
     keys = _block_pair_keys(part.task_ptr, part.worker, start, stop, np.int64(part.n_workers),
                             _answer_pairs(part, b))
@@ -473,6 +486,12 @@ def stats_block(part: Any, b: int, params: StatsParams, keep: bool) -> tuple[tup
     ``params.weights`` is given -- each a :class:`SparseSum`; ``joint``
     keyed ``p · K² + a · K + b``, the others by pair id ``p``.
     """
+    b = _block(part, b)
+    for name in ("n_workers", "n_classes"):
+        given = getattr(params, name)
+        if given is not None and given != getattr(part, name):
+            raise DataError(f"the pair index was built from data of {given:,} {name[2:]}, this has "
+                            f"{getattr(part, name):,}: build it on the same engine")
     start, stop = part.tasks_of(b)
     weighted = params.weights is not None
     weights = np.empty(0, dtype=np.float64)
@@ -648,7 +667,7 @@ def pair_statistics(engine: Any, index: PairIndex, weights: Any = None, *,
     need = max(48 * index.largest_block, 48 * cells) + 8 * n_pairs * (k * k + 2)
     memory.check(need, f"{n_pairs:,} worker pairs × {k}² classes, {index.largest_block:,} answer pairs in the "
                        "largest block", max_memory)
-    total, _ = engine.map_reduce(stats_block, StatsParams(index.keys, w))
+    total, _ = engine.map_reduce(stats_block, StatsParams(index.keys, w, index.n_workers, k))
     joint = total[0].dense(n_pairs * k * k).reshape(n_pairs, k, k)
     n_tasks = total[1].dense(n_pairs)
     weight = total[2].dense(n_pairs) if w is not None else None

@@ -30,8 +30,6 @@ one answer reads one contiguous row of K values; the public layout
 
 from __future__ import annotations
 
-import threading
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +37,7 @@ import numpy as np
 from numba import njit
 
 from ..errors import DataError, UsageError
-from .validate import as_code_array, as_float_array, check_count, check_index, check_offsets
+from .validate import as_code_array, as_float_array, check_block, check_part
 
 #: The kernel's modes: how a block's posteriors are made.
 _E_STEP, _GIVEN, _VOTE = 0, 1, 2
@@ -218,6 +216,13 @@ class EMParams:
                 raise UsageError("EMParams: an E-step needs log_prior beside log_conf_ot")
             put("log_prior", as_float_array(self.log_prior, "log_prior", 1))
             put("log_conf_ot", as_float_array(self.log_conf_ot, "log_conf_ot", 3))
+            for name in ("log_prior", "log_conf_ot"):
+                arr = getattr(self, name)
+                bad = np.isnan(arr) | (arr == np.inf)  # -inf rules a class or an answer out; NaN, +inf mean nothing
+                if bad.any():
+                    at = np.unravel_index(int(np.flatnonzero(bad)[0]), arr.shape)
+                    raise DataError(f"{name}{list(map(int, at))} is {float(arr[at])!r}: a log-probability is finite "
+                                    "or -inf")
             k = self.log_prior.shape[0]
             if self.log_conf_ot.shape[1:] != (k, k):
                 raise DataError(f"log_conf_ot has shape {self.log_conf_ot.shape}, not (n_workers, {k}, {k}) for the "
@@ -226,6 +231,10 @@ class EMParams:
             raise UsageError("EMParams: log_prior without log_conf_ot (an E-step needs both)")
         if self.post is not None:
             put("post", as_float_array(self.post, "post", 2))
+            bad = ~((self.post >= 0.0) & (self.post <= 1.0 + 1e-9))  # NaN fails both
+            if bad.any():
+                t, c = np.unravel_index(int(np.flatnonzero(bad)[0]), self.post.shape)
+                raise DataError(f"post[{int(t)}, {int(c)}] is {float(self.post[t, c])!r}: posteriors lie in [0, 1]")
         if self.clamp is not None:
             clamp = as_code_array(self.clamp, "clamp")
             if clamp.dtype != np.int64:
@@ -254,27 +263,9 @@ _NO_CONF = np.zeros((1, 1, 1))
 _NO_POST = np.zeros((0, 1))
 _NO_CLAMP = np.zeros(0, dtype=np.int64)
 
-#: The partitions whose arrays :func:`_check_part` has checked (by identity; forgotten with the partition).
-_checked_parts: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
-_check_lock = threading.Lock()
-
-
 def _check_part(part: Any) -> np.ndarray:
-    """A partition's arrays checked once (codes in range, offsets in order) before the kernel trusts them;
-    returns its cells.  One pass over its answers, the first time a block of it is run."""
-    with _check_lock:
-        if part not in _checked_parts:
-            n_workers, k = check_count(part.n_workers, "n_workers"), check_count(part.n_classes, "n_classes")
-            if len(part.worker) != len(part.label):
-                raise DataError(f"worker and label arrays differ in length ({len(part.worker):,}, {len(part.label):,})")
-            check_offsets(part.task_ptr, len(part.worker))
-            check_offsets(part.bounds, part.n_tasks, "bounds", "tasks")
-            if part.task_ptr.dtype != np.int64 or not part.task_ptr.flags.c_contiguous:
-                raise DataError("a partition's task_ptr must be contiguous int64")
-            check_index(part.worker, n_workers, "worker", "worker")
-            check_index(part.label, k, "label", "class")
-            part.cell  # noqa: B018 - built here, once, under the lock
-            _checked_parts[part] = True
+    """A partition checked once (:func:`~crowdagg.kernels.validate.check_part`); returns its cells."""
+    check_part(part)
     return part.cell
 
 
@@ -306,8 +297,7 @@ def em_block(part: Any, b: int, params: EMParams, keep: bool = False) -> tuple[t
         raise UsageError(f"em_block takes EMParams, got {type(params).__name__}")
     cell = _check_part(part)
     w, k = int(part.n_workers), int(part.n_classes)
-    if not 0 <= b < part.n_blocks:
-        raise DataError(f"block {b} is not one of the partition's {part.n_blocks} blocks")
+    b = check_block(part, b)
     start, stop = part.tasks_of(b)
     lo, hi = part.first_task + start, part.first_task + stop  # the block's rows of the per-task arrays
     need = part.first_task + part.n_tasks

@@ -196,17 +196,61 @@ def log_km1(n_classes: int) -> float:
 @dataclass(frozen=True)
 class EStepParams:
     """The E-step's parameters: ``alpha`` (n_workers,), ``log_beta`` (n_tasks,), ``log_prior`` (K,), ``clamp``
-    (n_tasks,) int64 (-1: free); the per-task arrays are global, each block reads its rows."""
+    (n_tasks,) int64 (-1: free); the per-task arrays are global, each block reads its rows.
+
+    Converted to contiguous float64 / int64 once, here; a clamp outside -1 .. K-1 (K = len(log_prior)) is a
+    :class:`~crowdagg.errors.DataError` (the kernel writes the clamped class's column).
+    """
 
     alpha: np.ndarray
     log_beta: np.ndarray
     log_prior: np.ndarray
     clamp: np.ndarray
 
+    def __post_init__(self) -> None:
+        from ..errors import DataError
+        from .validate import as_code_array, as_float_array
+
+        for name in ("alpha", "log_beta", "log_prior"):
+            object.__setattr__(self, name, as_float_array(getattr(self, name), name, 1))
+        clamp = as_code_array(self.clamp, "clamp")
+        k = self.log_prior.shape[0]
+        if clamp.size and (int(clamp.min()) < -1 or int(clamp.max()) >= k):
+            raise DataError(f"clamp holds a class outside -1 .. {k - 1}")
+        object.__setattr__(self, "clamp", np.ascontiguousarray(clamp, dtype=np.int64))
+
+
+def _block(part: Any, b: int, worker_arrays: tuple[np.ndarray, ...] = (),
+           task_arrays: tuple[np.ndarray, ...] = ()) -> tuple[int, int]:
+    """Block ``b``'s task range once the partition is checked (:func:`~crowdagg.kernels.validate.check_part`) and
+    the parameters fit it: per worker arrays of ``n_workers`` entries, per task (global) arrays reaching its last
+    task.  O(1) after the partition's first check: the kernels then index nothing outside an array."""
+    from ..errors import DataError
+    from .validate import check_block, check_part
+
+    check_part(part)
+    b = check_block(part, b)
+    for arr in worker_arrays:
+        if not isinstance(arr, np.ndarray) or arr.ndim != 1 or arr.shape[0] != part.n_workers:
+            raise DataError(f"a per-worker parameter has shape {np.shape(arr)}, the data has {part.n_workers:,} workers")
+    need = part.first_task + part.n_tasks
+    for arr in task_arrays:
+        if not isinstance(arr, np.ndarray) or arr.ndim != 1 or arr.shape[0] < need:
+            raise DataError(f"a per-task parameter has shape {np.shape(arr)}, the data has {need:,} tasks")
+    return part.tasks_of(b)
+
 
 def e_step_block(part: Any, b: int, p: EStepParams, keep: bool) -> tuple[Any, Any]:
     """Block function of the E-step: sums ``(log-evidence, expected class totals (K,))``; kept ``(post, q)``."""
-    t0, t1 = part.tasks_of(b)
+    if not isinstance(p, EStepParams):
+        from ..errors import UsageError
+
+        raise UsageError(f"e_step_block takes EStepParams, got {type(p).__name__}")
+    t0, t1 = _block(part, b, (p.alpha,), (p.log_beta, p.clamp))
+    if p.log_prior.shape != (part.n_classes,):
+        from ..errors import DataError
+
+        raise DataError(f"log_prior has shape {p.log_prior.shape}, the data has {part.n_classes} classes")
     post, q, ll = _e_step_block(part.task_ptr, part.worker, part.label, t0, t1, p.alpha,
                                 part.task_rows(p.log_beta), p.log_prior, log_km1(len(p.log_prior)),
                                 part.task_rows(p.clamp))
@@ -216,7 +260,13 @@ def e_step_block(part: Any, b: int, p: EStepParams, keep: bool) -> tuple[Any, An
 def posterior_q_block(part: Any, b: int, post: np.ndarray, keep: bool) -> tuple[Any, Any]:
     """Block function taking given posteriors (n_tasks, K, global) as the E-step's: kept ``(post rows, q)``;
     sums the expected class totals (K,)."""
-    t0, t1 = part.tasks_of(b)
+    t0, t1 = _block(part, b)
+    if not isinstance(post, np.ndarray) or post.ndim != 2 or post.shape[1] != part.n_classes \
+            or post.shape[0] < part.first_task + part.n_tasks:
+        from ..errors import DataError
+
+        raise DataError(f"post has shape {np.shape(post)}, the data's tasks × classes need "
+                        f"({part.first_task + part.n_tasks:,}, {part.n_classes})")
     rows = np.array(part.task_rows(post)[t0:t1], dtype=np.float64)  # fresh: the block owns its rows
     q = _answer_q_block(part.task_ptr, part.label, t0, t1, rows)
     return rows.sum(axis=0), ((rows, q) if keep else None)
@@ -235,8 +285,15 @@ class ObjectiveParams:
 
 def objective_block(part: Any, b: int, p: ObjectiveParams, keep: bool) -> tuple[Any, Any]:
     """Block function of the M-step's objective: sums ``(f, ∂f/∂α (n_workers,))``; kept ``∂f/∂log β`` (its tasks,)."""
-    t0, t1 = part.tasks_of(b)
-    q = p.e_step[part.first_block + b][1]
+    t0, t1 = _block(part, b, (p.alpha,), (p.log_beta,))
+    g = part.first_block + b
+    q: Any = p.e_step[g][1] if g < len(p.e_step) else None
+    lo, hi = part.answers_of(b)
+    if not isinstance(q, np.ndarray) or q.shape != (hi - lo,) or q.dtype != np.float64:
+        from ..errors import DataError
+
+        raise DataError(f"the posteriors of block {g} hold {np.shape(q)} answers, not the block's {hi - lo:,}: "
+                        "they come from an E-step on other data or another grid")
     f, ga, gb = _objective_block(part.task_ptr, part.worker, t0, t1, p.alpha, part.task_rows(p.log_beta), q,
                                  log_km1(p.n_classes), part.n_workers)
     return (f, ga), (gb if keep else None)
@@ -244,8 +301,8 @@ def objective_block(part: Any, b: int, p: ObjectiveParams, keep: bool) -> tuple[
 
 def curvature_block(part: Any, b: int, p: tuple[np.ndarray, np.ndarray], keep: bool) -> tuple[Any, Any]:
     """Block function of the curvatures at ``p = (alpha, log_beta)``: sums (n_workers,); kept per task (its tasks,)."""
-    t0, t1 = part.tasks_of(b)
     alpha, log_beta = p
+    t0, t1 = _block(part, b, (alpha,), (log_beta,))
     h, h_task = _curvature_block(part.task_ptr, part.worker, t0, t1, alpha, part.task_rows(log_beta),
                                  part.n_workers)
     return h, (h_task if keep else None)
@@ -274,7 +331,11 @@ class Posteriors:
 
 
 def _sizes(engine: Any) -> tuple[int, int, int, int]:
-    d = engine.data
+    d = getattr(engine, "data", None)
+    if d is None or not callable(getattr(engine, "map_reduce", None)):
+        from ..errors import UsageError
+
+        raise UsageError(f"the GLAD kernels run on an engine over the data (LocalEngine(data)), got {engine!r}")
     return d.n_workers, d.n_tasks, d.n_classes, d.n_answers
 
 

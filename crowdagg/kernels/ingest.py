@@ -55,7 +55,8 @@ def sort_by_task(
 
 
 def _sort_by_task(
-    task: np.ndarray, worker: np.ndarray, label: np.ndarray, n_tasks: int
+    task: np.ndarray | list[np.ndarray], worker: np.ndarray | None = None, label: np.ndarray | None = None,
+    n_tasks: int = 0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`sort_by_task` on codes already known valid (the annotation set's builders).
 
@@ -63,23 +64,36 @@ def _sort_by_task(
     one pass.  Large inputs are cut in two halves counted and scattered on
     two threads -- the first half's answers of a task go before the
     second's, so the result is the same stable order.
+
+    Given the codes as a list ``[task, worker, label]`` (and no other
+    reference to them), the list is emptied as the sort goes: the input
+    worker and label codes are freed once scattered, before the sorted task
+    codes are written, so at most 5 bytes an answer are held beyond the
+    input (not 9).  Counts and fill pointers are int32 where the answers fit.
     """
-    task, worker, label = (np.ascontiguousarray(a) for a in (task, worker, label))
+    if isinstance(task, list):
+        columns = task
+        task, worker, label = (np.ascontiguousarray(a) for a in columns)
+        columns[:] = [task]  # the caller keeps the task codes (a duplicate's input row), worker and label go
+    else:
+        task, worker, label = (np.ascontiguousarray(a) for a in (task, worker, label))
     n = task.shape[0]
     n_tasks = int(n_tasks)
+    small = np.int32 if n < 2**31 - 1 else np.int64
     halves = [(0, n)] if n < schedule.PARALLEL_ANSWERS else [(0, n // 2), (n // 2, n)]
-    counts = [np.zeros(n_tasks, dtype=np.int64) for _ in halves]
+    counts = [np.zeros(n_tasks, dtype=small) for _ in halves]
     two_threads([partial(_count_tasks, task, h[0], h[1], c) for c, h in zip(counts, halves)])
     ptr = np.zeros(n_tasks + 1, dtype=np.int64)
-    np.cumsum(counts[0] if len(counts) == 1 else counts[0] + counts[1], out=ptr[1:])
-    fills = [ptr[:-1].copy()]
+    np.cumsum(counts[0] if len(counts) == 1 else np.add(counts[0], counts[1]), out=ptr[1:])
+    fills = [ptr[:-1].astype(small)]
     if len(halves) == 2:
-        fills.append(ptr[:-1] + counts[0])
+        fills.append(np.add(fills[0], counts[0]))
     del counts
     w_out = np.empty_like(worker)
     y_out = np.empty_like(label)
-    t_out = np.empty_like(task)
     two_threads([partial(_scatter, task, worker, label, h[0], h[1], f, w_out, y_out) for f, h in zip(fills, halves)])
+    del fills, worker, label
+    t_out = np.empty_like(task)
     mid = int(np.searchsorted(ptr, n // 2)) if len(halves) == 2 else n_tasks
     ranges = [(0, mid), (mid, n_tasks)] if mid < n_tasks else [(0, n_tasks)]
     two_threads([partial(_fill_tasks, ptr, lo, hi, t_out) for lo, hi in ranges])
@@ -372,3 +386,101 @@ def prefixed_int_codes(chunks: list[tuple[np.ndarray, np.ndarray]], prefix: byte
         n_codes = _prefixed_codes(offsets, data, len(prefix), table, codes, base, first_row, n_codes)
         base += offsets.shape[0] - 1
     return codes, first_row[:n_codes]
+
+
+# --------------------------------------------------------------------------- growing vocabularies
+#: Multiplier of the hash's final mix (splitmix64's), as a signed int64: numba's int64 arithmetic wraps.
+_MIX = np.int64(-4658895280553007687)
+
+
+@njit(cache=True, nogil=True)
+def _hash_bytes(data, lo, hi):  # pragma: no cover - compiled
+    h = np.int64(hi - lo)
+    for p in range(lo, hi):
+        h = h * np.int64(31) + np.int64(data[p])
+    h ^= h >> np.int64(31)
+    h *= _MIX
+    h ^= h >> np.int64(29)
+    return h
+
+
+@njit(cache=True, nogil=True)
+def _hash_codes(offsets, data, start, codes, base, slots, hashes, names_off, names_data, n_names):  # pragma: no cover
+    """Codes of strings ``start..`` of a chunk against a growing vocabulary, new names appended in order.
+
+    ``slots`` (power-of-two length, -1 empty) is an open-addressing table
+    of codes, each with 31 bits of its name's hash above them (compared
+    before the bytes, in the same cache line); ``hashes[c]``,
+    ``names_off[c]:names_off[c + 1]`` of ``names_data`` are name ``c``'s
+    hash and bytes.  Stops before a new name would fill
+    more than 5/8 of ``slots`` (the caller grows the table and goes on from
+    there); ``names_data`` must have room for every byte of the chunk, the
+    other arrays for ``5 * len(slots) // 8`` names.  Returns (names, strings done).
+    """
+    mask = slots.shape[0] - 1
+    limit = (slots.shape[0] * 5) >> 3
+    used = names_off[n_names]
+    for i in range(start, offsets.shape[0] - 1):
+        lo = offsets[i]
+        hi = offsets[i + 1]
+        h = _hash_bytes(data, lo, hi)
+        tag = (h >> np.int64(32)) & np.int64(0x7FFFFFFF)
+        j = h & mask
+        while True:
+            e = slots[j]
+            if e < 0:
+                if n_names >= limit:
+                    return n_names, i
+                slots[j] = (tag << np.int64(32)) | n_names
+                hashes[n_names] = h
+                for p in range(lo, hi):
+                    names_data[used] = data[p]
+                    used += 1
+                n_names += 1
+                names_off[n_names] = used
+                codes[base + i] = n_names - 1
+                break
+            if (e >> np.int64(32)) == tag:
+                s = e & np.int64(0xFFFFFFFF)
+                a = names_off[s]
+                if names_off[s + 1] - a == hi - lo:
+                    same = True
+                    for k in range(hi - lo):
+                        if names_data[a + k] != data[lo + k]:
+                            same = False
+                            break
+                    if same:
+                        codes[base + i] = s
+                        break
+            j = (j + 1) & mask
+    return n_names, offsets.shape[0] - 1
+
+
+@njit(cache=True, nogil=True)
+def _rehash(hashes, n_names, slots):  # pragma: no cover - compiled
+    """Fill an empty (all -1) ``slots`` table with codes ``0..n_names-1`` by their hashes (as :func:`_hash_codes`)."""
+    mask = slots.shape[0] - 1
+    for c in range(n_names):
+        h = hashes[c]
+        j = h & mask
+        while slots[j] >= 0:
+            j = (j + 1) & mask
+        slots[j] = (((h >> np.int64(32)) & np.int64(0x7FFFFFFF)) << np.int64(32)) | c
+
+
+@njit(cache=True, nogil=True)
+def _prefixed_block(offsets, data, p, table, codes, base, values, n_codes):  # pragma: no cover - compiled
+    """Codes of a chunk checked by :func:`_prefixed_max`, against a growing direct-address ``table``
+    (integer -> code, -1 unseen); ``values[c]`` records code ``c``'s integer.  Returns the new count."""
+    for i in range(offsets.shape[0] - 1):
+        v = 0
+        for k in range(offsets[i] + p, offsets[i + 1]):
+            v = v * 10 + (np.int64(data[k]) - 48)
+        c = table[v]
+        if c < 0:
+            c = n_codes
+            table[v] = c
+            values[c] = v
+            n_codes += 1
+        codes[base + i] = c
+    return n_codes

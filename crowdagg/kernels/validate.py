@@ -15,7 +15,10 @@ size not given).  Errors name the array, the first bad position and value.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import operator
+import threading
+import weakref
+from typing import Any, NamedTuple
 
 import numpy as np
 from numba import njit
@@ -202,6 +205,67 @@ def check_offsets(ptr: np.ndarray, n_items: int, name: str = "task_ptr", items: 
     return arr
 
 
+#: The partitions :func:`check_part` has checked, with what it checked (by identity; forgotten with the partition).
+_checked_parts: weakref.WeakKeyDictionary[Any, tuple[Any, ...]] = weakref.WeakKeyDictionary()
+_check_lock = threading.Lock()
+
+
+def _part_key(part: Any) -> tuple[Any, ...]:
+    """What a check of ``part`` covered: its arrays (by identity) and sizes -- reassigning any asks for a new check."""
+    return (id(part.worker), id(part.label), id(part.task_ptr), id(part.bounds), part.n_workers, part.n_classes,
+            part.first_task, part.first_block, part.n_blocks_total)
+
+
+def check_part(part: Any) -> None:
+    """A partition (:class:`crowdagg.engine.Part`) checked before a block kernel trusts its arrays, once per partition.
+
+    Codes in range (``0 <= worker < n_workers``, ``0 <= label < n_classes``),
+    task offsets and block bounds in order and consistent with the answers,
+    its place in the grid and in the task order non-negative.  One pass over
+    its answers the first time any block function sees it (again if an array
+    or a size is reassigned); a :class:`~crowdagg.errors.DataError` naming
+    what is wrong, never a read or write outside an array.
+    """
+    key = _part_key(part)
+    if _checked_parts.get(part) == key:
+        return
+    with _check_lock:
+        if _checked_parts.get(part) == key:
+            return
+        n_workers, k = check_count(part.n_workers, "n_workers"), check_count(part.n_classes, "n_classes")
+        for name in ("first_task", "first_block", "n_blocks_total"):
+            check_count(getattr(part, name), name)
+        if len(part.worker) != len(part.label):
+            raise DataError(f"worker and label arrays differ in length ({len(part.worker):,}, {len(part.label):,})")
+        check_offsets(part.task_ptr, len(part.worker))
+        check_offsets(part.bounds, len(part.task_ptr) - 1, "bounds", "tasks")
+        if part.task_ptr.dtype != np.int64 or not part.task_ptr.flags.c_contiguous:
+            raise DataError("a partition's task_ptr must be contiguous int64")
+        n_blocks = len(part.bounds) - 1
+        if part.first_block + n_blocks > part.n_blocks_total:
+            raise DataError(f"a partition's blocks {part.first_block:,} .. {part.first_block + n_blocks - 1:,} lie "
+                            f"beyond the grid's {part.n_blocks_total:,} blocks")
+        check_index(part.worker, n_workers, "worker", "worker")
+        check_index(part.label, k, "label", "class")
+        for name in ("worker", "label"):
+            arr = getattr(part, name)
+            if not arr.dtype.isnative:  # the kernels read them as they are: numba compiles native byte order only
+                raise DataError(f"a partition's {name} codes must be in native byte order, got {arr.dtype}")
+        _checked_parts[part] = key
+
+
+def check_block(part: Any, b: object) -> int:
+    """Local block index ``b`` of ``part`` as an int: a :class:`~crowdagg.errors.DataError` unless it is one of
+    the partition's blocks (a :class:`~crowdagg.errors.UsageError` when it is not an integer)."""
+    try:
+        i = operator.index(b)  # type: ignore[arg-type]
+    except TypeError:
+        raise UsageError(f"a block index must be an integer, got {b!r}") from None
+    if not 0 <= i < len(part.bounds) - 1:
+        raise DataError(f"block {i} is not one of the partition's {len(part.bounds) - 1} blocks")
+    return int(i)
+
+
 def _range_message(role: str, arr: np.ndarray, pos: int, n: int, unit: str) -> str:
     value = arr[pos].item()
     if n < 0:
@@ -212,5 +276,5 @@ def _range_message(role: str, arr: np.ndarray, pos: int, n: int, unit: str) -> s
     )
 
 
-__all__ = ["CodeScan", "as_code_array", "as_float_array", "check_codes", "check_count", "check_index", "check_offsets",
-           "check_out_array"]
+__all__ = ["CodeScan", "as_code_array", "as_float_array", "check_block", "check_codes", "check_count", "check_index",
+           "check_offsets", "check_out_array", "check_part"]

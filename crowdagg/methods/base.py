@@ -393,8 +393,15 @@ def _engine(engine: Any, data: AnnotationSet) -> Any:
         from ..engine import LocalEngine
 
         return LocalEngine(data)
-    if isinstance(engine, str):
-        raise UsageError(f"{param('engine')} must be 'local' or an engine object, got {engine!r}")
+    if isinstance(engine, str) or not callable(getattr(engine, "map_reduce", None)):
+        raise UsageError(f"{param('engine')} must be 'local' or an engine object (with map_reduce), got {engine!r}")
+    own = getattr(engine, "data", None)
+    if isinstance(own, AnnotationSet) and own is not data:
+        def shape(d: AnnotationSet) -> str:
+            return f"{d.n_tasks:,} tasks, {d.n_workers:,} workers, {d.n_classes:,} classes, {d.n_answers:,} answers"
+
+        if shape(own) != shape(data):
+            raise UsageError(f"{param('engine')} runs over other data ({shape(own)}) than the fit's ({shape(data)})")
     return engine
 
 

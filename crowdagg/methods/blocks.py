@@ -164,12 +164,30 @@ class Vote:
     atol: float = 0.0
     on_shares: bool = True
 
+    def __post_init__(self) -> None:
+        if self.weight is not None:  # once, here: the blocks read it as float64 (its length checked by each)
+            from ..kernels.validate import as_float_array
+
+            object.__setattr__(self, "weight", as_float_array(self.weight, "weight", 1))
+
+
+def _block(part: Any, b: int, weight: np.ndarray | None = None) -> tuple[int, int]:
+    """Block ``b``'s task range once the partition is checked (:func:`crowdagg.kernels.validate.check_part`, once
+    per partition) and ``weight`` fits its workers: the vote kernels then index nothing outside an array."""
+    from ..kernels.validate import check_block, check_part
+
+    check_part(part)
+    b = check_block(part, b)
+    if weight is not None and (not isinstance(weight, np.ndarray) or weight.shape != (part.n_workers,)):
+        raise DataError(f"the vote weights have shape {np.shape(weight)}, the data has {part.n_workers:,} workers")
+    return part.tasks_of(b)
+
 
 def block_votes(part: Any, b: int, weight: np.ndarray | None) -> np.ndarray:
     """Block ``b``'s (weighted) votes per task and class, shape (its tasks, K), fresh."""
     from ..kernels.votes import _block_votes
 
-    t0, t1 = part.tasks_of(b)
+    t0, t1 = _block(part, b, weight)
     w = _NO_WEIGHT if weight is None else weight
     return _block_votes(part.task_ptr, part.worker, part.label, t0, t1, w, weight is not None, part.n_classes)
 
@@ -189,7 +207,7 @@ def block_labels(part: Any, b: int, vote: Vote) -> np.ndarray:
     """
     from ..kernels.votes import _block_argmax, _block_vote_labels
 
-    t0, t1 = part.tasks_of(b)
+    t0, t1 = _block(part, b, vote.weight)
     if vote.on_shares and (vote.weight is not None or vote.atol != 0.0):
         labels, tied, near = _block_argmax(normalize_rows(block_votes(part, b, vote.weight)), vote.atol)
     else:
@@ -213,7 +231,9 @@ def block_agreement(part: Any, b: int, labels: np.ndarray, once: bool = False) -
     """Per worker (n_workers,): block ``b``'s answers equal to ``labels`` (its tasks,) of their task, and answers."""
     from ..kernels.votes import _block_agreement
 
-    t0, t1 = part.tasks_of(b)
+    t0, t1 = _block(part, b)
+    if labels.shape != (t1 - t0,):
+        raise DataError(f"{labels.shape[0]:,} labels for the {t1 - t0:,} tasks of block {b}")
     return _block_agreement(part.task_ptr, part.worker, part.label, t0, t1, labels, part.n_workers, once)
 
 
@@ -239,9 +259,14 @@ def revote_block(part: Any, b: int, votes: tuple[Vote, Vote], keep: bool) -> tup
 def agreement_with_block(part: Any, b: int, p: tuple[np.ndarray, bool], keep: bool) -> tuple[Any, Any]:
     """Block function: per worker (n_workers,), the answers equal to ``p[0]`` (a label per task, global) of their
     task, and the answers; ``p[1]``: a repeated identical answer counts once (crowd-kit's ``get_accuracy``)."""
+    from ..kernels.validate import as_code_array
+
     labels, once = p
-    t0, t1 = part.tasks_of(b)
-    return block_agreement(part, b, part.task_rows(labels)[t0:t1], once), None
+    t0, t1 = _block(part, b)
+    labels = as_code_array(labels, "labels")
+    if labels.shape[0] < part.first_task + part.n_tasks:
+        raise DataError(f"{labels.shape[0]:,} labels for the data's {part.first_task + part.n_tasks:,} tasks")
+    return block_agreement(part, b, part.task_rows(labels)[t0:t1], bool(once)), None
 
 
 @dataclass(frozen=True)

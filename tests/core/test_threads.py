@@ -236,22 +236,28 @@ def test_the_readers_use_threads_only_when_the_count_allows(n, tmp_path, monkeyp
 
 
 def test_names_are_encoded_on_one_thread_when_the_count_is_one(monkeypatch):
-    import concurrent.futures
-
     import pyarrow as pa
 
-    from crowdagg.data import annotations
+    from crowdagg.data.encode import ColumnsEncoder
+    from crowdagg.kernels import schedule
 
     def no_pool(*args, **kwargs):
         raise AssertionError("a thread pool was started under use_threads(1)")
 
-    n = 2_000_000  # the size from which the columns are encoded on two threads
-    columns = [(pa.array([f"x{i % 1000}" for i in range(n)]), 0), (pa.array(["a", "b"] * (n // 2)), 0)]
+    n = 1 << 17  # blocks from this size are encoded on two threads (task | worker and label)
+    columns = [pa.array([f"x{i % 1000}" for i in range(n)]), pa.array(["a", "b"] * (n // 2)),
+               pa.array(["0", "1", "1", "0"] * (n // 4))]
+    encoded = []
     with threads.use_threads(2):
-        two = annotations._encode_all(columns)
-    monkeypatch.setattr(concurrent.futures, "ThreadPoolExecutor", no_pool)
+        enc = ColumnsEncoder()
+        enc.add(*columns)
+        encoded.append(enc)
+    monkeypatch.setattr(schedule, "ThreadPoolExecutor", no_pool)
     with threads.use_threads(1):
-        one = annotations._encode_all(columns)
-    for (codes1, names1, *rest1), (codes2, names2, *rest2) in zip(one, two):
-        np.testing.assert_array_equal(codes1, codes2)
-        assert names1.equals(names2) and rest1 == rest2
+        enc = ColumnsEncoder()
+        enc.add(*columns)
+        encoded.append(enc)
+    two, one = encoded
+    for e1, e2, c1, c2 in zip(one.encoders, two.encoders, one.codes, two.codes):
+        np.testing.assert_array_equal(c1.take(), c2.take())
+        assert e1.names().equals(e2.names())

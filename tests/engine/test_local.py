@@ -77,3 +77,15 @@ def test_worker_ordered_pass_with_a_heavy_worker_spanning_blocks() -> None:
         assert np.array_equal(engine.gather(outs), data.worker_order)
     assert np.array_equal(got[0], got[1])
     assert np.allclose(got[0], np.bincount(data.worker, weights=weights[data.label], minlength=data.n_workers))
+
+
+def test_cell_takes_labels_of_any_integer_dtype() -> None:
+    """uint64 labels (a partition read from a file) made numpy refuse the in-place add (float64 into int32)."""
+    from crowdagg.kernels.em import EMParams, em_block
+
+    ptr = np.array([0, 2, 3])
+    for dtype in (np.uint64, np.int64, np.uint8, np.int16):
+        part = Part(0, 1, 0, np.array([0, 2]), ptr, np.array([0, 1, 1], np.int32), np.array([1, 0, 1], dtype), 2, 2)
+        assert part.cell.dtype == np.int32 and part.cell.tolist() == [1, 2, 3]
+        (counts, tot, _), _ = em_block(part, 0, EMParams())
+        assert counts.sum() == 3.0 and tot.tolist() == [0.5, 1.5]

@@ -82,3 +82,10 @@ def test_missing_blocks_and_bad_ranges_are_clear_errors() -> None:
         tree.cover(2, 9, 8)
     with pytest.raises(DataError, match="no blocks"):
         tree.combine({}, 0)
+
+
+def test_sums_of_different_shapes_are_refused_not_broadcast() -> None:
+    with pytest.raises(DataError, match="different shapes"):
+        tree.add(np.zeros(3), np.zeros((2, 3)))
+    with pytest.raises(DataError, match="different shapes"):
+        tree.combine(tree.reduce_range(0, 2, 2, lambda b: np.zeros(b + 1)), 2)

@@ -437,8 +437,11 @@ def test_memory_limits_hold_for_several_inputs_and_for_parquet(tmp_path):
 
     for i in range(4):
         (tmp_path / f"{i}.csv").write_text("task,worker,label\n" + "t,w,a\n" * 100_000)  # 0.6 MB each
-    with pytest.raises(ResourceError, match="4 inputs"):
-        load_annotations([str(tmp_path / f"{i}.csv") for i in range(4)], max_memory="8M")
+    # Read one after another: the largest one's parsing (4 bytes a byte) and every answer's codes (14 bytes
+    # an answer, at most one per 6 bytes): 2.4 + 5.6 MB.
+    with pytest.raises(ResourceError, match=r"reading 4 inputs \(2.29 MB of text, up to 400,012 answers\)"):
+        load_annotations([str(tmp_path / f"{i}.csv") for i in range(4)], max_memory="7M")
+    assert load_annotations([str(tmp_path / f"{i}.csv") for i in range(4)], max_memory="9M").n_answers == 400_000
     n = 1_000_000
     pq.write_table(pa.table({"task": pa.array(["t"] * n).dictionary_encode(), "worker": ["w"] * n,
                              "label": ["a"] * n}), tmp_path / "big.parquet")

@@ -249,3 +249,51 @@ def test_bad_weights_and_a_foreign_index_are_clear_errors():
     other = cooc.pair_index(LocalEngine(AnnotationSet.from_codes([0, 0], [0, 1], [0, 0], n_workers=10, n_classes=2)))
     with pytest.raises(DataError, match="built from other data"):
         cooc.pair_statistics(engine, other)
+
+
+def test_an_index_of_data_with_other_sizes_is_refused_not_misread():
+    """An index of data with more classes (same workers, same pairs) was read as this data's: joint counts of the
+    wrong shape, silently; one of more workers keyed other pairs."""
+    from crowdagg.engine import LocalEngine
+    from crowdagg.errors import DataError
+    from crowdagg.kernels.cooc import pair_index, pair_statistics
+
+    codes = ([0, 0, 0, 1, 1, 2, 2], [0, 1, 2, 0, 1, 1, 2], [1, 1, 0, 0, 1, 1, 1])
+    data = AnnotationSet.from_codes(*codes)
+    wider = AnnotationSet.from_codes(*codes, n_classes=3)
+    with pytest.raises(DataError, match="built from data of 3 classes, this has 2"):
+        pair_statistics(LocalEngine(data), pair_index(LocalEngine(wider)))
+    more = AnnotationSet.from_codes([0, 0, 0, 0], [0, 1, 2, 3], [0, 1, 0, 1])
+    with pytest.raises(DataError, match="built from data of 4 workers, this has 3"):
+        pair_statistics(LocalEngine(data), pair_index(LocalEngine(more)))
+
+
+@pytest.mark.parametrize("fn", ["bound_block", "index_block", "stats_block"])
+def test_block_functions_refuse_a_bad_partition_never_a_crash(fn):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = (
+        "import numpy as np\n"
+        "from crowdagg.engine import Part\n"
+        "from crowdagg.kernels.cooc import *\n"
+        "from crowdagg.errors import DataError\n"
+        "part = Part(0, 1, 0, np.array([0, 1]), np.array([0, 2]), np.array([0, 900], np.int32), "
+        "np.array([0, 1], np.int8), 2, 2)\n"
+        "try:\n"
+        f"    {fn}(part, 0, StatsParams(np.array([1])), False)\n"
+        "    print('accepted')\n"
+        "except DataError as exc:\n"
+        "    print(exc)\n"
+        "try:\n"
+        f"    {fn}(Part(0, 1, 0, np.array([0, 1]), np.array([0, 2]), np.array([0, 1], np.int32), "
+        "np.array([0, 1], np.int8), 2, 2), 3, StatsParams(np.array([1])), False)\n"
+        "except DataError as exc:\n"
+        "    print(exc)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "worker code 900 at position 1 is out of range for 2" in proc.stdout
+    assert "block 3 is not one of the partition's 1 blocks" in proc.stdout

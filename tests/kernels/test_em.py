@@ -174,7 +174,22 @@ EM_CASES = {
     "floor": (None, "EMParams(entropy_floor='x')", "entropy_floor must be a number"),
     "not params": (None, "{'post': 1}", "em_block takes EMParams"),
     "block": (None, "EMParams()", "block 3 is not one of the partition's 1 blocks"),
+    # NaN parameters gave NaN posteriors and counts, silently
+    "prior nan": (None, "EMParams(np.array([np.nan, 0.0]), np.zeros((2, 2, 2)))", "log_prior[0] is nan"),
+    "conf inf": (None, "EMParams(np.zeros(2), np.full((2, 2, 2), np.inf))", "log_conf_ot[0, 0, 0] is inf"),
+    "post nan": (None, "EMParams(post=np.full((1, 2), np.nan))", "post[0, 0] is nan"),
+    "post negative": (None, "EMParams(post=np.array([[-0.5, 1.5]]))", "post[0, 0] is -0.5"),
+    "block float": (None, "EMParams()", "a block index must be an integer, got 0.5"),
+    # a negative first task sliced the global posteriors' rows from the end: the kernel read past the slice
+    "first task": ("Part(0, 1, -1, np.array([0, 1]), np.array([0, 2]), np.array([0, 1], np.int32), "
+                   "np.array([0, 1], np.int8), 2, 2)", "EMParams(post=np.full((1, 2), 0.5))",
+                   "first_task must be an integer >= 0, got -1"),
+    "beyond grid": ("Part(3, 2, 0, np.array([0, 1]), np.array([0, 2]), np.array([0, 1], np.int32), "
+                    "np.array([0, 1], np.int8), 2, 2)", "EMParams()", "lie beyond the grid's 2 blocks"),
+    "big-endian": ("Part(0, 1, 0, np.array([0, 1]), np.array([0, 2]), np.array([0, 1], '>i4'), "
+                   "np.array([0, 1], np.int8), 2, 2)", "EMParams()", "native byte order"),
 }
+BLOCKS = {"block": 3, "block float": 0.5}
 GOOD_PART = "Part(0, 1, 0, np.array([0, 1]), np.array([0, 2]), np.array([0, 1], np.int32), np.array([0, 1], np.int8), 2, 2)"
 
 
@@ -187,7 +202,7 @@ def test_bad_parts_and_parameters_are_errors_never_a_crash():
         "out = {}\n"
         f"for name, (part, params, _) in {EM_CASES!r}.items():\n"
         "    try:\n"
-        f"        em_block(eval(part or {GOOD_PART!r}), 3 if name == 'block' else 0, eval(params), True)\n"
+        f"        em_block(eval(part or {GOOD_PART!r}), {BLOCKS!r}.get(name, 0), eval(params), True)\n"
         "        out[name] = 'accepted'\n"
         "    except (DataError, UsageError) as exc:\n"
         "        out[name] = str(exc)\n"
@@ -199,6 +214,21 @@ def test_bad_parts_and_parameters_are_errors_never_a_crash():
     found = json.loads(proc.stdout.strip().splitlines()[-1])
     for name, (_, _, message) in EM_CASES.items():
         assert message in found[name], (name, found[name])
+
+
+def test_a_part_changed_after_its_check_is_checked_again():
+    """The check is cached per partition: reassigning its sizes or arrays must not keep the old verdict (with
+    n_workers lowered to 1 the kernel wrote worker 1's counts past a (1, K, K) table)."""
+    from crowdagg.errors import DataError
+
+    part = eval(GOOD_PART)
+    em_block(part, 0, EMParams(), True)
+    part.n_workers = 1
+    with pytest.raises(DataError, match="worker code 1 at position 1 is out of range for 1"):
+        em_block(part, 0, EMParams(np.zeros(2), np.zeros((1, 2, 2))), True)
+    part.n_workers, part.label = 2, np.array([0, 4], np.int8)
+    with pytest.raises(DataError, match="label code 4"):
+        em_block(part, 0, EMParams(), True)
 
 
 def test_the_block_function_and_its_parameters_travel_by_pickle(rng):

@@ -298,3 +298,71 @@ def test_given_posteriors_that_are_not_probabilities_are_refused(rng):
     post[4, 1] = 1 / 3
     ws.set_posteriors(post)
     np.testing.assert_array_equal(ws.q, 1 / 3)
+
+
+# The block functions are public (a distributed engine ships them): each checks its partition and parameters.
+GLAD_BLOCK_CASES = {
+    # a clamp beyond K: the kernel wrote post[row, g] past the block's table (a segfault)
+    "clamp class": ("e_step_block(good, 0, EStepParams(np.zeros(2), np.zeros(1), np.zeros(2), np.array([9])), True)",
+                    "clamp holds a class outside -1 .. 1"),
+    "label code": ("e_step_block(bad_label, 0, EStepParams(np.zeros(2), np.zeros(1), np.zeros(2), np.array([-1])), "
+                   "True)", "label code 7 at position 1"),
+    "short alpha": ("e_step_block(good, 0, EStepParams(np.zeros(1), np.zeros(1), np.zeros(2), np.array([-1])), True)",
+                    "per-worker parameter has shape (1,)"),
+    "short beta": ("curvature_block(good, 0, (np.zeros(2), np.zeros(0)), True)", "per-task parameter has shape (0,)"),
+    "prior": ("e_step_block(good, 0, EStepParams(np.zeros(2), np.zeros(1), np.zeros(3), np.array([-1])), True)",
+              "log_prior has shape (3,)"),
+    "block": ("curvature_block(good, 4, (np.zeros(2), np.zeros(1)), True)", "block 4 is not one of"),
+    "given post": ("posterior_q_block(good, 0, np.zeros((1, 5)), True)", "post has shape (1, 5)"),
+    "foreign q": ("objective_block(good, 0, ObjectiveParams(np.zeros(2), np.zeros(1), [(None, np.zeros(1))], 2), "
+                  "True)", "the posteriors of block 0 hold (1,) answers, not the block's 2"),
+    "no q": ("objective_block(good, 0, ObjectiveParams(np.zeros(2), np.zeros(1), [], 2), True)",
+             "the posteriors of block 0 hold ()"),
+}
+
+
+def test_block_functions_refuse_bad_parts_and_parameters_never_a_crash():
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = (
+        "import json, numpy as np\n"
+        "from crowdagg.engine import Part\n"
+        "from crowdagg.kernels.glad import *\n"
+        "from crowdagg.errors import DataError, UsageError\n"
+        "good = Part(0, 1, 0, np.array([0, 1]), np.array([0, 2]), np.array([0, 1], np.int32), "
+        "np.array([0, 1], np.int8), 2, 2)\n"
+        "bad_label = Part(0, 1, 0, np.array([0, 1]), np.array([0, 2]), np.array([0, 1], np.int32), "
+        "np.array([0, 7], np.int8), 2, 2)\n"
+        "out = {}\n"
+        f"for name, (call, _) in {GLAD_BLOCK_CASES!r}.items():\n"
+        "    try:\n"
+        "        eval(call)\n"
+        "        out[name] = 'accepted'\n"
+        "    except (DataError, UsageError) as exc:\n"
+        "        out[name] = str(exc)\n"
+        "print(json.dumps(out))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert proc.returncode == 0, f"crashed (exit {proc.returncode}): {proc.stderr[-2000:]}"
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    for name, (_, message) in GLAD_BLOCK_CASES.items():
+        assert message in found[name], (name, found[name])
+
+
+def test_an_objective_on_another_engines_posteriors_is_refused(rng):
+    data = AnnotationSet.from_codes([0, 0, 0, 1, 1, 2, 2], [0, 1, 2, 0, 1, 1, 2], [1, 1, 0, 0, 1, 1, 1])
+    other = AnnotationSet.from_codes([0], [0], [0], n_classes=2)
+    post = kernels.e_step(LocalEngine(other), np.zeros(1), np.zeros(1), np.zeros(2))
+    with pytest.raises(DataError, match="from an E-step on other data"):
+        kernels.objective(LocalEngine(data), np.zeros(3), np.zeros(3), post)
+
+
+def test_the_public_functions_need_an_engine():
+    from crowdagg.errors import UsageError
+
+    with pytest.raises(UsageError, match="run on an engine over the data"):
+        kernels.e_step(None, np.zeros(3), np.zeros(3), np.zeros(2))

@@ -615,3 +615,21 @@ def test_only_the_collapsed_fits_on_real_data_warn(datasets_dir, name):
             assert len(warned) == 1 and gap == pytest.approx(COLLAPSED[name, method], abs=5e-4)
         else:
             assert not warned and gap <= (0.10 if method == "ds" else 0.2)
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_an_engine_over_other_data_or_no_engine_is_a_usage_error(name):
+    """fit(data, engine=...) ran the blocks of the engine's data against the fit's arrays (a RuntimeError on the
+    result's shapes at best, a ValueError of numpy in GLAD); an object without map_reduce gave an AttributeError."""
+    from crowdagg.engine import LocalEngine
+
+    data = AnnotationSet.from_codes([0, 0, 0, 1, 1, 2, 2], [0, 1, 2, 0, 1, 1, 2], [1, 1, 0, 0, 1, 1, 1])
+    other = AnnotationSet.from_codes(np.repeat(np.arange(50), 4), np.arange(200) % 40, np.arange(200) % 3)
+    method = get_method(name)()
+    with pytest.raises(UsageError, match=r"engine runs over other data \(50 tasks, 40 workers, 3 classes, 200 "
+                                         r"answers\) than the fit's \(3 tasks, 3 workers, 2 classes, 7 answers\)"):
+        method.fit(data, engine=LocalEngine(other))
+    with pytest.raises(UsageError, match="engine must be 'local' or an engine object"):
+        method.fit(data, engine=42)
+    same = AnnotationSet.from_codes([0, 0, 0, 1, 1, 2, 2], [0, 1, 2, 0, 1, 1, 2], [1, 1, 0, 0, 1, 1, 1])
+    assert np.array_equal(method.fit(data, engine=LocalEngine(same)).posteriors, method.fit(data).posteriors)

@@ -271,3 +271,50 @@ def test_glad_is_declared_local_only():
     from crowdagg.methods.glad.glad import Glad
 
     assert Glad.engines == ("local",) and get("glad").engines == ("local",)
+
+
+VOTE_BLOCK_CASES = {
+    # a label beyond K: the vote kernel wrote past its table (glibc: "double free or corruption")
+    "label code": ("posterior_block(bad_label, 0, Posterior(), True)", "label code 7 at position 1"),
+    "short weight": ("posterior_block(good, 0, Posterior(Vote(weight=np.ones(1))), True)",
+                     "the vote weights have shape (1,), the data has 2 workers"),
+    "agreement weight": ("agreement_block(good, 0, Vote(weight=np.ones(5)), True)", "the vote weights have shape (5,)"),
+    "revote weight": ("revote_block(good, 0, (Vote(), Vote(weight=np.ones(1))), True)", "the vote weights"),
+    "block": ("posterior_block(good, 5, Posterior(), True)", "block 5 is not one of the partition's 1 blocks"),
+    "negative block": ("agreement_block(good, -1, Vote(), True)", "block -1 is not one of"),
+    "short labels": ("agreement_with_block(good, 0, (np.zeros(0, np.int64), True), True)",
+                     "0 labels for the data's 1 tasks"),
+    "text weight": ("Vote(weight=np.array(['a', 'b']))", "weight must hold numbers"),
+}
+
+
+def test_block_functions_refuse_bad_parts_and_parameters_never_a_crash():
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = (
+        "import json, numpy as np\n"
+        "from crowdagg.engine import Part\n"
+        "from crowdagg.methods.blocks import *\n"
+        "from crowdagg.errors import DataError, UsageError\n"
+        "good = Part(0, 1, 0, np.array([0, 1]), np.array([0, 2]), np.array([0, 1], np.int32), "
+        "np.array([0, 1], np.int8), 2, 2, np.array(['t']))\n"
+        "bad_label = Part(0, 1, 0, np.array([0, 1]), np.array([0, 2]), np.array([0, 1], np.int32), "
+        "np.array([0, 7], np.int8), 2, 2, np.array(['t']))\n"
+        "out = {}\n"
+        f"for name, (call, _) in {VOTE_BLOCK_CASES!r}.items():\n"
+        "    try:\n"
+        "        eval(call)\n"
+        "        out[name] = 'accepted'\n"
+        "    except (DataError, UsageError) as exc:\n"
+        "        out[name] = str(exc)\n"
+        "print(json.dumps(out))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert proc.returncode == 0, f"crashed (exit {proc.returncode}): {proc.stderr[-2000:]}"
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    for name, (_, message) in VOTE_BLOCK_CASES.items():
+        assert message in found[name], (name, found[name])
