@@ -95,6 +95,10 @@ def aggregate(
                (("--workers", workers), ("--task-params", task_params)) if path}
     planned, sources = steps.plan_outputs(_outputs(output, fmt, workers, save_workers, task_params, headers), input,
                                           side)
+    if engine == "dask":  # standard input, JSON: refused before a cluster is started
+        from ..io.dask_read import check_sources
+
+        check_sources(sources, input_format)
     # 2.-4. run under the thread count: every file read (--gold, --init-workers and --truth too), the fit,
     # the outputs.
     with use_threads(n_threads), steps.engine_scope(engine, scheduler, n_threads) as cluster:

@@ -77,11 +77,18 @@ def remote_set(
         label=RemoteAnswers(n, label_dtype, "label"), tasks=tasks, workers=workers, classes=tuple(classes),
         n_duplicates=int(n_duplicates), duplicates="keep", class_dtype=class_dtype,
     )
-    for name, value in (("task_ptr", task_ptr), ("answers_per_worker", answers_per_worker),
-                        ("answers_per_class", answers_per_class)):
+    per_worker = np.asarray(answers_per_worker, dtype=np.int64)
+    worker_ptr = np.zeros(len(per_worker) + 1, dtype=np.int64)
+    np.cumsum(per_worker, out=worker_ptr[1:])
+    for name, value in (("task_ptr", task_ptr), ("answers_per_worker", per_worker),
+                        ("answers_per_class", answers_per_class), ("worker_ptr", worker_ptr)):
         value = np.asarray(value, dtype=np.int64)
         value.setflags(write=False)
         out.__dict__[name] = value
+    # The set's per-answer arrays derived from the answers are placeholders too (computed, they would hand a
+    # placeholder to a numba kernel: a TypingError, not this module's refusal).
+    for name, what in (("worker_order", "worker order"), ("worker_position", "worker position"), ("cell", "cell")):
+        out.__dict__[name] = RemoteAnswers(n, np.int64, what)
     return out
 
 

@@ -195,6 +195,24 @@ class DaskEngine:
         self.parts = []
 
 
+def dask_setup(worker: Any) -> None:
+    """Preloaded into the worker processes of :func:`connect`'s ``LocalCluster``: they ignore SIGINT.
+
+    Ctrl-C reaches the whole process group; the client's process stops the
+    run and closes the cluster, and the workers, interrupted themselves,
+    only printed their KeyboardInterrupt tracebacks on the terminal.
+    """
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():  # signal.signal works there only
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+#: Seconds a ``--scheduler`` address has to answer.
+CONNECT_TIMEOUT = 10
+
+
 @contextmanager
 def connect(scheduler: str | None = None, n_workers: int | None = None) -> Iterator[Any]:
     """A Dask client for one run: to the scheduler at ``scheduler``, or to a ``LocalCluster`` of ``n_workers``
@@ -202,9 +220,16 @@ def connect(scheduler: str | None = None, n_workers: int | None = None) -> Itera
     distributed = require_distributed()
     if scheduler is not None:
         try:
-            client = distributed.Client(scheduler, timeout="30s")
+            # A refused connection is retried until the timeout: a wrong address is said in seconds, and a
+            # scheduler that takes longer than this to answer a connection is not fit to run a fit.
+            client = distributed.Client(scheduler, timeout=f"{CONNECT_TIMEOUT}s")
         except (OSError, TimeoutError, ValueError) as exc:
             raise UsageError(f"cannot reach the Dask scheduler at {scheduler!r}: {exc}") from None
+        except Exception as exc:  # whatever the handshake met: the address is wrong, not the run
+            # Another kind of server there (its reply read as a message length: a MemoryError of exbibytes), or a
+            # tls:// address without a TLS context (TypeError): not a run's failure, a wrong address.
+            raise UsageError(f"no Dask scheduler answered at {scheduler!r} ({type(exc).__name__}: {exc}): "
+                             "give the address a Dask scheduler prints (tcp://host:8786)") from None
         with client:
             yield client
         return
@@ -214,7 +239,8 @@ def connect(scheduler: str | None = None, n_workers: int | None = None) -> Itera
         warnings.simplefilter("ignore")  # distributed's notes on ports and memory limits are not the run's business
         cluster = distributed.LocalCluster(
             n_workers=n_workers or threads.count(), threads_per_worker=1, processes=True, dashboard_address=None,
-            silence_logs=logging.ERROR,
+            preload=[__name__],  # dask_setup: the worker processes leave Ctrl-C to this one
+            silence_logs=logging.CRITICAL,  # a task's failure is the run's error, said once by the client
         )
     try:
         with distributed.Client(cluster) as client:

@@ -52,7 +52,7 @@ import numpy as np
 from ..core import timing as _timing
 from ..core.memory import MaxMemory
 from ..data.annotations import AnnotationSet
-from ..errors import CrowdaggWarning, UsageError, param, warn
+from ..errors import CrowdaggError, CrowdaggWarning, UsageError, param, warn
 
 #: The formats read by the Dask engine: the ones data at that scale comes in.
 FORMATS = ("csv", "tsv", "parquet")
@@ -83,14 +83,24 @@ class FileSummary:
     warnings: list[str]
 
 
-def read_file(path: str, options: dict[str, Any]) -> FileRead:
-    """On a worker: one file through the local reader, its warnings recorded (the client says them)."""
+def read_file(path: str, options: dict[str, Any], shown: str | None = None) -> FileRead:
+    """On a worker: one file through the local reader, its warnings recorded (the client says them).
+
+    ``path`` is absolute (a worker's working directory is not the client's);
+    errors and warnings name the file as ``shown`` (as given on the client).
+    """
     from .read import load_annotations
 
+    shown = path if shown is None else shown
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CrowdaggWarning)
-        data = load_annotations(path, duplicates="keep", **options)
-    said = [str(w.message) for w in caught if issubclass(w.category, CrowdaggWarning)]
+        try:
+            data = load_annotations(path, duplicates="keep", **options)
+        except CrowdaggError as exc:
+            if exc.args and isinstance(exc.args[0], str):
+                exc.args = (exc.args[0].replace(path, shown), *exc.args[1:])
+            raise
+    said = [str(w.message).replace(path, shown) for w in caught if issubclass(w.category, CrowdaggWarning)]
     return FileRead(data, said)
 
 
@@ -212,19 +222,25 @@ def read_distributed(
     from ..engine.grid import task_grid
 
     distributed = require_distributed()
+    if not isinstance(client, distributed.Client):
+        raise UsageError(f"{param('client')} must be a distributed.Client (e.g. distributed.Client('tcp://host:8786')), "
+                         f"got {type(client).__name__}")
+    if client.status != "running":
+        raise UsageError(f"{param('client')} is {client.status}, not running: give an open distributed.Client")
     if duplicates not in DUPLICATE_POLICIES:
         raise UsageError(f"{param('duplicates')} must be one of {', '.join(DUPLICATE_POLICIES)}, got {duplicates!r}")
     if duplicates != "keep":
         raise UsageError(f"the Dask engine keeps repeated (task, worker) answers ({param('duplicates')} keep): "
                          f"{duplicates!r} drops or refuses answers after the data is partitioned; "
                          "use the local engine for it")
+    check_partitions(partitions)
     paths = check_sources(sources, input_format)
     options = {"input_format": input_format, "task_col": task_col, "worker_col": worker_col, "label_col": label_col,
                "classes": None if classes is None else list(classes), "blank_labels": blank_labels,
                "rejected": rejected, "max_memory": max_memory}
     # 1. Every file read on a worker; the first failure in file order is the error (as the local reader's).
     end_stage = _timing.start("dask: read the files")
-    reads = [client.submit(read_file, f, options, pure=False) for f in paths]
+    reads = [client.submit(read_file, os.path.abspath(f), options, f, pure=False) for f in paths]
     summaries = client.map(summarise, reads, pure=False)
     distributed.wait(summaries)
     for fut in summaries:
@@ -302,6 +318,26 @@ def _piece(pieces: list[Any], p: int) -> Any:
     return pieces[p]
 
 
+def check_partitions(partitions: Any) -> None:
+    """``partitions`` is None, a count >= 1, or a sequence of whole block boundaries (checked against the grid once
+    it is known); else a :class:`~crowdagg.errors.UsageError` -- before any file is read."""
+    import numbers
+
+    def whole(v: Any) -> bool:
+        return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+    if partitions is None:
+        return
+    if whole(partitions):
+        if partitions < 1:
+            raise UsageError(f"{param('partitions')} must be at least 1, got {partitions}")
+        return
+    if isinstance(partitions, (str, bytes)) or not isinstance(partitions, Sequence) and \
+            not isinstance(partitions, np.ndarray) or not all(whole(v) for v in partitions):
+        raise UsageError(f"{param('partitions')} must be a count (a whole number >= 1) or the partitions' block "
+                         f"boundaries (whole numbers), got {partitions!r}")
+
+
 def _block_cuts(partitions: int | Sequence[int] | None, n_blocks: int, client: Any) -> np.ndarray:
     """Block boundaries of the partitions (shape (n_parts + 1,)), from a count or given."""
     if partitions is None:
@@ -314,5 +350,5 @@ def _block_cuts(partitions: int | Sequence[int] | None, n_blocks: int, client: A
     cuts = np.asarray(list(partitions), dtype=np.int64)  # type: ignore[arg-type]
     if len(cuts) < 2 or cuts[0] != 0 or cuts[-1] != n_blocks or np.any(np.diff(cuts) < 0):
         raise UsageError(f"{param('partitions')} as block boundaries must rise from 0 to the grid's {n_blocks} "
-                         f"blocks, got {list(cuts)}")
+                         f"blocks, got {cuts.tolist()}")
     return cuts

@@ -39,6 +39,7 @@ EM kernels' layout; accuracies (n_workers,).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -82,6 +83,8 @@ def fill_empty_rows(post: np.ndarray, empty: np.ndarray) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- ties
+_IMPORT_LOCK = threading.Lock()
+
 class TieBreaker:
     """Seeded tie-break draws keyed on the task's *name* and the class.
 
@@ -99,7 +102,8 @@ class TieBreaker:
 
     def draws(self, rows: np.ndarray, n_classes: int) -> np.ndarray:
         """Uniform draws in [0, 1), shape (len(rows), n_classes)."""
-        from pandas.util import hash_array
+        with _IMPORT_LOCK:  # blocks draw on several threads: two first imports of pandas at once deadlock in the
+            from pandas.util import hash_array  # import system on its circular imports ('_DeadlockError')
 
         rows = np.asarray(rows, dtype=np.int64)
         names = np.asarray(self.task_names[rows + self.offset if self.offset else rows], dtype=object)

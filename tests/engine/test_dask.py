@@ -470,3 +470,152 @@ def test_a_worker_killed_mid_fit_does_not_change_the_result(client, small_files)
     assert killed and len(want.objective) == 6
     assert np.array_equal(got.posteriors, want.posteriors) and np.array_equal(got.objective, want.objective)
     assert _render(got) == _render(want)
+
+
+# --------------------------------------------------------------------------- hostile probes
+def test_cli_a_scheduler_address_where_another_server_answers_is_a_usage_error(tmp_path):
+    """A server that is not a Dask scheduler (its reply read as a message length of exbibytes) and a tls://
+    address without a TLS context: exit 2 and the address named, not 'out of memory' or 'unexpected failure'."""
+    import socket
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+
+    def reply() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+            conn.close()
+
+    threading.Thread(target=reply, daemon=True).start()
+    files = _write(_sim_frame(300, 50, 5), tmp_path, 1, "csv")
+    address = f"tcp://127.0.0.1:{server.getsockname()[1]}"
+    try:
+        for scheduler in (address, "tls://127.0.0.1:1"):
+            got = _cli(files[0], "-m", "mv", "--engine", "dask", "--scheduler", scheduler)
+            assert got.exit_code == 2, got.stderr
+            assert got.stderr.startswith("Error: ") and repr(scheduler) in got.stderr
+            assert "out of memory" not in got.stderr and "unexpected failure" not in got.stderr
+    finally:
+        server.close()
+
+
+def test_a_closed_client_or_something_else_is_a_usage_error(client, tmp_path):
+    files = _write(_sim_frame(300, 50, 5), tmp_path, 1, "csv")
+    closed = distributed.Client(client.scheduler.address)
+    closed.close()
+    for given, what in ((closed, "client is closed, not running"), (client.scheduler.address, "got str"),
+                        (object(), "got object")):
+        with pytest.raises(UsageError, match=what):
+            aggregate(files, "mv", engine="dask", client=given)
+
+
+def test_partitions_that_are_not_a_count_or_whole_boundaries_are_refused_before_reading(client, tmp_path):
+    """Refused before any file is read (the file given does not exist), worded, not a ValueError or TypeError from
+    NumPy; boundaries that are not whole numbers are not truncated."""
+    from crowdagg.io.dask_read import read_distributed
+
+    missing = str(tmp_path / "missing.csv")
+    for partitions in ("x", "3", 2.5, True, [0, 1.5, 1], ["0", "1"], 0, -1):
+        with pytest.raises(UsageError, match="partitions") as refused:
+            read_distributed([missing], client, partitions=partitions)
+        assert "no such file" not in str(refused.value)
+    files = _write(_sim_frame(300, 50, 5), tmp_path, 1, "csv")
+    with pytest.raises(UsageError, match=r"to the grid's 1 blocks, got \[0, 2\]$"):
+        read_distributed(files, client, partitions=[0, 2])
+
+
+def test_the_client_views_derived_answer_arrays_refuse_too(client, small_files):
+    """worker_order, worker_position and cell are per answer: refused in words (they reached a numba kernel with a
+    placeholder: a TypingError); worker_ptr is per worker: the local reader's."""
+    from crowdagg.io.dask_read import read_distributed
+
+    data, engine = read_distributed(small_files[:1], client, partitions=1)
+    engine.close()
+    for name in ("worker_order", "worker_position", "cell"):
+        with pytest.raises(UsageError, match="held by the Dask workers"):
+            np.asarray(getattr(data, name))
+    assert np.array_equal(data.worker_ptr, load_annotations(small_files[:1]).worker_ptr)
+
+
+def test_cli_what_dask_does_not_read_is_refused_before_a_cluster_starts(monkeypatch, tmp_path):
+    """Standard input and a JSON file: exit 2 before a LocalCluster is started (which took seconds)."""
+    import crowdagg.engine.dask as dask_engine
+
+    def no_cluster(*args, **kwargs):
+        raise AssertionError("a cluster was started")
+
+    monkeypatch.setattr(dask_engine, "connect", no_cluster)
+    path = tmp_path / "a.json"
+    path.write_text('[{"task": "t", "worker": "w", "label": "x"}]')
+    for args, what in ((["-"], "not standard input"), ([str(path)], "reads csv, tsv, parquet")):
+        got = _cli(*args, "-m", "mv", "--engine", "dask")
+        assert got.exit_code == 2 and what in got.stderr, got.stderr
+
+
+def test_cli_a_failing_file_on_the_local_cluster_says_one_line(tmp_path):
+    """Without --scheduler (the run's own LocalCluster, one worker process): a missing file is one 'Error:' line on
+    stderr; the worker's 'Compute Failed' log with its traceback stays out of it."""
+    import subprocess
+    import sys
+
+    missing = str(tmp_path / "missing.csv")
+    done = subprocess.run([sys.executable, "-m", "crowdagg._entry", "aggregate", missing, "-m", "mv", "--engine",
+                           "dask", "--threads", "1"], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr == f"Error: {missing}: no such file\n"
+
+
+def test_relative_paths_are_the_clients_not_the_workers(client, tmp_path, monkeypatch):
+    """A relative path is read from the client's working directory (the workers' is another: the file was not found
+    there, or another file of that name was read); errors still name the file as given."""
+    from crowdagg.io.dask_read import read_distributed
+
+    _write(_sim_frame(3000, 500, 20), tmp_path, 2, "csv")
+    monkeypatch.chdir(tmp_path)
+    rel = ["part-000.csv", "part-001.csv"]
+    data, engine = read_distributed(rel, client, partitions=1)
+    try:
+        _assert_same_partitions(data, load_annotations(rel), engine, client)
+    finally:
+        engine.close()
+    with open(rel[1], "a") as fh:
+        fh.write('t1,w1,"unclosed\n')
+    with pytest.raises(DataError) as local:
+        load_annotations(rel)
+    with pytest.raises(DataError) as remote:
+        read_distributed(rel, client)
+    assert str(remote.value) == str(local.value) and str(remote.value).startswith("part-001.csv line ")
+
+
+def _sigint_handler() -> object:
+    return signal.getsignal(signal.SIGINT)
+
+
+def test_the_runs_own_cluster_leaves_ctrl_c_to_the_client():
+    """connect()'s worker processes ignore SIGINT: Ctrl-C (sent to the whole process group) stops the run through the
+    client, and the workers no longer print KeyboardInterrupt tracebacks of their own."""
+    from crowdagg.engine.dask import connect
+
+    with connect(n_workers=1) as own:
+        assert list(own.run(_sigint_handler).values()) == [signal.SIG_IGN]
+
+
+def test_cli_a_scheduler_address_nobody_listens_on_is_refused_after_a_short_timeout(tmp_path, monkeypatch):
+    """Nothing listening (the connection refused, retried until the timeout): exit 2 after CONNECT_TIMEOUT, 10 s
+    (it was 30; the test waits 1)."""
+    import crowdagg.engine.dask as dask_engine
+
+    assert dask_engine.CONNECT_TIMEOUT == 10
+    monkeypatch.setattr(dask_engine, "CONNECT_TIMEOUT", 1)
+    files = _write(_sim_frame(300, 50, 5), tmp_path, 1, "csv")
+    got = _cli(files[0], "-m", "mv", "--engine", "dask", "--scheduler", "tcp://127.0.0.1:1")
+    assert got.exit_code == 2 and got.stdout == ""
+    assert got.stderr.startswith("Error: cannot reach the Dask scheduler at 'tcp://127.0.0.1:1'")
+    assert "after 1 s" in got.stderr and "Traceback" not in got.stderr

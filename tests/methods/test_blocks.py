@@ -72,3 +72,28 @@ def test_clamp_posteriors_sets_one_hot_rows_in_place():
     np.testing.assert_array_equal(post, [[0.5, 0.5], [0.0, 1.0], [1.0, 0.0]])
     same = np.full((2, 2), 0.5)
     assert clamp_posteriors(same, None) is same and np.all(same == 0.5)
+
+
+def test_tie_draws_on_two_threads_in_a_fresh_interpreter_do_not_deadlock_importing_pandas():
+    """mv on a multi-block crowd with ties, 2 threads, pandas not yet imported: the blocks' first tie draws import
+    pandas on both threads at once, which deadlocked in the import system (about one run in four: four runs at once)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, numpy as np\n"
+        "from crowdagg.data.annotations import AnnotationSet\n"
+        "from crowdagg.methods.registry import get_method\n"
+        "from crowdagg.core.threads import use_threads\n"
+        "rng = np.random.default_rng(0)\n"
+        "n = 140_000\n"
+        "data = AnnotationSet.from_codes(np.repeat(np.arange(n // 2), 2), rng.integers(0, 50, n),\n"
+        "                                rng.integers(0, 2, n), n_classes=2)\n"
+        "assert 'pandas' not in sys.modules\n"
+        "with use_threads(2):\n"
+        "    get_method('mv')().fit(data)\n"
+    )
+    runs = [subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    for run in runs:
+        _, err = run.communicate(timeout=120)
+        assert run.returncode == 0, err[-500:]
