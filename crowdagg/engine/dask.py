@@ -235,10 +235,14 @@ def connect(scheduler: str | None = None, n_workers: int | None = None) -> Itera
         return
     from ..core import threads
 
+    n = n_workers or threads.count()
+    if n > threads.all_cores():  # each a Python process of its own: more than the cores only costs memory
+        raise UsageError(f"a local Dask cluster runs one worker process per core, at most {threads.all_cores()} here "
+                         f"(asked for {n}); use fewer threads, or --scheduler for a cluster of other machines")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # distributed's notes on ports and memory limits are not the run's business
         cluster = distributed.LocalCluster(
-            n_workers=n_workers or threads.count(), threads_per_worker=1, processes=True, dashboard_address=None,
+            n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
             preload=[__name__],  # dask_setup: the worker processes leave Ctrl-C to this one
             silence_logs=logging.CRITICAL,  # a task's failure is the run's error, said once by the client
         )

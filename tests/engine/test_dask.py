@@ -619,3 +619,12 @@ def test_cli_a_scheduler_address_nobody_listens_on_is_refused_after_a_short_time
     assert got.exit_code == 2 and got.stdout == ""
     assert got.stderr.startswith("Error: cannot reach the Dask scheduler at 'tcp://127.0.0.1:1'")
     assert "after 1 s" in got.stderr and "Traceback" not in got.stderr
+
+
+def test_a_local_cluster_of_more_processes_than_cores_is_refused_before_it_starts() -> None:
+    from crowdagg.core import threads
+    from crowdagg.engine.dask import connect
+
+    with pytest.raises(UsageError, match="one worker process per core"):
+        with connect(None, threads.all_cores() + 1):
+            pass
