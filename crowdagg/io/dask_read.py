@@ -83,14 +83,28 @@ class FileSummary:
     warnings: list[str]
 
 
-def read_file(path: str, options: dict[str, Any]) -> FileRead:
-    """On a worker: one file through the local reader, its warnings recorded (the client says them)."""
+def read_file(path: str, options: dict[str, Any], shown: str | None = None) -> FileRead:
+    """On a worker: one file through the local reader, its warnings recorded (the client says them).
+
+    ``path`` is absolute: a worker's working directory is its own, not the
+    client's (a cluster started elsewhere).  ``shown`` is the path as the
+    user gave it: errors and warnings name it, as the local reader's do.
+    """
+    from ..errors import CrowdaggError
     from .read import load_annotations
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", CrowdaggWarning)
-        data = load_annotations(path, duplicates="keep", **options)
-    said = [str(w.message) for w in caught if issubclass(w.category, CrowdaggWarning)]
+    def name(text: str) -> str:
+        return text if shown is None else text.replace(path, shown)
+
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", CrowdaggWarning)
+            data = load_annotations(path, duplicates="keep", **options)
+    except CrowdaggError as exc:
+        if shown is None or shown == path:
+            raise
+        raise type(exc)(name(exc.template)) from None
+    said = [name(str(w.message)) for w in caught if issubclass(w.category, CrowdaggWarning)]
     return FileRead(data, said)
 
 
@@ -224,7 +238,7 @@ def read_distributed(
                "rejected": rejected, "max_memory": max_memory}
     # 1. Every file read on a worker; the first failure in file order is the error (as the local reader's).
     end_stage = _timing.start("dask: read the files")
-    reads = [client.submit(read_file, f, options, pure=False) for f in paths]
+    reads = [client.submit(read_file, os.path.abspath(f), options, f, pure=False) for f in paths]
     summaries = client.map(summarise, reads, pure=False)
     distributed.wait(summaries)
     for fut in summaries:
