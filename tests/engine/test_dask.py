@@ -248,6 +248,36 @@ def test_a_malformed_file_is_an_error_naming_it(client, tmp_path):
     assert str(remote.value) == str(local.value) and files[1] in str(remote.value)
 
 
+def test_relative_paths_are_read_where_the_client_runs_whatever_the_workers_directory(client, tmp_path, monkeypatch):
+    """An existing cluster's workers run in their own directory: a relative path (a glob) given to the client
+    names the client's file, and errors name it as the user wrote it, as the local reader does."""
+    from crowdagg.io.dask_read import read_distributed
+
+    _write(_sim_frame(3000, 500, 20), tmp_path / "batches", 3, "csv")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(tmp_path)
+    before = client.run(os.getcwd)
+    client.run(os.chdir, str(elsewhere))
+    try:
+        data, engine = read_distributed("batches/*.csv", client, partitions=2)
+        try:
+            local = load_annotations(["batches/*.csv"])
+            assert data.tasks.equals(local.tasks) and np.array_equal(data.task_ptr, local.task_ptr)
+        finally:
+            engine.close()
+        with open("batches/part-001.csv", "a") as fh:
+            fh.write('t1,w1,cat,"extra\n')
+        with pytest.raises(DataError) as want:
+            load_annotations(["batches/*.csv"])
+        with pytest.raises(DataError) as got:
+            read_distributed("batches/*.csv", client)
+        assert str(got.value) == str(want.value) and str(got.value).startswith("batches/part-001.csv")
+    finally:
+        for address, cwd in before.items():
+            client.run(os.chdir, cwd, workers=[address])
+
+
 def test_the_client_view_refuses_to_read_the_answers(client, sim_files):
     from crowdagg.io.dask_read import read_distributed
 
