@@ -1,15 +1,19 @@
 """The local engine: one partition holding every block, its blocks spread over the thread policy's threads.
 
-The threads take contiguous ranges of blocks; each reduces its range to
-the values of the tree nodes it covers (:func:`crowdagg.engine.tree.reduce_range`,
-a stack of log₂ n partial sums) and :func:`~crowdagg.engine.tree.combine`
-adds those: the sums are bit-identical for any thread count, and to any
-other engine's over the same grid.  Block functions are numba kernels
+The threads take the blocks as they free up, at most two each ahead of
+the calling thread, which adds their sums in block order along the tree
+(:class:`crowdagg.engine.tree.Stream`, a stack of log₂ n partial sums): the
+sums are bit-identical for any thread count, and to any other engine's
+over the same grid (whose partitions reduce their ranges with
+:func:`~crowdagg.engine.tree.reduce_range` and
+:func:`~crowdagg.engine.tree.combine`).  Block functions are numba kernels
 that release the GIL, so plain Python threads run them in parallel.
 """
 
 from __future__ import annotations
 
+import itertools
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
@@ -92,16 +96,25 @@ class LocalEngine:
                 outs[b] = out
             return sums
 
-        spans = list(tree.ranges(n, min(threads.count(), n)))
-        if len(spans) == 1:
-            nodes = tree.reduce_range(0, n, n, block)
-        else:
-            pool = _pool(len(spans))
-            futures = [pool.submit(tree.reduce_range, lo, hi, n, block) for lo, hi in spans[1:]]
-            nodes = tree.reduce_range(*spans[0], n, block)
-            for f in futures:
-                nodes.update(f.result())
-        return tree.combine(nodes, n), (outs if keep else None)
+        used = min(threads.count(), n)
+        stream = tree.Stream()  # the whole grid's root, fed in block order: bit-identical to any partitioning
+        if used <= 1:
+            for b in range(n):
+                stream.push(block(b))
+            return stream.value(), (outs if keep else None)
+        # The threads pull blocks as they free up (no thread waits on a longer share, and an odd block count
+        # does not leave one thread a block more), at most two a thread ahead of the in-order adds: memory
+        # holds that window and the tree's stack, never one accumulator per block.
+        pool = _pool(used)
+        window: deque[Any] = deque()
+        ahead = iter(range(n))
+        for b in itertools.islice(ahead, 2 * used):
+            window.append(pool.submit(block, b))
+        while window:
+            stream.push(window.popleft().result())
+            for b in itertools.islice(ahead, 1):
+                window.append(pool.submit(block, b))
+        return stream.value(), (outs if keep else None)
 
     def gather(self, outs: list[Any]) -> Any:
         """The blocks' outputs joined in task order: arrays concatenated, tuples of arrays concatenated elementwise."""
