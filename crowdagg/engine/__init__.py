@@ -1,7 +1,7 @@
 """The engine: one block protocol for every kernel family, run locally or on a cluster.
 
 The answers (sorted by task) are cut into a fixed grid of task-aligned
-blocks (:mod:`.grid`: about max(65,536, 4 × workers × K²) answers each, from
+blocks (:mod:`.grid`: about max(65,536, 16 × workers × K²) answers each, from
 the data's shape alone).  A kernel family is a **block function**::
 
     fn(part, b, params, keep) -> (sums, out)

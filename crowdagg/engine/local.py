@@ -1,19 +1,15 @@
 """The local engine: one partition holding every block, its blocks spread over the thread policy's threads.
 
-The threads take the blocks as they free up, at most two each ahead of
-the calling thread, which adds their sums in block order along the tree
-(:class:`crowdagg.engine.tree.Stream`, a stack of log₂ n partial sums): the
-sums are bit-identical for any thread count, and to any other engine's
-over the same grid (whose partitions reduce their ranges with
-:func:`~crowdagg.engine.tree.reduce_range` and
-:func:`~crowdagg.engine.tree.combine`).  Block functions are numba kernels
+The threads take aligned runs of blocks (one tree node each) as they free
+up, and reduce each along the tree (:func:`crowdagg.engine.tree.reduce_range`,
+a stack of log₂ n partial sums); :func:`~crowdagg.engine.tree.combine`
+adds the runs' sums: bit-identical for any thread count, and to any other
+engine's over the same grid.  Block functions are numba kernels
 that release the GIL, so plain Python threads run them in parallel.
 """
 
 from __future__ import annotations
 
-import itertools
-from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
@@ -97,24 +93,18 @@ class LocalEngine:
             return sums
 
         used = min(threads.count(), n)
-        stream = tree.Stream()  # the whole grid's root, fed in block order: bit-identical to any partitioning
         if used <= 1:
-            for b in range(n):
-                stream.push(block(b))
-            return stream.value(), (outs if keep else None)
-        # The threads pull blocks as they free up (no thread waits on a longer share, and an odd block count
-        # does not leave one thread a block more), at most two a thread ahead of the in-order adds: memory
-        # holds that window and the tree's stack, never one accumulator per block.
+            return tree.combine(tree.reduce_range(0, n, n, block), n), (outs if keep else None)
+        # Runs of 2^j consecutive blocks (aligned: one tree node each, but the clipped last), at least four a
+        # thread, pulled by the threads as they free up: no thread waits on a longer share, the per-block cost of
+        # handing work between threads is paid once a run, and memory holds one sum a run, not one a block.
+        run = 1 << max((n // (4 * used)).bit_length() - 1, 0)
         pool = _pool(used)
-        window: deque[Any] = deque()
-        ahead = iter(range(n))
-        for b in itertools.islice(ahead, 2 * used):
-            window.append(pool.submit(block, b))
-        while window:
-            stream.push(window.popleft().result())
-            for b in itertools.islice(ahead, 1):
-                window.append(pool.submit(block, b))
-        return stream.value(), (outs if keep else None)
+        futures = [pool.submit(tree.reduce_range, lo, min(lo + run, n), n, block) for lo in range(0, n, run)]
+        nodes: dict[tree.Node, Any] = {}
+        for f in futures:
+            nodes.update(f.result())
+        return tree.combine(nodes, n), (outs if keep else None)
 
     def gather(self, outs: list[Any]) -> Any:
         """The blocks' outputs joined in task order: arrays concatenated, tuples of arrays concatenated elementwise."""

@@ -14,14 +14,14 @@ def _ptr(sizes) -> np.ndarray:
 
 def test_block_size_follows_workers_times_classes_squared() -> None:
     assert grid.answers_per_block(10, 2) == grid.MIN_BLOCK_ANSWERS
-    assert grid.answers_per_block(100_000, 10) == 40_000_000
+    assert grid.answers_per_block(100_000, 10) == 160_000_000
 
 
 def test_small_data_is_one_block_and_large_data_has_no_cap() -> None:
     assert len(grid.task_grid(_ptr(np.full(1000, 5)), 50, 2)) == 2
-    # 100M answers, 2,000 workers, K=2: 1,525 blocks (the old grid stopped at 16)
+    # 100M answers, 500 workers, K=2: 1,525 blocks (the old grid stopped at 16)
     ptr = np.linspace(0, 100_000_000, 10_000_001).astype(np.int64)
-    bounds = grid.task_grid(ptr, 2_000, 2)
+    bounds = grid.task_grid(ptr, 500, 2)
     assert len(bounds) - 1 == 100_000_000 // 65_536
     sizes = np.diff(ptr[bounds])
     assert sizes.min() >= 65_536 - 10 and sizes.max() <= 65_536 * 1.01
