@@ -494,21 +494,6 @@ def hash_encode(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Arra
     return codes.astype(np.int32, copy=False), dictionary
 
 
-def _string_chunks(values: pa.Array | pa.ChunkedArray) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(offsets, data) numpy views of each chunk of a string column (no copy)."""
-    import pyarrow as pa
-
-    out = []
-    for c in values.chunks if isinstance(values, pa.ChunkedArray) else [values]:
-        if len(c) == 0:
-            continue
-        _, off_buf, data_buf = c.buffers()
-        offsets = np.frombuffer(off_buf, dtype=np.int32, count=len(c) + 1, offset=c.offset * 4)
-        data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
-        out.append((offsets, data))
-    return out
-
-
 def _encode_prefixed_ints(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Array] | None:
     """:func:`encode` for ids like ``t17``, ``w3``, ``42``: a shared prefix and an integer, no leading zeros.
 
@@ -530,6 +515,7 @@ def _encode_prefixed_ints(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarra
     if len(prefix) == len(first.encode("utf-8")):
         return None
     from ..kernels import prefixed_int_codes
+    from .encode import _string_chunks
 
     found = prefixed_int_codes(_string_chunks(values), prefix, n)
     if found is None:
