@@ -49,6 +49,14 @@ def _grown(arr: np.ndarray, need: int, fill: Any = None) -> np.ndarray:
     return out
 
 
+def arrow_of(values: np.ndarray) -> Any:
+    """A numpy integer/float array as an Arrow array sharing its memory (no pandas import, unlike ``pa.array``)."""
+    import pyarrow as pa
+
+    values = np.ascontiguousarray(values)
+    return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values), [None, pa.py_buffer(values)])
+
+
 def _string_chunks(values: Any) -> list[tuple[np.ndarray, np.ndarray]]:
     """(int32 offsets, uint8 data) numpy views of each non-empty chunk of an Arrow string column (no copy)."""
     import pyarrow as pa
@@ -177,8 +185,6 @@ class NameEncoder:
         """The distinct names, code ``c`` at position ``c``: an Arrow string array."""
         import pyarrow as pa
         import pyarrow.compute as pc
-
-        from .vocab import arrow_of
 
         if self.mode == "prefixed":
             digits = pc.cast(arrow_of(self.values[: self.n]), pa.string())

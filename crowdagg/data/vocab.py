@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import DataError
+from .encode import arrow_of as arrow_of  # defined beside the encoder, which builds names with it
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -251,14 +252,6 @@ def numpy_of(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
     if n == 0:
         return np.zeros(0, dtype=dtype)
     return np.frombuffer(buf, dtype=dtype, count=n, offset=off * dtype.itemsize)
-
-
-def arrow_of(values: np.ndarray) -> pa.Array:
-    """A numpy integer/float array as an Arrow array sharing its memory (no pandas import, unlike ``pa.array``)."""
-    import pyarrow as pa
-
-    values = np.ascontiguousarray(values)
-    return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values), [None, pa.py_buffer(values)])
 
 
 def take(arr: pa.Array | pa.ChunkedArray, rows: np.ndarray) -> pa.Array:
