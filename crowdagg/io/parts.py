@@ -93,8 +93,8 @@ def check_parts(directory: str, written: list[tuple[str, int]]) -> None:
         except OSError:
             seen = None
         if seen != size:
-            got = "is missing" if seen is None else f"has {seen:,} bytes, not the {size:,} written"
-            raise DataError(f"{name} of the output directory {directory} {got} here: the Dask workers write the "
+            got = "is missing here" if seen is None else f"has {seen:,} bytes here, not the {size:,} its writer wrote"
+            raise DataError(f"{name} of the output directory {directory} {got}: the Dask workers write the "
                             "parts and must see the client's filesystem at the same path (a shared filesystem), "
                             "or write to standard output or a file")
 
