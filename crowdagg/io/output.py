@@ -52,7 +52,7 @@ import socket
 import stat
 import sys
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Union
 
@@ -580,6 +580,8 @@ def encode(target: Target, data: bytes) -> bytes:
 #: What a writer takes: the bytes, or an iterable of bytes-like pieces rendered one at a time
 #: (:func:`crowdagg.io.render.render_chunks`), so that an output is never held whole.
 Data = Union[bytes, Iterable[Any]]
+#: What :func:`commit` takes for each output: :data:`Data`, or for a directory the function that fills it.
+Output = Union[Data, Callable[[str], None]]
 
 
 def pieces(target: Target, data: Data) -> Iterator[Any]:
@@ -773,7 +775,7 @@ def _swap_dir(target: Target, tmp: str, trash: list[str]) -> None:
         raise DataError(f"{target.where}: cannot write ({os_reason(exc)})") from None
 
 
-def commit(outputs: Sequence[tuple[Target, Data]]) -> None:
+def commit(outputs: Sequence[tuple[Target, Output]]) -> None:
     """Write every (target, bytes) pair, or none of the files.
 
     The bytes may come as an iterable of pieces (:data:`Data`), each
@@ -796,9 +798,16 @@ def commit(outputs: Sequence[tuple[Target, Data]]) -> None:
     every file is then committed, and the run still ends as interrupted.
     """
     check_distinct([t for t, _ in outputs])
-    files = [(t, d) for t, d in outputs if t.kind == "file"]
-    dirs = [(t, d) for t, d in outputs if t.kind == "dir"]
-    streams = [(t, d) for t, d in outputs if t.kind not in ("file", "dir")]
+    files: list[tuple[Target, Data]] = []
+    streams: list[tuple[Target, Data]] = []
+    dirs: list[tuple[Target, Callable[[str], None]]] = []
+    for t, d in outputs:
+        if (t.kind == "dir") != callable(d):
+            raise TypeError(f"{t.where}: a directory takes the function that fills it, any other output its bytes")
+        if callable(d):
+            dirs.append((t, d))
+        else:
+            (files if t.kind == "file" else streams).append((t, d))
     temps: list[str] = []
     temp_dirs: list[str] = []
     trash: list[str] = []
