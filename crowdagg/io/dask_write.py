@@ -15,16 +15,22 @@ same path: a worker that does not is an error naming the directory, and
 the client checks, when every part is written, that it sees each part
 with the size its worker wrote.  Every partition's write is waited for,
 failed or not, before the first failure (in partition order) is raised --
-so no worker still writes into the directory that the failure removes.
+so no worker still writes into the directory that the failure removes (an
+interrupt waits :data:`STOP_WAIT` seconds for them).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
 from typing import Any
 
 import numpy as np
+
+#: Seconds an interrupted run waits for the parts being written to end, so that none is written into the temporary
+#: directory while it is removed (longer: the directory may be left behind, hidden, beside the output).
+STOP_WAIT = 10
 
 
 def part_tasks(part: Any) -> tuple[int, int]:
@@ -79,7 +85,12 @@ def fill_on_workers(engine: Any, result: Any, directory: str, fmt: str, gzip: bo
             warnings.simplefilter("ignore", UserWarning)
             futures.append(client.submit(write_partition, part, directory, p, fmt, gzip, tuple(result.data.classes),
                                          sent, pure=False))
-    distributed.wait(futures)
+    try:
+        distributed.wait(futures)
+    except BaseException:  # an interrupt: the writes already running end before the directory is removed
+        with contextlib.suppress(Exception):
+            distributed.wait(futures, timeout=STOP_WAIT)
+        raise
     for f in futures:  # the first failing partition in task order is the error (as the local writer's)
         if f.status == "error":
             f.result()

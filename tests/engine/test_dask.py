@@ -765,3 +765,30 @@ def test_cli_output_directory_on_dask_is_the_local_engines_file(client, small_fi
     assert sorted(os.listdir(tmp_path / "out")) == ["_SUCCESS", "part-00000.csv", "part-00001.csv"]
     assert join_parts(tmp_path / "out", "csv") == (tmp_path / "one.csv").read_bytes()
     assert (tmp_path / "w_dask.csv").read_bytes() == (tmp_path / "w_local.csv").read_bytes()
+
+
+def test_an_interrupt_while_the_workers_write_leaves_nothing(client, small_files, tmp_path, monkeypatch):
+    """Ctrl-C while the client waits for the parts: the writes already running end first (their waited-for
+    futures), then the temporary directory goes; nothing is left beside the output."""
+    from crowdagg.io.dask_read import read_distributed
+    from crowdagg.io.parts import write_directory
+
+    real_wait = distributed.wait
+    waits = []
+
+    def interrupted(futures, timeout=None, **kwargs):
+        waits.append(timeout)
+        if len(waits) == 1:
+            raise KeyboardInterrupt
+        return real_wait(futures, timeout=timeout, **kwargs)
+
+    data, engine = read_distributed(small_files, client, partitions=3)
+    try:
+        got = get_method("mv")().fit(data, engine=engine)
+        monkeypatch.setattr(distributed, "wait", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            write_directory(got, str(tmp_path / "out"), engine=engine)
+    finally:
+        monkeypatch.undo()
+        engine.close()
+    assert waits == [None, 10] and os.listdir(tmp_path) == []
