@@ -7,6 +7,7 @@ from typing import Any, Optional
 import typer
 
 from ..core.threads import use_threads
+from ..io.parts import LABEL_FIELDS, LABEL_THEN
 from . import options as opt
 from . import pipeline as steps
 from .options import require_values
@@ -29,7 +30,7 @@ Example: cat answers.jsonl | crowdagg aggregate - --method mv --format jsonl | j
 
 #: The leading fields of each output, by which an earlier run's output is recognised in an input directory
 #: (--workers and --task-params: their header, from the method's declaration, :func:`_header`).
-TABLE_FIELDS = ("task", "label", "confidence")
+TABLE_FIELDS = LABEL_FIELDS
 MODEL_FIELDS = ("format", "version")
 
 
@@ -132,7 +133,7 @@ def _outputs(output: Optional[str], fmt: Optional[str], workers: Optional[str], 
     """What this run writes: the labels (stdout unless -o), and --workers, --save-workers, --task-params when asked."""
     from ..io.read import MODEL_FORMATS
 
-    planned = [steps.Output("--output", output or "-", TABLE_FIELDS, then="n_answers|p_.*", fmt=fmt, directory=True)]
+    planned = [steps.Output("--output", output or "-", TABLE_FIELDS, then=LABEL_THEN, fmt=fmt, directory=True)]
     if workers:
         planned.append(steps.Output("--workers", workers, headers["--workers"]))
     if save_workers:
@@ -181,12 +182,12 @@ def _renderers(result: Any, proba: bool, headers: dict[str, tuple[str, ...]], ou
     the parts, one per partition of ``engine`` (written on its workers), or one for the local engine (None)."""
     from ..io.render import render_chunks
 
-    if output.target.kind == "dir":
-        from ..io.parts import filler
+    def labels(fmt: str) -> Any:
+        if output.target.kind == "dir":
+            from ..io.parts import filler
 
-        labels: Any = lambda fmt: filler(result, fmt, output.target.gzip, proba=proba, engine=engine)  # noqa: E731
-    else:
-        labels = lambda fmt: render_chunks(result.table(proba=proba, arrow=True), fmt, key="task")  # noqa: E731
+            return filler(result, fmt, output.target.gzip, proba=proba, engine=engine)
+        return render_chunks(result.table(proba=proba, arrow=True), fmt, key="task")
 
     def model(fmt: str) -> bytes:
         from ..methods.model_file import to_json

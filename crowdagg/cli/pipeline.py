@@ -191,7 +191,8 @@ def plan_outputs(
                for o, d in zip(outputs, parts)]
     check_distinct(targets)
     check_not_inputs(targets, [(f"INPUT {p}", p) for p in inputs] + list(side))
-    formats = [output_format(o.fmt, o.path.rstrip("/") or o.path if d else o.path, o.option,
+    # A directory's format by the same rules as a file's, from its name without the slash (out.parquet/).
+    formats = [output_format(o.fmt, (o.path.rstrip("/") or o.path) if d else o.path, o.option,
                              o.formats or OUTPUT_FORMATS) for o, d in zip(outputs, parts)]
     for o, d, fmt in zip(outputs, parts, formats):
         if d:

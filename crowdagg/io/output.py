@@ -732,7 +732,7 @@ def _temp_dir_beside(target: Target) -> str:
     raise DataError(f"{target.where}: cannot create a temporary directory in {parent}")
 
 
-def _fill_dir(target: Target, tmp: str, fill: Any) -> None:
+def _fill_dir(target: Target, tmp: str, fill: Callable[[str], None]) -> None:
     """Phase 1 of a directory output: ``fill(tmp)`` writes the parts, then the :data:`SUCCESS` marker, all on disk."""
     fill(tmp)
     try:
@@ -785,17 +785,17 @@ def commit(outputs: Sequence[tuple[Target, Output]]) -> None:
     (a full disk fails here, before anything is visible); (2) the streams --
     stdout, descriptors, FIFOs, devices -- in the order given; (3) the
     renames, with SIGINT/SIGTERM deferred.  On any error, or an interrupt
-    before (3), the temporary files are removed and no file is touched.
+    before (3), the temporary files are removed and no file is touched.  A
+    stream whose reader went away (EPIPE) is skipped without error.  A
+    signal that arrives during the renames takes effect after the last one:
+    every file is then committed, and the run still ends as interrupted.
 
     A directory target (``kind == "dir"``) takes, instead of bytes, a
     callable ``fill(directory)`` that writes its parts into the empty
     temporary directory it is given (on this machine, or on any machine
-    that shares the filesystem); the :data:`SUCCESS` marker is added after
-    it, and the directory is renamed into place in (3), an earlier one it
-    replaces removed after the last rename.  A
-    stream whose reader went away (EPIPE) is skipped without error.  A
-    signal that arrives during the renames takes effect after the last one:
-    every file is then committed, and the run still ends as interrupted.
+    that shares the filesystem), first of all; the :data:`SUCCESS` marker
+    is added after it, and the directory is renamed into place in (3), an
+    earlier one it replaces removed after the last rename.
     """
     check_distinct([t for t, _ in outputs])
     files: list[tuple[Target, Data]] = []

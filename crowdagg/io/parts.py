@@ -54,6 +54,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: The formats a directory of parts is written in (JSON is one list: it has no parts).
 PART_FORMATS = ("csv", "tsv", "jsonl", "parquet")
+#: The leading fields of the labels table (:meth:`~crowdagg.methods.result.AggregationResult.table`) and the
+#: pattern of the ``--proba`` ones after them: how an earlier run's labels (file or part) are recognised.
+LABEL_FIELDS = ("task", "label", "confidence")
+LABEL_THEN = "n_answers|p_.*"
 
 
 def check_part_format(fmt: str, where: str) -> str:
@@ -133,10 +137,10 @@ def write_directory(result: AggregationResult, path: str, *, fmt: str | None = N
     from .output import commit, resolve_directory
     from .read import output_format
 
-    target = resolve_directory(path, writes=("task", "label", "confidence"), then="n_answers|p_.*")
+    target = resolve_directory(path, writes=LABEL_FIELDS, then=LABEL_THEN)
     fmt = check_part_format(output_format(fmt, path.rstrip("/" + os.sep) or path, "a directory output"), path)
     commit([(target, filler(result, fmt, target.gzip, proba=proba, engine=engine))])
     return target
 
 
-__all__ = ["PART_FORMATS", "check_part_format", "write_part", "check_parts", "filler", "write_directory"]
+__all__ = ["PART_FORMATS", "LABEL_FIELDS", "LABEL_THEN", "check_part_format", "write_part", "check_parts", "filler", "write_directory"]
