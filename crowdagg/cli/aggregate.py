@@ -114,7 +114,8 @@ def aggregate(
             label_col=label_col, classes=class_list, duplicates=duplicates, max_memory=max_memory, rejected=rejected,
             blank_labels=blank_labels,
         )
-        _check_output_memory(data, proba=proba, headers=headers, max_memory=max_memory)
+        _check_output_memory(data, proba=proba, headers=headers, max_memory=max_memory,
+                             labels_here=not (fit_engine is not None and planned["--output"].target.kind == "dir"))
         result = steps.fit(data, method, params, quiet=quiet, max_memory=max_memory, engine=fit_engine)
         # 3. Evaluation (it can fail: nothing written yet).
         summary = None
@@ -154,14 +155,17 @@ def _header(method: Any, option: str) -> tuple[str, ...]:
     return WORKERS_LONG if names is None else params_columns("worker", names)
 
 
-def _check_output_memory(data: Any, *, proba: bool, headers: dict[str, tuple[str, ...]], max_memory: Any) -> None:
-    """The outputs' size is known once the data is: refused before fitting, not after."""
+def _check_output_memory(data: Any, *, proba: bool, headers: dict[str, tuple[str, ...]], max_memory: Any,
+                         labels_here: bool = True) -> None:
+    """The outputs' size is known once the data is: refused before fitting, not after.  ``labels_here``: the
+    labels are rendered in this process (not by the Dask workers, a partition each, for ``-o DIR/``)."""
     from ..methods.result import WORKERS_LONG
 
     k = data.n_classes
-    steps.check_render_memory(
-        data.n_tasks, 1 + (k + 1 if proba else 0), 2, f"{data.n_tasks:,} output rows × {k:,} classes", max_memory
-    )
+    if labels_here:
+        steps.check_render_memory(
+            data.n_tasks, 1 + (k + 1 if proba else 0), 2, f"{data.n_tasks:,} output rows × {k:,} classes", max_memory
+        )
     workers = headers.get("--workers")
     if workers == WORKERS_LONG:  # a row per worker × class²
         steps.check_render_memory(

@@ -765,6 +765,15 @@ def test_cli_output_directory_on_dask_is_the_local_engines_file(client, small_fi
     assert sorted(os.listdir(tmp_path / "out")) == ["_SUCCESS", "part-00000.csv", "part-00001.csv"]
     assert join_parts(tmp_path / "out", "csv") == (tmp_path / "one.csv").read_bytes()
     assert (tmp_path / "w_dask.csv").read_bytes() == (tmp_path / "w_local.csv").read_bytes()
+    files = _write(_sim_frame(3000, 500, 20), tmp_path / "bad", 3, "csv")
+    with open(files[1], "a") as fh:
+        fh.write('t1,w1,cat,"extra\n')
+    bad = _cli(*files, "-m", "ds", "--engine", "dask", "--scheduler", client.scheduler.address,
+               "-o", f"{tmp_path / 'out'}/")
+    assert bad.exit_code == 1 and files[1] in bad.stderr and "Traceback" not in bad.stderr
+    assert sorted(os.listdir(tmp_path / "out")) == ["_SUCCESS", "part-00000.csv", "part-00001.csv"]  # as it was
+    assert join_parts(tmp_path / "out", "csv") == (tmp_path / "one.csv").read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad", "one.csv", "out", "w_dask.csv", "w_local.csv"]
 
 
 def test_an_interrupt_while_the_workers_write_leaves_nothing(client, small_files, tmp_path, monkeypatch):
@@ -792,3 +801,15 @@ def test_an_interrupt_while_the_workers_write_leaves_nothing(client, small_files
         monkeypatch.undo()
         engine.close()
     assert waits == [None, 10] and os.listdir(tmp_path) == []
+
+
+def test_cli_labels_written_by_the_workers_are_not_sized_as_rendered_on_the_client(client, small_files, tmp_path):
+    """--max-memory: the labels rendered here (``-o FILE``) need their text's size and are refused before the fit;
+    written by the workers (``-o DIR/``), a partition each, they are not counted on the client."""
+    pattern = str(Path(small_files[0]).parent / "*.parquet")
+    common = ["-m", "mv", "--proba", "--max-memory", "12M", "--engine", "dask", "--scheduler", client.scheduler.address]
+    here = _cli(pattern, *common, "-o", str(tmp_path / "one.csv"))
+    assert here.exit_code == 1 and "output rows × 3 classes" in here.stderr and not (tmp_path / "one.csv").exists()
+    there = _cli(pattern, *common, "-o", f"{tmp_path / 'out'}/")
+    assert there.exit_code == 0, there.stderr
+    assert sorted(os.listdir(tmp_path / "out")) == ["_SUCCESS", "part-00000.csv", "part-00001.csv"]
