@@ -56,7 +56,8 @@ class _Alias:
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
         if fullname not in MOVED:
             return None
-        return importlib.machinery.ModuleSpec(fullname, self, is_package=False)
+        loader: Any = self  # a loader by protocol (see above)
+        return importlib.machinery.ModuleSpec(fullname, loader, is_package=False)
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> None:
         return None  # a placeholder module; exec_module puts the real one in its place

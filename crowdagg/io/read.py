@@ -242,6 +242,22 @@ def _read_stream(read: Any, display: str, max_memory: memory.MaxMemory) -> bytes
     return b"".join(chunks)
 
 
+def _input_name(source: str | os.PathLike[str]) -> str:
+    """The path of an input as a string; an empty one is a usage error."""
+    name = os.fspath(source)
+    if name == "":
+        raise UsageError("an input path is empty (use - for standard input)")
+    return name
+
+
+def _stdin() -> Any:
+    """Standard input's byte stream (its text stream where it has none), or a DataError when it is closed."""
+    stdin = sys.stdin
+    if stdin is None:
+        raise DataError("standard input is closed: nothing to read from -")
+    return getattr(stdin, "buffer", None) or stdin
+
+
 def _read_source(
     source: str | os.PathLike[str] | IO[bytes], role: str = "labels", max_memory: memory.MaxMemory = None
 ) -> tuple[bytes, str, str]:
@@ -249,16 +265,11 @@ def _read_source(
     if hasattr(source, "read"):
         display = str(getattr(source, "name", "<stream>"))
         return _read_stream(source.read, display, max_memory), display, ""  # type: ignore[union-attr]
-    name = os.fspath(source)
-    if name == "":
-        raise UsageError("an input path is empty (use - for standard input)")
+    name = _input_name(source)
     if name == "-":
-        stdin = sys.stdin
-        if stdin is None:
-            raise DataError("standard input is closed: nothing to read from -")
-        buffer = getattr(stdin, "buffer", None)
+        stdin = _stdin()
         try:
-            data = _read_stream((buffer or stdin).read, "<stdin>", max_memory)
+            data = _read_stream(stdin.read, "<stdin>", max_memory)
         except CrowdaggError:
             raise
         except (OSError, ValueError) as exc:
@@ -1085,14 +1096,9 @@ def _open_input(source: str | os.PathLike[str] | IO[bytes]) -> _Input | None:
     """``source`` opened for reading in pieces; None for what is always read whole (``example:`` data)."""
     if hasattr(source, "read"):
         return _Input(source, str(getattr(source, "name", "<stream>")), "", None, close=False)
-    name = os.fspath(source)
-    if name == "":
-        raise UsageError("an input path is empty (use - for standard input)")
+    name = _input_name(source)
     if name == "-":
-        stdin = sys.stdin
-        if stdin is None:
-            raise DataError("standard input is closed: nothing to read from -")
-        return _Input(getattr(stdin, "buffer", None) or stdin, "<stdin>", "", None, close=False)
+        return _Input(_stdin(), "<stdin>", "", None, close=False)
     if name.startswith(EXAMPLE_PREFIX):
         return None
     path = Path(name)
@@ -1450,7 +1456,10 @@ def _parse_parquet(data: bytes, display: str, max_memory: memory.MaxMemory = Non
         names = [str(n) for n in pf.schema_arrow.names]
         if len(set(names)) != len(names):
             seen: set[str] = set()
-            dup = next(n for n in names if n in seen or seen.add(n))  # linear: a schema can be very wide
+            for dup in names:  # linear: a schema can be very wide
+                if dup in seen:
+                    break
+                seen.add(dup)
             raise DataError(f"{display}: the column {dup!r} appears twice")
         meta = pf.metadata
         decoded = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))

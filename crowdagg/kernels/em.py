@@ -37,6 +37,7 @@ import numpy as np
 from numba import njit
 
 from ..errors import DataError, UsageError
+from .softmax import softmax_into
 from .validate import as_code_array, as_float_array, check_block, check_part
 
 #: The kernel's modes: how a block's posteriors are made.
@@ -118,17 +119,7 @@ def _em_block(
                 base = (np.uint64(worker[e]) * nk + np.uint64(label[e])) * nk
                 for k in range(n_classes):
                     q[k] += lc[base + np.uint64(k)]
-            m = q[0]
-            for k in range(1, n_classes):
-                if q[k] > m:
-                    m = q[k]
-            z = 0.0
-            for k in range(n_classes):
-                q[k] = np.exp(q[k] - m)
-                z += q[k]
-            inv = 1.0 / z
-            for k in range(n_classes):
-                q[k] *= inv
+            m, z = softmax_into(q, q)
             ll += m + np.log(z)
         else:
             if mode == 1:

@@ -66,6 +66,8 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from .softmax import softmax_into
+
 
 @njit(cache=True, nogil=True, inline="always")
 def _log_sigmoids(z):  # pragma: no cover - compiled
@@ -113,17 +115,7 @@ def _e_step_block(task_ptr, worker, label, t0, t1, alpha, log_beta, log_prior, l
                 post[row, c] = 0.0
             post[row, g] = 1.0
         else:
-            m = s[0]
-            for c in range(1, k):
-                if s[c] > m:
-                    m = s[c]
-            z = 0.0
-            for c in range(k):
-                s[c] = math.exp(s[c] - m)
-                z += s[c]
-            inv = 1.0 / z
-            for c in range(k):
-                post[row, c] = s[c] * inv
+            m, z = softmax_into(s, post[row])
             ll += m + base + math.log(z)
         for e in range(start, stop):
             q[e - a0] = post[row, label[e]]
