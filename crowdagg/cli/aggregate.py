@@ -7,6 +7,7 @@ from typing import Any, Optional
 import typer
 
 from ..core.threads import use_threads
+from ..io.parts import LABEL_FIELDS, LABEL_THEN
 from . import options as opt
 from . import pipeline as steps
 from .options import require_values
@@ -29,7 +30,7 @@ Example: cat answers.jsonl | crowdagg aggregate - --method mv --format jsonl | j
 
 #: The leading fields of each output, by which an earlier run's output is recognised in an input directory
 #: (--workers and --task-params: their header, from the method's declaration, :func:`_header`).
-TABLE_FIELDS = ("task", "label", "confidence")
+TABLE_FIELDS = LABEL_FIELDS
 MODEL_FIELDS = ("format", "version")
 
 
@@ -37,7 +38,7 @@ MODEL_FIELDS = ("format", "version")
 def aggregate(
     input: list[str] = typer.Argument(..., metavar="INPUT...", help="Answers file(s) (CSV/TSV/JSON/JSONL/Parquet, optionally .gz; MTurk, Toloka, Label Studio exports), - for stdin, a directory, or a quoted glob ('batches/*.parquet'); several are read as one data set."),
     method: str = opt.METHOD,
-    output: Optional[str] = opt.output_option("Write here instead of stdout (a regular file is replaced atomically)."),
+    output: Optional[str] = opt.output_option("Write here instead of stdout (a regular file is replaced atomically). A directory (a trailing /, or an existing directory: new, empty or an earlier run's) gets one part per partition, part-00000.csv ..., each CSV/TSV part with the header, and _SUCCESS; with --engine dask the workers write them (they must share this filesystem); the local engine writes one part."),
     fmt: Optional[str] = opt.format_option("csv, tsv, jsonl, json or parquet (default: from -o's extension, else csv)."),
     proba: bool = typer.Option(False, "--proba", help="Add n_answers and one p_<class> posterior column per class."),
     workers: Optional[str] = typer.Option(None, "--workers", help="Write each worker's parameters here: its confusion matrix (long form) and accuracy, or, for a method whose worker model is not a confusion, one row per worker (worker, each parameter, n_answers)."),
@@ -113,7 +114,8 @@ def aggregate(
             label_col=label_col, classes=class_list, duplicates=duplicates, max_memory=max_memory, rejected=rejected,
             blank_labels=blank_labels,
         )
-        _check_output_memory(data, proba=proba, headers=headers, max_memory=max_memory)
+        _check_output_memory(data, proba=proba, headers=headers, max_memory=max_memory,
+                             labels_here=not (fit_engine is not None and planned["--output"].target.kind == "dir"))
         result = steps.fit(data, method, params, quiet=quiet, max_memory=max_memory, engine=fit_engine)
         # 3. Evaluation (it can fail: nothing written yet).
         summary = None
@@ -122,7 +124,7 @@ def aggregate(
 
             summary = evaluate_run(data, result, truth_labels, params.get("gold"))
         # 4. Render everything, then write all or nothing.
-        steps.render_and_commit(planned, _renderers(result, proba, headers))
+        steps.render_and_commit(planned, _renderers(result, proba, headers, planned["--output"], fit_engine))
         if summary is not None:
             steps.report_evaluation(summary)
 
@@ -132,7 +134,7 @@ def _outputs(output: Optional[str], fmt: Optional[str], workers: Optional[str], 
     """What this run writes: the labels (stdout unless -o), and --workers, --save-workers, --task-params when asked."""
     from ..io.read import MODEL_FORMATS
 
-    planned = [steps.Output("--output", output or "-", TABLE_FIELDS, then="n_answers|p_.*", fmt=fmt)]
+    planned = [steps.Output("--output", output or "-", TABLE_FIELDS, then=LABEL_THEN, fmt=fmt, directory=True)]
     if workers:
         planned.append(steps.Output("--workers", workers, headers["--workers"]))
     if save_workers:
@@ -153,14 +155,17 @@ def _header(method: Any, option: str) -> tuple[str, ...]:
     return WORKERS_LONG if names is None else params_columns("worker", names)
 
 
-def _check_output_memory(data: Any, *, proba: bool, headers: dict[str, tuple[str, ...]], max_memory: Any) -> None:
-    """The outputs' size is known once the data is: refused before fitting, not after."""
+def _check_output_memory(data: Any, *, proba: bool, headers: dict[str, tuple[str, ...]], max_memory: Any,
+                         labels_here: bool = True) -> None:
+    """The outputs' size is known once the data is: refused before fitting, not after.  ``labels_here``: the
+    labels are rendered in this process (not by the Dask workers, a partition each, for ``-o DIR/``)."""
     from ..methods.result import WORKERS_LONG
 
     k = data.n_classes
-    steps.check_render_memory(
-        data.n_tasks, 1 + (k + 1 if proba else 0), 2, f"{data.n_tasks:,} output rows × {k:,} classes", max_memory
-    )
+    if labels_here:
+        steps.check_render_memory(
+            data.n_tasks, 1 + (k + 1 if proba else 0), 2, f"{data.n_tasks:,} output rows × {k:,} classes", max_memory
+        )
     workers = headers.get("--workers")
     if workers == WORKERS_LONG:  # a row per worker × class²
         steps.check_render_memory(
@@ -175,9 +180,18 @@ def _check_output_memory(data: Any, *, proba: bool, headers: dict[str, tuple[str
                                   f"--task-params table of {data.n_tasks:,} tasks", max_memory)
 
 
-def _renderers(result: Any, proba: bool, headers: dict[str, tuple[str, ...]]) -> dict[str, Any]:
-    """How each output of this command is rendered from the fit (only the planned ones are called)."""
+def _renderers(result: Any, proba: bool, headers: dict[str, tuple[str, ...]], output: steps.Planned,
+               engine: Any) -> dict[str, Any]:
+    """How each output of this command is rendered from the fit (only the planned ones are called); ``-o DIR/``:
+    the parts, one per partition of ``engine`` (written on its workers), or one for the local engine (None)."""
     from ..io.render import render_chunks
+
+    def labels(fmt: str) -> Any:
+        if output.target.kind == "dir":
+            from ..io.parts import filler
+
+            return filler(result, fmt, output.target.gzip, proba=proba, engine=engine)
+        return render_chunks(result.table(proba=proba, arrow=True), fmt, key="task")
 
     def model(fmt: str) -> bytes:
         from ..methods.model_file import to_json
@@ -192,7 +206,7 @@ def _renderers(result: Any, proba: bool, headers: dict[str, tuple[str, ...]]) ->
         return lambda fmt: render_chunks(cols(), fmt, key=key)
 
     return {
-        "--output": lambda fmt: render_chunks(result.table(proba=proba, arrow=True), fmt, key="task"),
+        "--output": labels,
         "--workers": table("--workers", result.worker_columns(),
                            lambda: result.workers_table(arrow=True), "worker"),
         "--task-params": table("--task-params", result.task_columns(),

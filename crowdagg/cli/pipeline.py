@@ -141,7 +141,9 @@ class Output:
     output is recognised in a directory or pattern given as an input
     (:func:`crowdagg.io.output.resolve`).  ``fmt``: an explicit
     ``--format``; ``formats``: what it can be written as (default: the
-    table formats).
+    table formats).  ``directory``: a path ending in ``/`` or naming an
+    existing directory is a directory of parts (:mod:`crowdagg.io.parts`),
+    not refused.
     """
 
     option: str
@@ -150,6 +152,7 @@ class Output:
     then: str = ""
     fmt: Optional[str] = None
     formats: Optional[tuple[str, ...]] = None
+    directory: bool = False
 
 
 @dataclass(frozen=True)
@@ -171,14 +174,29 @@ def plan_outputs(
     earlier outputs out of directories and patterns, and that same list is
     checked again -- by identity -- and is what is read.
     """
-    from ..io.output import check_binary, check_distinct, check_not_inputs, resolve
+    from ..io.output import (
+        check_binary,
+        check_distinct,
+        check_not_inputs,
+        is_directory_spec,
+        resolve,
+        resolve_directory,
+    )
+    from ..io.parts import check_part_format
     from ..io.read import check_stdin_once, expand_inputs, output_format
     from ..io.render import OUTPUT_FORMATS
 
-    targets = [resolve(o.path, o.option, writes=o.writes, then=o.then) for o in outputs]
+    parts = [o.directory and is_directory_spec(o.path) for o in outputs]
+    targets = [(resolve_directory if d else resolve)(o.path, o.option, writes=o.writes, then=o.then)
+               for o, d in zip(outputs, parts)]
     check_distinct(targets)
     check_not_inputs(targets, [(f"INPUT {p}", p) for p in inputs] + list(side))
-    formats = [output_format(o.fmt, o.path, o.option, o.formats or OUTPUT_FORMATS) for o in outputs]
+    # A directory's format by the same rules as a file's, from its name without the slash (out.parquet/).
+    formats = [output_format(o.fmt, (o.path.rstrip("/") or o.path) if d else o.path, o.option,
+                             o.formats or OUTPUT_FORMATS) for o, d in zip(outputs, parts)]
+    for o, d, fmt in zip(outputs, parts, formats):
+        if d:
+            check_part_format(fmt, f"{o.option} {o.path}")
     for target, fmt in zip(targets, formats):
         check_binary(target, fmt)
     sources = expand_inputs(inputs, outputs=targets)
@@ -284,7 +302,8 @@ def fit(data: AnnotationSet, method: str, params: dict[str, Any], *, quiet: bool
 
 def render_and_commit(planned: Mapping[str, Planned], render: Mapping[str, Callable[[str], Any]]) -> None:
     """Render each planned output (``render[option](fmt)``: its bytes, or its pieces as they are rendered,
-    :func:`crowdagg.io.render.render_chunks`) and write all of them or none (:func:`crowdagg.io.output.commit`).
+    :func:`crowdagg.io.render.render_chunks`, or for a directory the function that fills it,
+    :func:`crowdagg.io.parts.filler`) and write all of them or none (:func:`crowdagg.io.output.commit`).
 
     Pieces are rendered as they are written, so an output is never held
     whole; the time spent rendering them is the stage ``render``, the rest
@@ -298,6 +317,11 @@ def render_and_commit(planned: Mapping[str, Planned], render: Mapping[str, Calla
     spent = [0.0]
 
     def timed(pieces: Any) -> Any:
+        if callable(pieces):  # a directory's parts, written by whoever the filler sends them to
+            return pieces
+        return _timed(pieces)
+
+    def _timed(pieces: Any) -> Any:
         if isinstance(pieces, (bytes, bytearray, memoryview)):
             yield pieces
             return

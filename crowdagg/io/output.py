@@ -15,6 +15,11 @@ by what PATH finally resolves to -- the choice GNU coreutils make for
 * Anything else that exists -- a FIFO, a character or block device, a
   socket -- is written directly, in one stream (``-o /dev/null`` stays
   ``/dev/null``).
+* A directory (an output that takes one, ``aggregate -o out/``:
+  :func:`is_directory_spec`, :func:`resolve_directory`) is written whole
+  into a temporary sibling directory, then renamed into place: a new one,
+  an empty one, or one this tool wrote before (:func:`earlier_directory`);
+  any other existing directory is refused, never emptied.
 
 Whether a binary output (Parquet, gzip) may go there is decided by what the
 target finally is, too (:func:`check_binary`): a terminal reached as ``-``,
@@ -42,11 +47,12 @@ import json
 import os
 import re
 import secrets
+import shutil
 import socket
 import stat
 import sys
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Union
 
@@ -66,7 +72,8 @@ class Target:
     ``kind`` is ``"fd"`` (stream into an open descriptor), ``"file"``
     (atomic replace of the regular file ``path``) or ``"stream"`` (open
     ``path`` -- a FIFO or device -- and write), ``"socket"`` (connect to the
-    Unix socket ``path`` and write).
+    Unix socket ``path`` and write), ``"dir"`` (a directory of parts at
+    ``path``, replaced whole: :func:`resolve_directory`).
     """
 
     spec: str
@@ -239,6 +246,95 @@ def _resolve(spec: str, option: str) -> Target:
     )
 
 
+#: The marker written last into a directory of parts (Hadoop's and Spark's name): the directory is whole.
+SUCCESS = "_SUCCESS"
+#: A part's name: ``part-00000.csv`` (``.gz`` added for gzip), numbered from 0 in task order.
+_PART = re.compile(r"^part-\d{5,}\.[a-z]+(?:\.gz)?$")
+
+
+def is_directory_spec(spec: str) -> bool:
+    """Whether an output spelled ``spec`` names a directory: it ends with ``/`` or is an existing directory."""
+    return spec not in ("", "-") and (spec.endswith(("/", os.sep)) or os.path.isdir(spec))
+
+
+def part_name(index: int, fmt: str, gzip: bool = False) -> str:
+    """The file name of part ``index`` of a directory output: ``part-00000.csv`` (``.parquet``, ``.jsonl.gz`` ...)."""
+    return f"part-{index:05d}.{fmt}" + (".gz" if gzip else "")
+
+
+def resolve_directory(spec: str, option: str = "", writes: Sequence[str] = (), then: str = "") -> Target:
+    """Decide what writing a directory of parts to ``spec`` means; nothing is written.
+
+    ``spec`` (a trailing ``/`` or an existing directory) is followed to the
+    real directory (a symlink to one stays a link: the directory it points
+    to is replaced).  It may be new (its parent must exist), empty, or a
+    directory this tool wrote before with the fields ``writes``/``then``
+    (:func:`earlier_directory`); a file there, or a directory holding
+    anything else, is refused.  ``.gz`` at the end of its name
+    (``out.csv.gz/``) makes gzip-compressed parts.
+    """
+    where = f"{option} {spec}" if option else spec
+    name = spec.rstrip("/" + os.sep) or spec
+    real = os.path.realpath(name)
+    try:
+        st = os.stat(real)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise DataError(f"{where}: {os_reason(exc)}") from None
+    if st is None:
+        parent = os.path.dirname(real) or "."
+        if not os.path.isdir(parent):
+            raise DataError(f"{where}: directory {os.path.dirname(name) or parent} does not exist")
+        return Target(spec, option, "dir", path=real, keys=(("path", real),), gzip=_gz(name),
+                      writes=tuple(writes), then=then)
+    if not stat.S_ISDIR(st.st_mode):
+        raise UsageError(f"{where}: exists and is not a directory; a directory output needs a directory")
+    if not earlier_directory(real, writes, then):
+        raise UsageError(f"{where}: the directory holds files this tool did not write ({_listing(real)}); refusing "
+                         "to replace it: give a new or empty directory")
+    return Target(spec, option, "dir", path=real, keys=(("inode", st.st_dev, st.st_ino), ("path", real)),
+                  mode=stat.S_IMODE(st.st_mode), gzip=_gz(name), writes=tuple(writes), then=then)
+
+
+def _listing(path: str, most: int = 3) -> str:
+    names = sorted(os.listdir(path))
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
+def earlier_directory(path: str, fields: Sequence[str], then: str = "") -> bool:
+    """Whether the directory ``path`` is empty or a directory of parts this tool wrote with these fields.
+
+    Recognised: the :data:`SUCCESS` marker, and otherwise only regular
+    files named ``part-NNNNN.<format>[.gz]``, each an earlier output
+    (:func:`earlier_output`).  Anything else -- a subdirectory, a hidden
+    file, another name -- and the directory is not this tool's to replace.
+    """
+    try:
+        names = os.listdir(path)
+    except OSError:
+        return False
+    if not names:
+        return True
+    if SUCCESS not in names or not fields:
+        return False
+    for n in names:
+        full = os.path.join(path, n)
+        if n == SUCCESS:
+            if os.path.islink(full) or not os.path.isfile(full):
+                return False
+            continue
+        if not _PART.match(n) or os.path.islink(full) or not os.path.isfile(full) or \
+                not earlier_output(full, fields, then):
+            return False
+    return True
+
+
+def _inside(directory: str, path: str) -> bool:
+    """Whether ``path`` (followed to its file) lies in ``directory`` (a real path) or below it."""
+    return os.path.commonpath([directory, os.path.realpath(path)]) == directory
+
+
 def _stdio_keys(stream: object, fd: int) -> tuple[tuple, ...]:
     """Identities of stdout/stderr (the file behind it too when the stream is the real descriptor)."""
     try:
@@ -256,6 +352,13 @@ def _named(target: Target) -> str:
 
 def check_distinct(targets: Sequence[Target]) -> None:
     """Refuse two outputs of one run landing in the same file (one would be lost)."""
+    for d in targets:
+        if d.kind != "dir" or d.path is None:
+            continue
+        for t in targets:
+            if t is not d and t.path is not None and t.kind != "socket" and _inside(d.path, t.path):
+                raise UsageError(f"{_named(t)} is inside the output directory {d.spec}, which is replaced whole; "
+                                 "write it elsewhere")
     seen: dict[tuple, Target] = {}
     for t in targets:
         for key in t.keys:
@@ -357,8 +460,14 @@ def check_not_inputs(targets: Sequence[Target], inputs: Sequence[tuple[str, str 
         for key in t.keys:
             owner = owners.get(key)
             if owner is not None:
-                how = "overwrite" if t.kind == "file" else "write into"
+                how = "overwrite" if t.kind in ("file", "dir") else "write into"
                 raise UsageError(f"{t.where} is also an input ({owner}); refusing to {how} it")
+        if t.kind == "dir" and t.path is not None:  # the directory is replaced whole: nothing read may be in it
+            for name, path in inputs:
+                if path and path != "-" and not path.startswith("example:") and _descriptor_of(path) is None \
+                        and _inside(t.path, path):
+                    raise UsageError(f"{name} is inside the output directory {t.spec}, which is replaced whole; "
+                                     "refusing to replace it: write the output elsewhere")
 
 
 #: Bytes of a file's start read to recognise an earlier output (a header line, a first JSON object).
@@ -471,6 +580,8 @@ def encode(target: Target, data: bytes) -> bytes:
 #: What a writer takes: the bytes, or an iterable of bytes-like pieces rendered one at a time
 #: (:func:`crowdagg.io.render.render_chunks`), so that an output is never held whole.
 Data = Union[bytes, Iterable[Any]]
+#: What :func:`commit` takes for each output: :data:`Data`, or for a directory the function that fills it.
+Output = Union[Data, Callable[[str], None]]
 
 
 def pieces(target: Target, data: Data) -> Iterator[Any]:
@@ -600,7 +711,71 @@ def _temp_beside(target: Target) -> tuple[str, int]:
     raise DataError(f"{target.where}: cannot create a temporary file in {directory}")
 
 
-def commit(outputs: Sequence[tuple[Target, Data]]) -> None:
+def _temp_dir_beside(target: Target) -> str:
+    """A new, empty temporary directory next to the real target (its mode: the existing directory's, else the
+    umask's), named as a hidden sibling so no reader of the parent mistakes it for the output."""
+    assert target.path is not None
+    parent = os.path.dirname(target.path) or "."
+    base = os.path.basename(target.path)
+    for _ in range(100):
+        tmp = os.path.join(parent, f".{base}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        try:
+            os.mkdir(tmp, 0o777)
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise DataError(f"{target.where}: cannot create a directory in {parent} ({os_reason(exc)})") from None
+        if target.mode is not None:
+            with contextlib.suppress(OSError):
+                os.chmod(tmp, target.mode)
+        return tmp
+    raise DataError(f"{target.where}: cannot create a temporary directory in {parent}")
+
+
+def _fill_dir(target: Target, tmp: str, fill: Callable[[str], None]) -> None:
+    """Phase 1 of a directory output: ``fill(tmp)`` writes the parts, then the :data:`SUCCESS` marker, all on disk."""
+    fill(tmp)
+    try:
+        with open(os.path.join(tmp, SUCCESS), "wb") as fh:
+            os.fsync(fh.fileno())
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)  # the parts' names are on disk before the rename makes them the directory
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise DataError(f"{target.where}: cannot write ({os_reason(exc)})") from None
+
+
+def _swap_dir(target: Target, tmp: str, trash: list[str]) -> None:
+    """Phase 3 of a directory output: ``tmp`` takes the target's place; an earlier directory goes to ``trash``
+    (removed after the last rename).  Checked again here: a directory that meanwhile holds other files is kept."""
+    assert target.path is not None
+    path = target.path
+    if os.path.lexists(path):
+        if not os.path.isdir(path) or os.path.islink(path) or not earlier_directory(path, target.writes, target.then):
+            raise DataError(f"{target.where}: changed during the run and now holds other files; refusing to replace it")
+        old = f"{tmp}.old"
+        try:
+            os.rename(path, old)
+        except OSError as exc:
+            raise DataError(f"{target.where}: cannot replace it ({os_reason(exc)})") from None
+        trash.append(old)
+        try:
+            os.rename(tmp, path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.rename(old, path)  # the earlier directory back where it was
+                trash.remove(old)
+            raise DataError(f"{target.where}: cannot write ({os_reason(exc)})") from None
+        return
+    try:
+        os.rename(tmp, path)
+    except OSError as exc:
+        raise DataError(f"{target.where}: cannot write ({os_reason(exc)})") from None
+
+
+def commit(outputs: Sequence[tuple[Target, Output]]) -> None:
     """Write every (target, bytes) pair, or none of the files.
 
     The bytes may come as an iterable of pieces (:data:`Data`), each
@@ -614,12 +789,32 @@ def commit(outputs: Sequence[tuple[Target, Data]]) -> None:
     stream whose reader went away (EPIPE) is skipped without error.  A
     signal that arrives during the renames takes effect after the last one:
     every file is then committed, and the run still ends as interrupted.
+
+    A directory target (``kind == "dir"``) takes, instead of bytes, a
+    callable ``fill(directory)`` that writes its parts into the empty
+    temporary directory it is given (on this machine, or on any machine
+    that shares the filesystem), first of all; the :data:`SUCCESS` marker
+    is added after it, and the directory is renamed into place in (3), an
+    earlier one it replaces removed after the last rename.
     """
     check_distinct([t for t, _ in outputs])
-    files = [(t, d) for t, d in outputs if t.kind == "file"]
-    streams = [(t, d) for t, d in outputs if t.kind != "file"]
+    files: list[tuple[Target, Data]] = []
+    streams: list[tuple[Target, Data]] = []
+    dirs: list[tuple[Target, Callable[[str], None]]] = []
+    for t, d in outputs:
+        if (t.kind == "dir") != callable(d):
+            raise TypeError(f"{t.where}: a directory takes the function that fills it, any other output its bytes")
+        if callable(d):
+            dirs.append((t, d))
+        else:
+            (files if t.kind == "file" else streams).append((t, d))
     temps: list[str] = []
+    temp_dirs: list[str] = []
+    trash: list[str] = []
     try:
+        for target, fill in dirs:  # first: the largest output, and the one a cluster writes
+            temp_dirs.append(_temp_dir_beside(target))
+            _fill_dir(target, temp_dirs[-1], fill)
         for target, data in files:
             tmp, fd = _temp_beside(target)
             temps.append(tmp)
@@ -650,6 +845,9 @@ def commit(outputs: Sequence[tuple[Target, Data]]) -> None:
             if os.path.isdir(target.path):
                 raise DataError(f"{target.where}: is a directory")
         with _signals.deferred():
+            for i, (target, _) in enumerate(dirs):
+                _swap_dir(target, temp_dirs[i], trash)
+                temp_dirs[i] = ""
             for tmp, (target, _) in zip(temps, files):
                 assert target.path is not None
                 try:
@@ -661,9 +859,13 @@ def commit(outputs: Sequence[tuple[Target, Data]]) -> None:
         for tmp in temps:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+        for d in [*temp_dirs, *trash]:
+            if d:
+                shutil.rmtree(d, ignore_errors=True)
 
 
 __all__ = [
-    "Target", "resolve", "check_distinct", "check_not_inputs", "check_binary", "commit", "earlier_output",
+    "Target", "resolve", "resolve_directory", "is_directory_spec", "earlier_directory", "part_name", "SUCCESS",
+    "check_distinct", "check_not_inputs", "check_binary", "commit", "earlier_output",
     "encode", "identity", "stdin_is_regular_file", "stdin_route",
 ]

@@ -187,16 +187,9 @@ class AggregationResult:
         str, or with ``arrow`` Arrow arrays (the task vocabulary itself, the
         labels dictionary-encoded): no Python object per row, for writers.
         """
-        cols: dict[str, Any] = {
-            "task": self.data.tasks.names if arrow else self.data.task_names,
-            "label": _dictionary(self.labels, self.data.classes) if arrow else self.label_names(),
-            "confidence": self.confidence,
-        }
-        if proba:
-            cols["n_answers"] = self.data.answers_per_task
-            for k, name in enumerate(self.data.classes):
-                cols[f"p_{name}"] = self.posteriors[:, k]
-        return cols
+        return task_table(self.data.tasks.names if arrow else self.data.task_names, self.labels, self.data.classes,
+                          self.confidence, posteriors=self.posteriors if proba else None,
+                          answers_per_task=self.data.answers_per_task if proba else None, arrow=arrow)
 
     def to_frame(self, *, proba: bool = False, max_memory: MaxMemory = None) -> pd.DataFrame:
         """:meth:`table` as a pandas DataFrame, ``task`` and ``label`` in the dtypes their columns had.
@@ -374,6 +367,33 @@ class AggregationResult:
                            f"a frame of {w:,} workers × {k:,}² classes of confusion", max_memory,
                            workers=True)
         return pd.DataFrame(self.workers_table(max_memory=math.inf))
+
+
+def task_table(names: Any, labels: np.ndarray, classes: Any, confidence: np.ndarray, *,
+               posteriors: np.ndarray | None = None, answers_per_task: np.ndarray | None = None,
+               arrow: bool = False) -> dict[str, Any]:
+    """The columns of :meth:`AggregationResult.table` for a run of tasks: the one rule, for the whole result or for
+    one partition's rows (written where the partition lives, :mod:`crowdagg.io.parts`).
+
+    Parameters
+    ----------
+    names : the tasks' names, shape (n,) (an object array, or with ``arrow`` an Arrow string array)
+    labels : ndarray of int, shape (n,), class codes
+    classes : sequence of str, the class names (K)
+    confidence : ndarray, shape (n,), the posterior of each label
+    posteriors : ndarray, shape (n, K), optional
+        Given (with ``answers_per_task``, shape (n,)): the ``--proba`` columns ``n_answers`` and ``p_<class>``.
+    """
+    cols: dict[str, Any] = {
+        "task": names,
+        "label": _dictionary(labels, classes) if arrow else np.asarray(classes, dtype=object)[labels],
+        "confidence": confidence,
+    }
+    if posteriors is not None:
+        cols["n_answers"] = answers_per_task
+        for k, name in enumerate(classes):
+            cols[f"p_{name}"] = posteriors[:, k]
+    return cols
 
 
 #: The long form of ``--workers`` (:meth:`AggregationResult.workers_table` for a result with a confusion).

@@ -1060,10 +1060,14 @@ def test_memory_limit_refuses_up_front(runner, tmp_path):
 def test_no_exception_class_names_reach_the_user(runner, tmp_path):
     d = tmp_path / "adir"
     d.mkdir()
-    for args in (["aggregate", d], ["aggregate", BLUEBIRD, "-o", d], ["evaluate", d, "--truth", BLUEBIRD_TRUTH]):
-        err = assert_one_error_line(invoke(runner, *args), 1)
+    for args, code in ((["aggregate", d], 1), (["evaluate", d, "--truth", BLUEBIRD_TRUTH], 1),
+                       (["aggregate", BLUEBIRD, "-o", d, "--workers", d], 1)):
+        err = assert_one_error_line(invoke(runner, *args), code)
         for name in ("Error:", "IsADirectoryError", "PermissionError", "OSError", "Errno"):
             assert err.count(name) == (1 if name == "Error:" else 0), err
+    (d / "notes.txt").write_text("mine")  # -o DIR takes a directory of parts, never one holding other files
+    err = assert_one_error_line(invoke(runner, "aggregate", BLUEBIRD, "-o", d), 2)
+    assert "holds files this tool did not write (notes.txt)" in err and "Errno" not in err
 
 
 # --------------------------------------------------------------------------- hardening: inputs
@@ -1403,11 +1407,18 @@ def test_answers_that_only_start_like_an_output_are_never_overwritten(runner, tm
 
 @pytest.mark.parametrize("flag", ["-o", "--workers", "--save-workers"])
 def test_an_output_name_ending_in_a_slash_is_a_usage_error(runner, tmp_path, flag):
+    """--workers and --save-workers are files; -o takes a directory of parts (tests/io/test_parts.py), but not of
+    JSON, which is one list."""
     out = f"{tmp_path / 'out.json.gz'}/"
     result = invoke(runner, "aggregate", "example:bluebird", "-m", "ds", flag, out)
     assert result.exit_code == 2 and result.stdout == ""
-    name = "--output" if flag == "-o" else flag
-    assert result.stderr.splitlines() == [f"Error: {name} {out}: the trailing '/' names a directory; an output is a file"]
+    if flag == "-o":
+        assert result.stderr.splitlines() == [
+            f"Error: --output {out}: a directory holds parts, and JSON is one list that cannot be split into parts; "
+            "write csv, tsv, jsonl, parquet (JSON Lines for JSON records)"]
+    else:
+        assert result.stderr.splitlines() == [
+            f"Error: {flag} {out}: the trailing '/' names a directory; an output is a file"]
     assert list(tmp_path.iterdir()) == []
 
 

@@ -661,3 +661,155 @@ def test_a_local_cluster_of_more_processes_than_cores_is_refused_before_it_start
     with pytest.raises(UsageError, match="one worker process per core"):
         with connect(None, threads.all_cores() + 1):
             pass
+
+
+# --------------------------------------------------------------------------- outputs written on the workers
+def _local_output(result, fmt: str, proba: bool):
+    """The local writer's single file for ``result`` (Parquet: its table), as tests/io/test_parts.py joins parts."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    from crowdagg.io.render import render_table
+
+    data = render_table(result.table(proba=proba, arrow=True), fmt)
+    return pq.read_table(io.BytesIO(data)) if fmt == "parquet" else data
+
+
+@pytest.mark.parametrize("n_parts", [1, 2, 7])
+def test_parts_written_on_the_workers_join_to_the_local_engines_file(sim_read, sim_fit, tmp_path, n_parts):
+    """mv on the simulated crowd read into 1, 2 and 7 partitions: one part per partition, and the parts joined
+    (CSV/TSV: one header) are the local engine's file in every format, with and without --proba."""
+    from crowdagg.io.parts import write_directory
+    from tests.io.test_parts import join_parts, same
+
+    data, engine = sim_read(n_parts)
+    got = get_method("mv")().fit(data, engine=engine)
+    want = sim_fit("mv")
+    for fmt, proba in (("csv", True), ("tsv", False), ("jsonl", True), ("parquet", True), ("csv", False)):
+        out = tmp_path / f"{fmt}-{proba}"
+        write_directory(got, str(out), fmt=fmt, proba=proba, engine=engine)
+        assert len(os.listdir(out)) == n_parts + 1  # the parts and _SUCCESS
+        assert same(join_parts(out, fmt), _local_output(want, fmt, proba)), (fmt, proba)
+
+
+def test_an_empty_partitions_part_is_there_and_empty(client, small_files, tmp_path):
+    """Block boundaries [0, 0, 1, 3, 3]: partitions 0 and 3 hold no task; their parts hold a header (CSV), no
+    row (Parquet), and the joined parts are still the local file."""
+    import pyarrow.parquet as pq
+
+    from crowdagg.io.dask_read import read_distributed
+    from crowdagg.io.parts import write_directory
+    from tests.io.test_parts import join_parts, same
+
+    want = get_method("mv")().fit(load_annotations(small_files))
+    data, engine = read_distributed(small_files, client, partitions=[0, 0, 1, 3, 3])
+    try:
+        got = get_method("mv")().fit(data, engine=engine)
+        for fmt in ("csv", "parquet", "jsonl"):
+            out = tmp_path / fmt
+            write_directory(got, str(out), fmt=fmt, proba=True, engine=engine)
+            assert same(join_parts(out, fmt), _local_output(want, fmt, True)), fmt
+        header = (tmp_path / "csv" / "part-00001.csv").read_bytes().split(b"\n", 1)[0] + b"\n"
+        assert header.startswith(b"task,label,confidence,n_answers,p_")
+        assert (tmp_path / "csv" / "part-00000.csv").read_bytes() == header
+        assert (tmp_path / "csv" / "part-00003.csv").read_bytes() == header
+        assert (tmp_path / "jsonl" / "part-00003.jsonl").read_bytes() == b""
+        empty = pq.read_table(tmp_path / "parquet" / "part-00000.parquet")
+        assert empty.num_rows == 0 and empty.schema == pq.read_table(tmp_path / "parquet" / "part-00001.parquet").schema
+    finally:
+        engine.close()
+
+
+def test_a_part_failing_on_a_worker_leaves_no_directory_and_says_the_local_writers_error(client, tmp_path):
+    """A task name with a tab, first seen in the last rows (the last partition): TSV cannot hold it.  Partitions 0
+    and 1 have written their parts when partition 2's fails; the error is the local writer's, and neither the
+    directory nor its temporary sibling is left."""
+    from crowdagg.io.dask_read import read_distributed
+    from crowdagg.io.parts import write_directory
+
+    frame = _sim_frame(200_000, 20_000, 50)
+    frame.loc[len(frame) - 1, "task"] = "bad\ttask"
+    files = _write(frame, tmp_path / "in", 2)
+    local = get_method("mv")().fit(load_annotations(files))
+    with pytest.raises(DataError, match="cannot write TSV") as said:
+        write_directory(local, str(tmp_path / "local"), fmt="tsv")
+    data, engine = read_distributed(files, client, partitions=3)
+    try:
+        got = get_method("mv")().fit(data, engine=engine)
+        with pytest.raises(DataError) as failed:
+            write_directory(got, str(tmp_path / "out"), fmt="tsv", engine=engine)
+        assert str(failed.value) == str(said.value) and "'bad\\ttask'" in str(failed.value)
+        assert sorted(os.listdir(tmp_path)) == ["in"]
+        from crowdagg.io.dask_write import fill_on_workers
+
+        with pytest.raises(DataError, match="is not there on Dask worker tcp://.*shared filesystem"):
+            fill_on_workers(engine, got, str(tmp_path / "not-made"), "csv", False)
+    finally:
+        engine.close()
+
+
+def test_cli_output_directory_on_dask_is_the_local_engines_file(client, small_files, tmp_path):
+    """``-o out/ --engine dask``: one CSV part per partition (the cluster's 2), joined the local ``-o`` file's
+    bytes; --workers stays one file on the client."""
+    from tests.io.test_parts import join_parts
+
+    pattern = str(Path(small_files[0]).parent / "*.parquet")
+    local = _cli(pattern, "-m", "ds", "--max-iter", "5", "--proba", "-o", str(tmp_path / "one.csv"),
+                 "--workers", str(tmp_path / "w_local.csv"))
+    remote = _cli(pattern, "-m", "ds", "--max-iter", "5", "--proba", "-o", f"{tmp_path / 'out'}/",
+                  "--workers", str(tmp_path / "w_dask.csv"), "--engine", "dask", "--scheduler",
+                  client.scheduler.address)
+    assert local.exit_code == 0 and remote.exit_code == 0, remote.stderr
+    assert remote.stdout == ""
+    assert sorted(os.listdir(tmp_path / "out")) == ["_SUCCESS", "part-00000.csv", "part-00001.csv"]
+    assert join_parts(tmp_path / "out", "csv") == (tmp_path / "one.csv").read_bytes()
+    assert (tmp_path / "w_dask.csv").read_bytes() == (tmp_path / "w_local.csv").read_bytes()
+    files = _write(_sim_frame(3000, 500, 20), tmp_path / "bad", 3, "csv")
+    with open(files[1], "a") as fh:
+        fh.write('t1,w1,cat,"extra\n')
+    bad = _cli(*files, "-m", "ds", "--engine", "dask", "--scheduler", client.scheduler.address,
+               "-o", f"{tmp_path / 'out'}/")
+    assert bad.exit_code == 1 and files[1] in bad.stderr and "Traceback" not in bad.stderr
+    assert sorted(os.listdir(tmp_path / "out")) == ["_SUCCESS", "part-00000.csv", "part-00001.csv"]  # as it was
+    assert join_parts(tmp_path / "out", "csv") == (tmp_path / "one.csv").read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad", "one.csv", "out", "w_dask.csv", "w_local.csv"]
+
+
+def test_an_interrupt_while_the_workers_write_leaves_nothing(client, small_files, tmp_path, monkeypatch):
+    """Ctrl-C while the client waits for the parts: the writes already running end first (their waited-for
+    futures), then the temporary directory goes; nothing is left beside the output."""
+    from crowdagg.io.dask_read import read_distributed
+    from crowdagg.io.parts import write_directory
+
+    real_wait = distributed.wait
+    waits = []
+
+    def interrupted(futures, timeout=None, **kwargs):
+        waits.append(timeout)
+        if len(waits) == 1:
+            raise KeyboardInterrupt
+        return real_wait(futures, timeout=timeout, **kwargs)
+
+    data, engine = read_distributed(small_files, client, partitions=3)
+    try:
+        got = get_method("mv")().fit(data, engine=engine)
+        monkeypatch.setattr(distributed, "wait", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            write_directory(got, str(tmp_path / "out"), engine=engine)
+    finally:
+        monkeypatch.undo()
+        engine.close()
+    assert waits == [None, 10] and os.listdir(tmp_path) == []
+
+
+def test_cli_labels_written_by_the_workers_are_not_sized_as_rendered_on_the_client(client, small_files, tmp_path):
+    """--max-memory: the labels rendered here (``-o FILE``) need their text's size and are refused before the fit;
+    written by the workers (``-o DIR/``), a partition each, they are not counted on the client."""
+    pattern = str(Path(small_files[0]).parent / "*.parquet")
+    common = ["-m", "mv", "--proba", "--max-memory", "12M", "--engine", "dask", "--scheduler", client.scheduler.address]
+    here = _cli(pattern, *common, "-o", str(tmp_path / "one.csv"))
+    assert here.exit_code == 1 and "output rows × 3 classes" in here.stderr and not (tmp_path / "one.csv").exists()
+    there = _cli(pattern, *common, "-o", f"{tmp_path / 'out'}/")
+    assert there.exit_code == 0, there.stderr
+    assert sorted(os.listdir(tmp_path / "out")) == ["_SUCCESS", "part-00000.csv", "part-00001.csv"]

@@ -1,0 +1,211 @@
+"""``aggregate -o DIR/``: a directory of parts, its bytes the single file's, all or nothing, and what it refuses.
+
+The local engine writes one part; the Dask engine's parts (one per partition, written on the workers) are tested
+in tests/engine/test_dask.py with :func:`join_parts` from here.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from crowdagg.cli import app
+from crowdagg.errors import DataError, UsageError
+from crowdagg.io.output import SUCCESS, commit, earlier_directory, resolve_directory
+from crowdagg.io.parts import check_parts, write_directory, write_part
+
+#: Each part format and the extension its single file has.
+FORMATS = {"csv": "csv", "tsv": "tsv", "jsonl": "jsonl", "parquet": "parquet"}
+
+
+def run(*args):
+    return CliRunner().invoke(app, ["aggregate", *[str(a) for a in args]])
+
+
+def join_parts(directory: Path, fmt: str) -> bytes | object:
+    """What the parts of ``directory`` make joined as their module docstring says: text formats the single file's
+    bytes (CSV/TSV: the first part's header, then each part's rows), Parquet the concatenated table."""
+    names = sorted(p.name for p in directory.iterdir() if p.name != SUCCESS)
+    assert names == [f"part-{i:05d}.{fmt}" + (".gz" if names[0].endswith(".gz") else "") for i in range(len(names))]
+    assert (directory / SUCCESS).read_bytes() == b""
+    paths = [directory / n for n in names]
+    if fmt == "parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        return pa.concat_tables([pq.read_table(p) for p in paths])
+    texts = [gzip.decompress(p.read_bytes()) if p.name.endswith(".gz") else p.read_bytes() for p in paths]
+    if fmt == "jsonl":
+        return b"".join(texts)
+    header = texts[0].split(b"\n", 1)[0] + b"\n"
+    assert all(t.startswith(header) for t in texts)  # every part carries the header
+    return header + b"".join(t[len(header):] for t in texts)
+
+
+def single(path: Path, fmt: str) -> bytes | object:
+    """The single file's bytes (or Parquet table), to compare with :func:`join_parts`."""
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        return pq.read_table(path)
+    return gzip.decompress(path.read_bytes()) if path.name.endswith(".gz") else path.read_bytes()
+
+
+def same(a, b) -> bool:
+    return a.equals(b) if hasattr(a, "equals") else a == b
+
+
+@pytest.fixture
+def answers(tmp_path: Path) -> Path:
+    rng = np.random.default_rng(3)
+    rows = ["task,worker,label"] + [f"t{rng.integers(0, 400)},w{rng.integers(0, 12)},{'abc'[rng.integers(0, 3)]}"
+                                    for _ in range(3000)]
+    path = tmp_path / "in" / "answers.csv"
+    path.parent.mkdir()
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+@pytest.mark.parametrize("proba", [False, True])
+def test_the_local_engines_one_part_is_the_single_files_bytes(answers, tmp_path, fmt, proba):
+    extra = ["--proba"] if proba else []
+    one = tmp_path / f"one.{FORMATS[fmt]}"
+    assert run(answers, "-m", "ds", "-o", one, *extra).exit_code == 0
+    got = run(answers, "-m", "ds", "-o", f"{tmp_path / 'out'}/", "-f", fmt, *extra)
+    assert got.exit_code == 0 and got.stdout == "", got.stderr
+    assert sorted(os.listdir(tmp_path / "out")) == [SUCCESS, f"part-00000.{fmt}"]
+    assert same(join_parts(tmp_path / "out", fmt), single(one, fmt))
+    if fmt == "parquet":  # the readers of a Spark/Dask directory read this one (the marker left out)
+        import pandas as pd
+
+        assert pd.read_parquet(tmp_path / "out").equals(pd.read_parquet(one))
+
+
+def test_the_format_comes_from_the_directorys_name_and_gz_compresses_the_parts(answers, tmp_path):
+    assert run(answers, "-m", "mv", "-o", tmp_path / "one.jsonl").exit_code == 0
+    got = run(answers, "-m", "mv", "-o", f"{tmp_path / 'out.jsonl.gz'}/")
+    assert got.exit_code == 0, got.stderr
+    assert sorted(os.listdir(tmp_path / "out.jsonl.gz")) == [SUCCESS, "part-00000.jsonl.gz"]
+    part = (tmp_path / "out.jsonl.gz" / "part-00000.jsonl.gz").read_bytes()
+    assert part[:2] == b"\x1f\x8b" and gzip.decompress(part) == (tmp_path / "one.jsonl").read_bytes()
+
+
+def test_an_existing_directory_is_one_without_the_slash_and_an_empty_one_is_filled(answers, tmp_path):
+    (tmp_path / "out").mkdir()
+    got = run(answers, "-m", "mv", "-o", tmp_path / "out")
+    assert got.exit_code == 0, got.stderr
+    assert sorted(os.listdir(tmp_path / "out")) == [SUCCESS, "part-00000.csv"]
+
+
+def test_a_rerun_replaces_its_earlier_directory_whole(answers, tmp_path):
+    out = tmp_path / "out"
+    assert run(answers, "-m", "mv", "-o", f"{out}/", "--proba").exit_code == 0
+    (out / "part-00001.csv").write_bytes((out / "part-00000.csv").read_bytes())  # an earlier run of 2 parts
+    assert earlier_directory(str(out), ("task", "label", "confidence"), "n_answers|p_.*")
+    got = run(answers, "-m", "mv", "-o", f"{out}/")
+    assert got.exit_code == 0, got.stderr
+    assert sorted(os.listdir(out)) == [SUCCESS, "part-00000.csv"]  # the stale part is gone with the directory
+    assert (out / "part-00000.csv").read_text().startswith("task,label,confidence\n")
+    assert sorted(os.listdir(tmp_path)) == ["in", "out"]  # no temporary or old directory left beside it
+
+
+@pytest.mark.parametrize("content", ["notes.txt", "part-00000.csv", "sub/", ".hidden"])
+def test_a_directory_holding_anything_else_is_refused_and_kept(answers, tmp_path, content):
+    out = tmp_path / "out"
+    out.mkdir()
+    if content.endswith("/"):
+        (out / content).mkdir()
+    else:
+        (out / content).write_text("task,worker,label\nt1,w1,a\n")  # answers, even under a part's name
+    if content == "part-00000.csv":
+        (out / SUCCESS).write_text("")
+    before = sorted(os.listdir(out))
+    got = run(answers, "-m", "mv", "-o", f"{out}/")
+    assert got.exit_code == 2 and "holds files this tool did not write" in got.stderr and "Traceback" not in got.stderr
+    assert sorted(os.listdir(out)) == before
+
+
+def test_a_file_named_as_a_directory_and_a_missing_parent_are_refused(answers, tmp_path):
+    (tmp_path / "f").write_text("x")
+    got = run(answers, "-m", "mv", "-o", f"{tmp_path / 'f'}/")
+    assert got.exit_code == 2 and "is not a directory" in got.stderr
+    got = run(answers, "-m", "mv", "-o", f"{tmp_path / 'no' / 'out'}/")
+    assert got.exit_code == 1 and "does not exist" in got.stderr and not (tmp_path / "no").exists()
+
+
+def test_json_cannot_be_split_into_parts(answers, tmp_path):
+    for args in (["-o", f"{tmp_path / 'out.json'}/"], ["-o", f"{tmp_path / 'out'}/", "-f", "json"]):
+        got = run(answers, "-m", "mv", *args)
+        assert got.exit_code == 2 and "cannot be split into parts" in got.stderr and "jsonl" in got.stderr
+    assert sorted(os.listdir(tmp_path)) == ["in"]
+
+
+def test_inputs_and_other_outputs_inside_the_directory_are_refused(answers, tmp_path):
+    out = tmp_path / "out"
+    assert run(answers, "-m", "mv", "-o", f"{out}/").exit_code == 0
+    part = out / "part-00000.csv"
+    link = tmp_path / "link.csv"
+    link.symlink_to(part)
+    for given in (part, link, f"{out}/*.csv"):
+        got = run(given, "-m", "mv", "-o", f"{out}/")
+        assert got.exit_code == 2 and "is inside the output directory" in got.stderr, (given, got.stderr)
+    got = run(answers, "-m", "mv", "-o", f"{out}/", "--workers", out / "w.csv")
+    assert got.exit_code == 2 and "--workers" in got.stderr and "is inside the output directory" in got.stderr
+    got = run(out, "-m", "mv", "-o", out)
+    assert got.exit_code == 2 and "is also an input" in got.stderr
+    assert sorted(os.listdir(out)) == [SUCCESS, "part-00000.csv"] and not (out / "w.csv").exists()
+
+
+def test_a_failing_part_leaves_no_directory_and_the_earlier_one_whole(tmp_path):
+    """A task name with a tab cannot be written as TSV: the run fails in the writer, nothing is left (no
+    temporary directory either), an earlier run's directory stays as it was."""
+    src = tmp_path / "in.csv"
+    src.write_text('task,worker,label\nt1,w1,a\n"t\t2",w1,b\nt3,w2,a\n')
+    got = run(src, "-m", "mv", "-o", f"{tmp_path / 'out'}/", "-f", "tsv")
+    assert got.exit_code == 1 and "cannot write TSV" in got.stderr and "Traceback" not in got.stderr
+    assert sorted(os.listdir(tmp_path)) == ["in.csv"]
+    assert run(src, "-m", "mv", "-o", f"{tmp_path / 'out'}/").exit_code == 0
+    before = (tmp_path / "out" / "part-00000.csv").read_bytes()
+    got = run(src, "-m", "mv", "-o", f"{tmp_path / 'out'}/", "-f", "tsv")
+    assert got.exit_code == 1
+    assert sorted(os.listdir(tmp_path)) == ["in.csv", "out"]
+    assert (tmp_path / "out" / "part-00000.csv").read_bytes() == before
+
+
+def test_an_interrupt_while_filling_leaves_nothing(tmp_path):
+    target = resolve_directory(f"{tmp_path / 'out'}/", writes=("task",))
+
+    def fill(directory: str) -> None:
+        Path(directory, "part-00000.csv").write_text("task\n")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        commit([(target, fill)])
+    assert os.listdir(tmp_path) == []
+
+
+def test_the_library_writes_a_directory_and_says_what_is_missing(tmp_path):
+    from crowdagg.methods.api import aggregate
+
+    result = aggregate("example:bluebird", "mv")
+    write_directory(result, str(tmp_path / "lib.parquet"), proba=True)
+    import pyarrow.parquet as pq
+
+    assert pq.read_table(tmp_path / "lib.parquet").num_rows == result.data.n_tasks
+    with pytest.raises(UsageError, match="holds files this tool did not write"):
+        (tmp_path / "other").mkdir()
+        (tmp_path / "other" / "x").write_text("")
+        write_directory(result, str(tmp_path / "other"))
+    with pytest.raises(DataError, match="is not there on a worker: the Dask workers .* shared filesystem"):
+        write_part(str(tmp_path / "gone"), 0, "csv", False, {"task": np.array(["t"], object)}, " on a worker")
+    with pytest.raises(DataError, match=r"part-00003\.csv of the output directory .* is missing here"):
+        check_parts(str(tmp_path), [("part-00003.csv", 10)])
+    name, size = write_part(str(tmp_path), 3, "csv", False, {"task": np.array(["t"], object)})
+    with pytest.raises(DataError, match="has 7 bytes here, not the 8 its writer wrote"):
+        check_parts(str(tmp_path), [(name, size + 1)])
