@@ -23,22 +23,35 @@ partitions or workers.  Kept outputs (``keep=True``) stay on the workers,
 one future per partition, until :meth:`DaskEngine.gather` fetches them in
 block order.
 
+**No wait without an end.**  Every wait of the client on the cluster goes
+through :func:`settle`: the result comes, or the run ends with a
+:class:`~crowdagg.errors.ResourceError` ("lost the Dask scheduler at
+ADDRESS while ...") once the client is closed, its connection to the
+scheduler is lost (Dask then cancels every future: the partitions are
+gone), or the scheduler has not answered a probe for
+:data:`SCHEDULER_SILENCE` seconds.  No fixed cap is put on the work
+itself: a long pass on a busy cluster waits as long as the scheduler
+answers.
+
 Dask (``pip install 'crowdagg[dask]'``) is imported only when an engine is
 made.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import logging
 import operator
+import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
-from ..errors import UsageError
+from ..errors import ResourceError, UsageError
 from . import tree
 from .local import join
 from .part import Part
@@ -51,6 +64,107 @@ def require_distributed() -> Any:
     except ImportError:
         raise UsageError("the Dask engine needs dask and distributed: pip install 'crowdagg[dask]'") from None
     return distributed
+
+
+#: Seconds the scheduler may stay silent -- no answer to the client's probes, or the client reconnecting -- while the
+#: client waits on it, before the run is declared lost.  A scheduler whose event loop is held this long is not
+#: running the fit either; the work itself has no time limit (a pass over 100M answers may take minutes).
+SCHEDULER_SILENCE = 60.0
+#: Seconds between two looks at the client's state (and probes of the scheduler) while it waits.
+POLL_INTERVAL = 0.5
+
+
+def address_of(client: Any) -> str:
+    """The scheduler's address, as the errors say it."""
+    return str(getattr(getattr(client, "scheduler", None), "address", None) or "an unknown address")
+
+
+def lost(client: Any, what: str, why: str) -> ResourceError:
+    """The one-line error of a run whose scheduler is gone (exit status 1)."""
+    return ResourceError(f"lost the Dask scheduler at {address_of(client)} while {what}: {why}")
+
+
+def check_running(client: Any, what: str) -> None:
+    """A :func:`lost` error unless ``client`` is connected (closed, or reconnecting after its scheduler went away)."""
+    if client.status != "running":
+        raise lost(client, what, f"the client is {client.status}")
+
+
+def _on_loop(client: Any, make: Callable[[], Awaitable[Any]]) -> concurrent.futures.Future:
+    """``make()`` awaited on the client's event loop (its own thread): a future this thread can poll."""
+    async def run() -> Any:
+        return await make()
+
+    return asyncio.run_coroutine_threadsafe(run(), client.loop.asyncio_loop)
+
+
+class _Watch:
+    """Whether the scheduler still answers: one probe (an ``echo``) at a time, the time of the last answer."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.heard = time.monotonic()
+        self.probe: concurrent.futures.Future | None = None
+
+    def why_lost(self) -> str | None:
+        """None while the scheduler is there, else why it is taken for lost."""
+        client = self.client
+        if client.status in ("closing", "closed"):
+            return f"the client is {client.status}"
+        now = time.monotonic()
+        if self.probe is not None and self.probe.done():
+            if not self.probe.cancelled() and self.probe.exception() is None:
+                self.heard = now
+            self.probe = None
+        if self.probe is None and client.status == "running":
+            self.probe = _on_loop(client, lambda: asyncio.wait_for(client.scheduler.echo(), SCHEDULER_SILENCE))
+        if now - self.heard > SCHEDULER_SILENCE:
+            return f"it has not answered for {SCHEDULER_SILENCE:g} s"
+        return None
+
+    def stop(self) -> None:
+        if self.probe is not None:
+            self.probe.cancel()
+
+
+def settle(client: Any, make: Callable[[], Awaitable[Any]], what: str) -> Any:
+    """The result of the coroutine ``make()`` run on ``client``'s loop (a gather, a query of the scheduler), waited
+    for in slices of :data:`POLL_INTERVAL` while the scheduler is there; a :func:`lost` error once it is not.
+
+    ``what`` says what the client was doing ("reading the files"), for the error.  A future cancelled because the
+    connection was lost, or an ``OSError`` of a client no longer running, is the same error.
+    """
+    check_running(client, what)
+    distributed = require_distributed()
+    task = _on_loop(client, make)
+    watch = _Watch(client)
+    try:
+        while True:
+            done, _ = concurrent.futures.wait([task], timeout=POLL_INTERVAL)
+            if done:
+                try:
+                    return task.result()
+                except (distributed.client.FutureCancelledError, concurrent.futures.CancelledError,
+                        asyncio.CancelledError, OSError) as exc:
+                    status = client.status
+                    if status in ("closing", "closed"):
+                        raise lost(client, what, f"the client is {status}") from None
+                    if status != "running" or "scheduler-connection-lost" in str(exc):
+                        raise lost(client, what, "the connection was lost") from None
+                    raise
+            why = watch.why_lost()
+            if why is not None:
+                raise lost(client, what, why)
+    finally:
+        task.cancel()
+        watch.stop()
+
+
+def gather(client: Any, futures: Sequence[Any], what: str, errors: str = "raise") -> list[Any]:
+    """``client.gather(futures, errors=errors)`` through :func:`settle`: their values, or the first error met, or
+    a :func:`lost` error (``errors="skip"``: a failed future's value is left out, the caller looks at it)."""
+    futures = list(futures)
+    return settle(client, lambda: client.gather(futures, errors=errors, asynchronous=True), what)
 
 
 def run_part(fn: Callable[..., tuple[Any, Any]], part: Part, params: Any, keep: bool) -> tuple[dict, list | None]:
@@ -158,6 +272,7 @@ class DaskEngine:
         if by != "task":
             raise UsageError(f"the Dask engine runs passes by task; map_reduce(by={by!r}) runs on the local engine")
         client = self.client
+        check_running(client, f"running {_name(fn)} on the partitions")
         shared = None
         if params is not None:
             # Sent once, as a task's result, not scattered: the workers fetch it from where it is, and if that
@@ -174,13 +289,13 @@ class DaskEngine:
             while len(results) > 1:
                 results = [client.submit(merge_nodes, self.n_blocks, *results[i:i + 2], pure=False)
                            for i in range(0, len(results), 2)]
-        nodes = merge_nodes(self.n_blocks, *client.gather(results))
+        nodes = merge_nodes(self.n_blocks, *gather(client, results, f"running {_name(fn)} on the partitions"))
         del results, shared
         return tree.combine(nodes, self.n_blocks), kept
 
     def gather(self, outs: Kept) -> Any:
         """The kept outputs fetched from the workers and joined in block order (as :meth:`LocalEngine.gather`)."""
-        blocks = [out for part in self.client.gather(list(outs)) for out in part]
+        blocks = [out for part in gather(self.client, outs, "gathering the kept outputs") for out in part]
         return join(blocks)
 
     def close(self) -> None:
@@ -190,9 +305,14 @@ class DaskEngine:
         and trips an assertion in the scheduler (distributed 2026.8) on the
         finished passes' released tasks, dropping the client's connection.
         """
-        for part in self.parts:
-            part.release()
+        if self.client.status == "running":  # else the client let go of every future already
+            for part in self.parts:
+                part.release()
         self.parts = []
+
+
+def _name(fn: Any) -> str:
+    return str(getattr(fn, "__name__", None) or type(fn).__name__)
 
 
 def dask_setup(worker: Any) -> None:

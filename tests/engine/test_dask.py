@@ -546,6 +546,15 @@ def test_a_closed_client_or_something_else_is_a_usage_error(client, tmp_path):
                         (object(), "got object")):
         with pytest.raises(UsageError, match=what):
             aggregate(files, "mv", engine="dask", client=given)
+    # An engine whose client was closed since: the one-line error at once, no wait (a closed client's futures
+    # never finish).
+    from crowdagg.engine.dask import DaskEngine
+    from crowdagg.errors import ResourceError
+
+    for call in (lambda e: e.map_reduce(_cell_sums, np.ones(3)), lambda e: e.gather([])):
+        with pytest.raises(ResourceError, match=r"^lost the Dask scheduler at .* the client is closed$"):
+            call(DaskEngine(closed, [], 1))
+    DaskEngine(closed, [], 1).close()  # nothing to release: no error
 
 
 def test_partitions_that_are_not_a_count_or_whole_boundaries_are_refused_before_reading(client, tmp_path):
@@ -661,3 +670,45 @@ def test_a_local_cluster_of_more_processes_than_cores_is_refused_before_it_start
     with pytest.raises(UsageError, match="one worker process per core"):
         with connect(None, threads.all_cores() + 1):
             pass
+
+
+# --------------------------------------------------------------------------- a lost scheduler
+def test_a_scheduler_lost_mid_fit_ends_the_run_with_one_line_not_a_hang(tmp_path):
+    """The scheduler of a cluster of its own (a process: not the module's) is killed (SIGKILL: the connection drops)
+    or frozen (SIGSTOP: the connection stays, nothing answers) at iteration 3 through the progress callback: the
+    library raises ResourceError naming the address, the CLI says one line, exits 1 and writes nothing -- within
+    SCHEDULER_SILENCE (2 s in the script) and a margin, not the subprocess's timeout (a hang)."""
+    import json
+    import subprocess
+    import sys
+
+    import crowdagg.engine.dask as dask_engine
+
+    assert dask_engine.SCHEDULER_SILENCE == 60.0  # the documented default; the script waits 2 s
+    root = Path(__file__).resolve().parents[2]
+    script = Path(__file__).with_name("scheduler_loss.py")
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    runs = {}
+    for sig, via in (("SIGKILL", "cli"), ("SIGSTOP", "api")):  # side by side: ~10 s each, mostly the cluster's start
+        (tmp_path / sig).mkdir()
+        runs[sig] = subprocess.Popen([sys.executable, str(script), str(tmp_path / sig), sig, via], cwd=root, env=env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    reports = {}
+    for sig, proc in runs.items():
+        try:
+            out, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            pytest.fail(f"the run hung after {sig} (killed after 120 s)")
+        assert proc.returncode == 0, err
+        reports[sig] = json.loads(out.strip().splitlines()[-1])
+    cli = reports["SIGKILL"]
+    assert cli["exit_code"] == 1 and cli["stdout"] == "" and not cli["written"]
+    assert cli["stderr"] == (f"Error: lost the Dask scheduler at {cli['address']} while running em_block on the "
+                             "partitions: the connection was lost\n")
+    assert cli["after_signal_s"] < 10
+    api = reports["SIGSTOP"]
+    assert api["raised"] == ["ResourceError", f"lost the Dask scheduler at {api['address']} while running em_block "
+                             "on the partitions: it has not answered for 2 s"]
+    assert 2 <= api["after_signal_s"] < 10
