@@ -10,20 +10,23 @@ from the signal to the error.  The scheduler may stay silent 2 s (SCHEDULER_SILE
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
+import subprocess
 import sys
+import threading
 import time
 
 
 def main(directory: str, signame: str, via: str) -> None:
     import distributed
     import numpy as np
-    from distributed.deploy.subprocess import SubprocessCluster
 
     import crowdagg.engine.dask as dask_engine
 
+    began = time.monotonic()
     dask_engine.SCHEDULER_SILENCE = 2.0
     rng = np.random.default_rng(0)
     task = np.repeat(np.arange(4000), 5)
@@ -32,8 +35,27 @@ def main(directory: str, signame: str, via: str) -> None:
     with open(source, "w") as fh:
         fh.write("task,worker,label\n")
         fh.writelines(f"t{t},w{w},{'ab'[y]}\n" for t, w, y in zip(task, worker, rng.integers(0, 2, len(task))))
-    cluster = SubprocessCluster(n_workers=1, threads_per_worker=1, scheduler_kwargs={"dashboard": False})
-    pid = cluster.scheduler.process.pid
+    # The scheduler a process of its own (to be killed or frozen); its one worker a thread pool of this process
+    # (started in a moment, crowdagg already imported).
+    info = os.path.join(directory, "scheduler.json")
+    scheduler = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+                                  "--port", "0", "--no-dashboard", "--scheduler-file", info],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pid = scheduler.pid
+    while not os.path.exists(info) or not os.path.getsize(info):
+        if scheduler.poll() is not None or time.monotonic() - began > 60:
+            raise RuntimeError("the scheduler did not start")
+        time.sleep(0.05)
+    time.sleep(0.1)  # the file is written whole before the next look
+    with open(info) as fh:
+        address = json.load(fh)["address"]
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, daemon=True).start()
+
+    async def start_worker() -> distributed.Worker:
+        return await distributed.Worker(address, nthreads=1, dashboard=False)
+
+    worker = asyncio.run_coroutine_threadsafe(start_worker(), loop).result(60)
     sig = getattr(signal, signame)
     sent: list[float] = []
 
@@ -47,7 +69,7 @@ def main(directory: str, signame: str, via: str) -> None:
         if via == "api":
             from crowdagg.methods.api import aggregate
 
-            with distributed.Client(cluster) as client:
+            with distributed.Client(address) as client:
                 try:
                     aggregate(source, "ds", engine="dask", client=client, max_iter=50, tol=0, callback=at_three)
                     report["raised"] = None
@@ -63,19 +85,15 @@ def main(directory: str, signame: str, via: str) -> None:
             pipeline.progress = lambda quiet: (at_three, lambda: None)  # the CLI's progress display: the signal
             out = os.path.join(directory, "out.csv")
             got = CliRunner().invoke(app, ["aggregate", source, "-m", "ds", "--max-iter", "50", "--tol", "0", "-o",
-                                           out, "--engine", "dask", "--scheduler", cluster.scheduler_address])
+                                           out, "--engine", "dask", "--scheduler", address])
             report.update(exit_code=got.exit_code, stdout=got.stdout, stderr=got.stderr, written=os.path.exists(out))
         report["after_signal_s"] = time.monotonic() - sent[0] if sent else None
-        report["address"] = cluster.scheduler_address
+        report["address"] = address
     finally:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        try:
-            cluster.close(timeout=1)  # its scheduler is gone: the workers are killed, the farewell times out
-        except Exception:  # noqa: BLE001, S110 -- nothing left to close
-            pass
+        scheduler.kill()
+        scheduler.wait()
+        # its scheduler gone, the worker says farewell to nobody: not waited for long
+        asyncio.run_coroutine_threadsafe(worker.close(timeout=1), loop)
     print(json.dumps(report))
 
 

@@ -206,8 +206,6 @@ def test_parquet_files_give_the_local_readers_partitions_and_bit_identical_sums(
     assert np.array_equal(rows, np.arange(sim_local.n_tasks))
     (again, _), none = engine.map_reduce(_cell_sums, weights)  # no kept outputs: none travel
     assert none is None and np.array_equal(again, want)
-    with pytest.raises(UsageError, match="by task"):
-        engine.map_reduce(_cell_sums, weights, by="worker")
 
 
 def test_an_empty_partition_works(client, small_files):
@@ -471,6 +469,89 @@ def test_the_co_occurrence_kernel_through_dask_equals_the_local_engine(client, s
             engine.close()
         for name in ("pairs", "joint", "n_tasks", "weight"):
             assert np.array_equal(getattr(got, name), getattr(want, name)), (name, partitions)
+
+
+# --------------------------------------------------------------------------- passes by worker
+@pytest.fixture(scope="module")
+def heavy_files(tmp_path_factory) -> list[str]:
+    """300k answers in 3 Parquet files, 60% of them by one worker (who spans several worker-ordered blocks)."""
+    frame = _sim_frame(300_000, 30_000, 200, k=2, seed=11)
+    rng = np.random.default_rng(12)
+    frame.loc[rng.random(len(frame)) < 0.6, "worker"] = "heavy"
+    return _write(frame, tmp_path_factory.mktemp("heavy"), 3)
+
+
+def _worker_sums(part, b: int, params, keep: bool):
+    """By worker: per worker its answer count and a float sum whose bits follow the order of the additions (weights
+    of wildly different sizes); kept: per answer its row, task and the running sum of its worker in the block."""
+    rows, worker, label, task = part.answers(b)
+    value = params[label] * (1.0 + task * 1e-3)
+    sums = (np.bincount(worker, minlength=part.n_workers), np.bincount(worker, weights=value,
+                                                                       minlength=part.n_workers))
+    if not keep:
+        return sums, None
+    running = np.empty(len(value))
+    for w in np.unique(worker):  # a few workers a block: a test's loop, not a kernel
+        at = np.flatnonzero(worker == w)
+        running[at] = np.cumsum(value[at])
+    return sums, (rows, task, running)
+
+
+def _leave_one_out(part, b: int, params, keep: bool):
+    """By worker: each answer's worker total without it (``params``: the weights and the totals), and their sum."""
+    weights, totals = params
+    rows, worker, label, task = part.answers(b)
+    out = totals[worker] - weights[label] * (1.0 + task * 1e-3)
+    return np.array([out.sum()]), (out if keep else None)
+
+
+def test_passes_by_worker_give_the_local_engines_blocks_and_bits(client, heavy_files):
+    """map_reduce(by="worker"): the worker-ordered partitions (a shuffle of the task-ordered ones, built on first
+    use) hold the local engine's worker-ordered blocks, and the sums and kept outputs are its bits -- 1, 2 and 7
+    partitions (some empty), task partitions with empty ones, a heavy worker over several blocks."""
+    from crowdagg.io.dask_read import read_distributed
+
+    local = load_annotations(heavy_files)
+    engine_l = LocalEngine(local)
+    wp = engine_l.worker_part
+    heavy = local.workers.index("heavy")
+    spans = [b for b in range(wp.n_blocks) if wp.workers_of(b)[0] <= heavy < wp.workers_of(b)[1]]
+    assert wp.n_blocks == 4 and len(spans) >= 2
+    weights = np.array([0.1, 1e9])
+    (count_want, sum_want), kept_want = engine_l.map_reduce(_worker_sums, weights, keep=True, by="worker")
+    kept_want = engine_l.gather(kept_want)
+    loo_want, loo_kept = engine_l.map_reduce(_leave_one_out, (weights, sum_want), keep=True, by="worker")
+    loo_kept = engine_l.gather(loo_kept)
+    assert np.array_equal(count_want, local.answers_per_worker)
+    assert np.allclose(sum_want, np.bincount(local.worker, weights=weights[local.label] * (1 + local.task * 1e-3)))
+    for partitions in (1, 2, 7, [0, 0, 1, 4, 4]):
+        data, engine = read_distributed(heavy_files, client, partitions=partitions)
+        try:
+            assert engine.n_blocks == 4
+            (count, sums), kept = engine.map_reduce(_worker_sums, weights, keep=True, by="worker")
+            parts = client.gather(engine.worker_parts)
+            assert engine.n_worker_blocks == wp.n_blocks and len(parts) == len(engine.parts)
+            at = 0
+            for p in parts:  # contiguous, cut at the local worker grid's boundaries, the same answers in order
+                assert p.first_answer == wp.bounds[p.first_block] == at
+                assert np.array_equal(p.bounds + at, wp.bounds[p.first_block:p.first_block + p.n_blocks + 1])
+                at += p.n_answers
+            assert at == local.n_answers
+            assert np.array_equal(np.concatenate([p.order for p in parts]), local.worker_order)
+            for i, name in enumerate(("worker", "label", "task")):
+                got_codes = np.concatenate([p.answers(b)[1 + i] for p in parts for b in range(p.n_blocks)])
+                assert np.array_equal(got_codes, getattr(local, name)[local.worker_order]), name
+            assert np.array_equal(count, count_want) and np.array_equal(sums, sum_want), partitions
+            for got, want in zip(engine.gather(kept), kept_want):
+                assert np.array_equal(got, want), partitions
+            loo, kept = engine.map_reduce(_leave_one_out, (weights, sums), keep=True, by="worker")  # the partitions reused
+            assert np.array_equal(loo, loo_want) and np.array_equal(engine.gather(kept), loo_kept)
+            (again, _), none = engine.map_reduce(_cell_sums, weights)  # passes by task still run
+            assert none is None and np.array_equal(again, LocalEngine(local).map_reduce(_cell_sums, weights)[0][0])
+        finally:
+            engine.close()
+    with pytest.raises(UsageError, match="by 'task' or 'worker', not 'answer'"):
+        engine.map_reduce(_worker_sums, weights, by="answer")
 
 
 # --------------------------------------------------------------------------- faults (last: it kills a worker)
