@@ -583,6 +583,26 @@ def test_a_worker_killed_mid_fit_does_not_change_the_result(client, small_files)
     assert _render(got) == _render(want)
 
 
+def test_a_worker_killed_between_passes_by_worker_does_not_change_the_result(client, heavy_files):
+    """The worker-ordered partitions, once built, lose a worker process (killed between two passes, no timer): Dask
+    rebuilds them (and the task-ordered ones they came from) by lineage, and the pass gives the same bits."""
+    from crowdagg.io.dask_read import read_distributed
+
+    local = LocalEngine(load_annotations(heavy_files))
+    weights = np.array([0.1, 1e9])
+    (_, want), _ = local.map_reduce(_worker_sums, weights, by="worker")
+    _, engine = read_distributed(heavy_files, client, partitions=3)
+    try:
+        (_, first), _ = engine.map_reduce(_worker_sums, weights, by="worker")
+        holders = {addr for addrs in client.who_has(engine.worker_parts).values() for addr in addrs}
+        nannies = {n.worker_address: n for n in client.cluster.workers.values()}
+        os.kill(nannies[sorted(holders)[0]].process.pid, signal.SIGKILL)
+        (_, again), _ = engine.map_reduce(_worker_sums, weights, by="worker")
+    finally:
+        engine.close()
+    assert np.array_equal(first, want) and np.array_equal(again, want)
+
+
 # --------------------------------------------------------------------------- hostile probes
 def test_cli_a_scheduler_address_where_another_server_answers_is_a_usage_error(tmp_path):
     """A server that is not a Dask scheduler (its reply read as a message length of exbibytes) and a tls://
@@ -793,3 +813,4 @@ def test_a_scheduler_lost_mid_fit_ends_the_run_with_one_line_not_a_hang(tmp_path
     assert api["raised"] == ["ResourceError", f"lost the Dask scheduler at {api['address']} while running em_block "
                              "on the partitions: it has not answered for 2 s"]
     assert 2 <= api["after_signal_s"] < 10
+
