@@ -100,26 +100,30 @@ def _on_loop(client: Any, make: Callable[[], Awaitable[Any]]) -> concurrent.futu
 
 
 class _Watch:
-    """Whether the scheduler still answers: one probe (an ``echo``) at a time, the time of the last answer."""
+    """Whether the scheduler still answers: one probe (an ``echo``) out at a time, and since when the scheduler has
+    left a probe unanswered (or the client has been reconnecting) -- its silence."""
 
     def __init__(self, client: Any) -> None:
         self.client = client
-        self.heard = time.monotonic()
+        self.silent_since: float | None = None
         self.probe: concurrent.futures.Future | None = None
 
     def why_lost(self) -> str | None:
         """None while the scheduler is there, else why it is taken for lost."""
         client = self.client
-        if client.status in ("closing", "closed"):
-            return f"the client is {client.status}"
+        status = client.status
+        if status in ("closing", "closed"):
+            return f"the client is {status}"
         now = time.monotonic()
         if self.probe is not None and self.probe.done():
             if not self.probe.cancelled() and self.probe.exception() is None:
-                self.heard = now
+                self.silent_since = None  # answered: the silence, if any, is over
             self.probe = None
-        if self.probe is None and client.status == "running":
+        if self.probe is None and status == "running":
             self.probe = _on_loop(client, lambda: asyncio.wait_for(client.scheduler.echo(), SCHEDULER_SILENCE))
-        if now - self.heard > SCHEDULER_SILENCE:
+        if self.probe is not None or status != "running":  # a question out, or no connection to ask on
+            self.silent_since = now if self.silent_since is None else self.silent_since
+        if self.silent_since is not None and now - self.silent_since > SCHEDULER_SILENCE:
             return f"it has not answered for {SCHEDULER_SILENCE:g} s"
         return None
 
@@ -136,6 +140,8 @@ def settle(client: Any, make: Callable[[], Awaitable[Any]], what: str) -> Any:
     connection was lost, or an ``OSError`` of a client no longer running, is the same error.
     """
     check_running(client, what)
+    if client.asynchronous:  # its loop would be this thread: a wait here would block the loop it waits on
+        raise UsageError("the Dask engine takes a synchronous distributed.Client (not asynchronous=True)")
     distributed = require_distributed()
     task = _on_loop(client, make)
     watch = _Watch(client)
@@ -157,7 +163,8 @@ def settle(client: Any, make: Callable[[], Awaitable[Any]], what: str) -> Any:
             if why is not None:
                 raise lost(client, what, why)
     finally:
-        task.cancel()
+        # A wait given up on is left to end with the client (closed: its futures cancelled), not cancelled here:
+        # a gather cancelled midway leaves Dask's inner waits to fail unretrieved, each a traceback on stderr.
         watch.stop()
 
 

@@ -38,6 +38,8 @@ def main(directory: str, signame: str, via: str) -> None:
     # The scheduler a process of its own (to be killed or frozen); its one worker a thread pool of this process
     # (started in a moment, crowdagg already imported).
     info = os.path.join(directory, "scheduler.json")
+    if os.path.exists(info):  # an earlier run's: its address is dead
+        os.remove(info)
     scheduler = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
                                   "--port", "0", "--no-dashboard", "--scheduler-file", info],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
