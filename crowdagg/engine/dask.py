@@ -175,7 +175,8 @@ def gather(client: Any, futures: Sequence[Any], what: str, errors: str = "raise"
     return settle(client, lambda: client.gather(futures, errors=errors, asynchronous=True), what)
 
 
-def run_part(fn: Callable[..., tuple[Any, Any]], part: Part, params: Any, keep: bool) -> tuple[dict, list | None]:
+def run_part(fn: Callable[..., tuple[Any, Any]], part: Part | WorkerPart, params: Any,
+             keep: bool) -> tuple[dict, list | None]:
     """On a Dask worker: ``fn`` over ``part``'s blocks, reduced to the values of the tree nodes it covers.
 
     Returns ``(nodes, outs)``: the cover nodes' values (keyed by node) and,
