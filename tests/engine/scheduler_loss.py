@@ -44,20 +44,9 @@ def main(directory: str, signame: str, via: str) -> None:
                                   "--port", "0", "--no-dashboard", "--scheduler-file", info],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     pid = scheduler.pid
-    while not os.path.exists(info) or not os.path.getsize(info):
-        if scheduler.poll() is not None or time.monotonic() - began > 60:
-            raise RuntimeError("the scheduler did not start")
-        time.sleep(0.05)
-    time.sleep(0.1)  # the file is written whole before the next look
-    with open(info) as fh:
-        address = json.load(fh)["address"]
     loop = asyncio.new_event_loop()
     threading.Thread(target=loop.run_forever, daemon=True).start()
-
-    async def start_worker() -> distributed.Worker:
-        return await distributed.Worker(address, nthreads=1, dashboard=False)
-
-    worker = asyncio.run_coroutine_threadsafe(start_worker(), loop).result(60)
+    worker = None
     sig = getattr(signal, signame)
     sent: list[float] = []
 
@@ -66,8 +55,19 @@ def main(directory: str, signame: str, via: str) -> None:
             sent.append(time.monotonic())
             os.kill(pid, sig)
 
+    async def start_worker() -> distributed.Worker:
+        return await distributed.Worker(address, nthreads=1, dashboard=False)
+
     report: dict = {}
-    try:
+    try:  # the scheduler killed whatever happens
+        while not os.path.exists(info) or not os.path.getsize(info):
+            if scheduler.poll() is not None or time.monotonic() - began > 60:
+                raise RuntimeError("the scheduler did not start")
+            time.sleep(0.05)
+        time.sleep(0.1)  # the file is written whole before the next look
+        with open(info) as fh:
+            address = json.load(fh)["address"]
+        worker = asyncio.run_coroutine_threadsafe(start_worker(), loop).result(60)
         if via == "api":
             from crowdagg.methods.api import aggregate
 
@@ -95,7 +95,8 @@ def main(directory: str, signame: str, via: str) -> None:
         scheduler.kill()
         scheduler.wait()
         # its scheduler gone, the worker says farewell to nobody: not waited for long
-        asyncio.run_coroutine_threadsafe(worker.close(timeout=1), loop)
+        if worker is not None:
+            asyncio.run_coroutine_threadsafe(worker.close(timeout=1), loop)
     print(json.dumps(report))
 
 

@@ -810,13 +810,14 @@ def test_a_scheduler_lost_mid_fit_ends_the_run_with_one_line_not_a_hang(tmp_path
     for sig, via in (("SIGKILL", "cli"), ("SIGSTOP", "api")):  # side by side: ~10 s each, mostly the cluster's start
         (tmp_path / sig).mkdir()
         runs[sig] = subprocess.Popen([sys.executable, str(script), str(tmp_path / sig), sig, via], cwd=root, env=env,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     start_new_session=True)  # a group: a hung run goes with its scheduler
     reports = {}
     for sig, proc in runs.items():
         try:
             out, err = proc.communicate(timeout=120)
         except subprocess.TimeoutExpired:
-            proc.kill()
+            os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
             pytest.fail(f"the run hung after {sig} (killed after 120 s)")
         assert proc.returncode == 0, err
