@@ -175,8 +175,8 @@ class NameEncoder:
                 limit = self.slots.shape[0] * 5 // 8
                 self.names_off = _grown(self.names_off, limit + 1)
                 self.hashes = _grown(self.hashes, limit)
-                self.n, done = _hash_codes(offsets, data, done, codes, base, self.slots, self.hashes,
-                                           self.names_off, self.names_data, self.n)
+                self.n, done, _ = _hash_codes(offsets, data, done, codes, base, self.slots, self.hashes,
+                                              self.names_off, self.names_data, self.n)
                 full = True
             base += m
 
