@@ -354,33 +354,41 @@ def _load8(data, p):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _tail(data, p, hi):  # pragma: no cover - compiled
-    """The last ``hi - p`` (1 to 7) bytes of a string, ``data[p:hi]``, as a little-endian word, zero
-    above them: the eight bytes from ``p`` masked where ``data`` holds them, else the eight ending at
-    ``hi`` shifted down (what the shift keeps is the string's); byte by byte only in a buffer shorter
-    than eight bytes."""
-    n = hi - p
-    if p + 8 <= data.shape[0]:
-        return _load8(data, p) & ((np.uint64(1) << np.uint64(8 * n)) - np.uint64(1))
+def _short(data, lo, hi):  # pragma: no cover - compiled
+    """A string of 1 to 7 bytes, ``data[lo:hi]``, as a little-endian word, zero above it: the eight
+    bytes from ``lo`` masked where ``data`` holds them, else the eight ending at ``hi`` shifted down
+    (what the shift keeps is the string's); byte by byte only in a buffer shorter than eight bytes."""
+    n = hi - lo
+    if lo + 8 <= data.shape[0]:
+        return _load8(data, lo) & ((np.uint64(1) << np.uint64(8 * n)) - np.uint64(1))
     if hi >= 8:
         return _load8(data, hi - 8) >> np.uint64(8 * (8 - n))
     w = np.uint64(0)
     for k in range(n):
-        w |= np.uint64(data[p + k]) << np.uint64(8 * k)
+        w |= np.uint64(data[lo + k]) << np.uint64(8 * k)
     return w
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _hash_bytes(data, lo, hi):  # pragma: no cover - compiled
-    """A 64-bit hash of ``data[lo:hi]`` (as int64): eight bytes a step, one multiply a word, then
-    splitmix64's final mix (the table takes the low bits, the tag bits 32..62)."""
-    h = np.uint64(hi - lo) * _MIX
-    p = lo
-    while p + 8 <= hi:
-        h = (h ^ _load8(data, p)) * _WORD_MUL
-        p += 8
-    if p < hi:
-        h = (h ^ _tail(data, p, hi)) * _WORD_MUL
+    """A 64-bit hash of ``data[lo:hi]`` (as int64), then splitmix64's final mix (the table takes the low
+    bits, the tag bits 32..62).
+
+    Eight bytes a step, one multiply a word, the length mixed in first: a
+    string of 8 bytes or more is read as its whole words and then the last
+    eight bytes (overlapping the word before: no partial word, no branch on
+    where the string lies in ``data``); a shorter one as one word (:func:`_short`).
+    """
+    n = hi - lo
+    h = np.uint64(n) * _MIX
+    if n >= 8:
+        p = lo
+        while p + 8 < hi:
+            h = (h ^ _load8(data, p)) * _WORD_MUL
+            p += 8
+        h = (h ^ _load8(data, hi - 8)) * _WORD_MUL
+    elif n > 0:
+        h = (h ^ _short(data, lo, hi)) * _WORD_MUL
     h ^= h >> np.uint64(31)
     h *= _MIX
     h ^= h >> np.uint64(29)
@@ -389,13 +397,16 @@ def _hash_bytes(data, lo, hi):  # pragma: no cover - compiled
 
 @njit(cache=True, nogil=True, inline="always")
 def _same_bytes(a, alo, b, blo, n):  # pragma: no cover - compiled
-    """Whether ``a[alo:alo + n]`` equals ``b[blo:blo + n]``, compared a word at a time."""
+    """Whether ``a[alo:alo + n]`` equals ``b[blo:blo + n]``: a word at a time, as :func:`_hash_bytes`
+    reads them."""
+    if n < 8:
+        return n == 0 or _short(a, alo, alo + n) == _short(b, blo, blo + n)
     k = 0
-    while k + 8 <= n:
+    while k + 8 < n:
         if _load8(a, alo + k) != _load8(b, blo + k):
             return False
         k += 8
-    return k == n or _tail(a, alo + k, alo + n) == _tail(b, blo + k, blo + n)
+    return _load8(a, alo + n - 8) == _load8(b, blo + n - 8)
 
 
 @njit(cache=True, nogil=True)
