@@ -410,17 +410,17 @@ def _same_bytes(a, alo, b, blo, n):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _hash_codes(offsets, data, start, codes, base, slots, hashes, names_off, names_data, n_names):  # pragma: no cover
+def _hash_codes(offsets, data, start, codes, base, slots, limit, hashes, names_off, names_data, n_names):  # pragma: no cover
     """Codes of strings ``start..`` of a chunk against a growing vocabulary, new names appended in order.
 
     ``slots`` (power-of-two length, -1 empty) is an open-addressing table
     (linear probing) of codes, each with 31 bits of its name's hash above
     them (compared before the bytes, in the same cache line);
     ``hashes[c]``, ``names_off[c]:names_off[c + 1]`` of ``names_data`` are
-    name ``c``'s hash and bytes.  Stops before a new name would fill more
-    than 5/8 of ``slots`` (the caller grows the table and goes on from
-    there); ``names_data`` must have room for every byte of the chunk, the
-    other arrays for ``5 * len(slots) // 8`` names.  Returns (names,
+    name ``c``'s hash and bytes.  Stops before a new name would make more
+    than ``limit`` names (at most ``len(slots) - 1``: the caller grows the
+    table and goes on from there); ``names_data`` must have room for every
+    byte of the chunk, the other arrays for ``limit`` names.  Returns (names,
     strings done, a sum of the cache-warming loads: ignore it).
 
     Out of cache, a row's lookup is three dependent loads (its slot, the
@@ -434,7 +434,6 @@ def _hash_codes(offsets, data, start, codes, base, slots, hashes, names_off, nam
     every slot afresh and the codes are exactly the row-by-row ones.
     """
     mask = slots.shape[0] - 1
-    limit = (slots.shape[0] * 5) >> 3
     used = names_off[n_names]
     m = offsets.shape[0] - 1
     hs = np.empty(_BATCH, dtype=np.int64)

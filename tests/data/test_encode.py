@@ -117,19 +117,39 @@ def test_prefix_and_integer_ids_take_the_table_and_encode_like_hashing(make, fas
 
 
 # --------------------------------------------------------------------------- the hash table's edges
-def test_growth_at_five_eighths_load_in_and_across_blocks():
-    # The first table has 16 slots and holds 10 names (5/8); the 11th doubles it, the 21st again.
+def test_growth_at_the_load_limits_in_and_across_blocks():
+    # A small table (in cache) holds 1/4 of its slots: 16 slots hold 4 names, the 5th doubles it.
     names = [f"id-{i:04d}" for i in range(45)]
-    for cut in (0, 9, 10, 11, 20, 21, 44):
+    for cut in (0, 3, 4, 5, 8, 9, 16, 17, 44):
         values = names[:30] + names[::-1] + names[5:35]
         enc = assert_like_reference(values, [cut, cut + 1, 75])
-        assert enc.slots.shape[0] == 128  # 45 names: 5/8 of 64 is 40
+        assert enc.slots.shape[0] == 256  # 45 names: 1/4 of 128 is 32
     enc = NameEncoder()
     sizes = []
     for i, name in enumerate(names[:21]):
         assert enc.add(pa.array([name, names[0]])).tolist() == [i, 0]
         sizes.append(enc.slots.shape[0])
-    assert sizes == [16] * 10 + [32] * 10 + [64]
+    assert sizes == [16] * 4 + [32] * 4 + [64] * 8 + [128] * 5
+
+
+def test_growth_past_the_small_tables_at_five_eighths_load():
+    from crowdagg.data.encode import _SMALL_SLOTS
+
+    # The last small table (2**16 slots) holds 2**14 names; the next (2**17) 5/8 of its slots: 81,920.
+    assert _SMALL_SLOTS == 1 << 16
+    n = 81_921
+    arr = pc.binary_join_element_wise("u-", pc.cast(pa.array(np.arange(n)[::-1]), pa.string()), "-x", "")  # hashed
+    values = arr.to_pylist()
+    sizes = []
+    enc = NameEncoder()
+    for lo, hi in ((0, 16_384), (16_384, 16_385), (16_385, 81_920), (81_920, n)):
+        assert enc.add(arr.slice(lo, hi - lo)).tolist() == list(range(lo, hi))
+        sizes.append(enc.slots.shape[0])
+    assert sizes == [1 << 16, 1 << 17, 1 << 17, 1 << 18]
+    # Again in one block, the table doubling mid-block, then every name met again.
+    codes, enc = encode_in_blocks(values + values[::-1], [])
+    assert codes.tolist() == list(range(n)) + list(range(n))[::-1]
+    assert enc.names().to_pylist() == values and enc.slots.shape[0] == 1 << 18
 
 
 def _equal_tag_pairs(n: int, prefix: str, suffix: str) -> tuple[pa.Array, np.ndarray, np.ndarray]:
