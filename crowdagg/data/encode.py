@@ -15,7 +15,9 @@ A :class:`NameEncoder` takes one of two paths, with the same codes:
   ``42``) go through a direct-address table indexed by the integer (no
   hashing; the names are rebuilt from the integers at the end);
 * any other ids go through an open-addressing hash table over the names'
-  bytes (:func:`crowdagg.kernels.ingest._hash_codes`).  An encoder that
+  bytes (:func:`crowdagg.kernels.ingest._hash_codes`: eight bytes a
+  hashing step and a compare, and rows looked up 32 at a time so that the
+  cache misses of a table larger than the cache overlap).  An encoder that
   meets an id of another form in a later block moves its vocabulary into
   the hash table and goes on there.
 
