@@ -164,14 +164,16 @@ def _keys_of_bits(bits):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _ranks(bits):  # pragma: no cover - compiled
-    """``rank[w]``: the set bits in words 0 .. w-1 (a key's position among the set keys, with its word's bits)."""
-    rank = np.empty(bits.shape[0], dtype=np.int64)
+def _ranked(bits):  # pragma: no cover - compiled
+    """``ranked[w] = (bits[w], the set bits in words 0 .. w-1)``: a word and its rank side by side, so that a key's
+    position among the set keys is read from one cache line."""
+    ranked = np.empty((bits.shape[0], 2), dtype=np.int64)
     n = 0
     for w in range(bits.shape[0]):
-        rank[w] = n
+        ranked[w, 0] = bits[w]
+        ranked[w, 1] = n
         n += _popcount(bits[w])
-    return rank
+    return ranked
 
 
 _GOLDEN = -7046029254386353131  # 0x9E3779B97F4A7C15 as int64: Fibonacci hashing
@@ -199,22 +201,23 @@ def _hash_table(keys, capacity):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _pair_id(q, keys, bits, rank, table):  # pragma: no cover - compiled
+def _pair_id(q, keys, ranked, table):  # pragma: no cover - compiled
     """The position of key ``q`` in the sorted ``keys`` (-1 if absent).
 
-    From the bitmap ``bits`` and its word ranks when given (two reads and a
-    popcount); else from the hash table ``table`` (:func:`_hash_table`,
-    about one read); else, neither given, by bisection of ``keys``.
+    From the ranked bitmap ``ranked`` when given (:func:`_ranked`: one
+    read and a popcount); else from the hash table ``table``
+    (:func:`_hash_table`, about one read); else, neither given, by
+    bisection of ``keys``.
     """
-    if bits.shape[0]:
+    if ranked.shape[0]:
         word = q >> 6
-        if q < 0 or word >= bits.shape[0]:
+        if q < 0 or word >= ranked.shape[0]:
             return np.int64(-1)
         r = q & 63
-        x = bits[word]
+        x = ranked[word, 0]
         if (x >> r) & 1 == 0:
             return np.int64(-1)
-        return rank[word] + _popcount(x & ((np.int64(1) << r) - 1))
+        return ranked[word, 1] + _popcount(x & ((np.int64(1) << r) - 1))
     if table.shape[0]:
         mask = table.shape[0] - 1
         s = _slot(q, mask)
@@ -362,7 +365,7 @@ def _run_sums(keys, vals, max_key):  # pragma: no cover - compiled
 
 @njit(cache=True, nogil=True)
 def _block_pair_entries(task_ptr, worker, label, t0, t1, n_workers, n_classes, weights, weighted, capacity,
-                        index, bits, rank, table):  # pragma: no cover - compiled
+                        index, ranked, table):  # pragma: no cover - compiled
     """The answer pairs of tasks [t0, t1) as entries keyed by pair id, in task order.
 
     Returns ``(cell_key, cell_w, pair_id, pair_w, missing)``: one
@@ -392,7 +395,7 @@ def _block_pair_entries(task_ptr, worker, label, t0, t1, n_workers, n_classes, w
             key_u = np.int64(worker[order[starts[u]]]) * n_workers
             for v in range(u + 1, runs):
                 q = key_u + worker[order[starts[v]]]
-                p = _pair_id(q, index, bits, rank, table)
+                p = _pair_id(q, index, ranked, table)
                 if p < 0:
                     return cell_key[:0], cell_w[:0], pair_id[:0], pair_w[:0], q
                 pair_id[npair] = p
@@ -412,6 +415,11 @@ def _block_pair_entries(task_ptr, worker, label, t0, t1, n_workers, n_classes, w
 
 
 # ------------------------------------------------------------------------------------ sums of the tree
+
+#: A sum of the tree turns dense once its sparse operands would take this share of the dense form's bytes (1: as
+#: many bytes; 0: dense from the first add; inf: never).  Only memory and speed depend on it, never a bit.
+DENSE_SWITCH = 1.0
+
 
 def _words(space: int) -> int:
     return (int(space) + 63) // 64
@@ -443,7 +451,7 @@ class PairSet:
     def __add__(self, other: PairSet) -> PairSet:
         if self.bits is None and other.bits is None:
             n = len(self.keys) + len(other.keys)
-            if not self.space or 64 * n < self.space:
+            if not self.space or 64 * n < DENSE_SWITCH * self.space:
                 return PairSet(_merge(self.keys, _NO_VALUES, other.keys, _NO_VALUES)[0], None, self.space)
             bits = np.zeros(_words(self.space), dtype=np.int64)
             _set_bits(bits, self.keys)
@@ -512,7 +520,7 @@ class SparseSum:
         if self.keys is not None and other.keys is not None:
             n = len(self.keys) + len(other.keys)
             entry = 8 if self.values is None else 16
-            if not self.size or entry * n < 8 * self.size:
+            if not self.size or entry * n < DENSE_SWITCH * 8 * self.size:
                 if self.values is None:
                     return SparseSum(np.concatenate([self.keys, other.keys]), None, self.size)
                 assert other.values is not None
@@ -570,18 +578,17 @@ class PairBound:
 class StatsParams:
     """The statistics pass's broadcast parameters: the pair index's keys, the per-task weights (or None).
 
-    ``bits``, ``rank`` and ``table`` (:func:`pair_lookup`): the index as a
-    bitmap over the n_workers² keys and each word's rank, so that a pair's
-    id is two reads and a popcount; or, where that bitmap would be large, a
-    hash table of its keys and ids.  None: a bisection of ``index``.
+    ``ranked`` or ``table`` (:func:`pair_lookup`): the index as a bitmap
+    over the n_workers² keys with each word's rank, so that a pair's id is
+    one read and a popcount; or, where that bitmap would be large, a hash
+    table of its keys and ids.  Neither: a bisection of ``index``.
     """
 
     index: np.ndarray
     weights: np.ndarray | None = None
     n_workers: int | None = None  # the index's data: a block of other data is refused (its keys differ)
     n_classes: int | None = None
-    bits: np.ndarray | None = None
-    rank: np.ndarray | None = None
+    ranked: np.ndarray | None = None
     table: np.ndarray | None = None
 
 
@@ -622,7 +629,7 @@ def index_block(part: Any, b: int, params: Any, keep: bool) -> tuple[PairSet, No
     w = int(part.n_workers)
     pairs = _answer_pairs(part, b)
     space = w * w
-    bits = np.zeros(_words(space) if space and 64 * pairs >= space else 0, dtype=np.int64)
+    bits = np.zeros(_words(space) if space and 64 * pairs >= DENSE_SWITCH * space else 0, dtype=np.int64)
     keys = _block_pair_keys(part.task_ptr, part.worker, start, stop, np.int64(w), pairs, bits)
     return PairSet(keys, bits if len(bits) else None, space), None
 
@@ -642,7 +649,7 @@ def stats_block(part: Any, b: int, params: StatsParams, keep: bool) -> tuple[tup
         if given is not None and given != getattr(part, name):
             raise DataError(f"the pair index was built from data of {given:,} {name[2:]}, this has "
                             f"{getattr(part, name):,}: build it on the same engine")
-    bits, rank, table = _check_lookup(params, int(part.n_workers))
+    ranked, table = _check_lookup(params, int(part.n_workers))
     start, stop = part.tasks_of(b)
     weighted = params.weights is not None
     weights = np.empty(0, dtype=np.float64)
@@ -655,7 +662,7 @@ def stats_block(part: Any, b: int, params: StatsParams, keep: bool) -> tuple[tup
     index = np.ascontiguousarray(params.index, dtype=np.int64)
     cell_key, cell_w, pair_id, pair_w, missing = _block_pair_entries(
         part.task_ptr, part.worker, part.label, start, stop, np.int64(n_workers), np.int64(k), weights, weighted,
-        _answer_pairs(part, b), index, bits, rank, table)
+        _answer_pairs(part, b), index, ranked, table)
     if missing >= 0:
         w1, w2 = divmod(int(missing), n_workers)
         raise DataError(f"the pair index does not hold workers ({w1}, {w2}), who share a task: "
@@ -669,24 +676,21 @@ def stats_block(part: Any, b: int, params: StatsParams, keep: bool) -> tuple[tup
     return (joint, n_tasks, SparseSum(*_run_sums(pair_id, pair_w, max(n_pairs - 1, 0)), n_pairs)), None
 
 
-def _check_lookup(params: StatsParams, n_workers: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``params``' bitmap, ranks and hash table (empty arrays where None), checked to fit each other and the data:
-    the look-up kernel reads them without bounds checks.  (An id past the index gives a key past the sums'
-    entries, refused when the sums are added.)"""
-    bits, rank = (_NO_KEYS if a is None else np.ascontiguousarray(a, dtype=np.int64)
-                  for a in (params.bits, params.rank))
-    if (params.bits is None) != (params.rank is None) or bits.ndim != 1 or rank.shape != bits.shape:
-        raise DataError("the pair index's bitmap and ranks do not fit each other: build them with pair_lookup")
-    if len(bits) and len(bits) != _words(n_workers * n_workers):
-        raise DataError(f"the pair index's bitmap covers {64 * len(bits):,} keys, not {n_workers:,}² workers")
-    table = np.empty((0, 2), dtype=np.int64)
-    if params.table is not None:
-        table = np.ascontiguousarray(params.table, dtype=np.int64)
-        size = table.shape[0] if table.ndim == 2 else 0
-        if table.ndim != 2 or table.shape[1] != 2 or size & (size - 1):
-            raise DataError(f"the pair index's hash table has shape {table.shape}, not (a power of two, 2): "
-                            "build it with pair_lookup")
-    return bits, rank, table
+def _check_lookup(params: StatsParams, n_workers: int) -> tuple[np.ndarray, np.ndarray]:
+    """``params``' ranked bitmap and hash table (empty where None), checked to fit the data: the look-up kernel
+    reads them without bounds checks.  (An id past the index gives a key past the sums' entries, refused when the
+    sums are added.)"""
+    checked = []
+    for name, rows in (("ranked bitmap", _words(n_workers * n_workers)), ("hash table", None)):
+        given = params.ranked if rows is not None else params.table
+        arr = np.empty((0, 2), dtype=np.int64) if given is None else np.ascontiguousarray(given, dtype=np.int64)
+        n = arr.shape[0] if arr.ndim == 2 else -1
+        if given is not None and (arr.ndim != 2 or arr.shape[1] != 2 or n != (n if rows is None else rows)
+                                  or (rows is None and (n < 1 or n & (n - 1)))):
+            want = f"({rows:,}, 2) for {n_workers:,}² workers" if rows is not None else "(a power of two, 2)"
+            raise DataError(f"the pair index's {name} has shape {arr.shape}, not {want}: build it with pair_lookup")
+        checked.append(arr)
+    return checked[0], checked[1]
 
 
 # ------------------------------------------------------------------------------------------- public API
@@ -798,27 +802,31 @@ def pair_index(engine: Any, *, max_memory: memory.MaxMemory = None) -> PairIndex
 
 
 #: A pair's id is read from a bitmap of the n_workers² keys and its word ranks (n_workers² / 4 bytes) when that
-#: takes at most this many bytes per pair of the index (or 1 MiB), else from a hash table (16 to 32 bytes a pair).
+#: takes at most this many bytes per pair of the index (or :data:`LOOKUP_MIN_BYTES`), else from a hash table (32 to
+#: 64 bytes a pair).
 LOOKUP_BYTES_PER_PAIR = 32
+LOOKUP_MIN_BYTES = 1 << 20
 
 
-def pair_lookup(index: PairIndex) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
-    """``(bits, rank, table)``: how the statistics pass finds a pair's id (its position in ``index.keys``).
+def pair_lookup(index: PairIndex) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """``(ranked, table)``: how the statistics pass finds a pair's id (its position in ``index.keys``).
 
-    ``bits``: ``index`` as a bitmap over the n_workers² pair keys, ``rank``:
-    the set bits before each word; a key ``q``'s id is then ``rank[q >> 6]``
-    plus the set bits below it in its word, no search.  Where the bitmap
+    ``ranked``, shape (ceil(n_workers² / 64), 2): ``index`` as a bitmap over
+    the n_workers² pair keys (``ranked[:, 0]``, key ``q`` the bit ``q & 63``
+    of word ``q >> 6``) beside the set bits before each word
+    (``ranked[:, 1]``); a key's id is then the rank of its word plus the set
+    bits below it there, no search.  Where the bitmap
     would take more than :data:`LOOKUP_BYTES_PER_PAIR` bytes a pair (and
-    more than 1 MiB) -- many workers, few of their pairs co-labelled --
-    ``(None, None, table)``: an open-addressing hash table of ``(key, id)``
-    rows, at least twice as many slots as pairs.
+    more than :data:`LOOKUP_MIN_BYTES`) -- many workers, few of their pairs co-labelled --
+    ``(None, table)``: an open-addressing hash table of ``(key, id)`` rows,
+    at least twice as many slots as pairs.
     """
     w = index.n_workers
     if _lookup_bytes(index) == 16 * _words(w * w):
         bits = np.zeros(_words(w * w), dtype=np.int64)
         _set_bits(bits, _in_space(index.keys, w * w))
-        return bits, _ranks(bits), None
-    return None, None, _hash_table(index.keys, _table_slots(index.n_pairs))
+        return _ranked(bits), None
+    return None, _hash_table(index.keys, _table_slots(index.n_pairs))
 
 
 def _table_slots(n_keys: int) -> int:
@@ -826,9 +834,11 @@ def _table_slots(n_keys: int) -> int:
 
 
 def _lookup_bytes(index: PairIndex) -> int:
-    """The bytes of :func:`pair_lookup`'s bitmap and ranks, or of its hash table (the choice: the smaller)."""
+    """The bytes of :func:`pair_lookup`'s ranked bitmap, or of its hash table where the bitmap would be large."""
     bitmap = 16 * _words(index.n_workers ** 2)
-    return bitmap if bitmap <= max(LOOKUP_BYTES_PER_PAIR * index.n_pairs, 1 << 20) else 16 * _table_slots(index.n_pairs)
+    if bitmap <= max(LOOKUP_BYTES_PER_PAIR * index.n_pairs, LOOKUP_MIN_BYTES):
+        return bitmap
+    return 16 * _table_slots(index.n_pairs)
 
 
 def _check_weights(weights: Any, n_tasks: int) -> np.ndarray:
@@ -919,6 +929,6 @@ def co_occurrence(engine: Any, weights: Any = None, *, max_memory: memory.MaxMem
     return pair_statistics(engine, pair_index(engine, max_memory=max_memory), weights, max_memory=max_memory)
 
 
-__all__ = ["LOOKUP_BYTES_PER_PAIR", "CoOccurrence", "PairBound", "PairIndex", "PairSet", "SparseSum", "StatsParams",
-           "bound_block", "co_occurrence", "index_block", "pair_index", "pair_lookup", "pair_statistics",
-           "stats_block"]
+__all__ = ["DENSE_SWITCH", "LOOKUP_BYTES_PER_PAIR", "LOOKUP_MIN_BYTES", "CoOccurrence", "PairBound", "PairIndex",
+           "PairSet", "SparseSum", "StatsParams", "bound_block", "co_occurrence", "index_block", "pair_index",
+           "pair_lookup", "pair_statistics", "stats_block"]
