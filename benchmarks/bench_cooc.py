@@ -31,18 +31,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 
-def _rss_peak_mib() -> float:
+def _status_mib(field: str) -> float:
+    """A ``/proc/self/status`` memory field (``VmHWM``: the peak RSS, ``VmRSS``: now) in MiB."""
     with open("/proc/self/status") as fh:
         for line in fh:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def _rss_now_mib() -> float:
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
     return float("nan")
 
@@ -105,7 +98,7 @@ def child(case: str, code: str, answers: int, datasets: Path, repeats: int, chec
         from crowdagg.data.annotations import AnnotationSet
 
         _crowdagg(AnnotationSet.from_codes([0, 0, 1], [0, 1, 0], [0, 1, 1]))
-    base = _rss_now_mib()
+    base = _status_mib("VmRSS")
     _reset_peak()
     best, info, result = float("inf"), {}, None
     for _ in range(repeats):
@@ -116,7 +109,7 @@ def child(case: str, code: str, answers: int, datasets: Path, repeats: int, chec
         if wall < best:
             best, info = wall, (result[1] if code == "crowdagg" else {})
     row = {"case": case, "code": code, "answers": data.n_answers, "tasks": data.n_tasks, "workers": data.n_workers,
-           "classes": data.n_classes, "wall_s": best, "peak_above_data_mib": _rss_peak_mib() - base,
+           "classes": data.n_classes, "wall_s": best, "peak_above_data_mib": _status_mib("VmHWM") - base,
            "data_mib": base, **info}
     if code == "crowdagg":
         row["pairs"] = result[0].n_pairs

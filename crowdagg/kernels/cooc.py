@@ -42,20 +42,36 @@ module-level, their sums picklable):
    what the index and the statistics would hold is refused up front
    (:func:`crowdagg.core.memory.check`) -- a task answered by n workers has
    n(n − 1)/2 pairs;
-2. the index pass (:func:`index_block`): each block's sorted unique pair
-   keys, a :class:`PairSet` whose ``+`` is a sorted union, reduced along
-   the engine's tree -- built once, reused by every statistics pass;
-3. the statistics pass (:func:`stats_block`): each block's sparse leaves
-   keyed by pair id (:class:`SparseSum`: sorted keys and values, ``+`` a
-   sorted merge adding equal keys); absent keys are zeros and ``x + 0 ==
-   x`` in floating point, so the tree's total is bit-identical to a dense
-   one and for every aligned partitioning.  A block never holds more than
-   its own answer pairs: it keys them by pair key, sorts them (a stable
-   radix sort: the keys need few bits), adds equal keys in task order, and
-   maps its own pairs to ids with one galloping walk of the index -- no
-   look-up per answer pair, no dense P × K² per block.  The tree's nodes
-   stay sparse (at most min(answer pairs, P·K²) entries); the dense
-   (P, K, K) array is built once, from the total.
+2. the index pass (:func:`index_block`): each block's co-labelled pairs,
+   a :class:`PairSet` whose ``+`` is their union, reduced along the
+   engine's tree -- built once, reused by every statistics pass.  A set is
+   sorted keys while sparse and a bitmap over the n_workers² keys once the
+   keys would take as much memory (64 keys a word); a block whose answer
+   pairs would fill the bitmap sets its bits straight away, unsorted;
+3. the statistics pass (:func:`stats_block`): the index travels as a
+   **look-up** (:func:`pair_lookup`): a bitmap of its keys with each
+   word's rank beside it (n_workers² / 4 bytes: a pair's id -- its
+   position in the index -- is one read and a popcount), or, where that
+   bitmap would outweigh the index (many workers, few co-labelled pairs),
+   an open-addressing hash table of keys and ids.  A block walks its
+   tasks, looks each (task, pair) up once and emits its answer pairs keyed
+   by pair id (``p · K² + a · K + b``): no sort for counts (integer sums
+   do not depend on the order: the block's keys are its sum as they
+   come); a stable radix sort adding equal keys in task order for
+   weighted sums.  The tree's sums (:class:`SparseSum`) are sorted, counts
+   or dense: sparse ones merge (or concatenate) until they would take as
+   much memory as the dense vector, then turn dense, and from then on the
+   other side is added into the dense one in place.  In every form an
+   entry of ``a + b`` is ``a[k] + b[k]`` (absent keys are zeros, ``x + 0
+   == x``, no value is -0.0), so the total is bit-identical to a dense
+   reduction's whatever form each node takes (:data:`DENSE_SWITCH` moves
+   memory and time, never a bit), and for every aligned partitioning.  A
+   block holds only its own answer pairs, never a dense P × K²; the dense
+   (P, K, K) array is the root's (or built once from it).
+
+Keys and look-ups are written over a key space (n_workers² here), not for
+pairs alone: worker triples (third-order statistics) index the same way,
+with keys ``(w1 · n_workers + w2) · n_workers + w3``.
 """
 
 from __future__ import annotations
@@ -524,12 +540,14 @@ class SparseSum:
                 if self.values is None:
                     return SparseSum(np.concatenate([self.keys, other.keys]), None, self.size)
                 assert other.values is not None
-                return SparseSum(*_merge(self.keys, self.values, other.keys, other.values), self.size)
+                keys, values = _merge(self.keys, self.values, other.keys, other.values)
+                return SparseSum(keys, values, self.size)
             into, other = SparseSum(None, self.dense(self.size), self.size), other
         else:
             into, other = (self, other) if self.keys is None else (other, self)
         assert into.values is not None
         if other.keys is None:
+            assert other.values is not None
             np.add(into.values, other.values, out=into.values)  # x + y == y + x: either side may take the sum
         else:
             _scatter_add(into.values, _in_space(other.keys, into.size),
@@ -672,8 +690,9 @@ def stats_block(part: Any, b: int, params: StatsParams, keep: bool) -> tuple[tup
     n_tasks = SparseSum(pair_id, None, n_pairs)
     if not weighted:
         return (SparseSum(cell_key, None, cells), n_tasks), None
-    joint = SparseSum(*_run_sums(cell_key, cell_w, max(cells - 1, 0)), cells)
-    return (joint, n_tasks, SparseSum(*_run_sums(pair_id, pair_w, max(n_pairs - 1, 0)), n_pairs)), None
+    cell_sums = _run_sums(cell_key, cell_w, max(cells - 1, 0))
+    pair_sums = _run_sums(pair_id, pair_w, max(n_pairs - 1, 0))
+    return (SparseSum(cell_sums[0], cell_sums[1], cells), n_tasks, SparseSum(pair_sums[0], pair_sums[1], n_pairs)), None
 
 
 def _check_lookup(params: StatsParams, n_workers: int) -> tuple[np.ndarray, np.ndarray]:
