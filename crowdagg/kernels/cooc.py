@@ -470,11 +470,13 @@ class PairSet:
             if not self.space or 64 * n < DENSE_SWITCH * self.space:
                 return PairSet(_merge(self.keys, _NO_VALUES, other.keys, _NO_VALUES)[0], None, self.space)
             bits = np.zeros(_words(self.space), dtype=np.int64)
-            _set_bits(bits, self.keys)
+            _set_bits(bits, _in_space(self.keys, self.space))
             into, other = PairSet(_NO_KEYS, bits, self.space), other
         else:
             into, other = (self, other) if self.bits is not None else (other, self)
         assert into.bits is not None
+        if into.bits.shape != (_words(into.space),) or into.bits.dtype != _I64:
+            raise DataError(f"a bitmap of {into.bits.shape} {into.bits.dtype} words for {into.space:,} keys")
         if other.bits is None:
             _set_bits(into.bits, _in_space(other.keys, into.space))
         else:
@@ -546,6 +548,9 @@ class SparseSum:
         else:
             into, other = (self, other) if self.keys is None else (other, self)
         assert into.values is not None
+        if into.values.shape != (into.size,) or other.dtype != into.values.dtype:
+            raise DataError(f"a dense sum of {into.values.shape} {into.values.dtype} entries for {into.size:,}, "
+                            f"added {other.dtype} values")
         if other.keys is None:
             assert other.values is not None
             np.add(into.values, other.values, out=into.values)  # x + y == y + x: either side may take the sum

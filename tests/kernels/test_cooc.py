@@ -373,6 +373,13 @@ def test_sums_of_other_forms_sizes_or_keys_are_refused_not_a_crash():
     with pytest.raises(DataError, match="outside"):
         cooc.PairSet(np.empty(0, dtype=np.int64), np.zeros(1, dtype=np.int64), 64) + cooc.PairSet(
             np.array([3, 64], dtype=np.int64))
+    short = cooc.PairSet(np.empty(0, dtype=np.int64), np.zeros(1, dtype=np.int64), 6400)  # 1 word for 100 words
+    with pytest.raises(DataError, match="a bitmap of \\(1,\\) int64 words for 6,400 keys"):
+        short + cooc.PairSet(np.array([3, 6000], dtype=np.int64))
+    with pytest.raises(DataError, match="a dense sum of \\(5,\\) int64 entries for 10"):
+        cooc.SparseSum(None, np.zeros(5, dtype=np.int64), 10) + cooc.SparseSum(np.array([7], dtype=np.int64), None, 10)
+    with pytest.raises(DataError, match="added float64 values"):
+        dense + cooc.SparseSum(np.array([7], dtype=np.int64), np.ones(1), 10)
 
 
 def test_pair_sets_switch_to_a_bitmap_and_keep_the_set(monkeypatch):
