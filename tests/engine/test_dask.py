@@ -889,27 +889,36 @@ def test_cli_output_directory_on_dask_is_the_local_engines_file(client, small_fi
 def test_an_interrupt_while_the_workers_write_leaves_nothing(client, small_files, tmp_path, monkeypatch):
     """Ctrl-C while the client waits for the parts: the writes already running end first (their waited-for
     futures), then the temporary directory goes; nothing is left beside the output."""
+    import crowdagg.engine.dask as dask_engine
+    import crowdagg.io.dask_write as dask_write
     from crowdagg.io.dask_read import read_distributed
     from crowdagg.io.parts import write_directory
 
-    real_wait = distributed.wait
-    waits = []
+    real_gather, real_settle_for = dask_engine.gather, dask_write.settle_for
+    waits, ended = [], []
 
-    def interrupted(futures, timeout=None, **kwargs):
-        waits.append(timeout)
-        if len(waits) == 1:
+    def interrupted(client, futures, what, errors="raise"):
+        if errors == "skip" and not waits:  # the wait for every write's outcome
+            waits.append(None)
             raise KeyboardInterrupt
-        return real_wait(futures, timeout=timeout, **kwargs)
+        return real_gather(client, futures, what, errors=errors)
+
+    def last_look(client, futures, seconds):
+        waits.append(seconds)
+        real_settle_for(client, futures, seconds)
+        ended.append(all(f.done() for f in futures))
 
     data, engine = read_distributed(small_files, client, partitions=3)
     try:
         got = get_method("mv")().fit(data, engine=engine)
-        monkeypatch.setattr(distributed, "wait", interrupted)
+        monkeypatch.setattr(dask_engine, "gather", interrupted)
+        monkeypatch.setattr(dask_write, "settle_for", last_look)
         with pytest.raises(KeyboardInterrupt):
             write_directory(got, str(tmp_path / "out"), engine=engine)
     finally:
         monkeypatch.undo()
         engine.close()
+    assert ended == [True]  # the writes running ended before the directory went
     assert waits == [None, 10] and os.listdir(tmp_path) == []
 
 
@@ -984,3 +993,41 @@ def test_a_scheduler_lost_mid_fit_ends_the_run_with_one_line_not_a_hang(tmp_path
                              "on the partitions: it has not answered for 2 s"]
     assert 2 <= api["after_signal_s"] < 10
 
+
+
+def test_a_scheduler_lost_while_the_workers_write_the_parts_ends_the_run(tmp_path):
+    """-o DIR/ on Dask: the scheduler killed or frozen just as the workers are to write the parts.  The writer's
+    waits (the partitions' task ranges, who holds them, the rows scattered, the writes) go through the engine's
+    settle too: one line naming the address and the stage, exit 1, no directory and no hidden temporary directory
+    left -- not an "unexpected failure" (SIGKILL) or a wait without an end (SIGSTOP)."""
+    import json
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    script = Path(__file__).with_name("scheduler_loss.py")
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    runs = {}
+    for sig in ("SIGKILL", "SIGSTOP"):
+        (tmp_path / sig).mkdir()
+        runs[sig] = subprocess.Popen([sys.executable, str(script), str(tmp_path / sig), sig, "cli", "write"],
+                                     cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     start_new_session=True)
+    ended = {}
+    for sig, proc in runs.items():  # both ended (or killed with their schedulers) before anything is judged
+        try:
+            ended[sig] = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    for sig, proc in runs.items():
+        if sig not in ended:
+            pytest.fail(f"the run hung after {sig} while the parts were written (killed after 120 s)")
+        out, err = ended[sig]
+        assert proc.returncode == 0, err
+        got = json.loads(out.strip().splitlines()[-1])
+        why = "the connection was lost" if sig == "SIGKILL" else "it has not answered for 2 s"
+        assert got["exit_code"] == 1 and got["stdout"] == "", got
+        assert got["stderr"] == f"Error: lost the Dask scheduler at {got['address']} while writing the parts: {why}\n"
+        assert not got["written"] and got["left"] == []
+        assert got["after_signal_s"] < 10
