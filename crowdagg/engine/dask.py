@@ -41,10 +41,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import operator
 import time
 import warnings
+import weakref
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -75,9 +77,20 @@ SCHEDULER_SILENCE = 60.0
 POLL_INTERVAL = 0.5
 
 
+#: The scheduler address each client was last seen connected to: a closed client has forgotten its own.
+_ADDRESSES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def address_of(client: Any) -> str:
-    """The scheduler's address, as the errors say it."""
-    return str(getattr(getattr(client, "scheduler", None), "address", None) or "an unknown address")
+    """The scheduler's address, as the errors say it (remembered from the client's last look while connected, so
+    that a client closed by another thread mid-wait still names it)."""
+    address = getattr(getattr(client, "scheduler", None), "address", None)
+    with contextlib.suppress(TypeError):  # a client that takes no weak reference: no memory
+        if address:
+            _ADDRESSES[client] = address
+        else:
+            address = _ADDRESSES.get(client)
+    return str(address or "an unknown address")
 
 
 def lost(client: Any, what: str, why: str) -> ResourceError:
@@ -139,6 +152,7 @@ def settle(client: Any, make: Callable[[], Awaitable[Any]], what: str) -> Any:
     ``what`` says what the client was doing ("reading the files"), for the error.  A future cancelled because the
     connection was lost, or an ``OSError`` of a client no longer running, is the same error.
     """
+    address_of(client)  # remembered, should another thread close the client during the wait
     check_running(client, what)
     if client.asynchronous:  # its loop would be this thread: a wait here would block the loop it waits on
         raise UsageError("the Dask engine takes a synchronous distributed.Client (not asynchronous=True)")
@@ -322,6 +336,7 @@ class DaskEngine:
 
     def __init__(self, client: Any, parts: Sequence[Any], n_blocks: int) -> None:
         self.client = client
+        address_of(client)  # remembered for the errors of a client closed later
         self.parts = list(parts)
         self.n_blocks = int(n_blocks)
         self._worker_parts: list[Any] | None = None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 from functools import partial
 from pathlib import Path
 
@@ -1031,3 +1032,45 @@ def test_a_scheduler_lost_while_the_workers_write_the_parts_ends_the_run(tmp_pat
         assert got["stderr"] == f"Error: lost the Dask scheduler at {got['address']} while writing the parts: {why}\n"
         assert not got["written"] and got["left"] == []
         assert got["after_signal_s"] < 10
+
+
+_BLOCK_STARTED, _BLOCK_RELEASED = threading.Event(), threading.Event()
+
+
+def _held(part, b: int, params, keep: bool):
+    """A block that says it started and waits to be let go (a worker thread of this process)."""
+    _BLOCK_STARTED.set()
+    _BLOCK_RELEASED.wait(60)
+    return (np.zeros(1),), None
+
+
+def test_a_client_closed_by_another_thread_mid_pass_names_the_scheduler(tmp_path):
+    """Another thread closes the client while a pass waits (the block known running: an event, not a timer): the
+    wait ends at once with the engine's error, naming the scheduler's address (a closed client forgets its own)."""
+    from crowdagg.errors import ResourceError
+    from crowdagg.io.dask_read import read_distributed
+
+    files = _write(_sim_frame(300, 50, 5), tmp_path, 1, "csv")
+    _BLOCK_STARTED.clear()
+    _BLOCK_RELEASED.clear()
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as own:
+        own_client = distributed.Client(own)
+        address = own_client.scheduler.address
+        _, engine = read_distributed(files, own_client, partitions=1)
+
+        def close_when_running() -> None:
+            if _BLOCK_STARTED.wait(60):
+                own_client.close()
+
+        closer = threading.Thread(target=close_when_running)
+        closer.start()
+        try:
+            with pytest.raises(ResourceError) as caught:
+                engine.map_reduce(_held, None, by="worker")
+        finally:
+            _BLOCK_RELEASED.set()
+            closer.join()
+            own_client.close()
+    said = str(caught.value)
+    assert said in (f"lost the Dask scheduler at {address} while running _held on the partitions: the client is {s}"
+                    for s in ("closing", "closed")), said
