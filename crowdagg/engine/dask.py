@@ -461,6 +461,33 @@ def dask_setup(worker: Any) -> None:
 CONNECT_TIMEOUT = 10
 
 
+def _open_client(distributed: Any, scheduler: str, seconds: float) -> Any:
+    """``distributed.Client(scheduler)`` made in a thread of its own and waited for at most twice ``seconds``.
+
+    The client's own timeout does not end every handshake: a scheduler that accepts the connection and then
+    answers nothing (frozen: SIGSTOP, a host stuck in swap) held ``Client()`` forever (distributed 2026.8).  A
+    client still being made when the time is up is left to its daemon thread.
+    """
+    import threading
+
+    made: dict[str, Any] = {}
+
+    def make() -> None:
+        try:
+            made["client"] = distributed.Client(scheduler, timeout=f"{seconds:g}s")
+        except BaseException as exc:  # noqa: BLE001 -- handed to the waiting thread, which raises it
+            made["error"] = exc
+
+    opener = threading.Thread(target=make, name="crowdagg-dask-connect", daemon=True)
+    opener.start()
+    opener.join(2 * seconds)
+    if opener.is_alive():
+        raise TimeoutError(f"it accepted the connection but did not answer in {2 * seconds:g} s")
+    if "error" in made:
+        raise made["error"]
+    return made["client"]
+
+
 @contextmanager
 def connect(scheduler: str | None = None, n_workers: int | None = None) -> Iterator[Any]:
     """A Dask client for one run: to the scheduler at ``scheduler``, or to a ``LocalCluster`` of ``n_workers``
@@ -470,7 +497,7 @@ def connect(scheduler: str | None = None, n_workers: int | None = None) -> Itera
         try:
             # A refused connection is retried until the timeout: a wrong address is said in seconds, and a
             # scheduler that takes longer than this to answer a connection is not fit to run a fit.
-            client = distributed.Client(scheduler, timeout=f"{CONNECT_TIMEOUT}s")
+            client = _open_client(distributed, scheduler, CONNECT_TIMEOUT)
         except (OSError, TimeoutError, ValueError) as exc:
             raise UsageError(f"cannot reach the Dask scheduler at {scheduler!r}: {exc}") from None
         except Exception as exc:  # whatever the handshake met: the address is wrong, not the run

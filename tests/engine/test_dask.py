@@ -1074,3 +1074,49 @@ def test_a_client_closed_by_another_thread_mid_pass_names_the_scheduler(tmp_path
     said = str(caught.value)
     assert said in (f"lost the Dask scheduler at {address} while running _held on the partitions: the client is {s}"
                     for s in ("closing", "closed")), said
+
+
+def test_cli_a_scheduler_that_accepts_and_never_answers_is_a_usage_error_not_a_hang(tmp_path, monkeypatch):
+    """A frozen scheduler (SIGSTOP before the run: the kernel still accepts the connection, nothing answers) --
+    here a socket that accepts and says nothing: distributed.Client's own timeout never ended that handshake; the
+    connection is given 2 x CONNECT_TIMEOUT, then exit 2 naming the address, nothing written."""
+    import socket
+    import time
+
+    import crowdagg.engine.dask as dask_engine
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+    held = []
+
+    def hold() -> None:
+        while True:
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=hold, daemon=True).start()
+    monkeypatch.setattr(dask_engine, "CONNECT_TIMEOUT", 1)
+    files = _write(_sim_frame(300, 50, 5), tmp_path, 1, "csv")
+    address = f"tcp://127.0.0.1:{server.getsockname()[1]}"
+    out = tmp_path / "out.csv"
+    began = time.monotonic()
+    ran: list = []
+    try:  # in a daemon thread: were the bug back, a failed test, not a hung suite
+        runner = threading.Thread(target=lambda: ran.append(_cli(files[0], "-m", "mv", "--engine", "dask",
+                                                                  "--scheduler", address, "-o", str(out))),
+                                  daemon=True)
+        runner.start()
+        runner.join(60)
+        assert ran, "the run still waited on the silent scheduler after 60 s"
+        got = ran[0]
+    finally:
+        server.close()
+        for conn in held:
+            conn.close()
+    assert got.exit_code == 2 and got.stdout == "" and not out.exists()
+    assert got.stderr == (f"Error: cannot reach the Dask scheduler at {address!r}: it accepted the connection but "
+                          "did not answer in 2 s\n")
+    assert time.monotonic() - began < 30
