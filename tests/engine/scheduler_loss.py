@@ -4,7 +4,8 @@ progress callback.
 
     python scheduler_loss.py DIR SIGNAL api|cli [iteration|write]
 
-``write`` (the CLI only): the signal is sent as the workers are about to write the parts of ``-o DIR/`` instead.
+``write`` (the CLI only): the signal is sent as the workers are about to write the parts of ``-o DIR/`` instead;
+``read``: as the worker sums up the first file it read.
 Prints one line of JSON: what the fit raised (api) or the CLI's exit code, stdout and stderr (cli), and the seconds
 from the signal to the error.  The scheduler may stay silent 2 s (SCHEDULER_SILENCE) before the run is lost.
 """
@@ -85,7 +86,18 @@ def main(directory: str, signame: str, via: str, stage: str = "iteration") -> No
             import crowdagg.cli.pipeline as pipeline
             from crowdagg.cli import app
 
-            if stage == "write":
+            if stage == "read":
+                import crowdagg.io.dask_read as dask_read
+
+                summarise = dask_read.summarise
+
+                def signalled_summarise(*args: object) -> object:  # on the worker: a thread of this process
+                    at_three(3, 0.0)
+                    return summarise(*args)
+
+                dask_read.summarise = signalled_summarise
+                out = os.path.join(directory, "out.csv")
+            elif stage == "write":
                 import crowdagg.io.dask_write as dask_write
 
                 fill = dask_write.fill_on_workers
