@@ -41,10 +41,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import operator
 import time
 import warnings
+import weakref
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -75,9 +77,20 @@ SCHEDULER_SILENCE = 60.0
 POLL_INTERVAL = 0.5
 
 
+#: The scheduler address each client was last seen connected to: a closed client has forgotten its own.
+_ADDRESSES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def address_of(client: Any) -> str:
-    """The scheduler's address, as the errors say it."""
-    return str(getattr(getattr(client, "scheduler", None), "address", None) or "an unknown address")
+    """The scheduler's address, as the errors say it (remembered from the client's last look while connected, so
+    that a client closed by another thread mid-wait still names it)."""
+    address = getattr(getattr(client, "scheduler", None), "address", None)
+    with contextlib.suppress(TypeError):  # a client that takes no weak reference: no memory
+        if address:
+            _ADDRESSES[client] = address
+        else:
+            address = _ADDRESSES.get(client)
+    return str(address or "an unknown address")
 
 
 def lost(client: Any, what: str, why: str) -> ResourceError:
@@ -139,6 +152,7 @@ def settle(client: Any, make: Callable[[], Awaitable[Any]], what: str) -> Any:
     ``what`` says what the client was doing ("reading the files"), for the error.  A future cancelled because the
     connection was lost, or an ``OSError`` of a client no longer running, is the same error.
     """
+    address_of(client)  # remembered, should another thread close the client during the wait
     check_running(client, what)
     if client.asynchronous:  # its loop would be this thread: a wait here would block the loop it waits on
         raise UsageError("the Dask engine takes a synchronous distributed.Client (not asynchronous=True)")
@@ -322,6 +336,7 @@ class DaskEngine:
 
     def __init__(self, client: Any, parts: Sequence[Any], n_blocks: int) -> None:
         self.client = client
+        address_of(client)  # remembered for the errors of a client closed later
         self.parts = list(parts)
         self.n_blocks = int(n_blocks)
         self._worker_parts: list[Any] | None = None
@@ -446,6 +461,33 @@ def dask_setup(worker: Any) -> None:
 CONNECT_TIMEOUT = 10
 
 
+def _open_client(distributed: Any, scheduler: str, seconds: float) -> Any:
+    """``distributed.Client(scheduler)`` made in a thread of its own and waited for at most twice ``seconds``.
+
+    The client's own timeout does not end every handshake: a scheduler that accepts the connection and then
+    answers nothing (frozen: SIGSTOP, a host stuck in swap) held ``Client()`` forever (distributed 2026.8).  A
+    client still being made when the time is up is left to its daemon thread.
+    """
+    import threading
+
+    made: dict[str, Any] = {}
+
+    def make() -> None:
+        try:
+            made["client"] = distributed.Client(scheduler, timeout=f"{seconds:g}s")
+        except BaseException as exc:  # noqa: BLE001 -- handed to the waiting thread, which raises it
+            made["error"] = exc
+
+    opener = threading.Thread(target=make, name="crowdagg-dask-connect", daemon=True)
+    opener.start()
+    opener.join(2 * seconds)
+    if opener.is_alive():
+        raise TimeoutError(f"it accepted the connection but did not answer in {2 * seconds:g} s")
+    if "error" in made:
+        raise made["error"]
+    return made["client"]
+
+
 @contextmanager
 def connect(scheduler: str | None = None, n_workers: int | None = None) -> Iterator[Any]:
     """A Dask client for one run: to the scheduler at ``scheduler``, or to a ``LocalCluster`` of ``n_workers``
@@ -455,7 +497,7 @@ def connect(scheduler: str | None = None, n_workers: int | None = None) -> Itera
         try:
             # A refused connection is retried until the timeout: a wrong address is said in seconds, and a
             # scheduler that takes longer than this to answer a connection is not fit to run a fit.
-            client = distributed.Client(scheduler, timeout=f"{CONNECT_TIMEOUT}s")
+            client = _open_client(distributed, scheduler, CONNECT_TIMEOUT)
         except (OSError, TimeoutError, ValueError) as exc:
             raise UsageError(f"cannot reach the Dask scheduler at {scheduler!r}: {exc}") from None
         except Exception as exc:  # whatever the handshake met: the address is wrong, not the run

@@ -24,9 +24,12 @@ from __future__ import annotations
 import contextlib
 import os
 import warnings
+from functools import partial
 from typing import Any
 
 import numpy as np
+
+from ..errors import ResourceError
 
 #: Seconds an interrupted run waits for the parts being written to end, so that none is written into the temporary
 #: directory while it is removed (longer: the directory may be left behind, hidden, beside the output).
@@ -66,37 +69,58 @@ def _here() -> str:
 def fill_on_workers(engine: Any, result: Any, directory: str, fmt: str, gzip: bool, *, proba: bool = False) -> None:
     """Write ``result`` (fitted on ``engine``, a :class:`~crowdagg.engine.dask.DaskEngine`) into ``directory``:
     part ``p`` on the worker holding partition ``p``; then check every part is seen here."""
-    from ..engine.dask import require_distributed
+    from ..engine.dask import gather, settle
     from .parts import check_parts
 
-    distributed = require_distributed()
     client = engine.client
     directory = os.path.abspath(directory)
-    ranges = client.gather(client.map(part_tasks, engine.parts, pure=False))
-    where = client.who_has(engine.parts)
+    # Every wait through the engine's settle/gather: a scheduler lost (killed, frozen) while the parts are written
+    # ends the run with the engine's one-line error, as during the fit, instead of a wait without an end.
+    what = "writing the parts"
+    parts = list(engine.parts)
+    ranges = gather(client, client.map(part_tasks, parts, pure=False), what)
+    where = settle(client, partial(client.scheduler.who_has, keys=[part.key for part in parts]), what)  # key: holders
     confidence = result.confidence
     futures = []
-    for p, (part, (t0, n)) in enumerate(zip(engine.parts, ranges)):
+    for p, (part, (t0, n)) in enumerate(zip(parts, ranges)):
         rows = (result.labels[t0:t0 + n], confidence[t0:t0 + n], result.posteriors[t0:t0 + n] if proba else None)
         holders = list(where.get(part.key, ())) or None
         # Scattered to the worker that holds the partition: the rows go there once, not through the scheduler.
-        [sent] = client.scatter([rows], workers=holders, hash=False)
+        [sent] = settle(client, partial(client.scatter, [rows], workers=holders, hash=False, asynchronous=True), what)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             futures.append(client.submit(write_partition, part, directory, p, fmt, gzip, tuple(result.data.classes),
                                          sent, pure=False))
     try:
-        distributed.wait(futures)
+        gather(client, futures, what, errors="skip")  # every write's outcome, failed or not
+    except ResourceError:
+        raise  # the scheduler is gone: nothing to wait on (a worker still writing there meets a removed directory)
     except BaseException:  # an interrupt: the writes already running end before the directory is removed
         with contextlib.suppress(Exception):
-            distributed.wait(futures, timeout=STOP_WAIT)
+            settle_for(client, futures, STOP_WAIT)
         raise
     for f in futures:  # the first failing partition in task order is the error (as the local writer's)
         if f.status == "error":
-            f.result()
-    written = client.gather(futures)
+            f.result()  # ended: no wait
+    written = gather(client, futures, what)
     del futures
     check_parts(directory, written)
+
+
+def settle_for(client: Any, futures: list[Any], seconds: float) -> None:
+    """Wait at most ``seconds`` for ``futures`` to end, failed or not (an interrupted run's last look), through the
+    engine's :func:`~crowdagg.engine.dask.settle`: a lost scheduler ends it sooner."""
+    import asyncio
+
+    from ..engine.dask import settle
+
+    async def ended() -> None:
+        # Not cancelled at the time limit (asyncio.wait, not wait_for): a gather cancelled midway leaves Dask's
+        # inner waits failing unretrieved; it ends with the client.
+        await asyncio.wait([asyncio.ensure_future(client.gather(futures, errors="skip", asynchronous=True))],
+                           timeout=seconds)
+
+    settle(client, ended, "writing the parts")
 
 
 __all__ = ["fill_on_workers", "part_tasks", "write_partition"]

@@ -2,8 +2,10 @@
 cluster whose scheduler is its own process, which is killed (SIGKILL) or frozen (SIGSTOP) at iteration 3 through the
 progress callback.
 
-    python scheduler_loss.py DIR SIGNAL api|cli
+    python scheduler_loss.py DIR SIGNAL api|cli [iteration|write]
 
+``write`` (the CLI only): the signal is sent as the workers are about to write the parts of ``-o DIR/`` instead;
+``read``: as the worker sums up the first file it read.
 Prints one line of JSON: what the fit raised (api) or the CLI's exit code, stdout and stderr (cli), and the seconds
 from the signal to the error.  The scheduler may stay silent 2 s (SCHEDULER_SILENCE) before the run is lost.
 """
@@ -20,7 +22,7 @@ import threading
 import time
 
 
-def main(directory: str, signame: str, via: str) -> None:
+def main(directory: str, signame: str, via: str, stage: str = "iteration") -> None:
     import distributed
     import numpy as np
 
@@ -84,11 +86,36 @@ def main(directory: str, signame: str, via: str) -> None:
             import crowdagg.cli.pipeline as pipeline
             from crowdagg.cli import app
 
-            pipeline.progress = lambda quiet: (at_three, lambda: None)  # the CLI's progress display: the signal
-            out = os.path.join(directory, "out.csv")
+            if stage == "read":
+                import crowdagg.io.dask_read as dask_read
+
+                summarise = dask_read.summarise
+
+                def signalled_summarise(*args: object) -> object:  # on the worker: a thread of this process
+                    at_three(3, 0.0)
+                    return summarise(*args)
+
+                dask_read.summarise = signalled_summarise
+                out = os.path.join(directory, "out.csv")
+            elif stage == "write":
+                import crowdagg.io.dask_write as dask_write
+
+                fill = dask_write.fill_on_workers
+
+                def signalled_fill(*args: object, **kwargs: object) -> None:
+                    at_three(3, 0.0)
+                    fill(*args, **kwargs)
+
+                dask_write.fill_on_workers = signalled_fill
+                out = os.path.join(directory, "out") + os.sep
+            else:
+                pipeline.progress = lambda quiet: (at_three, lambda: None)  # the CLI's progress display: the signal
+                out = os.path.join(directory, "out.csv")
             got = CliRunner().invoke(app, ["aggregate", source, "-m", "ds", "--max-iter", "50", "--tol", "0", "-o",
                                            out, "--engine", "dask", "--scheduler", address])
-            report.update(exit_code=got.exit_code, stdout=got.stdout, stderr=got.stderr, written=os.path.exists(out))
+            left = sorted(n for n in os.listdir(directory) if n not in ("answers.csv", "scheduler.json"))
+            report.update(exit_code=got.exit_code, stdout=got.stdout, stderr=got.stderr, written=os.path.exists(out),
+                          left=left)
         report["after_signal_s"] = time.monotonic() - sent[0] if sent else None
         report["address"] = address
     finally:
@@ -101,4 +128,4 @@ def main(directory: str, signame: str, via: str) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    main(*sys.argv[1:5])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 from functools import partial
 from pathlib import Path
 
@@ -889,27 +890,36 @@ def test_cli_output_directory_on_dask_is_the_local_engines_file(client, small_fi
 def test_an_interrupt_while_the_workers_write_leaves_nothing(client, small_files, tmp_path, monkeypatch):
     """Ctrl-C while the client waits for the parts: the writes already running end first (their waited-for
     futures), then the temporary directory goes; nothing is left beside the output."""
+    import crowdagg.engine.dask as dask_engine
+    import crowdagg.io.dask_write as dask_write
     from crowdagg.io.dask_read import read_distributed
     from crowdagg.io.parts import write_directory
 
-    real_wait = distributed.wait
-    waits = []
+    real_gather, real_settle_for = dask_engine.gather, dask_write.settle_for
+    waits, ended = [], []
 
-    def interrupted(futures, timeout=None, **kwargs):
-        waits.append(timeout)
-        if len(waits) == 1:
+    def interrupted(client, futures, what, errors="raise"):
+        if errors == "skip" and not waits:  # the wait for every write's outcome
+            waits.append(None)
             raise KeyboardInterrupt
-        return real_wait(futures, timeout=timeout, **kwargs)
+        return real_gather(client, futures, what, errors=errors)
+
+    def last_look(client, futures, seconds):
+        waits.append(seconds)
+        real_settle_for(client, futures, seconds)
+        ended.append(all(f.done() for f in futures))
 
     data, engine = read_distributed(small_files, client, partitions=3)
     try:
         got = get_method("mv")().fit(data, engine=engine)
-        monkeypatch.setattr(distributed, "wait", interrupted)
+        monkeypatch.setattr(dask_engine, "gather", interrupted)
+        monkeypatch.setattr(dask_write, "settle_for", last_look)
         with pytest.raises(KeyboardInterrupt):
             write_directory(got, str(tmp_path / "out"), engine=engine)
     finally:
         monkeypatch.undo()
         engine.close()
+    assert ended == [True]  # the writes running ended before the directory went
     assert waits == [None, 10] and os.listdir(tmp_path) == []
 
 
@@ -984,3 +994,135 @@ def test_a_scheduler_lost_mid_fit_ends_the_run_with_one_line_not_a_hang(tmp_path
                              "on the partitions: it has not answered for 2 s"]
     assert 2 <= api["after_signal_s"] < 10
 
+
+
+@pytest.mark.parametrize("stage", ["write", "read"])
+def test_a_scheduler_lost_while_the_workers_write_the_parts_ends_the_run(tmp_path, stage):
+    """-o DIR/ on Dask: the scheduler killed or frozen just as the workers are to write the parts.  The writer's
+    waits (the partitions' task ranges, who holds them, the rows scattered, the writes) go through the engine's
+    settle too: one line naming the address and the stage, exit 1, no directory and no hidden temporary directory
+    left -- not an "unexpected failure" (SIGKILL) or a wait without an end (SIGSTOP).  ``read``: the same as the
+    worker sums up the first file it read (the signal sent from the worker's copy of the hook: no time comes back;
+    the run's end within the subprocess's timeout is the check)."""
+    import json
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    script = Path(__file__).with_name("scheduler_loss.py")
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    runs = {}
+    for sig in ("SIGKILL", "SIGSTOP"):
+        (tmp_path / sig).mkdir()
+        runs[sig] = subprocess.Popen([sys.executable, str(script), str(tmp_path / sig), sig, "cli", stage],
+                                     cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     start_new_session=True)
+    ended = {}
+    for sig, proc in runs.items():  # both ended (or killed with their schedulers) before anything is judged
+        try:
+            ended[sig] = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    for sig, proc in runs.items():
+        if sig not in ended:
+            pytest.fail(f"the run hung after {sig} while the parts were written (killed after 120 s)")
+        out, err = ended[sig]
+        assert proc.returncode == 0, err
+        got = json.loads(out.strip().splitlines()[-1])
+        # SIGKILL: the connection drops, or (the kill caught a request on its way) the scheduler is silent
+        whys = ("the connection was lost", "it has not answered for 2 s")[sig == "SIGSTOP":]
+        assert got["exit_code"] == 1 and got["stdout"] == "", got
+        doing = {"write": "writing the parts", "read": "reading the files"}[stage]
+        assert got["stderr"] in (f"Error: lost the Dask scheduler at {got['address']} while {doing}: {why}\n"
+                                 for why in whys), got["stderr"]
+        assert not got["written"] and got["left"] == []
+        assert got["after_signal_s"] < 10 if stage == "write" else got["after_signal_s"] is None
+
+
+_BLOCK_STARTED, _BLOCK_RELEASED = threading.Event(), threading.Event()
+
+
+def _held(part, b: int, params, keep: bool):
+    """A block that says it started and waits to be let go (a worker thread of this process)."""
+    _BLOCK_STARTED.set()
+    _BLOCK_RELEASED.wait(60)
+    return (np.zeros(1),), None
+
+
+def test_a_client_closed_by_another_thread_mid_pass_names_the_scheduler(tmp_path):
+    """Another thread closes the client while a pass waits (the block known running: an event, not a timer): the
+    wait ends at once with the engine's error, naming the scheduler's address (a closed client forgets its own)."""
+    from crowdagg.errors import ResourceError
+    from crowdagg.io.dask_read import read_distributed
+
+    files = _write(_sim_frame(300, 50, 5), tmp_path, 1, "csv")
+    _BLOCK_STARTED.clear()
+    _BLOCK_RELEASED.clear()
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as own:
+        own_client = distributed.Client(own)
+        address = own_client.scheduler.address
+        _, engine = read_distributed(files, own_client, partitions=1)
+
+        def close_when_running() -> None:
+            if _BLOCK_STARTED.wait(60):
+                own_client.close()
+
+        closer = threading.Thread(target=close_when_running)
+        closer.start()
+        try:
+            with pytest.raises(ResourceError) as caught:
+                engine.map_reduce(_held, None, by="worker")
+        finally:
+            _BLOCK_RELEASED.set()
+            closer.join()
+            own_client.close()
+    said = str(caught.value)
+    assert said in (f"lost the Dask scheduler at {address} while running _held on the partitions: the client is {s}"
+                    for s in ("closing", "closed")), said
+
+
+def test_cli_a_scheduler_that_accepts_and_never_answers_is_a_usage_error_not_a_hang(tmp_path, monkeypatch):
+    """A frozen scheduler (SIGSTOP before the run: the kernel still accepts the connection, nothing answers) --
+    here a socket that accepts and says nothing: distributed.Client's own timeout never ended that handshake; the
+    connection is given 2 x CONNECT_TIMEOUT, then exit 2 naming the address, nothing written."""
+    import socket
+    import time
+
+    import crowdagg.engine.dask as dask_engine
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+    held = []
+
+    def hold() -> None:
+        while True:
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=hold, daemon=True).start()
+    monkeypatch.setattr(dask_engine, "CONNECT_TIMEOUT", 1)
+    files = _write(_sim_frame(300, 50, 5), tmp_path, 1, "csv")
+    address = f"tcp://127.0.0.1:{server.getsockname()[1]}"
+    out = tmp_path / "out.csv"
+    began = time.monotonic()
+    ran: list = []
+    try:  # in a daemon thread: were the bug back, a failed test, not a hung suite
+        runner = threading.Thread(target=lambda: ran.append(_cli(files[0], "-m", "mv", "--engine", "dask",
+                                                                  "--scheduler", address, "-o", str(out))),
+                                  daemon=True)
+        runner.start()
+        runner.join(60)
+        assert ran, "the run still waited on the silent scheduler after 60 s"
+        got = ran[0]
+    finally:
+        server.close()
+        for conn in held:
+            conn.close()
+    assert got.exit_code == 2 and got.stdout == "" and not out.exists()
+    assert got.stderr == (f"Error: cannot reach the Dask scheduler at {address!r}: it accepted the connection but "
+                          "did not answer in 2 s\n")
+    assert time.monotonic() - began < 30
