@@ -124,8 +124,8 @@ def filler(result: AggregationResult, fmt: str, gzip: bool, *, proba: bool = Fal
     return fill
 
 
-def write_directory(result: AggregationResult, path: str, *, fmt: str | None = None, proba: bool = False,
-                    engine: Any = None) -> Target:
+def write_directory(result: AggregationResult, path: str | os.PathLike[str], *, fmt: str | None = None,
+                    proba: bool = False, engine: Any = None) -> Target:
     """Write ``result``'s table as the directory of parts ``path`` (module docstring), all or nothing.
 
     ``fmt``: a format of :data:`PART_FORMATS`, default from the
@@ -137,6 +137,12 @@ def write_directory(result: AggregationResult, path: str, *, fmt: str | None = N
     from .output import commit, resolve_directory
     from .read import output_format
 
+    path = os.fspath(path)
+    if isinstance(engine, str):  # aggregate()'s engine names: a name holds no partitions to write from
+        if engine != "local":
+            raise UsageError(f"engine: the Dask engine object the result was fitted on, or None, not {engine!r}; "
+                             "a result of aggregate(engine='dask') is written here, in one part, with engine=None")
+        engine = None
     target = resolve_directory(path, writes=LABEL_FIELDS, then=LABEL_THEN)
     fmt = check_part_format(output_format(fmt, path.rstrip("/" + os.sep) or path, "a directory output"), path)
     commit([(target, filler(result, fmt, target.gzip, proba=proba, engine=engine))])
