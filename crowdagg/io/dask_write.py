@@ -39,9 +39,9 @@ def part_tasks(part: Any) -> tuple[int, int]:
 
 
 def write_partition(part: Any, directory: str, index: int, fmt: str, gzip: bool, classes: tuple[str, ...],
-                    rows: tuple[np.ndarray, np.ndarray, np.ndarray | None]) -> tuple[str, int]:
+                    rows: tuple[np.ndarray, np.ndarray, np.ndarray | None], count: int = 1) -> tuple[str, int]:
     """On a worker: partition ``part``'s rows (``rows``: its labels (n,), confidences (n,) and posteriors (n, K) or
-    None) as part ``index`` of ``directory``; ``(file name, size)``."""
+    None) as part ``index`` of the ``count`` of ``directory``; ``(file name, size)``."""
     from ..methods.result import task_table
     from .parts import write_part
 
@@ -49,7 +49,7 @@ def write_partition(part: Any, directory: str, index: int, fmt: str, gzip: bool,
     answers = None if posteriors is None else np.diff(part.task_ptr)
     table = task_table(part.task_names.names, labels, classes, confidence, posteriors=posteriors,
                        answers_per_task=answers, arrow=True)
-    return write_part(directory, index, fmt, gzip, table, where=f" on Dask worker {_here()}")
+    return write_part(directory, index, fmt, gzip, table, where=f" on Dask worker {_here()}", count=count)
 
 
 def _here() -> str:
@@ -84,7 +84,7 @@ def fill_on_workers(engine: Any, result: Any, directory: str, fmt: str, gzip: bo
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             futures.append(client.submit(write_partition, part, directory, p, fmt, gzip, tuple(result.data.classes),
-                                         sent, pure=False))
+                                         sent, len(engine.parts), pure=False))
     try:
         distributed.wait(futures)
     except BaseException:  # an interrupt: the writes already running end before the directory is removed

@@ -248,7 +248,8 @@ def _resolve(spec: str, option: str) -> Target:
 
 #: The marker written last into a directory of parts (Hadoop's and Spark's name): the directory is whole.
 SUCCESS = "_SUCCESS"
-#: A part's name: ``part-00000.csv`` (``.gz`` added for gzip), numbered from 0 in task order.
+#: A part's name: ``part-00000.csv`` (``.gz`` added for gzip), numbered from 0 in task order (more digits past
+#: 100,000 parts: :func:`part_name`).
 _PART = re.compile(r"^part-\d{5,}\.[a-z]+(?:\.gz)?$")
 
 
@@ -257,9 +258,11 @@ def is_directory_spec(spec: str) -> bool:
     return spec not in ("", "-") and (spec.endswith(("/", os.sep)) or os.path.isdir(spec))
 
 
-def part_name(index: int, fmt: str, gzip: bool = False) -> str:
-    """The file name of part ``index`` of a directory output: ``part-00000.csv`` (``.parquet``, ``.jsonl.gz`` ...)."""
-    return f"part-{index:05d}.{fmt}" + (".gz" if gzip else "")
+def part_name(index: int, fmt: str, gzip: bool = False, count: int = 1) -> str:
+    """The file name of part ``index`` of ``count`` in a directory output: ``part-00000.csv`` (``.parquet``,
+    ``.jsonl.gz`` ...).  Five digits, or as many as the last index has, so that the names of one directory
+    sort in part order (``part-099999`` before ``part-100000``) for every reader that takes them by name."""
+    return f"part-{index:0{max(5, len(str(count - 1)))}d}.{fmt}" + (".gz" if gzip else "")
 
 
 def resolve_directory(spec: str, option: str = "", writes: Sequence[str] = (), then: str = "") -> Target:

@@ -68,8 +68,10 @@ def check_part_format(fmt: str, where: str) -> str:
     return fmt
 
 
-def write_part(directory: str, index: int, fmt: str, gzip: bool, table: Any, where: str = "") -> tuple[str, int]:
-    """Render ``table`` (columns, :func:`crowdagg.io.render.render_chunks`) as part ``index`` of ``directory``.
+def write_part(directory: str, index: int, fmt: str, gzip: bool, table: Any, where: str = "",
+               count: int = 1) -> tuple[str, int]:
+    """Render ``table`` (columns, :func:`crowdagg.io.render.render_chunks`) as part ``index`` of the ``count``
+    of ``directory``.
 
     Returns ``(file name, size in bytes)``: what the caller checks it sees.
     ``where`` names the machine in the error said when ``directory`` is
@@ -82,7 +84,7 @@ def write_part(directory: str, index: int, fmt: str, gzip: bool, table: Any, whe
         raise DataError(f"the output directory {directory} is not there{where}: the Dask workers write the parts "
                         "and must see the client's filesystem at the same path (a shared filesystem), or write "
                         "to standard output or a file")
-    name = part_name(index, fmt, gzip)
+    name = part_name(index, fmt, gzip, count)
     path = os.path.join(directory, name)
     commit([(resolve(path), render_chunks(table, fmt, key="task"))])
     return name, os.stat(path).st_size

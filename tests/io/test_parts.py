@@ -376,3 +376,20 @@ def test_the_refusal_names_the_entries_that_are_not_this_tools(answers, tmp_path
     (out / "part-00001.csv").symlink_to(answers)
     got = run(answers, "-m", "mv", "-o", f"{out}/")
     assert got.exit_code == 2 and "did not write (part-00001.csv)" in got.stderr
+
+
+def test_part_names_sort_in_part_order_past_100000_parts(tmp_path):
+    """Readers take the parts by name (``part-*.csv``, ``pyarrow.dataset``): with 100,001 parts or more every name
+    has six digits, else ``part-100000`` would sort before ``part-20000``."""
+    from crowdagg.io.output import part_name
+
+    assert part_name(7, "csv") == part_name(7, "csv", count=100_000) == "part-00007.csv"
+    assert part_name(7, "jsonl", True, count=100_001) == "part-000007.jsonl.gz"
+    for count in (3, 100_000, 100_001, 1_000_001):
+        names = [part_name(i, "csv", count=count) for i in (0, 1, 9, 10, 19_999, 20_000, 99_999, 100_000, 999_999)
+                 if i < count]
+        assert sorted(names) == names and len({len(n) for n in names}) == 1
+    name, _ = write_part(str(tmp_path), 100_000, "csv", False, {"task": np.array(["t"], object)}, count=100_001)
+    assert name == "part-100000.csv"
+    (tmp_path / SUCCESS).write_text("")
+    assert earlier_directory(str(tmp_path), ("task",))
