@@ -178,6 +178,7 @@ def plan_outputs(
         check_binary,
         check_distinct,
         check_not_inputs,
+        check_outside,
         is_directory_spec,
         resolve,
         resolve_directory,
@@ -187,8 +188,14 @@ def plan_outputs(
     from ..io.render import OUTPUT_FORMATS
 
     parts = [o.directory and is_directory_spec(o.path) for o in outputs]
-    targets = [(resolve_directory if d else resolve)(o.path, o.option, writes=o.writes, then=o.then)
-               for o, d in zip(outputs, parts)]
+    dirs = {i: resolve_directory(o.path, o.option, writes=o.writes, then=o.then)
+            for i, (o, d) in enumerate(zip(outputs, parts)) if d}
+    for o, d in zip(outputs, parts):  # before the file is resolved: its directory may be the one to be made
+        for directory in dirs.values():
+            if not d:
+                check_outside(directory, f"{o.option} {o.path}", o.path)
+    targets = [dirs[i] if d else resolve(o.path, o.option, writes=o.writes, then=o.then)
+               for i, (o, d) in enumerate(zip(outputs, parts))]
     check_distinct(targets)
     check_not_inputs(targets, [(f"INPUT {p}", p) for p in inputs] + list(side))
     # A directory's format by the same rules as a file's, from its name without the slash (out.parquet/).

@@ -377,12 +377,9 @@ def _named(target: Target) -> str:
 def check_distinct(targets: Sequence[Target]) -> None:
     """Refuse two outputs of one run landing in the same file (one would be lost)."""
     for d in targets:
-        if d.kind != "dir" or d.path is None:
-            continue
         for t in targets:
-            if t is not d and t.path is not None and t.kind != "socket" and is_inside(d.path, t.path):
-                raise UsageError(f"{_named(t)} is inside the output directory {d.spec}, which is replaced whole; "
-                                 "write it elsewhere")
+            if t is not d and t.path is not None and t.kind != "socket":
+                check_outside(d, _named(t), t.path)
     seen: dict[tuple, Target] = {}
     for t in targets:
         for key in t.keys:
@@ -395,6 +392,14 @@ def check_distinct(targets: Sequence[Target]) -> None:
                     f"{_named(prev)} and {_named(t)} are the same file; give each output its own file"
                 )
             seen[key] = t
+
+
+def check_outside(directory: Target, name: str, path: str) -> None:
+    """Refuse another output (``name``, at ``path``: it need not exist yet) inside the output ``directory``
+    (a directory target; any other is ignored): the directory is replaced whole, and the output with it."""
+    if directory.kind == "dir" and directory.path is not None and path != "-" and is_inside(directory.path, path):
+        raise UsageError(f"{name} is inside the output directory {directory.spec}, which is replaced whole; "
+                         "write it elsewhere")
 
 
 def identity(spec: str) -> tuple[int, int] | None:
@@ -938,6 +943,6 @@ def _listdir(path: str) -> list[str]:
 
 __all__ = [
     "Target", "resolve", "resolve_directory", "is_directory_spec", "earlier_directory", "part_name", "SUCCESS",
-    "check_distinct", "check_not_inputs", "check_binary", "is_inside", "commit", "earlier_output",
+    "check_distinct", "check_outside", "check_not_inputs", "check_binary", "is_inside", "commit", "earlier_output",
     "encode", "identity", "stdin_is_regular_file", "stdin_route",
 ]

@@ -393,3 +393,12 @@ def test_part_names_sort_in_part_order_past_100000_parts(tmp_path):
     assert name == "part-100000.csv"
     (tmp_path / SUCCESS).write_text("")
     assert earlier_directory(str(tmp_path), ("task",))
+
+
+@pytest.mark.parametrize("option, name", [("--save-workers", "m.json"), ("--workers", "sub/w.csv"), ("--workers", "")])
+def test_another_output_inside_a_new_output_directory_is_refused_as_such(answers, tmp_path, option, name):
+    """Not "directory out does not exist" (exit 1): the directory is this run's to make, and replaced whole."""
+    out = tmp_path / "out"
+    got = run(answers, "-m", "ds", "-o", f"{out}/", option, out / name if name else out)
+    assert got.exit_code == 2 and f"{option} " in got.stderr and "is inside the output directory" in got.stderr
+    assert sorted(os.listdir(tmp_path)) == ["in"]
