@@ -201,9 +201,9 @@ def plan_outputs(
     # A directory's format by the same rules as a file's, from its name without the slash (out.parquet/).
     formats = [output_format(o.fmt, (o.path.rstrip("/") or o.path) if d else o.path, o.option,
                              o.formats or OUTPUT_FORMATS) for o, d in zip(outputs, parts)]
-    for o, d, fmt in zip(outputs, parts, formats):
+    for o, d, fmt, target in zip(outputs, parts, formats, targets):
         if d:
-            check_part_format(fmt, f"{o.option} {o.path}")
+            check_part_format(fmt, f"{o.option} {o.path}", target.gzip)
     for target, fmt in zip(targets, formats):
         check_binary(target, fmt)
     sources = expand_inputs(inputs, outputs=targets)

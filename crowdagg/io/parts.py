@@ -60,11 +60,15 @@ LABEL_FIELDS = ("task", "label", "confidence")
 LABEL_THEN = "n_answers|p_.*"
 
 
-def check_part_format(fmt: str, where: str) -> str:
-    """``fmt`` if a directory of parts can hold it, else a :class:`~crowdagg.errors.UsageError` naming ``where``."""
+def check_part_format(fmt: str, where: str, gzip: bool = False) -> str:
+    """``fmt`` if a directory of parts can hold it (``gzip``: compressed), else a
+    :class:`~crowdagg.errors.UsageError` naming ``where``."""
     if fmt not in PART_FORMATS:
         raise UsageError(f"{where}: a directory holds parts, and {fmt.upper()} is one list that cannot be split into "
                          f"parts; write {', '.join(PART_FORMATS)} (JSON Lines for JSON records)")
+    if gzip and fmt == "parquet":  # no Parquet reader opens a .parquet.gz, nor could a rerun recognise its own
+        raise UsageError(f"{where}: Parquet parts are not gzip-compressed (Parquet compresses its columns itself, "
+                         "and no Parquet reader reads a part-00000.parquet.gz); drop the .gz")
     return fmt
 
 
@@ -114,7 +118,7 @@ def filler(result: AggregationResult, fmt: str, gzip: bool, *, proba: bool = Fal
     data's partitions -- one part per partition, written on the workers --
     or None (the local engine): one part, written here.
     """
-    check_part_format(fmt, "a directory output")
+    check_part_format(fmt, "a directory output", gzip)
     if engine is not None and getattr(engine, "name", "local") == "dask":
         from .dask_write import fill_on_workers
 
@@ -146,7 +150,8 @@ def write_directory(result: AggregationResult, path: str | os.PathLike[str], *, 
                              "a result of aggregate(engine='dask') is written here, in one part, with engine=None")
         engine = None
     target = resolve_directory(path, writes=LABEL_FIELDS, then=LABEL_THEN)
-    fmt = check_part_format(output_format(fmt, path.rstrip("/" + os.sep) or path, "a directory output"), path)
+    fmt = check_part_format(output_format(fmt, path.rstrip("/" + os.sep) or path, "a directory output"), path,
+                            target.gzip)
     commit([(target, filler(result, fmt, target.gzip, proba=proba, engine=engine))])
     return target
 

@@ -402,3 +402,19 @@ def test_another_output_inside_a_new_output_directory_is_refused_as_such(answers
     got = run(answers, "-m", "ds", "-o", f"{out}/", option, out / name if name else out)
     assert got.exit_code == 2 and f"{option} " in got.stderr and "is inside the output directory" in got.stderr
     assert sorted(os.listdir(tmp_path)) == ["in"]
+
+
+def test_gzip_parquet_parts_are_refused_a_rerun_could_not_recognise_them(answers, tmp_path):
+    """``-o out.parquet.gz/`` wrote ``part-00000.parquet.gz``, which no Parquet reader opens and which the next run
+    refused as "files this tool did not write"; refused up front now (text parts are still compressed)."""
+    for args in (["-o", f"{tmp_path / 'p.parquet.gz'}/"], ["-o", f"{tmp_path / 'p.gz'}/", "-f", "parquet"]):
+        got = run(answers, "-m", "mv", *args)
+        assert got.exit_code == 2 and "Parquet parts are not gzip-compressed" in got.stderr
+    assert sorted(os.listdir(tmp_path)) == ["in"]
+    from crowdagg.methods.api import aggregate
+
+    with pytest.raises(UsageError, match="Parquet parts are not gzip-compressed"):
+        write_directory(aggregate(answers, "mv"), tmp_path / "lib.gz", fmt="parquet")
+    for _ in range(2):  # a rerun recognises its own gzip text parts
+        assert run(answers, "-m", "mv", "-o", f"{tmp_path / 'p.tsv.gz'}/").exit_code == 0
+    assert sorted(os.listdir(tmp_path / "p.tsv.gz")) == [SUCCESS, "part-00000.tsv.gz"]
