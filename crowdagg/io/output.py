@@ -284,6 +284,9 @@ def resolve_directory(spec: str, option: str = "", writes: Sequence[str] = (), t
     if name == "-":  # ``-o -/``: standard output cannot hold parts, and a directory named - is surely not meant
         raise UsageError(f"{where}: - is standard output, which cannot hold a directory of parts; give a "
                          "directory (./-/ for one named -), or leave out the slash for standard output")
+    if _descriptor_of(name) is not None:  # /dev/stdout/, /dev/fd/1/: a stream, refused now rather than after the fit
+        raise UsageError(f"{where}: names a stream (an open descriptor), which cannot hold a directory of parts; "
+                         "give a directory, or leave out the slash")
     real = os.path.realpath(name)
     try:
         st = os.stat(real)

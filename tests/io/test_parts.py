@@ -257,6 +257,10 @@ def test_standard_output_with_a_slash_is_refused_not_a_directory_named_dash(answ
     assert sorted(os.listdir(tmp_path)) == ["in"]
     assert run(answers, "-m", "mv", "-o", "./-/").exit_code == 0  # asked for by a path: a directory named -
     assert sorted(os.listdir(tmp_path / "-")) == [SUCCESS, "part-00000.csv"]
+    (tmp_path / "so").symlink_to("/dev/stdout")
+    for spec in ("/dev/stdout/", "/dev/fd/1/", "/proc/self/fd/1/", "so/"):  # refused now, not after the fit
+        got = run(answers, "-m", "mv", "-o", spec)
+        assert got.exit_code == 2 and "names a stream" in got.stderr and got.stdout == "", (spec, got.stderr)
 
 
 def _unprivileged() -> list[str] | None:
