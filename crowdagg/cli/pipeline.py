@@ -22,6 +22,7 @@ so importing this module (``crowdagg --help``) stays light.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -190,9 +191,9 @@ def plan_outputs(
     parts = [o.directory and is_directory_spec(o.path) for o in outputs]
     dirs = {i: resolve_directory(o.path, o.option, writes=o.writes, then=o.then)
             for i, (o, d) in enumerate(zip(outputs, parts)) if d}
-    for o, d in zip(outputs, parts):  # before the file is resolved: its directory may be the one to be made
+    for o, d in zip(outputs, parts):  # a file not there yet, before it is resolved: its directory may be one to make
         for directory in dirs.values():
-            if not d:
+            if not d and not os.path.lexists(o.path):
                 check_outside(directory, f"{o.option} {o.path}", o.path)
     targets = [dirs[i] if d else resolve(o.path, o.option, writes=o.writes, then=o.then)
                for i, (o, d) in enumerate(zip(outputs, parts))]
