@@ -910,6 +910,8 @@ def commit(outputs: Sequence[tuple[Target, Output]]) -> None:
                 os.unlink(tmp)
         for d in temp_dirs:
             if d:
+                with contextlib.suppress(OSError):
+                    os.chmod(d, stat.S_IRWXU)  # given a read-only earlier directory's mode when it was filled
                 shutil.rmtree(d, ignore_errors=True)
         for target, old in trash:
             _remove_earlier(target, old)

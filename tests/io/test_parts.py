@@ -422,3 +422,37 @@ def test_gzip_parquet_parts_are_refused_a_rerun_could_not_recognise_them(answers
     for _ in range(2):  # a rerun recognises its own gzip text parts
         assert run(answers, "-m", "mv", "-o", f"{tmp_path / 'p.tsv.gz'}/").exit_code == 0
     assert sorted(os.listdir(tmp_path / "p.tsv.gz")) == [SUCCESS, "part-00000.tsv.gz"]
+
+
+def test_an_interrupt_after_a_read_only_directory_is_filled_leaves_nothing(tmp_path, monkeypatch):
+    """The filled temporary directory has the earlier one's read-only mode; an interrupt while a later output (the
+    --workers file) is written must still remove it: it is made writable first (root would not need it, anyone
+    else would be left a hidden ``.out.*.tmp``)."""
+    import shutil
+
+    from crowdagg.io.output import resolve
+
+    out = tmp_path / "out"
+    commit([(resolve_directory(f"{out}/", writes=("task",)), lambda d: Path(d, "part-00000.csv").write_text("task\n"))])
+    out.chmod(0o550)
+    removed = []
+    real = shutil.rmtree
+
+    def rmtree(path, *args, **kwargs):
+        removed.append((os.path.basename(path), os.stat(path).st_mode & 0o700))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(shutil, "rmtree", rmtree)
+
+    def workers():
+        yield b"worker\n"
+        raise KeyboardInterrupt
+
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            commit([(resolve_directory(f"{out}/", writes=("task",)), lambda d: Path(d, "part-00000.csv").write_text("task\n")),
+                    (resolve(str(tmp_path / "w.csv")), workers())])
+        assert [mode for name, mode in removed if name.startswith(".out.")] == [0o700]
+        assert sorted(os.listdir(tmp_path)) == ["out"] and (out.stat().st_mode & 0o777) == 0o550
+    finally:
+        out.chmod(0o755)
