@@ -73,6 +73,12 @@ def fill_on_workers(engine: Any, result: Any, directory: str, fmt: str, gzip: bo
     client = engine.client
     directory = os.path.abspath(directory)
     ranges = client.gather(client.map(part_tasks, engine.parts, pure=False))
+    starts = [0] + list(np.cumsum([n for _, n in ranges]))
+    if [t0 for t0, _ in ranges] != starts[:-1] or starts[-1] != len(result.labels):
+        from ..errors import UsageError
+
+        raise UsageError(f"engine: its partitions hold {starts[-1]:,} tasks, not the {len(result.labels):,} of the "
+                         "result; give the engine the result was fitted on")
     where = client.who_has(engine.parts)
     confidence = result.confidence
     futures = []

@@ -813,3 +813,20 @@ def test_cli_labels_written_by_the_workers_are_not_sized_as_rendered_on_the_clie
     there = _cli(pattern, *common, "-o", f"{tmp_path / 'out'}/")
     assert there.exit_code == 0, there.stderr
     assert sorted(os.listdir(tmp_path / "out")) == ["_SUCCESS", "part-00000.csv", "part-00001.csv"]
+
+
+def test_a_directory_written_with_another_datas_engine_is_refused(client, small_files, tmp_path):
+    """write_directory(result, ..., engine=e) slices the result's rows by e's partitions: an engine holding other
+    data (here: a result of another data set) would write other tasks' names beside these labels."""
+    from crowdagg.errors import UsageError
+    from crowdagg.io.dask_read import read_distributed
+    from crowdagg.io.parts import write_directory
+
+    other = get_method("mv")().fit(load_annotations("example:bluebird"))
+    data, engine = read_distributed(small_files, client, partitions=2)
+    try:
+        with pytest.raises(UsageError, match="its partitions hold .* tasks, not the 108 of the result"):
+            write_directory(other, tmp_path / "out", engine=engine)
+        assert os.listdir(tmp_path) == []
+    finally:
+        engine.close()
