@@ -6,8 +6,9 @@ Cases: the real ``trec`` crowd (88,385 answers, 762 workers, K = 2) and the
 synthetic crowd of ``synth.py`` (``--answers``, 5 distinct workers per task,
 K = 5).  Each (case, code) runs in a fresh process: the data is built as
 codes, the peak RSS is reset (``/proc/self/clear_refs``), then the code runs
-``--repeats`` times; the table gives the best wall time and the peak RSS
-above the loaded data.  crowdagg: :func:`crowdagg.kernels.cooc.pair_index`
+``--repeats`` times; the table gives the best wall time, the process's
+CPU time in that run (all threads: on a loaded machine the steadier
+figure) and the peak RSS above the loaded data.  crowdagg: :func:`crowdagg.kernels.cooc.pair_index`
 then :func:`~crowdagg.kernels.cooc.pair_statistics` on a ``LocalEngine``
 (numba cache warm: a tiny run first).  pandas: what a user would write
 otherwise -- ``df.merge(df, on="task")``, keep ``worker_x < worker_y``,
@@ -31,18 +32,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 
-def _rss_peak_mib() -> float:
+def _status_mib(field: str) -> float:
+    """A ``/proc/self/status`` memory field (``VmHWM``: the peak RSS, ``VmRSS``: now) in MiB."""
     with open("/proc/self/status") as fh:
         for line in fh:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def _rss_now_mib() -> float:
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
     return float("nan")
 
@@ -105,18 +99,18 @@ def child(case: str, code: str, answers: int, datasets: Path, repeats: int, chec
         from crowdagg.data.annotations import AnnotationSet
 
         _crowdagg(AnnotationSet.from_codes([0, 0, 1], [0, 1, 0], [0, 1, 1]))
-    base = _rss_now_mib()
+    base = _status_mib("VmRSS")
     _reset_peak()
     best, info, result = float("inf"), {}, None
     for _ in range(repeats):
         result = None
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), time.process_time()
         result = _crowdagg(data) if code == "crowdagg" else _pandas(data)
         wall = time.perf_counter() - t
         if wall < best:
-            best, info = wall, (result[1] if code == "crowdagg" else {})
+            best, info = wall, {"cpu_s": time.process_time() - cpu, **(result[1] if code == "crowdagg" else {})}
     row = {"case": case, "code": code, "answers": data.n_answers, "tasks": data.n_tasks, "workers": data.n_workers,
-           "classes": data.n_classes, "wall_s": best, "peak_above_data_mib": _rss_peak_mib() - base,
+           "classes": data.n_classes, "wall_s": best, "peak_above_data_mib": _status_mib("VmHWM") - base,
            "data_mib": base, **info}
     if code == "crowdagg":
         row["pairs"] = result[0].n_pairs
@@ -133,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--answers", type=int, nargs="*", default=[1_000_000, 10_000_000])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--codes", nargs="+", choices=["crowdagg", "pandas"], default=["crowdagg", "pandas"],
+                    help="which codes to run (pandas at 10M answers takes minutes and GBs)")
     ap.add_argument("--child", nargs=3, metavar=("CASE", "CODE", "ANSWERS"), help=argparse.SUPPRESS)
     ap.add_argument("--check", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -144,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         + [("sim", n) for n in args.answers]
     rows = []
     for case, n in cases:
-        for code in ("crowdagg", "pandas"):
+        for code in args.codes:
             cmd = [sys.executable, __file__, "--child", case, code, str(n), "--datasets", str(args.datasets),
                    "--repeats", str(args.repeats)] + (["--check"] if code == "crowdagg" and n <= 1_000_000 else [])
             proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -152,15 +148,15 @@ def main(argv: list[str] | None = None) -> int:
                 sys.stderr.write(proc.stderr)
                 return proc.returncode
             rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-    print(f"| crowd | answers | workers | K | pairs | code | wall s (best of {args.repeats}) | index s | "
+    print(f"| crowd | answers | workers | K | pairs | code | wall s (best of {args.repeats}) | CPU s | index s | "
           "statistics s | peak RSS above data MiB | equal |")
-    print("|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---|")
+    print("|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|")
     pairs = {}
     for r in rows:
         pairs.setdefault((r["case"], r["answers"]), r.get("pairs"))
         eq = r.get("equal_to_pandas")
         print(f"| {r['case']} | {r['answers']:,} | {r['workers']:,} | {r['classes']} | "
-              f"{pairs[(r['case'], r['answers'])]:,} | {r['code']} | {r['wall_s']:.3f} | "
+              f"{pairs[(r['case'], r['answers'])] or 0:,} | {r['code']} | {r['wall_s']:.3f} | {r['cpu_s']:.3f} | "
               + (f"{r['index_s']:.3f} | {r['stats_s']:.3f}" if r["code"] == "crowdagg" else " | ")
               + f" | {r['peak_above_data_mib']:.0f} | {'' if eq is None else ('yes' if eq else 'NO')} |")
     if args.json:

@@ -223,9 +223,11 @@ def _assert_documented_interrupt_outcome(proc: subprocess.Popen, out: str, err: 
         # Before Python's own handler (or a KeyboardInterrupt before crowdagg's handlers): killed by the signal.
         assert files == set(), err
         return "before crowdagg"
-    if proc.returncode == 1 and err.startswith("Fatal Python error: init_"):
-        # CPython was still starting (importing site, opening the standard streams): it aborts with
-        # "Fatal Python error: init_import_site" / "init_sys_streams" and exit status 1.
+    if proc.returncode == 1 and (err.startswith("Fatal Python error: init_")
+                                 or err.startswith("Could not import runpy module")):
+        # CPython was still starting (importing site, opening the standard streams, importing runpy for
+        # ``-m``): it aborts with "Fatal Python error: init_import_site" / "init_sys_streams", or
+        # "Could not import runpy module" (the KeyboardInterrupt met inside that import), and exit status 1.
         assert files == set(), err
         return "during python start-up"
     assert proc.returncode == 130, err

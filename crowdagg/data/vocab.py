@@ -487,39 +487,6 @@ def hash_encode(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Arra
     return codes.astype(np.int32, copy=False), dictionary
 
 
-def _encode_prefixed_ints(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Array] | None:
-    """:func:`encode` for ids like ``t17``, ``w3``, ``42``: a shared prefix and an integer, no leading zeros.
-
-    Such ids are one-to-one with their integers, so codes come from a
-    direct-address table (:func:`crowdagg.kernels.prefixed_int_codes`)
-    instead of hashing text: the same codes, the same order, several times
-    faster on millions of ids.  None for any other column.
-    """
-    import pyarrow as pa
-
-    n = len(values)
-    if n < 100_000 or values.null_count or not pa.types.is_string(values.type):
-        return None
-    try:
-        first = values[0].as_py()
-    except UnicodeDecodeError:  # not text: invalid_names says where
-        return None
-    prefix = first.rstrip("0123456789").encode("utf-8")
-    if len(prefix) == len(first.encode("utf-8")):
-        return None
-    from ..kernels import prefixed_int_codes
-    from .encode import _string_chunks
-
-    found = prefixed_int_codes(_string_chunks(values), prefix, n)
-    if found is None:
-        return None
-    codes, first_row = found
-    names = take(values, first_row)
-    if isinstance(names, pa.ChunkedArray):
-        names = names.combine_chunks()
-    return codes, names
-
-
 def release_memory() -> None:
     """Hand the memory Arrow's allocator keeps after freeing (parsed text) back to the system."""
     import sys

@@ -22,7 +22,8 @@ blocks: its arrays, its place in the grid) given the iteration's
 
 Passes whose unit is the worker run the same way over the worker-ordered
 grid (``map_reduce(fn, params, by="worker")``, :class:`~.part.WorkerPart`:
-one heavy worker may span several blocks).
+one heavy worker may span several blocks), on either engine: a block
+function reads its block through ``WorkerPart.answers(b)``.
 
 An engine (:class:`~.local.LocalEngine`, and the Dask engine) offers
 ``map_reduce(fn, params, keep=...)`` and ``gather(outs)``; a method asks

@@ -23,25 +23,39 @@ partitions or workers.  Kept outputs (``keep=True``) stay on the workers,
 one future per partition, until :meth:`DaskEngine.gather` fetches them in
 block order.
 
+**No wait without an end.**  Every wait of the client on the cluster goes
+through :func:`settle`: the result comes, or the run ends with a
+:class:`~crowdagg.errors.ResourceError` ("lost the Dask scheduler at
+ADDRESS while ...") once the client is closed, its connection to the
+scheduler is lost (Dask then cancels every future: the partitions are
+gone), or the scheduler has not answered a probe for
+:data:`SCHEDULER_SILENCE` seconds.  No fixed cap is put on the work
+itself: a long pass on a busy cluster waits as long as the scheduler
+answers.
+
 Dask (``pip install 'crowdagg[dask]'``) is imported only when an engine is
 made.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import logging
 import operator
+import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
-from ..errors import UsageError
+from ..errors import ResourceError, UsageError
 from . import tree
+from .grid import worker_grid
 from .local import join
-from .part import Part
+from .part import Part, WorkerPart
 
 
 def require_distributed() -> Any:
@@ -53,7 +67,116 @@ def require_distributed() -> Any:
     return distributed
 
 
-def run_part(fn: Callable[..., tuple[Any, Any]], part: Part, params: Any, keep: bool) -> tuple[dict, list | None]:
+#: Seconds the scheduler may stay silent -- no answer to the client's probes, or the client reconnecting -- while the
+#: client waits on it, before the run is declared lost.  A scheduler whose event loop is held this long is not
+#: running the fit either; the work itself has no time limit (a pass over 100M answers may take minutes).
+SCHEDULER_SILENCE = 60.0
+#: Seconds between two looks at the client's state (and probes of the scheduler) while it waits.
+POLL_INTERVAL = 0.5
+
+
+def address_of(client: Any) -> str:
+    """The scheduler's address, as the errors say it."""
+    return str(getattr(getattr(client, "scheduler", None), "address", None) or "an unknown address")
+
+
+def lost(client: Any, what: str, why: str) -> ResourceError:
+    """The one-line error of a run whose scheduler is gone (exit status 1)."""
+    return ResourceError(f"lost the Dask scheduler at {address_of(client)} while {what}: {why}")
+
+
+def check_running(client: Any, what: str) -> None:
+    """A :func:`lost` error unless ``client`` is connected (closed, or reconnecting after its scheduler went away)."""
+    if client.status != "running":
+        raise lost(client, what, f"the client is {client.status}")
+
+
+def _on_loop(client: Any, make: Callable[[], Awaitable[Any]]) -> concurrent.futures.Future:
+    """``make()`` awaited on the client's event loop (its own thread): a future this thread can poll."""
+    async def run() -> Any:
+        return await make()
+
+    return asyncio.run_coroutine_threadsafe(run(), client.loop.asyncio_loop)
+
+
+class _Watch:
+    """Whether the scheduler still answers: one probe (an ``echo``) out at a time, and since when the scheduler has
+    left a probe unanswered (or the client has been reconnecting) -- its silence."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.silent_since: float | None = None
+        self.probe: concurrent.futures.Future | None = None
+
+    def why_lost(self) -> str | None:
+        """None while the scheduler is there, else why it is taken for lost."""
+        client = self.client
+        status = client.status
+        if status in ("closing", "closed"):
+            return f"the client is {status}"
+        now = time.monotonic()
+        if self.probe is not None and self.probe.done():
+            if not self.probe.cancelled() and self.probe.exception() is None:
+                self.silent_since = None  # answered: the silence, if any, is over
+            self.probe = None
+        if self.probe is None and status == "running":
+            self.probe = _on_loop(client, lambda: asyncio.wait_for(client.scheduler.echo(), SCHEDULER_SILENCE))
+        if self.probe is not None or status != "running":  # a question out, or no connection to ask on
+            self.silent_since = now if self.silent_since is None else self.silent_since
+        if self.silent_since is not None and now - self.silent_since > SCHEDULER_SILENCE:
+            return f"it has not answered for {SCHEDULER_SILENCE:g} s"
+        return None
+
+    def stop(self) -> None:
+        if self.probe is not None:
+            self.probe.cancel()
+
+
+def settle(client: Any, make: Callable[[], Awaitable[Any]], what: str) -> Any:
+    """The result of the coroutine ``make()`` run on ``client``'s loop (a gather, a query of the scheduler), waited
+    for in slices of :data:`POLL_INTERVAL` while the scheduler is there; a :func:`lost` error once it is not.
+
+    ``what`` says what the client was doing ("reading the files"), for the error.  A future cancelled because the
+    connection was lost, or an ``OSError`` of a client no longer running, is the same error.
+    """
+    check_running(client, what)
+    if client.asynchronous:  # its loop would be this thread: a wait here would block the loop it waits on
+        raise UsageError("the Dask engine takes a synchronous distributed.Client (not asynchronous=True)")
+    distributed = require_distributed()
+    task = _on_loop(client, make)
+    watch = _Watch(client)
+    try:
+        while True:
+            done, _ = concurrent.futures.wait([task], timeout=POLL_INTERVAL)
+            if done:
+                try:
+                    return task.result()
+                except (distributed.client.FutureCancelledError, concurrent.futures.CancelledError,
+                        asyncio.CancelledError, OSError) as exc:
+                    status = client.status
+                    if status in ("closing", "closed"):
+                        raise lost(client, what, f"the client is {status}") from None
+                    if status != "running" or "scheduler-connection-lost" in str(exc):
+                        raise lost(client, what, "the connection was lost") from None
+                    raise
+            why = watch.why_lost()
+            if why is not None:
+                raise lost(client, what, why)
+    finally:
+        # A wait given up on is left to end with the client (closed: its futures cancelled), not cancelled here:
+        # a gather cancelled midway leaves Dask's inner waits to fail unretrieved, each a traceback on stderr.
+        watch.stop()
+
+
+def gather(client: Any, futures: Sequence[Any], what: str, errors: str = "raise") -> list[Any]:
+    """``client.gather(futures, errors=errors)`` through :func:`settle`: their values, or the first error met, or
+    a :func:`lost` error (``errors="skip"``: a failed future's value is left out, the caller looks at it)."""
+    futures = list(futures)
+    return settle(client, lambda: client.gather(futures, errors=errors, asynchronous=True), what)
+
+
+def run_part(fn: Callable[..., tuple[Any, Any]], part: Part | WorkerPart, params: Any,
+             keep: bool) -> tuple[dict, list | None]:
     """On a Dask worker: ``fn`` over ``part``'s blocks, reduced to the values of the tree nodes it covers.
 
     Returns ``(nodes, outs)``: the cover nodes' values (keyed by node) and,
@@ -113,6 +236,64 @@ def _owned(value: Any) -> Any:
     return value  # a sum object: its __add__ makes a new one
 
 
+# --------------------------------------------------------------------------- the worker-ordered partitions
+def worker_counts(part: Part) -> np.ndarray:
+    """On a worker: a task-ordered partition's answers per worker, shape (n_workers,), int64."""
+    return np.bincount(part.worker, minlength=part.n_workers).astype(np.int64, copy=False)
+
+
+def split_by_worker(part: Part, start: np.ndarray, first_row: int,
+                    cuts: np.ndarray) -> list[tuple[np.ndarray, ...]]:
+    """On a worker: a task-ordered partition's answers, placed in the global worker order and cut into the pieces
+    of the worker-ordered partitions (answer positions ``cuts[q] .. cuts[q+1]``).
+
+    ``start`` (n_workers,): the worker-order position of each worker's first answer in this partition (its
+    answers in the partitions before come first: each worker's answers stay in task order); ``first_row``: the
+    global task-order index of the partition's first answer.  Each piece is ``(position, row, worker, label,
+    task)``, rising in position.
+    """
+    order = np.argsort(part.worker, kind="stable")  # by worker, task order kept within each
+    worker = part.worker[order]
+    ptr = np.zeros(part.n_workers + 1, dtype=np.int64)
+    np.cumsum(np.bincount(worker, minlength=part.n_workers), out=ptr[1:])
+    position = start[worker] + (np.arange(len(order), dtype=np.int64) - ptr[worker])
+    rows = order.astype(np.int64) + first_row
+    task_of = np.repeat(np.arange(part.first_task, part.first_task + part.n_tasks, dtype=np.int32),
+                        np.diff(part.task_ptr))
+    label, task = part.label[order], task_of[order]
+    ends = np.searchsorted(position, cuts, side="left")
+    return [(position[a:b], rows[a:b], worker[a:b], label[a:b], task[a:b]) for a, b in zip(ends[:-1], ends[1:])]
+
+
+def build_worker_part(first_block: int, n_blocks_total: int, bounds: np.ndarray, worker_ptr: np.ndarray,
+                      n_classes: int, *pieces: tuple[np.ndarray, ...]) -> WorkerPart:
+    """On a worker: a worker-ordered partition (global worker-order positions ``bounds[0] .. bounds[-1]``) from
+    its pieces of every task-ordered partition, each answer put at its position."""
+    first = int(bounds[0])
+    n = int(bounds[-1]) - first
+    rows = np.empty(n, dtype=np.int64)
+    worker = np.empty(n, dtype=np.int32)
+    label = np.empty(n, dtype=pieces[0][3].dtype if pieces else np.int8)
+    task = np.empty(n, dtype=np.int32)
+    filled = 0
+    for position, *values in pieces:
+        at = position - first
+        for out, value in zip((rows, worker, label, task), values):
+            out[at] = value
+        filled += len(at)
+    if filled != n:  # the positions are a permutation of the range: anything else is a bug upstream
+        raise RuntimeError(f"a worker-ordered partition got {filled:,} answers for {n:,} places")
+    for arr in (rows, worker, label, task):
+        arr.setflags(write=False)
+    return WorkerPart(int(first_block), int(n_blocks_total), np.asarray(bounds, dtype=np.int64) - first, rows,
+                      worker_ptr, worker, label, task, len(worker_ptr) - 1, int(n_classes), first_answer=first,
+                      task_ordered=False)
+
+
+def _n_classes(part: Part) -> int:
+    return part.n_classes
+
+
 class Kept(list):  # type: ignore[type-arg]
     """The kept outputs of one :meth:`DaskEngine.map_reduce`: one future per partition (a list of its blocks'
     outputs), on the workers until :meth:`DaskEngine.gather` fetches them."""
@@ -143,6 +324,49 @@ class DaskEngine:
         self.client = client
         self.parts = list(parts)
         self.n_blocks = int(n_blocks)
+        self._worker_parts: list[Any] | None = None
+        self.n_worker_blocks = 0
+
+    @property
+    def worker_parts(self) -> list[Any]:
+        """Futures of the worker-ordered partitions (:class:`~.part.WorkerPart`), as many as the task-ordered
+        ones, cut at the boundaries of :func:`~.grid.worker_grid`'s blocks; built on first use, on the workers.
+
+        A shuffle of the answers by worker: each task-ordered partition
+        counts its answers per worker (the client adds the counts: each
+        worker's place in the global worker order, and the grid), then sends
+        each worker-ordered partition its answers with their places.  The
+        answers, their order and the blocks are the local engine's
+        (:attr:`~.local.LocalEngine.worker_part`).  They stay on the workers
+        (held like the task-ordered ones; rebuilt by lineage when lost).
+        """
+        if self._worker_parts is None:
+            client = self.client
+            what = "shuffling the answers by worker"
+            counts = np.stack(gather(client, client.map(worker_counts, self.parts, pure=False), what))
+            k = gather(client, [client.submit(_n_classes, self.parts[0], pure=False)], what)[0]
+            n_workers = counts.shape[1]
+            per_part = counts.sum(axis=1)
+            first_rows = np.concatenate([[0], np.cumsum(per_part)[:-1]])
+            worker_ptr = np.zeros(n_workers + 1, dtype=np.int64)
+            np.cumsum(counts.sum(axis=0), out=worker_ptr[1:])
+            worker_ptr.setflags(write=False)
+            bounds = worker_grid(worker_ptr, k)
+            n_blocks = len(bounds) - 1
+            block_cuts = np.linspace(0, n_blocks, len(self.parts) + 1).astype(np.int64)
+            cuts = bounds[block_cuts]
+            # each worker's first place in each partition: its answers in the partitions before come first
+            before = np.cumsum(counts, axis=0) - counts
+            pieces = [client.submit(split_by_worker, p, worker_ptr[:-1] + before[i], int(first_rows[i]), cuts,
+                                    pure=False) for i, p in enumerate(self.parts)]
+            shared_ptr = client.submit(_given, worker_ptr, pure=False)
+            parts = []
+            for q, (b0, b1) in enumerate(zip(block_cuts[:-1], block_cuts[1:])):
+                mine = [client.submit(operator.getitem, s, q, pure=False) for s in pieces]
+                parts.append(client.submit(build_worker_part, int(b0), n_blocks, bounds[b0:b1 + 1], shared_ptr, k,
+                                           *mine, pure=False))
+            self._worker_parts, self.n_worker_blocks = parts, n_blocks
+        return self._worker_parts
 
     def map_reduce(
         self, fn: Callable[..., tuple[Any, Any]], params: Any = None, *, keep: bool = False, by: str = "task"
@@ -152,12 +376,16 @@ class DaskEngine:
         ``fn`` must be a module-level function (it is sent by reference).
         Returns ``(total, outs)``; ``outs`` (when ``keep``) holds the
         partitions' outputs on the workers: pass it to :meth:`gather`.
-        The partitions are task-ordered: ``by="worker"`` (the worker-ordered
-        grid of :meth:`LocalEngine.map_reduce`) is not offered here yet.
+        ``by="worker"`` runs over the worker-ordered partitions
+        (:attr:`worker_parts`, built on the first such call): ``fn`` receives
+        :class:`~.part.WorkerPart` s holding the local engine's worker-ordered
+        blocks, so the totals and kept outputs are its bits.
         """
-        if by != "task":
-            raise UsageError(f"the Dask engine runs passes by task; map_reduce(by={by!r}) runs on the local engine")
+        if by not in ("task", "worker"):
+            raise UsageError(f"map_reduce runs by 'task' or 'worker', not {by!r}")
         client = self.client
+        check_running(client, f"running {_name(fn)} on the partitions")
+        parts, n_blocks = (self.parts, self.n_blocks) if by == "task" else (self.worker_parts, self.n_worker_blocks)
         shared = None
         if params is not None:
             # Sent once, as a task's result, not scattered: the workers fetch it from where it is, and if that
@@ -165,22 +393,22 @@ class DaskEngine:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)  # "large graph": large parameters are the point
                 shared = client.submit(_given, params, pure=False)
-        results = [client.submit(run_part, fn, p, shared, keep, pure=False) for p in self.parts]
+        results = [client.submit(run_part, fn, p, shared, keep, pure=False) for p in parts]
         kept = None
         if keep:  # the nodes travel on, the outputs stay where they were made
             kept = Kept(client.map(operator.getitem, results, [1] * len(results), pure=False))
             results = client.map(operator.getitem, results, [0] * len(results), pure=False)
         if len(results) >= WORKER_COMBINE:  # adjacent partitions' nodes added on the workers, up to the root
             while len(results) > 1:
-                results = [client.submit(merge_nodes, self.n_blocks, *results[i:i + 2], pure=False)
+                results = [client.submit(merge_nodes, n_blocks, *results[i:i + 2], pure=False)
                            for i in range(0, len(results), 2)]
-        nodes = merge_nodes(self.n_blocks, *client.gather(results))
+        nodes = merge_nodes(n_blocks, *gather(client, results, f"running {_name(fn)} on the partitions"))
         del results, shared
-        return tree.combine(nodes, self.n_blocks), kept
+        return tree.combine(nodes, n_blocks), kept
 
     def gather(self, outs: Kept) -> Any:
         """The kept outputs fetched from the workers and joined in block order (as :meth:`LocalEngine.gather`)."""
-        blocks = [out for part in self.client.gather(list(outs)) for out in part]
+        blocks = [out for part in gather(self.client, outs, "gathering the kept outputs") for out in part]
         return join(blocks)
 
     def close(self) -> None:
@@ -190,9 +418,14 @@ class DaskEngine:
         and trips an assertion in the scheduler (distributed 2026.8) on the
         finished passes' released tasks, dropping the client's connection.
         """
-        for part in self.parts:
-            part.release()
-        self.parts = []
+        if self.client.status == "running":  # else the client let go of every future already
+            for part in [*self.parts, *(self._worker_parts or [])]:
+                part.release()
+        self.parts, self._worker_parts = [], None
+
+
+def _name(fn: Any) -> str:
+    return str(getattr(fn, "__name__", None) or type(fn).__name__)
 
 
 def dask_setup(worker: Any) -> None:

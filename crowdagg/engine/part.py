@@ -101,25 +101,36 @@ class WorkerPart:
     """The answers of a contiguous range of the worker-ordered grid's blocks (:func:`~crowdagg.engine.grid.worker_grid`).
 
     For passes whose unit is the worker (a worker's answers together: BP's
-    worker side, leave-one-out sums).  The answers are in worker order:
-    ``order[i]`` is the task-order index of the i-th answer of that order
-    (:attr:`~crowdagg.data.annotations.AnnotationSet.worker_order`), so a
-    block reads ``worker[order[lo:hi]]`` and writes per-answer outputs that
-    map back through ``order``.  One heavy worker may span several blocks:
-    its per-worker sums are added across them by the reduction tree.
+    worker side, leave-one-out sums).  The worker order is the answers
+    grouped by worker, each worker's in task order
+    (:attr:`~crowdagg.data.annotations.AnnotationSet.worker_order`).  One
+    heavy worker may span several blocks: its per-worker sums are added
+    across them by the reduction tree.
+
+    A block function reads its block through :meth:`answers` -- the same
+    values whichever engine holds the partition: the local engine's one
+    partition keeps the set's arrays in task order and reads them through
+    ``order``; a Dask engine's partitions hold their own answers, already in
+    worker order.
 
     Attributes
     ----------
     first_block, n_blocks_total : int
     bounds : ndarray of int64, shape (n_blocks + 1,)
-        Its blocks' answer offsets into ``order`` (from 0).
+        Its blocks' answer offsets in its own worker order (from 0).
     order : ndarray of int64, shape (n_answers,)
-        Task-order index of each answer, in worker order.
+        The global task-order index of each of its answers, in worker order
+        (per-answer outputs map back through it).
     worker_ptr : ndarray of int64, shape (n_workers + 1,)
-        The CSR offsets of each worker's answers in ``order`` (global).
-    worker, label, task : ndarrays, shape (n_answers,)
-        The answers' codes in task order (index them through ``order``).
+        The CSR offsets of each worker's answers in the global worker order.
+    worker, label, task : ndarrays
+        The answers' worker, class and global task codes: in task order over
+        every answer when ``task_ordered`` (index them through ``order``),
+        else the partition's own, in worker order.
     n_workers, n_classes : int
+    first_answer : int
+        Global worker-order position of its first answer.
+    task_ordered : bool
     """
 
     first_block: int
@@ -132,14 +143,33 @@ class WorkerPart:
     task: np.ndarray
     n_workers: int
     n_classes: int
+    first_answer: int = 0
+    task_ordered: bool = True
 
     @property
     def n_blocks(self) -> int:
         return len(self.bounds) - 1
 
+    @property
+    def n_answers(self) -> int:
+        return len(self.order)
+
     def answers_of(self, b: int) -> tuple[int, int]:
-        """Range ``[lo, hi)`` of local block ``b`` in worker order (positions in ``order``)."""
+        """Range ``[lo, hi)`` of local block ``b`` in the partition's worker order (positions in ``order``)."""
         return int(self.bounds[b]), int(self.bounds[b + 1])
+
+    def answers(self, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Local block ``b``'s answers in worker order: ``(rows, worker, label, task)``, shape (block answers,) each.
+
+        ``rows``: their global task-order indices; ``task``: their global task
+        codes.  Fresh arrays on the local engine (gathered through ``order``),
+        read-only views on a Dask partition.
+        """
+        lo, hi = self.answers_of(b)
+        rows = self.order[lo:hi]
+        if self.task_ordered:
+            return rows, self.worker[rows], self.label[rows], self.task[rows]
+        return rows, self.worker[lo:hi], self.label[lo:hi], self.task[lo:hi]
 
     def workers_of(self, b: int) -> tuple[int, int]:
         """Workers ``[first, last + 1)`` with answers in local block ``b`` (the first and last may continue
@@ -147,6 +177,7 @@ class WorkerPart:
         lo, hi = self.answers_of(b)
         if hi <= lo:
             return 0, 0
+        lo, hi = lo + self.first_answer, hi + self.first_answer
         first = int(np.searchsorted(self.worker_ptr, lo, side="right")) - 1
         last = int(np.searchsorted(self.worker_ptr, hi - 1, side="right")) - 1
         return first, last + 1

@@ -218,7 +218,7 @@ def read_distributed(
         warn_one_class,
     )
     from ..data.remote import remote_set
-    from ..engine.dask import DaskEngine, require_distributed
+    from ..engine.dask import DaskEngine, gather, require_distributed
     from ..engine.grid import task_grid
 
     distributed = require_distributed()
@@ -242,11 +242,14 @@ def read_distributed(
     end_stage = _timing.start("dask: read the files")
     reads = [client.submit(read_file, os.path.abspath(f), options, f, pure=False) for f in paths]
     summaries = client.map(summarise, reads, pure=False)
-    distributed.wait(summaries)
+    # Every file's outcome first (errors skipped), then the first failure in file order: the local reader's error.
+    # Through the engine's gather, which ends when the scheduler is lost (distributed.wait took the *default*
+    # client, which a second client, since closed, had become: it waited forever).
+    gather(client, summaries, "reading the files", errors="skip")
     for fut in summaries:
         if fut.status == "error":
-            fut.result()  # raises the reader's error, which names the file
-    files: list[FileSummary] = client.gather(summaries)
+            fut.result()  # raises the reader's error, which names the file (the future has ended: no wait)
+    files: list[FileSummary] = gather(client, summaries, "reading the files")
     del summaries
     end_stage()
     # 2. The global vocabularies and counts, in the local reader's order.
@@ -304,7 +307,7 @@ def read_distributed(
         parts.append(client.submit(build_part, int(b0), n_blocks, bounds[b0:b1 + 1], n_workers, k, names, *mine,
                                    pure=False))
     del pieces
-    n_dup = sum(client.gather(client.map(part_duplicates, parts, pure=False)))
+    n_dup = sum(gather(client, client.map(part_duplicates, parts, pure=False), "building the partitions"))
     end_stage()
     if n_dup:
         _warn_duplicates(n_dup, duplicates)
@@ -341,7 +344,9 @@ def check_partitions(partitions: Any) -> None:
 def _block_cuts(partitions: int | Sequence[int] | None, n_blocks: int, client: Any) -> np.ndarray:
     """Block boundaries of the partitions (shape (n_parts + 1,)), from a count or given."""
     if partitions is None:
-        threads = sum(client.nthreads().values()) or 1
+        from ..engine.dask import settle
+
+        threads = sum(settle(client, lambda: client.nthreads(asynchronous=True), "counting the workers").values()) or 1
         partitions = min(threads, n_blocks)
     if isinstance(partitions, (int, np.integer)) and not isinstance(partitions, bool):
         if partitions < 1:

@@ -42,7 +42,7 @@ from __future__ import annotations
 from typing import Any
 
 from .em import EMParams, em_block
-from .ingest import prefixed_int_codes, quote_parity, repeated_answers, scan_records, sort_by_task
+from .ingest import quote_parity, repeated_answers, scan_records, sort_by_task
 from .schedule import n_threads
 from .votes import group_order, vote_counts, worker_agreement
 
@@ -79,7 +79,6 @@ __all__ = [
     "em_block",
     "group_order",
     "n_threads",
-    "prefixed_int_codes",
     "quote_parity",
     "repeated_answers",
     "scan_records",

@@ -42,20 +42,36 @@ module-level, their sums picklable):
    what the index and the statistics would hold is refused up front
    (:func:`crowdagg.core.memory.check`) -- a task answered by n workers has
    n(n − 1)/2 pairs;
-2. the index pass (:func:`index_block`): each block's sorted unique pair
-   keys, a :class:`PairSet` whose ``+`` is a sorted union, reduced along
-   the engine's tree -- built once, reused by every statistics pass;
-3. the statistics pass (:func:`stats_block`): each block's sparse leaves
-   keyed by pair id (:class:`SparseSum`: sorted keys and values, ``+`` a
-   sorted merge adding equal keys); absent keys are zeros and ``x + 0 ==
-   x`` in floating point, so the tree's total is bit-identical to a dense
-   one and for every aligned partitioning.  A block never holds more than
-   its own answer pairs: it keys them by pair key, sorts them (a stable
-   radix sort: the keys need few bits), adds equal keys in task order, and
-   maps its own pairs to ids with one galloping walk of the index -- no
-   look-up per answer pair, no dense P × K² per block.  The tree's nodes
-   stay sparse (at most min(answer pairs, P·K²) entries); the dense
-   (P, K, K) array is built once, from the total.
+2. the index pass (:func:`index_block`): each block's co-labelled pairs,
+   a :class:`PairSet` whose ``+`` is their union, reduced along the
+   engine's tree -- built once, reused by every statistics pass.  A set is
+   sorted keys while sparse and a bitmap over the n_workers² keys once the
+   keys would take as much memory (64 keys a word); a block whose answer
+   pairs would fill the bitmap sets its bits straight away, unsorted;
+3. the statistics pass (:func:`stats_block`): the index travels as a
+   **look-up** (:func:`pair_lookup`): a bitmap of its keys with each
+   word's rank beside it (n_workers² / 4 bytes: a pair's id -- its
+   position in the index -- is one read and a popcount), or, where that
+   bitmap would outweigh the index (many workers, few co-labelled pairs),
+   an open-addressing hash table of keys and ids.  A block walks its
+   tasks, looks each (task, pair) up once and emits its answer pairs keyed
+   by pair id (``p · K² + a · K + b``): no sort for counts (integer sums
+   do not depend on the order: the block's keys are its sum as they
+   come); a stable radix sort adding equal keys in task order for
+   weighted sums.  The tree's sums (:class:`SparseSum`) are sorted, counts
+   or dense: sparse ones merge (or concatenate) until they would take as
+   much memory as the dense vector, then turn dense, and from then on the
+   other side is added into the dense one in place.  In every form an
+   entry of ``a + b`` is ``a[k] + b[k]`` (absent keys are zeros, ``x + 0
+   == x``, no value is -0.0), so the total is bit-identical to a dense
+   reduction's whatever form each node takes (:data:`DENSE_SWITCH` moves
+   memory and time, never a bit), and for every aligned partitioning.  A
+   block holds only its own answer pairs, never a dense P × K²; the dense
+   (P, K, K) array is the root's (or built once from it).
+
+Keys and look-ups are written over a key space (n_workers² here), not for
+pairs alone: worker triples (third-order statistics) index the same way,
+with keys ``(w1 · n_workers + w2) · n_workers + w3``.
 """
 
 from __future__ import annotations
@@ -66,7 +82,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from ..core import memory
+from ..core import memory, threads
 from ..errors import DataError, UsageError, param
 
 _I64 = np.dtype(np.int64)
@@ -76,87 +92,166 @@ _I64 = np.dtype(np.int64)
 
 
 @njit(cache=True, nogil=True)
-def _union(a, b):  # pragma: no cover - compiled
-    """Sorted union of two sorted unique int64 arrays (counted first: the result is allocated at its size)."""
-    i = j = n = 0
-    while i < a.shape[0] and j < b.shape[0]:
-        if a[i] < b[j]:
-            i += 1
-        elif b[j] < a[i]:
-            j += 1
-        else:
-            i += 1
-            j += 1
-        n += 1
-    n += a.shape[0] - i + b.shape[0] - j
-    out = np.empty(n, dtype=np.int64)
-    i = j = k = 0
-    while i < a.shape[0] and j < b.shape[0]:
-        if a[i] < b[j]:
-            out[k] = a[i]
-            i += 1
-        elif b[j] < a[i]:
-            out[k] = b[j]
-            j += 1
-        else:
-            out[k] = a[i]
-            i += 1
-            j += 1
-        k += 1
-    while i < a.shape[0]:
-        out[k] = a[i]
-        i += 1
-        k += 1
-    while j < b.shape[0]:
-        out[k] = b[j]
-        j += 1
-        k += 1
-    return out
-
-
-@njit(cache=True, nogil=True)
-def _merge_add(ka, va, kb, vb):  # pragma: no cover - compiled
-    """Sorted merge of two sparse vectors (sorted unique keys, values), adding the values of equal keys as a + b."""
+def _merge(ka, va, kb, vb):  # pragma: no cover - compiled
+    """Sorted merge of two sparse vectors (sorted unique int64 keys; values, or none): equal keys once, values
+    added as a + b.  Empty ``va`` and ``vb``: keys only (a sorted union).  Counted first: allocated at its size."""
     i = j = n = 0
     while i < ka.shape[0] and j < kb.shape[0]:
-        if ka[i] < kb[j]:
+        if ka[i] <= kb[j]:
+            j += ka[i] == kb[j]
             i += 1
-        elif kb[j] < ka[i]:
-            j += 1
         else:
-            i += 1
             j += 1
         n += 1
     n += ka.shape[0] - i + kb.shape[0] - j
+    with_values = va.shape[0] > 0 or vb.shape[0] > 0
     keys = np.empty(n, dtype=np.int64)
-    vals = np.empty(n, dtype=va.dtype)
-    i = j = k = 0
-    while i < ka.shape[0] and j < kb.shape[0]:
-        if ka[i] < kb[j]:
+    vals = np.empty(n if with_values else 0, dtype=va.dtype)
+    i = j = 0
+    for k in range(n):
+        take_a = j == kb.shape[0] or (i < ka.shape[0] and ka[i] <= kb[j])
+        take_b = i == ka.shape[0] or (j < kb.shape[0] and kb[j] <= ka[i])
+        if take_a and take_b:
             keys[k] = ka[i]
-            vals[k] = va[i]
+            if with_values:
+                vals[k] = va[i] + vb[j]
             i += 1
-        elif kb[j] < ka[i]:
-            keys[k] = kb[j]
-            vals[k] = vb[j]
             j += 1
+        elif take_a:
+            keys[k] = ka[i]
+            if with_values:
+                vals[k] = va[i]
+            i += 1
         else:
-            keys[k] = ka[i]
-            vals[k] = va[i] + vb[j]
-            i += 1
+            keys[k] = kb[j]
+            if with_values:
+                vals[k] = vb[j]
             j += 1
-        k += 1
-    while i < ka.shape[0]:
-        keys[k] = ka[i]
-        vals[k] = va[i]
-        i += 1
-        k += 1
-    while j < kb.shape[0]:
-        keys[k] = kb[j]
-        vals[k] = vb[j]
-        j += 1
-        k += 1
     return keys, vals
+
+
+@njit(cache=True, nogil=True)
+def _scatter_add(dense, keys, values):  # pragma: no cover - compiled
+    """``dense[keys[i]] += values[i]`` in order (``values`` empty: ``+= 1``, each key counting once)."""
+    if values.shape[0] == 0:
+        for i in range(keys.shape[0]):
+            dense[keys[i]] += 1
+    else:
+        for i in range(keys.shape[0]):
+            dense[keys[i]] += values[i]
+
+
+@njit(cache=True, nogil=True)
+def _set_bits(bits, keys):  # pragma: no cover - compiled
+    """Set the bits ``keys`` (each < 64 · len(bits)) of the bitmap ``bits`` (int64 words, bit k of word k >> 6)."""
+    for i in range(keys.shape[0]):
+        bits[keys[i] >> 6] |= np.int64(1) << (keys[i] & 63)
+
+
+@njit(cache=True, nogil=True)
+def _popcount(x):  # pragma: no cover - compiled
+    """Set bits of an int64 word (all 64: the sign bit counted apart, so the shifts below see x ≥ 0)."""
+    n = np.int64(1) if x < 0 else np.int64(0)
+    x &= np.int64(0x7FFFFFFFFFFFFFFF)
+    x -= (x >> 1) & np.int64(0x5555555555555555)
+    x = (x & np.int64(0x3333333333333333)) + ((x >> 2) & np.int64(0x3333333333333333))
+    x = (x + (x >> 4)) & np.int64(0x0F0F0F0F0F0F0F0F)
+    return n + ((x * np.int64(0x0101010101010101)) >> 56 & 0xFF)
+
+
+@njit(cache=True, nogil=True)
+def _keys_of_bits(bits):  # pragma: no cover - compiled
+    """The set bits of a bitmap as sorted int64 keys."""
+    n = 0
+    for w in range(bits.shape[0]):
+        n += _popcount(bits[w])
+    keys = np.empty(n, dtype=np.int64)
+    n = 0
+    for w in range(bits.shape[0]):
+        word = bits[w]
+        r = 0
+        while word != 0:
+            if word & 1:
+                keys[n] = (np.int64(w) << 6) + r
+                n += 1
+            word = (word >> 1) & np.int64(0x7FFFFFFFFFFFFFFF)  # a logical shift: the sign bit moves down too
+            r += 1
+    return keys
+
+
+@njit(cache=True, nogil=True)
+def _ranked(bits):  # pragma: no cover - compiled
+    """``ranked[w] = (bits[w], the set bits in words 0 .. w-1)``: a word and its rank side by side, so that a key's
+    position among the set keys is read from one cache line."""
+    ranked = np.empty((bits.shape[0], 2), dtype=np.int64)
+    n = 0
+    for w in range(bits.shape[0]):
+        ranked[w, 0] = bits[w]
+        ranked[w, 1] = n
+        n += _popcount(bits[w])
+    return ranked
+
+
+_GOLDEN = -7046029254386353131  # 0x9E3779B97F4A7C15 as int64: Fibonacci hashing
+
+
+@njit(cache=True, nogil=True)
+def _slot(q, mask):  # pragma: no cover - compiled
+    """The home slot of key ``q`` in a hash table of ``mask + 1`` (a power of two) slots."""
+    return ((q * _GOLDEN) >> 29) & mask
+
+
+@njit(cache=True, nogil=True)
+def _hash_table(keys, capacity):  # pragma: no cover - compiled
+    """``table[s] = (key, id)``: the sorted ``keys`` and their positions in an open-addressing hash table of
+    ``capacity`` slots (a power of two, more than the keys: linear probing ends at an empty slot, key -1)."""
+    table = np.full((capacity, 2), -1, dtype=np.int64)
+    mask = capacity - 1
+    for i in range(keys.shape[0]):
+        s = _slot(keys[i], mask)
+        while table[s, 0] >= 0:
+            s = (s + 1) & mask
+        table[s, 0] = keys[i]
+        table[s, 1] = i
+    return table
+
+
+@njit(cache=True, nogil=True)
+def _pair_id(q, keys, ranked, table):  # pragma: no cover - compiled
+    """The position of key ``q`` in the sorted ``keys`` (-1 if absent).
+
+    From the ranked bitmap ``ranked`` when given (:func:`_ranked`: one
+    read and a popcount); else from the hash table ``table``
+    (:func:`_hash_table`, about one read); else, neither given, by
+    bisection of ``keys``.
+    """
+    if ranked.shape[0]:
+        word = q >> 6
+        if q < 0 or word >= ranked.shape[0]:
+            return np.int64(-1)
+        r = q & 63
+        x = ranked[word, 0]
+        if (x >> r) & 1 == 0:
+            return np.int64(-1)
+        return ranked[word, 1] + _popcount(x & ((np.int64(1) << r) - 1))
+    if table.shape[0]:
+        mask = table.shape[0] - 1
+        s = _slot(q, mask)
+        for _ in range(table.shape[0]):  # bounded: a table with no empty slot ends too
+            if table[s, 0] == q:
+                return table[s, 1]
+            if table[s, 0] < 0:
+                return np.int64(-1)
+            s = (s + 1) & mask
+        return np.int64(-1)
+    lo, hi = 0, keys.shape[0]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if keys[mid] < q:
+            lo = mid + 1
+        else:
+            hi = mid
+    return np.int64(lo) if lo < keys.shape[0] and keys[lo] == q else np.int64(-1)
 
 
 @njit(cache=True, nogil=True)
@@ -191,12 +286,15 @@ def _longest(task_ptr, t0, t1):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _block_pair_keys(task_ptr, worker, t0, t1, n_workers, capacity):  # pragma: no cover - compiled
-    """Sorted unique keys ``w1 · n_workers + w2`` (w1 < w2) of the worker pairs sharing a task in tasks [t0, t1).
+def _block_pair_keys(task_ptr, worker, t0, t1, n_workers, capacity, bits):  # pragma: no cover - compiled
+    """The keys ``w1 · n_workers + w2`` (w1 < w2) of the worker pairs sharing a task in tasks [t0, t1).
 
-    ``capacity`` bounds the answer pairs of the range (Σ c(c−1)/2 over its tasks' answer counts c).
+    With a bitmap ``bits`` (n_workers² bits): set there (returns no keys).  Without (empty ``bits``): returned
+    sorted and unique -- ``capacity`` bounds the answer pairs of the range (Σ c(c−1)/2 over its tasks' answer
+    counts c).
     """
-    keys = np.empty(capacity, dtype=np.int64)
+    dense = bits.shape[0] > 0
+    keys = np.empty(0 if dense else capacity, dtype=np.int64)
     longest = _longest(task_ptr, t0, t1)
     order = np.empty(longest, dtype=np.int64)
     starts = np.empty(longest + 1, dtype=np.int64)
@@ -206,8 +304,14 @@ def _block_pair_keys(task_ptr, worker, t0, t1, n_workers, capacity):  # pragma: 
         for u in range(runs):
             wi = np.int64(worker[order[starts[u]]])
             for v in range(u + 1, runs):
-                keys[n] = wi * n_workers + worker[order[starts[v]]]
-                n += 1
+                q = wi * n_workers + worker[order[starts[v]]]
+                if dense:
+                    bits[q >> 6] |= np.int64(1) << (q & 63)
+                else:
+                    keys[n] = q
+                    n += 1
+    if dense:
+        return keys
     keys, _ = _radix_sort(keys[:n], n_workers * n_workers - 1)
     m = 0
     for i in range(n):
@@ -215,42 +319,6 @@ def _block_pair_keys(task_ptr, worker, t0, t1, n_workers, capacity):  # pragma: 
             keys[m] = keys[i]
             m += 1
     return keys[:m].copy()
-
-
-@njit(cache=True, nogil=True)
-def _gallop(arr, j, key):  # pragma: no cover - compiled
-    """The first position ≥ j of the sorted ``arr`` holding a value ≥ ``key``: doubling steps from j, then bisection
-    (cheap when the keys looked up, sorted too, are a sparse subset of ``arr``)."""
-    n = arr.shape[0]
-    if j >= n or arr[j] >= key:
-        return j
-    step = 1
-    while j + step < n and arr[j + step] < key:
-        step *= 2
-    lo = j + step // 2 + 1
-    hi = min(j + step, n)
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if arr[mid] < key:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-@njit(cache=True, nogil=True)
-def _to_pair_ids(keys, per_pair, known, ids):  # pragma: no cover - compiled
-    """Rewrite sorted keys ``pair_key · per_pair + r`` as ``ids[i] · per_pair + r`` in place, ``i`` the pair key's
-    position in the sorted ``known`` keys (``ids`` empty: the position itself, ``known`` being the index).  One
-    forward galloping walk, as both are sorted.  Returns the first pair key absent from ``known`` (-1 if none)."""
-    j = 0
-    for i in range(keys.shape[0]):
-        pk = keys[i] // per_pair
-        j = _gallop(known, j, pk)
-        if j == known.shape[0] or known[j] != pk:
-            return pk
-        keys[i] = (ids[j] if ids.shape[0] else j) * per_pair + keys[i] % per_pair
-    return np.int64(-1)
 
 
 @njit(cache=True, nogil=True)
@@ -294,22 +362,6 @@ def _radix_sort(keys, max_key):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _run_counts(keys, max_key):  # pragma: no cover - compiled
-    """Sorted unique keys (≤ ``max_key``) and how often each occurs (int64)."""
-    sk, _ = _radix_sort(keys, max_key)
-    n = sk.shape[0]
-    out_k = np.empty(n, dtype=np.int64)
-    out_v = np.zeros(n, dtype=np.int64)
-    m = -1
-    for i in range(n):
-        if m < 0 or sk[i] != out_k[m]:
-            m += 1
-            out_k[m] = sk[i]
-        out_v[m] += 1
-    return out_k[:m + 1].copy(), out_v[:m + 1].copy()
-
-
-@njit(cache=True, nogil=True)
 def _run_sums(keys, vals, max_key):  # pragma: no cover - compiled
     """Sorted unique keys (≤ ``max_key``) and the sums of their values, added in their given (task) order."""
     sk, order = _radix_sort(keys, max_key)
@@ -328,22 +380,23 @@ def _run_sums(keys, vals, max_key):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _block_pair_entries(task_ptr, worker, label, t0, t1, n_workers, n_classes, weights, weighted,
-                        capacity):  # pragma: no cover - compiled
-    """The answer pairs of tasks [t0, t1) as keyed entries, in task order.
+def _block_pair_entries(task_ptr, worker, label, t0, t1, n_workers, n_classes, weights, weighted, capacity,
+                        index, ranked, table):  # pragma: no cover - compiled
+    """The answer pairs of tasks [t0, t1) as entries keyed by pair id, in task order.
 
-    Returns ``(cell_key, cell_w, pair_key, pair_w)``: one ``cell_key = q ·
-    K² + a · K + b`` per answer pair of two different workers (``q = w1 ·
-    n_workers + w2`` the pair's key, ``a`` w1's answer, ``b`` w2's), one
-    ``pair_key = q`` per pair of different workers per task; ``*_w`` the
-    task's weight for each (empty unless ``weighted``).  Keyed by the pair
-    key, not its id: no look-up per pair (the block's sorted unique keys
-    are mapped to ids afterwards in one walk, :func:`_to_pair_ids`).
-    ``q · K² < n_workers² K² ≤ 2⁶²`` (a Part keeps workers × K within int32).
+    Returns ``(cell_key, cell_w, pair_id, pair_w, missing)``: one
+    ``cell_key = p · K² + a · K + b`` per answer pair of two different
+    workers (``p`` the pair's id: the position of its key ``w1 ·
+    n_workers + w2`` in ``index``, found by :func:`_pair_id`; ``a`` w1's
+    answer, ``b`` w2's), one ``pair_id = p`` per pair of different workers
+    per task; ``*_w`` the task's weight for each (empty unless
+    ``weighted``).  One look-up per pair and task, not per answer pair.
+    ``missing``: the first pair key absent from the index (-1 if none; the
+    entries are then incomplete).  ``p · K² < P · K²`` (checked < 2⁶³).
     """
     k2 = np.int64(n_classes) * n_classes
     cell_key = np.empty(capacity, dtype=np.int64)
-    pair_key = np.empty(capacity, dtype=np.int64)
+    pair_id = np.empty(capacity, dtype=np.int64)
     cell_w = np.empty(capacity if weighted else 0, dtype=np.float64)
     pair_w = np.empty(capacity if weighted else 0, dtype=np.float64)
     longest = _longest(task_ptr, t0, t1)
@@ -358,12 +411,15 @@ def _block_pair_entries(task_ptr, worker, label, t0, t1, n_workers, n_classes, w
             key_u = np.int64(worker[order[starts[u]]]) * n_workers
             for v in range(u + 1, runs):
                 q = key_u + worker[order[starts[v]]]
-                pair_key[npair] = q
+                p = _pair_id(q, index, ranked, table)
+                if p < 0:
+                    return cell_key[:0], cell_w[:0], pair_id[:0], pair_w[:0], q
+                pair_id[npair] = p
                 if weighted:
                     pair_w[npair] = wt
                 npair += 1
                 for x in range(starts[u], starts[u + 1]):
-                    base = q * k2 + np.int64(label[order[x]]) * n_classes
+                    base = p * k2 + np.int64(label[order[x]]) * n_classes
                     for y in range(starts[v], starts[v + 1]):
                         cell_key[nc] = base + label[order[y]]
                         if weighted:
@@ -371,47 +427,154 @@ def _block_pair_entries(task_ptr, worker, label, t0, t1, n_workers, n_classes, w
                         nc += 1
     nc_w = nc if weighted else 0
     np_w = npair if weighted else 0
-    return cell_key[:nc], cell_w[:nc_w], pair_key[:npair], pair_w[:np_w]
+    return cell_key[:nc], cell_w[:nc_w], pair_id[:npair], pair_w[:np_w], np.int64(-1)
 
 
 # ------------------------------------------------------------------------------------ sums of the tree
 
+#: A sum of the tree turns dense once its sparse operands would take this share of the dense form's bytes (1: as
+#: many bytes; 0: dense from the first add; inf: never).  Only memory and speed depend on it, never a bit.
+DENSE_SWITCH = 1.0
+
+
+def _words(space: int) -> int:
+    return (int(space) + 63) // 64
+
 
 @dataclass(eq=False)
 class PairSet:
-    """A sorted set of pair keys; ``a + b`` is the sorted union (a sum of the reduction tree).
+    """A set of pair keys in ``[0, space)``; ``a + b`` is the union (a sum of the reduction tree).
+
+    Sorted keys while sparse; a bitmap (``space`` bits) once the keys would
+    take as much memory (64 keys per 64-bit word of the bitmap: a node of
+    ``n`` keys turns dense when ``64 n ≥ space``).  A set is the same set in
+    either form, so the form never changes a result.
 
     Attributes
     ----------
     keys : ndarray of int64, shape (n,)
-        Sorted, unique: ``w1 · n_workers + w2`` with ``w1 < w2``.
+        Sorted, unique: ``w1 · n_workers + w2`` with ``w1 < w2`` (empty while ``bits`` holds the set).
+    bits : ndarray of int64, shape (ceil(space / 64),), or None
+        The set as a bitmap: key ``q`` is bit ``q & 63`` of word ``q >> 6``.
+    space : int
+        How many keys there could be (``n_workers²``); 0: unknown, the set stays sorted.
     """
 
     keys: np.ndarray
+    bits: np.ndarray | None = None
+    space: int = 0
 
     def __add__(self, other: PairSet) -> PairSet:
-        return PairSet(_union(self.keys, other.keys))
+        if self.bits is None and other.bits is None:
+            n = len(self.keys) + len(other.keys)
+            if not self.space or 64 * n < DENSE_SWITCH * self.space:
+                return PairSet(_merge(self.keys, _NO_VALUES, other.keys, _NO_VALUES)[0], None, self.space)
+            bits = np.zeros(_words(self.space), dtype=np.int64)
+            _set_bits(bits, _in_space(self.keys, self.space))
+            into, other = PairSet(_NO_KEYS, bits, self.space), other
+        else:
+            into, other = (self, other) if self.bits is not None else (other, self)
+        assert into.bits is not None
+        if into.bits.shape != (_words(into.space),) or into.bits.dtype != _I64:
+            raise DataError(f"a bitmap of {into.bits.shape} {into.bits.dtype} words for {into.space:,} keys")
+        if other.bits is None:
+            _set_bits(into.bits, _in_space(other.keys, into.space))
+        else:
+            if other.bits.shape != into.bits.shape:
+                raise DataError(f"pair sets over {into.space:,} and {other.space:,} keys cannot be added")
+            np.bitwise_or(into.bits, other.bits, out=into.bits)
+        return into
+
+    def sorted_keys(self) -> np.ndarray:
+        """The set's keys, sorted."""
+        return self.keys if self.bits is None else _keys_of_bits(self.bits)
+
+
+_NO_KEYS = np.empty(0, dtype=np.int64)
+_NO_VALUES = np.empty(0, dtype=np.float64)
+
+
+def _in_space(keys: np.ndarray, space: int) -> np.ndarray:
+    """``keys`` once checked to lie in ``[0, space)``: the scatter kernels index without bounds checks."""
+    if len(keys) and (int(keys.min()) < 0 or int(keys.max()) >= space):
+        bad = int(keys.min()) if int(keys.min()) < 0 else int(keys.max())
+        raise DataError(f"key {bad:,} is outside the {space:,} entries of the sum it is added to")
+    return keys
 
 
 @dataclass(eq=False)
 class SparseSum:
-    """A sparse vector: sorted unique int64 ``keys`` and their ``values``; absent keys are zeros.
+    """A vector of ``size`` entries, absent entries zero, in one of three forms; ``a + b`` adds two of one pass.
 
-    ``a + b`` is a sorted merge adding the values of equal keys (``a``'s
-    value first), so the tree's total equals, bit for bit, the sum of the
-    dense vectors (``x + 0 == x``).
+    * **sorted**: sorted unique int64 ``keys`` and their ``values``;
+    * **counts**: ``keys`` in any order, repeats allowed, ``values`` None --
+      each occurrence counts 1 (int64): an unweighted block's answer pairs,
+      never sorted, since integer sums do not depend on the order;
+    * **dense**: ``keys`` None, ``values`` the whole vector.
+
+    ``a + b``: two sorted sums merge (equal keys add as ``a + b``), two
+    counts concatenate -- until the operands would take as much memory as
+    the dense vector (16 or 8 bytes an entry against 8 a cell: ``size`` 0
+    never turns dense); then, and whenever one side is dense, the other is
+    added into the dense one in place (the tree owns its operands).  Each
+    entry of the result is ``a[k] + b[k]`` in every form, absent keys
+    adding as ``x + 0 == x`` (no value is ever -0.0: the weights are
+    normalised), so the tree's total is bit-identical to a dense
+    reduction's, whatever form each node takes.
     """
 
-    keys: np.ndarray
-    values: np.ndarray
+    keys: np.ndarray | None
+    values: np.ndarray | None
+    size: int = 0
+
+    @property
+    def form(self) -> str:
+        return "dense" if self.keys is None else "counts" if self.values is None else "sorted"
 
     def __add__(self, other: SparseSum) -> SparseSum:
-        return SparseSum(*_merge_add(self.keys, self.values, other.keys, other.values))
+        if self.size != other.size or (self.form != other.form and "dense" not in (self.form, other.form)):
+            raise DataError(f"sums of {self.size:,} {self.form} and {other.size:,} {other.form} entries cannot "
+                            "be added")
+        if self.keys is not None and other.keys is not None:
+            n = len(self.keys) + len(other.keys)
+            entry = 8 if self.values is None else 16
+            if not self.size or entry * n < DENSE_SWITCH * 8 * self.size:
+                if self.values is None:
+                    return SparseSum(np.concatenate([self.keys, other.keys]), None, self.size)
+                assert other.values is not None
+                keys, values = _merge(self.keys, self.values, other.keys, other.values)
+                return SparseSum(keys, values, self.size)
+            into, other = SparseSum(None, self.dense(self.size), self.size), other
+        else:
+            into, other = (self, other) if self.keys is None else (other, self)
+        assert into.values is not None
+        if into.values.shape != (into.size,) or other.dtype != into.values.dtype:
+            raise DataError(f"a dense sum of {into.values.shape} {into.values.dtype} entries for {into.size:,}, "
+                            f"added {other.dtype} values")
+        if other.keys is None:
+            assert other.values is not None
+            np.add(into.values, other.values, out=into.values)  # x + y == y + x: either side may take the sum
+        else:
+            _scatter_add(into.values, _in_space(other.keys, into.size),
+                         _NO_VALUES if other.values is None else other.values)
+        return into
+
+    @property
+    def dtype(self) -> np.dtype:
+        return _I64 if self.values is None else self.values.dtype
 
     def dense(self, size: int) -> np.ndarray:
-        """The vector as a dense array of ``size`` entries."""
-        out = np.zeros(size, dtype=self.values.dtype)
-        out[self.keys] = self.values
+        """The vector as a dense array of ``size`` entries (the dense form's own array)."""
+        if self.keys is None:
+            assert self.values is not None
+            if self.values.shape != (size,):
+                raise DataError(f"a dense sum of {self.values.shape[0]:,} entries read as {size:,}")
+            return self.values
+        out = np.zeros(size, dtype=self.dtype)
+        if self.values is None:
+            _scatter_add(out, _in_space(self.keys, size), _NO_VALUES)
+        else:
+            out[self.keys] = self.values
         return out
 
 
@@ -436,12 +599,20 @@ class PairBound:
 
 @dataclass(frozen=True)
 class StatsParams:
-    """The statistics pass's broadcast parameters: the pair index's keys, the per-task weights (or None)."""
+    """The statistics pass's broadcast parameters: the pair index's keys, the per-task weights (or None).
+
+    ``ranked`` or ``table`` (:func:`pair_lookup`): the index as a bitmap
+    over the n_workers² keys with each word's rank, so that a pair's id is
+    one read and a popcount; or, where that bitmap would be large, a hash
+    table of its keys and ids.  Neither: a bisection of ``index``.
+    """
 
     index: np.ndarray
     weights: np.ndarray | None = None
     n_workers: int | None = None  # the index's data: a block of other data is refused (its keys differ)
     n_classes: int | None = None
+    ranked: np.ndarray | None = None
+    table: np.ndarray | None = None
 
 
 # ---------------------------------------------------------------------------------- block functions
@@ -471,20 +642,29 @@ def bound_block(part: Any, b: int, params: Any, keep: bool) -> tuple[PairBound, 
 
 
 def index_block(part: Any, b: int, params: Any, keep: bool) -> tuple[PairSet, None]:
-    """Block function of the index pass: the sorted unique keys of the block's co-labelled worker pairs."""
+    """Block function of the index pass: the block's co-labelled worker pairs, a :class:`PairSet`.
+
+    A bitmap over the n_workers² keys straight away when the block's answer
+    pairs would fill it (64 keys a word: no sort), else its sorted unique keys.
+    """
     b = _block(part, b)
     start, stop = part.tasks_of(b)
-    keys = _block_pair_keys(part.task_ptr, part.worker, start, stop, np.int64(part.n_workers),
-                            _answer_pairs(part, b))
-    return PairSet(keys), None
+    w = int(part.n_workers)
+    pairs = _answer_pairs(part, b)
+    space = w * w
+    bits = np.zeros(_words(space) if space and 64 * pairs >= DENSE_SWITCH * space else 0, dtype=np.int64)
+    keys = _block_pair_keys(part.task_ptr, part.worker, start, stop, np.int64(w), pairs, bits)
+    return PairSet(keys, bits if len(bits) else None, space), None
 
 
 def stats_block(part: Any, b: int, params: StatsParams, keep: bool) -> tuple[tuple[SparseSum, ...], None]:
-    """Block function of the statistics pass: sparse joint counts and task counts (and weights) by pair id.
+    """Block function of the statistics pass: joint counts and task counts (and weights) by pair id.
 
     Sums: ``(joint, n_tasks)`` -- or ``(joint, n_tasks, weight)`` when
     ``params.weights`` is given -- each a :class:`SparseSum`; ``joint``
-    keyed ``p · K² + a · K + b``, the others by pair id ``p``.
+    keyed ``p · K² + a · K + b`` (P · K² entries), the others by pair id
+    ``p`` (P entries).  Counts are the block's answer pairs unsorted (the
+    counts form); weighted sums are sorted and added in task order.
     """
     b = _block(part, b)
     for name in ("n_workers", "n_classes"):
@@ -492,6 +672,7 @@ def stats_block(part: Any, b: int, params: StatsParams, keep: bool) -> tuple[tup
         if given is not None and given != getattr(part, name):
             raise DataError(f"the pair index was built from data of {given:,} {name[2:]}, this has "
                             f"{getattr(part, name):,}: build it on the same engine")
+    ranked, table = _check_lookup(params, int(part.n_workers))
     start, stop = part.tasks_of(b)
     weighted = params.weights is not None
     weights = np.empty(0, dtype=np.float64)
@@ -501,24 +682,39 @@ def stats_block(part: Any, b: int, params: StatsParams, keep: bool) -> tuple[tup
                             f"{part.first_task + part.n_tasks:,}")
         weights = part.task_rows(params.weights)
     n_workers, k = int(part.n_workers), int(part.n_classes)
-    cell_key, cell_w, pair_key, pair_w = _block_pair_entries(
+    index = np.ascontiguousarray(params.index, dtype=np.int64)
+    cell_key, cell_w, pair_id, pair_w, missing = _block_pair_entries(
         part.task_ptr, part.worker, part.label, start, stop, np.int64(n_workers), np.int64(k), weights, weighted,
-        _answer_pairs(part, b))
-    top_pair = max(n_workers * n_workers - 1, 0)
-    joint = _run_sums(cell_key, cell_w, top_pair * k * k + k * k - 1) if weighted \
-        else _run_counts(cell_key, top_pair * k * k + k * k - 1)
-    shared = _run_counts(pair_key, top_pair)
-    sums = [joint, shared] + ([_run_sums(pair_key, pair_w, top_pair)] if weighted else [])
-    block_pairs = shared[0].copy()  # the block's pairs, sorted: ids looked up in the index once each
-    missing = _to_pair_ids(shared[0], np.int64(1), params.index, np.empty(0, dtype=np.int64))
+        _answer_pairs(part, b), index, ranked, table)
     if missing >= 0:
         w1, w2 = divmod(int(missing), n_workers)
         raise DataError(f"the pair index does not hold workers ({w1}, {w2}), who share a task: "
                         "it was built from other data")
-    for (keys, _), per_pair in zip(sums, [k * k, 1, 1]):
-        if keys is not shared[0]:  # the other sums' pairs are the block's pairs: a walk of those, not the index
-            _to_pair_ids(keys, np.int64(per_pair), block_pairs, shared[0])
-    return tuple(SparseSum(keys, values) for keys, values in sums), None
+    n_pairs = len(index)
+    cells = n_pairs * k * k
+    n_tasks = SparseSum(pair_id, None, n_pairs)
+    if not weighted:
+        return (SparseSum(cell_key, None, cells), n_tasks), None
+    cell_sums = _run_sums(cell_key, cell_w, max(cells - 1, 0))
+    pair_sums = _run_sums(pair_id, pair_w, max(n_pairs - 1, 0))
+    return (SparseSum(cell_sums[0], cell_sums[1], cells), n_tasks, SparseSum(pair_sums[0], pair_sums[1], n_pairs)), None
+
+
+def _check_lookup(params: StatsParams, n_workers: int) -> tuple[np.ndarray, np.ndarray]:
+    """``params``' ranked bitmap and hash table (empty where None), checked to fit the data: the look-up kernel
+    reads them without bounds checks.  (An id past the index gives a key past the sums' entries, refused when the
+    sums are added.)"""
+    checked = []
+    for name, rows in (("ranked bitmap", _words(n_workers * n_workers)), ("hash table", None)):
+        given = params.ranked if rows is not None else params.table
+        arr = np.empty((0, 2), dtype=np.int64) if given is None else np.ascontiguousarray(given, dtype=np.int64)
+        n = arr.shape[0] if arr.ndim == 2 else -1
+        if given is not None and (arr.ndim != 2 or arr.shape[1] != 2 or n != (n if rows is None else rows)
+                                  or (rows is None and (n < 1 or n & (n - 1)))):
+            want = f"({rows:,}, 2) for {n_workers:,}² workers" if rows is not None else "(a power of two, 2)"
+            raise DataError(f"the pair index's {name} has shape {arr.shape}, not {want}: build it with pair_lookup")
+        checked.append(arr)
+    return checked[0], checked[1]
 
 
 # ------------------------------------------------------------------------------------------- public API
@@ -617,12 +813,56 @@ def pair_index(engine: Any, *, max_memory: memory.MaxMemory = None) -> PairIndex
     bound = _bound(engine)
     w = bound.n_workers
     most = min(bound.answer_pairs, w * (w - 1) // 2)
-    # a block sorts its answer pairs' keys (2 × 8 bytes); a merge of the tree holds two operands and the result
-    need = max(16 * bound.largest_block, 24 * most)
+    # a block sorts its answer pairs' keys (a copy, the order and their buffers: 5 × 8 bytes) unless a bitmap of
+    # the w² keys is smaller; a node of the tree, sorted keys or that bitmap, and a union holds three
+    bitmap = _words(w * w) * 8
+    block = bitmap if 64 * bound.largest_block >= w * w else 40 * bound.largest_block
+    need = max(block, 3 * min(8 * most, bitmap)) + 8 * most
     memory.check(need, f"up to {most:,} co-labelled worker pairs, {bound.largest_block:,} in the largest block "
                        "(a task answered by n workers has n(n-1)/2 pairs)", max_memory)
     total, _ = engine.map_reduce(index_block, None)
-    return PairIndex(total.keys, w, bound.n_classes, bound.n_tasks, bound.answer_pairs, bound.largest_block)
+    return PairIndex(total.sorted_keys(), w, bound.n_classes, bound.n_tasks, bound.answer_pairs,
+                     bound.largest_block)
+
+
+#: A pair's id is read from a bitmap of the n_workers² keys and its word ranks (n_workers² / 4 bytes) when that
+#: takes at most this many bytes per pair of the index (or :data:`LOOKUP_MIN_BYTES`), else from a hash table (32 to
+#: 64 bytes a pair).
+LOOKUP_BYTES_PER_PAIR = 32
+LOOKUP_MIN_BYTES = 1 << 20
+
+
+def pair_lookup(index: PairIndex) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """``(ranked, table)``: how the statistics pass finds a pair's id (its position in ``index.keys``).
+
+    ``ranked``, shape (ceil(n_workers² / 64), 2): ``index`` as a bitmap over
+    the n_workers² pair keys (``ranked[:, 0]``, key ``q`` the bit ``q & 63``
+    of word ``q >> 6``) beside the set bits before each word
+    (``ranked[:, 1]``); a key's id is then the rank of its word plus the set
+    bits below it there, no search.  Where the bitmap
+    would take more than :data:`LOOKUP_BYTES_PER_PAIR` bytes a pair (and
+    more than :data:`LOOKUP_MIN_BYTES`) -- many workers, few of their pairs co-labelled --
+    ``(None, table)``: an open-addressing hash table of ``(key, id)`` rows,
+    at least twice as many slots as pairs.
+    """
+    w = index.n_workers
+    if _lookup_bytes(index) == 16 * _words(w * w):
+        bits = np.zeros(_words(w * w), dtype=np.int64)
+        _set_bits(bits, _in_space(index.keys, w * w))
+        return _ranked(bits), None
+    return None, _hash_table(index.keys, _table_slots(index.n_pairs))
+
+
+def _table_slots(n_keys: int) -> int:
+    return 1 << max(2 * int(n_keys), 1).bit_length()
+
+
+def _lookup_bytes(index: PairIndex) -> int:
+    """The bytes of :func:`pair_lookup`'s ranked bitmap, or of its hash table where the bitmap would be large."""
+    bitmap = 16 * _words(index.n_workers ** 2)
+    if bitmap <= max(LOOKUP_BYTES_PER_PAIR * index.n_pairs, LOOKUP_MIN_BYTES):
+        return bitmap
+    return 16 * _table_slots(index.n_pairs)
 
 
 def _check_weights(weights: Any, n_tasks: int) -> np.ndarray:
@@ -661,13 +901,18 @@ def pair_statistics(engine: Any, index: PairIndex, weights: Any = None, *,
     if n_pairs * k * k >= 2**63:
         raise DataError(f"{n_pairs:,} pairs × {k}² classes exceed the int64 keys of the joint counts")
     w = None if weights is None else _check_weights(weights, index.n_tasks)
-    cells = min(index.answer_pairs, n_pairs * k * k)
-    # a block: its answer pairs' keys, weights, sort order and runs (≤ 48 bytes each); the tree: three
-    # operands of ≤ cells entries (16 bytes); the dense result: P × K² values and P counts
-    need = max(48 * index.largest_block, 48 * cells) + 8 * n_pairs * (k * k + 2)
+    entries = n_pairs * (k * k + 1 + (w is not None))  # the result's: P × K² joint cells, P counts (, P weights)
+    blocks = max(int(getattr(engine, "n_blocks", 1)), 1)
+    live = (max(blocks - 1, 0).bit_length() + 2) * threads.count()  # tree nodes held at once: a stack a thread
+    # a block in flight: its entries (16 bytes an answer pair; weighted also their weights and the sort's
+    # copies: ~104); the tree's nodes: ≤ 16 bytes an answer pair they cover until dense (8 bytes an entry),
+    # twice that while two merge into a third; the result; the pair look-up
+    per_pair = 16 if w is None else 104
+    need = (per_pair * index.largest_block * threads.count() + min(32 * index.answer_pairs, 8 * live * entries)
+            + 8 * entries + _lookup_bytes(index))
     memory.check(need, f"{n_pairs:,} worker pairs × {k}² classes, {index.largest_block:,} answer pairs in the "
                        "largest block", max_memory)
-    total, _ = engine.map_reduce(stats_block, StatsParams(index.keys, w, index.n_workers, k))
+    total, _ = engine.map_reduce(stats_block, StatsParams(index.keys, w, index.n_workers, k, *pair_lookup(index)))
     joint = total[0].dense(n_pairs * k * k).reshape(n_pairs, k, k)
     n_tasks = total[1].dense(n_pairs)
     weight = total[2].dense(n_pairs) if w is not None else None
@@ -708,5 +953,6 @@ def co_occurrence(engine: Any, weights: Any = None, *, max_memory: memory.MaxMem
     return pair_statistics(engine, pair_index(engine, max_memory=max_memory), weights, max_memory=max_memory)
 
 
-__all__ = ["CoOccurrence", "PairBound", "PairIndex", "PairSet", "SparseSum", "StatsParams", "bound_block",
-           "co_occurrence", "index_block", "pair_index", "pair_statistics", "stats_block"]
+__all__ = ["DENSE_SWITCH", "LOOKUP_BYTES_PER_PAIR", "LOOKUP_MIN_BYTES", "CoOccurrence", "PairBound", "PairIndex",
+           "PairSet", "SparseSum", "StatsParams", "bound_block", "co_occurrence", "index_block", "pair_index",
+           "pair_lookup", "pair_statistics", "stats_block"]

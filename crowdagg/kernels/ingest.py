@@ -1,9 +1,8 @@
-"""Ingest kernels: the counting sort by task, repeated answers, record scanning, integer-like ids."""
+"""Ingest kernels: the counting sort by task, repeated answers, record scanning, the name encoder's tables."""
 
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
 
 import numpy as np
 from numba import njit
@@ -331,141 +330,177 @@ def _prefixed_max(offsets, data, prefix):  # pragma: no cover - compiled
     return top
 
 
-@njit(cache=True, nogil=True)
-def _prefixed_codes(offsets, data, p, table, codes, base, first_row, n_codes):  # pragma: no cover - compiled
-    """Codes of a chunk already checked by :func:`_prefixed_max` (prefix length ``p``)."""
-    for i in range(offsets.shape[0] - 1):
-        v = 0
-        for k in range(offsets[i] + p, offsets[i + 1]):
-            v = v * 10 + (np.int64(data[k]) - 48)
-        c = table[v]
-        if c < 0:
-            c = n_codes
-            table[v] = c
-            first_row[c] = base + i
-            n_codes += 1
-        codes[base + i] = c
-    return n_codes
-
-
-def prefixed_int_codes(chunks: list[tuple[np.ndarray, np.ndarray]], prefix: bytes, n: int) -> Any:
-    """Codes in order of first appearance for ids that are all ``prefix`` + an integer in canonical form.
-
-    ``chunks`` are (offsets, data) of Arrow string chunks.  Such ids map
-    one-to-one to their integers (no leading zeros, at most 18 digits), so a
-    direct-address table indexed by the integer replaces hashing the text.
-    Returns (codes int32, first row of each code int64) or None when an id
-    has another form or the integers are too sparse for a table (at most
-    4 entries per row).  Offsets outside the data, or chunks not holding
-    ``n`` strings in all, are a :class:`~crowdagg.errors.DataError`.
-    """
-    from ..errors import DataError
-    from .validate import as_code_array
-
-    pre = _bytes_array(prefix, "prefix")
-    # Integer offsets and byte data in numba's native layout, before any kernel reads them.
-    chunks = [(np.ascontiguousarray(as_code_array(offsets, "offsets")), _bytes_array(data)) for offsets, data in chunks]
-    if sum(max(len(offsets) - 1, 0) for offsets, _ in chunks) != n:
-        raise DataError(f"the chunks hold {sum(max(len(o) - 1, 0) for o, _ in chunks):,} strings, not n={n:,}")
-    top = 0
-    for offsets, data in chunks:
-        m = _prefixed_max(offsets, data, pre)
-        if m == -2:
-            raise DataError("a string offset points outside its chunk's data, or offsets run backwards")
-        if m < 0:
-            return None
-        top = max(top, m)
-    if top + 1 > max(4 * n, 1 << 16) or top >= 2**31 - 1:
-        return None
-    table = np.full(top + 1, -1, dtype=np.int32)
-    codes = np.empty(n, dtype=np.int32)
-    first_row = np.empty(min(n, top + 1), dtype=np.int64)
-    n_codes = 0
-    base = 0
-    for offsets, data in chunks:
-        n_codes = _prefixed_codes(offsets, data, len(prefix), table, codes, base, first_row, n_codes)
-        base += offsets.shape[0] - 1
-    return codes, first_row[:n_codes]
-
-
 # --------------------------------------------------------------------------- growing vocabularies
-#: Multiplier of the hash's final mix (splitmix64's), as a signed int64: numba's int64 arithmetic wraps.
-_MIX = np.int64(-4658895280553007687)
+#: The hash's constants, unsigned (numba mixes uint64 with int64 into float64: the hash stays uint64 throughout):
+#: a multiplier a word (the 64-bit golden ratio, odd) and splitmix64's final mix.
+_WORD_MUL = np.uint64(0x9E3779B97F4A7C15)
+_MIX = np.uint64(0xBF58476D1CE4E5B9)
+#: Rows hashed, then looked up, together: their table loads are independent, so their cache misses overlap.
+_BATCH = 32
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
+def _load8(data, p):  # pragma: no cover - compiled
+    """``data[p:p + 8]`` as a little-endian word: with an unsigned index (no negative-index fix-up) LLVM
+    merges the eight byte loads into one unaligned load."""
+    q = np.uint64(p)
+    return (np.uint64(data[q]) | (np.uint64(data[q + np.uint64(1)]) << np.uint64(8))
+            | (np.uint64(data[q + np.uint64(2)]) << np.uint64(16))
+            | (np.uint64(data[q + np.uint64(3)]) << np.uint64(24))
+            | (np.uint64(data[q + np.uint64(4)]) << np.uint64(32))
+            | (np.uint64(data[q + np.uint64(5)]) << np.uint64(40))
+            | (np.uint64(data[q + np.uint64(6)]) << np.uint64(48))
+            | (np.uint64(data[q + np.uint64(7)]) << np.uint64(56)))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _short(data, lo, hi):  # pragma: no cover - compiled
+    """A string of 1 to 7 bytes, ``data[lo:hi]``, as a little-endian word, zero above it: the eight
+    bytes from ``lo`` masked where ``data`` holds them, else the eight ending at ``hi`` shifted down
+    (what the shift keeps is the string's); byte by byte only in a buffer shorter than eight bytes."""
+    n = hi - lo
+    if lo + 8 <= data.shape[0]:
+        return _load8(data, lo) & ((np.uint64(1) << np.uint64(8 * n)) - np.uint64(1))
+    if hi >= 8:
+        return _load8(data, hi - 8) >> np.uint64(8 * (8 - n))
+    w = np.uint64(0)
+    for k in range(n):
+        w |= np.uint64(data[lo + k]) << np.uint64(8 * k)
+    return w
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _hash_bytes(data, lo, hi):  # pragma: no cover - compiled
-    h = np.int64(hi - lo)
-    for p in range(lo, hi):
-        h = h * np.int64(31) + np.int64(data[p])
-    h ^= h >> np.int64(31)
+    """A 64-bit hash of ``data[lo:hi]`` (as int64), then splitmix64's final mix (the table takes the low
+    bits, the tag bits 32..62).
+
+    Eight bytes a step, one multiply a word, the length mixed in first: a
+    string of 8 bytes or more is read as its whole words and then the last
+    eight bytes (overlapping the word before: no partial word, no branch on
+    where the string lies in ``data``); a shorter one as one word (:func:`_short`).
+    """
+    n = hi - lo
+    h = np.uint64(n) * _MIX
+    if n >= 8:
+        p = lo
+        while p + 8 < hi:
+            h = (h ^ _load8(data, p)) * _WORD_MUL
+            p += 8
+        h = (h ^ _load8(data, hi - 8)) * _WORD_MUL
+    elif n > 0:
+        h = (h ^ _short(data, lo, hi)) * _WORD_MUL
+    h ^= h >> np.uint64(31)
     h *= _MIX
-    h ^= h >> np.int64(29)
-    return h
+    h ^= h >> np.uint64(29)
+    return np.int64(h)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _same_bytes(a, alo, b, blo, n):  # pragma: no cover - compiled
+    """Whether ``a[alo:alo + n]`` equals ``b[blo:blo + n]``: a word at a time, as :func:`_hash_bytes`
+    reads them."""
+    if n < 8:
+        return n == 0 or _short(a, alo, alo + n) == _short(b, blo, blo + n)
+    k = 0
+    while k + 8 < n:
+        if _load8(a, alo + k) != _load8(b, blo + k):
+            return False
+        k += 8
+    return _load8(a, alo + n - 8) == _load8(b, blo + n - 8)
 
 
 @njit(cache=True, nogil=True)
-def _hash_codes(offsets, data, start, codes, base, slots, hashes, names_off, names_data, n_names):  # pragma: no cover
+def _hash_codes(offsets, data, start, codes, base, slots, limit, hashes, names_off, names_data, n_names):  # pragma: no cover
     """Codes of strings ``start..`` of a chunk against a growing vocabulary, new names appended in order.
 
     ``slots`` (power-of-two length, -1 empty) is an open-addressing table
-    of codes, each with 31 bits of its name's hash above them (compared
-    before the bytes, in the same cache line); ``hashes[c]``,
-    ``names_off[c]:names_off[c + 1]`` of ``names_data`` are name ``c``'s
-    hash and bytes.  Stops before a new name would fill
-    more than 5/8 of ``slots`` (the caller grows the table and goes on from
-    there); ``names_data`` must have room for every byte of the chunk, the
-    other arrays for ``5 * len(slots) // 8`` names.  Returns (names, strings done).
+    (linear probing) of codes, each with 31 bits of its name's hash above
+    them (compared before the bytes, in the same cache line);
+    ``hashes[c]``, ``names_off[c]:names_off[c + 1]`` of ``names_data`` are
+    name ``c``'s hash and bytes.  Stops before a new name would make more
+    than ``limit`` names (at most ``len(slots) - 1``: the caller grows the
+    table and goes on from there); ``names_data`` must have room for every
+    byte of the chunk, the other arrays for ``limit`` names.  Returns (names,
+    strings done, a sum of the cache-warming loads: ignore it).
+
+    Out of cache, a row's lookup is three dependent loads (its slot, the
+    slot's name offset, the name's bytes).  Rows are taken :data:`_BATCH`
+    at a time: their hashes first, then each of the three loads for the
+    whole batch in a loop of its own -- loads independent of each other,
+    whose cache misses the processor overlaps -- and only then the rows
+    resolved one by one, in order, by the plain probe, which finds those
+    lines in cache.  The early loads only warm the cache: a slot read early
+    may be stale (a row before it in the batch took it), so the probe reads
+    every slot afresh and the codes are exactly the row-by-row ones.
     """
     mask = slots.shape[0] - 1
-    limit = (slots.shape[0] * 5) >> 3
     used = names_off[n_names]
-    for i in range(start, offsets.shape[0] - 1):
-        lo = offsets[i]
-        hi = offsets[i + 1]
-        h = _hash_bytes(data, lo, hi)
-        tag = (h >> np.int64(32)) & np.int64(0x7FFFFFFF)
-        j = h & mask
-        while True:
-            e = slots[j]
-            if e < 0:
-                if n_names >= limit:
-                    return n_names, i
-                slots[j] = (tag << np.int64(32)) | n_names
-                hashes[n_names] = h
-                for p in range(lo, hi):
-                    names_data[used] = data[p]
-                    used += 1
-                n_names += 1
-                names_off[n_names] = used
-                codes[base + i] = n_names - 1
-                break
-            if (e >> np.int64(32)) == tag:
-                s = e & np.int64(0xFFFFFFFF)
-                a = names_off[s]
-                if names_off[s + 1] - a == hi - lo:
-                    same = True
-                    for k in range(hi - lo):
-                        if names_data[a + k] != data[lo + k]:
-                            same = False
-                            break
-                    if same:
+    m = offsets.shape[0] - 1
+    hs = np.empty(_BATCH, dtype=np.int64)
+    seen = np.empty(_BATCH, dtype=np.int64)
+    warm = np.int64(0)
+    top = names_data.shape[0]
+    for b0 in range(start, m, _BATCH):
+        b1 = min(b0 + _BATCH, m)
+        for i in range(b0, b1):
+            hs[i - b0] = _hash_bytes(data, offsets[i], offsets[i + 1])
+        for k in range(b1 - b0):
+            seen[k] = slots[hs[k] & mask]
+        for k in range(b1 - b0):
+            e = seen[k]
+            seen[k] = names_off[e & np.int64(0xFFFFFFFF)] if e >= 0 else top
+        for k in range(b1 - b0):
+            a = seen[k]
+            if a < top:
+                warm += names_data[a]
+        for i in range(b0, b1):
+            lo = offsets[i]
+            hi = offsets[i + 1]
+            h = hs[i - b0]
+            tag = (h >> np.int64(32)) & np.int64(0x7FFFFFFF)
+            j = h & mask
+            while True:
+                e = slots[j]
+                if e < 0:
+                    if n_names >= limit:
+                        return n_names, i, warm
+                    slots[j] = (tag << np.int64(32)) | n_names
+                    hashes[n_names] = h
+                    for p in range(lo, hi):
+                        names_data[used] = data[p]
+                        used += 1
+                    n_names += 1
+                    names_off[n_names] = used
+                    codes[base + i] = n_names - 1
+                    break
+                if (e >> np.int64(32)) == tag:
+                    s = e & np.int64(0xFFFFFFFF)
+                    a = names_off[s]
+                    if names_off[s + 1] - a == hi - lo and _same_bytes(names_data, a, data, lo, hi - lo):
                         codes[base + i] = s
                         break
-            j = (j + 1) & mask
-    return n_names, offsets.shape[0] - 1
+                j = (j + 1) & mask
+    return n_names, m, warm
 
 
 @njit(cache=True, nogil=True)
 def _rehash(hashes, n_names, slots):  # pragma: no cover - compiled
-    """Fill an empty (all -1) ``slots`` table with codes ``0..n_names-1`` by their hashes (as :func:`_hash_codes`)."""
+    """Fill an empty (all -1) ``slots`` table with codes ``0..n_names-1`` by their hashes (as
+    :func:`_hash_codes`, batched like it: a batch's slots are read before any is written).  Returns a sum
+    of the cache-warming loads (ignore it)."""
     mask = slots.shape[0] - 1
-    for c in range(n_names):
-        h = hashes[c]
-        j = h & mask
-        while slots[j] >= 0:
-            j = (j + 1) & mask
-        slots[j] = (((h >> np.int64(32)) & np.int64(0x7FFFFFFF)) << np.int64(32)) | c
+    warm = np.int64(0)
+    for c0 in range(0, n_names, _BATCH):
+        c1 = min(c0 + _BATCH, n_names)
+        for c in range(c0, c1):
+            warm += slots[hashes[c] & mask]
+        for c in range(c0, c1):
+            h = hashes[c]
+            j = h & mask
+            while slots[j] >= 0:
+                j = (j + 1) & mask
+            slots[j] = (((h >> np.int64(32)) & np.int64(0x7FFFFFFF)) << np.int64(32)) | c
+    return warm
 
 
 @njit(cache=True, nogil=True)

@@ -206,8 +206,6 @@ def test_parquet_files_give_the_local_readers_partitions_and_bit_identical_sums(
     assert np.array_equal(rows, np.arange(sim_local.n_tasks))
     (again, _), none = engine.map_reduce(_cell_sums, weights)  # no kept outputs: none travel
     assert none is None and np.array_equal(again, want)
-    with pytest.raises(UsageError, match="by task"):
-        engine.map_reduce(_cell_sums, weights, by="worker")
 
 
 def test_an_empty_partition_works(client, small_files):
@@ -473,6 +471,89 @@ def test_the_co_occurrence_kernel_through_dask_equals_the_local_engine(client, s
             assert np.array_equal(getattr(got, name), getattr(want, name)), (name, partitions)
 
 
+# --------------------------------------------------------------------------- passes by worker
+@pytest.fixture(scope="module")
+def heavy_files(tmp_path_factory) -> list[str]:
+    """300k answers in 3 Parquet files, 60% of them by one worker (who spans several worker-ordered blocks)."""
+    frame = _sim_frame(300_000, 30_000, 200, k=2, seed=11)
+    rng = np.random.default_rng(12)
+    frame.loc[rng.random(len(frame)) < 0.6, "worker"] = "heavy"
+    return _write(frame, tmp_path_factory.mktemp("heavy"), 3)
+
+
+def _worker_sums(part, b: int, params, keep: bool):
+    """By worker: per worker its answer count and a float sum whose bits follow the order of the additions (weights
+    of wildly different sizes); kept: per answer its row, task and the running sum of its worker in the block."""
+    rows, worker, label, task = part.answers(b)
+    value = params[label] * (1.0 + task * 1e-3)
+    sums = (np.bincount(worker, minlength=part.n_workers), np.bincount(worker, weights=value,
+                                                                       minlength=part.n_workers))
+    if not keep:
+        return sums, None
+    running = np.empty(len(value))
+    for w in np.unique(worker):  # a few workers a block: a test's loop, not a kernel
+        at = np.flatnonzero(worker == w)
+        running[at] = np.cumsum(value[at])
+    return sums, (rows, task, running)
+
+
+def _leave_one_out(part, b: int, params, keep: bool):
+    """By worker: each answer's worker total without it (``params``: the weights and the totals), and their sum."""
+    weights, totals = params
+    rows, worker, label, task = part.answers(b)
+    out = totals[worker] - weights[label] * (1.0 + task * 1e-3)
+    return np.array([out.sum()]), (out if keep else None)
+
+
+def test_passes_by_worker_give_the_local_engines_blocks_and_bits(client, heavy_files):
+    """map_reduce(by="worker"): the worker-ordered partitions (a shuffle of the task-ordered ones, built on first
+    use) hold the local engine's worker-ordered blocks, and the sums and kept outputs are its bits -- 1, 2 and 7
+    partitions (some empty), task partitions with empty ones, a heavy worker over several blocks."""
+    from crowdagg.io.dask_read import read_distributed
+
+    local = load_annotations(heavy_files)
+    engine_l = LocalEngine(local)
+    wp = engine_l.worker_part
+    heavy = local.workers.index("heavy")
+    spans = [b for b in range(wp.n_blocks) if wp.workers_of(b)[0] <= heavy < wp.workers_of(b)[1]]
+    assert wp.n_blocks == 4 and len(spans) >= 2
+    weights = np.array([0.1, 1e9])
+    (count_want, sum_want), kept_want = engine_l.map_reduce(_worker_sums, weights, keep=True, by="worker")
+    kept_want = engine_l.gather(kept_want)
+    loo_want, loo_kept = engine_l.map_reduce(_leave_one_out, (weights, sum_want), keep=True, by="worker")
+    loo_kept = engine_l.gather(loo_kept)
+    assert np.array_equal(count_want, local.answers_per_worker)
+    assert np.allclose(sum_want, np.bincount(local.worker, weights=weights[local.label] * (1 + local.task * 1e-3)))
+    for partitions in (1, 2, 7, [0, 0, 1, 4, 4]):
+        data, engine = read_distributed(heavy_files, client, partitions=partitions)
+        try:
+            assert engine.n_blocks == 4
+            (count, sums), kept = engine.map_reduce(_worker_sums, weights, keep=True, by="worker")
+            parts = client.gather(engine.worker_parts)
+            assert engine.n_worker_blocks == wp.n_blocks and len(parts) == len(engine.parts)
+            at = 0
+            for p in parts:  # contiguous, cut at the local worker grid's boundaries, the same answers in order
+                assert p.first_answer == wp.bounds[p.first_block] == at
+                assert np.array_equal(p.bounds + at, wp.bounds[p.first_block:p.first_block + p.n_blocks + 1])
+                at += p.n_answers
+            assert at == local.n_answers
+            assert np.array_equal(np.concatenate([p.order for p in parts]), local.worker_order)
+            for i, name in enumerate(("worker", "label", "task")):
+                got_codes = np.concatenate([p.answers(b)[1 + i] for p in parts for b in range(p.n_blocks)])
+                assert np.array_equal(got_codes, getattr(local, name)[local.worker_order]), name
+            assert np.array_equal(count, count_want) and np.array_equal(sums, sum_want), partitions
+            for got, want in zip(engine.gather(kept), kept_want):
+                assert np.array_equal(got, want), partitions
+            loo, kept = engine.map_reduce(_leave_one_out, (weights, sums), keep=True, by="worker")  # the partitions reused
+            assert np.array_equal(loo, loo_want) and np.array_equal(engine.gather(kept), loo_kept)
+            (again, _), none = engine.map_reduce(_cell_sums, weights)  # passes by task still run
+            assert none is None and np.array_equal(again, LocalEngine(local).map_reduce(_cell_sums, weights)[0][0])
+        finally:
+            engine.close()
+    with pytest.raises(UsageError, match="by 'task' or 'worker', not 'answer'"):
+        engine.map_reduce(_worker_sums, weights, by="answer")
+
+
 # --------------------------------------------------------------------------- faults (last: it kills a worker)
 def test_a_worker_killed_mid_fit_does_not_change_the_result(client, small_files):
     """At iteration 3 (the progress callback, not a timer) a worker process holding partitions is killed: Dask
@@ -500,6 +581,26 @@ def test_a_worker_killed_mid_fit_does_not_change_the_result(client, small_files)
     assert killed and len(want.objective) == 6
     assert np.array_equal(got.posteriors, want.posteriors) and np.array_equal(got.objective, want.objective)
     assert _render(got) == _render(want)
+
+
+def test_a_worker_killed_between_passes_by_worker_does_not_change_the_result(client, heavy_files):
+    """The worker-ordered partitions, once built, lose a worker process (killed between two passes, no timer): Dask
+    rebuilds them (and the task-ordered ones they came from) by lineage, and the pass gives the same bits."""
+    from crowdagg.io.dask_read import read_distributed
+
+    local = LocalEngine(load_annotations(heavy_files))
+    weights = np.array([0.1, 1e9])
+    (_, want), _ = local.map_reduce(_worker_sums, weights, by="worker")
+    _, engine = read_distributed(heavy_files, client, partitions=3)
+    try:
+        (_, first), _ = engine.map_reduce(_worker_sums, weights, by="worker")
+        holders = {addr for addrs in client.who_has(engine.worker_parts).values() for addr in addrs}
+        nannies = {n.worker_address: n for n in client.cluster.workers.values()}
+        os.kill(nannies[sorted(holders)[0]].process.pid, signal.SIGKILL)
+        (_, again), _ = engine.map_reduce(_worker_sums, weights, by="worker")
+    finally:
+        engine.close()
+    assert np.array_equal(first, want) and np.array_equal(again, want)
 
 
 # --------------------------------------------------------------------------- hostile probes
@@ -546,6 +647,15 @@ def test_a_closed_client_or_something_else_is_a_usage_error(client, tmp_path):
                         (object(), "got object")):
         with pytest.raises(UsageError, match=what):
             aggregate(files, "mv", engine="dask", client=given)
+    # An engine whose client was closed since: the one-line error at once, no wait (a closed client's futures
+    # never finish).
+    from crowdagg.engine.dask import DaskEngine
+    from crowdagg.errors import ResourceError
+
+    for call in (lambda e: e.map_reduce(_cell_sums, np.ones(3)), lambda e: e.gather([])):
+        with pytest.raises(ResourceError, match=r"^lost the Dask scheduler at .* the client is closed$"):
+            call(DaskEngine(closed, [], 1))
+    DaskEngine(closed, [], 1).close()  # nothing to release: no error
 
 
 def test_partitions_that_are_not_a_count_or_whole_boundaries_are_refused_before_reading(client, tmp_path):
@@ -814,6 +924,65 @@ def test_cli_labels_written_by_the_workers_are_not_sized_as_rendered_on_the_clie
     assert there.exit_code == 0, there.stderr
     assert sorted(os.listdir(tmp_path / "out")) == ["_SUCCESS", "part-00000.csv", "part-00001.csv"]
 
+# --------------------------------------------------------------------------- a lost scheduler
+def _sleep_and_say(seconds: float) -> str:
+    import time
+
+    time.sleep(seconds)
+    return "done"
+
+
+def test_a_wait_longer_than_the_silence_allowed_ends_with_its_result(client, monkeypatch):
+    """SCHEDULER_SILENCE bounds the scheduler's silence, not the work: a 2 s task waited for with 0.5 s of silence
+    allowed gives its result (the probes are answered meanwhile)."""
+    import crowdagg.engine.dask as dask_engine
+
+    monkeypatch.setattr(dask_engine, "SCHEDULER_SILENCE", 0.5)
+    future = client.submit(_sleep_and_say, 2.0, pure=False)
+    assert dask_engine.gather(client, [future], "sleeping") == ["done"]
+
+
+def test_a_scheduler_lost_mid_fit_ends_the_run_with_one_line_not_a_hang(tmp_path):
+    """The scheduler of a cluster of its own (a process: not the module's) is killed (SIGKILL: the connection drops)
+    or frozen (SIGSTOP: the connection stays, nothing answers) at iteration 3 through the progress callback: the
+    library raises ResourceError naming the address, the CLI says one line, exits 1 and writes nothing -- within
+    SCHEDULER_SILENCE (2 s in the script) and a margin, not the subprocess's timeout (a hang)."""
+    import json
+    import subprocess
+    import sys
+
+    import crowdagg.engine.dask as dask_engine
+
+    assert dask_engine.SCHEDULER_SILENCE == 60.0  # the documented default; the script waits 2 s
+    root = Path(__file__).resolve().parents[2]
+    script = Path(__file__).with_name("scheduler_loss.py")
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    runs = {}
+    for sig, via in (("SIGKILL", "cli"), ("SIGSTOP", "api")):  # side by side: ~10 s each, mostly the cluster's start
+        (tmp_path / sig).mkdir()
+        runs[sig] = subprocess.Popen([sys.executable, str(script), str(tmp_path / sig), sig, via], cwd=root, env=env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     start_new_session=True)  # a group: a hung run goes with its scheduler
+    reports = {}
+    for sig, proc in runs.items():
+        try:
+            out, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            pytest.fail(f"the run hung after {sig} (killed after 120 s)")
+        assert proc.returncode == 0, err
+        reports[sig] = json.loads(out.strip().splitlines()[-1])
+    cli = reports["SIGKILL"]
+    assert cli["exit_code"] == 1 and cli["stdout"] == "" and not cli["written"]
+    # the client sees its connection drop, or (the kill caught a request on its way) the scheduler's silence
+    assert cli["stderr"] in (f"Error: lost the Dask scheduler at {cli['address']} while running em_block on the "
+                             f"partitions: {why}\n" for why in ("the connection was lost", "it has not answered for 2 s"))
+    assert cli["after_signal_s"] < 10
+    api = reports["SIGSTOP"]
+    assert api["raised"] == ["ResourceError", f"lost the Dask scheduler at {api['address']} while running em_block "
+                             "on the partitions: it has not answered for 2 s"]
+    assert 2 <= api["after_signal_s"] < 10
 
 def test_a_directory_written_with_another_datas_engine_is_refused(client, small_files, tmp_path):
     """write_directory(result, ..., engine=e) slices the result's rows by e's partitions: an engine holding other

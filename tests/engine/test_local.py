@@ -52,10 +52,8 @@ def test_cell_is_int32_worker_times_k_plus_label() -> None:
 
 def _worker_totals(part, b: int, params, keep: bool):
     """Worker-ordered pass: per worker, the sum of its answers' weights; kept: each answer's leave-one-out share."""
-    lo, hi = part.answers_of(b)
-    rows = part.order[lo:hi]
-    w = part.worker[rows]
-    return np.bincount(w, weights=params[part.label[rows]], minlength=part.n_workers), (rows if keep else None)
+    rows, w, label, _ = part.answers(b)
+    return np.bincount(w, weights=params[label], minlength=part.n_workers), (rows if keep else None)
 
 
 def test_worker_ordered_pass_with_a_heavy_worker_spanning_blocks() -> None:

@@ -337,40 +337,6 @@ def test_tables_round_trip_through_every_writer_and_reader(rows, fmt):
     _same(back, expected)
 
 
-# --------------------------------------------------------------------------- the prefix + integer fast path
-def _arrow_codes(arr):
-    enc = arr.dictionary_encode()
-    from crowdagg.data.vocab import numpy_of
-
-    return np.concatenate([numpy_of(c.indices) for c in enc.chunks]), enc.chunk(0).dictionary
-
-
-@pytest.mark.parametrize(
-    ("make", "fast"),
-    [
-        (lambda r: f"t{r}", True),
-        (lambda r: str(r), True),
-        (lambda r: f"wörker_{r}", True),
-        (lambda r: f"t{r:03d}", False),  # leading zeros: t007 is not t7
-        (lambda r: f"t{r}" if r % 1000 else "x1", False),  # another prefix
-        (lambda r: f"t{r}" if r % 1000 else "t", False),  # no digits
-        (lambda r: f"t{r * 10**9}", False),  # too sparse for a table
-        (lambda r: f"t{r}" if r % 999 else f"t{10**19}", False),  # too many digits
-    ],
-)
-def test_prefix_and_integer_ids_encode_like_hashing(make, fast):
-    from crowdagg.data.vocab import _encode_prefixed_ints, encode
-
-    rng = np.random.default_rng(3)
-    values = [make(int(r)) for r in rng.integers(0, 30_000, 120_000)]
-    arr = pa.chunked_array([pa.array(values[:50_000]), pa.array(values[50_000:])])
-    assert (_encode_prefixed_ints(arr) is not None) == fast
-    codes, names = encode(arr)
-    ref_codes, ref_names = _arrow_codes(arr)
-    np.testing.assert_array_equal(codes, ref_codes)
-    assert names.equals(ref_names)
-
-
 def test_every_dataset_reads_the_same_from_parquet(datasets_dir, tmp_path):
     import pyarrow.csv as pcsv
 

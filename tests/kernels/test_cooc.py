@@ -297,3 +297,150 @@ def test_block_functions_refuse_a_bad_partition_never_a_crash(fn):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "worker code 900 at position 1 is out of range for 2" in proc.stdout
     assert "block 3 is not one of the partition's 1 blocks" in proc.stdout
+
+
+# ------------------------------------------------------------------------- the forms of the sums, the look-ups
+
+
+def _leaves(rng, size: int, n: int, form: str) -> list[cooc.SparseSum]:
+    out = []
+    for _ in range(n):
+        if form == "counts":  # unsorted, repeated keys
+            out.append(cooc.SparseSum(rng.integers(0, size, rng.integers(0, 2 * size)).astype(np.int64), None, size))
+        else:
+            keys = np.sort(rng.choice(size, rng.integers(0, size // 2), replace=False)).astype(np.int64)
+            vals = rng.lognormal(0, 4, len(keys)) * rng.choice([-1, 1], len(keys))
+            out.append(cooc.SparseSum(keys, vals, size))
+    return out
+
+
+def _tree_total(leaves: list[cooc.SparseSum], size: int) -> np.ndarray:
+    copies = [cooc.SparseSum(None if x.keys is None else x.keys.copy(), None if x.values is None else x.values.copy(),
+                             x.size) for x in leaves]  # the tree owns (and may reuse) its operands
+    return combine(reduce_range(0, len(copies), len(copies), lambda b: copies[b]), len(copies)).dense(size)
+
+
+@pytest.mark.parametrize("form", ["sorted", "counts"])
+def test_the_dense_switch_never_changes_a_bit(form, monkeypatch):
+    """Every node sparse (switch off), every sum dense from its first add (switch at 0), the default: same bits,
+    and the same bits as a reduction of the leaves' dense vectors."""
+    rng = np.random.default_rng(5)
+    size = 64
+    leaves = _leaves(rng, size, 11, form)
+    dense = combine(reduce_range(0, 11, 11, lambda b: leaves[b].dense(size).copy()), 11)
+    totals = []
+    for switch in (np.inf, 0.0, 1.0, 0.3):
+        monkeypatch.setattr(cooc, "DENSE_SWITCH", switch)
+        totals.append(_tree_total(leaves, size))
+    for total in totals:
+        assert total.dtype == dense.dtype and np.array_equal(total, dense)
+    if form == "counts":
+        assert np.array_equal(dense, np.bincount(np.concatenate([x.keys for x in leaves]), minlength=size))
+
+
+def test_the_dense_switch_boundary():
+    """Sorted sums (16 bytes an entry) turn dense when their entries reach half the cells (8 bytes a cell), counts
+    (8 bytes) when they reach the cells; size 0 never; a dense side takes the other in, in place."""
+    def sorted_sum(keys, size):
+        return cooc.SparseSum(np.array(keys, dtype=np.int64), np.ones(len(keys)), size)
+
+    assert (sorted_sum([0, 1], 10) + sorted_sum([2, 3], 10)).form == "sorted"  # 4 entries × 16 < 10 × 8
+    total = sorted_sum([0, 1], 10) + sorted_sum([1, 3, 4], 10)  # 5 × 16 = 10 × 8
+    assert total.form == "dense" and total.dense(10).tolist() == [1, 2, 0, 1, 1, 0, 0, 0, 0, 0]
+    assert (sorted_sum([0, 1], 0) + sorted_sum([1, 3, 4], 0)).form == "sorted"
+    counts = cooc.SparseSum(np.array([3, 3, 1, 2, 0], dtype=np.int64), None, 10)
+    more = cooc.SparseSum(np.array([3, 9, 9, 9], dtype=np.int64), None, 10)
+    assert (counts + more).form == "counts"  # 9 entries < 10 cells
+    total = counts + more + cooc.SparseSum(np.array([5], dtype=np.int64), None, 10)
+    assert total.form == "dense" and total.dense(10).tolist() == [1, 1, 1, 3, 0, 1, 0, 0, 0, 3]
+    dense = cooc.SparseSum(None, np.zeros(10, dtype=np.int64), 10)
+    assert (dense + cooc.SparseSum(np.array([4], dtype=np.int64), None, 10)) is dense and dense.values[4] == 1
+    assert (cooc.SparseSum(np.array([4], dtype=np.int64), None, 10) + dense) is dense and dense.values[4] == 2
+
+
+def test_sums_of_other_forms_sizes_or_keys_are_refused_not_a_crash():
+    counts = cooc.SparseSum(np.array([1], dtype=np.int64), None, 10)
+    with pytest.raises(DataError, match="cannot be added"):
+        counts + cooc.SparseSum(np.array([1], dtype=np.int64), np.ones(1), 10)
+    with pytest.raises(DataError, match="cannot be added"):
+        counts + cooc.SparseSum(np.array([1], dtype=np.int64), None, 11)
+    dense = cooc.SparseSum(None, np.zeros(10, dtype=np.int64), 10)
+    for bad in (10, -1, 10**15):
+        with pytest.raises(DataError, match=f"key {bad:,} is outside the 10 entries"):
+            dense + cooc.SparseSum(np.array([0, bad, 2], dtype=np.int64), None, 10)
+        with pytest.raises(DataError, match="outside"):
+            cooc.SparseSum(np.array([bad], dtype=np.int64), None, 10).dense(10)
+    with pytest.raises(DataError, match="outside"):
+        cooc.PairSet(np.empty(0, dtype=np.int64), np.zeros(1, dtype=np.int64), 64) + cooc.PairSet(
+            np.array([3, 64], dtype=np.int64))
+    short = cooc.PairSet(np.empty(0, dtype=np.int64), np.zeros(1, dtype=np.int64), 6400)  # 1 word for 100 words
+    with pytest.raises(DataError, match="a bitmap of \\(1,\\) int64 words for 6,400 keys"):
+        short + cooc.PairSet(np.array([3, 6000], dtype=np.int64))
+    with pytest.raises(DataError, match="a dense sum of \\(5,\\) int64 entries for 10"):
+        cooc.SparseSum(None, np.zeros(5, dtype=np.int64), 10) + cooc.SparseSum(np.array([7], dtype=np.int64), None, 10)
+    with pytest.raises(DataError, match="added float64 values"):
+        dense + cooc.SparseSum(np.array([7], dtype=np.int64), np.ones(1), 10)
+
+
+def test_pair_sets_switch_to_a_bitmap_and_keep_the_set(monkeypatch):
+    rng = np.random.default_rng(2)
+    space = 640
+    sets = [np.unique(rng.integers(0, space, rng.integers(0, 12))) for _ in range(13)]
+    want = np.unique(np.concatenate(sets))
+    for switch in (np.inf, 0.0, 1.0):
+        monkeypatch.setattr(cooc, "DENSE_SWITCH", switch)
+        leaves = [cooc.PairSet(s.astype(np.int64), None, space) for s in sets]
+        total = combine(reduce_range(0, 13, 13, lambda b, leaves=leaves: leaves[b]), 13)
+        assert (total.bits is not None) == (switch != np.inf)
+        assert np.array_equal(total.sorted_keys(), want)
+    # the boundary: a bitmap (space / 8 bytes) once the keys (8 bytes each) would take as much: 64 n ≥ space
+    monkeypatch.setattr(cooc, "DENSE_SWITCH", 1.0)
+    assert (cooc.PairSet(np.arange(4), None, 640) + cooc.PairSet(np.arange(4, 9), None, 640)).bits is None
+    both = cooc.PairSet(np.arange(4), None, 640) + cooc.PairSet(np.arange(4, 10), None, 640)
+    assert both.bits is not None and both.sorted_keys().tolist() == list(range(10))
+
+
+def test_every_pair_look_up_gives_the_same_bits(big, monkeypatch):
+    """The rank bitmap (the default here), the hash table (where the bitmap is large: forced) and a bisection of
+    the keys (a StatsParams without either) find the same pair ids: identical sums."""
+    engine = LocalEngine(big)
+    weights = np.random.default_rng(4).lognormal(0.0, 3.0, big.n_tasks)
+    index = cooc.pair_index(engine)
+    ranked, table = cooc.pair_lookup(index)
+    assert ranked is not None and ranked.shape == (625, 2) and table is None  # 200² keys: 625 words
+    assert int(ranked[-1, 1]) + bin(int(ranked[-1, 0]) % 2**64).count("1") == index.n_pairs
+    want = (cooc.pair_statistics(engine, index), cooc.pair_statistics(engine, index, weights))
+    monkeypatch.setattr(cooc, "LOOKUP_BYTES_PER_PAIR", 0)
+    monkeypatch.setattr(cooc, "LOOKUP_MIN_BYTES", 0)
+    ranked, table = cooc.pair_lookup(index)
+    assert ranked is None and table.shape == (65_536, 2)  # ≥ twice the 19,900 pairs
+    assert _same(cooc.pair_statistics(engine, index), want[0])
+    assert _same(cooc.pair_statistics(engine, index, weights), want[1])
+    part = engine.part
+    for b in range(engine.n_blocks):
+        got = cooc.stats_block(part, b, cooc.StatsParams(index.keys, weights), False)[0]
+        ref = cooc.stats_block(part, b, cooc.StatsParams(index.keys, weights, table=table), False)[0]
+        for g, r in zip(got, ref):
+            assert np.array_equal(g.keys, r.keys) and (g.values is None or np.array_equal(g.values, r.values))
+
+
+def test_a_look_up_that_does_not_fit_is_refused_never_a_crash_or_a_hang():
+    data = _crowd(200, 10, 2, 0)
+    part = LocalEngine(data).part
+    index = cooc.pair_index(LocalEngine(data))
+    ranked, _ = cooc.pair_lookup(index)
+    keys = index.keys
+    with pytest.raises(DataError, match="ranked bitmap has shape \\(1, 2\\), not \\(2, 2\\) for 10² workers"):
+        cooc.stats_block(part, 0, cooc.StatsParams(keys, ranked=ranked[:1]), False)
+    with pytest.raises(DataError, match="ranked bitmap has shape \\(2,\\)"):
+        cooc.stats_block(part, 0, cooc.StatsParams(keys, ranked=ranked[:, 0]), False)
+    with pytest.raises(DataError, match="hash table has shape \\(3, 2\\), not \\(a power of two, 2\\)"):
+        cooc.stats_block(part, 0, cooc.StatsParams(keys, table=np.zeros((3, 2), dtype=np.int64)), False)
+    full = np.zeros((4, 2), dtype=np.int64)  # no empty slot, none of its keys: every look-up misses, and ends
+    with pytest.raises(DataError, match="does not hold workers"):
+        cooc.stats_block(part, 0, cooc.StatsParams(keys, table=full), False)
+    far = ranked.copy()
+    far[:, 1] = 10**12  # ids far past the index: keys past the sums' entries, refused when added
+    sums = cooc.stats_block(part, 0, cooc.StatsParams(keys, ranked=far), False)[0]
+    with pytest.raises(DataError, match="outside"):
+        sums[0].dense(len(keys) * 4)
