@@ -22,6 +22,7 @@ so importing this module (``crowdagg --help``) stays light.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -178,6 +179,7 @@ def plan_outputs(
         check_binary,
         check_distinct,
         check_not_inputs,
+        check_outside,
         is_directory_spec,
         resolve,
         resolve_directory,
@@ -187,16 +189,22 @@ def plan_outputs(
     from ..io.render import OUTPUT_FORMATS
 
     parts = [o.directory and is_directory_spec(o.path) for o in outputs]
-    targets = [(resolve_directory if d else resolve)(o.path, o.option, writes=o.writes, then=o.then)
-               for o, d in zip(outputs, parts)]
+    dirs = {i: resolve_directory(o.path, o.option, writes=o.writes, then=o.then)
+            for i, (o, d) in enumerate(zip(outputs, parts)) if d}
+    for o, d in zip(outputs, parts):  # a file not there yet, before it is resolved: its directory may be one to make
+        for directory in dirs.values():
+            if not d and not os.path.lexists(o.path):
+                check_outside(directory, f"{o.option} {o.path}", o.path)
+    targets = [dirs[i] if d else resolve(o.path, o.option, writes=o.writes, then=o.then)
+               for i, (o, d) in enumerate(zip(outputs, parts))]
     check_distinct(targets)
     check_not_inputs(targets, [(f"INPUT {p}", p) for p in inputs] + list(side))
     # A directory's format by the same rules as a file's, from its name without the slash (out.parquet/).
     formats = [output_format(o.fmt, (o.path.rstrip("/") or o.path) if d else o.path, o.option,
                              o.formats or OUTPUT_FORMATS) for o, d in zip(outputs, parts)]
-    for o, d, fmt in zip(outputs, parts, formats):
+    for o, d, fmt, target in zip(outputs, parts, formats, targets):
         if d:
-            check_part_format(fmt, f"{o.option} {o.path}")
+            check_part_format(fmt, f"{o.option} {o.path}", target.gzip)
     for target, fmt in zip(targets, formats):
         check_binary(target, fmt)
     sources = expand_inputs(inputs, outputs=targets)

@@ -42,9 +42,9 @@ def part_tasks(part: Any) -> tuple[int, int]:
 
 
 def write_partition(part: Any, directory: str, index: int, fmt: str, gzip: bool, classes: tuple[str, ...],
-                    rows: tuple[np.ndarray, np.ndarray, np.ndarray | None]) -> tuple[str, int]:
+                    rows: tuple[np.ndarray, np.ndarray, np.ndarray | None], count: int = 1) -> tuple[str, int]:
     """On a worker: partition ``part``'s rows (``rows``: its labels (n,), confidences (n,) and posteriors (n, K) or
-    None) as part ``index`` of ``directory``; ``(file name, size)``."""
+    None) as part ``index`` of the ``count`` of ``directory``; ``(file name, size)``."""
     from ..methods.result import task_table
     from .parts import write_part
 
@@ -52,7 +52,7 @@ def write_partition(part: Any, directory: str, index: int, fmt: str, gzip: bool,
     answers = None if posteriors is None else np.diff(part.task_ptr)
     table = task_table(part.task_names.names, labels, classes, confidence, posteriors=posteriors,
                        answers_per_task=answers, arrow=True)
-    return write_part(directory, index, fmt, gzip, table, where=f" on Dask worker {_here()}")
+    return write_part(directory, index, fmt, gzip, table, where=f" on Dask worker {_here()}", count=count)
 
 
 def _here() -> str:
@@ -79,6 +79,12 @@ def fill_on_workers(engine: Any, result: Any, directory: str, fmt: str, gzip: bo
     what = "writing the parts"
     parts = list(engine.parts)
     ranges = gather(client, client.map(part_tasks, parts, pure=False), what)
+    starts = [0] + list(np.cumsum([n for _, n in ranges]))
+    if [t0 for t0, _ in ranges] != starts[:-1] or starts[-1] != len(result.labels):
+        from ..errors import UsageError
+
+        raise UsageError(f"engine: its partitions hold {starts[-1]:,} tasks, not the {len(result.labels):,} of the "
+                         "result; give the engine the result was fitted on")
     where = settle(client, partial(client.scheduler.who_has, keys=[part.key for part in parts]), what)  # key: holders
     confidence = result.confidence
     futures = []
@@ -90,7 +96,7 @@ def fill_on_workers(engine: Any, result: Any, directory: str, fmt: str, gzip: bo
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             futures.append(client.submit(write_partition, part, directory, p, fmt, gzip, tuple(result.data.classes),
-                                         sent, pure=False))
+                                         sent, len(engine.parts), pure=False))
     try:
         gather(client, futures, what, errors="skip")  # every write's outcome, failed or not
     except ResourceError:

@@ -57,7 +57,7 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 from ..core import signals as _signals
-from ..errors import DataError, UsageError, os_reason
+from ..errors import CrowdaggError, CrowdaggWarning, DataError, UsageError, os_reason, warn
 
 _FD_PATH = re.compile(r"^/(?:dev/fd|proc/self/fd|proc/thread-self/fd|proc/(\d+)(?:/task/\d+)?/fd)/(\d+)$")
 _STD_PATHS = {"/dev/stdout": 1, "/dev/stderr": 2, "/dev/stdin": 0}
@@ -248,7 +248,8 @@ def _resolve(spec: str, option: str) -> Target:
 
 #: The marker written last into a directory of parts (Hadoop's and Spark's name): the directory is whole.
 SUCCESS = "_SUCCESS"
-#: A part's name: ``part-00000.csv`` (``.gz`` added for gzip), numbered from 0 in task order.
+#: A part's name: ``part-00000.csv`` (``.gz`` added for gzip), numbered from 0 in task order (more digits past
+#: 100,000 parts: :func:`part_name`).
 _PART = re.compile(r"^part-\d{5,}\.[a-z]+(?:\.gz)?$")
 
 
@@ -257,9 +258,11 @@ def is_directory_spec(spec: str) -> bool:
     return spec not in ("", "-") and (spec.endswith(("/", os.sep)) or os.path.isdir(spec))
 
 
-def part_name(index: int, fmt: str, gzip: bool = False) -> str:
-    """The file name of part ``index`` of a directory output: ``part-00000.csv`` (``.parquet``, ``.jsonl.gz`` ...)."""
-    return f"part-{index:05d}.{fmt}" + (".gz" if gzip else "")
+def part_name(index: int, fmt: str, gzip: bool = False, count: int = 1) -> str:
+    """The file name of part ``index`` of ``count`` in a directory output: ``part-00000.csv`` (``.parquet``,
+    ``.jsonl.gz`` ...).  Five digits, or as many as the last index has, so that the names of one directory
+    sort in part order (``part-099999`` before ``part-100000``) for every reader that takes them by name."""
+    return f"part-{index:0{max(5, len(str(count - 1)))}d}.{fmt}" + (".gz" if gzip else "")
 
 
 def resolve_directory(spec: str, option: str = "", writes: Sequence[str] = (), then: str = "") -> Target:
@@ -273,8 +276,17 @@ def resolve_directory(spec: str, option: str = "", writes: Sequence[str] = (), t
     anything else, is refused.  ``.gz`` at the end of its name
     (``out.csv.gz/``) makes gzip-compressed parts.
     """
+    spec = os.fspath(spec)
     where = f"{option} {spec}" if option else spec
+    if spec == "":
+        raise UsageError(f"{option or 'a directory output'} needs a path")
     name = spec.rstrip("/" + os.sep) or spec
+    if name == "-":  # ``-o -/``: standard output cannot hold parts, and a directory named - is surely not meant
+        raise UsageError(f"{where}: - is standard output, which cannot hold a directory of parts; give a "
+                         "directory (./-/ for one named -), or leave out the slash for standard output")
+    if _descriptor_of(name) is not None:  # /dev/stdout/, /dev/fd/1/: a stream, refused now rather than after the fit
+        raise UsageError(f"{where}: names a stream (an open descriptor), which cannot hold a directory of parts; "
+                         "give a directory, or leave out the slash")
     real = os.path.realpath(name)
     try:
         st = os.stat(real)
@@ -290,15 +302,24 @@ def resolve_directory(spec: str, option: str = "", writes: Sequence[str] = (), t
                       writes=tuple(writes), then=then)
     if not stat.S_ISDIR(st.st_mode):
         raise UsageError(f"{where}: exists and is not a directory; a directory output needs a directory")
-    if not earlier_directory(real, writes, then):
-        raise UsageError(f"{where}: the directory holds files this tool did not write ({_listing(real)}); refusing "
-                         "to replace it: give a new or empty directory")
+    # The directory is replaced by a rename: that would move the working directory out from under this
+    # process and the shell that started it (and then delete it), and a mount point cannot be renamed at all.
+    with contextlib.suppress(OSError):
+        if is_inside(real, os.getcwd()):
+            raise UsageError(f"{where}: is the current directory (or holds it), which a directory output would "
+                             "replace whole; give a directory beside or below it (out/)")
+    if os.path.ismount(real):
+        raise UsageError(f"{where}: is a mount point, which cannot be replaced; give a new directory inside it")
+    foreign = _foreign(real, writes, then)
+    if foreign:
+        raise UsageError(f"{where}: the directory holds files this tool did not write ({_listing(foreign)}); "
+                         "refusing to replace it: give a new or empty directory")
     return Target(spec, option, "dir", path=real, keys=(("inode", st.st_dev, st.st_ino), ("path", real)),
                   mode=stat.S_IMODE(st.st_mode), gzip=_gz(name), writes=tuple(writes), then=then)
 
 
-def _listing(path: str, most: int = 3) -> str:
-    names = sorted(os.listdir(path))
+def _listing(names: Sequence[str], most: int = 3) -> str:
+    names = sorted(names)
     return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
@@ -308,29 +329,35 @@ def earlier_directory(path: str, fields: Sequence[str], then: str = "") -> bool:
     Recognised: the :data:`SUCCESS` marker, and otherwise only regular
     files named ``part-NNNNN.<format>[.gz]``, each an earlier output
     (:func:`earlier_output`).  Anything else -- a subdirectory, a hidden
-    file, another name -- and the directory is not this tool's to replace.
+    file, a symlink, another name -- and the directory is not this tool's to replace.
     """
+    return not _foreign(path, fields, then)
+
+
+def _foreign(path: str, fields: Sequence[str], then: str = "") -> list[str]:
+    """The entries of the directory ``path`` that make it not :func:`earlier_directory` (all of them when it
+    cannot be listed, or has parts but no :data:`SUCCESS` marker); empty when it is one."""
     try:
         names = os.listdir(path)
-    except OSError:
-        return False
+    except OSError as exc:
+        return [f"cannot be listed: {os_reason(exc)}"]
     if not names:
-        return True
+        return []
     if SUCCESS not in names or not fields:
-        return False
+        return names
+    foreign = []
     for n in names:
         full = os.path.join(path, n)
         if n == SUCCESS:
             if os.path.islink(full) or not os.path.isfile(full):
-                return False
-            continue
-        if not _PART.match(n) or os.path.islink(full) or not os.path.isfile(full) or \
+                foreign.append(n)
+        elif not _PART.match(n) or os.path.islink(full) or not os.path.isfile(full) or \
                 not earlier_output(full, fields, then):
-            return False
-    return True
+            foreign.append(n)
+    return foreign
 
 
-def _inside(directory: str, path: str) -> bool:
+def is_inside(directory: str, path: str) -> bool:
     """Whether ``path`` (followed to its file) lies in ``directory`` (a real path) or below it."""
     return os.path.commonpath([directory, os.path.realpath(path)]) == directory
 
@@ -353,12 +380,9 @@ def _named(target: Target) -> str:
 def check_distinct(targets: Sequence[Target]) -> None:
     """Refuse two outputs of one run landing in the same file (one would be lost)."""
     for d in targets:
-        if d.kind != "dir" or d.path is None:
-            continue
         for t in targets:
-            if t is not d and t.path is not None and t.kind != "socket" and _inside(d.path, t.path):
-                raise UsageError(f"{_named(t)} is inside the output directory {d.spec}, which is replaced whole; "
-                                 "write it elsewhere")
+            if t is not d and t.path is not None and t.kind != "socket":
+                check_outside(d, _named(t), t.path)
     seen: dict[tuple, Target] = {}
     for t in targets:
         for key in t.keys:
@@ -371,6 +395,14 @@ def check_distinct(targets: Sequence[Target]) -> None:
                     f"{_named(prev)} and {_named(t)} are the same file; give each output its own file"
                 )
             seen[key] = t
+
+
+def check_outside(directory: Target, name: str, path: str) -> None:
+    """Refuse another output (``name``, at ``path``: it need not exist yet) inside the output ``directory``
+    (a directory target; any other is ignored): the directory is replaced whole, and the output with it."""
+    if directory.kind == "dir" and directory.path is not None and path != "-" and is_inside(directory.path, path):
+        raise UsageError(f"{name} is inside the output directory {directory.spec}, which is replaced whole; "
+                         "write it elsewhere")
 
 
 def identity(spec: str) -> tuple[int, int] | None:
@@ -464,8 +496,9 @@ def check_not_inputs(targets: Sequence[Target], inputs: Sequence[tuple[str, str 
                 raise UsageError(f"{t.where} is also an input ({owner}); refusing to {how} it")
         if t.kind == "dir" and t.path is not None:  # the directory is replaced whole: nothing read may be in it
             for name, path in inputs:
-                if path and path != "-" and not path.startswith("example:") and _descriptor_of(path) is None \
-                        and _inside(t.path, path):
+                # (a pattern, as given, is no file: what it matches is checked once it is expanded)
+                if path and path != "-" and not path.startswith("example:") and os.path.lexists(path) \
+                        and _descriptor_of(path) is None and is_inside(t.path, path):
                     raise UsageError(f"{name} is inside the output directory {t.spec}, which is replaced whole; "
                                      "refusing to replace it: write the output elsewhere")
 
@@ -725,19 +758,35 @@ def _temp_dir_beside(target: Target) -> str:
             continue
         except OSError as exc:
             raise DataError(f"{target.where}: cannot create a directory in {parent} ({os_reason(exc)})") from None
-        if target.mode is not None:
+        if target.mode is not None:  # no one else reads it sooner than the earlier directory allowed
             with contextlib.suppress(OSError):
-                os.chmod(tmp, target.mode)
+                os.chmod(tmp, _filling_mode(target.mode))
         return tmp
     raise DataError(f"{target.where}: cannot create a temporary directory in {parent}")
 
 
+def _filling_mode(mode: int) -> int:
+    """The mode of a temporary directory while its parts are written: an earlier directory's ``mode``, and
+    writable by its owner (a read-only earlier directory is replaced as a read-only file is: its mode is
+    given back when the parts are in, :func:`_fill_dir`)."""
+    return stat.S_IMODE(mode) | stat.S_IRWXU
+
+
 def _fill_dir(target: Target, tmp: str, fill: Callable[[str], None]) -> None:
-    """Phase 1 of a directory output: ``fill(tmp)`` writes the parts, then the :data:`SUCCESS` marker, all on disk."""
-    fill(tmp)
+    """Phase 1 of a directory output: ``fill(tmp)`` writes the parts, then the :data:`SUCCESS` marker, all on disk
+    (then the earlier directory's mode).  An error names the output, not the temporary directory."""
+    assert target.path is not None
+    try:
+        fill(tmp)
+    except CrowdaggError as exc:
+        if tmp not in exc.template:
+            raise
+        raise type(exc)(exc.template.replace(tmp, target.path)) from None
     try:
         with open(os.path.join(tmp, SUCCESS), "wb") as fh:
             os.fsync(fh.fileno())
+        if target.mode is not None and target.mode != _filling_mode(target.mode):
+            os.chmod(tmp, target.mode)
         fd = os.open(tmp, os.O_RDONLY)
         try:
             os.fsync(fd)  # the parts' names are on disk before the rename makes them the directory
@@ -747,7 +796,7 @@ def _fill_dir(target: Target, tmp: str, fill: Callable[[str], None]) -> None:
         raise DataError(f"{target.where}: cannot write ({os_reason(exc)})") from None
 
 
-def _swap_dir(target: Target, tmp: str, trash: list[str]) -> None:
+def _swap_dir(target: Target, tmp: str, trash: list[tuple[Target, str]]) -> None:
     """Phase 3 of a directory output: ``tmp`` takes the target's place; an earlier directory goes to ``trash``
     (removed after the last rename).  Checked again here: a directory that meanwhile holds other files is kept."""
     assert target.path is not None
@@ -760,13 +809,13 @@ def _swap_dir(target: Target, tmp: str, trash: list[str]) -> None:
             os.rename(path, old)
         except OSError as exc:
             raise DataError(f"{target.where}: cannot replace it ({os_reason(exc)})") from None
-        trash.append(old)
+        trash.append((target, old))
         try:
             os.rename(tmp, path)
         except OSError as exc:
             with contextlib.suppress(OSError):
                 os.rename(old, path)  # the earlier directory back where it was
-                trash.remove(old)
+                trash.remove((target, old))
             raise DataError(f"{target.where}: cannot write ({os_reason(exc)})") from None
         return
     try:
@@ -810,7 +859,7 @@ def commit(outputs: Sequence[tuple[Target, Output]]) -> None:
             (files if t.kind == "file" else streams).append((t, d))
     temps: list[str] = []
     temp_dirs: list[str] = []
-    trash: list[str] = []
+    trash: list[tuple[Target, str]] = []
     try:
         for target, fill in dirs:  # first: the largest output, and the one a cluster writes
             temp_dirs.append(_temp_dir_beside(target))
@@ -859,13 +908,46 @@ def commit(outputs: Sequence[tuple[Target, Output]]) -> None:
         for tmp in temps:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
-        for d in [*temp_dirs, *trash]:
+        for d in temp_dirs:
             if d:
+                with contextlib.suppress(OSError):
+                    os.chmod(d, stat.S_IRWXU)  # given a read-only earlier directory's mode when it was filled
                 shutil.rmtree(d, ignore_errors=True)
+        for target, old in trash:
+            _remove_earlier(target, old)
+
+
+def _remove_earlier(target: Target, old: str) -> None:
+    """Remove an earlier directory of parts that a new one replaced (renamed to ``old``): its parts and
+    :data:`SUCCESS` only, read-only or not.  Anything else found there (a file written into it since it was
+    checked) is kept, and the directory with it, said in a warning -- never removed."""
+    with contextlib.suppress(OSError):
+        os.chmod(old, stat.S_IRWXU)  # a read-only earlier directory: its entries can be removed
+    kept = []
+    for name in _listdir(old):
+        path = os.path.join(old, name)
+        if (name == SUCCESS or _PART.match(name)) and (os.path.islink(path) or not os.path.isdir(path)):
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+                continue
+        kept.append(name)
+    try:
+        os.rmdir(old)
+    except OSError as exc:
+        if os.path.isdir(old):
+            warn(CrowdaggWarning(f"{target.where}: the earlier directory it replaced is kept as {old}, because it "
+                                 f"held {_listing(kept) if kept else os_reason(exc)}"))
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
 
 
 __all__ = [
     "Target", "resolve", "resolve_directory", "is_directory_spec", "earlier_directory", "part_name", "SUCCESS",
-    "check_distinct", "check_not_inputs", "check_binary", "commit", "earlier_output",
+    "check_distinct", "check_outside", "check_not_inputs", "check_binary", "is_inside", "commit", "earlier_output",
     "encode", "identity", "stdin_is_regular_file", "stdin_route",
 ]

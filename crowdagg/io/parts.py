@@ -60,16 +60,22 @@ LABEL_FIELDS = ("task", "label", "confidence")
 LABEL_THEN = "n_answers|p_.*"
 
 
-def check_part_format(fmt: str, where: str) -> str:
-    """``fmt`` if a directory of parts can hold it, else a :class:`~crowdagg.errors.UsageError` naming ``where``."""
+def check_part_format(fmt: str, where: str, gzip: bool = False) -> str:
+    """``fmt`` if a directory of parts can hold it (``gzip``: compressed), else a
+    :class:`~crowdagg.errors.UsageError` naming ``where``."""
     if fmt not in PART_FORMATS:
         raise UsageError(f"{where}: a directory holds parts, and {fmt.upper()} is one list that cannot be split into "
                          f"parts; write {', '.join(PART_FORMATS)} (JSON Lines for JSON records)")
+    if gzip and fmt == "parquet":  # no Parquet reader opens a .parquet.gz, nor could a rerun recognise its own
+        raise UsageError(f"{where}: Parquet parts are not gzip-compressed (Parquet compresses its columns itself, "
+                         "and no Parquet reader reads a part-00000.parquet.gz); drop the .gz")
     return fmt
 
 
-def write_part(directory: str, index: int, fmt: str, gzip: bool, table: Any, where: str = "") -> tuple[str, int]:
-    """Render ``table`` (columns, :func:`crowdagg.io.render.render_chunks`) as part ``index`` of ``directory``.
+def write_part(directory: str, index: int, fmt: str, gzip: bool, table: Any, where: str = "",
+               count: int = 1) -> tuple[str, int]:
+    """Render ``table`` (columns, :func:`crowdagg.io.render.render_chunks`) as part ``index`` of the ``count``
+    of ``directory``.
 
     Returns ``(file name, size in bytes)``: what the caller checks it sees.
     ``where`` names the machine in the error said when ``directory`` is
@@ -82,7 +88,7 @@ def write_part(directory: str, index: int, fmt: str, gzip: bool, table: Any, whe
         raise DataError(f"the output directory {directory} is not there{where}: the Dask workers write the parts "
                         "and must see the client's filesystem at the same path (a shared filesystem), or write "
                         "to standard output or a file")
-    name = part_name(index, fmt, gzip)
+    name = part_name(index, fmt, gzip, count)
     path = os.path.join(directory, name)
     commit([(resolve(path), render_chunks(table, fmt, key="task"))])
     return name, os.stat(path).st_size
@@ -112,7 +118,7 @@ def filler(result: AggregationResult, fmt: str, gzip: bool, *, proba: bool = Fal
     data's partitions -- one part per partition, written on the workers --
     or None (the local engine): one part, written here.
     """
-    check_part_format(fmt, "a directory output")
+    check_part_format(fmt, "a directory output", gzip)
     if engine is not None and getattr(engine, "name", "local") == "dask":
         from .dask_write import fill_on_workers
 
@@ -124,8 +130,8 @@ def filler(result: AggregationResult, fmt: str, gzip: bool, *, proba: bool = Fal
     return fill
 
 
-def write_directory(result: AggregationResult, path: str, *, fmt: str | None = None, proba: bool = False,
-                    engine: Any = None) -> Target:
+def write_directory(result: AggregationResult, path: str | os.PathLike[str], *, fmt: str | None = None,
+                    proba: bool = False, engine: Any = None) -> Target:
     """Write ``result``'s table as the directory of parts ``path`` (module docstring), all or nothing.
 
     ``fmt``: a format of :data:`PART_FORMATS`, default from the
@@ -137,8 +143,15 @@ def write_directory(result: AggregationResult, path: str, *, fmt: str | None = N
     from .output import commit, resolve_directory
     from .read import output_format
 
+    path = os.fspath(path)
+    if isinstance(engine, str):  # aggregate()'s engine names: a name holds no partitions to write from
+        if engine != "local":
+            raise UsageError(f"engine: the Dask engine object the result was fitted on, or None, not {engine!r}; "
+                             "a result of aggregate(engine='dask') is written here, in one part, with engine=None")
+        engine = None
     target = resolve_directory(path, writes=LABEL_FIELDS, then=LABEL_THEN)
-    fmt = check_part_format(output_format(fmt, path.rstrip("/" + os.sep) or path, "a directory output"), path)
+    fmt = check_part_format(output_format(fmt, path.rstrip("/" + os.sep) or path, "a directory output"), path,
+                            target.gzip)
     commit([(target, filler(result, fmt, target.gzip, proba=proba, engine=engine))])
     return target
 

@@ -1583,9 +1583,12 @@ def expand_inputs(specs: Sequence[str | os.PathLike[str]], outputs: Sequence[Tar
     """
     import glob
 
-    from .output import earlier_output, identity
+    from .output import earlier_output, identity, is_inside
 
     own = {key[1:]: t for t in outputs for key in t.keys if key[0] == "inode"}
+    # A directory output was accepted new, empty or this tool's earlier one (resolve_directory): what a pattern
+    # finds inside it is an earlier run's parts, replaced by this run.
+    own_dirs = [t.path for t in outputs if t.kind == "dir" and t.path is not None]
     files: list[str] = []
     given: list[str] = []
 
@@ -1602,12 +1605,13 @@ def expand_inputs(specs: Sequence[str | os.PathLike[str]], outputs: Sequence[Tar
 
     def own_files(found: list[str]) -> set[str]:
         """The files among ``found`` that are an output of this run holding an earlier output of it."""
-        if not own:
+        if not own and not own_dirs:
             return set()
         out = set()
         for f in found:
             target = own.get(identity(f))  # type: ignore[arg-type]
-            if target is not None and earlier_output(f, target.writes, target.then):
+            if target is not None and earlier_output(f, target.writes, target.then) or \
+                    any(is_inside(d, f) for d in own_dirs):
                 out.add(f)
         return out
 

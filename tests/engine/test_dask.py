@@ -1126,3 +1126,20 @@ def test_cli_a_scheduler_that_accepts_and_never_answers_is_a_usage_error_not_a_h
     assert got.stderr == (f"Error: cannot reach the Dask scheduler at {address!r}: it accepted the connection but "
                           "did not answer in 2 s\n")
     assert time.monotonic() - began < 30
+
+
+def test_a_directory_written_with_another_datas_engine_is_refused(client, small_files, tmp_path):
+    """write_directory(result, ..., engine=e) slices the result's rows by e's partitions: an engine holding other
+    data (here: a result of another data set) would write other tasks' names beside these labels."""
+    from crowdagg.errors import UsageError
+    from crowdagg.io.dask_read import read_distributed
+    from crowdagg.io.parts import write_directory
+
+    other = get_method("mv")().fit(load_annotations("example:bluebird"))
+    data, engine = read_distributed(small_files, client, partitions=2)
+    try:
+        with pytest.raises(UsageError, match="its partitions hold .* tasks, not the 108 of the result"):
+            write_directory(other, tmp_path / "out", engine=engine)
+        assert os.listdir(tmp_path) == []
+    finally:
+        engine.close()
