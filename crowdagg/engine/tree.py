@@ -39,6 +39,9 @@ Node = tuple[int, int]  # (level, index)
 def add(a: Any, b: Any) -> Any:
     """``a + b`` for sums: arrays in place into ``a``, tuples elementwise, anything else by ``+``."""
     if isinstance(a, np.ndarray):
+        if type(b) is np.ndarray and b.shape == a.shape and b.dtype == a.dtype:  # the common case, checked cheaply
+            np.add(a, b, out=a)
+            return a
         if np.shape(b) != a.shape:  # a broadcast would hide a block function that returned the wrong shape
             raise DataError(f"block sums of different shapes cannot be added: {a.shape} and {np.shape(b)}")
         if a.dtype == np.result_type(a, b):
