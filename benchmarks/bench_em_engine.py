@@ -72,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
                 prior, conf_ot = full_m_step(counts.copy(), tot.copy(), 0.0)
                 return ws._e_step(np.log(prior), np.log(conf_ot), clamp)
 
-            state = EMState(LocalEngine(data), None, None, full_m_step, 0.0)
+            state = EMState(LocalEngine(data), None, None, full_m_step, 0.0)  # makes its first iteration
+            old_iteration()
             old_iteration()
             state.iterate()
             t_old, t_new = [], []
