@@ -463,6 +463,9 @@ class MajorityVote:
     (weight ``default_skill``).
     """
 
+    probas_: pd.DataFrame
+    labels_: pd.Series
+
     def __init__(self, default_skill: float | None = None, on_missing_skill: str = "error") -> None:
         self.default_skill = default_skill
         self.on_missing_skill = on_missing_skill

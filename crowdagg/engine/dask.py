@@ -292,7 +292,8 @@ def build_worker_part(first_block: int, n_blocks_total: int, bounds: np.ndarray,
     filled = 0
     for position, *values in pieces:
         at = position - first
-        for out, value in zip((rows, worker, label, task), values):
+        outs: tuple[np.ndarray, ...] = (rows, worker, label, task)
+        for out, value in zip(outs, values):
             out[at] = value
         filled += len(at)
     if filled != n:  # the positions are a permutation of the range: anything else is a bug upstream

@@ -218,16 +218,8 @@ def _resolve(spec: str, option: str) -> Target:
             raise DataError(f"{where}: file descriptor {fd} is not open") from None
         return Target(spec, option, "fd", fd=fd, keys=_fd_keys(fd), gzip=_gz(spec))
     real = os.path.realpath(spec)
-    try:
-        st = os.stat(real)
-    except FileNotFoundError:
-        st = None
-    except OSError as exc:
-        raise DataError(f"{where}: {os_reason(exc)}") from None
+    st = _stat_or_new(real, where, os.path.dirname(spec))
     if st is None:
-        directory = os.path.dirname(real) or "."
-        if not os.path.isdir(directory):
-            raise DataError(f"{where}: directory {os.path.dirname(spec) or directory} does not exist")
         return Target(spec, option, "file", path=real, keys=(("path", real),), gzip=_gz(spec))
     if stat.S_ISDIR(st.st_mode):
         raise DataError(f"{where}: is a directory")
@@ -244,6 +236,21 @@ def _resolve(spec: str, option: str) -> Target:
         spec, option, "stream", path=real,
         keys=() if stat.S_ISCHR(st.st_mode) else keys, gzip=_gz(spec),
     )
+
+
+def _stat_or_new(real: str, where: str, shown: str) -> os.stat_result | None:
+    """``os.stat(real)`` of an output's resolved path; None when nothing is there yet, whose directory must exist
+    (``shown``: that directory as the user spelled it, for the error)."""
+    try:
+        return os.stat(real)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise DataError(f"{where}: {os_reason(exc)}") from None
+    directory = os.path.dirname(real) or "."
+    if not os.path.isdir(directory):
+        raise DataError(f"{where}: directory {shown or directory} does not exist")
+    return None
 
 
 #: The marker written last into a directory of parts (Hadoop's and Spark's name): the directory is whole.
@@ -288,16 +295,8 @@ def resolve_directory(spec: str, option: str = "", writes: Sequence[str] = (), t
         raise UsageError(f"{where}: names a stream (an open descriptor), which cannot hold a directory of parts; "
                          "give a directory, or leave out the slash")
     real = os.path.realpath(name)
-    try:
-        st = os.stat(real)
-    except FileNotFoundError:
-        st = None
-    except OSError as exc:
-        raise DataError(f"{where}: {os_reason(exc)}") from None
+    st = _stat_or_new(real, where, os.path.dirname(name))
     if st is None:
-        parent = os.path.dirname(real) or "."
-        if not os.path.isdir(parent):
-            raise DataError(f"{where}: directory {os.path.dirname(name) or parent} does not exist")
         return Target(spec, option, "dir", path=real, keys=(("path", real),), gzip=_gz(name),
                       writes=tuple(writes), then=then)
     if not stat.S_ISDIR(st.st_mode):

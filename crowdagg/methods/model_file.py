@@ -207,7 +207,7 @@ def form_of(method: str) -> SavedForm | None:
     spec = METHODS.get(method)
     if spec is None or not spec.init_workers:
         return None
-    form = spec.load().saved_form
+    form = getattr(spec.load(), "saved_form", None)
     if not isinstance(form, SavedForm):  # a declaration the method's class does not keep: a bug
         raise RuntimeError(f"method {method!r} is declared with init_workers but its class has no saved_form")
     return form
