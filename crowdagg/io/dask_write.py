@@ -7,7 +7,8 @@ labels, confidences and, with ``--proba``, posteriors -- numbers only, to
 that worker directly.  The rows are the global task order's (a partition
 is a contiguous range of it, :mod:`crowdagg.io.dask_read`), so the parts
 in partition order are the local engine's table, row for row and byte for
-byte (:func:`crowdagg.methods.result.task_table` builds both).
+byte (:func:`crowdagg.methods.result.task_table` builds both, reached here through the result's
+``rows_table``).
 
 The parts go into the temporary directory the client made
 (:func:`crowdagg.io.output.commit`), which the workers must see at the
@@ -24,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import os
 import warnings
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -42,16 +44,19 @@ def part_tasks(part: Any) -> tuple[int, int]:
 
 
 def write_partition(part: Any, directory: str, index: int, fmt: str, gzip: bool, classes: tuple[str, ...],
-                    rows: tuple[np.ndarray, np.ndarray, np.ndarray | None], count: int = 1) -> tuple[str, int]:
+                    rows: tuple[np.ndarray, np.ndarray, np.ndarray | None], count: int = 1,
+                    layout: Callable[..., dict[str, Any]] | None = None) -> tuple[str, int]:
     """On a worker: partition ``part``'s rows (``rows``: its labels (n,), confidences (n,) and posteriors (n, K) or
-    None) as part ``index`` of the ``count`` of ``directory``; ``(file name, size)``."""
-    from ..methods.result import task_table
-    from .parts import write_part
+    None) as part ``index`` of the ``count`` of ``directory``; ``(file name, size)``.  ``layout``: the result's
+    :meth:`~crowdagg.methods.result.AggregationResult.rows_table` (sent by reference), which makes the columns."""
+    from .part_files import write_part
 
+    if layout is None:
+        raise TypeError("write_partition needs the result's rows_table as layout")
     labels, confidence, posteriors = rows
     answers = None if posteriors is None else np.diff(part.task_ptr)
-    table = task_table(part.task_names.names, labels, classes, confidence, posteriors=posteriors,
-                       answers_per_task=answers, arrow=True)
+    table = layout(part.task_names.names, labels, classes, confidence, posteriors=posteriors,
+                   answers_per_task=answers, arrow=True)
     return write_part(directory, index, fmt, gzip, table, where=f" on Dask worker {_here()}", count=count)
 
 
@@ -70,7 +75,7 @@ def fill_on_workers(engine: Any, result: Any, directory: str, fmt: str, gzip: bo
     """Write ``result`` (fitted on ``engine``, a :class:`~crowdagg.engine.dask.DaskEngine`) into ``directory``:
     part ``p`` on the worker holding partition ``p``; then check every part is seen here."""
     from ..engine.dask import gather, settle
-    from .parts import check_parts
+    from .part_files import check_parts
 
     client = engine.client
     directory = os.path.abspath(directory)
@@ -96,7 +101,7 @@ def fill_on_workers(engine: Any, result: Any, directory: str, fmt: str, gzip: bo
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             futures.append(client.submit(write_partition, part, directory, p, fmt, gzip, tuple(result.data.classes),
-                                         sent, len(engine.parts), pure=False))
+                                         sent, len(engine.parts), type(result).rows_table, pure=False))
     try:
         gather(client, futures, what, errors="skip")  # every write's outcome, failed or not
     except ResourceError:

@@ -179,6 +179,16 @@ class AggregationResult:
                   else "use the posteriors array instead of a labelled table")
         memory.check(nbytes, what, max_memory if max_memory is not None else self.max_memory, advice=advice)
 
+    @staticmethod
+    def rows_table(names: Any, labels: np.ndarray, classes: Any, confidence: np.ndarray, *,
+                   posteriors: np.ndarray | None = None, answers_per_task: np.ndarray | None = None,
+                   arrow: bool = False) -> dict[str, Any]:
+        """:func:`task_table`: the columns of :meth:`table` for a run of tasks, reached through the result, so that a
+        writer handed a result (one partition's rows written on a Dask worker, :mod:`crowdagg.io.dask_write`) lays
+        its rows out by the result's own rule without importing the methods."""
+        return task_table(names, labels, classes, confidence, posteriors=posteriors,
+                          answers_per_task=answers_per_task, arrow=arrow)
+
     def table(self, *, proba: bool = False, arrow: bool = False) -> dict[str, Any]:
         """One row per task, in input order, as columns: ``task, label, confidence``.
 
