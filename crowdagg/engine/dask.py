@@ -224,20 +224,7 @@ def merge_nodes(n: int, *partials: Any) -> dict:
     nodes: dict[tree.Node, Any] = {}
     for partial in partials:
         nodes.update({k: _owned(v) for k, v in (partial[0] if isinstance(partial, tuple) else partial).items()})
-    top = tree.depth(n)
-    merged = True
-    while merged:
-        merged = False
-        for level, j in sorted(nodes):  # children before parents
-            if j % 2 or level >= top or (level, j) not in nodes:
-                continue
-            if (level, j + 1) in nodes:
-                nodes[(level + 1, j // 2)] = tree.add(nodes.pop((level, j)), nodes.pop((level, j + 1)))
-                merged = True
-            elif ((j + 1) << level) >= n:
-                nodes[(level + 1, j // 2)] = nodes.pop((level, j))
-                merged = True
-    return nodes
+    return tree.merge(nodes, n)
 
 
 def _owned(value: Any) -> Any:

@@ -102,8 +102,9 @@ class LocalEngine:
         pool = _pool(used)
         futures = [pool.submit(tree.reduce_range, lo, min(lo + run, n), n, block) for lo in range(0, n, run)]
         nodes: dict[tree.Node, Any] = {}
-        for f in futures:
+        for f in futures:  # siblings added as their runs end, while the threads work on the later runs
             nodes.update(f.result())
+            tree.merge(nodes, n)
         return tree.combine(nodes, n), (outs if keep else None)
 
     def gather(self, outs: list[Any]) -> Any:

@@ -129,6 +129,27 @@ def reduce_range(lo: int, hi: int, n: int, block: Callable[[int], Any]) -> dict[
     return out
 
 
+def merge(nodes: dict[Node, Any], n: int) -> dict[Node, Any]:
+    """``nodes`` (a dict of node values, changed in place and returned) with every pair of sibling nodes present
+    replaced by their parent -- ``left + right``, or ``left`` alone where the right child lies past the ``n``
+    blocks: :func:`combine`'s own rule, so merging as partial results arrive, in any order, leaves the root's
+    bits as they are.  The values are added in place: they must be the caller's to change."""
+    top = depth(n)
+    merged = True
+    while merged:
+        merged = False
+        for level, j in sorted(nodes):  # children before parents
+            if j % 2 or level >= top or (level, j) not in nodes:
+                continue
+            if (level, j + 1) in nodes:
+                nodes[(level + 1, j // 2)] = add(nodes.pop((level, j)), nodes.pop((level, j + 1)))
+                merged = True
+            elif ((j + 1) << level) >= n:
+                nodes[(level + 1, j // 2)] = nodes.pop((level, j))
+                merged = True
+    return nodes
+
+
 def combine(nodes: Mapping[Node, Any], n: int) -> Any:
     """The root's value from node values covering all ``n`` blocks (the union of ranges' :func:`cover` values).
 

@@ -40,6 +40,25 @@ def test_every_partitioning_gives_the_definitions_bits(n: int) -> None:
         assert np.array_equal(tree.combine(nodes, n), want), (n, parts)
 
 
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 13, 64, 100, 257])
+def test_merging_ranges_as_they_arrive_in_any_order_gives_the_definitions_bits(n: int) -> None:
+    """tree.merge after each range's nodes (the local engine as its threads finish, Dask's workers pairwise)."""
+    x = _blocks(n, seed=1)
+    want = _by_definition(x)
+    rng = np.random.default_rng(n)
+    for parts in sorted({1, 2, 3, 7, 12, n}):
+        spans = list(tree.ranges(n, parts))
+        for order in (range(len(spans)), rng.permutation(len(spans))):
+            nodes: dict = {}
+            for i in order:
+                lo, hi = spans[i]
+                nodes.update(tree.reduce_range(lo, hi, n, lambda b: x[b].copy()))
+                tree.merge(nodes, n)
+            if parts == n:  # every block its own range: all merged up to the root
+                assert list(nodes) == [(tree.depth(n), 0)]
+            assert np.array_equal(tree.combine(nodes, n), want), (n, parts, list(order))
+
+
 def test_the_tree_order_differs_from_a_running_sum() -> None:
     """The test above can fail: the blocks' magnitudes make the association order visible in the bits."""
     x = _blocks(100)
