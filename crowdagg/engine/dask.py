@@ -477,10 +477,42 @@ def _open_client(distributed: Any, scheduler: str, seconds: float) -> Any:
 
 
 @contextmanager
+def _quiet_client_logs() -> Iterator[None]:
+    """``distributed``'s loggers in this process silenced below CRITICAL while the block runs, then restored.
+
+    A client that loses its scheduler logs its failed reconnection and the tracebacks of its own close
+    (``distributed.client - ERROR - Failed to reconnect ...``, ``CancelledError``) on stderr; the run already says
+    the loss once (``Error: lost the Dask scheduler at ...``), as ``LocalCluster(silence_logs=...)`` keeps the
+    workers' logs off it.  The loggers with a level of their own (``distributed.client`` has one in Dask's
+    configuration) are set one by one; the others inherit ``distributed``'s.
+    """
+    names = ["distributed"] + [name for name, lg in logging.root.manager.loggerDict.items()
+                               if name.startswith("distributed.") and isinstance(lg, logging.Logger)
+                               and lg.level != logging.NOTSET]
+    saved = {name: logging.getLogger(name).level for name in names}
+    for name in names:
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for name, level in saved.items():
+            logging.getLogger(name).setLevel(level)
+
+
+@contextmanager
 def connect(scheduler: str | None = None, n_workers: int | None = None) -> Iterator[Any]:
     """A Dask client for one run: to the scheduler at ``scheduler``, or to a ``LocalCluster`` of ``n_workers``
-    worker processes (one thread each; default: the thread policy's count) started here and closed on exit."""
+    worker processes (one thread each; default: the thread policy's count) started here and closed on exit.
+
+    ``distributed``'s own logs in this process are off meanwhile (:func:`_quiet_client_logs`): a lost scheduler is
+    said once, by the run's error."""
     distributed = require_distributed()
+    with _quiet_client_logs():
+        yield from _connect(distributed, scheduler, n_workers)
+
+
+def _connect(distributed: Any, scheduler: str | None, n_workers: int | None) -> Iterator[Any]:
+    """:func:`connect`'s client, its logs already quiet."""
     if scheduler is not None:
         try:
             # A refused connection is retried until the timeout: a wrong address is said in seconds, and a

@@ -765,6 +765,40 @@ def test_cli_a_scheduler_address_nobody_listens_on_is_refused_after_a_short_time
     assert "after 1 s" in got.stderr and "Traceback" not in got.stderr
 
 
+def test_the_clients_own_logs_are_off_while_connected_so_a_lost_scheduler_is_said_once(client):
+    """A client that loses its scheduler logs ``distributed.client - ERROR - Failed to reconnect to scheduler`` and
+    the CancelledError tracebacks of its close on stderr, before the run's own ``Error: lost the Dask scheduler``
+    line (seen with ``dask scheduler`` killed under ``aggregate --scheduler``): connect() keeps distributed's loggers
+    at CRITICAL while it holds the client, and gives them back their levels after."""
+    import logging
+
+    from crowdagg.engine.dask import connect
+
+    class Kept(logging.Handler):
+        def __init__(self) -> None:
+            super().__init__()
+            self.said: list[str] = []
+
+        def emit(self, record: logging.LogRecord) -> None:
+            self.said.append(record.getMessage())
+
+    names = ("distributed", "distributed.client", "distributed.comm.tcp")  # the last: no level of its own
+    before = {name: logging.getLogger(name).level for name in names}
+    kept = Kept()
+    logging.getLogger("distributed").addHandler(kept)  # distributed.* propagate to it, as to distributed's own
+    try:
+        with connect(client.scheduler.address) as own:
+            assert own.scheduler.address == client.scheduler.address
+            for name in names[1:]:
+                logging.getLogger(name).error("Failed to reconnect to scheduler after 10.00 seconds, closing client")
+        assert kept.said == []
+        assert {name: logging.getLogger(name).level for name in names} == before
+        logging.getLogger("distributed.client").error("after")  # the handler hears what is not silenced
+        assert kept.said == ["after"]
+    finally:
+        logging.getLogger("distributed").removeHandler(kept)
+
+
 def test_a_local_cluster_of_more_processes_than_cores_is_refused_before_it_starts() -> None:
     from crowdagg.core import threads
     from crowdagg.engine.dask import connect
