@@ -77,12 +77,17 @@ def _em_block(
     lc = log_conf.reshape(-1)
     cnt = counts.reshape(-1)
     q = np.empty(n_classes, dtype=np.float64)
+    # The table offsets of the task's answers, computed once in the E-step and read again for the counts.
+    bases = np.empty(64, dtype=np.uint64)
     ll = 0.0
     h = 0.0
     for t in range(start, stop):
         i = t - start
         lo = task_ptr[t]
         hi = task_ptr[t + 1]
+        if hi - lo > bases.shape[0]:
+            bases = np.empty(2 * (hi - lo), dtype=np.uint64)
+        have = False
         g = -1
         if has_clamp:
             g = clamp[i]
@@ -102,8 +107,10 @@ def _em_block(
             b = log_prior[1]
             for e in range(lo, hi):
                 base = (np.uint64(worker[e]) * nk + np.uint64(label[e])) * nk
+                bases[e - lo] = base
                 a += lc[base]
                 b += lc[base + np.uint64(1)]
+            have = True
             m = b if b > a else a
             ea = np.exp(a - m)
             eb = np.exp(b - m)
@@ -117,8 +124,10 @@ def _em_block(
                 q[k] = log_prior[k]
             for e in range(lo, hi):
                 base = (np.uint64(worker[e]) * nk + np.uint64(label[e])) * nk
+                bases[e - lo] = base
                 for k in range(n_classes):
                     q[k] += lc[base + np.uint64(k)]
+            have = True
             m, z = softmax_into(q, q)
             ll += m + np.log(z)
         else:
@@ -149,16 +158,19 @@ def _em_block(
             for k in range(n_classes):
                 f = q[k] if q[k] > floor else floor
                 h += f * np.log(f)
+        if not have:
+            for e in range(lo, hi):
+                bases[e - lo] = (np.uint64(worker[e]) * nk + np.uint64(label[e])) * nk
         if n_classes == 2:
             q0 = q[0]
             q1 = q[1]
-            for e in range(lo, hi):
-                base = (np.uint64(worker[e]) * nk + np.uint64(label[e])) * nk
+            for e in range(hi - lo):
+                base = bases[e]
                 cnt[base] += q0
                 cnt[base + np.uint64(1)] += q1
         else:
-            for e in range(lo, hi):
-                base = (np.uint64(worker[e]) * nk + np.uint64(label[e])) * nk
+            for e in range(hi - lo):
+                base = bases[e]
                 for k in range(n_classes):
                     cnt[base + np.uint64(k)] += q[k]
     return ll, h, -1
