@@ -10,6 +10,7 @@ that release the GIL, so plain Python threads run them in parallel.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
@@ -98,13 +99,30 @@ class LocalEngine:
         # Runs of 2^j consecutive blocks (aligned: one tree node each, but the clipped last), at least four a
         # thread, pulled by the threads as they free up: no thread waits on a longer share, the per-block cost of
         # handing work between threads is paid once a run, and memory holds one sum a run, not one a block.
+        # This thread works too, beside used - 1 helpers (one hand-over a helper, not one a run).
         run = 1 << max((n // (4 * used)).bit_length() - 1, 0)
+        starts = range(0, n, run)
+        values: list[Any] = [None] * len(starts)
+        taken = itertools.count()  # next() on it is atomic under the GIL: each run is taken once
+
+        def work() -> None:
+            for i in taken:
+                if i >= len(starts):
+                    return
+                values[i] = tree.reduce_range(starts[i], min(starts[i] + run, n), n, block)
+
         pool = _pool(used)
-        futures = [pool.submit(tree.reduce_range, lo, min(lo + run, n), n, block) for lo in range(0, n, run)]
+        helpers = [pool.submit(work) for _ in range(used - 1)]
+        try:
+            work()
+        finally:  # the helpers have ended before this returns or raises (they stop at the first run not there)
+            for f in helpers:
+                f.exception()
+        for f in helpers:
+            f.result()  # a block function's error in a helper thread is raised here
         nodes: dict[tree.Node, Any] = {}
-        for f in futures:  # siblings added as their runs end, while the threads work on the later runs
-            nodes.update(f.result())
-            tree.merge(nodes, n)
+        for value in values:
+            nodes.update(value)
         return tree.combine(nodes, n), (outs if keep else None)
 
     def gather(self, outs: list[Any]) -> Any:
