@@ -104,10 +104,11 @@ class LocalEngine:
         starts = range(0, n, run)
         values: list[Any] = [None] * len(starts)
         taken = itertools.count()  # next() on it is atomic under the GIL: each run is taken once
+        failed: list[bool] = []  # set when this thread's own runs raised (an interrupt): the helpers stop taking
 
         def work() -> None:
             for i in taken:
-                if i >= len(starts):
+                if i >= len(starts) or failed:
                     return
                 values[i] = tree.reduce_range(starts[i], min(starts[i] + run, n), n, block)
 
@@ -115,7 +116,10 @@ class LocalEngine:
         helpers = [pool.submit(work) for _ in range(used - 1)]
         try:
             work()
-        finally:  # the helpers have ended before this returns or raises (they stop at the first run not there)
+        except BaseException:
+            failed.append(True)
+            raise
+        finally:  # the helpers have ended before this returns or raises (each ends with the run it holds)
             for f in helpers:
                 f.exception()
         for f in helpers:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from crowdagg.core import threads
 from crowdagg.data.annotations import AnnotationSet
@@ -87,3 +88,29 @@ def test_cell_takes_labels_of_any_integer_dtype() -> None:
         assert part.cell.dtype == np.int32 and part.cell.tolist() == [1, 2, 3]
         (counts, tot, _), _ = em_block(part, 0, EMParams())
         assert counts.sum() == 3.0 and tot.tolist() == [0.5, 1.5]
+
+
+def _fails_at(part: Part, b: int, params, keep: bool):
+    """Counts the blocks it runs; raises at block ``params[0]``."""
+    params[1].append(b)
+    if b == params[0]:
+        raise ValueError(f"block {b}")
+    return float(b), None
+
+
+def test_a_block_functions_error_is_raised_from_any_thread_and_every_run_ends_first() -> None:
+    """Whichever thread runs the failing block (the calling one or a helper), map_reduce raises its error; the
+    engine then runs the next pass whole."""
+    data = _data(80_000)
+    engine = LocalEngine(data)
+    n = engine.n_blocks
+    assert n >= 6
+    for used in (1, 2, 3):
+        for bad in (0, n // 2, n - 1):
+            ran: list[int] = []
+            with threads.use_threads(used), pytest.raises(ValueError, match=f"block {bad}$"):
+                engine.map_reduce(_fails_at, (bad, ran))
+            assert bad in ran and len(ran) <= n
+        with threads.use_threads(used):
+            total, _ = engine.map_reduce(_fails_at, (-1, []))
+        assert total == sum(range(n))
