@@ -969,6 +969,11 @@ def test_cli_labels_written_by_the_workers_are_not_sized_as_rendered_on_the_clie
     assert sorted(os.listdir(tmp_path / "out")) == ["_SUCCESS", "part-00000.csv", "part-00001.csv"]
 
 # --------------------------------------------------------------------------- a lost scheduler
+#: Seconds within which a lost scheduler must have ended a run whose silence allowance is 2 s: well under the
+#: default SCHEDULER_SILENCE (60 s), so a run that waited for the default fails, yet loose enough for a loaded
+#: machine (the error text pins the cause: "has not answered for 2 s" or "the connection was lost").
+LOSS_SEEN_WITHIN = 45
+
 def _sleep_and_say(seconds: float) -> str:
     import time
 
@@ -1022,11 +1027,11 @@ def test_a_scheduler_lost_mid_fit_ends_the_run_with_one_line_not_a_hang(tmp_path
     # the client sees its connection drop, or (the kill caught a request on its way) the scheduler's silence
     assert cli["stderr"] in (f"Error: lost the Dask scheduler at {cli['address']} while running em_block on the "
                              f"partitions: {why}\n" for why in ("the connection was lost", "it has not answered for 2 s"))
-    assert cli["after_signal_s"] < 10
+    assert cli["after_signal_s"] < LOSS_SEEN_WITHIN
     api = reports["SIGSTOP"]
     assert api["raised"] == ["ResourceError", f"lost the Dask scheduler at {api['address']} while running em_block "
                              "on the partitions: it has not answered for 2 s"]
-    assert 2 <= api["after_signal_s"] < 10
+    assert 2 <= api["after_signal_s"] < LOSS_SEEN_WITHIN
 
 
 
@@ -1071,7 +1076,7 @@ def test_a_scheduler_lost_while_the_workers_write_the_parts_ends_the_run(tmp_pat
         assert got["stderr"] in (f"Error: lost the Dask scheduler at {got['address']} while {doing}: {why}\n"
                                  for why in whys), got["stderr"]
         assert not got["written"] and got["left"] == []
-        assert got["after_signal_s"] < 10 if stage == "write" else got["after_signal_s"] is None
+        assert got["after_signal_s"] < LOSS_SEEN_WITHIN if stage == "write" else got["after_signal_s"] is None
 
 
 _BLOCK_STARTED, _BLOCK_RELEASED = threading.Event(), threading.Event()
