@@ -29,3 +29,20 @@ def refusals(prelude: str, calls: dict[str, str]) -> dict[str, str]:
                           cwd=Path(__file__).resolve().parents[1])
     assert proc.returncode == 0, f"crashed (exit {proc.returncode}): {proc.stderr[-2000:]}"
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def assert_block_refusals(module: str, cases: dict[str, tuple[str, str]], task_names: bool = False) -> None:
+    """Run each block-function call of ``cases`` (name -> (call, message)) in a child process, with ``module``'s
+    names imported and two one-block parts defined, ``good`` and ``bad_label`` (a label code 7 of 2 classes;
+    ``task_names``: the parts carry names), and assert each was refused with its message, not a crash."""
+    names = ", np.array(['t'])" if task_names else ""
+    part = "Part(0, 1, 0, np.array([0, 1]), np.array([0, 2]), np.array([0, 1], np.int32), np.array([0, {y}], np.int8), 2, 2"
+    prelude = (
+        "from crowdagg.engine import Part\n"
+        f"from {module} import *\n"
+        f"good = {part.format(y=1)}{names})\n"
+        f"bad_label = {part.format(y=7)}{names})"
+    )
+    found = refusals(prelude, {name: call for name, (call, _) in cases.items()})
+    for name, (_, message) in cases.items():
+        assert message in found[name], (name, found[name])

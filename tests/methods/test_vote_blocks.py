@@ -289,17 +289,6 @@ VOTE_BLOCK_CASES = {
 
 
 def test_block_functions_refuse_bad_parts_and_parameters_never_a_crash():
+    from tests.crashes import assert_block_refusals
 
-    from tests.crashes import refusals
-
-    prelude = (
-        "from crowdagg.engine import Part\n"
-        "from crowdagg.methods.blocks import *\n"
-        "good = Part(0, 1, 0, np.array([0, 1]), np.array([0, 2]), np.array([0, 1], np.int32), "
-        "np.array([0, 1], np.int8), 2, 2, np.array(['t']))\n"
-        "bad_label = Part(0, 1, 0, np.array([0, 1]), np.array([0, 2]), np.array([0, 1], np.int32), "
-        "np.array([0, 7], np.int8), 2, 2, np.array(['t']))"
-    )
-    found = refusals(prelude, {name: call for name, (call, _) in VOTE_BLOCK_CASES.items()})
-    for name, (_, message) in VOTE_BLOCK_CASES.items():
-        assert message in found[name], (name, found[name])
+    assert_block_refusals("crowdagg.methods.blocks", VOTE_BLOCK_CASES, task_names=True)
