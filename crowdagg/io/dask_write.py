@@ -44,15 +44,13 @@ def part_tasks(part: Any) -> tuple[int, int]:
 
 
 def write_partition(part: Any, directory: str, index: int, fmt: str, gzip: bool, classes: tuple[str, ...],
-                    rows: tuple[np.ndarray, np.ndarray, np.ndarray | None], count: int = 1,
-                    layout: Callable[..., dict[str, Any]] | None = None) -> tuple[str, int]:
+                    rows: tuple[np.ndarray, np.ndarray, np.ndarray | None], count: int,
+                    layout: Callable[..., dict[str, Any]]) -> tuple[str, int]:
     """On a worker: partition ``part``'s rows (``rows``: its labels (n,), confidences (n,) and posteriors (n, K) or
     None) as part ``index`` of the ``count`` of ``directory``; ``(file name, size)``.  ``layout``: the result's
     :meth:`~crowdagg.methods.result.AggregationResult.rows_table` (sent by reference), which makes the columns."""
     from .part_files import write_part
 
-    if layout is None:
-        raise TypeError("write_partition needs the result's rows_table as layout")
     labels, confidence, posteriors = rows
     answers = None if posteriors is None else np.diff(part.task_ptr)
     table = layout(part.task_names.names, labels, classes, confidence, posteriors=posteriors,
