@@ -96,6 +96,9 @@ class FitContext(Mapping[str, Any]):
         What maps the method's block functions over the data's grid and
         reduces their sums (``checked.engine.map_reduce(fn, params)``): the
         method never builds a workspace of its own.
+    max_memory : int, float, str or None
+        The fit's memory limit, for the checks of the passes the method runs
+        (and of another method it runs as a step, a refinement).
 
     And :meth:`optimizer`: the fit's record of an inner optimiser's runs,
     said once when the fit ends.
@@ -103,9 +106,10 @@ class FitContext(Mapping[str, Any]):
 
     def __init__(self, params: Mapping[str, Any], *, clamp: np.ndarray | None = None,
                  start: Start | None = None, warm: WarmStart | None = None, method: str = "",
-                 engine: Any = None) -> None:
+                 engine: Any = None, max_memory: memory.MaxMemory = None) -> None:
         self.params = dict(params)
         self.engine = engine
+        self.max_memory = max_memory
         self.clamp = clamp
         self.start = start
         self.warm = warm
@@ -286,7 +290,8 @@ class Aggregator:
                                   max_memory, engine)
         # Every start adds the same pseudo-counts: a saved model is a prior, not a starting point.
         warm = None if self._saved is None else WarmStart(self._saved, data, self.name)
-        return FitContext(checked, clamp=clamp, start=start, warm=warm, method=self.name, engine=engine)
+        return FitContext(checked, clamp=clamp, start=start, warm=warm, method=self.name, engine=engine,
+                          max_memory=max_memory)
 
     def _prepare(self, data: AnnotationSet, max_memory: memory.MaxMemory) -> None:
         """Read what the fit needs besides the data before :meth:`memory_needed` runs: the saved worker model

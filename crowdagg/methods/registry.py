@@ -142,8 +142,8 @@ class Param:
             if not isinstance(value, str):
                 raise self._error(value)
             return value
-        if kind == "method" and _is_array(value):
-            return value  # a posterior given in the library: the method checks it against the data
+        if kind == "method" and (_is_array(value) or _is_result(value)):
+            return value  # a posterior or a fitted result given in the library: the method checks it against the data
         if not isinstance(value, str) or not self._accepts(value):
             raise self._error(value)
         return _canonical_device(value) if kind == "device" else value
@@ -350,6 +350,15 @@ def _is_array(value: Any) -> bool:
 
     np = sys.modules.get("numpy")
     return np is not None and isinstance(value, np.ndarray)
+
+
+def _is_result(value: Any) -> bool:
+    """Whether ``value`` is a fitted :class:`~crowdagg.methods.result.AggregationResult` (a start from another
+    method's output, given in the library; without importing the result module: a result means it is loaded)."""
+    import sys
+
+    result = sys.modules.get("crowdagg.methods.result")
+    return result is not None and isinstance(value, result.AggregationResult)
 
 
 def _method_names() -> tuple[str, ...]:

@@ -10,9 +10,15 @@
 an array (library only)
     a posterior, shape (n_tasks, n_classes), finite, non-negative, rows
     summing to 1;
+a fitted result (library only)
+    another method's :class:`~crowdagg.methods.result.AggregationResult` on
+    the same data, taken as its name would be (its posteriors, and its
+    parameters when the forms are shared): how a moment method refines its
+    estimate with Dawid--Skene (``-p refine=ds``);
 another method's name (``-p init=mv``)
     that method's output, one level deep: it runs unrefined, with its own
-    defaults, the same seed and the same gold (gold is data, not a
+    defaults (a method that refines its own estimate, ``refine``, is run with
+    ``refine=none``), the same seed and the same gold (gold is data, not a
     setting).  The method itself, and a method that is not a categorical
     aggregator, are refused.  When the two share a worker-model form
     (``worker_form`` of the other method in this method's
@@ -88,6 +94,10 @@ def resolve_start(method: Any, data: AnnotationSet, init: Any, seed: int, gold: 
     """
     if isinstance(init, np.ndarray):
         return Start(check_posterior(init, data), name="posterior")
+    from .result import AggregationResult
+
+    if isinstance(init, AggregationResult):
+        return _result_start(method, data, init)
     if init == SOFT_VOTE:
         return Start(None)
     if init == HARD_VOTE:
@@ -95,6 +105,8 @@ def resolve_start(method: Any, data: AnnotationSet, init: Any, seed: int, gold: 
     spec = check_init_name(method.name, init)
     other = spec.load()
     kwargs: dict[str, Any] = {"seed": seed} if "seed" in spec.param_names else {}
+    if "refine" in spec.param_names:  # its raw estimate: the start is one level deep
+        kwargs["refine"] = "none"
     if spec.gold and gold is not None:
         kwargs["gold"] = gold
     with warnings.catch_warnings(record=True) as caught:
@@ -108,6 +120,21 @@ def resolve_start(method: Any, data: AnnotationSet, init: Any, seed: int, gold: 
                                 f"before converging; {method.name} goes on from where it stopped"))
     shared = getattr(other, "worker_form", None) in getattr(method, "starts_from", ())
     return Start(result.posteriors.copy(), result if shared else None, init)
+
+
+def _result_start(method: Any, data: AnnotationSet, result: AggregationResult) -> Start:
+    """A start from another method's fitted result: refused unless fitted on ``data`` by another categorical method."""
+    from .registry import get
+
+    if result.data is not data and (result.posteriors.shape != (data.n_tasks, data.n_classes)
+                                    or result.data.n_workers != data.n_workers):
+        raise UsageError(f"{param('init')}: a result fitted on other data ({result.data.n_tasks:,} tasks, "
+                         f"{result.data.n_workers:,} workers, {result.data.n_classes} classes) cannot start a fit "
+                         f"on {data.n_tasks:,} tasks, {data.n_workers:,} workers, {data.n_classes} classes")
+    check_init_name(method.name, result.method)
+    other = get(result.method).load()
+    shared = getattr(other, "worker_form", None) in getattr(method, "starts_from", ())
+    return Start(check_posterior(result.posteriors, data), result if shared else None, result.method)
 
 
 def check_init_name(method: str, init: Any) -> Any:
