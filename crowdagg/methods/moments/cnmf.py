@@ -66,7 +66,7 @@ memory O(|Ω| K²) (each pair's block in both orientations).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -237,6 +237,8 @@ def coupled_nmf(conf: np.ndarray, prior: np.ndarray, pairs: CoupledPairs, max_it
     """
     workers = np.flatnonzero(pairs.starts[1:] > pairs.starts[:-1])
     trace = [prior_cost(prior, conf, pairs)]
+    if not len(workers):  # nothing to fit: the start is the estimate
+        return conf, prior, np.asarray(trace), True
     converged = False
     for _ in range(max_iter):
         for m in workers:
@@ -253,15 +255,17 @@ class CoupledNMF(MomentAggregator):
     """Coupled NMF with the KL divergence, started from MultiSPA ("MultiSPA-KL"): see the module notes."""
 
     name = "cnmf"
+    #: What ``tol`` reads (the CLI's --tol help names it).
+    objective_name: ClassVar[str] = "KL divergence"
 
     def _estimate(self, data: AnnotationSet, checked: FitContext) -> Estimate:
-        found = spa_estimate(data, checked)
+        found, rank = spa_estimate(data, checked)  # workers in their names' order (the sweep's order)
         start = found.estimate
         k = data.n_classes
         conf = np.maximum(np.array(start.conf_ot, dtype=np.float64), FLOOR)
         conf /= conf.sum(axis=1, keepdims=True)
         if not start.estimated.all():
-            conf[~start.estimated] = soft_vote_matrices(checked.engine, k)[~start.estimated]
+            conf[~start.estimated] = soft_vote_matrices(checked.engine, k)[np.argsort(rank)][~start.estimated]
         prior = np.maximum(np.asarray(start.prior, dtype=np.float64), FLOOR)
         prior /= prior.sum()
         pairs = CoupledPairs.build(found.pairs, found.moments, found.rank > 1, data.n_workers)
@@ -271,4 +275,5 @@ class CoupledNMF(MomentAggregator):
                                     f"(relative cost change above {checked['tol']:g}); raise -p max_iter"))
         estimated = pairs.starts[1:] > pairs.starts[:-1]
         why = "no co-labelling worker whose co-occurrence matrix has rank above 1"
-        return Estimate(prior, conf, estimated, why, n_iter=len(trace) - 1, converged=converged, objective=trace)
+        return Estimate(prior, conf[rank], estimated[rank], why, n_iter=len(trace) - 1, converged=converged,
+                        objective=trace)

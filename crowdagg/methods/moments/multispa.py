@@ -125,7 +125,7 @@ from .align import common_order
 from .estimate import Estimate, MomentAggregator, soft_vote_matrices
 
 __all__ = ["ALIGN_SWEEPS", "RANK_RTOL", "SPA_STOP", "SPA_TIE", "MultiSPA", "SPAEstimate", "align_workers",
-           "estimate_prior", "full_rank", "multispa", "numerical_rank", "pair_moments", "spa", "worker_columns"]
+           "estimate_prior", "full_rank", "in_name_order", "multispa", "numerical_rank", "pair_moments", "spa", "worker_columns"]
 
 #: A K×K block (or estimate) has full rank when its smallest singular value exceeds this times its largest.
 RANK_RTOL = 1e-10
@@ -513,18 +513,43 @@ def multispa(stats: CoOccurrence, min_partners: int, prior: str,
     return SPAEstimate(Estimate(d, conf, estimated, "; ".join(reasons)), moments, pairs, stats.n_tasks, rank)
 
 
+def in_name_order(stats: CoOccurrence, names: np.ndarray) -> tuple[CoOccurrence, np.ndarray]:
+    """``(stats, rank)``: the statistics with the workers renumbered by their names' order (``rank[m]``, worker
+    code ``m``'s new number), pairs re-sorted and joints transposed where a pair's order turned.
+
+    Every choice of the methods that follows the workers' order (SPA's ties, where the alignment starts, the
+    coupled NMF's sweep) then depends on the workers' names, not on the order of the input's rows.
+    """
+    n = stats.n_workers
+    rank = np.empty(n, dtype=np.int64)
+    rank[np.argsort(np.asarray(names), kind="stable")] = np.arange(n)
+    a, b = rank[stats.pairs[:, 0]], rank[stats.pairs[:, 1]]
+    turned = a > b
+    lo, hi = np.minimum(a, b), np.maximum(a, b)
+    joint = np.where(turned[:, None, None], stats.joint.transpose(0, 2, 1), stats.joint)
+    order = np.lexsort((hi, lo))
+    pairs = np.stack([lo, hi], axis=1)[order].astype(np.int32)
+    weight = None if stats.weight is None else stats.weight[order]
+    return CoOccurrence(pairs, np.ascontiguousarray(joint[order]), stats.n_tasks[order], weight, n,
+                        stats.n_classes), rank
+
+
 class MultiSPA(MomentAggregator):
     """MultiSPA (Ibrahim, Fu, Kargas & Huang, NeurIPS 2019): see the module notes."""
 
     name = "multispa"
 
     def _estimate(self, data: AnnotationSet, checked: FitContext) -> Estimate:
-        return spa_estimate(data, checked).estimate
+        found, rank = spa_estimate(data, checked)
+        est = found.estimate
+        return Estimate(est.prior, est.conf_ot[rank], est.estimated[rank], est.why)
 
 
-def spa_estimate(data: AnnotationSet, checked: FitContext) -> SPAEstimate:
-    """:func:`multispa` on the fit's engine: one co-occurrence pass (and a soft-vote pass only if needed)."""
+def spa_estimate(data: AnnotationSet, checked: FitContext) -> tuple[SPAEstimate, np.ndarray]:
+    """:func:`multispa` on the fit's engine (one co-occurrence pass, and a soft-vote pass only if needed), with the
+    workers in their names' order: ``(estimate, rank)``, worker code ``m`` at ``rank[m]`` (:func:`in_name_order`)."""
     engine: Any = checked.engine
-    stats = co_occurrence(engine, max_memory=checked.max_memory)
+    stats, rank = in_name_order(co_occurrence(engine, max_memory=checked.max_memory), data.worker_names)
+    by_name = np.argsort(rank)
     return multispa(stats, checked["min_partners"], checked["prior"],
-                    lambda: soft_vote_matrices(engine, data.n_classes))
+                    lambda: soft_vote_matrices(engine, data.n_classes)[by_name]), rank
