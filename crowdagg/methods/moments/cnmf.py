@@ -85,7 +85,7 @@ from ...data.annotations import AnnotationSet
 from ...errors import ConvergenceWarning, warn
 from ..base import FitContext
 from .estimate import FLOOR, Estimate, MomentAggregator, soft_vote_matrices
-from .multispa import spa_estimate
+from .multispa import pair_tables_memory, spa_estimate
 
 __all__ = ["INNER_STEPS", "INNER_TOL", "MIN_STEP", "MODEL_FLOOR", "SHRINK", "SIGMA", "STEP", "CoupledNMF",
            "CoupledPairs", "block_cost", "coupled_nmf", "prior_cost"]
@@ -268,6 +268,13 @@ class CoupledNMF(MomentAggregator):
     name = "cnmf"
     #: What ``tol`` reads (the CLI's --tol help names it).
     objective_name: ClassVar[str] = "KL divergence"
+    #: MultiSPA's tables, then Omega's blocks in both orientations and the sweeps' temporaries.
+    pair_copies: ClassVar[int] = 16
+
+    def memory_needed(self, data: AnnotationSet) -> tuple[float, str]:
+        base, what = super().memory_needed(data)
+        own, pairs = pair_tables_memory(data, self.pair_copies)
+        return base + own, f"{what}; {pairs}"
 
     def _estimate(self, data: AnnotationSet, checked: FitContext) -> Estimate:
         found, rank = spa_estimate(data, checked)  # workers in their names' order (the sweep's order)

@@ -114,7 +114,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -125,7 +125,7 @@ from .align import common_order
 from .estimate import Estimate, MomentAggregator, soft_vote_matrices
 
 __all__ = ["ALIGN_SWEEPS", "RANK_RTOL", "SPA_STOP", "SPA_TIE", "MultiSPA", "SPAEstimate", "align_workers",
-           "estimate_prior", "full_rank", "in_name_order", "multispa", "numerical_rank", "pair_moments", "spa", "worker_columns"]
+           "estimate_prior", "full_rank", "in_name_order", "multispa", "pair_tables_memory", "numerical_rank", "pair_moments", "spa", "worker_columns"]
 
 #: A K×K block (or estimate) has full rank when its smallest singular value exceeds this times its largest.
 RANK_RTOL = 1e-10
@@ -534,10 +534,27 @@ def in_name_order(stats: CoOccurrence, names: np.ndarray) -> tuple[CoOccurrence,
                         stats.n_classes), rank
 
 
+def pair_tables_memory(data: AnnotationSet, copies: int) -> tuple[float, str]:
+    """Bytes of ``copies`` float64 tables of K² per co-labelled worker pair (at most every pair of workers, and at
+    most the answer pairs of the tasks), beside the decoding's (:meth:`MomentAggregator.memory_needed`)."""
+    per_task = np.asarray(data.answers_per_task, dtype=np.int64)
+    w, k = data.n_workers, data.n_classes
+    pairs = min(w * (w - 1) // 2, int((per_task * (per_task - 1) // 2).sum()))
+    return 8.0 * copies * pairs * k * k, f"up to {pairs:,} co-labelled worker pairs × {k}² classes"
+
+
 class MultiSPA(MomentAggregator):
     """MultiSPA (Ibrahim, Fu, Kargas & Huang, NeurIPS 2019): see the module notes."""
 
     name = "multispa"
+    #: Per pair: the joint counts, the moments, their ranks, the stacked columns (twice, sorted), the alignment's
+    #: oriented blocks and products (the co-occurrence pass checks its own before it runs).
+    pair_copies: ClassVar[int] = 10
+
+    def memory_needed(self, data: AnnotationSet) -> tuple[float, str]:
+        base, what = super().memory_needed(data)
+        own, pairs = pair_tables_memory(data, self.pair_copies)
+        return base + own, f"{what}; {pairs}"
 
     def _estimate(self, data: AnnotationSet, checked: FitContext) -> Estimate:
         found, rank = spa_estimate(data, checked)
