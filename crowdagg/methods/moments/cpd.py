@@ -86,9 +86,11 @@ tasks in common (the MultiSPA demo: 25 workers, each task w.p. 0.2, every
 pair ~400 shared tasks per 10,000).  The permutation needs the crowd to be
 better than chance on average.  What the user sees otherwise:
 
-* fewer than three workers: ``Error`` (no third-order moment exists);
-* no pair nor triple sharing enough tasks: ``Error`` naming the
-  thresholds (lower ``min_pair_tasks`` / ``min_triple_tasks``, or use ds);
+* fewer than three workers: no third-order moment exists; no worker is
+  estimated (the fallback below, with its warning);
+* no pair nor triple sharing enough tasks: no worker is estimated, every
+  one takes the fallback below, and the warning names the thresholds
+  (lower ``min_pair_tasks`` / ``min_triple_tasks``, or use ds);
 * no triple sharing ``min_triple_tasks`` tasks but some pairs: a warning,
   and the fit of the first- and second-order terms alone (coupled matrix
   factorisation, identifiable under MultiSPA's conditions);
@@ -189,35 +191,63 @@ def triple_bound(data: AnnotationSet, min_tasks: int) -> int:
     return min(math.comb(data.n_workers, 3), answer_triples // max(int(min_tasks), 1))
 
 
+def _relabelled(members: np.ndarray, rank: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``members`` (n, r) renamed by ``rank`` (old code -> new), each row ascending, the rows in lexicographic order:
+    ``(new members, the source row of each, how each source row's members were reordered)``."""
+    renamed = rank[members]
+    axes = np.argsort(renamed, axis=1, kind="stable")
+    renamed = np.take_along_axis(renamed, axes, axis=1)
+    order = np.lexsort(renamed.T[::-1]) if len(renamed) else np.empty(0, dtype=np.int64)
+    return renamed[order], order, axes[order]
+
+
+def _joint_in_order(joint: np.ndarray, n_tasks: np.ndarray, order: np.ndarray, axes: np.ndarray) -> np.ndarray:
+    """``joint[order] / n_tasks[order]`` as float64, each row's member axes permuted by ``axes`` (one permutation of
+    the r members per row), filled pattern by pattern into one new array (no second copy of the int counts)."""
+    out = np.empty(joint.shape, dtype=np.float64)
+    if not len(order):
+        return out
+    patterns, which = np.unique(axes, axis=0, return_inverse=True)
+    for j, pattern in enumerate(patterns):
+        rows = np.flatnonzero(which.ravel() == j)
+        src = order[rows]
+        out[rows] = np.transpose(joint[src], (0, *(1 + pattern))) / n_tasks[src].reshape(-1, *[1] * len(pattern))
+    return out
+
+
 def moments(engine: Any, n_workers: int, n_classes: int, *, min_pair_tasks: int, min_triple_tasks: int,
-            max_memory: memory.MaxMemory = None) -> Moments:
+            rank: np.ndarray | None = None, max_memory: memory.MaxMemory = None) -> Moments:
     """The empirical first-, second- and third-order moments, from three passes over ``engine``'s grid.
 
     Pairs sharing fewer than ``min_pair_tasks`` tasks and triples sharing
     fewer than ``min_triple_tasks`` are left out (the triples' statistics
     are never computed for them: ``triple_statistics(min_tasks=...)``).
+    ``rank`` (n_workers,) renames the workers (worker ``w`` becomes
+    ``rank[w]``; default unchanged): the fit then sees them, their pairs
+    and triples in an order that does not depend on the data's codes.
     """
+    rank = np.arange(n_workers) if rank is None else np.asarray(rank, dtype=np.int64)
     counts = np.asarray(cooc.label_counts(engine), dtype=np.float64)
     n_m = counts.sum(axis=1, keepdims=True)
-    mu = np.divide(counts, n_m, out=np.zeros_like(counts), where=n_m > 0)
+    mu = np.empty_like(counts)
+    mu[rank] = np.divide(counts, n_m, out=np.zeros_like(counts), where=n_m > 0)
     pair_stats = cooc.co_occurrence(engine, max_memory=max_memory)
-    keep = pair_stats.n_tasks >= min_pair_tasks
-    pairs = pair_stats.pairs[keep].astype(np.int64)
-    R = pair_stats.joint[keep] / pair_stats.n_tasks[keep][:, None, None]
+    keep = np.flatnonzero(pair_stats.n_tasks >= min_pair_tasks)
+    pairs, order, axes = _relabelled(pair_stats.pairs[keep].astype(np.int64), rank)
+    R = _joint_in_order(pair_stats.joint[keep], pair_stats.n_tasks[keep], order, axes)
     del pair_stats
     trip = cooc.triple_statistics(engine, min_tasks=min_triple_tasks, max_memory=max_memory)
     k = n_classes
-    memory.check(_TRIPLE_BYTES[0] * len(trip.n_tasks) * k**3,
-                 f"{len(trip.n_tasks):,} worker triples sharing ≥ {min_triple_tasks} tasks × {k}³ classes",
+    memory.check(_TRIPLE_BYTES[0] * trip.n_triples * k**3,
+                 f"{trip.n_triples:,} worker triples sharing ≥ {min_triple_tasks} tasks × {k}³ classes",
                  max_memory, advice=f"raise {param('min_triple_tasks')}")
-    triples = np.asarray(trip.triples, dtype=np.int64).reshape(-1, 3)
-    T = np.asarray(trip.joint, dtype=np.float64).reshape(-1, k, k, k)
-    T /= np.asarray(trip.n_tasks, dtype=np.float64)[:, None, None, None]
+    triples, order, axes = _relabelled(np.asarray(trip.triples, dtype=np.int64).reshape(-1, 3), rank)
+    T = _joint_in_order(np.asarray(trip.joint).reshape(-1, k, k, k), np.asarray(trip.n_tasks), order, axes)
     del trip
     active = np.zeros(n_workers, dtype=bool)
     active[pairs.ravel()] = True
     active[triples.ravel()] = True
-    return Moments(mu, pairs, np.ascontiguousarray(R, dtype=np.float64), triples, np.ascontiguousarray(T), active)
+    return Moments(mu, pairs, R.reshape(-1, k, k), triples, T, active)
 
 
 def _incidence(members: np.ndarray, n_workers: int) -> tuple[np.ndarray, np.ndarray]:
@@ -295,6 +325,8 @@ def coupled_cpd(mom: Moments, prior: np.ndarray, conf_ot: np.ndarray, *, max_ite
         return float(sum(kernel.objective(conf, d, mom.mu, mom.active, pairs, mom.R, triples, mom.T)))
 
     trace = [objective()]
+    if not len(order):  # no kept pair nor triple: nothing to fit (the caller gives every worker its fallback)
+        return CPDFit(d, conf, np.asarray(trace), 0, True)
     converged = False
     n_iter = 0
     for n_iter in range(1, max_iter + 1):  # noqa: B007 - n_iter is read after the loop
@@ -338,33 +370,33 @@ class CoupledCPD(MomentAggregator):
 
     def _estimate(self, data: AnnotationSet, checked: FitContext) -> Estimate:
         w, k = data.n_workers, data.n_classes
-        if w < 3:
-            raise DataError(f"cpd needs at least three workers (its third-order moments are over worker triples); "
-                            f"the data have {w}")
+        (counts, tot, _), _ = checked.engine.map_reduce(em_block, EMParams())
+        prior0, conf0 = full_m_step(counts, tot, FALLBACK_SMOOTHING)
+        if w < 3:  # no triple exists, and two workers' joint alone does not identify their matrices
+            return Estimate(prior0, conf0, np.zeros(w, dtype=bool), f"cpd needs three workers for its third-order "
+                            f"moments, the data have {w}")
+        # The sweep visits the workers in the order of their names, not of their codes (first appearance): the
+        # same answers in another row order give the same bits.
+        canon = np.argsort(np.asarray(data.worker_names).astype(str), kind="stable")
+        rank = np.empty(w, dtype=np.int64)
+        rank[canon] = np.arange(w)
         mom = moments(checked.engine, w, k, min_pair_tasks=checked["min_pair_tasks"],
-                      min_triple_tasks=checked["min_triple_tasks"], max_memory=checked.max_memory)
-        thresholds = (f"{param('min_pair_tasks')} = {checked['min_pair_tasks']}, "
-                      f"{param('min_triple_tasks')} = {checked['min_triple_tasks']}")
-        if not len(mom.pairs) and not len(mom.triples):
-            raise DataError(f"cpd: no two workers share enough tasks for its moments ({thresholds}); lower them, "
-                            "or use ds")
-        if not len(mom.triples):
+                      min_triple_tasks=checked["min_triple_tasks"], rank=rank, max_memory=checked.max_memory)
+        if len(mom.pairs) and not len(mom.triples):
             warn(CrowdaggWarning(f"cpd: no three workers share {checked['min_triple_tasks']} tasks: fitting the first- "
                                  f"and second-order moments only ({len(mom.pairs):,} pairs); lower "
                                  f"{param('min_triple_tasks')} for third-order moments"))
-        (counts, tot, _), _ = checked.engine.map_reduce(em_block, EMParams())
-        prior0, conf0 = full_m_step(counts, tot, FALLBACK_SMOOTHING)
-        fit = coupled_cpd(mom, prior0, conf0, max_iter=checked["max_iter"], inner_iter=checked["inner_iter"],
-                          tol=checked["tol"])
+        fit = coupled_cpd(mom, prior0, conf0[canon], max_iter=checked["max_iter"], inner_iter=checked["inner_iter"], tol=checked["tol"])
         if not fit.converged and checked["tol"] > 0:
             warn(ConvergenceWarning(f"cpd: AO-ADMM did not reach {param('tol')} = {checked['tol']:g} in "
                                     f"{fit.n_iter} sweeps ({param('max_iter')}); the estimate is its last sweep's"))
-        order = common_order(fit.conf_ot, mom.active.astype(np.float64))
-        conf_ot, prior = reorder(fit.conf_ot, fit.prior, order)
-        missing = int((~mom.active).sum())
+        active = mom.active[rank]
+        order = common_order(fit.conf_ot[rank], active.astype(np.float64))
+        conf_ot, prior = reorder(fit.conf_ot[rank], fit.prior, order)
+        missing = int((~active).sum())
         why = (f"in no worker pair sharing ≥ {checked['min_pair_tasks']} tasks nor triple sharing "
                f"≥ {checked['min_triple_tasks']}") if missing else ""
-        return Estimate(prior, conf_ot, mom.active.copy(), why, fit.n_iter, fit.converged, fit.objective)
+        return Estimate(prior, conf_ot, active, why, fit.n_iter, fit.converged, fit.objective)
 
 
 __all__ = ["CPDFit", "CoupledCPD", "Moments", "coupled_cpd", "moments", "triple_bound"]
