@@ -117,7 +117,7 @@ import numpy as np
 
 from ...core import memory
 from ...data.annotations import AnnotationSet
-from ...errors import ConvergenceWarning, CrowdaggWarning, DataError, param, warn
+from ...errors import ConvergenceWarning, CrowdaggWarning, param, warn
 from ...kernels import cooc
 from ...kernels import cpd as kernel
 from ...kernels.em import EMParams, em_block
@@ -329,7 +329,7 @@ def coupled_cpd(mom: Moments, prior: np.ndarray, conf_ot: np.ndarray, *, max_ite
         return CPDFit(d, conf, np.asarray(trace), 0, True)
     converged = False
     n_iter = 0
-    for n_iter in range(1, max_iter + 1):  # noqa: B007 - n_iter is read after the loop
+    for n_iter in range(1, max_iter + 1):  # noqa: B007 - read after the loop
         prox = 1e-7 + 1e-2 * trace[-1] / data_norm
         change, _, _ = kernel.sweep(conf, gram, dual, d, mom.mu, order, pairs, mom.R, pair_ptr, pair_of, triples,
                                     mom.T, trip_ptr, trip_of, prox, inner_iter, inner_tol)
@@ -356,13 +356,13 @@ class CoupledCPD(MomentAggregator):
     """
 
     name = "cpd"
-    memory_advice = f"its third-order moments grow with worker triples × classes³: raise {param('min_triple_tasks')}, " \
-                    "or use multispa, ds or mv"
+    min_triple_tasks: int  # set from the declaration by Aggregator.__init__
+    memory_advice = "its third-order moments grow with worker triples × classes³: raise min_triple_tasks, or use ds"
 
     def memory_needed(self, data: AnnotationSet) -> tuple[float, str]:
         """EM's decoding and refinement, and the kept triples' statistics at most (:func:`triple_bound`)."""
         em, what = em_memory(data)
-        min_tasks = int(getattr(self, "min_triple_tasks", 20) or 20)
+        min_tasks = int(self.min_triple_tasks)
         n = triple_bound(data, min_tasks)
         k = data.n_classes
         need = n * (_TRIPLE_BYTES[0] * k**3 + _TRIPLE_BYTES[1])
@@ -386,7 +386,8 @@ class CoupledCPD(MomentAggregator):
             warn(CrowdaggWarning(f"cpd: no three workers share {checked['min_triple_tasks']} tasks: fitting the first- "
                                  f"and second-order moments only ({len(mom.pairs):,} pairs); lower "
                                  f"{param('min_triple_tasks')} for third-order moments"))
-        fit = coupled_cpd(mom, prior0, conf0[canon], max_iter=checked["max_iter"], inner_iter=checked["inner_iter"], tol=checked["tol"])
+        fit = coupled_cpd(mom, prior0, conf0[canon], max_iter=checked["max_iter"], inner_iter=checked["inner_iter"],
+                          tol=checked["tol"])
         if not fit.converged and checked["tol"] > 0:
             warn(ConvergenceWarning(f"cpd: AO-ADMM did not reach {param('tol')} = {checked['tol']:g} in "
                                     f"{fit.n_iter} sweeps ({param('max_iter')}); the estimate is its last sweep's"))
