@@ -15,7 +15,7 @@ This ``__init__`` holds the family's declarations only (standard library;
 method modules).
 """
 
-from ..registry import SEED, Method, Param, max_iter
+from ..registry import SEED, Method, Param
 
 _CHOICES = ("none", "ds")
 
@@ -50,7 +50,8 @@ DECLARATIONS: tuple[Method, ...] = (
         "Traganitis, Pages-Zamora & Giannakis, Blind multiclass ensemble classification, IEEE Trans. Signal "
         "Processing 66(18), 2018, doi:10.1109/TSP.2018.2860562",
         (*SHARED, refine("none"),
-         max_iter(100, "outer_max_iter"),
+         Param("max_iter", int, 100, "outer sweeps at most (each updates every worker's matrix, then the prior)",
+               1, 10**7, "outer_max_iter"),
          Param("inner_iter", int, 10, "ADMM steps per block and sweep", 1, 10**6, "inner_max_iter"),
          Param("tol", float, 1e-6, "stop when the relative L1 change of the confusion matrices and of the prior "
                "over a sweep are below this; 0 runs max_iter", 0.0, 0.5, "outer_tol"),
