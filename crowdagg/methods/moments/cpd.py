@@ -356,6 +356,8 @@ class CoupledCPD(MomentAggregator):
     """
 
     name = "cpd"
+    #: What its own iterations minimise (the trace's first entries); ``tol`` reads the change of the parameters.
+    objective_name = "moment residual"
     min_triple_tasks: int  # set from the declaration by Aggregator.__init__
     memory_advice = "its third-order moments grow with worker triples × classes³: raise min_triple_tasks, or use ds"
 
