@@ -239,19 +239,15 @@ def sweep(conf, gram, dual, prior, mu, order, pairs, R, pair_ptr, pair_of, tripl
     """One Gauss--Seidel sweep: each worker of ``order`` in turn, its block updated in place (``conf``, ``gram``,
     ``dual``) when the ADMM's result does not raise its quadratic.
 
-    Returns ``(Σ_i ‖A_i^new − A_i‖₁, inner steps taken, blocks kept at their value)``.
+    Returns ``Σ_i ‖A_i^new − A_i‖₁``.
     """
     change = 0.0
-    steps = 0
-    kept = 0
     k = prior.shape[0]
     for i in order:
         g, b = block_terms(i, conf, gram, prior, mu, pairs, R, pair_ptr, pair_of, triples, T, trip_ptr, trip_of)
         old = conf[i].copy()
-        new, n = admm_block(g, b, old, dual[i], prox, inner_iter, inner_tol)
-        steps += n
+        new, _ = admm_block(g, b, old, dual[i], prox, inner_iter, inner_tol)
         if block_quadratic(new, g, b) > block_quadratic(old, g, b):
-            kept += 1
             continue
         for r in range(k):
             for t in range(k):
@@ -263,7 +259,7 @@ def sweep(conf, gram, dual, prior, mu, order, pairs, R, pair_ptr, pair_of, tripl
                 for r in range(k):
                     acc += new[r, s] * new[r, t]
                 gram[i, s, t] = acc
-    return change, steps, kept
+    return change
 
 
 @njit(cache=True, nogil=True)

@@ -331,8 +331,8 @@ def coupled_cpd(mom: Moments, prior: np.ndarray, conf_ot: np.ndarray, *, max_ite
     n_iter = 0
     for n_iter in range(1, max_iter + 1):  # noqa: B007 - read after the loop
         prox = 1e-7 + 1e-2 * trace[-1] / data_norm
-        change, _, _ = kernel.sweep(conf, gram, dual, d, mom.mu, order, pairs, mom.R, pair_ptr, pair_of, triples,
-                                    mom.T, trip_ptr, trip_of, prox, inner_iter, inner_tol)
+        change = kernel.sweep(conf, gram, dual, d, mom.mu, order, pairs, mom.R, pair_ptr, pair_of, triples, mom.T,
+                              trip_ptr, trip_of, prox, inner_iter, inner_tol)
         g_d, b_d = kernel.prior_terms(conf, gram, mom.mu, mom.active, pairs, mom.R, triples, mom.T)
         new_d = _prior_block(g_d, b_d, d, prox, inner_iter, inner_tol)
         d_change = 0.0
