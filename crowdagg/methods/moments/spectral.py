@@ -124,8 +124,8 @@ provably optimal algorithm for crowdsourcing", NeurIPS 2014 and JMLR
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -250,8 +250,10 @@ def power_method(tensor: np.ndarray, rng: np.random.Generator, restarts: int, it
 
 def symmetrise(tensor: np.ndarray) -> np.ndarray:
     """The average of a (K, K, K) tensor's six transpositions."""
-    perms = ((0, 1, 2), (0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0))
-    return sum(np.transpose(tensor, p) for p in perms) / 6.0
+    out = np.zeros_like(tensor, dtype=np.float64)
+    for p in itertools.permutations(range(3)):
+        out += np.transpose(tensor, p)
+    return out / 6.0
 
 
 def solve_group(m_ab: np.ndarray, m_cb: np.ndarray, m_ca: np.ndarray, t_abc: np.ndarray,
@@ -339,7 +341,7 @@ def worker_matrices(partners: np.ndarray, group: np.ndarray, fit: GroupFit, n_ta
     :data:`~.estimate.FLOOR`, columns normalised; in the groups' common order."""
     n_workers, k, _ = partners.shape
     conf = np.zeros((n_workers, k, k))
-    estimated = partners.reshape(n_workers, -1).any(axis=1)
+    estimated: np.ndarray = np.asarray(partners.reshape(n_workers, -1).any(axis=1))
     why = []
     if not estimated.all():
         why.append(f"{int((~estimated).sum()):,} share no task with the other two groups")
