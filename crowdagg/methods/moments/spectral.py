@@ -79,12 +79,13 @@ papers.
 Group construction (``groups``)
 -------------------------------
 ``balanced`` (default): the workers by answer count, largest first (ties
-by code), each to the group with the fewest answers so far -- the three
+by name), each to the group with the fewest answers so far -- the three
 groups carry nearly equal answer counts, so no view is much noisier than
 the others (a crowd's answer counts are heavy-tailed: on rte one worker
-gave 10% of the answers).  Deterministic from the data, no random draw.
-``round-robin``: worker code :math:`i` to group :math:`i \bmod 3`, as
-``MainProgram.m`` (``mod(1:m, 3) + 1``) does over its worker numbers.
+gave 10% of the answers).  Deterministic from the answers, no random draw,
+whatever the order of the rows.  ``round-robin``: the i-th worker in the
+order of the names to group :math:`i \bmod 3`, as ``MainProgram.m``
+(``mod(1:m, 3) + 1``) does over its worker numbers.
 
 When it applies
 ---------------
@@ -99,8 +100,13 @@ What the user sees when it does not:
   answered by all three groups, a cross moment
   :math:`E[x_a x_b^\top]` or :math:`M_2` of rank below K (relative
   singular value below :data:`RANK_TOL`), or a decomposition that finds
-  fewer than K positive components: a :class:`~crowdagg.errors.DataError`
-  naming the cause (``ds`` needs none of these);
+  fewer than K positive components: nothing can be estimated -- every
+  worker gets the family's fallback (answers against the soft majority
+  vote, :mod:`.estimate`), the prior is the answers' label shares, and a
+  warning names the cause (``refine=ds`` then is Dawid--Skene EM from that
+  start; ``ds`` needs none of these conditions).  The helpers raise
+  :class:`Unidentified` (a :class:`~crowdagg.errors.DataError`) with the
+  cause;
 * a worker who shares no task with the other two groups' workers, or
   whose group's system :math:`\operatorname{diag}(w_{alt}) C_{alt}^\top`
   is singular: not estimated -- the family's fallback (answers against the
@@ -143,7 +149,7 @@ RANK_TOL = 1e-10
 GROUPINGS = ("balanced", "round-robin")
 
 
-def make_groups(answers: np.ndarray, how: str = "balanced") -> np.ndarray:
+def make_groups(answers: np.ndarray, how: str = "balanced", names: np.ndarray | None = None) -> np.ndarray:
     """Each worker's group, 0, 1 or 2: ``(n_workers,)`` int64.
 
     Parameters
@@ -151,18 +157,23 @@ def make_groups(answers: np.ndarray, how: str = "balanced") -> np.ndarray:
     answers : ndarray of int, shape (n_workers,)
         Each worker's answer count.
     how : {"balanced", "round-robin"}
-        ``balanced``: workers by count, largest first (ties: lower code), each to the group holding the fewest
-        answers so far (ties: the lower group); ``round-robin``: worker ``i`` to group ``i mod 3``.
+        ``balanced``: workers by count, largest first (ties: in the order of ``names``), each to the group holding
+        the fewest answers so far (ties: the lower group); ``round-robin``: the i-th worker in the order of
+        ``names`` to group ``i mod 3``.
+    names : ndarray, shape (n_workers,), optional
+        The workers' names (distinct): the order that breaks ties, so that the groups depend on the answers
+        alone, not on the order of the rows (which decides the worker codes).  Default: the codes' order.
     """
     answers = np.asarray(answers, dtype=np.int64)
     n = answers.shape[0]
+    rank = np.arange(n) if names is None else np.argsort(np.argsort(np.asarray(names), kind="stable"), kind="stable")
     if how == "round-robin":
-        return np.arange(n, dtype=np.int64) % 3
+        return (rank % 3).astype(np.int64)
     if how != "balanced":
         raise ValueError(f"unknown grouping {how!r}")
     group = np.zeros(n, dtype=np.int64)
     load = [0, 0, 0]
-    for m in np.lexsort((np.arange(n), -answers)):  # one step a worker, not an answer
+    for m in np.lexsort((rank, -answers)):  # one step a worker, not an answer
         g = load.index(min(load))
         group[m] = g
         load[g] += int(answers[m])
@@ -197,14 +208,17 @@ def partner_moments(pairs: np.ndarray, joint: np.ndarray, group: np.ndarray, n_w
     return out
 
 
+class Unidentified(DataError):
+    """The moments cannot identify the classes; the message is the cause (the method falls back, see the notes)."""
+
+
 def _check_rank(matrix: np.ndarray, what: str) -> None:
     s = np.linalg.svd(matrix, compute_uv=False)
     if not np.isfinite(s).all() or s[0] <= 0 or s[-1] < RANK_TOL * s[0]:
         rank = int(np.sum(s > RANK_TOL * s[0])) if np.isfinite(s).all() and s[0] > 0 else 0
-        raise DataError(
-            f"spectral: {what} has rank {rank} < {matrix.shape[0]} classes, so the three groups of workers cannot "
-            "tell the classes apart (a class no group answers, groups that share too few tasks, or workers no "
-            "better than chance); use ds, or fewer classes")
+        raise Unidentified(f"{what} has rank {rank} < {matrix.shape[0]} classes: the three groups cannot tell the "
+                           "classes apart -- a class no group answers, groups sharing too few tasks, or workers no "
+                           "better than chance")
 
 
 def power_method(tensor: np.ndarray, rng: np.random.Generator, restarts: int, iterations: int
@@ -283,10 +297,9 @@ def solve_group(m_ab: np.ndarray, m_cb: np.ndarray, m_ca: np.ndarray, t_abc: np.
     t = symmetrise(tl.to_numpy(tl.tenalg.multi_mode_dot(m3, [whiten.T] * 3, modes=[0, 1, 2])))
     lam, v = power_method(t, rng, restarts, iterations)
     if not (np.isfinite(lam).all() and (lam > RANK_TOL * max(float(lam.max()), 1e-300)).all()):
-        raise DataError(
-            f"spectral: the third-order moments of {names} show fewer than {len(lam)} components "
-            f"(eigenvalues {np.array2string(lam, precision=3)}): too few tasks answered by all three groups, or "
-            "classes the groups cannot tell apart; use ds")
+        raise Unidentified(f"the third-order moments of {names} show fewer than {len(lam)} components "
+                           f"(eigenvalues {np.array2string(lam, precision=3)}): too few tasks answered by all three "
+                           "groups, or classes the groups cannot tell apart")
     conf = (u * np.sqrt(s)) @ v * lam  # λ (Wᵀ)⁻¹ v, column by column
     return conf, 1.0 / lam**2
 
@@ -375,21 +388,28 @@ class SpectralDS(MomentAggregator):
     def _estimate(self, data: AnnotationSet, checked: FitContext) -> Estimate:
         from ...kernels import cooc
 
+        counts = cooc.label_counts(checked.engine)
+        try:
+            return self._moments(data, checked, counts.sum(axis=1))
+        except Unidentified as cause:  # nothing to estimate: every worker the fallback, the prior the label shares
+            shares = counts.sum(axis=0).astype(np.float64)
+            return Estimate(shares / max(float(shares.sum()), 1.0), np.zeros((data.n_workers, data.n_classes,
+                            data.n_classes)), np.zeros(data.n_workers, dtype=bool), str(cause))
+
+    def _moments(self, data: AnnotationSet, checked: FitContext, answers: np.ndarray) -> Estimate:
+        from ...kernels import cooc
+
         engine, k, n_workers = checked.engine, data.n_classes, data.n_workers
-        answers = cooc.label_counts(engine).sum(axis=1)
         if int(np.count_nonzero(answers)) < 3:
-            raise DataError(f"spectral needs at least three workers with answers (three groups of workers), "
-                            f"got {int(np.count_nonzero(answers))}; use ds or mv")
-        group = make_groups(answers, checked["groups"])
+            raise Unidentified(f"{int(np.count_nonzero(answers))} workers with answers: three groups need three")
+        group = make_groups(answers, checked["groups"], data.worker_names)
         load = np.bincount(group, weights=answers, minlength=3)
         if (load == 0).any():
-            raise DataError(f"spectral: group {int(np.argmin(load)) + 1} of workers has no answers "
-                            f"({checked['groups']} grouping); use -p groups=balanced")
+            raise Unidentified(f"group {int(np.argmin(load)) + 1} of the {checked['groups']} grouping has no answers")
         pairs = cooc.co_occurrence(engine, max_memory=checked.max_memory)
         triples = cooc.triple_statistics(engine, group, 3, max_memory=checked.max_memory)
         if triples.triples.shape[0] == 0:
-            raise DataError("spectral: no task was answered by a worker of each of the three groups, so there are "
-                            "no third-order moments; use ds")
+            raise Unidentified("no task was answered by a worker of each of the three groups: no third-order moments")
         n = float(data.n_tasks)
         cross = cross_moments(pairs.pairs, pairs.joint, group, k) / n
         fit = fit_groups(cross, np.asarray(triples.joint[0], dtype=np.float64) / n,
@@ -397,11 +417,11 @@ class SpectralDS(MomentAggregator):
         partners = partner_moments(pairs.pairs, pairs.joint, group, n_workers, k)
         conf, estimated, why = worker_matrices(partners, group, fit, data.n_tasks)
         if not estimated.any():
-            raise DataError(f"spectral: no worker could be estimated ({why}); use ds")
+            raise Unidentified(why)
         order = common_order(conf, estimated.astype(np.float64))
         conf, prior = reorder(conf, fit.weights.mean(axis=0), order)
         return Estimate(prior, conf, estimated, why)
 
 
-__all__ = ["GROUPINGS", "RANK_TOL", "GroupFit", "SpectralDS", "cross_moments", "fit_groups", "make_groups",
+__all__ = ["GROUPINGS", "RANK_TOL", "GroupFit", "SpectralDS", "Unidentified", "cross_moments", "fit_groups", "make_groups",
            "match_order", "partner_moments", "power_method", "solve_group", "symmetrise", "worker_matrices"]
