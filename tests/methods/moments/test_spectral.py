@@ -121,6 +121,16 @@ def test_the_power_method_recovers_an_orthogonal_decomposition():
     assert np.array_equal(spectral.power_method(tensor, np.random.default_rng(1), 100, 100)[0], again)
 
 
+def test_groups_are_matched_by_their_cross_moment_not_by_their_largest_entries():
+    """C_1 with an adversarial column order and no diagonal dominance: the cross moment still pins the match."""
+    rng = np.random.default_rng(3)
+    c0, c1 = rng.random((4, 4)), rng.random((4, 4))
+    d = np.array([0.1, 0.2, 0.3, 0.4])
+    perm = np.array([2, 0, 3, 1])
+    order = spectral.match_order(c0, c1[:, perm], c0 @ np.diag(d) @ c1.T)
+    assert np.array_equal(perm[order], np.arange(4))
+
+
 def exact_moments(crowd, group, rate):
     """Population moments of a crowd whose workers each answer a task w.p. ``rate``: (cross, triple, partners)."""
     a = crowd.confusion.transpose(0, 2, 1)  # [w, observed, true]
@@ -134,9 +144,19 @@ def exact_moments(crowd, group, rate):
 
 
 @pytest.mark.parametrize("scenario", [None, "multispa-demo"])
-def test_exact_moments_give_the_exact_matrices_and_prior_in_one_order(scenario):
+def test_exact_moments_give_the_exact_matrices_and_prior_in_one_order(scenario, monkeypatch):
     """Population moments in: every worker's matrix and the prior out to rounding, the three groups' components
-    matched to one order (whatever order each decomposition found them in), then the classes' own order."""
+    matched to one order (whatever order each decomposition found them in: here each call's components are
+    shuffled), then the classes' own order."""
+    real = spectral.power_method
+    shuffle = np.random.default_rng(7)
+
+    def shuffled(tensor, rng, restarts, iterations):
+        lam, vectors = real(tensor, rng, restarts, iterations)
+        order = shuffle.permutation(len(lam))
+        return lam[order], vectors[:, order]
+
+    monkeypatch.setattr(spectral, "power_method", shuffled)
     if scenario:
         crowd = simulate(scenario=scenario, n_tasks=100, prior=[0.5, 0.3, 0.2], seed=1)
     else:
