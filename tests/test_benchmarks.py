@@ -162,15 +162,16 @@ def test_moments_benchmark_quick_runs_speed_recovery_and_real_data(tmp_path, dat
     assert [r["method"] for r in rows["speed"]] == [*moments, "ds", "mv"]
     assert len({r["answers"] for r in rows["speed"]}) == 1 and 19_000 < rows["speed"][0]["answers"] < 21_000
     assert all(r["fit_s"] > 0 and r["peak_rss_mib"] > r["fit_peak_above_mib"] >= 0 for r in rows["speed"])
-    # recovery: raw and refined per moment method, then ds and mv; an MSE for every method with matrices
+    # recovery: raw and refined per moment method, then ds, mv and the MAP under the true parameters; an MSE for
+    # every method with matrices
     names = [r["method"] for r in rows["recovery"]]
-    assert names == [f"{m} refine={r}" for m in moments for r in ("none", "ds")] + ["ds", "mv"]
+    assert names == [f"{m} refine={r}" for m in moments for r in ("none", "ds")] + ["ds", "mv", "true parameters (MAP)"]
     for r in rows["recovery"]:
         assert 0 <= r["accuracy"] <= 1
         if r["method"] != "mv":
-            assert 0 <= r["mse_aligned"] <= r["mse"] and np.isfinite(r["mse"])
-    ds = rows["recovery"][-2]
-    assert ds["mse_aligned"] < 0.02 and ds["accuracy"] > 0.7  # ds from MV recovers the demo crowd
+            assert 0 <= r["mse_aligned"] <= r["mse"] and np.isfinite(r["mse"]) and 0 <= r["accuracy_aligned"] <= 1
+    ds, oracle = rows["recovery"][-3], rows["recovery"][-1]
+    assert ds["mse_aligned"] < 0.02 and oracle["accuracy"] - 0.02 < ds["accuracy"] <= oracle["accuracy"] + 0.02
     # real data: bluebird's mv and ds as in the accuracy table of benchmarks/README.md
     (blue,) = rows["real"]
     assert blue["dataset"] == "bluebird"
