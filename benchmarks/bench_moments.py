@@ -168,9 +168,9 @@ def speed_child(method: str, path: Path, out: Path) -> None:
         data = load_annotations(path)
     read_s = time.perf_counter() - t
     truth = np.load(path.with_suffix(".truth.npy"))
-    before = _status_mib("VmRSS")
-    with open("/proc/self/clear_refs", "w") as fh:  # VmHWM := now, so the peak below is the fit's
+    with open("/proc/self/clear_refs", "w") as fh:  # VmHWM := the RSS now, so the peak below is the fit's
         fh.write("5")
+    before = _status_mib("VmHWM")
     t = time.perf_counter()
     result = fit(data, method, refine="none")
     fit_s = time.perf_counter() - t
@@ -191,7 +191,7 @@ def run_child(args: list[str]) -> tuple[int, float, float, str]:
     with tempfile.TemporaryFile("w+") as err:
         t = time.perf_counter()
         proc = subprocess.Popen([sys.executable, __file__, *args], stdout=subprocess.DEVNULL, stderr=err,
-                                env={**os.environ, "PYTHONPATH": str(HERE.parent)})
+                                env={**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH") or str(HERE.parent)})
         _, status, usage = os.wait4(proc.pid, 0)  # this child's own rusage: ru_maxrss in KiB on Linux
         wall = time.perf_counter() - t
         proc.returncode = os.waitstatus_to_exitcode(status)
