@@ -430,6 +430,107 @@ def _block_pair_entries(task_ptr, worker, label, t0, t1, n_workers, n_classes, w
     return cell_key[:nc], cell_w[:nc_w], pair_id[:npair], pair_w[:np_w], np.int64(-1)
 
 
+# ------------------------------------------------------------------------------ third order: worker triples
+
+
+@njit(cache=True, nogil=True)
+def _unit_runs(worker, unit, lo, hi, order, starts):  # pragma: no cover - compiled
+    """:func:`_runs` by unit: the answers lo..hi-1 of one task sorted by their worker's unit ``unit[worker]``
+    (stable), ``starts[:n+1]`` the boundaries of the ``n`` runs of one unit each (returned)."""
+    c = hi - lo
+    for i in range(c):
+        a = lo + i
+        u = unit[worker[a]]
+        j = i - 1
+        while j >= 0 and unit[worker[order[j]]] > u:
+            order[j + 1] = order[j]
+            j -= 1
+        order[j + 1] = a
+    n = 0
+    for i in range(c):
+        if i == 0 or unit[worker[order[i]]] != unit[worker[order[i - 1]]]:
+            starts[n] = i
+            n += 1
+    starts[n] = c
+    return n
+
+
+@njit(cache=True, nogil=True)
+def _block_triple_keys(task_ptr, worker, unit, t0, t1, n_units, capacity):  # pragma: no cover - compiled
+    """One key ``(u1 · U + u2) · U + u3`` (u1 < u2 < u3, ``U = n_units``) per task of [t0, t1) and triple of
+    units with answers there, in task order (unsorted; a triple repeats once per task it shares).  ``capacity``
+    bounds them (Σ c(c−1)(c−2)/6 over the tasks' answer counts c)."""
+    keys = np.empty(capacity, dtype=np.int64)
+    longest = _longest(task_ptr, t0, t1)
+    order = np.empty(longest, dtype=np.int64)
+    starts = np.empty(longest + 1, dtype=np.int64)
+    n = 0
+    for t in range(t0, t1):
+        runs = _unit_runs(worker, unit, task_ptr[t], task_ptr[t + 1], order, starts)
+        for x in range(runs):
+            kx = np.int64(unit[worker[order[starts[x]]]]) * n_units
+            for y in range(x + 1, runs):
+                ky = (kx + unit[worker[order[starts[y]]]]) * n_units
+                for z in range(y + 1, runs):
+                    keys[n] = ky + unit[worker[order[starts[z]]]]
+                    n += 1
+    return keys[:n].copy()
+
+
+@njit(cache=True, nogil=True)
+def _count_runs(keys, max_key):  # pragma: no cover - compiled
+    """Sorted unique ``keys`` (≤ ``max_key``) and how many times each occurs."""
+    sk, _ = _radix_sort(keys, max_key)
+    n = sk.shape[0]
+    out_k = np.empty(n, dtype=np.int64)
+    out_c = np.zeros(n, dtype=np.int64)
+    m = -1
+    for i in range(n):
+        if m < 0 or sk[i] != out_k[m]:
+            m += 1
+            out_k[m] = sk[i]
+        out_c[m] += 1
+    return out_k[:m + 1].copy(), out_c[:m + 1].copy()
+
+
+@njit(cache=True, nogil=True)
+def _block_triple_entries(task_ptr, worker, label, unit, t0, t1, n_units, n_classes, capacity, index, ranked,
+                          table):  # pragma: no cover - compiled
+    """The answer triples of tasks [t0, t1) as cell keys ``p · K³ + a · K² + b · K + c``, in task order.
+
+    One answer from each of three different units (``a`` the lowest unit's
+    answer), every combination; ``p`` the units' triple's id, its position
+    in ``index`` (:func:`_pair_id`); a triple absent from ``index`` (left
+    out for sharing too few tasks) emits nothing.  One look-up per task and
+    triple of units, not per answer triple.
+    """
+    k = np.int64(n_classes)
+    k3 = k * k * k
+    cell_key = np.empty(capacity, dtype=np.int64)
+    longest = _longest(task_ptr, t0, t1)
+    order = np.empty(longest, dtype=np.int64)
+    starts = np.empty(longest + 1, dtype=np.int64)
+    n = 0
+    for t in range(t0, t1):
+        runs = _unit_runs(worker, unit, task_ptr[t], task_ptr[t + 1], order, starts)
+        for x in range(runs):
+            kx = np.int64(unit[worker[order[starts[x]]]]) * n_units
+            for y in range(x + 1, runs):
+                ky = (kx + unit[worker[order[starts[y]]]]) * n_units
+                for z in range(y + 1, runs):
+                    p = _pair_id(ky + unit[worker[order[starts[z]]]], index, ranked, table)
+                    if p < 0:
+                        continue
+                    for i in range(starts[x], starts[x + 1]):
+                        base_i = p * k3 + np.int64(label[order[i]]) * k * k
+                        for j in range(starts[y], starts[y + 1]):
+                            base_j = base_i + np.int64(label[order[j]]) * k
+                            for h in range(starts[z], starts[z + 1]):
+                                cell_key[n] = base_j + label[order[h]]
+                                n += 1
+    return cell_key[:n].copy()
+
+
 # ------------------------------------------------------------------------------------ sums of the tree
 
 #: A sum of the tree turns dense once its sparse operands would take this share of the dense form's bytes (1: as
@@ -672,7 +773,7 @@ def stats_block(part: Any, b: int, params: StatsParams, keep: bool) -> tuple[tup
         if given is not None and given != getattr(part, name):
             raise DataError(f"the pair index was built from data of {given:,} {name[2:]}, this has "
                             f"{getattr(part, name):,}: build it on the same engine")
-    ranked, table = _check_lookup(params, int(part.n_workers))
+    ranked, table = _check_lookup(params, int(part.n_workers) ** 2, f"{int(part.n_workers):,}² workers")
     start, stop = part.tasks_of(b)
     weighted = params.weights is not None
     weights = np.empty(0, dtype=np.float64)
@@ -700,21 +801,111 @@ def stats_block(part: Any, b: int, params: StatsParams, keep: bool) -> tuple[tup
     return (SparseSum(cell_sums[0], cell_sums[1], cells), n_tasks, SparseSum(pair_sums[0], pair_sums[1], n_pairs)), None
 
 
-def _check_lookup(params: StatsParams, n_workers: int) -> tuple[np.ndarray, np.ndarray]:
-    """``params``' ranked bitmap and hash table (empty where None), checked to fit the data: the look-up kernel
-    reads them without bounds checks.  (An id past the index gives a key past the sums' entries, refused when the
-    sums are added.)"""
+def _check_lookup(params: Any, space: int, keys: str, index: str = "pair index",
+                  builder: str = "pair_lookup") -> tuple[np.ndarray, np.ndarray]:
+    """``params``' ranked bitmap and hash table (empty where None), checked to fit a key space of ``space`` keys:
+    the look-up kernel reads them without bounds checks.  (An id past the index gives a key past the sums'
+    entries, refused when the sums are added.)"""
     checked = []
-    for name, rows in (("ranked bitmap", _words(n_workers * n_workers)), ("hash table", None)):
+    for name, rows in (("ranked bitmap", _words(space)), ("hash table", None)):
         given = params.ranked if rows is not None else params.table
         arr = np.empty((0, 2), dtype=np.int64) if given is None else np.ascontiguousarray(given, dtype=np.int64)
         n = arr.shape[0] if arr.ndim == 2 else -1
         if given is not None and (arr.ndim != 2 or arr.shape[1] != 2 or n != (n if rows is None else rows)
                                   or (rows is None and (n < 1 or n & (n - 1)))):
-            want = f"({rows:,}, 2) for {n_workers:,}² workers" if rows is not None else "(a power of two, 2)"
-            raise DataError(f"the pair index's {name} has shape {arr.shape}, not {want}: build it with pair_lookup")
+            want = f"({rows:,}, 2) for {keys}" if rows is not None else "(a power of two, 2)"
+            raise DataError(f"the {index}'s {name} has shape {arr.shape}, not {want}: build it with {builder}")
         checked.append(arr)
     return checked[0], checked[1]
+
+
+# ----------------------------------------------------------------- first- and third-order block functions
+
+
+def label_block(part: Any, b: int, params: Any, keep: bool) -> tuple[np.ndarray, None]:
+    """Block function of the first-order pass: ``counts[w, a]``, the block's answers of worker ``w`` with label
+    ``a`` (int64, shape (n_workers, K): a fresh array the tree adds in place)."""
+    b = _block(part, b)
+    lo, hi = part.answers_of(b)
+    k = int(part.n_classes)
+    cells = np.asarray(part.worker[lo:hi], dtype=np.int64) * k + part.label[lo:hi]
+    counts = np.bincount(cells, minlength=int(part.n_workers) * k).astype(np.int64, copy=False)
+    return counts.reshape(int(part.n_workers), k), None
+
+
+@dataclass(frozen=True)
+class TripleParams:
+    """The third-order passes' broadcast parameters.
+
+    ``units`` (n_workers,) int64: each worker's unit in ``[0, n_units)``.
+    ``index`` (the statistics pass): the kept triples' sorted keys ``(u1 · U
+    + u2) · U + u3``, with their look-up (``ranked`` or ``table``,
+    :func:`key_lookup`); None for the index pass.
+    """
+
+    units: np.ndarray
+    n_units: int
+    n_workers: int
+    n_classes: int
+    index: np.ndarray | None = None
+    ranked: np.ndarray | None = None
+    table: np.ndarray | None = None
+
+
+def _answer_triples(part: Any, b: int) -> int:
+    start, stop = part.tasks_of(b)
+    c = np.diff(part.task_ptr[start:stop + 1])
+    return int((c * (c - 1) * (c - 2) // 6).sum())
+
+
+def _triple_part(part: Any, b: int, params: TripleParams) -> tuple[int, int, int]:
+    """``(b, start, stop)`` once the partition and the units are checked against it."""
+    b = _block(part, b)
+    if not isinstance(params, TripleParams):
+        raise UsageError(f"the third-order block functions take TripleParams, got {type(params).__name__}")
+    if (params.n_workers, params.n_classes) != (int(part.n_workers), int(part.n_classes)):
+        raise DataError(f"the units were given for {params.n_workers:,} workers and {params.n_classes} classes, "
+                        f"this data has {int(part.n_workers):,} and {int(part.n_classes)}")
+    if params.units.shape != (params.n_workers,) or params.units.dtype != _I64:
+        raise DataError(f"units of shape {params.units.shape} {params.units.dtype} for {params.n_workers:,} workers")
+    if not 1 <= params.n_units <= MAX_UNITS or (len(params.units) and (
+            int(params.units.min()) < 0 or int(params.units.max()) >= params.n_units)):
+        raise DataError(f"unit codes outside 0 .. {params.n_units - 1} (n_units must be 1 .. {MAX_UNITS:,})")
+    start, stop = part.tasks_of(b)
+    return b, start, stop
+
+
+def triple_bound_block(part: Any, b: int, params: Any, keep: bool) -> tuple[PairBound, None]:
+    """Block function of the third-order bound pass: the block's tasks and answer triples (in ``answer_pairs``;
+    an upper bound on what the triple passes hold), no answer read."""
+    b = _block(part, b)
+    start, stop = part.tasks_of(b)
+    triples = _answer_triples(part, b)
+    return PairBound(stop - start, triples, triples, int(part.n_workers), int(part.n_classes)), None
+
+
+def triple_index_block(part: Any, b: int, params: TripleParams, keep: bool) -> tuple[SparseSum, None]:
+    """Block function of the triple index pass: one key per task and triple of units with answers there (the
+    counts form of a :class:`SparseSum` over the n_units³ keys: the root counts each triple's shared tasks)."""
+    b, start, stop = _triple_part(part, b, params)
+    u = int(params.n_units)
+    keys = _block_triple_keys(part.task_ptr, part.worker, params.units, start, stop, np.int64(u),
+                              _answer_triples(part, b))
+    return SparseSum(keys, None, u ** 3), None
+
+
+def triple_stats_block(part: Any, b: int, params: TripleParams, keep: bool) -> tuple[SparseSum, None]:
+    """Block function of the third-order statistics pass: the answer triples of the kept triples, keyed
+    ``p · K³ + a · K² + b · K + c`` (the counts form of a :class:`SparseSum` over T · K³ entries)."""
+    b, start, stop = _triple_part(part, b, params)
+    if params.index is None:
+        raise UsageError("the third-order statistics pass needs the kept triples' index")
+    u, k = int(params.n_units), int(part.n_classes)
+    ranked, table = _check_lookup(params, u ** 3, f"{u:,}³ units", "triple index", "key_lookup")
+    index = np.ascontiguousarray(params.index, dtype=np.int64)
+    keys = _block_triple_entries(part.task_ptr, part.worker, part.label, params.units, start, stop, np.int64(u),
+                                 np.int64(k), _answer_triples(part, b), index, ranked, table)
+    return SparseSum(keys, None, len(index) * k ** 3), None
 
 
 # ------------------------------------------------------------------------------------------- public API
@@ -845,24 +1036,29 @@ def pair_lookup(index: PairIndex) -> tuple[np.ndarray | None, np.ndarray | None]
     ``(None, table)``: an open-addressing hash table of ``(key, id)`` rows,
     at least twice as many slots as pairs.
     """
-    w = index.n_workers
-    if _lookup_bytes(index) == 16 * _words(w * w):
-        bits = np.zeros(_words(w * w), dtype=np.int64)
-        _set_bits(bits, _in_space(index.keys, w * w))
+    return key_lookup(index.keys, index.n_workers ** 2)
+
+
+def key_lookup(keys: np.ndarray, space: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """:func:`pair_lookup` for any sorted unique ``keys`` in ``[0, space)`` (pairs: n_workers² keys; triples:
+    n_units³)."""
+    if _lookup_bytes(len(keys), space) == 16 * _words(space):
+        bits = np.zeros(_words(space), dtype=np.int64)
+        _set_bits(bits, _in_space(keys, space))
         return _ranked(bits), None
-    return None, _hash_table(index.keys, _table_slots(index.n_pairs))
+    return None, _hash_table(keys, _table_slots(len(keys)))
 
 
 def _table_slots(n_keys: int) -> int:
     return 1 << max(2 * int(n_keys), 1).bit_length()
 
 
-def _lookup_bytes(index: PairIndex) -> int:
-    """The bytes of :func:`pair_lookup`'s ranked bitmap, or of its hash table where the bitmap would be large."""
-    bitmap = 16 * _words(index.n_workers ** 2)
-    if bitmap <= max(LOOKUP_BYTES_PER_PAIR * index.n_pairs, LOOKUP_MIN_BYTES):
+def _lookup_bytes(n_keys: int, space: int) -> int:
+    """The bytes of :func:`key_lookup`'s ranked bitmap, or of its hash table where the bitmap would be large."""
+    bitmap = 16 * _words(space)
+    if bitmap <= max(LOOKUP_BYTES_PER_PAIR * n_keys, LOOKUP_MIN_BYTES):
         return bitmap
-    return 16 * _table_slots(index.n_pairs)
+    return 16 * _table_slots(n_keys)
 
 
 def _check_weights(weights: Any, n_tasks: int) -> np.ndarray:
@@ -909,7 +1105,7 @@ def pair_statistics(engine: Any, index: PairIndex, weights: Any = None, *,
     # twice that while two merge into a third; the result; the pair look-up
     per_pair = 16 if w is None else 104
     need = (per_pair * index.largest_block * threads.count() + min(32 * index.answer_pairs, 8 * live * entries)
-            + 8 * entries + _lookup_bytes(index))
+            + 8 * entries + _lookup_bytes(index.n_pairs, index.n_workers ** 2))
     memory.check(need, f"{n_pairs:,} worker pairs × {k}² classes, {index.largest_block:,} answer pairs in the "
                        "largest block", max_memory)
     total, _ = engine.map_reduce(stats_block, StatsParams(index.keys, w, index.n_workers, k, *pair_lookup(index)))
@@ -953,6 +1149,151 @@ def co_occurrence(engine: Any, weights: Any = None, *, max_memory: memory.MaxMem
     return pair_statistics(engine, pair_index(engine, max_memory=max_memory), weights, max_memory=max_memory)
 
 
-__all__ = ["DENSE_SWITCH", "LOOKUP_BYTES_PER_PAIR", "LOOKUP_MIN_BYTES", "CoOccurrence", "PairBound", "PairIndex",
-           "PairSet", "SparseSum", "StatsParams", "bound_block", "co_occurrence", "index_block", "pair_index",
-           "pair_lookup", "pair_statistics", "stats_block"]
+# ----------------------------------------------------------------------- first and third order: public API
+
+
+def label_counts(engine: Any) -> np.ndarray:
+    """First-order statistics: ``counts[w, a]``, the answers of worker ``w`` with label ``a`` (int64,
+    shape (n_workers, K)); one ``map_reduce`` pass over ``engine`` (any engine, the same integers)."""
+    total, _ = engine.map_reduce(label_block, None)
+    return np.asarray(total, dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class TripleStats:
+    """Third-order statistics of the co-labelled triples of units (workers, or groups of them).
+
+    Attributes
+    ----------
+    triples : ndarray of int32, shape (T, 3)
+        Unit codes ``(u1, u2, u3)``, ``u1 < u2 < u3``, sorted: every triple that shares at least
+        ``min_tasks`` tasks, once.
+    joint : ndarray of int64, shape (T, K, K, K)
+        ``joint[p, a, b, c]``: over the tasks all three units answered, the answer triples (one answer
+        of each unit, every combination) with u1's answer ``a``, u2's ``b`` and u3's ``c``.
+        T̂_{u1 u2 u3} = joint[p] / n_tasks[p].
+    n_tasks : ndarray of int64, shape (T,)
+        The tasks each triple shares.
+    n_units, n_classes : int
+    dropped : int
+        The co-labelled triples left out for sharing fewer than ``min_tasks`` tasks.
+    """
+
+    triples: np.ndarray
+    joint: np.ndarray
+    n_tasks: np.ndarray
+    n_units: int
+    n_classes: int
+    dropped: int = 0
+
+    @property
+    def n_triples(self) -> int:
+        return int(self.triples.shape[0])
+
+
+#: Units (workers or groups) beyond this make keys u³ past int64.
+MAX_UNITS = 2_097_151
+
+
+def _check_units(units: Any, n_units: Any, n_workers: int) -> tuple[np.ndarray, int]:
+    if units is None:
+        return np.arange(n_workers, dtype=np.int64), n_workers
+    try:
+        arr = np.asarray(units)
+    except (TypeError, ValueError):
+        raise UsageError(f"{param('units')} must be integer codes, one per worker") from None
+    if arr.shape != (n_workers,) or arr.dtype.kind not in "iu":
+        raise UsageError(f"{param('units')} must hold one integer code per worker ({n_workers:,}), got shape "
+                         f"{arr.shape} {arr.dtype}")
+    arr = arr.astype(np.int64)
+    n = int(arr.max()) + 1 if n_units is None and len(arr) else int(n_units or 0)
+    if not 1 <= n <= MAX_UNITS:
+        raise UsageError(f"{param('n_units')} must be 1 .. {MAX_UNITS:,}, got {n:,}")
+    if len(arr) and (int(arr.min()) < 0 or int(arr.max()) >= n):
+        bad = int(arr.min()) if int(arr.min()) < 0 else int(arr.max())
+        raise UsageError(f"{param('units')}: code {bad} is outside 0 .. {n - 1}")
+    return arr, n
+
+
+def triple_statistics(engine: Any, units: Any = None, n_units: int | None = None, *, min_tasks: int = 1,
+                      max_memory: memory.MaxMemory = None) -> TripleStats:
+    """Third-order co-occurrence statistics of the triples of units sharing at least ``min_tasks`` tasks.
+
+    Three ``map_reduce`` passes over ``engine`` (any engine of the block
+    protocol; the same integers for any engine, thread count or
+    partitioning): a bound (what the passes would hold, refused up front),
+    the index (one key per task and co-labelled triple: the counts of
+    shared tasks), the statistics (only for the triples kept).  Sparse:
+    only co-labelled triples are keyed, never a dense n_units³ × K³
+    table -- the kept triples' joint counts are the only T × K³ array.
+
+    Parameters
+    ----------
+    engine : object with ``map_reduce(fn, params)``
+    units : array-like of int, shape (n_workers,), optional
+        Each worker's unit (default: each worker its own).  An answer triple
+        takes one answer from each of three different units on one task,
+        every combination: with the three worker groups of Spectral-DS as
+        units, ``joint[0] = Σ_n x_a ⊗ x_b ⊗ x_c``, the group views being
+        each task's sums of one-hot answers.  Workers of one unit are never
+        combined with each other.
+    n_units : int, optional
+        How many units (default ``max(units) + 1``).
+    min_tasks : int
+        Triples sharing fewer tasks are left out (``dropped`` counts them).
+    max_memory : int, float, str or None
+
+    Returns
+    -------
+    TripleStats
+
+    Raises
+    ------
+    ResourceError
+        When the answer triples a pass would hold, or the kept triples' K³ counts, exceed ``max_memory``
+        (a task answered by n workers has n(n − 1)(n − 2)/6 answer triples).
+    """
+    bound, _ = engine.map_reduce(triple_bound_block, None)  # answer_pairs: here the answer triples
+    w, k = bound.n_workers, bound.n_classes
+    arr, u = _check_units(units, n_units, w)
+    if isinstance(min_tasks, bool) or not isinstance(min_tasks, (int, np.integer)) or min_tasks < 1:
+        raise UsageError(f"{param('min_tasks')} must be an integer >= 1, got {min_tasks!r}")
+    space = u ** 3
+    most = bound.answer_pairs  # answer triples, all blocks
+    # a block: its keys, their radix sort's copies (5 × 8 bytes each); the tree: the counts form until dense
+    need = 40 * bound.largest_block * threads.count() + min(8 * most, 8 * space) + 24 * min(most, space)
+    memory.check(need, f"up to {most:,} answer triples of {u:,} units, {bound.largest_block:,} in the largest "
+                       "block (a task answered by n workers has n(n-1)(n-2)/6)", max_memory)
+    params = TripleParams(arr, u, w, k)
+    total, _ = engine.map_reduce(triple_index_block, params)
+    if total.keys is None:
+        assert total.values is not None
+        keys = np.flatnonzero(total.values).astype(np.int64)
+        counts = total.values[keys]
+    else:
+        keys, counts = _count_runs(total.keys, max(space - 1, 0))
+    kept = counts >= min_tasks
+    dropped = int(len(keys) - kept.sum())
+    keys, counts = keys[kept], counts[kept]
+    n_kept = len(keys)
+    cells = n_kept * k ** 3
+    if cells >= 2**63:
+        raise DataError(f"{n_kept:,} triples × {k}³ classes exceed the int64 keys of the joint counts")
+    need = 16 * bound.largest_block * threads.count() + min(8 * most, 8 * cells) + 8 * cells + _lookup_bytes(
+        n_kept, space)
+    memory.check(need, f"{n_kept:,} triples of units × {k}³ classes (min_tasks={min_tasks})", max_memory)
+    ranked, table = key_lookup(keys, space)
+    total, _ = engine.map_reduce(triple_stats_block, TripleParams(arr, u, w, k, keys, ranked, table))
+    joint = total.dense(cells).reshape(n_kept, k, k, k)
+    triples = np.empty((n_kept, 3), dtype=np.int32)
+    triples[:, 0] = keys // (u * u)
+    triples[:, 1] = keys // u % u
+    triples[:, 2] = keys % u
+    return TripleStats(triples, joint, counts.astype(np.int64), u, k, dropped)
+
+
+__all__ = ["DENSE_SWITCH", "LOOKUP_BYTES_PER_PAIR", "LOOKUP_MIN_BYTES", "MAX_UNITS", "CoOccurrence", "PairBound",
+           "PairIndex", "PairSet", "SparseSum", "StatsParams", "TripleParams", "TripleStats", "bound_block",
+           "co_occurrence", "index_block", "key_lookup", "label_block", "label_counts", "pair_index", "pair_lookup",
+           "pair_statistics", "stats_block", "triple_bound_block", "triple_index_block", "triple_stats_block",
+           "triple_statistics"]

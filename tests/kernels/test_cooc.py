@@ -268,7 +268,8 @@ def test_an_index_of_data_with_other_sizes_is_refused_not_misread():
         pair_statistics(LocalEngine(data), pair_index(LocalEngine(more)))
 
 
-@pytest.mark.parametrize("fn", ["bound_block", "index_block", "stats_block"])
+@pytest.mark.parametrize("fn", ["bound_block", "index_block", "stats_block", "label_block", "triple_bound_block",
+                                "triple_index_block", "triple_stats_block"])
 def test_block_functions_refuse_a_bad_partition_never_a_crash(fn):
     import subprocess
     import sys

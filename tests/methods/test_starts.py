@@ -248,3 +248,25 @@ def test_a_start_that_did_not_converge_is_said_once_as_the_start_s(bluebird, mon
     assert texts == ["init=ds: ds (the start, run with its own defaults) stopped before converging; onecoin goes "
                      "on from where it stopped"]
     assert res.converged
+
+
+def test_a_fitted_result_starts_as_its_method_name_would(bluebird):
+    onecoin = aggregate(bluebird, "onecoin")
+    from_result = aggregate(bluebird, "ds", init=onecoin)
+    from_name = aggregate(bluebird, "ds", init="onecoin")
+    np.testing.assert_array_equal(from_result.posteriors, from_name.posteriors)
+    assert from_result.n_iter == from_name.n_iter
+    mv = aggregate(bluebird, "mv")  # no shared worker form: its posteriors only
+    np.testing.assert_array_equal(aggregate(bluebird, "ds", init=mv).posteriors,
+                                  aggregate(bluebird, "ds", init="mv").posteriors)
+
+
+def test_a_result_of_other_data_or_of_the_method_itself_is_refused(bluebird):
+    ds = aggregate(bluebird, "ds", max_iter=2)
+    with pytest.raises(UsageError, match="cannot start from its own output"):
+        aggregate(bluebird, "ds", init=ds)
+    from crowdagg.data.annotations import AnnotationSet
+
+    small = AnnotationSet.from_codes([0, 0, 1], [0, 1, 1], [0, 1, 1], n_workers=2, n_classes=2)
+    with pytest.raises(UsageError, match="fitted on other data"):
+        aggregate(small, "ds", init=aggregate(bluebird, "onecoin"))

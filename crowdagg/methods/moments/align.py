@@ -24,7 +24,7 @@ import numpy as np
 
 
 def common_order(conf_ot: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
-    """``order`` (K,) int: true class ``k`` of the aligned estimate is column ``order[k]`` of ``conf_ot``.
+    r"""``order`` (K,) int: true class ``k`` of the aligned estimate is column ``order[k]`` of ``conf_ot``.
 
     Parameters
     ----------

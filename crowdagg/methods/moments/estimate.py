@@ -137,7 +137,7 @@ class MomentAggregator(Aggregator):
         prior, conf_ot = settle(estimate, checked.engine, data.n_workers, data.n_classes, self.name)
         raw = self.decode(data, checked, prior, conf_ot, estimate)
         if checked.get("refine", "none") == "ds":
-            return self.refine(data, checked, raw, callback)
+            return self.refine_ds(data, checked, raw, callback)
         return raw
 
     def decode(self, data: AnnotationSet, checked: FitContext, prior: np.ndarray, conf_ot: np.ndarray,
@@ -151,8 +151,8 @@ class MomentAggregator(Aggregator):
                            n_iter=estimate.n_iter, converged=estimate.converged, objective=objective,
                            objective_name="log-likelihood")
 
-    def refine(self, data: AnnotationSet, checked: FitContext, raw: AggregationResult,
-               callback: Any) -> AggregationResult:
+    def refine_ds(self, data: AnnotationSet, checked: FitContext, raw: AggregationResult,
+                  callback: Any) -> AggregationResult:
         """Dawid--Skene EM from ``raw`` (its prior and matrices; :mod:`crowdagg.methods.starts`), named after this
         method.  ``n_iter`` counts the refinement's iterations; ``converged`` is the refinement's."""
         from ..em.ds import DawidSkene
