@@ -41,6 +41,11 @@ def test_gold_tasks_get_one_hot_posteriors_and_their_labels(method):
         assert res.label_names()[row] == label
     free = aggregate(data, method)
     assert free.label_names()[lookup["t0"]] == "a"
+    if "refine" in get_method(method).params():
+        # a moment method: its moments carry no gold, which clamps the decoding (above) and the refinement's E-steps
+        res, free = aggregate(data, method, gold=gold, refine="ds"), aggregate(data, method, refine="ds")
+        for task, label in gold.items():
+            np.testing.assert_array_equal(res.posteriors[lookup[task]], np.eye(2)[data.classes.index(label)])
     if res.has_confusion:  # gold entered every E-step: the workers' P(answer a | true b) grew from ~0
         assert np.all(res.confusion[:, 1, 0] > free.confusion[:, 1, 0] + 0.02)
     else:  # a worker model of another form: gold moved it too

@@ -33,4 +33,57 @@ REFINE_ITER = Param("refine_iter", int, 200, "EM iterations of refine=ds at most
 #: Every moment method's own parameters come after these.
 SHARED = (SEED, REFINE_ITER)
 
-DECLARATIONS: tuple[Method, ...] = ()
+_SPECTRAL_MODEL = (
+    "Dawid-Skene (y_n ~ Cat(d); answers ~ Cat(A_m[:, y_n]), independent given y_n). Workers in three groups; "
+    "group views x_g = sums of one-hot answers; moments E[x_a x_b^T] (worker pairs) and E[x_a ⊗ x_b ⊗ x_c] "
+    "(worker triples across the groups); symmetrised, whitened, robust tensor power method -> group matrices C_g "
+    "and prior d; per worker A_m ∝ E[x_m x_alt^T] (diag(d) C_alt^T)^-1, clipped at 1e-6, columns normalised; class "
+    "order from the data (groups matched by their cross moment, then the average worker diagonally dominant)."
+)
+
+_CPD_MODEL = (
+    "Dawid-Skene moments: mu_m = A_m d, R_mm' = A_m D A_m'^T, T_mm'm'' = [[D; A_m, A_m', A_m'']] (a rank-K CPD "
+    "coupled across worker triples). Minimises the squared residuals of the first-order moments, of every pair "
+    "sharing >= min_pair_tasks tasks and of every triple sharing >= min_triple_tasks tasks (no other pair or "
+    "triple enters: P K^2 + T K^3 numbers, never M^3 K^3), columns of A_m and d on the simplex, by alternating "
+    "optimisation (a block per worker, then the prior) with an inner ADMM; started from the majority-vote "
+    "histogram, classes ordered by the average confusion's diagonal."
+)
+
+DECLARATIONS: tuple[Method, ...] = (
+    Method(
+        "spectral", "crowdagg.methods.moments.spectral:SpectralDS",
+        "Spectral-DS: three-view tensor decomposition of the answer moments, then Dawid-Skene EM (Spectral-D&S)",
+        _SPECTRAL_MODEL,
+        "Zhang, Chen, Zhou & Jordan, Spectral methods meet EM: a provably optimal algorithm for crowdsourcing, "
+        "NeurIPS 2014; JMLR 17(102), 2016",
+        (*SHARED, refine("ds"),
+         Param("restarts", int, 100, "random starts of the tensor power method per component", 1, 10**6,
+               "L (restarts)"),
+         Param("power_iter", int, 100, "power iterations per start (and for the best start again)", 1, 10**6,
+               "N (iterations)"),
+         Param("groups", "choice", "balanced", "how the workers are split into three groups: balanced (equal "
+               "answer counts, largest workers first) or round-robin (worker code mod 3, the authors' code)",
+               choices=("balanced", "round-robin"))),
+        gold=True, kind="categorical", engines=("local", "dask"), rank=70,
+    ),
+    Method(
+        "cpd", "crowdagg.methods.moments.cpd:CoupledCPD",
+        "coupled CPD of 1st/2nd/3rd-order moments by AO-ADMM (TensorADMM), for dense crowds",
+        _CPD_MODEL,
+        "Traganitis, Pages-Zamora & Giannakis, Blind multiclass ensemble classification, IEEE Trans. Signal "
+        "Processing 66(18), 2018, doi:10.1109/TSP.2018.2860562",
+        (*SHARED, refine("none"),
+         Param("max_iter", int, 100, "outer sweeps at most (each updates every worker's matrix, then the prior)",
+               1, 10**7, "outer_max_iter"),
+         Param("inner_iter", int, 10, "ADMM steps per block and sweep", 1, 10**6, "inner_max_iter"),
+         Param("tol", float, 1e-6, "stop when the relative L1 change of the confusion matrices and of the prior "
+               "over a sweep are below this; 0 runs max_iter", 0.0, 0.5, "outer_tol"),
+         Param("min_pair_tasks", int, 5, "second-order moments only of worker pairs sharing at least this many "
+               "tasks", 1, 10**9),
+         Param("min_triple_tasks", int, 20, "third-order moments only of worker triples sharing at least this "
+               "many tasks (their K^3 histograms are noisy below; none kept: 1st/2nd order only, with a "
+               "warning)", 1, 10**9)),
+        gold=True, kind="categorical", engines=("local", "dask"), rank=80,
+    ),
+)

@@ -25,8 +25,12 @@ identify, in the common class order (:mod:`.align`).  The base then
    :mod:`crowdagg.methods.starts`: its prior and matrices, then an E-step)
    for at most ``refine_iter`` iterations, at ds's tolerance.
 
-The result is named after the method in both cases; its objective is the
-log-likelihood of the raw estimate, then the refinement's trace.
+The result is named after the method in both cases.  Its objective is the
+method's own trace under its own name where it iterates (cpd: the moment
+residual), else the log-likelihood of the raw estimate
+(``model_params["log_likelihood"]`` holds it in both); refined, the
+refinement's trace.  A refinement that stops at ``refine_iter`` says so
+in this method's terms.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ...data.annotations import AnnotationSet
-from ...errors import CrowdaggWarning, warn
+from ...errors import ConvergenceWarning, CrowdaggWarning, param, warn
 from ...kernels.em import EMParams, em_block
 from ..base import Aggregator, FitContext, make_result
 from ..blocks import TieBreaker, argmax_random_ties, full_m_step
@@ -122,6 +126,8 @@ class MomentAggregator(Aggregator):
 
     #: Its worker parameters are full confusion matrices: ds starts from them (refine=ds, ``ds -p init=NAME``).
     worker_form: ClassVar[str] = "confusion"
+    #: What the method's own objective trace is (an iterative estimate sets its own: cpd's moment residual).
+    objective_name: ClassVar[str] = "log-likelihood"
     collapse_advice = "try -p refine=ds, or ds"
     memory_advice = "its tables grow with worker pairs × classes²: use ds or mv, or fewer classes"
 
@@ -146,10 +152,13 @@ class MomentAggregator(Aggregator):
         state = EMState(checked.engine, None, checked.clamp, full_m_step, 0.0, params=(prior, conf_ot))
         post = state.posteriors()
         labels = argmax_random_ties(post, TieBreaker(data.tasks, checked["seed"]), atol=1e-12)
-        objective = np.append(np.asarray(estimate.objective, dtype=np.float64), state.objective)
+        # The method's own trace under its own name (cpd: the moment residual); a one-shot estimate's objective
+        # is the log-likelihood of its parameters.
+        own = np.asarray(estimate.objective, dtype=np.float64)
+        objective, name = (own, self.objective_name) if own.size else (np.array([state.objective]), "log-likelihood")
         return make_result(self.name, data, post, labels, prior, worker_params={"confusion": state.confusion},
                            n_iter=estimate.n_iter, converged=estimate.converged, objective=objective,
-                           objective_name="log-likelihood")
+                           objective_name=name, model_params={"log_likelihood": float(state.objective)})
 
     def refine_ds(self, data: AnnotationSet, checked: FitContext, raw: AggregationResult,
                   callback: Any) -> AggregationResult:
@@ -160,9 +169,18 @@ class MomentAggregator(Aggregator):
         gold = getattr(self, "gold", None)
         ds = DawidSkene(seed=checked["seed"], max_iter=checked["refine_iter"], init=raw,
                         **({} if gold is None else {"gold": gold}))
-        with warnings.catch_warnings():  # the data's warnings (tasks without answers) were this fit's already
-            warnings.filterwarnings("ignore", message=r".*task\(s\) have no answers.*", category=CrowdaggWarning)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             result = ds.fit(data, callback=callback, max_memory=checked.max_memory, engine=checked.engine)
+        for w in caught:
+            # What the data and the gold give rise to this fit has said already, and its own checks run on the
+            # result it returns; only the refinement's own verdict is new, said in this method's terms.
+            if issubclass(w.category, ConvergenceWarning):
+                warn(ConvergenceWarning(f"{self.name}: the refinement ({param('refine')}=ds) did not converge in "
+                                        f"{param('refine_iter')}={checked['refine_iter']} EM iterations; raise "
+                                        f"{param('refine_iter')}"))
+            elif not issubclass(w.category, CrowdaggWarning):
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         result.method = self.name
         return result
 

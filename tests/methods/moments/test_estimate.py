@@ -53,3 +53,21 @@ def test_a_non_finite_prior_becomes_uniform_and_wrong_shapes_are_refused(crowd):
     np.testing.assert_allclose(prior, 1.0 / k)
     with pytest.raises(ValueError, match="an estimate of prior"):
         settle(Estimate(np.ones(k), np.ones((w, k)), np.ones(w, bool)), LocalEngine(crowd), w, k, "m")
+
+
+def test_a_refinement_cut_short_is_said_in_the_methods_terms_and_the_raw_objective_is_named(crowd):
+    from crowdagg.errors import ConvergenceWarning
+    from crowdagg.methods.api import aggregate
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        refined = aggregate(crowd, "spectral", refine_iter=1)
+    said = [str(w.message) for w in caught if issubclass(w.category, ConvergenceWarning)]
+    assert said == [  # (the library's parameter names; the CLI words them as its options)
+        "spectral: the refinement (refine=ds) did not converge in refine_iter=1 EM iterations; raise refine_iter"]
+    assert refined.method == "spectral" and refined.n_iter == 1
+    raw = aggregate(crowd, "spectral", refine="none")
+    assert raw.objective_name == "log-likelihood" and raw.objective.tolist() == [raw.model_params["log_likelihood"]]
+    cpd = aggregate(crowd, "cpd")
+    assert cpd.objective_name == "moment residual" and len(cpd.objective) == cpd.n_iter + 1
+    assert np.isfinite(cpd.model_params["log_likelihood"])
