@@ -226,6 +226,17 @@ def simulate(
           task is answered); matrices as ``generate_confusion_mat(M, K,
           -4)``: K class specialists, one worse-than-random worker, the rest
           random (rows ``rand(K)`` normalised).
+        * ``"em-trap"`` (ours, for issue 16's moment methods): N = 10000 (may
+          override), K = 3 and M = 39 fixed.  The tasks fall at random into
+          three batches, each labelled by its own team of 3 workers
+          (accuracy 0.9, each labelling 70% of its batch and nothing else;
+          team 0 swaps classes 0 and 1, team 1 swaps 1 and 2, team 2 is
+          right; kinds ``"swapping_team"``, ``"team"``), beside 30 honest
+          one-coin workers of accuracy 0.6 labelling each task w.p. 0.07.
+          Dawid--Skene EM from majority vote converges to a hybrid of the
+          batches' frames (accuracy ~.53), a local optimum whose
+          log-likelihood is ~2000 below that of EM from the true parameters
+          (~.94); see :func:`crowdagg.simulate.scenarios._em_trap`.
     seed : int
         Seed of the one ``np.random.default_rng`` used for every draw.
     max_memory : int, str or None

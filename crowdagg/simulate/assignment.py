@@ -12,6 +12,9 @@
 * ``bernoulli`` -- each worker labels each task independently w.p. ``p_obs``
   (MultiSPA ``main_demo.m``; scenarios only, not a ``simulate(assignment=)``
   value).
+* batches of tasks, each with its own team of workers, beside a crowd that
+  works on every batch (:func:`team_batches`; the ``em-trap`` scenario draws
+  it through its plan's own graph, it has no registry name).
 
 :data:`REGISTRY` maps each name to an :class:`Assignment` whose ``edges``
 returns task-sorted ``(task, worker)`` int32 arrays with no repeated pair.
@@ -142,6 +145,40 @@ def bernoulli_assignment(rng: np.random.Generator, n: int, m: int, p_obs: float)
     orphans = np.flatnonzero(~answered).astype(np.int32)
     tasks.append(orphans)
     workers.append(rng.integers(0, m, size=orphans.shape[0], dtype=np.int32))
+    task = np.concatenate(tasks)
+    worker = np.concatenate(workers)
+    order = np.argsort(task.astype(np.int64) * m + worker, kind="stable")
+    return task[order], worker[order]
+
+
+def team_batches(
+    rng: np.random.Generator, n: int, n_teams: int, team_size: int, team_rate: float, n_crowd: int, crowd_rate: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Tasks in ``n_teams`` batches, each batch labelled by its own team, and a crowd that labels every batch.
+
+    Each task falls in a batch uniformly at random (independently of its
+    class); workers ``b * team_size`` .. ``(b + 1) * team_size - 1`` form
+    team ``b`` and label each task of batch ``b`` w.p. ``team_rate`` (never
+    another batch's); the ``n_crowd`` workers after the teams label each task
+    w.p. ``crowd_rate``.  A task left unlabelled gets one random crowd worker.
+    Task-sorted (task, worker) int32 arrays, no repeated pair.
+    """
+    batch = rng.integers(0, n_teams, size=n)
+    m = n_teams * team_size + n_crowd
+    tasks = []
+    workers = []
+    for w in range(m):
+        team = w // team_size
+        u = rng.random(n)
+        t = np.flatnonzero((u < team_rate) & (batch == team) if team < n_teams else u < crowd_rate).astype(np.int32)
+        tasks.append(t)
+        workers.append(np.full(t.shape[0], w, dtype=np.int32))
+    answered = np.zeros(n, dtype=bool)
+    for t in tasks:
+        answered[t] = True
+    orphans = np.flatnonzero(~answered).astype(np.int32)
+    tasks.append(orphans)
+    workers.append(rng.integers(n_teams * team_size, m, size=orphans.shape[0], dtype=np.int32))
     task = np.concatenate(tasks)
     worker = np.concatenate(workers)
     order = np.argsort(task.astype(np.int64) * m + worker, kind="stable")

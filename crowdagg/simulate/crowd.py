@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,7 +64,7 @@ class SimulatedCrowd:
         ``"ds"``, ``"onecoin"``, ``"hammer"``, ``"glad"``, ``"spammer"``,
         ``"adversary"``, ``"extreme_spammer"``, ``"senior"``,
         ``"junior_constant"``, ``"copier"``, ``"specialist"``,
-        ``"worse_than_random"`` or ``"random"``.
+        ``"worse_than_random"``, ``"random"``, ``"team"`` or ``"swapping_team"``.
     n_classes : int
     copy_of : ndarray of int64, shape (n_workers,), optional
         For a copier, the worker whose answer it repeats on every task; -1
@@ -318,16 +319,21 @@ class Plan:
     confusion: np.ndarray  # (M, K, K) without extreme spammers
     kinds: list[str]
     prior: np.ndarray
-    assignment: str  # a name in crowdagg.simulate.assignment.REGISTRY ("bernoulli": each edge w.p. p_obs)
+    assignment: str  # a name in crowdagg.simulate.assignment.REGISTRY ("bernoulli": each edge w.p. p_obs), or
+    # what ``graph`` draws
     per_task: int = 0
     p_obs: float = 0.0
     copy_of: np.ndarray | None = None
     # GLAD plans only: abilities (M,) without extreme spammers, and one beta per task (N,).
     ability: np.ndarray | None = None
     task_beta: np.ndarray | None = None
+    # A scenario's own graph (``graph(rng)`` -> task-sorted (task, worker)), drawn in place of ``assignment``'s.
+    graph: Callable[[np.random.Generator], tuple[np.ndarray, np.ndarray]] | None = None
 
     def assign(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """Task-sorted (task, worker) arrays of the assignment graph."""
+        if self.graph is not None:
+            return self.graph(rng)
         return _GRAPHS[self.assignment].edges(rng, self.n_tasks, self.confusion.shape[0], self.per_task, self.p_obs)
 
 

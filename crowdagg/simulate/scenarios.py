@@ -13,6 +13,10 @@
 * ``multispa-demo``: Ibrahim, Fu, Kargas & Huang (NeurIPS 2019),
   "Crowdsourcing via pairwise co-occurrences: identifiability and
   algorithms", after ``main_demo.m``/``generate_confusion_mat.m``.
+* ``em-trap``: a crowd where Dawid--Skene EM started from majority vote
+  converges to a bad local optimum (ours; :func:`_em_trap` says why), the
+  case the moment methods' starts are for (ICASSP 2025 tutorial, Part I:
+  "MV initialisation breaks down when most workers are poor").
 
 Each scenario is registered once, with its one-line description (what
 ``crowdagg simulate --list-scenarios`` prints), by :func:`scenario`; its
@@ -33,6 +37,7 @@ from ..core import memory
 from ..errors import UsageError, param
 from ..methods.blocks import one_coin_matrices
 from .args import check_per_task, check_size, fixed, prior_arg, unused
+from .assignment import team_batches
 from .crowd import Plan
 from .workers import constant_matrices, crowd_matrices, maxmig_seniors, multispa_matrices
 
@@ -186,3 +191,83 @@ def _multispa_demo(name: str, rng: np.random.Generator, given: Given) -> Plan:
     check_size(n, m, k, 0.2 * n * m + n + n * given.extreme_spammers, given.max_memory)
     confusion, kinds = multispa_matrices(rng, m, k)
     return Plan(n, confusion, kinds, prior_arg(given.prior, k), "bernoulli", p_obs=0.2)
+
+
+# ------------------------------------------------------------------- EM trap
+#: The teams of ``em-trap``: the class each team answers for true class 0, 1, 2 (w.p. ``_TRAP_TEAM_ACCURACY``).
+_TRAP_TEAMS = ((1, 0, 2), (0, 2, 1), (0, 1, 2))
+_TRAP_TEAM_SIZE = 3
+_TRAP_TEAM_RATE = 0.7
+_TRAP_TEAM_ACCURACY = 0.9
+_TRAP_CROWD = 30
+_TRAP_CROWD_RATE = 0.07
+_TRAP_CROWD_ACCURACY = 0.6
+
+
+def trap_matrices() -> tuple[np.ndarray, list[str]]:
+    """The ``em-trap`` workers' confusion ``[w, true, observed]`` and kinds: the three teams, then the crowd."""
+    k = len(_TRAP_TEAMS[0])
+    idx = np.arange(k)
+    mats = []
+    kinds: list[str] = []
+    for answers in _TRAP_TEAMS:
+        # one-coin errors, with the right answer moved to the team's answer in each row
+        team = one_coin_matrices(np.full(1, _TRAP_TEAM_ACCURACY), k)[0][:, np.argsort(answers)]
+        mats += [team] * _TRAP_TEAM_SIZE
+        kinds += ["team" if answers == tuple(idx) else "swapping_team"] * _TRAP_TEAM_SIZE
+    crowd = one_coin_matrices(np.full(_TRAP_CROWD, _TRAP_CROWD_ACCURACY), k)
+    return np.concatenate([np.stack(mats), crowd]), kinds + ["onecoin"] * _TRAP_CROWD
+
+
+@scenario(
+    "em-trap",
+    "EM trap: N=10000, K=3, 3 task batches each labelled by its own team of 3 confident workers (two teams "
+    "swap a class pair) + 30 weak honest workers on every batch; MV-started ds ends in a bad local optimum",
+)
+def _em_trap(name: str, rng: np.random.Generator, given: Given) -> Plan:
+    """A crowd where Dawid--Skene EM from majority vote is trapped in a bad local optimum.
+
+    The tasks fall at random into three batches.  Each batch has its own
+    team of three confident workers (accuracy 0.9, each labelling 70% of
+    its batch and nothing else): team 0 swaps classes 0 and 1 (say, a
+    guideline misread), team 1 swaps classes 1 and 2, team 2 is right.  A
+    crowd of 30 honest but weak workers (one-coin, accuracy 0.6, each
+    labelling each task w.p. 0.07, about two answers a task) labels every
+    batch.  Within a batch the team outvotes the crowd, so majority vote is
+    right on batch 2 and follows the swap on batches 0 and 1.
+
+    Why EM from majority vote is trapped: started there, each team looks
+    accurate in its own batch's frame and the crowd, which links the
+    batches, looks like a blur of the three frames; within a batch the
+    team's confident answers outweigh that blur, so no E-step moves a batch
+    out of its frame, and EM converges to this hybrid.  It is not a
+    relabelling of the truth (no one permutation of the classes fits all
+    three batches): its log-likelihood is far below that of EM started
+    from the true parameters, which reaches ~.94 accuracy where the hybrid
+    has ~.53.  The crowd carries the information (it co-labels with every
+    team); only the start is wrong.
+
+    What the moment methods need holds: the workers' average confusion is
+    diagonally dominant (30 honest workers to 6 swapping ones), every worker
+    shares hundreds of tasks with many others (pairs and triples; the teams
+    of different batches share none), and the teams are near-specialists
+    for every class (separability).  Spectral-DS's three round-robin group
+    views are not conditionally independent given the class here (the batch
+    is a common cause of who answers), which its derivation assumes.
+
+    N = 10000 (may override); K = 3 and M = 39 are fixed; ``prior`` is honoured.
+    """
+    unused(name, per_task=given.per_task, tasks_per_worker=given.tasks_per_worker)
+    confusion, kinds = trap_matrices()
+    m, k, _ = confusion.shape
+    fixed(name, "n_workers", given.n_workers, m)
+    fixed(name, "n_classes", given.n_classes, k)
+    n = 10_000 if given.n_tasks is None else given.n_tasks
+    per_task = _TRAP_TEAM_SIZE * _TRAP_TEAM_RATE + _TRAP_CROWD * _TRAP_CROWD_RATE + 1
+    check_size(n, m, k, per_task * n + n * given.extreme_spammers, given.max_memory)
+    n_teams = len(_TRAP_TEAMS)
+
+    def graph(g: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        return team_batches(g, n, n_teams, _TRAP_TEAM_SIZE, _TRAP_TEAM_RATE, _TRAP_CROWD, _TRAP_CROWD_RATE)
+
+    return Plan(n, confusion, kinds, prior_arg(given.prior, k), "batches", graph=graph)

@@ -198,6 +198,7 @@ def test_random_assignment_uses_workers_evenly() -> None:
         ("deepbp", 1000, 750, 2),
         ("tutorial-spammers", 10_000, 20, 4),
         ("multispa-demo", 10_000, 25, 3),
+        ("em-trap", 10_000, 39, 3),
     ],
 )
 def test_scenarios_have_documented_sizes(scenario: str, n_tasks: int, n_workers: int, n_classes: int) -> None:
@@ -469,7 +470,7 @@ def test_scenario_registry_lists_each_scenario_once_with_its_description() -> No
 
     assert list(scenarios.REGISTRY) == list(SCENARIOS) == [
         "maxmig-independent", "maxmig-naive-majority", "maxmig-correlated",
-        "deepbp", "tutorial-spammers", "multispa-demo",
+        "deepbp", "tutorial-spammers", "multispa-demo", "em-trap",
     ]  # fmt: skip
     for name, spec in scenarios.REGISTRY.items():
         assert spec.name == name

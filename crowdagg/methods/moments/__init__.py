@@ -15,7 +15,7 @@ This ``__init__`` holds the family's declarations only (standard library;
 method modules).
 """
 
-from ..registry import SEED, Method, Param
+from ..registry import SEED, Method, Param, max_iter, tol
 
 _CHOICES = ("none", "ds")
 
@@ -49,6 +49,23 @@ _CPD_MODEL = (
     "optimisation (a block per worker, then the prior) with an inner ADMM; started from the majority-vote "
     "histogram, classes ordered by the average confusion's diagonal."
 )
+
+_MULTISPA_MODEL = (
+    "Dawid-Skene workers: the joint answers of two workers on a shared task are R_mj = A_m D A_j^T. Each worker's "
+    "full-rank R_mj (rows: its answers) are stacked into Z_m = A_m [D A_j^T ...]; the successive projection "
+    "algorithm picks K vertex columns of the column-normalised Z_m as A_m. Each worker's columns are matched to "
+    "the least-squares fit Y_m = (sum_j R_mj B_j)(sum_j B_j^T B_j)^+ ~ A_m D of its co-occurrences with the "
+    "partners already placed (B_j), so that the class order is common; then one common order is chosen by the "
+    "average confusion's trace."
+)
+_IBRAHIM = ("Ibrahim, Fu, Kargas & Huang, Crowdsourcing via pairwise co-occurrences: identifiability and "
+            "algorithms, NeurIPS 2019, arXiv:1909.12325")
+_MIN_PARTNERS = Param(
+    "min_partners", int, 8, "co-labelling workers with a full-rank K×K co-occurrence matrix a worker needs to be "
+    "estimated (more than min_partners·K - K columns): 2 as the 2021 code (> K columns), 8 as the 2019 code "
+    "(> 7K); the others get the soft-vote fallback", 1, 10**6, "> 7K columns")
+_PRIOR = Param("prior", "choice", "uniform", "class prior: uniform (as published), or estimate (from the full-rank "
+               "pairs by pseudo-inverse, prior_estim.m)", choices=("uniform", "estimate"), paper="prior_flag")
 
 DECLARATIONS: tuple[Method, ...] = (
     Method(
@@ -85,5 +102,26 @@ DECLARATIONS: tuple[Method, ...] = (
                "many tasks (their K^3 histograms are noisy below; none kept: 1st/2nd order only, with a "
                "warning)", 1, 10**9)),
         gold=True, kind="categorical", engines=("local", "dask"), rank=80,
+    ),
+    Method(
+        "multispa", "crowdagg.methods.moments.multispa:MultiSPA",
+        "MultiSPA: confusion matrices from pairwise co-occurrences by successive projection (no EM)",
+        _MULTISPA_MODEL + " Workers with fewer than min_partners full-rank partners, or a rank-deficient "
+        "estimate, get their answers against the soft majority vote (said on stderr). Labels by MAP.",
+        _IBRAHIM,
+        (*SHARED, refine("none"), _MIN_PARTNERS, _PRIOR),
+        gold=True, kind="categorical", engines=("local", "dask"), rank=90,
+    ),
+    Method(
+        "cnmf", "crowdagg.methods.moments.cnmf:CoupledNMF",
+        "coupled NMF (MultiSPA-KL): all confusion matrices and the prior fitted jointly to the pair "
+        "co-occurrences by KL divergence, from MultiSPA",
+        "min over A_m, d of sum over pairs with rank(R_mj) > 1 of KL(R_mj || A_m D A_j^T); block coordinate "
+        "descent: per worker 3 mirror-descent (exponentiated-gradient) steps with Armijo backtracking (step 0.1, "
+        "x0.9, sigma 1e-3, down to 1e-5), then one on the prior; started from MultiSPA (workers it could not "
+        "estimate from the soft-vote counts). Labels by MAP.",
+        _IBRAHIM + " (MultiSPA-KL)",
+        (*SHARED, refine("none"), max_iter(10, "max_iter"), tol(1e-6), _MIN_PARTNERS, _PRIOR),
+        gold=True, kind="categorical", engines=("local", "dask"), rank=95,
     ),
 )
