@@ -158,8 +158,9 @@ def test_moments_benchmark_quick_runs_speed_recovery_and_real_data(tmp_path, dat
         in proc.stdout
     rows = json.loads(out.read_text())
     moments = [m for m in ("spectral", "cpd", "multispa", "cnmf") if m in METHODS]
-    # speed: every registered moment method and ds, mv, each in its own process, on the same ~20,000 answers
-    assert [r["method"] for r in rows["speed"]] == [*moments, "ds", "mv"]
+    # speed: every registered moment method, spectral refined (its default), ds and mv, each in its own process, on
+    # the same ~20,000 answers
+    assert [r["method"] for r in rows["speed"]] == [*moments, "spectral+ds", "ds", "mv"]
     assert len({r["answers"] for r in rows["speed"]}) == 1 and 19_000 < rows["speed"][0]["answers"] < 21_000
     assert all(r["fit_s"] > 0 and r["peak_rss_mib"] > r["fit_peak_above_mib"] >= 0 for r in rows["speed"])
     assert [r["mse_aligned"] is None for r in rows["speed"]] == [False] * (len(moments) + 1) + [True]  # mv: none
