@@ -62,6 +62,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from procstat import status_mib  # this folder: the script's own path entry
 
 HERE = Path(__file__).resolve().parent
 
@@ -118,13 +119,6 @@ def label(method: str, params: dict) -> str:
     return f"{method} refine={params['refine']}" if "refine" in params else method
 
 
-def _status_mib(field: str) -> float:
-    """A ``/proc/self/status`` memory field (``VmHWM``: the peak RSS, ``VmRSS``: now) in MiB."""
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def oracle_accuracy(crowd) -> float:
@@ -179,14 +173,14 @@ def speed_child(method: str, path: Path, out: Path) -> None:
         data = load_annotations(path)
     read_s = time.perf_counter() - t
     truth = np.load(path.with_suffix(".truth.npy"))
-    peak_reading = _status_mib("VmHWM")  # start-up and reading
+    peak_reading = status_mib("VmHWM")  # start-up and reading
     with open("/proc/self/clear_refs", "w") as fh:  # VmHWM := the RSS now, so the peak below is the fit's
         fh.write("5")
-    before = _status_mib("VmHWM")
+    before = status_mib("VmHWM")
     t = time.perf_counter()
     result = fit(data, method, refine=refine)
     fit_s = time.perf_counter() - t
-    peak_fit = _status_mib("VmHWM")
+    peak_fit = status_mib("VmHWM")
     tasks = np.asarray([int(x) for x in data.task_names]) if data.task_names.dtype == object \
         else np.asarray(data.task_names, dtype=np.int64)
     classes = np.asarray([int(c) for c in result.data.classes])
