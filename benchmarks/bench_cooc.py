@@ -31,14 +31,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-
-def _status_mib(field: str) -> float:
-    """A ``/proc/self/status`` memory field (``VmHWM``: the peak RSS, ``VmRSS``: now) in MiB."""
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
+from procstat import status_mib  # noqa: E402
 
 
 def _reset_peak() -> None:
@@ -99,7 +92,7 @@ def child(case: str, code: str, answers: int, datasets: Path, repeats: int, chec
         from crowdagg.data.annotations import AnnotationSet
 
         _crowdagg(AnnotationSet.from_codes([0, 0, 1], [0, 1, 0], [0, 1, 1]))
-    base = _status_mib("VmRSS")
+    base = status_mib("VmRSS")
     _reset_peak()
     best, info, result = float("inf"), {}, None
     for _ in range(repeats):
@@ -110,7 +103,7 @@ def child(case: str, code: str, answers: int, datasets: Path, repeats: int, chec
         if wall < best:
             best, info = wall, {"cpu_s": time.process_time() - cpu, **(result[1] if code == "crowdagg" else {})}
     row = {"case": case, "code": code, "answers": data.n_answers, "tasks": data.n_tasks, "workers": data.n_workers,
-           "classes": data.n_classes, "wall_s": best, "peak_above_data_mib": _status_mib("VmHWM") - base,
+           "classes": data.n_classes, "wall_s": best, "peak_above_data_mib": status_mib("VmHWM") - base,
            "data_mib": base, **info}
     if code == "crowdagg":
         row["pairs"] = result[0].n_pairs

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -142,3 +144,39 @@ def test_dask_benchmark_runs_both_engines_and_checks_their_bits(tmp_path):
     assert [r["engine"] for r in rows] == ["local", "dask"]
     assert all(r["answers"] == 20000 and len(r["iteration_ms"]) == 2 for r in rows)
     assert rows[1]["partitions"] == 1 and len(rows[1]["worker_peak_mb"]) == 1
+
+
+def test_moments_benchmark_quick_runs_speed_recovery_and_real_data(tmp_path, datasets_dir):
+    from crowdagg.methods.registry import METHODS
+
+    out = tmp_path / "moments.json"
+    proc = _run_script("bench_moments.py", "--quick", "--json", str(out), datasets_dir=datasets_dir)
+    assert proc.returncode == 0, proc.stderr
+    assert "| answers | tasks | method | fit s | read s | start-up s | whole process s | peak RSS MiB |" in proc.stdout
+    assert "| method | MSE as returned | MSE, common permutation from the truth |" in proc.stdout
+    assert "| dataset | MultiSPA | MultiSPA-KL (cnmf) | MultiSPA-D&S | Spectral-D&S | TensorADMM (cpd) | MV | DS |" \
+        in proc.stdout
+    rows = json.loads(out.read_text())
+    moments = [m for m in ("spectral", "cpd", "multispa", "cnmf") if m in METHODS]
+    # speed: every registered moment method, spectral refined (its default), ds and mv, each in its own process, on
+    # the same ~20,000 answers
+    assert [r["method"] for r in rows["speed"]] == [*moments, "spectral+ds", "ds", "mv"]
+    assert len({r["answers"] for r in rows["speed"]}) == 1 and 19_000 < rows["speed"][0]["answers"] < 21_000
+    assert all(r["fit_s"] > 0 and r["peak_rss_mib"] > r["fit_peak_above_mib"] >= 0 for r in rows["speed"])
+    assert [r["mse_aligned"] is None for r in rows["speed"]] == [False] * (len(moments) + 2) + [True]  # mv: none
+    assert all(0 <= r["accuracy_aligned"] <= 1 for r in rows["speed"][:-1])
+    # recovery: raw and refined per moment method, then ds, mv and the MAP under the true parameters; an MSE for
+    # every method with matrices
+    names = [r["method"] for r in rows["recovery"]]
+    assert names == [f"{m} refine={r}" for m in moments for r in ("none", "ds")] + ["ds", "mv", "true parameters (MAP)"]
+    for r in rows["recovery"]:
+        assert 0 <= r["accuracy"] <= 1
+        if r["method"] != "mv":
+            assert 0 <= r["mse_aligned"] <= r["mse"] and np.isfinite(r["mse"]) and 0 <= r["accuracy_aligned"] <= 1
+    ds, oracle = rows["recovery"][-3], rows["recovery"][-1]
+    assert ds["mse_aligned"] < 0.02 and oracle["accuracy"] - 0.02 < ds["accuracy"] <= oracle["accuracy"] + 0.02
+    # real data: bluebird's mv and ds as in the accuracy table of benchmarks/README.md
+    (blue,) = rows["real"]
+    assert blue["dataset"] == "bluebird"
+    assert round(blue["accuracy"]["mv"], 2) == 75.93 and round(blue["accuracy"]["ds"], 2) == 89.81
+    assert set(blue["accuracy"]) >= {f"{m} refine={r}" for m in moments for r in ("none", "ds")}

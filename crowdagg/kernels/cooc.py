@@ -456,28 +456,6 @@ def _unit_runs(worker, unit, lo, hi, order, starts):  # pragma: no cover - compi
 
 
 @njit(cache=True, nogil=True)
-def _block_triple_keys(task_ptr, worker, unit, t0, t1, n_units, capacity):  # pragma: no cover - compiled
-    """One key ``(u1 · U + u2) · U + u3`` (u1 < u2 < u3, ``U = n_units``) per task of [t0, t1) and triple of
-    units with answers there, in task order (unsorted; a triple repeats once per task it shares).  ``capacity``
-    bounds them (Σ c(c−1)(c−2)/6 over the tasks' answer counts c)."""
-    keys = np.empty(capacity, dtype=np.int64)
-    longest = _longest(task_ptr, t0, t1)
-    order = np.empty(longest, dtype=np.int64)
-    starts = np.empty(longest + 1, dtype=np.int64)
-    n = 0
-    for t in range(t0, t1):
-        runs = _unit_runs(worker, unit, task_ptr[t], task_ptr[t + 1], order, starts)
-        for x in range(runs):
-            kx = np.int64(unit[worker[order[starts[x]]]]) * n_units
-            for y in range(x + 1, runs):
-                ky = (kx + unit[worker[order[starts[y]]]]) * n_units
-                for z in range(y + 1, runs):
-                    keys[n] = ky + unit[worker[order[starts[z]]]]
-                    n += 1
-    return keys[:n].copy()
-
-
-@njit(cache=True, nogil=True)
 def _count_runs(keys, max_key):  # pragma: no cover - compiled
     """Sorted unique ``keys`` (≤ ``max_key``) and how many times each occurs."""
     sk, _ = _radix_sort(keys, max_key)
@@ -494,15 +472,20 @@ def _count_runs(keys, max_key):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _block_triple_entries(task_ptr, worker, label, unit, t0, t1, n_units, n_classes, capacity, index, ranked,
-                          table):  # pragma: no cover - compiled
-    """The answer triples of tasks [t0, t1) as cell keys ``p · K³ + a · K² + b · K + c``, in task order.
+def _block_triples(task_ptr, worker, label, unit, t0, t1, n_units, n_classes, capacity, keys_only, index, ranked,
+                   table):  # pragma: no cover - compiled
+    """The triples of units answering tasks [t0, t1), in task order: their keys, or their answer triples' cells.
 
-    One answer from each of three different units (``a`` the lowest unit's
-    answer), every combination; ``p`` the units' triple's id, its position
-    in ``index`` (:func:`_pair_id`); a triple absent from ``index`` (left
-    out for sharing too few tasks) emits nothing.  One look-up per task and
-    triple of units, not per answer triple.
+    ``keys_only``: one key ``(u1 · U + u2) · U + u3`` (u1 < u2 < u3, ``U =
+    n_units``) per task and triple of units with answers there (unsorted; a
+    triple repeats once per task it shares: the index pass).  Otherwise
+    the answer triples as cell keys ``p · K³ + a · K² + b · K + c``: one
+    answer from each of the three units (``a`` the lowest unit's answer),
+    every combination; ``p`` the triple's id, its position in ``index``
+    (:func:`_pair_id`); a triple absent from ``index`` (left out for sharing
+    too few tasks) emits nothing.  One look-up per task and triple of units,
+    not per answer triple.  ``capacity`` bounds either (Σ c(c−1)(c−2)/6 over
+    the tasks' answer counts c).
     """
     k = np.int64(n_classes)
     k3 = k * k * k
@@ -518,7 +501,12 @@ def _block_triple_entries(task_ptr, worker, label, unit, t0, t1, n_units, n_clas
             for y in range(x + 1, runs):
                 ky = (kx + unit[worker[order[starts[y]]]]) * n_units
                 for z in range(y + 1, runs):
-                    p = _pair_id(ky + unit[worker[order[starts[z]]]], index, ranked, table)
+                    q = ky + unit[worker[order[starts[z]]]]
+                    if keys_only:
+                        cell_key[n] = q
+                        n += 1
+                        continue
+                    p = _pair_id(q, index, ranked, table)
                     if p < 0:
                         continue
                     for i in range(starts[x], starts[x + 1]):
@@ -593,6 +581,7 @@ class PairSet:
 
 _NO_KEYS = np.empty(0, dtype=np.int64)
 _NO_VALUES = np.empty(0, dtype=np.float64)
+_NO_LOOKUP = np.empty((0, 2), dtype=np.int64)
 
 
 def _in_space(keys: np.ndarray, space: int) -> np.ndarray:
@@ -889,8 +878,8 @@ def triple_index_block(part: Any, b: int, params: TripleParams, keep: bool) -> t
     counts form of a :class:`SparseSum` over the n_units³ keys: the root counts each triple's shared tasks)."""
     b, start, stop = _triple_part(part, b, params)
     u = int(params.n_units)
-    keys = _block_triple_keys(part.task_ptr, part.worker, params.units, start, stop, np.int64(u),
-                              _answer_triples(part, b))
+    keys = _block_triples(part.task_ptr, part.worker, part.label, params.units, start, stop, np.int64(u),
+                          np.int64(part.n_classes), _answer_triples(part, b), True, _NO_KEYS, _NO_LOOKUP, _NO_LOOKUP)
     return SparseSum(keys, None, u ** 3), None
 
 
@@ -903,8 +892,8 @@ def triple_stats_block(part: Any, b: int, params: TripleParams, keep: bool) -> t
     u, k = int(params.n_units), int(part.n_classes)
     ranked, table = _check_lookup(params, u ** 3, f"{u:,}³ units", "triple index", "key_lookup")
     index = np.ascontiguousarray(params.index, dtype=np.int64)
-    keys = _block_triple_entries(part.task_ptr, part.worker, part.label, params.units, start, stop, np.int64(u),
-                                 np.int64(k), _answer_triples(part, b), index, ranked, table)
+    keys = _block_triples(part.task_ptr, part.worker, part.label, params.units, start, stop, np.int64(u),
+                          np.int64(k), _answer_triples(part, b), False, index, ranked, table)
     return SparseSum(keys, None, len(index) * k ** 3), None
 
 

@@ -18,6 +18,8 @@ from crowdagg.methods.moments import cnmf as cn
 from crowdagg.simulate import simulate
 
 from ...engine.split import SplitEngine
+from . import common
+from .common import accuracy_on
 from .test_multispa import aligned_mse, same
 
 #: Ibrahim et al. 2019, their re-runs (accuracy %): MultiSPA-KL.
@@ -28,15 +30,7 @@ SHORT = {"web": "80.6%: the KL sweeps move MultiSPA's 85.3% start away on web's 
 
 
 def fit(data, method="cnmf", **params):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", CrowdaggWarning)
-        return aggregate(data, method, **params)
-
-
-def accuracy_on(datasets_dir, name: str, result) -> float:
-    gold = pd.read_csv(datasets_dir / name / "truth.csv", dtype=str, keep_default_na=False)
-    labels = dict(zip(result.data.task_names, result.label_names()))
-    return 100.0 * float(np.mean([labels.get(t) == y for t, y in zip(gold["task"], gold["label"])]))
+    return common.fit(data, method, **params)
 
 
 def random_problem(rng, w=6, k=3):

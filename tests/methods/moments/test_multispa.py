@@ -4,10 +4,8 @@ adversary stays an adversary), the fallback, the real datasets' published figure
 from __future__ import annotations
 
 import itertools
-import warnings
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from crowdagg import load_annotations
@@ -22,6 +20,8 @@ from crowdagg.methods.moments.estimate import soft_vote_matrices
 from crowdagg.simulate import simulate
 
 from ...engine.split import SplitEngine
+from . import common
+from .common import accuracy_on
 
 #: Ibrahim et al. 2019, their re-runs (accuracy %): MultiSPA, and MultiSPA-D&S reported beside it.
 PUBLISHED = {"rte": 91.25, "dog": 82.91, "web": 84.78, "trec": 68.53}
@@ -60,15 +60,7 @@ def aligned_mse(estimate: np.ndarray, truth: np.ndarray) -> tuple[float, tuple[i
 
 
 def fit(data, method="multispa", **params):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", CrowdaggWarning)
-        return aggregate(data, method, **params)
-
-
-def accuracy_on(datasets_dir, name: str, result) -> float:
-    gold = pd.read_csv(datasets_dir / name / "truth.csv", dtype=str, keep_default_na=False)
-    labels = dict(zip(result.data.task_names, result.label_names()))
-    return 100.0 * float(np.mean([labels.get(t) == y for t, y in zip(gold["task"], gold["label"])]))
+    return common.fit(data, method, **params)
 
 
 def same(a, b) -> None:
