@@ -965,8 +965,17 @@ class CoOccurrence:
         return int(self.pairs.shape[0])
 
 
+def _check_engine(engine: Any) -> Any:
+    """``engine`` once it has the block protocol's ``map_reduce`` (an annotation set handed in its place is the
+    likely mistake: say how to make one)."""
+    if not callable(getattr(engine, "map_reduce", None)):
+        raise UsageError(f"{param('engine')} must be an engine of the block protocol (with map_reduce), got "
+                         f"{type(engine).__name__}: wrap an AnnotationSet as crowdagg.engine.LocalEngine(data)")
+    return engine
+
+
 def _bound(engine: Any) -> PairBound:
-    total, _ = engine.map_reduce(bound_block, None)
+    total, _ = _check_engine(engine).map_reduce(bound_block, None)
     return total
 
 
@@ -1030,12 +1039,40 @@ def pair_lookup(index: PairIndex) -> tuple[np.ndarray | None, np.ndarray | None]
 
 def key_lookup(keys: np.ndarray, space: int) -> tuple[np.ndarray | None, np.ndarray | None]:
     """:func:`pair_lookup` for any sorted unique ``keys`` in ``[0, space)`` (pairs: n_workers² keys; triples:
-    n_units³)."""
+    n_units³).
+
+    Raises
+    ------
+    UsageError
+        ``space`` not a non-negative integer, or ``keys`` not a 1-D integer array.
+    DataError
+        ``keys`` not sorted and unique, or outside ``[0, space)``: the ids would not be their positions (both
+        forms of the look-up index by them).
+    """
+    keys, space = _check_keys(keys, space)
     if _lookup_bytes(len(keys), space) == 16 * _words(space):
         bits = np.zeros(_words(space), dtype=np.int64)
         _set_bits(bits, _in_space(keys, space))
         return _ranked(bits), None
     return None, _hash_table(keys, _table_slots(len(keys)))
+
+
+def _check_keys(keys: Any, space: Any) -> tuple[np.ndarray, int]:
+    """``(keys, space)`` for :func:`key_lookup`, checked: its kernels index and probe with them unchecked."""
+    if isinstance(space, bool) or not isinstance(space, (int, np.integer)) or space < 0:
+        raise UsageError(f"{param('space')} must be an integer >= 0, got {space!r}")
+    arr = np.asarray(keys)
+    if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
+        raise UsageError(f"{param('keys')} must be a 1-D array of integer keys, got shape {arr.shape} {arr.dtype}")
+    if arr.dtype.kind == "u" and arr.size and int(arr.max()) > np.iinfo(np.int64).max:
+        raise DataError(f"key {int(arr.max()):,} is outside the {int(space):,} entries of the look-up")
+    arr = np.ascontiguousarray(arr, dtype=np.int64)
+    _in_space(arr, int(space))
+    if arr.size > 1 and not (arr[1:] > arr[:-1]).all():
+        bad = int(np.flatnonzero(arr[1:] <= arr[:-1])[0]) + 1
+        raise DataError(f"{param('keys')} must be sorted and unique: key {int(arr[bad]):,} at position {bad:,} "
+                        f"follows {int(arr[bad - 1]):,}")
+    return arr, int(space)
 
 
 def _table_slots(n_keys: int) -> int:
@@ -1144,7 +1181,7 @@ def co_occurrence(engine: Any, weights: Any = None, *, max_memory: memory.MaxMem
 def label_counts(engine: Any) -> np.ndarray:
     """First-order statistics: ``counts[w, a]``, the answers of worker ``w`` with label ``a`` (int64,
     shape (n_workers, K)); one ``map_reduce`` pass over ``engine`` (any engine, the same integers)."""
-    total, _ = engine.map_reduce(label_block, None)
+    total, _ = _check_engine(engine).map_reduce(label_block, None)
     return np.asarray(total, dtype=np.int64)
 
 
@@ -1195,6 +1232,8 @@ def _check_units(units: Any, n_units: Any, n_workers: int) -> tuple[np.ndarray, 
         raise UsageError(f"{param('units')} must hold one integer code per worker ({n_workers:,}), got shape "
                          f"{arr.shape} {arr.dtype}")
     arr = arr.astype(np.int64)
+    if n_units is not None and (isinstance(n_units, bool) or not isinstance(n_units, (int, np.integer))):
+        raise UsageError(f"{param('n_units')} must be an integer, got {n_units!r}")
     n = int(arr.max()) + 1 if n_units is None and len(arr) else int(n_units or 0)
     if not 1 <= n <= MAX_UNITS:
         raise UsageError(f"{param('n_units')} must be 1 .. {MAX_UNITS:,}, got {n:,}")
@@ -1242,7 +1281,7 @@ def triple_statistics(engine: Any, units: Any = None, n_units: int | None = None
         When the answer triples a pass would hold, or the kept triples' K³ counts, exceed ``max_memory``
         (a task answered by n workers has n(n − 1)(n − 2)/6 answer triples).
     """
-    bound, _ = engine.map_reduce(triple_bound_block, None)  # answer_pairs: here the answer triples
+    bound, _ = _check_engine(engine).map_reduce(triple_bound_block, None)  # answer_pairs: here the answer triples
     w, k = bound.n_workers, bound.n_classes
     arr, u = _check_units(units, n_units, w)
     if isinstance(min_tasks, bool) or not isinstance(min_tasks, (int, np.integer)) or min_tasks < 1:

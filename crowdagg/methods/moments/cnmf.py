@@ -316,5 +316,10 @@ class CoupledNMF(MomentAggregator):
                                     "more sweeps fit the moments better, not always the labels)"))
         estimated = pairs.starts[1:] > pairs.starts[:-1]
         why = "no co-labelling worker whose co-occurrence matrix has rank above 1"
+        answering = int(np.count_nonzero(np.diff(data.worker_ptr)))
+        if answering < 3:
+            # One pair's R = A_1 D A_2^T has infinitely many exact factorisations: the fit is not an estimate.
+            estimated[:] = False
+            why = f"cnmf needs three workers, the data have {answering}"
         return Estimate(prior, conf[rank], estimated[rank], why, n_iter=len(trace) - 1, converged=converged,
                         objective=trace)

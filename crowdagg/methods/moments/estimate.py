@@ -141,10 +141,35 @@ class MomentAggregator(Aggregator):
     def _fit(self, data: AnnotationSet, checked: FitContext, callback: Any) -> AggregationResult:
         estimate = self._estimate(data, checked)
         prior, conf_ot = settle(estimate, checked.engine, data.n_workers, data.n_classes, self.name)
-        raw = self.decode(data, checked, prior, conf_ot, estimate)
-        if checked.get("refine", "none") == "ds":
-            return self.refine_ds(data, checked, raw, callback)
+        prior = self.veto_silent_classes(checked, prior)
+        with np.errstate(divide="ignore"):  # log 0 = -inf: a vetoed class's prior, meant
+            raw = self.decode(data, checked, prior, conf_ot, estimate)
+            if checked.get("refine", "none") == "ds":
+                return self.refine_ds(data, checked, raw, callback)
         return raw
+
+    def veto_silent_classes(self, checked: FitContext, prior: np.ndarray) -> np.ndarray:
+        """``prior`` with the classes that no answer and no gold label carries set to 0 (said on stderr).
+
+        The moments say nothing of such a class (``--classes`` naming more than
+        the answers hold): its column is the floor or the fallback's uniform
+        pseudo-counts, and a floored prior let the decoding -- and refine=ds's
+        EM after it -- label tasks with a class nobody ever gave.  A zero prior
+        vetoes it, as ds from majority vote does.
+        """
+        from ...kernels.cooc import label_counts
+
+        present = label_counts(checked.engine).sum(axis=0) > 0
+        if checked.clamp is not None:
+            named = np.asarray(checked.clamp)
+            present[named[named >= 0]] = True
+        if present.all() or not present.any():
+            return prior
+        out = np.where(present, prior, 0.0)
+        out /= out.sum()
+        warn(CrowdaggWarning(f"{self.name}: {int((~present).sum()):,} of {len(present):,} classes have no answer "
+                             "(the moments cannot identify them): no task is labelled with them"))
+        return out
 
     def decode(self, data: AnnotationSet, checked: FitContext, prior: np.ndarray, conf_ot: np.ndarray,
                estimate: Estimate) -> AggregationResult:
