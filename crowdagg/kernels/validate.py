@@ -210,6 +210,11 @@ _checked_parts: weakref.WeakKeyDictionary[Any, tuple[Any, ...]] = weakref.WeakKe
 _check_lock = threading.Lock()
 
 
+#: What a partition has that the checks read.
+_PART_FIELDS = ("worker", "label", "task_ptr", "bounds", "n_workers", "n_classes", "first_task", "first_block",
+                "n_blocks_total")
+
+
 def _part_key(part: Any) -> tuple[Any, ...]:
     """What a check of ``part`` covered: its arrays (by identity) and sizes -- reassigning any asks for a new check."""
     return (id(part.worker), id(part.label), id(part.task_ptr), id(part.bounds), part.n_workers, part.n_classes,
@@ -224,8 +229,12 @@ def check_part(part: Any) -> None:
     its place in the grid and in the task order non-negative.  One pass over
     its answers the first time any block function sees it (again if an array
     or a size is reassigned); a :class:`~crowdagg.errors.DataError` naming
-    what is wrong, never a read or write outside an array.
+    what is wrong, never a read or write outside an array.  Something that is
+    not a partition at all is a :class:`~crowdagg.errors.UsageError`.
     """
+    if not all(hasattr(part, name) for name in _PART_FIELDS):
+        raise UsageError(f"a block function takes a partition (crowdagg.engine.Part: an engine's parts), got "
+                         f"{type(part).__name__}")
     key = _part_key(part)
     if _checked_parts.get(part) == key:
         return

@@ -62,3 +62,11 @@ def test_an_annotation_set_in_place_of_an_engine_is_a_usage_error(data, fn):
     for wrong in (data, None):
         with pytest.raises(UsageError, match="LocalEngine"):
             fn(wrong)
+
+
+@pytest.mark.parametrize("fn", ["label_block", "triple_bound_block", "triple_index_block", "triple_stats_block",
+                                "bound_block", "index_block", "stats_block"])
+@pytest.mark.parametrize("part", [None, "part", object()])
+def test_a_block_function_given_no_partition_is_a_usage_error(fn, part):
+    with pytest.raises(UsageError, match="a block function takes a partition"):
+        getattr(cooc, fn)(part, 0, None, False)
