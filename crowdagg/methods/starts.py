@@ -118,8 +118,7 @@ def resolve_start(method: Any, data: AnnotationSet, init: Any, seed: int, gold: 
     if any(issubclass(w.category, ConvergenceWarning) for w in caught):  # once, however many the start gave
         warn(ConvergenceWarning(f"{param('init')}={init}: {init} (the start, run with its own defaults) stopped "
                                 f"before converging; {method.name} goes on from where it stopped"))
-    shared = getattr(other, "worker_form", None) in getattr(method, "starts_from", ())
-    return Start(result.posteriors.copy(), result if shared else None, init)
+    return Start(result.posteriors.copy(), result if _shares_form(method, other) else None, init)
 
 
 def _result_start(method: Any, data: AnnotationSet, result: AggregationResult) -> Start:
@@ -133,8 +132,13 @@ def _result_start(method: Any, data: AnnotationSet, result: AggregationResult) -
                          f"on {data.n_tasks:,} tasks, {data.n_workers:,} workers, {data.n_classes} classes")
     check_init_name(method.name, result.method)
     other = get(result.method).load()
-    shared = getattr(other, "worker_form", None) in getattr(method, "starts_from", ())
-    return Start(check_posterior(result.posteriors, data), result if shared else None, result.method)
+    return Start(check_posterior(result.posteriors, data), result if _shares_form(method, other) else None,
+                 result.method)
+
+
+def _shares_form(method: Any, other: Any) -> bool:
+    """Whether ``method`` starts from ``other``'s parameters (its worker form among the ones it starts from)."""
+    return getattr(other, "worker_form", None) in getattr(method, "starts_from", ())
 
 
 def check_init_name(method: str, init: Any) -> Any:

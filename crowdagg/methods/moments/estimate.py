@@ -141,25 +141,24 @@ class MomentAggregator(Aggregator):
     def _fit(self, data: AnnotationSet, checked: FitContext, callback: Any) -> AggregationResult:
         estimate = self._estimate(data, checked)
         prior, conf_ot = settle(estimate, checked.engine, data.n_workers, data.n_classes, self.name)
-        prior = self.veto_silent_classes(checked, prior)
+        prior = self.veto_silent_classes(data, checked, prior)
         with np.errstate(divide="ignore"):  # log 0 = -inf: a vetoed class's prior, meant
             raw = self.decode(data, checked, prior, conf_ot, estimate)
             if checked.get("refine", "none") == "ds":
                 return self.refine_ds(data, checked, raw, callback)
         return raw
 
-    def veto_silent_classes(self, checked: FitContext, prior: np.ndarray) -> np.ndarray:
+    def veto_silent_classes(self, data: AnnotationSet, checked: FitContext, prior: np.ndarray) -> np.ndarray:
         """``prior`` with the classes that no answer and no gold label carries set to 0 (said on stderr).
 
         The moments say nothing of such a class (``--classes`` naming more than
         the answers hold): its column is the floor or the fallback's uniform
         pseudo-counts, and a floored prior let the decoding -- and refine=ds's
         EM after it -- label tasks with a class nobody ever gave.  A zero prior
-        vetoes it, as ds from majority vote does.
+        vetoes it, as ds from majority vote does.  (The data's class counts:
+        no pass over the answers.)
         """
-        from ...kernels.cooc import label_counts
-
-        present = label_counts(checked.engine).sum(axis=0) > 0
+        present = np.asarray(data.answers_per_class) > 0
         if checked.clamp is not None:
             named = np.asarray(checked.clamp)
             present[named[named >= 0]] = True
