@@ -1052,7 +1052,7 @@ def key_lookup(keys: np.ndarray, space: int) -> tuple[np.ndarray | None, np.ndar
     keys, space = _check_keys(keys, space)
     if _lookup_bytes(len(keys), space) == 16 * _words(space):
         bits = np.zeros(_words(space), dtype=np.int64)
-        _set_bits(bits, _in_space(keys, space))
+        _set_bits(bits, keys)  # (checked in [0, space) above)
         return _ranked(bits), None
     return None, _hash_table(keys, _table_slots(len(keys)))
 
