@@ -280,8 +280,8 @@ def _fitted(num: np.ndarray, den: np.ndarray) -> np.ndarray:
     return np.einsum("nab,nbc->nac", num, _pinv(den)) if len(num) else num.copy()
 
 
-def align_workers(conf: np.ndarray, estimated: np.ndarray, pairs: np.ndarray, moments: np.ndarray,
-                  weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def align_workers(conf: np.ndarray, estimated: np.ndarray, pairs: np.ndarray,
+                  moments: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     r"""Each estimated worker's column order, common to every worker linked to it by shared tasks.
 
     Parameters
@@ -292,9 +292,8 @@ def align_workers(conf: np.ndarray, estimated: np.ndarray, pairs: np.ndarray, mo
     estimated : ndarray of bool, shape (W,)
     pairs : ndarray of int, shape (P, 2)
     moments : ndarray, shape (P, K, K)
-        :math:`\hat R` (rows: the answers of ``pairs[:, 0]``).
-    weights : ndarray, shape (P,)
-        Each pair's weight (:func:`multispa`: 1, each pair once).
+        :math:`\hat R` (rows: the answers of ``pairs[:, 0]``).  Each pair counts once (weighted by the
+        tasks it shares, a few heavy pairs decide: see the module notes).
 
     Returns
     -------
@@ -308,14 +307,14 @@ def align_workers(conf: np.ndarray, estimated: np.ndarray, pairs: np.ndarray, mo
     -----
     With the placed partners :math:`B_j = \hat A_j \Pi_j` in the common order,
     worker :math:`m`'s co-occurrences are fitted by least squares,
-    :math:`Y_m = (\sum_j n_{mj} \hat R_{mj} B_j)(\sum_j n_{mj} B_j^\top B_j)^{+}
+    :math:`Y_m = (\sum_j \hat R_{mj} B_j)(\sum_j B_j^\top B_j)^{+}
     \approx A_m \Pi D`, pooling all its placed partners (a pairwise
     :math:`\hat A_m^+ \hat R_{mj} (\hat A_j^+)^\top` is far noisier where pairs
     share few tasks), and :math:`\hat A_m`'s columns are matched to
     :math:`Y_m`'s normalised columns (Hungarian algorithm on their L1
-    distances).  Workers are placed from the one sharing the most tasks
-    with estimated workers, each next the one sharing the most with those
-    already placed; then every worker is re-placed against all its
+    distances).  Workers are placed from the one with the most estimated
+    partners, each next the one with the most partners already placed;
+    then every worker is re-placed against all its
     partners until nothing moves (:data:`ALIGN_SWEEPS`).
     """
     n_workers, k = conf.shape[0], conf.shape[2]
@@ -327,7 +326,7 @@ def align_workers(conf: np.ndarray, estimated: np.ndarray, pairs: np.ndarray, mo
     ends = np.concatenate([a, b])
     other = np.concatenate([b, a])
     target = np.concatenate([moments[p_idx], moments[p_idx].transpose(0, 2, 1)])
-    ew = np.concatenate([weights[p_idx], weights[p_idx]]).astype(np.float64)
+    ew = np.ones(2 * len(p_idx))  # each pair once, in each direction
     order = np.lexsort((other, ends))
     ends, other, target, ew = ends[order], other[order], target[order], ew[order]
     starts = np.searchsorted(ends, np.arange(n_workers + 1))
@@ -427,7 +426,6 @@ class SPAEstimate:
     moments : ndarray, shape (P, K, K)
         :math:`\hat R`.
     pairs : ndarray of int32, shape (P, 2)
-    n_tasks : ndarray of int64, shape (P,)
     rank : ndarray of int64, shape (P,)
         Each block's numerical rank (:func:`numerical_rank`).
     """
@@ -435,7 +433,6 @@ class SPAEstimate:
     estimate: Estimate
     moments: np.ndarray
     pairs: np.ndarray
-    n_tasks: np.ndarray
     rank: np.ndarray
 
 
@@ -479,7 +476,7 @@ def multispa(stats: CoOccurrence, min_partners: int, prior: str,
     usable = keep & estimated[pairs[:, 0]] & estimated[pairs[:, 1]]
     # every co-labelled pair counts once, as every block enters Z_m once: weighted by shared tasks, a few heavy
     # pairs decide the orders (trec: 66.95% against 68.66%; web 84.77% against 85.26%)
-    sigma, component = align_workers(conf, estimated, pairs, moments, np.ones(len(pairs)))
+    sigma, component = align_workers(conf, estimated, pairs, moments)
     conf = np.take_along_axis(conf, sigma[:, None, :].repeat(k, axis=1), axis=2)
     main = component == 0
     if main.any():
@@ -500,7 +497,7 @@ def multispa(stats: CoOccurrence, min_partners: int, prior: str,
                        "matrix has full rank")
     if deficient:
         reasons.append(f"{deficient:,} whose SPA estimate is rank-deficient")
-    return SPAEstimate(Estimate(d, conf, estimated, "; ".join(reasons)), moments, pairs, stats.n_tasks, rank)
+    return SPAEstimate(Estimate(d, conf, estimated, "; ".join(reasons)), moments, pairs, rank)
 
 
 def in_name_order(stats: CoOccurrence, names: np.ndarray) -> tuple[CoOccurrence, np.ndarray]:
