@@ -106,7 +106,7 @@ import numpy as np
 from ...data.annotations import AnnotationSet
 from ...errors import ConvergenceWarning, warn
 from ..base import FitContext
-from .estimate import FLOOR, Estimate, MomentAggregator, soft_vote_matrices
+from .estimate import FLOOR, Estimate, MomentAggregator, fallback_once
 from .multispa import pair_tables_memory, spa_estimate
 
 __all__ = ["INNER_STEPS", "INNER_TOL", "MIN_STEP", "MODEL_FLOOR", "SHRINK", "SIGMA", "STEP", "CoupledNMF",
@@ -299,13 +299,19 @@ class CoupledNMF(MomentAggregator):
         return base + own, f"{what}; {pairs}"
 
     def _estimate(self, data: AnnotationSet, checked: FitContext) -> Estimate:
-        found, rank = spa_estimate(data, checked)  # workers in their names' order (the sweep's order)
+        fallback = fallback_once(checked.engine)  # one soft-vote pass at most, shared with MultiSPA and the base
+        w, k = data.n_workers, data.n_classes
+        answering = int(np.count_nonzero(np.diff(data.worker_ptr)))
+        if answering < 3:
+            # One pair's R = A_1 D A_2^T has infinitely many exact factorisations: no fit is an estimate.
+            return Estimate(np.full(k, 1.0 / k), np.full((w, k, k), 1.0 / k), np.zeros(w, dtype=bool),
+                            f"cnmf needs three workers, the data have {answering}", fallback=fallback)
+        found, rank = spa_estimate(data, checked, fallback)  # workers in their names' order (the sweep's order)
         start = found.estimate
-        k = data.n_classes
         conf = np.maximum(np.array(start.conf_ot, dtype=np.float64), FLOOR)
         conf /= conf.sum(axis=1, keepdims=True)
         if not start.estimated.all():
-            conf[~start.estimated] = soft_vote_matrices(checked.engine, k)[np.argsort(rank)][~start.estimated]
+            conf[~start.estimated] = fallback()[np.argsort(rank)][~start.estimated]
         prior = np.maximum(np.asarray(start.prior, dtype=np.float64), FLOOR)
         prior /= prior.sum()
         pairs = CoupledPairs.build(found.pairs, found.moments, found.rank > 1, data.n_workers)
@@ -316,10 +322,5 @@ class CoupledNMF(MomentAggregator):
                                     "more sweeps fit the moments better, not always the labels)"))
         estimated = pairs.starts[1:] > pairs.starts[:-1]
         why = "no co-labelling worker whose co-occurrence matrix has rank above 1"
-        answering = int(np.count_nonzero(np.diff(data.worker_ptr)))
-        if answering < 3:
-            # One pair's R = A_1 D A_2^T has infinitely many exact factorisations: the fit is not an estimate.
-            estimated[:] = False
-            why = f"cnmf needs three workers, the data have {answering}"
         return Estimate(prior, conf[rank], estimated[rank], why, n_iter=len(trace) - 1, converged=converged,
-                        objective=trace)
+                        objective=trace, fallback=fallback)

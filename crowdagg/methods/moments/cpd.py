@@ -120,12 +120,10 @@ from ...data.annotations import AnnotationSet
 from ...errors import ConvergenceWarning, CrowdaggWarning, param, warn
 from ...kernels import cooc
 from ...kernels import cpd as kernel
-from ...kernels.em import EMParams, em_block
 from ..base import FitContext
-from ..blocks import full_m_step
 from ..em.ds import em_memory
 from .align import common_order, reorder
-from .estimate import FALLBACK_SMOOTHING, Estimate, MomentAggregator
+from .estimate import Estimate, MomentAggregator, soft_vote
 
 #: Bytes a kept triple holds: its int64 joint counts and their float64 normalisation (K³ each), ids and counts.
 _TRIPLE_BYTES = (16, 40)
@@ -372,11 +370,10 @@ class CoupledCPD(MomentAggregator):
 
     def _estimate(self, data: AnnotationSet, checked: FitContext) -> Estimate:
         w, k = data.n_workers, data.n_classes
-        (counts, tot, _), _ = checked.engine.map_reduce(em_block, EMParams())
-        prior0, conf0 = full_m_step(counts, tot, FALLBACK_SMOOTHING)
+        prior0, conf0 = soft_vote(checked.engine)  # the start, and the fallback of the workers left out
         if w < 3:  # no triple exists, and two workers' joint alone does not identify their matrices
             return Estimate(prior0, conf0, np.zeros(w, dtype=bool), f"cpd needs three workers for its third-order "
-                            f"moments, the data have {w}")
+                            f"moments, the data have {w}", fallback=lambda: conf0)
         # The sweep visits the workers in the order of their names, not of their codes (first appearance): the
         # same answers in another row order give the same bits.
         canon = np.argsort(np.asarray(data.worker_names).astype(str), kind="stable")
@@ -399,7 +396,8 @@ class CoupledCPD(MomentAggregator):
         missing = int((~active).sum())
         why = (f"in no worker pair sharing ≥ {checked['min_pair_tasks']} tasks nor triple sharing "
                f"≥ {checked['min_triple_tasks']}") if missing else ""
-        return Estimate(prior, conf_ot, active, why, fit.n_iter, fit.converged, fit.objective)
+        return Estimate(prior, conf_ot, active, why, fit.n_iter, fit.converged, fit.objective,
+                        fallback=lambda: conf0)
 
 
 __all__ = ["CPDFit", "CoupledCPD", "Moments", "coupled_cpd", "moments", "triple_bound"]

@@ -35,7 +35,9 @@ in this method's terms.
 
 from __future__ import annotations
 
+import functools
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -46,7 +48,7 @@ from ...errors import ConvergenceWarning, CrowdaggWarning, param, warn
 from ...kernels.em import EMParams, em_block
 from ..base import Aggregator, FitContext, make_result
 from ..blocks import TieBreaker, argmax_random_ties, full_m_step
-from ..em.ds import EMState, em_memory
+from ..em.ds import em_memory
 from ..result import AggregationResult
 
 #: Entries of the estimated matrices and prior are floored here, then renormalised (the reference codes' 1e-6).
@@ -75,6 +77,9 @@ class Estimate:
         The method's own iterations (0 and True for a one-shot estimate).
     objective : ndarray of float
         The method's own objective trace (its cost), or empty.
+    fallback : callable or None
+        Gives the soft-vote matrices (n_workers, K_observed, K_true) the method made or can make without another
+        pass (:func:`fallback_once`; :func:`soft_vote`); None: the base makes them, if a worker needs them.
     """
 
     prior: np.ndarray
@@ -84,13 +89,26 @@ class Estimate:
     n_iter: int = 0
     converged: bool = True
     objective: np.ndarray = field(default_factory=lambda: np.empty(0))
+    fallback: Callable[[], np.ndarray] | None = None
 
 
-def soft_vote_matrices(engine: Any, n_classes: int) -> np.ndarray:
-    """Every worker's answers counted against the soft majority vote, with :data:`FALLBACK_SMOOTHING`
-    pseudo-counts, column-normalised: ``(n_workers, K_observed, K_true)`` (one pass of the EM kernel)."""
+def soft_vote(engine: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``(prior (K,), conf_ot (n_workers, K_observed, K_true))``: one M-step on the soft majority vote -- every
+    worker's answers counted against the vote shares, with :data:`FALLBACK_SMOOTHING` pseudo-counts,
+    column-normalised (one pass of the EM kernel)."""
     (counts, tot, _), _ = engine.map_reduce(em_block, EMParams())
-    return full_m_step(counts, tot, FALLBACK_SMOOTHING)[1]
+    return full_m_step(counts, tot, FALLBACK_SMOOTHING)
+
+
+def soft_vote_matrices(engine: Any) -> np.ndarray:
+    """The matrices of :func:`soft_vote`: the fallback of a worker the moments do not identify."""
+    return soft_vote(engine)[1]
+
+
+def fallback_once(engine: Any) -> Callable[[], np.ndarray]:
+    """:func:`soft_vote_matrices` of ``engine``, made on the first call and kept: the steps of one fit that may
+    each need the fallback share one pass."""
+    return functools.cache(lambda: soft_vote_matrices(engine))
 
 
 def settle(estimate: Estimate, engine: Any, n_workers: int, n_classes: int, method: str) -> tuple[np.ndarray, np.ndarray]:
@@ -113,7 +131,8 @@ def settle(estimate: Estimate, engine: Any, n_workers: int, n_classes: int, meth
     conf[known] /= conf[known].sum(axis=1, keepdims=True)
     missing = int(n_workers - known.sum())
     if missing:
-        conf[~known] = soft_vote_matrices(engine, k)[~known]
+        fallback = estimate.fallback() if estimate.fallback is not None else soft_vote_matrices(engine)
+        conf[~known] = fallback[~known]
         why = f" ({estimate.why})" if estimate.why else ""
         warn(CrowdaggWarning(f"{method}: {missing:,} of {n_workers:,} workers could not be estimated from the "
                              f"moments{why}; their confusion is their answers against the soft majority vote"))
@@ -173,16 +192,20 @@ class MomentAggregator(Aggregator):
     def decode(self, data: AnnotationSet, checked: FitContext, prior: np.ndarray, conf_ot: np.ndarray,
                estimate: Estimate) -> AggregationResult:
         """The MAP labels of ``(prior, conf_ot)``: one E-step on the engine (gold clamped), ties drawn by the seed."""
-        state = EMState(checked.engine, None, checked.clamp, full_m_step, 0.0, params=(prior, conf_ot))
-        post = state.posteriors()
+        # One E-step pass, its blocks' posteriors kept: the posteriors and their log-likelihood together.
+        clamp = checked.clamp if checked.clamp is not None and (checked.clamp >= 0).any() else None
+        (_, _, loglik), outs = checked.engine.map_reduce(
+            em_block, EMParams(np.log(prior), np.log(conf_ot), clamp=clamp), keep=True)
+        post = np.asarray(checked.engine.gather(outs))
         labels = argmax_random_ties(post, TieBreaker(data.tasks, checked["seed"]), atol=1e-12)
         # The method's own trace under its own name (cpd: the moment residual); a one-shot estimate's objective
         # is the log-likelihood of its parameters.
         own = np.asarray(estimate.objective, dtype=np.float64)
-        objective, name = (own, self.objective_name) if own.size else (np.array([state.objective]), "log-likelihood")
-        return make_result(self.name, data, post, labels, prior, worker_params={"confusion": state.confusion},
+        objective, name = (own, self.objective_name) if own.size else (np.array([float(loglik)]), "log-likelihood")
+        return make_result(self.name, data, post, labels, prior,
+                           worker_params={"confusion": np.ascontiguousarray(conf_ot.transpose(0, 2, 1))},
                            n_iter=estimate.n_iter, converged=estimate.converged, objective=objective,
-                           objective_name=name, model_params={"log_likelihood": float(state.objective)})
+                           objective_name=name, model_params={"log_likelihood": float(loglik)})
 
     def refine_ds(self, data: AnnotationSet, checked: FitContext, raw: AggregationResult,
                   callback: Any) -> AggregationResult:
@@ -209,4 +232,4 @@ class MomentAggregator(Aggregator):
         return result
 
 
-__all__ = ["FALLBACK_SMOOTHING", "FLOOR", "Estimate", "MomentAggregator", "settle", "soft_vote_matrices"]
+__all__ = ["FALLBACK_SMOOTHING", "FLOOR", "Estimate", "MomentAggregator", "settle", "soft_vote", "soft_vote_matrices"]

@@ -114,7 +114,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
@@ -122,7 +122,7 @@ from ...data.annotations import AnnotationSet
 from ...kernels.cooc import CoOccurrence, co_occurrence
 from ..base import FitContext
 from .align import common_order
-from .estimate import Estimate, MomentAggregator, soft_vote_matrices
+from .estimate import Estimate, MomentAggregator, fallback_once
 
 __all__ = ["ALIGN_SWEEPS", "RANK_RTOL", "SPA_STOP", "SPA_TIE", "MultiSPA", "SPAEstimate", "align_workers",
            "estimate_prior", "full_rank", "in_name_order", "multispa", "pair_tables_memory", "numerical_rank", "pair_moments", "spa", "worker_columns"]
@@ -557,16 +557,18 @@ class MultiSPA(MomentAggregator):
         return base + own, f"{what}; {pairs}"
 
     def _estimate(self, data: AnnotationSet, checked: FitContext) -> Estimate:
-        found, rank = spa_estimate(data, checked)
+        fallback = fallback_once(checked.engine)
+        found, rank = spa_estimate(data, checked, fallback)
         est = found.estimate
-        return Estimate(est.prior, est.conf_ot[rank], est.estimated[rank], est.why)
+        return Estimate(est.prior, est.conf_ot[rank], est.estimated[rank], est.why, fallback=fallback)
 
 
-def spa_estimate(data: AnnotationSet, checked: FitContext) -> tuple[SPAEstimate, np.ndarray]:
-    """:func:`multispa` on the fit's engine (one co-occurrence pass, and a soft-vote pass only if needed), with the
-    workers in their names' order: ``(estimate, rank)``, worker code ``m`` at ``rank[m]`` (:func:`in_name_order`)."""
-    engine: Any = checked.engine
-    stats, rank = in_name_order(co_occurrence(engine, max_memory=checked.max_memory), data.worker_names)
+def spa_estimate(data: AnnotationSet, checked: FitContext,
+                 fallback: Callable[[], np.ndarray]) -> tuple[SPAEstimate, np.ndarray]:
+    """:func:`multispa` on the fit's engine (one co-occurrence pass), with the workers in their names' order:
+    ``(estimate, rank)``, worker code ``m`` at ``rank[m]`` (:func:`in_name_order`).  ``fallback()`` gives the
+    soft-vote matrices in worker-code order (:func:`~.estimate.soft_vote_matrices`, made once per fit by the
+    caller, only if needed)."""
+    stats, rank = in_name_order(co_occurrence(checked.engine, max_memory=checked.max_memory), data.worker_names)
     by_name = np.argsort(rank)
-    return multispa(stats, checked["min_partners"], checked["prior"],
-                    lambda: soft_vote_matrices(engine, data.n_classes)[by_name]), rank
+    return multispa(stats, checked["min_partners"], checked["prior"], lambda: fallback()[by_name]), rank

@@ -255,7 +255,7 @@ def test_recovers_the_demo_crowds_confusion_matrices(demo):
     assert acc > ds_acc - 0.005, (acc, ds_acc)
     assert np.abs(res.prior[np.argsort(order)] - crowd.prior).max() < 0.02
     # the moments moved the matrices far from the start (the MV histogram's MSE is several times worse)
-    assert aligned_mse(soft_vote_matrices(LocalEngine(data), 3), crowd)[0] > 3 * mse
+    assert aligned_mse(soft_vote_matrices(LocalEngine(data)), crowd)[0] > 3 * mse
 
 
 def test_the_objective_never_rises_and_the_fit_is_a_fixed_point(demo):

@@ -39,7 +39,7 @@ def test_unidentified_and_non_finite_workers_get_the_soft_vote_fallback_with_a_w
     known[[3, 4]] = False
     with pytest.warns(CrowdaggWarning, match=r"m: 3 of 12 workers could not be estimated .*\(too few\)"):
         prior, out = settle(Estimate(np.ones(k), conf, known, why="too few"), LocalEngine(crowd), w, k, "m")
-    fallback = soft_vote_matrices(LocalEngine(crowd), k)
+    fallback = soft_vote_matrices(LocalEngine(crowd))
     np.testing.assert_array_equal(out[[0, 3, 4]], fallback[[0, 3, 4]])
     np.testing.assert_allclose(out[1], 1.0 / k)
     assert np.isfinite(out).all() and np.isfinite(prior).all()

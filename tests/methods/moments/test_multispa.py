@@ -176,7 +176,7 @@ def test_workers_the_pairs_cannot_identify_get_the_soft_vote_fallback_with_a_war
     with pytest.warns(CrowdaggWarning, match=r"multispa: 1 of 13 workers could not be estimated from the moments "
                                              r"\(1 with fewer than 8 co-labelling workers"):
         res = aggregate(extra, "multispa")
-    want = soft_vote_matrices(LocalEngine(extra), 3)[12]
+    want = soft_vote_matrices(LocalEngine(extra))[12]
     np.testing.assert_allclose(res.confusion[12], want.T)
     assert np.isfinite(res.posteriors).all()
 
