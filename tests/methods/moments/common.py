@@ -30,7 +30,7 @@ def fallback_conf(data) -> np.ndarray:
     from crowdagg.engine import LocalEngine
     from crowdagg.methods.moments.estimate import soft_vote_matrices
 
-    return soft_vote_matrices(LocalEngine(data), data.n_classes).transpose(0, 2, 1)
+    return soft_vote_matrices(LocalEngine(data)).transpose(0, 2, 1)
 
 
 def assert_decoded(result, data, conf: np.ndarray) -> None:
