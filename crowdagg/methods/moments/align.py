@@ -38,13 +38,18 @@ def common_order(conf_ot: np.ndarray, weights: np.ndarray | None = None) -> np.n
     ndarray of int64, shape (K,)
         Maximises :math:`\sum_k \bar A[k, \text{order}[k]]`.
     """
-    from scipy.optimize import linear_sum_assignment
-
     conf = np.asarray(conf_ot, dtype=np.float64)
     w = np.ones(conf.shape[0]) if weights is None else np.asarray(weights, dtype=np.float64)
-    mean = np.tensordot(w, conf, axes=1) / max(float(w.sum()), 1e-300)
-    rows, cols = linear_sum_assignment(-mean)
-    order = np.empty(conf.shape[1], dtype=np.int64)
+    return assignment(np.tensordot(w, conf, axes=1) / max(float(w.sum()), 1e-300))
+
+
+def assignment(score: np.ndarray) -> np.ndarray:
+    """``order`` (K,) int64: row ``k`` assigned to column ``order[k]``, maximising ``sum_k score[k, order[k]]``
+    (the Hungarian algorithm, ``scipy.optimize.linear_sum_assignment``; ties to the lower index)."""
+    from scipy.optimize import linear_sum_assignment
+
+    rows, cols = linear_sum_assignment(-np.asarray(score))
+    order = np.empty(len(rows), dtype=np.int64)
     order[rows] = cols
     return order
 
@@ -54,4 +59,4 @@ def reorder(conf_ot: np.ndarray, prior: np.ndarray, order: np.ndarray) -> tuple[
     return np.ascontiguousarray(np.asarray(conf_ot)[:, :, order]), np.asarray(prior)[order].copy()
 
 
-__all__ = ["common_order", "reorder"]
+__all__ = ["assignment", "common_order", "reorder"]

@@ -121,7 +121,7 @@ import numpy as np
 from ...data.annotations import AnnotationSet
 from ...kernels.cooc import CoOccurrence, co_occurrence
 from ..base import FitContext
-from .align import common_order
+from .align import assignment, common_order
 from .estimate import Estimate, MomentAggregator, fallback_once
 
 __all__ = ["ALIGN_SWEEPS", "RANK_RTOL", "SPA_STOP", "SPA_TIE", "MultiSPA", "SPAEstimate", "align_workers",
@@ -266,23 +266,13 @@ def _pinv(mats: np.ndarray) -> np.ndarray:
     return np.linalg.pinv(mats) if len(mats) else mats.copy()
 
 
-def _assign(score: np.ndarray) -> np.ndarray:
-    """``sigma`` (K,): the assignment of rows to columns maximising ``sum_k score[sigma[k], k]``."""
-    from scipy.optimize import linear_sum_assignment
-
-    rows, cols = linear_sum_assignment(-score)
-    sigma = np.empty(score.shape[1], dtype=np.int64)
-    sigma[cols] = rows
-    return sigma
-
-
 def _match(conf: np.ndarray, fitted: np.ndarray) -> np.ndarray:
     """``sigma`` (K,): the columns of ``conf`` (K, K) matched to those of ``fitted`` (K, K; clipped at 0 and
     column-normalised) at the least total L1 distance: ``conf[:, sigma]`` is in ``fitted``'s order."""
     f = np.maximum(fitted, 0.0)
     total = f.sum(axis=0, keepdims=True)
     f = np.divide(f, total, out=np.zeros_like(f), where=total > 0)
-    return _assign(-np.abs(conf[:, :, None] - f[:, None, :]).sum(axis=0))
+    return assignment(-np.abs(conf[:, :, None] - f[:, None, :]).sum(axis=0).T)  # sigma[column] = its row
 
 
 def _fitted(num: np.ndarray, den: np.ndarray) -> np.ndarray:
@@ -401,7 +391,7 @@ def _to_reference(conf: np.ndarray, reference: np.ndarray) -> np.ndarray:
     """``order`` (K,): the one column permutation of the workers ``conf`` (n, K, K) closest (L1, summed) to their
     ``reference`` matrices (n, K, K): ``conf[:, :, order]`` in the reference's order."""
     dist = np.abs(conf[:, :, :, None] - reference[:, :, None, :]).sum(axis=(0, 1))  # [conf column, ref column]
-    return _assign(-dist)
+    return assignment(-dist.T)  # sigma[column] = its row
 
 
 def estimate_prior(conf: np.ndarray, pairs: np.ndarray, moments: np.ndarray, usable: np.ndarray) -> np.ndarray:

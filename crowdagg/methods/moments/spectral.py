@@ -155,15 +155,11 @@ from ...data.annotations import AnnotationSet
 from ...errors import DataError
 from ..base import FitContext
 from ..em.ds import em_memory
-from .align import common_order, reorder
+from .align import assignment, common_order, reorder
 from .estimate import FLOOR, Estimate, MomentAggregator
 
 #: A K×K moment whose smallest singular value is below this fraction of its largest counts as rank-deficient.
 RANK_TOL = 1e-10
-
-#: The group construction rules (``-p groups``).
-GROUPINGS = ("balanced", "round-robin")
-
 
 def make_groups(answers: np.ndarray, how: str = "balanced", names: np.ndarray | None = None) -> np.ndarray:
     """Each worker's group, 0, 1 or 2: ``(n_workers,)`` int64.
@@ -326,13 +322,7 @@ def match_order(c_ref: np.ndarray, c_g: np.ndarray, m_ref_g: np.ndarray) -> np.n
     E[x_ref x_gᵀ] = C_ref diag(d) C_gᵀ, so C_ref⁺ E[x_ref x_gᵀ] (C_g⁺)ᵀ is diag(d) with its columns permuted as the
     components of g are relative to those of ref: the assignment of largest total (the Hungarian algorithm).
     """
-    from scipy.optimize import linear_sum_assignment
-
-    d = np.linalg.pinv(c_ref) @ m_ref_g @ np.linalg.pinv(c_g).T
-    rows, cols = linear_sum_assignment(-d)
-    order = np.empty(len(rows), dtype=np.int64)
-    order[rows] = cols
-    return order
+    return assignment(np.linalg.pinv(c_ref) @ m_ref_g @ np.linalg.pinv(c_g).T)
 
 
 @dataclass(frozen=True)
@@ -402,13 +392,10 @@ class SpectralDS(MomentAggregator):
         return need + 3 * 8.0 * data.n_workers * data.n_classes**2, what
 
     def _estimate(self, data: AnnotationSet, checked: FitContext) -> Estimate:
-        from ...kernels import cooc
-
-        counts = cooc.label_counts(checked.engine)
-        try:
-            return self._moments(data, checked, counts.sum(axis=1))
+        try:  # (the data's answer counts per worker and per class: no pass over the answers)
+            return self._moments(data, checked, np.asarray(data.answers_per_worker))
         except Unidentified as cause:  # nothing to estimate: every worker the fallback, the prior the label shares
-            shares = counts.sum(axis=0).astype(np.float64)
+            shares = np.asarray(data.answers_per_class, dtype=np.float64)
             return Estimate(shares / max(float(shares.sum()), 1.0), np.zeros((data.n_workers, data.n_classes,
                             data.n_classes)), np.zeros(data.n_workers, dtype=bool), str(cause))
 
@@ -439,5 +426,5 @@ class SpectralDS(MomentAggregator):
         return Estimate(prior, conf, estimated, why)
 
 
-__all__ = ["GROUPINGS", "RANK_TOL", "GroupFit", "SpectralDS", "Unidentified", "cross_moments", "fit_groups", "make_groups",
+__all__ = ["RANK_TOL", "GroupFit", "SpectralDS", "Unidentified", "cross_moments", "fit_groups", "make_groups",
            "match_order", "partner_moments", "power_method", "solve_group", "symmetrise", "worker_matrices"]
