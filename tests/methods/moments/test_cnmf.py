@@ -134,6 +134,7 @@ def test_workers_outside_omega_keep_the_fallback_and_nothing_is_nan():
     with pytest.warns(CrowdaggWarning, match="cnmf: 1 of 11 workers could not be estimated"):
         res = aggregate(extra, "cnmf", tol=0.0)
     assert np.isfinite(res.posteriors).all() and np.isfinite(res.confusion).all()
+    np.testing.assert_allclose(res.confusion[10], common.fallback_conf(extra)[10])
     assert res.n_iter == 10 and res.converged is False
 
 

@@ -188,6 +188,9 @@ def test_too_few_workers_is_all_fallback_not_nan(n_workers):
     with pytest.warns(CrowdaggWarning, match="could not be estimated"):
         res = aggregate(data, "multispa")
     assert np.isfinite(res.posteriors).all() and np.isfinite(res.confusion).all()
+    conf = common.fallback_conf(data)
+    np.testing.assert_allclose(res.confusion, conf)
+    common.assert_decoded(res, data, conf)
 
 
 def test_more_classes_than_the_answers_span_is_the_fallback():
@@ -198,6 +201,10 @@ def test_more_classes_than_the_answers_span_is_the_fallback():
     with pytest.warns(CrowdaggWarning, match="8 of 8 workers could not be estimated"):
         res = aggregate(wide, "multispa")
     assert np.isfinite(res.posteriors).all()
+    conf = common.fallback_conf(wide)
+    np.testing.assert_allclose(res.confusion, conf)
+    common.assert_decoded(res, wide, conf)
+    assert set(np.unique(res.labels)) <= {0, 1}
 
 
 # ----------------------------------------------------------------------------------------------- real data
