@@ -180,3 +180,37 @@ def test_moments_benchmark_quick_runs_speed_recovery_and_real_data(tmp_path, dat
     assert blue["dataset"] == "bluebird"
     assert round(blue["accuracy"]["mv"], 2) == 75.93 and round(blue["accuracy"]["ds"], 2) == 89.81
     assert set(blue["accuracy"]) >= {f"{m} refine={r}" for m in moments for r in ("none", "ds")}
+
+
+def test_graph_benchmark_quick_prints_the_accuracy_curves_and_the_speed_table(tmp_path):
+    from crowdagg.methods.registry import METHODS
+
+    out = tmp_path / "graph.json"
+    proc = _run_script("bench_graph.py", "--quick", "--json", str(out), "--workdir", str(tmp_path / "work"),
+                       datasets_dir=tmp_path)  # simulated crowds only
+    assert proc.returncode == 0, proc.stderr
+    for head in ("| true prior | ", "| other prior | ", "| extreme spammers | ",
+                 "| crowd | answers | tasks | workers | method | fit s | target s | whole command s |"):
+        assert head in proc.stdout, head
+    rows = json.loads(out.read_text())
+    acc = rows["accuracy"]
+    assert [r["table"] for r in acc] == ["prior", "prior", "mismatch", "mismatch", "spammers", "spammers"]
+    graph = [m for m in ("bp", "mf", "kos") if m in METHODS]
+    for r in acc:
+        assert all(len(v) == 2 for v in r["accuracy"].values())  # one accuracy per seed
+        assert {"ds", "mv", "MAP, true accuracies", *(f"{m} (true prior)" for m in graph if m != "kos")} \
+            <= set(r["accuracy"])
+        # no method beats the MAP under the true accuracies on average by more than noise
+        best = np.mean(r["accuracy"]["MAP, true accuracies"])
+        assert all(np.mean(v) <= best + 0.05 for v in r["accuracy"].values())
+    # Beta(2, 1) without spammers is the same crowds in two tables: the same figures
+    assert acc[1]["accuracy"] == acc[4]["accuracy"]
+    speed = rows["speed"]
+    methods = {(r["crowd"], r["method"]) for r in speed}
+    for crowd in ("sparse", "dense"):
+        assert {(crowd, m) for m in ("ds", *graph)} <= methods
+    for r in speed:
+        if r["side"] == "crowdagg" and "fit_s" in r:
+            assert r["cli"]["code"] == 0 and r["fit_s"] > 0 and r["accuracy"] > 0.6, r
+    has_crowdkit = subprocess.run([sys.executable, "-c", "import crowdkit.aggregation"]).returncode == 0
+    assert any(r["method"] == "crowd-kit KOS" for r in speed) == has_crowdkit
