@@ -246,7 +246,7 @@ def simulate(
           batches' frames (accuracy ~.53), a local optimum whose
           log-likelihood is ~2000 below that of EM from the true parameters
           (~.94); see :func:`crowdagg.simulate.scenarios._em_trap`.
-        * ``"dense-heavy"`` (ours, issue 17's dense speed setting): N =
+        * ``"dense-heavy"`` (ours, the graph methods' dense speed setting): N =
           200,000, M = 1,000, K = 2, ``per_task`` = 5 (all may override):
           1M answers, each task by 5 distinct workers; worker 0 (kind
           ``"heavy_spammer"``) answers a random 10% of the tasks uniformly

@@ -18,8 +18,8 @@
   converges to a bad local optimum (ours; :func:`_em_trap` says why), the
   case the moment methods' starts are for (ICASSP 2025 tutorial, Part I:
   "MV initialisation breaks down when most workers are poor").
-* ``dense-heavy``: the dense crowd of issue 17's speed targets (ours): a
-  thousand one-coin workers with about a thousand answers each, one of them
+* ``dense-heavy``: a dense crowd with one heavy worker (ours; the graph
+  methods' dense speed setting): a thousand one-coin workers with about a thousand answers each, one of them
   a spammer on 10% of the tasks (:func:`_dense_heavy` says why).
 
 Each scenario is registered once, with its one-line description (what
@@ -290,12 +290,12 @@ _DENSE_PER_TASK = 5
 
 @scenario(
     "dense-heavy",
-    "issue 17's dense crowd: N=200000, K=2, M=1000 one-coin workers (accuracy ~ U(skill)), 5 per task (1M "
-    "answers, ~1000 a worker); worker 0 is a spammer answering 10% of the tasks at random",
+    "dense crowd with a heavy worker: N=200000, K=2, M=1000 one-coin workers (accuracy ~ U(skill)), 5 per task "
+    "(1M answers, ~1000 a worker); worker 0 is a spammer answering 10% of the tasks at random",
 )
 def _dense_heavy(name: str, rng: np.random.Generator, given: Given) -> Plan:
-    """A dense crowd with one heavy worker: the speed setting of issue 17 ("1M answers, 1,000 workers, one of them
-    answering 10% of all tasks").
+    """A dense crowd with one heavy worker: the graph methods' dense speed setting ("1M answers, 1,000 workers, one
+    of them answering 10% of all tasks").
 
     Every task gets ``per_task`` (default 5) distinct workers; worker 0
     answers a uniformly chosen 10% of the tasks (kind ``"heavy_spammer"``,
