@@ -14,8 +14,9 @@ The permutation null of the detector needs, for each answer ``a`` (worker
 m, task t), the r-vector ``g_a = Σ over m's observed partners m' on t of
 (U_{m'}[y_{m't}] − U_{m'}ᵀ μ_{m'|m}) / n_{mm'}``: the row block
 ``Σ_{m'} Ĉ_{mm'} U_{m'}`` is then ``Σ_a e_{y_a} g_aᵀ``, linear in m's
-one-hot answers, so permuting m's answers among its tasks permutes which
-class row each ``g_a`` lands in (:func:`rows_block`, :func:`permuted_rows`).
+one-hot answers, so permuting m's answers among its tasks only permutes
+which class row each ``g_a`` lands in, and the mean square over all
+permutations has a closed form in ``Σ_a ‖T_mᵀ g_a‖²`` (:func:`null_energy`).
 :func:`answer_terms_block` computes ``g`` per answer over the engine's task
 grid (outputs per answer that stay with their block).
 """
@@ -65,16 +66,18 @@ def apply_filled(pairs, cov, v, q, out):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _answer_terms(task_ptr, worker, label, t0, t1, n_workers, index, ranked, table, coef, shift,
+def _answer_terms(task_ptr, worker, label, t0, t1, n_workers, index, ranked, table, terms,
                   out):  # pragma: no cover - compiled
     """``out[a - task_ptr[t0]] = g_a`` for the answers of tasks [t0, t1) (see the module notes).
 
-    ``coef`` (P, 2, K, r): for pair p = (w1, w2), ``coef[p, 0, y] = U_{w2}[y] / n_p`` (what w2's answer y adds to
-    w1's answer) and ``coef[p, 1, y] = U_{w1}[y] / n_p``; ``shift`` (P, 2, r) the centring terms subtracted with
-    them.  ``index`` holds the fitted pairs only: a pair outside it adds nothing.  Each answer pair of two
-    different workers counts (as the co-occurrence counts do).
+    ``terms`` (P, 2, K + 1, r), one record per pair p = (w1, w2) (one memory line for small K and r: the pairs
+    are read in task order, at random): ``terms[p, 0, y] = U_{w2}[y] / n_p`` is what w2's answer y adds to w1's
+    answer and ``terms[p, 0, K] = U_{w2}ᵀ μ_{w2} / n_p`` the centring term subtracted with it; ``terms[p, 1]``
+    the same for w1's answers added to w2's.  ``index`` holds the fitted pairs only: a pair outside it adds
+    nothing.  Each answer pair of two different workers counts (as the co-occurrence counts do).
     """
     r = out.shape[1]
+    k = terms.shape[2] - 1
     base = task_ptr[t0]
     longest = 0
     for t in range(t0, t1):
@@ -95,20 +98,19 @@ def _answer_terms(task_ptr, worker, label, t0, t1, n_workers, index, ranked, tab
                     for j in range(starts[v], starts[v + 1]):
                         aj = order[j]
                         for c in range(r):
-                            out[ai - base, c] += coef[p, 0, label[aj], c] - shift[p, 0, c]
-                            out[aj - base, c] += coef[p, 1, label[ai], c] - shift[p, 1, c]
+                            out[ai - base, c] += terms[p, 0, label[aj], c] - terms[p, 0, k, c]
+                            out[aj - base, c] += terms[p, 1, label[ai], c] - terms[p, 1, k, c]
 
 
 @dataclass(frozen=True)
 class TermParams:
     """The answer-terms pass's broadcast parameters: the fitted pairs' sorted keys ``w1 · n_workers + w2`` with
-    their look-up (:func:`crowdagg.kernels.cooc.key_lookup`), and the per-pair tables of :func:`_answer_terms`."""
+    their look-up (:func:`crowdagg.kernels.cooc.key_lookup`), and the per-pair records of :func:`_answer_terms`."""
 
     index: np.ndarray
     ranked: np.ndarray | None
     table: np.ndarray | None
-    coef: np.ndarray
-    shift: np.ndarray
+    terms: np.ndarray
 
 
 def answer_terms_block(part: Any, b: int, params: TermParams, keep: bool) -> tuple[int, np.ndarray | None]:
@@ -121,51 +123,31 @@ def answer_terms_block(part: Any, b: int, params: TermParams, keep: bool) -> tup
     lo, hi = part.answers_of(b)
     n_workers = int(part.n_workers)
     ranked, table = _check_lookup(params, n_workers ** 2, f"{n_workers:,}² workers")
-    out = np.empty((hi - lo, params.coef.shape[3]))
+    out = np.empty((hi - lo, params.terms.shape[3]))
     _answer_terms(part.task_ptr, part.worker, part.label, start, stop, np.int64(n_workers),
-                            np.ascontiguousarray(params.index, dtype=np.int64), ranked, table, params.coef,
-                            params.shift, out)
+                  np.ascontiguousarray(params.index, dtype=np.int64), ranked, table, params.terms, out)
     return 0, (out if keep else None)
 
 
 @njit(cache=True, nogil=True)
-def permuted_rows(worker_ptr, worker_order, label, g, slot, uniforms, out):  # pragma: no cover - compiled
-    """``out[s] = Σ_a e_{y_π(a)} g_aᵀ`` over the answers of each worker ``w`` with ``slot[w] = s >= 0``.
+def null_energy(worker, position, g, t, out):  # pragma: no cover - compiled
+    """``out[s] = Σ_a ‖t[s]ᵀ g_a‖²`` over the answers ``a`` of each worker ``w`` with ``position[w] = s >= 0``.
 
-    ``π`` permutes each worker's answers among its own tasks (Fisher–Yates in worker order, driven by
-    ``uniforms`` (n_answers,) in [0, 1)); an empty ``uniforms`` means no permutation (the observed rows).
-    ``out`` (S, K, r) is overwritten.
+    ``g`` (n_answers, r) in task order, ``t`` (S, r, r), ``out`` (S,) overwritten.  One pass in answer
+    order (serial: the same bits for any thread count).
     """
-    n_workers = worker_ptr.shape[0] - 1
     r = g.shape[1]
-    out[:, :, :] = 0.0
-    shuffle = uniforms.shape[0] > 0
-    longest = 0
-    for w in range(n_workers):
-        longest = max(longest, worker_ptr[w + 1] - worker_ptr[w])
-    labels = np.empty(longest, dtype=np.int64)
-    for w in range(n_workers):
-        s = slot[w]
+    out[:] = 0.0
+    for a in range(worker.shape[0]):
+        s = position[worker[a]]
         if s < 0:
             continue
-        lo = worker_ptr[w]
-        n = worker_ptr[w + 1] - lo
-        for i in range(n):
-            labels[i] = label[worker_order[lo + i]]
-        if shuffle:
-            for i in range(n - 1, 0, -1):
-                j = np.int64(uniforms[lo + i] * (i + 1))
-                if j > i:  # uniforms[.] < 1, but guard the product's rounding
-                    j = i
-                tmp = labels[i]
-                labels[i] = labels[j]
-                labels[j] = tmp
-        for i in range(n):
-            a = worker_order[lo + i]
-            y = labels[i]
-            for c in range(r):
-                out[s, y, c] += g[a, c]
+        for c in range(r):
+            h = 0.0
+            for d in range(r):
+                h += g[a, d] * t[s, d, c]
+            out[s] += h * h
     return out
 
 
-__all__ = ["TermParams", "answer_terms_block", "apply_filled", "permuted_rows"]
+__all__ = ["TermParams", "answer_terms_block", "apply_filled", "null_energy"]

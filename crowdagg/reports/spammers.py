@@ -33,7 +33,7 @@ from ..data.annotations import AnnotationSet
 from ..engine import LocalEngine
 from ..errors import CrowdaggWarning, DataError, UsageError, param, warn
 from ..kernels import cooc
-from ..kernels.spammers import TermParams, answer_terms_block, apply_filled, permuted_rows
+from ..kernels.spammers import TermParams, answer_terms_block, apply_filled, null_energy
 
 # ------------------------------------------------------------------------------------------ confusion scores
 
@@ -186,9 +186,7 @@ FIT_TOL = 1e-6
 FIT_MAX_ITER = 300
 #: Extra columns of the subspace iteration beyond the rank (a faster, steadier subspace).
 OVERSAMPLE = 2
-#: Permutations of each worker's answers among its own tasks for the noise level.
-N_PERMUTATIONS = 20
-#: A worker of the low cluster is flagged when its score is at most this many times its permutation noise.
+#: A score at most this many times its permutation noise is consistent with a spammer's (see detect_spammers).
 NOISE_RATIO = 3.0
 
 
@@ -267,12 +265,14 @@ def cross_covariances(joint: np.ndarray, n_tasks: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class LowRankFit:
-    """``V`` (M, K, r) = U Λ^½ and the Ritz pairs ``U`` (M, K, r), ``lam`` (r,) of the filled matrix, after
-    ``n_iter`` iterations (``converged`` when the change fell below the tolerance)."""
+    """``V`` (M, K, r) = U (Λ − τ)₊^½ from the top Ritz pairs ``U`` (M, K, r), ``lam`` (r,) of the filled matrix
+    and the shrinkage ``shrink`` = τ, after ``n_iter`` iterations (``converged`` when the change fell below the
+    tolerance)."""
 
     v: np.ndarray
     u: np.ndarray
     lam: np.ndarray
+    shrink: float
     n_iter: int
     converged: bool
 
@@ -305,11 +305,14 @@ def fit_low_rank(pairs: np.ndarray, cov: np.ndarray, n_units: int, rank: int, rn
     k = cov.shape[1]
     dim = n_units * k
     width = min(rank + OVERSAMPLE, dim)
+    if width <= rank:
+        raise DataError(f"a rank-{rank} fit needs more than {rank} rows, got {dim}")
     q, _ = np.linalg.qr(rng.standard_normal((dim, width)))
     q = np.ascontiguousarray(q)
     v = np.zeros((n_units, k, rank))
     u = np.zeros((n_units, k, rank))
     lam = np.zeros(rank)
+    shrink = 0.0
     pairs = np.ascontiguousarray(pairs, dtype=np.int64)
     cov = np.ascontiguousarray(cov, dtype=np.float64)
     gram = np.zeros((rank, rank))
@@ -322,9 +325,10 @@ def fit_low_rank(pairs: np.ndarray, cov: np.ndarray, n_units: int, rank: int, rn
         evals, evecs = np.linalg.eigh(0.5 * (t + t.T))
         order = np.argsort(-evals, kind="stable")
         evals, evecs = evals[order], evecs[:, order]
-        lam = np.maximum(evals[:rank], 0.0)
+        lam = evals[:rank]
+        shrink = max(float(evals[rank]), 0.0)  # the largest Ritz value past the rank: the noise's level
         uf = q @ evecs[:, :rank]
-        v_new = uf * np.sqrt(lam)
+        v_new = uf * np.sqrt(np.maximum(lam - shrink, 0.0))
         q, _ = np.linalg.qr(z @ evecs)
         q = np.ascontiguousarray(q)
         # ||V'V'ᵀ − VVᵀ||_F² = ||V'ᵀV'||² + ||VᵀV||² − 2||VᵀV'||², all r × r
@@ -338,7 +342,7 @@ def fit_low_rank(pairs: np.ndarray, cov: np.ndarray, n_units: int, rank: int, rn
         if size == 0.0 or math.sqrt(max(float(change2), 0.0)) <= tol * size:
             converged = True
             break
-    return LowRankFit(np.ascontiguousarray(v), np.ascontiguousarray(u), lam, n_iter, converged)
+    return LowRankFit(np.ascontiguousarray(v), np.ascontiguousarray(u), lam, shrink, n_iter, converged)
 
 
 def two_means(scores: np.ndarray) -> int:
@@ -407,18 +411,18 @@ def detect_spammers(data: AnnotationSet, *, engine: Any = None, min_partners: in
     4. Score ``s_m = ‖V_m‖_F``; exact 2-means on the scores
        (:func:`two_means`): the low cluster is the spammer candidates.
     5. The guard: 2-means always splits, so a crowd without spammers would
-       lose its weaker half.  A candidate is flagged only when its score is
-       consistent with noise, i.e. with what a spammer *with its own
-       answers* would score: each worker's answers are permuted among its
-       own tasks (:data:`N_PERMUTATIONS` times, seeded) -- a spammer by
-       construction, with the same tasks, partners and label frequencies --
-       and scored against the fitted subspace; the candidate is flagged
-       when ``s_m ≤ NOISE_RATIO × rms(permuted scores)``
-       (:data:`NOISE_RATIO` = 3).  The permuted score is exact without a
-       refit: at the fit's fixed point ``V_m S_m = Σ_{m'} Ĉ_{mm'} U_{m'}``
-       with ``S_m = Σ_{m'} V_{m'}ᵀ U_{m'}`` over m's observed partners, and
-       the right side is linear in m's one-hot answers
-       (:mod:`crowdagg.kernels.spammers`).
+       lose its weaker half.  Each judged worker's score is compared with
+       its *permutation noise*: the RMS score of its own answers permuted
+       among its own tasks -- a spammer by construction, with the same
+       tasks, partners and label frequencies -- scored against the fitted
+       subspace (exact, the mean over all permutations: no refit, no
+       sampling; :func:`_permutation_noise`).  Its ratio ``t_m = s_m /
+       noise_m`` is about 1 for a spammer and grows with the signal and the
+       answers.  If the low cluster is noise-like as a whole (its median
+       ``t`` ≤ :data:`NOISE_RATIO` = 3), the 2-means verdict stands: the
+       whole low cluster is flagged (the seed's rule).  Otherwise the split
+       is one among honest workers, and only the low-cluster workers whose
+       own ``t`` ≤ 3 are flagged (none, in a crowd without spammers).
 
     Parameters
     ----------
@@ -431,8 +435,7 @@ def detect_spammers(data: AnnotationSet, *, engine: Any = None, min_partners: in
     min_shared : int
         Tasks a pair must share to count (default 10: fewer make its covariance mostly noise).
     seed : int
-        Seeds the fit's starting subspace and the permutations: same data and seed, same bits, any thread
-        count.
+        Seeds the fit's starting subspace: same data and seed, same bits, any thread count.
     max_memory : int, float, str or None
         Memory limit for the up-front checks (default 80% of the available memory).
 
@@ -492,78 +495,102 @@ def detect_spammers(data: AnnotationSet, *, engine: Any = None, min_partners: in
     rng = np.random.default_rng(seed)
     fit = fit_low_rank(position[pairs], cov, m, rank, rng)
     score_m = np.sqrt(np.einsum("mkr,mkr->m", fit.v, fit.v))
-    noise_m = _permutation_noise(data, engine, fit, pairs, position, joint, n_shared, rng)
+    noise_m = _permutation_noise(data, engine, fit, pairs, position, joint, n_shared)
 
     score = np.full(n_workers, np.nan)
     noise = np.full(n_workers, np.nan)
     score[judged] = score_m
     noise[judged] = noise_m
     flagged = np.zeros(n_workers, dtype=bool)
+    ratio = np.divide(score_m, noise_m, out=np.zeros(m), where=noise_m > 0)  # noise 0: one label, score 0
     order = np.argsort(score_m, kind="stable")
     n_low = two_means(score_m[order])
     if n_low == 0:
-        why = f"every judged worker has the same score ({score_m[0]:.3g}): no split"
+        why = f"all {m:,} judged workers score {score_m[0]:.3g}: no split, nobody flagged"
         return _scan(n_workers, why, rank=rank, n_iter=fit.n_iter, skipped=skipped, score=score, noise=noise)
     low = order[:n_low]
-    quiet = score_m[low] <= NOISE_RATIO * noise_m[low]
-    judged_codes = np.flatnonzero(judged)
-    flagged[judged_codes[low[quiet]]] = True
-    n_flag = int(quiet.sum())
     cut = 0.5 * (score_m[order[n_low - 1]] + score_m[order[n_low]])
-    why = (f"2-means on the scores of {m:,} judged workers: {n_low:,} below {cut:.3g}; {n_flag:,} of them score "
-           f"within {NOISE_RATIO:g}x their permutation noise (a spammer's level) and are flagged")
-    if n_flag < n_low:
-        why += f", {n_low - n_flag:,} score above it and are kept"
+    median = float(np.median(ratio[low]))
+    why = f"2-means on the scores of {m:,} judged workers cuts at {cut:.3g}: {n_low:,} below, "
+    if median <= NOISE_RATIO:
+        chosen = low
+        why += (f"a cluster at its permutation noise (median score/noise {median:.2g} <= {NOISE_RATIO:g}): "
+                f"all {n_low:,} flagged")
+    else:
+        chosen = low[ratio[low] <= NOISE_RATIO]
+        why += (f"a cluster above its permutation noise (median score/noise {median:.2g} > {NOISE_RATIO:g}): "
+                f"only the {len(chosen):,} of them within {NOISE_RATIO:g}x their own noise flagged")
+    flagged[np.flatnonzero(judged)[chosen]] = True
+    n_flag = len(chosen)
     if 2 * n_flag > m:
-        why += f" -- note: more than half the judged workers ({n_flag:,} of {m:,}) are flagged"
+        why += f" -- more than half the judged workers ({n_flag:,} of {m:,}) are flagged"
     if not fit.converged:
         why += f" (the fit stopped at {fit.n_iter} iterations before its tolerance)"
     return SpammerScan(score, flagged, skipped, rank, fit.n_iter, why, noise)
 
 
-def _permutation_noise(data: AnnotationSet, engine: Any, fit: LowRankFit, pairs: np.ndarray,
-                       position: np.ndarray, joint: np.ndarray, n_shared: np.ndarray,
-                       rng: np.random.Generator) -> np.ndarray:
-    """Each judged worker's RMS score over :data:`N_PERMUTATIONS` permutations of its answers among its tasks.
+def fixed_point_maps(fit: LowRankFit, pairs: np.ndarray) -> np.ndarray:
+    """``T`` (M, r, r): at the fit's fixed point ``V_m = B_m T_m``, ``B_m = Σ_{m'} Ĉ_{mm'} U_{m'}`` over m's
+    observed partners (``pairs``: positions in the fit).
 
-    The score of a row block B (m's ``Σ_{m'} Ĉ_{mm'} U_{m'}``) against the fit is ``‖B S_m⁺‖_F``,
-    ``S_m = Σ_{m'} V_{m'}ᵀ U_{m'}`` over m's observed partners (see :func:`detect_spammers`, step 5).
+    The filled matrix X has ``X U = U Λ``; its row block m is ``B_m`` plus
+    the filled blocks' ``V_m Σ_{m' unobserved or m} V_{m'}ᵀ U_{m'} = V_m
+    G_m``, ``G_m = E − S_m`` with ``E = (Λ − τ)₊^½`` (``Σ_{all m'} V_{m'}ᵀ
+    U_{m'} = E``) and ``S_m = Σ_{m' observed} V_{m'}ᵀ U_{m'}``.  With ``V_m
+    = U_m E = (X U)_m Λ⁻¹ E``: ``V_m (I − G_m D) = B_m D``, ``D = Λ⁻¹ E``,
+    so ``T_m = D (I − G_m D)⁺`` -- for any row block B, the score the fit
+    would give a worker with that row.
+    """
+    m, _, rank = fit.v.shape
+    e = np.sqrt(np.maximum(fit.lam - fit.shrink, 0.0))
+    d = np.divide(e, fit.lam, out=np.zeros(rank), where=e > 0)
+    h = np.einsum("mkr,mks->mrs", fit.v, fit.u)
+    s = np.zeros((m, rank, rank))
+    np.add.at(s, pairs[:, 0], h[pairs[:, 1]])
+    np.add.at(s, pairs[:, 1], h[pairs[:, 0]])
+    g = np.diag(e)[None] - s
+    inner = np.eye(rank)[None] - g * d[None, None, :]
+    return np.ascontiguousarray(d[None, :, None] * np.linalg.pinv(inner))
+
+
+def _permutation_noise(data: AnnotationSet, engine: Any, fit: LowRankFit, pairs: np.ndarray,
+                       position: np.ndarray, joint: np.ndarray, n_shared: np.ndarray) -> np.ndarray:
+    """Each judged worker's permutation noise: the RMS score over all permutations of its answers among its tasks.
+
+    Worker m's row block ``B_m = Σ_{m'} Ĉ_{mm'} U_{m'} = Σ_a e_{y_a} g_aᵀ``
+    (:mod:`crowdagg.kernels.spammers`) scores ``‖B_m T_m‖_F`` against the
+    fit (:func:`fixed_point_maps`).  With ``h_a = T_mᵀ g_a`` and π uniform over the permutations of m's n
+    answers, ``E‖Σ_a e_{y_π(a)} h_aᵀ‖² = Σ_a ‖h_a‖² + ρ Σ_{a≠b} h_aᵀh_b``,
+    ρ = P(two different answers share a label) = ``Σ_k f_k (n f_k − 1) /
+    (n − 1)`` (f the label frequencies), and ``Σ_a h_a = 0`` (every pair's
+    terms are centred), so the mean square is ``(1 − ρ) Σ_a ‖h_a‖²``:
+    exact, no sampling.
     """
     n_workers = data.n_workers
     m, k, rank = fit.v.shape
     a, b = position[pairs[:, 0]], position[pairs[:, 1]]
-    # S_m: the r × r sums over partners, both directions of each pair
-    h = np.einsum("mkr,mks->mrs", fit.v, fit.u)
-    s = np.zeros((m, rank, rank))
-    np.add.at(s, a, h[b])
-    np.add.at(s, b, h[a])
-    s_inv = np.linalg.pinv(s, hermitian=False)
-    # per pair, what the other worker's answer y adds to this worker's answer, and the centring term
+    transform = fixed_point_maps(fit, position[pairs])
     n = n_shared.astype(np.float64)[:, None, None]
-    coef = np.empty((len(pairs), 2, k, rank))
-    coef[:, 0] = fit.u[b] / n
-    coef[:, 1] = fit.u[a] / n
+    terms = np.empty((len(pairs), 2, k + 1, rank))
+    terms[:, 0, :k] = fit.u[b] / n
+    terms[:, 1, :k] = fit.u[a] / n
     mu_2 = joint.sum(axis=1) / n[:, :, 0]  # w2's label frequencies on the shared tasks
     mu_1 = joint.sum(axis=2) / n[:, :, 0]
-    shift = np.empty((len(pairs), 2, rank))
-    shift[:, 0] = np.einsum("pk,pkr->pr", mu_2, fit.u[b]) / n[:, :, 0]
-    shift[:, 1] = np.einsum("pk,pkr->pr", mu_1, fit.u[a]) / n[:, :, 0]
+    terms[:, 0, k] = np.einsum("pk,pkr->pr", mu_2, fit.u[b]) / n[:, :, 0]
+    terms[:, 1, k] = np.einsum("pk,pkr->pr", mu_1, fit.u[a]) / n[:, :, 0]
     keys = pairs[:, 0] * n_workers + pairs[:, 1]
     ranked, table = cooc.key_lookup(keys, n_workers * n_workers)
-    _, outs = engine.map_reduce(answer_terms_block, TermParams(keys, ranked, table, coef, shift), keep=True)
+    _, outs = engine.map_reduce(answer_terms_block, TermParams(keys, ranked, table, terms), keep=True)
     g = np.ascontiguousarray(engine.gather(outs), dtype=np.float64)
-    worker_ptr = np.ascontiguousarray(data.worker_ptr, dtype=np.int64)
-    worker_order = np.ascontiguousarray(data.worker_order, dtype=np.int64)
-    label = np.ascontiguousarray(data.label, dtype=np.int64)
-    rows = np.empty((m, k, rank))
-    total = np.zeros(m)
-    for _ in range(N_PERMUTATIONS):
-        permuted_rows(worker_ptr, worker_order, label, g, position, rng.random(data.n_answers), rows)
-        v_null = np.einsum("mkr,mrs->mks", rows, s_inv)
-        total += np.einsum("mks,mks->m", v_null, v_null)
-    return np.sqrt(total / N_PERMUTATIONS)
+    energy = null_energy(data.worker, position, g, transform, np.empty(m))
+    judged = np.flatnonzero(position >= 0)
+    counts = cooc.label_counts(engine)[judged].astype(np.float64)
+    total = counts.sum(axis=1)
+    same = np.einsum("mk,mk->m", counts, counts - 1.0) / np.maximum(total * (total - 1.0), 1.0)
+    return np.sqrt(np.maximum(1.0 - same, 0.0) * energy)
 
 
-__all__ = ["CAPACITY_MAX_ITER", "CAPACITY_TOL", "FIT_MAX_ITER", "FIT_TOL", "N_PERMUTATIONS", "NOISE_RATIO",
+__all__ = ["CAPACITY_MAX_ITER", "CAPACITY_TOL", "FIT_MAX_ITER", "FIT_TOL", "NOISE_RATIO",
            "LowRankFit", "SpammerScan", "channel_capacity", "cross_covariances", "detect_spammers", "fit_low_rank",
+           "fixed_point_maps",
            "judged_workers", "raykar_yu_score", "two_means"]
