@@ -181,7 +181,7 @@ def raykar_yu_score(confusion: Any) -> np.ndarray:
 # ------------------------------------------------------------------------------------- the detector
 
 #: The low-rank fit stops when ‖V Vᵀ − V' V'ᵀ‖_F / ‖V Vᵀ‖_F falls below this ...
-FIT_TOL = 1e-6
+FIT_TOL = 1e-5
 #: ... or after this many iterations (one product with the filled matrix each).
 FIT_MAX_ITER = 300
 #: Extra columns of the subspace iteration beyond the rank (a faster, steadier subspace).
@@ -317,7 +317,8 @@ def fit_low_rank(pairs: np.ndarray, cov: np.ndarray, n_units: int, rank: int, rn
     cov = np.ascontiguousarray(cov, dtype=np.float64)
     gram = np.zeros((rank, rank))
     n_iter, converged = 0, False
-    for n_iter in range(1, max_iter + 1):
+    while n_iter < max_iter:
+        n_iter += 1
         vf = v.reshape(dim, rank)
         z = vf @ (vf.T @ q)  # the unknown blocks (and the observed ones, corrected below) from V Vᵀ
         apply_filled(pairs, cov, v, q.reshape(n_units, k, width), z.reshape(n_units, k, width))
