@@ -416,14 +416,16 @@ def detect_spammers(data: AnnotationSet, *, engine: Any = None, min_partners: in
        its *permutation noise*: the RMS score of its own answers permuted
        among its own tasks -- a spammer by construction, with the same
        tasks, partners and label frequencies -- scored against the fitted
-       subspace (exact, the mean over all permutations: no refit, no
-       sampling; :func:`_permutation_noise`).  Its ratio ``t_m = s_m /
-       noise_m`` is about 1 for a spammer and grows with the signal and the
-       answers.  If the low cluster is noise-like as a whole (its median
-       ``t`` ≤ :data:`NOISE_RATIO` = 3), the 2-means verdict stands: the
-       whole low cluster is flagged (the seed's rule).  Otherwise the split
-       is one among honest workers, and only the low-cluster workers whose
-       own ``t`` ≤ 3 are flagged (none, in a crowd without spammers).
+       subspace (exact: the mean over all permutations, no refit, no
+       sampling; :func:`_permutation_noise`).  A worker of the low cluster
+       is flagged when its score is at most :data:`NOISE_RATIO` (3) times
+       its noise, i.e. when its covariances are what a spammer's would be;
+       one above that is weak but informative and is kept.  A spammer's
+       ratio is about 1 (its squared ratio is a quadratic form in its
+       permuted answers over its mean, roughly χ² with (K − 1)² degrees of
+       freedom over their number: above 9 with probability ~0.3% at K = 2,
+       far less for larger K); an honest worker's grows with its signal
+       and its answers (about 35 for the tutorial's honest workers).
 
     Parameters
     ----------
@@ -511,16 +513,12 @@ def detect_spammers(data: AnnotationSet, *, engine: Any = None, min_partners: in
         return _scan(n_workers, why, rank=rank, n_iter=fit.n_iter, skipped=skipped, score=score, noise=noise)
     low = order[:n_low]
     cut = 0.5 * (score_m[order[n_low - 1]] + score_m[order[n_low]])
-    median = float(np.median(ratio[low]))
-    why = f"2-means on the scores of {m:,} judged workers cuts at {cut:.3g}: {n_low:,} below, "
-    if median <= NOISE_RATIO:
-        chosen = low
-        why += (f"a cluster at its permutation noise (median score/noise {median:.2g} <= {NOISE_RATIO:g}): "
-                f"all {n_low:,} flagged")
-    else:
-        chosen = low[ratio[low] <= NOISE_RATIO]
-        why += (f"a cluster above its permutation noise (median score/noise {median:.2g} > {NOISE_RATIO:g}): "
-                f"only the {len(chosen):,} of them within {NOISE_RATIO:g}x their own noise flagged")
+    chosen = low[ratio[low] <= NOISE_RATIO]
+    why = (f"2-means on the scores of {m:,} judged workers cuts at {cut:.3g}: {n_low:,} below, of whom "
+           f"{len(chosen):,} score within {NOISE_RATIO:g}x their permutation noise (a spammer's level) and are "
+           "flagged")
+    if len(chosen) < n_low:
+        why += f", {n_low - len(chosen):,} above it are kept"
     flagged[np.flatnonzero(judged)[chosen]] = True
     n_flag = len(chosen)
     if 2 * n_flag > m:

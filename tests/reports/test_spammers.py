@@ -240,7 +240,7 @@ def _truth_kinds(crowd, data):
 def test_no_spammer_in_an_honest_crowd(tutorial_crowds):
     _, _, scan = tutorial_crowds[0.0]
     assert not scan.flagged.any() and not scan.skipped.any()
-    assert "above its permutation noise" in scan.why
+    assert "0 score within 3x their permutation noise" in scan.why
     assert np.all(scan.score > 10 * scan.noise)
 
 
