@@ -483,10 +483,9 @@ def detect_spammers(data: AnnotationSet, *, engine: Any = None, min_partners: in
     rank = k - 1
     n_pairs = int(kept.sum())
     width = rank + OVERSAMPLE
-    # cov and its residual per pair, the answer-term tables (2 K r + 2 r per pair), the subspaces and factors
-    # (a few M K width), the per-answer terms (n_answers r) and a permutation's uniforms (n_answers)
-    need = 8 * (n_pairs * (2 * k * k + 2 * k * rank + 2 * rank + 3) + 8 * m * k * width
-                + data.n_answers * (rank + 2))
+    # per pair: its covariance and a copy, its answer-term record (2 (K + 1) r), pair codes, counts and key; the
+    # subspaces and factors (a few M K width); the per-answer terms (n_answers r, the blocks' and the gathered)
+    need = 8 * (n_pairs * (2 * k * k + 2 * (k + 1) * rank + 4) + 8 * m * k * width + 2 * data.n_answers * rank)
     memory.check(need, f"the low-rank fit of {m:,} workers × {k} classes over {n_pairs:,} co-labelled pairs "
                        f"and the permutation test over {data.n_answers:,} answers", max_memory)
     position = np.full(n_workers, -1, dtype=np.int64)
