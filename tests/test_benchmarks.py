@@ -211,6 +211,29 @@ def test_graph_benchmark_quick_prints_the_accuracy_curves_and_the_speed_table(tm
         assert {(crowd, m) for m in ("ds", *graph)} <= methods
     for r in speed:
         if r["side"] == "crowdagg" and "fit_s" in r:
-            assert r["cli"]["code"] == 0 and r["fit_s"] > 0 and r["accuracy"] > 0.6, r
+            assert r["cli"]["code"] == 0 and r["fit_s"] > 0, r
+            # KOS is at chance on deepBP's sparse crowd: below its threshold, (l-1)(r-1) E[(2q-1)^2]^2 = 6/9 < 1
+            if not (r["crowd"] == "sparse" and r["method"] == "kos"):
+                assert r["accuracy"] > 0.6, r
     has_crowdkit = subprocess.run([sys.executable, "-c", "import crowdkit.aggregation"]).returncode == 0
     assert any(r["method"] == "crowd-kit KOS" for r in speed) == has_crowdkit
+
+
+def test_spammers_benchmark_quick_prints_its_tables(tmp_path, datasets_dir):
+    out = tmp_path / "spammers.json"
+    proc = _run_script("bench_spammers.py", "--quick", "--json", str(out), datasets_dir=datasets_dir)
+    assert proc.returncode == 0, proc.stderr
+    assert "| α | spammers | honest | sensitivity (worst seed) | specificity (worst seed) | honest flagged |" \
+        in proc.stdout
+    assert "| dataset | answers | accuracy | score | noise | flagged |" in proc.stdout
+    assert "| dataset | workers | flagged (tutorial) | skipped | ds before → after (tutorial EM) |" in proc.stdout
+    assert "| answers | workers | K | detect_spammers s |" in proc.stdout
+    rows = json.loads(out.read_text())
+    honest, spammy = rows["synthetic"]
+    assert honest["alpha"] == 0.0 and honest["specificity"] == 1.0 and honest["sensitivity"] is None
+    assert spammy["sensitivity"] >= 0.9 and spammy["specificity"] >= 0.95
+    temp = [r for r in rows["extreme"] if r["dataset"] == "temp" and "answers" in r]
+    assert [r["answers"] for r in temp] == [462, 452, 442] and all(r["flagged"] for r in temp)
+    (bluebird,) = rows["prune"]
+    assert bluebird["dataset"] == "bluebird" and 0 < bluebird["flagged"] < bluebird["workers"]
+    assert 0.5 < bluebird["ds_after"] <= 1 and rows["speed"]["answers"] > 0
