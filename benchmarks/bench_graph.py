@@ -190,8 +190,8 @@ def run_accuracy(seeds: list[int], n_tasks: int, quick: bool) -> list[dict]:
         for col, _, _, key in todo:
             done[key] = (acc[col], seconds[col])
         rows.append({**s, "accuracy": acc, "seconds": {c: seconds[c] for c, _, _, _ in todo}, "seeds": len(seeds)})
-    defaults = ", ".join(f"{m}: Beta{tuple(get(m).param(prior_param(m)).default)}"  # type: ignore[arg-type]
-                         for m in ("bp", "mf") if m in present and prior_param(m) is not None)
+    defaults = ", ".join(f"{m}: Beta({', '.join(f'{x:g}' for x in get(m).param(name).default)})"
+                         for m in ("bp", "mf") if m in present and (name := prior_param(m)) is not None)
     for table, title, first in (
         ("prior", "Fig. 2: true prior = model prior Beta(α1, α1/2), no extreme spammer; \"other prior\" is the "
                   f"method's default ({defaults or 'none here'})", "true prior"),
