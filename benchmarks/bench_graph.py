@@ -237,7 +237,8 @@ def print_claims(rows: list[dict]) -> None:
     counted: set[tuple] = set()  # Beta(2, 1) without spammers is a row of two tables: counted once
     for r in rows:
         which = "other prior" if r["table"] == "mismatch" else "true prior"
-        setting = (r["beta"], r["extreme"], r["other"] if r["table"] == "mismatch" else None)
+        mismatched = r["table"] == "mismatch" and tuple(r["other"]) != tuple(r["beta"])
+        setting = (tuple(r["beta"]), r["extreme"], tuple(r["other"]) if mismatched else None)
         fresh = setting not in counted
         counted.add(setting)
         a = np.asarray(r["accuracy"][f"bp ({which})"])
