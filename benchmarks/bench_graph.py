@@ -339,8 +339,13 @@ def crowdkit_child(method: str, folder: Path, out: Path) -> None:
                                "peak_rss_mib": status_mib("VmHWM"), "accuracy": accuracy}))
 
 
+#: The 1-minute load average sampled before each timed process: a loaded machine's figures say so.
+LOADS: list[float] = []
+
+
 def run_child(args: list[str], timeout: float | None = None) -> tuple[int | None, float, str]:
     """Run this script with ``args`` in a fresh process: (exit code, None on timeout; wall s; stderr)."""
+    LOADS.append(os.getloadavg()[0])
     t = time.perf_counter()
     env = {**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH") or str(ROOT)}
     try:
@@ -354,6 +359,7 @@ def run_child(args: list[str], timeout: float | None = None) -> tuple[int | None
 def timed_command(args: list[str], stdout: Path) -> dict:
     """``crowdagg ARGS > stdout`` under ``/usr/bin/time -v``: wall s, maximum RSS MiB, exit code, stderr's tail."""
     cmd = [sys.executable, "-m", "crowdagg._entry", *args]
+    LOADS.append(os.getloadavg()[0])
     timer = shutil.which("time") or "/usr/bin/time"
     use_timer = Path(timer).is_file()
     env = {**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH") or str(ROOT)}
@@ -458,6 +464,9 @@ def print_speed(rows: list[dict]) -> None:
     threads = {r["threads"] for r in rows if "threads" in r}
     print(f"crowdagg threads: {', '.join(map(str, sorted(threads))) or '–'}; crowd-kit and the CLI's writing are "
           "single-threaded.")
+    if LOADS:
+        print(f"1-minute load average before each timed process: {min(LOADS):.1f} to {max(LOADS):.1f} on "
+              f"{os.cpu_count()} cores (above the core count, the machine was shared and the times are long).")
 
 
 # --------------------------------------------------------------------------------------------------- main
