@@ -419,9 +419,11 @@ def run_speed(answers: list[int], kinds: list[str], methods: list[str], ck_metho
                     rows.append({**base, **json.loads(out.read_text()), "reused": True})
                     continue
                 code, wall, err = run_child(["--crowdkit-child", method, str(folder), str(out)], timeout=ck_timeout)
-                if code is None:
-                    rows.append({**base, "side": "crowd-kit", "method": f"crowd-kit {method}",
-                                 "skipped": f"stopped after {ck_timeout:.0f} s"})
+                if code is None:  # kept like a result: --reuse-crowdkit does not wait for it again
+                    stopped = {"side": "crowd-kit", "method": f"crowd-kit {method}",
+                               "skipped": f"stopped after {ck_timeout:.0f} s"}
+                    out.write_text(json.dumps(stopped))
+                    rows.append({**base, **stopped})
                 elif code:
                     rows.append({**base, "side": "crowd-kit", "method": f"crowd-kit {method}",
                                  "skipped": "failed: " + (err.strip().splitlines() or ["?"])[-1]})
