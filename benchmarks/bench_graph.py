@@ -443,7 +443,8 @@ def print_speed(rows: list[dict]) -> None:
         target = TARGETS.get((r["crowd"], r["answers_asked"]), {})
         key = "workers" if r["method"] == "crowdagg workers" else r["method"]
         bound = target.get(key)
-        head = f"| {r['crowd']} | {r['answers']:,} | {r['tasks']:,} | {r['workers']:,} | {r['method']} |"
+        mark = " †" if r.get("reused") else ""
+        head = f"| {r['crowd']} | {r['answers']:,} | {r['tasks']:,} | {r['workers']:,} | {r['method']}{mark} |"
         if "skipped" in r or "failed" in r:
             print(head + f" {r.get('skipped') or r.get('failed')} | | | | | | |")
             continue
@@ -463,6 +464,8 @@ def print_speed(rows: list[dict]) -> None:
     seen = {(r["crowd"], r["answers"]): r["oracle_accuracy"] for r in rows}
     print("\nAccuracy of the MAP labels under the true worker accuracies (the best these answers allow): "
           + ", ".join(f"{c} {n:,} answers {a:.4f}" for (c, n), a in seen.items()))
+    if any(r.get("reused") for r in rows):
+        print("† crowd-kit's figures from an earlier run on the same crowd (--reuse-crowdkit).")
     threads = {r["threads"] for r in rows if "threads" in r}
     print(f"crowdagg threads: {', '.join(map(str, sorted(threads))) or '–'}; crowd-kit and the CLI's writing are "
           "single-threaded.")
