@@ -279,18 +279,26 @@ class LowRankFit:
 
 def fit_low_rank(pairs: np.ndarray, cov: np.ndarray, n_units: int, rank: int, rng: np.random.Generator, *,
                  tol: float = FIT_TOL, max_iter: int = FIT_MAX_ITER) -> LowRankFit:
-    """Hard-impute fit of ``Ĉ ≈ V Vᵀ`` (MK × MK, PSD of rank ``rank``) to the observed off-diagonal blocks.
+    """Impute-and-truncate fit of ``Ĉ ≈ V Vᵀ`` (MK × MK, PSD of rank ``rank``) to the observed off-diagonal blocks.
 
     Each iteration: the filled matrix ``X`` (observed blocks from ``cov``,
     every other block -- the diagonal ones, the pairs not observed --
-    from the current ``V Vᵀ``) times the subspace ``Q`` (``rank`` +
-    :data:`OVERSAMPLE` columns, warm-started: one product per iteration,
-    :func:`crowdagg.kernels.spammers.apply_filled`, never the MK × MK
-    matrix); the Rayleigh–Ritz pairs of ``Qᵀ X Q``; ``V = U_r Λ_r^½`` from
-    the ``rank`` largest (negative ones clipped to 0: the model's low-rank
-    part ``A_m (D − ddᵀ) A_{m'}ᵀ`` is PSD); ``Q`` the orthonormal basis of
-    ``X Q``.  Starts from ``V = 0`` (unknown blocks zero) and a Gaussian
-    ``Q`` drawn from ``rng``.
+    from the current ``V Vᵀ``: ALGORITHMS.md §7.1's hard-impute) times the
+    subspace ``Q`` (``rank`` + :data:`OVERSAMPLE` columns, warm-started: one
+    product per iteration, :func:`crowdagg.kernels.spammers.apply_filled`,
+    never the MK × MK matrix); the Rayleigh–Ritz pairs of ``Qᵀ X Q``; ``V =
+    U_r (Λ_r − τ)₊^½`` from the ``rank`` largest; ``Q`` the orthonormal
+    basis of ``X Q``.  Starts from ``V = 0`` (unknown blocks zero) and a
+    Gaussian ``Q`` drawn from ``rng``.
+
+    The shrinkage τ is the largest Ritz value past the rank -- the level
+    of the noise eigenvalues -- as in soft-impute (Mazumder, Hastie &
+    Tibshirani 2010).  Plain hard-impute (τ = 0) has no fixed point on
+    sparse crowds: a worker whose blocks are mostly unknown feeds its own
+    filled blocks, and its row of V grows without bound (web's eigenvalues
+    grew from 7 to 16 over 3,000 iterations); with τ every such feedback
+    loop contracts.  Negative Ritz values give 0 (the model's low-rank
+    part ``A_m (D − ddᵀ) A_{m'}ᵀ`` is PSD).
 
     Parameters
     ----------
