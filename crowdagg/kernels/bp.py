@@ -135,7 +135,7 @@ class Points:
 
 
 def grid_points(a: float, b: float, k: int, n_points: int) -> Points:
-    """One-coin workers with accuracy q ~ Beta(a, b) on a grid of ``n_points`` equal cells of [0, 1].
+    r"""One-coin workers with accuracy q ~ Beta(a, b) on a grid of ``n_points`` equal cells of [0, 1].
 
     Point g carries the prior's exact mass on its cell (differences of the
     Beta CDF: finite for a, b < 1 too) as its weight -- Liu, Peng &
@@ -234,7 +234,7 @@ def _log_products(lo, hi, rows, label, tmsg, tht, chunk, out):  # pragma: no cov
 
 @njit(cache=True, nogil=True, fastmath=_FAST)
 def _weights(lo, hi, rows, label, tmsg, tht, logw, wlin, chunk, cut, span, use_span, logp, f, c):  # pragma: no cover
-    """``c[g]``: point g's weight in the worker's factor over answers ``[lo, hi)``, relative to the best (1).
+    r"""``c[g]``: point g's weight in the worker's factor over answers ``[lo, hi)``, relative to the best (1).
 
     :math:`c_g \propto w_g \prod_j f_g(j)`, points more than ``cut`` below
     the best set to 0.  A worker with at most ``chunk`` answers (and no
@@ -309,7 +309,7 @@ def _compact(c, tht, idx, ca, tha):  # pragma: no cover - compiled
 @njit(cache=True, nogil=True, fastmath=_FAST)
 def _worker_block(rows, worker, label, tmsg, old, tht, logw, wlin, chunk, cut, span, has_first, has_last,
                   damping, damp, out):  # pragma: no cover - compiled
-    """A worker block's new worker→task messages ``out`` (block answers, K), in worker order; the residual.
+    r"""A worker block's new worker→task messages ``out`` (block answers, K), in worker order; the residual.
 
     The block's answers are grouped by worker (``worker`` constant over a
     segment).  Per segment: its points' weights over all of its answers
