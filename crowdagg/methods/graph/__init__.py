@@ -33,7 +33,7 @@ DECLARATIONS: tuple = (
         "of belief propagation for crowdsourced classification, ICML 2016; Kim, Cho, Kim & Ok, Robust deep "
         "learning from crowds with belief propagation, AISTATS 2022",
         (SEED, max_iter(100),
-         Param("tol", float, 1e-4, "stop when no message changed by more than this in a sweep; 0 runs max_iter",
+         Param("tol", float, 5e-4, "stop when no message changed by more than this in a sweep; 0 runs max_iter",
                0.0, 0.5),
          Param("worker_model", "choice", "one-coin", "one-coin (an accuracy per worker, Beta prior, on a grid) "
                "or confusion (full confusion, Dirichlet rows, Monte-Carlo messages)",
@@ -41,7 +41,7 @@ DECLARATIONS: tuple = (
          Param("prior", "numbers", (2.0, 1.0), "the worker prior: (a, b) of Beta(a, b) on the accuracy "
                "(one-coin), or (alpha, beta) of each confusion row's Dirichlet, alpha on the diagonal (confusion); "
                "2,1 as Liu et al.'s and deepBP's code", 1e-3, 1e4, "Beta(a, b) / Dir(α, β)"),
-         Param("grid", int, 64, "cells of the one-coin accuracy's grid (error ~1/grid², table in the docs)",
+         Param("grid", int, 32, "cells of the one-coin accuracy's grid (error ~1/grid², table in the docs)",
                2, 4096, "discrete prior"),
          Param("samples", int, 400, "prior draws of the confusion model's Monte-Carlo messages (deepBP: 400)",
                1, 100_000, "S"),
