@@ -25,15 +25,19 @@ Messages, per edge (answer) :math:`(u, i)`, all normalised to sum 1:
   \setminus u} m_{v\to i}(z)`;
 * belief :math:`q_i(z) \propto h_i(z) \prod_{v \in M_i} m_{v\to i}(z)`.
 
-**The worker side costs O(n_u × G) per worker, never O(n_u²).**  The
-product over *all* of a worker's answers is taken once per point, in
-linear space with a renormalisation into a per-point log every
-:attr:`Points.chunk` factors (one ``log`` per point per chunk, none per
-answer); each edge's leave-one-out weight is then that product divided by
-the edge's own factor :math:`f_g(i)` -- a multiply-add per class and one
-division per point and edge, no transcendental function.  Points whose
-log-weight lies more than :attr:`Points.cut` below the worker's best are
-skipped (see :func:`_worker_block`).
+**The worker side costs O(n_u × G) per worker, never O(n_u²)**, and no
+transcendental function per answer and point.  A worker with at most
+:attr:`Points.chunk` answers (the sparse graphs' every worker) takes
+prefix and suffix products of its factors in linear space: each edge's
+leave-one-out weight is two multiplications a point, no division, no log
+(:func:`_short_worker`).  A longer worker's product over *all* of its
+answers is taken once per point, in linear space with a renormalisation
+into a per-point log every ``chunk`` factors (one ``log`` per point per
+chunk), and each edge's leave-one-out weight is that product divided by
+the edge's own factor :math:`f_g(i)`; its points whose log-weight lies
+more than :attr:`Points.cut` below its best are skipped (see
+:func:`_worker_block`) -- an extreme spammer's product concentrates on a
+few points.
 
 **Blocks.**  The task side runs over the task-ordered grid
 (:func:`task_block`, ``by="task"``): it reads the worker→task messages
@@ -255,6 +259,14 @@ def _weights(lo, hi, rows, label, tmsg, tht, logw, wlin, chunk, cut, span, use_s
         for e in range(lo, hi):
             y = label[e]
             r = rows[e]
+            if k == 2:
+                m0 = tmsg[r, 0]
+                m1 = tmsg[r, 1]
+                col0 = tht[y, 0]
+                col1 = tht[y, 1]
+                for g in range(n_points):
+                    c[g] *= m0 * col0[g] + m1 * col1[g]
+                continue
             for g in range(n_points):
                 f[g] = 0.0
             for z in range(k):
@@ -267,8 +279,9 @@ def _weights(lo, hi, rows, label, tmsg, tht, logw, wlin, chunk, cut, span, use_s
         best = 0.0
         for g in range(n_points):
             best = max(best, c[g])
+        scale = 1.0 / best
         for g in range(n_points):
-            v = c[g] / best
+            v = c[g] * scale
             c[g] = v if v >= floor else 0.0
         return
     if use_span:
@@ -307,6 +320,78 @@ def _compact(c, tht, idx, ca, tha):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True, fastmath=_FAST)
+def _short_worker(lo, hi, rows, label, tmsg, old, tht, wlin, damping, damp, out, fw, pre, suf, m,
+                  residual):  # pragma: no cover - compiled
+    r"""The messages of a worker with at most ``chunk`` answers ``[lo, hi)``, without a division or a log.
+
+    Its factors :math:`f_g(j)` go into ``fw`` (answers, G); prefix products
+    ``pre[j] = wlin · Π_{j' < j} f(j')`` and a running suffix product give
+    each answer's leave-one-out weight :math:`w_g \prod_{j \ne i} f_g(j)` by
+    two multiplications a point (every loop over the points runs in SIMD
+    lanes: unsigned indices, no stores in the reductions).  No point is
+    skipped: the products of at most ``chunk`` factors stay above e^-600
+    for the best point, and a weight that underflows to 0 is negligible
+    beside it.  Messages normalised, damped, written to ``out``; returns the
+    running residual.
+    """
+    k = tmsg.shape[1]
+    g_n = np.uint64(wlin.shape[0])
+    for g in range(g_n):
+        pre[0, g] = wlin[g]
+    for j in range(hi - lo):
+        e = lo + j
+        y = label[e]
+        r = rows[e]
+        row = fw[j]
+        if k == 2:
+            m0 = tmsg[r, 0]
+            m1 = tmsg[r, 1]
+            col0 = tht[y, 0]
+            col1 = tht[y, 1]
+            for g in range(g_n):
+                row[g] = m0 * col0[g] + m1 * col1[g]
+        else:
+            for g in range(g_n):
+                row[g] = 0.0
+            for z in range(k):
+                mz = tmsg[r, z]
+                col = tht[y, z]
+                for g in range(g_n):
+                    row[g] += mz * col[g]
+        before = pre[j]
+        after = pre[j + 1]
+        for g in range(g_n):
+            after[g] = before[g] * row[g]
+    for g in range(g_n):
+        suf[g] = 1.0
+    for j in range(hi - lo - 1, -1, -1):
+        e = lo + j
+        y = label[e]
+        before = pre[j]
+        for z in range(k):
+            col = tht[y, z]
+            acc = 0.0
+            for g in range(g_n):
+                acc += before[g] * suf[g] * col[g]
+            m[z] = acc
+        row = fw[j]
+        for g in range(g_n):
+            suf[g] *= row[g]
+        tot = 0.0
+        for z in range(k):
+            tot += m[z]
+        for z in range(k):
+            v = m[z] / tot
+            if damp:
+                v = (1.0 - damping) * v + damping * old[e, z]
+            d = abs(v - old[e, z])
+            if d > residual:
+                residual = d
+            out[e, z] = v
+    return residual
+
+
+@njit(cache=True, nogil=True, fastmath=_FAST)
 def _worker_block(rows, worker, label, tmsg, old, tht, logw, wlin, chunk, cut, span, has_first, has_last,
                   damping, damp, out):  # pragma: no cover - compiled
     r"""A worker block's new worker→task messages ``out`` (block answers, K), in worker order; the residual.
@@ -341,6 +426,9 @@ def _worker_block(rows, worker, label, tmsg, old, tht, logw, wlin, chunk, cut, s
     tha = np.empty((k, k, n_points))
     f = np.empty(n_points)
     m = np.empty(k)
+    fw = np.empty((chunk, n_points))
+    pre = np.empty((chunk + 1, n_points))
+    suf = np.empty(n_points)
     residual = 0.0
     s = 0
     while s < n:
@@ -350,6 +438,11 @@ def _worker_block(rows, worker, label, tmsg, old, tht, logw, wlin, chunk, cut, s
             e_end += 1
         first = s == 0 and has_first
         last = e_end == n and has_last and not first
+        if not (first or last) and e_end - s <= chunk:
+            residual = _short_worker(s, e_end, rows, label, tmsg, old, tht, wlin, damping, damp, out, fw, pre,
+                                     suf, m, residual)
+            s = e_end
+            continue
         _weights(s, e_end, rows, label, tmsg, tht, logw, wlin, chunk, cut, span[1] if last else span[0],
                  first or last, logp, f, c)
         n_act = _compact(c, tht, idx, ca, tha)
@@ -357,21 +450,35 @@ def _worker_block(rows, worker, label, tmsg, old, tht, logw, wlin, chunk, cut, s
         for e in range(s, e_end):
             y = label[e]
             r = rows[e]
-            for a in range(n_act):
-                f[a] = 0.0
-            for z in range(k):
-                mz = tmsg[r, z]
-                col = src[y, z]
+            if k == 2:  # one fused loop with no stores: it runs in SIMD lanes
+                m0 = tmsg[r, 0]
+                m1 = tmsg[r, 1]
+                col0 = src[y, 0]
+                col1 = src[y, 1]
+                acc0 = 0.0
+                acc1 = 0.0
                 for a in range(n_act):
-                    f[a] += mz * col[a]
-            for a in range(n_act):
-                f[a] = ca[a] / f[a]
-            for z in range(k):
-                col = src[y, z]
-                acc = 0.0
+                    wgt = ca[a] / (m0 * col0[a] + m1 * col1[a])
+                    acc0 += wgt * col0[a]
+                    acc1 += wgt * col1[a]
+                m[0] = acc0
+                m[1] = acc1
+            else:
                 for a in range(n_act):
-                    acc += f[a] * col[a]
-                m[z] = acc
+                    f[a] = 0.0
+                for z in range(k):
+                    mz = tmsg[r, z]
+                    col = src[y, z]
+                    for a in range(n_act):
+                        f[a] += mz * col[a]
+                for a in range(n_act):
+                    f[a] = ca[a] / f[a]
+                for z in range(k):
+                    col = src[y, z]
+                    acc = 0.0
+                    for a in range(n_act):
+                        acc += f[a] * col[a]
+                    m[z] = acc
             tot = 0.0
             for z in range(k):
                 tot += m[z]

@@ -71,7 +71,7 @@ def test_on_a_tree_bp_is_the_enumerated_posterior_of_its_model(k, model):
         assert res.converged  # a tree: the messages stop moving after its diameter's sweeps
         pts = _points(data, **params)
         exact = ref.enumerated_posterior(
-            data, lambda z, edges: ref.worker_factor_mixture(z, edges, data, pts.theta, pts.logw), clamp)
+            data, lambda z, edges, d=data, p=pts: ref.worker_factor_mixture(z, edges, d, p.theta, p.logw), clamp)
         np.testing.assert_allclose(res.posteriors, exact, rtol=0, atol=1e-10)
 
 
