@@ -145,7 +145,11 @@ class BeliefPropagation(IterativeAggregator):
     worker_form = "confusion"
     starts_from: ClassVar[tuple[str, ...]] = ()
     engines: ClassVar[tuple[str, ...]] = ("local",)
-    collapse_advice = "try a prior nearer chance (-p prior=2,2) or ds"
+    collapse_advice = "try -p worker_model=confusion (each class its own error rates) or ds"
+    #: (set by the base's __init__ from the declaration, read before the fit's checks)
+    worker_model: str
+    grid: int
+    samples: int
 
     def check_params(self) -> dict[str, Any]:
         checked = super().check_params()
@@ -155,8 +159,10 @@ class BeliefPropagation(IterativeAggregator):
     def memory_needed(self, data: AnnotationSet) -> tuple[float, str]:
         # two message arrays and their next sweep's (answers × K each), the worker-order positions and gathered
         # rows (answers), beliefs (tasks × K) twice, the final means (workers × K² per block held)
+        # and the points: their confusions twice (two layouts) and a compacted copy and prefix products per thread
         a, n, k, w = data.n_answers, data.n_tasks, data.n_classes, data.n_workers
-        need = 8.0 * (5 * a * k + 3 * a + 3 * n * k + 2 * w * k * k)
+        g = self.grid if self.worker_model == "one-coin" else self.samples
+        need = 8.0 * (5 * a * k + 3 * a + 3 * n * k + 2 * w * k * k + 4 * g * k * k + 70 * g)
         return need, f"{a:,} answers × {k:,} classes (messages), {n:,} tasks, {w:,} workers"
 
     def _start(self, data: AnnotationSet, checked: FitContext, start: int, rng: np.random.Generator) -> tuple[BPState, None]:
