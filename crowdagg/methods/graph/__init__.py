@@ -17,6 +17,43 @@ This ``__init__`` holds the family's declarations only (standard library;
 method modules).
 """
 
-from ..registry import Method  # noqa: F401  (the methods' declarations below use it)
+from ..registry import INIT, SEED, Method, Param, max_iter, tol
 
-DECLARATIONS: tuple = ()
+_MF = Method(
+    "mf", "crowdagg.methods.graph.mf:MeanField",
+    "mean-field variational Bayes for Dawid-Skene: Dirichlet posteriors on each worker's confusion (or one-coin "
+    "Beta accuracy) and on the class prior, ELBO ascent",
+    "π ~ Dir(γ0), z_i ~ Cat(π), answer ~ Cat(θ_u[z_i, :]), rows θ_u[k, :] ~ Dir(prior: a on the diagonal, b off "
+    "it), or one-coin p_u ~ Beta(a, b). q(z)q(θ)q(π) by coordinate ascent from soft majority vote: E-step "
+    "log q_i(k) = E log π_k + Σ_u E log θ_u[k, y_iu] (ψ(β) − ψ(Σβ)); β_u = prior + expected counts, γ = γ0 + "
+    "Σ q_i. Stops on the ELBO's relative change. Over-confident (marginals near 0/1) and can read an extreme "
+    "spammer as an adversary (Kim et al. 2022 §4.1).",
+    "Liu, Peng & Ihler, Variational inference for crowdsourcing, NeurIPS 2012; Kim, Cho, Kim & Ok, "
+    "Robust deep learning from crowds with belief propagation, AISTATS 2022 (App. B, deepMF)",
+    (SEED, max_iter(100), tol(1e-6),
+     Param("worker_model", "choice", "confusion", "confusion (a Dirichlet per row of each worker's confusion) or "
+           "one-coin (a Beta on each worker's accuracy, errors uniform)", choices=("confusion", "one-coin")),
+     Param("prior", "numbers", (2.0, 1.0), "two pseudo-counts: each confusion row's Dirichlet on / off the "
+           "diagonal, or one-coin Beta(a, b) (deepBP's code: 2,1)", 1e-6, 1e9, "α"),
+     Param("class_prior", float, 1.0, "Dirichlet concentration γ0 of the class proportions (1: uniform, one "
+           "pseudo-task per class)", 1e-6, 1e9, "γ"),
+     INIT),
+    gold=True, kind="categorical", engines=("local", "dask"), rank=110,
+)
+
+_KOS = Method(
+    "kos", "crowdagg.methods.graph.kos:KOS",
+    "Karger-Oh-Shah iterative message passing (binary): decisions and a reliability per worker, no probabilities",
+    "Answers L_ij = ±1. x_{i→j} = Σ_{j'≠j} L_ij' y_{j'→i}, y_{j→i} = Σ_{i'≠i} L_i'j x_{i'→j}, from y ~ N(1, 1); "
+    "messages divided by their largest |y| each round; label sign(Σ_j L_ij y_{j→i}), a tie (0) drawn by the seed. "
+    "Posteriors are one-hot at the decision (0.5/0.5 on a tie): KOS gives no probabilities. --workers: "
+    "reliability (the worker's total message over the largest; < 0 reads as an adversary). Binary only.",
+    "Karger, Oh & Shah, Iterative learning for reliable crowdsourcing systems, NeurIPS 2011; "
+    "Budget-optimal task allocation for reliable crowdsourcing systems, Operations Research 62(1), 2014",
+    (SEED, max_iter(100),
+     Param("tol", float, 1e-6, "stop when no normalised message changes by more than this; 0 runs max_iter",
+           0.0, 0.5)),
+    gold=True, kind="categorical", engines=("local",), rank=120,
+)
+
+DECLARATIONS: tuple = (_MF, _KOS)
