@@ -82,12 +82,13 @@ class KOSState:
         self.engine = engine
         self.clamp = None if clamp is None or not (clamp >= 0).any() else clamp
         self.gold = gold
-        self.gold_totals = np.zeros(data.n_workers)
+        self.gold_totals: np.ndarray = np.zeros(data.n_workers)
         if self.clamp is not None:  # Σ L_e · (±gold) over the clamped tasks' answers: the same every round
             edge_gold = np.repeat(self.clamp, data.answers_per_task)
             on = edge_gold >= 0
             sign = (2.0 * data.label[on] - 1.0) * (2.0 * edge_gold[on] - 1.0)
-            self.gold_totals = np.bincount(data.worker[on], weights=gold * sign, minlength=data.n_workers)
+            self.gold_totals = np.bincount(data.worker[on], weights=gold * sign, minlength=data.n_workers
+                                           ).astype(np.float64)
         part = engine.part
         cuts = np.asarray(part.task_ptr)[np.asarray(part.bounds)]
         y_start = [y0[cuts[b]:cuts[b + 1]] for b in range(part.n_blocks)]

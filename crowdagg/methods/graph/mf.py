@@ -72,7 +72,7 @@ parameters (``beta`` ``[worker, true, observed]``, or the Beta's ``a`` and
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
