@@ -47,7 +47,8 @@ _KOS = Method(
     "Answers L_ij = ±1. x_{i→j} = Σ_{j'≠j} L_ij' y_{j'→i}, y_{j→i} = Σ_{i'≠i} L_i'j x_{i'→j}, from y ~ N(1, 1); "
     "messages divided by their largest |y| each round; label sign(Σ_j L_ij y_{j→i}), a tie (0) drawn by the seed. "
     "Posteriors are one-hot at the decision (0.5/0.5 on a tie): KOS gives no probabilities. --workers: "
-    "reliability (the worker's total message over the largest; < 0 reads as an adversary). Binary only.",
+    "reliability (the worker's total message per answer over the largest |x|, in [-1, 1]; < 0 reads as an "
+    "adversary). Binary only.",
     "Karger, Oh & Shah, Iterative learning for reliable crowdsourcing systems, NeurIPS 2011; "
     "Budget-optimal task allocation for reliable crowdsourcing systems, Operations Research 62(1), 2014",
     (SEED, max_iter(100),

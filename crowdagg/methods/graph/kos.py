@@ -37,17 +37,23 @@ its gold sign times the largest message a free task can send when every
 |y| <= 1 (d_max the most answers on one task) -- and its label is the gold.
 
 What it returns -- honestly: KOS gives decisions, not probabilities.  The
-posterior column is one-hot at the decision, 0.5/0.5 where the belief is
-exactly 0 (a tie, whose label is drawn by the seed: e.g. a task whose
-workers share no other task); a task without answers gets the share of
-each decision among the others (the ``prior``).  ``worker_params["reliability"]``
-is each worker's total message :math:`\sum_i L_{ij} x_{i \to j}` divided by
-the largest magnitude among workers: in [-1, 1], negative reads as an
-adversary (its answers oppose the consensus), near 0 a spammer or a
-worker with little overlap.
+posterior column is one-hot at the decision.  A task whose belief is
+exactly 0 -- no message reached it, e.g. its workers answered no other
+task, so their y are 0 -- gets the decision of the untrained messages
+(every y = 1, all workers trusted alike), i.e. its vote shares, with a
+warning; a tie of those votes is 0.5/0.5 and its label drawn by the seed.
+A task without answers gets the share of each decision among the others
+(the ``prior``).  ``worker_params["reliability"]``
+is each worker's total message :math:`\sum_i L_{ij} x_{i \to j}` per answer,
+in units of the largest :math:`|x|`: in [-1, 1] whatever its number of
+answers, 1 when every task's other workers agree with it as strongly as
+anywhere, negative an adversary (its answers oppose the others'), near 0
+a spammer or a worker whose tasks no one else informs (0 without
+answers).
 
-Binary only: other class counts are refused (use bp, mf or ds), and so is
-a crowd where no two workers share a task (every message would be 0).
+Binary only: more classes are refused (use bp, mf or ds; one class labels
+every task with it, as every method does), and so is a crowd where no
+worker shares a task with another (every message would be 0: use mv).
 """
 
 from __future__ import annotations
@@ -60,7 +66,7 @@ from ...data.annotations import AnnotationSet
 from ...errors import CrowdaggWarning, DataError, UsageError, warn
 from ...kernels.kos import Normalise, Round, kos_normalise_block, kos_round_block
 from ..base import FitContext, IterativeAggregator, make_result
-from ..blocks import TieBreaker, argmax_random_ties, fill_empty_rows
+from ..blocks import TieBreaker, argmax_random_ties, fill_empty_rows, soft_majority_vote
 from ..loop import NO_OBJECTIVE, Residual, Run, Step
 from ..result import AggregationResult
 
@@ -140,9 +146,12 @@ class KOS(IterativeAggregator):
 
     def _fit(self, data: AnnotationSet, checked: FitContext, callback: Any) -> AggregationResult:
         k = data.n_classes
+        if k == 1:  # nothing to decide: every task is the one class (as every method labels it)
+            return make_result(self.name, data, np.ones((data.n_tasks, 1)), np.zeros(data.n_tasks, dtype=np.int64),
+                               np.ones(1), worker_params={"reliability": np.zeros(data.n_workers)}, converged=True)
         if k != 2:
             raise DataError(f"kos is binary (Karger-Oh-Shah messages carry ±1 answers): these answers have {k} "
-                            f"class{'es' if k != 1 else ''}; use bp, mf or ds")
+                            "classes; use bp, mf or ds")
         shared = (data.answers_per_task >= 2).any() and (data.answers_per_worker >= 2).any()
         if data.n_workers < 2 or not shared:
             raise DataError(f"kos needs workers who share tasks: {data.n_workers:,} worker(s), "
@@ -168,22 +177,25 @@ class KOS(IterativeAggregator):
         post = np.zeros((data.n_tasks, 2))
         post[belief > 0, 1] = 1.0
         post[belief < 0, 0] = 1.0
-        tied = belief == 0
-        post[tied] = 0.5
+        empty = data.answers_per_task == 0
+        silent = (belief == 0) & ~empty  # no message reached the task: the untrained (all-trusting) decision
         if state.clamp is not None:
             gold = state.clamp >= 0
             post[gold] = 0.0
             post[gold, state.clamp[gold]] = 1.0
-            tied &= ~gold
-        empty = data.answers_per_task == 0
-        n_tied = int(np.count_nonzero(tied & ~empty))
-        if n_tied:
-            warn(CrowdaggWarning(f"kos: {n_tied:,} task(s) have a belief of exactly 0 (their workers' messages "
-                                 "cancel or are all 0); their labels are drawn by the seed"))
+            silent &= ~gold
+        if silent.any():
+            post[silent] = soft_majority_vote(data, checked.engine)[silent]
+            warn(CrowdaggWarning(f"kos: {int(silent.sum()):,} task(s) have a belief of exactly 0 (their workers share "
+                                 "no other task, or their messages cancel): they get their majority vote"))
         prior = fill_empty_rows(post, empty)
         labels = argmax_random_ties(post, TieBreaker(data.tasks, checked["seed"]))
-        totals = state.totals
-        top = float(np.abs(totals).max()) if totals.size else 0.0
-        reliability = totals / top if top > 0 else np.zeros_like(totals)
+        # Each worker's mean L x over its answers, in units of the largest x message: in [-1, 1] whatever its
+        # number of answers (the total alone grows with it, and a light honest worker would read as a spammer).
+        top = max((float(np.abs(x).max()) for x in state.x if x.size), default=0.0)
+        answers = data.answers_per_worker
+        with np.errstate(invalid="ignore", divide="ignore"):
+            reliability = np.where(answers > 0, state.totals / (answers * top), 0.0) if top > 0 else \
+                np.zeros(data.n_workers)
         return make_result(self.name, data, post, labels, prior, worker_params={"reliability": reliability},
                            n_iter=run.n_iter, converged=run.converged)

@@ -60,10 +60,13 @@ random) as an adversary.  BP (:mod:`.bp`) integrates the worker parameters
 out instead.
 
 Result: posteriors and labels (ties drawn by the seed), the class prior
-:math:`\mathbb{E}[\pi] = \gamma / \sum\gamma`, ``worker_params["confusion"]``
--- the posterior mean :math:`\beta_u[k, y] / \sum_{y'} \beta_u[k, y']`,
-``[worker, true, observed]`` -- and, one-coin, ``worker_params["accuracy"]``
-:math:`a_u / (a_u + b_u)`; ``model_params`` the posterior's Dirichlet
+:math:`\exp \mathbb{E}[\log \pi]` normalised (the weights the E-step
+applies, which a task without answers gets; within O(1/Σγ) of
+:math:`\gamma / \sum\gamma`), ``worker_params["confusion"]`` -- the posterior
+mean :math:`\beta_u[k, y] / \sum_{y'} \beta_u[k, y']`, ``[worker, true,
+observed]`` -- and, one-coin, ``worker_params["accuracy"]`` :math:`a_u / (a_u +
+b_u)`; a worker without answers is reported at chance (uniform rows, 1/K),
+as by every other method, its posterior being only the prior; ``model_params`` the posterior's Dirichlet
 parameters (``beta`` ``[worker, true, observed]``, or the Beta's ``a`` and
 ``b`` per worker, and ``gamma``); the ELBO trace
 (``objective_name`` "ELBO").
@@ -169,16 +172,40 @@ class MFState:
     # --------------------------------------------------------------- what the result reports
     @property
     def confusion(self) -> np.ndarray:
-        """The posterior-mean confusion ``[worker, true, observed]`` (n_workers, K, K)."""
+        """The posterior-mean confusion ``[worker, true, observed]`` (n_workers, K, K); chance for a worker without
+        answers (:meth:`accuracy`)."""
         if self.model == ONE_COIN:
             return one_coin_matrices(self.accuracy, self.k)
         mean_ot = self.beta_ot / self.beta_ot.sum(axis=1, keepdims=True)
+        mean_ot[self.silent] = 1.0 / self.k
         return np.ascontiguousarray(mean_ot.transpose(0, 2, 1))
 
     @property
     def accuracy(self) -> np.ndarray:
-        """One-coin: the posterior-mean accuracy a / (a + b) (n_workers,)."""
-        return self.ab[:, 0] / self.ab.sum(axis=1)
+        """One-coin: the posterior-mean accuracy a / (a + b) (n_workers,).
+
+        A worker without answers has nothing but the prior, which its
+        answers never met: it is reported at chance (1/K), the neutral worker
+        of every other method, not at the prior's mean (2/3 for Beta(2, 1)).
+        """
+        acc = self.ab[:, 0] / self.ab.sum(axis=1)
+        acc[self.silent] = 1.0 / self.k
+        return acc
+
+    @property
+    def silent(self) -> np.ndarray:
+        """Workers without answers (n_workers,) bool: their expected counts are all 0."""
+        return self._stats[0].sum(axis=(1, 2)) == 0
+
+    @property
+    def prior(self) -> np.ndarray:
+        """The class weights the E-step applies, exp E[log π] normalised (K,): what a task without answers gets.
+
+        (The posterior mean γ / Σγ differs from it by O(1/Σγ); ``model_params["gamma"]`` holds γ.)
+        """
+        e = expected_log(self.gamma)
+        w = np.exp(e - e.max())
+        return w / w.sum()
 
 
 class MeanField(IterativeAggregator):
@@ -225,7 +252,7 @@ class MeanField(IterativeAggregator):
         else:
             dirichlet["beta"] = np.ascontiguousarray(state.beta_ot.transpose(0, 2, 1))
         return make_result(
-            self.name, data, post, labels, state.gamma / state.gamma.sum(), worker_params=worker_params,
+            self.name, data, post, labels, state.prior, worker_params=worker_params,
             model_params=dirichlet, n_iter=run.n_iter, converged=run.converged, objective=np.asarray(run.trace),
             objective_name=self.objective_name,
         )

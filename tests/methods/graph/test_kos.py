@@ -48,7 +48,8 @@ def test_accuracy_beside_crowdkit_on_the_deepbp_graph():
 
 def test_reliability_reads_adversaries_and_spammers():
     """A denser crowd (8 answers a task): KOS converges in a few rounds, beats majority vote, and each adversary's
-    reliability is negative, each spammer's near 0, each honest worker's positive."""
+    reliability is negative, each spammer's near 0, each honest worker's positive (measured, seeds 0-1: adversaries
+    -.28 .. -.09, spammers -.02 .. .02, honest .09 .. .30)."""
     for seed in range(2):
         crowd = simulate(n_tasks=2000, n_workers=30, n_classes=2, per_task=8, adversaries=0.2, spammers=0.1,
                          seed=seed)
@@ -57,31 +58,34 @@ def test_reliability_reads_adversaries_and_spammers():
         assert r.converged and r.n_iter < 30
         kinds = np.asarray(crowd.worker_kind)
         rel = r.worker_params["reliability"]
-        assert np.abs(rel).max() == 1.0
-        assert (rel[kinds == "adversary"] < -0.2).all()
-        assert (np.abs(rel[kinds == "spammer"]) < 0.2).all()
-        assert (rel[kinds == "ds"] > 0.2).all()
+        assert np.abs(rel).max() <= 1.0
+        assert (rel[kinds == "adversary"] < -0.05).all()
+        assert (np.abs(rel[kinds == "spammer"]) < 0.05).all()
+        assert (rel[kinds == "ds"] > 0.05).all()
         assert np.mean(r.labels == crowd.truth) > np.mean(aggregate(data, "mv").labels == crowd.truth) + 0.1
 
 
-def test_posteriors_are_decisions_and_ties_are_drawn_by_the_seed():
-    """Tasks t3 and t4 are each answered once, by workers with no other task: their messages are 0, their beliefs
-    exactly 0 -- a 0.5/0.5 row, a label drawn by the seed, and a warning."""
+def test_posteriors_are_decisions_and_silent_tasks_get_their_vote():
+    """Tasks t3, t4 and t6 are answered only by workers with no other task: their messages are 0, their beliefs
+    exactly 0 -- they get their vote shares (the decision of all-trusting messages), with one warning; t6's vote
+    ties (0.5/0.5), its label drawn by the seed."""
     data = AnnotationSet.from_names(
-        ["t1", "t1", "t1", "t2", "t2", "t2", "t5", "t5", "t5", "t3", "t4"],
-        ["a", "b", "c", "a", "b", "c", "a", "b", "c", "d", "e"],
-        ["x", "x", "y", "y", "y", "y", "x", "x", "x", "y", "x"])
-    with pytest.warns(CrowdaggWarning, match="2 task"):
+        ["t1", "t1", "t1", "t2", "t2", "t2", "t5", "t5", "t5", "t3", "t4", "t6", "t6"],
+        ["a", "b", "c", "a", "b", "c", "a", "b", "c", "d", "e", "f", "g"],
+        ["x", "x", "y", "y", "y", "y", "x", "x", "x", "y", "x", "x", "y"])
+    with pytest.warns(CrowdaggWarning, match="kos: 3 task.*belief of exactly 0.*majority vote"):
         r = KOS().fit(data)
-    tied = [list(data.tasks).index(t) for t in ("t3", "t4")]
-    assert np.array_equal(r.posteriors[tied], np.full((2, 2), 0.5))
-    rest = np.setdiff1d(np.arange(data.n_tasks), tied)
-    assert np.array_equal(np.sort(r.posteriors[rest], axis=1), np.tile([0.0, 1.0], (rest.size, 1)))
-    assert np.array_equal(r.labels[rest], r.posteriors[rest].argmax(axis=1))
+    row = {t: list(data.tasks).index(t) for t in ("t1", "t2", "t3", "t4", "t5", "t6")}
+    assert np.array_equal(r.posteriors[[row["t3"], row["t4"], row["t6"]]], [[0.0, 1.0], [1.0, 0.0], [0.5, 0.5]])
+    decided = [row[t] for t in ("t1", "t2", "t5")]
+    assert np.array_equal(np.sort(r.posteriors[decided], axis=1), np.tile([0.0, 1.0], (3, 1)))
+    assert np.array_equal(r.labels[decided], r.posteriors[decided].argmax(axis=1))
+    assert np.array_equal(r.labels[[row["t2"], row["t5"]]], [1, 0])  # unanimous tasks
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CrowdaggWarning)
-        draws = {tuple(KOS(seed=s).fit(data).labels[tied]) for s in range(12)}
-    assert len(draws) > 1  # the seed decides the ties
+        draws = {int(KOS(seed=s).fit(data).labels[row["t6"]]) for s in range(12)}
+    assert draws == {0, 1}  # the seed decides the tie
+    assert r.worker_params["reliability"][list(data.workers).index("d")] == 0.0
     with pytest.raises(AttributeError, match="no worker confusion"):
         r.confusion  # noqa: B018
 
@@ -101,14 +105,13 @@ def test_same_seed_same_bytes_and_gold_clamps():
     assert np.mean(g.labels[free] == crowd.truth[free]) >= np.mean(a.labels[free] == crowd.truth[free])
 
 
-@pytest.mark.parametrize("k", [1, 3])
-def test_other_class_counts_are_refused(k):
-    if k == 1:
-        data = AnnotationSet.from_names(["a", "b", "b"], ["u", "u", "v"], ["x", "x", "x"])
-    else:
-        data = simulate(n_tasks=30, n_workers=5, n_classes=3, per_task=3, seed=1).to_annotations()
-    with pytest.raises(DataError, match=rf"kos is binary .* these answers have {k} class.*use bp, mf or ds"):
+def test_three_classes_are_refused_and_one_class_labels_everything():
+    data = simulate(n_tasks=30, n_workers=5, n_classes=3, per_task=3, seed=1).to_annotations()
+    with pytest.raises(DataError, match=r"kos is binary .* these answers have 3 classes; use bp, mf or ds"):
         KOS().fit(data)
+    one = AnnotationSet.from_names(["a", "b", "b"], ["u", "u", "v"], ["x", "x", "x"])
+    r = KOS().fit(one)
+    assert r.label_names().tolist() == ["x", "x"] and np.array_equal(r.posteriors, np.ones((2, 1)))
 
 
 def test_a_crowd_without_shared_tasks_is_refused():
