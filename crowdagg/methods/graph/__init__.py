@@ -45,8 +45,9 @@ _KOS = Method(
     "kos", "crowdagg.methods.graph.kos:KOS",
     "Karger-Oh-Shah iterative message passing (binary): decisions and a reliability per worker, no probabilities",
     "Answers L_ij = ±1. x_{i→j} = Σ_{j'≠j} L_ij' y_{j'→i}, y_{j→i} = Σ_{i'≠i} L_i'j x_{i'→j}, from y ~ N(1, 1); "
-    "messages divided by their largest |y| each round; label sign(Σ_j L_ij y_{j→i}), a tie (0) drawn by the seed. "
-    "Posteriors are one-hot at the decision (0.5/0.5 on a tie): KOS gives no probabilities. --workers: "
+    "messages divided by their largest |y| each round; label sign(Σ_j L_ij y_{j→i}); a task no message reaches "
+    "(belief 0) gets its vote, a tied vote drawn by the seed. Posteriors are one-hot at the decision (0.5/0.5 on a "
+    "tied vote): KOS gives no probabilities. --workers: "
     "reliability (the worker's total message per answer over the largest |x|, in [-1, 1]; < 0 reads as an "
     "adversary). Binary only.",
     "Karger, Oh & Shah, Iterative learning for reliable crowdsourcing systems, NeurIPS 2011; "
