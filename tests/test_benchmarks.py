@@ -203,8 +203,9 @@ def test_graph_benchmark_quick_prints_the_accuracy_curves_and_the_speed_table(tm
         # no method beats the MAP under the true accuracies on average by more than noise
         best = np.mean(r["accuracy"]["MAP, true accuracies"])
         assert all(np.mean(v) <= best + 0.05 for v in r["accuracy"].values())
-    # Beta(2, 1) without spammers is the same crowds in two tables: the same figures
-    assert acc[1]["accuracy"] == acc[4]["accuracy"]
+    # Beta(2, 1) without spammers is the same crowds in two tables: the same figures (the "other" priors differ)
+    same = {c: v for c, v in acc[1]["accuracy"].items() if "other prior" not in c}
+    assert same == {c: v for c, v in acc[4]["accuracy"].items() if "other prior" not in c} and len(same) >= 3
     speed = rows["speed"]
     methods = {(r["crowd"], r["method"]) for r in speed}
     for crowd in ("sparse", "dense"):
