@@ -144,7 +144,8 @@ class Output:
     ``--format``; ``formats``: what it can be written as (default: the
     table formats).  ``directory``: a path ending in ``/`` or naming an
     existing directory is a directory of parts (:mod:`crowdagg.io.parts`),
-    not refused.
+    not refused.  ``key``: how :func:`plan_outputs` files it, where one
+    option writes several files (``--plot DIR``'s figures); default the option.
     """
 
     option: str
@@ -154,6 +155,7 @@ class Output:
     fmt: Optional[str] = None
     formats: Optional[tuple[str, ...]] = None
     directory: bool = False
+    key: str = ""
 
 
 @dataclass(frozen=True)
@@ -211,7 +213,7 @@ def plan_outputs(
     read_as = [(f"INPUT {f}" if f == g else f"{f}, from INPUT {g}", f) for f, g in zip(sources, sources.given)]
     check_stdin_once(read_as + list(side))
     check_not_inputs(targets, read_as + list(side))
-    return {o.option: Planned(t, f) for o, t, f in zip(outputs, targets, formats)}, sources
+    return {o.key or o.option: Planned(t, f) for o, t, f in zip(outputs, targets, formats)}, sources
 
 
 # --------------------------------------------------------------------------- 3. reading
