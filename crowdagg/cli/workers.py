@@ -42,7 +42,11 @@ Examples:
 FIGURES = {"--plot confusions": "confusions.png", "--plot accuracy": "answers_accuracy.png"}
 
 
-@handle_errors()
+#: The detector's parameters as this command spells them (its warnings name them).
+SPELLING = {"min_partners": "--min-partners", "min_shared": "--min-shared"}
+
+
+@handle_errors(SPELLING)
 def workers(
     input: list[str] = typer.Argument(..., metavar="INPUT...", help="Answers file(s) (CSV/TSV/JSON/JSONL/Parquet, optionally .gz; MTurk, Toloka, Label Studio exports), - for stdin, a directory, or a quoted glob; several are read as one data set."),
     method: str = opt.METHOD,
@@ -53,6 +57,8 @@ def workers(
     gold_label_col: Optional[str] = opt.GOLD_LABEL_COL,
     pairs: Optional[str] = typer.Option(None, "--pairs", help="Write the worker x worker agreement table here: one row per pair of workers sharing a task (worker_a, worker_b, shared_tasks, agreement, chance_agreement, kappa); copying or colluding pairs stand out with kappa near 1."),
     plot: Optional[str] = typer.Option(None, "--plot", metavar="DIR", help="Write figures into DIR (made if missing): confusions.png, the estimated confusion matrices of the 16 most active workers, and answers_accuracy.png, answers against estimated accuracy with spammers marked.  Needs pip install 'crowdagg[plot]'."),
+    min_partners: int = typer.Option(5, "--min-partners", min=1, metavar="N", help="The spammer detector judges a worker with at least N co-labelling partners (each sharing --min-shared tasks); the others are skipped, their spam_score and spammer empty."),
+    min_shared: int = typer.Option(10, "--min-shared", min=1, metavar="N", help="Tasks two workers must share for their covariance to count in the spammer detector."),
     classes: Optional[str] = opt.CLASSES,
     duplicates: str = opt.DUPLICATES,
     blank_labels: str = opt.BLANK_LABELS,
@@ -103,7 +109,8 @@ def workers(
             steps.check_render_memory(data.n_workers, n_columns, 2, f"a report of {data.n_workers:,} workers", max_memory)
             result = steps.fit(data, method, params, quiet=quiet, max_memory=max_memory)
             engine = LocalEngine(data)
-            scan = spammer_scan(data, engine, seed=seed, max_memory=max_memory, quiet=quiet)
+            scan = steps.scan_spammers(data, engine, seed=seed, max_memory=max_memory, quiet=quiet,
+                                       min_partners=min_partners, min_shared=min_shared)
             if not result.has_confusion:
                 _say_no_confusion(method, plot is not None)
             # 3. The report, the pairs, the figures: all rendered, then all written or none.
@@ -117,20 +124,6 @@ def workers(
             from ..reports.workers import print_table
 
             print_table(report, sys.stdout)
-
-
-def spammer_scan(data: Any, engine: Any, *, seed: Optional[int], max_memory: Any, quiet: bool,
-                 what: str = "spammer detector") -> Any:
-    """The cross-covariance spammer detector on ``data`` (:func:`crowdagg.reports.spammers.detect_spammers`), its
-    counts said on stderr -- flagged and skipped -- and how it split (unless ``quiet``)."""
-    from ..reports.spammers import detect_spammers
-
-    scan = detect_spammers(data, engine=engine, seed=0 if seed is None else seed, max_memory=max_memory)
-    err(f"{what}: {scan.n_flagged:,} of {data.n_workers:,} workers flagged as spammers, {scan.n_skipped:,} "
-        "skipped (too few co-labelled partners to judge)")
-    if not quiet and scan.why:
-        err(f"{what}: {scan.why}")
-    return scan
 
 
 @contextmanager
