@@ -123,7 +123,7 @@ def workers(
         if on_terminal:
             from ..reports.workers import print_table
 
-            print_table(report, sys.stdout)
+            print_table(report, sys.stdout, caption="recall per class and every digit: --format csv, or -o FILE")
 
 
 @contextmanager

@@ -245,16 +245,25 @@ def table_columns(frame: pd.DataFrame) -> dict[str, Any]:
     return out
 
 
-def print_table(frame: pd.DataFrame, stream: Any, *, title: str = "workers") -> None:
-    """A report as a rich table, for a terminal: numbers to 3 decimals, a missing cell as ``-``."""
+def print_table(frame: pd.DataFrame, stream: Any, *, title: str = "workers", caption: str | None = None) -> None:
+    """A report as a rich table, for a terminal.
+
+    The terminal view is the summary a person reads: the per-class recalls
+    are left out (``worst_class`` and ``worst_recall`` stand for them),
+    numbers have 3 decimals, a missing cell is ``-``, a flag ``yes``/``no``,
+    and headers of two words take two lines, so that the table fits a
+    terminal of about 100 columns; ``caption`` says where the rest is.
+    """
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=title)
-    for name in frame.columns:
-        table.add_column(str(name), justify="left" if name in ("worker", "worst_class", "worker_a", "worker_b")
-                         else "right")
-    for row in frame.itertuples(index=False):
+    shown = [c for c in frame.columns if not str(c).startswith("recall_")]
+    table = Table(title=title, caption=caption, box=box.SIMPLE_HEAD, pad_edge=False)
+    for name in shown:
+        table.add_column(str(name).replace("_", "\n"), overflow="fold",
+                         justify="left" if name in ("worker", "worst_class") else "right")
+    for row in frame[shown].itertuples(index=False):
         table.add_row(*(_cell(v) for v in row))
     Console(file=stream).print(table)
 
