@@ -114,8 +114,12 @@ def workers(
             if not result.has_confusion:
                 _say_no_confusion(method, plot is not None)
             # 3. The report, the pairs, the figures: all rendered, then all written or none.
-            report = worker_report(data, result, scan=scan, gold=gold_labels, engine=engine)
-            pair_table = pair_agreement(data, engine, max_memory=max_memory) if pairs is not None else None
+            from ..core import timing
+
+            with timing.stage("report"):
+                report = worker_report(data, result, scan=scan, gold=gold_labels, engine=engine)
+            with timing.stage("pairs"):
+                pair_table = pair_agreement(data, engine, max_memory=max_memory) if pairs is not None else None
             if pair_table is not None:
                 steps.check_render_memory(len(pair_table), 4, 2, f"--pairs table of {len(pair_table):,} worker pairs",
                                           max_memory)
@@ -167,7 +171,7 @@ def _say_no_confusion(method: str, plot: bool) -> None:
     from ..methods.registry import METHODS
     from ..reports.workers import CONFUSION_COLUMNS
 
-    having = ", ".join(n for n in METHODS if get_method(n).worker_param_names is None)
+    having = ", ".join(n for n in METHODS if getattr(get_method(n), "worker_param_names", ()) is None)
     figure = f"; --plot draws no {FIGURES['--plot confusions']}" if plot else ""
     err(f"note: method {method!r} estimates no confusion matrices: {CONFUSION_COLUMNS} are left empty{figure} "
         f"(methods that estimate them: {having})")

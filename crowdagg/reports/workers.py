@@ -276,7 +276,8 @@ def _cell(value: Any) -> str:
     if isinstance(value, (bool, np.bool_)):
         return "yes" if value else "no"
     if isinstance(value, (float, np.floating)):
-        return f"{value:.3f}" if value == 0 or 1e-3 <= abs(value) < 1e4 else f"{value:.3g}"
+        v = float(value)
+        return f"{v:.3f}" if v == 0 or 1e-3 <= abs(v) < 1e4 else f"{v:.3g}"
     return str(value)
 
 
