@@ -13,6 +13,7 @@ import pytest
 from crowdagg.core.threads import use_threads
 from crowdagg.data.annotations import AnnotationSet
 from crowdagg.errors import UsageError
+from crowdagg.io.read import load_annotations
 from crowdagg.io.render import render_table
 from crowdagg.methods.api import aggregate
 from crowdagg.reports import plot
@@ -260,3 +261,24 @@ def test_without_matplotlib_the_figures_say_which_extra_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed: find_spec finds nothing
     with pytest.raises(UsageError, match=r"pip install 'crowdagg\[plot\]'"):
         plot.require()
+
+
+# --------------------------------------------------------------------------- real extreme spammers
+# deepBP seed, App. H: the workers who labelled most tasks near chance (answers: accuracy against the truth).
+EXTREME = {"temp": {442: 0.50, 452: 0.44, 462: 0.44}, "rte": {540: 0.50, 700: 0.58, 760: 0.49, 800: 0.50}}
+
+
+@pytest.mark.parametrize("name", ["temp", "rte"])
+def test_real_extreme_spammers_show_in_the_report(datasets_dir, name):
+    """Their gold accuracy is the paper's (to 0.01), and under ds their estimated channel capacity and
+    Raykar-Yu score are near 0 and their accuracy near chance, while the best worker's capacity is far above."""
+    data = load_annotations([str(datasets_dir / name / "labels.csv")])
+    truth = pd.read_csv(datasets_dir / name / "truth.csv", dtype=str)
+    report = worker_report(data, aggregate(data, "ds"), gold=dict(zip(truth.iloc[:, 0], truth.iloc[:, 1])))
+    heavy = report[report["answers"].isin(list(EXTREME[name]))]
+    assert sorted(heavy["answers"]) == sorted(EXTREME[name])
+    for _, row in heavy.iterrows():
+        assert row["gold_answers"] == row["answers"]
+        assert abs(row["gold_accuracy"] - EXTREME[name][row["answers"]]) < 0.01
+        assert row["capacity"] < 0.05 and row["raykar_yu"] < 0.05 and abs(row["accuracy"] - 0.5) < 0.1
+    assert report["capacity"].max() > 0.5
