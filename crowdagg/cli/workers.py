@@ -35,7 +35,7 @@ says how many workers the detector flagged and how many it skipped.
 Examples:
   crowdagg workers labels.csv
   crowdagg workers labels.csv -m ds --gold gold.csv -o workers.csv --pairs pairs.csv --plot figures/
-  crowdagg workers labels.csv | sort -t, -k9,9g | head
+  crowdagg workers labels.csv -f jsonl | jq -c 'select(.spammer) | {worker, answers, accuracy}'
 """
 
 #: The figures ``--plot DIR`` writes: key -> file name.
