@@ -259,10 +259,12 @@ def print_table(frame: pd.DataFrame, stream: Any, *, title: str = "workers", cap
     from rich.table import Table
 
     shown = [c for c in frame.columns if not str(c).startswith("recall_")]
-    table = Table(title=title, caption=caption, box=box.SIMPLE_HEAD, pad_edge=False)
+    table = Table(title=title, caption=caption, box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
     for name in shown:
-        table.add_column(str(name).replace("_", "\n"), overflow="fold",
-                         justify="left" if name in ("worker", "worst_class") else "right")
+        # on a narrow terminal the cells fold; a number (5 characters) does not, nor a name's first 8
+        text = name in ("worker", "worst_class")
+        table.add_column(str(name).replace("_", "\n"), justify="left" if text else "right", overflow="fold",
+                         min_width=8 if name == "worker" else 5)
     for row in frame[shown].itertuples(index=False):
         table.add_row(*(_cell(v) for v in row))
     Console(file=stream).print(table)
@@ -277,7 +279,9 @@ def _cell(value: Any) -> str:
         return "yes" if value else "no"
     if isinstance(value, (float, np.floating)):
         v = float(value)
-        return f"{v:.3f}" if v == 0 or 1e-3 <= abs(v) < 1e4 else f"{v:.3g}"
+        if abs(v) < 5e-4:
+            return "0.000"  # not -0.000 for a capacity a rounding error below 0
+        return f"{v:.3f}" if abs(v) < 1e4 else f"{v:.3g}"
     return str(value)
 
 
