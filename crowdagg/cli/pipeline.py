@@ -306,8 +306,8 @@ def scan_spammers(data: AnnotationSet, engine: Any, *, seed: Optional[int], max_
     with timing.stage("spammers"):
         scan = detect_spammers(data, engine=engine, seed=0 if seed is None else seed, max_memory=max_memory,
                                **options)
-    err(f"spammer detector: {scan.n_flagged:,} of {data.n_workers:,} workers flagged as spammers, "
-        f"{scan.n_skipped:,} skipped (too few co-labelled partners to judge)")
+    err(f"spammer detector: {int(scan.flagged.sum()):,} of {data.n_workers:,} workers flagged as spammers, "
+        f"{int(scan.skipped.sum()):,} skipped (too few co-labelled partners to judge)")
     if not quiet and scan.why:
         err(f"spammer detector: {scan.why}")
     return scan
@@ -324,7 +324,7 @@ def drop_spammers(data: AnnotationSet, *, seed: Optional[int], max_memory: Any, 
     kept = data.without_workers(scan.flagged)
     if kept.n_answers == 0:
         raise DataError("--drop-spammers: the detector flagged every worker; no answers are left to aggregate")
-    err(f"--drop-spammers: removed {scan.n_flagged:,} of {data.n_workers:,} workers and their "
+    err(f"--drop-spammers: removed {data.n_workers - kept.n_workers:,} of {data.n_workers:,} workers and their "
         f"{data.n_answers - kept.n_answers:,} of {data.n_answers:,} answers")
     return kept
 
