@@ -180,3 +180,23 @@ def test_moments_benchmark_quick_runs_speed_recovery_and_real_data(tmp_path, dat
     assert blue["dataset"] == "bluebird"
     assert round(blue["accuracy"]["mv"], 2) == 75.93 and round(blue["accuracy"]["ds"], 2) == 89.81
     assert set(blue["accuracy"]) >= {f"{m} refine={r}" for m in moments for r in ("none", "ds")}
+
+
+def test_spammers_benchmark_quick_prints_its_tables(tmp_path, datasets_dir):
+    out = tmp_path / "spammers.json"
+    proc = _run_script("bench_spammers.py", "--quick", "--json", str(out), datasets_dir=datasets_dir)
+    assert proc.returncode == 0, proc.stderr
+    assert "| α | spammers | honest | sensitivity (worst seed) | specificity (worst seed) | honest flagged |" \
+        in proc.stdout
+    assert "| dataset | answers | accuracy | score | noise | flagged |" in proc.stdout
+    assert "| dataset | workers | flagged (tutorial) | skipped | ds before → after (tutorial EM) |" in proc.stdout
+    assert "| answers | workers | K | detect_spammers s |" in proc.stdout
+    rows = json.loads(out.read_text())
+    honest, spammy = rows["synthetic"]
+    assert honest["alpha"] == 0.0 and honest["specificity"] == 1.0 and honest["sensitivity"] is None
+    assert spammy["sensitivity"] >= 0.9 and spammy["specificity"] >= 0.95
+    temp = [r for r in rows["extreme"] if r["dataset"] == "temp" and "answers" in r]
+    assert [r["answers"] for r in temp] == [462, 452, 442] and all(r["flagged"] for r in temp)
+    (bluebird,) = rows["prune"]
+    assert bluebird["dataset"] == "bluebird" and 0 < bluebird["flagged"] < bluebird["workers"]
+    assert 0.5 < bluebird["ds_after"] <= 1 and rows["speed"]["answers"] > 0
