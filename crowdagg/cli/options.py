@@ -208,7 +208,7 @@ TRUTH_LABEL_COL = column_option("--truth-label-col", "Label column of --truth (d
 METHOD = typer.Option("ds", "--method", "-m", help="Aggregation method (see `crowdagg methods`).")
 SEED = typer.Option(None, "--seed", help=f"Seed for tie-breaking and any random choice ({defaults('seed')}).")
 MAX_ITER = typer.Option(None, "--max-iter", help=f"Iteration cap ({defaults('max_iter')}).")
-TOL = typer.Option(None, "--tol", help=f"Stop when the relative change of the fit's objective (a log-likelihood, log-posterior or KL divergence; for cpd, of the confusion matrices and prior that minimise its moment residual) is below this ({defaults('tol')}); 0 runs exactly --max-iter.")
+TOL = typer.Option(None, "--tol", help=f"Stop when the relative change of the fit's objective (a log-likelihood, log-posterior, ELBO or KL divergence; for cpd, of the confusion matrices and prior that minimise its moment residual; for kos, the largest change of its normalised messages) is below this ({defaults('tol')}); 0 runs exactly --max-iter.")
 SMOOTHING = typer.Option(None, "--smoothing", help=f"Same as -p smoothing=VALUE ({defaults('smoothing', with_help=True)}); kept for this release.")
 PARAM = typer.Option([], "--param", "-p", metavar="NAME=VALUE", help=f"A parameter of the method (repeatable): {param_list()}; `crowdagg methods NAME` explains each, e.g. -p n_init=5.")
 GOLD = typer.Option(None, "--gold", help=f"Known labels that clamp those tasks ({methods_that(lambda m: m.gold)}).")

@@ -2,8 +2,8 @@
 
 The detector fits ``Ĉ ≈ V Vᵀ`` to the stacked K×K cross-covariance blocks
 ``Ĉ_{mm'}`` of the co-labelled worker pairs, the diagonal blocks and the
-pairs that share too few tasks being unknown (hard-impute: an unknown block
-is filled with the current ``V_m V_{m'}ᵀ``).  Nothing here holds the
+pairs that share too few tasks being unknown (an unknown block is filled
+with the current ``V_m V_{m'}ᵀ``: :func:`crowdagg.reports.spammers.fit_low_rank`).  Nothing here holds the
 MK × MK matrix: the filled matrix times a block of r vectors is
 
     X Q = V (Vᵀ Q) + Σ over observed pairs of (Ĉ_{mm'} − V_m V_{m'}ᵀ) Q_{m'}  (and the transposed term),

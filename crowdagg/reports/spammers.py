@@ -23,12 +23,13 @@ co-occurrence kernel (:mod:`crowdagg.kernels.cooc`).
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..core import memory
+from ..core import memory, threads
 from ..data.annotations import AnnotationSet
 from ..engine import LocalEngine
 from ..errors import CrowdaggWarning, DataError, UsageError, param, warn
@@ -184,6 +185,8 @@ def raykar_yu_score(confusion: Any) -> np.ndarray:
 FIT_TOL = 1e-5
 #: ... or after this many iterations (one product with the filled matrix each).
 FIT_MAX_ITER = 300
+#: The fit's pairs are cut into this many chunks (at most; fewer for few pairs), shared by the threads.
+FIT_CHUNKS = 16
 #: Extra columns of the subspace iteration beyond the rank (a faster, steadier subspace).
 OVERSAMPLE = 2
 #: A score at most this many times its permutation noise is consistent with a spammer's (see detect_spammers).
@@ -279,18 +282,26 @@ class LowRankFit:
 
 def fit_low_rank(pairs: np.ndarray, cov: np.ndarray, n_units: int, rank: int, rng: np.random.Generator, *,
                  tol: float = FIT_TOL, max_iter: int = FIT_MAX_ITER) -> LowRankFit:
-    """Hard-impute fit of ``Ĉ ≈ V Vᵀ`` (MK × MK, PSD of rank ``rank``) to the observed off-diagonal blocks.
+    """Impute-and-truncate fit of ``Ĉ ≈ V Vᵀ`` (MK × MK, PSD of rank ``rank``) to the observed off-diagonal blocks.
 
     Each iteration: the filled matrix ``X`` (observed blocks from ``cov``,
     every other block -- the diagonal ones, the pairs not observed --
-    from the current ``V Vᵀ``) times the subspace ``Q`` (``rank`` +
-    :data:`OVERSAMPLE` columns, warm-started: one product per iteration,
-    :func:`crowdagg.kernels.spammers.apply_filled`, never the MK × MK
-    matrix); the Rayleigh–Ritz pairs of ``Qᵀ X Q``; ``V = U_r Λ_r^½`` from
-    the ``rank`` largest (negative ones clipped to 0: the model's low-rank
-    part ``A_m (D − ddᵀ) A_{m'}ᵀ`` is PSD); ``Q`` the orthonormal basis of
-    ``X Q``.  Starts from ``V = 0`` (unknown blocks zero) and a Gaussian
-    ``Q`` drawn from ``rng``.
+    from the current ``V Vᵀ``: ALGORITHMS.md §7.1's hard-impute) times the
+    subspace ``Q`` (``rank`` + :data:`OVERSAMPLE` columns, warm-started: one
+    product per iteration, :func:`crowdagg.kernels.spammers.apply_filled`,
+    never the MK × MK matrix); the Rayleigh–Ritz pairs of ``Qᵀ X Q``; ``V =
+    U_r (Λ_r − τ)₊^½`` from the ``rank`` largest; ``Q`` the orthonormal
+    basis of ``X Q``.  Starts from ``V = 0`` (unknown blocks zero) and a
+    Gaussian ``Q`` drawn from ``rng``.
+
+    The shrinkage τ is the largest Ritz value past the rank -- the level
+    of the noise eigenvalues -- as in soft-impute (Mazumder, Hastie &
+    Tibshirani 2010).  Plain hard-impute (τ = 0) has no fixed point on
+    sparse crowds: a worker whose blocks are mostly unknown feeds its own
+    filled blocks, and its row of V grows without bound (web's eigenvalues
+    grew from 7 to 16 over 3,000 iterations); with τ every such feedback
+    loop contracts.  Negative Ritz values give 0 (the model's low-rank
+    part ``A_m (D − ddᵀ) A_{m'}ᵀ`` is PSD).
 
     Parameters
     ----------
@@ -316,33 +327,47 @@ def fit_low_rank(pairs: np.ndarray, cov: np.ndarray, n_units: int, rank: int, rn
     pairs = np.ascontiguousarray(pairs, dtype=np.int64)
     cov = np.ascontiguousarray(cov, dtype=np.float64)
     gram = np.zeros((rank, rank))
+    # the pairs in a fixed number of chunks, each into its own output, added in chunk order: the threads share
+    # the work and the bits do not depend on how many there are
+    n_chunks = max(1, min(FIT_CHUNKS, len(pairs) // 4096, (64 << 20) // (8 * dim * width)))
+    bounds = np.linspace(0, len(pairs), n_chunks + 1).astype(np.int64)
+    parts = np.empty((n_chunks, n_units, k, width))
     n_iter, converged = 0, False
-    while n_iter < max_iter:
-        n_iter += 1
-        vf = v.reshape(dim, rank)
-        z = vf @ (vf.T @ q)  # the unknown blocks (and the observed ones, corrected below) from V Vᵀ
-        apply_filled(pairs, cov, v, q.reshape(n_units, k, width), z.reshape(n_units, k, width))
-        t = q.T @ z
-        evals, evecs = np.linalg.eigh(0.5 * (t + t.T))
-        order = np.argsort(-evals, kind="stable")
-        evals, evecs = evals[order], evecs[:, order]
-        lam = evals[:rank]
-        shrink = max(float(evals[rank]), 0.0)  # the largest Ritz value past the rank: the noise's level
-        uf = q @ evecs[:, :rank]
-        v_new = uf * np.sqrt(np.maximum(lam - shrink, 0.0))
-        q, _ = np.linalg.qr(z @ evecs)
-        q = np.ascontiguousarray(q)
-        # ||V'V'ᵀ − VVᵀ||_F² = ||V'ᵀV'||² + ||VᵀV||² − 2||VᵀV'||², all r × r
-        gram_new = v_new.T @ v_new
-        cross = vf.T @ v_new
-        change2 = np.sum(gram_new ** 2) + np.sum(gram ** 2) - 2.0 * np.sum(cross ** 2)
-        size = math.sqrt(float(np.sum(gram_new ** 2)))
-        v = v_new.reshape(n_units, k, rank)
-        u = uf.reshape(n_units, k, rank)
-        gram = gram_new
-        if size == 0.0 or math.sqrt(max(float(change2), 0.0)) <= tol * size:
-            converged = True
-            break
+    with ThreadPoolExecutor(max(1, min(threads.count(), n_chunks))) as pool:
+        while n_iter < max_iter:
+            n_iter += 1
+            vf = v.reshape(dim, rank)
+            z = vf @ (vf.T @ q)  # the unknown blocks (and the observed ones, corrected below) from V Vᵀ
+            q3 = q.reshape(n_units, k, width)
+
+            def chunk(c: int, v: np.ndarray = v, q3: np.ndarray = q3) -> None:
+                parts[c] = 0.0
+                lo, hi = bounds[c], bounds[c + 1]
+                apply_filled(pairs[lo:hi], cov[lo:hi], v, q3, parts[c])
+
+            list(pool.map(chunk, range(n_chunks)))
+            z += parts.sum(axis=0).reshape(dim, width)
+            t = q.T @ z
+            evals, evecs = np.linalg.eigh(0.5 * (t + t.T))
+            order = np.argsort(-evals, kind="stable")
+            evals, evecs = evals[order], evecs[:, order]
+            lam = evals[:rank]
+            shrink = max(float(evals[rank]), 0.0)  # the largest Ritz value past the rank: the noise's level
+            uf = q @ evecs[:, :rank]
+            v_new = uf * np.sqrt(np.maximum(lam - shrink, 0.0))
+            q, _ = np.linalg.qr(z @ evecs)
+            q = np.ascontiguousarray(q)
+            # ||V'V'ᵀ − VVᵀ||_F² = ||V'ᵀV'||² + ||VᵀV||² − 2||VᵀV'||², all r × r
+            gram_new = v_new.T @ v_new
+            cross = vf.T @ v_new
+            change2 = np.sum(gram_new ** 2) + np.sum(gram ** 2) - 2.0 * np.sum(cross ** 2)
+            size = math.sqrt(float(np.sum(gram_new ** 2)))
+            v = v_new.reshape(n_units, k, rank)
+            u = uf.reshape(n_units, k, rank)
+            gram = gram_new
+            if size == 0.0 or math.sqrt(max(float(change2), 0.0)) <= tol * size:
+                converged = True
+                break
     return LowRankFit(np.ascontiguousarray(v), np.ascontiguousarray(u), lam, shrink, n_iter, converged)
 
 

@@ -357,3 +357,19 @@ def test_bad_arguments_and_memory_are_refused_up_front(tutorial_crowds):
         sp.detect_spammers("labels.csv")
     with pytest.raises(ResourceError, match="max_memory"):
         sp.detect_spammers(data, max_memory=10_000)
+
+
+def test_the_fit_shares_its_pairs_among_threads_with_the_same_bits():
+    rng = np.random.default_rng(8)
+    m, k, rank = 200, 3, 2
+    v_true = rng.standard_normal((m, k, rank)) * 0.3
+    pairs = np.array([(a, b) for a in range(m) for b in range(a + 1, m)], dtype=np.int64)  # 19,900: 4 chunks
+    cov = np.einsum("pkr,plr->pkl", v_true[pairs[:, 0]], v_true[pairs[:, 1]])
+    cov += rng.standard_normal(cov.shape) * 0.01
+    fits = []
+    for n in (1, 2, 3):
+        with use_threads(n):
+            fits.append(sp.fit_low_rank(pairs, cov, m, rank, np.random.default_rng(0), max_iter=40))
+    for other in fits[1:]:
+        assert np.array_equal(fits[0].v, other.v) and np.array_equal(fits[0].u, other.u)
+        assert fits[0].n_iter == other.n_iter

@@ -1,0 +1,779 @@
+r"""Sum-product belief propagation on the worker--task graph, on the engine's block protocol.
+
+The factor graph (ALGORITHMS.md §6.1; Liu, Peng & Ihler 2012; Kim, Cho,
+Kim & Ok 2022 §3.2): one variable per task (its true class), a task factor
+:math:`h_i` (uniform, or one-hot at a gold label) and one worker factor per
+worker with the worker's confusion integrated out under its prior.  Here
+the prior is always a **finite mixture of points** (:class:`Points`):
+confusions :math:`\theta_g` (G, K, K) ``[g, true, observed]`` with
+log-weights :math:`\log w_g`, so that
+
+.. math:: g_u(z_{N_u}) = \sum_g w_g \prod_{j \in N_u} \theta_g[z_j, y_{ju}].
+
+Both of the method's worker models are such a mixture
+(:func:`grid_points`: a one-coin accuracy on a grid of midpoints, weighted
+by the Beta prior's mass on each cell; :func:`sample_points`: full
+confusions drawn from a Dirichlet prior, equal weights -- deepBP's
+Monte-Carlo messages), and one kernel serves both.
+
+Messages, per edge (answer) :math:`(u, i)`, all normalised to sum 1:
+
+* worker→task :math:`m_{u\to i}(z) \propto \sum_g w_g\, \theta_g[z, y_{iu}]
+  \prod_{j \in N_u \setminus i} f_g(j)`, with
+  :math:`f_g(j) = \sum_z m_{j\to u}(z)\, \theta_g[z, y_{ju}]`;
+* task→worker :math:`m_{i\to u}(z) \propto h_i(z) \prod_{v \in M_i
+  \setminus u} m_{v\to i}(z)`;
+* belief :math:`q_i(z) \propto h_i(z) \prod_{v \in M_i} m_{v\to i}(z)`.
+
+**The worker side costs O(n_u × G) per worker, never O(n_u²)**, and no
+transcendental function per answer and point.  A worker with at most
+:attr:`Points.chunk` answers (the sparse graphs' every worker) takes
+prefix and suffix products of its factors in linear space: each edge's
+leave-one-out weight is two multiplications a point, no division, no log
+(:func:`_short_worker`).  A longer worker's product over *all* of its
+answers is taken once per point, in linear space with a renormalisation
+into a per-point log every ``chunk`` factors (one ``log`` per point per
+chunk), and each edge's leave-one-out weight is that product divided by
+the edge's own factor :math:`f_g(i)`; its points whose log-weight lies
+more than :attr:`Points.cut` below its best are skipped (see
+:func:`_worker_block`) -- an extreme spammer's product concentrates on a
+few points.
+
+**Blocks.**  The task side runs over the task-ordered grid
+(:func:`task_block`, ``by="task"``): it reads the worker→task messages
+(kept in worker order) through ``worker_position`` and returns its edges'
+task→worker messages in task order, and its tasks' beliefs.  The worker
+side runs over the worker-ordered grid (:func:`worker_block`,
+``by="worker"``): it reads the task→worker messages through the block's
+task-order rows and returns its edges' new worker→task messages in worker
+order with the largest change of a message (the residual).  A heavy worker
+whose answers span several worker blocks cannot form its product inside
+one block: a first pass (:func:`partial_block`) returns, per block, the
+partial log-products of the (at most two) workers that cross its
+boundaries, :func:`combine_partials` adds them over each worker's blocks
+in block order (deterministic), and the message pass reads the totals.
+The grid is fixed by the data's shape, so every message is bit-identical
+for any thread count.  The kernels read the partition's answers by their
+position in the whole set: the passes run on the local engine (one
+partition holding every block).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+from ..errors import DataError
+
+#: A point whose log-weight falls this far below the worker's best (beyond the span one edge can move it,
+#: ``Points.log_floor``) carries under e^-60 of a leave-one-out message's mass: skipped.
+SKIP_LOG = 60.0
+#: Running products are renormalised into a log before they can fall below e^-LOG_RANGE (doubles reach ~e^-708).
+LOG_RANGE = 600.0
+#: The most factors a running product takes before its renormalisation (one log per point per chunk).
+MAX_CHUNK = 32
+#: Sampled confusion entries are floored here (a Dirichlet draw with small parameters can be exactly 0).
+THETA_FLOOR = 1e-100
+
+
+@dataclass(frozen=True)
+class Points:
+    """A worker prior as a finite mixture: confusions ``theta`` (G, K, K) ``[g, true, observed]``, ``logw`` (G,).
+
+    ``logw`` need not be normalised (it is the same for every worker, so
+    the messages do not see its total); ``-inf`` marks a point of no mass.
+
+    Attributes
+    ----------
+    tht : ndarray, shape (K, K, G)
+        ``theta`` laid out ``[observed, true, g]``: one answer reads a
+        contiguous run of G values per true class.
+    log_floor : float
+        ``-log`` of the smallest entry: the most one factor :math:`f_g(j)`
+        moves a point's log-product.
+    chunk : int
+        Factors multiplied before a renormalisation: ``chunk × log_floor <=``
+        :data:`LOG_RANGE`, so a running product never underflows.
+    wlin : ndarray, shape (G,)
+        ``exp(logw - max logw)``: the weights of the linear products.
+    cut : float
+        Points below the worker's best log-weight by more than this are
+        skipped: :data:`SKIP_LOG` ``+ log_floor``.
+    """
+
+    theta: np.ndarray
+    logw: np.ndarray
+    tht: np.ndarray = field(init=False, repr=False)
+    log_floor: float = field(init=False)
+    chunk: int = field(init=False)
+    cut: float = field(init=False)
+    wlin: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        theta = np.ascontiguousarray(self.theta, dtype=np.float64)
+        logw = np.ascontiguousarray(self.logw, dtype=np.float64)
+        if theta.ndim != 3 or theta.shape[1] != theta.shape[2] or logw.shape != theta.shape[:1]:
+            raise DataError(f"points: theta must be (G, K, K) and logw (G,), got {theta.shape} and {logw.shape}")
+        if not (np.isfinite(theta).all() and theta.min() > 0) or np.isnan(logw).any() or not np.isfinite(logw.max()):
+            raise DataError("points: theta must be positive and finite, logw finite somewhere and never NaN")
+        object.__setattr__(self, "theta", theta)
+        object.__setattr__(self, "logw", logw)
+        object.__setattr__(self, "tht", np.ascontiguousarray(theta.transpose(2, 1, 0)))
+        log_floor = float(-math.log(theta.min()))
+        object.__setattr__(self, "log_floor", log_floor)
+        object.__setattr__(self, "chunk", int(max(1, min(MAX_CHUNK, LOG_RANGE // max(log_floor, 1e-300)))))
+        object.__setattr__(self, "cut", SKIP_LOG + log_floor)
+        object.__setattr__(self, "wlin", np.exp(logw - logw.max()))
+
+    @property
+    def n_points(self) -> int:
+        return int(self.logw.shape[0])
+
+    @property
+    def n_classes(self) -> int:
+        return int(self.theta.shape[1])
+
+
+def grid_points(a: float, b: float, k: int, n_points: int) -> Points:
+    r"""One-coin workers with accuracy q ~ Beta(a, b) on a grid of ``n_points`` equal cells of [0, 1].
+
+    Point g carries the prior's exact mass on its cell (differences of the
+    Beta CDF: finite for a, b < 1 too) as its weight -- Liu, Peng &
+    Ihler's ``'discrete'`` prior -- and sits at the prior's mean within the
+    cell, :math:`t_g = E[q \mid q \in \text{cell}_g] = \frac{a}{a+b}
+    \frac{\Delta I(a+1, b)}{\Delta I(a, b)}` (the cell's midpoint where its
+    mass underflows to 0); its confusion has :math:`t_g` on the diagonal and
+    :math:`(1 - t_g)/(K - 1)` off it (K = 1: the 1 × 1 matrix of ones).
+
+    The conditional mean rather than the midpoint: both err as 1/G² for a
+    smooth prior, but for a sparse prior (a or b < 1, mass piled at an end
+    of [0, 1]) the midpoint's error decays as ~1/G only (measured on small
+    trees at G = 64: 4.7e-3 against 6.7e-5 for Beta(0.5, 0.25); the table
+    in :mod:`crowdagg.methods.graph.bp`).
+    """
+    from scipy.stats import beta as beta_dist
+
+    edges = np.linspace(0.0, 1.0, n_points + 1)
+    mass = np.maximum(np.diff(beta_dist.cdf(edges, a, b)), 0.0)
+    first = np.maximum(a / (a + b) * np.diff(beta_dist.cdf(edges, a + 1.0, b)), 0.0)
+    mid = (np.arange(n_points) + 0.5) / n_points
+    held = mass > 0
+    t = np.where(held, first / np.where(held, mass, 1.0), mid)
+    t = np.clip(t, edges[:-1], edges[1:])  # rounding: the mean stays in its cell
+    t = np.clip(t, 1e-12, 1.0 - 1e-12)  # (an end cell's mean of an extreme prior rounds to 0 or 1: logs stay finite)
+    with np.errstate(divide="ignore"):
+        logw = np.log(mass)
+    if k == 1:
+        theta = np.ones((n_points, 1, 1))
+    else:
+        theta = np.repeat(((1.0 - t) / (k - 1))[:, None, None], k, axis=1).repeat(k, axis=2)
+        idx = np.arange(k)
+        theta[:, idx, idx] = t[:, None]
+    return Points(theta, logw)
+
+
+def sample_points(alpha: float, beta: float, k: int, n_samples: int, seed: int) -> Points:
+    """Full confusions drawn from the prior: row k of each ~ Dirichlet(β, …, α at k, …, β), equal weights.
+
+    deepBP's Monte-Carlo messages (ALGORITHMS.md §6.5): ``n_samples``
+    draws shared by all workers, rows independent (with (α, β) = (2, 1) and
+    K = 2 the code's ``[[α, β], [β, α]]``).  Entries are floored at
+    :data:`THETA_FLOOR` and the rows renormalised, so every log is finite.
+    """
+    rng = np.random.default_rng(seed)
+    conc = np.full((k, k), float(beta))
+    np.fill_diagonal(conc, float(alpha))
+    theta = np.empty((n_samples, k, k))
+    for row in range(k):
+        theta[:, row, :] = rng.dirichlet(conc[row], size=n_samples)
+    theta = np.maximum(theta, THETA_FLOOR)
+    theta /= theta.sum(axis=2, keepdims=True)
+    return Points(theta, np.full(n_samples, -math.log(n_samples)))
+
+
+# ----------------------------------------------------------------------------- compiled kernels
+#: LLVM may reassociate the sums over the points (so that they run in SIMD lanes) and contract multiply-adds; no
+#: flag that assumes away infinities or NaN (a point of no mass has log-weight -inf).  The order is fixed by the
+#: compiled code, so the results do not depend on the thread count.
+_FAST = {"reassoc", "contract", "nsz", "arcp"}
+
+@njit(cache=True, nogil=True, fastmath=_FAST)
+def _log_products(lo, hi, rows, label, tmsg, tht, chunk, out):  # pragma: no cover - compiled
+    """``out[g] += Σ_{e ∈ [lo, hi)} log f_g(e)``, :math:`f_g(e) = Σ_z tmsg[rows[e], z] θ_g[z, label[e]]`.
+
+    Linear running products per point, renormalised into ``out`` every
+    ``chunk`` factors (and at the end).
+    """
+    k = tmsg.shape[1]
+    n_points = tht.shape[2]
+    prod = np.ones(n_points)
+    f = np.empty(n_points)
+    taken = 0
+    for e in range(lo, hi):
+        y = label[e]
+        r = rows[e]
+        for g in range(n_points):
+            f[g] = 0.0
+        for z in range(k):
+            mz = tmsg[r, z]
+            col = tht[y, z]
+            for g in range(n_points):
+                f[g] += mz * col[g]
+        for g in range(n_points):
+            prod[g] *= f[g]
+        taken += 1
+        if taken == chunk:
+            for g in range(n_points):
+                out[g] += math.log(prod[g])
+                prod[g] = 1.0
+            taken = 0
+    if taken:
+        for g in range(n_points):
+            out[g] += math.log(prod[g])
+
+
+@njit(cache=True, nogil=True, fastmath=_FAST)
+def _weights(lo, hi, rows, label, tmsg, tht, logw, wlin, chunk, cut, span, use_span, logp, f, c):  # pragma: no cover
+    r"""``c[g]``: point g's weight in the worker's factor over answers ``[lo, hi)``, relative to the best (1).
+
+    :math:`c_g \propto w_g \prod_j f_g(j)`, points more than ``cut`` below
+    the best set to 0.  A worker with at most ``chunk`` answers (and no
+    crossing totals ``span``, used when ``use_span``) takes the linear
+    product times the linear weights ``wlin`` (``exp(logw - max logw)``):
+    no ``log`` or ``exp`` at all -- the common sparse worker.  (A product
+    of at most ``chunk`` factors stays above e^-600, so the best point's
+    weight does, and a weight that underflows to 0 is far below e^-cut of
+    it.)  Longer workers go through the per-point log-products
+    (:func:`_log_products`, or ``span``), one ``exp`` per point.
+    """
+    n_points = logw.shape[0]
+    k = tmsg.shape[1]
+    floor = math.exp(-cut)
+    if not use_span and hi - lo <= chunk:
+        for g in range(n_points):
+            c[g] = wlin[g]
+        for e in range(lo, hi):
+            y = label[e]
+            r = rows[e]
+            if k == 2:
+                m0 = tmsg[r, 0]
+                m1 = tmsg[r, 1]
+                col0 = tht[y, 0]
+                col1 = tht[y, 1]
+                for g in range(n_points):
+                    c[g] *= m0 * col0[g] + m1 * col1[g]
+                continue
+            for g in range(n_points):
+                f[g] = 0.0
+            for z in range(k):
+                mz = tmsg[r, z]
+                col = tht[y, z]
+                for g in range(n_points):
+                    f[g] += mz * col[g]
+            for g in range(n_points):
+                c[g] *= f[g]
+        best = 0.0
+        for g in range(n_points):
+            best = max(best, c[g])
+        scale = 1.0 / best
+        for g in range(n_points):
+            v = c[g] * scale
+            c[g] = v if v >= floor else 0.0
+        return
+    if use_span:
+        for g in range(n_points):
+            logp[g] = span[g]
+    else:
+        for g in range(n_points):
+            logp[g] = 0.0
+        _log_products(lo, hi, rows, label, tmsg, tht, chunk, logp)
+    best = -np.inf
+    for g in range(n_points):
+        best = max(best, logw[g] + logp[g])
+    for g in range(n_points):
+        v = logw[g] + logp[g] - best
+        c[g] = math.exp(v) if v >= -cut else 0.0
+
+
+@njit(cache=True, nogil=True)
+def _compact(c, tht, idx, ca, tha):  # pragma: no cover - compiled
+    """The points of nonzero weight: their count n, indices ``idx[:n]``, weights ``ca[:n]`` and confusions
+    ``tha[:, :, :n]`` (copied only when some point is left out; else ``tha`` is not written and n = G)."""
+    n_points = c.shape[0]
+    k = tht.shape[0]
+    n = 0
+    for g in range(n_points):
+        if c[g] > 0.0:
+            idx[n] = g
+            ca[n] = c[g]
+            n += 1
+    if n < n_points:
+        for y in range(k):
+            for z in range(k):
+                for a in range(n):
+                    tha[y, z, a] = tht[y, z, idx[a]]
+    return n
+
+
+@njit(cache=True, nogil=True, fastmath=_FAST)
+def _short_worker(lo, hi, rows, label, tmsg, old, tht, wlin, damping, damp, out, fw, pre, suf, m,
+                  residual):  # pragma: no cover - compiled
+    r"""The messages of a worker with at most ``chunk`` answers ``[lo, hi)``, without a division or a log.
+
+    Its factors :math:`f_g(j)` go into ``fw`` (answers, G); prefix products
+    ``pre[j] = wlin · Π_{j' < j} f(j')`` and a running suffix product give
+    each answer's leave-one-out weight :math:`w_g \prod_{j \ne i} f_g(j)` by
+    two multiplications a point (every loop over the points runs in SIMD
+    lanes: unsigned indices, no stores in the reductions).  No point is
+    skipped: the products of at most ``chunk`` factors stay above e^-600
+    for the best point, and a weight that underflows to 0 is negligible
+    beside it.  Messages normalised, damped, written to ``out``; returns the
+    running residual.
+    """
+    k = tmsg.shape[1]
+    g_n = np.uint64(wlin.shape[0])
+    for g in range(g_n):
+        pre[0, g] = wlin[g]
+    for j in range(hi - lo):
+        e = lo + j
+        y = label[e]
+        r = rows[e]
+        row = fw[j]
+        if k == 2:
+            m0 = tmsg[r, 0]
+            m1 = tmsg[r, 1]
+            col0 = tht[y, 0]
+            col1 = tht[y, 1]
+            for g in range(g_n):
+                row[g] = m0 * col0[g] + m1 * col1[g]
+        else:
+            for g in range(g_n):
+                row[g] = 0.0
+            for z in range(k):
+                mz = tmsg[r, z]
+                col = tht[y, z]
+                for g in range(g_n):
+                    row[g] += mz * col[g]
+        before = pre[j]
+        after = pre[j + 1]
+        for g in range(g_n):
+            after[g] = before[g] * row[g]
+    for g in range(g_n):
+        suf[g] = 1.0
+    for j in range(hi - lo - 1, -1, -1):
+        e = lo + j
+        y = label[e]
+        before = pre[j]
+        for z in range(k):
+            col = tht[y, z]
+            acc = 0.0
+            for g in range(g_n):
+                acc += before[g] * suf[g] * col[g]
+            m[z] = acc
+        row = fw[j]
+        for g in range(g_n):
+            suf[g] *= row[g]
+        tot = 0.0
+        for z in range(k):
+            tot += m[z]
+        for z in range(k):
+            v = m[z] / tot
+            if damp:
+                v = (1.0 - damping) * v + damping * old[e, z]
+            d = abs(v - old[e, z])
+            if d > residual:
+                residual = d
+            out[e, z] = v
+    return residual
+
+
+@njit(cache=True, nogil=True, fastmath=_FAST)
+def _worker_block(rows, worker, label, tmsg, old, tht, logw, wlin, chunk, cut, span, has_first, has_last,
+                  damping, damp, out):  # pragma: no cover - compiled
+    r"""A worker block's new worker→task messages ``out`` (block answers, K), in worker order; the residual.
+
+    The block's answers are grouped by worker (``worker`` constant over a
+    segment).  Per segment: its points' weights over all of its answers
+    (:func:`_weights`; ``span[0]`` for a first segment crossing the
+    block's start when ``has_first``, ``span[1]`` for a last segment
+    crossing its end when ``has_last``: the worker's totals over every
+    block), then for each answer i
+
+        m(z) ∝ Σ_g c_g θ_g[z, y_i] / f_g(i)
+
+    (the product without edge i's own factor), normalised, then damped:
+    ``(1 - damping) m + damping old`` when ``damp``.  Returns the largest
+    ``|out - old|`` (``old`` the previous messages of the block's answers).
+
+    Why skipping is safe: dropping edge i's factor raises a point's
+    log-weight by :math:`-\log f_g(i) \le` ``log_floor`` and lowers none,
+    so a point more than ``cut = 60 + log_floor`` below the best is, for
+    every edge, more than 60 below the leave-one-out best: its weight is
+    under e^-60 of the message's.  (A kept weight is above e^-cut ≥
+    e^-700: none underflows.)
+    """
+    n = rows.shape[0]
+    k = tmsg.shape[1]
+    n_points = logw.shape[0]
+    logp = np.empty(n_points)
+    idx = np.empty(n_points, dtype=np.int64)
+    c = np.empty(n_points)
+    ca = np.empty(n_points)
+    tha = np.empty((k, k, n_points))
+    f = np.empty(n_points)
+    m = np.empty(k)
+    fw = np.empty((chunk, n_points))
+    pre = np.empty((chunk + 1, n_points))
+    suf = np.empty(n_points)
+    residual = 0.0
+    s = 0
+    while s < n:
+        w = worker[s]
+        e_end = s + 1
+        while e_end < n and worker[e_end] == w:
+            e_end += 1
+        first = s == 0 and has_first
+        last = e_end == n and has_last and not first
+        if not (first or last) and e_end - s <= chunk:
+            residual = _short_worker(s, e_end, rows, label, tmsg, old, tht, wlin, damping, damp, out, fw, pre,
+                                     suf, m, residual)
+            s = e_end
+            continue
+        _weights(s, e_end, rows, label, tmsg, tht, logw, wlin, chunk, cut, span[1] if last else span[0],
+                 first or last, logp, f, c)
+        n_act = _compact(c, tht, idx, ca, tha)
+        src = tht if n_act == n_points else tha
+        for e in range(s, e_end):
+            y = label[e]
+            r = rows[e]
+            if k == 2:  # one fused loop with no stores: it runs in SIMD lanes
+                m0 = tmsg[r, 0]
+                m1 = tmsg[r, 1]
+                col0 = src[y, 0]
+                col1 = src[y, 1]
+                acc0 = 0.0
+                acc1 = 0.0
+                for a in range(n_act):
+                    wgt = ca[a] / (m0 * col0[a] + m1 * col1[a])
+                    acc0 += wgt * col0[a]
+                    acc1 += wgt * col1[a]
+                m[0] = acc0
+                m[1] = acc1
+            else:
+                for a in range(n_act):
+                    f[a] = 0.0
+                for z in range(k):
+                    mz = tmsg[r, z]
+                    col = src[y, z]
+                    for a in range(n_act):
+                        f[a] += mz * col[a]
+                for a in range(n_act):
+                    f[a] = ca[a] / f[a]
+                for z in range(k):
+                    col = src[y, z]
+                    acc = 0.0
+                    for a in range(n_act):
+                        acc += f[a] * col[a]
+                    m[z] = acc
+            tot = 0.0
+            for z in range(k):
+                tot += m[z]
+            for z in range(k):
+                v = m[z] / tot
+                if damp:
+                    v = (1.0 - damping) * v + damping * old[e, z]
+                d = abs(v - old[e, z])
+                if d > residual:
+                    residual = d
+                out[e, z] = v
+        s = e_end
+    return residual
+
+
+@njit(cache=True, nogil=True)
+def _worker_means(rows, worker, label, tmsg, theta, tht, logw, wlin, chunk, span, has_first, has_last, skip_first,
+                  means):  # pragma: no cover - compiled
+    """Each worker's posterior mean confusion :math:`Σ_g c_g θ_g / Σ_g c_g` (the belief at its factor: the
+    product over all of its answers), added into ``means[w]`` (W, K, K) by the block holding the worker's
+    first answer only (``skip_first``: the block's first segment began in an earlier block).  Points more
+    than :data:`SKIP_LOG` below the best carry under e^-60 of the posterior: skipped."""
+    n = rows.shape[0]
+    k = tmsg.shape[1]
+    n_points = logw.shape[0]
+    logp = np.empty(n_points)
+    c = np.empty(n_points)
+    f = np.empty(n_points)
+    s = 0
+    while s < n:
+        w = worker[s]
+        e_end = s + 1
+        while e_end < n and worker[e_end] == w:
+            e_end += 1
+        first = s == 0 and has_first
+        last = e_end == n and has_last and not first
+        if s == 0 and skip_first:
+            s = e_end
+            continue
+        _weights(s, e_end, rows, label, tmsg, tht, logw, wlin, chunk, SKIP_LOG, span[1] if last else span[0],
+                 first or last, logp, f, c)
+        tot = 0.0
+        for g in range(n_points):
+            tot += c[g]
+        for g in range(n_points):
+            if c[g] > 0.0:
+                p = c[g] / tot
+                for t in range(k):
+                    for o in range(k):
+                        means[w, t, o] += p * theta[g, t, o]
+        s = e_end
+
+
+#: A task's running product of messages is rescaled (by its largest class) once that falls below this.
+_RESCALE = 1e-150
+
+
+@njit(cache=True, nogil=True)
+def _task_block(lo, hi, task_ptr, pos, wmsg, clamp, tmsg, belief):  # pragma: no cover - compiled
+    """Tasks ``[lo, hi)``: task→worker messages ``tmsg`` (their answers, K) and beliefs ``belief`` (tasks, K).
+
+    ``P(z) = Π_e m_e(z)`` over the task's answers' worker→task messages
+    (``wmsg[pos[e]]``, worker order), in linear space, rescaled by its
+    largest class whenever that falls below :data:`_RESCALE` (only the
+    ratios between classes matter); belief ``P`` normalised; each answer's
+    message ``P(z) / m_e(z)`` normalised (its own message left out).  No
+    ``log`` or ``exp``: a class whose product underflows to 0 is below
+    1e-308 of the best, and leaving one message out moves a ratio between
+    classes by at most the largest ratio of two entries of a point's
+    confusion column (1/θ_min), so it stays negligible.  A task with
+    ``clamp >= 0`` sends and believes the one-hot at its gold class; a task
+    without answers believes uniform.
+    """
+    k = wmsg.shape[1]
+    a0 = task_ptr[lo]
+    prod = np.empty(k)
+    has_clamp = clamp.shape[0] > 0
+    for t in range(lo, hi):
+        p0 = task_ptr[t]
+        p1 = task_ptr[t + 1]
+        i = t - lo
+        c = clamp[t] if has_clamp else -1
+        if c >= 0:
+            for z in range(k):
+                belief[i, z] = 0.0
+            belief[i, c] = 1.0
+            for e in range(p0 - a0, p1 - a0):
+                for z in range(k):
+                    tmsg[e, z] = 0.0
+                tmsg[e, c] = 1.0
+            continue
+        for z in range(k):
+            prod[z] = 1.0
+        for e in range(p0, p1):
+            q = pos[e]
+            best = 0.0
+            for z in range(k):
+                mz = wmsg[q, z]
+                tmsg[e - a0, z] = mz
+                prod[z] *= mz
+                if prod[z] > best:
+                    best = prod[z]
+            if best < _RESCALE:
+                for z in range(k):
+                    prod[z] /= best
+        tot = 0.0
+        for z in range(k):
+            tot += prod[z]
+        for z in range(k):
+            belief[i, z] = prod[z] / tot
+        for e in range(p0 - a0, p1 - a0):
+            tot = 0.0
+            for z in range(k):
+                v = prod[z] / tmsg[e, z]
+                tmsg[e, z] = v
+                tot += v
+            for z in range(k):
+                tmsg[e, z] /= tot
+
+
+# ----------------------------------------------------------------------------- block functions
+@dataclass(frozen=True)
+class TaskPass:
+    """The task side's inputs: worker→task messages (n_answers, K) in worker order, ``worker_position``
+    (n_answers,), the gold ``clamp`` (n_tasks,) or an empty array."""
+
+    wmsg: np.ndarray
+    position: np.ndarray
+    clamp: np.ndarray
+
+
+def task_block(part: Any, b: int, p: TaskPass, keep: bool) -> tuple[float, Any]:
+    """Block function (``by="task"``): the block's edges' task→worker messages in task order and its beliefs."""
+    lo, hi = part.tasks_of(b)
+    a0, a1 = part.answers_of(b)
+    k = p.wmsg.shape[1]
+    tmsg = np.empty((a1 - a0, k))
+    belief = np.empty((hi - lo, k))
+    _task_block(lo, hi, part.task_ptr, p.position, p.wmsg, p.clamp, tmsg, belief)
+    return 0.0, (tmsg, belief)
+
+
+@dataclass(frozen=True)
+class Spans:
+    """The worker-ordered grid's segments that cross a block boundary (a heavy worker's answers in several blocks).
+
+    Per block (n_blocks,): ``first`` -- its first segment crosses (began in
+    an earlier block, or runs on past the block's end as its only
+    segment); ``last`` -- its last segment (not also its first) runs on
+    past its end; ``starts_before`` -- its first segment began in an
+    earlier block; ``first_worker``/``last_worker`` -- the workers of the
+    first and last segments.  Every segment of a worker spanning blocks is
+    marked, in one of the two slots.
+    """
+
+    first: np.ndarray
+    last: np.ndarray
+    starts_before: np.ndarray
+    first_worker: np.ndarray
+    last_worker: np.ndarray
+
+    @property
+    def any(self) -> bool:
+        return bool(self.first.any() or self.last.any())
+
+
+def spans(wpart: Any) -> Spans:
+    """The crossing segments of the worker-ordered grid (from its bounds and ``worker_ptr`` alone)."""
+    n = wpart.n_blocks
+    first, last, before = np.zeros(n, bool), np.zeros(n, bool), np.zeros(n, bool)
+    fw, lw = np.full(n, -1, np.int64), np.full(n, -1, np.int64)
+    ptr = wpart.worker_ptr
+    for b in range(n):
+        lo, hi = wpart.answers_of(b)
+        if hi <= lo:
+            continue
+        lo, hi = lo + wpart.first_answer, hi + wpart.first_answer
+        f = int(np.searchsorted(ptr, lo, side="right")) - 1
+        la = int(np.searchsorted(ptr, hi - 1, side="right")) - 1
+        fw[b], lw[b] = f, la
+        before[b] = ptr[f] < lo
+        first[b] = before[b] or (f == la and ptr[f + 1] > hi)
+        last[b] = f != la and ptr[la + 1] > hi
+    return Spans(first, last, before, fw, lw)
+
+
+@dataclass(frozen=True)
+class WorkerPass:
+    """The worker side's inputs: task→worker messages (n_answers, K) in task order, the previous worker→task
+    messages (n_answers, K) in worker order, the points, ``damping`` (applied when ``damp``), the crossing
+    segments and, per block, their total log-products (2, G) (``None`` while they are being computed)."""
+
+    tmsg: np.ndarray
+    old: np.ndarray
+    points: Points
+    damping: float
+    damp: bool
+    spans: Spans
+    totals: Any = None
+
+
+def partial_block(part: Any, b: int, p: WorkerPass, keep: bool) -> tuple[float, Any]:
+    """Block function (``by="worker"``): the partial log-products (2, G) of the block's crossing first and last
+    segments over this block's answers (zeros where the segment does not cross)."""
+    pts = p.points
+    out = np.zeros((2, pts.n_points))
+    if p.spans.first[b] or p.spans.last[b]:
+        rows, worker, label, _ = part.answers(b)
+        n = rows.shape[0]
+        if p.spans.first[b]:
+            end = int(np.searchsorted(worker, worker[0], side="right"))
+            _log_products(0, end, rows, label, p.tmsg, pts.tht, pts.chunk, out[0])
+        if p.spans.last[b]:
+            start = int(np.searchsorted(worker, worker[n - 1], side="left"))
+            _log_products(start, n, rows, label, p.tmsg, pts.tht, pts.chunk, out[1])
+    return 0.0, out
+
+
+def combine_partials(sp: Spans, partials: np.ndarray) -> np.ndarray:
+    """Per block, the total log-products (2, G) of its crossing segments: each crossing worker's partials added
+    over its blocks in block order (deterministic).  ``partials`` (n_blocks, 2, G) from :func:`partial_block`."""
+    segments: dict[int, list[tuple[int, int]]] = {}
+    for b in range(partials.shape[0]):
+        if sp.first[b]:
+            segments.setdefault(int(sp.first_worker[b]), []).append((b, 0))
+        if sp.last[b]:
+            segments.setdefault(int(sp.last_worker[b]), []).append((b, 1))
+    totals = np.zeros_like(partials)
+    for held in segments.values():
+        total = partials[held[0]].copy()
+        for where in held[1:]:
+            total += partials[where]
+        for where in held:
+            totals[where] = total
+    return totals
+
+
+def worker_block(part: Any, b: int, p: WorkerPass, keep: bool) -> tuple[float, Any]:
+    """Block function (``by="worker"``): the block's new worker→task messages (worker order) and its residual."""
+    rows, worker, label, _ = part.answers(b)
+    lo, hi = part.answers_of(b)
+    pts = p.points
+    out = np.empty((hi - lo, pts.n_classes))
+    span = p.totals[b] if p.totals is not None else np.zeros((2, pts.n_points))
+    residual = _worker_block(rows, worker, label, p.tmsg, p.old[lo + part.first_answer:hi + part.first_answer],
+                             pts.tht, pts.logw, pts.wlin, pts.chunk, pts.cut, span, bool(p.spans.first[b]),
+                             bool(p.spans.last[b]), float(p.damping), bool(p.damp), out)
+    return 0.0, (out, np.array([residual]))
+
+
+def means_block(part: Any, b: int, p: WorkerPass, keep: bool) -> tuple[np.ndarray, Any]:
+    """Block function (``by="worker"``): sums = each worker's posterior mean confusion (W, K, K), added by the
+    block holding its first answer."""
+    rows, worker, label, _ = part.answers(b)
+    pts = p.points
+    k = pts.n_classes
+    means = np.zeros((part.n_workers, k, k))
+    span = p.totals[b] if p.totals is not None else np.zeros((2, pts.n_points))
+    _worker_means(rows, worker, label, p.tmsg, pts.theta, pts.tht, pts.logw, pts.wlin, pts.chunk, span,
+                  bool(p.spans.first[b]), bool(p.spans.last[b]), bool(p.spans.starts_before[b]), means)
+    return means, None
+
+
+# ----------------------------------------------------------------------------- passes
+def span_totals(engine: Any, p: WorkerPass) -> Any:
+    """The crossing segments' total log-products per worker block, or None when no worker spans blocks."""
+    if not p.spans.any:
+        return None
+    _, outs = engine.map_reduce(partial_block, p, keep=True, by="worker")
+    return combine_partials(p.spans, np.stack(outs))
+
+
+def worker_pass(engine: Any, p: WorkerPass) -> tuple[np.ndarray, float]:
+    """New worker→task messages (n_answers, K), worker order, and the residual (largest change of a message)."""
+    p = replace(p, totals=span_totals(engine, p))
+    _, outs = engine.map_reduce(worker_block, p, keep=True, by="worker")
+    msgs, res = engine.gather(outs)
+    return msgs, float(res.max()) if res.size else 0.0
+
+
+def task_pass(engine: Any, p: TaskPass) -> tuple[np.ndarray, np.ndarray]:
+    """Task→worker messages (n_answers, K) in task order, and the beliefs (n_tasks, K)."""
+    _, outs = engine.map_reduce(task_block, p, keep=True, by="task")
+    tmsg, belief = engine.gather(outs)
+    return tmsg, belief
+
+
+def worker_means(engine: Any, p: WorkerPass) -> np.ndarray:
+    """Each worker's posterior mean confusion (n_workers, K, K) ``[w, true, observed]``; zeros without answers."""
+    p = replace(p, totals=span_totals(engine, p))
+    total, _ = engine.map_reduce(means_block, p, by="worker")
+    return np.asarray(total)
+
+
+__all__ = [
+    "Points", "Spans", "TaskPass", "WorkerPass", "combine_partials", "grid_points", "means_block", "partial_block",
+    "sample_points", "spans", "task_block", "task_pass", "worker_block", "worker_means", "worker_pass",
+]
