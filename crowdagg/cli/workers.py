@@ -44,6 +44,8 @@ FIGURES = {"--plot confusions": "confusions.png", "--plot accuracy": "answers_ac
 
 #: The detector's parameters as this command spells them (its warnings name them).
 SPELLING = {"min_partners": "--min-partners", "min_shared": "--min-shared"}
+#: --min-partners and --min-shared default to the detector's own defaults (crowdagg.reports.spammers.MIN_PARTNERS,
+#: MIN_SHARED; written out here so that --help imports no numeric code, and tested to agree).
 
 
 @handle_errors(SPELLING)
@@ -58,7 +60,7 @@ def workers(
     pairs: Optional[str] = typer.Option(None, "--pairs", help="Write the worker x worker agreement table here: one row per pair of workers sharing a task (worker_a, worker_b, shared_tasks, agreement, chance_agreement, kappa); copying or colluding pairs stand out with kappa near 1."),
     plot: Optional[str] = typer.Option(None, "--plot", metavar="DIR", help="Write figures into DIR (made if missing): confusions.png, the estimated confusion matrices of the 16 most active workers, and answers_accuracy.png, answers against estimated accuracy with spammers marked.  Needs pip install 'crowdagg[plot]'."),
     min_partners: int = typer.Option(5, "--min-partners", min=1, metavar="N", help="The spammer detector judges a worker with at least N co-labelling partners (each sharing --min-shared tasks); the others are skipped, their spam_score and spammer empty."),
-    min_shared: int = typer.Option(10, "--min-shared", min=1, metavar="N", help="Tasks two workers must share for their covariance to count in the spammer detector."),
+    min_shared: int = typer.Option(20, "--min-shared", min=1, metavar="N", help="Tasks two workers must share for their covariance to count in the spammer detector."),
     classes: Optional[str] = opt.CLASSES,
     duplicates: str = opt.DUPLICATES,
     blank_labels: str = opt.BLANK_LABELS,

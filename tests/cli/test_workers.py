@@ -277,3 +277,14 @@ def test_drop_spammers_refuses_the_dask_engine_before_reading(runner, tmp_path):
     err = assert_one_error_line(invoke(runner, "aggregate", tmp_path / "not-read.csv", "--drop-spammers",
                                        "--engine", "dask"), 2)
     assert "--drop-spammers runs on the local engine" in err
+
+
+def test_the_detector_options_default_to_the_library_defaults():
+    import inspect
+
+    from crowdagg.cli.workers import workers
+    from crowdagg.reports import spammers
+
+    params = inspect.signature(workers).parameters
+    assert params["min_partners"].default.default == spammers.MIN_PARTNERS
+    assert params["min_shared"].default.default == spammers.MIN_SHARED
