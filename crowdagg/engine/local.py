@@ -63,12 +63,24 @@ class LocalEngine:
 
     @property
     def worker_part(self) -> WorkerPart:
-        """The one partition of the worker-ordered grid (built on first use: the answers' worker order)."""
+        """The one partition of the worker-ordered grid (built on first use: the answers' worker order).
+
+        The standard engine's reads the set's arrays through the order (no
+        copy); the fine engine's (:meth:`fine`, whose passes repeat every
+        iteration) holds its own copy of the worker, label and task codes in
+        worker order (9 to 14 bytes an answer), so that a block reads slices
+        instead of gathering three arrays on every pass.
+        """
         if not hasattr(self, "_worker_part"):
             data = self.data
             bounds = worker_grid(data.worker_ptr, data.n_classes, self.per_block)
-            self._worker_part = WorkerPart(0, len(bounds) - 1, bounds, data.worker_order, data.worker_ptr,
-                                           data.worker, data.label, data.task, data.n_workers, data.n_classes)
+            order = data.worker_order
+            if self.per_block is None:
+                codes = (data.worker, data.label, data.task)
+            else:
+                codes = (data.worker[order], data.label[order], data.task[order])
+            self._worker_part = WorkerPart(0, len(bounds) - 1, bounds, order, data.worker_ptr, *codes,
+                                           data.n_workers, data.n_classes, task_ordered=self.per_block is None)
         return self._worker_part
 
     def fine(self) -> LocalEngine:
