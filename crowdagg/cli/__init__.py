@@ -8,7 +8,7 @@ and renders everything first, then writes all of its outputs or none
 (:mod:`crowdagg.io.output`).  The console script enters through
 :mod:`crowdagg._entry`, which installs the SIGINT/SIGTERM handlers first.
 
-One module per command (:mod:`.aggregate`, :mod:`.evaluate`,
+One module per command (:mod:`.aggregate`, :mod:`.workers`, :mod:`.evaluate`,
 :mod:`.simulate`, :mod:`.methods`), each thin: it declares its options and
 calls the library.  What they share is defined once: the options and their
 checks (:mod:`.options`), the steps of reading, fitting and writing
@@ -22,7 +22,7 @@ from __future__ import annotations
 import typer
 
 from ..errors import DataError
-from . import aggregate, evaluate, methods, simulate
+from . import aggregate, evaluate, methods, simulate, workers
 from .plumbing import Group, write_stdout
 
 app = typer.Typer(
@@ -41,6 +41,7 @@ app = typer.Typer(
 
 # In the order `crowdagg --help` lists them.
 app.command("aggregate", help=aggregate.HELP)(aggregate.aggregate)
+app.command("workers", help=workers.HELP)(workers.workers)
 app.command("evaluate")(evaluate.evaluate)
 app.command("simulate")(simulate.simulate)
 app.command("methods")(methods.methods)

@@ -7,6 +7,7 @@ from typing import Any, Optional
 import typer
 
 from ..core.threads import use_threads
+from ..errors import UsageError
 from ..io.parts import LABEL_FIELDS, LABEL_THEN
 from . import options as opt
 from . import pipeline as steps
@@ -42,6 +43,7 @@ def aggregate(
     fmt: Optional[str] = opt.format_option("csv, tsv, jsonl, json or parquet (default: from -o's extension, else csv)."),
     proba: bool = typer.Option(False, "--proba", help="Add n_answers and one p_<class> posterior column per class."),
     workers: Optional[str] = typer.Option(None, "--workers", help="Write each worker's parameters here: its confusion matrix (long form) and accuracy, or, for a method whose worker model is not a confusion, one row per worker (worker, each parameter, n_answers)."),
+    drop_spammers: bool = typer.Option(False, "--drop-spammers", help="First run the cross-covariance spammer detector (on the answers alone, as `crowdagg workers` does) and fit without the answers of the workers it flags; stderr says how many workers and answers were removed.  Every task still gets its row (one left without answers gets the class prior).  Local engine only."),
     task_params: Optional[str] = typer.Option(None, "--task-params", help="Write one row per task here: task, each per-task parameter of the method, n_answers (task and n_answers for a method without any)."),
     save_workers: Optional[str] = opt.SAVE_WORKERS,
     init_workers: Optional[str] = opt.INIT_WORKERS,
@@ -92,6 +94,9 @@ def aggregate(
     n_threads = steps.check_threads(threads)
     steps.check_engine(method, engine, scheduler, {**params, "gold": gold, "init_workers": init_workers},
                        input_format=input_format, duplicates=duplicates)
+    if drop_spammers and engine != "local":
+        raise UsageError("--drop-spammers runs on the local engine (the flagged workers' answers are removed in "
+                         f"this process), not --engine {engine}")
     headers = {option: _header(spec.load(), option) for option, path in
                (("--workers", workers), ("--task-params", task_params)) if path}
     planned, sources = steps.plan_outputs(_outputs(output, fmt, workers, save_workers, task_params, headers), input,
@@ -114,6 +119,8 @@ def aggregate(
             label_col=label_col, classes=class_list, duplicates=duplicates, max_memory=max_memory, rejected=rejected,
             blank_labels=blank_labels,
         )
+        if drop_spammers:
+            data = steps.drop_spammers(data, seed=seed, max_memory=max_memory, quiet=quiet)
         _check_output_memory(data, proba=proba, headers=headers, max_memory=max_memory,
                              labels_here=not (fit_engine is not None and planned["--output"].target.kind == "dir"))
         result = steps.fit(data, method, params, quiet=quiet, max_memory=max_memory, engine=fit_engine)

@@ -11,7 +11,9 @@
    are expanded), then the expanded inputs themselves;
 3. :func:`read_labels` (``--truth``, ``--gold``), :func:`load` (the answers);
 4. :func:`check_render_memory` -- the outputs' size is known once the data
-   is: refused before fitting, not after;
+   is: refused before fitting, not after; :func:`scan_spammers` and
+   :func:`drop_spammers` -- the spammer detector, and the answers without
+   the workers it flags (``aggregate --drop-spammers``);
 5. :func:`fit` -- the method, with the progress display and timings;
 6. :func:`render_and_commit` -- every output rendered first, then all
    written or none (:func:`crowdagg.io.output.commit`).
@@ -144,7 +146,8 @@ class Output:
     ``--format``; ``formats``: what it can be written as (default: the
     table formats).  ``directory``: a path ending in ``/`` or naming an
     existing directory is a directory of parts (:mod:`crowdagg.io.parts`),
-    not refused.
+    not refused.  ``key``: how :func:`plan_outputs` files it, where one
+    option writes several files (``--plot DIR``'s figures); default the option.
     """
 
     option: str
@@ -154,6 +157,7 @@ class Output:
     fmt: Optional[str] = None
     formats: Optional[tuple[str, ...]] = None
     directory: bool = False
+    key: str = ""
 
 
 @dataclass(frozen=True)
@@ -211,7 +215,7 @@ def plan_outputs(
     read_as = [(f"INPUT {f}" if f == g else f"{f}, from INPUT {g}", f) for f, g in zip(sources, sources.given)]
     check_stdin_once(read_as + list(side))
     check_not_inputs(targets, read_as + list(side))
-    return {o.option: Planned(t, f) for o, t, f in zip(outputs, targets, formats)}, sources
+    return {o.key or o.option: Planned(t, f) for o, t, f in zip(outputs, targets, formats)}, sources
 
 
 # --------------------------------------------------------------------------- 3. reading
@@ -289,6 +293,40 @@ def check_render_memory(n_rows: int, n_float: int, n_text: int, what: str, max_m
     from ..io.render import estimate_text_bytes
 
     check(estimate_text_bytes(n_rows, n_float, n_text), what, max_memory, advice="leave out --proba or --workers")
+
+
+def scan_spammers(data: AnnotationSet, engine: Any, *, seed: Optional[int], max_memory: Any, quiet: bool,
+                  **options: Any) -> Any:
+    """The cross-covariance spammer detector on ``data`` (:func:`crowdagg.reports.spammers.detect_spammers`,
+    seeded by ``--seed``, else 0; ``options``: its ``min_partners``, ``min_shared``); how many workers it flagged
+    and skipped said on stderr, and how it split unless ``quiet``."""
+    from ..core import timing
+    from ..reports.spammers import detect_spammers
+
+    with timing.stage("spammers"):
+        scan = detect_spammers(data, engine=engine, seed=0 if seed is None else seed, max_memory=max_memory,
+                               **options)
+    err(f"spammer detector: {int(scan.flagged.sum()):,} of {data.n_workers:,} workers flagged as spammers, "
+        f"{int(scan.skipped.sum()):,} skipped (too few co-labelled partners to judge)")
+    if not quiet and scan.why:
+        err(f"spammer detector: {scan.why}")
+    return scan
+
+
+def drop_spammers(data: AnnotationSet, *, seed: Optional[int], max_memory: Any, quiet: bool) -> AnnotationSet:
+    """``--drop-spammers``: ``data`` without the answers of the workers the detector flags
+    (:meth:`~crowdagg.data.annotations.AnnotationSet.without_workers`: every task stays), the workers and
+    answers removed said on stderr."""
+    from ..engine import LocalEngine
+    from ..errors import DataError
+
+    scan = scan_spammers(data, LocalEngine(data), seed=seed, max_memory=max_memory, quiet=quiet)
+    kept = data.without_workers(scan.flagged)
+    if kept.n_answers == 0:
+        raise DataError("--drop-spammers: the detector flagged every worker; no answers are left to aggregate")
+    err(f"--drop-spammers: removed {data.n_workers - kept.n_workers:,} of {data.n_workers:,} workers and their "
+        f"{data.n_answers - kept.n_answers:,} of {data.n_answers:,} answers")
+    return kept
 
 
 def fit(data: AnnotationSet, method: str, params: dict[str, Any], *, quiet: bool, max_memory: Any,

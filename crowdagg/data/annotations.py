@@ -760,6 +760,57 @@ class AnnotationSet:
         """Map task name -> task index."""
         return {str(n): i for i, n in enumerate(self.task_names)}
 
+    def without_workers(self, drop: Sequence[bool] | np.ndarray) -> AnnotationSet:
+        """The set without the answers of the workers ``drop`` marks, every task kept in its place.
+
+        Parameters
+        ----------
+        drop : array-like of bool, shape (n_workers,)
+            True for a worker to remove (e.g. a spammer detector's flags).
+
+        Returns
+        -------
+        AnnotationSet
+            The same tasks (vocabulary and order: a task whose answers all
+            came from dropped workers stays, with no answers), the same
+            classes and label dtype; the kept workers renumbered
+            ``0..n_kept-1`` in their old order (their names with them).
+            ``n_duplicates`` and ``duplicates`` say what reading did and are
+            kept as they were.  ``self`` when nobody is dropped.
+
+        Notes
+        -----
+        O(n_answers) in numpy: a mask over the answers keeps their task
+        order, so the subset is still sorted by task and its CSR offsets are
+        a cumulative count of the kept answers per task.
+        """
+        mask = np.asarray(drop)
+        if mask.shape != (self.n_workers,) or (mask.size and mask.dtype != np.bool_):
+            raise UsageError(f"{param('drop')} must be {self.n_workers:,} booleans, one per worker; got "
+                             f"shape {mask.shape} {mask.dtype}")
+        if not mask.any():
+            return self
+        kept = np.flatnonzero(~mask)
+        code = np.full(self.n_workers, -1, dtype=np.int32)
+        code[kept] = np.arange(kept.size, dtype=np.int32)
+        keep = ~mask[self.worker]
+        task = self.task[keep]
+        worker = code[self.worker[keep]]
+        label = self.label[keep]
+        ptr = _offsets(task, self.n_tasks)
+        for arr in (task, worker, label, ptr):
+            arr.setflags(write=False)
+        from .vocab import take
+
+        out = AnnotationSet._trusted(
+            task=task, worker=worker, label=label, tasks=self.tasks,
+            workers=Vocabulary(take(self.workers.names, kept), self.workers.dtype),
+            classes=self.classes, n_duplicates=self.n_duplicates, duplicates=self.duplicates,
+            class_dtype=self.class_dtype,
+        )
+        out.__dict__["task_ptr"] = ptr
+        return out
+
 
 class Locator:
     """Turns a 0-based input row number into a place a person can find.

@@ -20,6 +20,13 @@ Columns are numpy arrays (float, int, bool, text objects; any other dtype is
 written as ``str`` of each value), pyarrow string arrays and dictionary
 arrays with string values (chunked or not), or a DataFrame's columns.
 
+Missing numbers are said, never guessed: a :class:`Missing` column (numbers
+and a mask of the valid ones) is written with its missing values as an
+empty cell in CSV and TSV, ``null`` in JSON and JSON Lines, and a null in
+Parquet -- a value that is not there (a score that was not computed), never
+a number standing for it.  Any other column is written as before (a NaN is
+refused, an Arrow null has no number).
+
 How: no Python object per cell or row.  A table is rendered a block of rows
 at a time, each column as Arrow text: floats by Arrow's shortest-digit cast
 laid out as ``repr`` by a numba kernel (:func:`crowdagg.data.text.float_strings`),
@@ -82,6 +89,35 @@ def _finite_floats(values: Any, column: str) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- columns
+class Missing:
+    """A column of numbers some of which are missing: written as an empty cell (CSV, TSV), ``null`` (JSON,
+    JSON Lines) or a null (Parquet) where ``valid`` is False.
+
+    Parameters
+    ----------
+    values : ndarray of float, int or bool, shape (n,)
+        The numbers; a missing one may hold anything (a NaN), it is never read.
+    valid : ndarray of bool, shape (n,)
+        False where the value is missing.
+    """
+
+    __slots__ = ("values", "valid")
+
+    def __init__(self, values: Any, valid: Any) -> None:
+        self.values = np.asarray(values)
+        self.valid = np.asarray(valid, dtype=bool)
+        if self.values.ndim != 1 or self.values.dtype.kind not in "fiub" or self.valid.shape != self.values.shape:
+            raise ValueError(f"Missing wants 1-D numbers and one valid flag each, got {self.values.dtype} "
+                             f"{self.values.shape} and {self.valid.shape}")
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def column(self, name: str) -> _Col:
+        zero = np.zeros((), self.values.dtype)
+        return _Col("nulls", _from_numpy(np.where(self.valid, self.values, zero), name), True, valid=self.valid)
+
+
 class _Col:
     """One column, normalised.  ``kind`` and ``data``:
 
@@ -89,19 +125,24 @@ class _Col:
     * ``arrow``: a pyarrow ChunkedArray of large_string (no nulls);
     * ``objects``: a numpy object array (its text made a block at a time);
     * ``unicode``: a numpy ``U`` array;
-    * ``dict``: a numpy index array into ``dictionary`` (pyarrow large_string).
+    * ``dict``: a numpy index array into ``dictionary`` (pyarrow large_string);
+    * ``nulls``: numbers with missing values, ``data`` the numbers as a
+      ``float``, ``int`` or ``bool`` column (a missing one filled with 0)
+      and ``valid`` a numpy bool array (False where missing).
 
     ``number``: the column is written as numbers (never quoted, escaped or
     checked), as the reference writer decided from the numpy dtype.
     """
 
-    __slots__ = ("kind", "data", "dictionary", "number")
+    __slots__ = ("kind", "data", "dictionary", "number", "valid")
 
-    def __init__(self, kind: str, data: Any, number: bool = False, dictionary: Any = None) -> None:
+    def __init__(self, kind: str, data: Any, number: bool = False, dictionary: Any = None,
+                 valid: Any = None) -> None:
         self.kind = kind
         self.data = data
         self.number = number
         self.dictionary = dictionary
+        self.valid = valid
 
     def __len__(self) -> int:
         return len(self.data)
@@ -201,6 +242,8 @@ def _from_pandas(series: Any) -> Any:
 
 
 def _normalise(name: str, values: Any) -> _Col:
+    if isinstance(values, Missing):
+        return values.column(name)
     if type(values).__module__.startswith("pyarrow"):
         col = _from_arrow(values)
         if col is not None:
@@ -245,11 +288,14 @@ def _unicode_text(block: np.ndarray, kernels: bool) -> pa.Array:
     return _large_string(len(block), offsets, out[:total])
 
 
-def _plain_block(col: _Col, start: int, stop: int, kernels: bool) -> pa.Array:
-    """Text of rows ``start:stop`` of a column as written before quoting/escaping (large_string)."""
+def _plain_block(col: _Col, start: int, stop: int, kernels: bool, null: str = "") -> pa.Array:
+    """Text of rows ``start:stop`` of a column as written before quoting/escaping (large_string); a missing
+    number (kind ``nulls``) as ``null``."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    if col.kind == "nulls":
+        return pc.if_else(pa.array(col.valid[start:stop]), _plain_block(col.data, start, stop, kernels), _ls(null))
     if col.kind == "float":
         return _float_text_block(col.data[start:stop], kernels)
     if col.kind == "int":
@@ -435,7 +481,7 @@ def _render_rows(cols: dict[str, _Col], n_rows: int, fmt: str, row_end: str, ker
             if col.kind == "dict":
                 cells.append(pc.take(dict_text[n], pa.array(col.data[start:stop])))
             else:
-                text = _plain_block(col, start, stop, kernels)
+                text = _plain_block(col, start, stop, kernels, "null" if fmt in ("json", "jsonl") else "")
                 cells.append(text if col.number else _quoted(text, fmt, kernels))
         body = _join(cells, lits, kernels)
         del cells
@@ -459,6 +505,11 @@ def _parquet(cols: dict[str, _Col]) -> bytes:
                 arrays.append(pa.array(data.astype(np.int64, copy=False)))
         elif col.kind == "bool":
             arrays.append(pa.array(col.data, pa.bool_()))
+        elif col.kind == "nulls":
+            inner = col.data
+            data = inner.data.astype(np.int64, copy=False) if inner.kind == "int" else inner.data
+            arrays.append(pa.array(data, {"float": pa.float64(), "int": pa.int64(), "bool": pa.bool_()}[inner.kind],
+                                   mask=~col.valid))
         elif col.kind == "dict":  # written as plain strings, as a column of names would be
             arrays.append(_as_string(col.dictionary).take(pa.array(col.data)))
         else:
@@ -559,4 +610,4 @@ def estimate_text_bytes(n_rows: int, n_float_cols: int, n_text_cols: int, text_w
     return int(math.ceil((2 * n_rows + min(n_rows, _BLOCK_ROWS)) * row))
 
 
-__all__ = ["OUTPUT_FORMATS", "render_table", "render_chunks", "float_text", "float_strings", "estimate_text_bytes"]
+__all__ = ["OUTPUT_FORMATS", "Missing", "render_table", "render_chunks", "float_text", "float_strings", "estimate_text_bytes"]

@@ -189,6 +189,14 @@ FIT_MAX_ITER = 300
 FIT_CHUNKS = 16
 #: Extra columns of the subspace iteration beyond the rank (a faster, steadier subspace).
 OVERSAMPLE = 2
+#: Co-labelling partners a worker needs to be judged (ALGORITHMS.md §7.1's guard rail).
+MIN_PARTNERS = 5
+#: Tasks a pair must share for its covariance to count.  At K = 2 an entry's standard error is about
+#: 0.25/sqrt(n) against an honest pair's covariance of (2p - 1)(2p' - 1)/4 (0.06 for two workers at 0.75): at 10
+#: shared tasks the noise exceeds the signal, and on a dense crowd of a thousand workers whose pairs share about
+#: four tasks each, the few pairs that reach 10 by chance made the fit call 798 of 1,000 honest workers spammers.
+#: At 20 such a crowd is skipped (and said so) instead.
+MIN_SHARED = 20
 #: A score at most this many times its permutation noise is consistent with a spammer's (see detect_spammers).
 NOISE_RATIO = 3.0
 
@@ -410,7 +418,7 @@ def _warn_skipped(n: int, total: int, min_partners: int, min_shared: int) -> Non
             f"partners sharing {min_shared}+ tasks ({param('min_partners')}, {param('min_shared')})"))
 
 
-def detect_spammers(data: AnnotationSet, *, engine: Any = None, min_partners: int = 5, min_shared: int = 10,
+def detect_spammers(data: AnnotationSet, *, engine: Any = None, min_partners: int = MIN_PARTNERS, min_shared: int = MIN_SHARED,
                     seed: int = 0, max_memory: memory.MaxMemory = None) -> SpammerScan:
     """Flag spammers from the cross-covariances of co-labelling workers (Traganitis & Giannakis, ICASSP 2021).
 
@@ -461,7 +469,7 @@ def detect_spammers(data: AnnotationSet, *, engine: Any = None, min_partners: in
     min_partners : int
         Co-labelling partners a worker needs to be judged (default 5, ALGORITHMS.md §7.1's guard rail).
     min_shared : int
-        Tasks a pair must share to count (default 10: fewer make its covariance mostly noise).
+        Tasks a pair must share to count (default 20, :data:`MIN_SHARED` says why).
     seed : int
         Seeds the fit's starting subspace: same data and seed, same bits, any thread count.
     max_memory : int, float, str or None
@@ -613,7 +621,7 @@ def _permutation_noise(data: AnnotationSet, engine: Any, fit: LowRankFit, pairs:
     return np.sqrt(np.maximum(1.0 - same, 0.0) * energy)
 
 
-__all__ = ["CAPACITY_MAX_ITER", "CAPACITY_TOL", "FIT_MAX_ITER", "FIT_TOL", "NOISE_RATIO",
+__all__ = ["CAPACITY_MAX_ITER", "CAPACITY_TOL", "FIT_MAX_ITER", "FIT_TOL", "MIN_PARTNERS", "MIN_SHARED", "NOISE_RATIO",
            "LowRankFit", "SpammerScan", "channel_capacity", "cross_covariances", "detect_spammers", "fit_low_rank",
            "fixed_point_maps",
            "judged_workers", "raykar_yu_score", "two_means"]

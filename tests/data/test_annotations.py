@@ -486,3 +486,48 @@ def test_the_label_column_dtype_is_recorded():
     assert load_annotations(frame.assign(label=frame.label.astype("category"))).class_dtype == "category[int64]"
     assert load_annotations(frame.assign(label=["x", "y"])).class_dtype in (None, "str")  # pandas 2 / pandas 3
     assert AnnotationSet.from_names(["t"], ["w"], ["x"]).class_dtype is None
+
+
+# --------------------------------------------------------------------------- without_workers
+def _answers(d):
+    """Each answer as (task name, worker name, class name), in the set's order."""
+    t, w, c = d.task_names, d.worker_names, d.classes
+    return [(t[i], w[j], c[k]) for i, j, k in zip(d.task.tolist(), d.worker.tolist(), d.label.tolist())]
+
+
+def test_without_workers_keeps_every_task_in_place_and_renumbers_the_kept_workers():
+    rng = np.random.default_rng(5)
+    n = 400
+    d = AnnotationSet.from_names(
+        [f"t{i}" for i in rng.integers(0, 60, n)], [f"w{i}" for i in rng.integers(0, 12, n)],
+        [str(i) for i in rng.integers(0, 3, n)], task_order=[f"t{i}" for i in range(61)],  # t60: no answers
+    )
+    drop = np.zeros(d.n_workers, bool)
+    drop[[0, 3, 7, 11]] = True
+    sub = d.without_workers(drop)
+    gone = set(d.worker_names[drop])
+    assert sub.tasks.equals(d.tasks) and sub.classes == d.classes and sub.label.dtype == d.label.dtype
+    assert list(sub.worker_names) == [w for w in d.worker_names if w not in gone]
+    assert _answers(sub) == [a for a in _answers(d) if a[1] not in gone]  # same order: still sorted by task
+    np.testing.assert_array_equal(sub.task_ptr, np.searchsorted(sub.task, np.arange(d.n_tasks + 1)))
+    assert sub.answers_per_task.sum() == sub.n_answers and sub.answers_per_task[-1] == 0
+    for w in range(sub.n_workers):  # the worker-side CSR built from the renumbered codes
+        assert np.all(sub.worker[sub.worker_order[sub.worker_ptr[w]:sub.worker_ptr[w + 1]]] == w)
+    assert not any(a.flags.writeable for a in (sub.task, sub.worker, sub.label, sub.task_ptr))
+
+
+def test_without_workers_leaves_a_task_with_no_answers_and_nobody_dropped_is_the_same_set():
+    d = small()  # task "c" has w1's answer only
+    assert d.without_workers(np.zeros(3, bool)) is d
+    sub = d.without_workers(np.array([True, False, False]))
+    assert list(sub.task_names) == ["b", "a", "c"] and sub.answers_per_task.tolist() == [2, 1, 0]
+    assert list(sub.worker_names) == ["w2", "w3"] and sub.worker.tolist() == [0, 1, 0]
+    everyone = d.without_workers(np.ones(3, bool))
+    assert everyone.n_answers == 0 and everyone.n_tasks == 3 and everyone.n_workers == 0
+    np.testing.assert_array_equal(everyone.task_ptr, [0, 0, 0, 0])
+
+
+@pytest.mark.parametrize("drop", [[True, False], [1, 0, 0], np.zeros((3, 1), bool)])
+def test_without_workers_wants_one_boolean_per_worker(drop):
+    with pytest.raises(UsageError, match="must be 3 booleans, one per worker"):
+        small().without_workers(drop)

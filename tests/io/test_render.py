@@ -409,3 +409,44 @@ def test_float_strings_is_repr_as_arrow_text():
             assert float_strings(pa.array([0.1], pa.float32())).to_pylist() == [repr(float(np.float32(0.1)))]
             assert float_strings(np.array([2.5, np.nan])).to_pylist() == ["2.5", "nan"]
     assert float_strings(pa.array([], pa.float64())).to_pylist() == []
+
+
+# --------------------------------------------------------------------------- missing numbers
+def test_missing_numbers_are_empty_cells_nulls_in_json_and_parquet_on_every_path():
+    from crowdagg.io.render import Missing
+
+    valid = np.array([True, False, True, False, True])
+    cols = {
+        "w": np.array(["a", "b,", "c", "d", "e"], dtype=object),
+        "x": Missing(np.array([0.5, np.nan, 1e-7, np.inf, 2.0]), valid),  # a missing value is never read
+        "n": Missing(np.array([3, 0, -1, 7, 2], np.int32), valid),
+        "f": Missing(np.array([True, True, False, False, True]), ~valid),
+    }
+    want = {
+        "csv": 'w,x,n,f\na,0.5,3,\n"b,",,,true\nc,1e-07,-1,\nd,,,false\ne,2.0,2,\n',
+        "tsv": "w\tx\tn\tf\na\t0.5\t3\t\nb,\t\t\ttrue\nc\t1e-07\t-1\t\nd\t\t\tfalse\ne\t2.0\t2\t\n",
+        "jsonl": "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in [
+            {"w": "a", "x": 0.5, "n": 3, "f": None}, {"w": "b,", "x": None, "n": None, "f": True},
+            {"w": "c", "x": 1e-07, "n": -1, "f": None}, {"w": "d", "x": None, "n": None, "f": False},
+            {"w": "e", "x": 2.0, "n": 2, "f": None}]),
+    }
+    for fmt, text in want.items():
+        assert render_table(cols, fmt).decode() == text
+        with fast_paths(block_rows=2, kernel_min=0):  # the numba kernels, rows cut across blocks
+            assert render_table(cols, fmt).decode() == text
+    assert json.loads(render_table(cols, "json")) == [json.loads(line) for line in want["jsonl"].splitlines()]
+    back = pq.read_table(io.BytesIO(render_table(cols, "parquet")))
+    assert back.schema.types == [pa.string(), pa.float64(), pa.int64(), pa.bool_()]
+    assert back.to_pydict() == {"w": ["a", "b,", "c", "d", "e"], "x": [0.5, None, 1e-07, None, 2.0],
+                                "n": [3, None, -1, None, 2], "f": [None, True, None, False, None]}
+
+
+def test_a_missing_column_still_refuses_a_non_finite_number_it_holds_and_wants_one_flag_a_value():
+    from crowdagg.io.render import Missing
+
+    with pytest.raises(DataError, match="column 'x' holds a non-finite number"):
+        render_table({"x": Missing(np.array([np.nan, 1.0]), np.array([True, True]))}, "csv")
+    for values, valid in ((np.zeros(3), np.ones(2, bool)), (np.zeros((2, 1)), np.ones((2, 1), bool)),
+                          (np.array(["a", "b"]), np.ones(2, bool))):
+        with pytest.raises(ValueError, match="Missing wants 1-D numbers"):
+            Missing(values, valid)

@@ -1,0 +1,210 @@
+"""``crowdagg workers``: the annotator report -- one row per worker (+ the pair table, the figures)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Optional
+
+import typer
+
+from ..core.threads import use_threads
+from . import options as opt
+from . import pipeline as steps
+from .options import require_values
+from .plumbing import err, handle_errors
+
+HELP = """Report on each annotator: who is good, who is a spammer, who agrees with whom.
+
+One row per worker, in input order: worker, answers, the method's
+estimated accuracy, recall_<class> (its confusion's diagonal), worst_class
+and worst_recall, capacity (bits of the estimated confusion as a channel: 0
+for a spammer), raykar_yu (Raykar-Yu spammer score: 0 when the answer
+ignores the truth), agreement (share of its answers equal to the method's
+label), spam_score and spammer (the cross-covariance spammer detector, run
+on the answers alone; empty where it had too few co-labels to judge);
+with --gold, gold_answers and gold_accuracy.  A method without confusion
+matrices (glad) leaves recall_*, worst_*, capacity and raykar_yu empty.
+
+A table on a terminal; CSV (or --format) when piped or with -o.  stderr
+says how many workers the detector flagged and how many it skipped.
+
+\b
+Examples:
+  crowdagg workers labels.csv
+  crowdagg workers labels.csv -m ds --gold gold.csv -o workers.csv --pairs pairs.csv --plot figures/
+  crowdagg workers labels.csv -f jsonl | jq -c 'select(.spammer) | {worker, answers, accuracy}'
+"""
+
+#: The figures ``--plot DIR`` writes: key -> file name.
+FIGURES = {"--plot confusions": "confusions.png", "--plot accuracy": "answers_accuracy.png"}
+
+
+#: The detector's parameters as this command spells them (its warnings name them).
+SPELLING = {"min_partners": "--min-partners", "min_shared": "--min-shared"}
+#: --min-partners and --min-shared default to the detector's own defaults (crowdagg.reports.spammers.MIN_PARTNERS,
+#: MIN_SHARED; written out here so that --help imports no numeric code, and tested to agree).
+
+
+@handle_errors(SPELLING)
+def workers(
+    input: list[str] = typer.Argument(..., metavar="INPUT...", help="Answers file(s) (CSV/TSV/JSON/JSONL/Parquet, optionally .gz; MTurk, Toloka, Label Studio exports), - for stdin, a directory, or a quoted glob; several are read as one data set."),
+    method: str = opt.METHOD,
+    output: Optional[str] = opt.output_option("Write the report here instead of standard output (format from the extension)."),
+    fmt: Optional[str] = opt.format_option("csv, tsv, jsonl, json or parquet (default: a table on a terminal, else csv; -o: from its extension)."),
+    gold: Optional[str] = typer.Option(None, "--gold", help="Known labels (task,label): add each worker's answers on these tasks (gold_answers) and the share that is right (gold_accuracy), as crowdsourcing platforms score workers.  They score; the fit does not use them."),
+    gold_task_col: Optional[str] = opt.GOLD_TASK_COL,
+    gold_label_col: Optional[str] = opt.GOLD_LABEL_COL,
+    pairs: Optional[str] = typer.Option(None, "--pairs", help="Write the worker x worker agreement table here: one row per pair of workers sharing a task (worker_a, worker_b, shared_tasks, agreement, chance_agreement, kappa); copying or colluding pairs stand out with kappa near 1."),
+    plot: Optional[str] = typer.Option(None, "--plot", metavar="DIR", help="Write figures into DIR (made if missing): confusions.png, the estimated confusion matrices of the 16 most active workers, and answers_accuracy.png, answers against estimated accuracy with spammers marked.  Needs pip install 'crowdagg[plot]'."),
+    min_partners: int = typer.Option(5, "--min-partners", min=1, metavar="N", help="The spammer detector judges a worker with at least N co-labelling partners (each sharing --min-shared tasks); the others are skipped, their spam_score and spammer empty."),
+    min_shared: int = typer.Option(20, "--min-shared", min=1, metavar="N", help="Tasks two workers must share for their covariance to count in the spammer detector."),
+    classes: Optional[str] = opt.CLASSES,
+    duplicates: str = opt.DUPLICATES,
+    blank_labels: str = opt.BLANK_LABELS,
+    rejected: str = opt.REJECTED,
+    input_format: Optional[str] = opt.INPUT_FORMAT,
+    task_col: Optional[str] = opt.TASK_COL,
+    worker_col: Optional[str] = opt.WORKER_COL,
+    label_col: Optional[str] = opt.LABEL_COL,
+    seed: Optional[int] = opt.SEED,
+    max_iter: Optional[int] = opt.MAX_ITER,
+    tol: Optional[float] = opt.TOL,
+    param_: list[str] = opt.PARAM,
+    max_memory: Optional[str] = opt.max_memory_option("a run", examples=True),
+    threads: Optional[str] = opt.THREADS,
+    quiet: bool = opt.QUIET,
+    verbose: bool = opt.VERBOSE,
+) -> None:
+    """The annotator report (the help text: :data:`HELP`)."""
+    # 1. Everything that can be checked without reading the data.
+    for path in input:
+        require_values(input=path)
+    require_values(output=output, format=fmt, gold=gold, pairs=pairs, plot=plot, input_format=input_format,
+                   classes=classes, max_memory=max_memory)
+    side = steps.side_inputs(gold=gold)
+    steps.check_stdin(input, side)
+    spec, params = steps.check_method(method, {"seed": seed, "max_iter": max_iter, "tol": tol}, param_)
+    class_list = steps.check_read_options(
+        duplicates=duplicates, blank_labels=blank_labels, rejected=rejected, max_memory=max_memory, classes=classes
+    )
+    n_threads = steps.check_threads(threads)
+    with _plot_dir(plot):  # made when missing (figures are planned like any output); removed if the run fails
+        confusion = spec.load().worker_param_names is None  # the method's worker model is (or implies) a confusion
+        planned, sources = steps.plan_outputs(_outputs(output, fmt, pairs, plot, confusion), input, side)
+        on_terminal = output is None and fmt is None and planned["--output"].target.is_terminal()
+        if on_terminal:
+            del planned["--output"]
+        with use_threads(n_threads):
+            # 2. Gold, the data, the fit, the detector.
+            gold_labels = steps.read_labels(gold, gold_task_col, gold_label_col, option="--gold", what="gold") \
+                if gold is not None else None
+            data = steps.load(sources, input_format=input_format, task_col=task_col, worker_col=worker_col,
+                              label_col=label_col, classes=class_list, duplicates=duplicates, max_memory=max_memory,
+                              rejected=rejected, blank_labels=blank_labels)
+            from ..engine import LocalEngine
+            from ..reports.workers import pair_agreement, report_columns, worker_report
+
+            n_columns = len(report_columns(data.classes, gold is not None))
+            steps.check_render_memory(data.n_workers, n_columns, 2, f"a report of {data.n_workers:,} workers", max_memory)
+            result = steps.fit(data, method, params, quiet=quiet, max_memory=max_memory)
+            engine = LocalEngine(data)
+            scan = steps.scan_spammers(data, engine, seed=seed, max_memory=max_memory, quiet=quiet,
+                                       min_partners=min_partners, min_shared=min_shared)
+            if not result.has_confusion:
+                _say_no_confusion(method, plot is not None)
+            # 3. The report, the pairs, the figures: all rendered, then all written or none.
+            from ..core import timing
+
+            with timing.stage("report"):
+                report = worker_report(data, result, scan=scan, gold=gold_labels, engine=engine)
+            with timing.stage("pairs"):
+                pair_table = pair_agreement(data, engine, max_memory=max_memory) if pairs is not None else None
+            if pair_table is not None:
+                steps.check_render_memory(len(pair_table), 4, 2, f"--pairs table of {len(pair_table):,} worker pairs",
+                                          max_memory)
+            steps.render_and_commit(planned, _renderers(report, pair_table, result, data.classes))
+        if on_terminal:
+            from ..reports.workers import print_table
+
+            print_table(report, sys.stdout, caption="recall per class and every digit: --format csv, or -o FILE")
+
+
+@contextmanager
+def _plot_dir(path: Optional[str]) -> Iterator[None]:
+    """``--plot DIR``, before reading: matplotlib installed, DIR a directory -- made when missing, so that its
+    figures are planned like any output, and removed again (with the parents this made, while empty) when the
+    run fails."""
+    if path is None:
+        yield
+        return
+    from ..errors import UsageError, os_reason
+    from ..reports.plot import require
+
+    require()
+    if path == "-" or (os.path.lexists(path) and not os.path.isdir(path)):
+        raise UsageError(f"--plot {path}: not a directory (--plot writes its figures into a directory)")
+    made = []
+    here = os.path.abspath(path)
+    while not os.path.lexists(here):
+        made.append(here)
+        here = os.path.dirname(here)
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--plot {path}: cannot make the directory: {os_reason(exc)}") from None
+    try:
+        yield
+    except BaseException:
+        for directory in made:  # deepest first; one that holds something stays, and so do its parents
+            try:
+                os.rmdir(directory)
+            except OSError:
+                break
+        raise
+
+
+def _say_no_confusion(method: str, plot: bool) -> None:
+    """A note on stderr: this method estimates no confusion matrices, so its report leaves those columns empty
+    (and ``--plot`` draws no confusions.png)."""
+    from ..methods.api import get_method
+    from ..methods.registry import METHODS
+    from ..reports.workers import CONFUSION_COLUMNS
+
+    having = ", ".join(n for n in METHODS if getattr(get_method(n), "worker_param_names", ()) is None)
+    figure = f"; --plot draws no {FIGURES['--plot confusions']}" if plot else ""
+    err(f"note: method {method!r} estimates no confusion matrices: {CONFUSION_COLUMNS} are left empty{figure} "
+        f"(methods that estimate them: {having})")
+
+
+def _outputs(output: Optional[str], fmt: Optional[str], pairs: Optional[str], plot: Optional[str],
+             confusion: bool) -> list[steps.Output]:
+    """The report (stdout unless -o), and --pairs and --plot's figures when asked (the confusion matrices' for
+    a method that has them)."""
+    from ..reports.workers import LEADING, PAIR_COLUMNS
+
+    planned = [steps.Output("--output", output or "-", LEADING, then=".*", fmt=fmt)]
+    if pairs:
+        planned.append(steps.Output("--pairs", pairs, PAIR_COLUMNS))
+    if plot:
+        for key, name in FIGURES.items():
+            if key == "--plot confusions" and not confusion:
+                continue
+            planned.append(steps.Output("--plot", os.path.join(plot, name), (), fmt="png", formats=("png",), key=key))
+    return planned
+
+
+def _renderers(report: Any, pair_table: Any, result: Any, classes: tuple[str, ...]) -> dict[str, Any]:
+    """How each output is rendered (only the planned ones are called)."""
+    from ..io.render import render_chunks
+    from ..reports import plot
+    from ..reports.workers import table_columns
+
+    return {
+        "--output": lambda fmt: render_chunks(table_columns(report), fmt, key="worker"),
+        "--pairs": lambda fmt: render_chunks(table_columns(pair_table), fmt, key="worker_a"),
+        "--plot confusions": lambda fmt: plot.confusion_grid(report, result.confusion, classes),
+        "--plot accuracy": lambda fmt: plot.answers_vs_accuracy(report, len(classes)),
+    }

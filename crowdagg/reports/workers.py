@@ -1,0 +1,306 @@
+"""The annotator report: who is good, who is a spammer, who agrees with whom (``crowdagg workers``).
+
+:func:`worker_report` -- one row per worker, in ``data.workers``' order:
+
+==================  ============================================================================
+column              what it is
+==================  ============================================================================
+worker              the worker's name
+answers             the worker's answers
+accuracy            the method's estimate (:attr:`~crowdagg.methods.result.AggregationResult.worker_accuracy`:
+                    its own accuracy, or the confusion's diagonal weighted by the class prior)
+recall_<class>      one per class: the confusion's diagonal, P(answers c | truth is c)
+worst_class         the class of lowest recall (the first, on a tie), and that recall in
+worst_recall        ``worst_recall``
+capacity            the channel capacity of the estimated confusion, bits (0 for a spammer,
+                    log2 K for a perfect worker; :func:`crowdagg.reports.spammers.channel_capacity`)
+raykar_yu           Raykar & Yu's spammer score of the confusion, 0 iff its rows are equal
+                    (:func:`crowdagg.reports.spammers.raykar_yu_score`)
+agreement           the share of the worker's answers equal to the method's label of their task
+spam_score          the cross-covariance detector's score ``‖V_m‖`` (missing where it skipped the
+                    worker, or was not run)
+spammer             its flag (missing where skipped or not run)
+gold_answers        with gold labels: the worker's answers on gold tasks, and the share of them
+gold_accuracy       that are right -- the way crowdsourcing platforms score workers (missing
+                    for a worker without a gold answer)
+==================  ============================================================================
+
+A method whose worker model is no confusion matrix (``glad``: an ability
+per worker) has no recall, worst class, capacity or Raykar–Yu score, and
+no accuracy unless it estimates one: those cells are missing (the
+:data:`CONFUSION_COLUMNS` note says so, and which methods have them) rather
+than the method refused, since answers, agreement, the spammer scan and gold
+accuracy still say much about a worker.
+
+:func:`pair_agreement` -- the worker × worker table, sparse: one row per
+pair of workers who labelled a task in common, from the engine's
+co-occurrence kernel (:func:`crowdagg.kernels.cooc.co_occurrence`): how many
+tasks they share, how often they agree, how often two workers with their
+answer frequencies would agree by chance, and Cohen's kappa.  Copying or
+colluding pairs stand out with a kappa near 1 over many shared tasks.
+
+Missing cells are ``NA`` in the returned DataFrames (pandas' nullable
+dtypes); :func:`table_columns` turns a report into the columns the writers
+take (a missing number is an empty CSV cell or a JSON ``null``,
+:class:`crowdagg.io.render.Missing`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..core.memory import MaxMemory
+from ..data.annotations import AnnotationSet
+from ..engine import LocalEngine
+from ..errors import UsageError, param
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from ..methods.result import AggregationResult
+    from .spammers import SpammerScan
+
+#: The leading columns of every worker report (how an earlier report is recognised in an input directory).
+LEADING = ("worker", "answers", "accuracy")
+#: The columns of :func:`pair_agreement`.
+PAIR_COLUMNS = ("worker_a", "worker_b", "shared_tasks", "agreement", "chance_agreement", "kappa")
+#: What a method without confusion matrices leaves missing.
+CONFUSION_COLUMNS = "recall_<class>, worst_class, worst_recall, capacity, raykar_yu"
+
+
+def report_columns(classes: tuple[str, ...] | list[str], gold: bool) -> tuple[str, ...]:
+    """The columns of :func:`worker_report` for these classes, with or without gold."""
+    return (*LEADING, *(f"recall_{c}" for c in classes), "worst_class", "worst_recall", "capacity", "raykar_yu",
+            "agreement", "spam_score", "spammer", *(("gold_answers", "gold_accuracy") if gold else ()))
+
+
+def worker_report(data: AnnotationSet, result: AggregationResult, *, scan: SpammerScan | None = None,
+                  gold: Mapping[str, str] | np.ndarray | None = None, engine: Any = None) -> pd.DataFrame:
+    """One row per worker: what the method estimated, how the worker agrees, whether it looks like a spammer.
+
+    Parameters
+    ----------
+    data : AnnotationSet
+        The answers ``result`` was fitted on.
+    result : AggregationResult
+        A fit of any method on ``data`` (``crowdagg.aggregate(data, "ds")``).
+    scan : SpammerScan, optional
+        The cross-covariance detector's verdict,
+        :func:`crowdagg.reports.spammers.detect_spammers` on ``data``;
+        without it ``spam_score`` and ``spammer`` are missing.
+    gold : mapping of task name -> class name, or ndarray of int, shape (n_tasks,), optional
+        Known labels (an index array: the class per task, -1 where unknown,
+        :func:`crowdagg.methods.blocks.gold_clamp`); adds ``gold_answers``
+        and ``gold_accuracy``.  Gold only scores the workers here: the fit
+        is ``result``'s.
+    engine : engine of the block protocol, optional
+        Over ``data`` (default ``LocalEngine(data)``): where the agreement
+        with the consensus is counted.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The columns of :func:`report_columns` (the module notes), one row
+        per worker in ``data.workers``' order; missing cells ``NA``.
+
+    Raises
+    ------
+    UsageError
+        ``result`` was fitted on other answers, or ``scan`` is of another
+        number of workers.
+    """
+    import pandas as pd
+
+    from ..methods.blocks import agreement_with_block, gold_clamp
+
+    n_workers, k = data.n_workers, data.n_classes
+    if result.labels.shape != (data.n_tasks,) or result.posteriors.shape[1] != k:
+        raise UsageError(f"{param('result')} was fitted on other answers: {len(result.labels):,} tasks × "
+                         f"{result.posteriors.shape[1]} classes, the data has {data.n_tasks:,} × {k}")
+    if scan is not None and scan.score.shape != (n_workers,):
+        raise UsageError(f"{param('scan')} judges {scan.score.shape[0]:,} workers, the data has {n_workers:,}")
+    answers = np.asarray(data.answers_per_worker, dtype=np.int64)
+    cols: dict[str, Any] = {"worker": data.worker_names, "answers": answers}
+    missing = np.full(n_workers, np.nan)
+    if result.has_confusion:
+        from .spammers import channel_capacity, raykar_yu_score
+
+        confusion = np.asarray(result.confusion, dtype=np.float64)
+        recall = np.diagonal(confusion, axis1=1, axis2=2)
+        worst = np.argmin(recall, axis=1)
+        cols["accuracy"] = result.worker_accuracy
+        cols.update({f"recall_{c}": recall[:, i] for i, c in enumerate(data.classes)})
+        cols["worst_class"] = np.asarray(data.classes, dtype=object)[worst]
+        cols["worst_recall"] = recall[np.arange(n_workers), worst]
+        cols["capacity"] = channel_capacity(confusion)
+        cols["raykar_yu"] = raykar_yu_score(confusion)
+    else:
+        cols["accuracy"] = result.worker_params.get("accuracy", missing)
+        cols.update({f"recall_{c}": missing for c in data.classes})
+        cols["worst_class"] = np.full(n_workers, None, dtype=object)
+        cols.update(worst_recall=missing, capacity=missing, raykar_yu=missing)
+    eng = LocalEngine(data) if engine is None else engine
+    (right, total), _ = eng.map_reduce(agreement_with_block, (np.asarray(result.labels, np.int64), False))
+    cols["agreement"] = _share(right, total)
+    if scan is None:
+        cols["spam_score"] = missing
+        cols["spammer"] = pd.array([None] * n_workers, dtype="boolean")
+    else:
+        cols["spam_score"] = np.where(scan.skipped, np.nan, scan.score)
+        cols["spammer"] = pd.array(np.asarray(scan.flagged, bool), dtype="boolean")
+        cols["spammer"][np.asarray(scan.skipped, bool)] = pd.NA
+    if gold is not None:
+        clamp = gold_clamp(data, gold)
+        right_gold, n_gold = gold_counts(data, clamp)
+        cols["gold_answers"] = n_gold
+        cols["gold_accuracy"] = _share(right_gold, n_gold)
+    return pd.DataFrame({name: _nullable(values) for name, values in cols.items()})
+
+
+def gold_counts(data: AnnotationSet, clamp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per worker (n_workers,) int64: its answers equal to their task's gold class, and its answers on gold tasks.
+
+    ``clamp``: the gold class per task, -1 where unknown (:func:`crowdagg.methods.blocks.gold_clamp`).
+    O(n_answers) in numpy.
+    """
+    gold_of = np.asarray(clamp, dtype=np.int64)[data.task]
+    on_gold = gold_of >= 0
+    workers = data.worker[on_gold]
+    n = np.bincount(workers, minlength=data.n_workers)
+    right = np.bincount(workers[data.label[on_gold] == gold_of[on_gold]], minlength=data.n_workers)
+    return right.astype(np.int64), n.astype(np.int64)
+
+
+def pair_agreement(data: AnnotationSet, engine: Any = None, *, max_memory: MaxMemory = None) -> pd.DataFrame:
+    """The sparse worker × worker agreement table: one row per pair of workers sharing a task.
+
+    Parameters
+    ----------
+    data : AnnotationSet
+    engine : engine of the block protocol, optional
+        Over ``data`` (default ``LocalEngine(data)``).
+    max_memory : int, float, str or None
+        Limit for the co-occurrence kernel's up-front checks.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns :data:`PAIR_COLUMNS`, one row per co-labelled pair, ``worker_a`` before ``worker_b`` in
+        ``data.workers``' order, sorted by (worker_a, worker_b) in that order:
+
+        * ``shared_tasks`` -- tasks both answered;
+        * ``agreement`` -- p_o, the share of their answer pairs on those tasks that agree
+          (``trace(J) / n`` for the pair's joint counts ``J[a, b]``, ``n = ΣJ``: the shared tasks, unless
+          a worker answered a task more than once, when each pair of their answers counts);
+        * ``chance_agreement`` -- p_e = Σ_c (row_c / n)(col_c / n), the agreement of two workers answering
+          independently with these answer frequencies over the shared tasks;
+        * ``kappa`` -- Cohen's kappa (p_o − p_e) / (1 − p_e), computed from the integer counts as
+          (n·trace − Σ row·col) / (n² − Σ row·col); missing where p_e = 1 (both gave one and the same class
+          on every shared task: no disagreement was possible).
+    """
+    import pandas as pd
+
+    from ..kernels.cooc import co_occurrence
+
+    stats = co_occurrence(LocalEngine(data) if engine is None else engine, max_memory=max_memory)
+    joint = stats.joint
+    n = joint.sum(axis=(1, 2))
+    agree = np.trace(joint, axis1=1, axis2=2)
+    chance = np.einsum("pa,pa->p", joint.sum(axis=2), joint.sum(axis=1))  # Σ row·col, exact integers
+    n2 = n * n
+    kappa = np.full(len(n), np.nan)
+    open_ = n2 != chance
+    kappa[open_] = (n[open_] * agree[open_] - chance[open_]) / (n2[open_] - chance[open_])
+    names = data.worker_names
+    return pd.DataFrame({
+        "worker_a": names[stats.pairs[:, 0]] if len(n) else np.zeros(0, object),
+        "worker_b": names[stats.pairs[:, 1]] if len(n) else np.zeros(0, object),
+        "shared_tasks": np.asarray(stats.n_tasks, dtype=np.int64),
+        "agreement": agree / n,
+        "chance_agreement": chance / n2,
+        "kappa": _nullable(kappa),
+    })
+
+
+def table_columns(frame: pd.DataFrame) -> dict[str, Any]:
+    """A report's columns as the writers take them (:func:`crowdagg.io.render.render_chunks`): a column with
+    missing numbers as :class:`~crowdagg.io.render.Missing`, a missing text as an empty one."""
+    from ..io.render import Missing
+
+    out: dict[str, Any] = {}
+    for name in frame.columns:
+        s = frame[name]
+        na = s.isna().to_numpy()
+        numpy_dtype = getattr(s.dtype, "numpy_dtype", None)
+        if numpy_dtype is not None and numpy_dtype.kind in "fiub":
+            values = s.to_numpy(dtype=numpy_dtype, na_value=0)
+            out[str(name)] = Missing(values, ~na) if na.any() else values
+        elif na.any():
+            out[str(name)] = np.where(na, "", s.to_numpy(dtype=object)).astype(object)
+        else:
+            out[str(name)] = s.to_numpy()
+    return out
+
+
+def print_table(frame: pd.DataFrame, stream: Any, *, title: str = "workers", caption: str | None = None) -> None:
+    """A report as a rich table, for a terminal.
+
+    The terminal view is the summary a person reads: the per-class recalls
+    are left out (``worst_class`` and ``worst_recall`` stand for them),
+    numbers have 3 decimals, a missing cell is ``-``, a flag ``yes``/``no``,
+    and headers of two words take two lines, so that the table fits a
+    terminal of about 100 columns; ``caption`` says where the rest is.
+    """
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    shown = [c for c in frame.columns if not str(c).startswith("recall_")]
+    table = Table(title=title, caption=caption, box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
+    for name in shown:
+        # on a narrow terminal the cells fold; a number (5 characters) does not, nor a name's first 8
+        text = name in ("worker", "worst_class")
+        table.add_column(str(name).replace("_", "\n"), justify="left" if text else "right", overflow="fold",
+                         min_width=8 if name == "worker" else 5)
+    for row in frame[shown].itertuples(index=False):
+        table.add_row(*(_cell(v) for v in row))
+    Console(file=stream).print(table)
+
+
+def _cell(value: Any) -> str:
+    import pandas as pd
+
+    if value is None or value is pd.NA or (isinstance(value, float) and value != value):
+        return "-"
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else "no"
+    if isinstance(value, (float, np.floating)):
+        v = float(value)
+        if abs(v) < 5e-4:
+            return "0.000"  # not -0.000 for a capacity a rounding error below 0
+        return f"{v:.3f}" if abs(v) < 1e4 else f"{v:.3g}"
+    return str(value)
+
+
+def _share(part: np.ndarray, whole: np.ndarray) -> np.ndarray:
+    """``part / whole``, NaN (missing) where ``whole`` is 0."""
+    whole = np.asarray(whole, dtype=np.float64)
+    out = np.full(whole.shape, np.nan)
+    np.divide(part, whole, out=out, where=whole > 0)
+    return out
+
+
+def _nullable(values: Any) -> Any:
+    """A float column with NaN as pandas' nullable ``Float64`` (NaN -> NA); anything else as it is."""
+    import pandas as pd
+
+    if isinstance(values, np.ndarray) and values.dtype.kind == "f":
+        return pd.array(values, dtype="Float64")  # NaN becomes NA: pandas' from-numpy rule
+    return values
+
+
+__all__ = ["CONFUSION_COLUMNS", "LEADING", "PAIR_COLUMNS", "gold_counts", "pair_agreement", "print_table",
+           "report_columns", "table_columns", "worker_report"]

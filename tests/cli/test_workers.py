@@ -1,0 +1,290 @@
+"""``crowdagg workers`` (the annotator report) and ``crowdagg aggregate --drop-spammers``, through the runner
+and a few real subprocesses (a terminal, a closed pipe, the imports of ``--help``)."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from crowdagg.cli import app
+from crowdagg.io.read import load_annotations
+from crowdagg.methods.api import aggregate
+from crowdagg.reports import spammers
+from crowdagg.reports.workers import pair_agreement, report_columns
+from crowdagg.simulate import simulate
+from tests.cli.test_cli import BLUEBIRD, BLUEBIRD_TRUTH, ROOT, _env, _on_terminal, assert_one_error_line, ok
+
+SCAN_LINE = re.compile(r"^spammer detector: (\d+) of (\d+) workers flagged as spammers, (\d+) skipped", re.M)
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+def invoke(runner: CliRunner, *args, input=None):
+    return runner.invoke(app, [str(a) for a in args], input=input)
+
+
+@pytest.fixture(scope="module")
+def bluebird():
+    return load_annotations([str(BLUEBIRD)])
+
+
+@pytest.fixture(scope="module")
+def piped(runner):
+    """``crowdagg workers bluebird`` as a pipe gets it."""
+    result = invoke(runner, "workers", BLUEBIRD)
+    ok(result)
+    return result
+
+
+@pytest.fixture(scope="module")
+def spam_crowd(tmp_path_factory) -> Path:
+    """The tutorial's setting, small: 600 tasks, K=4, 20 dense workers of whom 30% spammers."""
+    crowd = simulate(scenario="tutorial-spammers", n_tasks=600, spammers=0.3, seed=5)
+    data = crowd.to_annotations()
+    path = tmp_path_factory.mktemp("spam") / "crowd.csv"
+    pd.DataFrame({"task": data.task_names[data.task], "worker": data.worker_names[data.worker],
+                  "label": np.asarray(data.classes, dtype=object)[data.label]}).to_csv(path, index=False)
+    return path
+
+
+def flag_by_hand(monkeypatch, names: list[str]) -> None:
+    """The detector replaced by a verdict made by hand: ``names`` flagged, nobody skipped."""
+
+    def detect(data, **options):
+        flagged = np.isin(data.worker_names.astype(str), names)
+        return spammers.SpammerScan(score=np.where(flagged, 0.01, 1.0), flagged=flagged,
+                                    skipped=np.zeros(data.n_workers, bool), rank=1, n_iter=1, why="by hand")
+
+    monkeypatch.setattr(spammers, "detect_spammers", detect)
+
+
+# --------------------------------------------------------------------------- the report on stdout and in files
+def test_piped_the_report_is_csv_one_row_per_worker_in_input_order(piped, bluebird):
+    frame = pd.read_csv(io.StringIO(piped.stdout), dtype={"worker": str, "worst_class": str})
+    assert tuple(frame.columns) == report_columns(bluebird.classes, gold=False)
+    assert frame["worker"].tolist() == bluebird.worker_names.tolist()
+    assert frame["answers"].tolist() == np.bincount(bluebird.worker).tolist()
+    ds = aggregate(bluebird, "ds")
+    np.testing.assert_array_equal(frame["accuracy"].to_numpy(), ds.worker_accuracy)  # exact text round trip
+    said = SCAN_LINE.search(piped.stderr)
+    assert said and int(said.group(2)) == bluebird.n_workers
+    assert int(said.group(1)) == frame["spammer"].eq(True).sum()
+    assert int(said.group(3)) == frame["spammer"].isna().sum()
+
+
+def test_on_a_terminal_the_report_is_a_table():
+    code, seen, err = _on_terminal(["workers", str(BLUEBIRD), "--quiet"])
+    text = seen.decode("utf-8", "replace")
+    assert code == 0, err
+    assert "workers" in text and "recall per class and every digit: --format csv, or -o FILE" in text
+    assert "─" * 20 in text and "worker,answers" not in text  # a table, not the CSV
+    assert SCAN_LINE.search(err)
+
+
+def test_output_file_holds_what_stdout_would_and_stdout_stays_empty(runner, piped, tmp_path):
+    out = tmp_path / "w.csv"
+    result = invoke(runner, "workers", BLUEBIRD, "-o", out)
+    ok(result)
+    assert result.stdout == "" and out.read_text() == piped.stdout
+    pq = tmp_path / "w.parquet"
+    ok(invoke(runner, "workers", BLUEBIRD, "-o", pq))
+    back = pd.read_parquet(pq)
+    assert back["worker"].tolist() == pd.read_csv(io.StringIO(piped.stdout), dtype={"worker": str})["worker"].tolist()
+
+
+def test_format_json_writes_missing_cells_as_null(runner, bluebird):
+    result = invoke(runner, "workers", BLUEBIRD, "-m", "glad", "--format", "json", "--max-iter", "5")
+    ok(result)
+    rows = json.loads(result.stdout)
+    assert len(rows) == bluebird.n_workers and list(rows[0]) == list(report_columns(bluebird.classes, False))
+    assert all(r["accuracy"] is None and r["capacity"] is None and r["worst_class"] == "" for r in rows)
+    assert all(isinstance(r["agreement"], float) for r in rows)
+    assert all(r["spammer"] in (True, False, None) for r in rows)
+    assert "note: method 'glad' estimates no confusion matrices" in result.stderr
+    assert "methods that estimate them: mv, wmv, wawa, ds" in result.stderr
+
+
+def test_pairs_file_is_the_library_pair_table(runner, bluebird, tmp_path):
+    out = tmp_path / "pairs.csv"
+    result = invoke(runner, "workers", BLUEBIRD, "--pairs", out, "-o", tmp_path / "w.csv")
+    ok(result)
+    got = pd.read_csv(out, dtype={"worker_a": str, "worker_b": str})
+    want = pair_agreement(bluebird)
+    assert len(got) == bluebird.n_workers * (bluebird.n_workers - 1) // 2  # everyone answered every task
+    assert got["worker_a"].tolist() == want["worker_a"].tolist()
+    assert got["worker_b"].tolist() == want["worker_b"].tolist()
+    for col in ("shared_tasks", "agreement", "chance_agreement", "kappa"):
+        np.testing.assert_array_equal(got[col].to_numpy(), want[col].to_numpy(dtype=float))
+
+
+def test_gold_scores_each_worker_on_the_gold_tasks(runner, bluebird):
+    result = invoke(runner, "workers", BLUEBIRD, "--gold", BLUEBIRD_TRUTH)
+    ok(result)
+    frame = pd.read_csv(io.StringIO(result.stdout), dtype={"worker": str})
+    assert tuple(frame.columns[-2:]) == ("gold_answers", "gold_accuracy")
+    answers = pd.read_csv(BLUEBIRD, dtype=str).merge(pd.read_csv(BLUEBIRD_TRUTH, dtype=str), on="task",
+                                                     suffixes=("", "_true"))
+    by_worker = (answers["label"] == answers["label_true"]).groupby(answers["worker"]).agg(["sum", "size"])
+    by_worker = by_worker.loc[frame["worker"]]
+    assert frame["gold_answers"].tolist() == by_worker["size"].tolist()
+    np.testing.assert_allclose(frame["gold_accuracy"], by_worker["sum"] / by_worker["size"], rtol=0, atol=1e-15)
+
+
+def test_plot_writes_both_figures_into_a_directory_it_makes(runner, tmp_path):
+    figures = tmp_path / "figs" / "run1"
+    result = invoke(runner, "workers", BLUEBIRD, "--plot", figures, "-o", tmp_path / "w.csv")
+    ok(result)
+    assert sorted(p.name for p in figures.iterdir()) == ["answers_accuracy.png", "confusions.png"]
+    for p in figures.iterdir():
+        assert p.read_bytes()[:8] == PNG
+    again = tmp_path / "again"
+    ok(invoke(runner, "workers", BLUEBIRD, "--plot", again, "-o", tmp_path / "w2.csv"))
+    assert (again / "confusions.png").read_bytes() == (figures / "confusions.png").read_bytes()  # same bytes
+
+
+def test_plot_of_a_method_without_confusion_matrices_draws_the_scatter_only(runner, tmp_path):
+    figures = tmp_path / "g"
+    result = invoke(runner, "workers", BLUEBIRD, "-m", "glad", "--max-iter", "5", "--plot", figures,
+                    "-o", tmp_path / "w.csv")
+    ok(result)
+    assert [p.name for p in figures.iterdir()] == ["answers_accuracy.png"]
+    assert "--plot draws no confusions.png" in result.stderr
+
+
+# --------------------------------------------------------------------------- refusals
+def test_a_missing_input_is_one_error_line_and_leaves_no_figure_directory(runner, tmp_path):
+    figures = tmp_path / "new" / "figs"
+    err = assert_one_error_line(invoke(runner, "workers", tmp_path / "nope.csv", "--plot", figures), 1)
+    assert "nope.csv" in err
+    assert not (tmp_path / "new").exists()
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--format", "xlsx"], "--format must be one of"),
+    (["-o", "{tmp}/w.xlsx"], "unknown output extension"),
+    (["--pairs", str(BLUEBIRD)], "is also an input"),
+    (["--plot", str(BLUEBIRD)], "not a directory"),
+    (["--plot", "-"], "not a directory"),
+    (["--min-shared", "0"], "--min-shared"),
+    (["-m", "nope"], "nope"),
+    (["-p", "n_init=0"], "n_init"),
+])
+def test_usage_errors_are_one_line_exit_2_and_touch_nothing(runner, tmp_path, extra, message):
+    before = BLUEBIRD.read_bytes()
+    args = [a.replace("{tmp}", str(tmp_path)) for a in extra]
+    err = assert_one_error_line(invoke(runner, "workers", BLUEBIRD, *args), 2)
+    assert message in err
+    assert BLUEBIRD.read_bytes() == before and list(tmp_path.iterdir()) == []
+
+
+def test_without_matplotlib_plot_says_which_extra_to_install_before_reading(runner, monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    err = assert_one_error_line(invoke(runner, "workers", tmp_path / "not-read.csv", "--plot", tmp_path / "f"), 2)
+    assert err == "Error: the figures need matplotlib: pip install 'crowdagg[plot]'"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_closed_pipe_ends_the_report_quietly(tmp_path):
+    """``crowdagg workers big.csv | head -1``: well over a pipe buffer of rows (1,500 workers)."""
+    crowd = simulate(n_tasks=3000, n_workers=1500, per_task=3, seed=2)
+    path = tmp_path / "big.csv"
+    data = crowd.to_annotations()
+    pd.DataFrame({"task": data.task_names[data.task], "worker": data.worker_names[data.worker],
+                  "label": np.asarray(data.classes, dtype=object)[data.label]}).to_csv(path, index=False)
+    proc = subprocess.Popen([sys.executable, "-m", "crowdagg", "workers", str(path), "-m", "mv"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(), cwd=ROOT)
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.readline()
+    proc.stdout.close()
+    stderr = proc.stderr.read().decode()
+    code = proc.wait(timeout=300)
+    assert first.decode().startswith("worker,answers,accuracy,")
+    assert "Traceback" not in stderr and "Error" not in stderr, stderr
+    assert code == 0
+
+
+@pytest.mark.parametrize("args", [["--help"], ["workers", "--help"]])
+def test_help_imports_neither_matplotlib_nor_numba(args):
+    code = ("import sys\nfrom crowdagg.cli import run\nrun(sys.argv[1:])\n"
+            "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('matplotlib', 'numba', 'pandas', 'numpy') "
+            "or m.startswith(('crowdagg.reports', 'crowdagg.kernels', 'crowdagg.methods.api')))\n"
+            "print('HEAVY', heavy, file=sys.stderr)\n")
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120,
+                          env=_env(), cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip() == "HEAVY []"
+    assert "workers" in proc.stdout
+
+
+# --------------------------------------------------------------------------- aggregate --drop-spammers
+def test_drop_spammers_fits_without_the_flagged_workers_and_says_how_many(runner, monkeypatch, tmp_path):
+    flag_by_hand(monkeypatch, ["w3"])
+    path = tmp_path / "a.csv"
+    # t9 was answered by w3 alone: it keeps its row, with the prior
+    path.write_text("task,worker,label\nt1,w1,a\nt1,w2,a\nt9,w3,b\nt2,w1,b\nt2,w3,a\nt2,w2,b\nt3,w2,a\nt3,w1,b\n")
+    result = invoke(runner, "aggregate", path, "-m", "ds", "--drop-spammers", "--proba")
+    ok(result)
+    assert "spammer detector: 1 of 3 workers flagged as spammers, 0 skipped" in result.stderr
+    assert "--drop-spammers: removed 1 of 3 workers and their 2 of 8 answers" in result.stderr
+    assert "1 task(s) have no answers: their posterior is the class prior" in result.stderr
+    frame = pd.read_csv(io.StringIO(result.stdout), dtype={"task": str, "label": str})
+    assert frame["task"].tolist() == ["t1", "t9", "t2", "t3"]  # every task once, in input order
+    assert frame.set_index("task").loc["t9", "n_answers"] == 0
+
+
+def test_drop_spammers_is_aggregate_on_the_answers_without_them(runner, monkeypatch, tmp_path, bluebird):
+    gone = bluebird.worker_names[[1, 4, 9]].tolist()
+    flag_by_hand(monkeypatch, gone)
+    dropped = invoke(runner, "aggregate", BLUEBIRD, "--drop-spammers", "--workers", tmp_path / "w.csv")
+    ok(dropped)
+    rows = pd.read_csv(BLUEBIRD, dtype=str)
+    pruned = tmp_path / "pruned.csv"
+    rows[~rows.iloc[:, 1].isin(gone)].to_csv(pruned, index=False)
+    direct = invoke(runner, "aggregate", pruned, "--workers", tmp_path / "w2.csv")
+    ok(direct)
+    assert dropped.stdout == direct.stdout
+    assert (tmp_path / "w.csv").read_bytes() == (tmp_path / "w2.csv").read_bytes()  # the kept workers only
+
+
+def test_drop_spammers_with_the_detector_on_a_crowd_with_spammers(runner, spam_crowd):
+    result = invoke(runner, "aggregate", spam_crowd, "--drop-spammers", "-m", "mv", "--seed", "3")
+    ok(result)
+    said = SCAN_LINE.search(result.stderr)
+    assert said and said.group(2) == "20"
+    n = int(said.group(1))
+    removed = re.search(r"--drop-spammers: removed (\d+) of 20 workers and their ([\d,]+) of 12,000 answers",
+                        result.stderr)
+    assert removed and int(removed.group(1)) == n and int(removed.group(2).replace(",", "")) == 600 * n
+    frame = pd.read_csv(io.StringIO(result.stdout), dtype={"task": str})
+    assert len(frame) == 600 and frame["task"].is_unique
+
+
+def test_drop_spammers_refuses_the_dask_engine_before_reading(runner, tmp_path):
+    pytest.importorskip("distributed")
+    err = assert_one_error_line(invoke(runner, "aggregate", tmp_path / "not-read.csv", "--drop-spammers",
+                                       "--engine", "dask"), 2)
+    assert "--drop-spammers runs on the local engine" in err
+
+
+def test_the_detector_options_default_to_the_library_defaults():
+    import inspect
+
+    from crowdagg.cli.workers import workers
+    from crowdagg.reports import spammers
+
+    params = inspect.signature(workers).parameters
+    assert params["min_partners"].default.default == spammers.MIN_PARTNERS
+    assert params["min_shared"].default.default == spammers.MIN_SHARED

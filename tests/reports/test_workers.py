@@ -1,0 +1,284 @@
+"""The annotator report (crowdagg.reports.workers) and its figures (crowdagg.reports.plot)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from crowdagg.core.threads import use_threads
+from crowdagg.data.annotations import AnnotationSet
+from crowdagg.errors import UsageError
+from crowdagg.io.read import load_annotations
+from crowdagg.io.render import render_table
+from crowdagg.methods.api import aggregate
+from crowdagg.reports import plot
+from crowdagg.reports.spammers import SpammerScan, channel_capacity, raykar_yu_score
+from crowdagg.reports.workers import (
+    PAIR_COLUMNS,
+    gold_counts,
+    pair_agreement,
+    report_columns,
+    table_columns,
+    worker_report,
+)
+from crowdagg.simulate import simulate
+
+
+def scan_of(flagged, skipped, score=None) -> SpammerScan:
+    """A detector's verdict made by hand (the report only reads it)."""
+    flagged = np.asarray(flagged, bool)
+    skipped = np.asarray(skipped, bool)
+    score = np.where(skipped, np.nan, np.linspace(0.1, 1.0, len(flagged)) if score is None else score)
+    return SpammerScan(score=score, flagged=flagged, skipped=skipped, rank=1, n_iter=3, why="by hand")
+
+
+@pytest.fixture(scope="module")
+def crowd():
+    """The tutorial's setting, smaller: K=4, 20 dense Dawid-Skene workers, 30% spammers."""
+    return simulate(scenario="tutorial-spammers", n_tasks=3000, spammers=0.3, seed=11)
+
+
+@pytest.fixture(scope="module")
+def fitted(crowd):
+    data = crowd.to_annotations()
+    return data, aggregate(data, "ds")
+
+
+# --------------------------------------------------------------------------- the report's columns
+def test_columns_are_each_what_the_method_estimated_in_worker_order(fitted):
+    data, result = fitted
+    flagged = np.zeros(data.n_workers, bool)
+    flagged[[2, 5]] = True
+    skipped = np.zeros(data.n_workers, bool)
+    skipped[7] = True
+    report = worker_report(data, result, scan=scan_of(flagged, skipped))
+    assert tuple(report.columns) == report_columns(data.classes, gold=False)
+    assert tuple(report.columns[:3]) == ("worker", "answers", "accuracy")
+    assert [f"recall_{c}" for c in data.classes] == list(report.columns[3:3 + data.n_classes])
+    conf = result.confusion
+    diag = np.diagonal(conf, axis1=1, axis2=2)
+    assert report["worker"].tolist() == data.worker_names.tolist()
+    np.testing.assert_array_equal(report["answers"], np.bincount(data.worker, minlength=data.n_workers))
+    np.testing.assert_array_equal(report["accuracy"].to_numpy(float), result.worker_accuracy)
+    for i, c in enumerate(data.classes):
+        np.testing.assert_array_equal(report[f"recall_{c}"].to_numpy(float), diag[:, i])
+    worst = [int(np.argmin(row)) for row in diag]
+    assert report["worst_class"].tolist() == [data.classes[i] for i in worst]
+    np.testing.assert_array_equal(report["worst_recall"].to_numpy(float), diag.min(axis=1))
+    np.testing.assert_array_equal(report["capacity"].to_numpy(float), channel_capacity(conf))
+    np.testing.assert_array_equal(report["raykar_yu"].to_numpy(float), raykar_yu_score(conf))
+    # agreement with the consensus, counted answer by answer
+    right = np.zeros(data.n_workers)
+    for t, w, y in zip(data.task.tolist(), data.worker.tolist(), data.label.tolist()):
+        right[w] += y == result.labels[t]
+    np.testing.assert_allclose(report["agreement"].to_numpy(float), right / report["answers"], rtol=0, atol=1e-15)
+    # the scan: missing where skipped
+    assert report["spammer"].isna().tolist() == skipped.tolist()
+    assert report["spammer"].fillna(False).tolist() == flagged.tolist()
+    assert report["spam_score"].isna().tolist() == skipped.tolist()
+    assert report.loc[~skipped, "spam_score"].to_numpy(float).tolist() == \
+        np.linspace(0.1, 1.0, data.n_workers)[~skipped].tolist()
+
+
+def test_a_simulated_crowd_shows_its_spammers_and_its_accuracies(crowd, fitted):
+    """The known spammers have capacity and Raykar-Yu score near 0, the others well above; the estimated
+    accuracies and recalls are the true ones within sampling error (3,000 tasks)."""
+    data, result = fitted
+    report = worker_report(data, result).set_index("worker")
+    names = list(crowd.worker_names())
+    spam = np.array([crowd.worker_kind[names.index(w)] == "spammer" for w in report.index])
+    assert 3 <= spam.sum() <= 10
+    capacity = report["capacity"].to_numpy(float)
+    raykar = report["raykar_yu"].to_numpy(float)
+    assert capacity[spam].max() < 0.01 and capacity[~spam].min() > 0.1
+    assert raykar[spam].max() < 0.01 and raykar[~spam].min() > 0.1
+    order = [names.index(w) for w in report.index]
+    true_diag = np.diagonal(crowd.confusion[order], axis1=1, axis2=2)
+    true_accuracy = true_diag @ crowd.prior
+    np.testing.assert_allclose(report["accuracy"].to_numpy(float), true_accuracy, atol=0.03)
+    for i, c in enumerate(data.classes):
+        np.testing.assert_allclose(report[f"recall_{c}"].to_numpy(float), true_diag[:, i], atol=0.08)
+    # without a scan the detector's columns are missing, not made up
+    assert report["spam_score"].isna().all() and report["spammer"].isna().all()
+
+
+def test_gold_accuracy_by_hand():
+    # t1..t4; gold: t1=a, t2=b, t3=a (t4 unknown); w3 answered no gold task
+    data = AnnotationSet.from_names(
+        ["t1", "t1", "t2", "t2", "t3", "t3", "t4", "t4", "t1"],
+        ["w1", "w2", "w1", "w2", "w1", "w2", "w1", "w3", "w4"],
+        ["a", "b", "b", "b", "b", "a", "a", "a", "a"],
+    )
+    result = aggregate(data, "mv")
+    report = worker_report(data, result, gold={"t1": "a", "t2": "b", "t3": "a", "nope": "a"})
+    assert tuple(report.columns[-2:]) == ("gold_answers", "gold_accuracy")
+    assert report["gold_answers"].tolist() == [3, 3, 0, 1]
+    assert report["gold_accuracy"].tolist()[:2] == [2 / 3, 2 / 3]
+    assert report["gold_accuracy"].isna().tolist() == [False, False, True, False]
+    assert report["gold_accuracy"].iloc[3] == 1.0
+    clamp = np.array([0, 1, 0, -1])
+    right, n = gold_counts(data, clamp)
+    assert right.tolist() == [2, 2, 0, 1] and n.tolist() == [3, 3, 0, 1]
+
+
+def test_a_method_without_confusion_matrices_leaves_those_cells_missing(fitted):
+    data, _ = fitted
+    glad = aggregate(data, "glad", max_iter=5)
+    report = worker_report(data, glad)
+    assert tuple(report.columns) == report_columns(data.classes, gold=False)
+    empty = ["accuracy", *(f"recall_{c}" for c in data.classes), "worst_recall", "capacity", "raykar_yu"]
+    assert report[empty].isna().all().all() and report["worst_class"].isna().all()
+    assert report["agreement"].notna().all() and (report["answers"] > 0).all()
+    cols = table_columns(report)
+    text = render_table(cols, "csv").decode().splitlines()
+    assert text[1].split(",")[2:9] == [""] * 7  # accuracy, the recalls, worst_class, worst_recall: empty cells
+    rows = [json.loads(line) for line in render_table(cols, "jsonl").decode().splitlines()]
+    assert rows[0]["accuracy"] is None and rows[0]["worst_class"] == "" and rows[0]["spammer"] is None
+
+
+def test_the_report_is_the_same_on_any_thread_count(fitted):
+    data, result = fitted
+    with use_threads(1):
+        one = worker_report(data, result, gold={"0": data.classes[0]})
+        pairs_one = pair_agreement(data)
+    with use_threads(2):
+        two = worker_report(data, result, gold={"0": data.classes[0]})
+        pairs_two = pair_agreement(data)
+    pd.testing.assert_frame_equal(one, two, check_exact=True)
+    pd.testing.assert_frame_equal(pairs_one, pairs_two, check_exact=True)
+
+
+def test_a_result_of_other_answers_or_a_scan_of_other_workers_is_refused(fitted):
+    data, result = fitted
+    other = AnnotationSet.from_names(["a", "b"], ["x", "y"], ["0", "1"])
+    with pytest.raises(UsageError, match="fitted on other answers"):
+        worker_report(other, result)
+    with pytest.raises(UsageError, match="judges 3 workers, the data has 20"):
+        worker_report(data, result, scan=scan_of([False] * 3, [False] * 3))
+
+
+# --------------------------------------------------------------------------- pair agreement
+def _pairs_reference(data: AnnotationSet) -> dict:
+    """Per co-labelled pair, by loops over tasks: (shared tasks, p_o, p_e, kappa or None)."""
+    k = data.n_classes
+    answers: dict[int, dict[int, list[int]]] = {}
+    for t, w, y in zip(data.task.tolist(), data.worker.tolist(), data.label.tolist()):
+        answers.setdefault(t, {}).setdefault(w, []).append(y)
+    joint: dict[tuple[int, int], np.ndarray] = {}
+    shared: dict[tuple[int, int], int] = {}
+    for by_worker in answers.values():
+        for a, b in itertools.combinations(sorted(by_worker), 2):
+            j = joint.setdefault((a, b), np.zeros((k, k)))
+            shared[(a, b)] = shared.get((a, b), 0) + 1
+            for ya in by_worker[a]:
+                for yb in by_worker[b]:
+                    j[ya, yb] += 1
+    out = {}
+    for pair, j in joint.items():
+        n = j.sum()
+        p_o = np.trace(j) / n
+        p_e = float(np.sum(j.sum(axis=1) / n * j.sum(axis=0) / n))
+        kappa = None if np.isclose(p_e, 1.0, rtol=0, atol=1e-15) else (p_o - p_e) / (1 - p_e)
+        out[pair] = (shared[pair], p_o, p_e, kappa)
+    return out
+
+
+def test_pair_agreement_matches_a_slow_reference_with_repeats_and_a_pair_that_cannot_disagree():
+    rng = np.random.default_rng(2)
+    n = 600
+    task = rng.integers(0, 80, n)
+    worker = rng.integers(0, 15, n)
+    label = rng.integers(0, 3, n)
+    # two workers who only ever answer class 0 on two shared tasks: p_e = 1, kappa undefined
+    task = np.concatenate([task, [80, 80, 81, 81]])
+    worker = np.concatenate([worker, [15, 16, 15, 16]])
+    label = np.concatenate([label, [0, 0, 0, 0]])
+    data = AnnotationSet.from_codes(task, worker, label)  # repeated (task, worker) answers kept
+    table = pair_agreement(data)
+    assert tuple(table.columns) == PAIR_COLUMNS
+    want = _pairs_reference(data)
+    names = data.worker_names.tolist()
+    got = {(names.index(a), names.index(b)): row for a, b, *row in table.itertuples(index=False)}
+    assert set(got) == set(want) and len(table) == len(want)
+    assert list(zip(table["worker_a"], table["worker_b"])) == sorted(
+        zip(table["worker_a"], table["worker_b"]), key=lambda p: (names.index(p[0]), names.index(p[1])))
+    for pair, (n_shared, p_o, p_e, kappa) in want.items():
+        row = got[pair]
+        assert row[0] == n_shared
+        assert abs(row[1] - p_o) < 1e-12 and abs(row[2] - p_e) < 1e-12
+        if kappa is None:
+            assert row[3] is pd.NA
+        else:
+            assert abs(row[3] - kappa) < 1e-10
+    assert got[(15, 16)][3] is pd.NA and got[(15, 16)][:3] == [2, 1.0, 1.0]
+
+
+def test_a_copier_stands_out_in_the_pair_table():
+    rng = np.random.default_rng(4)
+    truth = rng.integers(0, 3, 300)
+    task, worker, label = [], [], []
+    for t, y in enumerate(truth):
+        for w in range(6):
+            task.append(t)
+            worker.append(w)
+            label.append(y if rng.random() < 0.7 else rng.integers(0, 3))
+        task.append(t)
+        worker.append(6)
+        label.append(label[-6])  # worker 6 copies worker 0
+    data = AnnotationSet.from_codes(task, worker, label)
+    table = pair_agreement(data).sort_values("kappa", ascending=False)
+    top = table.iloc[0]
+    assert {top["worker_a"], top["worker_b"]} == {"0", "6"} and top["kappa"] == 1.0
+    assert table.iloc[1]["kappa"] < 0.6
+
+
+# --------------------------------------------------------------------------- figures
+def test_figures_are_pngs_the_same_bytes_every_time(fitted):
+    data, result = fitted
+    flagged = np.zeros(data.n_workers, bool)
+    flagged[3] = True
+    report = worker_report(data, result, scan=scan_of(flagged, np.zeros(data.n_workers, bool)))
+    grid = plot.confusion_grid(report, result.confusion, data.classes, top=5)  # 2 rows, the spammer in them
+    scatter = plot.answers_vs_accuracy(report, data.n_classes)
+    for png in (grid, scatter):
+        assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert plot.confusion_grid(report, result.confusion, data.classes, top=5) == grid
+    assert plot.answers_vs_accuracy(report, data.n_classes) == scatter
+    assert plot.confusion_grid(report, result.confusion, data.classes, top=2) != grid
+
+
+def test_the_most_active_workers_come_first_ties_in_worker_order():
+    assert plot.most_active(np.array([5, 9, 5, 1, 9]), 3).tolist() == [1, 4, 0]
+    assert plot.most_active(np.array([5, 9]), 16).tolist() == [1, 0]
+
+
+def test_without_matplotlib_the_figures_say_which_extra_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed: find_spec finds nothing
+    with pytest.raises(UsageError, match=r"pip install 'crowdagg\[plot\]'"):
+        plot.require()
+
+
+# --------------------------------------------------------------------------- real extreme spammers
+# deepBP seed, App. H: the workers who labelled most tasks near chance (answers: accuracy against the truth).
+EXTREME = {"temp": {442: 0.50, 452: 0.44, 462: 0.44}, "rte": {540: 0.50, 700: 0.58, 760: 0.49, 800: 0.50}}
+
+
+@pytest.mark.parametrize("name", ["temp", "rte"])
+def test_real_extreme_spammers_show_in_the_report(datasets_dir, name):
+    """Their gold accuracy is the paper's (to 0.01), and under ds their estimated channel capacity and
+    Raykar-Yu score are near 0 and their accuracy near chance, while the best worker's capacity is far above."""
+    data = load_annotations([str(datasets_dir / name / "labels.csv")])
+    truth = pd.read_csv(datasets_dir / name / "truth.csv", dtype=str)
+    report = worker_report(data, aggregate(data, "ds"), gold=dict(zip(truth.iloc[:, 0], truth.iloc[:, 1])))
+    heavy = report[report["answers"].isin(list(EXTREME[name]))]
+    assert sorted(heavy["answers"]) == sorted(EXTREME[name])
+    for _, row in heavy.iterrows():
+        assert row["gold_answers"] == row["answers"]
+        assert abs(row["gold_accuracy"] - EXTREME[name][row["answers"]]) < 0.01
+        assert row["capacity"] < 0.05 and row["raykar_yu"] < 0.05 and abs(row["accuracy"] - 0.5) < 0.1
+    assert report["capacity"].max() > 0.5
