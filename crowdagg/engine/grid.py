@@ -59,8 +59,9 @@ def _cut(ptr: np.ndarray, n_blocks: int) -> np.ndarray:
     return np.maximum.accumulate(bounds)
 
 
-def task_grid(task_ptr: np.ndarray, n_workers: int, n_classes: int) -> np.ndarray:
-    """Task boundaries of the blocks, shape (n_blocks + 1,), int64: about :func:`answers_per_block` answers each.
+def task_grid(task_ptr: np.ndarray, n_workers: int, n_classes: int, per_block: int | None = None) -> np.ndarray:
+    """Task boundaries of the blocks, shape (n_blocks + 1,), int64: about :func:`answers_per_block` answers each
+    (``per_block`` when given: the fine grid of :meth:`~crowdagg.engine.local.LocalEngine.fine`).
 
     ``task_ptr`` (n_tasks + 1,): the answers' CSR offsets by task.  A block
     boundary falls between tasks (a task's answers are never split), at
@@ -70,12 +71,13 @@ def task_grid(task_ptr: np.ndarray, n_workers: int, n_classes: int) -> np.ndarra
     if task_ptr.ndim != 1 or len(task_ptr) < 1:
         raise DataError("task_ptr must hold at least one offset (n_tasks + 1 of them)")
     n_tasks = len(task_ptr) - 1
-    per = answers_per_block(n_workers, n_classes)
+    per = answers_per_block(n_workers, n_classes) if per_block is None else int(per_block)
     return _cut(task_ptr, block_count(int(task_ptr[-1]), max(n_tasks, 1), per))
 
 
-def worker_grid(worker_ptr: np.ndarray, n_classes: int) -> np.ndarray:
-    """Answer boundaries of the worker-ordered blocks, shape (n_blocks + 1,), int64.
+def worker_grid(worker_ptr: np.ndarray, n_classes: int, per_block: int | None = None) -> np.ndarray:
+    """Answer boundaries of the worker-ordered blocks, shape (n_blocks + 1,), int64 (``per_block`` answers each
+    when given, else :func:`answers_per_block`'s).
 
     ``worker_ptr`` (n_workers + 1,): the CSR offsets of the answers in worker
     order (:attr:`~crowdagg.data.annotations.AnnotationSet.worker_ptr`, over
@@ -90,7 +92,7 @@ def worker_grid(worker_ptr: np.ndarray, n_classes: int) -> np.ndarray:
         raise DataError("worker_ptr must hold at least one offset (n_workers + 1 of them)")
     n_workers = len(worker_ptr) - 1
     n_answers = int(worker_ptr[-1])
-    per = answers_per_block(n_workers, n_classes)
+    per = answers_per_block(n_workers, n_classes) if per_block is None else int(per_block)
     n_blocks = max(1, n_answers // per) if n_answers else 1
     targets = np.linspace(0, n_answers, n_blocks + 1).astype(np.int64)
     nearest = worker_ptr[np.minimum(np.searchsorted(worker_ptr, targets, side="left"), n_workers)]

@@ -320,6 +320,25 @@ def _compact(c, tht, idx, ca, tha):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True, fastmath=_FAST)
+def _emit(m, e, old, damping, damp, out, residual):  # pragma: no cover - compiled
+    """Answer ``e``'s new message: ``m`` (K,) normalised, damped towards ``old[e]`` when ``damp``, written to
+    ``out[e]``; returns the running residual (the largest ``|out - old|`` so far)."""
+    k = m.shape[0]
+    tot = 0.0
+    for z in range(k):
+        tot += m[z]
+    for z in range(k):
+        v = m[z] / tot
+        if damp:
+            v = (1.0 - damping) * v + damping * old[e, z]
+        d = abs(v - old[e, z])
+        if d > residual:
+            residual = d
+        out[e, z] = v
+    return residual
+
+
+@njit(cache=True, nogil=True, fastmath=_FAST)
 def _short_worker(lo, hi, rows, label, tmsg, old, tht, wlin, damping, damp, out, fw, pre, suf, m,
                   residual):  # pragma: no cover - compiled
     r"""The messages of a worker with at most ``chunk`` answers ``[lo, hi)``, without a division or a log.
@@ -372,17 +391,7 @@ def _short_worker(lo, hi, rows, label, tmsg, old, tht, wlin, damping, damp, out,
             m[z] = acc
         for g in range(g_n):
             suf[g] *= fw[j, g]
-        tot = 0.0
-        for z in range(k):
-            tot += m[z]
-        for z in range(k):
-            v = m[z] / tot
-            if damp:
-                v = (1.0 - damping) * v + damping * old[e, z]
-            d = abs(v - old[e, z])
-            if d > residual:
-                residual = d
-            out[e, z] = v
+        residual = _emit(m, e, old, damping, damp, out, residual)
     return residual
 
 
@@ -474,17 +483,7 @@ def _worker_block(rows, worker, label, tmsg, old, tht, logw, wlin, chunk, cut, s
                     for a in range(n_act):
                         acc += f[a] * col[a]
                     m[z] = acc
-            tot = 0.0
-            for z in range(k):
-                tot += m[z]
-            for z in range(k):
-                v = m[z] / tot
-                if damp:
-                    v = (1.0 - damping) * v + damping * old[e, z]
-                d = abs(v - old[e, z])
-                if d > residual:
-                    residual = d
-                out[e, z] = v
+            residual = _emit(m, e, old, damping, damp, out, residual)
         s = e_end
     return residual
 

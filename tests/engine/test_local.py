@@ -114,3 +114,27 @@ def test_a_block_functions_error_is_raised_from_any_thread_and_every_run_ends_fi
         with threads.use_threads(used):
             total, _ = engine.map_reduce(_fails_at, (-1, []))
         assert total == sum(range(n))
+
+
+def _answers_and_tasks(part, b: int, params, keep: bool):
+    lo, hi = part.answers_of(b)
+    return float(hi - lo), None
+
+
+def test_the_fine_grid_has_the_smallest_blocks_and_the_same_answers() -> None:
+    from crowdagg.engine import MIN_BLOCK_ANSWERS
+
+    # 3,000 workers × K = 2: the standard grid's blocks hold 16 × 3,000 × 4 = 192,000 answers
+    rng = np.random.default_rng(3)
+    n = 120_000
+    task = np.repeat(np.arange(n), 5)
+    data = AnnotationSet.from_codes(task, rng.integers(0, 3000, task.size), rng.integers(0, 2, task.size))
+    engine = LocalEngine(data)
+    fine = engine.fine()
+    assert fine is engine.fine() and fine.fine() is fine
+    assert engine.n_blocks == 3 and fine.n_blocks == data.n_answers // MIN_BLOCK_ANSWERS
+    assert fine.worker_part.n_blocks == data.n_answers // MIN_BLOCK_ANSWERS
+    for e in (engine, fine):
+        for by in ("task", "worker"):
+            total, _ = e.map_reduce(_answers_and_tasks, by=by)
+            assert total == data.n_answers

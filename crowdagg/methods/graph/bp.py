@@ -88,7 +88,7 @@ objective (the stop rule reads the messages).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -112,6 +112,10 @@ class BPState:
     engine: Any
     points: Points
     spans: Any
+    #: The fit's own engine (the standard grid) and its crossing segments: the final per-worker means are dense
+    #: per-worker sums, which the fine grid of the passes (``engine``) is not for.
+    means_engine: Any
+    means_spans: Any
     position: np.ndarray
     clamp: np.ndarray
     tmsg: np.ndarray
@@ -174,8 +178,9 @@ class BeliefPropagation(IterativeAggregator):
         k = data.n_classes
         clamp = checked.clamp if checked.clamp is not None else np.full(data.n_tasks, -1, dtype=np.int64)
         clamp = np.ascontiguousarray(clamp, dtype=np.int64)
-        state = BPState(engine, worker_points(checked, k), kernels.spans(engine.worker_part),
-                        data.worker_position, clamp, np.empty((0, k)), np.empty((0, k)), np.empty((0, k)))
+        fine = engine.fine()  # the passes' sums are scalars: the smallest blocks, so that every thread works
+        state = BPState(fine, worker_points(checked, k), kernels.spans(fine.worker_part), engine,
+                        kernels.spans(engine.worker_part), data.worker_position, clamp, np.empty((0, k)), np.empty((0, k)), np.empty((0, k)))
         if checked["start"] == "uniform":
             state.wmsg = np.full((data.n_answers, k), 1.0 / k)
         else:
@@ -210,7 +215,8 @@ class BeliefPropagation(IterativeAggregator):
         k = data.n_classes
         post = state.belief.copy()
         labels = argmax_random_ties(post, TieBreaker(data.tasks, checked["seed"]), atol=1e-12)
-        means = worker_means(state.engine, self._worker_params(state, checked))
+        means = worker_means(state.means_engine, replace(self._worker_params(state, checked),
+                                                         spans=state.means_spans))
         idle = data.answers_per_worker == 0
         means[idle] = 1.0 / k  # no answers, no posterior of its own: chance, as every method reports such a worker
         accuracy = np.diagonal(means, axis1=1, axis2=2).mean(axis=1)
