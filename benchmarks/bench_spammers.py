@@ -10,14 +10,20 @@ truth).  For each α, over the seeds: sensitivity (spammers flagged / spammers) 
 honest), pooled over the seeds, with the worst seed beside them; α = 0 has no spammer (sensitivity "–") and
 must flag nobody.  The tutorial aims at ≥ 0.9 and ≥ 0.95.
 
+With ``union`` rows: the same crowds judged by the report's two criteria together
+(:func:`crowdagg.reports.workers.spammer_flags`: the detector or the near-chance rule on a ds fit).
+
 **extreme** -- temp and rte (Snow et al. 2008): the workers who answered most tasks, with their accuracy
 against the truth and whether they are flagged (deepBP's App. H: temp's three with 442/452/462 tasks at
-.50/.44/.44, rte's four with 540/700/760/800 at .50/.58/.49/.50), and how many others are flagged.
+.50/.44/.44, rte's four with 540/700/760/800 at .50/.58/.49/.50), and how many others are flagged; beside the
+detector, the near-chance rule's bound (bits) and the union's verdict.
 
 **prune** -- accuracy of ds and mv on the tasks with truth, before and after removing the flagged workers'
 answers (the tutorial's "Alg. 1 + EM / MV" table: bluebird 0.88 → 0.899, dog 0.834 → 0.834, web 0.871 →
 0.91, pruned 22 / 12 / 158), with how many workers were flagged and skipped.  Tasks left without answers
-keep the method's label for an empty task (they count as they come out).
+keep the method's label for an empty task (they count as they come out).  A second table prunes the union of
+the detector and the near-chance rule (what ``crowdagg aggregate --drop-spammers`` removes), with how many
+workers each rule flagged.
 
 **speed** -- ``detect_spammers`` on a dense crowd of 1M answers (``simulate(n_tasks=100_000, n_workers=1000,
 per_task=10, seed=0)``: 1,000 workers, 10 answers a task), after a warm-up on a small crowd (numba's cache),
@@ -45,6 +51,17 @@ TUTORIAL = {"bluebird": (0.88, 0.899, 0.759, 0.852, 22), "dog": (0.834, 0.834, 0
 EXTREME = {"temp": 3, "rte": 4}
 
 
+def union(data, scan):
+    """The report's verdict (``crowdagg workers`` / ``aggregate --drop-spammers``): the detector's ``scan`` and the
+    near-chance rule on a ds fit."""
+    from crowdagg import aggregate
+    from crowdagg.reports.workers import spammer_flags
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return spammer_flags(data, aggregate(data, "ds", seed=0), scan)
+
+
 def detect(data, **kw):
     from crowdagg.reports.spammers import detect_spammers
 
@@ -57,10 +74,9 @@ def detect(data, **kw):
 def run_synthetic(alphas: list[float], seeds: list[int], n_tasks: int | None) -> list[dict]:
     from crowdagg.simulate import simulate
 
-    rows = []
+    rows: list[dict] = []
     for alpha in alphas:
-        tp = fn = tn = fp = 0
-        worst_sens, worst_spec = 1.0, 1.0
+        counts = {rule: [0, 0, 0, 0, 1.0, 1.0] for rule in ("detector", "union")}  # tp fn tn fp worst-sens/spec
         for seed in seeds:
             crowd = simulate(scenario="tutorial-spammers", spammers=alpha, seed=seed, n_tasks=n_tasks)
             data = crowd.to_annotations()
@@ -68,24 +84,30 @@ def run_synthetic(alphas: list[float], seeds: list[int], n_tasks: int | None) ->
             # the crowd's worker codes are its positions in worker_names ("w0", "w1", ...)
             kind = np.asarray(crowd.worker_kind)[[int(n[1:]) for n in data.worker_names]]
             spam = kind == "spammer"
-            a, b = int((scan.flagged & spam).sum()), int((~scan.flagged & spam).sum())
-            c, d = int((~scan.flagged & ~spam).sum()), int((scan.flagged & ~spam).sum())
-            tp, fn, tn, fp = tp + a, fn + b, tn + c, fp + d
-            if a + b:
-                worst_sens = min(worst_sens, a / (a + b))
-            worst_spec = min(worst_spec, c / (c + d))
-        rows.append({"alpha": alpha, "seeds": len(seeds), "spammers": tp + fn, "honest": tn + fp,
-                     "sensitivity": tp / (tp + fn) if tp + fn else None, "specificity": tn / (tn + fp),
-                     "worst_sensitivity": worst_sens if tp + fn else None, "worst_specificity": worst_spec,
-                     "flagged_honest": fp})
-    print(f"\n### Synthetic (tutorial-spammers, N = {n_tasks or 10_000:,}, K = 4, M = 20; seeds "
-          f"{seeds[0]}..{seeds[-1]})\n")
-    print("| α | spammers | honest | sensitivity (worst seed) | specificity (worst seed) | honest flagged |")
-    print("|---:|---:|---:|---:|---:|---:|")
-    for r in rows:
-        sens = "–" if r["sensitivity"] is None else f"{r['sensitivity']:.3f} ({r['worst_sensitivity']:.2f})"
-        print(f"| {r['alpha']:.1f} | {r['spammers']} | {r['honest']} | {sens} | {r['specificity']:.3f} "
-              f"({r['worst_specificity']:.2f}) | {r['flagged_honest']} |")
+            for rule, flagged in (("detector", scan.flagged), ("union", union(data, scan).flagged)):
+                c = counts[rule]
+                a, b = int((flagged & spam).sum()), int((~flagged & spam).sum())
+                t, f = int((~flagged & ~spam).sum()), int((flagged & ~spam).sum())
+                c[0], c[1], c[2], c[3] = c[0] + a, c[1] + b, c[2] + t, c[3] + f
+                if a + b:
+                    c[4] = min(c[4], a / (a + b))
+                c[5] = min(c[5], t / (t + f))
+        for rule, (tp, fn, tn, fp, worst_sens, worst_spec) in counts.items():
+            rows.append({"alpha": alpha, "rule": rule, "seeds": len(seeds), "spammers": tp + fn, "honest": tn + fp,
+                         "sensitivity": tp / (tp + fn) if tp + fn else None, "specificity": tn / (tn + fp),
+                         "worst_sensitivity": worst_sens if tp + fn else None, "worst_specificity": worst_spec,
+                         "flagged_honest": fp})
+    for rule, title in (("detector", "the detector"), ("union", "the detector or the near-chance rule")):
+        print(f"\n### Synthetic (tutorial-spammers, N = {n_tasks or 10_000:,}, K = 4, M = 20; seeds "
+              f"{seeds[0]}..{seeds[-1]}): {title}\n")
+        print("| α | spammers | honest | sensitivity (worst seed) | specificity (worst seed) | honest flagged |")
+        print("|---:|---:|---:|---:|---:|---:|")
+        for r in rows:
+            if r["rule"] != rule:
+                continue
+            sens = "–" if r["sensitivity"] is None else f"{r['sensitivity']:.3f} ({r['worst_sensitivity']:.2f})"
+            print(f"| {r['alpha']:.1f} | {r['spammers']} | {r['honest']} | {sens} | {r['specificity']:.3f} "
+                  f"({r['worst_specificity']:.2f}) | {r['flagged_honest']} |")
     return rows
 
 
@@ -114,23 +136,30 @@ def worker_accuracy(data, truth: dict) -> tuple[np.ndarray, np.ndarray]:
 def run_extreme(datasets: Path, names: list[str]) -> list[dict]:
     rows = []
     print("\n### Extreme spammers (the workers with most answers)\n")
-    print("| dataset | answers | accuracy | score | noise | flagged |")
-    print("|---|---:|---:|---:|---:|---|")
+    print("| dataset | answers | accuracy | score | noise | flagged | chance bound (bits) | flagged by |")
+    print("|---|---:|---:|---:|---:|---|---:|---|")
     for name in names:
         data, truth = load(datasets, name)
         scan = detect(data)
+        flags = union(data, scan)
+        by = flags.flagged_by
         answers, acc = worker_accuracy(data, truth)
         top = EXTREME.get(name, 4)
         heavy = np.argsort(-answers, kind="stable")[:top]
         for w in heavy:
             rows.append({"dataset": name, "worker": str(data.worker_names[w]), "answers": int(answers[w]),
-                         "accuracy": float(acc[w]), "score": float(scan.score[w]), "flagged": bool(scan.flagged[w])})
+                         "accuracy": float(acc[w]), "score": float(scan.score[w]), "flagged": bool(scan.flagged[w]),
+                         "chance_bound": float(flags.bound[w]), "flagged_by": str(by[w]),
+                         "union": bool(flags.flagged[w])})
             noise = scan.noise[w] if scan.noise is not None else float("nan")
             print(f"| {name} | {answers[w]} | {acc[w]:.2f} | {scan.score[w]:.3f} | {noise:.3f} | "
-                  f"{'yes' if scan.flagged[w] else 'no'} |")
+                  f"{'yes' if scan.flagged[w] else 'no'} | {flags.bound[w]:.3f} | {by[w] or '–'} |")
         others = int(scan.flagged.sum() - scan.flagged[heavy].sum())
-        print(f"| {name}: {others} others flagged of {data.n_workers - top}, {scan.n_skipped} skipped | | | | | |")
-        rows.append({"dataset": name, "others_flagged": others, "skipped": scan.n_skipped, "why": scan.why})
+        others_union = int(flags.flagged.sum() - flags.flagged[heavy].sum())
+        print(f"| {name}: {others} others flagged of {data.n_workers - top} ({others_union} by the union), "
+              f"{scan.n_skipped} skipped | | | | | | | |")
+        rows.append({"dataset": name, "others_flagged": others, "others_flagged_union": others_union,
+                     "skipped": scan.n_skipped, "why": scan.why})
     return rows
 
 
@@ -160,12 +189,16 @@ def run_prune(datasets: Path, names: list[str]) -> list[dict]:
     for name in names:
         data, truth = load(datasets, name)
         scan = detect(data)
+        flags = union(data, scan)
         after = pruned(data, scan.flagged)
+        after_union = pruned(data, flags.flagged)
+        assert flags.chance is not None
         row = {"dataset": name, "workers": data.n_workers, "flagged": scan.n_flagged, "skipped": scan.n_skipped,
-               "why": scan.why}
+               "why": scan.why, "flagged_chance": int(flags.chance.sum()), "flagged_union": int(flags.flagged.sum())}
         for method in ("ds", "mv"):
             row[f"{method}_before"] = accuracy(data, truth, method)
             row[f"{method}_after"] = accuracy(after, truth, method)
+            row[f"{method}_after_union"] = accuracy(after_union, truth, method)
         rows.append(row)
     print("\n### Prune then aggregate: accuracy before → after removing the flagged workers (tutorial's)\n")
     print("| dataset | workers | flagged (tutorial) | skipped | ds before → after (tutorial EM) | "
@@ -178,6 +211,15 @@ def run_prune(datasets: Path, names: list[str]) -> list[dict]:
         tut_n = f" ({t[4]})" if t else ""
         print(f"| {r['dataset']} | {r['workers']} | {r['flagged']}{tut_n} | {r['skipped']} | "
               f"{r['ds_before']:.3f} → {r['ds_after']:.3f}{tut_em} | {r['mv_before']:.3f} → {r['mv_after']:.3f}{tut_mv} |")
+    print("\n### Prune then aggregate with the union (the detector or the near-chance rule on ds): "
+          "what `aggregate --drop-spammers` removes\n")
+    print("| dataset | workers | detector | near-chance | union | ds before → detector / union | "
+          "mv before → detector / union |")
+    print("|---|---:|---:|---:|---:|---|---|")
+    for r in rows:
+        print(f"| {r['dataset']} | {r['workers']} | {r['flagged']} | {r['flagged_chance']} | {r['flagged_union']} | "
+              f"{r['ds_before']:.3f} → {r['ds_after']:.3f} / {r['ds_after_union']:.3f} | "
+              f"{r['mv_before']:.3f} → {r['mv_after']:.3f} / {r['mv_after_union']:.3f} |")
     return rows
 
 
@@ -234,7 +276,9 @@ def main(argv: list[str] | None = None) -> int:
         args.names, extreme, speed_tasks, speed_workers = ["bluebird"], ["temp"], 5_000, 100
     out: dict = {}
     if "synthetic" in parts:
-        out["synthetic"] = run_synthetic(args.alphas, args.seeds, n_tasks)
+        rows = run_synthetic(args.alphas, args.seeds, n_tasks)
+        out["synthetic"] = [r for r in rows if r["rule"] == "detector"]
+        out["synthetic_union"] = [r for r in rows if r["rule"] == "union"]
     have = [n for n in dict.fromkeys(args.names + extreme) if (args.datasets / n / "labels.csv").is_file()]
     if len(have) < len(set(args.names + extreme)):
         print(f"datasets not found under {args.datasets} (left out): "

@@ -43,7 +43,8 @@ def aggregate(
     fmt: Optional[str] = opt.format_option("csv, tsv, jsonl, json or parquet (default: from -o's extension, else csv)."),
     proba: bool = typer.Option(False, "--proba", help="Add n_answers and one p_<class> posterior column per class."),
     workers: Optional[str] = typer.Option(None, "--workers", help="Write each worker's parameters here: its confusion matrix (long form) and accuracy, or, for a method whose worker model is not a confusion, one row per worker (worker, each parameter, n_answers)."),
-    drop_spammers: bool = typer.Option(False, "--drop-spammers", help="First run the cross-covariance spammer detector (on the answers alone, as `crowdagg workers` does) and fit without the answers of the workers it flags; stderr says how many workers and answers were removed.  Every task still gets its row (one left without answers gets the class prior).  Local engine only."),
+    drop_spammers: bool = typer.Option(False, "--drop-spammers", help="First flag spammers as `crowdagg workers` does with its default method, and fit without their answers: the cross-covariance detector (on the answers alone) and, unless --no-near-chance, the near-chance rule on a ds fit (one extra ds fit, default parameters and --seed); the workers either flags are removed.  stderr says how many each flagged and how many workers and answers were removed.  Every task still gets its row (one left without answers gets the class prior).  Local engine only."),
+    near_chance: bool = opt.NEAR_CHANCE,
     task_params: Optional[str] = typer.Option(None, "--task-params", help="Write one row per task here: task, each per-task parameter of the method, n_answers (task and n_answers for a method without any)."),
     save_workers: Optional[str] = opt.SAVE_WORKERS,
     init_workers: Optional[str] = opt.INIT_WORKERS,
@@ -120,7 +121,7 @@ def aggregate(
             blank_labels=blank_labels,
         )
         if drop_spammers:
-            data = steps.drop_spammers(data, seed=seed, max_memory=max_memory, quiet=quiet)
+            data = steps.drop_spammers(data, seed=seed, max_memory=max_memory, quiet=quiet, chance=near_chance)
         _check_output_memory(data, proba=proba, headers=headers, max_memory=max_memory,
                              labels_here=not (fit_engine is not None and planned["--output"].target.kind == "dir"))
         result = steps.fit(data, method, params, quiet=quiet, max_memory=max_memory, engine=fit_engine)

@@ -206,6 +206,8 @@ TRUTH_LABEL_COL = column_option("--truth-label-col", "Label column of --truth (d
 
 # --------------------------------------------------------------------------- commands that fit a method
 METHOD = typer.Option("ds", "--method", "-m", help="Aggregation method (see `crowdagg methods`).")
+#: The near-chance spammer rule (crowdagg.reports.workers.near_chance), in ``workers`` and ``aggregate --drop-spammers``.
+NEAR_CHANCE = typer.Option(True, "--near-chance/--no-near-chance", help="Flag as spammers also the workers the fitted model is confident answer near chance: the information an answer carries (capacity of the symmetric channel of the worker's estimated accuracy, at the end of its 2-standard-error interval) under 0.1 bits, as when accuracy is confidently under .68 on two classes.  Light workers are left alone (under about 30 answers a binary worker is never flagged).  Methods without a worker accuracy (glad, kos): the detector alone.")
 SEED = typer.Option(None, "--seed", help=f"Seed for tie-breaking and any random choice ({defaults('seed')}).")
 MAX_ITER = typer.Option(None, "--max-iter", help=f"Iteration cap ({defaults('max_iter')}).")
 TOL = typer.Option(None, "--tol", help=f"Stop when the relative change of the fit's objective (a log-likelihood, log-posterior, ELBO or KL divergence; for cpd, of the confusion matrices and prior that minimise its moment residual; for kos, the largest change of its normalised messages) is below this ({defaults('tol')}); 0 runs exactly --max-iter.")

@@ -12,8 +12,9 @@
 3. :func:`read_labels` (``--truth``, ``--gold``), :func:`load` (the answers);
 4. :func:`check_render_memory` -- the outputs' size is known once the data
    is: refused before fitting, not after; :func:`scan_spammers` and
-   :func:`drop_spammers` -- the spammer detector, and the answers without
-   the workers it flags (``aggregate --drop-spammers``);
+   :func:`drop_spammers` -- the spammer criteria (the detector, the
+   near-chance rule), and the answers without the workers they flag
+   (``aggregate --drop-spammers``);
 5. :func:`fit` -- the method, with the progress display and timings;
 6. :func:`render_and_commit` -- every output rendered first, then all
    written or none (:func:`crowdagg.io.output.commit`).
@@ -41,6 +42,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..io.read import Inputs
     from ..methods.result import AggregationResult
 
+#: The method whose fit the near-chance rule reads in ``aggregate --drop-spammers`` (``crowdagg workers``' default).
+SPAMMER_METHOD = "ds"
 #: ``(how messages name it, path)``: an input as the checks of stdin and of outputs name it.
 Named = tuple[str, Optional[str]]
 
@@ -295,35 +298,56 @@ def check_render_memory(n_rows: int, n_float: int, n_text: int, what: str, max_m
     check(estimate_text_bytes(n_rows, n_float, n_text), what, max_memory, advice="leave out --proba or --workers")
 
 
-def scan_spammers(data: AnnotationSet, engine: Any, *, seed: Optional[int], max_memory: Any, quiet: bool,
-                  **options: Any) -> Any:
-    """The cross-covariance spammer detector on ``data`` (:func:`crowdagg.reports.spammers.detect_spammers`,
-    seeded by ``--seed``, else 0; ``options``: its ``min_partners``, ``min_shared``); how many workers it flagged
-    and skipped said on stderr, and how it split unless ``quiet``."""
+def scan_spammers(data: AnnotationSet, engine: Any, result: Optional[AggregationResult], *, method: str,
+                  seed: Optional[int], max_memory: Any, quiet: bool, **options: Any) -> tuple[Any, Any]:
+    """Both spammer criteria on ``data``: the cross-covariance detector
+    (:func:`crowdagg.reports.spammers.detect_spammers`, seeded by ``--seed``, else 0; ``options``: its
+    ``min_partners``, ``min_shared``) and, with ``result`` (``method``'s fit), the near-chance rule
+    (:func:`crowdagg.reports.workers.spammer_flags`); ``result`` None: the detector alone.  stderr says how many
+    workers each flagged, the detector's skipped and its split (unless ``quiet``), and when ``method`` estimates no
+    accuracy for the rule.  Returns ``(scan, flags)``: ``crowdagg workers`` and ``aggregate --drop-spammers`` both
+    decide here."""
     from ..core import timing
     from ..reports.spammers import detect_spammers
+    from ..reports.workers import spammer_flags
 
     with timing.stage("spammers"):
         scan = detect_spammers(data, engine=engine, seed=0 if seed is None else seed, max_memory=max_memory,
                                **options)
-    err(f"spammer detector: {int(scan.flagged.sum()):,} of {data.n_workers:,} workers flagged as spammers, "
+        flags = spammer_flags(data, result, scan)
+    n = data.n_workers
+    err(f"spammer detector: {int(scan.flagged.sum()):,} of {n:,} workers flagged as spammers, "
         f"{int(scan.skipped.sum()):,} skipped (too few co-labelled partners to judge)")
     if not quiet and scan.why:
         err(f"spammer detector: {scan.why}")
-    return scan
+    if flags.chance is not None:
+        both = int((flags.covariance & flags.chance).sum())
+        err(f"near-chance rule ({method}): {int(flags.chance.sum()):,} of {n:,} workers flagged ({both:,} also by "
+            f"the detector); {int(flags.flagged.sum()):,} spammers in all")
+    elif result is not None:
+        err(f"near-chance rule: method {method!r} estimates no worker accuracy; the detector alone flags")
+    return scan, flags
 
 
-def drop_spammers(data: AnnotationSet, *, seed: Optional[int], max_memory: Any, quiet: bool) -> AnnotationSet:
-    """``--drop-spammers``: ``data`` without the answers of the workers the detector flags
-    (:meth:`~crowdagg.data.annotations.AnnotationSet.without_workers`: every task stays), the workers and
-    answers removed said on stderr."""
+def drop_spammers(data: AnnotationSet, *, seed: Optional[int], max_memory: Any, quiet: bool,
+                  chance: bool = True) -> AnnotationSet:
+    """``--drop-spammers``: ``data`` without the answers of the workers ``crowdagg workers`` flags with its default
+    method (:data:`SPAMMER_METHOD`): with ``chance``, ds is fitted first (default parameters, ``--seed``) for the
+    near-chance rule (:func:`scan_spammers`), and the union of both criteria is removed
+    (:meth:`~crowdagg.data.annotations.AnnotationSet.without_workers`: every task stays); the workers and answers
+    removed said on stderr."""
     from ..engine import LocalEngine
     from ..errors import DataError
 
-    scan = scan_spammers(data, LocalEngine(data), seed=seed, max_memory=max_memory, quiet=quiet)
-    kept = data.without_workers(scan.flagged)
+    result = None
+    if chance:
+        params = {} if seed is None else {"seed": seed}
+        result = fit(data, SPAMMER_METHOD, params, quiet=quiet, max_memory=max_memory)
+    _, flags = scan_spammers(data, LocalEngine(data), result, method=SPAMMER_METHOD, seed=seed,
+                             max_memory=max_memory, quiet=quiet)
+    kept = data.without_workers(flags.flagged)
     if kept.n_answers == 0:
-        raise DataError("--drop-spammers: the detector flagged every worker; no answers are left to aggregate")
+        raise DataError("--drop-spammers: every worker was flagged; no answers are left to aggregate")
     err(f"--drop-spammers: removed {data.n_workers - kept.n_workers:,} of {data.n_workers:,} workers and their "
         f"{data.n_answers - kept.n_answers:,} of {data.n_answers:,} answers")
     return kept

@@ -23,13 +23,21 @@ estimated accuracy, recall_<class> (its confusion's diagonal), worst_class
 and worst_recall, capacity (bits of the estimated confusion as a channel: 0
 for a spammer), raykar_yu (Raykar-Yu spammer score: 0 when the answer
 ignores the truth), agreement (share of its answers equal to the method's
-label), spam_score and spammer (the cross-covariance spammer detector, run
-on the answers alone; empty where it had too few co-labels to judge);
-with --gold, gold_answers and gold_accuracy.  A method without confusion
-matrices (glad) leaves recall_*, worst_*, capacity and raykar_yu empty.
+label), spam_score (the cross-covariance spammer detector, run on the
+answers alone; empty where it had too few co-labels to judge),
+chance_bound (bits an answer carries at most, by the method's accuracy
+and the worker's answers), spammer (flagged by the detector or by the
+near-chance rule, chance_bound under 0.1 bits; empty where neither
+flagged and the detector skipped) and flagged_by (covariance, chance,
+both or empty); with --gold, gold_answers and gold_accuracy.  A method
+without confusion matrices (glad) leaves recall_*, worst_*, capacity and
+raykar_yu empty; one without a worker accuracy (glad, kos) leaves
+chance_bound empty and the detector alone flags.  aggregate
+--drop-spammers removes the workers this command flags with -m ds.
 
 A table on a terminal; CSV (or --format) when piped or with -o.  stderr
-says how many workers the detector flagged and how many it skipped.
+says how many workers each criterion flagged and how many the detector
+skipped.
 
 \b
 Examples:
@@ -60,6 +68,7 @@ def workers(
     pairs: Optional[str] = typer.Option(None, "--pairs", help="Write the worker x worker agreement table here: one row per pair of workers sharing a task (worker_a, worker_b, shared_tasks, agreement, chance_agreement, kappa); copying or colluding pairs stand out with kappa near 1."),
     plot: Optional[str] = typer.Option(None, "--plot", metavar="DIR", help="Write figures into DIR (made if missing): confusions.png, the estimated confusion matrices of the 16 most active workers, and answers_accuracy.png, answers against estimated accuracy with spammers marked.  Needs pip install 'crowdagg[plot]'."),
     min_partners: int = typer.Option(5, "--min-partners", min=1, metavar="N", help="The spammer detector judges a worker with at least N co-labelling partners (each sharing --min-shared tasks); the others are skipped, their spam_score and spammer empty."),
+    near_chance: bool = opt.NEAR_CHANCE,
     min_shared: int = typer.Option(20, "--min-shared", min=1, metavar="N", help="Tasks two workers must share for their covariance to count in the spammer detector."),
     classes: Optional[str] = opt.CLASSES,
     duplicates: str = opt.DUPLICATES,
@@ -111,15 +120,16 @@ def workers(
             steps.check_render_memory(data.n_workers, n_columns, 2, f"a report of {data.n_workers:,} workers", max_memory)
             result = steps.fit(data, method, params, quiet=quiet, max_memory=max_memory)
             engine = LocalEngine(data)
-            scan = steps.scan_spammers(data, engine, seed=seed, max_memory=max_memory, quiet=quiet,
-                                       min_partners=min_partners, min_shared=min_shared)
+            scan, _ = steps.scan_spammers(data, engine, result if near_chance else None, method=method, seed=seed,
+                                          max_memory=max_memory, quiet=quiet, min_partners=min_partners,
+                                          min_shared=min_shared)
             if not result.has_confusion:
                 _say_no_confusion(method, plot is not None)
             # 3. The report, the pairs, the figures: all rendered, then all written or none.
             from ..core import timing
 
             with timing.stage("report"):
-                report = worker_report(data, result, scan=scan, gold=gold_labels, engine=engine)
+                report = worker_report(data, result, scan=scan, chance=near_chance, gold=gold_labels, engine=engine)
             with timing.stage("pairs"):
                 pair_table = pair_agreement(data, engine, max_memory=max_memory) if pairs is not None else None
             if pair_table is not None:

@@ -159,8 +159,9 @@ def answers_vs_accuracy(report: pd.DataFrame, n_classes: int) -> bytes:
     Returns
     -------
     bytes
-        A PNG: judged workers blue, flagged spammers red crosses, workers
-        the detector did not judge (too few co-labels, or no scan) grey.
+        A PNG: judged workers blue, spammers (``spammer``: the detector's or
+        the near-chance rule's, ``flagged_by``) red crosses, workers neither
+        judged (too few co-labels, or no scan) grey.
     """
     y_col = "accuracy" if report["accuracy"].notna().any() else "agreement"
     x = report["answers"].to_numpy(dtype=np.float64)
@@ -177,8 +178,8 @@ def answers_vs_accuracy(report: pd.DataFrame, n_classes: int) -> bytes:
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
         ax.xaxis.set_minor_formatter(NullFormatter())  # 2×10¹, 3×10¹ ... crowd the axis
         groups = ((kept, "workers", dict(marker="o", color="tab:blue", alpha=0.6, s=18)),
-                  (skipped, "not judged by the detector", dict(marker="o", color="0.6", alpha=0.6, s=14)),
-                  (flagged, "spammers (cross-covariance)", dict(marker="x", color="tab:red", s=36)))
+                  (skipped, "not judged", dict(marker="o", color="0.6", alpha=0.6, s=14)),
+                  (flagged, "spammers", dict(marker="x", color="tab:red", s=36)))
         for mask, label, style in groups:
             if mask.any():
                 ax.scatter(x[mask], y[mask], label=f"{label} ({int(mask.sum()):,})", **style)

@@ -19,7 +19,12 @@ raykar_yu           Raykar & Yu's spammer score of the confusion, 0 iff its rows
 agreement           the share of the worker's answers equal to the method's label of their task
 spam_score          the cross-covariance detector's score ``‖V_m‖`` (missing where it skipped the
                     worker, or was not run)
-spammer             its flag (missing where skipped or not run)
+chance_bound        the near-chance rule's statistic: an upper bound, bits, on the information an
+                    answer of the worker carries (:func:`chance_bound`; missing for a method
+                    without an accuracy)
+spammer             flagged by either criterion: the detector or the near-chance rule (missing
+                    where neither flagged it and the detector skipped it, or was not run)
+flagged_by          ``covariance``, ``chance``, ``both``, or empty
 gold_answers        with gold labels: the worker's answers on gold tasks, and the share of them
 gold_accuracy       that are right -- the way crowdsourcing platforms score workers (missing
                     for a worker without a gold answer)
@@ -31,6 +36,36 @@ no accuracy unless it estimates one: those cells are missing (the
 :data:`CONFUSION_COLUMNS` note says so, and which methods have them) rather
 than the method refused, since answers, agreement, the spammer scan and gold
 accuracy still say much about a worker.
+
+Two criteria flag spammers (:func:`spammer_flags`), and ``spammer`` is their
+union:
+
+* ``covariance`` -- the cross-covariance detector
+  (:func:`crowdagg.reports.spammers.detect_spammers`), on the answers alone:
+  a worker whose row of the low-rank factor is near zero.  It judges
+  workers by how they co-vary with the others, so a weak worker that still
+  leans the right way (rte's 700-answer worker, right 58% of the time:
+  score .29 against a noise level of .05) is not its spammer.
+* ``chance`` -- the fitted model is confident that the worker's answers
+  carry almost no information about the truth (:func:`near_chance`).  From
+  the method's accuracy p̂ and the worker's n answers, the capacity of the
+  K-ary symmetric channel of accuracy p,
+  C(p) = log2 K − H(p) − (1 − p) log2(K − 1) (H the binary entropy; 0 at
+  p = 1/K), is bounded over p̂ ± z·sqrt(p̂(1 − p̂)/n) (z = 2: C is convex
+  with its minimum at 1/K, so its largest value on the interval is at an
+  end); the worker is flagged when that bound is under
+  :data:`CHANCE_BITS` = 0.1 bits.  A binary worker right 90% of the time
+  carries .53 bits an answer, one right 68% of the time .1: under the
+  threshold, five answers tell less than one good one, and the accuracy is
+  confidently under .68 (over .32).  The interval makes the rule leave light
+  workers alone: a binary worker with fewer than about 30 answers is never
+  flagged (the interval is wider than the whole band .32--.68), one with 20
+  answers right 60% of the time has a bound of .32 bits.  The interval
+  takes the model's labels as known, so it is, if anything, too narrow for
+  workers on tasks that few others answered; the threshold's margin (rte's
+  700-answer worker: .05 bits) absorbs that.  A method without a per-worker
+  accuracy (kos; glad's ability is no accuracy) cannot use this rule: the
+  detector alone flags.
 
 :func:`pair_agreement` -- the worker × worker table, sparse: one row per
 pair of workers who labelled a task in common, from the engine's
@@ -48,6 +83,7 @@ take (a missing number is an empty CSV cell or a JSON ``null``,
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -67,6 +103,12 @@ if TYPE_CHECKING:  # pragma: no cover
 LEADING = ("worker", "answers", "accuracy")
 #: The columns of :func:`pair_agreement`.
 PAIR_COLUMNS = ("worker_a", "worker_b", "shared_tasks", "agreement", "chance_agreement", "kappa")
+#: The near-chance rule's threshold, bits an answer (the module notes say why).
+CHANCE_BITS = 0.1
+#: The near-chance rule's interval half-width, in standard errors of the accuracy.
+CHANCE_Z = 2.0
+#: The values of ``flagged_by``.
+FLAGGED_BY = ("covariance", "chance", "both", "")
 #: What a method without confusion matrices leaves missing.
 CONFUSION_COLUMNS = "recall_<class>, worst_class, worst_recall, capacity, raykar_yu"
 
@@ -74,11 +116,142 @@ CONFUSION_COLUMNS = "recall_<class>, worst_class, worst_recall, capacity, raykar
 def report_columns(classes: tuple[str, ...] | list[str], gold: bool) -> tuple[str, ...]:
     """The columns of :func:`worker_report` for these classes, with or without gold."""
     return (*LEADING, *(f"recall_{c}" for c in classes), "worst_class", "worst_recall", "capacity", "raykar_yu",
-            "agreement", "spam_score", "spammer", *(("gold_answers", "gold_accuracy") if gold else ()))
+            "agreement", "spam_score", "chance_bound", "spammer", "flagged_by",
+            *(("gold_answers", "gold_accuracy") if gold else ()))
+
+
+def symmetric_capacity(accuracy: np.ndarray, n_classes: int) -> np.ndarray:
+    """Capacity, bits, of the K-ary symmetric channel right with probability ``accuracy`` (wrong answers spread
+    evenly): ``log2 K − H(p) − (1 − p) log2(K − 1)``, H the binary entropy; 0 at p = 1/K, log2 K at p = 1.
+
+    ``accuracy``: any shape, in [0, 1]; the result has its shape (NaN where it is NaN).
+    """
+    p = np.asarray(accuracy, dtype=np.float64)
+    k = int(n_classes)
+    q = 1.0 - p
+    with np.errstate(divide="ignore", invalid="ignore"):
+        plogp = np.where(p > 0, p * np.log2(np.where(p > 0, p, 1.0)), 0.0)
+        # the wrong mass q spread over K − 1 classes: −q log2(q / (K − 1)) = H's q-term + q log2(K − 1)
+        qlogq = np.where(q > 0, q * np.log2(np.where(q > 0, q, 1.0) / max(k - 1, 1)), 0.0)
+    out = np.log2(k) + plogp + qlogq
+    return np.where(np.isnan(p), np.nan, np.maximum(out, 0.0))  # not −1e-17 at p = 1/K
+
+
+def chance_bound(accuracy: np.ndarray, answers: np.ndarray, n_classes: int, *, z: float = CHANCE_Z) -> np.ndarray:
+    """Upper bound, bits an answer, on what each worker's answers tell of the truth (the near-chance statistic).
+
+    The largest :func:`symmetric_capacity` over ``p̂ ± z·sqrt(p̂(1 − p̂)/n)`` (clipped to [0, 1]): the capacity is
+    convex in p with its minimum at 1/K, so the largest value is at an end of the interval.
+
+    Parameters
+    ----------
+    accuracy : ndarray of float, shape (n_workers,)
+        The method's estimate p̂ (NaN: unknown).
+    answers : ndarray of int, shape (n_workers,)
+        Each worker's answers n.
+    n_classes : int
+    z : float
+        Half-width in standard errors (2: about 95% two-sided).
+
+    Returns
+    -------
+    ndarray of float, shape (n_workers,)
+        NaN where ``accuracy`` is NaN or the worker has no answer.
+    """
+    p = np.clip(np.asarray(accuracy, dtype=np.float64), 0.0, 1.0)
+    n = np.asarray(answers, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        half = z * np.sqrt(p * (1.0 - p) / n)
+    ends = np.stack([np.clip(p - half, 0.0, 1.0), np.clip(p + half, 0.0, 1.0)])
+    bound = symmetric_capacity(ends, n_classes).max(axis=0)
+    return np.where(np.isfinite(half), bound, np.nan)
+
+
+def near_chance(accuracy: np.ndarray, answers: np.ndarray, n_classes: int, *, bits: float = CHANCE_BITS,
+                z: float = CHANCE_Z) -> np.ndarray:
+    """The near-chance rule: ``chance_bound(...) < bits`` (bool, shape (n_workers,); False where unknown)."""
+    return _below(chance_bound(accuracy, answers, n_classes, z=z), bits)
+
+
+def _below(bound: np.ndarray, bits: float) -> np.ndarray:
+    """``bound < bits``, False where the bound is unknown (NaN)."""
+    return np.where(np.isnan(bound), False, bound < bits)
+
+
+def method_accuracy(result: AggregationResult) -> np.ndarray | None:
+    """The method's per-worker accuracy (:attr:`~crowdagg.methods.result.AggregationResult.worker_accuracy` for a
+    confusion, else its own ``accuracy`` parameter), or None for a method that estimates none (kos, glad)."""
+    if result.has_confusion:
+        return np.asarray(result.worker_accuracy, dtype=np.float64)
+    acc = result.worker_params.get("accuracy")
+    return None if acc is None else np.asarray(acc, dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class SpammerFlags:
+    """Both criteria's verdicts on each worker (:func:`spammer_flags`); arrays of shape (n_workers,).
+
+    Attributes
+    ----------
+    covariance : ndarray of bool
+        The cross-covariance detector's flag (False where it skipped the worker or was not run).
+    chance : ndarray of bool or None
+        The near-chance rule's flag; None where the method estimates no accuracy.
+    bound : ndarray of float
+        The near-chance statistic, :func:`chance_bound` (all NaN without an accuracy).
+    """
+
+    covariance: np.ndarray
+    chance: np.ndarray | None
+    bound: np.ndarray
+
+    @property
+    def flagged(self) -> np.ndarray:
+        """The union: flagged by either criterion."""
+        return self.covariance if self.chance is None else self.covariance | self.chance
+
+    @property
+    def flagged_by(self) -> np.ndarray:
+        """Object array of :data:`FLAGGED_BY`: which criteria flagged each worker."""
+        chance = np.zeros_like(self.covariance) if self.chance is None else self.chance
+        out = np.full(self.covariance.shape, "", dtype=object)
+        out[self.covariance] = "covariance"
+        out[chance] = "chance"
+        out[self.covariance & chance] = "both"
+        return out
+
+
+def spammer_flags(data: AnnotationSet, result: AggregationResult | None, scan: SpammerScan | None, *,
+                  bits: float = CHANCE_BITS, z: float = CHANCE_Z) -> SpammerFlags:
+    """Who is a spammer, by the detector (``scan``) and by the near-chance rule on ``result``'s accuracy.
+
+    Parameters
+    ----------
+    data : AnnotationSet
+    result : AggregationResult or None
+        A fit on ``data``; None (or a method without an accuracy): the detector alone.
+    scan : SpammerScan or None
+        :func:`crowdagg.reports.spammers.detect_spammers` on ``data``; None: the near-chance rule alone.
+    bits, z : float
+        The rule's threshold and interval (:func:`near_chance`; defaults :data:`CHANCE_BITS`, :data:`CHANCE_Z`).
+
+    Returns
+    -------
+    SpammerFlags
+    """
+    n_workers = data.n_workers
+    covariance = np.zeros(n_workers, bool) if scan is None else np.asarray(scan.flagged, bool)
+    accuracy = None if result is None else method_accuracy(result)
+    if accuracy is None:
+        return SpammerFlags(covariance, None, np.full(n_workers, np.nan))
+    answers = np.asarray(data.answers_per_worker, dtype=np.int64)
+    bound = chance_bound(accuracy, answers, data.n_classes, z=z)
+    return SpammerFlags(covariance, _below(bound, bits), bound)
 
 
 def worker_report(data: AnnotationSet, result: AggregationResult, *, scan: SpammerScan | None = None,
-                  gold: Mapping[str, str] | np.ndarray | None = None, engine: Any = None) -> pd.DataFrame:
+                  chance: bool = True, gold: Mapping[str, str] | np.ndarray | None = None,
+                  engine: Any = None) -> pd.DataFrame:
     """One row per worker: what the method estimated, how the worker agrees, whether it looks like a spammer.
 
     Parameters
@@ -90,7 +263,10 @@ def worker_report(data: AnnotationSet, result: AggregationResult, *, scan: Spamm
     scan : SpammerScan, optional
         The cross-covariance detector's verdict,
         :func:`crowdagg.reports.spammers.detect_spammers` on ``data``;
-        without it ``spam_score`` and ``spammer`` are missing.
+        without it ``spam_score`` is missing and only the near-chance rule flags.
+    chance : bool
+        Apply the near-chance rule (:func:`spammer_flags`) where the method estimates an accuracy (default);
+        False: ``chance_bound`` is missing and the detector alone flags.
     gold : mapping of task name -> class name, or ndarray of int, shape (n_tasks,), optional
         Known labels (an index array: the class per task, -1 where unknown,
         :func:`crowdagg.methods.blocks.gold_clamp`); adds ``gold_answers``
@@ -138,20 +314,22 @@ def worker_report(data: AnnotationSet, result: AggregationResult, *, scan: Spamm
         cols["capacity"] = channel_capacity(confusion)
         cols["raykar_yu"] = raykar_yu_score(confusion)
     else:
-        cols["accuracy"] = result.worker_params.get("accuracy", missing)
+        accuracy = method_accuracy(result)
+        cols["accuracy"] = missing if accuracy is None else accuracy
         cols.update({f"recall_{c}": missing for c in data.classes})
         cols["worst_class"] = np.full(n_workers, None, dtype=object)
         cols.update(worst_recall=missing, capacity=missing, raykar_yu=missing)
     eng = LocalEngine(data) if engine is None else engine
     (right, total), _ = eng.map_reduce(agreement_with_block, (np.asarray(result.labels, np.int64), False))
     cols["agreement"] = _share(right, total)
-    if scan is None:
-        cols["spam_score"] = missing
-        cols["spammer"] = pd.array([None] * n_workers, dtype="boolean")
-    else:
-        cols["spam_score"] = np.where(scan.skipped, np.nan, scan.score)
-        cols["spammer"] = pd.array(np.asarray(scan.flagged, bool), dtype="boolean")
-        cols["spammer"][np.asarray(scan.skipped, bool)] = pd.NA
+    flags = spammer_flags(data, result if chance else None, scan)
+    flagged = flags.flagged
+    cols["spam_score"] = missing if scan is None else np.where(scan.skipped, np.nan, scan.score)
+    cols["chance_bound"] = flags.bound
+    cols["spammer"] = pd.array(flagged, dtype="boolean")
+    unjudged = np.ones(n_workers, bool) if scan is None else np.asarray(scan.skipped, bool)
+    cols["spammer"][unjudged & ~flagged] = pd.NA
+    cols["flagged_by"] = flags.flagged_by
     if gold is not None:
         clamp = gold_clamp(data, gold)
         right_gold, n_gold = gold_counts(data, clamp)
@@ -302,5 +480,6 @@ def _nullable(values: Any) -> Any:
     return values
 
 
-__all__ = ["CONFUSION_COLUMNS", "LEADING", "PAIR_COLUMNS", "gold_counts", "pair_agreement", "print_table",
-           "report_columns", "table_columns", "worker_report"]
+__all__ = ["CHANCE_BITS", "CHANCE_Z", "CONFUSION_COLUMNS", "FLAGGED_BY", "LEADING", "PAIR_COLUMNS", "SpammerFlags",
+           "chance_bound", "gold_counts", "method_accuracy", "near_chance", "pair_agreement", "print_table",
+           "report_columns", "spammer_flags", "symmetric_capacity", "table_columns", "worker_report"]

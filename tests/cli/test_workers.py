@@ -24,6 +24,8 @@ from crowdagg.simulate import simulate
 from tests.cli.test_cli import BLUEBIRD, BLUEBIRD_TRUTH, ROOT, _env, _on_terminal, assert_one_error_line, ok
 
 SCAN_LINE = re.compile(r"^spammer detector: (\d+) of (\d+) workers flagged as spammers, (\d+) skipped", re.M)
+CHANCE_LINE = re.compile(r"^near-chance rule \(ds\): (\d+) of (\d+) workers flagged \((\d+) also by the detector\); "
+                         r"(\d+) spammers in all$", re.M)
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
@@ -235,7 +237,7 @@ def test_drop_spammers_fits_without_the_flagged_workers_and_says_how_many(runner
     path = tmp_path / "a.csv"
     # t9 was answered by w3 alone: it keeps its row, with the prior
     path.write_text("task,worker,label\nt1,w1,a\nt1,w2,a\nt9,w3,b\nt2,w1,b\nt2,w3,a\nt2,w2,b\nt3,w2,a\nt3,w1,b\n")
-    result = invoke(runner, "aggregate", path, "-m", "ds", "--drop-spammers", "--proba")
+    result = invoke(runner, "aggregate", path, "-m", "ds", "--drop-spammers", "--no-near-chance", "--proba")
     ok(result)
     assert "spammer detector: 1 of 3 workers flagged as spammers, 0 skipped" in result.stderr
     assert "--drop-spammers: removed 1 of 3 workers and their 2 of 8 answers" in result.stderr
@@ -248,7 +250,8 @@ def test_drop_spammers_fits_without_the_flagged_workers_and_says_how_many(runner
 def test_drop_spammers_is_aggregate_on_the_answers_without_them(runner, monkeypatch, tmp_path, bluebird):
     gone = bluebird.worker_names[[1, 4, 9]].tolist()
     flag_by_hand(monkeypatch, gone)
-    dropped = invoke(runner, "aggregate", BLUEBIRD, "--drop-spammers", "--workers", tmp_path / "w.csv")
+    dropped = invoke(runner, "aggregate", BLUEBIRD, "--drop-spammers", "--no-near-chance", "--workers",
+                     tmp_path / "w.csv")
     ok(dropped)
     rows = pd.read_csv(BLUEBIRD, dtype=str)
     pruned = tmp_path / "pruned.csv"
@@ -264,12 +267,71 @@ def test_drop_spammers_with_the_detector_on_a_crowd_with_spammers(runner, spam_c
     ok(result)
     said = SCAN_LINE.search(result.stderr)
     assert said and said.group(2) == "20"
-    n = int(said.group(1))
+    chance = CHANCE_LINE.search(result.stderr)  # ds first, for the near-chance rule: the union is removed
+    assert chance and chance.group(2) == "20"
+    n = int(chance.group(4))
+    assert n >= max(int(said.group(1)), int(chance.group(1)))
     removed = re.search(r"--drop-spammers: removed (\d+) of 20 workers and their ([\d,]+) of 12,000 answers",
                         result.stderr)
     assert removed and int(removed.group(1)) == n and int(removed.group(2).replace(",", "")) == 600 * n
     frame = pd.read_csv(io.StringIO(result.stdout), dtype={"task": str})
     assert len(frame) == 600 and frame["task"].is_unique
+
+
+@pytest.fixture(scope="module")
+def rte_report(runner, datasets_dir):
+    """``crowdagg workers rte`` (ds, both criteria), piped."""
+    result = invoke(runner, "workers", datasets_dir / "rte" / "labels.csv")
+    ok(result)
+    return result
+
+
+def test_workers_says_how_many_each_criterion_flagged_and_the_report_agrees(rte_report):
+    said, chance = SCAN_LINE.search(rte_report.stderr), CHANCE_LINE.search(rte_report.stderr)
+    assert said and chance
+    assert said.groups() == ("57", "164", "0") and chance.groups() == ("5", "164", "4", "58")
+    frame = pd.read_csv(io.StringIO(rte_report.stdout), dtype={"worker": str, "flagged_by": str},
+                        keep_default_na=False, na_values={"spammer": [""]})
+    assert frame["flagged_by"].value_counts().to_dict() == {"": 106, "covariance": 53, "both": 4, "chance": 1}
+    assert frame.loc[frame["answers"] == 700, "flagged_by"].tolist() == ["chance"]
+    assert frame["spammer"].astype("boolean").fillna(False).sum() == 58
+
+
+def test_drop_spammers_removes_exactly_the_workers_the_report_flags(runner, rte_report, datasets_dir, tmp_path):
+    """One shared decision: aggregate --drop-spammers (any method) fits ds, and removes what `workers` flags."""
+    labels = datasets_dir / "rte" / "labels.csv"
+    dropped = invoke(runner, "aggregate", labels, "-m", "mv", "--drop-spammers")
+    ok(dropped)
+    assert "near-chance rule (ds): 5 of 164 workers flagged (4 also by the detector); 58 spammers in all" \
+        in dropped.stderr
+    assert "--drop-spammers: removed 58 of 164 workers and their " in dropped.stderr
+    report = pd.read_csv(io.StringIO(rte_report.stdout), dtype={"worker": str}, keep_default_na=False)
+    gone = set(report.loc[report["spammer"].astype(str).str.lower() == "true", "worker"])
+    assert len(gone) == 58
+    rows = pd.read_csv(labels, dtype=str)
+    pruned = tmp_path / "pruned.csv"
+    rows[~rows.iloc[:, 1].isin(gone)].to_csv(pruned, index=False)
+    direct = invoke(runner, "aggregate", pruned, "-m", "mv")
+    ok(direct)
+    assert set(pd.read_csv(io.StringIO(dropped.stdout))["task"]) >= set(pd.read_csv(io.StringIO(direct.stdout))["task"])
+    both = pd.read_csv(io.StringIO(dropped.stdout), dtype=str).merge(
+        pd.read_csv(io.StringIO(direct.stdout), dtype=str), on="task", suffixes=("", "_direct"))
+    assert len(both) == len(pd.read_csv(io.StringIO(direct.stdout))) and (both["label"] == both["label_direct"]).all()
+
+
+def test_without_an_accuracy_or_with_no_near_chance_the_detector_alone_flags(runner, bluebird):
+    kos = invoke(runner, "workers", BLUEBIRD, "-m", "kos")
+    ok(kos)
+    assert "near-chance rule: method 'kos' estimates no worker accuracy; the detector alone flags" in kos.stderr
+    off = invoke(runner, "workers", BLUEBIRD, "--no-near-chance")
+    ok(off)
+    assert "near-chance rule" not in off.stderr
+    for result in (kos, off):
+        frame = pd.read_csv(io.StringIO(result.stdout), keep_default_na=False)
+        assert (frame["chance_bound"] == "").all() and set(frame["flagged_by"]) <= {"", "covariance"}
+    on = invoke(runner, "workers", BLUEBIRD)
+    ok(on)
+    assert CHANCE_LINE.search(on.stderr)
 
 
 def test_drop_spammers_refuses_the_dask_engine_before_reading(runner, tmp_path):

@@ -19,10 +19,15 @@ from crowdagg.methods.api import aggregate
 from crowdagg.reports import plot
 from crowdagg.reports.spammers import SpammerScan, channel_capacity, raykar_yu_score
 from crowdagg.reports.workers import (
+    CHANCE_BITS,
     PAIR_COLUMNS,
+    chance_bound,
     gold_counts,
+    near_chance,
     pair_agreement,
     report_columns,
+    spammer_flags,
+    symmetric_capacity,
     table_columns,
     worker_report,
 )
@@ -77,9 +82,23 @@ def test_columns_are_each_what_the_method_estimated_in_worker_order(fitted):
     for t, w, y in zip(data.task.tolist(), data.worker.tolist(), data.label.tolist()):
         right[w] += y == result.labels[t]
     np.testing.assert_allclose(report["agreement"].to_numpy(float), right / report["answers"], rtol=0, atol=1e-15)
-    # the scan: missing where skipped
-    assert report["spammer"].isna().tolist() == skipped.tolist()
-    assert report["spammer"].fillna(False).tolist() == flagged.tolist()
+    # the near-chance rule on the method's accuracy; spammer is the union, missing where unflagged and skipped
+    answers = np.bincount(data.worker, minlength=data.n_workers)
+    bound = chance_bound(result.worker_accuracy, answers, data.n_classes)
+    np.testing.assert_array_equal(report["chance_bound"].to_numpy(float), bound)
+    chance = bound < CHANCE_BITS
+    union = flagged | chance
+    assert chance.any() and (chance & ~flagged).any()  # the crowd's spammers: the union is more than the scan
+    assert report["spammer"].isna().tolist() == (skipped & ~union).tolist()
+    assert report["spammer"].fillna(False).tolist() == union.tolist()
+    expect = np.where(flagged & chance, "both", np.where(flagged, "covariance", np.where(chance, "chance", "")))
+    assert report["flagged_by"].tolist() == expect.tolist()
+    # without the rule: the scan's verdict as it is
+    alone = worker_report(data, result, scan=scan_of(flagged, skipped), chance=False)
+    assert alone["spammer"].isna().tolist() == skipped.tolist()
+    assert alone["spammer"].fillna(False).tolist() == flagged.tolist()
+    assert alone["chance_bound"].isna().all()
+    assert alone["flagged_by"].tolist() == np.where(flagged, "covariance", "").tolist()
     assert report["spam_score"].isna().tolist() == skipped.tolist()
     assert report.loc[~skipped, "spam_score"].to_numpy(float).tolist() == \
         np.linspace(0.1, 1.0, data.n_workers)[~skipped].tolist()
@@ -103,8 +122,11 @@ def test_a_simulated_crowd_shows_its_spammers_and_its_accuracies(crowd, fitted):
     np.testing.assert_allclose(report["accuracy"].to_numpy(float), true_accuracy, atol=0.03)
     for i, c in enumerate(data.classes):
         np.testing.assert_allclose(report[f"recall_{c}"].to_numpy(float), true_diag[:, i], atol=0.08)
-    # without a scan the detector's columns are missing, not made up
-    assert report["spam_score"].isna().all() and report["spammer"].isna().all()
+    # without a scan the detector's score is missing, not made up; the near-chance rule alone flags: the spammers
+    assert report["spam_score"].isna().all()
+    assert report["spammer"].fillna(False).tolist() == spam.tolist()
+    assert report["spammer"].isna().tolist() == (~spam).tolist()
+    assert set(report["flagged_by"]) == {"chance", ""}
 
 
 def test_gold_accuracy_by_hand():
@@ -139,6 +161,9 @@ def test_a_method_without_confusion_matrices_leaves_those_cells_missing(fitted):
     assert text[1].split(",")[2:9] == [""] * 7  # accuracy, the recalls, worst_class, worst_recall: empty cells
     rows = [json.loads(line) for line in render_table(cols, "jsonl").decode().splitlines()]
     assert rows[0]["accuracy"] is None and rows[0]["worst_class"] == "" and rows[0]["spammer"] is None
+    # no accuracy, no near-chance rule: the detector alone
+    assert report["chance_bound"].isna().all() and set(report["flagged_by"]) == {""}
+    assert spammer_flags(data, glad, None).chance is None
 
 
 def test_the_report_is_the_same_on_any_thread_count(fitted):
@@ -263,6 +288,82 @@ def test_without_matplotlib_the_figures_say_which_extra_to_install(monkeypatch):
         plot.require()
 
 
+# --------------------------------------------------------------------------- the near-chance rule
+def _entropy_bits(p: float) -> float:
+    return 0.0 if p in (0.0, 1.0) else -(p * np.log2(p) + (1 - p) * np.log2(1 - p))
+
+
+@pytest.mark.parametrize("k", [2, 3, 4, 7])
+def test_symmetric_capacity_is_the_formula_and_the_blahut_arimoto_capacity_of_that_channel(k):
+    ps = np.array([0.0, 0.05, 1 / k, 0.4, 0.6, 0.9, 1.0])
+    got = symmetric_capacity(ps, k)
+    want = [np.log2(k) - _entropy_bits(p) - (1 - p) * np.log2(k - 1) for p in ps]
+    np.testing.assert_allclose(got, np.maximum(want, 0), rtol=0, atol=1e-12)
+    assert got[2] == 0.0 and abs(got[-1] - np.log2(k)) < 1e-12
+    # the channel itself: p on the diagonal, (1 - p)/(K - 1) elsewhere
+    conf = np.array([np.full((k, k), (1 - p) / (k - 1)) + np.eye(k) * (p - (1 - p) / (k - 1)) for p in ps])
+    np.testing.assert_allclose(channel_capacity(conf), got, rtol=0, atol=1e-6)
+    assert np.isnan(symmetric_capacity(np.array([np.nan]), k)[0])
+
+
+def test_chance_bound_is_the_largest_capacity_on_the_interval():
+    rng = np.random.default_rng(0)
+    for k in (2, 4):
+        p = rng.uniform(0, 1, 200)
+        n = rng.integers(1, 2000, 200)
+        bound = chance_bound(p, n, k)
+        for pi, ni, b in zip(p, n, bound):
+            half = 2 * np.sqrt(pi * (1 - pi) / ni)
+            grid = np.clip(np.linspace(pi - half, pi + half, 2001), 0, 1)
+            assert symmetric_capacity(grid, k).max() == pytest.approx(b, abs=1e-12)
+    assert np.isnan(chance_bound(np.array([np.nan, 0.5]), np.array([10, 0]), 2)).all()  # unknown, no answers
+
+
+def test_the_threshold_0_1_bits_and_its_consequences():
+    """0.1 bits: a binary worker at .9 carries .53, at .68 about .1.  A binary worker needs 30 answers to be
+    flagged at all (its 2-standard-error interval narrower than the band .32-.68); then at .5 it is."""
+    assert symmetric_capacity(np.array([0.9]), 2)[0] == pytest.approx(0.531, abs=1e-3)
+    assert symmetric_capacity(np.array([0.684]), 2)[0] == pytest.approx(0.1, abs=2e-3)
+    grid = np.linspace(0, 1, 10_001)
+    for n in range(1, 30):
+        assert not near_chance(grid, np.full(grid.shape, n), 2).any(), n
+    assert near_chance(np.array([0.5]), np.array([30]), 2)[0]
+    # a light weak worker is not flagged, nor a good one ever, nor a heavy honest but weak one
+    assert not near_chance(np.array([0.6, 0.9, 0.9, 0.7]), np.array([20, 20, 100_000, 10_000]), 2).any()
+    # rte's 700-answer worker at ds's .596 is, with a margin; at .65 it would not be
+    assert chance_bound(np.array([0.596]), np.array([700]), 2)[0] < CHANCE_BITS - 0.04
+    assert not near_chance(np.array([0.65]), np.array([700]), 2)[0]
+
+
+@pytest.mark.parametrize("k", [2, 4])
+def test_a_crowd_of_many_light_weak_workers_and_no_spammer_has_nobody_near_chance(k):
+    """1,000 honest workers of accuracy .6-.8 answering about 20 tasks each (7-35): the estimates are noisy, the
+    rule leaves them all alone."""
+    crowd = simulate(n_tasks=4000, n_workers=1000, n_classes=k, per_task=5, skill=(0.6, 0.8), seed=2)
+    assert set(crowd.worker_kind) == {"ds"}
+    data = crowd.to_annotations()
+    flags = spammer_flags(data, aggregate(data, "ds", seed=0), None)
+    assert flags.chance is not None and not flags.chance.any()
+    assert np.median(np.bincount(data.worker)) <= 20
+
+
+@pytest.mark.parametrize("alpha", [0.1, 0.3, 0.5])
+def test_the_union_on_the_tutorial_setting_keeps_its_sensitivity_and_specificity(alpha):
+    """N = 10,000, K = 4, M = 20, a fraction alpha of spammers: the detector or the near-chance rule flags them
+    (sensitivity >= .9) and few others (specificity >= .95)."""
+    from crowdagg.reports.spammers import detect_spammers
+
+    crowd = simulate(scenario="tutorial-spammers", spammers=alpha, seed=1)
+    data = crowd.to_annotations()
+    flags = spammer_flags(data, aggregate(data, "ds", seed=0), detect_spammers(data, seed=0))
+    kind = np.asarray(crowd.worker_kind)[[int(n[1:]) for n in data.worker_names]]
+    spam = kind == "spammer"
+    assert spam.any() and (~spam).any()
+    assert (flags.flagged & spam).sum() / spam.sum() >= 0.9
+    assert (~flags.flagged & ~spam).sum() / (~spam).sum() >= 0.95
+    assert flags.chance is not None and (flags.chance == spam).all()  # the rule alone is exact here
+
+
 # --------------------------------------------------------------------------- real extreme spammers
 # deepBP seed, App. H: the workers who labelled most tasks near chance (answers: accuracy against the truth).
 EXTREME = {"temp": {442: 0.50, 452: 0.44, 462: 0.44}, "rte": {540: 0.50, 700: 0.58, 760: 0.49, 800: 0.50}}
@@ -282,3 +383,27 @@ def test_real_extreme_spammers_show_in_the_report(datasets_dir, name):
         assert abs(row["gold_accuracy"] - EXTREME[name][row["answers"]]) < 0.01
         assert row["capacity"] < 0.05 and row["raykar_yu"] < 0.05 and abs(row["accuracy"] - 0.5) < 0.1
     assert report["capacity"].max() > 0.5
+
+
+#: Per dataset, with ds and the detector's defaults: (flagged by the detector, by the near-chance rule, in all).
+FLAGGED = {"temp": (8, 5, 8), "rte": (57, 5, 58)}
+
+
+@pytest.mark.parametrize("name", ["temp", "rte"])
+def test_real_extreme_spammers_are_all_flagged(datasets_dir, name):
+    """All seven heavy near-chance workers are spammers in the report -- rte's 700-answer worker at .58 by the
+    near-chance rule alone (the detector finds it weak but informative) -- and how many others are is pinned."""
+    from crowdagg.reports.spammers import detect_spammers
+
+    data = load_annotations([str(datasets_dir / name / "labels.csv")])
+    scan = detect_spammers(data, seed=0)
+    report = worker_report(data, aggregate(data, "ds"), scan=scan)
+    heavy = report[report["answers"].isin(list(EXTREME[name]))]
+    assert len(heavy) == len(EXTREME[name]) and heavy["spammer"].all()
+    assert (heavy["chance_bound"] < CHANCE_BITS).all()
+    if name == "rte":
+        assert heavy.set_index("answers").loc[700, "flagged_by"] == "chance"
+    by = report["flagged_by"]
+    assert ((by == "covariance") | (by == "both")).sum() == int(scan.flagged.sum()) == FLAGGED[name][0]
+    assert ((by == "chance") | (by == "both")).sum() == FLAGGED[name][1]
+    assert report["spammer"].fillna(False).sum() == FLAGGED[name][2]
