@@ -182,6 +182,44 @@ def test_moments_benchmark_quick_runs_speed_recovery_and_real_data(tmp_path, dat
     assert set(blue["accuracy"]) >= {f"{m} refine={r}" for m in moments for r in ("none", "ds")}
 
 
+def test_graph_benchmark_quick_prints_the_accuracy_curves_and_the_speed_table(tmp_path):
+    from crowdagg.methods.registry import METHODS
+
+    out = tmp_path / "graph.json"
+    proc = _run_script("bench_graph.py", "--quick", "--json", str(out), "--workdir", str(tmp_path / "work"),
+                       datasets_dir=tmp_path)  # simulated crowds only
+    assert proc.returncode == 0, proc.stderr
+    for head in ("| true prior | ", "| other prior | ", "| extreme spammers | ",
+                 "| crowd | answers | tasks | workers | method | fit s | target s | whole command s |"):
+        assert head in proc.stdout, head
+    rows = json.loads(out.read_text())
+    acc = rows["accuracy"]
+    assert [r["table"] for r in acc] == ["prior", "prior", "mismatch", "mismatch", "spammers", "spammers"]
+    graph = [m for m in ("bp", "mf", "kos") if m in METHODS]
+    for r in acc:
+        assert all(len(v) == 2 for v in r["accuracy"].values())  # one accuracy per seed
+        assert {"ds", "mv", "MAP, true accuracies", *(f"{m} (true prior)" for m in graph if m != "kos")} \
+            <= set(r["accuracy"])
+        # no method beats the MAP under the true accuracies on average by more than noise
+        best = np.mean(r["accuracy"]["MAP, true accuracies"])
+        assert all(np.mean(v) <= best + 0.05 for v in r["accuracy"].values())
+    # Beta(2, 1) without spammers is the same crowds in two tables: the same figures (the "other" priors differ)
+    same = {c: v for c, v in acc[1]["accuracy"].items() if "other prior" not in c}
+    assert same == {c: v for c, v in acc[4]["accuracy"].items() if "other prior" not in c} and len(same) >= 3
+    speed = rows["speed"]
+    methods = {(r["crowd"], r["method"]) for r in speed}
+    for crowd in ("sparse", "dense"):
+        assert {(crowd, m) for m in ("ds", *graph)} <= methods
+    for r in speed:
+        if r["side"] == "crowdagg" and "fit_s" in r:
+            assert r["cli"]["code"] == 0 and r["fit_s"] > 0, r
+            # KOS is at chance on deepBP's sparse crowd: below its threshold, (l-1)(r-1) E[(2q-1)^2]^2 = 6/9 < 1
+            if not (r["crowd"] == "sparse" and r["method"] == "kos"):
+                assert r["accuracy"] > 0.6, r
+    has_crowdkit = subprocess.run([sys.executable, "-c", "import crowdkit.aggregation"]).returncode == 0
+    assert any(r["method"] == "crowd-kit KOS" for r in speed) == has_crowdkit
+
+
 def test_spammers_benchmark_quick_prints_its_tables(tmp_path, datasets_dir):
     out = tmp_path / "spammers.json"
     proc = _run_script("bench_spammers.py", "--quick", "--json", str(out), datasets_dir=datasets_dir)

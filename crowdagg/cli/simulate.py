@@ -14,7 +14,7 @@ from .plumbing import err, handle_errors, write_stdout
 #: How this command spells the library's parameters in messages.
 SPELLING = {
     "n_tasks": "--tasks", "n_workers": "--workers", "n_classes": "--classes", "outdir": "--output",
-    "difficulty_spread": "--difficulty-spread",
+    "difficulty_spread": "--difficulty-spread", "worker_prior": "--worker-prior",
 }
 
 
@@ -31,6 +31,7 @@ def simulate(
     spammers: Optional[float] = typer.Option(None, "--spammers", help="Fraction of spammers (answers independent of the truth); default 0 (hammer-spammer: 0.5, tutorial-spammers: 0.3)."),
     adversaries: float = typer.Option(0.0, "--adversaries", help="Fraction of adversarial workers."),
     extreme_spammers: int = typer.Option(0, "--extreme-spammers", help="Extra workers who label every task at random."),
+    worker_prior: Optional[str] = typer.Option(None, "--worker-prior", help="--scenario deepbp only: A,B of the Beta prior of the workers' accuracy (default 2,1; deepBP Fig. 2: A,A/2, sparse for A < 1)."),
     assignment: str = typer.Option("random", "--assignment", help="random (per-task distinct workers), regular ((l,r)-regular with l=--per-task, r=--tasks-per-worker) or dense."),
     tasks_per_worker: Optional[int] = typer.Option(None, "--tasks-per-worker", help="r of an (l,r)-regular assignment."),
     scenario: Optional[str] = typer.Option(None, "--scenario", help="A seed paper's scenario (see `crowdagg simulate --list-scenarios`)."),
@@ -57,7 +58,7 @@ def simulate(
     from ..simulate import SCENARIOS
     from ..simulate import simulate as run_simulation
 
-    require_values(output=output, scenario=scenario, max_memory=max_memory)
+    require_values(output=output, scenario=scenario, max_memory=max_memory, worker_prior=worker_prior)
     if list_scenarios:
         write_stdout("".join(f"{k}\t{v}\n" for k, v in SCENARIOS.items()))
         return
@@ -68,9 +69,15 @@ def simulate(
         lo, hi = (float(x) for x in skill.split(","))
     except ValueError:
         raise UsageError(f"--skill must be LOW,HIGH (e.g. 0.6,0.9), got {skill!r}") from None
+    beta: tuple[float, ...] | None = None
+    if worker_prior is not None:
+        try:
+            beta = tuple(float(x) for x in worker_prior.split(","))
+        except ValueError:
+            raise UsageError(f"--worker-prior must be A,B (e.g. 0.5,0.25), got {worker_prior!r}") from None
     crowd = run_simulation(
         tasks, workers, classes, per_task, model=model, skill=(lo, hi), difficulty_spread=difficulty_spread, spammers=spammers,
-        adversaries=adversaries, extreme_spammers=extreme_spammers, assignment=assignment,
+        adversaries=adversaries, extreme_spammers=extreme_spammers, worker_prior=beta, assignment=assignment,
         tasks_per_worker=tasks_per_worker, scenario=scenario, seed=seed, max_memory=max_memory,
     )
     written = crowd.write(output)

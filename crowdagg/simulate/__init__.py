@@ -68,7 +68,7 @@ from ..core import memory
 from ..core.checks import check_float, check_int, check_seed
 from ..errors import UsageError, param
 from ..methods.blocks import one_coin_matrices
-from .args import check_per_task, check_size, choice_arg, prior_arg, skill_arg, unused
+from .args import check_per_task, check_size, choice_arg, prior_arg, skill_arg, unused, worker_prior_arg
 from .assignment import REGISTRY as _ASSIGNMENTS
 from .crowd import Plan, SimulatedCrowd, realise
 from .glad import DEFAULT_DIFFICULTY_SPREAD, MAX_DIFFICULTY_SPREAD, expected_accuracy, task_betas
@@ -101,6 +101,7 @@ def simulate(
     spammers: float | None = None,
     adversaries: float = 0.0,
     extreme_spammers: int = 0,
+    worker_prior: Sequence[float] | None = None,
     assignment: str = "random",
     tasks_per_worker: int | None = None,
     prior: Sequence[float] | None = None,
@@ -178,6 +179,13 @@ def simulate(
         Extra workers (appended after the others, kind
         ``"extreme_spammer"``) who label **every** task uniformly at random
         (deepBP §4.1).
+    worker_prior : (float, float), optional
+        ``scenario="deepbp"`` only: the Beta(a, b) prior its one-coin
+        accuracies are drawn from (default (2, 1), deepBP §4); deepBP's
+        Fig. 2 varies it as ``(alpha_1, alpha_1 / 2)`` for ``alpha_1`` from
+        0.2 to 2, ``alpha_1 < 1`` being a sparse prior (most workers near
+        accuracy 0 or 1: hammers and adversaries).  Both must be finite and
+        positive.
     assignment : {"random", "regular", "dense"}
         ``"random"``: each task gets ``per_task`` distinct workers, the set
         uniform among all such sets.  ``"regular"``: configuration-model
@@ -214,7 +222,8 @@ def simulate(
         * ``"deepbp"`` (Kim et al. 2022 §4): binary one-coin workers with
           accuracy ``q ~ Beta(2, 1)`` (some below 1/2) on an (l, r)-regular
           graph, l = 3, r = 4, N = 1000, M = ceil(N l / r) = 750; N,
-          ``per_task`` (l) and ``tasks_per_worker`` (r) may override.
+          ``per_task`` (l) and ``tasks_per_worker`` (r) may override;
+          ``worker_prior`` replaces Beta(2, 1).
         * ``"tutorial-spammers"`` (ICASSP'25 tutorial, "effect of
           spammers"): N = 10000, M = 20, K = 4 (all may override), DS workers
           with ``skill``; a fraction ``spammers`` (default 0.3) are spammers
@@ -237,6 +246,14 @@ def simulate(
           batches' frames (accuracy ~.53), a local optimum whose
           log-likelihood is ~2000 below that of EM from the true parameters
           (~.94); see :func:`crowdagg.simulate.scenarios._em_trap`.
+        * ``"dense-heavy"`` (ours, the graph methods' dense speed setting): N =
+          200,000, M = 1,000, K = 2, ``per_task`` = 5 (all may override):
+          1M answers, each task by 5 distinct workers; worker 0 (kind
+          ``"heavy_spammer"``) answers a random 10% of the tasks uniformly
+          at random, the other M - 1 are one-coin with accuracy ~
+          ``Uniform(skill)`` (``spammers``, ``adversaries`` honoured) and
+          share the rest of the answers, ~1,000 each; see
+          :func:`crowdagg.simulate.scenarios._dense_heavy`.
     seed : int
         Seed of the one ``np.random.default_rng`` used for every draw.
     max_memory : int, str or None
@@ -273,6 +290,7 @@ def simulate(
     per_task_v = None if per_task is None else check_int("per_task", per_task, 1)
     r_v = None if tasks_per_worker is None else check_int("tasks_per_worker", tasks_per_worker, 1)
     n_extreme = check_int("extreme_spammers", extreme_spammers, 0)
+    worker_prior_v = worker_prior_arg(worker_prior)
     skill_v = skill_arg(skill)
     spam_given = None if spammers is None else check_float("spammers", spammers, 0.0, 1.0)
     spam = 0.0 if spam_given is None else spam_given
@@ -289,6 +307,11 @@ def simulate(
     rng = np.random.default_rng(check_seed(seed))
     memory.parse_size(max_memory)
 
+    if worker_prior_v is not None and scenario != "deepbp":
+        raise UsageError(
+            f"{param('worker_prior')} is only used with {param('scenario')}='deepbp', got "
+            f"{param('scenario')}={scenario!r}"
+        )
     if scenario is not None:
         scenario = choice_arg("scenario", scenario, tuple(SCENARIOS))
         unused(scenario, difficulty_spread=spread_given)
@@ -296,7 +319,7 @@ def simulate(
             n_tasks=n_tasks_v, n_workers=n_workers_v, n_classes=n_classes_v,
             per_task=per_task_v, tasks_per_worker=r_v, prior=prior,
             skill=skill_v, spammers=spam_given, adversaries=adv,
-            extreme_spammers=n_extreme, max_memory=max_memory,
+            extreme_spammers=n_extreme, max_memory=max_memory, worker_prior=worker_prior_v,
         )  # fmt: skip
         return realise(rng, _SCENARIOS[scenario].build(rng, given), n_extreme)
 

@@ -31,6 +31,21 @@ def skill_arg(skill: Any) -> tuple[float, float]:
     return lo, hi
 
 
+def worker_prior_arg(worker_prior: Any) -> tuple[float, float] | None:
+    """``worker_prior`` as a pair ``(a, b)`` of finite positive Beta parameters (``None`` stays ``None``)."""
+    if worker_prior is None:
+        return None
+    try:
+        a, b = (float(x) for x in worker_prior)
+    except (TypeError, ValueError):
+        raise UsageError(
+            f"{param('worker_prior')} must be a pair (a, b) of Beta parameters, got {worker_prior!r}"
+        ) from None
+    if not (np.isfinite(a) and np.isfinite(b) and a > 0 and b > 0):
+        raise UsageError(f"{param('worker_prior')} must be two finite positive numbers (a, b), got {worker_prior!r}")
+    return a, b
+
+
 def choice_arg(name: str, value: Any, valid: Sequence[str]) -> str:
     """``value``, which must be one of ``valid`` (listed, in order, in the error)."""
     if value not in valid:

@@ -12,6 +12,9 @@
 * ``bernoulli`` -- each worker labels each task independently w.p. ``p_obs``
   (MultiSPA ``main_demo.m``; scenarios only, not a ``simulate(assignment=)``
   value).
+* one heavy worker on a fixed share of the tasks beside a crowd drawn as
+  ``random`` (:func:`heavy_worker`; the ``dense-heavy`` scenario draws it
+  through its plan's own graph, it has no registry name).
 * batches of tasks, each with its own team of workers, beside a crowd that
   works on every batch (:func:`team_batches`; the ``em-trap`` scenario draws
   it through its plan's own graph, it has no registry name).
@@ -183,6 +186,28 @@ def team_batches(
     worker = np.concatenate(workers)
     order = np.argsort(task.astype(np.int64) * m + worker, kind="stable")
     return task[order], worker[order]
+
+
+def heavy_worker(
+    rng: np.random.Generator, n: int, m: int, per_task: int, share: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Worker 0 on ``round(share * n)`` tasks, the rest of every task's ``per_task`` workers from 1..m-1.
+
+    Each task first gets ``per_task`` distinct workers among 1..m-1, the set
+    uniform (:func:`random_assignment`); then, on ``round(share * n)`` tasks
+    chosen uniformly without replacement, one of those workers, chosen
+    uniformly, gives way to worker 0.  So every task keeps exactly
+    ``per_task`` distinct workers, worker 0 answers exactly ``round(share *
+    n)`` tasks, and the others share the remaining answers evenly in
+    expectation.  Task-sorted (task, worker) int32 arrays, no repeated pair.
+    """
+    rows = random_assignment(rng, n, m - 1, per_task) + np.int32(1)
+    mine = np.sort(rng.choice(n, size=round(share * n), replace=False))
+    sub = rows[mine]
+    sub[np.arange(mine.size), rng.integers(0, per_task, size=mine.size)] = 0
+    sub.sort(axis=1)
+    rows[mine] = sub
+    return grid(rows)
 
 
 def grid(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

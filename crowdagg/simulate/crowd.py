@@ -64,7 +64,8 @@ class SimulatedCrowd:
         ``"ds"``, ``"onecoin"``, ``"hammer"``, ``"glad"``, ``"spammer"``,
         ``"adversary"``, ``"extreme_spammer"``, ``"senior"``,
         ``"junior_constant"``, ``"copier"``, ``"specialist"``,
-        ``"worse_than_random"``, ``"random"``, ``"team"`` or ``"swapping_team"``.
+        ``"worse_than_random"``, ``"random"``, ``"team"``, ``"swapping_team"``
+        or ``"heavy_spammer"``.
     n_classes : int
     copy_of : ndarray of int64, shape (n_workers,), optional
         For a copier, the worker whose answer it repeats on every task; -1

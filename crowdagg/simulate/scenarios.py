@@ -6,7 +6,8 @@
   (H): independent seniors, plus naive juniors, plus copiers.
 * ``deepbp``: Kim, Cho, Kim & Ok (AISTATS 2022), "Robust deep learning from
   crowds with belief propagation", arXiv:2111.00734 §4: one-coin Beta(2, 1)
-  workers on an (l, r)-regular graph, plus extreme spammers.
+  workers (``worker_prior`` sets the Beta, as in its Fig. 2) on an
+  (l, r)-regular graph, plus extreme spammers.
 * ``tutorial-spammers``: Ibrahim, Traganitis, Fu et al., ICASSP 2025
   tutorial "Learning from crowdsourced noisy labels", effect of spammers
   (and malicious workers).
@@ -17,6 +18,9 @@
   converges to a bad local optimum (ours; :func:`_em_trap` says why), the
   case the moment methods' starts are for (ICASSP 2025 tutorial, Part I:
   "MV initialisation breaks down when most workers are poor").
+* ``dense-heavy``: a dense crowd with one heavy worker (ours; the graph
+  methods' dense speed setting): a thousand one-coin workers with about a thousand answers each, one of them
+  a spammer on 10% of the tasks (:func:`_dense_heavy` says why).
 
 Each scenario is registered once, with its one-line description (what
 ``crowdagg simulate --list-scenarios`` prints), by :func:`scenario`; its
@@ -37,7 +41,7 @@ from ..core import memory
 from ..errors import UsageError, param
 from ..methods.blocks import one_coin_matrices
 from .args import check_per_task, check_size, fixed, prior_arg, unused
-from .assignment import team_batches
+from .assignment import heavy_worker, team_batches
 from .crowd import Plan
 from .workers import constant_matrices, crowd_matrices, maxmig_seniors, multispa_matrices
 
@@ -57,6 +61,7 @@ class Given:
     adversaries: float
     extreme_spammers: int
     max_memory: memory.MaxMemory
+    worker_prior: tuple[float, float] | None = None
 
 
 #: ``plan(name, rng, given)`` -> the scenario's :class:`Plan`.
@@ -138,10 +143,11 @@ def _maxmig_correlated(name: str, rng: np.random.Generator, given: Given) -> Pla
 # -------------------------------------------------------------------- deepBP
 @scenario(
     "deepbp",
-    "deepBP §4: binary one-coin workers q ~ Beta(2,1) on a (3,4)-regular graph, N=1000, "
-    "M=750, plus --extreme-spammers labelling every task",
+    "deepBP §4: binary one-coin workers q ~ Beta(2,1) (or --worker-prior A,B) on a (3,4)-regular graph, "
+    "N=1000, M=750, plus --extreme-spammers labelling every task",
 )
 def _deepbp(name: str, rng: np.random.Generator, given: Given) -> Plan:
+    """deepBP §4's crowd: accuracies ``q ~ Beta(worker_prior)`` (default (2, 1)), l = 3, r = 4."""
     fixed(name, "n_classes", given.n_classes, 2)
     n = 1000 if given.n_tasks is None else given.n_tasks
     ell = 3 if given.per_task is None else given.per_task
@@ -149,7 +155,8 @@ def _deepbp(name: str, rng: np.random.Generator, given: Given) -> Plan:
     m = fixed(name, "n_workers", given.n_workers, math.ceil(n * ell / r))
     check_per_task(m, ell)
     check_size(n, m, 2, n * ell + n * given.extreme_spammers, given.max_memory)
-    q = rng.beta(2.0, 1.0, size=m)
+    a, b = (2.0, 1.0) if given.worker_prior is None else given.worker_prior
+    q = rng.beta(a, b, size=m)
     return Plan(n, one_coin_matrices(q, 2), ["onecoin"] * m, prior_arg(given.prior, 2), "regular", ell)
 
 
@@ -271,3 +278,55 @@ def _em_trap(name: str, rng: np.random.Generator, given: Given) -> Plan:
         return team_batches(g, n, n_teams, _TRAP_TEAM_SIZE, _TRAP_TEAM_RATE, _TRAP_CROWD, _TRAP_CROWD_RATE)
 
     return Plan(n, confusion, kinds, prior_arg(given.prior, k), "batches", graph=graph)
+
+
+# ---------------------------------------------------------------- dense crowd
+#: ``dense-heavy``: the heavy worker's share of the tasks, and the defaults N, M, answers per task.
+_HEAVY_SHARE = 0.1
+_DENSE_N_TASKS = 200_000
+_DENSE_N_WORKERS = 1000
+_DENSE_PER_TASK = 5
+
+
+@scenario(
+    "dense-heavy",
+    "dense crowd with a heavy worker: N=200000, K=2, M=1000 one-coin workers (accuracy ~ U(skill)), 5 per task "
+    "(1M answers, ~1000 a worker); worker 0 is a spammer answering 10% of the tasks at random",
+)
+def _dense_heavy(name: str, rng: np.random.Generator, given: Given) -> Plan:
+    """A dense crowd with one heavy worker: the graph methods' dense speed setting ("1M answers, 1,000 workers, one
+    of them answering 10% of all tasks").
+
+    Every task gets ``per_task`` (default 5) distinct workers; worker 0
+    answers a uniformly chosen 10% of the tasks (kind ``"heavy_spammer"``,
+    uniformly at random, as the near-chance heavy workers of temp and rte,
+    deepBP App. H), the other M - 1 workers share the remaining answers at
+    random (:func:`~crowdagg.simulate.assignment.heavy_worker`), about
+    ``N * per_task / M`` each.  They are one-coin with accuracy ~
+    ``Uniform(skill)``; ``spammers`` and ``adversaries`` are fractions of
+    them, as in the generic path.  With the defaults (N = 200,000, M =
+    1,000) that is 1,000,000 answers, ~980 per worker and 20,000 for worker
+    0: the graph where a per-worker pass meets long rows (an exact
+    leave-one-out message is O(n_u^2) per worker) and one worker's row is
+    twenty times the others'.  N, M, K and ``per_task`` may override;
+    ``prior`` and ``extreme_spammers`` are honoured.
+    """
+    unused(name, tasks_per_worker=given.tasks_per_worker)
+    n = _DENSE_N_TASKS if given.n_tasks is None else given.n_tasks
+    m = _DENSE_N_WORKERS if given.n_workers is None else given.n_workers
+    k = 2 if given.n_classes is None else given.n_classes
+    ell = _DENSE_PER_TASK if given.per_task is None else given.per_task
+    if ell > m - 1:  # a task without worker 0 takes its per_task workers from the other m - 1
+        raise UsageError(
+            f"scenario {name!r} draws each task's {param('per_task')}={ell} workers from the {m - 1} besides the "
+            f"heavy worker 0; {param('n_workers')} must exceed {ell}, got {m}"
+        )
+    check_size(n, m, k, n * ell + n * given.extreme_spammers, given.max_memory)
+    spam = 0.0 if given.spammers is None else given.spammers
+    crowd, kinds = crowd_matrices(rng, m - 1, k, "onecoin", given.skill, spam, given.adversaries)
+    confusion = np.concatenate([np.full((1, k, k), 1.0 / k), crowd])
+
+    def graph(g: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        return heavy_worker(g, n, m, ell, _HEAVY_SHARE)
+
+    return Plan(n, confusion, ["heavy_spammer", *kinds], prior_arg(given.prior, k), "heavy", graph=graph)

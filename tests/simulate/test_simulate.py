@@ -199,6 +199,7 @@ def test_random_assignment_uses_workers_evenly() -> None:
         ("tutorial-spammers", 10_000, 20, 4),
         ("multispa-demo", 10_000, 25, 3),
         ("em-trap", 10_000, 39, 3),
+        ("dense-heavy", 200_000, 1000, 2),
     ],
 )
 def test_scenarios_have_documented_sizes(scenario: str, n_tasks: int, n_workers: int, n_classes: int) -> None:
@@ -470,7 +471,7 @@ def test_scenario_registry_lists_each_scenario_once_with_its_description() -> No
 
     assert list(scenarios.REGISTRY) == list(SCENARIOS) == [
         "maxmig-independent", "maxmig-naive-majority", "maxmig-correlated",
-        "deepbp", "tutorial-spammers", "multispa-demo", "em-trap",
+        "deepbp", "tutorial-spammers", "multispa-demo", "em-trap", "dense-heavy",
     ]  # fmt: skip
     for name, spec in scenarios.REGISTRY.items():
         assert spec.name == name
