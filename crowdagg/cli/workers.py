@@ -27,7 +27,7 @@ label), spam_score (the cross-covariance spammer detector, run on the
 answers alone; empty where it had too few co-labels to judge),
 chance_bound (bits an answer carries at most, by the method's accuracy
 and the worker's answers), spammer (flagged by the detector or by the
-near-chance rule, chance_bound under 0.1 bits; empty where neither
+near-chance rule, chance_bound under 0.06 bits; empty where neither
 flagged and the detector skipped) and flagged_by (covariance, chance,
 both or empty); with --gold, gold_answers and gold_accuracy.  A method
 without confusion matrices (glad) leaves recall_*, worst_*, capacity and

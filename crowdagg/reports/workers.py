@@ -54,16 +54,20 @@ union:
   p = 1/K), is bounded over p̂ ± z·sqrt(p̂(1 − p̂)/n) (z = 2: C is convex
   with its minimum at 1/K, so its largest value on the interval is at an
   end); the worker is flagged when that bound is under
-  :data:`CHANCE_BITS` = 0.1 bits.  A binary worker right 90% of the time
-  carries .53 bits an answer, one right 68% of the time .1: under the
-  threshold, five answers tell less than one good one, and the accuracy is
-  confidently under .68 (over .32).  The interval makes the rule leave light
-  workers alone: a binary worker with fewer than about 30 answers is never
-  flagged (the interval is wider than the whole band .32--.68), one with 20
-  answers right 60% of the time has a bound of .32 bits.  The interval
-  takes the model's labels as known, so it is, if anything, too narrow for
-  workers on tasks that few others answered; the threshold's margin (rte's
-  700-answer worker: .05 bits) absorbs that.  A method without a per-worker
+  :data:`CHANCE_BITS` = 0.06 bits.  A binary worker right 90% of the time
+  carries .53 bits an answer, one right 64% of the time .06: under the
+  threshold, nine answers tell less than one good one, and the accuracy is
+  confidently under .64 (over .36).  The interval makes the rule leave light
+  workers alone: a binary worker with fewer than 49 answers is never flagged
+  (the interval is wider than the whole band .36--.64), one with 20 answers
+  right 60% of the time has a bound of .32 bits.  Why not higher: on the
+  ``dense-heavy`` crowd (1,000 one-coin workers of accuracy .6--.9, ~1,000
+  answers each) 0.1 bits flags 189 honest workers up to .70 and removing them
+  costs ds .5 points (.904 → .899); 0.06 flags 47 (up to .66), costing .1.
+  Why not lower: rte's 700-answer worker right 58% of the time (ds: .596)
+  has a bound of .052 bits.  The interval takes the model's labels as known,
+  so it is, if anything, too narrow for workers on tasks that few others
+  answered.  A method without a per-worker
   accuracy (kos; glad's ability is no accuracy) cannot use this rule: the
   detector alone flags.
 
@@ -104,7 +108,7 @@ LEADING = ("worker", "answers", "accuracy")
 #: The columns of :func:`pair_agreement`.
 PAIR_COLUMNS = ("worker_a", "worker_b", "shared_tasks", "agreement", "chance_agreement", "kappa")
 #: The near-chance rule's threshold, bits an answer (the module notes say why).
-CHANCE_BITS = 0.1
+CHANCE_BITS = 0.06
 #: The near-chance rule's interval half-width, in standard errors of the accuracy.
 CHANCE_Z = 2.0
 #: The values of ``flagged_by``.
