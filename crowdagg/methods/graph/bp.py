@@ -197,7 +197,7 @@ class BeliefPropagation(IterativeAggregator):
         else:
             votes = clamp_posteriors(soft_majority_vote(data, engine), clamp)
             state.tmsg = np.ascontiguousarray(votes[data.task])
-            state.wmsg, _ = kernels.worker_pass(engine, self._worker_params(state, checked, damp=False))
+            state.wmsg, _ = kernels.worker_pass(state.engine, self._worker_params(state, checked, damp=False))
         self._task_pass(state)
         return state, None
 
