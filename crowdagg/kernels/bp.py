@@ -116,8 +116,9 @@ class Points:
     def __post_init__(self) -> None:
         theta = np.ascontiguousarray(self.theta, dtype=np.float64)
         logw = np.ascontiguousarray(self.logw, dtype=np.float64)
-        if theta.ndim != 3 or theta.shape[1] != theta.shape[2] or logw.shape != theta.shape[:1]:
-            raise DataError(f"points: theta must be (G, K, K) and logw (G,), got {theta.shape} and {logw.shape}")
+        if theta.ndim != 3 or theta.shape[1] != theta.shape[2] or logw.shape != theta.shape[:1] or 0 in theta.shape:
+            raise DataError(f"points: theta must be (G, K, K) and logw (G,), G and K >= 1, got {theta.shape} and "
+                            f"{logw.shape}")
         if not (np.isfinite(theta).all() and theta.min() > 0) or np.isnan(logw).any() or not np.isfinite(logw.max()):
             raise DataError("points: theta must be positive and finite, logw finite somewhere and never NaN")
         object.__setattr__(self, "theta", theta)
@@ -136,6 +137,17 @@ class Points:
     @property
     def n_classes(self) -> int:
         return int(self.theta.shape[1])
+
+
+def _check_prior(a: Any, b: Any, k: Any, n: Any, what: str) -> None:
+    """The points' prior parameters (positive, finite) and sizes (integers >= 1), else a DataError."""
+    for name, value in (("the prior's first parameter", a), ("the prior's second parameter", b)):
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+                or not (math.isfinite(value) and value > 0):
+            raise DataError(f"points: {name} must be a positive finite number, got {value!r}")
+    for name, value in (("classes", k), (what, n)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise DataError(f"points: the number of {name} must be an integer >= 1, got {value!r}")
 
 
 def grid_points(a: float, b: float, k: int, n_points: int) -> Points:
@@ -157,6 +169,7 @@ def grid_points(a: float, b: float, k: int, n_points: int) -> Points:
     """
     from scipy.stats import beta as beta_dist
 
+    _check_prior(a, b, k, n_points, "cells")
     edges = np.linspace(0.0, 1.0, n_points + 1)
     mass = np.maximum(np.diff(beta_dist.cdf(edges, a, b)), 0.0)
     first = np.maximum(a / (a + b) * np.diff(beta_dist.cdf(edges, a + 1.0, b)), 0.0)
@@ -184,6 +197,7 @@ def sample_points(alpha: float, beta: float, k: int, n_samples: int, seed: int) 
     K = 2 the code's ``[[α, β], [β, α]]``).  Entries are floored at
     :data:`THETA_FLOOR` and the rows renormalised, so every log is finite.
     """
+    _check_prior(alpha, beta, k, n_samples, "samples")
     rng = np.random.default_rng(seed)
     conc = np.full((k, k), float(beta))
     np.fill_diagonal(conc, float(alpha))
@@ -606,12 +620,11 @@ class TaskPass:
 
 def task_block(part: Any, b: int, p: TaskPass, keep: bool) -> tuple[float, Any]:
     """Block function (``by="task"``): the block's edges' task→worker messages in task order and its beliefs."""
-    lo, hi = part.tasks_of(b)
-    a0, a1 = part.answers_of(b)
-    k = p.wmsg.shape[1]
+    lo, hi, a0, a1, wmsg, position, clamp = _check_task(part, b, p)
+    k = wmsg.shape[1]
     tmsg = np.empty((a1 - a0, k))
     belief = np.empty((hi - lo, k))
-    _task_block(lo, hi, part.task_ptr, p.position, p.wmsg, p.clamp, tmsg, belief)
+    _task_block(lo, hi, part.task_ptr, position, wmsg, clamp, tmsg, belief)
     return 0.0, (tmsg, belief)
 
 
@@ -677,17 +690,17 @@ class WorkerPass:
 def partial_block(part: Any, b: int, p: WorkerPass, keep: bool) -> tuple[float, Any]:
     """Block function (``by="worker"``): the partial log-products (2, G) of the block's crossing first and last
     segments over this block's answers (zeros where the segment does not cross)."""
+    b, (rows, worker, label, _), tmsg, _ = _check_worker(part, b, p)
     pts = p.points
     out = np.zeros((2, pts.n_points))
-    if p.spans.first[b] or p.spans.last[b]:
-        rows, worker, label, _ = part.answers(b)
+    if (p.spans.first[b] or p.spans.last[b]) and rows.shape[0]:
         n = rows.shape[0]
         if p.spans.first[b]:
             end = int(np.searchsorted(worker, worker[0], side="right"))
-            _log_products(0, end, rows, label, p.tmsg, pts.tht, pts.chunk, out[0])
+            _log_products(0, end, rows, label, tmsg, pts.tht, pts.chunk, out[0])
         if p.spans.last[b]:
             start = int(np.searchsorted(worker, worker[n - 1], side="left"))
-            _log_products(start, n, rows, label, p.tmsg, pts.tht, pts.chunk, out[1])
+            _log_products(start, n, rows, label, tmsg, pts.tht, pts.chunk, out[1])
     return 0.0, out
 
 
@@ -712,12 +725,12 @@ def combine_partials(sp: Spans, partials: np.ndarray) -> np.ndarray:
 
 def worker_block(part: Any, b: int, p: WorkerPass, keep: bool) -> tuple[float, Any]:
     """Block function (``by="worker"``): the block's new worker→task messages (worker order) and its residual."""
-    rows, worker, label, _ = part.answers(b)
+    b, (rows, worker, label, _), tmsg, old = _check_worker(part, b, p)
     lo, hi = part.answers_of(b)
     pts = p.points
     out = np.empty((hi - lo, pts.n_classes))
-    span = p.totals[b] if p.totals is not None else np.zeros((2, pts.n_points))
-    residual = _worker_block(rows, worker, label, p.tmsg, p.old[lo + part.first_answer:hi + part.first_answer],
+    span = np.ascontiguousarray(p.totals[b], dtype=np.float64) if p.totals is not None else np.zeros((2, pts.n_points))
+    residual = _worker_block(rows, worker, label, tmsg, old[lo + part.first_answer:hi + part.first_answer],
                              pts.tht, pts.logw, pts.wlin, pts.chunk, pts.cut, span, bool(p.spans.first[b]),
                              bool(p.spans.last[b]), float(p.damping), bool(p.damp), out)
     return 0.0, (out, np.array([residual]))
@@ -726,14 +739,98 @@ def worker_block(part: Any, b: int, p: WorkerPass, keep: bool) -> tuple[float, A
 def means_block(part: Any, b: int, p: WorkerPass, keep: bool) -> tuple[np.ndarray, Any]:
     """Block function (``by="worker"``): sums = each worker's posterior mean confusion (W, K, K), added by the
     block holding its first answer."""
-    rows, worker, label, _ = part.answers(b)
+    b, (rows, worker, label, _), tmsg, _ = _check_worker(part, b, p)
     pts = p.points
     k = pts.n_classes
     means = np.zeros((part.n_workers, k, k))
-    span = p.totals[b] if p.totals is not None else np.zeros((2, pts.n_points))
-    _worker_means(rows, worker, label, p.tmsg, pts.theta, pts.tht, pts.logw, pts.wlin, pts.chunk, span,
+    span = np.ascontiguousarray(p.totals[b], dtype=np.float64) if p.totals is not None else np.zeros((2, pts.n_points))
+    _worker_means(rows, worker, label, tmsg, pts.theta, pts.tht, pts.logw, pts.wlin, pts.chunk, span,
                   bool(p.spans.first[b]), bool(p.spans.last[b]), bool(p.spans.starts_before[b]), means)
     return means, None
+
+
+# ----------------------------------------------------------------------------- checks
+# The compiled kernels index without bounds checks: a block function checks what it is handed against its block
+# (the block's own slices, O(block answers), never the whole set per block) so that a wrong array is a DataError,
+# never a read or write outside an array.
+def _messages(arr: Any, name: str, k: int, rows: int | None = None) -> np.ndarray:
+    """``arr`` as the kernels read it: a C-contiguous float64 (n, K) array (at least ``rows`` rows)."""
+    from .validate import as_float_array
+
+    out = as_float_array(arr, name, 2)
+    if out.shape[1] != k or (rows is not None and out.shape[0] < rows):
+        want = f"({'n' if rows is None else f'>= {rows:,}'}, {k})"
+        raise DataError(f"{name} has shape {out.shape}, the block needs {want}")
+    return out
+
+
+def _in_range(values: np.ndarray, n: int, name: str) -> None:
+    if values.size and (int(values.min()) < 0 or int(values.max()) >= n):
+        raise DataError(f"{name} holds an index outside 0 .. {n - 1:,} (got {int(values.min()):,} .. "
+                        f"{int(values.max()):,})")
+
+
+def _check_task(part: Any, b: Any, p: TaskPass) -> tuple[int, int, int, int, np.ndarray, np.ndarray, np.ndarray]:
+    """Block ``b`` of a task-ordered partition and the task pass's inputs checked against it:
+    (lo, hi, a0, a1, wmsg, position, clamp)."""
+    from .validate import as_code_array, check_block, check_part
+
+    check_part(part)
+    b = check_block(part, b)
+    if not isinstance(p, TaskPass):
+        raise DataError(f"the task pass takes a TaskPass, got {type(p).__name__}")
+    lo, hi = part.tasks_of(b)
+    a0, a1 = part.answers_of(b)
+    k = int(part.n_classes)
+    wmsg = _messages(p.wmsg, "wmsg", k)
+    position = np.ascontiguousarray(as_code_array(p.position, "position"), dtype=np.int64)
+    if position.shape[0] < a1:
+        raise DataError(f"position holds {position.shape[0]:,} answers, the block reads up to {a1:,}")
+    _in_range(position[a0:a1], wmsg.shape[0], "position (rows of wmsg)")
+    clamp = np.ascontiguousarray(as_code_array(p.clamp, "clamp"), dtype=np.int64)
+    if clamp.size:
+        if clamp.shape[0] < hi:
+            raise DataError(f"clamp holds {clamp.shape[0]:,} tasks, the block reads up to {hi:,}")
+        block = clamp[lo:hi]
+        if block.size and (int(block.min()) < -1 or int(block.max()) >= k):
+            raise DataError(f"clamp holds a class outside -1 .. {k - 1}")
+    return lo, hi, a0, a1, wmsg, position, clamp
+
+
+def _check_worker(part: Any, b: Any, p: WorkerPass) -> tuple[int, tuple[np.ndarray, ...], np.ndarray, np.ndarray]:
+    """Block ``b`` of a worker-ordered partition and the worker pass's inputs checked against it:
+    (b, its answers (rows, worker, label, task), tmsg, old)."""
+    from .validate import check_block
+
+    if not all(hasattr(part, name) for name in ("order", "worker_ptr", "bounds", "answers", "first_answer")):
+        raise DataError(f"a worker-side block function takes a worker-ordered partition (an engine's worker_part), "
+                        f"got {type(part).__name__}")
+    b = check_block(part, b)
+    if not isinstance(p, WorkerPass) or not isinstance(p.points, Points):
+        raise DataError("the worker pass takes a WorkerPass holding Points")
+    pts = p.points
+    k = int(part.n_classes)
+    if pts.n_classes != k:
+        raise DataError(f"the points are {pts.n_classes}-class confusions, the answers have {k} classes")
+    damping = float(p.damping)
+    if not 0.0 <= damping < 1.0:
+        raise DataError(f"damping must lie in [0, 1), got {p.damping!r}")
+    sp = p.spans
+    n_blocks = int(part.n_blocks)
+    for name in ("first", "last", "starts_before"):
+        if np.shape(getattr(sp, name)) != (n_blocks,):
+            raise DataError(f"spans.{name} must hold one flag per block ({n_blocks:,}): build it with spans()")
+    if p.totals is not None and np.shape(p.totals) != (n_blocks, 2, pts.n_points):
+        raise DataError(f"totals has shape {np.shape(p.totals)}, the blocks need ({n_blocks:,}, 2, "
+                        f"{pts.n_points:,})")
+    rows, worker, label, task = part.answers(b)
+    tmsg = _messages(p.tmsg, "tmsg", k)
+    _in_range(rows, tmsg.shape[0], "the block's rows (rows of tmsg)")
+    _in_range(label, k, "label")
+    _in_range(worker, int(part.n_workers), "worker")
+    lo, hi = part.answers_of(b)
+    old = _messages(p.old, "old", k, hi + int(part.first_answer))
+    return b, (rows, worker, label, task), tmsg, old
 
 
 # ----------------------------------------------------------------------------- passes

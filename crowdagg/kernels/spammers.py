@@ -29,11 +29,39 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from ..errors import DataError
 from .cooc import _check_lookup, _pair_id, _runs
 
 
+def apply_filled(pairs: Any, cov: Any, v: Any, q: Any, out: Any) -> None:
+    """``out += Σ_p (cov[p] − V_a V_bᵀ) Q_b`` into block a and its transpose into block b, pair p = (a, b).
+
+    ``pairs`` (P, 2) worker positions in the fit, ``cov`` (P, K, K), ``v`` (M, K, rank), ``q`` and ``out`` (M, K, r)
+    (added to: the caller puts ``V (Vᵀ Q)`` there first).  Checked here (a :class:`~crowdagg.errors.DataError`
+    for a shape or a pair outside the M workers: the compiled pass reads without bounds checks), then one serial
+    pass in pair order (:func:`_apply_filled`): the same bits for any thread count.
+    """
+    from .validate import as_code_array, as_float_array, check_out_array
+
+    pairs = np.asarray(pairs)
+    if pairs.ndim != 2 or pairs.shape[1] != 2:
+        raise DataError(f"pairs must be (P, 2), got shape {pairs.shape}")
+    pairs = np.ascontiguousarray(as_code_array(pairs.reshape(-1), "pairs"), dtype=np.int64).reshape(-1, 2)
+    cov = as_float_array(cov, "cov", 3)
+    v = as_float_array(v, "v", 3)
+    q = as_float_array(q, "q", 3)
+    out = check_out_array(out, "out", 3)
+    m, k = v.shape[0], v.shape[1]
+    if cov.shape != (pairs.shape[0], k, k) or q.shape[:2] != (m, k) or out.shape != q.shape:
+        raise DataError(f"apply_filled: shapes pairs {pairs.shape}, cov {cov.shape}, v {v.shape}, q {q.shape}, "
+                        f"out {out.shape} do not agree (cov (P, K, K), v (M, K, rank), q and out (M, K, r))")
+    if pairs.size and (int(pairs.min()) < 0 or int(pairs.max()) >= m):
+        raise DataError(f"pairs holds a worker position outside 0 .. {m - 1:,}")
+    _apply_filled(pairs, cov, v, q, out)
+
+
 @njit(cache=True, nogil=True)
-def apply_filled(pairs, cov, v, q, out):  # pragma: no cover - compiled
+def _apply_filled(pairs, cov, v, q, out):  # pragma: no cover - compiled
     """``out += Σ_p (cov[p] − V_a V_bᵀ) Q_b`` into block a and its transpose into block b, pair p = (a, b).
 
     ``pairs`` (P, 2) worker positions in the fit, ``cov`` (P, K, K), ``v`` (M, K, rank), ``q`` and ``out`` (M, K, r)
@@ -123,14 +151,45 @@ def answer_terms_block(part: Any, b: int, params: TermParams, keep: bool) -> tup
     lo, hi = part.answers_of(b)
     n_workers = int(part.n_workers)
     ranked, table = _check_lookup(params, n_workers ** 2, f"{n_workers:,}² workers")
-    out = np.empty((hi - lo, params.terms.shape[3]))
+    index = np.ascontiguousarray(params.index, dtype=np.int64)
+    terms = np.asarray(params.terms)
+    k = int(part.n_classes)
+    if index.ndim != 1 or terms.ndim != 4 or terms.shape[:3] != (index.shape[0], 2, k + 1):
+        raise DataError(f"the answer terms have shape {terms.shape} for an index of shape {index.shape}: they need "
+                        f"(pairs, 2, {k + 1}, r), one record per pair of the index")
+    terms = np.ascontiguousarray(terms, dtype=np.float64)
+    out = np.empty((hi - lo, terms.shape[3]))
     _answer_terms(part.task_ptr, part.worker, part.label, start, stop, np.int64(n_workers),
-                  np.ascontiguousarray(params.index, dtype=np.int64), ranked, table, params.terms, out)
+                  index, ranked, table, terms, out)
     return 0, (out if keep else None)
 
 
+def null_energy(worker: Any, position: Any, g: Any, t: Any, out: Any) -> np.ndarray:
+    """``out[s] = Σ_a ‖t[s]ᵀ g_a‖²`` over the answers ``a`` of each worker ``w`` with ``position[w] = s >= 0``.
+
+    ``worker`` (n_answers,) codes, ``position`` (n_workers,) each worker's slot or -1, ``g`` (n_answers, r) in
+    task order, ``t`` (S, r, r), ``out`` (S,) overwritten.  Checked here (a
+    :class:`~crowdagg.errors.DataError` for a shape or a code outside its array), then one serial pass in
+    answer order (:func:`_null_energy`): the same bits for any thread count.
+    """
+    from .validate import as_code_array, as_float_array, check_index, check_out_array
+
+    g = as_float_array(g, "g", 2)
+    t = as_float_array(t, "t", 3)
+    out = check_out_array(out, "out", 1)
+    position = np.ascontiguousarray(as_code_array(position, "position"), dtype=np.int64)
+    worker = check_index(worker, position.shape[0], "worker", "worker")
+    s, r = t.shape[0], g.shape[1]
+    if g.shape[0] != worker.shape[0] or t.shape[1:] != (r, r) or out.shape != (s,):
+        raise DataError(f"null_energy: shapes worker {worker.shape}, g {g.shape}, t {t.shape}, out {out.shape} "
+                        "do not agree (g (n_answers, r), t (S, r, r), out (S,))")
+    if position.size and (int(position.min()) < -1 or int(position.max()) >= s):
+        raise DataError(f"position holds a slot outside -1 .. {s - 1:,}")
+    return _null_energy(worker, position, g, t, out)
+
+
 @njit(cache=True, nogil=True)
-def null_energy(worker, position, g, t, out):  # pragma: no cover - compiled
+def _null_energy(worker, position, g, t, out):  # pragma: no cover - compiled
     """``out[s] = Σ_a ‖t[s]ᵀ g_a‖²`` over the answers ``a`` of each worker ``w`` with ``position[w] = s >= 0``.
 
     ``g`` (n_answers, r) in task order, ``t`` (S, r, r), ``out`` (S,) overwritten.  One pass in answer

@@ -495,8 +495,8 @@ def detect_spammers(data: AnnotationSet, *, engine: Any = None, min_partners: in
         raise UsageError(f"{param('data')} must be an AnnotationSet, got {type(data).__name__}")
     min_partners = _count(min_partners, "min_partners", 1)
     min_shared = _count(min_shared, "min_shared", 1)
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise UsageError(f"{param('seed')} must be an integer, got {seed!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise UsageError(f"{param('seed')} must be an integer >= 0, got {seed!r}")
     n_workers, k = data.n_workers, data.n_classes
     if n_workers == 0 or data.n_answers == 0:
         return _scan(n_workers, "no answers: nobody to judge")

@@ -149,11 +149,22 @@ class BeliefPropagation(IterativeAggregator):
     worker_form = "confusion"
     starts_from: ClassVar[tuple[str, ...]] = ()
     engines: ClassVar[tuple[str, ...]] = ("local",)
-    collapse_advice = "try -p worker_model=confusion (each class its own error rates) or ds"
+    #: The messages are K floats per answer in both directions, and the points (grid cells or samples) a few
+    #: K² tables each: the base's "posteriors are tasks × classes" would send the user the wrong way.
+    memory_advice = (f"its messages are classes × answers, both ways, and each point ({param('grid')} cells or "
+                     f"{param('samples')}) a classes² table: use fewer {param('samples')}, or mf or ds")
     #: (set by the base's __init__ from the declaration, read before the fit's checks)
     worker_model: str
     grid: int
     samples: int
+
+    @property  # type: ignore[misc]
+    def collapse_advice(self) -> str:  # type: ignore[override]
+        """What to try when the labels collapse: the confusion model from one-coin; from the confusion model
+        (which already keeps each class's error rates) ds, or a different prior."""
+        if self.worker_model == "confusion":
+            return f"try ds, or bp with a different {param('prior')} or more {param('samples')}"
+        return "try -p worker_model=confusion (each class its own error rates) or ds"
 
     def check_params(self) -> dict[str, Any]:
         checked = super().check_params()
@@ -186,7 +197,7 @@ class BeliefPropagation(IterativeAggregator):
         else:
             votes = clamp_posteriors(soft_majority_vote(data, engine), clamp)
             state.tmsg = np.ascontiguousarray(votes[data.task])
-            state.wmsg, _ = kernels.worker_pass(engine, self._worker_params(state, checked, damp=False))
+            state.wmsg, _ = kernels.worker_pass(state.engine, self._worker_params(state, checked, damp=False))
         self._task_pass(state)
         return state, None
 
