@@ -511,7 +511,8 @@ def detect_spammers(data: AnnotationSet, *, engine: Any = None, min_partners: in
     _warn_skipped(int(skipped.sum()), n_workers, min_partners, min_shared)
     m = int(judged.sum())
     if m == 0:
-        return _scan(n_workers, f"nobody has {min_partners}+ partners sharing {min_shared}+ tasks: nobody judged",
+        return _scan(n_workers, f"no worker keeps {min_partners}+ partners sharing {min_shared}+ tasks among the workers "
+                     "who do (a partner counts only if it is judged too): nobody judged",
                      skipped=skipped)
     rank = k - 1
     n_pairs = int(kept.sum())
