@@ -458,7 +458,10 @@ def detect_spammers(data: AnnotationSet, *, engine: Any = None, min_partners: in
        permuted answers over its mean, roughly χ² with (K − 1)² degrees of
        freedom over their number: above 9 with probability ~0.3% at K = 2,
        far less for larger K); an honest worker's grows with its signal
-       and its answers (about 35 for the tutorial's honest workers).
+       and its answers (about 35 for the tutorial's honest workers).  When
+       the upper cluster's median is within that bound too -- nobody
+       co-varies with anyone beyond chance, a crowd of spammers only --
+       every worker at its noise level is flagged, not the lower half.
 
     Parameters
     ----------
@@ -546,12 +549,21 @@ def detect_spammers(data: AnnotationSet, *, engine: Any = None, min_partners: in
         return _scan(n_workers, why, rank=rank, n_iter=fit.n_iter, skipped=skipped, score=score, noise=noise)
     low = order[:n_low]
     cut = 0.5 * (score_m[order[n_low - 1]] + score_m[order[n_low]])
-    chosen = low[ratio[low] <= NOISE_RATIO]
-    why = (f"2-means on the scores of {m:,} judged workers cuts at {cut:.3g}: {n_low:,} below, of whom "
-           f"{len(chosen):,} score within {NOISE_RATIO:g}x their permutation noise (a spammer's level) and are "
-           "flagged")
-    if len(chosen) < n_low:
-        why += f", {n_low - len(chosen):,} above it are kept"
+    if np.median(ratio[order[n_low:]]) <= NOISE_RATIO:
+        # Even the upper cluster scores as its own noise: no worker's answers co-vary with anyone's beyond chance
+        # (a crowd of spammers only), so the split separates noise from noise; every worker at its noise level
+        # is flagged, not the lower half of them.
+        chosen = np.flatnonzero(ratio <= NOISE_RATIO)
+        why = (f"the upper cluster of 2-means on the scores of {m:,} judged workers scores within {NOISE_RATIO:g}x "
+               f"its permutation noise too (no worker co-varies with the others beyond chance): the {len(chosen):,} "
+               "at their noise level are flagged")
+    else:
+        chosen = low[ratio[low] <= NOISE_RATIO]
+        why = (f"2-means on the scores of {m:,} judged workers cuts at {cut:.3g}: {n_low:,} below, of whom "
+               f"{len(chosen):,} score within {NOISE_RATIO:g}x their permutation noise (a spammer's level) and are "
+               "flagged")
+        if len(chosen) < n_low:
+            why += f", {n_low - len(chosen):,} above it are kept"
     flagged[np.flatnonzero(judged)[chosen]] = True
     n_flag = len(chosen)
     if 2 * n_flag > m:

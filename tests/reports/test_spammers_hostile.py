@@ -24,9 +24,6 @@ def test_a_negative_seed_is_a_usage_error_not_numpys_value_error(spammers_only, 
         detect_spammers(spammers_only, seed=seed)
 
 
-@pytest.mark.xfail(strict=True, reason="the flag is a 2-means split of the scores, then a noise check of the lower "
-                                       "group only: in a crowd of spammers only the split still leaves most of "
-                                       "them above the cut, unflagged (4 of 8 flagged here)")
 def test_a_crowd_of_spammers_only_is_flagged_whole_or_not_judged(spammers_only):
     scan = detect_spammers(spammers_only, min_partners=5, min_shared=20)
     judged = ~scan.skipped
