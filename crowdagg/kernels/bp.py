@@ -216,13 +216,25 @@ def sample_points(alpha: float, beta: float, k: int, n_samples: int, seed: int) 
 _FAST = {"reassoc", "contract", "nsz", "arcp"}
 
 @njit(cache=True, nogil=True, fastmath=_FAST)
+def _factors(tmsg, r, y, tht, f):  # pragma: no cover - compiled
+    """``f[g] = Σ_z tmsg[r, z] θ_g[z, y]``: an answer's factor at every point (the task→worker message ``r``
+    against the points' column of its label ``y``; ``tht`` is [observed, true, point])."""
+    n_points = f.shape[0]
+    for g in range(n_points):
+        f[g] = 0.0
+    for z in range(tmsg.shape[1]):
+        mz = tmsg[r, z]
+        for g in range(n_points):
+            f[g] += mz * tht[y, z, g]
+
+
+@njit(cache=True, nogil=True, fastmath=_FAST)
 def _log_products(lo, hi, rows, label, tmsg, tht, chunk, out):  # pragma: no cover - compiled
     """``out[g] += Σ_{e ∈ [lo, hi)} log f_g(e)``, :math:`f_g(e) = Σ_z tmsg[rows[e], z] θ_g[z, label[e]]`.
 
     Linear running products per point, renormalised into ``out`` every
     ``chunk`` factors (and at the end).
     """
-    k = tmsg.shape[1]
     n_points = tht.shape[2]
     prod = np.ones(n_points)
     f = np.empty(n_points)
@@ -230,13 +242,7 @@ def _log_products(lo, hi, rows, label, tmsg, tht, chunk, out):  # pragma: no cov
     for e in range(lo, hi):
         y = label[e]
         r = rows[e]
-        for g in range(n_points):
-            f[g] = 0.0
-        for z in range(k):
-            mz = tmsg[r, z]
-            col = tht[y, z]
-            for g in range(n_points):
-                f[g] += mz * col[g]
+        _factors(tmsg, r, y, tht, f)
         for g in range(n_points):
             prod[g] *= f[g]
         taken += 1
@@ -281,13 +287,7 @@ def _weights(lo, hi, rows, label, tmsg, tht, logw, wlin, chunk, cut, span, use_s
                 for g in range(n_points):
                     c[g] *= m0 * col0[g] + m1 * col1[g]
                 continue
-            for g in range(n_points):
-                f[g] = 0.0
-            for z in range(k):
-                mz = tmsg[r, z]
-                col = tht[y, z]
-                for g in range(n_points):
-                    f[g] += mz * col[g]
+            _factors(tmsg, r, y, tht, f)
             for g in range(n_points):
                 c[g] *= f[g]
         best = 0.0
