@@ -409,6 +409,21 @@ def _short_worker(lo, hi, rows, label, tmsg, old, tht, wlin, damping, damp, out,
     return residual
 
 
+@njit(cache=True, nogil=True)
+def _segment(worker, s, has_first, has_last):  # pragma: no cover - compiled
+    """The worker segment starting at answer ``s`` of a worker block: its end, whether it is the block's first
+    segment crossing its start (``has_first``) and whether it is its last one crossing its end (``has_last``, and
+    not also the first)."""
+    n = worker.shape[0]
+    w = worker[s]
+    e_end = s + 1
+    while e_end < n and worker[e_end] == w:
+        e_end += 1
+    first = s == 0 and has_first
+    last = e_end == n and has_last and not first
+    return e_end, first, last
+
+
 @njit(cache=True, nogil=True, fastmath=_FAST)
 def _worker_block(rows, worker, label, tmsg, old, tht, logw, wlin, chunk, cut, span, has_first, has_last,
                   damping, damp, out):  # pragma: no cover - compiled
@@ -450,12 +465,7 @@ def _worker_block(rows, worker, label, tmsg, old, tht, logw, wlin, chunk, cut, s
     residual = 0.0
     s = 0
     while s < n:
-        w = worker[s]
-        e_end = s + 1
-        while e_end < n and worker[e_end] == w:
-            e_end += 1
-        first = s == 0 and has_first
-        last = e_end == n and has_last and not first
+        e_end, first, last = _segment(worker, s, has_first, has_last)
         if not (first or last) and e_end - s <= chunk:
             residual = _short_worker(s, e_end, rows, label, tmsg, old, tht, wlin, damping, damp, out, fw, pre,
                                      suf, m, residual)
@@ -518,11 +528,7 @@ def _worker_means(rows, worker, label, tmsg, theta, tht, logw, wlin, chunk, span
     s = 0
     while s < n:
         w = worker[s]
-        e_end = s + 1
-        while e_end < n and worker[e_end] == w:
-            e_end += 1
-        first = s == 0 and has_first
-        last = e_end == n and has_last and not first
+        e_end, first, last = _segment(worker, s, has_first, has_last)
         if s == 0 and skip_first:
             s = e_end
             continue
