@@ -269,7 +269,7 @@ class Aggregator:
         if n_empty:
             warn(
                 CrowdaggWarning(
-                    f"{n_empty} task(s) have no answers: their posterior is the class prior "
+                    f"{n_empty} task(s) have no answers: their posterior is {self.empty_posterior} "
                     "(n_answers = 0 in the output)"
                 )
             )
@@ -303,6 +303,9 @@ class Aggregator:
         """The method: ``checked`` reads as the validated parameters (``checked["seed"]`` among them) and
         carries the services the base resolved (:class:`FitContext`)."""
         raise NotImplementedError
+
+    #: What the posterior of a task without answers is, for the warning that counts them.
+    empty_posterior: ClassVar[str] = "the class prior"
 
     #: What to try when a fit collapses onto few classes (:func:`_check_collapse`).
     collapse_advice: ClassVar[str] = "try ds, whose full confusion matrices keep each class's own error rates"

@@ -18,9 +18,10 @@ Vocabulary
 Stop rules (values a method declares as ``stop_rule``)
     :class:`RelativeChange` (``|f - f_prev| <= tol |f_prev|``: EM),
     :class:`NoLabelChanged` (iterative weighted votes),
-    :class:`Residual` (``residual <= tol``: belief propagation), and
+    :class:`Residual` (``residual <= tol``: belief propagation),
     :class:`AbsoluteGain` (the objective improves by less than ``tol``, a
-    worsening stops too: crowd-kit's EM).  Each words its own
+    worsening stops too: crowd-kit's EM) and :class:`NoImprovement` (no
+    better objective for ``tol`` iterations: a trainer's early stop).  Each words its own
     non-convergence warning.
 Objective direction
     :data:`MAXIMISE` (a log-likelihood), :data:`MINIMISE` (a loss) or
@@ -60,11 +61,16 @@ class Step:
         :class:`Residual` rule names (messages, posteriors).
     changed : int or None
         How many labels this step changed (:class:`NoLabelChanged`).
+    since_best : int or None
+        Iterations since the objective was last at its best (0: this step
+        is the best so far), for :class:`NoImprovement` (a trainer's early
+        stop on its held-out objective).
     """
 
     objective: float | None = None
     residual: float | None = None
     changed: int | None = None
+    since_best: int | None = None
 
 
 @dataclass
@@ -191,6 +197,27 @@ class AbsoluteGain(StopRule):
 
     def still(self, tol: float, objective: str) -> str:
         return f"{objective} still improving by {param('tol')}={tol:g} or more per iteration"
+
+
+@dataclass(frozen=True)
+class NoImprovement(StopRule):
+    """Stop when the objective has not improved on its best for ``tol`` iterations (``Step.since_best``).
+
+    Early stopping: a trainer's objective is its held-out loss, and the
+    iteration it keeps is the best one, not the last.  ``tol`` is a count
+    here (the patience); ``tol = 0`` runs ``max_iter``.  Running out of
+    iterations is not a failure (the best iteration is kept), so it never
+    warns.
+    """
+
+    def reached(self, step: Step, prev: float | None, tol: float, direction: str) -> bool:
+        return tol > 0 and step.since_best is not None and step.since_best >= tol
+
+    def warns(self, tol: float) -> bool:
+        return False
+
+    def still(self, tol: float, objective: str) -> str:
+        return f"{objective} still improving within {tol:g} iterations"
 
 
 def better(run: Run, best: Run, direction: str) -> bool:
@@ -342,6 +369,7 @@ __all__ = [
     "NoLabelChanged",
     "Residual",
     "AbsoluteGain",
+    "NoImprovement",
     "MAXIMISE",
     "MINIMISE",
     "NO_OBJECTIVE",

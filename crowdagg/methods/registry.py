@@ -379,7 +379,7 @@ KINDS: dict[str, str] = {
 ENGINES = ("local", "dask")
 
 #: The optional extras of ``pyproject.toml`` a method may require, and the modules each installs.
-EXTRAS: dict[str, tuple[str, ...]] = {"train": ("torch",)}
+EXTRAS: dict[str, tuple[str, ...]] = {"train": ("torch", "safetensors")}
 
 
 #: Names a parameter may not have: :func:`crowdagg.aggregate`'s own arguments (it would take the value for
@@ -508,16 +508,24 @@ class UnknownMethod(UsageError, KeyError):
 class _Declarations(MutableMapping[str, Method]):
     """Name -> :class:`Method`, in listing order; the families are found on first use.
 
-    Discovery imports each subpackage of ``crowdagg.methods`` (its
+    Discovery imports each subpackage of its package (``crowdagg.methods``
+    for the aggregators, ``crowdagg.learning`` for the trainers; its
     ``__init__`` only) and collects its ``DECLARATIONS``; a package without
-    them is not a family.  A family that fails to import, or declares a
+    them is not a family, and a family declaring a kind the package does
+    not hold fails.  A name registered in the other mapping is refused
+    with a message that says which command takes it.  A family that fails to import, or declares a
     name another family has, is left out and recorded in :func:`failures`.
     A declaration may also be set (and deleted) at run time --
     ``METHODS["mine"] = Method("mine", ...)``, as tests do -- and is listed
     by its rank like the others.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, package: str = "crowdagg.methods", kinds: tuple[str, ...] = ("categorical", "numeric"),
+                 what: str = "aggregation method", command: str = "crowdagg aggregate", other: str = "") -> None:
+        self._package = package  # whose subpackages are the families
+        self._kinds = kinds  # the kinds its families may declare
+        self.what, self.command = what, command  # "aggregation method", "crowdagg aggregate": for messages
+        self._other = other  # the other registry's module:attribute, named when a name is registered there
         self._methods: dict[str, Method] | None = None
         self._failures: dict[str, str] = {}
         self._lock = threading.RLock()  # re-entrant: a family whose import asks the registry cannot deadlock
@@ -538,7 +546,8 @@ class _Declarations(MutableMapping[str, Method]):
         import pkgutil
         import sys
 
-        package = __name__.rpartition(".")[0]
+        package = self._package
+        importlib.import_module(package)
         found: dict[str, tuple[Method, str]] = {}
         complete = True
         for info in pkgutil.iter_modules(sys.modules[package].__path__, package + "."):
@@ -553,6 +562,9 @@ class _Declarations(MutableMapping[str, Method]):
                     continue
                 if not isinstance(declared, tuple) or not all(isinstance(m, Method) for m in declared):
                     raise TypeError("DECLARATIONS must be a tuple of Method")
+                alien = [f"{m.name!r} ({m.kind})" for m in declared if m.kind not in self._kinds]
+                if alien:  # a trainer among the aggregators (or the reverse) would be offered to the wrong command
+                    raise TypeError(f"{package} holds {' and '.join(self._kinds)} methods, not " + ", ".join(alien))
                 names = [m.name for m in declared]
                 twice = sorted({n for n in names if names.count(n) > 1})
                 if twice:  # a dict would keep the last one silently
@@ -578,6 +590,12 @@ class _Declarations(MutableMapping[str, Method]):
             pass
         failed = self.failures().items()
         why = "".join(f"; {family} failed to declare its methods ({reason})" for family, reason in failed)
+        if self._other:
+            module, _, attr = self._other.partition(":")
+            other = getattr(importlib.import_module(module), attr)
+            if isinstance(name, str) and name in other:
+                raise UnknownMethod(f"{name!r} is {_article(other.what)} ({other.command} --method {name}), not "
+                                    f"{_article(self.what)}; {self.what}s: {', '.join(self)}")
         raise UnknownMethod(f"unknown method {name!r}; valid methods: {', '.join(self)}{why}") from None
 
     def __setitem__(self, name: str, spec: Method) -> None:
@@ -612,8 +630,19 @@ def _ranked(methods: Any) -> dict[str, Method]:
     return {m.name: m for m in sorted(methods, key=lambda m: (m.rank, m.name))}
 
 
-#: Every declared method, name -> :class:`Method`, in listing order (declarations only: no method code).
-METHODS = _Declarations()
+def _article(text: str) -> str:
+    return ("an " if text[:1] in "aeiou" else "a ") + text
+
+
+#: Every declared aggregator (the families under ``crowdagg/methods/``), name -> :class:`Method`, in listing order
+#: (declarations only: no method code).
+METHODS = _Declarations(other="crowdagg.methods.registry:TRAINERS")
+
+#: Every declared trainer (features + answers -> a model: the families under ``crowdagg/learning/``), name ->
+#: :class:`Method`; listing them imports no torch.  Their own mapping: ``crowdagg aggregate`` and a parameter of
+#: kind ``"method"`` never offer a trainer, ``crowdagg train`` never an aggregator.
+TRAINERS = _Declarations("crowdagg.learning", ("trainer",), "trainer", "crowdagg train",
+                         other="crowdagg.methods.registry:METHODS")
 
 
 def failures() -> dict[str, str]:
@@ -650,13 +679,18 @@ class _Classes(Mapping[str, type]):
 REGISTRY: Mapping[str, type] = _Classes()
 
 
+def get_trainer(name: str) -> Method:
+    """The trainer registered as ``name`` (:class:`UnknownMethod` if none; it says so when ``name`` is an aggregator)."""
+    return TRAINERS[name]
+
+
 def get_method(name: str) -> type:
     """The class registered under ``name``, its module imported now (see :meth:`Method.load` for errors)."""
     return get(name).load()
 
 
 __all__ = [
-    "Param", "PARAM_KINDS", "Method", "METHODS", "REGISTRY", "KINDS", "ENGINES", "EXTRAS", "COMMON_FLAGS", "RESERVED",
+    "Param", "PARAM_KINDS", "Method", "METHODS", "TRAINERS", "REGISTRY", "KINDS", "ENGINES", "EXTRAS", "COMMON_FLAGS", "RESERVED",
     "UnknownMethod",
-    "get", "get_method", "failures",
+    "get", "get_trainer", "get_method", "failures",
 ]

@@ -533,7 +533,7 @@ DECLARATIONS = (
     Method("okay", "crowdagg.methods.zz_extra.okay:Okay", "a vote declared by a family of its own", "m", "r",
            (SEED,), rank=25),
     Method("needs_x", "crowdagg.methods.zz_extra.okay:Okay", "needs an extra that is not installed", "m", "r",
-           (SEED,), requires="nosuchextra", kind="trainer", rank=900),
+           (SEED,), requires="nosuchextra", rank=900),
     Method("bad_module", "crowdagg.methods.zz_extra.bad:Bad", "its module fails to import", "m", "r", (SEED,),
            rank=901),
 )
@@ -614,7 +614,7 @@ def test_a_family_that_fails_to_import_fails_alone(extra_families, bluebird):
 def test_a_method_whose_extra_is_missing_fails_alone_naming_the_extra(extra_families, bluebird):
     registry = extra_families
     spec = registry.get("needs_x")
-    assert spec.kind == "trainer" and spec.missing() == ("crowdagg_no_such_module",)
+    assert spec.missing() == ("crowdagg_no_such_module",)
     words = ("method 'needs_x' needs the optional extra 'nosuchextra' (crowdagg_no_such_module not installed): "
              "pip install 'crowdagg[nosuchextra]'")
     for ask in (lambda: registry.REGISTRY["needs_x"], lambda: get_method("needs_x"),
@@ -644,11 +644,11 @@ def test_methods_lists_the_others_and_says_what_failed(extra_families):
         "declares a method name already taken: 'ds' (declared by crowdagg.methods.em)\n")
     shown = runner.invoke(app, ["methods", "needs_x"])
     assert shown.exit_code == 0 and shown.stdout.splitlines()[2:7] == [
-        "Kind: trainer (features + answers -> a model)", "Engines: local", "Gold: no", "Saved worker models: no",
+        "Kind: categorical aggregator (answers -> one label per task)", "Engines: local", "Gold: no", "Saved worker models: no",
         "Requires: the optional extra 'nosuchextra' (pip install 'crowdagg[nosuchextra]'; crowdagg_no_such_module "
         "not installed)"]
     csv = runner.invoke(app, ["methods", "-f", "csv"]).stdout.splitlines()
-    assert csv[-2] == "needs_x,Okay,needs an extra that is not installed,trainer,local,false,false,nosuchextra"
+    assert csv[-2] == "needs_x,Okay,needs an extra that is not installed,categorical,local,false,false,nosuchextra"
     unknown = runner.invoke(app, ["methods", "nope"])
     assert unknown.exit_code == 2 and "zz_broken failed to declare its methods" in unknown.stderr
 

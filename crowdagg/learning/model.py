@@ -1,0 +1,106 @@
+"""A trained classifier: its spec, weights (numpy), classes and annotator confusions; ``predict_proba``.
+
+What ``crowdagg train --save`` writes and ``crowdagg predict --model``
+reads (:mod:`.model_file`).  The weights are the network's ``state_dict``
+as numpy arrays, so the object is independent of the device it was trained
+on; :meth:`TrainedModel.network` rebuilds the torch module from the
+:class:`~crowdagg.learning.networks.NetSpec` and loads them (strictly:
+every tensor present, of its shape).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import DataError
+
+
+@dataclass(eq=False)
+class TrainedModel:
+    """A classifier trained from crowds.
+
+    Attributes
+    ----------
+    method : str
+        The trainer that fitted it (``"geocrowdnet-f"``).
+    classes : tuple of str
+        Class names; column k of :meth:`predict_proba` is ``classes[k]``.
+    spec : NetSpec
+        The network (kind, input shape, classes, hidden width, dropout).
+    weights : dict of str -> ndarray
+        The network's ``state_dict`` (float32 arrays).
+    workers : ndarray of str, shape (n_workers,), or None
+        The annotators of the training answers.
+    confusion : ndarray, shape (n_workers, K, K), or None
+        Their estimated confusions ``[worker, true, observed]``.
+    best_epoch : int
+        The epoch kept by model selection.
+    class_dtype : str or None
+        The dtype the labels had (as :class:`~crowdagg.data.annotations.AnnotationSet` keeps it).
+    version : str
+        The crowdagg version that trained it.
+    """
+
+    method: str
+    classes: tuple[str, ...]
+    spec: Any
+    weights: dict[str, np.ndarray]
+    workers: np.ndarray | None = None
+    confusion: np.ndarray | None = None
+    best_epoch: int = 0
+    class_dtype: str | None = None
+    version: str = field(default_factory=lambda: _version())
+
+    @classmethod
+    def from_network(cls, *, method: str, classes: Any, spec: Any, net: Any, **extra: Any) -> TrainedModel:
+        weights = {k: v.detach().float().cpu().numpy().copy() for k, v in net.state_dict().items()}
+        return cls(method=method, classes=tuple(classes), spec=spec, weights=weights, **extra)
+
+    @property
+    def n_features(self) -> int:
+        return int(self.spec.n_inputs)
+
+    def network(self, device: Any = "cpu") -> Any:
+        """The torch module, weights loaded, in eval mode, on ``device``."""
+        import torch
+
+        from . import networks
+
+        net = networks.build(self.spec)
+        expected = net.state_dict()
+        if set(expected) != set(self.weights) or any(tuple(expected[k].shape) != self.weights[k].shape
+                                                      for k in expected):
+            raise DataError(f"the model's weights do not match its {self.spec.kind} network "
+                            f"(expected {sorted(expected)})")
+        net.load_state_dict({k: torch.as_tensor(v) for k, v in self.weights.items()})
+        return net.to(torch.device(device)).eval()
+
+    def predict_proba(self, features: np.ndarray, *, device: str = "cpu", batch_rows: int = 8192) -> np.ndarray:
+        """Class probabilities (n, K) float64 for ``features`` (n, *input_shape), rows in the given order."""
+        import torch
+
+        x = np.asarray(features)
+        shape = tuple(self.spec.input_shape)
+        if x.ndim < 1 or tuple(x.shape[1:]) != shape:
+            raise DataError(f"the model was trained on rows of shape {shape} ({self.n_features:,} features); these "
+                            f"features have rows of shape {tuple(x.shape[1:])}")
+        x = x.astype(np.float32, copy=False)
+        if not np.isfinite(x).all():
+            bad = int(np.flatnonzero(~np.isfinite(x.reshape(len(x), -1)).all(axis=1))[0])
+            raise DataError(f"features: row {bad} holds NaN or inf")
+        net = self.network(device)
+        out = np.empty((len(x), len(self.classes)))
+        with torch.no_grad():
+            for lo in range(0, len(x), batch_rows):
+                rows = torch.as_tensor(x[lo:lo + batch_rows], device=torch.device(device))
+                out[lo:lo + batch_rows] = torch.softmax(net(rows).float(), dim=1).double().cpu().numpy()
+        return out / out.sum(axis=1, keepdims=True)
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return str(__version__)

@@ -1,0 +1,128 @@
+"""The classifiers f_θ a trainer fits: ``linear``, ``mlp`` and ``cnn``, described by a :class:`NetSpec`.
+
+A network is rebuilt from its :class:`NetSpec` alone (a saved model holds
+the spec as JSON and the weights as tensors: nothing else is needed, and
+nothing is executed, to load one).  Every network starts with a fixed
+standardisation of its input (the training features' mean and standard
+deviation, kept as buffers and saved with the weights), so that features on
+any scale train with the same learning rate.
+
+* ``linear`` -- softmax regression: ``x -> W x + b`` (K logits).
+* ``mlp`` -- ``x -> Linear(d, h) -> ReLU -> Dropout(p) -> Linear(h, K)``:
+  the "FCNN-dropout" head that CrowdLayer (Rodrigues & Pereira 2018) and
+  GeoCrowdNet (Ibrahim et al. 2023) train on LabelMe's VGG16 features
+  (h = 128, p = 0.5).
+* ``cnn`` -- for images (N×C×H×W): four 3×3 convolutions of (h/4, h/4,
+  h/2, h/2) channels with ReLU, 2×2 max-pooling after the first two,
+  global average pooling and a linear layer: the MNIST network of Tanno et
+  al. 2019 (App. A: {32, 32, 64, 64} kernels, i.e. h = 128).
+
+Shapes: input (B, d) for linear/mlp, (B, C, H, W) for cnn; output (B, K)
+logits (the trainers take their softmax).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import nn
+
+from ..errors import UsageError, param
+
+KINDS = ("linear", "mlp", "cnn")
+
+
+@dataclass(frozen=True)
+class NetSpec:
+    """What a network is: kind, input shape (``(d,)`` or ``(C, H, W)``), classes, hidden width, dropout."""
+
+    kind: str
+    input_shape: tuple[int, ...]
+    n_classes: int
+    hidden: int = 128
+    dropout: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise UsageError(f"{param('model')} must be one of {', '.join(KINDS)}, got {self.kind!r}")
+        if self.kind == "cnn" and len(self.input_shape) != 3:
+            raise UsageError(f"{param('model')}=cnn needs images (features of shape N×C×H×W), got rows of shape "
+                             f"{tuple(self.input_shape)}; use linear or mlp for feature vectors")
+        if self.kind != "cnn" and len(self.input_shape) != 1:
+            raise UsageError(f"{param('model')}={self.kind} needs feature vectors (N×d), got rows of shape "
+                             f"{tuple(self.input_shape)}; use cnn for images")
+
+    @property
+    def n_inputs(self) -> int:
+        return math.prod(self.input_shape)
+
+    def to_json(self) -> dict:
+        out = asdict(self)
+        out["input_shape"] = list(self.input_shape)
+        return out
+
+    @classmethod
+    def from_json(cls, obj: dict) -> NetSpec:
+        """A spec from a saved model's header (the caller checks the types; a bad kind is a UsageError)."""
+        return cls(kind=obj["kind"], input_shape=tuple(int(v) for v in obj["input_shape"]),
+                   n_classes=int(obj["n_classes"]), hidden=int(obj["hidden"]), dropout=float(obj["dropout"]))
+
+
+class Standardize(nn.Module):
+    """``(x - mean) / scale``, fixed (buffers, saved with the weights): per feature, or per channel for images."""
+
+    mean: torch.Tensor
+    scale: torch.Tensor
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        super().__init__()
+        self.register_buffer("mean", torch.zeros(shape))
+        self.register_buffer("scale", torch.ones(shape))
+
+    def fit(self, x: torch.Tensor) -> None:
+        """Set mean and scale from training inputs ``x`` (N, *shape) (image channels: over N, H, W)."""
+        if x.dim() == 4:
+            mean, std = x.mean(dim=(0, 2, 3), keepdim=True), x.std(dim=(0, 2, 3), keepdim=True)
+        else:
+            mean, std = x.mean(dim=0), x.std(dim=0)
+        if x.shape[0] < 2:
+            std = torch.ones_like(mean)
+        self.mean.copy_(mean.expand_as(self.mean))
+        self.scale.copy_(torch.where(std > 1e-12, std, torch.ones_like(std)).expand_as(self.scale))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x - self.mean) / self.scale
+
+
+def build(spec: NetSpec) -> nn.Module:
+    """A fresh network for ``spec`` (initialised from torch's global generator: seed it first)."""
+    k, h = spec.n_classes, spec.hidden
+    if spec.kind == "cnn":
+        c = spec.input_shape[0]
+        a, b = max(1, h // 4), max(1, h // 2)
+        body = nn.Sequential(
+            nn.Conv2d(c, a, 3, padding=1), nn.ReLU(), nn.Conv2d(a, a, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(a, b, 3, padding=1), nn.ReLU(), nn.Conv2d(b, b, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(b, k),
+        )
+        return nn.Sequential(Standardize((1, c, 1, 1)), body)
+    d = spec.n_inputs
+    if spec.kind == "linear":
+        return nn.Sequential(Standardize((d,)), nn.Linear(d, k))
+    return nn.Sequential(Standardize((d,)), nn.Linear(d, h), nn.ReLU(), nn.Dropout(spec.dropout), nn.Linear(h, k))
+
+
+def standardizer(net: nn.Module) -> Standardize:
+    """The input standardisation every network of :func:`build` starts with."""
+    first = next(iter(net.children()))
+    assert isinstance(first, Standardize)
+    return first
+
+
+def check_image_size(spec: NetSpec) -> None:
+    """A cnn pools twice: images under 4×4 pixels are refused (a clear error, not torch's)."""
+    if spec.kind == "cnn" and min(spec.input_shape[1:]) < 4:
+        raise UsageError(f"{param('model')}=cnn pools twice by 2: images must be at least 4×4 pixels, got "
+                         f"{spec.input_shape[1]}×{spec.input_shape[2]}")
