@@ -93,12 +93,14 @@ VERSION = 1
 MAX_HEADER_BYTES = 100 * 2**20
 #: Bytes loading a file takes per byte of it: the file, the arrays copied out of it, one chunk list while reading.
 LOAD_BYTES_PER_BYTE = 3.0
+#: The most classes a model file's network may have (2**24: every tensor's size stays countable).
+MAX_CLASSES = 2**24
 #: How far a confusion row's sum may be from 1.
 TOLERANCE = 1e-6
 
 #: The safetensors dtype of each tensor: the network's weights in float32, the confusions in float64.
 _WEIGHT_DTYPE, _CONFUSION_DTYPE = "F32", "F64"
-_NUMPY = {"F32": np.dtype("<f4"), "F64": np.dtype("<f8")}
+_NUMPY: dict[str, np.dtype[Any]] = {"F32": np.dtype("<f4"), "F64": np.dtype("<f8")}
 _NET = "net."
 _CONFUSION = "confusion"
 #: The model's JSON: its fields (``workers`` may be absent), and the network's.
@@ -162,7 +164,7 @@ def to_bytes(model: TrainedModel) -> bytes:
         table[name] = {"dtype": dtype, "shape": list(array.shape), "data_offsets": [offset, offset + array.nbytes]}
         offset += array.nbytes
     digest = _checksum(str(VERSION), text, [(name, tensors[name][0], tensors[name][1].shape,
-                                             memoryview(tensors[name][1]).cast("B")) for name in sorted(tensors)])
+                                             tensors[name][1].data.cast("B")) for name in sorted(tensors)])
     metadata = {"format": FORMAT, "version": str(VERSION), "header": text, "sha256": digest}
     head = json.dumps({"__metadata__": metadata, **table}, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     head += b" " * (-len(head) % 8)  # the data start 8-byte aligned, as safetensors writes them
@@ -323,7 +325,7 @@ def from_bytes(blob: bytes, source: str = "<bytes>", max_memory: MaxMemory = Non
     if digest != metadata["sha256"]:
         raise DataError(f"{source}: the checksum does not match: the file was modified after it was saved "
                         "(or damaged); train and save the model again")
-    fields = _parse_json(metadata["header"].encode("utf-8", "surrogatepass"), source, "the model's header")
+    fields = _parse_json(metadata["header"], source, "the model's header")
     return _model(fields, tensors, source)
 
 
@@ -385,8 +387,8 @@ def _split(blob: bytes, source: str, max_memory: MaxMemory) -> tuple[dict[str, A
     return header, memoryview(blob)[8 + n:]
 
 
-def _parse_json(raw: bytes, source: str, what: str) -> Any:
-    """Strict JSON: valid UTF-8, no repeated key in an object, no NaN or Infinity; else a DataError."""
+def _parse_json(raw: bytes | str, source: str, what: str) -> Any:
+    """Strict JSON: valid UTF-8 (bytes), no repeated key in an object, no NaN or Infinity; else a DataError."""
 
     def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         obj = dict(pairs)
@@ -400,7 +402,7 @@ def _parse_json(raw: bytes, source: str, what: str) -> Any:
         raise DataError(f"{source}: {what} holds {text}, which JSON does not allow")
 
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
     except UnicodeDecodeError:
         raise _not_model(source, f"{what} is not UTF-8 text") from None
     try:
@@ -552,8 +554,8 @@ def _spec(obj: Any, source: str) -> Any:
     if kind == "cnn" and min(shape[1:]) < 4:
         raise DataError(f"{source}: \"network.input_shape\" {shape}: a cnn pools twice by 2, its images are at "
                         "least 4×4 pixels")
-    n_classes = _integer(net["n_classes"], "network.n_classes", source, 1, 2**31)
-    hidden = _integer(net["hidden"], "network.hidden", source, 1, 2**31)
+    n_classes = _integer(net["n_classes"], "network.n_classes", source, 1, MAX_CLASSES)
+    hidden = _integer(net["hidden"], "network.hidden", source, 1, _max_hidden())
     dropout = net["dropout"]
     if type(dropout) not in (int, float) or not 0.0 <= dropout < 1.0:
         raise DataError(f"{source}: \"network.dropout\" is {_describe(dropout)}, not a probability from 0 to 1 "
@@ -562,14 +564,28 @@ def _spec(obj: Any, source: str) -> Any:
                             dropout=float(dropout))
 
 
-def _expected_shapes(spec: Any) -> dict[str, tuple[int, ...]]:
-    """The network's ``state_dict`` shapes, built on torch's ``meta`` device: nothing allocated, no RNG drawn."""
+def _max_hidden() -> int:
+    """The largest hidden width a trainer takes (the ``hidden`` parameter's range)."""
+    from .methods import TRAIN_PARAMS
+
+    return int(next(p for p in TRAIN_PARAMS if p.name == "hidden").high)
+
+
+def _expected_shapes(spec: Any, source: str) -> dict[str, tuple[int, ...]]:
+    """The network's ``state_dict`` shapes, built on torch's ``meta`` device: nothing allocated, no RNG drawn.
+
+    The spec's bounds keep every tensor's size within what torch can count;
+    a network it still cannot describe is refused, not a torch error.
+    """
     import torch
 
     from . import networks
 
-    with torch.device("meta"):
-        net = networks.build(spec)
+    try:
+        with torch.device("meta"):
+            net = networks.build(spec)
+    except (RuntimeError, ValueError, OverflowError) as exc:
+        raise DataError(f"{source}: \"network\" describes a network torch cannot build ({exc})") from None
     return {key: tuple(value.shape) for key, value in net.state_dict().items()}
 
 
@@ -599,7 +615,7 @@ def _model(fields: Any, tensors: Mapping[str, tuple[str, tuple[int, ...], memory
         raise DataError(f"{source}: \"n_features\" is {n_features:,} but \"network.input_shape\" "
                         f"{list(spec.input_shape)} makes {spec.n_inputs:,}")
 
-    expected = {_NET + key: shape for key, shape in _expected_shapes(spec).items()}
+    expected = {_NET + key: shape for key, shape in _expected_shapes(spec, source).items()}
     given = {name for name in tensors if name != _CONFUSION}
     missing = [name for name in expected if name not in given]
     if missing:
