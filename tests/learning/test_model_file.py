@@ -600,3 +600,17 @@ def test_reading_a_model_without_torch_names_the_extra(trained, tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "pip install 'crowdagg[train]'" in out.stdout
+
+
+def test_predictions_that_overflow_are_refused_never_nan():
+    spec = networks.NetSpec("linear", (4,), 3)
+    torch.manual_seed(0)
+    model = TrainedModel.from_network(method="crowdlayer", classes="abc", spec=spec, net=networks.build(spec))
+    x = np.ones((3, 4), np.float32)
+    assert np.isfinite(model.predict_proba(x)).all()
+    x[1] = 3e38
+    x[2] = -3e38
+    model.weights["0.scale"][:] = 1e-30  # finite, positive: a file may hold it
+    back = mf.from_bytes(mf.to_bytes(model))
+    with pytest.raises(DataError, match="the model's output overflows on row 1 \\(2 rows\\)"):
+        back.predict_proba(x)
