@@ -614,3 +614,28 @@ def test_predictions_that_overflow_are_refused_never_nan():
     back = mf.from_bytes(mf.to_bytes(model))
     with pytest.raises(DataError, match="the model's output overflows on row 1 \\(2 rows\\)"):
         back.predict_proba(x)
+
+
+def test_load_reads_a_fifo_and_standard_input(trained, tmp_path, monkeypatch):
+    import os
+    import threading
+
+    model, x, blob = trained
+    fifo = tmp_path / "model.fifo"
+    os.mkfifo(fifo)
+
+    def write() -> None:
+        with open(fifo, "wb") as fh:
+            fh.write(blob)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        assert np.array_equal(mf.load(fifo).predict_proba(x), model.predict_proba(x))
+    finally:
+        writer.join(timeout=60)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(blob)))
+    assert np.array_equal(mf.load("-").predict_proba(x), model.predict_proba(x))
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(blob)))
+    with pytest.raises(ResourceError, match="of model <stdin>"):
+        mf.load("-", max_memory=100)
