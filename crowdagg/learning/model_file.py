@@ -150,8 +150,9 @@ def to_bytes(model: TrainedModel) -> bytes:
         header["workers"] = [_plain(w) for w in np.asarray(model.workers, dtype=object).tolist()]
     try:
         text = json.dumps(header, ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":"))
-    except (TypeError, ValueError) as exc:
-        raise DataError(f"the model cannot be saved: its header is not JSON ({exc})") from None
+        text.encode("utf-8")
+    except (TypeError, ValueError) as exc:  # (a UnicodeEncodeError is a ValueError: a lone surrogate in a name)
+        raise DataError(f"the model cannot be saved: its header is not JSON text ({exc})") from None
     tensors: dict[str, tuple[str, np.ndarray]] = {}
     for key, value in model.weights.items():
         tensors[_NET + str(key)] = (_WEIGHT_DTYPE, _array(value, _WEIGHT_DTYPE, _NET + str(key)))

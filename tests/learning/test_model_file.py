@@ -580,6 +580,9 @@ def test_save_refuses_a_model_a_file_cannot_hold(trained, tmp_path):
     wrong = TrainedModel(method=model.method, classes=("a", "b"), spec=model.spec, weights=model.weights)
     with pytest.raises(DataError, match='"network.n_classes" is 3 but "classes" lists 2'):
         mf.to_bytes(wrong)
+    odd = TrainedModel(method=model.method, classes=("a", "\ud800", "c"), spec=model.spec, weights=model.weights)
+    with pytest.raises(DataError, match="the model cannot be saved: its header is not JSON text"):
+        mf.to_bytes(odd)
     with pytest.raises(UsageError, match="holds a TrainedModel"):
         mf.to_bytes({"weights": {}})  # type: ignore[arg-type]
 
