@@ -141,16 +141,18 @@ def read_features(path: str, *, tasks_path: str | None = None, id_col: str | Non
         raise DataError(f"features {path}: no such file")
     if os.path.isdir(path):
         raise DataError(f"features {path}: is a directory, not a file")
+    columns: Sequence[str] | None = None
     if fmt == "npy":
         ids, x = None, _read_npy(path, max_memory)
     elif fmt == "npz":
         ids, x = _read_npz(path, max_memory)
     else:
-        ids, x = _read_table(path, fmt, id_col, max_memory)
+        ids, x, columns = _read_table(path, fmt, id_col, max_memory)
     if x.shape[0] == 0:
         raise DataError(f"features {path}: holds no rows")
     if ids is not None:
-        _check_ids(ids, path, "row", first=2 if fmt in ("csv", "tsv") else 0)
+        text = fmt in ("csv", "tsv")
+        _check_ids(ids, path, "line" if text else "row", first=2 if text else 0)
     if tasks_path is not None:
         listed = read_task_ids(tasks_path, max_memory)
         if len(listed) != x.shape[0]:
@@ -163,7 +165,7 @@ def read_features(path: str, *, tasks_path: str | None = None, id_col: str | Non
                 raise DataError(f"tasks {tasks_path}: line {i + 1} names {listed[i]!r} but row {i} of features {path} "
                                 f"is {ids[i]!r}: the file has its own ids; leave out --tasks or make them agree")
         ids = listed
-    _check_finite(x, path, ids, fmt)
+    _check_finite(x, path, ids, fmt, columns)
     return Features(ids=ids, x=x, source=path)
 
 
@@ -207,7 +209,7 @@ def _npy_header(fh: Any, path: str) -> tuple[tuple[int, ...], np.dtype]:
         else:
             shape, _, dtype = npformat.read_array_header_2_0(fh) if version == (2, 0) else \
                 npformat._read_array_header(fh, version)  # (3, 0): same layout, UTF-8 header
-    except (ValueError, OSError, EOFError, SyntaxError) as exc:
+    except Exception as exc:  # noqa: BLE001 - numpy's header parser raises ValueError, SyntaxError, TokenError ...
         raise DataError(f"features {path}: is not a .npy file ({_reason(exc)})") from None
     return tuple(int(s) for s in shape), np.dtype(dtype)
 
@@ -306,8 +308,8 @@ def _id_strings(values: np.ndarray) -> np.ndarray:
 
 
 def _read_table(path: str, fmt: str, id_col: str | None, max_memory: memory.MaxMemory
-                ) -> tuple[np.ndarray, np.ndarray]:
-    """A Parquet/CSV/TSV table: (ids, features (n, d) float32), every non-id column numeric."""
+                ) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """A Parquet/CSV/TSV table: (ids, features (n, d) float32, their column names), every non-id column numeric."""
     size = os.path.getsize(path)
     if fmt == "parquet":
         import pyarrow.parquet as pq
@@ -353,27 +355,51 @@ def _read_table(path: str, fmt: str, id_col: str | None, max_memory: memory.MaxM
     blank = np.flatnonzero(ids == "")
     if blank.size:
         raise DataError(f"features {path}: {where} {int(blank[0]) + first}: the id column {key!r} is blank")
-    return ids, x
+    return ids, x, feats
 
 
 def _read_text_table(path: str, fmt: str) -> tuple[Any, list[str]]:
-    import pandas as pd
+    """A CSV/TSV file as a frame of text cells (pyarrow's reader: a row of the wrong length is refused)."""
+    import csv
+    import gzip
+    import io
+
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
 
     with open(path, "rb") as fh:
-        head = fh.read(4096)
-    gz = head[:2] == b"\x1f\x8b"
-    if path.lower().endswith(".gz") and not gz:
+        raw = fh.read()
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError) as exc:
+            raise DataError(f"features {path}: cannot be decompressed ({_reason(exc)})") from None
+    elif path.lower().endswith(".gz"):
         raise DataError(f"features {path}: is not gzip-compressed, as its name says")
-    if not gz and b"\0" in head:
+    if b"\0" in raw[:8192]:
         raise DataError(f"features {path}: is not a text {fmt.upper()} file (binary content)")
-    try:
-        frame = pd.read_csv(path, sep="\t" if fmt == "tsv" else ",", dtype=str, keep_default_na=False,
-                            na_filter=False, compression="gzip" if gz else None, encoding="utf-8")
-    except pd.errors.EmptyDataError:
+    raw = raw[3:] if raw.startswith(b"\xef\xbb\xbf") else raw
+    first = raw.split(b"\n", 1)[0].rstrip(b"\r")
+    if not first.strip():
         return None, []
-    except (pd.errors.ParserError, UnicodeDecodeError, ValueError, OSError, EOFError) as exc:
+    sep = "\t" if fmt == "tsv" else ","
+    try:
+        header = next(csv.reader([first.decode("utf-8")], delimiter=sep))
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise DataError(f"features {path}: line 1 cannot be read as a {fmt.upper()} header ({_reason(exc)})") from None
+    columns = [c.strip() for c in header]
+    try:
+        table = pacsv.read_csv(
+            io.BytesIO(raw), read_options=pacsv.ReadOptions(column_names=[f"c{j}" for j in range(len(header))],
+                                                            skip_rows=1),
+            parse_options=pacsv.ParseOptions(delimiter=sep),
+            convert_options=pacsv.ConvertOptions(column_types={f"c{j}": pa.string() for j in range(len(header))},
+                                                 strings_can_be_null=False, quoted_strings_can_be_null=False))
+    except (pa.ArrowInvalid, UnicodeDecodeError, ValueError) as exc:
         raise DataError(f"features {path}: cannot be read as {fmt.upper()} ({_reason(exc)})") from None
-    columns = [str(c).strip() for c in frame.columns]
+    import pandas as pd
+
+    frame = pd.DataFrame({j: table.column(j).to_numpy(zero_copy_only=False) for j in range(len(header))})
     frame.columns = columns
     return frame, columns
 
@@ -384,7 +410,7 @@ def _text_columns(frame: Any, key: str, feats: Sequence[str], path: str) -> tupl
     ids = np.array([s.strip() for s in frame[key].tolist()], dtype=object)
     x = np.empty((len(frame), len(feats)), dtype=np.float32)
     for j, col in enumerate(feats):
-        text = frame[col].str.strip()
+        text = frame[col].astype(str).str.strip()
         values = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64)
         bad = np.isnan(values) & ~text.str.lower().isin(("nan", "+nan", "-nan")).to_numpy()
         if bad.any():
@@ -405,7 +431,8 @@ def _parquet_columns(table: Any, key: str, feats: Sequence[str], path: str) -> t
         t = column.type
         if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
                 or pa.types.is_decimal(t)):
-            raise DataError(f"features {path}: column {col!r} is not numeric (it holds {t})")
+            held = "text" if pa.types.is_string(t) or pa.types.is_large_string(t) else str(t)
+            raise DataError(f"features {path}: column {col!r} is not numeric (it holds {held})")
         nulls = column.is_null()
         if pc.any(nulls).as_py():
             i = int(np.flatnonzero(nulls.to_numpy(zero_copy_only=False))[0])
@@ -435,9 +462,10 @@ def _check_ids(ids: np.ndarray, path: str, unit: str, *, first: int, what: str =
                         "each row is one task")
 
 
-def _check_finite(x: np.ndarray, path: str, ids: np.ndarray | None, fmt: str) -> None:
-    """The first NaN or inf, by row then column, named (CSV/TSV: its line and column name are not known here:
-    the row and the feature's position among the feature columns)."""
+def _check_finite(x: np.ndarray, path: str, ids: np.ndarray | None, fmt: str,
+                  columns: Sequence[str] | None = None) -> None:
+    """The first NaN or inf, by row then column, named: a table's line (CSV/TSV) or row and column name, an
+    array's row and the feature's position (an image's element)."""
     flat = x.reshape(x.shape[0], -1)
     finite = np.isfinite(flat)
     if finite.all():
@@ -446,7 +474,10 @@ def _check_finite(x: np.ndarray, path: str, ids: np.ndarray | None, fmt: str) ->
     i = int(np.flatnonzero(bad_rows)[0])
     j = int(np.flatnonzero(~finite[i])[0])
     col = np.unravel_index(j, x.shape[1:])
-    column = f"feature {j}" if x.ndim == 2 else f"element {tuple(int(c) for c in col)}"
+    if columns is not None:
+        column = f"column {columns[j]!r}"
+    else:
+        column = f"feature {j}" if x.ndim == 2 else f"element {tuple(int(c) for c in col)}"
     where = f"line {i + 2}" if fmt in ("csv", "tsv") else f"row {i}"
     task = f" (task {ids[i]!r})" if ids is not None else ""
     raise DataError(f"features {path}: {where}{task}, {column} is {flat[i, j]}; features must be finite "
