@@ -12,6 +12,7 @@ from . import options as opt
 from . import pipeline as steps
 from .options import require_values
 from .plumbing import handle_errors
+from .train import require_torch
 
 HELP = """Predict labels with a model saved by `crowdagg train --save`.
 
@@ -46,7 +47,7 @@ def predict(
 
     require_values(model=model, features=features, tasks=tasks, id_col=id_col, output=output, format=fmt,
                    device=device, max_memory=max_memory)
-    require_torch("crowdagg predict")
+    require_torch("crowdagg predict")  # before anything is read
     from ..core import memory
     from ..learning.features import feature_format
     from ..learning.trainer import resolve_device
@@ -73,16 +74,6 @@ def predict(
                                   f"{feats.n_rows:,} output rows × {k:,} classes", max_memory)
         table = predict_table(trained, feats, proba=proba, device=str(where))
         steps.render_and_commit(planned, {"--output": lambda f: _render(table, f)})
-
-
-def require_torch(command: str) -> None:
-    """The optional extra ``train`` (found, not imported), else the usage error naming the ``pip install``."""
-    from ..methods.registry import Method
-
-    missing = Method("predict", "crowdagg.learning.model:TrainedModel", "", "", "", requires="train").missing()
-    if missing:
-        raise UsageError(f"{command} needs the optional extra 'train' ({', '.join(missing)} not installed): "
-                         "pip install 'crowdagg[train]'")
 
 
 def predict_table(trained: Any, feats: Any, *, proba: bool, device: str = "cpu") -> dict[str, Any]:

@@ -151,6 +151,7 @@ def check_trainer(method: str, flags: dict[str, Any], pairs: list[str]) -> tuple
     from ..methods.registry import get_trainer
     from .options import method_params
 
+    require_torch("crowdagg train")
     spec = get_trainer(method)
     cls = spec.load()  # the optional extra: before a parameter is looked at
     params = method_params(spec, flags, pairs)
@@ -159,6 +160,19 @@ def check_trainer(method: str, flags: dict[str, Any], pairs: list[str]) -> tuple
 
     resolve_device(checked["device"])
     return cls, params
+
+
+def require_torch(command: str) -> None:
+    """The optional extra ``train`` (its modules found, not imported), else the usage error naming the
+    ``pip install`` -- the words of :meth:`crowdagg.methods.registry.Method.load`."""
+    from importlib.util import find_spec
+
+    from ..methods.registry import EXTRAS
+
+    missing = [m for m in EXTRAS["train"] if find_spec(m) is None]
+    if missing:
+        raise UsageError(f"{command} needs the optional extra 'train' ({', '.join(missing)} not installed): "
+                         "pip install 'crowdagg[train]'")
 
 
 def _defaults(features: str, labels: Optional[str], tasks: Optional[str], quiet: bool) -> tuple[str, Optional[str]]:
