@@ -206,9 +206,10 @@ def _npy_header(fh: Any, path: str) -> tuple[tuple[int, ...], np.dtype]:
         version = npformat.read_magic(fh)
         if version == (1, 0):
             shape, _, dtype = npformat.read_array_header_1_0(fh)
-        else:
-            shape, _, dtype = npformat.read_array_header_2_0(fh) if version == (2, 0) else \
-                npformat._read_array_header(fh, version)  # (3, 0): same layout, UTF-8 header
+        elif version == (2, 0):
+            shape, _, dtype = npformat.read_array_header_2_0(fh)
+        else:  # (3, 0) is written only for structured arrays with non-Latin-1 field names: not features
+            raise ValueError(f"format version {version[0]}.{version[1]} holds a structured array, not numbers")
     except Exception as exc:  # noqa: BLE001 - numpy's header parser raises ValueError, SyntaxError, TokenError ...
         raise DataError(f"features {path}: is not a .npy file ({_reason(exc)})") from None
     return tuple(int(s) for s in shape), np.dtype(dtype)
