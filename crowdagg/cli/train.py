@@ -63,6 +63,16 @@ class _Spelling(Mapping[str, str]):
 SPELLING = _Spelling()
 
 
+def _declared(name: str, tail: str = "") -> str:
+    """A flag's help from the trainers' shared declaration (:data:`crowdagg.learning.methods.TRAIN_PARAMS`):
+    its help and default (standard library only: ``crowdagg --help`` imports no torch)."""
+    from ..learning.methods import TRAIN_PARAMS
+
+    p = next(p for p in TRAIN_PARAMS if p.name == name)
+    text = p.help[:1].upper() + p.help[1:]
+    return f"{text} (default {p.describe_default()}){tail}."
+
+
 @handle_errors(SPELLING)
 def train(
     features: str = typer.Option(..., "--features", help="Features of the tasks: .npy (N×d vectors or N×C×H×W images), .npz (an array, or 'features' and 'ids'), Parquet/CSV/TSV with an id column and numeric feature columns."),
@@ -70,16 +80,16 @@ def train(
     labels: Optional[str] = typer.Option(None, "--labels", help=f"The answers (task, worker, label), read as `crowdagg aggregate` reads its input (default: {DEFAULT_LABELS} beside the features file when it exists)."),
     id_col: Optional[str] = typer.Option(None, "--id-col", help="The id column of Parquet/CSV/TSV features (default: task)."),
     method: str = typer.Option("geocrowdnet-f", "--method", "-m", help="Trainer (see `crowdagg methods`)."),
-    model: Optional[str] = typer.Option(None, "--model", help="The classifier: linear, mlp (default) or cnn (images)."),
-    hidden: Optional[int] = typer.Option(None, "--hidden", help="Units of the mlp's hidden layer (channels of the cnn's last layers; default 128)."),
-    epochs: Optional[int] = typer.Option(None, "--epochs", help="Passes over the training tasks (default 100)."),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Tasks per minibatch, with all their answers (default 64)."),
-    lr: Optional[float] = typer.Option(None, "--lr", help="Adam's learning rate (default 0.001)."),
-    weight_decay: Optional[float] = typer.Option(None, "--weight-decay", help="Adam's weight decay on the classifier (default 0.0001)."),
-    seed: Optional[int] = typer.Option(None, "--seed", help="Seed of every random choice: initialisation, batches, the held-out answers (default 0); the same seed gives the same output on CPU."),
-    device: Optional[str] = typer.Option(None, "--device", help="auto (CUDA when available; default), cpu, cuda or cuda:N; mixed precision on CUDA."),
-    val_fraction: Optional[float] = typer.Option(None, "--val-fraction", help="Share of the answers held out to select the epoch (default 0.1; 0: the last epoch)."),
-    patience: Optional[int] = typer.Option(None, "--patience", help="Stop after this many epochs without a better held-out likelihood (default 0: every epoch)."),
+    model: Optional[str] = typer.Option(None, "--model", help=_declared("model")),
+    hidden: Optional[int] = typer.Option(None, "--hidden", help=_declared("hidden")),
+    epochs: Optional[int] = typer.Option(None, "--epochs", help=_declared("epochs")),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", help=_declared("batch_size")),
+    lr: Optional[float] = typer.Option(None, "--lr", help=_declared("lr")),
+    weight_decay: Optional[float] = typer.Option(None, "--weight-decay", help=_declared("weight_decay")),
+    seed: Optional[int] = typer.Option(None, "--seed", help=_declared("seed", "; the same seed gives the same output on CPU")),
+    device: Optional[str] = typer.Option(None, "--device", help=_declared("device")),
+    val_fraction: Optional[float] = typer.Option(None, "--val-fraction", help=_declared("val_fraction")),
+    patience: Optional[int] = typer.Option(None, "--patience", help=_declared("patience")),
     param_: list[str] = typer.Option([], "--param", "-p", metavar="NAME=VALUE", help="A parameter of the trainer (repeatable); `crowdagg methods NAME` lists them, e.g. -p dropout=0.2."),
     output: Optional[str] = opt.output_option("Write the labels here instead of stdout (a regular file is replaced atomically)."),
     fmt: Optional[str] = opt.format_option("csv, tsv, jsonl, json or parquet (default: from -o's extension, else csv)."),

@@ -308,3 +308,23 @@ def test_a_closed_pipe_ends_training_output_quietly(tmp_path):
     assert first.decode().startswith("task,label,confidence,n_answers,p_0")
     assert "Traceback" not in stderr and "Error" not in stderr, stderr
     assert code == 0
+
+
+def test_the_progress_bar_counts_epochs_on_a_terminal_only(monkeypatch):
+    from crowdagg.cli import plumbing
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    screen = Terminal()
+    monkeypatch.setattr(sys, "stderr", screen)
+    update, stop = plumbing.progress(False, total=4, what="epoch", measure="held-out NLL")
+    assert update is not None
+    for epoch in range(1, 5):
+        update(epoch, 1.0 / epoch)
+    stop()
+    assert "epochs" in screen.getvalue() and "4/4" in screen.getvalue() and "held-out NLL 0.25" in screen.getvalue()
+    assert plumbing.progress(True, total=4)[0] is None  # --quiet
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    assert plumbing.progress(False, total=4)[0] is None  # not a terminal
