@@ -42,7 +42,7 @@ def load(path: str, max_memory: memory.MaxMemory = None) -> TrainedModel:
     from .networks import NetSpec
 
     if not os.path.isfile(path):
-        raise DataError(f"model {path}: no such file")
+        raise DataError(f"{path}: no such file")
     memory.check(2.0 * os.path.getsize(path), f"model {path}", max_memory)
     with open(path, "rb") as fh:
         raw = fh.read()
@@ -55,7 +55,8 @@ def load(path: str, max_memory: memory.MaxMemory = None) -> TrainedModel:
         tensors = load_tensors(raw)
         spec = NetSpec.from_json(header["spec"])
     except (ValueError, KeyError, TypeError, SafetensorError, UnicodeDecodeError) as exc:
-        raise DataError(f"model {path}: is not a model saved by crowdagg train --save ({exc})") from None
+        raise DataError(f"{path}: not a crowdagg model file ({exc}); a model file is what crowdagg train --save "
+                        "writes") from None
     weights = {k[4:]: v for k, v in tensors.items() if k.startswith("net.")}
     workers = header.get("workers")
     return TrainedModel(method=header["method"], classes=tuple(header["classes"]), spec=spec, weights=weights,

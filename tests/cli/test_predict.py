@@ -78,7 +78,7 @@ def test_a_file_that_is_not_a_model_is_refused(saved, tmp_path):
     folder, _, _ = saved
     for path in (folder / "labels.csv", folder / "feats.npy"):
         err = one_error(invoke("predict", "--model", path, "--features", folder / "feats.npy"), 1)
-        assert "is not a model saved by crowdagg train --save" in err
+        assert "not a crowdagg model file" in err and "crowdagg train --save" in err
     err = one_error(invoke("predict", "--model", tmp_path / "none.pt", "--features", folder / "feats.npy"), 1)
     assert "no such file" in err
 
