@@ -215,7 +215,7 @@ def read_aligned(data: Any, features: str, tasks: Optional[str], id_col: Optiona
 
     with timing.stage("features"):
         feats = read_features(features, tasks_path=tasks, id_col=id_col, max_memory=max_memory)
-        return align(data, feats)
+        return align(data, feats, max_memory=max_memory)
 
 
 def fit(trainer: type, params: dict[str, Any], data: Any, x: Any, *, quiet: bool, max_memory: Any) -> Any:

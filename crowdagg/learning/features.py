@@ -99,8 +99,16 @@ def feature_format(path: str) -> str:
 
 
 def has_own_ids(path: str) -> bool:
-    """Whether a features file of this format carries its task ids (a table's id column; an ``.npz`` may)."""
-    return feature_format(path) in ("parquet", "csv", "tsv")
+    """Whether a features file carries its rows' task ids: a table's id column, an ``.npz``'s ``ids``/``tasks``
+    array (its member names are read, nothing else; a file that cannot be read says no, and is refused later)."""
+    fmt = feature_format(path)
+    if fmt == "npz":
+        try:
+            with zipfile.ZipFile(path) as zf:
+                return any(os.path.splitext(n)[0] in NPZ_IDS for n in zf.namelist())
+        except (OSError, zipfile.BadZipFile):
+            return False
+    return fmt in ("parquet", "csv", "tsv")
 
 
 def read_features(path: str, *, tasks_path: str | None = None, id_col: str | None = None,
@@ -496,7 +504,8 @@ def _reason(exc: BaseException) -> str:
 
 
 # --------------------------------------------------------------------------- alignment
-def align(data: AnnotationSet, features: Features) -> tuple[AnnotationSet, np.ndarray]:
+def align(data: AnnotationSet, features: Features, *, max_memory: memory.MaxMemory = None
+          ) -> tuple[AnnotationSet, np.ndarray]:
     """The features' rows in the task order of ``data``, extended by the tasks that have features but no answers.
 
     Parameters
@@ -506,6 +515,8 @@ def align(data: AnnotationSet, features: Features) -> tuple[AnnotationSet, np.nd
     features : Features
         With ids (a bare ``.npy`` without a tasks file is refused: its rows
         cannot be matched to the answers' tasks).
+    max_memory : str or float, optional
+        Refuse up front a reordered copy of the features that would not fit.
 
     Returns
     -------
@@ -547,6 +558,8 @@ def align(data: AnnotationSet, features: Features) -> tuple[AnnotationSet, np.nd
         rows = np.concatenate([rows, extra_rows])
     if rows.size == features.n_rows and np.array_equal(rows, np.arange(rows.size)):
         return data, features.x
+    memory.check(float(features.x.nbytes), f"the {features.n_rows:,} rows of features {features.source} in the "
+                 "tasks' order", max_memory, advice="use fewer rows or features")
     return data, features.x[rows]
 
 

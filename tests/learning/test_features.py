@@ -296,3 +296,14 @@ def test_reading_features_imports_no_torch(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
+
+
+def test_has_own_ids(tmp_path):
+    from crowdagg.learning.features import has_own_ids
+
+    np.save(tmp_path / "a.npy", X)
+    np.savez(tmp_path / "b.npz", features=X, ids=np.array(IDS))
+    np.savez(tmp_path / "c.npz", features=X)
+    (tmp_path / "d.npz").write_bytes(b"junk")
+    assert [has_own_ids(str(tmp_path / n)) for n in ("a.npy", "b.npz", "c.npz", "d.npz", "e.csv", "f.parquet")] == \
+        [False, True, False, False, True, True]
