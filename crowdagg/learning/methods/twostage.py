@@ -30,12 +30,14 @@ answers 0: they are not trained on).
 
 from __future__ import annotations
 
+import warnings
 from typing import ClassVar
 
 import numpy as np
 from torch import nn
 
 from ...data.annotations import AnnotationSet
+from ...errors import CrowdaggWarning
 from ...methods.base import FitContext
 from ...methods.registry import get_method
 from ...methods.result import AggregationResult
@@ -44,8 +46,15 @@ from .soft_targets import SoftTargetTrainer, training_set
 
 
 def aggregate(data: AnnotationSet, method: str, seed: int) -> AggregationResult:
-    """The registered aggregator ``method`` fit to ``data`` with ``seed`` and its declared defaults."""
-    return get_method(method)(seed=seed).fit(data)  # type: ignore[no-any-return]
+    """The registered aggregator ``method`` fit to ``data`` with ``seed`` and its declared defaults.
+
+    Its warning about tasks without answers is silenced: on the training
+    split those are the tasks whose answers were all held out, and they are
+    not trained on (the trainer says so itself where it matters).
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".* task\(s\) have no answers", category=CrowdaggWarning)
+        return get_method(method)(seed=seed).fit(data)  # type: ignore[no-any-return]
 
 
 def targets_of(result: AggregationResult, answered: np.ndarray, form: str) -> np.ndarray:

@@ -117,3 +117,15 @@ def test_same_seed_same_result(crowd, fits):
     first = fits["ds-then-train"][0]
     np.testing.assert_array_equal(first.posteriors, again.posteriors)
     np.testing.assert_array_equal(first.worker_params["confusion"], again.worker_params["confusion"])
+
+
+def test_tasks_whose_answers_are_all_held_out_are_not_trained_on_and_not_warned_about():
+    import warnings
+
+    crowd = simulate(n_tasks=200, n_workers=5, n_classes=3, per_task=1, seed=1)
+    data = crowd.to_annotations()
+    x = gaussian_features(crowd.truth, 3, dim=4, separation=4.0, seed=1)[[int(t[1:]) for t in data.task_names]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the aggregator's "task(s) have no answers" would be raised
+        result = get_trainer("mv-then-train").load()(**{**FIT, "epochs": 1, "val_fraction": 0.2}).fit(data, x)
+    assert result.posteriors.shape == (200, 3)
