@@ -141,6 +141,77 @@ def _normalise(start, stop, task_ptr, y_hat, x_hat, scale, y_prev, clamp, gold, 
     return res
 
 
+@njit(cache=True, nogil=True)
+def _whole_round(task_ptr, worker, label, from_y, y_in, xh, x_scale, clamp, gold, tw, yh, s_out
+                 ):  # pragma: no cover - compiled
+    """Every task in order, one pass: :func:`_round` and the last round's normalisation fused; returns max |y_hat|.
+
+    For a partition of one block (the whole set), where the per-worker sums
+    need no tree.  The last round's x is read as ``xh[e] * x_scale`` (its
+    unnormalised x_hat times its scale; ``±gold`` on a clamped task) -- the
+    same product :func:`_normalise` stored -- and this round's x_hat is
+    written over it, in place.  ``tw`` (n_workers, 2): column 0 the last
+    round's totals, column 1 this round's (added to, from 0); ``yh`` this
+    round's y_hat; ``s_out`` (n_tasks,) the unnormalised beliefs.  Every sum
+    is added in the order :func:`_round` adds it: the same bits.
+    """
+    has_clamp = clamp.shape[0] > 0
+    top = 0.0
+    for t in range(task_ptr.shape[0] - 1):
+        lo = task_ptr[t]
+        hi = task_ptr[t + 1]
+        g = clamp[t] if has_clamp else -1
+        s = 0.0
+        for e in range(lo, hi):
+            if from_y:
+                v = y_in[e]
+            else:
+                if g == 1:
+                    x = gold
+                elif g == 0:
+                    x = -gold
+                else:
+                    x = xh[e] * x_scale
+                if label[e] == 1:
+                    v = tw[worker[e], 0] - x
+                else:
+                    v = tw[worker[e], 0] + x
+            yh[e] = v
+            a = abs(v)
+            if a > top:
+                top = a
+            s += v if label[e] == 1 else -v
+        s_out[t] = s
+        for e in range(lo, hi):
+            if label[e] == 1:
+                v = s - yh[e]
+                if g < 0:
+                    tw[worker[e], 1] += v
+            else:
+                v = s + yh[e]
+                if g < 0:
+                    tw[worker[e], 1] -= v
+            xh[e] = v
+    return top
+
+
+@njit(cache=True, nogil=True)
+def _whole_settle(yh, scale, y_prev, prev_scale, tw, gold_totals):  # pragma: no cover - compiled
+    """After :func:`_whole_round`: the largest ``|yh scale - y_prev prev_scale|`` (0 when ``y_prev`` is empty) --
+    :func:`_normalise`'s residual from the unnormalised messages -- and the totals moved on: ``tw[:, 0] =
+    tw[:, 1] scale + gold_totals``, ``tw[:, 1] = 0``."""
+    res = 0.0
+    if y_prev.shape[0] > 0:
+        for i in range(yh.shape[0]):
+            d = abs(yh[i] * scale - y_prev[i] * prev_scale)
+            if d > res:
+                res = d
+    for w in range(tw.shape[0]):
+        tw[w, 0] = tw[w, 1] * scale + gold_totals[w]
+        tw[w, 1] = 0.0
+    return res
+
+
 # ----------------------------------------------------------------------------- parameters
 @dataclass(frozen=True, eq=False)
 class Round:
@@ -258,3 +329,53 @@ def kos_normalise_block(part: object, b: int, params: Normalise, keep: bool = Fa
     res = _normalise(start, stop, part.task_ptr, y_hat, x_hat, float(params.scale), y_prev, clamp,  # type: ignore[attr-defined]
                      float(params.gold), y, x)
     return Max(res), ((y, x) if keep else None)
+
+
+# ----------------------------------------------------------------------------- one block, fused
+def whole_buffers(part: object, clamp: np.ndarray | None
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The buffers of :func:`whole_round` over a partition that is the whole grid's one block (checked, binary):
+    ``(clamp, tw, xh, yh, yh_free, s)`` -- the gold clamp (n_tasks,) int64 or empty, the totals (n_workers, 2)
+    zeroed, three per-answer and one per-task float arrays."""
+    _, start, stop, n = _block(part, 0)
+    if int(part.n_blocks_total) != 1 or start != 0 or stop != int(part.n_tasks):  # type: ignore[attr-defined]
+        raise DataError("the fused KOS round runs over a grid of one block")
+    w = int(part.n_workers)  # type: ignore[attr-defined]
+    return (_clamp(part, clamp, start, stop), np.zeros((w, 2)), np.empty(n), np.empty(n), np.empty(n),
+            np.empty(stop - start))
+
+
+def whole_round(part: object, y0: np.ndarray | None, xh: np.ndarray, x_scale: float, clamp: np.ndarray, gold: float,
+                tw: np.ndarray, yh: np.ndarray, s: np.ndarray) -> float:
+    r"""One round of :func:`kos_round_block` and the last round's :func:`kos_normalise_block` in one pass over
+    the one block of ``part`` (buffers from :func:`whole_buffers`); returns the largest :math:`|\hat y|`.
+
+    ``y0`` (n_answers,): the start's draw (then ``xh`` and ``tw``'s totals
+    are unread); else the last round's x is ``xh * x_scale`` (``±gold`` on
+    a clamped task).  Writes this round's x_hat into ``xh``, y_hat into
+    ``yh``, the unnormalised beliefs into ``s`` and the free tasks' sums
+    into ``tw[:, 1]`` (zero before the call).
+    """
+    n = xh.shape[0]
+    for name, arr in (("xh", xh), ("yh", yh)) + ((("y0", y0),) if y0 is not None else ()):
+        if arr.shape != (n,) or arr.dtype != np.float64 or not arr.flags.c_contiguous:
+            raise DataError(f"{name} must be a contiguous float64 array of the {n:,} answers")
+    if not (np.isfinite(x_scale) and np.isfinite(gold)):
+        raise DataError(f"scale {x_scale!r} and gold {gold!r} must be finite")
+    if tw.shape != (int(part.n_workers), 2) or s.shape != (int(part.n_tasks),):  # type: ignore[attr-defined]
+        raise DataError("the totals must be (n_workers, 2) and the beliefs (n_tasks,)")
+    return float(_whole_round(part.task_ptr, part.worker, part.label, y0 is not None,  # type: ignore[attr-defined]
+                              _NO_ARRAY if y0 is None else y0, xh, float(x_scale), clamp, float(gold), tw, yh, s))
+
+
+def whole_settle(yh: np.ndarray, scale: float, y_prev: np.ndarray | None, prev_scale: float, tw: np.ndarray,
+                 gold_totals: np.ndarray) -> float:
+    """After :func:`whole_round`: the round's residual (largest change of the normalised y; 0 without ``y_prev``,
+    the last round's y_hat, normalised by ``prev_scale``) and the totals moved on (:func:`_whole_settle`)."""
+    prev = _NO_ARRAY if y_prev is None else y_prev
+    if prev.size and prev.shape != yh.shape:
+        raise DataError(f"y_prev has shape {prev.shape}, y_hat {yh.shape}")
+    gold_totals = np.ascontiguousarray(gold_totals, dtype=np.float64)
+    if gold_totals.shape != (tw.shape[0],):
+        raise DataError(f"gold_totals has shape {gold_totals.shape}, the workers need ({tw.shape[0]:,},)")
+    return float(_whole_settle(yh, float(scale), prev, float(prev_scale), tw, gold_totals))

@@ -96,9 +96,14 @@ class KOSState:
             self.gold_totals = np.bincount(data.worker[on], weights=gold * sign, minlength=data.n_workers
                                            ).astype(np.float64)
         part = engine.part
+        # One block (a crowd of many workers for its answers, e.g. a sparse graph): its per-worker sums need no
+        # tree, so a round is one fused pass over buffers kept from round to round (_Whole), with the same bits.
+        self._whole = _Whole(part, y0, self.clamp, gold, self.gold_totals) if part.n_blocks_total == 1 else None
+        if self._whole is not None:
+            return
         cuts = np.asarray(part.task_ptr)[np.asarray(part.bounds)]
         y_start = [y0[cuts[b]:cuts[b + 1]] for b in range(part.n_blocks)]
-        self.y: list[np.ndarray] | None = None
+        self._y: list[np.ndarray] | None = None
         self._round(Round(_NO_TOTALS, None, y_start, self.clamp))
 
     def _round(self, params: Round) -> float:
@@ -106,16 +111,87 @@ class KOSState:
         (totals, top), outs = self.engine.map_reduce(kos_round_block, params, keep=True)
         scale = 1.0 / top.value if top.value > 0 else 0.0
         y_hat, x_hat = [o[0] for o in outs], [o[1] for o in outs]
-        self.belief = [o[2] * scale for o in outs]
+        self._belief = [o[2] * scale for o in outs]
         res, outs = self.engine.map_reduce(
-            kos_normalise_block, Normalise(y_hat, x_hat, scale, self.y, self.clamp, self.gold), keep=True)
-        self.y, self.x = [o[0] for o in outs], [o[1] for o in outs]
-        self.totals = totals * scale + self.gold_totals
+            kos_normalise_block, Normalise(y_hat, x_hat, scale, self._y, self.clamp, self.gold), keep=True)
+        self._y, self._x = [o[0] for o in outs], [o[1] for o in outs]
+        self._totals = totals * scale + self.gold_totals
         return float(res.value)
+
+    # The messages as lists of the task blocks' arrays, and the workers' totals (n_workers,).
+    @property
+    def y(self) -> list[np.ndarray]:
+        return self._whole.y if self._whole is not None else self._y  # type: ignore[return-value]
+
+    @property
+    def x(self) -> list[np.ndarray]:
+        return self._whole.x if self._whole is not None else self._x
+
+    @property
+    def belief(self) -> list[np.ndarray]:
+        return self._whole.belief if self._whole is not None else self._belief
+
+    @property
+    def totals(self) -> np.ndarray:
+        return self._whole.totals if self._whole is not None else self._totals
 
     def iterate(self) -> float:
         """One round from the last one's totals and x messages: the largest change of the normalised y."""
-        return self._round(Round(self.totals, self.x, None, self.clamp))
+        if self._whole is not None:
+            return self._whole.iterate()
+        return self._round(Round(self._totals, self._x, None, self.clamp))
+
+
+class _Whole:
+    """The messages of a run whose grid is one block, in buffers kept from round to round (nothing allocated per
+    round): per answer in task order, the last round's unnormalised x_hat (its x is ``x_hat * scale``, ``±gold``
+    on a clamped task) and the last two rounds' unnormalised y_hat; per worker, the totals and the next round's
+    sums side by side; per task, the unnormalised beliefs (:func:`~crowdagg.kernels.kos.whole_round`).  ``y``,
+    ``x``, ``belief`` and ``totals`` are :class:`KOSState`'s after the same rounds, bit for bit."""
+
+    def __init__(self, part: Any, y0: np.ndarray, clamp: np.ndarray | None, gold: float,
+                 gold_totals: np.ndarray) -> None:
+        from ...kernels.kos import whole_buffers
+
+        self.part, self.gold, self.gold_totals = part, gold, gold_totals
+        self.clamp, self.tw, self.xh, self.yh, self.yh_free, self.s = whole_buffers(part, clamp)
+        self.scale = 0.0
+        self._step(y0)
+
+    def _step(self, y0: np.ndarray | None) -> float:
+        """A round (from ``y0``, the start's draw, when given) into the free y_hat buffer; its residual."""
+        from ...kernels.kos import whole_round, whole_settle
+
+        new = self.yh_free
+        top = whole_round(self.part, y0, self.xh, self.scale, self.clamp, self.gold, self.tw, new, self.s)
+        scale = 1.0 / top if top > 0 else 0.0
+        res = whole_settle(new, scale, None if y0 is not None else self.yh, self.scale, self.tw, self.gold_totals)
+        self.yh_free, self.yh, self.scale = self.yh, new, scale
+        return res
+
+    def iterate(self) -> float:
+        return self._step(None)
+
+    @property
+    def y(self) -> list[np.ndarray]:
+        return [self.yh * self.scale]
+
+    @property
+    def x(self) -> list[np.ndarray]:
+        x = self.xh * self.scale
+        if self.clamp.size:
+            edge = np.repeat(self.clamp, np.diff(self.part.task_ptr))
+            x[edge == 1] = self.gold
+            x[edge == 0] = -self.gold
+        return [x]
+
+    @property
+    def belief(self) -> list[np.ndarray]:
+        return [self.s * self.scale]
+
+    @property
+    def totals(self) -> np.ndarray:
+        return np.ascontiguousarray(self.tw[:, 0])
 
 
 def kos_memory(data: AnnotationSet) -> tuple[float, str]:
