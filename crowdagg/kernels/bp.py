@@ -930,8 +930,35 @@ def task_pass(engine: Any, p: TaskPass) -> tuple[np.ndarray, np.ndarray]:
     return tmsg, belief
 
 
+def _means_apart_block(part: Any, b: int, p: WorkerPass, keep: bool) -> tuple[float, Any]:
+    """Block function (``by="worker"``) of a grid where no worker's answers span two blocks: the block's workers'
+    posterior mean confusions written into ``p.into`` (n_workers, K, K), zeros before (each worker's rows by
+    its one block, so threads never write the same row)."""
+    b, (rows, worker, label, _), tmsg, _ = _check_worker(part, b, p)
+    pts = p.points
+    if p.spans.first[b] or p.spans.last[b]:
+        raise DataError(f"block {b} holds a worker whose answers span blocks: its means need the block sums")
+    local = np.empty((rows.shape[0], pts.n_classes))
+    _gather_rows(tmsg, rows, local)
+    _worker_means(_iota(rows.shape[0]), worker, label, local, pts.theta, pts.tht, pts.logw, pts.wlin, pts.chunk,
+                  np.zeros((2, pts.n_points)), False, False, False, p.into)
+    return 0.0, None
+
+
 def worker_means(engine: Any, p: WorkerPass) -> np.ndarray:
-    """Each worker's posterior mean confusion (n_workers, K, K) ``[w, true, observed]``; zeros without answers."""
+    """Each worker's posterior mean confusion (n_workers, K, K) ``[w, true, observed]``; zeros without answers.
+
+    Where no worker's answers span two blocks of ``engine``'s worker grid
+    (``p.spans``), each block writes its workers' means into one shared
+    array instead of returning a dense per-worker sum (the fine grid's
+    blocks then run on every thread, with no workers × K² array a block):
+    the same bits, since every other block's sum of a worker is zero.
+    """
+    if not p.spans.any:
+        k = p.points.n_classes
+        means = np.zeros((int(engine.worker_part.n_workers), k, k))
+        engine.map_reduce(_means_apart_block, replace(p, into=means), by="worker")
+        return means
     p = replace(p, totals=span_totals(engine, p))
     total, _ = engine.map_reduce(means_block, p, by="worker")
     return np.asarray(total)

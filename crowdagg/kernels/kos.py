@@ -44,6 +44,7 @@ for any thread count.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numba import njit
@@ -221,6 +222,79 @@ def _whole_settle(yh, scale, y_prev, prev_scale, tw, gold_totals):  # pragma: no
     return res
 
 
+@njit(cache=True, nogil=True)
+def _split_tasks(t0, t1, task_ptr, worker, label, from_y, y_in, xh, x_scale, clamp, gold, totals, yh, s_out
+                 ):  # pragma: no cover - compiled
+    """Tasks ``[t0, t1)`` of :func:`_whole_round` without the per-worker sums (:func:`_split_workers` adds them,
+    in a pass of its own): y_hat into ``yh``, x_hat over ``xh``, the beliefs into ``s_out``; returns max |y_hat|.
+
+    ``totals`` (n_workers,) the last round's (read only, so that threads run task ranges side by side), the
+    totals of the answer :data:`AHEAD` on prefetched."""
+    has_clamp = clamp.shape[0] > 0
+    end = task_ptr[t1]
+    top = 0.0
+    for t in range(t0, t1):
+        lo = task_ptr[t]
+        hi = task_ptr[t + 1]
+        g = clamp[t] if has_clamp else -1
+        s = 0.0
+        for e in range(lo, hi):
+            sign = 2.0 * label[e] - 1.0
+            if from_y:
+                v = y_in[e]
+            else:
+                if e + AHEAD < end:
+                    prefetch(totals, worker[e + AHEAD])
+                if g == 1:
+                    x = gold
+                elif g == 0:
+                    x = -gold
+                else:
+                    x = xh[e] * x_scale
+                v = totals[worker[e]] - sign * x
+            yh[e] = v
+            a = abs(v)
+            if a > top:
+                top = a
+            s += sign * v
+        s_out[t] = s
+        for e in range(lo, hi):
+            xh[e] = s - (2.0 * label[e] - 1.0) * yh[e]
+    return top
+
+
+@njit(cache=True, nogil=True)
+def _split_workers(w0, w1, worker_ptr, order, wlabel, xh, scale, gold_totals, totals, e0, e1, yh, y_prev,
+                   prev_scale):  # pragma: no cover - compiled
+    """After :func:`_split_tasks` over every task: workers ``[w0, w1)``'s totals and answers ``[e0, e1)``'s residual.
+
+    ``totals[w] = (Σ sign x_hat) scale + gold_totals[w]`` over the worker's
+    answers of free tasks (``wlabel`` -- the labels in the worker order
+    ``order`` -- is -1 on a clamped task's), added from 0 in the worker
+    order, which is each worker's answers in task order: the sum
+    :func:`_whole_round` adds answer by answer, the same bits.  The x_hat
+    of the answer :data:`AHEAD` on is prefetched.  Returns the largest
+    ``|yh scale - y_prev prev_scale|`` over ``[e0, e1)`` (0 when ``y_prev``
+    is empty)."""
+    end = worker_ptr[w1]
+    for w in range(w0, w1):
+        acc = 0.0
+        for k in range(worker_ptr[w], worker_ptr[w + 1]):
+            if k + AHEAD < end:
+                prefetch(xh, order[k + AHEAD])
+            lab = wlabel[k]
+            if lab >= 0:
+                acc += (2.0 * lab - 1.0) * xh[order[k]]
+        totals[w] = acc * scale + gold_totals[w]
+    res = 0.0
+    if y_prev.shape[0] > 0:
+        for i in range(e0, e1):
+            d = abs(yh[i] * scale - y_prev[i] * prev_scale)
+            if d > res:
+                res = d
+    return res
+
+
 # ----------------------------------------------------------------------------- parameters
 @dataclass(frozen=True, eq=False)
 class Round:
@@ -388,3 +462,60 @@ def whole_settle(yh: np.ndarray, scale: float, y_prev: np.ndarray | None, prev_s
     if gold_totals.shape != (tw.shape[0],):
         raise DataError(f"gold_totals has shape {gold_totals.shape}, the workers need ({tw.shape[0]:,},)")
     return float(_whole_settle(yh, float(scale), prev, float(prev_scale), tw, gold_totals))
+
+
+class Split:
+    """:func:`whole_round`'s work for ``n`` threads over a grid of one block: the task ranges of
+    :func:`_split_tasks`, then the worker and answer ranges of :func:`_split_workers` (each about ``1/n`` of the
+    answers), and the labels in the worker order (-1 on a clamped task's answers).
+
+    The same messages and totals as :func:`whole_round` and :func:`whole_settle`, bit for bit, for any ``n``:
+    every value is computed alone (its sum in the same order), and the maxima are exact.  Two random reads an
+    answer (a worker's totals by task, an answer's x_hat by worker) against the fused round's one, but on every
+    thread.
+    """
+
+    def __init__(self, part: object, worker_part: object, clamp: np.ndarray, n: int) -> None:
+        _, start, stop, n_answers = _block(part, 0)
+        task_ptr = np.asarray(part.task_ptr)  # type: ignore[attr-defined]
+        order = np.asarray(worker_part.order)  # type: ignore[attr-defined]
+        worker_ptr = np.asarray(worker_part.worker_ptr, dtype=np.int64)  # type: ignore[attr-defined]
+        if int(part.n_blocks_total) != 1 or start != 0 or stop != int(part.n_tasks) or order.shape != (n_answers,) \
+                or worker_ptr.shape != (int(part.n_workers) + 1,) or int(worker_ptr[-1]) != n_answers:  # type: ignore[attr-defined]
+            raise DataError("the split KOS round runs over a grid of one block and its answers' worker order")
+        self.order, self.worker_ptr = np.ascontiguousarray(order, dtype=np.int64), worker_ptr
+        wlabel = np.asarray(part.label)[self.order].astype(np.int8)  # type: ignore[attr-defined]
+        if clamp.size:
+            wlabel[(np.repeat(clamp, np.diff(task_ptr)) >= 0)[self.order]] = -1
+        self.wlabel = wlabel
+        targets = np.linspace(0, n_answers, n + 1)
+        self.tasks = np.maximum.accumulate(np.searchsorted(task_ptr, targets).clip(0, stop))
+        self.workers = np.maximum.accumulate(np.searchsorted(worker_ptr, targets).clip(0, len(worker_ptr) - 1))
+        self.tasks[0], self.tasks[-1], self.workers[0], self.workers[-1] = 0, stop, 0, len(worker_ptr) - 1
+        self.answers = targets.astype(np.int64)
+        self.n = n
+
+    def round(self, run: Any, part: object, y0: np.ndarray | None, xh: np.ndarray, x_scale: float,
+              clamp: np.ndarray, gold: float, totals: np.ndarray, yh: np.ndarray, s: np.ndarray) -> float:
+        """:func:`whole_round` over the task ranges, ``run(fn, n)`` calling ``fn(i)`` for ``i < n`` on threads and
+        returning their results; ``totals`` (n_workers,) the last round's.  Returns the largest |y_hat|."""
+        y_in = _NO_ARRAY if y0 is None else y0
+
+        def one(i: int) -> float:
+            return float(_split_tasks(int(self.tasks[i]), int(self.tasks[i + 1]), part.task_ptr,  # type: ignore[attr-defined]
+                                      part.worker, part.label, y0 is not None, y_in, xh, float(x_scale),  # type: ignore[attr-defined]
+                                      clamp, float(gold), totals, yh, s))
+
+        return max(run(one, self.n))
+
+    def settle(self, run: Any, xh: np.ndarray, scale: float, gold_totals: np.ndarray, totals: np.ndarray,
+               yh: np.ndarray, y_prev: np.ndarray | None, prev_scale: float) -> float:
+        """After :meth:`round`: the totals (:func:`_split_workers`) and the residual (as :func:`whole_settle`)."""
+        prev = _NO_ARRAY if y_prev is None else y_prev
+
+        def one(i: int) -> float:
+            return float(_split_workers(int(self.workers[i]), int(self.workers[i + 1]), self.worker_ptr, self.order,
+                                        self.wlabel, xh, float(scale), gold_totals, totals, int(self.answers[i]),
+                                        int(self.answers[i + 1]), yh, prev, float(prev_scale)))
+
+        return max(run(one, self.n))

@@ -236,8 +236,12 @@ class BeliefPropagation(IterativeAggregator):
         k = data.n_classes
         post = state.belief.copy()
         labels = argmax_random_ties(post, TieBreaker(data.tasks, checked["seed"]), atol=1e-12)
-        means = worker_means(state.means_engine, replace(self._worker_params(state, checked),
-                                                         spans=state.means_spans))
+        if not (state.spans.any or state.means_spans.any):  # every worker within one block of either grid: each
+            # worker's mean is computed alone, the same bits on the passes' fine grid, on every thread
+            means = worker_means(state.engine, replace(self._worker_params(state, checked), into=None))
+        else:
+            means = worker_means(state.means_engine, replace(self._worker_params(state, checked),
+                                                             spans=state.means_spans))
         idle = data.answers_per_worker == 0
         means[idle] = 1.0 / k  # no answers, no posterior of its own: chance, as every method reports such a worker
         accuracy = np.diagonal(means, axis1=1, axis2=2).mean(axis=1)

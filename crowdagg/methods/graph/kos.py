@@ -98,7 +98,7 @@ class KOSState:
         part = engine.part
         # One block (a crowd of many workers for its answers, e.g. a sparse graph): its per-worker sums need no
         # tree, so a round is one fused pass over buffers kept from round to round (_Whole), with the same bits.
-        self._whole = _Whole(part, y0, self.clamp, gold, self.gold_totals) if part.n_blocks_total == 1 else None
+        self._whole = _Whole(engine, y0, self.clamp, gold, self.gold_totals) if part.n_blocks_total == 1 else None
         if self._whole is not None:
             return
         cuts = np.asarray(part.task_ptr)[np.asarray(part.bounds)]
@@ -145,16 +145,22 @@ class KOSState:
 class _Whole:
     """The messages of a run whose grid is one block, in buffers kept from round to round (nothing allocated per
     round): per answer in task order, the last round's unnormalised x_hat (its x is ``x_hat * scale``, ``±gold``
-    on a clamped task) and the last two rounds' unnormalised y_hat; per worker, the totals and the next round's
-    sums side by side; per task, the unnormalised beliefs (:func:`~crowdagg.kernels.kos.whole_round`).  ``y``,
-    ``x``, ``belief`` and ``totals`` are :class:`KOSState`'s after the same rounds, bit for bit."""
+    on a clamped task) and the last two rounds' unnormalised y_hat; per worker, the totals (and, on one thread,
+    the next round's sums beside them); per task, the unnormalised beliefs.  One thread runs the fused round
+    (:func:`~crowdagg.kernels.kos.whole_round`); more split it into a pass over task ranges and one over worker
+    ranges (:class:`~crowdagg.kernels.kos.Split`), the same bits.  ``y``, ``x``, ``belief`` and ``totals`` are
+    :class:`KOSState`'s after the same rounds, bit for bit, for any thread count."""
 
-    def __init__(self, part: Any, y0: np.ndarray, clamp: np.ndarray | None, gold: float,
+    def __init__(self, engine: Any, y0: np.ndarray, clamp: np.ndarray | None, gold: float,
                  gold_totals: np.ndarray) -> None:
-        from ...kernels.kos import whole_buffers
+        from ...core import threads
+        from ...kernels.kos import Split, whole_buffers
 
+        part = engine.part
         self.part, self.gold, self.gold_totals = part, gold, gold_totals
         self.clamp, self.tw, self.xh, self.yh, self.yh_free, self.s = whole_buffers(part, clamp)
+        n = min(threads.count(), max(int(part.n_tasks), 1))
+        self.split = Split(part, engine.worker_part, self.clamp, n) if n >= 2 else None
         self.scale = 0.0
         self._step(y0)
 
@@ -163,9 +169,19 @@ class _Whole:
         from ...kernels.kos import whole_round, whole_settle
 
         new = self.yh_free
-        top = whole_round(self.part, y0, self.xh, self.scale, self.clamp, self.gold, self.tw, new, self.s)
-        scale = 1.0 / top if top > 0 else 0.0
-        res = whole_settle(new, scale, None if y0 is not None else self.yh, self.scale, self.tw, self.gold_totals)
+        prev = None if y0 is not None else self.yh
+        if self.split is None:
+            top = whole_round(self.part, y0, self.xh, self.scale, self.clamp, self.gold, self.tw, new, self.s)
+            scale = 1.0 / top if top > 0 else 0.0
+            res = whole_settle(new, scale, prev, self.scale, self.tw, self.gold_totals)
+        else:
+            totals = self.tw[:, 0]  # (the split passes read and write a contiguous copy, _t)
+            if not hasattr(self, "_t"):
+                self._t = np.ascontiguousarray(totals)
+            top = self.split.round(_run, self.part, y0, self.xh, self.scale, self.clamp, self.gold, self._t, new,
+                                   self.s)
+            scale = 1.0 / top if top > 0 else 0.0
+            res = self.split.settle(_run, self.xh, scale, self.gold_totals, self._t, new, prev, self.scale)
         self.yh_free, self.yh, self.scale = self.yh, new, scale
         return res
 
@@ -191,7 +207,22 @@ class _Whole:
 
     @property
     def totals(self) -> np.ndarray:
-        return np.ascontiguousarray(self.tw[:, 0])
+        return self._t.copy() if self.split is not None else np.ascontiguousarray(self.tw[:, 0])
+
+
+def _run(fn: Any, n: int) -> list[Any]:
+    """``[fn(0), ..., fn(n - 1)]``, on ``n`` threads (this one and the engine's pool); every call has ended when
+    this returns or raises."""
+    from ...engine.local import _pool
+
+    pool = _pool(n)
+    helpers = [pool.submit(fn, i) for i in range(1, n)]
+    try:
+        first = fn(0)
+    finally:
+        for f in helpers:
+            f.exception()
+    return [first] + [f.result() for f in helpers]
 
 
 def kos_memory(data: AnnotationSet) -> tuple[float, str]:
