@@ -475,16 +475,16 @@ class Split:
     thread.
     """
 
-    def __init__(self, part: object, worker_part: object, clamp: np.ndarray, n: int) -> None:
+    def __init__(self, part: Any, worker_part: Any, clamp: np.ndarray, n: int) -> None:
         _, start, stop, n_answers = _block(part, 0)
-        task_ptr = np.asarray(part.task_ptr)  # type: ignore[attr-defined]
-        order = np.asarray(worker_part.order)  # type: ignore[attr-defined]
-        worker_ptr = np.asarray(worker_part.worker_ptr, dtype=np.int64)  # type: ignore[attr-defined]
+        task_ptr = np.asarray(part.task_ptr)
+        order = np.asarray(worker_part.order)
+        worker_ptr = np.asarray(worker_part.worker_ptr, dtype=np.int64)
         if int(part.n_blocks_total) != 1 or start != 0 or stop != int(part.n_tasks) or order.shape != (n_answers,) \
-                or worker_ptr.shape != (int(part.n_workers) + 1,) or int(worker_ptr[-1]) != n_answers:  # type: ignore[attr-defined]
+                or worker_ptr.shape != (int(part.n_workers) + 1,) or int(worker_ptr[-1]) != n_answers:
             raise DataError("the split KOS round runs over a grid of one block and its answers' worker order")
         self.order, self.worker_ptr = np.ascontiguousarray(order, dtype=np.int64), worker_ptr
-        wlabel = np.asarray(part.label)[self.order].astype(np.int8)  # type: ignore[attr-defined]
+        wlabel = np.asarray(part.label)[self.order].astype(np.int8)
         if clamp.size:
             wlabel[(np.repeat(clamp, np.diff(task_ptr)) >= 0)[self.order]] = -1
         self.wlabel = wlabel
@@ -495,15 +495,15 @@ class Split:
         self.answers = targets.astype(np.int64)
         self.n = n
 
-    def round(self, run: Any, part: object, y0: np.ndarray | None, xh: np.ndarray, x_scale: float,
+    def round(self, run: Any, part: Any, y0: np.ndarray | None, xh: np.ndarray, x_scale: float,
               clamp: np.ndarray, gold: float, totals: np.ndarray, yh: np.ndarray, s: np.ndarray) -> float:
         """:func:`whole_round` over the task ranges, ``run(fn, n)`` calling ``fn(i)`` for ``i < n`` on threads and
         returning their results; ``totals`` (n_workers,) the last round's.  Returns the largest |y_hat|."""
         y_in = _NO_ARRAY if y0 is None else y0
 
         def one(i: int) -> float:
-            return float(_split_tasks(int(self.tasks[i]), int(self.tasks[i + 1]), part.task_ptr,  # type: ignore[attr-defined]
-                                      part.worker, part.label, y0 is not None, y_in, xh, float(x_scale),  # type: ignore[attr-defined]
+            return float(_split_tasks(int(self.tasks[i]), int(self.tasks[i + 1]), part.task_ptr,
+                                      part.worker, part.label, y0 is not None, y_in, xh, float(x_scale),
                                       clamp, float(gold), totals, yh, s))
 
         return max(run(one, self.n))
