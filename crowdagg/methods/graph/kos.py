@@ -58,6 +58,8 @@ worker shares a task with another (every message would be 0: use mv).
 
 from __future__ import annotations
 
+import math
+import time
 from typing import Any, ClassVar
 
 import numpy as np
@@ -145,11 +147,24 @@ class KOSState:
 class _Whole:
     """The messages of a run whose grid is one block, in buffers kept from round to round (nothing allocated per
     round): per answer in task order, the last round's unnormalised x_hat (its x is ``x_hat * scale``, ``±gold``
-    on a clamped task) and the last two rounds' unnormalised y_hat; per worker, the totals (and, on one thread,
-    the next round's sums beside them); per task, the unnormalised beliefs.  One thread runs the fused round
-    (:func:`~crowdagg.kernels.kos.whole_round`); more split it into a pass over task ranges and one over worker
-    ranges (:class:`~crowdagg.kernels.kos.Split`), the same bits.  ``y``, ``x``, ``belief`` and ``totals`` are
-    :class:`KOSState`'s after the same rounds, bit for bit, for any thread count."""
+    on a clamped task) and the last two rounds' unnormalised y_hat; per worker, the totals; per task, the
+    unnormalised beliefs.  ``y``, ``x``, ``belief`` and ``totals`` are :class:`KOSState`'s after the same rounds,
+    bit for bit, for any thread count.
+
+    A round runs one of two ways, with the same bits: *fused*, one pass on
+    one thread (:func:`~crowdagg.kernels.kos.whole_round`: one random read
+    and write of a worker's totals an answer), or, with two threads or more,
+    *split* into a pass over task ranges and one over worker ranges on every
+    thread (:class:`~crowdagg.kernels.kos.Split`: two random reads an
+    answer, but on every thread).  Which is faster depends on the machine and
+    on what else runs on it (split waits for its slowest thread twice a
+    round), so both are timed: split on rounds 1-2, fused on 3-4, then the
+    faster, and every :data:`PROBE`-th round the other one again.  The
+    choice changes the time only, never a value.
+    """
+
+    #: Every this many rounds the mode not in use runs once, timed (the machine's load may have changed).
+    PROBE = 16
 
     def __init__(self, engine: Any, y0: np.ndarray, clamp: np.ndarray | None, gold: float,
                  gold_totals: np.ndarray) -> None:
@@ -161,27 +176,51 @@ class _Whole:
         self.clamp, self.tw, self.xh, self.yh, self.yh_free, self.s = whole_buffers(part, clamp)
         n = min(threads.count(), max(int(part.n_tasks), 1))
         self.split = Split(part, engine.worker_part, self.clamp, n) if n >= 2 else None
+        # the totals: tw[:, 0] for the fused round (tw[:, 1] its sums, zero between rounds), t for the split one
+        self.t = np.zeros(int(part.n_workers)) if self.split is not None else None
+        self.in_t = False
+        self.seconds = {False: math.inf, True: math.inf}  # per mode (split?): the last timed round's
+        self.rounds = 0
         self.scale = 0.0
         self._step(y0)
+
+    def _split_next(self) -> bool:
+        """Whether the next round runs split."""
+        r = self.rounds
+        if self.split is None or r == 0:
+            return False
+        if r <= 4:
+            return r <= 2
+        best = self.seconds[True] < self.seconds[False]
+        return not best if r % self.PROBE == 0 else best
 
     def _step(self, y0: np.ndarray | None) -> float:
         """A round (from ``y0``, the start's draw, when given) into the free y_hat buffer; its residual."""
         from ...kernels.kos import whole_round, whole_settle
 
+        split = self._split_next()
+        if split != self.in_t:  # move the totals to the other mode's place
+            if split:
+                self.t[:] = self.tw[:, 0]  # type: ignore[index]
+            else:
+                self.tw[:, 0] = self.t
+            self.in_t = split
         new = self.yh_free
         prev = None if y0 is not None else self.yh
-        if self.split is None:
+        clock = time.perf_counter()
+        if split:
+            assert self.split is not None and self.t is not None
+            top = self.split.round(_run, self.part, y0, self.xh, self.scale, self.clamp, self.gold, self.t, new,
+                                   self.s)
+            scale = 1.0 / top if top > 0 else 0.0
+            res = self.split.settle(_run, self.xh, scale, self.gold_totals, self.t, new, prev, self.scale)
+        else:
             top = whole_round(self.part, y0, self.xh, self.scale, self.clamp, self.gold, self.tw, new, self.s)
             scale = 1.0 / top if top > 0 else 0.0
             res = whole_settle(new, scale, prev, self.scale, self.tw, self.gold_totals)
-        else:
-            totals = self.tw[:, 0]  # (the split passes read and write a contiguous copy, _t)
-            if not hasattr(self, "_t"):
-                self._t = np.ascontiguousarray(totals)
-            top = self.split.round(_run, self.part, y0, self.xh, self.scale, self.clamp, self.gold, self._t, new,
-                                   self.s)
-            scale = 1.0 / top if top > 0 else 0.0
-            res = self.split.settle(_run, self.xh, scale, self.gold_totals, self._t, new, prev, self.scale)
+        if y0 is None:
+            self.seconds[split] = time.perf_counter() - clock
+        self.rounds += 1
         self.yh_free, self.yh, self.scale = self.yh, new, scale
         return res
 
@@ -207,7 +246,7 @@ class _Whole:
 
     @property
     def totals(self) -> np.ndarray:
-        return self._t.copy() if self.split is not None else np.ascontiguousarray(self.tw[:, 0])
+        return self.t.copy() if self.in_t and self.t is not None else np.ascontiguousarray(self.tw[:, 0])
 
 
 def _run(fn: Any, n: int) -> list[Any]:
