@@ -82,11 +82,13 @@ class KOSState:
 
     ``gold``: the message a clamped task sends; ``clamp`` (n_tasks,) the
     gold class or -1, None without gold; ``gold_totals`` (n_workers,) the
-    clamped tasks' constant share of each worker's total.
+    clamped tasks' constant share of each worker's total.  A grid of one
+    block runs its rounds in :class:`_Whole`'s buffers (``whole=False``:
+    through the block functions all the same, the same bits).
     """
 
     def __init__(self, engine: Any, data: AnnotationSet, y0: np.ndarray, clamp: np.ndarray | None,
-                 gold: float) -> None:
+                 gold: float, whole: bool = True) -> None:
         self.engine = engine
         self.clamp = None if clamp is None or not (clamp >= 0).any() else clamp
         self.gold = gold
@@ -100,7 +102,8 @@ class KOSState:
         part = engine.part
         # One block (a crowd of many workers for its answers, e.g. a sparse graph): its per-worker sums need no
         # tree, so a round is one fused pass over buffers kept from round to round (_Whole), with the same bits.
-        self._whole = _Whole(engine, y0, self.clamp, gold, self.gold_totals) if part.n_blocks_total == 1 else None
+        self._whole = _Whole(engine, y0, self.clamp, gold, self.gold_totals) \
+            if whole and part.n_blocks_total == 1 else None
         if self._whole is not None:
             return
         cuts = np.asarray(part.task_ptr)[np.asarray(part.bounds)]
