@@ -209,15 +209,16 @@ def _whole_round(task_ptr, worker, label, from_y, y_in, xh, x_scale, clamp, gold
 def _whole_settle(yh, scale, y_prev, prev_scale, tw, gold_totals):  # pragma: no cover - compiled
     """After :func:`_whole_round`: the largest ``|yh scale - y_prev prev_scale|`` (0 when ``y_prev`` is empty) --
     :func:`_normalise`'s residual from the unnormalised messages -- and the totals moved on: ``tw[:, 0] =
-    tw[:, 1] scale + gold_totals``, ``tw[:, 1] = 0``."""
+    tw[:, 1] scale + gold_totals`` (``+ 0.0`` when ``gold_totals`` is empty: no gold), ``tw[:, 1] = 0``."""
     res = 0.0
     if y_prev.shape[0] > 0:
         for i in range(yh.shape[0]):
             d = abs(yh[i] * scale - y_prev[i] * prev_scale)
             if d > res:
                 res = d
+    has_gold = gold_totals.shape[0] > 0
     for w in range(tw.shape[0]):
-        tw[w, 0] = tw[w, 1] * scale + gold_totals[w]
+        tw[w, 0] = tw[w, 1] * scale + (gold_totals[w] if has_gold else 0.0)
         tw[w, 1] = 0.0
     return res
 
@@ -268,7 +269,8 @@ def _split_workers(w0, w1, worker_ptr, order, wlabel, xh, scale, gold_totals, to
                    prev_scale):  # pragma: no cover - compiled
     """After :func:`_split_tasks` over every task: workers ``[w0, w1)``'s totals and answers ``[e0, e1)``'s residual.
 
-    ``totals[w] = (Σ sign x_hat) scale + gold_totals[w]`` over the worker's
+    ``totals[w] = (Σ sign x_hat) scale + gold_totals[w]`` (``+ 0.0`` when
+    ``gold_totals`` is empty) over the worker's
     answers of free tasks (``wlabel`` -- the labels in the worker order
     ``order`` -- is -1 on a clamped task's), added from 0 in the worker
     order, which is each worker's answers in task order: the sum
@@ -277,6 +279,7 @@ def _split_workers(w0, w1, worker_ptr, order, wlabel, xh, scale, gold_totals, to
     ``|yh scale - y_prev prev_scale|`` over ``[e0, e1)`` (0 when ``y_prev``
     is empty)."""
     end = worker_ptr[w1]
+    has_gold = gold_totals.shape[0] > 0
     for w in range(w0, w1):
         acc = 0.0
         for k in range(worker_ptr[w], worker_ptr[w + 1]):
@@ -285,7 +288,7 @@ def _split_workers(w0, w1, worker_ptr, order, wlabel, xh, scale, gold_totals, to
             lab = wlabel[k]
             if lab >= 0:
                 acc += (2.0 * lab - 1.0) * xh[order[k]]
-        totals[w] = acc * scale + gold_totals[w]
+        totals[w] = acc * scale + (gold_totals[w] if has_gold else 0.0)
     res = 0.0
     if y_prev.shape[0] > 0:
         for i in range(e0, e1):
@@ -293,6 +296,23 @@ def _split_workers(w0, w1, worker_ptr, order, wlabel, xh, scale, gold_totals, to
             if d > res:
                 res = d
     return res
+
+
+@njit(cache=True, nogil=True)
+def _x_top(task_ptr, xh, scale, clamp, gold):  # pragma: no cover - compiled
+    """``np.abs(x).max()`` of the messages x (``xh * scale``, ``±gold`` on a clamped task) without building x:
+    NaN when any is (as NumPy's maximum), 0 without answers."""
+    has_clamp = clamp.shape[0] > 0
+    top = 0.0
+    for t in range(task_ptr.shape[0] - 1):
+        g = clamp[t] if has_clamp else -1
+        for e in range(task_ptr[t], task_ptr[t + 1]):
+            a = abs(gold) if g >= 0 else abs(xh[e] * scale)
+            if a != a:
+                return a
+            if a > top:
+                top = a
+    return top
 
 
 # ----------------------------------------------------------------------------- parameters
@@ -451,6 +471,14 @@ def whole_round(part: object, y0: np.ndarray | None, xh: np.ndarray, x_scale: fl
                               _NO_ARRAY if y0 is None else y0, xh, float(x_scale), clamp, float(gold), tw, yh, s))
 
 
+def x_top(part: Any, xh: np.ndarray, scale: float, clamp: np.ndarray, gold: float) -> float:
+    """The largest |x| of the messages :func:`whole_round` leaves in ``xh`` with their ``scale`` (``±gold`` on a
+    clamped task), as ``np.abs(x).max()`` of the built messages gives it."""
+    if xh.shape != (int(part.n_answers),) or (clamp.size and clamp.shape != (int(part.n_tasks),)):
+        raise DataError("xh must hold the answers and clamp the tasks (or nothing)")
+    return float(_x_top(part.task_ptr, xh, float(scale), clamp, float(gold)))
+
+
 def whole_settle(yh: np.ndarray, scale: float, y_prev: np.ndarray | None, prev_scale: float, tw: np.ndarray,
                  gold_totals: np.ndarray) -> float:
     """After :func:`whole_round`: the round's residual (largest change of the normalised y; 0 without ``y_prev``,
@@ -459,8 +487,8 @@ def whole_settle(yh: np.ndarray, scale: float, y_prev: np.ndarray | None, prev_s
     if prev.size and prev.shape != yh.shape:
         raise DataError(f"y_prev has shape {prev.shape}, y_hat {yh.shape}")
     gold_totals = np.ascontiguousarray(gold_totals, dtype=np.float64)
-    if gold_totals.shape != (tw.shape[0],):
-        raise DataError(f"gold_totals has shape {gold_totals.shape}, the workers need ({tw.shape[0]:,},)")
+    if gold_totals.shape != (tw.shape[0],) and gold_totals.size:
+        raise DataError(f"gold_totals has shape {gold_totals.shape}, the workers need ({tw.shape[0]:,},) (or none)")
     return float(_whole_settle(yh, float(scale), prev, float(prev_scale), tw, gold_totals))
 
 

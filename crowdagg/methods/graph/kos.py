@@ -123,6 +123,15 @@ class KOSState:
         self._totals = totals * scale + self.gold_totals
         return float(res.value)
 
+    def x_top(self) -> float:
+        """The largest |x| of the messages (0 without any)."""
+        if self._whole is not None:
+            from ...kernels.kos import x_top
+
+            w = self._whole
+            return x_top(w.part, w.xh, w.scale, w.clamp, w.gold) if w.xh.size else 0.0
+        return max((float(np.abs(x).max()) for x in self._x if x.size), default=0.0)
+
     # The messages as lists of the task blocks' arrays, and the workers' totals (n_workers,).
     @property
     def y(self) -> list[np.ndarray]:
@@ -175,7 +184,9 @@ class _Whole:
         from ...kernels.kos import Split, whole_buffers
 
         part = engine.part
-        self.part, self.gold, self.gold_totals = part, gold, gold_totals
+        # (no gold: every total's gold share is 0.0, added as a constant instead of read per worker)
+        self.part, self.gold = part, gold
+        self.gold_totals = gold_totals if clamp is not None else np.zeros(0)
         self.clamp, self.tw, self.xh, self.yh, self.yh_free, self.s = whole_buffers(part, clamp)
         n = min(threads.count(), max(int(part.n_tasks), 1))
         self.split = Split(part, engine.worker_part, self.clamp, n) if n >= 2 else None
@@ -341,7 +352,7 @@ class KOS(IterativeAggregator):
         labels = argmax_random_ties(post, TieBreaker(data.tasks, checked["seed"]))
         # Each worker's mean L x over its answers, in units of the largest x message: in [-1, 1] whatever its
         # number of answers (the total alone grows with it, and a light honest worker would read as a spammer).
-        top = max((float(np.abs(x).max()) for x in state.x if x.size), default=0.0)
+        top = state.x_top()
         answers = data.answers_per_worker
         with np.errstate(invalid="ignore", divide="ignore"):
             reliability = np.where(answers > 0, state.totals / (answers * top), 0.0) if top > 0 else \
