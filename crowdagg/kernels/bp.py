@@ -53,7 +53,15 @@ partial log-products of the (at most two) workers that cross its
 boundaries, :func:`combine_partials` adds them over each worker's blocks
 in block order (deterministic), and the message pass reads the totals.
 The grid is fixed by the data's shape, so every message is bit-identical
-for any thread count.  The kernels read the partition's answers by their
+for any thread count.  On a sparse graph the other side's messages lie at
+random places of an array far larger than the caches (160 MB at 10M
+answers): a worker block first copies the task→worker messages of its
+answers into its own order (:func:`_gather_rows`, whose reads overlap, one
+prefetched :data:`AHEAD` answers on), so that the kernel reads them in
+sequence (the same values: the same bits), and the task pass prefetches
+the worker→task message it will read :data:`AHEAD` answers on.  Both passes
+can write into arrays kept from sweep to sweep (``into``) instead of
+returning per-block arrays to be joined.  The kernels read the partition's answers by their
 position in the whole set: the passes run on the local engine (one
 partition holding every block).
 """

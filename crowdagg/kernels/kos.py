@@ -39,6 +39,21 @@ the development machine).  Messages are per-edge outputs in task order
 that stay with their task block (``keep``).  Every sum is added along the
 engine's fixed tree and a maximum is exact, so a round gives the same bits
 for any thread count.
+
+**One block** (a crowd with many workers for its answers, e.g. deepBP's
+sparse graph: 250,000 workers make the standard grid one block of 1M
+answers): the per-worker sums need no tree, and a round is
+:func:`whole_round` -- both functions' work in one pass over buffers kept
+from round to round (the last round's normalisation read on the fly as
+``x_hat * scale``, no array allocated per round), the totals of the answer
+:data:`AHEAD` on prefetched (:mod:`.prefetch`), since 2.5 million workers'
+totals outgrow the caches and every answer reads a random one -- then
+:func:`whole_settle` (the residual, the totals scaled).  With several
+threads the same round can run split (:class:`Split`): the task pass over
+task ranges side by side, then each worker's total summed in the worker
+order (each worker's answers in task order: the same additions in the same
+order) over worker ranges.  Every value is computed as the block functions
+compute it: the same bits, whichever way and on however many threads.
 """
 
 from __future__ import annotations
