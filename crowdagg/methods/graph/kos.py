@@ -22,7 +22,10 @@ are totals minus the edge's own term (O(L) per round; the workers' totals
 are dense per-worker sums over the task blocks, a heavy worker spread over
 many blocks included), and the y messages are divided by their largest
 magnitude every round, so nothing overflows however many rounds run
-(crowd-kit's grow geometrically and stop once a sum passes 1e300).  The
+(crowd-kit's grow geometrically and stop once a sum passes 1e300); on a
+crowd whose grid is one block (many workers, few answers each) a round is
+one fused pass over kept buffers, or two passes on every thread, whichever
+runs faster on the machine (the same bits either way).  The
 loop stops when no normalised message moves by more than ``tol`` (1e-6: a
 millionth of the largest message) or after ``max_iter`` (100) rounds.
 Liu's code runs 10 rounds and crowd-kit 100; the residual shrinks
