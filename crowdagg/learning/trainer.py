@@ -317,7 +317,7 @@ class Trainer(Aggregator):
         self._epoch_begin(data, state, checked)
         state.net.train()
         order = state.train_tasks[torch.randperm(state.train_tasks.shape[0]).to(state.device)]
-        total, n_batches = 0.0, 0
+        total, n_batches = torch.zeros((), device=state.device), 0  # summed on the device: no sync per batch
         for lo in range(0, order.shape[0], state.batch_size):
             tasks = order[lo:lo + state.batch_size]
             index, row = batch_answers(state.train, tasks)
@@ -327,10 +327,10 @@ class Trainer(Aggregator):
             state.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             state.optimizer.step()
-            total += float(loss.detach())
+            total += loss.detach()
             n_batches += 1
         state.epoch += 1
-        objective = self._objective(state) if len(state.val) else total / max(n_batches, 1)
+        objective = self._objective(state) if len(state.val) else float(total) / max(n_batches, 1)
         if not math.isfinite(objective):
             raise DataError(f"{self.name}: training diverged at epoch {state.epoch} (the objective is {objective}); "
                             f"try a smaller {param('lr')}")

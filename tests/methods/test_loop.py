@@ -322,3 +322,17 @@ def test_a_numpy_iteration_cap_at_its_types_maximum_still_iterates():
 
     run = iterate(lambda s, rng: (None, None), step, rule=RelativeChange(), max_iter=np.uint8(255), seed=0, tol=0.5)
     assert run.n_iter == 2 and run.converged and len(steps) == 2
+
+
+def test_no_improvement_stops_after_patience_steps_without_a_better_objective():
+    from crowdagg.methods.loop import NoImprovement
+
+    since = [0, 0, 1, 2, 0, 1, 2, 3]  # the trainer's count of epochs since its best
+    steps = [[Step(objective=float(i), since_best=s) for i, s in enumerate(since)]]
+    run, _ = scripted(steps, NoImprovement(), tol=3, direction=MINIMISE)
+    assert run.converged and run.n_iter == 8
+    run, _ = scripted(steps, NoImprovement(), tol=2, direction=MINIMISE)
+    assert run.converged and run.n_iter == 4
+    run, _ = scripted(steps, NoImprovement(), tol=0, max_iter=8, direction=MINIMISE)  # 0: every iteration
+    assert not run.converged and run.n_iter == 8
+    assert not NoImprovement().warns(3.0)  # the best iteration is kept: running out is not a failure

@@ -1,0 +1,144 @@
+"""The trainer base (crowdagg.learning.trainer): the loop, the held-out split, selection, devices, the checks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from crowdagg.errors import DataError, UsageError
+from crowdagg.learning import trainer as base
+from crowdagg.methods.registry import get_trainer
+
+SMALL = {"hidden": 16, "epochs": 12, "batch_size": 32, "lr": 1e-2}
+
+
+def crowdlayer(**params):
+    return get_trainer("crowdlayer").load()(**{**SMALL, **params})
+
+
+@pytest.fixture(scope="module")
+def fitted(separable):
+    data, x, truth, _ = separable
+    return crowdlayer(seed=7).fit(data, x)
+
+
+def test_a_separable_problem_is_learnt_from_noisy_answers(separable, fitted):
+    data, x, truth, _ = separable
+    assert (fitted.labels == truth).mean() > 0.95
+    proba = fitted.model_params["model"].predict_proba(x)
+    assert (proba.argmax(1) == truth).mean() > 0.95
+    assert fitted.posteriors.shape == (data.n_tasks, 3) and np.allclose(fitted.posteriors.sum(1), 1)
+
+
+def test_epochs_are_the_loops_iterations_and_the_objective_is_the_held_out_nll(fitted):
+    assert fitted.n_iter == 12 and len(fitted.objective) == 12
+    assert fitted.objective_name == "held-out answer NLL"
+    best = fitted.model_params["best_epoch"]
+    assert fitted.objective[best - 1] == fitted.objective.min()  # the kept epoch is the best held-out one
+
+
+def test_the_same_seed_gives_the_same_model_and_another_seed_another(separable, fitted):
+    data, x, _, _ = separable
+    again = crowdlayer(seed=7).fit(data, x)
+    assert np.array_equal(again.posteriors, fitted.posteriors) and np.array_equal(again.objective, fitted.objective)
+    weights = fitted.model_params["model"].weights
+    assert all(np.array_equal(again.model_params["model"].weights[k], w) for k, w in weights.items())
+    other = crowdlayer(seed=8).fit(data, x)
+    assert not np.array_equal(other.posteriors, fitted.posteriors)
+
+
+def test_the_fit_leaves_the_callers_torch_generator_alone(separable):
+    data, x, _, _ = separable
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    crowdlayer(epochs=1).fit(data, x)
+    assert torch.equal(torch.rand(3), expected)
+
+
+def test_patience_stops_early_and_keeps_the_best_epoch(separable):
+    data, x, _, _ = separable
+    result = crowdlayer(epochs=200, patience=2, lr=5e-2).fit(data, x)
+    assert result.converged and result.n_iter < 200
+    assert result.n_iter - result.model_params["best_epoch"] == 2
+
+
+def test_without_held_out_answers_the_last_epoch_is_kept(separable):
+    data, x, _, _ = separable
+    result = crowdlayer(val_fraction=0.0, epochs=3).fit(data, x)
+    assert result.model_params["best_epoch"] == 3 and len(result.objective) == 3
+
+
+def test_the_held_out_split_is_seeded_and_of_the_asked_size(separable):
+    data, _, _, _ = separable
+    t = crowdlayer()
+    keep = t._split(data, 0.25, seed=1)
+    assert (~keep).sum() == round(0.25 * data.n_answers)
+    assert np.array_equal(keep, t._split(data, 0.25, seed=1)) and not np.array_equal(keep, t._split(data, 0.25, 2))
+
+
+def test_batch_answers_gathers_each_tasks_answers_through_the_csr():
+    task = np.array([0, 0, 1, 3, 3, 3])
+    answers = base.Answers.of(task, np.arange(6), np.zeros(6, dtype=int), 4, torch.device("cpu"))
+    index, row = base.batch_answers(answers, torch.tensor([3, 0, 2]))
+    assert index.tolist() == [3, 4, 5, 0, 1] and row.tolist() == [0, 0, 0, 1, 1]
+
+
+def test_confusions_are_rows_on_the_simplex_in_the_worker_true_observed_layout(separable, fitted):
+    data, _, _, crowd = separable
+    confusion = fitted.confusion
+    assert confusion.shape == (data.n_workers, 3, 3) and np.allclose(confusion.sum(axis=2), 1)
+    # the workers are .6-.9 accurate: the diagonal dominates every learnt matrix
+    assert (np.diagonal(confusion, axis1=1, axis2=2) > 0.45).mean() > 0.9
+
+
+@pytest.mark.parametrize(("features", "words"), [
+    (np.zeros((5, 8)), "features have 5 rows for 400 tasks"),
+    (np.zeros(400), "numeric array of shape (n_tasks, d)"),
+    (np.array([["a"] * 8] * 400), "numeric array"),
+])
+def test_features_of_the_wrong_shape_or_kind_are_refused(separable, features, words):
+    data, _, _, _ = separable
+    with pytest.raises(DataError) as info:
+        crowdlayer().fit(data, features)
+    assert words in str(info.value)
+
+
+def test_a_nan_feature_is_refused_naming_its_task(separable):
+    data, x, _, _ = separable
+    bad = x.copy()
+    bad[17, 2] = np.nan
+    with pytest.raises(DataError, match=f"row 17 \\(task '{data.task_names[17]}'\\) holds NaN or inf"):
+        crowdlayer().fit(data, bad)
+
+
+def test_no_features_and_bad_parameters_are_usage_errors(separable):
+    data, x, _, _ = separable
+    with pytest.raises(UsageError, match="needs the features"):
+        crowdlayer().fit(data)
+    with pytest.raises(UsageError, match="model"):
+        crowdlayer(model="cnn").fit(data, x)  # vectors, not images
+    with pytest.raises(UsageError, match="val_fraction"):
+        crowdlayer(val_fraction=0.95).fit(data, x)
+
+
+def test_cuda_asked_without_cuda_is_a_clear_error(separable, monkeypatch):
+    data, x, _, _ = separable
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(UsageError, match="CUDA is not available"):
+        crowdlayer(device="cuda").fit(data, x)
+    assert base.resolve_device("auto").type == "cpu"
+
+
+def test_images_train_through_the_cnn():
+    from crowdagg.simulate import simulate
+
+    crowd = simulate(n_tasks=120, n_workers=6, n_classes=2, per_task=3, seed=5)
+    data = crowd.to_annotations()
+    truth = crowd.truth[[int(t[1:]) for t in data.task_names]]
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(120, 1, 8, 8)).astype(np.float32)
+    x[truth == 1, :, 2:6, 2:6] += 3.0  # class 1 has a bright square
+    result = crowdlayer(model="cnn", hidden=8, epochs=15, lr=1e-2, batch_size=16).fit(data, x)
+    assert (result.model_params["classifier_proba"].argmax(1) == truth).mean() > 0.9
