@@ -67,9 +67,14 @@ class TraceReg(Trainer):
     name = "tracereg"
     _lam: float = 0.0
 
+    def _start(self, data, checked, device):  # type: ignore[no-untyped-def]
+        state, objective = super()._start(data, checked, device)
+        for group in state.optimizer.param_groups[1:]:  # the confusions' group: lr × confusion_lr_scale
+            group["lr"] = checked["lr"] * checked["confusion_lr_scale"]
+        return state, objective
+
     def _build(self, data, state: TrainState, checked) -> dict[str, nn.Module]:  # type: ignore[no-untyped-def]
         self._lam = float(checked["lam"])
-        self.module_lr_scale = float(checked["confusion_lr_scale"])  # read by the base's optimiser
         logits = initial_logits(state.n_workers, state.n_classes, "diagonal", form="softplus",
                                 diagonal=checked["diagonal"])
         return {"confusion": Confusions(logits, form="softplus")}
