@@ -54,7 +54,10 @@ Choices, against the reference code (ALGORITHMS.md §10.3, §15.5):
 Defaults: ``lam`` = 0.01 for both (the papers' CIFAR-10 setting and the
 COINNet repo's configs; its LabelMe grid is {0.1, 0.2}, chosen there on
 true validation labels -- see the measurements in benchmarks/README.md),
-``confusion_init`` = ``identity`` (the papers' code).  Optimiser: Adam,
+``confusion_init`` = ``identity`` (the papers' code),
+``confusion_lr_scale`` = 10 (the confusions learn at 10 × lr, as in
+deepBP's re-implementation, App. D; see :mod:`.tracereg` for why so few
+steps need it).  Optimiser: Adam,
 weight decay on the classifier only (the code: Adam, wd 1e-4, lr 1e-3 or
 1e-2 on LabelMe, batch 100, 100 epochs).  Model selection: the base's
 held-out noisy-answer likelihood (the code selects on true validation

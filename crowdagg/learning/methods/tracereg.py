@@ -46,7 +46,13 @@ likelihood (the paper selects on true labels of 10 % of the images; we
 never read truth).
 
 Parameters (``-p``): ``lam`` λ (default 0.01, the paper), ``diagonal`` δ
-(default 6, the listing).  Shapes: W (n_workers, K, K); a batch's answers
+(default 6, the listing), ``confusion_lr_scale`` (default 10: the
+confusions learn at 10 × lr, as deepBP's re-implementation, App. D, does;
+the paper uses one lr over 200 epochs of 50-image batches, hundreds of
+thousands of steps, where a dataset of LabelMe's size gives a few
+thousand: from 6I - 5 the off-diagonal logits must rise by about 5 units,
+which Adam at 1e-3 does not do in that many steps, and the posterior then
+merely repeats the answers).  Shapes: W (n_workers, K, K); a batch's answers
 (n,) index it by worker.  Cost per batch: O(answers × K²) for the
 cross-entropy, O(n_workers × K²) for the trace (the softplus of every
 matrix).
