@@ -37,8 +37,7 @@ _DS_FEATURES = ("y_n ~ Cat(f_θ(x_n)); worker m answers ~ Cat(A_m[:, y_n]) indep
 
 def _confusion_lr_scale(default: float) -> Param:
     return Param("confusion_lr_scale", float, default, "the confusions' learning rate as a multiple of lr (deepBP "
-                 "App. D: 10; the confusions start near the identity and must move several logit units)", 1e-3,
-                 1e3)
+                 "App. D: 10 for a start near the identity, whose logits must move several units)", 1e-3, 1e3)
 
 
 _GEOCROWDNET_PARAMS = (
@@ -47,7 +46,7 @@ _GEOCROWDNET_PARAMS = (
     Param("confusion_init", "choice", "identity", "the confusions' start: identity (logits I, the papers' code), "
           "diagonal (logits 6I - 5: 0.98 on the diagonal for K = 8), counts (the log of each annotator's counts "
           "against the soft majority vote)", choices=("identity", "diagonal", "counts")),
-    _confusion_lr_scale(10.0),
+    _confusion_lr_scale(1.0),
 )
 
 DECLARATIONS = (

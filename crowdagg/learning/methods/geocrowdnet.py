@@ -55,9 +55,10 @@ Defaults: ``lam`` = 0.01 for both (the papers' CIFAR-10 setting and the
 COINNet repo's configs; its LabelMe grid is {0.1, 0.2}, chosen there on
 true validation labels -- see the measurements in benchmarks/README.md),
 ``confusion_init`` = ``identity`` (the papers' code),
-``confusion_lr_scale`` = 10 (the confusions learn at 10 × lr, as in
-deepBP's re-implementation, App. D; see :mod:`.tracereg` for why so few
-steps need it).  Optimiser: Adam,
+``confusion_lr_scale`` = 1 (one lr, the papers'; measured on music with
+the identity start, 10 × lr lets the confusions absorb the answers and the
+inferred labels fall to .57, where TraceReg's near-identity start needs it).
+Optimiser: Adam,
 weight decay on the classifier only (the code: Adam, wd 1e-4, lr 1e-3 or
 1e-2 on LabelMe, batch 100, 100 epochs).  Model selection: the base's
 held-out noisy-answer likelihood (the code selects on true validation
