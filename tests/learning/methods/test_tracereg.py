@@ -78,10 +78,16 @@ def test_flippers_confusions_are_recovered_when_the_mean_is_diagonally_dominant(
 
 
 def test_hammer_spammers_confusions_are_recovered_when_the_mean_is_diagonally_dominant():
-    result, crowd, order = fit_scenario("tanno-hammer-spammer", (0.4, 0.6))
+    # mean skill 0.5 of 5 classes, one label per item: λ = 0.1 (the paper's robust range is 0.001-0.1); at 0.01
+    # the matrices barely leave their start in 640 steps (error 0.046, the start's 0.05)
+    result, crowd, order = fit_scenario("tanno-hammer-spammer", (0.4, 0.6), lam=0.1)
     error = cm_error(result.worker_params["confusion"], crowd.confusion)
     assert error < 0.01, error
-    assert (result.labels == crowd.truth[order]).mean() > 0.9
+    truth = crowd.truth[order]
+    answered = np.zeros(len(truth), dtype=np.int64)
+    answered[result.data.task] = result.data.label  # the one answer of each item
+    classifier = result.model_params["classifier_proba"].argmax(axis=1)
+    assert (classifier == truth).mean() > (answered == truth).mean() + 0.1
 
 
 def test_the_error_grows_once_the_mean_is_not_diagonally_dominant(flippers):
