@@ -47,7 +47,8 @@ of them) and ``torch.cuda.utilization()`` sampled during the epochs (needs ``pyn
 ``--threads N`` runs torch on N threads (``CROWDAGG_THREADS``); on a shared machine 1 is far faster than 2
 (OpenMP's spinning threads wait on each other).  ``--json FILE`` writes every measurement; ``--cache FILE``
 keeps each fit's measurements (keyed by dataset, method, seed, fold and options) so that a later run refits
-only what is new (a trainer merged since) -- delete it when the code changes.
+only what is new (a trainer merged since) -- delete it when the code changes; ``--cache A B`` also reads B (a
+parallel run's file) and writes A.
 """
 
 from __future__ import annotations
@@ -208,8 +209,11 @@ class Fits:
 
     def __init__(self, opts) -> None:
         self.opts = opts
-        self.path = Path(opts.cache) if opts.cache else None
-        self.done: dict[str, dict] = json.loads(self.path.read_text()) if self.path and self.path.exists() else {}
+        self.path = Path(opts.cache[0]) if opts.cache else None
+        self.done: dict[str, dict] = {}
+        for name in opts.cache or ():  # the first is written; the others (parallel runs' files) only read
+            if Path(name).exists():
+                self.done.update(json.loads(Path(name).read_text()))
         self.seconds = 0.0
 
     def key(self, *parts) -> str:
@@ -729,7 +733,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--speed-epochs", type=int, default=5)
     ap.add_argument("--speed-batch", type=int, nargs="+", default=[64, 1024], help="batch sizes of the synthetic run")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--cache", help="JSON file keeping each fit's measurements across runs")
+    ap.add_argument("--cache", nargs="+", metavar="FILE",
+                    help="JSON file keeping each fit's measurements across runs (more files: read them too, write the "
+                         "first: runs in parallel, each with its own first file, merged by a last run)")
     ap.add_argument("--json", help="write every measurement here")
     ap.add_argument("--verbose", action="store_true", help="each fit's measurements on stderr as they come")
     ap.add_argument("--quick", action="store_true",
