@@ -654,6 +654,8 @@ def run_speed(methods: list[str], fits: Fits, opts) -> dict:
         print(f"\n### Speed on {real} ({ds.data.n_tasks:,} tasks, {ds.x.shape[1]} features), CPU: {cpu}\n")
         print(table(["method", "epochs/s", "ms/epoch (median)", "fit s (epochs)"], table_rows))
 
+    if opts.items <= 0:  # the real dataset's table only
+        return rows
     crowd = simulate(n_tasks=opts.items, n_workers=opts.annotators, n_classes=opts.classes, per_task=opts.per_task,
                      seed=0)
     data = crowd.to_annotations()
@@ -727,7 +729,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-crowdlab", action="store_true")
     ap.add_argument("--threads", type=int, help="torch's threads (CROWDAGG_THREADS; default: the policy's)")
     ap.add_argument("--device", default="cpu", help="speed: cpu or cuda")
-    ap.add_argument("--items", type=int, default=100_000)
+    ap.add_argument("--items", type=int, default=100_000, help="speed: the synthetic crowd's tasks (0: none)")
     ap.add_argument("--annotators", type=int, default=100)
     ap.add_argument("--per-task", type=int, default=3)
     ap.add_argument("--classes", type=int, default=10)
