@@ -171,12 +171,14 @@ def accuracy(pred: np.ndarray, truth: np.ndarray) -> float:
 
 
 # --------------------------------------------------------------------------------------------------- fits
-def trainers(asked: list[str] | None) -> list[str]:
+def trainers(asked: list[str] | None, cached_only: bool = False) -> list[str]:
     from crowdagg.methods.registry import TRAINERS
 
     names = list(TRAINERS)
     if asked is None:
         return [m for m in names if ALIASES.get(m) not in names]
+    if cached_only:  # the tables of fits made elsewhere: names need not be registered here
+        return asked
     unknown = [m for m in asked if m not in names]
     if unknown:
         print(f"not registered in this checkout (left out): {', '.join(unknown)}", file=sys.stderr)
@@ -218,11 +220,15 @@ class Fits:
             if Path(name).exists():
                 self.done.update(json.loads(Path(name).read_text()))
         self.seconds = 0.0
+        self.missing = 0
 
     def key(self, *parts) -> str:
         return json.dumps([*parts, self.opts.epochs, sorted(self.opts.param.items()), self.opts.threads])
 
     def get(self, key: str, compute) -> dict:
+        if key not in self.done and self.opts.cached_only:
+            self.missing += 1
+            return {}
         if key not in self.done:
             t = time.perf_counter()
             self.done[key] = compute()
@@ -348,15 +354,28 @@ def crowdlab(ds: Dataset, seed: int, fits: Fits) -> dict[str, float]:
 
 
 # --------------------------------------------------------------------------------------------------- tables
-def cell(values: list[float], scale: float = 1.0, digits: int = 3) -> str:
+def cell(values: list[float], scale: float = 1.0, digits: int = 3, n: int | None = None) -> str:
+    """mean ± std (ddof 1) of ``values``; `` (k of n)`` when fewer than the ``n`` expected (``--cached-only``)."""
     v = np.asarray(values, dtype=float) * scale
     if v.size == 0:
         return "—"
-    return f"{v.mean():.{digits}f} ± {v.std(ddof=1) if v.size > 1 else 0.0:.{digits}f}"
+    short = f" ({v.size} of {n})" if n is not None and v.size < n else ""
+    return f"{v.mean():.{digits}f} ± {v.std(ddof=1) if v.size > 1 else 0.0:.{digits}f}{short}"
 
 
 def mean(values: list[float]) -> float:
     return float(np.mean(values)) if values else float("nan")
+
+
+def add(acc: dict, row: str, column: str, value: float | None) -> None:
+    """``acc[row][column].append(value)`` (a fit missing from the cache under ``--cached-only``: nothing)."""
+    if value is not None:
+        acc.setdefault(row, {}).setdefault(column, []).append(value)
+
+
+def vals(acc: dict, row: str, column: str, what: str | None = None) -> list[float]:
+    got = acc.get(row, {}).get(column, {} if what else [])
+    return got.get(what, []) if what else got
 
 
 def table(head: list[str], rows: list[list[str]]) -> str:
@@ -370,13 +389,13 @@ def run_labels(sets: list[Dataset], methods: list[str], fits: Fits, opts) -> dic
     for ds in sets:
         for method in methods:
             for seed in opts.seeds:
-                acc.setdefault(method, {}).setdefault(ds.name, []).append(fits.full(ds, method, seed)["labels"])
+                add(acc, method, ds.name, fits.full(ds, method, seed).get("labels"))
         for method in ("ds", "mv"):
             for seed in opts.seeds:
                 key = fits.key("aggregate", ds.name, method, seed)
                 got = fits.get(key, lambda ds=ds, method=method, seed=seed: {  # type: ignore[misc]
                     "labels": accuracy(aggregate(ds.data, method, seed), ds.truth)})
-                acc.setdefault(method, {}).setdefault(ds.name, []).append(got["labels"])
+                add(acc, method, ds.name, got.get("labels"))
     note = cleanlab_missing() if not opts.no_crowdlab else "CROWDLAB rows left out (--no-crowdlab)"
     if note is None:
         for ds in sets:
@@ -402,21 +421,21 @@ def run_labels(sets: list[Dataset], methods: list[str], fits: Fits, opts) -> dic
     for ds in sets:
         if not end_to_end:
             break
-        best = max(end_to_end, key=lambda m: mean(acc[m][ds.name]))
+        best = max(end_to_end, key=lambda m: mean(vals(acc, m, ds.name)))
         target = LABEL_TARGETS.get(ds.name)
         lab = [r for r, *_ in CROWDLAB_ROWS if ds.name in acc.get(r, {})]
-        best_cl = max(lab, key=lambda r: mean(acc[r][ds.name])) if lab else None
-        line = f"{ds.name}: best end-to-end `{best}` {mean(acc[best][ds.name]):.3f}"
+        best_cl = max(lab, key=lambda r: mean(vals(acc, r, ds.name))) if lab else None
+        line = f"{ds.name}: best end-to-end `{best}` {mean(vals(acc, best, ds.name)):.3f}"
         if target is not None:
-            line += f" vs the target > {target:.3f} ({'met' if mean(acc[best][ds.name]) > target else 'NOT met'})"
+            line += f" vs the target > {target:.3f} ({'met' if mean(vals(acc, best, ds.name)) > target else 'NOT met'})"
         if best_cl:
-            line += f"; CROWDLAB's best here: {best_cl} {mean(acc[best_cl][ds.name]):.3f}"
+            line += f"; CROWDLAB's best here: {best_cl} {mean(vals(acc, best_cl, ds.name)):.3f}"
         for m in ("geocrowdnet-f",):
             if m in acc:
-                rivals = {r: mean(acc[r][ds.name]) for r in ("ds", "ds-then-train") if r in acc}
-                beats = ", ".join(f"{'>' if mean(acc[m][ds.name]) > v else '<='} {r} {v:.3f}"
+                rivals = {r: mean(vals(acc, r, ds.name)) for r in ("ds", "ds-then-train") if r in acc}
+                beats = ", ".join(f"{'>' if mean(vals(acc, m, ds.name)) > v else '<='} {r} {v:.3f}"
                                   for r, v in rivals.items())
-                line += f"; `{m}` {mean(acc[m][ds.name]):.3f} {beats}"
+                line += f"; `{m}` {mean(vals(acc, m, ds.name)):.3f} {beats}"
         verdict.append(line)
     if verdict:
         print("\n" + "\n".join(f"- {v}" for v in verdict))
@@ -429,10 +448,10 @@ def run_test(sets: list[Dataset], methods: list[str], fits: Fits, opts) -> dict:
     for ds in sets:
         for method in methods:
             for seed in opts.seeds:
-                acc.setdefault(method, {}).setdefault(ds.name, []).append(fits.full(ds, method, seed)["test"])
-        if "mv-then-train" in trainers(None):
+                add(acc, method, ds.name, fits.full(ds, method, seed).get("test"))
+        if "mv-then-train" in trainers(None) or opts.cached_only:
             for seed in opts.seeds:
-                acc.setdefault(CEILING, {}).setdefault(ds.name, []).append(fits.ceiling(ds, seed)["test"])
+                add(acc, CEILING, ds.name, fits.ceiling(ds, seed).get("test"))
     head = ["method"] + [f"{ds.name} test ({len(ds.test_truth):,})" for ds in sets] + \
         [f"{ds.name} published" for ds in sets]
     published = {ours: figs for _, ours, figs in PUBLISHED if ours}
@@ -446,15 +465,15 @@ def run_test(sets: list[Dataset], methods: list[str], fits: Fits, opts) -> dict:
             rows.append([row] + ["—" for _ in sets] + [figs.get(ds.name, "—") for ds in sets])
     print(f"\n### Test sets: the classifier's accuracy (%), mean ± std over seeds {opts.seeds}\n")
     print(table(head, rows))
-    if "mv-then-train" not in trainers(None):
+    if "mv-then-train" not in trainers(None) and not opts.cached_only:
         print("\nno `mv-then-train` in this checkout: the ceiling row is left out")
     end_to_end = [m for m in methods if not two_stage(m)]
     for ds in sets:
         if not end_to_end or "mv-then-train" not in acc:
             break
-        best = max(end_to_end, key=lambda m: mean(acc[m][ds.name]))
-        gap = 100 * (mean(acc[best][ds.name]) - mean(acc["mv-then-train"][ds.name]))
-        line = (f"- {ds.name}: best end-to-end `{best}` {100 * mean(acc[best][ds.name]):.2f}, "
+        best = max(end_to_end, key=lambda m: mean(vals(acc, m, ds.name)))
+        gap = 100 * (mean(vals(acc, best, ds.name)) - mean(vals(acc, "mv-then-train", ds.name)))
+        line = (f"- {ds.name}: best end-to-end `{best}` {100 * mean(vals(acc, best, ds.name)):.2f}, "
                 f"{gap:+.2f} points over `mv-then-train`")
         if ds.name == "labelme":
             line += f" (target ≥ +3: {'met' if gap >= 3 else 'NOT met'})"
@@ -480,7 +499,9 @@ def run_cv(sets: list[Dataset], methods: list[str], fits: Fits, opts) -> dict:
         row = [f"`{name}`"]
         for ds in sets:
             got = per.get(ds.name, {})
-            row += [cell(got.get("heldout", [])), cell(got.get("labels", []))]
+            n = opts.folds * len(opts.seeds)
+            row += [cell(got.get("heldout", []), n=n if name not in ("ds", "mv") else None),
+                    cell(got.get("labels", []), n=n)]
         rows.append(row)
     print(f"\n### {opts.folds}-fold cross-validation on tasks: accuracy, mean ± std over {opts.folds} folds × "
           f"seeds {opts.seeds}\n")
@@ -488,7 +509,9 @@ def run_cv(sets: list[Dataset], methods: list[str], fits: Fits, opts) -> dict:
     if "geocrowdnet-f" in acc and "ds-then-train" in acc:
         for ds in sets:
             for what in ("heldout", "labels"):
-                g, d = mean(acc["geocrowdnet-f"][ds.name][what]), mean(acc["ds-then-train"][ds.name][what])
+                g, d = mean(vals(acc, "geocrowdnet-f", ds.name, what)), mean(vals(acc, "ds-then-train", ds.name, what))
+                if np.isnan(g) or np.isnan(d):
+                    continue
                 print(f"- {ds.name} {what}: `geocrowdnet-f` {g:.3f} {'>' if g > d else '<='} `ds-then-train` {d:.3f}")
     return acc
 
@@ -742,6 +765,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="JSON file keeping each fit's measurements across runs (more files: read them too, write the "
                          "first: runs in parallel, each with its own first file, merged by a last run)")
     ap.add_argument("--json", help="write every measurement here")
+    ap.add_argument("--cached-only", action="store_true",
+                    help="fit nothing: the tables from --cache alone (a missing fit is left out of its cell)")
     ap.add_argument("--verbose", action="store_true", help="each fit's measurements on stderr as they come")
     ap.add_argument("--quick", action="store_true",
                     help="every table, tiny: 2 epochs, one seed, 2 folds, crowdlayer (+ the two-stage baselines), "
@@ -759,7 +784,7 @@ def main(argv: list[str] | None = None) -> int:
         from crowdagg.core import threads
 
         threads.set_threads(opts.threads)
-    methods = trainers(opts.methods)
+    methods = trainers(opts.methods, opts.cached_only)
     if not methods:
         raise SystemExit("no trainer to run")
     fits = Fits(opts)
@@ -777,6 +802,8 @@ def main(argv: list[str] | None = None) -> int:
             results["cv"] = run_cv(sets, methods, fits, opts)
     fits.save()
     wall = time.perf_counter() - t0
+    if fits.missing:
+        print(f"\n{fits.missing} fits were not in the cache (--cached-only): their cells have fewer values")
     print(f"\n{wall:.0f} s wall ({fits.seconds:.0f} s in new fits); torch threads: "
           f"{os.environ.get('CROWDAGG_THREADS') or opts.threads or 'policy'}; methods {', '.join(methods)}; "
           f"epochs {opts.epochs or 'declared default'}; params {opts.param or 'defaults'}")
