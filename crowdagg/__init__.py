@@ -17,6 +17,8 @@ Data model and results
     AnnotationSet -- the answers as flat code arrays plus names (from_names, from_codes)
     Vocabulary -- the names behind task and worker codes
     AggregationResult -- posteriors, labels, worker parameters; pandas views
+Learning from crowds (the optional extra ``train``: torch)
+    load_model(path) -- a model saved by ``crowdagg train --save`` -> TrainedModel (loading executes no code)
 Evaluation
     evaluate_labels(predicted, truth) -> Evaluation (accuracy, macro-F1, recall)
 Threads
@@ -47,6 +49,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .data.vocab import Vocabulary
     from .errors import ConvergenceWarning, CrowdaggWarning, DataError, ResourceError, UsageError
     from .io.read import load_annotations, read_task_labels
+    from .learning.model_file import load_model
     from .methods.api import aggregate
     from .methods.registry import REGISTRY, get_method
     from .methods.result import AggregationResult
@@ -62,6 +65,7 @@ _LAZY = {
     "AggregationResult": "methods.result",
     "load_annotations": "io.read",
     "read_task_labels": "io.read",
+    "load_model": "learning.model_file",
     "evaluate_labels": "reports.evaluate",
     "Evaluation": "reports.evaluate",
     "DataError": "errors",
@@ -84,6 +88,7 @@ __all__ = [
     "AggregationResult",
     "load_annotations",
     "read_task_labels",
+    "load_model",
     "evaluate_labels",
     "Evaluation",
     "DataError",

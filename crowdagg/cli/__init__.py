@@ -9,7 +9,7 @@ and renders everything first, then writes all of its outputs or none
 :mod:`crowdagg._entry`, which installs the SIGINT/SIGTERM handlers first.
 
 One module per command (:mod:`.aggregate`, :mod:`.workers`, :mod:`.evaluate`,
-:mod:`.simulate`, :mod:`.methods`), each thin: it declares its options and
+:mod:`.simulate`, :mod:`.train`, :mod:`.predict`, :mod:`.methods`), each thin: it declares its options and
 calls the library.  What they share is defined once: the options and their
 checks (:mod:`.options`), the steps of reading, fitting and writing
 (:mod:`.pipeline`), and the error, warning and output handling
@@ -22,7 +22,7 @@ from __future__ import annotations
 import typer
 
 from ..errors import DataError
-from . import aggregate, evaluate, methods, simulate, workers
+from . import aggregate, evaluate, methods, predict, simulate, train, workers
 from .plumbing import Group, write_stdout
 
 app = typer.Typer(
@@ -44,6 +44,8 @@ app.command("aggregate", help=aggregate.HELP)(aggregate.aggregate)
 app.command("workers", help=workers.HELP)(workers.workers)
 app.command("evaluate")(evaluate.evaluate)
 app.command("simulate")(simulate.simulate)
+app.command("train", help=train.HELP)(train.train)
+app.command("predict", help=predict.HELP)(predict.predict)
 app.command("methods")(methods.methods)
 
 

@@ -17,9 +17,10 @@ def methods(
     fmt: Optional[str] = opt.format_option("csv, tsv, jsonl, json or parquet (default: aligned text)."),
     verbose: bool = opt.VERBOSE,
 ) -> None:
-    """List the aggregation methods, one line each; with NAME, one method in full (kind, engines, parameters)."""
+    """List the methods, one line each -- the aggregators, then the trainers (``crowdagg train``); with NAME, one
+    method in full (kind, engines, parameters)."""
     from ..errors import CrowdaggWarning, warn
-    from ..methods.registry import METHODS, failures, get
+    from ..methods.registry import METHODS, TRAINERS
 
     require_values(format=fmt)
     out_fmt = None
@@ -30,7 +31,7 @@ def methods(
         out_fmt = output_format(fmt, None)
         check_binary(resolve("-"), out_fmt)
     if name is not None:
-        spec = get(name)
+        spec = find(name)
         if fmt is None:
             write_stdout(method_text(spec))
             return
@@ -41,13 +42,14 @@ def methods(
                 rows[key].append(value)
         table: dict[str, Any] = rows
     else:
-        for family, reason in failures().items():  # the others are listed: say what is missing and why
-            warn(CrowdaggWarning(f"{family} failed to declare its methods, which are not listed: {reason}"))
+        for registry in (METHODS, TRAINERS):  # the others are listed: say what is missing and why
+            for family, reason in registry.failures().items():
+                warn(CrowdaggWarning(f"{family} failed to declare its methods, which are not listed: {reason}"))
+        specs = [*METHODS.values(), *TRAINERS.values()]
         if fmt is None:
-            width = max(len(n) for n in METHODS)
-            write_stdout("".join(f"{n:<{width}}  {m.summary}{_unavailable(m)}\n" for n, m in METHODS.items()))
+            width = max(len(m.name) for m in specs)
+            write_stdout("".join(f"{m.name:<{width}}  {m.summary}{_unavailable(m)}\n" for m in specs))
             return
-        specs = list(METHODS.values())
         table = {
             "method": [m.name for m in specs],
             "class": [m.target.partition(":")[2] for m in specs],
@@ -67,6 +69,19 @@ def methods(
     # a method may declare no parameters: its table has the columns and no row
     columns = {k: np.array(v, dtype=bool if v and isinstance(v[0], bool) else object) for k, v in table.items()}
     write_stdout(render_table(columns, out_fmt))
+
+
+def find(name: str) -> Any:
+    """The declaration of an aggregator or a trainer named ``name`` (an unknown name: a usage error listing both)."""
+    from ..methods.registry import METHODS, TRAINERS, UnknownMethod
+
+    for registry in (METHODS, TRAINERS):
+        if name in registry:
+            return registry[name]
+    failed = "".join(f"; {family} failed to declare its methods ({reason})"
+                     for registry in (METHODS, TRAINERS) for family, reason in registry.failures().items())
+    raise UnknownMethod(f"unknown method {name!r}; aggregation methods: {', '.join(METHODS)}; trainers: "
+                        f"{', '.join(TRAINERS)}{failed}")
 
 
 def _unavailable(spec: Any) -> str:
@@ -93,10 +108,19 @@ def method_text(spec: Any) -> str:
     lines += textwrap.wrap("Reference: " + spec.reference, 88, subsequent_indent="  ")
     lines += ["", "Parameters:" if spec.params else "Parameters: none"]
     for p in spec.params:
-        how = flag(p.name) if p.name in PARAM_FLAGS else f"-p {p.name}=VALUE"
+        how = _how(spec, p.name)
         bounds = p.describe_range()
         head = f"  {p.name} ({p.kind_name}, default {p.describe_default()}{', ' + bounds if bounds else ''}; {how})"
         paper = f" [paper: {p.paper}]" if p.paper else ""
         lines.append(head)
         lines += textwrap.wrap(p.help + paper, 84, initial_indent="      ", subsequent_indent="      ")
     return "\n".join(lines) + "\n"
+
+
+def _how(spec: Any, name: str) -> str:
+    """How a parameter is set on the method's command: its flag, or ``-p name=VALUE``."""
+    if spec.kind == "trainer":
+        from .train import TRAIN_FLAGS
+
+        return "--" + name.replace("_", "-") if name in TRAIN_FLAGS else f"-p {name}=VALUE"
+    return flag(name) if name in PARAM_FLAGS else f"-p {name}=VALUE"

@@ -190,13 +190,30 @@ def write_stdout(text: str | bytes) -> None:
     commit([(resolve("-"), text.encode("utf-8") if isinstance(text, str) else text)])
 
 
-def progress(quiet: bool) -> tuple[Callable[[int, float], None] | None, Callable[[], None]]:
-    """An iteration callback drawing on stderr, only when stderr is a terminal; and the function that ends it."""
+def progress(quiet: bool, total: int | None = None, what: str = "iteration",
+             measure: str = "log-likelihood") -> tuple[Callable[[int, float], None] | None, Callable[[], None]]:
+    """An iteration callback drawing on stderr, only when stderr is a terminal; and the function that ends it.
+
+    ``total`` (a trainer's epochs): a progress bar of ``total`` steps named ``what`` (``epoch``), the last
+    ``measure`` beside it; without it, a status line.
+    """
     if quiet or sys.stderr is None or not sys.stderr.isatty():
         return None, lambda: None
     from rich.console import Console
 
     console = Console(stderr=True)
+    if total is not None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        bar = Progress(TextColumn(f"{what}s"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                       TextColumn("{task.description}"), console=console, transient=True)
+        job = bar.add_task("", total=total)
+        bar.start()
+
+        def advance(it: int, value: float) -> None:
+            bar.update(job, completed=it, description="" if value != value else f"{measure} {value:.6g}")
+
+        return advance, bar.stop
     status = console.status("fitting ...")
     status.start()
 

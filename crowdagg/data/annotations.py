@@ -811,6 +811,54 @@ class AnnotationSet:
         out.__dict__["task_ptr"] = ptr
         return out
 
+    def with_tasks(self, names: Sequence[str] | np.ndarray) -> AnnotationSet:
+        """The set with the tasks ``names`` added after its own, without answers.
+
+        Parameters
+        ----------
+        names : sequence of str, shape (n_new,)
+            New task names, distinct, none of them a task of the set (the
+            features of tasks nobody labelled, for ``crowdagg train``).
+
+        Returns
+        -------
+        AnnotationSet
+            The same answers, workers, classes and label dtype; the tasks
+            ``0..n_tasks-1`` as they were, then ``names`` in their order.
+            The ids' dtype is kept when every new name is written as it
+            would be (an integer id column gains integer names), else the
+            ids become text.  ``self`` when ``names`` is empty.
+        """
+        import pyarrow as pa
+
+        new = _as_str_array(names, "task")
+        if new.size == 0:
+            return self
+        if (new == "").any():
+            raise UsageError(f"{param('names')}: a task name is blank")
+        import pandas as pd
+
+        index = pd.Index(new)
+        if index.has_duplicates:
+            raise UsageError(f"{param('names')}: task {new[index.duplicated()][0]!r} is given twice")
+        taken = index.isin(self.task_names)
+        if taken.any():
+            raise UsageError(f"{param('names')}: task {new[taken][0]!r} is already a task of the set")
+        dtype = self.tasks.dtype
+        if dtype is not None and not (dtype.startswith(("int", "uint", "Int", "UInt"))
+                                      and all(s.lstrip("-").isdigit() and str(int(s)) == s for s in new.tolist())):
+            dtype = None
+        tasks = Vocabulary(pa.concat_arrays([self.tasks.names, pa.array(new.tolist(), type=pa.string())]), dtype)
+        ptr = np.concatenate([self.task_ptr, np.full(new.size, self.task_ptr[-1], dtype=self.task_ptr.dtype)])
+        ptr.setflags(write=False)
+        out = AnnotationSet._trusted(
+            task=self.task, worker=self.worker, label=self.label, tasks=tasks, workers=self.workers,
+            classes=self.classes, n_duplicates=self.n_duplicates, duplicates=self.duplicates,
+            class_dtype=self.class_dtype,
+        )
+        out.__dict__["task_ptr"] = ptr
+        return out
+
 
 class Locator:
     """Turns a 0-based input row number into a place a person can find.

@@ -589,8 +589,8 @@ def _first_object_keys(text: str) -> tuple[list[str], bool]:
 
 def check_binary(target: Target, fmt: str) -> None:
     """Refuse writing binary data (Parquet, gzip) to a terminal, however the target is spelled."""
-    if (fmt == "parquet" or target.gzip) and target.is_terminal():
-        what = "Parquet" if fmt == "parquet" else "gzip"
+    if (fmt in ("parquet", "model") or target.gzip) and target.is_terminal():
+        what = {"parquet": "Parquet", "model": "A trained model"}.get(fmt, "gzip")
         where = "standard output" if target.spec == "-" else target.where
         raise UsageError(f"{what} is binary and {where} is a terminal; send it to a file instead")
 

@@ -2303,6 +2303,8 @@ def read_task_labels(
 #: What a saved worker model and ``simulate``'s output are written as (see :func:`output_format`).
 MODEL_FORMATS = ("json",)
 DIRECTORY = ("directory",)
+#: What ``crowdagg train --save`` writes: a trained model (safetensors; any name but ``.gz``).
+TRAINED_MODEL_FORMATS = ("model",)
 
 
 def output_format(
@@ -2326,6 +2328,13 @@ def output_format(
     """
     if tuple(formats) == DIRECTORY:
         return _output_directory(path, option)
+    if tuple(formats) == TRAINED_MODEL_FORMATS:
+        if fmt:
+            raise UsageError(f"{option} {path}: a trained model is written in its own format; {param('format')} "
+                             "is the labels'")
+        if path and path.lower().endswith(".gz"):
+            raise UsageError(f"{option} {path}: a trained model is not compressed; leave out the .gz")
+        return "model"
     ext = _extension(path) if path and path != "-" else ""
     guess = _OUTPUT_EXTENSIONS.get(ext) if ext else None
     if fmt:

@@ -97,6 +97,10 @@ class TrainedModel:
             for lo in range(0, len(x), batch_rows):
                 rows = torch.as_tensor(x[lo:lo + batch_rows], device=torch.device(device))
                 out[lo:lo + batch_rows] = torch.softmax(net(rows).float(), dim=1).double().cpu().numpy()
+        overflow = np.flatnonzero(~np.isfinite(out).all(axis=1))
+        if overflow.size:  # finite features and weights can still overflow float32 (3e38 in, a scale of 1e-30)
+            raise DataError(f"features: the model's output overflows on row {int(overflow[0])} ({overflow.size:,} rows): "
+                            "features far outside the range it was trained on, or weights that are")
         return out / out.sum(axis=1, keepdims=True)
 
 

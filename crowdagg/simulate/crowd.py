@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -151,7 +151,7 @@ class SimulatedCrowd:
             classes=self.class_names(),
         )
 
-    def write(self, outdir: str | Path) -> list[Path]:
+    def write(self, outdir: str | Path, extra: Sequence[tuple[str | Path, bytes]] = ()) -> list[Path]:
         """Write the crowd as CSV files in ``outdir`` (created if needed).
 
         * ``labels.csv``: ``task,worker,label`` -- the answers;
@@ -164,14 +164,17 @@ class SimulatedCrowd:
         * ``tasks.csv`` (GLAD crowds only): ``task,beta,n_answers``, ``beta``
           the true :attr:`task_beta` (``1 / beta`` is the task's difficulty).
 
-        Names match :meth:`to_annotations`.  The files are written through
-        :func:`crowdagg.io.output.commit`: all of them appear, or none does
-        (a directory created for them is removed again on failure).
+        Names match :meth:`to_annotations`.  ``extra`` (path, bytes) pairs
+        -- e.g. the features of ``crowdagg simulate --features`` -- are
+        written in the same commit, their directories created as needed.
+        The files are written through :func:`crowdagg.io.output.commit`: all
+        of them appear, or none does (a directory created for them is removed
+        again on failure).
 
         Returns
         -------
         list of Path
-            The four (GLAD: five) paths, in the order above.
+            The four (GLAD: five) paths, in the order above, then ``extra``'s.
         """
         from ..errors import DataError, param
         from ..io.output import commit, resolve
@@ -236,11 +239,12 @@ class SimulatedCrowd:
                 },
                 "csv",
             )
-        paths = [out / name for name in tables]
+        paths = [out / name for name in tables] + [Path(p) for p, _ in extra]
         created: list[Path] = []
         try:
-            _make_dirs(out, created)
-            commit([(resolve(str(p)), data) for p, data in zip(paths, tables.values())])
+            for d in dict.fromkeys([out, *(p.parent for p in paths[len(tables):])]):
+                _make_dirs(d, created)
+            commit([(resolve(str(p)), data) for p, data in zip(paths, [*tables.values(), *(b for _, b in extra)])])
         except BaseException:
             for d in reversed(created):  # directories this call made go again
                 with contextlib.suppress(OSError):

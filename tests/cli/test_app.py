@@ -68,4 +68,5 @@ def test_aggregate_on_the_local_engine_never_imports_dask():
 
 
 def test_commands_in_help_order():
-    assert [c.name for c in app.registered_commands] == ["aggregate", "workers", "evaluate", "simulate", "methods"]
+    assert [c.name for c in app.registered_commands] == ["aggregate", "workers", "evaluate", "simulate", "train",
+                                                         "predict", "methods"]

@@ -7,7 +7,7 @@ import re
 from typer.testing import CliRunner
 
 from crowdagg.cli import app
-from crowdagg.methods.registry import METHODS
+from crowdagg.methods.registry import METHODS, TRAINERS
 
 
 def test_aggregate_help_lists_the_p_parameters_with_their_kinds():
@@ -23,9 +23,10 @@ def test_aggregate_help_lists_the_p_parameters_with_their_kinds():
 def test_methods_lists_kinds_engines_gold_and_saved_models():
     runner = CliRunner()
     plain = runner.invoke(app, ["methods"])
-    width = max(map(len, METHODS))
+    listed = {**METHODS, **TRAINERS}  # the aggregators, then the trainers, aligned together
+    width = max(map(len, listed))
     assert plain.exit_code == 0 and plain.stderr == ""
-    assert plain.stdout == "".join(f"{n:<{width}}  {m.summary}\n" for n, m in METHODS.items())  # as before
+    assert plain.stdout == "".join(f"{n:<{width}}  {m.summary}\n" for n, m in listed.items())
     table = runner.invoke(app, ["methods", "--format", "csv"]).stdout.splitlines()
     assert table[0] == "method,class,summary,kind,engines,gold,saved_models,requires"
     rows = {r.split(",")[0]: r for r in table[1:]}
@@ -38,3 +39,20 @@ def test_methods_lists_kinds_engines_gold_and_saved_models():
                          "Gold: --gold FILE, known labels that clamp those tasks",
                          "Saved worker models: --save-workers FILE, --init-workers FILE", ""]
     assert runner.invoke(app, ["methods", "wawa"]).stdout.splitlines()[4:6] == ["Gold: no", "Saved worker models: no"]
+    assert rows["crowdlayer"].startswith("crowdlayer,CrowdLayer,") and rows["crowdlayer"].endswith(
+        ",trainer,local,false,false,train")
+    assert list(rows) == [*METHODS, *TRAINERS]
+
+
+def test_methods_shows_a_trainer_with_its_flags_and_names_both_kinds_for_an_unknown_name():
+    runner = CliRunner()
+    full = runner.invoke(app, ["methods", "crowdlayer"])
+    assert full.exit_code == 0, full.stderr
+    lines = full.stdout.splitlines()
+    assert lines[2] == "Kind: trainer (features + answers -> a model)"
+    assert "  epochs (int, default 100, 1 .. 100000; --epochs)" in lines
+    assert "  dropout (float, default 0.5, 0 .. 0.95; -p dropout=VALUE)" in lines
+    unknown = runner.invoke(app, ["methods", "nope"])
+    assert unknown.exit_code == 2
+    assert unknown.stderr.startswith("Error: unknown method 'nope'; aggregation methods: mv, wmv,")
+    assert "; trainers: crowdlayer" in unknown.stderr

@@ -531,3 +531,34 @@ def test_without_workers_leaves_a_task_with_no_answers_and_nobody_dropped_is_the
 def test_without_workers_wants_one_boolean_per_worker(drop):
     with pytest.raises(UsageError, match="must be 3 booleans, one per worker"):
         small().without_workers(drop)
+
+
+# --------------------------------------------------------------------------- with_tasks
+def test_with_tasks_appends_tasks_without_answers_and_keeps_the_rest():
+    d = small()
+    out = d.with_tasks(["z", "y"])
+    assert list(out.task_names) == ["b", "a", "c", "z", "y"] and out.n_tasks == 5
+    assert _answers(out) == _answers(d) and out.worker_names.tolist() == d.worker_names.tolist()
+    assert out.classes == d.classes and out.class_dtype == d.class_dtype and out.label.dtype == d.label.dtype
+    assert out.answers_per_task.tolist() == [*d.answers_per_task.tolist(), 0, 0]
+    np.testing.assert_array_equal(out.task_ptr, np.searchsorted(out.task, np.arange(out.n_tasks + 1)))
+    assert not any(a.flags.writeable for a in (out.task, out.worker, out.label, out.task_ptr))
+    assert d.with_tasks([]) is d and d.n_tasks == 3  # the set itself is unchanged
+
+
+def test_with_tasks_keeps_an_integer_id_dtype_only_while_the_new_names_are_integers():
+    import pandas as pd
+
+    from crowdagg.io.read import load_annotations
+
+    d = load_annotations(pd.DataFrame({"task": [3, 1], "worker": ["w", "w"], "label": ["a", "b"]}))
+    assert d.tasks.dtype == "int64"
+    assert d.with_tasks(["7", "-2"]).tasks.dtype == "int64"
+    assert d.with_tasks(["7", "x"]).tasks.dtype is None
+
+
+@pytest.mark.parametrize(("names", "match"), [(["a"], "'a' is already a task"), (["z", "z"], "'z' is given twice"),
+                                              ([""], "blank")])
+def test_with_tasks_refuses_known_repeated_or_blank_names(names, match):
+    with pytest.raises(UsageError, match=match):
+        small().with_tasks(names)

@@ -634,7 +634,7 @@ def test_methods_lists_the_others_and_says_what_failed(extra_families):
     listed = runner.invoke(app, ["methods"])
     assert listed.exit_code == 0
     lines = dict(ln.split(None, 1) for ln in listed.stdout.splitlines())
-    assert list(lines) == list(registry.METHODS)
+    assert list(lines) == [*registry.METHODS, *registry.TRAINERS]  # the trainers after the aggregators
     assert lines["needs_x"] == "needs an extra that is not installed [needs: pip install 'crowdagg[nosuchextra]']"
     assert lines["okay"] == "a vote declared by a family of its own"
     assert listed.stderr == (
@@ -648,7 +648,7 @@ def test_methods_lists_the_others_and_says_what_failed(extra_families):
         "Requires: the optional extra 'nosuchextra' (pip install 'crowdagg[nosuchextra]'; crowdagg_no_such_module "
         "not installed)"]
     csv = runner.invoke(app, ["methods", "-f", "csv"]).stdout.splitlines()
-    assert csv[-2] == "needs_x,Okay,needs an extra that is not installed,categorical,local,false,false,nosuchextra"
+    assert csv[-2 - len(registry.TRAINERS)] == "needs_x,Okay,needs an extra that is not installed,categorical,local,false,false,nosuchextra"
     unknown = runner.invoke(app, ["methods", "nope"])
     assert unknown.exit_code == 2 and "zz_broken failed to declare its methods" in unknown.stderr
 

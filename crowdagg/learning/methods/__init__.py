@@ -35,6 +35,10 @@ TRAIN_PARAMS = (
 _DS_FEATURES = ("y_n ~ Cat(f_θ(x_n)); worker m answers ~ Cat(A_m[:, y_n]) independently (A_m: columns on the "
                 "simplex, A_m[answer, true]).")
 
+#: The two-stage baselines' choice of training targets.
+_TARGETS = Param("targets", "choice", "hard", "what the classifier is trained on: hard (the aggregator's labels, "
+                 "one-hot: the classic baseline) or soft (its posteriors)", choices=("hard", "soft"))
+
 DECLARATIONS = (
     Method(
         "crowdlayer", "crowdagg.learning.methods.crowdlayer:CrowdLayer",
@@ -44,5 +48,39 @@ DECLARATIONS = (
         "Rodrigues & Pereira, Deep learning from crowds, AAAI 2018",
         TRAIN_PARAMS,
         kind="trainer", requires="train", rank=10,
+    ),
+    Method(
+        "raykar", "crowdagg.learning.methods.raykar:Raykar",
+        "Raykar / AggNet: EM with the classifier as the prior of the true label, closed-form confusions",
+        _DS_FEATURES + " Each epoch one EM round: E-step q_n ∝ f_θ(x_n) Π_m A_m[:, answer] (soft majority vote "
+        "at the start; no class prior: f_θ is one), M-step A_m from the expected counts with s pseudo-answers per "
+        "cell, then one epoch of the classifier on the cross-entropy to q.",
+        "Raykar et al., Learning from crowds, JMLR 11, 2010; Albarqouni et al., AggNet, IEEE TMI 35(5), 2016, "
+        "doi:10.1109/TMI.2016.2528120",
+        TRAIN_PARAMS + (
+            Param("smoothing", float, 1.0, "Dirichlet pseudo-count per confusion cell in the M-step (1: the MAP of "
+                  "spark-crowd's Beta(2, 2) prior)", 0.0, 1e9, "Dirichlet(1 + s) prior"),
+        ),
+        kind="trainer", requires="train", rank=40,
+    ),
+    Method(
+        "mv-then-train", "crowdagg.learning.methods.twostage:MVThenTrain",
+        "two-stage baseline: majority vote of the training answers, then the classifier on its labels",
+        "Stage 1: mv on the training answers (the held-out ones excluded). Stage 2: the classifier trained by "
+        "cross-entropy to its labels (one-hot, or the vote shares with targets=soft). The inferred labels are the "
+        "classifier's.",
+        "the MV-then-train baseline of Rodrigues & Pereira, AAAI 2018 and Cao et al. (Max-MIG), ICLR 2019",
+        TRAIN_PARAMS + (_TARGETS,),
+        kind="trainer", requires="train", rank=50,
+    ),
+    Method(
+        "ds-then-train", "crowdagg.learning.methods.twostage:DSThenTrain",
+        "two-stage baseline: Dawid-Skene on the training answers, then the classifier on its labels",
+        "Stage 1: ds (its declared defaults, the trainer's seed) on the training answers (the held-out ones "
+        "excluded). Stage 2: the classifier trained by cross-entropy to its labels (one-hot, or its posteriors "
+        "with targets=soft). The inferred labels are the classifier's.",
+        "Dawid & Skene 1979, then a classifier: the DS-then-train baseline of Albarqouni et al. (AggNet), 2016",
+        TRAIN_PARAMS + (_TARGETS,),
+        kind="trainer", requires="train", rank=51,
     ),
 )

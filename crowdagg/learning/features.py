@@ -1,0 +1,566 @@
+"""The features file of ``crowdagg train`` / ``predict``, and its rows aligned to the tasks (numpy, pandas, pyarrow).
+
+No torch here: the features are read, checked and aligned before a
+trainer is imported, so a bad file is refused fast and in plain words.
+
+Formats, by extension (a file that is not what its name says is refused):
+
+* ``.npy`` -- one numeric array, 2-D ``(n, d)`` feature vectors or 4-D
+  ``(n, C, H, W)`` images; read with ``allow_pickle=False``: an object
+  array is refused, never unpickled;
+* ``.npz`` -- one array, or arrays named ``features`` (or ``x``) and
+  optionally ``ids`` (or ``tasks``): the task id of each row;
+* ``.parquet`` (``.pq``), ``.csv``, ``.tsv`` (optionally ``.gz``) -- a
+  table with an id column (``id_col``; default ``task`` when there is
+  one) and numeric feature columns.
+
+The task ids of the rows come from the file (``ids`` in an ``.npz``, the
+id column of a table) or from ``tasks_path``, a text file of one id per
+line, row ``i`` of the features being the task on line ``i + 1``.  A bare
+``.npy`` without a tasks file has no ids: :func:`align` refuses it for
+training (the rows cannot be matched to the answers), prediction numbers
+its rows ``0 .. n-1``.
+
+Every check names the file and the place: NaN or inf (the first bad row
+and column), ids that do not match the rows in number, duplicate or blank
+ids, non-numeric columns, an empty file, an array of the wrong number of
+dimensions.  The memory a file needs is checked before it is read
+(:func:`crowdagg.core.memory.check`).
+"""
+
+from __future__ import annotations
+
+import os
+import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..core import memory
+from ..errors import DataError, UsageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..data.annotations import AnnotationSet
+
+#: The extensions read, and as what (``.gz`` is stripped first for the text tables).
+FORMATS = {".npy": "npy", ".npz": "npz", ".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".tsv": "tsv",
+           ".tab": "tsv"}
+#: The arrays of an ``.npz`` read as the features, and as the row ids, in order of preference.
+NPZ_FEATURES = ("features", "x")
+NPZ_IDS = ("ids", "tasks")
+#: Bytes pandas may hold per byte of a CSV/TSV file while parsing it as text (a Python string per cell).
+TEXT_BYTES_PER_BYTE = 12.0
+#: How many missing tasks an error names before it counts the rest.
+NAMED = 5
+
+
+@dataclass(frozen=True, eq=False)
+class Features:
+    """Features read from a file.
+
+    Attributes
+    ----------
+    ids : ndarray of str (object), shape (n,), or None
+        The task id of each row; None when the file has none and no tasks
+        file was given.
+    x : ndarray of float32, shape (n, d) or (n, C, H, W)
+        The features, finite.
+    source : str
+        The file, as messages name it.
+    """
+
+    ids: np.ndarray | None
+    x: np.ndarray
+    source: str
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.x.shape[0])
+
+    def row_names(self) -> np.ndarray:
+        """The ids, or ``"0" .. str(n-1)`` when there are none (what ``crowdagg predict`` writes)."""
+        if self.ids is not None:
+            return self.ids
+        return np.array([str(i) for i in range(self.n_rows)], dtype=object)
+
+
+def feature_format(path: str) -> str:
+    """``npy``, ``npz``, ``parquet``, ``csv`` or ``tsv`` from the file's extension (``.gz`` stripped for tables)."""
+    name = os.path.basename(path).lower()
+    gz = name.endswith(".gz")
+    ext = os.path.splitext(name[:-3] if gz else name)[1]
+    fmt = FORMATS.get(ext)
+    if fmt is None or (gz and fmt not in ("csv", "tsv")):
+        raise UsageError(f"features {path}: unknown extension {ext + ('.gz' if gz else '') or '(none)'!r}; "
+                         "features are .npy, .npz, .parquet, .csv or .tsv (the tables optionally .gz)")
+    return fmt
+
+
+def has_own_ids(path: str) -> bool:
+    """Whether a features file carries its rows' task ids: a table's id column, an ``.npz``'s ``ids``/``tasks``
+    array (its member names are read, nothing else; a file that cannot be read says no, and is refused later)."""
+    fmt = feature_format(path)
+    if fmt == "npz":
+        try:
+            with zipfile.ZipFile(path) as zf:
+                return any(os.path.splitext(n)[0] in NPZ_IDS for n in zf.namelist())
+        except (OSError, zipfile.BadZipFile):
+            return False
+    return fmt in ("parquet", "csv", "tsv")
+
+
+def read_features(path: str, *, tasks_path: str | None = None, id_col: str | None = None,
+                  max_memory: memory.MaxMemory = None) -> Features:
+    """Read a features file (see the module docstring) and the ids of its rows.
+
+    Parameters
+    ----------
+    path : str
+        The features file.
+    tasks_path : str, optional
+        One task id per line, line ``i + 1`` naming row ``i``.  With a file
+        that has its own ids, they must be the same, in the same order.
+    id_col : str, optional
+        The id column of a Parquet/CSV/TSV file (default ``task``).
+    max_memory : str or float, optional
+        Refuse up front a file whose arrays would need more (default: 80%
+        of the available memory).
+
+    Returns
+    -------
+    Features
+
+    Raises
+    ------
+    DataError
+        A file that cannot be read as features, naming the file and the place.
+    UsageError
+        An unknown extension; ``id_col`` with an array file; no id column.
+    ResourceError
+        The file would need more memory than allowed.
+    """
+    fmt = feature_format(path)
+    if id_col is not None and fmt in ("npy", "npz"):
+        raise UsageError(f"--id-col applies to a Parquet/CSV/TSV features file, not {path} (an array: give its ids "
+                         "with --tasks, one per line)")
+    if not os.path.exists(path):
+        raise DataError(f"features {path}: no such file")
+    if os.path.isdir(path):
+        raise DataError(f"features {path}: is a directory, not a file")
+    columns: Sequence[str] | None = None
+    if fmt == "npy":
+        ids, x = None, _read_npy(path, max_memory)
+    elif fmt == "npz":
+        ids, x = _read_npz(path, max_memory)
+    else:
+        ids, x, columns = _read_table(path, fmt, id_col, max_memory)
+    if x.shape[0] == 0:
+        raise DataError(f"features {path}: holds no rows")
+    if ids is not None:
+        text = fmt in ("csv", "tsv")
+        _check_ids(ids, path, "line" if text else "row", first=2 if text else 0)
+    if tasks_path is not None:
+        listed = read_task_ids(tasks_path, max_memory)
+        if len(listed) != x.shape[0]:
+            raise DataError(f"tasks {tasks_path}: {len(listed):,} ids for the {x.shape[0]:,} rows of features {path} "
+                            "(one id per line, line i naming row i)")
+        if ids is not None:
+            differ = np.flatnonzero(listed != ids)
+            if differ.size:
+                i = int(differ[0])
+                raise DataError(f"tasks {tasks_path}: line {i + 1} names {listed[i]!r} but row {i} of features {path} "
+                                f"is {ids[i]!r}: the file has its own ids; leave out --tasks or make them agree")
+        ids = listed
+    _check_finite(x, path, ids, fmt, columns)
+    return Features(ids=ids, x=x, source=path)
+
+
+def read_task_ids(path: str, max_memory: memory.MaxMemory = None) -> np.ndarray:
+    """A tasks file: one id per line (surrounding whitespace stripped; a final newline optional), object array of str.
+
+    A blank line, a repeated id, bytes that are not UTF-8 or an empty file are refused, naming the line.
+    """
+    if not os.path.exists(path):
+        raise DataError(f"tasks {path}: no such file")
+    if os.path.isdir(path):
+        raise DataError(f"tasks {path}: is a directory, not a file")
+    size = os.path.getsize(path)
+    memory.check(TEXT_BYTES_PER_BYTE * size, f"tasks {path} of {memory.human(size)}", max_memory)
+    with open(path, "rb") as fh:
+        raw = fh.read()
+    if b"\0" in raw[:8192]:
+        raise DataError(f"tasks {path}: is not a text file (one task id per line)")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise DataError(f"tasks {path}: line {line} is not valid UTF-8 text") from None
+    lines = text.splitlines()
+    if not lines:
+        raise DataError(f"tasks {path}: is empty (one task id per line)")
+    ids = np.array([s.strip() for s in lines], dtype=object)
+    _check_ids(ids, path, "line", first=1, what="tasks")
+    return ids
+
+
+# --------------------------------------------------------------------------- the formats
+def _npy_header(fh: Any, path: str) -> tuple[tuple[int, ...], np.dtype]:
+    """The shape and dtype in a ``.npy`` header (nothing else read); a file that is not one is refused."""
+    from numpy.lib import format as npformat
+
+    try:
+        version = npformat.read_magic(fh)
+        if version == (1, 0):
+            shape, _, dtype = npformat.read_array_header_1_0(fh)
+        elif version == (2, 0):
+            shape, _, dtype = npformat.read_array_header_2_0(fh)
+        else:  # (3, 0) is written only for structured arrays with non-Latin-1 field names: not features
+            raise ValueError(f"format version {version[0]}.{version[1]} holds a structured array, not numbers")
+    except Exception as exc:  # noqa: BLE001 - numpy's header parser raises ValueError, SyntaxError, TokenError ...
+        raise DataError(f"features {path}: is not a .npy file ({_reason(exc)})") from None
+    return tuple(int(s) for s in shape), np.dtype(dtype)
+
+
+def _check_array_kind(shape: tuple[int, ...], dtype: np.dtype, path: str, name: str = "") -> None:
+    """A numeric array of 2 or 4 dimensions; objects and the rest refused before anything is loaded."""
+    what = f"features {path}" + (f" (array {name!r})" if name else "")
+    if dtype.hasobject:
+        raise DataError(f"{what}: holds Python objects (a pickled array), which are never unpickled; save a numeric "
+                        "array (np.save of a float array)")
+    if dtype.kind not in "biuf" or dtype.fields is not None:
+        raise DataError(f"{what}: holds {dtype} values, not numbers")
+    if len(shape) == 1:
+        raise DataError(f"{what}: is 1-D (shape {shape}); features need one row per task: (n_tasks, d) vectors or "
+                        "(n_tasks, C, H, W) images")
+    if len(shape) not in (2, 4):
+        raise DataError(f"{what}: has {len(shape)} dimensions (shape {shape}); features are (n_tasks, d) vectors or "
+                        "(n_tasks, C, H, W) images")
+    if len(shape) == 2 and shape[0] > 0 and shape[1] == 0:
+        raise DataError(f"{what}: has rows of no features (shape {shape})")
+
+
+def _check_array_memory(shape: tuple[int, ...], dtype: np.dtype, path: str, max_memory: memory.MaxMemory) -> None:
+    n = float(np.prod(shape, dtype=np.float64))
+    need = n * dtype.itemsize + (n * 4 if dtype != np.float32 else 0)
+    memory.check(need, f"features {path}: {' × '.join(f'{s:,}' for s in shape)} {dtype} values", max_memory,
+                 advice="use fewer rows or features")
+
+
+def _as_float32(x: np.ndarray) -> np.ndarray:
+    return x if x.dtype == np.float32 else x.astype(np.float32)
+
+
+def _read_npy(path: str, max_memory: memory.MaxMemory) -> np.ndarray:
+    with open(path, "rb") as fh:
+        shape, dtype = _npy_header(fh, path)
+    _check_array_kind(shape, dtype, path)
+    _check_array_memory(shape, dtype, path, max_memory)
+    try:
+        x = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise DataError(f"features {path}: cannot be read as a .npy array ({_reason(exc)})") from None
+    return _as_float32(x)
+
+
+def _read_npz(path: str, max_memory: memory.MaxMemory) -> tuple[np.ndarray | None, np.ndarray]:
+    if not zipfile.is_zipfile(path):
+        raise DataError(f"features {path}: is not a .npz file (not a zip archive of arrays)")
+    try:
+        with zipfile.ZipFile(path) as zf:
+            members = {os.path.splitext(i.filename)[0]: i for i in zf.infolist() if i.filename.endswith(".npy")}
+            if not members:
+                raise DataError(f"features {path}: holds no arrays")
+            names = list(members)
+            main = next((n for n in NPZ_FEATURES if n in members), None)
+            id_name = next((n for n in NPZ_IDS if n in members), None)
+            if main is None:
+                rest = [n for n in names if n != id_name]
+                if len(rest) != 1:
+                    raise DataError(f"features {path}: holds the arrays {', '.join(map(repr, names))}; name the "
+                                    "features 'features' (and the row ids 'ids'), or save one array")
+                main = rest[0]
+            with zf.open(members[main]) as fh:
+                shape, dtype = _npy_header(fh, path)
+            _check_array_kind(shape, dtype, path, main)
+            _check_array_memory(shape, dtype, path, max_memory)
+            if id_name is not None:
+                with zf.open(members[id_name]) as fh:
+                    id_shape, id_dtype = _npy_header(fh, path)
+                if id_dtype.hasobject:
+                    raise DataError(f"features {path} (array {id_name!r}): holds Python objects (a pickled array), "
+                                    "which are never unpickled; save the ids as a string or integer array")
+                if id_dtype.kind not in "iuUS" or len(id_shape) != 1:
+                    raise DataError(f"features {path} (array {id_name!r}): ids must be a 1-D array of strings or "
+                                    f"integers, got shape {id_shape} of {id_dtype}")
+                if id_shape[0] != shape[0]:
+                    raise DataError(f"features {path}: {id_shape[0]:,} ids ({id_name!r}) for {shape[0]:,} rows "
+                                    f"({main!r})")
+                memory.check(id_shape[0] * (id_dtype.itemsize + 64.0), f"features {path}: {id_shape[0]:,} ids",
+                             max_memory)
+        with np.load(path, allow_pickle=False) as npz:
+            x = _as_float32(npz[main])
+            ids = None if id_name is None else _id_strings(npz[id_name])
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        raise DataError(f"features {path}: cannot be read as a .npz archive ({_reason(exc)})") from None
+    return ids, x
+
+
+def _id_strings(values: np.ndarray) -> np.ndarray:
+    if values.dtype.kind == "S":
+        try:
+            return np.array([v.decode("utf-8").strip() for v in values.tolist()], dtype=object)
+        except UnicodeDecodeError:
+            raise DataError("ids that are not valid UTF-8 text") from None
+    return np.array([str(v).strip() for v in values.tolist()], dtype=object)
+
+
+def _read_table(path: str, fmt: str, id_col: str | None, max_memory: memory.MaxMemory
+                ) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """A Parquet/CSV/TSV table: (ids, features (n, d) float32, their column names), every non-id column numeric."""
+    size = os.path.getsize(path)
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        try:
+            meta = pq.ParquetFile(path).metadata
+        except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a file that is not Parquet
+            raise DataError(f"features {path}: is not a Parquet file ({_reason(exc)})") from None
+        raw = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+        memory.check(2.0 * raw + 4.0 * meta.num_rows * meta.num_columns, f"features {path}: {meta.num_rows:,} rows × "
+                     f"{meta.num_columns:,} columns", max_memory, advice="use fewer rows or features")
+        try:
+            table = pq.read_table(path)
+        except Exception as exc:  # noqa: BLE001
+            raise DataError(f"features {path}: cannot be read as Parquet ({_reason(exc)})") from None
+        columns = list(table.column_names)
+        first = 0  # rows, 0-based
+    else:
+        memory.check(TEXT_BYTES_PER_BYTE * size, f"features {path} of {memory.human(size)} of text", max_memory,
+                     advice="use fewer rows or features, or Parquet or .npy")
+        table, columns = _read_text_table(path, fmt)
+        first = 2  # line numbers: the header is line 1
+    where = "line" if first else "row"
+    if not columns:
+        raise DataError(f"features {path}: is empty (no header)")
+    key = id_col if id_col is not None else ("task" if "task" in columns else None)
+    if key is None:
+        raise UsageError(f"features {path}: no 'task' column to align its rows by (columns: {_listed(columns)}); "
+                         "name the id column with --id-col")
+    if key not in columns:
+        raise UsageError(f"--id-col {key}: features {path} has no such column (columns: {_listed(columns)})")
+    if columns.count(key) > 1:
+        raise DataError(f"features {path}: the id column {key!r} appears more than once")
+    feats = [c for c in columns if c != key]
+    if not feats:
+        raise DataError(f"features {path}: has no feature columns beside the id column {key!r}")
+    if fmt == "parquet":
+        ids, x = _parquet_columns(table, key, feats, path)
+    else:
+        ids, x = _text_columns(table, key, feats, path)
+    if x.shape[0] == 0:
+        raise DataError(f"features {path}: holds no rows")
+    blank = np.flatnonzero(ids == "")
+    if blank.size:
+        raise DataError(f"features {path}: {where} {int(blank[0]) + first}: the id column {key!r} is blank")
+    return ids, x, feats
+
+
+def _read_text_table(path: str, fmt: str) -> tuple[Any, list[str]]:
+    """A CSV/TSV file as a frame of text cells (pyarrow's reader: a row of the wrong length is refused)."""
+    import csv
+    import gzip
+    import io
+
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    with open(path, "rb") as fh:
+        raw = fh.read()
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError) as exc:
+            raise DataError(f"features {path}: cannot be decompressed ({_reason(exc)})") from None
+    elif path.lower().endswith(".gz"):
+        raise DataError(f"features {path}: is not gzip-compressed, as its name says")
+    if b"\0" in raw[:8192]:
+        raise DataError(f"features {path}: is not a text {fmt.upper()} file (binary content)")
+    raw = raw[3:] if raw.startswith(b"\xef\xbb\xbf") else raw
+    first = raw.split(b"\n", 1)[0].rstrip(b"\r")
+    if not first.strip():
+        return None, []
+    sep = "\t" if fmt == "tsv" else ","
+    try:
+        header = next(csv.reader([first.decode("utf-8")], delimiter=sep))
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise DataError(f"features {path}: line 1 cannot be read as a {fmt.upper()} header ({_reason(exc)})") from None
+    columns = [c.strip() for c in header]
+    try:
+        table = pacsv.read_csv(
+            io.BytesIO(raw), read_options=pacsv.ReadOptions(column_names=[f"c{j}" for j in range(len(header))],
+                                                            skip_rows=1),
+            parse_options=pacsv.ParseOptions(delimiter=sep),
+            convert_options=pacsv.ConvertOptions(column_types={f"c{j}": pa.string() for j in range(len(header))},
+                                                 strings_can_be_null=False, quoted_strings_can_be_null=False))
+    except (pa.ArrowInvalid, UnicodeDecodeError, ValueError) as exc:
+        raise DataError(f"features {path}: cannot be read as {fmt.upper()} ({_reason(exc)})") from None
+    import pandas as pd
+
+    frame = pd.DataFrame({j: table.column(j).to_numpy(zero_copy_only=False) for j in range(len(header))})
+    frame.columns = columns
+    return frame, columns
+
+
+def _text_columns(frame: Any, key: str, feats: Sequence[str], path: str) -> tuple[np.ndarray, np.ndarray]:
+    import pandas as pd
+
+    ids = np.array([s.strip() for s in frame[key].tolist()], dtype=object)
+    x = np.empty((len(frame), len(feats)), dtype=np.float32)
+    for j, col in enumerate(feats):
+        text = frame[col].astype(str).str.strip()
+        values = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64)
+        bad = np.isnan(values) & ~text.str.lower().isin(("nan", "+nan", "-nan")).to_numpy()
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise DataError(f"features {path}: column {col!r} is not numeric: line {i + 2} holds "
+                            f"{frame[col].iloc[i]!r}")
+        x[:, j] = values
+    return ids, x
+
+
+def _parquet_columns(table: Any, key: str, feats: Sequence[str], path: str) -> tuple[np.ndarray, np.ndarray]:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    x = np.empty((table.num_rows, len(feats)), dtype=np.float32)
+    for j, col in enumerate(feats):
+        column = table.column(col)
+        t = column.type
+        if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
+                or pa.types.is_decimal(t)):
+            held = "text" if pa.types.is_string(t) or pa.types.is_large_string(t) else str(t)
+            raise DataError(f"features {path}: column {col!r} is not numeric (it holds {held})")
+        nulls = column.is_null()
+        if pc.any(nulls).as_py():
+            i = int(np.flatnonzero(nulls.to_numpy(zero_copy_only=False))[0])
+            raise DataError(f"features {path}: row {i}, column {col!r} is empty (null)")
+        x[:, j] = column.cast(pa.float64()).to_numpy()
+    id_column = table.column(key)
+    if pa.types.is_nested(id_column.type) or pa.types.is_binary(id_column.type):
+        raise DataError(f"features {path}: the id column {key!r} holds {id_column.type}, not ids")
+    values = id_column.to_pylist()
+    ids = np.array(["" if v is None else str(v).strip() for v in values], dtype=object)
+    return ids, x
+
+
+# --------------------------------------------------------------------------- checks
+def _check_ids(ids: np.ndarray, path: str, unit: str, *, first: int, what: str = "features") -> None:
+    """No blank id, no id twice; ``unit`` ``line`` or ``row`` and the number of the first (for messages)."""
+    blank = np.flatnonzero(ids == "")
+    if blank.size:
+        raise DataError(f"{what} {path}: {unit} {int(blank[0]) + first} has a blank task id")
+    import pandas as pd
+
+    dup = pd.Index(ids).duplicated()
+    if dup.any():
+        i = int(np.flatnonzero(dup)[0])
+        j = int(np.flatnonzero(ids[:i] == ids[i])[0])
+        raise DataError(f"{what} {path}: task {ids[i]!r} appears twice ({unit}s {j + first} and {i + first}); "
+                        "each row is one task")
+
+
+def _check_finite(x: np.ndarray, path: str, ids: np.ndarray | None, fmt: str,
+                  columns: Sequence[str] | None = None) -> None:
+    """The first NaN or inf, by row then column, named: a table's line (CSV/TSV) or row and column name, an
+    array's row and the feature's position (an image's element)."""
+    flat = x.reshape(x.shape[0], -1)
+    finite = np.isfinite(flat)
+    if finite.all():
+        return
+    bad_rows = ~finite.all(axis=1)
+    i = int(np.flatnonzero(bad_rows)[0])
+    j = int(np.flatnonzero(~finite[i])[0])
+    col = np.unravel_index(j, x.shape[1:])
+    if columns is not None:
+        column = f"column {columns[j]!r}"
+    else:
+        column = f"feature {j}" if x.ndim == 2 else f"element {tuple(int(c) for c in col)}"
+    where = f"line {i + 2}" if fmt in ("csv", "tsv") else f"row {i}"
+    task = f" (task {ids[i]!r})" if ids is not None else ""
+    raise DataError(f"features {path}: {where}{task}, {column} is {flat[i, j]}; features must be finite "
+                    f"({int(bad_rows.sum()):,} rows hold NaN or inf)")
+
+
+def _listed(columns: Sequence[str], limit: int = 12) -> str:
+    shown = ", ".join(map(repr, columns[:limit]))
+    return shown + (f" ... ({len(columns):,} in all)" if len(columns) > limit else "")
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text[:200]
+
+
+# --------------------------------------------------------------------------- alignment
+def align(data: AnnotationSet, features: Features, *, max_memory: memory.MaxMemory = None
+          ) -> tuple[AnnotationSet, np.ndarray]:
+    """The features' rows in the task order of ``data``, extended by the tasks that have features but no answers.
+
+    Parameters
+    ----------
+    data : AnnotationSet
+        The answers (training tasks).
+    features : Features
+        With ids (a bare ``.npy`` without a tasks file is refused: its rows
+        cannot be matched to the answers' tasks).
+    max_memory : str or float, optional
+        Refuse up front a reordered copy of the features that would not fit.
+
+    Returns
+    -------
+    (AnnotationSet, ndarray)
+        ``data`` with the feature-only tasks appended, without answers, in
+        the features' order (:meth:`~crowdagg.data.annotations.AnnotationSet.with_tasks`;
+        ``data`` itself when there are none), and the features (n_tasks,
+        ...) float32, row ``t`` for task ``t`` (the file's array itself when
+        its order is already that).
+
+    Raises
+    ------
+    UsageError
+        Features without ids.
+    DataError
+        Answers for tasks that have no features (the first few named, and
+        how many).
+    """
+    import pandas as pd
+
+    if features.ids is None:
+        raise UsageError(f"features {features.source} have no task ids, so their rows cannot be matched to the "
+                         "answers' tasks: give --tasks (one id per line, line i naming row i), or use an .npz with "
+                         "'ids' or a table with an id column")
+    index = pd.Index(features.ids)
+    names = data.task_names
+    rows = index.get_indexer(names)
+    missing = np.flatnonzero(rows < 0)
+    if missing.size:
+        shown = ", ".join(repr(names[i]) for i in missing[:NAMED])
+        more = f" and {missing.size - NAMED:,} more" if missing.size > NAMED else ""
+        raise DataError(f"{missing.size:,} of the {data.n_tasks:,} answered tasks have no row in features "
+                        f"{features.source}: {shown}{more}")
+    extra = np.ones(features.n_rows, dtype=bool)
+    extra[rows] = False
+    extra_rows = np.flatnonzero(extra)
+    if extra_rows.size:
+        data = data.with_tasks(features.ids[extra_rows])
+        rows = np.concatenate([rows, extra_rows])
+    if rows.size == features.n_rows and np.array_equal(rows, np.arange(rows.size)):
+        return data, features.x
+    memory.check(float(features.x.nbytes), f"the {features.n_rows:,} rows of features {features.source} in the "
+                 "tasks' order", max_memory, advice="use fewer rows or features")
+    return data, features.x[rows]
+
+
+__all__ = ["Features", "FORMATS", "align", "feature_format", "has_own_ids", "read_features", "read_task_ids"]
