@@ -105,6 +105,6 @@ class TrainedModel:
 
 
 def _version() -> str:
-    from .. import __version__
+    from .._version import __version__
 
-    return str(__version__)
+    return __version__
