@@ -35,9 +35,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._version import __version__ as __version__
-
 from . import _moved
+from ._version import __version__ as __version__
 
 _moved.install()  # old module paths (crowdagg.vocab, crowdagg.aggregators, ...) keep working
 
