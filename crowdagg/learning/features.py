@@ -263,8 +263,26 @@ def _check_array_memory(shape: tuple[int, ...], dtype: np.dtype, path: str, max_
                  advice="use fewer rows or features")
 
 
-def _as_float32(x: np.ndarray) -> np.ndarray:
-    return x if x.dtype == np.float32 else x.astype(np.float32)
+def _as_float32(x: np.ndarray, path: str) -> np.ndarray:
+    """float32; a finite value beyond its range (1e39) is refused by name, not read as inf."""
+    if x.dtype == np.float32:
+        return x
+    with np.errstate(over="ignore", invalid="ignore"):
+        x32 = x.astype(np.float32)
+    if x.dtype.kind == "f" and x.size:
+        _check_range(x.reshape(x.shape[0], -1), x32.reshape(x.shape[0], -1), path, "row", 0, None)
+    return x32
+
+
+def _check_range(source: np.ndarray, x32: np.ndarray, path: str, unit: str, first: int,
+                 columns: Sequence[str] | None) -> None:
+    """``source`` (n, d) finite where ``x32`` is not: a value float32 cannot hold, named (its row and column)."""
+    over = np.isfinite(source) & ~np.isfinite(x32)
+    if over.any():
+        i, j = (int(v[0]) for v in np.nonzero(over))
+        column = f"column {columns[j]!r}" if columns is not None else f"feature {j}"
+        raise DataError(f"features {path}: {unit} {i + first}, {column} is {float(source[i, j]):g}, beyond the range "
+                        "of float32 (±3.4e38) in which features are trained; rescale the features")
 
 
 def _read_npy(path: str, max_memory: memory.MaxMemory) -> np.ndarray:
@@ -289,7 +307,7 @@ def _read_npy(path: str, max_memory: memory.MaxMemory) -> np.ndarray:
     except OSError as exc:
         raise DataError(f"features {path}: cannot be read ({_reason(exc)})") from None
     x = np.frombuffer(buf, dtype=dtype).reshape(shape, order="F" if fortran else "C")
-    return _as_float32(x)
+    return _as_float32(x, path)
 
 
 def _read_npz(path: str, max_memory: memory.MaxMemory) -> tuple[np.ndarray | None, np.ndarray]:
@@ -332,7 +350,7 @@ def _read_npz(path: str, max_memory: memory.MaxMemory) -> tuple[np.ndarray | Non
                 memory.check(id_shape[0] * (id_dtype.itemsize + 64.0), f"features {path}: {id_shape[0]:,} ids",
                              max_memory)
         with np.load(path, allow_pickle=False) as npz:
-            x = _as_float32(npz[main])
+            x = _as_float32(npz[main], path)
             ids = None if id_name is None else _id_strings(npz[id_name], f"features {path} (array {id_name!r})")
     except CrowdaggError:
         raise  # already worded (a ResourceError stays one)
@@ -466,7 +484,9 @@ def _text_columns(frame: Any, key: str, feats: Sequence[str], path: str) -> tupl
             i = int(np.flatnonzero(bad)[0])
             raise DataError(f"features {path}: column {col!r} is not numeric: line {i + 2} holds "
                             f"{frame[col].iloc[i]!r}")
-        x[:, j] = values
+        with np.errstate(over="ignore", invalid="ignore"):
+            x[:, j] = values
+        _check_range(values[:, None], x[:, j:j + 1], path, "line", 2, [col])
     return ids, x
 
 
@@ -486,7 +506,10 @@ def _parquet_columns(table: Any, key: str, feats: Sequence[str], path: str) -> t
         if pc.any(nulls).as_py():
             i = int(np.flatnonzero(nulls.to_numpy(zero_copy_only=False))[0])
             raise DataError(f"features {path}: row {i}, column {col!r} is empty (null)")
-        x[:, j] = column.cast(pa.float64()).to_numpy()
+        values = column.cast(pa.float64()).to_numpy()
+        with np.errstate(over="ignore", invalid="ignore"):
+            x[:, j] = values
+        _check_range(values[:, None], x[:, j:j + 1], path, "row", 0, [col])
     id_column = table.column(key)
     if pa.types.is_nested(id_column.type) or pa.types.is_binary(id_column.type):
         raise DataError(f"features {path}: the id column {key!r} holds {id_column.type}, not ids")

@@ -373,3 +373,16 @@ def test_a_feature_column_named_twice_is_refused(tmp_path):
     """pandas returns a frame for a repeated name: the reader failed with an AttributeError."""
     (tmp_path / "f.csv").write_text("task,a,a,b\nt0,1,2,3\nt1,4,5,6\n")
     _refused(DataError, r"the column 'a' appears twice \(columns 2 and 3\)", str(tmp_path / "f.csv"))
+
+
+def test_a_value_beyond_float32_is_named_not_called_inf(tmp_path):
+    """1e39 in a CSV or 1e300 in a float64 .npy became inf when cast, and the error said the file held inf."""
+    (tmp_path / "f.csv").write_text("task,a,b\nt0,1,2\nt1,3,1e39\n")
+    _refused(DataError, r"line 3, column 'b' is 1e\+39, beyond the range of float32", str(tmp_path / "f.csv"))
+    big = X.copy()
+    big[2, 1] = -1e300
+    np.save(tmp_path / "f.npy", big)
+    _refused(DataError, r"row 2, feature 1 is -1e\+300, beyond the range of float32", str(tmp_path / "f.npy"))
+    frame = _frame(big)
+    frame.to_parquet(tmp_path / "f.parquet")
+    _refused(DataError, r"row 2, column 'f1' is -1e\+300", str(tmp_path / "f.parquet"))
