@@ -15,6 +15,7 @@ from .plumbing import err, handle_errors, write_stdout
 SPELLING = {
     "n_tasks": "--tasks", "n_workers": "--workers", "n_classes": "--classes", "outdir": "--output",
     "difficulty_spread": "--difficulty-spread", "worker_prior": "--worker-prior",
+    "features": "--features", "dim": "--feature-dim", "feature_dim": "--feature-dim", "separation": "--separation",
 }
 
 
@@ -37,6 +38,9 @@ def simulate(
     scenario: Optional[str] = typer.Option(None, "--scenario", help="A seed paper's scenario (see `crowdagg simulate --list-scenarios`)."),
     list_scenarios: bool = typer.Option(False, "--list-scenarios", help="List the named scenarios and exit."),
     seed: int = typer.Option(0, "--seed", help="Random seed."),
+    features: Optional[str] = typer.Option(None, "--features", help="Also write features for `crowdagg train`: FILE.npy (one row per task, drawn from a Gaussian per true class) and tasks.txt beside it (the rows' task ids). Inside --output, `crowdagg train --features FILE.npy` then finds labels.csv too."),
+    feature_dim: Optional[int] = typer.Option(None, "--feature-dim", help="--features only: dimension of the features (default 64)."),
+    separation: Optional[float] = typer.Option(None, "--separation", help="--features only: distance between any two class means, in noise standard deviations (default 3.0; the Bayes error between two classes is Phi(-separation/2))."),
     max_memory: Optional[str] = opt.max_memory_option("a crowd"),
     verbose: bool = opt.VERBOSE,
 ) -> None:
@@ -53,12 +57,15 @@ def simulate(
     Example: crowdagg simulate --tasks 10000 --workers 200 --classes 5 --per-task 5 --spammers 0.1 --seed 1 -o sim/
 
     Example: crowdagg simulate --model glad --difficulty-spread 1.5 --tasks 5000 --classes 3 --seed 1 -o glad/
+
+    Example: crowdagg simulate --classes 4 --features sim/features.npy -o sim/ && crowdagg train --features sim/features.npy --method raykar
     """
     from ..io.read import DIRECTORY, output_format
     from ..simulate import SCENARIOS
     from ..simulate import simulate as run_simulation
 
-    require_values(output=output, scenario=scenario, max_memory=max_memory, worker_prior=worker_prior)
+    require_values(output=output, scenario=scenario, max_memory=max_memory, worker_prior=worker_prior,
+                   features=features)
     if list_scenarios:
         write_stdout("".join(f"{k}\t{v}\n" for k, v in SCENARIOS.items()))
         return
@@ -80,7 +87,19 @@ def simulate(
         adversaries=adversaries, extreme_spammers=extreme_spammers, worker_prior=beta, assignment=assignment,
         tasks_per_worker=tasks_per_worker, scenario=scenario, seed=seed, max_memory=max_memory,
     )
-    written = crowd.write(output)
+    if features is None and (feature_dim is not None or separation is not None):
+        raise UsageError(f"{'--feature-dim' if feature_dim is not None else '--separation'} shapes the features: "
+                         "give --features FILE.npy too")
+    extra = []
+    if features is not None:
+        from ..simulate.features import feature_files
+
+        extra = feature_files(
+            crowd.truth, crowd.task_names(), crowd.n_classes, features, outdir=output,
+            dim=64 if feature_dim is None else feature_dim, separation=3.0 if separation is None else separation,
+            seed=seed, max_memory=max_memory,
+        )
+    written = crowd.write(output, extra)
     err(
         f"wrote {len(crowd.task)} answers on {len(crowd.truth)} tasks by {crowd.confusion.shape[0]} workers: "
         + ", ".join(str(p) for p in written)

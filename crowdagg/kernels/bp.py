@@ -53,7 +53,15 @@ partial log-products of the (at most two) workers that cross its
 boundaries, :func:`combine_partials` adds them over each worker's blocks
 in block order (deterministic), and the message pass reads the totals.
 The grid is fixed by the data's shape, so every message is bit-identical
-for any thread count.  The kernels read the partition's answers by their
+for any thread count.  On a sparse graph the other side's messages lie at
+random places of an array far larger than the caches (160 MB at 10M
+answers): a worker block first copies the task→worker messages of its
+answers into its own order (:func:`_gather_rows`, whose reads overlap, one
+prefetched :data:`AHEAD` answers on), so that the kernel reads them in
+sequence (the same values: the same bits), and the task pass prefetches
+the worker→task message it will read :data:`AHEAD` answers on.  Both passes
+can write into arrays kept from sweep to sweep (``into``) instead of
+returning per-block arrays to be joined.  The kernels read the partition's answers by their
 position in the whole set: the passes run on the local engine (one
 partition holding every block).
 """
@@ -68,6 +76,7 @@ import numpy as np
 from numba import njit
 
 from ..errors import DataError
+from .prefetch import prefetch
 
 #: A point whose log-weight falls this far below the worker's best (beyond the span one edge can move it,
 #: ``Points.log_floor``) carries under e^-60 of a leave-one-out message's mass: skipped.
@@ -548,6 +557,37 @@ def _worker_means(rows, worker, label, tmsg, theta, tht, logw, wlin, chunk, span
 
 #: A task's running product of messages is rescaled (by its largest class) once that falls below this.
 _RESCALE = 1e-150
+#: How many answers ahead the passes prefetch a message they read at a random place (a few hundred ns of memory
+#: latency over some ns an answer).
+AHEAD = 32
+
+
+@njit(cache=True, nogil=True)
+def _gather_rows(src, rows, dst):  # pragma: no cover - compiled
+    """``dst[i] = src[rows[i]]`` (rows of K floats), the row :data:`AHEAD` on prefetched: a worker block's
+    task→worker messages, read at random places of the task order, copied into the block's order once."""
+    n = rows.shape[0]
+    k = src.shape[1]
+    flat = src.reshape(-1)
+    for i in range(n):
+        if i + AHEAD < n:
+            prefetch(flat, rows[i + AHEAD] * k)
+        r = rows[i]
+        for z in range(k):
+            dst[i, z] = src[r, z]
+
+
+_IOTA = [np.arange(0, dtype=np.int64)]
+
+
+def _iota(n: int) -> np.ndarray:
+    """``0 .. n-1`` (int64): a view of one shared, read-only array, grown when a longer one is asked for."""
+    held = _IOTA[0]
+    if held.shape[0] < n:
+        held = np.arange(max(n, 2 * held.shape[0]), dtype=np.int64)
+        held.setflags(write=False)
+        _IOTA[0] = held  # (two threads growing it at once each keep a correct array)
+    return held[:n]
 
 
 @njit(cache=True, nogil=True)
@@ -564,10 +604,14 @@ def _task_block(lo, hi, task_ptr, pos, wmsg, clamp, tmsg, belief):  # pragma: no
     classes by at most the largest ratio of two entries of a point's
     confusion column (1/θ_min), so it stays negligible.  A task with
     ``clamp >= 0`` sends and believes the one-hot at its gold class; a task
-    without answers believes uniform.
+    without answers believes uniform.  The message of the answer :data:`AHEAD`
+    answers on is prefetched (:mod:`.prefetch`): the worker order scatters a
+    task's answers over the whole array.
     """
     k = wmsg.shape[1]
     a0 = task_ptr[lo]
+    a1 = task_ptr[hi]
+    flat = wmsg.reshape(-1)  # (a view: prefetch takes 1-D arrays)
     prod = np.empty(k)
     has_clamp = clamp.shape[0] > 0
     for t in range(lo, hi):
@@ -587,6 +631,8 @@ def _task_block(lo, hi, task_ptr, pos, wmsg, clamp, tmsg, belief):  # pragma: no
         for z in range(k):
             prod[z] = 1.0
         for e in range(p0, p1):
+            if e + AHEAD < a1:
+                prefetch(flat, pos[e + AHEAD] * k)
             q = pos[e]
             best = 0.0
             for z in range(k):
@@ -622,14 +668,28 @@ class TaskPass:
     wmsg: np.ndarray
     position: np.ndarray
     clamp: np.ndarray
+    #: Optional ``(tmsg, belief)`` (n_answers, K) and (n_tasks, K), C-contiguous float64: every block writes its
+    #: rows there (the pass returns them, no per-block arrays joined); else fresh arrays.
+    into: tuple[np.ndarray, np.ndarray] | None = None
+
+
+def _into(arrays: Any, i: int, lo: int, hi: int, k: int, name: str) -> np.ndarray:
+    """Rows ``[lo, hi)`` of ``arrays[i]`` (a view the block writes), or a fresh (hi - lo, K) array."""
+    if arrays is None:
+        return np.empty((hi - lo, k))
+    arr = arrays[i]
+    if not (isinstance(arr, np.ndarray) and arr.dtype == np.float64 and arr.ndim == 2 and arr.shape[1] == k
+            and arr.flags.c_contiguous and arr.flags.writeable and arr.shape[0] >= hi):
+        raise DataError(f"{name} must be a writable C-contiguous float64 (>= {hi:,}, {k}) array")
+    return arr[lo:hi]
 
 
 def task_block(part: Any, b: int, p: TaskPass, keep: bool) -> tuple[float, Any]:
     """Block function (``by="task"``): the block's edges' task→worker messages in task order and its beliefs."""
     lo, hi, a0, a1, wmsg, position, clamp = _check_task(part, b, p)
     k = wmsg.shape[1]
-    tmsg = np.empty((a1 - a0, k))
-    belief = np.empty((hi - lo, k))
+    tmsg = _into(p.into, 0, a0, a1, k, "into's tmsg")
+    belief = _into(p.into, 1, lo, hi, k, "into's belief")
     _task_block(lo, hi, part.task_ptr, position, wmsg, clamp, tmsg, belief)
     return 0.0, (tmsg, belief)
 
@@ -691,6 +751,9 @@ class WorkerPass:
     damp: bool
     spans: Spans
     totals: Any = None
+    #: Optional (n_answers, K) C-contiguous float64, not ``old``: every block writes its new messages there (worker
+    #: order; the pass returns it, no per-block arrays joined); else fresh arrays.
+    into: np.ndarray | None = None
 
 
 def partial_block(part: Any, b: int, p: WorkerPass, keep: bool) -> tuple[float, Any]:
@@ -734,9 +797,16 @@ def worker_block(part: Any, b: int, p: WorkerPass, keep: bool) -> tuple[float, A
     b, (rows, worker, label, _), tmsg, old = _check_worker(part, b, p)
     lo, hi = part.answers_of(b)
     pts = p.points
-    out = np.empty((hi - lo, pts.n_classes))
+    first = int(part.first_answer)
+    if p.into is not None and p.into is old:
+        raise DataError("the worker pass cannot write its messages over the old ones (into is old)")
+    out = _into(None if p.into is None else (p.into,), 0, lo + first, hi + first, pts.n_classes, "into")
     span = np.ascontiguousarray(p.totals[b], dtype=np.float64) if p.totals is not None else np.zeros((2, pts.n_points))
-    residual = _worker_block(rows, worker, label, tmsg, old[lo + part.first_answer:hi + part.first_answer],
+    # The block's task→worker messages copied into its own order first (a gather whose reads overlap): the
+    # kernel then reads them in sequence, with the same values, instead of waiting on one random read an answer.
+    local = np.empty((rows.shape[0], pts.n_classes))
+    _gather_rows(tmsg, rows, local)
+    residual = _worker_block(_iota(rows.shape[0]), worker, label, local, old[lo + first:hi + first],
                              pts.tht, pts.logw, pts.wlin, pts.chunk, pts.cut, span, bool(p.spans.first[b]),
                              bool(p.spans.last[b]), float(p.damping), bool(p.damp), out)
     return 0.0, (out, np.array([residual]))
@@ -852,6 +922,9 @@ def worker_pass(engine: Any, p: WorkerPass) -> tuple[np.ndarray, float]:
     """New worker→task messages (n_answers, K), worker order, and the residual (largest change of a message)."""
     p = replace(p, totals=span_totals(engine, p))
     _, outs = engine.map_reduce(worker_block, p, keep=True, by="worker")
+    if p.into is not None:  # (the blocks wrote their rows there)
+        res = np.concatenate([o[1] for o in outs])
+        return p.into, float(res.max()) if res.size else 0.0
     msgs, res = engine.gather(outs)
     return msgs, float(res.max()) if res.size else 0.0
 
@@ -859,12 +932,41 @@ def worker_pass(engine: Any, p: WorkerPass) -> tuple[np.ndarray, float]:
 def task_pass(engine: Any, p: TaskPass) -> tuple[np.ndarray, np.ndarray]:
     """Task→worker messages (n_answers, K) in task order, and the beliefs (n_tasks, K)."""
     _, outs = engine.map_reduce(task_block, p, keep=True, by="task")
+    if p.into is not None:  # (the blocks wrote their rows there)
+        return p.into
     tmsg, belief = engine.gather(outs)
     return tmsg, belief
 
 
+def _means_apart_block(part: Any, b: int, p: WorkerPass, keep: bool) -> tuple[float, Any]:
+    """Block function (``by="worker"``) of a grid where no worker's answers span two blocks: the block's workers'
+    posterior mean confusions written into ``p.into`` (n_workers, K, K), zeros before (each worker's rows by
+    its one block, so threads never write the same row)."""
+    b, (rows, worker, label, _), tmsg, _ = _check_worker(part, b, p)
+    pts = p.points
+    if p.spans.first[b] or p.spans.last[b]:
+        raise DataError(f"block {b} holds a worker whose answers span blocks: its means need the block sums")
+    local = np.empty((rows.shape[0], pts.n_classes))
+    _gather_rows(tmsg, rows, local)
+    _worker_means(_iota(rows.shape[0]), worker, label, local, pts.theta, pts.tht, pts.logw, pts.wlin, pts.chunk,
+                  np.zeros((2, pts.n_points)), False, False, False, p.into)
+    return 0.0, None
+
+
 def worker_means(engine: Any, p: WorkerPass) -> np.ndarray:
-    """Each worker's posterior mean confusion (n_workers, K, K) ``[w, true, observed]``; zeros without answers."""
+    """Each worker's posterior mean confusion (n_workers, K, K) ``[w, true, observed]``; zeros without answers.
+
+    Where no worker's answers span two blocks of ``engine``'s worker grid
+    (``p.spans``), each block writes its workers' means into one shared
+    array instead of returning a dense per-worker sum (the fine grid's
+    blocks then run on every thread, with no workers × K² array a block):
+    the same bits, since every other block's sum of a worker is zero.
+    """
+    if not p.spans.any:
+        k = p.points.n_classes
+        means = np.zeros((int(engine.worker_part.n_workers), k, k))
+        engine.map_reduce(_means_apart_block, replace(p, into=means), by="worker")
+        return means
     p = replace(p, totals=span_totals(engine, p))
     total, _ = engine.map_reduce(means_block, p, by="worker")
     return np.asarray(total)

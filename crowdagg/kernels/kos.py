@@ -39,16 +39,33 @@ the development machine).  Messages are per-edge outputs in task order
 that stay with their task block (``keep``).  Every sum is added along the
 engine's fixed tree and a maximum is exact, so a round gives the same bits
 for any thread count.
+
+**One block** (a crowd with many workers for its answers, e.g. deepBP's
+sparse graph: 250,000 workers make the standard grid one block of 1M
+answers): the per-worker sums need no tree, and a round is
+:func:`whole_round` -- both functions' work in one pass over buffers kept
+from round to round (the last round's normalisation read on the fly as
+``x_hat * scale``, no array allocated per round), the totals of the answer
+:data:`AHEAD` on prefetched (:mod:`.prefetch`), since 2.5 million workers'
+totals outgrow the caches and every answer reads a random one -- then
+:func:`whole_settle` (the residual, the totals scaled).  With several
+threads the same round can run split (:class:`Split`): the task pass over
+task ranges side by side, then each worker's total summed in the worker
+order (each worker's answers in task order: the same additions in the same
+order) over worker ranges.  Every value is computed as the block functions
+compute it: the same bits, whichever way and on however many threads.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numba import njit
 
 from ..errors import DataError
+from .prefetch import prefetch
 from .validate import check_block, check_part
 
 __all__ = ["Max", "Normalise", "Round", "kos_normalise_block", "kos_round_block"]
@@ -139,6 +156,178 @@ def _normalise(start, stop, task_ptr, y_hat, x_hat, scale, y_prev, clamp, gold, 
             else:
                 x[i] = x_hat[i] * scale
     return res
+
+
+#: How many answers ahead :func:`_whole_round` prefetches a worker's totals (a few hundred ns of memory latency
+#: over ~10 ns an answer).
+AHEAD = 64
+
+
+@njit(cache=True, nogil=True)
+def _whole_round(task_ptr, worker, label, from_y, y_in, xh, x_scale, clamp, gold, tw, yh, s_out
+                 ):  # pragma: no cover - compiled
+    """Every task in order, one pass: :func:`_round` and the last round's normalisation fused; returns max |y_hat|.
+
+    For a partition of one block (the whole set), where the per-worker sums
+    need no tree.  The last round's x is read as ``xh[e] * x_scale`` (its
+    unnormalised x_hat times its scale; ``±gold`` on a clamped task) -- the
+    same product :func:`_normalise` stored -- and this round's x_hat is
+    written over it, in place.  ``tw`` (n_workers, 2): column 0 the last
+    round's totals, column 1 this round's (added to, from 0); ``yh`` this
+    round's y_hat; ``s_out`` (n_tasks,) the unnormalised beliefs.  Every sum
+    is added in the order :func:`_round` adds it, and a term ``±v`` as
+    ``sign * v`` (``sign = ±1.0``, exact), so the bits are the same;
+    without branches on the answers' labels (a sparse crowd's labels are
+    coin flips to the branch predictor), and with the totals of the answer
+    :data:`AHEAD` answers on prefetched (:mod:`.prefetch`): on 2.5M workers
+    the totals outgrow the caches, and every answer reads a random worker's.
+    """
+    has_clamp = clamp.shape[0] > 0
+    n = worker.shape[0]
+    flat = tw.reshape(-1)  # (a view: prefetch takes 1-D arrays)
+    top = 0.0
+    for t in range(task_ptr.shape[0] - 1):
+        lo = task_ptr[t]
+        hi = task_ptr[t + 1]
+        g = clamp[t] if has_clamp else -1
+        s = 0.0
+        for e in range(lo, hi):
+            sign = 2.0 * label[e] - 1.0
+            if from_y:
+                v = y_in[e]
+            else:
+                if e + AHEAD < n:
+                    prefetch(flat, 2 * np.int64(worker[e + AHEAD]))
+                if g == 1:
+                    x = gold
+                elif g == 0:
+                    x = -gold
+                else:
+                    x = xh[e] * x_scale
+                v = tw[worker[e], 0] - sign * x
+            yh[e] = v
+            a = abs(v)
+            if a > top:
+                top = a
+            s += sign * v
+        s_out[t] = s
+        for e in range(lo, hi):
+            sign = 2.0 * label[e] - 1.0
+            v = s - sign * yh[e]
+            if g < 0:
+                tw[worker[e], 1] += sign * v
+            xh[e] = v
+    return top
+
+
+@njit(cache=True, nogil=True)
+def _whole_settle(yh, scale, y_prev, prev_scale, tw, gold_totals):  # pragma: no cover - compiled
+    """After :func:`_whole_round`: the largest ``|yh scale - y_prev prev_scale|`` (0 when ``y_prev`` is empty) --
+    :func:`_normalise`'s residual from the unnormalised messages -- and the totals moved on: ``tw[:, 0] =
+    tw[:, 1] scale + gold_totals`` (``+ 0.0`` when ``gold_totals`` is empty: no gold), ``tw[:, 1] = 0``."""
+    res = 0.0
+    if y_prev.shape[0] > 0:
+        for i in range(yh.shape[0]):
+            d = abs(yh[i] * scale - y_prev[i] * prev_scale)
+            if d > res:
+                res = d
+    has_gold = gold_totals.shape[0] > 0
+    for w in range(tw.shape[0]):
+        tw[w, 0] = tw[w, 1] * scale + (gold_totals[w] if has_gold else 0.0)
+        tw[w, 1] = 0.0
+    return res
+
+
+@njit(cache=True, nogil=True)
+def _split_tasks(t0, t1, task_ptr, worker, label, from_y, y_in, xh, x_scale, clamp, gold, totals, yh, s_out
+                 ):  # pragma: no cover - compiled
+    """Tasks ``[t0, t1)`` of :func:`_whole_round` without the per-worker sums (:func:`_split_workers` adds them,
+    in a pass of its own): y_hat into ``yh``, x_hat over ``xh``, the beliefs into ``s_out``; returns max |y_hat|.
+
+    ``totals`` (n_workers,) the last round's (read only, so that threads run task ranges side by side), the
+    totals of the answer :data:`AHEAD` on prefetched."""
+    has_clamp = clamp.shape[0] > 0
+    end = task_ptr[t1]
+    top = 0.0
+    for t in range(t0, t1):
+        lo = task_ptr[t]
+        hi = task_ptr[t + 1]
+        g = clamp[t] if has_clamp else -1
+        s = 0.0
+        for e in range(lo, hi):
+            sign = 2.0 * label[e] - 1.0
+            if from_y:
+                v = y_in[e]
+            else:
+                if e + AHEAD < end:
+                    prefetch(totals, worker[e + AHEAD])
+                if g == 1:
+                    x = gold
+                elif g == 0:
+                    x = -gold
+                else:
+                    x = xh[e] * x_scale
+                v = totals[worker[e]] - sign * x
+            yh[e] = v
+            a = abs(v)
+            if a > top:
+                top = a
+            s += sign * v
+        s_out[t] = s
+        for e in range(lo, hi):
+            xh[e] = s - (2.0 * label[e] - 1.0) * yh[e]
+    return top
+
+
+@njit(cache=True, nogil=True)
+def _split_workers(w0, w1, worker_ptr, order, wlabel, xh, scale, gold_totals, totals, e0, e1, yh, y_prev,
+                   prev_scale):  # pragma: no cover - compiled
+    """After :func:`_split_tasks` over every task: workers ``[w0, w1)``'s totals and answers ``[e0, e1)``'s residual.
+
+    ``totals[w] = (Σ sign x_hat) scale + gold_totals[w]`` (``+ 0.0`` when
+    ``gold_totals`` is empty) over the worker's
+    answers of free tasks (``wlabel`` -- the labels in the worker order
+    ``order`` -- is -1 on a clamped task's), added from 0 in the worker
+    order, which is each worker's answers in task order: the sum
+    :func:`_whole_round` adds answer by answer, the same bits.  The x_hat
+    of the answer :data:`AHEAD` on is prefetched.  Returns the largest
+    ``|yh scale - y_prev prev_scale|`` over ``[e0, e1)`` (0 when ``y_prev``
+    is empty)."""
+    end = worker_ptr[w1]
+    has_gold = gold_totals.shape[0] > 0
+    for w in range(w0, w1):
+        acc = 0.0
+        for k in range(worker_ptr[w], worker_ptr[w + 1]):
+            if k + AHEAD < end:
+                prefetch(xh, order[k + AHEAD])
+            lab = wlabel[k]
+            if lab >= 0:
+                acc += (2.0 * lab - 1.0) * xh[order[k]]
+        totals[w] = acc * scale + (gold_totals[w] if has_gold else 0.0)
+    res = 0.0
+    if y_prev.shape[0] > 0:
+        for i in range(e0, e1):
+            d = abs(yh[i] * scale - y_prev[i] * prev_scale)
+            if d > res:
+                res = d
+    return res
+
+
+@njit(cache=True, nogil=True)
+def _x_top(task_ptr, xh, scale, clamp, gold):  # pragma: no cover - compiled
+    """``np.abs(x).max()`` of the messages x (``xh * scale``, ``±gold`` on a clamped task) without building x:
+    NaN when any is (as NumPy's maximum), 0 without answers."""
+    has_clamp = clamp.shape[0] > 0
+    top = 0.0
+    for t in range(task_ptr.shape[0] - 1):
+        g = clamp[t] if has_clamp else -1
+        for e in range(task_ptr[t], task_ptr[t + 1]):
+            a = abs(gold) if g >= 0 else abs(xh[e] * scale)
+            if a != a:
+                return a
+            if a > top:
+                top = a
+    return top
 
 
 # ----------------------------------------------------------------------------- parameters
@@ -258,3 +447,118 @@ def kos_normalise_block(part: object, b: int, params: Normalise, keep: bool = Fa
     res = _normalise(start, stop, part.task_ptr, y_hat, x_hat, float(params.scale), y_prev, clamp,  # type: ignore[attr-defined]
                      float(params.gold), y, x)
     return Max(res), ((y, x) if keep else None)
+
+
+# ----------------------------------------------------------------------------- one block, fused
+def whole_buffers(part: object, clamp: np.ndarray | None
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The buffers of :func:`whole_round` over a partition that is the whole grid's one block (checked, binary):
+    ``(clamp, tw, xh, yh, yh_free, s)`` -- the gold clamp (n_tasks,) int64 or empty, the totals (n_workers, 2)
+    zeroed, three per-answer and one per-task float arrays."""
+    _, start, stop, n = _block(part, 0)
+    if int(part.n_blocks_total) != 1 or start != 0 or stop != int(part.n_tasks):  # type: ignore[attr-defined]
+        raise DataError("the fused KOS round runs over a grid of one block")
+    w = int(part.n_workers)  # type: ignore[attr-defined]
+    return (_clamp(part, clamp, start, stop), np.zeros((w, 2)), np.empty(n), np.empty(n), np.empty(n),
+            np.empty(stop - start))
+
+
+def whole_round(part: object, y0: np.ndarray | None, xh: np.ndarray, x_scale: float, clamp: np.ndarray, gold: float,
+                tw: np.ndarray, yh: np.ndarray, s: np.ndarray) -> float:
+    r"""One round of :func:`kos_round_block` and the last round's :func:`kos_normalise_block` in one pass over
+    the one block of ``part`` (buffers from :func:`whole_buffers`); returns the largest :math:`|\hat y|`.
+
+    ``y0`` (n_answers,): the start's draw (then ``xh`` and ``tw``'s totals
+    are unread); else the last round's x is ``xh * x_scale`` (``±gold`` on
+    a clamped task).  Writes this round's x_hat into ``xh``, y_hat into
+    ``yh``, the unnormalised beliefs into ``s`` and the free tasks' sums
+    into ``tw[:, 1]`` (zero before the call).
+    """
+    n = xh.shape[0]
+    for name, arr in (("xh", xh), ("yh", yh)) + ((("y0", y0),) if y0 is not None else ()):
+        if arr.shape != (n,) or arr.dtype != np.float64 or not arr.flags.c_contiguous:
+            raise DataError(f"{name} must be a contiguous float64 array of the {n:,} answers")
+    if not (np.isfinite(x_scale) and np.isfinite(gold)):
+        raise DataError(f"scale {x_scale!r} and gold {gold!r} must be finite")
+    if tw.shape != (int(part.n_workers), 2) or s.shape != (int(part.n_tasks),):  # type: ignore[attr-defined]
+        raise DataError("the totals must be (n_workers, 2) and the beliefs (n_tasks,)")
+    return float(_whole_round(part.task_ptr, part.worker, part.label, y0 is not None,  # type: ignore[attr-defined]
+                              _NO_ARRAY if y0 is None else y0, xh, float(x_scale), clamp, float(gold), tw, yh, s))
+
+
+def x_top(part: Any, xh: np.ndarray, scale: float, clamp: np.ndarray, gold: float) -> float:
+    """The largest |x| of the messages :func:`whole_round` leaves in ``xh`` with their ``scale`` (``±gold`` on a
+    clamped task), as ``np.abs(x).max()`` of the built messages gives it."""
+    if xh.shape != (int(part.n_answers),) or (clamp.size and clamp.shape != (int(part.n_tasks),)):
+        raise DataError("xh must hold the answers and clamp the tasks (or nothing)")
+    return float(_x_top(part.task_ptr, xh, float(scale), clamp, float(gold)))
+
+
+def whole_settle(yh: np.ndarray, scale: float, y_prev: np.ndarray | None, prev_scale: float, tw: np.ndarray,
+                 gold_totals: np.ndarray) -> float:
+    """After :func:`whole_round`: the round's residual (largest change of the normalised y; 0 without ``y_prev``,
+    the last round's y_hat, normalised by ``prev_scale``) and the totals moved on (:func:`_whole_settle`)."""
+    prev = _NO_ARRAY if y_prev is None else y_prev
+    if prev.size and prev.shape != yh.shape:
+        raise DataError(f"y_prev has shape {prev.shape}, y_hat {yh.shape}")
+    gold_totals = np.ascontiguousarray(gold_totals, dtype=np.float64)
+    if gold_totals.shape != (tw.shape[0],) and gold_totals.size:
+        raise DataError(f"gold_totals has shape {gold_totals.shape}, the workers need ({tw.shape[0]:,},) (or none)")
+    return float(_whole_settle(yh, float(scale), prev, float(prev_scale), tw, gold_totals))
+
+
+class Split:
+    """:func:`whole_round`'s work for ``n`` threads over a grid of one block: the task ranges of
+    :func:`_split_tasks`, then the worker and answer ranges of :func:`_split_workers` (each about ``1/n`` of the
+    answers), and the labels in the worker order (-1 on a clamped task's answers).
+
+    The same messages and totals as :func:`whole_round` and :func:`whole_settle`, bit for bit, for any ``n``:
+    every value is computed alone (its sum in the same order), and the maxima are exact.  Two random reads an
+    answer (a worker's totals by task, an answer's x_hat by worker) against the fused round's one, but on every
+    thread.
+    """
+
+    def __init__(self, part: Any, worker_part: Any, clamp: np.ndarray, n: int) -> None:
+        _, start, stop, n_answers = _block(part, 0)
+        task_ptr = np.asarray(part.task_ptr)
+        order = np.asarray(worker_part.order)
+        worker_ptr = np.asarray(worker_part.worker_ptr, dtype=np.int64)
+        if int(part.n_blocks_total) != 1 or start != 0 or stop != int(part.n_tasks) or order.shape != (n_answers,) \
+                or worker_ptr.shape != (int(part.n_workers) + 1,) or int(worker_ptr[-1]) != n_answers:
+            raise DataError("the split KOS round runs over a grid of one block and its answers' worker order")
+        self.order, self.worker_ptr = np.ascontiguousarray(order, dtype=np.int64), worker_ptr
+        wlabel = np.asarray(part.label)[self.order].astype(np.int8)
+        if clamp.size:
+            wlabel[(np.repeat(clamp, np.diff(task_ptr)) >= 0)[self.order]] = -1
+        self.wlabel = wlabel
+        targets = np.linspace(0, n_answers, n + 1)
+        self.tasks = np.maximum.accumulate(np.searchsorted(task_ptr, targets).clip(0, stop))
+        self.workers = np.maximum.accumulate(np.searchsorted(worker_ptr, targets).clip(0, len(worker_ptr) - 1))
+        self.tasks[0], self.tasks[-1], self.workers[0], self.workers[-1] = 0, stop, 0, len(worker_ptr) - 1
+        self.answers = targets.astype(np.int64)
+        self.n = n
+
+    def round(self, run: Any, part: Any, y0: np.ndarray | None, xh: np.ndarray, x_scale: float,
+              clamp: np.ndarray, gold: float, totals: np.ndarray, yh: np.ndarray, s: np.ndarray) -> float:
+        """:func:`whole_round` over the task ranges, ``run(fn, n)`` calling ``fn(i)`` for ``i < n`` on threads and
+        returning their results; ``totals`` (n_workers,) the last round's.  Returns the largest |y_hat|."""
+        y_in = _NO_ARRAY if y0 is None else y0
+
+        def one(i: int) -> float:
+            return float(_split_tasks(int(self.tasks[i]), int(self.tasks[i + 1]), part.task_ptr,
+                                      part.worker, part.label, y0 is not None, y_in, xh, float(x_scale),
+                                      clamp, float(gold), totals, yh, s))
+
+        return max(run(one, self.n))
+
+    def settle(self, run: Any, xh: np.ndarray, scale: float, gold_totals: np.ndarray, totals: np.ndarray,
+               yh: np.ndarray, y_prev: np.ndarray | None, prev_scale: float) -> float:
+        """After :meth:`round`: the totals (:func:`_split_workers`) and the residual (as :func:`whole_settle`)."""
+        prev = _NO_ARRAY if y_prev is None else y_prev
+
+        def one(i: int) -> float:
+            return float(_split_workers(int(self.workers[i]), int(self.workers[i + 1]), self.worker_ptr, self.order,
+                                        self.wlabel, xh, float(scale), gold_totals, totals, int(self.answers[i]),
+                                        int(self.answers[i + 1]), yh, prev, float(prev_scale)))
+
+        return max(run(one, self.n))

@@ -76,8 +76,12 @@ def fill_empty_rows(post: np.ndarray, empty: np.ndarray) -> np.ndarray:
     changed in place.
     """
     k = post.shape[1]
-    prior = post[~empty].mean(axis=0) if (~empty).any() else np.full(k, 1.0 / k)
-    if empty.any():
+    some = empty.any()
+    # (no empty row and post C-contiguous: the mean of post itself, the same bits as of its copy post[~empty] -- the
+    # same values in the same layout -- without the copy)
+    rows = post if not some and post.flags.c_contiguous else post[~empty]
+    prior = rows.mean(axis=0) if not empty.all() else np.full(k, 1.0 / k)
+    if some:
         post[empty] = prior
     return prior
 

@@ -254,6 +254,22 @@ def simulate(
           ``Uniform(skill)`` (``spammers``, ``adversaries`` honoured) and
           share the rest of the answers, ~1,000 each; see
           :func:`crowdagg.simulate.scenarios._dense_heavy`.
+        * ``"tanno-flippers"`` (Tanno et al., CVPR 2019, §3, MNIST): N = 10000,
+          M = 5, K = 10 (all may override) pairwise flippers, right w.p.
+          ``p_w ~ Uniform(skill)``, otherwise one fixed other class per true
+          class (drawn uniformly per worker and class); each item labelled by
+          ``per_task`` (default 1: the paper's "one label per image") distinct
+          annotators drawn uniformly.  With :attr:`SimulatedCrowd.features`:
+          64-d class-conditional Gaussians, class means 6 apart.
+        * ``"tanno-hammer-spammer"``: the same with hammer--spammers per label
+          (each answer right w.p. ``p_w``, otherwise a uniformly random other
+          class: one-coin workers; the mean confusion is diagonally dominant
+          iff the mean ``p_w`` exceeds 1/K).
+        * ``"geocrowdnet-sparse"`` (Ibrahim, Nguyen & Fu, ICLR 2023, as the
+          ICASSP'25 tutorial shows it): N = 10000, M = 10, K = 5 (may
+          override); DS rows with diagonal ~ Uniform(0.15, 0.85) (``skill`` is
+          not read); each annotator labels each item w.p. 0.1 (an unlabelled
+          item gets one random annotator); features as above.
     seed : int
         Seed of the one ``np.random.default_rng`` used for every draw.
     max_memory : int, str or None
@@ -267,7 +283,8 @@ def simulate(
         Answers sorted by task (and by worker within a task), truth,
         confusion matrices ``(n_workers, K, K)`` including extreme spammers,
         prior and worker kinds; for ``"glad"`` also the true ``ability``
-        ``(n_workers,)`` and ``task_beta`` ``(n_tasks,)``.
+        ``(n_workers,)`` and ``task_beta`` ``(n_tasks,)``; for the trainers'
+        scenarios the tasks' ``features`` ``(n_tasks, 64)``.
 
     Raises
     ------

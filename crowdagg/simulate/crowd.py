@@ -23,8 +23,9 @@ it as CSV files.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +34,7 @@ import numpy as np
 from ..data.annotations import AnnotationSet
 from . import glad
 from .assignment import REGISTRY as _GRAPHS
+from .features import gaussian_features
 
 
 # --------------------------------------------------------------------- result
@@ -80,6 +82,11 @@ class SimulatedCrowd:
     task_beta : ndarray of float64, shape (n_tasks,), optional
         GLAD crowds only (``None`` otherwise): each task's true ``beta > 0``;
         ``1 / beta`` is its difficulty.
+    features : ndarray of float32, shape (n_tasks, dim), optional
+        Scenarios for trainers only (``None`` otherwise): each task's feature
+        vector, drawn from its true class's Gaussian
+        (:func:`crowdagg.simulate.features.gaussian_features`), rows in task
+        order.
     """
 
     task: np.ndarray
@@ -93,6 +100,7 @@ class SimulatedCrowd:
     copy_of: np.ndarray | None = None
     ability: np.ndarray | None = None
     task_beta: np.ndarray | None = None
+    features: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.copy_of is None:
@@ -151,7 +159,7 @@ class SimulatedCrowd:
             classes=self.class_names(),
         )
 
-    def write(self, outdir: str | Path) -> list[Path]:
+    def write(self, outdir: str | Path, extra: Sequence[tuple[str | Path, bytes]] = ()) -> list[Path]:
         """Write the crowd as CSV files in ``outdir`` (created if needed).
 
         * ``labels.csv``: ``task,worker,label`` -- the answers;
@@ -162,16 +170,22 @@ class SimulatedCrowd:
           accuracy,n_answers``, ``alpha`` the true :attr:`ability` (an empty
           cell where it is NaN);
         * ``tasks.csv`` (GLAD crowds only): ``task,beta,n_answers``, ``beta``
-          the true :attr:`task_beta` (``1 / beta`` is the task's difficulty).
+          the true :attr:`task_beta` (``1 / beta`` is the task's difficulty);
+        * ``features.npy`` and ``tasks.txt`` (crowds with :attr:`features`
+          only): the features, one row per task, and the task names in that
+          order, one per line (what ``crowdagg train --features`` reads).
 
-        Names match :meth:`to_annotations`.  The files are written through
-        :func:`crowdagg.io.output.commit`: all of them appear, or none does
-        (a directory created for them is removed again on failure).
+        Names match :meth:`to_annotations`.  ``extra`` (path, bytes) pairs
+        -- e.g. the features of ``crowdagg simulate --features`` -- are
+        written in the same commit, their directories created as needed.
+        The files are written through :func:`crowdagg.io.output.commit`: all
+        of them appear, or none does (a directory created for them is removed
+        again on failure).
 
         Returns
         -------
         list of Path
-            The four (GLAD: five) paths, in the order above.
+            The four (GLAD: five; with features: six) paths, in the order above, then ``extra``'s.
         """
         from ..errors import DataError, param
         from ..io.output import commit, resolve
@@ -236,11 +250,20 @@ class SimulatedCrowd:
                 },
                 "csv",
             )
-        paths = [out / name for name in tables]
+        if self.features is not None:
+            if self.features.ndim != 2 or self.features.shape[0] != self.n_tasks:
+                raise DataError(f"features have shape {self.features.shape}, not (n_tasks, dim) with n_tasks = "
+                                f"{self.n_tasks}")
+            buffer = io.BytesIO()
+            np.save(buffer, np.ascontiguousarray(self.features), allow_pickle=False)
+            tables["features.npy"] = buffer.getvalue()
+            tables["tasks.txt"] = b"".join(np.char.add(task_names, b"\n").tolist())
+        paths = [out / name for name in tables] + [Path(p) for p, _ in extra]
         created: list[Path] = []
         try:
-            _make_dirs(out, created)
-            commit([(resolve(str(p)), data) for p, data in zip(paths, tables.values())])
+            for d in dict.fromkeys([out, *(p.parent for p in paths[len(tables):])]):
+                _make_dirs(d, created)
+            commit([(resolve(str(p)), data) for p, data in zip(paths, [*tables.values(), *(b for _, b in extra)])])
         except BaseException:
             for d in reversed(created):  # directories this call made go again
                 with contextlib.suppress(OSError):
@@ -330,6 +353,8 @@ class Plan:
     task_beta: np.ndarray | None = None
     # A scenario's own graph (``graph(rng)`` -> task-sorted (task, worker)), drawn in place of ``assignment``'s.
     graph: Callable[[np.random.Generator], tuple[np.ndarray, np.ndarray]] | None = None
+    # A trainer's scenario: (dim, separation) of the class-conditional Gaussian features drawn for its tasks.
+    features: tuple[int, float] | None = None
 
     def assign(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """Task-sorted (task, worker) arrays of the assignment graph."""
@@ -382,6 +407,11 @@ def realise(rng: np.random.Generator, plan: Plan, extreme_spammers: int) -> Simu
         copied = by_task[task[sel]]
         # Where the copied worker did not answer, the copier answers by its own (the same) matrix.
         label[sel] = np.where(copied >= 0, copied, label[sel])
+    features = None
+    if plan.features is not None:  # drawn last: a plan without features draws exactly what it did before
+        dim, separation = plan.features
+        features = gaussian_features(truth, k, dim=dim, separation=separation,
+                                     seed=int(rng.integers(0, 2**63 - 1)))
     return SimulatedCrowd(
         task=task,
         worker=worker,
@@ -394,4 +424,5 @@ def realise(rng: np.random.Generator, plan: Plan, extreme_spammers: int) -> Simu
         copy_of=copy_of,
         ability=ability,
         task_beta=plan.task_beta,
+        features=features,
     )

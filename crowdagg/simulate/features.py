@@ -19,6 +19,11 @@ accuracy is known, and features of any dimension cost nothing to draw).
 
 from __future__ import annotations
 
+import io
+import os
+from pathlib import Path
+from typing import Any
+
 import numpy as np
 
 from ..core.checks import check_float, check_int, check_seed
@@ -48,3 +53,53 @@ def gaussian_features(truth: np.ndarray, n_classes: int, *, dim: int = 64, separ
     x = rng.standard_normal((truth.size, dim))
     x += means[truth]
     return x.astype(np.float32)
+
+
+#: The file beside the features that lists their rows' task ids (what ``crowdagg train --tasks`` reads by default).
+TASKS_FILE = "tasks.txt"
+
+
+def feature_files(truth: np.ndarray, task_names: list[str], n_classes: int, path: str | os.PathLike[str], *,
+                  outdir: str | os.PathLike[str], dim: int = 64, separation: float = 3.0, seed: int = 0,
+                  max_memory: Any = None) -> list[tuple[Path, bytes]]:
+    """The files of ``crowdagg simulate --features PATH``: the features as ``.npy`` and ``tasks.txt`` beside them.
+
+    ``PATH`` (a ``.npy`` file) holds :func:`gaussian_features` of ``truth``
+    (n_tasks,), row ``i`` the task ``task_names[i]``; ``tasks.txt`` in the
+    same directory lists those names, one a line, so that ``crowdagg train
+    --features PATH`` finds its rows' tasks (and ``labels.csv`` beside them
+    when ``PATH`` is in the crowd's ``outdir``).  A ``tasks.txt`` outside
+    ``outdir`` that exists and lists other tasks is refused rather than
+    overwritten (it belongs to other features).  The features draw from
+    their own stream (``seed`` mixed with a constant): the crowd's draws do
+    not change.  Returns (path, bytes) pairs for
+    :meth:`~crowdagg.simulate.crowd.SimulatedCrowd.write`'s ``extra``.
+    """
+    from ..core import memory
+
+    target = Path(os.fspath(path))
+    if target.suffix.lower() != ".npy":
+        raise UsageError(f"{param('features')} must name a .npy file (the features' rows, tasks.txt beside them), "
+                         f"got {os.fspath(path)!r}")
+    dim = check_int("dim", dim, 1, 1 << 20)
+    memory.check(8.0 * len(task_names) * dim, f"{len(task_names):,} tasks × {dim:,} features", max_memory,
+                 f"use a smaller {param('feature_dim')}")
+    stream = int(np.random.SeedSequence([check_seed(seed), 0xFEA7]).generate_state(1)[0])
+    x = gaussian_features(truth, n_classes, dim=dim, separation=separation, seed=stream)
+    buffer = io.BytesIO()
+    np.save(buffer, x, allow_pickle=False)
+    listing = "".join(f"{t}\n" for t in task_names).encode()
+    beside = target.parent / TASKS_FILE
+    if beside.exists() and not _same_dir(target.parent, Path(os.fspath(outdir))):
+        try:
+            same = beside.read_bytes() == listing
+        except OSError:
+            same = False
+        if not same:
+            raise UsageError(f"{beside} exists and lists other tasks: it belongs to other features; write the "
+                             f"features into the output directory ({os.fspath(outdir)}) or another directory")
+    return [(target, buffer.getvalue()), (beside, listing)]
+
+
+def _same_dir(a: Path, b: Path) -> bool:
+    return os.path.abspath(a) == os.path.abspath(b)

@@ -18,6 +18,15 @@
   converges to a bad local optimum (ours; :func:`_em_trap` says why), the
   case the moment methods' starts are for (ICASSP 2025 tutorial, Part I:
   "MV initialisation breaks down when most workers are poor").
+* ``tanno-flippers``, ``tanno-hammer-spammer``: Tanno, Saeedi,
+  Sankaranarayanan, Alexander & Silberman (CVPR 2019), "Learning from noisy
+  labels by regularized estimation of annotator confusion" §3 (MNIST):
+  a group of 5 annotators of one type, one label per item, with features.
+* ``geocrowdnet-sparse``: Ibrahim, Nguyen & Fu (ICLR 2023), "Deep learning
+  from crowdsourced labels: coupled cross-entropy minimization,
+  identifiability, and regularization", as the ICASSP 2025 tutorial shows
+  it: machine-like annotators of accuracy 15--85 %, each labelling 10 % of
+  the items, with features.
 * ``dense-heavy``: a dense crowd with one heavy worker (ours; the graph
   methods' dense speed setting): a thousand one-coin workers with about a thousand answers each, one of them
   a spammer on 10% of the tasks (:func:`_dense_heavy` says why).
@@ -43,7 +52,14 @@ from ..methods.blocks import one_coin_matrices
 from .args import check_per_task, check_size, fixed, prior_arg, unused
 from .assignment import heavy_worker, team_batches
 from .crowd import Plan
-from .workers import constant_matrices, crowd_matrices, maxmig_seniors, multispa_matrices
+from .workers import (
+    constant_matrices,
+    crowd_matrices,
+    ds_matrices,
+    maxmig_seniors,
+    multispa_matrices,
+    pairwise_flipper_matrices,
+)
 
 
 @dataclass(frozen=True)
@@ -330,3 +346,119 @@ def _dense_heavy(name: str, rng: np.random.Generator, given: Given) -> Plan:
         return heavy_worker(g, n, m, ell, _HEAVY_SHARE)
 
     return Plan(n, confusion, ["heavy_spammer", *kinds], prior_arg(given.prior, k), "heavy", graph=graph)
+
+
+# ------------------------------------------------------- trainers' scenarios
+#: Features of the trainers' scenarios: dimension, and the distance between class means in noise units
+#: (:func:`crowdagg.simulate.features.gaussian_features`): 6 makes each pair of classes all but separable
+#: (pairwise Bayes error Φ(-3) = 0.13 %), the stand-in for MNIST's digits (a CNN's ~99 %).
+_FEATURE_DIM = 64
+_FEATURE_SEPARATION = 6.0
+_TANNO_N_TASKS = 10_000
+_TANNO_N_WORKERS = 5
+_TANNO_N_CLASSES = 10
+
+
+def _tanno(name: str, given: Given, draw: Callable[[int, int], np.ndarray], kind: str) -> Plan:
+    """Tanno et al. §3's group: M = 5 annotators of one type, K = 10, each item labelled by ``per_task``
+    (default 1) distinct annotators drawn uniformly; ``draw(m, k)`` their matrices."""
+    unused(name, tasks_per_worker=given.tasks_per_worker, spammers=given.spammers)
+    n = _TANNO_N_TASKS if given.n_tasks is None else given.n_tasks
+    m = _TANNO_N_WORKERS if given.n_workers is None else given.n_workers
+    k = _TANNO_N_CLASSES if given.n_classes is None else given.n_classes
+    ell = 1 if given.per_task is None else given.per_task
+    check_per_task(m, ell)
+    if k > _FEATURE_DIM:
+        raise UsageError(f"scenario {name!r} draws {_FEATURE_DIM}-dimensional features: {param('n_classes')} must "
+                         f"not exceed {_FEATURE_DIM}, got {k}")
+    check_size(n, m, k, n * ell + n * given.extreme_spammers + n * _FEATURE_DIM / 2, given.max_memory)
+    confusion = draw(m, k)
+    return Plan(n, confusion, [kind] * m, prior_arg(given.prior, k), "random", ell,
+                features=(_FEATURE_DIM, _FEATURE_SEPARATION))
+
+
+@scenario(
+    "tanno-flippers",
+    "Tanno et al. §3: N=10000, K=10, M=5 pairwise flippers (right w.p. p ~ U(skill), else one fixed other "
+    "class per true class), one random annotator per item (--per-task for more), 64-d Gaussian features",
+)
+def _tanno_flippers(name: str, rng: np.random.Generator, given: Given) -> Plan:
+    """Tanno et al. (CVPR 2019) §3, MNIST: a group of pairwise flippers, one label per item.
+
+    Each annotator is right with probability ``p_w ~ Uniform(skill)`` --
+    the mean skill p of the paper is the middle of ``skill``, its jitter
+    ``Normal(p, 10^-2)`` the width of the range -- and otherwise answers
+    one fixed other class per true class, drawn uniformly for each (worker,
+    class).  The mean confusion is diagonally dominant while p exceeds the
+    largest share of wrong answers the group sends to one class (with 5
+    annotators: at least (1 - p)/5, up to (1 - p) when their targets
+    coincide); Tanno's Fig. 3 shades p below about 0.25--0.3 as not
+    diagonally dominant.  "One label per image" (the paper's sparse regime):
+    each item is labelled by ``per_task`` = 1 annotator drawn uniformly
+    (``per_task`` = M is its dense regime).  Features: 64-d class-conditional
+    Gaussians with class means 6 apart (MNIST's stand-in).  N = 10000, M =
+    5, K = 10 and ``per_task`` may override; ``prior`` and
+    ``extreme_spammers`` are honoured.
+    """
+    return _tanno(name, given, lambda m, k: pairwise_flipper_matrices(rng, m, k, given.skill), "flipper")
+
+
+@scenario(
+    "tanno-hammer-spammer",
+    "Tanno et al. §3: N=10000, K=10, M=5 hammer-spammers (each answer right w.p. p ~ U(skill), else a uniformly "
+    "random other class), one random annotator per item (--per-task for more), 64-d Gaussian features",
+)
+def _tanno_hammer_spammer(name: str, rng: np.random.Generator, given: Given) -> Plan:
+    """Tanno et al. (CVPR 2019) §3, MNIST: a group of hammer--spammers, one label per item.
+
+    Per label, as the paper words it and its Fig. 8 draws it (a diagonal of
+    p_w on every row): each answer is right with probability ``p_w ~
+    Uniform(skill)``, otherwise a uniformly random other class -- one-coin
+    workers.  (MBEM's per-annotator hammer--spammer, where a worker is
+    either perfect or random, is ``simulate(model="hammer-spammer")``.)  The
+    mean confusion is diagonally dominant iff the mean p exceeds 1/K.
+    Sizes, assignment and features as ``tanno-flippers``.
+    """
+    return _tanno(name, given, lambda m, k: one_coin_matrices(rng.uniform(*given.skill, size=m), k),
+                  "hammer_spammer")
+
+
+#: ``geocrowdnet-sparse``: the tutorial's share of the items each annotator labels, and its accuracy range.
+_SPARSE_P_OBS = 0.1
+_SPARSE_SKILL = (0.15, 0.85)
+
+
+@scenario(
+    "geocrowdnet-sparse",
+    "GeoCrowdNet (ICLR'23) as the ICASSP'25 tutorial shows it: N=10000, K=5, M=10 annotators of accuracy 15-85% "
+    "(DS rows), each labelling each item w.p. 0.1, 64-d Gaussian features",
+)
+def _geocrowdnet_sparse(name: str, rng: np.random.Generator, given: Given) -> Plan:
+    """GeoCrowdNet's identifiability setting (Ibrahim, Nguyen & Fu, ICLR 2023; tutorial seed, Part II).
+
+    The tutorial's experiment: annotators sampled from a pool of machine
+    classifiers of accuracy 15--85 %, each labelling 10 % of the items.
+    Here each annotator's row k has ``C[k, k] ~ Uniform(0.15, 0.85)`` and
+    the rest split by a Dirichlet(1) draw (``model="ds"``'s rows: errors
+    concentrated on a few classes, as a classifier's are), and labels each
+    item independently w.p. 0.1 (an item left unlabelled gets one random
+    annotator, as ``multispa-demo``): about one label per item, so no
+    majority vote, no conditional independence to lean on.  Features:
+    64-d class-conditional Gaussians with class means 6 apart, so the
+    classifier's outputs F are nearly one-hot and span the simplex (the
+    sufficiently scattered condition GeoCrowdNet (F) assumes).  N = 10000,
+    M = 10, K = 5 may override; ``skill`` is not read (the tutorial's
+    range is fixed); ``prior`` and ``extreme_spammers`` are honoured.
+    """
+    unused(name, per_task=given.per_task, tasks_per_worker=given.tasks_per_worker, spammers=given.spammers)
+    n = 10_000 if given.n_tasks is None else given.n_tasks
+    m = 10 if given.n_workers is None else given.n_workers
+    k = 5 if given.n_classes is None else given.n_classes
+    if k > _FEATURE_DIM:
+        raise UsageError(f"scenario {name!r} draws {_FEATURE_DIM}-dimensional features: {param('n_classes')} must "
+                         f"not exceed {_FEATURE_DIM}, got {k}")
+    check_size(n, m, k, _SPARSE_P_OBS * n * m + n + n * given.extreme_spammers + n * _FEATURE_DIM / 2,
+               given.max_memory)
+    confusion = ds_matrices(rng, m, k, _SPARSE_SKILL)
+    return Plan(n, confusion, ["ds"] * m, prior_arg(given.prior, k), "bernoulli", p_obs=_SPARSE_P_OBS,
+                features=(_FEATURE_DIM, _FEATURE_SEPARATION))

@@ -17,6 +17,10 @@
 * ``glad`` -- not a confusion matrix: an ability per worker, whose accuracy
   also depends on each task's difficulty (Whitehill et al., NIPS 2009; see
   :mod:`crowdagg.simulate.glad` and :func:`glad_workers`).
+* Tanno et al. (CVPR 2019, "Learning from noisy labels by regularized
+  estimation of annotator confusion", §3): pairwise flippers, right w.p.
+  ``p`` and otherwise answering one fixed other class per true class
+  (:func:`pairwise_flipper_matrices`).
 * Max-MIG workers (Cao, Xu, Kong & Wang, ICLR 2019, arXiv:1905.13436,
   App. B.1): the (H) Dogs-vs-Cats seniors (:func:`maxmig_seniors`), juniors
   who always answer one class (:func:`constant_matrices`); copiers take their
@@ -163,6 +167,19 @@ MAXMIG_SENIORS: tuple[tuple[float, float], ...] = (
     (0.7, 0.7),  # D
     (0.7, 0.6),  # E
 )
+
+
+def pairwise_flipper_matrices(rng: np.random.Generator, m: int, k: int, skill: tuple[float, float]) -> np.ndarray:
+    """Tanno et al. 2019's pairwise flippers, shape (m, K, K): worker ``w`` is right w.p. ``p_w ~ Uniform(skill)``,
+    otherwise answers one fixed other class per true class, that target drawn uniformly for each (worker, class)."""
+    p = rng.uniform(skill[0], skill[1], size=m)
+    target = (np.arange(k)[None, :] + rng.integers(1, k, size=(m, k))) % k  # never the class itself
+    mats = np.zeros((m, k, k))
+    rows = np.arange(k)
+    for w in range(m):
+        mats[w, rows, target[w]] = 1.0 - p[w]
+        mats[w, rows, rows] = p[w]
+    return mats
 
 
 def maxmig_seniors() -> np.ndarray:

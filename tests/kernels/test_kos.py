@@ -125,3 +125,35 @@ def test_block_functions_refuse_bad_inputs(small):
     three = simulate(n_tasks=10, n_workers=4, n_classes=3, per_task=2, seed=0).to_annotations()
     with pytest.raises(DataError, match="binary: these answers have 3 classes"):
         kos_round_block(LocalEngine(three).part, 0, Round(np.zeros(0), None, [np.ones(three.n_answers)]))
+
+
+@pytest.mark.parametrize("with_gold", [False, True])
+def test_one_block_rounds_fused_or_split_give_the_same_bits_as_the_block_functions(with_gold, monkeypatch):
+    """A sparse crowd is one block: its rounds run fused or split (kos's _Whole), whichever is faster, and every
+    mode, thread count and switch between them gives the bits of the per-block functions' rounds."""
+    from crowdagg.methods.graph import kos as kos_method
+
+    data = simulate(n_tasks=3000, n_workers=2000, n_classes=2, per_task=3, seed=8).to_annotations()
+    assert LocalEngine(data).n_blocks == 1
+    y0 = np.random.default_rng(5).normal(1.0, 1.0, data.n_answers)
+    clamp = None
+    if with_gold:
+        clamp = np.full(data.n_tasks, -1, dtype=np.int64)
+        clamp[::97] = np.arange(len(clamp[::97])) % 2
+
+    def rounds(state):
+        res = [state.iterate() for _ in range(40)]
+        return (np.concatenate(state.y), np.concatenate(state.x), state.totals, np.concatenate(state.belief), res)
+
+    want = rounds(KOSState(LocalEngine(data), data, y0, clamp, 3.0, whole=False))  # the block functions' rounds
+    for probe in (kos_method._Whole.PROBE, 1, 3):
+        monkeypatch.setattr(kos_method._Whole, "PROBE", probe)
+        for n in (1, 2, 3):
+            with use_threads(n):
+                state = KOSState(LocalEngine(data), data, y0, clamp, 3.0)
+                got = rounds(state)
+            assert state._whole is not None
+            for a, b in zip(got[:4], want[:4], strict=True):
+                assert a.tobytes() == b.tobytes()
+            assert got[4] == want[4]
+

@@ -200,6 +200,9 @@ def test_random_assignment_uses_workers_evenly() -> None:
         ("multispa-demo", 10_000, 25, 3),
         ("em-trap", 10_000, 39, 3),
         ("dense-heavy", 200_000, 1000, 2),
+        ("tanno-flippers", 10_000, 5, 10),
+        ("tanno-hammer-spammer", 10_000, 5, 10),
+        ("geocrowdnet-sparse", 10_000, 10, 5),
     ],
 )
 def test_scenarios_have_documented_sizes(scenario: str, n_tasks: int, n_workers: int, n_classes: int) -> None:
@@ -472,6 +475,7 @@ def test_scenario_registry_lists_each_scenario_once_with_its_description() -> No
     assert list(scenarios.REGISTRY) == list(SCENARIOS) == [
         "maxmig-independent", "maxmig-naive-majority", "maxmig-correlated",
         "deepbp", "tutorial-spammers", "multispa-demo", "em-trap", "dense-heavy",
+        "tanno-flippers", "tanno-hammer-spammer", "geocrowdnet-sparse",
     ]  # fmt: skip
     for name, spec in scenarios.REGISTRY.items():
         assert spec.name == name

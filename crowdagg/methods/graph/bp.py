@@ -121,6 +121,10 @@ class BPState:
     tmsg: np.ndarray
     wmsg: np.ndarray
     belief: np.ndarray
+    #: The passes write into these, kept from sweep to sweep (nothing allocated or joined per sweep): the task
+    #: pass's (tmsg, belief), and the worker pass's next messages (the array that is not ``wmsg``).
+    task_out: tuple[np.ndarray, np.ndarray] | None = None
+    spare: np.ndarray | None = None
 
 
 def worker_points(checked: FitContext, k: int) -> Points:
@@ -192,12 +196,15 @@ class BeliefPropagation(IterativeAggregator):
         fine = engine.fine()  # the passes' sums are scalars: the smallest blocks, so that every thread works
         state = BPState(fine, worker_points(checked, k), kernels.spans(fine.worker_part), engine,
                         kernels.spans(engine.worker_part), data.worker_position, clamp, np.empty((0, k)), np.empty((0, k)), np.empty((0, k)))
+        state.task_out = (np.empty((data.n_answers, k)), np.empty((data.n_tasks, k)))
+        state.spare = np.empty((data.n_answers, k))
         if checked["start"] == "uniform":
             state.wmsg = np.full((data.n_answers, k), 1.0 / k)
         else:
             votes = clamp_posteriors(soft_majority_vote(data, engine), clamp)
             state.tmsg = np.ascontiguousarray(votes[data.task])
             state.wmsg, _ = kernels.worker_pass(state.engine, self._worker_params(state, checked, damp=False))
+            state.spare = np.empty((data.n_answers, k))  # (the start's messages are in the first one)
         self._task_pass(state)
         return state, None
 
@@ -205,17 +212,20 @@ class BeliefPropagation(IterativeAggregator):
         from ...kernels.bp import WorkerPass
 
         old = state.wmsg if damp else np.zeros((state.position.size, state.points.n_classes))
-        return WorkerPass(state.tmsg, old, state.points, checked["damping"], damp, state.spans)
+        return WorkerPass(state.tmsg, old, state.points, checked["damping"], damp, state.spans, into=state.spare)
 
     def _task_pass(self, state: BPState) -> None:
         from ...kernels.bp import TaskPass, task_pass
 
-        state.tmsg, state.belief = task_pass(state.engine, TaskPass(state.wmsg, state.position, state.clamp))
+        state.tmsg, state.belief = task_pass(state.engine, TaskPass(state.wmsg, state.position, state.clamp,
+                                                                    into=state.task_out))
 
     def _step(self, data: AnnotationSet, state: BPState, checked: FitContext) -> Step:
         from ...kernels.bp import worker_pass
 
+        old = state.wmsg
         state.wmsg, residual = worker_pass(state.engine, self._worker_params(state, checked))
+        state.spare = old  # (read no more: the next sweep writes its messages over it)
         self._task_pass(state)
         return Step(residual=residual)
 
@@ -226,8 +236,12 @@ class BeliefPropagation(IterativeAggregator):
         k = data.n_classes
         post = state.belief.copy()
         labels = argmax_random_ties(post, TieBreaker(data.tasks, checked["seed"]), atol=1e-12)
-        means = worker_means(state.means_engine, replace(self._worker_params(state, checked),
-                                                         spans=state.means_spans))
+        if not (state.spans.any or state.means_spans.any):  # every worker within one block of either grid: each
+            # worker's mean is computed alone, the same bits on the passes' fine grid, on every thread
+            means = worker_means(state.engine, replace(self._worker_params(state, checked), into=None))
+        else:
+            means = worker_means(state.means_engine, replace(self._worker_params(state, checked),
+                                                             spans=state.means_spans))
         idle = data.answers_per_worker == 0
         means[idle] = 1.0 / k  # no answers, no posterior of its own: chance, as every method reports such a worker
         accuracy = np.diagonal(means, axis1=1, axis2=2).mean(axis=1)

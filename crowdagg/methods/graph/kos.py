@@ -22,7 +22,10 @@ are totals minus the edge's own term (O(L) per round; the workers' totals
 are dense per-worker sums over the task blocks, a heavy worker spread over
 many blocks included), and the y messages are divided by their largest
 magnitude every round, so nothing overflows however many rounds run
-(crowd-kit's grow geometrically and stop once a sum passes 1e300).  The
+(crowd-kit's grow geometrically and stop once a sum passes 1e300); on a
+crowd whose grid is one block (many workers, few answers each) a round is
+one fused pass over kept buffers, or two passes on every thread, whichever
+runs faster on the machine (the same bits either way).  The
 loop stops when no normalised message moves by more than ``tol`` (1e-6: a
 millionth of the largest message) or after ``max_iter`` (100) rounds.
 Liu's code runs 10 rounds and crowd-kit 100; the residual shrinks
@@ -58,6 +61,8 @@ worker shares a task with another (every message would be 0: use mv).
 
 from __future__ import annotations
 
+import math
+import time
 from typing import Any, ClassVar
 
 import numpy as np
@@ -80,11 +85,13 @@ class KOSState:
 
     ``gold``: the message a clamped task sends; ``clamp`` (n_tasks,) the
     gold class or -1, None without gold; ``gold_totals`` (n_workers,) the
-    clamped tasks' constant share of each worker's total.
+    clamped tasks' constant share of each worker's total.  A grid of one
+    block runs its rounds in :class:`_Whole`'s buffers (``whole=False``:
+    through the block functions all the same, the same bits).
     """
 
     def __init__(self, engine: Any, data: AnnotationSet, y0: np.ndarray, clamp: np.ndarray | None,
-                 gold: float) -> None:
+                 gold: float, whole: bool = True) -> None:
         self.engine = engine
         self.clamp = None if clamp is None or not (clamp >= 0).any() else clamp
         self.gold = gold
@@ -96,9 +103,15 @@ class KOSState:
             self.gold_totals = np.bincount(data.worker[on], weights=gold * sign, minlength=data.n_workers
                                            ).astype(np.float64)
         part = engine.part
+        # One block (a crowd of many workers for its answers, e.g. a sparse graph): its per-worker sums need no
+        # tree, so a round is one fused pass over buffers kept from round to round (_Whole), with the same bits.
+        self._whole = _Whole(engine, y0, self.clamp, gold, self.gold_totals) \
+            if whole and part.n_blocks_total == 1 else None
+        if self._whole is not None:
+            return
         cuts = np.asarray(part.task_ptr)[np.asarray(part.bounds)]
         y_start = [y0[cuts[b]:cuts[b + 1]] for b in range(part.n_blocks)]
-        self.y: list[np.ndarray] | None = None
+        self._y: list[np.ndarray] | None = None
         self._round(Round(_NO_TOTALS, None, y_start, self.clamp))
 
     def _round(self, params: Round) -> float:
@@ -106,16 +119,166 @@ class KOSState:
         (totals, top), outs = self.engine.map_reduce(kos_round_block, params, keep=True)
         scale = 1.0 / top.value if top.value > 0 else 0.0
         y_hat, x_hat = [o[0] for o in outs], [o[1] for o in outs]
-        self.belief = [o[2] * scale for o in outs]
+        self._belief = [o[2] * scale for o in outs]
         res, outs = self.engine.map_reduce(
-            kos_normalise_block, Normalise(y_hat, x_hat, scale, self.y, self.clamp, self.gold), keep=True)
-        self.y, self.x = [o[0] for o in outs], [o[1] for o in outs]
-        self.totals = totals * scale + self.gold_totals
+            kos_normalise_block, Normalise(y_hat, x_hat, scale, self._y, self.clamp, self.gold), keep=True)
+        self._y, self._x = [o[0] for o in outs], [o[1] for o in outs]
+        self._totals = totals * scale + self.gold_totals
         return float(res.value)
+
+    def x_top(self) -> float:
+        """The largest |x| of the messages (0 without any)."""
+        if self._whole is not None:
+            from ...kernels.kos import x_top
+
+            w = self._whole
+            return x_top(w.part, w.xh, w.scale, w.clamp, w.gold) if w.xh.size else 0.0
+        return max((float(np.abs(x).max()) for x in self._x if x.size), default=0.0)
+
+    # The messages as lists of the task blocks' arrays, and the workers' totals (n_workers,).
+    @property
+    def y(self) -> list[np.ndarray]:
+        return self._whole.y if self._whole is not None else self._y  # type: ignore[return-value]
+
+    @property
+    def x(self) -> list[np.ndarray]:
+        return self._whole.x if self._whole is not None else self._x
+
+    @property
+    def belief(self) -> list[np.ndarray]:
+        return self._whole.belief if self._whole is not None else self._belief
+
+    @property
+    def totals(self) -> np.ndarray:
+        return self._whole.totals if self._whole is not None else self._totals
 
     def iterate(self) -> float:
         """One round from the last one's totals and x messages: the largest change of the normalised y."""
-        return self._round(Round(self.totals, self.x, None, self.clamp))
+        if self._whole is not None:
+            return self._whole.iterate()
+        return self._round(Round(self._totals, self._x, None, self.clamp))
+
+
+class _Whole:
+    """The messages of a run whose grid is one block, in buffers kept from round to round (nothing allocated per
+    round): per answer in task order, the last round's unnormalised x_hat (its x is ``x_hat * scale``, ``±gold``
+    on a clamped task) and the last two rounds' unnormalised y_hat; per worker, the totals; per task, the
+    unnormalised beliefs.  ``y``, ``x``, ``belief`` and ``totals`` are :class:`KOSState`'s after the same rounds,
+    bit for bit, for any thread count.
+
+    A round runs one of two ways, with the same bits: *fused*, one pass on
+    one thread (:func:`~crowdagg.kernels.kos.whole_round`: one random read
+    and write of a worker's totals an answer), or, with two threads or more,
+    *split* into a pass over task ranges and one over worker ranges on every
+    thread (:class:`~crowdagg.kernels.kos.Split`: two random reads an
+    answer, but on every thread).  Which is faster depends on the machine and
+    on what else runs on it (split waits for its slowest thread twice a
+    round), so both are timed: split on rounds 1-2, fused on 3-4, then the
+    faster, and every :data:`PROBE`-th round the other one again.  The
+    choice changes the time only, never a value.
+    """
+
+    #: Every this many rounds the mode not in use runs once, timed (the machine's load may have changed).
+    PROBE = 16
+
+    def __init__(self, engine: Any, y0: np.ndarray, clamp: np.ndarray | None, gold: float,
+                 gold_totals: np.ndarray) -> None:
+        from ...core import threads
+        from ...kernels.kos import Split, whole_buffers
+
+        part = engine.part
+        # (no gold: every total's gold share is 0.0, added as a constant instead of read per worker)
+        self.part, self.gold = part, gold
+        self.gold_totals = gold_totals if clamp is not None else np.zeros(0)
+        self.clamp, self.tw, self.xh, self.yh, self.yh_free, self.s = whole_buffers(part, clamp)
+        n = min(threads.count(), max(int(part.n_tasks), 1))
+        self.split = Split(part, engine.worker_part, self.clamp, n) if n >= 2 else None
+        # the totals: tw[:, 0] for the fused round (tw[:, 1] its sums, zero between rounds), t for the split one
+        self.t = np.zeros(int(part.n_workers)) if self.split is not None else None
+        self.in_t = False
+        self.seconds = {False: math.inf, True: math.inf}  # per mode (split?): the last timed round's
+        self.rounds = 0
+        self.scale = 0.0
+        self._step(y0)
+
+    def _split_next(self) -> bool:
+        """Whether the next round runs split."""
+        r = self.rounds
+        if self.split is None or r == 0:
+            return False
+        if r <= 4:
+            return r <= 2
+        best = self.seconds[True] < self.seconds[False]
+        return not best if r % self.PROBE == 0 else best
+
+    def _step(self, y0: np.ndarray | None) -> float:
+        """A round (from ``y0``, the start's draw, when given) into the free y_hat buffer; its residual."""
+        from ...kernels.kos import whole_round, whole_settle
+
+        split = self._split_next()
+        if split != self.in_t:  # move the totals to the other mode's place
+            if split:
+                self.t[:] = self.tw[:, 0]  # type: ignore[index]
+            else:
+                self.tw[:, 0] = self.t
+            self.in_t = split
+        new = self.yh_free
+        prev = None if y0 is not None else self.yh
+        clock = time.perf_counter()
+        if split:
+            assert self.split is not None and self.t is not None
+            top = self.split.round(_run, self.part, y0, self.xh, self.scale, self.clamp, self.gold, self.t, new,
+                                   self.s)
+            scale = 1.0 / top if top > 0 else 0.0
+            res = self.split.settle(_run, self.xh, scale, self.gold_totals, self.t, new, prev, self.scale)
+        else:
+            top = whole_round(self.part, y0, self.xh, self.scale, self.clamp, self.gold, self.tw, new, self.s)
+            scale = 1.0 / top if top > 0 else 0.0
+            res = whole_settle(new, scale, prev, self.scale, self.tw, self.gold_totals)
+        if y0 is None:
+            self.seconds[split] = time.perf_counter() - clock
+        self.rounds += 1
+        self.yh_free, self.yh, self.scale = self.yh, new, scale
+        return res
+
+    def iterate(self) -> float:
+        return self._step(None)
+
+    @property
+    def y(self) -> list[np.ndarray]:
+        return [self.yh * self.scale]
+
+    @property
+    def x(self) -> list[np.ndarray]:
+        x = self.xh * self.scale
+        if self.clamp.size:
+            edge = np.repeat(self.clamp, np.diff(self.part.task_ptr))
+            x[edge == 1] = self.gold
+            x[edge == 0] = -self.gold
+        return [x]
+
+    @property
+    def belief(self) -> list[np.ndarray]:
+        return [self.s * self.scale]
+
+    @property
+    def totals(self) -> np.ndarray:
+        return self.t.copy() if self.in_t and self.t is not None else np.ascontiguousarray(self.tw[:, 0])
+
+
+def _run(fn: Any, n: int) -> list[Any]:
+    """``[fn(0), ..., fn(n - 1)]``, on ``n`` threads (this one and the engine's pool); every call has ended when
+    this returns or raises."""
+    from ...engine.local import _pool
+
+    pool = _pool(n)
+    helpers = [pool.submit(fn, i) for i in range(1, n)]
+    try:
+        first = fn(0)
+    finally:
+        for f in helpers:
+            f.exception()
+    return [first] + [f.result() for f in helpers]
 
 
 def kos_memory(data: AnnotationSet) -> tuple[float, str]:
@@ -192,7 +355,7 @@ class KOS(IterativeAggregator):
         labels = argmax_random_ties(post, TieBreaker(data.tasks, checked["seed"]))
         # Each worker's mean L x over its answers, in units of the largest x message: in [-1, 1] whatever its
         # number of answers (the total alone grows with it, and a light honest worker would read as a spammer).
-        top = max((float(np.abs(x).max()) for x in state.x if x.size), default=0.0)
+        top = state.x_top()
         answers = data.answers_per_worker
         with np.errstate(invalid="ignore", divide="ignore"):
             reliability = np.where(answers > 0, state.totals / (answers * top), 0.0) if top > 0 else \
