@@ -238,3 +238,35 @@ def test_spammers_benchmark_quick_prints_its_tables(tmp_path, datasets_dir):
     (bluebird,) = rows["prune"]
     assert bluebird["dataset"] == "bluebird" and 0 < bluebird["flagged"] < bluebird["workers"]
     assert 0.5 < bluebird["ds_after"] <= 1 and rows["speed"]["answers"] > 0
+
+
+def test_train_benchmark_quick_prints_every_table(tmp_path, datasets_dir):
+    import pytest
+
+    pytest.importorskip("torch")
+    out = tmp_path / "train.json"
+    proc = _run_script("bench_train.py", "--quick", "--threads", "1", "--json", str(out), datasets_dir=datasets_dir)
+    assert proc.returncode == 0, proc.stderr
+    for head in ("| method | music | music (issue) |", "| method | music test (300) | music published |",
+                 "| method | music held-out fold | music training labels |",
+                 "| method | epochs/s | ms/epoch (median) | fit s (epochs) |",
+                 "| method | device | batch | s/epoch (median) | epochs/s | network alone s | batch assembly s |"):
+        assert head in proc.stdout, head
+    rows = json.loads(out.read_text())
+    from crowdagg.methods.registry import TRAINERS
+
+    assert "crowdlayer" in rows["methods"] and set(rows["methods"]) <= set(TRAINERS)
+    labels = rows["labels"]
+    # our aggregators as in benchmarks/README.md's accuracy table (music: ds .7671, mv .6900)
+    assert round(labels["ds"]["music"][0], 4) == 0.7671 and round(labels["mv"]["music"][0], 4) == 0.69
+    for m in rows["methods"]:
+        assert 0 < labels[m]["music"][0] <= 1 and 0 <= rows["test"][m]["music"][0] <= 1
+        cv = rows["cv"][m]["music"]
+        assert len(cv["heldout"]) == len(cv["labels"]) == 2  # 2 folds × 1 seed
+    has_cleanlab = subprocess.run([sys.executable, "-c", "import cleanlab, sklearn"]).returncode == 0
+    crowdlab = [k for k in labels if k.startswith("CROWDLAB")]
+    assert len(crowdlab) == (4 if has_cleanlab else 0)
+    assert has_cleanlab or "CROWDLAB rows left out" in proc.stdout
+    (synthetic,) = rows["speed"]["synthetic"]
+    assert synthetic["items"] == 2000 and synthetic["epoch_s"] > 0 and synthetic["network_s"] > 0
+    assert [r["method"] for r in rows["speed"]["real"]] == rows["methods"]

@@ -82,6 +82,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import DataError, UsageError, os_reason
+from ..methods.model_file import describe_json
 from .model import TrainedModel
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -484,24 +485,9 @@ def _framing(header: dict[str, Any], n_data: int, source: str
 
 
 # ----------------------------------------------------------------------------- the model's fields
-def _describe(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return f"{json.dumps(value)} (a boolean)"
-    if isinstance(value, str):
-        text = json.dumps(value, ensure_ascii=False)
-        return f"{text if len(text) <= 40 else text[:36] + '...' + chr(34)} (a string)"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    return repr(value)
-
-
 def _fields_of(obj: Any, fields: tuple[str, ...], optional: tuple[str, ...], source: str, what: str) -> dict:
     if not isinstance(obj, dict):
-        raise DataError(f"{source}: {what} is {_describe(obj)}, not an object")
+        raise DataError(f"{source}: {what} is {describe_json(obj)}, not an object")
     missing = [k for k in fields if k not in obj]
     if missing:
         raise DataError(f"{source}: {what} lacks " + ", ".join(map(json.dumps, missing)))
@@ -514,7 +500,7 @@ def _fields_of(obj: Any, fields: tuple[str, ...], optional: tuple[str, ...], sou
 
 def _text(value: Any, key: str, source: str, *, empty: bool = False) -> str:
     if type(value) is not str or (not empty and not value):
-        raise DataError(f"{source}: \"{key}\" is {_describe(value)}, not {'a' if empty else 'a non-empty'} string")
+        raise DataError(f"{source}: \"{key}\" is {describe_json(value)}, not {'a' if empty else 'a non-empty'} string")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate, from a \ud800 escape
@@ -524,13 +510,13 @@ def _text(value: Any, key: str, source: str, *, empty: bool = False) -> str:
 
 def _integer(value: Any, key: str, source: str, low: int = 0, high: int = 2**62) -> int:
     if type(value) is not int or not low <= value <= high:
-        raise DataError(f"{source}: \"{key}\" is {_describe(value)}, not an integer from {low:,} to {high:,}")
+        raise DataError(f"{source}: \"{key}\" is {describe_json(value)}, not an integer from {low:,} to {high:,}")
     return value
 
 
 def _names(value: Any, key: str, source: str) -> list[str]:
     if not isinstance(value, list):
-        raise DataError(f"{source}: \"{key}\" is {_describe(value)}, not a list of names")
+        raise DataError(f"{source}: \"{key}\" is {describe_json(value)}, not a list of names")
     for i, name in enumerate(value):
         _text(name, f"{key}[{i}]", source, empty=True)
     if len(set(value)) != len(value):
@@ -547,7 +533,7 @@ def _spec(obj: Any, source: str) -> Any:
     net = _fields_of(obj, _SPEC_FIELDS, (), source, "\"network\"")
     kind = net["kind"]
     if kind not in networks.KINDS:
-        raise DataError(f"{source}: \"network.kind\" is {_describe(kind)}, not one of {', '.join(networks.KINDS)}")
+        raise DataError(f"{source}: \"network.kind\" is {describe_json(kind)}, not one of {', '.join(networks.KINDS)}")
     shape = net["input_shape"]
     dims = 3 if kind == "cnn" else 1
     if (not isinstance(shape, list) or len(shape) != dims
@@ -561,7 +547,7 @@ def _spec(obj: Any, source: str) -> Any:
     hidden = _integer(net["hidden"], "network.hidden", source, 1, _max_hidden())
     dropout = net["dropout"]
     if type(dropout) not in (int, float) or not 0.0 <= dropout < 1.0:
-        raise DataError(f"{source}: \"network.dropout\" is {_describe(dropout)}, not a probability from 0 to 1 "
+        raise DataError(f"{source}: \"network.dropout\" is {describe_json(dropout)}, not a probability from 0 to 1 "
                         "(1 excluded)")
     return networks.NetSpec(kind=kind, input_shape=tuple(shape), n_classes=n_classes, hidden=hidden,
                             dropout=float(dropout))

@@ -77,13 +77,19 @@ from ..methods.loop import MINIMISE, NoImprovement, Run, Step, StopRule, iterate
 from ..methods.registry import Method
 from ..methods.result import AggregationResult
 from . import networks
-from .confusion import answer_proba
+from .confusion import Confusions, answer_proba
 from .model import TrainedModel
 
 #: Rows of the network's forward pass at a time outside training (evaluation, prediction).
 EVAL_ROWS = 8192
 #: Probabilities are floored here before a log (an answer the model calls impossible costs 23 nats, not inf).
 PROB_FLOOR = 1e-10
+
+
+def answer_nll(q: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
+    """``-mean log q[i, label[i]]`` over answers (probabilities floored at :data:`PROB_FLOOR`): the coupled
+    cross-entropy of answer distributions ``q`` (n, K) and the answers ``label`` (n,)."""
+    return -torch.log(q.gather(1, label.unsqueeze(1)).squeeze(1).clamp_min(PROB_FLOOR)).mean()
 
 
 def resolve_device(name: str) -> torch.device:
@@ -236,6 +242,12 @@ class TrainState:
         self.net.train(was)
         return out
 
+    def confusions(self) -> Confusions:
+        """The method's :class:`~crowdagg.learning.confusion.Confusions` module (``modules["confusion"]``)."""
+        conf = self.modules["confusion"]
+        assert isinstance(conf, Confusions)
+        return conf
+
     def snapshot(self) -> dict[str, Any]:
         return {"net": copy.deepcopy(self.net.state_dict()), "modules": copy.deepcopy(self.modules.state_dict()),
                 "extra": copy.deepcopy(self.extra)}
@@ -257,7 +269,7 @@ class Trainer(Aggregator):
     #: and the answers through the confusions) or ``"classifier"`` (its prediction alone: a two-stage baseline).
     labels_from: ClassVar[str] = "answers"
     #: The optimiser's lr for the method's own modules, as a multiple of ``lr`` (deepBP App. D: 10× for the
-    #: confusions).
+    #: confusions); a method declaring the parameter ``confusion_lr_scale`` sets it per fit.
     module_lr_scale: ClassVar[float] = 1.0
 
     _features: np.ndarray | None = None
@@ -340,7 +352,8 @@ class Trainer(Aggregator):
         groups = [{"params": list(net.parameters()), "weight_decay": checked["weight_decay"]}]
         own = [p for p in state.modules.parameters() if p.requires_grad]
         if own:
-            groups.append({"params": own, "weight_decay": 0.0, "lr": checked["lr"] * self.module_lr_scale})
+            scale = checked.get("confusion_lr_scale", self.module_lr_scale)  # a method may declare it a parameter
+            groups.append({"params": own, "weight_decay": 0.0, "lr": checked["lr"] * scale})
         state.optimizer = torch.optim.Adam(groups, lr=checked["lr"])
         return state, self._objective(state)
 
@@ -393,8 +406,7 @@ class Trainer(Aggregator):
         q = self._answer_proba(state, p, state.val.worker)
         if q is None:
             q = answer_proba(p, self._implied_confusion(state)[state.val.worker])
-        picked = q.gather(1, state.val.label.unsqueeze(1)).squeeze(1).clamp_min(PROB_FLOOR)
-        return float(-torch.log(picked).mean())
+        return float(answer_nll(q, state.val.label))
 
     @torch.no_grad()
     def _implied_confusion(self, state: TrainState) -> torch.Tensor:

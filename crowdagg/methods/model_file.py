@@ -318,11 +318,11 @@ def from_document(doc: Any, display: str = "<workers>") -> WorkerModel:
             f"({param('save_workers')})"
         )
     if type(version) is not int or version != VERSION:
-        raise DataError(f"{display}: worker model version {_describe(version)}; this crowdagg reads version {VERSION}")
+        raise DataError(f"{display}: worker model version {describe_json(version)}; this crowdagg reads version {VERSION}")
     method = doc.get("method")
     methods = saving_methods()
     if type(method) is not str or method not in methods:
-        shown = json.dumps(method, ensure_ascii=False) if isinstance(method, str) else _describe(method)
+        shown = json.dumps(method, ensure_ascii=False) if isinstance(method, str) else describe_json(method)
         raise DataError(f"{display}: \"method\" is {shown}; a worker model is one of " + ", ".join(methods))
     form = form_of(method)
     assert form is not None
@@ -366,7 +366,7 @@ class _Literal:
         self.text = text
 
 
-def _describe(value: Any) -> str:
+def describe_json(value: Any) -> str:
     """A JSON value as an error message shows it: its text, and its kind when that is the problem."""
     if isinstance(value, _Literal):
         return f"{value.text} (which JSON does not allow)"
@@ -394,10 +394,10 @@ def _names(doc: dict[str, Any], key: str, display: str) -> list[str]:
     """A list of distinct, non-blank, valid-text names."""
     names = doc[key]
     if not isinstance(names, list):
-        raise DataError(f"{display}: \"{key}\" is {_describe(names)}, not a list of names")
+        raise DataError(f"{display}: \"{key}\" is {describe_json(names)}, not a list of names")
     if not all(type(v) is str for v in names):
         i = next(i for i, v in enumerate(names) if type(v) is not str)
-        raise DataError(f"{display}: {key}[{i}] is {_describe(names[i])}, not a name (a string)")
+        raise DataError(f"{display}: {key}[{i}] is {describe_json(names[i])}, not a name (a string)")
     for i, name in enumerate(names):
         if not name.strip():
             raise DataError(f"{display}: {key}[{i}] is blank")
@@ -430,7 +430,7 @@ def _numbers(doc: dict[str, Any], key: str, shape: tuple[int, ...], display: str
     for depth, size in enumerate(shape):
         if not all(type(x) is list for x in items):
             i = next(i for i, x in enumerate(items) if type(x) is not list)
-            raise DataError(f"{display}: {_path(key, i, shape[:depth])} is {_describe(items[i])}, not a list")
+            raise DataError(f"{display}: {_path(key, i, shape[:depth])} is {describe_json(items[i])}, not a list")
         if any(len(x) != size for x in items):
             i = next(i for i, x in enumerate(items) if len(x) != size)
             raise DataError(f"{display}: {_path(key, i, shape[:depth])} has {len(items[i])} entries, not {size} "
@@ -438,7 +438,7 @@ def _numbers(doc: dict[str, Any], key: str, shape: tuple[int, ...], display: str
         items = list(chain.from_iterable(items))
     if not {type(v) for v in items} <= {float, int}:
         i = next(i for i, v in enumerate(items) if type(v) not in (float, int))
-        raise DataError(f"{display}: {_path(key, i, shape)} is {_describe(items[i])}, not a number")
+        raise DataError(f"{display}: {_path(key, i, shape)} is {describe_json(items[i])}, not a number")
     try:
         values = np.array(items, dtype=np.float64)
     except OverflowError:  # an integer beyond any double
@@ -506,9 +506,9 @@ def _check_follows_from_counts(model: WorkerModel, form: SavedForm, display: str
 def _task_hashes(doc: dict[str, Any], display: str) -> np.ndarray:
     n, text = doc["n_tasks"], doc["task_hashes"]
     if type(n) is not int or n < 0:
-        raise DataError(f"{display}: \"n_tasks\" is {_describe(n)}, not a count of tasks")
+        raise DataError(f"{display}: \"n_tasks\" is {describe_json(n)}, not a count of tasks")
     if type(text) is not str:
-        raise DataError(f"{display}: \"task_hashes\" is {_describe(text)}, not base64 text")
+        raise DataError(f"{display}: \"task_hashes\" is {describe_json(text)}, not base64 text")
     try:
         raw = base64.b64decode(text.encode("ascii"), validate=True)
     except (binascii.Error, UnicodeEncodeError, ValueError):

@@ -64,7 +64,7 @@ import torch
 from torch import nn
 
 from ..confusion import Confusions, answer_proba, initial_logits
-from ..trainer import PROB_FLOOR, Batch, Trainer, TrainState
+from ..trainer import Batch, Trainer, TrainState, answer_nll
 
 
 class TraceReg(Trainer):
@@ -73,33 +73,20 @@ class TraceReg(Trainer):
     name = "tracereg"
     _lam: float = 0.0
 
-    def _start(self, data, checked, device):  # type: ignore[no-untyped-def]
-        state, objective = super()._start(data, checked, device)
-        for group in state.optimizer.param_groups[1:]:  # the confusions' group: lr × confusion_lr_scale
-            group["lr"] = checked["lr"] * checked["confusion_lr_scale"]
-        return state, objective
-
     def _build(self, data, state: TrainState, checked) -> dict[str, nn.Module]:  # type: ignore[no-untyped-def]
         self._lam = float(checked["lam"])
         logits = initial_logits(state.n_workers, state.n_classes, "diagonal", form="softplus",
                                 diagonal=checked["diagonal"])
         return {"confusion": Confusions(logits, form="softplus")}
 
-    @staticmethod
-    def _matrices(state: TrainState) -> Confusions:
-        conf = state.modules["confusion"]
-        assert isinstance(conf, Confusions)
-        return conf
-
     def _loss(self, state: TrainState, logits: torch.Tensor, batch: Batch) -> torch.Tensor:
-        conf = self._matrices(state)
+        conf = state.confusions()
         all_matrices = conf.matrices()  # (M, K, K): the trace needs every annotator's
         p = torch.softmax(logits, dim=1)[batch.row]
         q = answer_proba(p, all_matrices[batch.worker])
-        picked = q.gather(1, batch.label.unsqueeze(1)).squeeze(1).clamp_min(PROB_FLOOR)
-        ce = -torch.log(picked).mean()
+        ce = answer_nll(q, batch.label)
         trace = torch.diagonal(all_matrices, dim1=1, dim2=2).sum(dim=1).mean()
         return ce + self._lam * trace
 
     def _answer_proba(self, state: TrainState, p: torch.Tensor, workers: torch.Tensor) -> torch.Tensor:
-        return answer_proba(p, self._matrices(state)(workers))
+        return answer_proba(p, state.confusions()(workers))
