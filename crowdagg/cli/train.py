@@ -86,7 +86,7 @@ def train(
     batch_size: Optional[int] = typer.Option(None, "--batch-size", help=_declared("batch_size")),
     lr: Optional[float] = typer.Option(None, "--lr", help=_declared("lr")),
     weight_decay: Optional[float] = typer.Option(None, "--weight-decay", help=_declared("weight_decay")),
-    seed: Optional[int] = typer.Option(None, "--seed", help=_declared("seed", "; the same seed gives the same output on CPU")),
+    seed: Optional[int] = typer.Option(None, "--seed", help=_declared("seed", "; the same seed and --threads give the same bytes on CPU")),
     device: Optional[str] = typer.Option(None, "--device", help=_declared("device")),
     val_fraction: Optional[float] = typer.Option(None, "--val-fraction", help=_declared("val_fraction")),
     patience: Optional[int] = typer.Option(None, "--patience", help=_declared("patience")),

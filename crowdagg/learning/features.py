@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core import memory
-from ..errors import DataError, UsageError
+from ..errors import CrowdaggError, DataError, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..data.annotations import AnnotationSet
@@ -206,21 +206,36 @@ def read_task_ids(path: str, max_memory: memory.MaxMemory = None) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- the formats
-def _npy_header(fh: Any, path: str) -> tuple[tuple[int, ...], np.dtype]:
-    """The shape and dtype in a ``.npy`` header (nothing else read); a file that is not one is refused."""
+def _npy_header(fh: Any, path: str) -> tuple[tuple[int, ...], np.dtype, bool]:
+    """The shape, dtype and Fortran order in a ``.npy`` header (nothing else read); a file that is not one is
+    refused."""
     from numpy.lib import format as npformat
 
     try:
         version = npformat.read_magic(fh)
         if version == (1, 0):
-            shape, _, dtype = npformat.read_array_header_1_0(fh)
+            shape, fortran, dtype = npformat.read_array_header_1_0(fh)
         elif version == (2, 0):
-            shape, _, dtype = npformat.read_array_header_2_0(fh)
+            shape, fortran, dtype = npformat.read_array_header_2_0(fh)
         else:  # (3, 0) is written only for structured arrays with non-Latin-1 field names: not features
             raise ValueError(f"format version {version[0]}.{version[1]} holds a structured array, not numbers")
     except Exception as exc:  # noqa: BLE001 - numpy's header parser raises ValueError, SyntaxError, TokenError ...
         raise DataError(f"features {path}: is not a .npy file ({_reason(exc)})") from None
-    return tuple(int(s) for s in shape), np.dtype(dtype)
+    shape = tuple(int(s) for s in shape)
+    if any(s < 0 for s in shape):
+        raise DataError(f"features {path}: is not a .npy file (its header gives the shape {shape})")
+    return shape, np.dtype(dtype), bool(fortran)
+
+
+def _check_data_size(found: int, shape: tuple[int, ...], dtype: np.dtype, path: str, name: str = "") -> None:
+    """The bytes after a ``.npy`` header are exactly the array its header describes (a lying header, a truncated
+    file or bytes after the array are refused: numpy would read a prefix and ignore the rest)."""
+    expected = int(np.prod(shape, dtype=np.float64)) * dtype.itemsize
+    if found != expected:
+        what = f"features {path}" + (f" (array {name!r})" if name else "")
+        why = "truncated?" if found < expected else "its header does not describe its data"
+        raise DataError(f"{what}: cannot be read as a .npy array: it holds {found:,} bytes of data where "
+                        f"its header's {' × '.join(map(str, shape))} {dtype} array needs {expected:,} ({why})")
 
 
 def _check_array_kind(shape: tuple[int, ...], dtype: np.dtype, path: str, name: str = "") -> None:
@@ -248,20 +263,51 @@ def _check_array_memory(shape: tuple[int, ...], dtype: np.dtype, path: str, max_
                  advice="use fewer rows or features")
 
 
-def _as_float32(x: np.ndarray) -> np.ndarray:
-    return x if x.dtype == np.float32 else x.astype(np.float32)
+def _as_float32(x: np.ndarray, path: str) -> np.ndarray:
+    """float32; a finite value beyond its range (1e39) is refused by name, not read as inf."""
+    if x.dtype == np.float32:
+        return x
+    with np.errstate(over="ignore", invalid="ignore"):
+        x32 = x.astype(np.float32)
+    if x.dtype.kind == "f" and x.size:
+        _check_range(x.reshape(x.shape[0], -1), x32.reshape(x.shape[0], -1), path, "row", 0, None)
+    return x32
+
+
+def _check_range(source: np.ndarray, x32: np.ndarray, path: str, unit: str, first: int,
+                 columns: Sequence[str] | None) -> None:
+    """``source`` (n, d) finite where ``x32`` is not: a value float32 cannot hold, named (its row and column)."""
+    over = np.isfinite(source) & ~np.isfinite(x32)
+    if over.any():
+        i, j = (int(v[0]) for v in np.nonzero(over))
+        column = f"column {columns[j]!r}" if columns is not None else f"feature {j}"
+        raise DataError(f"features {path}: {unit} {i + first}, {column} is {float(source[i, j]):g}, beyond the range "
+                        "of float32 (±3.4e38) in which features are trained; rescale the features")
 
 
 def _read_npy(path: str, max_memory: memory.MaxMemory) -> np.ndarray:
-    with open(path, "rb") as fh:
-        shape, dtype = _npy_header(fh, path)
-    _check_array_kind(shape, dtype, path)
-    _check_array_memory(shape, dtype, path, max_memory)
+    """The array, read through one handle (a FIFO works) after its header is checked; its data must be exactly
+    what the header describes."""
     try:
-        x = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise DataError(f"features {path}: cannot be read as a .npy array ({_reason(exc)})") from None
-    return _as_float32(x)
+        with open(path, "rb") as fh:
+            shape, dtype, fortran = _npy_header(fh, path)
+            _check_array_kind(shape, dtype, path)
+            _check_array_memory(shape, dtype, path, max_memory)
+            expected = int(np.prod(shape, dtype=np.float64)) * dtype.itemsize
+            buf = bytearray(expected)
+            view, got = memoryview(buf), 0
+            while got < expected:
+                n = fh.readinto(view[got:])
+                if not n:
+                    break
+                got += n
+            if got == expected:
+                got += len(fh.read(1 << 16))
+            _check_data_size(got, shape, dtype, path)
+    except OSError as exc:
+        raise DataError(f"features {path}: cannot be read ({_reason(exc)})") from None
+    x = np.frombuffer(buf, dtype=dtype).reshape(shape, order="F" if fortran else "C")
+    return _as_float32(x, path)
 
 
 def _read_npz(path: str, max_memory: memory.MaxMemory) -> tuple[np.ndarray | None, np.ndarray]:
@@ -282,37 +328,43 @@ def _read_npz(path: str, max_memory: memory.MaxMemory) -> tuple[np.ndarray | Non
                                     "features 'features' (and the row ids 'ids'), or save one array")
                 main = rest[0]
             with zf.open(members[main]) as fh:
-                shape, dtype = _npy_header(fh, path)
+                shape, dtype, _ = _npy_header(fh, path)
+                data_bytes = members[main].file_size - fh.tell()
             _check_array_kind(shape, dtype, path, main)
+            _check_data_size(data_bytes, shape, dtype, path, main)
             _check_array_memory(shape, dtype, path, max_memory)
             if id_name is not None:
                 with zf.open(members[id_name]) as fh:
-                    id_shape, id_dtype = _npy_header(fh, path)
+                    id_shape, id_dtype, _ = _npy_header(fh, path)
+                    id_bytes = members[id_name].file_size - fh.tell()
                 if id_dtype.hasobject:
                     raise DataError(f"features {path} (array {id_name!r}): holds Python objects (a pickled array), "
                                     "which are never unpickled; save the ids as a string or integer array")
                 if id_dtype.kind not in "iuUS" or len(id_shape) != 1:
                     raise DataError(f"features {path} (array {id_name!r}): ids must be a 1-D array of strings or "
                                     f"integers, got shape {id_shape} of {id_dtype}")
+                _check_data_size(id_bytes, id_shape, id_dtype, path, id_name)
                 if id_shape[0] != shape[0]:
                     raise DataError(f"features {path}: {id_shape[0]:,} ids ({id_name!r}) for {shape[0]:,} rows "
                                     f"({main!r})")
                 memory.check(id_shape[0] * (id_dtype.itemsize + 64.0), f"features {path}: {id_shape[0]:,} ids",
                              max_memory)
         with np.load(path, allow_pickle=False) as npz:
-            x = _as_float32(npz[main])
-            ids = None if id_name is None else _id_strings(npz[id_name])
+            x = _as_float32(npz[main], path)
+            ids = None if id_name is None else _id_strings(npz[id_name], f"features {path} (array {id_name!r})")
+    except CrowdaggError:
+        raise  # already worded (a ResourceError stays one)
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
         raise DataError(f"features {path}: cannot be read as a .npz archive ({_reason(exc)})") from None
     return ids, x
 
 
-def _id_strings(values: np.ndarray) -> np.ndarray:
+def _id_strings(values: np.ndarray, what: str) -> np.ndarray:
     if values.dtype.kind == "S":
         try:
             return np.array([v.decode("utf-8").strip() for v in values.tolist()], dtype=object)
         except UnicodeDecodeError:
-            raise DataError("ids that are not valid UTF-8 text") from None
+            raise DataError(f"{what}: ids that are not valid UTF-8 text") from None
     return np.array([str(v).strip() for v in values.tolist()], dtype=object)
 
 
@@ -352,6 +404,12 @@ def _read_table(path: str, fmt: str, id_col: str | None, max_memory: memory.MaxM
         raise UsageError(f"--id-col {key}: features {path} has no such column (columns: {_listed(columns)})")
     if columns.count(key) > 1:
         raise DataError(f"features {path}: the id column {key!r} appears more than once")
+    first_at: dict[str, int] = {}
+    for j, col in enumerate(columns):
+        if col in first_at:
+            raise DataError(f"features {path}: the column {col!r} appears twice (columns {first_at[col] + 1} and "
+                            f"{j + 1}); give each feature column its own name")
+        first_at[col] = j
     feats = [c for c in columns if c != key]
     if not feats:
         raise DataError(f"features {path}: has no feature columns beside the id column {key!r}")
@@ -426,7 +484,9 @@ def _text_columns(frame: Any, key: str, feats: Sequence[str], path: str) -> tupl
             i = int(np.flatnonzero(bad)[0])
             raise DataError(f"features {path}: column {col!r} is not numeric: line {i + 2} holds "
                             f"{frame[col].iloc[i]!r}")
-        x[:, j] = values
+        with np.errstate(over="ignore", invalid="ignore"):
+            x[:, j] = values
+        _check_range(values[:, None], x[:, j:j + 1], path, "line", 2, [col])
     return ids, x
 
 
@@ -446,7 +506,10 @@ def _parquet_columns(table: Any, key: str, feats: Sequence[str], path: str) -> t
         if pc.any(nulls).as_py():
             i = int(np.flatnonzero(nulls.to_numpy(zero_copy_only=False))[0])
             raise DataError(f"features {path}: row {i}, column {col!r} is empty (null)")
-        x[:, j] = column.cast(pa.float64()).to_numpy()
+        values = column.cast(pa.float64()).to_numpy()
+        with np.errstate(over="ignore", invalid="ignore"):
+            x[:, j] = values
+        _check_range(values[:, None], x[:, j:j + 1], path, "row", 0, [col])
     id_column = table.column(key)
     if pa.types.is_nested(id_column.type) or pa.types.is_binary(id_column.type):
         raise DataError(f"features {path}: the id column {key!r} holds {id_column.type}, not ids")

@@ -82,15 +82,21 @@ class TrainedModel:
         """Class probabilities (n, K) float64 for ``features`` (n, *input_shape), rows in the given order."""
         import torch
 
-        x = np.asarray(features)
+        from ..errors import UsageError
+        from .trainer import as_features, resolve_device
+
+        if not isinstance(batch_rows, int) or batch_rows < 1:
+            raise UsageError(f"batch_rows must be a whole number >= 1, got {batch_rows!r}")
+        where = resolve_device(device)  # auto; cuda without CUDA: the trainers' clear error
         shape = tuple(self.spec.input_shape)
-        if x.ndim < 1 or tuple(x.shape[1:]) != shape:
+        if np.ndim(features) < 1 or tuple(np.shape(features)[1:]) != shape:
             raise DataError(f"the model was trained on rows of shape {shape} ({self.n_features:,} features); these "
-                            f"features have rows of shape {tuple(x.shape[1:])}")
-        x = x.astype(np.float32, copy=False)
+                            f"features have rows of shape {tuple(np.shape(features)[1:])}")
+        x = as_features(features) if len(features) else np.zeros((0, *shape), dtype=np.float32)
         if not np.isfinite(x).all():
             bad = int(np.flatnonzero(~np.isfinite(x.reshape(len(x), -1)).all(axis=1))[0])
             raise DataError(f"features: row {bad} holds NaN or inf")
+        device = str(where)
         net = self.network(device)
         out = np.empty((len(x), len(self.classes)))
         with torch.no_grad():

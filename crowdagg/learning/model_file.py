@@ -369,7 +369,9 @@ def _split(blob: bytes, source: str, max_memory: MaxMemory) -> tuple[dict[str, A
     """(The safetensors header, parsed; a view of the data after it), the length checked before any allocation."""
     from ..core import memory
 
-    if blob[:2] in _PICKLE_PROTOCOLS or blob[:4] == _ZIP:
+    # A model file's first 8 bytes are its header's length, which can begin like a pickle (a header of 640 bytes
+    # is 80 02 00 ..., pickle protocol 2's opening): the header's opening brace after them tells one from the other.
+    if (blob[:2] in _PICKLE_PROTOCOLS or blob[:4] == _ZIP) and blob[8:9] != b"{":
         what = "a pickle" if blob[:1] == b"\x80" else "a zip archive (what torch.save writes: a pickle inside)"
         raise DataError(f"{source}: {what}, not a crowdagg model file: refused, because loading a pickle can "
                         "execute code; a model file is what crowdagg train --save writes")

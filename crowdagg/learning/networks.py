@@ -83,10 +83,9 @@ class Standardize(nn.Module):
 
     def fit(self, x: torch.Tensor) -> None:
         """Set mean and scale from training inputs ``x`` (N, *shape) (image channels: over N, H, W)."""
-        if x.dim() == 4:
-            mean, std = x.mean(dim=(0, 2, 3), keepdim=True), x.std(dim=(0, 2, 3), keepdim=True)
-        else:
-            mean, std = x.mean(dim=0), x.std(dim=0)
+        mean, std = _moments(x)
+        if not (torch.isfinite(mean).all() and torch.isfinite(std).all()):  # float32 sums overflow near its limit
+            mean, std = (m.float() for m in _moments(x.double()))
         if x.shape[0] < 2:
             std = torch.ones_like(mean)
         self.mean.copy_(mean.expand_as(self.mean))
@@ -94,6 +93,13 @@ class Standardize(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return (x - self.mean) / self.scale
+
+
+def _moments(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and standard deviation per feature, or per channel of images (over N, H, W)."""
+    if x.dim() == 4:
+        return x.mean(dim=(0, 2, 3), keepdim=True), x.std(dim=(0, 2, 3), keepdim=True)
+    return x.mean(dim=0), x.std(dim=0)
 
 
 def build(spec: NetSpec) -> nn.Module:

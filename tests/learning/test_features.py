@@ -307,3 +307,82 @@ def test_has_own_ids(tmp_path):
     (tmp_path / "d.npz").write_bytes(b"junk")
     assert [has_own_ids(str(tmp_path / n)) for n in ("a.npy", "b.npz", "c.npz", "d.npz", "e.csv", "f.parquet")] == \
         [False, True, False, False, True, True]
+
+
+# --------------------------------------------------------------------------- hostile files (regressions)
+def _npy_bytes(array):
+    import io
+
+    buf = io.BytesIO()
+    np.save(buf, array)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize(("edit", "match"), [
+    (lambda b: b.replace(b"(4, 3)", b"(4, 1)"), r"holds 96 bytes of data where its header's 4 × 1 float64 array needs "
+                                                r"32 \(its header does not describe its data\)"),
+    (lambda b: b + b"\0" * 8, r"holds 104 bytes .* needs 96 \(its header does not describe its data\)"),
+    (lambda b: b.replace(b"(4, 3)", b"(6, 3)"), r"holds 96 bytes .* 6 × 3 float64 array needs 144 \(truncated\?\)"),
+    (lambda b: b.replace(b"(4, 3)", b"(-4, 3)"), r"is not a .npy file \(its header gives the shape \(-4, 3\)\)"),
+])
+def test_an_npy_whose_header_lies_about_its_data_is_refused(tmp_path, edit, match):
+    """numpy reads the prefix a smaller header announces and ignores the rest: such a file was read as other
+    features (a (4, 1) array of the first 4 values of a (4, 3) one), and bytes after the array were ignored."""
+    (tmp_path / "f.npy").write_bytes(edit(_npy_bytes(X)))
+    _refused(DataError, match, str(tmp_path / "f.npy"))
+    import zipfile
+
+    with zipfile.ZipFile(tmp_path / "f.npz", "w") as zf:
+        zf.writestr("features.npy", edit(_npy_bytes(X)))
+    _refused(DataError, match, str(tmp_path / "f.npz"))
+
+
+def test_a_fortran_order_npy_and_a_fifo_are_read(tmp_path):
+    """The array is read through one handle after its header: a FIFO (a process substitution) works."""
+    import os
+    import threading
+
+    np.save(tmp_path / "f.npy", np.asfortranarray(X))
+    np.testing.assert_array_equal(read_features(str(tmp_path / "f.npy")).x, X.astype(np.float32))
+    if not hasattr(os, "mkfifo"):
+        return
+    os.mkfifo(tmp_path / "p.npy")
+    data = _npy_bytes(X)
+    writer = threading.Thread(target=lambda: (tmp_path / "p.npy").write_bytes(data))
+    writer.start()
+    try:
+        np.testing.assert_array_equal(read_features(str(tmp_path / "p.npy")).x, X.astype(np.float32))
+    finally:
+        writer.join(timeout=10)
+
+
+def test_npz_errors_are_worded_once_and_keep_their_kind(tmp_path):
+    """A refusal raised while the archive is open was wrapped in "cannot be read as a .npz archive (features ...:
+    ...)", naming the file twice, and a memory refusal lost its kind."""
+    np.savez(tmp_path / "f.npz", a=X, b=X)
+    text = _refused(DataError, "holds the arrays 'a', 'b'", str(tmp_path / "f.npz"))
+    assert "cannot be read" not in text and text.count("f.npz") == 1
+    np.savez(tmp_path / "g.npz", features=X, ids=np.array([b"\xff"] * 4))
+    _refused(DataError, r"^features .*g\.npz \(array 'ids'\): ids that are not valid UTF-8 text$",
+             str(tmp_path / "g.npz"))
+    np.savez(tmp_path / "h.npz", features=np.zeros((1000, 100)))
+    _refused(ResourceError, "more than the limit", str(tmp_path / "h.npz"), max_memory="100K")
+
+
+def test_a_feature_column_named_twice_is_refused(tmp_path):
+    """pandas returns a frame for a repeated name: the reader failed with an AttributeError."""
+    (tmp_path / "f.csv").write_text("task,a,a,b\nt0,1,2,3\nt1,4,5,6\n")
+    _refused(DataError, r"the column 'a' appears twice \(columns 2 and 3\)", str(tmp_path / "f.csv"))
+
+
+def test_a_value_beyond_float32_is_named_not_called_inf(tmp_path):
+    """1e39 in a CSV or 1e300 in a float64 .npy became inf when cast, and the error said the file held inf."""
+    (tmp_path / "f.csv").write_text("task,a,b\nt0,1,2\nt1,3,1e39\n")
+    _refused(DataError, r"line 3, column 'b' is 1e\+39, beyond the range of float32", str(tmp_path / "f.csv"))
+    big = X.copy()
+    big[2, 1] = -1e300
+    np.save(tmp_path / "f.npy", big)
+    _refused(DataError, r"row 2, feature 1 is -1e\+300, beyond the range of float32", str(tmp_path / "f.npy"))
+    frame = _frame(big)
+    frame.to_parquet(tmp_path / "f.parquet")
+    _refused(DataError, r"row 2, column 'f1' is -1e\+300", str(tmp_path / "f.parquet"))

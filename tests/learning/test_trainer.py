@@ -142,3 +142,44 @@ def test_images_train_through_the_cnn():
     x[truth == 1, :, 2:6, 2:6] += 3.0  # class 1 has a bright square
     result = crowdlayer(model="cnn", hidden=8, epochs=15, lr=1e-2, batch_size=16).fit(data, x)
     assert (result.model_params["classifier_proba"].argmax(1) == truth).mean() > 0.9
+
+
+# --------------------------------------------------------------------------- hostile inputs (regressions)
+def test_features_in_any_array_like_train_to_the_same_model(separable):
+    """A torch tensor that requires grad raised torch's RuntimeError; a DataFrame's read-only array made torch warn."""
+    import warnings
+
+    import pandas as pd
+
+    data, x, _, _ = separable
+    expected = crowdlayer(epochs=1).fit(data, x).posteriors
+    grad = torch.as_tensor(x).requires_grad_()
+    for features in (grad, pd.DataFrame(x), x.tolist(), x.astype(np.float64)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got = crowdlayer(epochs=1).fit(data, features).posteriors
+        assert np.array_equal(got, expected), type(features)
+
+
+@pytest.mark.parametrize(("features", "error", "words"), [
+    ([[1.0, 2.0], [3.0]], DataError, "numeric array of shape (n_tasks, d) or (n_tasks, C, H, W): setting an array"),
+    (np.zeros((400, 0)), DataError, "rows of no features (shape (400, 0))"),
+    (np.full((400, 8), 1e300), DataError, "row 0, feature 0 is 1e+300, beyond float32's range"),
+    (np.where(np.arange(400)[:, None] % 4 == 0, 3e38, -3e38).repeat(8, 1).astype(np.float32), DataError,
+     "values up to 3e+38 overflow float32 once centred"),
+])
+def test_hostile_features_are_clear_errors(separable, features, error, words):
+    """A ragged list raised numpy's ValueError; rows of no features trained a constant classifier; 1e300 was called
+    NaN or inf; ±3e38 (finite float32) trained into NaN reported as a divergence ("try a smaller lr")."""
+    data, _, _, _ = separable
+    with pytest.raises(error) as info:
+        crowdlayer(epochs=1).fit(data, features)
+    assert words in str(info.value)
+
+
+def test_features_at_float32s_limit_of_one_sign_train(separable):
+    """3e38 on every row: the float32 mean overflowed to inf (the standardisation now falls back to float64)."""
+    data, x, _, _ = separable
+    big = np.where(x > 0, 3e38, 1e38).astype(np.float32)
+    result = crowdlayer(epochs=1).fit(data, big)
+    assert np.isfinite(result.posteriors).all()

@@ -1,0 +1,50 @@
+"""The trained model (crowdagg.learning.model.TrainedModel): predict_proba's inputs and devices."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+
+from crowdagg.errors import DataError, UsageError  # noqa: E402
+from crowdagg.methods.registry import get_trainer  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def model_and_x(separable):
+    data, x, _, _ = separable
+    result = get_trainer("crowdlayer").load()(epochs=2, hidden=8).fit(data, x)
+    return result.model_params["model"], x
+
+
+def test_predict_proba_takes_auto_and_any_array_like(model_and_x):
+    """device="auto" (what the trainers take) reached torch.device and raised its RuntimeError."""
+    model, x = model_and_x
+    expected = model.predict_proba(x)
+    assert np.array_equal(model.predict_proba(x, device="auto"), expected)
+    assert np.array_equal(model.predict_proba(x.tolist()), expected)
+    assert model.predict_proba(np.zeros((0, x.shape[1]))).shape == (0, len(model.classes))
+
+
+@pytest.mark.parametrize(("features", "kwargs", "error", "words"), [
+    (np.array([["a"] * 8]), {}, DataError, "numeric array"),
+    (np.zeros((2, 8), dtype=complex), {}, DataError, "numeric array"),
+    (np.full((2, 8), 1e300), {}, DataError, "beyond float32's range"),
+    (np.zeros((2, 8)), {"batch_rows": 0}, UsageError, "batch_rows must be a whole number >= 1"),
+    (np.zeros((2, 8)), {"device": "cuda:7"}, UsageError, "device=cuda:7"),
+    (np.zeros((2, 8)), {"device": "mps"}, UsageError, "device must be cpu, cuda, cuda:N (N = 0, 1, ...) or auto"),
+    (np.zeros((2, 8)), {"device": "meta"}, UsageError, "got 'meta'"),
+])
+def test_predict_proba_refuses_in_plain_words(model_and_x, features, kwargs, error, words):
+    """Strings raised numpy's ValueError, complex was silently cast to its real part, batch_rows=0 raised range()'s
+    ValueError, cuda without CUDA torch's AssertionError, mps torch's RuntimeError, meta a NotImplementedError."""
+    model, _ = model_and_x
+    if kwargs.get("device") == "cuda:7":
+        import torch
+
+        if torch.cuda.is_available() and torch.cuda.device_count() > 7:
+            pytest.skip("this machine has a cuda:7")
+    with pytest.raises(error) as info:
+        model.predict_proba(features, **kwargs)
+    assert words in str(info.value)
