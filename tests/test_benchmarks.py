@@ -182,6 +182,24 @@ def test_moments_benchmark_quick_runs_speed_recovery_and_real_data(tmp_path, dat
     assert set(blue["accuracy"]) >= {f"{m} refine={r}" for m in moments for r in ("none", "ds")}
 
 
+def test_moments_objective_diagnostic_starts_cnmf_from_the_truth(tmp_path, datasets_dir):
+    """The ``objective`` part: cnmf's fit from the true labels' confusions beside its fit from MultiSPA, on web
+    (the figures of benchmarks/README.md's table: the truth's start drifts below the published 85.42 by 30
+    sweeps, as MultiSPA's does within one)."""
+    out = tmp_path / "objective.json"
+    proc = _run_script("bench_moments.py", "objective", "--names", "web", "--sweeps", "1", "30", "--json", str(out),
+                       datasets_dir=datasets_dir)
+    assert proc.returncode == 0, proc.stderr
+    assert "| dataset | truth's start (MAP) | from the truth, 1 sweep | from the truth, 30 sweeps |" in proc.stdout
+    (web,) = json.loads(out.read_text())["objective"]
+    got = {k: round(v, 2) for k, v in (("truth", web["truth_start"]), ("multispa", web["multispa_start"]))}
+    got.update({f"truth {s}": round(v, 2) for s, v in web["from_truth"].items()})
+    got.update({f"multispa {s}": round(v, 2) for s, v in web["from_multispa"].items()})
+    assert got == {"truth": 95.02, "truth 1": 93.06, "truth 30": 81.42, "multispa": 85.26, "multispa 1": 70.45,
+                   "multispa 30": 77.91}
+    assert web["published"] == 85.42
+
+
 def test_graph_benchmark_quick_prints_the_accuracy_curves_and_the_speed_table(tmp_path):
     from crowdagg.methods.registry import METHODS
 
