@@ -316,17 +316,23 @@ def real_accuracy(data, truth: dict, method: str, params: dict) -> float:
     return real_accuracy_of(data, truth, fit(data, method, **params))
 
 
-def run_real(datasets: Path, names: list[str], methods: list[str]) -> list[dict]:
+def load_real(datasets: Path, name: str) -> tuple:
+    """``(answers, truth)`` of a real set: duplicate answers dropped keeping the last (as the reference code's
+    loaders), the truth as a task -> label dict."""
     from crowdagg import load_annotations
     from crowdagg.io.read import read_task_labels
 
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        data = load_annotations(datasets / name / "labels.csv", duplicates="last")
+    return data, read_task_labels(datasets / name / "truth.csv")
+
+
+def run_real(datasets: Path, names: list[str], methods: list[str]) -> list[dict]:
     avail = set(methods) | {"mv", "ds"}
     rows = []
     for name in names:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            data = load_annotations(datasets / name / "labels.csv", duplicates="last")
-        truth = read_task_labels(datasets / name / "truth.csv")
+        data, truth = load_real(datasets, name)
         acc: dict[str, float] = {}  # by label(method, params): each fit once
         runs = [(m, p) for _, _, m, p, _ in REAL_COLUMNS if m in avail]
         runs += [(m, {"refine": r}) for m in methods for r in ("none", "ds")]
@@ -417,15 +423,9 @@ def real_accuracy_of(data, truth: dict, result) -> float:
 
 
 def run_objective(datasets: Path, names: list[str], sweeps: list[int]) -> list[dict]:
-    from crowdagg import load_annotations
-    from crowdagg.io.read import read_task_labels
-
     rows = []
     for name in names:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            data = load_annotations(datasets / name / "labels.csv", duplicates="last")
-        truth = read_task_labels(datasets / name / "truth.csv")
+        data, truth = load_real(datasets, name)
         prior, conf, _ = truth_start(data, truth)
         row = {"dataset": name, "truth_start": map_accuracy(data, truth, prior, conf),
                "multispa_start": real_accuracy_of(data, truth, fit(data, "multispa", refine="none")),
