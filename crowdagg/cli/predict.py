@@ -49,8 +49,8 @@ def predict(
                    device=device, max_memory=max_memory)
     require_torch("crowdagg predict")  # before anything is read
     from ..core import memory
+    from ..learning.device import resolve_device
     from ..learning.features import feature_format
-    from ..learning.trainer import resolve_device
     from ..methods.registry import Param
 
     where = resolve_device(Param("device", "device", "auto", "").parse(device))

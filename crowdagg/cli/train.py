@@ -166,7 +166,7 @@ def check_trainer(method: str, flags: dict[str, Any], pairs: list[str]) -> tuple
     cls = spec.load()  # the optional extra: before a parameter is looked at
     params = method_params(spec, flags, pairs)
     checked = cls(**params).check_params()
-    from ..learning.trainer import resolve_device
+    from ..learning.device import resolve_device
 
     resolve_device(checked["device"])
     return cls, params

@@ -626,4 +626,32 @@ def align(data: AnnotationSet, features: Features, *, max_memory: memory.MaxMemo
     return data, features.x[rows]
 
 
-__all__ = ["Features", "FORMATS", "align", "feature_format", "has_own_ids", "read_features", "read_task_ids"]
+__all__ = ["Features", "FORMATS", "align", "as_features", "feature_format", "has_own_ids", "read_features", "read_task_ids"]
+
+
+def as_features(features: Any) -> np.ndarray:
+    """``features`` (an array, a list, a DataFrame, a torch tensor) as a writable float32 numpy array of shape
+    (n, d) or (n, C, H, W); anything else, rows of no features, and values beyond float32's range are refused."""
+    if type(features).__module__.partition(".")[0] == "torch":  # a tensor (torch is imported by its owner)
+        features = features.detach().cpu().numpy()
+    try:
+        x = np.asarray(features)
+    except (TypeError, ValueError) as exc:  # ragged lists
+        raise DataError(f"features must be a numeric array of shape (n_tasks, d) or (n_tasks, C, H, W): {exc}"
+                        ) from None
+    if x.dtype.kind not in "biuf" or x.ndim not in (2, 4):
+        raise DataError(f"features must be a numeric array of shape (n_tasks, d) or (n_tasks, C, H, W), got "
+                        f"shape {x.shape} of {x.dtype}")
+    if x.shape[0] and int(np.prod(x.shape[1:])) == 0:
+        raise DataError(f"features have rows of no features (shape {x.shape})")
+    with np.errstate(over="ignore", invalid="ignore"):
+        x32 = x.astype(np.float32, copy=False)
+    if (x32 is not x or not x32.flags.writeable) and x.size:
+        flat, flat32 = x.reshape(x.shape[0], -1), x32.reshape(x.shape[0], -1)
+        over = np.isfinite(flat) & ~np.isfinite(flat32) if x.dtype.kind == "f" else np.zeros(flat.shape, bool)
+        if over.any():
+            i, j = (int(v[0]) for v in np.nonzero(over))
+            raise DataError(f"features: row {i}, feature {j} is {float(flat[i, j]):g}, beyond float32's range (±3.4e38)")
+        if not x32.flags.writeable:  # a read-only view (a DataFrame's, a memory map): torch wants to own it
+            x32 = x32.copy()
+    return x32

@@ -83,7 +83,8 @@ class TrainedModel:
         import torch
 
         from ..errors import UsageError
-        from .trainer import as_features, resolve_device
+        from .device import resolve_device
+        from .features import as_features
 
         if not isinstance(batch_rows, int) or batch_rows < 1:
             raise UsageError(f"batch_rows must be a whole number >= 1, got {batch_rows!r}")

@@ -78,6 +78,8 @@ from ..methods.registry import Method
 from ..methods.result import AggregationResult
 from . import networks
 from .confusion import Confusions, answer_proba
+from .device import resolve_device
+from .features import as_features
 from .model import TrainedModel
 
 #: Rows of the network's forward pass at a time outside training (evaluation, prediction).
@@ -90,51 +92,6 @@ def answer_nll(q: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
     """``-mean log q[i, label[i]]`` over answers (probabilities floored at :data:`PROB_FLOOR`): the coupled
     cross-entropy of answer distributions ``q`` (n, K) and the answers ``label`` (n,)."""
     return -torch.log(q.gather(1, label.unsqueeze(1)).squeeze(1).clamp_min(PROB_FLOOR)).mean()
-
-
-def resolve_device(name: str) -> torch.device:
-    """``auto`` -> CUDA when available, else CPU; ``cuda``/``cuda:N`` without CUDA is a clear error."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    kind, colon, number = str(name).partition(":")
-    if not (name == "cpu" or (kind == "cuda" and (not colon or number.isdigit()))):  # mps, meta, cuda:x ...
-        raise UsageError(f"{param('device')} must be cpu, cuda, cuda:N (N = 0, 1, ...) or auto, got {name!r}")
-    if name.startswith("cuda"):
-        if not torch.cuda.is_available():
-            raise UsageError(f"{param('device')}={name}: CUDA is not available here (torch {torch.__version__}); "
-                             "use --device cpu or auto")
-        index = int(number or 0)
-        if index >= torch.cuda.device_count():
-            raise UsageError(f"{param('device')}={name}: this machine has {torch.cuda.device_count()} CUDA device(s)")
-    return torch.device(name)
-
-
-def as_features(features: Any) -> np.ndarray:
-    """``features`` (an array, a list, a DataFrame, a torch tensor) as a writable float32 numpy array of shape
-    (n, d) or (n, C, H, W); anything else, rows of no features, and values beyond float32's range are refused."""
-    if isinstance(features, torch.Tensor):
-        features = features.detach().cpu().numpy()
-    try:
-        x = np.asarray(features)
-    except (TypeError, ValueError) as exc:  # ragged lists
-        raise DataError(f"features must be a numeric array of shape (n_tasks, d) or (n_tasks, C, H, W): {exc}"
-                        ) from None
-    if x.dtype.kind not in "biuf" or x.ndim not in (2, 4):
-        raise DataError(f"features must be a numeric array of shape (n_tasks, d) or (n_tasks, C, H, W), got "
-                        f"shape {x.shape} of {x.dtype}")
-    if x.shape[0] and math.prod(x.shape[1:]) == 0:
-        raise DataError(f"features have rows of no features (shape {x.shape})")
-    with np.errstate(over="ignore", invalid="ignore"):
-        x32 = x.astype(np.float32, copy=False)
-    if (x32 is not x or not x32.flags.writeable) and x.size:
-        flat, flat32 = x.reshape(x.shape[0], -1), x32.reshape(x.shape[0], -1)
-        over = np.isfinite(flat) & ~np.isfinite(flat32) if x.dtype.kind == "f" else np.zeros(flat.shape, bool)
-        if over.any():
-            i, j = (int(v[0]) for v in np.nonzero(over))
-            raise DataError(f"features: row {i}, feature {j} is {float(flat[i, j]):g}, beyond float32's range (±3.4e38)")
-        if not x32.flags.writeable:  # a read-only view (a DataFrame's, a memory map): torch wants to own it
-            x32 = x32.copy()
-    return x32
 
 
 def _check_centred_range(x: torch.Tensor, mean: torch.Tensor) -> None:
