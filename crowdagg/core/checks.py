@@ -7,9 +7,10 @@ showing the bad value.
 
 from __future__ import annotations
 
+import json
 import math
 import operator
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -83,3 +84,19 @@ def check_task_mapping(given: Any, name: str) -> Mapping[Any, Any]:
         raise UsageError(f"{param(name)} must map each task to its label (a dict or a pandas Series), "
                          f"got {type(given).__name__}")
     return given
+
+
+def json_unique_keys(message: Callable[[str], str]) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
+    """An ``object_pairs_hook`` for :func:`json.loads` that refuses a key repeated in one object (Python's json
+    would keep the last silently): a :class:`~crowdagg.errors.DataError` of ``message(the key as JSON)``."""
+
+    def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        obj = dict(pairs)
+        if len(obj) != len(pairs):
+            seen: set[str] = set()
+            dup = next(key for key, _ in pairs if key in seen or seen.add(key))  # type: ignore[func-returns-value]
+            raise DataError(message(json.dumps(dup)))
+        return obj
+
+    return unique_keys
+

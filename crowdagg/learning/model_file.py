@@ -81,6 +81,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..core.checks import json_unique_keys
 from ..errors import DataError, UsageError, os_reason
 from ..methods.model_file import describe_json
 from .model import TrainedModel
@@ -394,14 +395,6 @@ def _split(blob: bytes, source: str, max_memory: MaxMemory) -> tuple[dict[str, A
 def _parse_json(raw: bytes | str, source: str, what: str) -> Any:
     """Strict JSON: valid UTF-8 (bytes), no repeated key in an object, no NaN or Infinity; else a DataError."""
 
-    def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        obj = dict(pairs)
-        if len(obj) != len(pairs):
-            seen: set[str] = set()
-            dup = next(key for key, _ in pairs if key in seen or seen.add(key))  # type: ignore[func-returns-value]
-            raise DataError(f"{source}: {what} has the key {json.dumps(dup)} twice in one object (which one counts?)")
-        return obj
-
     def constant(text: str) -> Any:
         raise DataError(f"{source}: {what} holds {text}, which JSON does not allow")
 
@@ -409,6 +402,8 @@ def _parse_json(raw: bytes | str, source: str, what: str) -> Any:
         text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
     except UnicodeDecodeError:
         raise _not_model(source, f"{what} is not UTF-8 text") from None
+    unique_keys = json_unique_keys(lambda key: f"{source}: {what} has the key {key} twice in one object "
+                                   "(which one counts?)")
     try:
         return json.loads(text, object_pairs_hook=unique_keys, parse_constant=constant)
     except DataError:

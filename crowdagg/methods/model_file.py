@@ -69,6 +69,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from ..core.checks import json_unique_keys
 from ..errors import CrowdaggWarning, DataError, UsageError, param, warn
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -289,14 +290,8 @@ def from_json(text: bytes | str, display: str = "<workers>", max_memory: MaxMemo
     memory.check(memory.json_parse_bytes(text), f"parsing the {memory.human(len(text))} worker model {display}",
                  max_memory, advice="check that this is a worker model saved by --save-workers")
 
-    def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        obj = dict(pairs)
-        if len(obj) != len(pairs):
-            seen: set[str] = set()
-            dup = next(key for key, _ in pairs if key in seen or seen.add(key))  # type: ignore[func-returns-value]
-            raise DataError(f"{display}: the key {json.dumps(dup)} appears twice in one object (which one counts?)")
-        return obj
-
+    unique_keys = json_unique_keys(lambda key: f"{display}: the key {key} appears twice in one object "
+                                   "(which one counts?)")
     try:
         doc = json.loads(text, parse_constant=_Literal, object_pairs_hook=unique_keys)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
