@@ -838,6 +838,21 @@ def _env() -> dict[str, str]:
     return env
 
 
+def first_line_then_quiet(args: list[str], env: dict[str, str] | None = None) -> str:
+    """``python -m crowdagg ARGS | head -1``: read stdout's first line and close the pipe; the command must then
+    end quietly (exit 0, no traceback, no error on stderr).  Returns the first line."""
+    proc = subprocess.Popen([sys.executable, "-m", "crowdagg", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=_env() if env is None else env, cwd=ROOT)
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.readline()
+    proc.stdout.close()
+    stderr = proc.stderr.read().decode()
+    code = proc.wait(timeout=300)
+    assert "Traceback" not in stderr and "Error" not in stderr, stderr
+    assert code == 0
+    return first.decode()
+
+
 def test_python_m_help():
     proc = subprocess.run(
         [sys.executable, "-m", "crowdagg", "--help"], capture_output=True, text=True, timeout=300, env=_env()
@@ -857,21 +872,8 @@ def test_broken_pipe_is_quiet(tmp_path):
             lines.append(f"task{t},w{w},{rng.choice('abc')}")
     src = tmp_path / "big.csv"
     src.write_text("\n".join(lines) + "\n")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "crowdagg", "aggregate", str(src), "-m", "mv", "--proba"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=_env(),
-    )
-    assert proc.stdout is not None and proc.stderr is not None
-    first = proc.stdout.readline()
-    proc.stdout.close()
-    stderr = proc.stderr.read().decode()
-    code = proc.wait(timeout=300)
-    assert first.decode().startswith("task,label,confidence")
-    assert "Traceback" not in stderr, stderr
-    assert "Error" not in stderr, stderr
-    assert code == 0
+    first = first_line_then_quiet(["aggregate", str(src), "-m", "mv", "--proba"])
+    assert first.startswith("task,label,confidence")
 
 
 def test_cli_import_is_light():
