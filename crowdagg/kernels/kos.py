@@ -132,6 +132,17 @@ def _round(start, stop, task_ptr, worker, label, from_y, y_in, x, clamp, y_hat, 
     return top
 
 
+@njit(cache=True, inline="always")
+def _task_message(g, gold, value):  # pragma: no cover - compiled
+    """A task's message on one of its edges: ``+gold`` on a task clamped to class 1 (``g == 1``), ``-gold`` to
+    class 0, else ``value`` (its scaled x_hat)."""
+    if g == 1:
+        return gold
+    if g == 0:
+        return -gold
+    return value
+
+
 @njit(cache=True, nogil=True)
 def _normalise(start, stop, task_ptr, y_hat, x_hat, scale, y_prev, clamp, gold, y, x):  # pragma: no cover - compiled
     """Tasks ``[start, stop)``: y = scale y_hat, x = scale x_hat (± ``gold`` on a clamped task's edges); returns the
@@ -149,12 +160,7 @@ def _normalise(start, stop, task_ptr, y_hat, x_hat, scale, y_prev, clamp, gold, 
                 d = abs(v - y_prev[i])
                 if d > res:
                     res = d
-            if g == 1:
-                x[i] = gold
-            elif g == 0:
-                x[i] = -gold
-            else:
-                x[i] = x_hat[i] * scale
+            x[i] = _task_message(g, gold, x_hat[i] * scale)
     return res
 
 
@@ -198,12 +204,7 @@ def _whole_round(task_ptr, worker, label, from_y, y_in, xh, x_scale, clamp, gold
             else:
                 if e + AHEAD < n:
                     prefetch(flat, 2 * np.int64(worker[e + AHEAD]))
-                if g == 1:
-                    x = gold
-                elif g == 0:
-                    x = -gold
-                else:
-                    x = xh[e] * x_scale
+                x = _task_message(g, gold, xh[e] * x_scale)
                 v = tw[worker[e], 0] - sign * x
             yh[e] = v
             a = abs(v)
@@ -261,12 +262,7 @@ def _split_tasks(t0, t1, task_ptr, worker, label, from_y, y_in, xh, x_scale, cla
             else:
                 if e + AHEAD < end:
                     prefetch(totals, worker[e + AHEAD])
-                if g == 1:
-                    x = gold
-                elif g == 0:
-                    x = -gold
-                else:
-                    x = xh[e] * x_scale
+                x = _task_message(g, gold, xh[e] * x_scale)
                 v = totals[worker[e]] - sign * x
             yh[e] = v
             a = abs(v)
