@@ -31,6 +31,7 @@ dimensions.  The memory a file needs is checked before it is read
 from __future__ import annotations
 
 import os
+import sys
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -632,8 +633,16 @@ __all__ = ["Features", "FORMATS", "align", "as_features", "feature_format", "has
 def as_features(features: Any) -> np.ndarray:
     """``features`` (an array, a list, a DataFrame, a torch tensor) as a writable float32 numpy array of shape
     (n, d) or (n, C, H, W); anything else, rows of no features, and values beyond float32's range are refused."""
-    if type(features).__module__.partition(".")[0] == "torch":  # a tensor (torch is imported by its owner)
-        features = features.detach().cpu().numpy()
+    torch = sys.modules.get("torch")  # a tensor's owner has imported torch: never imported here
+    if torch is not None and isinstance(features, torch.Tensor):
+        tensor = features.detach().cpu()
+        if tensor.dtype == torch.bfloat16:  # no numpy dtype: float32 holds every bfloat16 exactly
+            tensor = tensor.float()
+        try:
+            features = tensor.numpy()
+        except (TypeError, RuntimeError) as exc:  # sparse, quantized, ...: numpy cannot hold it
+            raise DataError(f"features: a torch tensor ({tensor.dtype}, {tensor.layout}) numpy cannot hold: "
+                            f"{exc}") from None
     try:
         x = np.asarray(features)
     except (TypeError, ValueError) as exc:  # ragged lists

@@ -48,3 +48,18 @@ def test_predict_proba_refuses_in_plain_words(model_and_x, features, kwargs, err
     with pytest.raises(error) as info:
         model.predict_proba(features, **kwargs)
     assert words in str(info.value)
+
+
+def test_predict_proba_takes_torch_tensors_numpy_cannot_hold_as_such(model_and_x):
+    """A bfloat16 tensor raised .numpy()'s TypeError; it is read as float32 (exact).  A sparse one is a DataError
+    naming its layout, and a torch.Size (a tuple of torch's, no tensor) is refused in words."""
+    import torch
+
+    model, x = model_and_x
+    assert np.array_equal(model.predict_proba(torch.tensor(x, dtype=torch.bfloat16)),
+                          model.predict_proba(torch.tensor(x, dtype=torch.bfloat16).float().numpy()))
+    assert np.array_equal(model.predict_proba(torch.tensor(x)), model.predict_proba(x))
+    with pytest.raises(DataError, match=r"a torch tensor \(torch.float32, torch.sparse_coo\) numpy cannot hold"):
+        model.predict_proba(torch.tensor(x).to_sparse())
+    with pytest.raises(DataError, match=r"these features have rows of shape \(\)"):
+        model.predict_proba(torch.Size([2, 8]))
