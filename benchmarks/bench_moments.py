@@ -386,19 +386,17 @@ def map_accuracy(data, truth: dict, prior: np.ndarray, conf_ot: np.ndarray) -> f
     """Accuracy % of the MAP labels under ``(prior, conf_ot)`` on the tasks with truth."""
     score = np.tile(np.log(prior), (data.n_tasks, 1))
     np.add.at(score, data.task, np.log(conf_ot[data.worker, data.label, :]))
-    pred = dict(zip(data.task_names.tolist(), np.asarray(data.classes)[score.argmax(axis=1)].tolist()))
-    scored = [t for t in truth if t in pred]
-    return 100.0 * float(np.mean([pred[t] == truth[t] for t in scored]))
+    return labels_accuracy(data, truth, np.asarray(data.classes)[score.argmax(axis=1)])
 
 
-def cnmf_from_truth(data, truth: dict, sweeps: int) -> float:
-    """Accuracy % of cnmf's fit (``sweeps`` sweeps, ``tol=0``) started from :func:`truth_start`: MultiSPA's
-    start replaced where a worker has an answer on a task with truth."""
+def cnmf_from_truth(data, truth: dict, start: tuple[np.ndarray, np.ndarray, np.ndarray], sweeps: int) -> float:
+    """Accuracy % of cnmf's fit (``sweeps`` sweeps, ``tol=0``) started from ``start`` (:func:`truth_start`'s):
+    MultiSPA's start replaced where a worker has an answer on a task with truth."""
     from unittest import mock
 
     from crowdagg.methods.moments import cnmf
 
-    prior, conf, has_truth = truth_start(data, truth)
+    prior, conf, has_truth = start
     spa_estimate = cnmf.spa_estimate
 
     def from_truth(data_, checked, fallback):
@@ -417,7 +415,12 @@ def cnmf_from_truth(data, truth: dict, sweeps: int) -> float:
 
 
 def real_accuracy_of(data, truth: dict, result) -> float:
-    pred = dict(zip(data.task_names.tolist(), result.label_names().tolist()))
+    return labels_accuracy(data, truth, result.label_names())
+
+
+def labels_accuracy(data, truth: dict, labels) -> float:
+    """Accuracy % of ``labels`` (one class name per task of ``data``) on the tasks with truth."""
+    pred = dict(zip(data.task_names.tolist(), np.asarray(labels).tolist()))
     scored = [t for t in truth if t in pred]
     return 100.0 * float(np.mean([pred[t] == truth[t] for t in scored]))
 
@@ -426,10 +429,10 @@ def run_objective(datasets: Path, names: list[str], sweeps: list[int]) -> list[d
     rows = []
     for name in names:
         data, truth = load_real(datasets, name)
-        prior, conf, _ = truth_start(data, truth)
-        row = {"dataset": name, "truth_start": map_accuracy(data, truth, prior, conf),
+        start = truth_start(data, truth)
+        row = {"dataset": name, "truth_start": map_accuracy(data, truth, start[0], start[1]),
                "multispa_start": real_accuracy_of(data, truth, fit(data, "multispa", refine="none")),
-               "from_truth": {s: cnmf_from_truth(data, truth, s) for s in sweeps},
+               "from_truth": {s: cnmf_from_truth(data, truth, start, s) for s in sweeps},
                "from_multispa": {s: real_accuracy_of(data, truth, fit(data, "cnmf", refine="none", max_iter=s,
                                                                           tol=0.0)) for s in sweeps},
                "published": PUBLISHED.get(name, {}).get("cnmf")}
