@@ -632,7 +632,7 @@ __all__ = ["Features", "FORMATS", "align", "as_features", "feature_format", "has
 
 def as_features(features: Any) -> np.ndarray:
     """``features`` (an array, a list, a DataFrame, a torch tensor) as a writable float32 numpy array of shape
-    (n, d) or (n, C, H, W); anything else, rows of no features, and values beyond float32's range are refused."""
+    (n, d) or (n, C, H, W), of no negative stride (torch.as_tensor takes it as it is); anything else, rows of no features, and values beyond float32's range are refused."""
     torch = sys.modules.get("torch")  # a tensor's owner has imported torch: never imported here
     if torch is not None and isinstance(features, torch.Tensor):
         tensor = features.detach().cpu()
@@ -663,4 +663,6 @@ def as_features(features: Any) -> np.ndarray:
             raise DataError(f"features: row {i}, feature {j} is {float(flat[i, j]):g}, beyond float32's range (±3.4e38)")
         if not x32.flags.writeable:  # a read-only view (a DataFrame's, a memory map): torch wants to own it
             x32 = x32.copy()
+    if any(s < 0 for s in x32.strides):  # a reversed view (x[::-1], np.flip): torch takes no negative strides
+        x32 = x32.copy()
     return x32

@@ -63,3 +63,14 @@ def test_predict_proba_takes_torch_tensors_numpy_cannot_hold_as_such(model_and_x
         model.predict_proba(torch.tensor(x).to_sparse())
     with pytest.raises(DataError, match=r"these features have rows of shape \(\)"):
         model.predict_proba(torch.Size([2, 8]))
+
+
+def test_predict_proba_and_fit_take_an_array_of_negative_strides(separable, model_and_x):
+    """A reversed float32 array (``x[::-1]``, ``np.flip``) was passed through as it was and torch.as_tensor raised
+    its ValueError (negative strides are not supported) in predict_proba and in every trainer's fit."""
+    data, _, _, _ = separable
+    model, x = model_and_x
+    x32 = np.ascontiguousarray(x, dtype=np.float32)
+    assert np.array_equal(model.predict_proba(x32[::-1]), model.predict_proba(x32)[::-1])
+    result = get_trainer("crowdlayer").load()(epochs=1, hidden=8).fit(data, np.flip(x32[::-1], axis=0))
+    assert result.labels.shape == (data.n_tasks,)
