@@ -635,14 +635,7 @@ def as_features(features: Any) -> np.ndarray:
     (n, d) or (n, C, H, W), of no negative stride (torch.as_tensor takes it as it is); anything else, rows of no features, and values beyond float32's range are refused."""
     torch = sys.modules.get("torch")  # a tensor's owner has imported torch: never imported here
     if torch is not None and isinstance(features, torch.Tensor):
-        tensor = features.detach().cpu()
-        if tensor.dtype == torch.bfloat16:  # no numpy dtype: float32 holds every bfloat16 exactly
-            tensor = tensor.float()
-        try:
-            features = tensor.numpy()
-        except (TypeError, RuntimeError) as exc:  # sparse, quantized, ...: numpy cannot hold it
-            raise DataError(f"features: a torch tensor ({tensor.dtype}, {tensor.layout}) numpy cannot hold: "
-                            f"{exc}") from None
+        features = _tensor_numpy(torch, features)
     try:
         x = np.asarray(features)
     except (TypeError, ValueError) as exc:  # ragged lists
@@ -666,3 +659,18 @@ def as_features(features: Any) -> np.ndarray:
     if any(s < 0 for s in x32.strides):  # a reversed view (x[::-1], np.flip): torch takes no negative strides
         x32 = x32.copy()
     return x32
+
+
+def _tensor_numpy(torch: Any, tensor: Any) -> np.ndarray:
+    """A torch tensor's values as numpy (detached, on the CPU; bfloat16 as float32); one numpy cannot hold, or a
+    tensor of no values (the "meta" device), is a DataError."""
+    if tensor.device.type == "meta":  # shapes only: .cpu() raises NotImplementedError
+        raise DataError(f"features: a torch tensor on the 'meta' device holds no values (shape {tuple(tensor.shape)})")
+    try:
+        tensor = tensor.detach().cpu()
+        if tensor.dtype == torch.bfloat16:  # no numpy dtype: float32 holds every bfloat16 exactly
+            tensor = tensor.float()
+        return tensor.numpy()
+    except (TypeError, RuntimeError) as exc:  # sparse, quantized, ...: numpy cannot hold it
+        raise DataError(f"features: a torch tensor ({tensor.dtype}, {tensor.layout}) numpy cannot hold: "
+                        f"{exc}") from None

@@ -74,3 +74,16 @@ def test_predict_proba_and_fit_take_an_array_of_negative_strides(separable, mode
     assert np.array_equal(model.predict_proba(x32[::-1]), model.predict_proba(x32)[::-1])
     result = get_trainer("crowdlayer").load()(epochs=1, hidden=8).fit(data, np.flip(x32[::-1], axis=0))
     assert result.labels.shape == (data.n_tasks,)
+
+
+def test_a_tensor_on_the_meta_device_is_a_data_error(separable, model_and_x):
+    """A "meta" tensor (shapes, no values) reached .cpu() and raised torch's NotImplementedError ("Cannot copy out
+    of meta tensor") from predict_proba and from a trainer's fit."""
+    import torch
+
+    data, _, _, _ = separable
+    model, x = model_and_x
+    with pytest.raises(DataError, match="a torch tensor on the 'meta' device holds no values"):
+        model.predict_proba(torch.empty(x.shape, device="meta"))
+    with pytest.raises(DataError, match="a torch tensor on the 'meta' device holds no values"):
+        get_trainer("crowdlayer").load()(epochs=1, hidden=8).fit(data, torch.empty(x.shape, device="meta"))
