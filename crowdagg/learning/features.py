@@ -627,20 +627,32 @@ def align(data: AnnotationSet, features: Features, *, max_memory: memory.MaxMemo
     return data, features.x[rows]
 
 
-__all__ = ["Features", "FORMATS", "align", "as_features", "feature_format", "has_own_ids", "read_features", "read_task_ids"]
+__all__ = ["Features", "FORMATS", "align", "as_array", "as_features", "feature_format", "has_own_ids", "read_features", "read_task_ids"]
+
+
+def as_array(features: Any) -> np.ndarray:
+    """``features`` as a numpy array of any dtype and shape (what :func:`as_features` then checks): a torch tensor,
+    or a list or tuple of them (rows), read detached, on the CPU, bfloat16 as float32; what numpy cannot hold (a
+    sparse or quantized tensor, a tensor on the "meta" device, a ragged list) is a DataError."""
+    torch = sys.modules.get("torch")  # a tensor's owner has imported torch: never imported here
+    if torch is not None:
+        if isinstance(features, torch.Tensor):
+            return _tensor_numpy(torch, features)
+        if isinstance(features, (list, tuple)) and any(isinstance(row, torch.Tensor) for row in features):
+            # numpy would call each tensor's __array__: torch's RuntimeError for one that requires grad, its
+            # TypeError for bfloat16 or the meta device
+            features = [_tensor_numpy(torch, row) if isinstance(row, torch.Tensor) else row for row in features]
+    try:
+        return np.asarray(features)
+    except (TypeError, ValueError, RuntimeError) as exc:  # ragged lists; a tensor deeper in nested lists
+        raise DataError(f"features must be a numeric array of shape (n_tasks, d) or (n_tasks, C, H, W): {exc}"
+                        ) from None
 
 
 def as_features(features: Any) -> np.ndarray:
     """``features`` (an array, a list, a DataFrame, a torch tensor) as a writable float32 numpy array of shape
     (n, d) or (n, C, H, W), of no negative stride (torch.as_tensor takes it as it is); anything else, rows of no features, and values beyond float32's range are refused."""
-    torch = sys.modules.get("torch")  # a tensor's owner has imported torch: never imported here
-    if torch is not None and isinstance(features, torch.Tensor):
-        features = _tensor_numpy(torch, features)
-    try:
-        x = np.asarray(features)
-    except (TypeError, ValueError) as exc:  # ragged lists
-        raise DataError(f"features must be a numeric array of shape (n_tasks, d) or (n_tasks, C, H, W): {exc}"
-                        ) from None
+    x = as_array(features)
     if x.dtype.kind not in "biuf" or x.ndim not in (2, 4):
         raise DataError(f"features must be a numeric array of shape (n_tasks, d) or (n_tasks, C, H, W), got "
                         f"shape {x.shape} of {x.dtype}")
