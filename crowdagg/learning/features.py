@@ -642,6 +642,12 @@ def as_array(features: Any) -> np.ndarray:
             # numpy would call each tensor's __array__: torch's RuntimeError for one that requires grad, its
             # TypeError for bfloat16 or the meta device
             features = [_tensor_numpy(torch, row) if isinstance(row, torch.Tensor) else row for row in features]
+    if isinstance(features, np.ma.MaskedArray) and features.ndim and np.ma.getmaskarray(features).any():
+        # np.asarray drops the mask: the values under it would be read as features
+        where = np.argwhere(np.ma.getmaskarray(features))[0]
+        i, j = int(where[0]), int(np.ravel_multi_index(tuple(where[1:]), features.shape[1:])) if features.ndim > 1 else 0
+        raise DataError(f"features: row {i}, feature {j} is masked ({int(np.ma.count_masked(features)):,} values "
+                        "are): fill them (np.ma.filled) or drop their rows")
     try:
         return np.asarray(features)
     except (TypeError, ValueError, RuntimeError) as exc:  # ragged lists; a tensor deeper in nested lists

@@ -386,3 +386,15 @@ def test_a_value_beyond_float32_is_named_not_called_inf(tmp_path):
     frame = _frame(big)
     frame.to_parquet(tmp_path / "f.parquet")
     _refused(DataError, r"row 2, column 'f1' is -1e\+300", str(tmp_path / "f.parquet"))
+
+
+def test_a_masked_array_with_masked_values_is_refused_not_read_unmasked():
+    """np.asarray dropped a masked array's mask: the values under it (whatever they held) were trained on and
+    predicted from as if they were features.  A masked value is refused, by row and feature; no mask is fine."""
+    from crowdagg.learning.features import as_features
+
+    masked = np.ma.masked_array(X, mask=np.zeros(X.shape, dtype=bool))
+    masked[2, 1] = np.ma.masked
+    with pytest.raises(DataError, match=r"row 2, feature 1 is masked"):
+        as_features(masked)
+    assert np.array_equal(as_features(np.ma.masked_array(X)), X.astype(np.float32))
