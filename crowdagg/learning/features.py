@@ -649,10 +649,20 @@ def as_array(features: Any) -> np.ndarray:
         raise DataError(f"features: row {i}, feature {j} is masked ({int(np.ma.count_masked(features)):,} values "
                         "are): fill them (np.ma.filled) or drop their rows")
     try:
-        return np.asarray(features)
+        x = np.asarray(features)
     except (TypeError, ValueError, RuntimeError) as exc:  # ragged lists; a tensor deeper in nested lists
         raise DataError(f"features must be a numeric array of shape (n_tasks, d) or (n_tasks, C, H, W): {exc}"
                         ) from None
+    pd = sys.modules.get("pandas")  # a DataFrame's owner has imported pandas
+    if x.dtype == object and pd is not None and isinstance(features, pd.DataFrame):
+        # columns of several dtypes (float, int, bool, nullable): numbers, to numpy an object array
+        from pandas.api.types import is_bool_dtype, is_numeric_dtype
+
+        for name, dtype in features.dtypes.items():
+            if not (is_numeric_dtype(dtype) or is_bool_dtype(dtype)):
+                raise DataError(f"features: column {name!r} is not numeric ({dtype})")
+        x = features.to_numpy(dtype=np.float64, na_value=np.nan)  # a missing value: NaN, refused by row
+    return x
 
 
 def as_features(features: Any) -> np.ndarray:
