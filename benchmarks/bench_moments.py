@@ -477,6 +477,13 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown part(s) {', '.join(unknown)}: choose from speed, recovery, real, objective")
     if min(args.sweeps) < 1:
         ap.error("--sweeps: each at least 1")
+    if "objective" in parts:
+        from crowdagg.methods.registry import METHODS
+
+        cap = next((p.high for p in METHODS["cnmf"].params if p.name == "max_iter"), None) if "cnmf" in METHODS \
+            else None
+        if cap is not None and max(args.sweeps) > cap:  # cnmf's own UsageError, after a dataset is read
+            ap.error(f"--sweeps: each at most {cap} (cnmf's max_iter)")
     if args.quick:
         args.answers, args.seeds, args.tasks, args.names = [20_000], [0], 2_000, ["bluebird"]
     moments, missing = registered(MOMENTS)

@@ -288,3 +288,13 @@ def test_train_benchmark_quick_prints_every_table(tmp_path, datasets_dir):
     (synthetic,) = rows["speed"]["synthetic"]
     assert synthetic["items"] == 2000 and synthetic["epoch_s"] > 0 and synthetic["network_s"] > 0
     assert [r["method"] for r in rows["speed"]["real"]] == rows["methods"]
+
+
+def test_moments_objective_refuses_more_sweeps_than_cnmf_takes(tmp_path):
+    """--sweeps beyond cnmf's max_iter (10,000,000) passed the ≥ 1 check and ended in a traceback of cnmf's
+    UsageError after the first dataset was loaded; it is an argparse error, before anything is read."""
+    proc = _run_script("bench_moments.py", "objective", "--names", "rte", "--sweeps", "1", "10000001",
+                       datasets_dir=tmp_path)
+    assert proc.returncode == 2
+    assert "--sweeps: each at most 10000000 (cnmf's max_iter)" in proc.stderr
+    assert "Traceback" not in proc.stderr
