@@ -505,8 +505,18 @@ def main(argv: list[str] | None = None) -> int:
                   + ", ".join(sorted(set(args.names) - set(names))))
         out["real"] = run_real(args.datasets, names, moments)
     if "objective" in parts:
-        names = [n for n in args.names if n in RULED and (args.datasets / n / "labels.csv").is_file()]
-        out["objective"] = run_objective(args.datasets, names, args.sweeps)
+        other = sorted(set(args.names) - set(RULED))
+        if other:
+            print(f"objective: not one of its sets ({', '.join(RULED)}), left out: {', '.join(other)}")
+        ruled = [n for n in args.names if n in RULED]
+        names = [n for n in ruled if (args.datasets / n / "labels.csv").is_file()]
+        if len(names) < len(ruled):
+            print(f"datasets not found under {args.datasets} (left out): " + ", ".join(sorted(set(ruled) - set(names))))
+        if names:
+            out["objective"] = run_objective(args.datasets, names, args.sweeps)
+        else:
+            print("objective: no dataset to run")
+            out["objective"] = []
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))
     return 0

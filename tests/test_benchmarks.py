@@ -298,3 +298,17 @@ def test_moments_objective_refuses_more_sweeps_than_cnmf_takes(tmp_path):
     assert proc.returncode == 2
     assert "--sweeps: each at most 10000000 (cnmf's max_iter)" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_moments_objective_says_which_names_it_leaves_out(tmp_path):
+    """A name not among rte, dog, web and trec, or a set missing from the datasets folder, was dropped without a
+    word: the table came out empty, as if the run had found nothing.  Each is named in a note."""
+    (tmp_path / "bluebird").mkdir()
+    (tmp_path / "bluebird" / "labels.csv").write_text("worker,task,label\n")
+    proc = _run_script("bench_moments.py", "objective", "--names", "nosuch", "bluebird", "rte", "--sweeps", "1",
+                       datasets_dir=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "objective: not one of its sets (rte, dog, web, trec), left out: bluebird, nosuch" in proc.stdout
+    assert f"datasets not found under {tmp_path} (left out): rte" in proc.stdout
+    assert "objective: no dataset to run" in proc.stdout
+    assert "| dataset |" not in proc.stdout
