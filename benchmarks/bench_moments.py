@@ -480,6 +480,13 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown part(s) {', '.join(unknown)}: choose from speed, recovery, real, objective")
     if min(args.sweeps) < 1:
         ap.error("--sweeps: each at least 1")
+    if "objective" in parts:
+        from crowdagg.methods.registry import METHODS
+
+        cap = next((p.high for p in METHODS["cnmf"].params if p.name == "max_iter"), None) if "cnmf" in METHODS \
+            else None
+        if cap is not None and max(args.sweeps) > cap:  # cnmf's own UsageError, after a dataset is read
+            ap.error(f"--sweeps: each at most {cap} (cnmf's max_iter)")
     if args.quick:
         args.answers, args.seeds, args.tasks, args.names = [20_000], [0], 2_000, ["bluebird"]
     moments, missing = registered(MOMENTS)
@@ -501,8 +508,18 @@ def main(argv: list[str] | None = None) -> int:
                   + ", ".join(sorted(set(args.names) - set(names))))
         out["real"] = run_real(args.datasets, names, moments)
     if "objective" in parts:
-        names = [n for n in args.names if n in RULED and (args.datasets / n / "labels.csv").is_file()]
-        out["objective"] = run_objective(args.datasets, names, args.sweeps)
+        other = sorted(set(args.names) - set(RULED))
+        if other:
+            print(f"objective: not one of its sets ({', '.join(RULED)}), left out: {', '.join(other)}")
+        ruled = [n for n in args.names if n in RULED]
+        names = [n for n in ruled if (args.datasets / n / "labels.csv").is_file()]
+        if len(names) < len(ruled):
+            print(f"datasets not found under {args.datasets} (left out): " + ", ".join(sorted(set(ruled) - set(names))))
+        if names:
+            out["objective"] = run_objective(args.datasets, names, args.sweeps)
+        else:
+            print("objective: no dataset to run")
+            out["objective"] = []
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))
     return 0

@@ -288,3 +288,27 @@ def test_train_benchmark_quick_prints_every_table(tmp_path, datasets_dir):
     (synthetic,) = rows["speed"]["synthetic"]
     assert synthetic["items"] == 2000 and synthetic["epoch_s"] > 0 and synthetic["network_s"] > 0
     assert [r["method"] for r in rows["speed"]["real"]] == rows["methods"]
+
+
+def test_moments_objective_refuses_more_sweeps_than_cnmf_takes(tmp_path):
+    """--sweeps beyond cnmf's max_iter (10,000,000) passed the ≥ 1 check and ended in a traceback of cnmf's
+    UsageError after the first dataset was loaded; it is an argparse error, before anything is read."""
+    proc = _run_script("bench_moments.py", "objective", "--names", "rte", "--sweeps", "1", "10000001",
+                       datasets_dir=tmp_path)
+    assert proc.returncode == 2
+    assert "--sweeps: each at most 10000000 (cnmf's max_iter)" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_moments_objective_says_which_names_it_leaves_out(tmp_path):
+    """A name not among rte, dog, web and trec, or a set missing from the datasets folder, was dropped without a
+    word: the table came out empty, as if the run had found nothing.  Each is named in a note."""
+    (tmp_path / "bluebird").mkdir()
+    (tmp_path / "bluebird" / "labels.csv").write_text("worker,task,label\n")
+    proc = _run_script("bench_moments.py", "objective", "--names", "nosuch", "bluebird", "rte", "--sweeps", "1",
+                       datasets_dir=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "objective: not one of its sets (rte, dog, web, trec), left out: bluebird, nosuch" in proc.stdout
+    assert f"datasets not found under {tmp_path} (left out): rte" in proc.stdout
+    assert "objective: no dataset to run" in proc.stdout
+    assert "| dataset |" not in proc.stdout

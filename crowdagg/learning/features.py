@@ -627,27 +627,48 @@ def align(data: AnnotationSet, features: Features, *, max_memory: memory.MaxMemo
     return data, features.x[rows]
 
 
-__all__ = ["Features", "FORMATS", "align", "as_features", "feature_format", "has_own_ids", "read_features", "read_task_ids"]
+__all__ = ["Features", "FORMATS", "align", "as_array", "as_features", "feature_format", "has_own_ids", "read_features", "read_task_ids"]
+
+
+def as_array(features: Any) -> np.ndarray:
+    """``features`` as a numpy array of any dtype and shape (what :func:`as_features` then checks): a torch tensor,
+    or a list or tuple of them (rows), read detached, on the CPU, bfloat16 as float32; what numpy cannot hold (a
+    sparse or quantized tensor, a tensor on the "meta" device, a ragged list) is a DataError."""
+    torch = sys.modules.get("torch")  # a tensor's owner has imported torch: never imported here
+    if torch is not None:
+        if isinstance(features, torch.Tensor):
+            return _tensor_numpy(torch, features)
+        if isinstance(features, (list, tuple)) and any(isinstance(row, torch.Tensor) for row in features):
+            # numpy would call each tensor's __array__: torch's RuntimeError for one that requires grad, its
+            # TypeError for bfloat16 or the meta device
+            features = [_tensor_numpy(torch, row) if isinstance(row, torch.Tensor) else row for row in features]
+    if isinstance(features, np.ma.MaskedArray) and features.ndim and np.ma.getmaskarray(features).any():
+        # np.asarray drops the mask: the values under it would be read as features
+        where = np.argwhere(np.ma.getmaskarray(features))[0]
+        i, j = int(where[0]), int(np.ravel_multi_index(tuple(where[1:]), features.shape[1:])) if features.ndim > 1 else 0
+        raise DataError(f"features: row {i}, feature {j} is masked ({int(np.ma.count_masked(features)):,} values "
+                        "are): fill them (np.ma.filled) or drop their rows")
+    try:
+        x = np.asarray(features)
+    except (TypeError, ValueError, RuntimeError) as exc:  # ragged lists; a tensor deeper in nested lists
+        raise DataError(f"features must be a numeric array of shape (n_tasks, d) or (n_tasks, C, H, W): {exc}"
+                        ) from None
+    pd = sys.modules.get("pandas")  # a DataFrame's owner has imported pandas
+    if x.dtype == object and pd is not None and isinstance(features, pd.DataFrame):
+        # columns of several dtypes (float, int, bool, nullable): numbers, to numpy an object array
+        from pandas.api.types import is_bool_dtype, is_numeric_dtype
+
+        for name, dtype in features.dtypes.items():
+            if not (is_numeric_dtype(dtype) or is_bool_dtype(dtype)):
+                raise DataError(f"features: column {name!r} is not numeric ({dtype})")
+        x = features.to_numpy(dtype=np.float64, na_value=np.nan)  # a missing value: NaN, refused by row
+    return x
 
 
 def as_features(features: Any) -> np.ndarray:
     """``features`` (an array, a list, a DataFrame, a torch tensor) as a writable float32 numpy array of shape
-    (n, d) or (n, C, H, W); anything else, rows of no features, and values beyond float32's range are refused."""
-    torch = sys.modules.get("torch")  # a tensor's owner has imported torch: never imported here
-    if torch is not None and isinstance(features, torch.Tensor):
-        tensor = features.detach().cpu()
-        if tensor.dtype == torch.bfloat16:  # no numpy dtype: float32 holds every bfloat16 exactly
-            tensor = tensor.float()
-        try:
-            features = tensor.numpy()
-        except (TypeError, RuntimeError) as exc:  # sparse, quantized, ...: numpy cannot hold it
-            raise DataError(f"features: a torch tensor ({tensor.dtype}, {tensor.layout}) numpy cannot hold: "
-                            f"{exc}") from None
-    try:
-        x = np.asarray(features)
-    except (TypeError, ValueError) as exc:  # ragged lists
-        raise DataError(f"features must be a numeric array of shape (n_tasks, d) or (n_tasks, C, H, W): {exc}"
-                        ) from None
+    (n, d) or (n, C, H, W), of no negative stride (torch.as_tensor takes it as it is); anything else, rows of no features, and values beyond float32's range are refused."""
+    x = as_array(features)
     if x.dtype.kind not in "biuf" or x.ndim not in (2, 4):
         raise DataError(f"features must be a numeric array of shape (n_tasks, d) or (n_tasks, C, H, W), got "
                         f"shape {x.shape} of {x.dtype}")
@@ -663,4 +684,21 @@ def as_features(features: Any) -> np.ndarray:
             raise DataError(f"features: row {i}, feature {j} is {float(flat[i, j]):g}, beyond float32's range (±3.4e38)")
         if not x32.flags.writeable:  # a read-only view (a DataFrame's, a memory map): torch wants to own it
             x32 = x32.copy()
+    if any(s < 0 for s in x32.strides):  # a reversed view (x[::-1], np.flip): torch takes no negative strides
+        x32 = x32.copy()
     return x32
+
+
+def _tensor_numpy(torch: Any, tensor: Any) -> np.ndarray:
+    """A torch tensor's values as numpy (detached, on the CPU; bfloat16 as float32); one numpy cannot hold, or a
+    tensor of no values (the "meta" device), is a DataError."""
+    if tensor.device.type == "meta":  # shapes only: .cpu() raises NotImplementedError
+        raise DataError(f"features: a torch tensor on the 'meta' device holds no values (shape {tuple(tensor.shape)})")
+    try:
+        tensor = tensor.detach().cpu()
+        if tensor.dtype == torch.bfloat16:  # no numpy dtype: float32 holds every bfloat16 exactly
+            tensor = tensor.float()
+        return tensor.numpy()
+    except (TypeError, RuntimeError) as exc:  # sparse, quantized, ...: numpy cannot hold it
+        raise DataError(f"features: a torch tensor ({tensor.dtype}, {tensor.layout}) numpy cannot hold: "
+                        f"{exc}") from None

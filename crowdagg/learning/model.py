@@ -84,16 +84,17 @@ class TrainedModel:
 
         from ..errors import UsageError
         from .device import resolve_device
-        from .features import as_features
+        from .features import as_array, as_features
 
         if not isinstance(batch_rows, int) or batch_rows < 1:
             raise UsageError(f"batch_rows must be a whole number >= 1, got {batch_rows!r}")
         where = resolve_device(device)  # auto; cuda without CUDA: the trainers' clear error
         shape = tuple(self.spec.input_shape)
-        if np.ndim(features) < 1 or tuple(np.shape(features)[1:]) != shape:
+        given = as_array(features)  # a tensor, a list of them: numpy's own conversion would raise torch's errors
+        if given.ndim < 1 or tuple(given.shape[1:]) != shape:
             raise DataError(f"the model was trained on rows of shape {shape} ({self.n_features:,} features); these "
-                            f"features have rows of shape {tuple(np.shape(features)[1:])}")
-        x = as_features(features) if len(features) else np.zeros((0, *shape), dtype=np.float32)
+                            f"features have rows of shape {tuple(given.shape[1:])}")
+        x = as_features(given) if len(given) else np.zeros((0, *shape), dtype=np.float32)
         if not np.isfinite(x).all():
             bad = int(np.flatnonzero(~np.isfinite(x.reshape(len(x), -1)).all(axis=1))[0])
             raise DataError(f"features: row {bad} holds NaN or inf")

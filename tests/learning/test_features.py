@@ -386,3 +386,31 @@ def test_a_value_beyond_float32_is_named_not_called_inf(tmp_path):
     frame = _frame(big)
     frame.to_parquet(tmp_path / "f.parquet")
     _refused(DataError, r"row 2, column 'f1' is -1e\+300", str(tmp_path / "f.parquet"))
+
+
+def test_a_masked_array_with_masked_values_is_refused_not_read_unmasked():
+    """np.asarray dropped a masked array's mask: the values under it (whatever they held) were trained on and
+    predicted from as if they were features.  A masked value is refused, by row and feature; no mask is fine."""
+    from crowdagg.learning.features import as_features
+
+    masked = np.ma.masked_array(X, mask=np.zeros(X.shape, dtype=bool))
+    masked[2, 1] = np.ma.masked
+    with pytest.raises(DataError, match=r"row 2, feature 1 is masked"):
+        as_features(masked)
+    assert np.array_equal(as_features(np.ma.masked_array(X)), X.astype(np.float32))
+
+
+def test_a_dataframe_of_mixed_numeric_columns_is_read_and_a_text_column_named():
+    """A DataFrame of float, int and bool columns (or a nullable Float64 one) is an object array to numpy: it was
+    refused as "shape (n, d) of object", numbers though it holds.  Read as numbers (a missing value as NaN, which
+    the trainers refuse by row); a column of text is named."""
+    from crowdagg.learning.features import as_features
+
+    frame = pd.DataFrame({"a": X[:, 0], "b": np.arange(4), "c": [True, False, True, False],
+                          "d": pd.array(X[:, 2], dtype="Float64")})
+    expected = np.column_stack([X[:, 0], np.arange(4), [1, 0, 1, 0], X[:, 2]]).astype(np.float32)
+    assert np.array_equal(as_features(frame), expected)
+    frame.loc[1, "d"] = pd.NA
+    assert np.isnan(as_features(frame)[1, 3])
+    with pytest.raises(DataError, match=r"column 'e' is not numeric"):
+        as_features(frame.assign(e=["x", "y", "z", "w"]))

@@ -63,3 +63,48 @@ def test_predict_proba_takes_torch_tensors_numpy_cannot_hold_as_such(model_and_x
         model.predict_proba(torch.tensor(x).to_sparse())
     with pytest.raises(DataError, match=r"these features have rows of shape \(\)"):
         model.predict_proba(torch.Size([2, 8]))
+
+
+def test_predict_proba_and_fit_take_an_array_of_negative_strides(separable, model_and_x):
+    """A reversed float32 array (``x[::-1]``, ``np.flip``) was passed through as it was and torch.as_tensor raised
+    its ValueError (negative strides are not supported) in predict_proba and in every trainer's fit."""
+    data, _, _, _ = separable
+    model, x = model_and_x
+    x32 = np.ascontiguousarray(x, dtype=np.float32)
+    assert np.array_equal(model.predict_proba(x32[::-1]), model.predict_proba(x32)[::-1])
+    result = get_trainer("crowdlayer").load()(epochs=1, hidden=8).fit(data, np.flip(x32[::-1], axis=0))
+    assert result.labels.shape == (data.n_tasks,)
+
+
+def test_a_tensor_on_the_meta_device_is_a_data_error(separable, model_and_x):
+    """A "meta" tensor (shapes, no values) reached .cpu() and raised torch's NotImplementedError ("Cannot copy out
+    of meta tensor") from predict_proba and from a trainer's fit."""
+    import torch
+
+    data, _, _, _ = separable
+    model, x = model_and_x
+    with pytest.raises(DataError, match="a torch tensor on the 'meta' device holds no values"):
+        model.predict_proba(torch.empty(x.shape, device="meta"))
+    with pytest.raises(DataError, match="a torch tensor on the 'meta' device holds no values"):
+        get_trainer("crowdlayer").load()(epochs=1, hidden=8).fit(data, torch.empty(x.shape, device="meta"))
+
+
+def test_a_list_of_tensors_is_read_as_its_tensors_are(separable, model_and_x):
+    """A list of row tensors that require grad, or of bfloat16 ones, went through numpy's __array__ and raised
+    torch's RuntimeError/TypeError (predict_proba's shape check before anything else); a nested tensor raised its
+    RuntimeError there too.  Each row is read as a tensor is; what a tensor refuses, a list of them refuses."""
+    import torch
+
+    data, _, _, _ = separable
+    model, x = model_and_x
+    expected = model.predict_proba(x)
+    grad = [torch.tensor(r, requires_grad=True) for r in x]
+    assert np.array_equal(model.predict_proba(grad), expected)
+    assert np.array_equal(model.predict_proba(tuple(torch.tensor(r) for r in x)), expected)
+    bf16 = [torch.tensor(r).bfloat16() for r in x]
+    assert np.array_equal(model.predict_proba(bf16), model.predict_proba(torch.stack(bf16)))
+    get_trainer("crowdlayer").load()(epochs=1, hidden=8).fit(data, grad)
+    with pytest.raises(DataError, match="'meta' device"):
+        model.predict_proba([torch.empty(x.shape[1], device="meta") for _ in x])
+    with pytest.raises(DataError, match="numpy cannot hold"):
+        model.predict_proba(torch.nested.nested_tensor([torch.tensor(r) for r in x]))
