@@ -627,7 +627,8 @@ def align(data: AnnotationSet, features: Features, *, max_memory: memory.MaxMemo
     return data, features.x[rows]
 
 
-__all__ = ["Features", "FORMATS", "align", "as_array", "as_features", "feature_format", "has_own_ids", "read_features", "read_task_ids"]
+__all__ = ["Features", "FORMATS", "align", "as_array", "as_features", "feature_format", "has_own_ids", "read_features",
+           "read_task_ids"]
 
 
 def as_array(features: Any) -> np.ndarray:
@@ -645,7 +646,8 @@ def as_array(features: Any) -> np.ndarray:
     if isinstance(features, np.ma.MaskedArray) and features.ndim and np.ma.getmaskarray(features).any():
         # np.asarray drops the mask: the values under it would be read as features
         where = np.argwhere(np.ma.getmaskarray(features))[0]
-        i, j = int(where[0]), int(np.ravel_multi_index(tuple(where[1:]), features.shape[1:])) if features.ndim > 1 else 0
+        i = int(where[0])
+        j = int(np.ravel_multi_index(tuple(where[1:]), features.shape[1:])) if features.ndim > 1 else 0
         raise DataError(f"features: row {i}, feature {j} is masked ({int(np.ma.count_masked(features)):,} values "
                         "are): fill them (np.ma.filled) or drop their rows")
     try:
@@ -667,7 +669,8 @@ def as_array(features: Any) -> np.ndarray:
 
 def as_features(features: Any) -> np.ndarray:
     """``features`` (an array, a list, a DataFrame, a torch tensor) as a writable float32 numpy array of shape
-    (n, d) or (n, C, H, W), of no negative stride (torch.as_tensor takes it as it is); anything else, rows of no features, and values beyond float32's range are refused."""
+    (n, d) or (n, C, H, W), of no negative stride (torch.as_tensor takes it as it is); anything else, rows of no
+    features, and values beyond float32's range are refused."""
     x = as_array(features)
     if x.dtype.kind not in "biuf" or x.ndim not in (2, 4):
         raise DataError(f"features must be a numeric array of shape (n_tasks, d) or (n_tasks, C, H, W), got "

@@ -89,6 +89,7 @@ def test_a_tensor_on_the_meta_device_is_a_data_error(separable, model_and_x):
         get_trainer("crowdlayer").load()(epochs=1, hidden=8).fit(data, torch.empty(x.shape, device="meta"))
 
 
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors:UserWarning")
 def test_a_list_of_tensors_is_read_as_its_tensors_are(separable, model_and_x):
     """A list of row tensors that require grad, or of bfloat16 ones, went through numpy's __array__ and raised
     torch's RuntimeError/TypeError (predict_proba's shape check before anything else); a nested tensor raised its
