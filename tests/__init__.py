@@ -35,6 +35,11 @@
   processes, reproducible bytes, float round trips, malformed and mis-encoded
   inputs, platform exports, memory refusals, one-line Click errors;
 - that ``crowdagg --help`` loads neither numba, pandas, scipy, tensorly nor torch.
+- the README against the code (``tests/test_readme.py``): its Dask methods
+  list is the registry's, every ``crowdagg`` command shown in README.md and
+  benchmarks/README.md parses (subcommand, options, values, ``-p`` items of
+  the method named), its anchor links resolve, and no output is named
+  ``truth.*`` there or in the help texts.
 
 Tests that race a real process (signals, pipes, FIFOs) wait for the state
 they need -- handlers installed, blocked reading stdin, the signal held --

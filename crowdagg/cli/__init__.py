@@ -30,7 +30,7 @@ app = typer.Typer(
     cls=Group,
     help=(
         "Turn noisy labels from many annotators into trustworthy labels.\n\n"
-        "Example: crowdagg aggregate labels.csv --method ds > truth.csv"
+        "Example: crowdagg aggregate labels.csv --method ds > labels_agg.csv"
     ),
     add_completion=False,
     no_args_is_help=True,
