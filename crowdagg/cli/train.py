@@ -123,6 +123,7 @@ def train(
         "seed": seed, "model": model, "hidden": hidden, "epochs": epochs, "batch_size": batch_size, "lr": lr,
         "weight_decay": weight_decay, "device": device, "val_fraction": val_fraction, "patience": patience,
     }, param_)
+    n_threads = steps.check_threads(threads)
     if features == "-":
         raise UsageError("--features must be a file (its format is read from its extension), not standard input")
     from ..learning.features import feature_format
@@ -132,7 +133,6 @@ def train(
     class_list = steps.check_read_options(
         duplicates=duplicates, blank_labels=blank_labels, rejected=rejected, max_memory=max_memory, classes=classes
     )
-    n_threads = steps.check_threads(threads)
     side = steps.side_inputs(features=features, tasks=tasks, truth=truth)
     steps.check_stdin([labels], side)
     planned, sources = steps.plan_outputs(_outputs(output, fmt, workers, save), [labels], side)
@@ -164,7 +164,7 @@ def check_trainer(method: str, flags: dict[str, Any], pairs: list[str]) -> tuple
     require_torch("crowdagg train")
     spec = get_trainer(method)
     cls = spec.load()  # the optional extra: before a parameter is looked at
-    params = method_params(spec, flags, pairs)
+    params = method_params(spec, flags, pairs, SPELLING)
     checked = cls(**params).check_params()
     from ..learning.device import resolve_device
 

@@ -321,3 +321,17 @@ def test_the_progress_bar_counts_epochs_on_a_terminal_only(monkeypatch):
     assert plumbing.progress(True, total=4)[0] is None  # --quiet
     monkeypatch.setattr(sys, "stderr", io.StringIO())
     assert plumbing.progress(False, total=4)[0] is None  # not a terminal
+
+
+def test_an_unknown_parameter_lists_the_options_and_the_p_parameters_as_what_they_are():
+    """``-p bogus=1`` listed --dropout, --lam, --confusion-init, --confusion-lr-scale, which are not options."""
+    err = one_error(invoke("train", "--features", "nowhere.npy", "-m", "geocrowdnet-f", "-p", "bogus=1"), 2)
+    assert err == ("Error: method 'geocrowdnet-f' does not take -p bogus; it takes: --seed, --model, --hidden, "
+                   "--epochs, --batch-size, --lr, --weight-decay, --device, --val-fraction, --patience; and "
+                   "-p NAME=VALUE for: dropout, lam, confusion_init, confusion_lr_scale")
+    err = one_error(invoke("aggregate", "nowhere.csv", "-m", "ds", "-p", "bogus=1"), 2)
+    assert err == ("Error: method 'ds' does not take -p bogus; it takes: --seed, --max-iter, --tol, --smoothing; "
+                   "and -p NAME=VALUE for: n_init, init")
+    for option in ("--seed", "--model", "--hidden", "--epochs", "--batch-size", "--lr", "--weight-decay",
+                   "--device", "--val-fraction", "--patience"):  # each option listed is one train has
+        assert option in invoke("train", "--help").stdout
