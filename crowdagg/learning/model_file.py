@@ -177,16 +177,23 @@ def to_bytes(model: TrainedModel) -> bytes:
 
 
 def save(model: TrainedModel, path: str | os.PathLike[str]) -> None:
-    """Write ``model`` to ``path`` atomically (a temporary file beside it, then a rename; ``.gz``: gzip).
+    """Write ``model`` to ``path`` atomically (a temporary file beside it, then a rename).
 
-    Raises :class:`~crowdagg.errors.UsageError` for a terminal (the file
-    is binary) and :class:`~crowdagg.errors.DataError` when it cannot be
-    written.
+    The name follows the rule of every output's name
+    (:func:`crowdagg.io.read.output_format`, as ``crowdagg train --save``):
+    ``.safetensors`` or ``.pt`` (or none: a device, a pipe), uncompressed.
+
+    Raises :class:`~crowdagg.errors.UsageError` for another name or a
+    terminal (the file is binary) and :class:`~crowdagg.errors.DataError`
+    when it cannot be written.
     """
     from ..io import output
+    from ..io.read import TRAINED_MODEL_FORMATS, output_format
 
+    name = _path_text(path)
+    output_format(None, name, "the model file", TRAINED_MODEL_FORMATS)  # before the model is rendered
     blob = to_bytes(model)
-    target = output.resolve(_path_text(path))
+    target = output.resolve(name)
     if target.is_terminal():
         raise UsageError(f"a model file is binary and {target.where} is a terminal; send it to a file instead")
     output.commit([(target, blob)])

@@ -335,3 +335,21 @@ def test_an_unknown_parameter_lists_the_options_and_the_p_parameters_as_what_the
     for option in ("--seed", "--model", "--hidden", "--epochs", "--batch-size", "--lr", "--weight-decay",
                    "--device", "--val-fraction", "--patience"):  # each option listed is one train has
         assert option in invoke("train", "--help").stdout
+
+
+@pytest.mark.parametrize("name, why", [
+    ("model.csv", "a trained model is a safetensors file, not .csv; name it .safetensors or .pt"),
+    ("model.parquet", "a trained model is a safetensors file, not .parquet; name it .safetensors or .pt"),
+    ("x.gz", "a trained model is not compressed (any safetensors reader opens it); name it .safetensors or .pt"),
+    ("model.pt.gz", "a trained model is not compressed"),
+])
+def test_save_under_another_name_than_a_models_is_refused_before_reading(folder, tmp_path, name, why):
+    """``--save model.csv`` wrote safetensors under a .csv name while ``-o x.xlsx`` and ``--save-workers
+    x.parquet`` were refused: one rule for every output's name."""
+    err = one_error(invoke("train", "--features", folder / "feats.npy", "--tasks", folder / "tasks.txt",
+                           "--method", "crowdlayer", *SMALL, "-o", tmp_path / "out.csv", "--save", tmp_path / name), 2)
+    assert err.startswith(f"Error: --save {tmp_path / name}: {why}")
+    assert list(tmp_path.iterdir()) == []
+    err = one_error(invoke("train", "--features", folder / "feats.npy", "--method", "crowdlayer",
+                           "-o", tmp_path / "out.xlsx"), 2)
+    assert "unknown output extension '.xlsx'" in err
