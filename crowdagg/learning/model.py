@@ -64,11 +64,19 @@ class TrainedModel:
         return int(self.spec.n_inputs)
 
     def network(self, device: Any = "cpu") -> Any:
-        """The torch module, weights loaded, in eval mode, on ``device``."""
+        """The torch module, weights loaded, in eval mode, on ``device`` (``cpu``, ``cuda``, ``cuda:N``, ``auto``
+        or a ``torch.device``).
+
+        Raises :class:`~crowdagg.errors.UsageError` for a device this
+        machine does not have or a name that is not one (torch's bare
+        AssertionError without CUDA, its RuntimeError for ``"junk"``).
+        """
         import torch
 
         from . import networks
+        from .device import resolve_device
 
+        where = resolve_device(str(device) if isinstance(device, torch.device) else device)
         net = networks.build(self.spec)
         expected = net.state_dict()
         if set(expected) != set(self.weights) or any(tuple(expected[k].shape) != self.weights[k].shape
@@ -76,7 +84,7 @@ class TrainedModel:
             raise DataError(f"the model's weights do not match its {self.spec.kind} network "
                             f"(expected {sorted(expected)})")
         net.load_state_dict({k: torch.as_tensor(v) for k, v in self.weights.items()})
-        return net.to(torch.device(device)).eval()
+        return net.to(where).eval()
 
     def predict_proba(self, features: np.ndarray, *, device: str = "cpu", batch_rows: int = 8192) -> np.ndarray:
         """Class probabilities (n, K) float64 for ``features`` (n, *input_shape), rows in the given order."""

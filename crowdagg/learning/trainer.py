@@ -247,10 +247,14 @@ class Trainer(Aggregator):
         posteriors are counted).  ``engine`` is accepted for the base's
         signature; a trainer runs in this process.
         """
+        if not isinstance(data, AnnotationSet):  # before data.task_names is read: an AttributeError otherwise
+            raise UsageError(f"{self.name}.fit(data, features): data must be an AnnotationSet (crowdagg.load_annotations "
+                             f"reads a DataFrame, records or a file into one), got "
+                             f"{type(data).__name__}")
         if features is None:
             raise UsageError(f"method {self.name!r} is a trainer: fit(data, features) needs the features of the tasks")
         x = as_features(features)
-        if isinstance(data, AnnotationSet) and x.shape[0] != data.n_tasks:
+        if x.shape[0] != data.n_tasks:
             raise DataError(f"features have {x.shape[0]:,} rows for {data.n_tasks:,} tasks: align them first "
                             "(crowdagg.learning.features.align)")
         if not np.isfinite(x).all():

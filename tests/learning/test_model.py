@@ -109,3 +109,37 @@ def test_a_list_of_tensors_is_read_as_its_tensors_are(separable, model_and_x):
         model.predict_proba([torch.empty(x.shape[1], device="meta") for _ in x])
     with pytest.raises(DataError, match="numpy cannot hold"):
         model.predict_proba(torch.nested.nested_tensor([torch.tensor(r) for r in x]))
+
+
+@pytest.mark.parametrize(("device", "words"), [
+    ("junk", "device must be cpu, cuda, cuda:N (N = 0, 1, ...) or auto, got 'junk'"),
+    ("cuda:x", "got 'cuda:x'"),
+    ("meta", "got 'meta'"),
+])
+def test_network_refuses_a_device_in_plain_words(model_and_x, device, words):
+    """``model.network('junk')`` raised torch's RuntimeError."""
+    with pytest.raises(UsageError) as info:
+        model_and_x[0].network(device)
+    assert words in str(info.value)
+
+
+def test_network_on_cuda_without_cuda_is_a_usage_error(model_and_x, monkeypatch):
+    """``model.network('cuda')`` raised torch's bare AssertionError on a machine without CUDA."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for device in ("cuda", "cuda:0", torch.device("cuda")):
+        with pytest.raises(UsageError, match="device=cuda.*: CUDA is not available here"):
+            model_and_x[0].network(device)
+
+
+def test_network_takes_the_names_and_devices_predict_proba_takes(model_and_x):
+    import torch
+
+    model, x = model_and_x
+    for device in ("cpu", "auto", torch.device("cpu")):
+        net = model.network(device)
+        assert not net.training
+        with torch.no_grad():
+            p = torch.softmax(net(torch.as_tensor(x[:5], device=next(net.parameters()).device)), dim=1)
+        np.testing.assert_allclose(p.double().cpu().numpy(), model.predict_proba(x[:5]), rtol=0, atol=1e-6)

@@ -183,3 +183,23 @@ def test_features_at_float32s_limit_of_one_sign_train(separable):
     big = np.where(x > 0, 3e38, 1e38).astype(np.float32)
     result = crowdlayer(epochs=1).fit(data, big)
     assert np.isfinite(result.posteriors).all()
+
+
+def test_answers_that_are_not_an_annotation_set_are_a_usage_error(separable):
+    """``CrowdLayer().fit(DataFrame of answers, features with NaN)`` raised AttributeError: 'DataFrame' object has
+    no attribute 'task_names'."""
+    import pandas as pd
+
+    data, x, _, _ = separable
+    answers = pd.DataFrame({"task": ["a", "a", "b"], "worker": ["x", "y", "x"], "label": ["0", "1", "1"]})
+    features = pd.DataFrame({"f0": [1.0, np.nan], "f1": [0.0, 1.0]})
+    for given in (answers, answers.to_dict("records"), "answers.csv", None):
+        with pytest.raises(UsageError) as info:
+            crowdlayer().fit(given, features)
+        assert str(info.value) == ("crowdlayer.fit(data, features): data must be an AnnotationSet "
+                                   "(crowdagg.load_annotations reads a DataFrame, records or a file into one), got "
+                                   f"{type(given).__name__}")
+    from crowdagg import load_annotations
+
+    with pytest.raises(DataError, match=r"row 1 \(task 'b'\) holds NaN or inf"):  # what the advice leads to
+        crowdlayer().fit(load_annotations(answers), features)
