@@ -83,7 +83,7 @@ from .features import as_features
 from .model import TrainedModel
 
 #: Rows of the network's forward pass at a time outside training (evaluation, prediction).
-EVAL_ROWS = 8192
+EVAL_ROWS = networks.EVAL_ROWS
 #: Probabilities are floored here before a log (an answer the model calls impossible costs 23 nats, not inf).
 PROB_FLOOR = 1e-10
 
@@ -221,7 +221,7 @@ class Trainer(Aggregator):
     stop_rule: ClassVar[StopRule] = NoImprovement()
     objective_name: ClassVar[str] = "held-out answer NLL"
     empty_posterior: ClassVar[str] = "the classifier's prediction"
-    memory_advice: ClassVar[str] = "use fewer tasks, or a smaller --hidden"
+    memory_advice: ClassVar[str] = f"use fewer tasks, or a smaller {param('hidden')} or {param('batch_size')}"
     #: Where the labels of the training tasks come from: ``"answers"`` (Bayes' rule on the classifier's output
     #: and the answers through the confusions) or ``"classifier"`` (its prediction alone: a two-stage baseline).
     labels_from: ClassVar[str] = "answers"
@@ -267,12 +267,22 @@ class Trainer(Aggregator):
             self._features = None
 
     def memory_needed(self, data: AnnotationSet) -> tuple[float, str]:
+        """The data's share (the features and their copy on the device, the answers, the posteriors and the
+        confusions) and the network's (:func:`crowdagg.learning.networks.memory_needed`: its weights, gradients,
+        Adam's moments and copies, and a batch's activations), before anything is allocated."""
         assert self._features is not None
+        checked = self.check_params()
         k = data.n_classes
         need = 2.0 * self._features.nbytes + 8.0 * 6 * data.n_tasks * k + 8.0 * 4 * data.n_workers * k * k
         need += 8.0 * 8 * data.n_answers
-        return need, (f"{data.n_tasks:,} tasks × {self._features[0].size:,} features, {data.n_workers:,} workers × "
-                      f"{k:,}² classes")
+        spec = networks.NetSpec(checked["model"], tuple(self._features.shape[1:]), k, checked["hidden"],
+                                checked["dropout"])
+        rows = min(checked["batch_size"], data.n_tasks)
+        net_bytes, n_weights = networks.memory_needed(spec, rows, min(EVAL_ROWS, data.n_tasks))
+        width = f" ({param('hidden')}={checked['hidden']})" if spec.kind != "linear" else ""
+        return need + net_bytes, (f"{data.n_tasks:,} tasks × {self._features[0].size:,} features, "
+                                  f"{data.n_workers:,} workers × {k:,}² classes, a {spec.kind} network of "
+                                  f"{n_weights:,} weights{width} trained on batches of {rows:,} tasks")
 
     # ------------------------------------------------------------------ the loop
     def _fit(self, data: AnnotationSet, checked: FitContext, callback: Any) -> AggregationResult:

@@ -353,3 +353,14 @@ def test_save_under_another_name_than_a_models_is_refused_before_reading(folder,
     err = one_error(invoke("train", "--features", folder / "feats.npy", "--method", "crowdlayer",
                            "-o", tmp_path / "out.xlsx"), 2)
     assert "unknown output extension '.xlsx'" in err
+
+
+def test_a_hidden_layer_too_large_for_max_memory_is_refused_with_its_size(folder, tmp_path):
+    """A --hidden asking for gigabytes was an "unexpected failure" of torch's allocator under --max-memory."""
+    err = one_error(invoke("train", "--features", folder / "feats.npy", "--tasks", folder / "tasks.txt",
+                           "--method", "crowdlayer", "--epochs", "1", "--device", "cpu", "--hidden", "65536",
+                           "--max-memory", "100M", "-o", tmp_path / "out.csv", "--save", tmp_path / "m.pt"), 1)
+    assert err.startswith("Error: this needs ~")
+    assert ("a mlp network of 786,451 weights (--hidden=65536) trained on batches of 64 tasks), more than the limit "
+            "of 100 MB (--max-memory=100 MB); use fewer tasks, or a smaller --hidden or --batch-size") in err
+    assert list(tmp_path.iterdir()) == []
