@@ -142,10 +142,10 @@ def train(
         data = steps.load(sources, input_format=input_format, task_col=task_col, worker_col=worker_col,
                           label_col=label_col, classes=class_list, duplicates=duplicates, max_memory=max_memory,
                           rejected=rejected, blank_labels=blank_labels)
-        data, x = read_aligned(data, features, tasks, id_col, max_memory)
+        data, x, names = read_aligned(data, features, tasks, id_col, max_memory)
         _check_output_memory(data, proba=proba, workers=workers is not None, max_memory=max_memory)
         # 3. The fit, then what --truth says (it can fail: nothing written yet).
-        result = fit(trainer, params, data, x, quiet=quiet, max_memory=max_memory)
+        result = fit(trainer, params, data, x, quiet=quiet, max_memory=max_memory, feature_names=names)
         lines = evaluate(data, result, truth_labels) if truth_labels is not None else []
         # 4. Render everything, then write all or nothing.
         steps.render_and_commit(planned, _renderers(result, proba))
@@ -208,17 +208,19 @@ def _defaults(features: str, labels: Optional[str], tasks: Optional[str], quiet:
 
 
 def read_aligned(data: Any, features: str, tasks: Optional[str], id_col: Optional[str],
-                 max_memory: Any) -> tuple[Any, Any]:
-    """The features read and aligned to the answers' tasks (feature-only tasks appended)."""
+                 max_memory: Any) -> tuple[Any, Any, Optional[tuple[str, ...]]]:
+    """The features read and aligned to the answers' tasks (feature-only tasks appended), and their column names
+    (a table's; None for an array file): the model keeps them, and predict matches columns by them."""
     from ..core import timing
     from ..learning.features import align, read_features
 
     with timing.stage("features"):
         feats = read_features(features, tasks_path=tasks, id_col=id_col, max_memory=max_memory)
-        return align(data, feats, max_memory=max_memory)
+        return (*align(data, feats, max_memory=max_memory), feats.columns)
 
 
-def fit(trainer: type, params: dict[str, Any], data: Any, x: Any, *, quiet: bool, max_memory: Any) -> Any:
+def fit(trainer: type, params: dict[str, Any], data: Any, x: Any, *, quiet: bool, max_memory: Any,
+        feature_names: Optional[tuple[str, ...]] = None) -> Any:
     """The trainer's fit, with a progress bar of its epochs on a terminal (unless ``quiet``)."""
     from ..core import timing
     from .plumbing import progress
@@ -228,7 +230,7 @@ def fit(trainer: type, params: dict[str, Any], data: Any, x: Any, *, quiet: bool
                               measure="held-out NLL")
     try:
         with timing.stage("fit"):
-            result = method.fit(data, x, callback=callback, max_memory=max_memory)
+            result = method.fit(data, x, callback=callback, max_memory=max_memory, feature_names=feature_names)
     finally:
         stop()
     timing.note(iterations=result.n_iter, converged=result.converged)

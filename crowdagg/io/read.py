@@ -2331,19 +2331,18 @@ def output_format(
     """
     if tuple(formats) == DIRECTORY:
         return _output_directory(path, option)
+    if tuple(formats) == TRAINED_MODEL_FORMATS and fmt:
+        raise UsageError(f"{option} {path}: a trained model is written in its own format; {param('format')} "
+                         "is the labels'")
+    ext = _extension(path) if path and path != "-" else ""
     if tuple(formats) == TRAINED_MODEL_FORMATS:
-        if fmt:
-            raise UsageError(f"{option} {path}: a trained model is written in its own format; {param('format')} "
-                             "is the labels'")
-        names = " or ".join(TRAINED_MODEL_EXTENSIONS)
+        allowed = " or ".join(TRAINED_MODEL_EXTENSIONS)
         if path and path.lower().endswith(".gz"):
             raise UsageError(f"{option} {path}: a trained model is not compressed (any safetensors reader opens it); "
-                             f"name it {names}")
-        ext = _extension(path) if path and path != "-" else ""
+                             f"name it {allowed}")
         if ext and ext not in TRAINED_MODEL_EXTENSIONS:
-            raise UsageError(f"{option} {path}: a trained model is a safetensors file, not {ext}; name it {names}")
+            raise UsageError(f"{option} {path}: a trained model is a safetensors file, not {ext}; name it {allowed}")
         return "model"
-    ext = _extension(path) if path and path != "-" else ""
     guess = _OUTPUT_EXTENSIONS.get(ext) if ext else None
     if fmt:
         f = fmt.lower()

@@ -677,3 +677,27 @@ def test_a_header_whose_length_begins_like_a_pickle_saves_and_loads(trained):
             assert list(back.workers) == list(workers)
             assert np.array_equal(back.predict_proba(x), model.predict_proba(x))
     assert len(seen) >= 2
+
+
+# ----------------------------------------------------------------------------- feature names
+def test_feature_names_are_kept_and_a_file_without_them_reads_by_position(trained):
+    model, x, blob = trained
+    assert model.feature_names is None and "feature_names" not in parts(blob)[1]  # trained on an array
+    names = tuple(f"f{j}" for j in range(x.shape[1]))
+    named = TrainedModel(**{**vars(model), "feature_names": names})
+    back = mf.from_bytes(mf.to_bytes(named))
+    assert back.feature_names == names
+    assert parts(mf.to_bytes(named))[1]["feature_names"] == list(names)
+    assert mf.from_bytes(blob).feature_names is None  # a file of before: by position
+
+
+@pytest.mark.parametrize("value, match", [
+    (["a"], '"feature_names" lists 1 names for the 6 features of "network.input_shape"'),
+    (["a", "a", "b", "c", "d", "e"], '"feature_names" lists "a" twice'),
+    ("abcdef", '"feature_names" is .*, not a list of names'),
+    ([1, 2, 3, 4, 5, 6], r'"feature_names\[0\]" is .*, not a string'),
+])
+def test_bad_feature_names_are_refused(trained, value, match):
+    meta, fields, tensors = parts(trained[2])
+    assert fields["network"]["input_shape"] == [6]
+    refused(build(meta, {**fields, "feature_names": value}, tensors), match)
