@@ -34,7 +34,7 @@ Example: crowdagg predict --model model.pt --features new.npy --tasks new_ids.tx
 @handle_errors()
 def predict(
     model: str = typer.Option(..., "--model", help="A model saved by `crowdagg train --save` (loading runs no code)."),
-    features: str = typer.Option(..., "--features", help="Features of the rows to label, of the shape the model was trained on: .npy, .npz, Parquet/CSV/TSV with an id column."),
+    features: str = typer.Option(..., "--features", help="Features of the rows to label, of the shape the model was trained on: .npy, .npz, Parquet/CSV/TSV with an id column (its columns matched by name to the model's)."),
     tasks: Optional[str] = typer.Option(None, "--tasks", help="Task ids of the feature rows, one per line (line i names row i; default: the rows are numbered from 0)."),
     id_col: Optional[str] = typer.Option(None, "--id-col", help="The id column of Parquet/CSV/TSV features (default: task)."),
     proba: bool = typer.Option(False, "--proba", help="Add one p_<class> probability column per class."),

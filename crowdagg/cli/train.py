@@ -95,7 +95,7 @@ def train(
     fmt: Optional[str] = opt.format_option("csv, tsv, jsonl, json or parquet (default: from -o's extension, else csv)."),
     proba: bool = typer.Option(False, "--proba", help="Add n_answers and one p_<class> column per class."),
     workers: Optional[str] = typer.Option(None, "--workers", help="Write each annotator's estimated confusion matrix here (long form, as `crowdagg aggregate --workers`)."),
-    save: Optional[str] = typer.Option(None, "--save", help="Save the trained model here (safetensors weights and a JSON header; loading runs no code) for `crowdagg predict`."),
+    save: Optional[str] = typer.Option(None, "--save", help="Save the trained model here, named .safetensors or .pt (safetensors weights and a JSON header, with the feature columns' names of a table; loading runs no code) for `crowdagg predict`."),
     truth: Optional[str] = opt.TRUTH,
     truth_task_col: Optional[str] = opt.TRUTH_TASK_COL,
     truth_label_col: Optional[str] = opt.TRUTH_LABEL_COL,
