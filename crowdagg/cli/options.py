@@ -12,7 +12,7 @@ so ``crowdagg --help`` stays light.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional
 
 import typer
@@ -39,16 +39,19 @@ def flag(name: str, spelling: Spelling | None = None) -> str:
     return "--" + name.replace("_", "-")
 
 
-def method_params(spec: Any, flags: dict[str, Any], pairs: list[str]) -> dict[str, Any]:
-    """The method's parameters from the common flags and ``-p name=value`` (checked against its declaration)."""
+def method_params(spec: Any, flags: dict[str, Any], pairs: list[str], spelling: Spelling | None = None) -> dict[str, Any]:
+    """The method's parameters from the common flags and ``-p name=value`` (checked against its declaration).
+
+    ``spelling``: how this command spells a parameter where that differs from
+    :func:`flag` (``crowdagg train``: ``dropout`` -> ``-p dropout``), so that
+    a refusal lists the options and the ``-p`` parameters as what they are.
+    """
     params: dict[str, Any] = {}
     for key, value in flags.items():
         if value is not None:
             if key not in spec.param_names:
-                raise UsageError(
-                    f"{flag(key)} does not apply to method {spec.name!r}; it takes: "
-                    + ", ".join(flag(p) for p in spec.param_names)
-                )
+                raise UsageError(f"{flag(key, spelling)} does not apply to method {spec.name!r}; "
+                                 + takes(spec.param_names, spelling))
             params[key] = value
     for item in pairs:
         name, sep, text = item.partition("=")
@@ -56,16 +59,23 @@ def method_params(spec: Any, flags: dict[str, Any], pairs: list[str]) -> dict[st
         if not sep or not name:
             raise UsageError(f"-p/--param wants name=value, got {item!r}")
         if name not in spec.param_names:
-            raise UsageError(
-                f"method {spec.name!r} does not take -p {name}; it takes: "
-                + ", ".join(flag(p) for p in spec.param_names)
-            )
+            raise UsageError(f"method {spec.name!r} does not take -p {name}; " + takes(spec.param_names, spelling))
         declared = spec.param(name)
         if name in params:
-            how = f"{flag(name)} and -p {name}=" if flags.get(name) is not None else f"-p {name}= twice"
+            how = f"{flag(name, spelling)} and -p {name}=" if flags.get(name) is not None else f"-p {name}= twice"
             raise UsageError(f"{name} is given twice ({how})")
         params[name] = declared.parse(text)
     return params
+
+
+def takes(names: Sequence[str], spelling: Spelling | None = None) -> str:
+    """What a method takes, as a command spells it: its options, then its ``-p`` parameters apart
+    (``it takes: --seed, --max-iter; and -p NAME=VALUE for: n_init, init``)."""
+    spelled = [flag(n, spelling) for n in names]
+    options = [s for s in spelled if not s.startswith("-p ")]
+    by_p = [s[3:] for s in spelled if s.startswith("-p ")]
+    text = "it takes: " + (", ".join(options) if options else "no options")
+    return text + (f"; and -p NAME=VALUE for: {', '.join(by_p)}" if by_p else "")
 
 
 # --------------------------------------------------------------------------- value checks

@@ -95,7 +95,7 @@ def train(
     fmt: Optional[str] = opt.format_option("csv, tsv, jsonl, json or parquet (default: from -o's extension, else csv)."),
     proba: bool = typer.Option(False, "--proba", help="Add n_answers and one p_<class> column per class."),
     workers: Optional[str] = typer.Option(None, "--workers", help="Write each annotator's estimated confusion matrix here (long form, as `crowdagg aggregate --workers`)."),
-    save: Optional[str] = typer.Option(None, "--save", help="Save the trained model here (safetensors weights and a JSON header; loading runs no code) for `crowdagg predict`."),
+    save: Optional[str] = typer.Option(None, "--save", help="Save the trained model here, named .safetensors or .pt (safetensors weights and a JSON header, with the feature columns' names of a table; loading runs no code) for `crowdagg predict`."),
     truth: Optional[str] = opt.TRUTH,
     truth_task_col: Optional[str] = opt.TRUTH_TASK_COL,
     truth_label_col: Optional[str] = opt.TRUTH_LABEL_COL,
@@ -123,6 +123,7 @@ def train(
         "seed": seed, "model": model, "hidden": hidden, "epochs": epochs, "batch_size": batch_size, "lr": lr,
         "weight_decay": weight_decay, "device": device, "val_fraction": val_fraction, "patience": patience,
     }, param_)
+    n_threads = steps.check_threads(threads)
     if features == "-":
         raise UsageError("--features must be a file (its format is read from its extension), not standard input")
     from ..learning.features import feature_format
@@ -132,7 +133,6 @@ def train(
     class_list = steps.check_read_options(
         duplicates=duplicates, blank_labels=blank_labels, rejected=rejected, max_memory=max_memory, classes=classes
     )
-    n_threads = steps.check_threads(threads)
     side = steps.side_inputs(features=features, tasks=tasks, truth=truth)
     steps.check_stdin([labels], side)
     planned, sources = steps.plan_outputs(_outputs(output, fmt, workers, save), [labels], side)
@@ -142,10 +142,10 @@ def train(
         data = steps.load(sources, input_format=input_format, task_col=task_col, worker_col=worker_col,
                           label_col=label_col, classes=class_list, duplicates=duplicates, max_memory=max_memory,
                           rejected=rejected, blank_labels=blank_labels)
-        data, x = read_aligned(data, features, tasks, id_col, max_memory)
+        data, x, names = read_aligned(data, features, tasks, id_col, max_memory)
         _check_output_memory(data, proba=proba, workers=workers is not None, max_memory=max_memory)
         # 3. The fit, then what --truth says (it can fail: nothing written yet).
-        result = fit(trainer, params, data, x, quiet=quiet, max_memory=max_memory)
+        result = fit(trainer, params, data, x, quiet=quiet, max_memory=max_memory, feature_names=names)
         lines = evaluate(data, result, truth_labels) if truth_labels is not None else []
         # 4. Render everything, then write all or nothing.
         steps.render_and_commit(planned, _renderers(result, proba))
@@ -164,7 +164,7 @@ def check_trainer(method: str, flags: dict[str, Any], pairs: list[str]) -> tuple
     require_torch("crowdagg train")
     spec = get_trainer(method)
     cls = spec.load()  # the optional extra: before a parameter is looked at
-    params = method_params(spec, flags, pairs)
+    params = method_params(spec, flags, pairs, SPELLING)
     checked = cls(**params).check_params()
     from ..learning.device import resolve_device
 
@@ -208,17 +208,19 @@ def _defaults(features: str, labels: Optional[str], tasks: Optional[str], quiet:
 
 
 def read_aligned(data: Any, features: str, tasks: Optional[str], id_col: Optional[str],
-                 max_memory: Any) -> tuple[Any, Any]:
-    """The features read and aligned to the answers' tasks (feature-only tasks appended)."""
+                 max_memory: Any) -> tuple[Any, Any, Optional[tuple[str, ...]]]:
+    """The features read and aligned to the answers' tasks (feature-only tasks appended), and their column names
+    (a table's; None for an array file): the model keeps them, and predict matches columns by them."""
     from ..core import timing
     from ..learning.features import align, read_features
 
     with timing.stage("features"):
         feats = read_features(features, tasks_path=tasks, id_col=id_col, max_memory=max_memory)
-        return align(data, feats, max_memory=max_memory)
+        return (*align(data, feats, max_memory=max_memory), feats.columns)
 
 
-def fit(trainer: type, params: dict[str, Any], data: Any, x: Any, *, quiet: bool, max_memory: Any) -> Any:
+def fit(trainer: type, params: dict[str, Any], data: Any, x: Any, *, quiet: bool, max_memory: Any,
+        feature_names: Optional[tuple[str, ...]] = None) -> Any:
     """The trainer's fit, with a progress bar of its epochs on a terminal (unless ``quiet``)."""
     from ..core import timing
     from .plumbing import progress
@@ -228,7 +230,7 @@ def fit(trainer: type, params: dict[str, Any], data: Any, x: Any, *, quiet: bool
                               measure="held-out NLL")
     try:
         with timing.stage("fit"):
-            result = method.fit(data, x, callback=callback, max_memory=max_memory)
+            result = method.fit(data, x, callback=callback, max_memory=max_memory, feature_names=feature_names)
     finally:
         stop()
     timing.note(iterations=result.n_iter, converged=result.converged)

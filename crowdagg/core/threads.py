@@ -6,6 +6,8 @@ How many threads crowdagg uses is decided here, and nowhere else:
   ``--threads N``), else :func:`set_threads` (process-wide), else the
   ``CROWDAGG_THREADS`` environment variable, else all cores the process may
   run on (``NUMBA_NUM_THREADS`` if set, as before this policy existed);
+  a count is at most :func:`most` (4 per core, at least 64), every source
+  alike;
 * the **numba kernels** run their task blocks on N threads (the local
   engine, :class:`crowdagg.engine.LocalEngine`, reads :func:`count`).  The
   block grid depends on the data only and the sums follow a fixed tree,
@@ -40,6 +42,10 @@ from ..errors import UsageError, param
 
 #: The environment variable that sets the count (a whole number >= 1).
 ENV = "CROWDAGG_THREADS"
+#: The most threads a count may ask for: this many per core of the machine (:func:`most`) ...
+PER_CORE = 4
+#: ... and never fewer than this, so that a count that works on one machine works on a smaller one too.
+AT_LEAST = 64
 
 _process: int | None = None  # set_threads()
 _scoped: contextvars.ContextVar[int | None] = contextvars.ContextVar("crowdagg_threads", default=None)
@@ -59,14 +65,26 @@ def parse(value: object, source: str | None = None) -> int:
         n = int(value.strip())
     if n is None or n < 1:
         raise UsageError(f"{where} must be a whole number >= 1, got {value!r}")
+    if n > most():
+        # Refused here, the one check of every count (--threads on each command, set_threads, use_threads,
+        # CROWDAGG_THREADS): 2**63 overflowed torch.set_num_threads, and 100,000 threads exhausted the memory
+        # (thread stacks, numba's JIT) before anything was said.  More threads than cores only add overhead.
+        raise UsageError(f"{where} must be at most {most():,} ({PER_CORE} per core of this machine's "
+                         f"{os.cpu_count() or 1:,} cores, and never under {AT_LEAST}), got {value!r}")
     return n
+
+
+def most() -> int:
+    """The largest thread count :func:`parse` accepts: :data:`PER_CORE` per core of the machine
+    (``os.cpu_count()``), and at least :data:`AT_LEAST`."""
+    return max(AT_LEAST, PER_CORE * (os.cpu_count() or 1))
 
 
 def all_cores() -> int:
     """The default count: the cores this process may run on (numba's own default, honouring ``NUMBA_NUM_THREADS``)."""
     given = os.environ.get("NUMBA_NUM_THREADS", "").strip()
     if given.isdigit() and int(given) >= 1:
-        return int(given)
+        return min(int(given), most())
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not Linux
@@ -130,4 +148,4 @@ def fit_scope() -> Iterator[int]:
         yield n
 
 
-__all__ = ["ENV", "all_cores", "count", "fit_scope", "parse", "set_threads", "use_threads"]
+__all__ = ["AT_LEAST", "ENV", "PER_CORE", "all_cores", "count", "fit_scope", "most", "parse", "set_threads", "use_threads"]

@@ -2303,8 +2303,10 @@ def read_task_labels(
 #: What a saved worker model and ``simulate``'s output are written as (see :func:`output_format`).
 MODEL_FORMATS = ("json",)
 DIRECTORY = ("directory",)
-#: What ``crowdagg train --save`` writes: a trained model (safetensors; any name but ``.gz``).
+#: What ``crowdagg train --save`` writes: a trained model (safetensors, uncompressed).
 TRAINED_MODEL_FORMATS = ("model",)
+#: The names a trained model's file may have (``.pt``: the name the README has always used).
+TRAINED_MODEL_EXTENSIONS = (".safetensors", ".pt")
 
 
 def output_format(
@@ -2319,7 +2321,8 @@ def output_format(
     Refused, as usage errors, rather than written under a misleading name:
 
     * an extension crowdagg does not write for this output (``out.xlsx``,
-      ``--save-workers model.parquet``);
+      ``--save-workers model.parquet``, ``--save model.csv``: a trained
+      model is :data:`TRAINED_MODEL_EXTENSIONS`, uncompressed);
     * a ``--format`` that makes a binary file under a text file's name or
       the reverse (``-f parquet -o out.csv``; ``-f jsonl -o out.csv`` stays
       allowed: text is text);
@@ -2328,14 +2331,18 @@ def output_format(
     """
     if tuple(formats) == DIRECTORY:
         return _output_directory(path, option)
-    if tuple(formats) == TRAINED_MODEL_FORMATS:
-        if fmt:
-            raise UsageError(f"{option} {path}: a trained model is written in its own format; {param('format')} "
-                             "is the labels'")
-        if path and path.lower().endswith(".gz"):
-            raise UsageError(f"{option} {path}: a trained model is not compressed; leave out the .gz")
-        return "model"
+    if tuple(formats) == TRAINED_MODEL_FORMATS and fmt:
+        raise UsageError(f"{option} {path}: a trained model is written in its own format; {param('format')} "
+                         "is the labels'")
     ext = _extension(path) if path and path != "-" else ""
+    if tuple(formats) == TRAINED_MODEL_FORMATS:
+        allowed = " or ".join(TRAINED_MODEL_EXTENSIONS)
+        if path and path.lower().endswith(".gz"):
+            raise UsageError(f"{option} {path}: a trained model is not compressed (any safetensors reader opens it); "
+                             f"name it {allowed}")
+        if ext and ext not in TRAINED_MODEL_EXTENSIONS:
+            raise UsageError(f"{option} {path}: a trained model is a safetensors file, not {ext}; name it {allowed}")
+        return "model"
     guess = _OUTPUT_EXTENSIONS.get(ext) if ext else None
     if fmt:
         f = fmt.lower()

@@ -70,11 +70,15 @@ class Features:
         The features, finite.
     source : str
         The file, as messages name it.
+    columns : tuple of str, or None
+        The name of each feature (column ``j`` of ``x``): a table's
+        columns beside the id; None for an array file, which has none.
     """
 
     ids: np.ndarray | None
     x: np.ndarray
     source: str
+    columns: tuple[str, ...] | None = None
 
     @property
     def n_rows(self) -> int:
@@ -175,7 +179,7 @@ def read_features(path: str, *, tasks_path: str | None = None, id_col: str | Non
                                 f"is {ids[i]!r}: the file has its own ids; leave out --tasks or make them agree")
         ids = listed
     _check_finite(x, path, ids, fmt, columns)
-    return Features(ids=ids, x=x, source=path)
+    return Features(ids=ids, x=x, source=path, columns=None if columns is None else tuple(columns))
 
 
 def read_task_ids(path: str, max_memory: memory.MaxMemory = None) -> np.ndarray:
@@ -627,8 +631,8 @@ def align(data: AnnotationSet, features: Features, *, max_memory: memory.MaxMemo
     return data, features.x[rows]
 
 
-__all__ = ["Features", "FORMATS", "align", "as_array", "as_features", "feature_format", "has_own_ids", "read_features",
-           "read_task_ids"]
+__all__ = ["Features", "FORMATS", "align", "as_array", "as_features", "by_name", "check_names", "column_names",
+           "feature_format", "has_own_ids", "read_features", "read_task_ids"]
 
 
 def as_array(features: Any) -> np.ndarray:
@@ -705,3 +709,65 @@ def _tensor_numpy(torch: Any, tensor: Any) -> np.ndarray:
     except (TypeError, RuntimeError) as exc:  # sparse, quantized, ...: numpy cannot hold it
         raise DataError(f"features: a torch tensor ({tensor.dtype}, {tensor.layout}) numpy cannot hold: "
                         f"{exc}") from None
+
+
+def column_names(features: Any) -> tuple[str, ...] | None:
+    """The feature names a pandas DataFrame carries (its columns, as text), None for anything else.
+
+    A trainer keeps them in the model (:attr:`crowdagg.learning.model.TrainedModel.feature_names`) so that
+    prediction matches columns by name (:func:`by_name`), not by position.  Columns named twice are refused:
+    they could not be told apart.
+    """
+    pd = sys.modules.get("pandas")  # a DataFrame's owner has imported pandas
+    if pd is None or not isinstance(features, pd.DataFrame):
+        return None
+    names = tuple(str(c) for c in features.columns)
+    return check_names(names, "features")
+
+
+def check_names(names: Sequence[Any], source: str) -> tuple[str, ...]:
+    """``names`` as a tuple of text, each once (a DataError names the first repeated one)."""
+    names = tuple(str(n) for n in names)
+    seen: set[str] = set()
+    for j, name in enumerate(names):
+        if name in seen:
+            raise DataError(f"{source}: the column {name!r} appears twice (columns {names.index(name) + 1} and "
+                            f"{j + 1}); give each feature its own name")
+        seen.add(name)
+    return names
+
+
+def by_name(x: np.ndarray, columns: Sequence[str] | None, expected: Sequence[str] | None,
+            source: str = "features") -> np.ndarray:
+    """The columns of ``x`` (n, d) in the order of ``expected`` (the names a model was trained on), matched by name.
+
+    By position (``x`` itself) when either side has no names: a model
+    trained on an array, or features from an array file (the caller says
+    so).  Otherwise the names must be the same set: a name the model
+    needs that the features lack, or one it does not know, is refused,
+    naming them.
+
+    Raises
+    ------
+    DataError
+        The names do not match.
+    """
+    if expected is None or columns is None:
+        return x
+    columns, expected = tuple(columns), tuple(expected)
+    if columns == expected:
+        return x
+    have = set(columns)
+    missing = [n for n in expected if n not in have]
+    known = set(expected)
+    unknown = [n for n in columns if n not in known]
+    if missing or unknown:
+        parts = []
+        if missing:
+            parts.append(f"{len(missing):,} the model was trained on are missing: {_listed(missing, NAMED)}")
+        if unknown:
+            parts.append(f"{len(unknown):,} the model does not know: {_listed(unknown, NAMED)}")
+        raise DataError(f"{source}: the columns do not match the features the model was trained on by name ("
+                        + "; ".join(parts) + "); the model's are " + _listed(list(expected), NAMED))
+    index = {name: j for j, name in enumerate(columns)}
+    return np.ascontiguousarray(x[:, [index[name] for name in expected]])

@@ -42,6 +42,11 @@ class TrainedModel:
         The dtype the labels had (as :class:`~crowdagg.data.annotations.AnnotationSet` keeps it).
     version : str
         The crowdagg version that trained it.
+    feature_names : tuple of str, or None
+        The name of each input feature when the training features had
+        names (a Parquet/CSV table's columns, a DataFrame's): prediction
+        matches columns by these names (:meth:`predict_proba`,
+        ``crowdagg predict``); None: by position.
     """
 
     method: str
@@ -53,6 +58,7 @@ class TrainedModel:
     best_epoch: int = 0
     class_dtype: str | None = None
     version: str = field(default_factory=lambda: _version())
+    feature_names: tuple[str, ...] | None = None
 
     @classmethod
     def from_network(cls, *, method: str, classes: Any, spec: Any, net: Any, **extra: Any) -> TrainedModel:
@@ -64,11 +70,19 @@ class TrainedModel:
         return int(self.spec.n_inputs)
 
     def network(self, device: Any = "cpu") -> Any:
-        """The torch module, weights loaded, in eval mode, on ``device``."""
+        """The torch module, weights loaded, in eval mode, on ``device`` (``cpu``, ``cuda``, ``cuda:N``, ``auto``
+        or a ``torch.device``).
+
+        Raises :class:`~crowdagg.errors.UsageError` for a device this
+        machine does not have or a name that is not one (torch's bare
+        AssertionError without CUDA, its RuntimeError for ``"junk"``).
+        """
         import torch
 
         from . import networks
+        from .device import resolve_device
 
+        where = resolve_device(str(device) if isinstance(device, torch.device) else device)
         net = networks.build(self.spec)
         expected = net.state_dict()
         if set(expected) != set(self.weights) or any(tuple(expected[k].shape) != self.weights[k].shape
@@ -76,21 +90,30 @@ class TrainedModel:
             raise DataError(f"the model's weights do not match its {self.spec.kind} network "
                             f"(expected {sorted(expected)})")
         net.load_state_dict({k: torch.as_tensor(v) for k, v in self.weights.items()})
-        return net.to(torch.device(device)).eval()
+        return net.to(where).eval()
 
-    def predict_proba(self, features: np.ndarray, *, device: str = "cpu", batch_rows: int = 8192) -> np.ndarray:
-        """Class probabilities (n, K) float64 for ``features`` (n, *input_shape), rows in the given order."""
+    def predict_proba(self, features: Any, *, device: str = "cpu", batch_rows: int = 8192) -> np.ndarray:
+        """Class probabilities (n, K) float64 for ``features`` (n, *input_shape), rows in the given order.
+
+        A DataFrame's columns are matched to :attr:`feature_names` by name
+        (any order; a missing or unknown name is a DataError naming it);
+        an array's, or any features of a model trained without names, by
+        position.
+        """
         import torch
 
         from ..errors import UsageError
         from .device import resolve_device
-        from .features import as_array, as_features
+        from .features import as_array, as_features, by_name, column_names
 
         if not isinstance(batch_rows, int) or batch_rows < 1:
             raise UsageError(f"batch_rows must be a whole number >= 1, got {batch_rows!r}")
         where = resolve_device(device)  # auto; cuda without CUDA: the trainers' clear error
         shape = tuple(self.spec.input_shape)
+        names = column_names(features)
         given = as_array(features)  # a tensor, a list of them: numpy's own conversion would raise torch's errors
+        if names is not None and given.ndim == 2:
+            given = by_name(given, names, self.feature_names)
         if given.ndim < 1 or tuple(given.shape[1:]) != shape:
             raise DataError(f"the model was trained on rows of shape {shape} ({self.n_features:,} features); these "
                             f"features have rows of shape {tuple(given.shape[1:])}")

@@ -25,7 +25,10 @@ str: column k of the predictions is ``classes[k]``), ``class_dtype``,
 ``network`` (:meth:`~crowdagg.learning.networks.NetSpec.to_json`: kind,
 input_shape, n_classes, hidden, dropout), ``n_features``,
 ``crowdagg_version``, ``best_epoch`` and, when the model knows them,
-``workers`` (the annotators' names, one per row of ``confusion``).
+``workers`` (the annotators' names, one per row of ``confusion``) and
+``feature_names`` (the training features' column names, one per input of
+a linear or mlp network, by which prediction matches columns; a file
+without them, as every file before them, is read by position).
 
 **The checksum** ``sha256`` is a SHA-256 over the format, the version, the
 header's text and every tensor (name, dtype, shape and bytes, in name
@@ -107,7 +110,7 @@ _NET = "net."
 _CONFUSION = "confusion"
 #: The model's JSON: its fields (``workers`` may be absent), and the network's.
 _FIELDS = ("method", "classes", "class_dtype", "network", "n_features", "crowdagg_version", "best_epoch")
-_OPTIONAL = ("workers",)
+_OPTIONAL = ("workers", "feature_names")
 _SPEC_FIELDS = ("kind", "input_shape", "n_classes", "hidden", "dropout")
 _ENTRY = ("dtype", "shape", "data_offsets")
 _METADATA = ("format", "version", "header", "sha256")
@@ -150,6 +153,8 @@ def to_bytes(model: TrainedModel) -> bytes:
     }
     if model.workers is not None:
         header["workers"] = [_plain(w) for w in np.asarray(model.workers, dtype=object).tolist()]
+    if model.feature_names is not None:
+        header["feature_names"] = [_plain(n) for n in model.feature_names]
     try:
         text = json.dumps(header, ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":"))
         text.encode("utf-8")
@@ -177,16 +182,23 @@ def to_bytes(model: TrainedModel) -> bytes:
 
 
 def save(model: TrainedModel, path: str | os.PathLike[str]) -> None:
-    """Write ``model`` to ``path`` atomically (a temporary file beside it, then a rename; ``.gz``: gzip).
+    """Write ``model`` to ``path`` atomically (a temporary file beside it, then a rename).
 
-    Raises :class:`~crowdagg.errors.UsageError` for a terminal (the file
-    is binary) and :class:`~crowdagg.errors.DataError` when it cannot be
-    written.
+    The name follows the rule of every output's name
+    (:func:`crowdagg.io.read.output_format`, as ``crowdagg train --save``):
+    ``.safetensors`` or ``.pt`` (or none: a device, a pipe), uncompressed.
+
+    Raises :class:`~crowdagg.errors.UsageError` for another name or a
+    terminal (the file is binary) and :class:`~crowdagg.errors.DataError`
+    when it cannot be written.
     """
     from ..io import output
+    from ..io.read import TRAINED_MODEL_FORMATS, output_format
 
+    name = _path_text(path)
+    output_format(None, name, "the model file", TRAINED_MODEL_FORMATS)  # before the model is rendered
     blob = to_bytes(model)
-    target = output.resolve(_path_text(path))
+    target = output.resolve(name)
     if target.is_terminal():
         raise UsageError(f"a model file is binary and {target.where} is a terminal; send it to a file instead")
     output.commit([(target, blob)])
@@ -599,6 +611,15 @@ def _model(fields: Any, tensors: Mapping[str, tuple[str, tuple[int, ...], memory
         raise DataError(f"{source}: \"n_features\" is {n_features:,} but \"network.input_shape\" "
                         f"{list(spec.input_shape)} makes {spec.n_inputs:,}")
 
+    feature_names = None
+    if "feature_names" in head:
+        feature_names = _names(head["feature_names"], "feature_names", source)
+        if spec.kind == "cnn":
+            raise DataError(f"{source}: \"feature_names\" for a cnn network (images have no column names)")
+        if len(feature_names) != spec.n_inputs:
+            raise DataError(f"{source}: \"feature_names\" lists {len(feature_names):,} names for the "
+                            f"{spec.n_inputs:,} features of \"network.input_shape\"")
+
     expected = {_NET + key: shape for key, shape in _expected_shapes(spec, source).items()}
     given = {name for name in tensors if name != _CONFUSION}
     missing = [name for name in expected if name not in given]
@@ -640,6 +661,7 @@ def _model(fields: Any, tensors: Mapping[str, tuple[str, tuple[int, ...], memory
         method=method, classes=tuple(classes), spec=spec, weights=weights,
         workers=None if workers is None else np.asarray(workers, dtype=object), confusion=confusion,
         best_epoch=best_epoch, class_dtype=class_dtype, version=version,
+        feature_names=None if feature_names is None else tuple(feature_names),
     )
 
 

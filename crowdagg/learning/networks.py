@@ -120,6 +120,51 @@ def build(spec: NetSpec) -> nn.Module:
     return nn.Sequential(Standardize((d,)), nn.Linear(d, h), nn.ReLU(), nn.Dropout(spec.dropout), nn.Linear(h, k))
 
 
+#: Bytes a fit holds per weight of the network: float32 weights, their gradients, Adam's two moments, the best
+#: epoch's copy, the trained model's numpy copy and the model file rendered and read back (2).
+FIT_BYTES_PER_WEIGHT = 4 * 8
+#: Rows of the forward pass outside training (evaluation, prediction): :data:`crowdagg.learning.trainer.EVAL_ROWS`.
+EVAL_ROWS = 8192
+
+
+def n_weights(spec: NetSpec) -> int:
+    """The numbers in the network's ``state_dict`` (weights and the standardisation's buffers), counted on torch's
+    ``meta`` device: nothing is allocated, however large the spec, and no random number is drawn."""
+    with torch.device("meta"):
+        net = build(spec)
+    return sum(t.numel() for t in net.state_dict().values())
+
+
+def activations_per_row(spec: NetSpec) -> int:
+    """The float32 values the forward pass holds per input row: every layer's output (a ReLU's and dropout's
+    too), an upper bound for the cnn's (each pooling halves the side, rounded down)."""
+    k, h = spec.n_classes, spec.hidden
+    if spec.kind == "cnn":
+        c, height, width = spec.input_shape
+        a, b = max(1, h // 4), max(1, h // 2)
+        pixels = height * width
+        return 2 * c * pixels + 4 * a * pixels + a * pixels // 4 + 4 * b * pixels // 4 + b * pixels // 16 + 2 * b + k
+    d = spec.n_inputs
+    if spec.kind == "linear":
+        return 2 * d + k
+    return 2 * d + 4 * h + k
+
+
+def memory_needed(spec: NetSpec, batch_rows: int, eval_rows: int = EVAL_ROWS) -> tuple[float, int]:
+    """Bytes training the network of ``spec`` on batches of ``batch_rows`` rows takes, and its number of weights.
+
+    :data:`FIT_BYTES_PER_WEIGHT` per weight, and the activations of a
+    training batch (twice: their gradients) or of an evaluation chunk of
+    ``eval_rows`` rows (no gradients), whichever is larger.  What
+    :meth:`crowdagg.learning.trainer.Trainer.memory_needed` adds to the
+    data's share, so that a ``hidden`` asking for gigabytes is refused up
+    front with its size, not by torch's allocator.
+    """
+    weights = n_weights(spec)
+    rows = max(2 * batch_rows, eval_rows)
+    return float(FIT_BYTES_PER_WEIGHT) * weights + 4.0 * rows * activations_per_row(spec), weights
+
+
 def standardizer(net: nn.Module) -> Standardize:
     """The input standardisation every network of :func:`build` starts with."""
     first = next(iter(net.children()))

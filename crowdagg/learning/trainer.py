@@ -83,7 +83,7 @@ from .features import as_features
 from .model import TrainedModel
 
 #: Rows of the network's forward pass at a time outside training (evaluation, prediction).
-EVAL_ROWS = 8192
+EVAL_ROWS = networks.EVAL_ROWS
 #: Probabilities are floored here before a log (an answer the model calls impossible costs 23 nats, not inf).
 PROB_FLOOR = 1e-10
 
@@ -221,7 +221,7 @@ class Trainer(Aggregator):
     stop_rule: ClassVar[StopRule] = NoImprovement()
     objective_name: ClassVar[str] = "held-out answer NLL"
     empty_posterior: ClassVar[str] = "the classifier's prediction"
-    memory_advice: ClassVar[str] = "use fewer tasks, or a smaller --hidden"
+    memory_advice: ClassVar[str] = f"use fewer tasks, or a smaller {param('hidden')} or {param('batch_size')}"
     #: Where the labels of the training tasks come from: ``"answers"`` (Bayes' rule on the classifier's output
     #: and the answers through the confusions) or ``"classifier"`` (its prediction alone: a two-stage baseline).
     labels_from: ClassVar[str] = "answers"
@@ -230,6 +230,7 @@ class Trainer(Aggregator):
     module_lr_scale: ClassVar[float] = 1.0
 
     _features: np.ndarray | None = None
+    _names: tuple[str, ...] | None = None
 
     @classmethod
     def spec(cls) -> Method:
@@ -239,36 +240,54 @@ class Trainer(Aggregator):
 
     # ------------------------------------------------------------------ the public entry
     def fit(self, data: AnnotationSet, features: Any = None, *, callback: Any = None, max_memory: Any = None,
-            engine: Any = None) -> AggregationResult:
+            engine: Any = None, feature_names: Any = None) -> AggregationResult:
         """Train on ``data``'s answers and ``features`` (n_tasks, d) or (n_tasks, C, H, W), rows in task order.
 
         ``callback(epoch, objective)`` after each epoch; ``max_memory`` as
-        for an aggregator (the features, their copy on the device and the
-        posteriors are counted).  ``engine`` is accepted for the base's
-        signature; a trainer runs in this process.
+        for an aggregator (the features, their copy on the device, the
+        posteriors and the network are counted).  ``engine`` is accepted
+        for the base's signature; a trainer runs in this process.
+        ``feature_names`` (one per column of feature vectors; default a
+        DataFrame's columns) are kept in the model, which then matches
+        the columns it predicts on by name.
         """
+        if not isinstance(data, AnnotationSet):  # before data.task_names is read: an AttributeError otherwise
+            raise UsageError(f"{self.name}.fit(data, features): data must be an AnnotationSet (crowdagg.load_annotations "
+                             f"reads a DataFrame, records or a file into one), got "
+                             f"{type(data).__name__}")
         if features is None:
             raise UsageError(f"method {self.name!r} is a trainer: fit(data, features) needs the features of the tasks")
         x = as_features(features)
-        if isinstance(data, AnnotationSet) and x.shape[0] != data.n_tasks:
+        if x.shape[0] != data.n_tasks:
             raise DataError(f"features have {x.shape[0]:,} rows for {data.n_tasks:,} tasks: align them first "
                             "(crowdagg.learning.features.align)")
         if not np.isfinite(x).all():
             bad = int(np.flatnonzero(~np.isfinite(x.reshape(x.shape[0], -1)).all(axis=1))[0])
             raise DataError(f"features: row {bad} (task {data.task_names[bad]!r}) holds NaN or inf")
+        self._names = _feature_names(features, feature_names, x)
         self._features = x
         try:
             return super().fit(data, callback=callback, max_memory=max_memory)
         finally:
-            self._features = None
+            self._features, self._names = None, None
 
     def memory_needed(self, data: AnnotationSet) -> tuple[float, str]:
+        """The data's share (the features and their copy on the device, the answers, the posteriors and the
+        confusions) and the network's (:func:`crowdagg.learning.networks.memory_needed`: its weights, gradients,
+        Adam's moments and copies, and a batch's activations), before anything is allocated."""
         assert self._features is not None
+        checked = self.check_params()
         k = data.n_classes
         need = 2.0 * self._features.nbytes + 8.0 * 6 * data.n_tasks * k + 8.0 * 4 * data.n_workers * k * k
         need += 8.0 * 8 * data.n_answers
-        return need, (f"{data.n_tasks:,} tasks × {self._features[0].size:,} features, {data.n_workers:,} workers × "
-                      f"{k:,}² classes")
+        spec = networks.NetSpec(checked["model"], tuple(self._features.shape[1:]), k, checked["hidden"],
+                                checked["dropout"])
+        rows = min(checked["batch_size"], data.n_tasks)
+        net_bytes, n_weights = networks.memory_needed(spec, rows, min(EVAL_ROWS, data.n_tasks))
+        width = f" ({param('hidden')}={checked['hidden']})" if spec.kind != "linear" else ""
+        return need + net_bytes, (f"{data.n_tasks:,} tasks × {self._features[0].size:,} features, "
+                                  f"{data.n_workers:,} workers × {k:,}² classes, a {spec.kind} network of "
+                                  f"{n_weights:,} weights{width} trained on batches of {rows:,} tasks")
 
     # ------------------------------------------------------------------ the loop
     def _fit(self, data: AnnotationSet, checked: FitContext, callback: Any) -> AggregationResult:
@@ -434,7 +453,7 @@ class Trainer(Aggregator):
         model = TrainedModel.from_network(
             method=self.name, classes=data.classes, spec=state.spec, net=state.net,
             workers=data.worker_names, confusion=confusion, best_epoch=state.best_epoch,
-            class_dtype=data.class_dtype,
+            class_dtype=data.class_dtype, feature_names=self._names,
         )
         return make_result(
             self.name, data, post, labels, prior,
@@ -443,6 +462,23 @@ class Trainer(Aggregator):
             objective=np.asarray(run.trace), objective_name=self.objective_name,
             n_iter=run.n_iter, converged=run.converged,
         )
+
+
+def _feature_names(features: Any, given: Any, x: np.ndarray) -> tuple[str, ...] | None:
+    """The names of the feature columns: ``given``, else a DataFrame's columns, else None; one per column of
+    feature vectors (images have no column names)."""
+    from .features import check_names, column_names
+
+    if given is None:
+        return column_names(features)
+    if isinstance(given, str) or not hasattr(given, "__len__"):
+        raise UsageError(f"feature_names must be a list of names, one per feature, got {type(given).__name__}")
+    if x.ndim != 2:
+        raise UsageError(f"feature_names name the columns of feature vectors (n_tasks, d), not images of shape "
+                         f"{tuple(x.shape[1:])}")
+    if len(given) != x.shape[1]:
+        raise UsageError(f"feature_names has {len(given):,} names for {x.shape[1]:,} features")
+    return check_names(given, "feature_names")
 
 
 def _add_rows(score: np.ndarray, data: AnnotationSet, per_answer: np.ndarray) -> None:

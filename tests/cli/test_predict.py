@@ -89,3 +89,99 @@ def test_an_output_that_is_an_input_is_refused(saved):
     err = one_error(invoke("predict", "--model", model, "--features", folder / "feats.npy", "-o", model), 2)
     assert "is also an input" in err
     assert model.read_bytes() == before
+
+
+# --------------------------------------------------------------------------- features matched by name
+@pytest.fixture(scope="module")
+def named(tmp_path_factory):
+    """A model trained on a CSV table of features f0..f7 (by name): (folder, model path, the features frame)."""
+    folder = write_folder(tmp_path_factory.mktemp("named"), seed=5)
+    x = np.load(folder / "feats.npy")
+    table = pd.DataFrame(x, columns=[f"f{j}" for j in range(x.shape[1])])
+    table.insert(0, "task", (folder / "tasks.txt").read_text().split())
+    table.to_csv(folder / "feats.csv", index=False)
+    model = folder / "model.safetensors"
+    ok(invoke("train", "--features", folder / "feats.csv", "--labels", folder / "labels.csv", "--method",
+              "crowdlayer", *SMALL, "--save", model, "-q"))
+    return folder, model, table
+
+
+def test_the_model_keeps_the_names_of_the_features_it_was_trained_on(named):
+    from crowdagg.learning.model_file import load
+
+    _, model, table = named
+    assert load(model).feature_names == tuple(f"f{j}" for j in range(8))
+
+
+def test_columns_in_another_order_are_matched_by_name(named, tmp_path):
+    """A Parquet/CSV features file with its columns in another order (f7..f0) was fed by position: predictions
+    changed without a word."""
+    folder, model, table = named
+    expected = ok(invoke("predict", "--model", model, "--features", folder / "feats.csv", "--proba")).stdout
+    reordered = table[["task", *[f"f{j}" for j in reversed(range(8))]]]
+    reordered.to_parquet(tmp_path / "reversed.parquet")
+    reordered.to_csv(tmp_path / "reversed.csv", index=False)
+    for path in (tmp_path / "reversed.parquet", tmp_path / "reversed.csv"):
+        result = ok(invoke("predict", "--model", model, "--features", path, "--proba"))
+        assert result.stdout == expected and result.stderr == ""
+    by_position = np.ascontiguousarray(reordered.drop(columns="task").to_numpy(np.float32))
+    np.save(tmp_path / "reversed.npy", by_position)  # an array has no names: its columns go in order
+    from crowdagg.learning.model_file import load
+
+    moved = load(model).predict_proba(by_position).argmax(axis=1)
+    assert (moved != frame(expected)["label"].astype(int).to_numpy()).any()  # what by position used to give
+
+
+@pytest.mark.parametrize("columns, words", [
+    (["f0", "f1", "f2", "f3", "f4", "f5", "f6"], "1 the model was trained on are missing: 'f7'"),
+    (["f0", "f1", "f2", "f3", "f4", "f5", "f6", "f7", "g"], "1 the model does not know: 'g'"),
+    (["f0", "f1", "f2", "f3", "f4", "f5", "f6", "x7"], "1 the model was trained on are missing: 'f7'; 1 the model "
+     "does not know: 'x7'"),
+])
+def test_missing_or_unknown_columns_are_refused_by_name(named, tmp_path, columns, words):
+    folder, model, table = named
+    renamed = table.drop(columns="task").iloc[:, :len(columns)].copy()
+    if len(columns) > 8:
+        renamed["extra"] = 0.0
+    renamed.columns = columns
+    renamed.insert(0, "task", table["task"])
+    renamed.to_parquet(tmp_path / "f.parquet")
+    err = one_error(invoke("predict", "--model", model, "--features", tmp_path / "f.parquet"), 1)
+    assert err.startswith(f"Error: features {tmp_path / 'f.parquet'}: the columns do not match the features the "
+                          "model was trained on by name (")
+    assert words in err and "the model's are 'f0', 'f1', 'f2', 'f3', 'f4' ... (8 in all)" in err
+
+
+def test_an_array_for_a_named_model_and_rows_without_ids_are_said_on_stderr(named, tmp_path):
+    """Rows without ids were named 0..N-1 silently; an array's columns are taken by position, which stderr says
+    for a model that knows its features' names; an .npz's ids name the rows, as documented."""
+    folder, model, table = named
+    x = table.drop(columns="task").to_numpy(np.float32)[:6]
+    np.save(tmp_path / "x.npy", x)
+    result = ok(invoke("predict", "--model", model, "--features", tmp_path / "x.npy"))
+    assert frame(result.stdout)["task"].tolist() == [str(i) for i in range(6)]
+    assert result.stderr.splitlines() == [
+        f"predict: features {tmp_path / 'x.npy'} have no task ids (no --tasks, not an .npz with 'ids' or a table): "
+        "the rows are named by their number, 0 to 5",
+        f"predict: features {tmp_path / 'x.npy'} have no column names: their 8 columns are taken in the order of "
+        "the model's (f0, f1, f2, f3, f4, ... (8 in all))",
+    ]
+    assert ok(invoke("predict", "--model", model, "--features", tmp_path / "x.npy", "-q")).stderr == ""
+    ids = table["task"].to_numpy()[:6].astype(str)
+    np.savez(tmp_path / "x.npz", features=x, ids=ids)
+    result = ok(invoke("predict", "--model", model, "--features", tmp_path / "x.npz"))
+    assert frame(result.stdout)["task"].tolist() == ids.tolist()
+    assert result.stderr.splitlines() == [
+        f"predict: features {tmp_path / 'x.npz'} have no column names: their 8 columns are taken in the order of "
+        "the model's (f0, f1, f2, f3, f4, ... (8 in all))"]
+    (tmp_path / "ids.txt").write_text("\n".join(ids) + "\n")
+    result = ok(invoke("predict", "--model", model, "--features", tmp_path / "x.npy", "--tasks", tmp_path / "ids.txt"))
+    assert frame(result.stdout)["task"].tolist() == ids.tolist() and "no task ids" not in result.stderr
+
+
+def test_a_model_trained_on_an_array_says_nothing_of_columns(saved, tmp_path):
+    folder, model, _ = saved
+    np.save(tmp_path / "x.npy", np.load(folder / "feats.npy")[:3])
+    (tmp_path / "ids.txt").write_text("a\nb\nc\n")
+    result = ok(invoke("predict", "--model", model, "--features", tmp_path / "x.npy", "--tasks", tmp_path / "ids.txt"))
+    assert result.stderr == ""

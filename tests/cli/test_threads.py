@@ -134,3 +134,20 @@ def test_the_flag_covers_every_file_the_run_reads(runner, tmp_path, monkeypatch)
     assert res.exit_code == 0, res.stderr
     assert res.stdout.startswith("task,label,confidence\n") and "accuracy" in res.stderr
     assert len(seen) == 3 and not any(seen)  # the answers, the truth, the gold: each on one thread
+
+
+@pytest.mark.parametrize("command", [["aggregate", "no-such-file.csv"], ["workers", "no-such-file.csv"],
+                                     ["predict", "--model", "no-model.pt", "--features", "no.npy"],
+                                     ["train", "--features", "no.npy", "--labels", "no.csv", "-m", "crowdlayer"]])
+@pytest.mark.parametrize("value", [str(2**63), "100000"])
+def test_a_huge_count_is_one_usage_error_on_every_command_before_reading(runner, command, value):
+    """``train --threads 2**63`` was "unexpected failure: Overflow when unpacking long long"; 100000 died out of
+    memory: every command refuses it up front, through the one check of a count."""
+    from crowdagg.core.threads import most
+
+    if command[0] in ("train", "predict"):
+        pytest.importorskip("torch")
+    res = runner.invoke(app, [*command, "--threads", value])
+    assert res.exit_code == 2, res.stderr
+    assert res.stderr.startswith(f"Error: --threads must be at most {most():,} (4 per core of this machine's ")
+    assert res.stderr.endswith(f"got {value!r}\n") and res.stdout == ""

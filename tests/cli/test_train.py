@@ -321,3 +321,46 @@ def test_the_progress_bar_counts_epochs_on_a_terminal_only(monkeypatch):
     assert plumbing.progress(True, total=4)[0] is None  # --quiet
     monkeypatch.setattr(sys, "stderr", io.StringIO())
     assert plumbing.progress(False, total=4)[0] is None  # not a terminal
+
+
+def test_an_unknown_parameter_lists_the_options_and_the_p_parameters_as_what_they_are():
+    """``-p bogus=1`` listed --dropout, --lam, --confusion-init, --confusion-lr-scale, which are not options."""
+    err = one_error(invoke("train", "--features", "nowhere.npy", "-m", "geocrowdnet-f", "-p", "bogus=1"), 2)
+    assert err == ("Error: method 'geocrowdnet-f' does not take -p bogus; it takes: --seed, --model, --hidden, "
+                   "--epochs, --batch-size, --lr, --weight-decay, --device, --val-fraction, --patience; and "
+                   "-p NAME=VALUE for: dropout, lam, confusion_init, confusion_lr_scale")
+    err = one_error(invoke("aggregate", "nowhere.csv", "-m", "ds", "-p", "bogus=1"), 2)
+    assert err == ("Error: method 'ds' does not take -p bogus; it takes: --seed, --max-iter, --tol, --smoothing; "
+                   "and -p NAME=VALUE for: n_init, init")
+    for option in ("--seed", "--model", "--hidden", "--epochs", "--batch-size", "--lr", "--weight-decay",
+                   "--device", "--val-fraction", "--patience"):  # each option listed is one train has
+        assert option in invoke("train", "--help").stdout
+
+
+@pytest.mark.parametrize("name, why", [
+    ("model.csv", "a trained model is a safetensors file, not .csv; name it .safetensors or .pt"),
+    ("model.parquet", "a trained model is a safetensors file, not .parquet; name it .safetensors or .pt"),
+    ("x.gz", "a trained model is not compressed (any safetensors reader opens it); name it .safetensors or .pt"),
+    ("model.pt.gz", "a trained model is not compressed"),
+])
+def test_save_under_another_name_than_a_models_is_refused_before_reading(folder, tmp_path, name, why):
+    """``--save model.csv`` wrote safetensors under a .csv name while ``-o x.xlsx`` and ``--save-workers
+    x.parquet`` were refused: one rule for every output's name."""
+    err = one_error(invoke("train", "--features", folder / "feats.npy", "--tasks", folder / "tasks.txt",
+                           "--method", "crowdlayer", *SMALL, "-o", tmp_path / "out.csv", "--save", tmp_path / name), 2)
+    assert err.startswith(f"Error: --save {tmp_path / name}: {why}")
+    assert list(tmp_path.iterdir()) == []
+    err = one_error(invoke("train", "--features", folder / "feats.npy", "--method", "crowdlayer",
+                           "-o", tmp_path / "out.xlsx"), 2)
+    assert "unknown output extension '.xlsx'" in err
+
+
+def test_a_hidden_layer_too_large_for_max_memory_is_refused_with_its_size(folder, tmp_path):
+    """A --hidden asking for gigabytes was an "unexpected failure" of torch's allocator under --max-memory."""
+    err = one_error(invoke("train", "--features", folder / "feats.npy", "--tasks", folder / "tasks.txt",
+                           "--method", "crowdlayer", "--epochs", "1", "--device", "cpu", "--hidden", "65536",
+                           "--max-memory", "100M", "-o", tmp_path / "out.csv", "--save", tmp_path / "m.pt"), 1)
+    assert err.startswith("Error: this needs ~")
+    assert ("a mlp network of 786,451 weights (--hidden=65536) trained on batches of 64 tasks), more than the limit "
+            "of 100 MB (--max-memory=100 MB); use fewer tasks, or a smaller --hidden or --batch-size") in err
+    assert list(tmp_path.iterdir()) == []

@@ -260,3 +260,35 @@ def test_names_are_encoded_on_one_thread_when_the_count_is_one(monkeypatch):
     for e1, e2, c1, c2 in zip(one.encoders, two.encoders, one.codes, two.codes):
         np.testing.assert_array_equal(c1.take(), c2.take())
         assert e1.names().equals(e2.names())
+
+
+# --------------------------------------------------------------------------- the bound
+@pytest.mark.parametrize("cores, most", [(1, 64), (2, 64), (16, 64), (17, 68), (64, 256)])
+def test_the_largest_count_is_four_per_core_and_at_least_64(cores, most, monkeypatch):
+    monkeypatch.setattr(threads.os, "cpu_count", lambda: cores)
+    assert threads.most() == most
+    assert threads.parse(most) == most and threads.parse(str(most)) == most
+    with pytest.raises(UsageError) as info:
+        threads.parse(most + 1)
+    assert str(info.value) == (f"threads must be at most {most:,} (4 per core of this machine's {cores} cores, and "
+                               f"never under 64), got {most + 1!r}")
+
+
+@pytest.mark.parametrize("value", [2**63, str(2**63), 10**5, "100000", np.uint64(2**63)])
+def test_a_huge_count_is_refused_by_every_source_before_torch_or_a_thread_sees_it(value, monkeypatch):
+    """2**63 overflowed torch.set_num_threads ("Overflow when unpacking long long"); 100,000 ran out of memory."""
+    with pytest.raises(UsageError, match=r"^threads must be at most \d+ \(4 per core"):
+        threads.parse(value)
+    with pytest.raises(UsageError, match=r"^threads must be at most"):
+        threads.set_threads(value)
+    with pytest.raises(UsageError, match=r"^threads must be at most"):
+        with threads.use_threads(value):
+            pass  # pragma: no cover - never entered
+    monkeypatch.setenv(threads.ENV, str(value))
+    with pytest.raises(UsageError, match=r"^CROWDAGG_THREADS must be at most"):
+        threads.count()
+
+
+def test_numba_num_threads_beyond_the_bound_is_capped_for_the_default(monkeypatch):
+    monkeypatch.setenv("NUMBA_NUM_THREADS", "100000")
+    assert threads.all_cores() == threads.most()

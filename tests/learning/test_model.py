@@ -109,3 +109,90 @@ def test_a_list_of_tensors_is_read_as_its_tensors_are(separable, model_and_x):
         model.predict_proba([torch.empty(x.shape[1], device="meta") for _ in x])
     with pytest.raises(DataError, match="numpy cannot hold"):
         model.predict_proba(torch.nested.nested_tensor([torch.tensor(r) for r in x]))
+
+
+@pytest.mark.parametrize(("device", "words"), [
+    ("junk", "device must be cpu, cuda, cuda:N (N = 0, 1, ...) or auto, got 'junk'"),
+    ("cuda:x", "got 'cuda:x'"),
+    ("meta", "got 'meta'"),
+])
+def test_network_refuses_a_device_in_plain_words(model_and_x, device, words):
+    """``model.network('junk')`` raised torch's RuntimeError."""
+    with pytest.raises(UsageError) as info:
+        model_and_x[0].network(device)
+    assert words in str(info.value)
+
+
+def test_network_on_cuda_without_cuda_is_a_usage_error(model_and_x, monkeypatch):
+    """``model.network('cuda')`` raised torch's bare AssertionError on a machine without CUDA."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for device in ("cuda", "cuda:0", torch.device("cuda")):
+        with pytest.raises(UsageError, match="device=cuda.*: CUDA is not available here"):
+            model_and_x[0].network(device)
+
+
+def test_network_takes_the_names_and_devices_predict_proba_takes(model_and_x):
+    import torch
+
+    model, x = model_and_x
+    for device in ("cpu", "auto", torch.device("cpu")):
+        net = model.network(device)
+        assert not net.training
+        with torch.no_grad():
+            p = torch.softmax(net(torch.as_tensor(x[:5], device=next(net.parameters()).device)), dim=1)
+        np.testing.assert_allclose(p.double().cpu().numpy(), model.predict_proba(x[:5]), rtol=0, atol=1e-6)
+
+
+# --------------------------------------------------------------------------- features matched by name
+@pytest.fixture(scope="module")
+def named_model(separable):
+    import pandas as pd
+
+    data, x, _, _ = separable
+    frame = pd.DataFrame(x, columns=[f"f{j}" for j in range(x.shape[1])])
+    model = get_trainer("crowdlayer").load()(epochs=2, hidden=8).fit(data, frame).model_params["model"]
+    return model, frame
+
+
+def test_a_dataframes_columns_are_kept_and_matched_by_name(named_model):
+    model, frame = named_model
+    assert model.feature_names == tuple(frame.columns)
+    expected = model.predict_proba(frame.to_numpy())
+    reversed_frame = frame[frame.columns[::-1]]
+    assert np.array_equal(model.predict_proba(reversed_frame), expected)  # by name
+    assert not np.array_equal(model.predict_proba(reversed_frame.to_numpy()), expected)  # an array: by position
+
+
+@pytest.mark.parametrize(("change", "words"), [
+    (lambda f: f.drop(columns="f3"), "1 the model was trained on are missing: 'f3'"),
+    (lambda f: f.assign(extra=1.0), "1 the model does not know: 'extra'"),
+    (lambda f: f.rename(columns={"f0": "g0"}), "are missing: 'f0'; 1 the model does not know: 'g0'"),
+])
+def test_a_dataframe_with_missing_or_unknown_columns_is_refused_naming_them(named_model, change, words):
+    model, frame = named_model
+    with pytest.raises(DataError) as info:
+        model.predict_proba(change(frame))
+    assert str(info.value).startswith("features: the columns do not match the features the model was trained on "
+                                      "by name (") and words in str(info.value)
+
+
+def test_a_model_without_names_takes_any_dataframe_by_position(model_and_x):
+    import pandas as pd
+
+    model, x = model_and_x
+    assert model.feature_names is None
+    assert np.array_equal(model.predict_proba(pd.DataFrame(x, columns=list("hgfedcba"))), model.predict_proba(x))
+
+
+@pytest.mark.parametrize(("names", "error", "words"), [
+    (["a"] * 8, DataError, "feature_names: the column 'a' appears twice (columns 1 and 2)"),
+    (["a", "b"], UsageError, "feature_names has 2 names for 8 features"),
+    ("abcdefgh", UsageError, "feature_names must be a list of names, one per feature, got str"),
+])
+def test_feature_names_given_to_fit_are_checked(separable, names, error, words):
+    data, x, _, _ = separable
+    with pytest.raises(error) as info:
+        get_trainer("crowdlayer").load()(epochs=1, hidden=4).fit(data, x, feature_names=names)
+    assert str(info.value).startswith(words)

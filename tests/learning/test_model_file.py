@@ -130,19 +130,35 @@ def test_save_and_load_a_path_atomically(trained, tmp_path):
     assert np.array_equal(mf.load(path).predict_proba(x), model.predict_proba(x))
     assert np.array_equal(mf.load(str(path)).confusion, model.confusion)
     gz = tmp_path / "model.safetensors.gz"
-    mf.save(model, gz)
-    assert gzip.decompress(gz.read_bytes()) == blob
+    gz.write_bytes(gzip.compress(blob))  # a compressed model is still read ...
     assert np.array_equal(mf.load(gz).predict_proba(x), model.predict_proba(x))
     mf.save(model, path)  # replaces the file
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.safetensors", "model.safetensors.gz"]
+
+
+@pytest.mark.parametrize("name, message", [
+    ("model.csv", "the model file {}: a trained model is a safetensors file, not .csv; name it .safetensors or .pt"),
+    ("model.json", "the model file {}: a trained model is a safetensors file, not .json; name it .safetensors or .pt"),
+    ("model.safetensors.gz", "the model file {}: a trained model is not compressed (any safetensors reader opens "
+     "it); name it .safetensors or .pt"),
+    ("model.gz", "the model file {}: a trained model is not compressed"),
+])
+def test_save_follows_the_rule_of_every_outputs_name(trained, tmp_path, name, message):
+    """... but written under one name only, the rule of ``crowdagg train --save`` (a .csv name held safetensors)."""
+    with pytest.raises(UsageError) as info:
+        mf.save(trained[0], tmp_path / name)
+    assert str(info.value).startswith(message.format(tmp_path / name))
+    assert list(tmp_path.iterdir()) == []
+    mf.save(trained[0], tmp_path / "MODEL.PT")  # the documented name, in any case
+    assert mf.load(tmp_path / "MODEL.PT").classes == trained[0].classes
 
 
 def test_the_library_entry_loads_a_model(trained, tmp_path):
     import crowdagg
 
     model, x, _ = trained
-    mf.save(model, tmp_path / "m.st")
-    assert np.array_equal(crowdagg.load_model(tmp_path / "m.st").predict_proba(x), model.predict_proba(x))
+    mf.save(model, tmp_path / "m.pt")
+    assert np.array_equal(crowdagg.load_model(tmp_path / "m.pt").predict_proba(x), model.predict_proba(x))
 
 
 @pytest.mark.parametrize("kind,shape", [("linear", (5,)), ("cnn", (2, 8, 8))])
@@ -575,7 +591,7 @@ def test_save_refuses_a_model_a_file_cannot_hold(trained, tmp_path):
     bad = TrainedModel(method=model.method, classes=model.classes, spec=model.spec,
                        weights={**model.weights, "1.bias": np.full(8, np.nan, np.float32)})
     with pytest.raises(DataError, match=r"the model: tensor 'net.1.bias' holds nan"):
-        mf.save(bad, tmp_path / "bad.st")
+        mf.save(bad, tmp_path / "bad.safetensors")
     assert not list(tmp_path.iterdir())  # nothing written
     wrong = TrainedModel(method=model.method, classes=("a", "b"), spec=model.spec, weights=model.weights)
     with pytest.raises(DataError, match='"network.n_classes" is 3 but "classes" lists 2'):
@@ -661,3 +677,27 @@ def test_a_header_whose_length_begins_like_a_pickle_saves_and_loads(trained):
             assert list(back.workers) == list(workers)
             assert np.array_equal(back.predict_proba(x), model.predict_proba(x))
     assert len(seen) >= 2
+
+
+# ----------------------------------------------------------------------------- feature names
+def test_feature_names_are_kept_and_a_file_without_them_reads_by_position(trained):
+    model, x, blob = trained
+    assert model.feature_names is None and "feature_names" not in parts(blob)[1]  # trained on an array
+    names = tuple(f"f{j}" for j in range(x.shape[1]))
+    named = TrainedModel(**{**vars(model), "feature_names": names})
+    back = mf.from_bytes(mf.to_bytes(named))
+    assert back.feature_names == names
+    assert parts(mf.to_bytes(named))[1]["feature_names"] == list(names)
+    assert mf.from_bytes(blob).feature_names is None  # a file of before: by position
+
+
+@pytest.mark.parametrize("value, match", [
+    (["a"], '"feature_names" lists 1 names for the 6 features of "network.input_shape"'),
+    (["a", "a", "b", "c", "d", "e"], '"feature_names" lists "a" twice'),
+    ("abcdef", '"feature_names" is .*, not a list of names'),
+    ([1, 2, 3, 4, 5, 6], r'"feature_names\[0\]" is .*, not a string'),
+])
+def test_bad_feature_names_are_refused(trained, value, match):
+    meta, fields, tensors = parts(trained[2])
+    assert fields["network"]["input_shape"] == [6]
+    refused(build(meta, {**fields, "feature_names": value}, tensors), match)

@@ -183,3 +183,56 @@ def test_features_at_float32s_limit_of_one_sign_train(separable):
     big = np.where(x > 0, 3e38, 1e38).astype(np.float32)
     result = crowdlayer(epochs=1).fit(data, big)
     assert np.isfinite(result.posteriors).all()
+
+
+def test_answers_that_are_not_an_annotation_set_are_a_usage_error(separable):
+    """``CrowdLayer().fit(DataFrame of answers, features with NaN)`` raised AttributeError: 'DataFrame' object has
+    no attribute 'task_names'."""
+    import pandas as pd
+
+    data, x, _, _ = separable
+    answers = pd.DataFrame({"task": ["a", "a", "b"], "worker": ["x", "y", "x"], "label": ["0", "1", "1"]})
+    features = pd.DataFrame({"f0": [1.0, np.nan], "f1": [0.0, 1.0]})
+    for given in (answers, answers.to_dict("records"), "answers.csv", None):
+        with pytest.raises(UsageError) as info:
+            crowdlayer().fit(given, features)
+        assert str(info.value) == ("crowdlayer.fit(data, features): data must be an AnnotationSet "
+                                   "(crowdagg.load_annotations reads a DataFrame, records or a file into one), got "
+                                   f"{type(given).__name__}")
+    from crowdagg import load_annotations
+
+    with pytest.raises(DataError, match=r"row 1 \(task 'b'\) holds NaN or inf"):  # what the advice leads to
+        crowdlayer().fit(load_annotations(answers), features)
+
+
+def test_a_network_too_large_for_max_memory_is_refused_up_front_with_its_size(separable, monkeypatch):
+    """A cnn of ``hidden=65536`` (torch asked its allocator for 9.6 GB for one layer) was an "unexpected failure"
+    under ``--max-memory 1G``: the network's weights, their gradients and Adam's moments, and a batch's
+    activations are counted with the data before anything is allocated."""
+    from crowdagg.errors import ResourceError
+    from crowdagg.learning import networks
+
+    data, _, _, _ = separable
+    images = np.random.default_rng(0).normal(size=(data.n_tasks, 1, 8, 8)).astype(np.float32)
+    built, real = [], networks.build
+    monkeypatch.setattr(networks, "build", lambda spec: built.append(spec) or real(spec))
+    with pytest.raises(ResourceError) as info:
+        crowdlayer(model="cnn", hidden=65536).fit(data, images, max_memory="1G")
+    assert len(built) == 1  # counted on the meta device (networks.n_weights), never built to train
+    a, b = 65536 // 4, 65536 // 2
+    weights = 2 + (9 * a + a) + (9 * a * a + a) + (9 * a * b + b) + (9 * b * b + b) + (b * 3 + 3)
+    assert networks.n_weights(networks.NetSpec("cnn", (1, 8, 8), 3, 65536)) == weights
+    message = str(info.value)
+    assert message.startswith("this needs ~") and "more than the limit of 1.00 GB (max_memory=1.00 GB)" in message
+    assert f"a cnn network of {weights:,} weights (hidden=65536) trained on batches of 32 tasks" in message
+    assert "use fewer tasks, or a smaller hidden or batch_size" in message
+
+
+@pytest.mark.parametrize("kind, shape", [("linear", (8,)), ("mlp", (8,)), ("cnn", (2, 8, 8))])
+def test_the_networks_count_of_weights_is_its_state_dicts(kind, shape):
+    from crowdagg.learning import networks
+
+    spec = networks.NetSpec(kind, shape, 3, hidden=16)
+    assert networks.n_weights(spec) == sum(t.numel() for t in networks.build(spec).state_dict().values())
+    need, weights = networks.memory_needed(spec, 32, 100)
+    assert need == networks.FIT_BYTES_PER_WEIGHT * weights + 4.0 * 100 * networks.activations_per_row(spec)
