@@ -576,28 +576,80 @@ def table_columns(frame: pd.DataFrame) -> dict[str, Any]:
     return out
 
 
-def print_table(frame: pd.DataFrame, stream: Any, *, title: str = "workers", caption: str | None = None) -> None:
-    """A report as a rich table, for a terminal.
+#: Columns of the report that are not numbers (--sort's note on order).
+_TEXT_COLUMNS = ("worker", "worst_class", "flagged_by")
 
-    The terminal view is the summary a person reads: the per-class recalls
-    are left out (``worst_class`` and ``worst_recall`` stand for them),
-    numbers have 3 decimals, a missing cell is ``-``, a flag ``yes``/``no``,
-    and headers of two words take two lines, so that the table fits a
-    terminal of about 100 columns; ``caption`` says where the rest is.
+
+def check_sort(column: str, classes: tuple[str, ...] | list[str] | None, gold: bool = True) -> tuple[str, bool]:
+    """``--sort COLUMN``: ``(column, descending)`` for ``COLUMN`` or ``-COLUMN``, else a UsageError naming the
+    valid columns.  ``classes`` None: the per-class ``recall_<class>`` columns are not known yet and any such name
+    passes (checked again once they are)."""
+    name, descending = (column[1:], True) if column.startswith("-") else (column, False)
+    valid = report_columns(list(classes or ()), gold)
+    if name in valid or (classes is None and name.startswith("recall_") and len(name) > len("recall_")):
+        return name, descending
+    shown = [c for c in valid if not c.startswith("recall_")] + ["recall_<class>"]
+    if classes is not None:
+        shown[-1] = ", ".join(f"recall_{c}" for c in classes) if len(classes) <= 5 else "recall_<class>"
+    raise UsageError(f"--sort {column}: no such column; the columns are {', '.join(shown)} (-COLUMN: descending)")
+
+
+def sort_report(frame: pd.DataFrame, column: str) -> pd.DataFrame:
+    """``frame`` ordered by ``column`` (``-column``: descending), missing cells last, ties in the input order
+    (stable), its index renumbered."""
+    name, descending = check_sort(column, [c[len("recall_"):] for c in frame.columns if str(c).startswith("recall_")],
+                                  "gold_answers" in frame.columns)
+    if name not in frame.columns:
+        raise UsageError(f"--sort {column}: the report has no column {name}")
+    return frame.sort_values(name, ascending=not descending, kind="stable", na_position="last").reset_index(drop=True)
+
+
+#: The terminal table's columns: (header, report column(s)); the interval is one cell, the verdict another.
+TERMINAL = (("worker", "worker"), ("answers", "answers"), ("accuracy", "accuracy"),
+            ("95%\ninterval", "accuracy_low"), ("chance", "chance_accuracy"),
+            ("agree", "agreement"), ("spam\nscore", "spam_score"), ("spammer", "flagged_by"))
+
+
+def print_table(frame: pd.DataFrame, stream: Any, *, title: str = "workers", caption: str | None = None) -> None:
+    """A report as a rich table that fits a terminal of 80 columns.
+
+    The terminal view is the summary a person reads: worker, answers, the
+    method's accuracy, the 95% interval on the share right
+    (``accuracy_low``-``accuracy_high``, one cell), the share a spammer
+    would get (``chance``), capacity, agreement with the consensus, the
+    detector's score, and the verdict -- ``covariance``, ``chance`` or
+    ``both`` when flagged, ``no`` when judged and kept, ``-`` when nobody
+    judged the worker.  The recalls, worst class, capacity, Raykar--Yu
+    score, chance bound and gold columns are left out (``caption`` says where they are);
+    numbers have 3 decimals (2 in the interval).  A long worker name folds
+    onto a second line rather than widening the table.
     """
+    import pandas as pd
     from rich import box
     from rich.console import Console
     from rich.table import Table
 
-    shown = [c for c in frame.columns if not str(c).startswith("recall_")]
     table = Table(title=title, caption=caption, box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
-    for name in shown:
-        # on a narrow terminal the cells fold; a number (5 characters) does not, nor a name's first 8
-        text = name in ("worker", "worst_class")
-        table.add_column(str(name).replace("_", "\n"), justify="left" if text else "right", overflow="fold",
-                         min_width=8 if name == "worker" else 5)
-    for row in frame[shown].itertuples(index=False):
-        table.add_row(*(_cell(v) for v in row))
+    for header, name in TERMINAL:
+        if name not in frame.columns:
+            continue
+        table.add_column(header, justify="left" if name in ("worker", "flagged_by") else "right",
+                         overflow="fold", min_width=12 if name == "worker" else None, no_wrap=name != "worker")
+    spammer = frame["spammer"]
+    for i in range(len(frame)):
+        cells = []
+        for _, name in TERMINAL:
+            if name not in frame.columns:
+                continue
+            value = frame[name].iloc[i]
+            if name == "accuracy_low":
+                high = frame["accuracy_high"].iloc[i]
+                cells.append("-" if value is pd.NA or high is pd.NA else f"{float(value):.2f}-{float(high):.2f}")
+            elif name == "flagged_by":
+                cells.append(str(value) if value else ("-" if spammer.iloc[i] is pd.NA else "no"))
+            else:
+                cells.append(_cell(value))
+        table.add_row(*cells)
     Console(file=stream).print(table)
 
 
@@ -636,4 +688,4 @@ def _nullable(values: Any) -> Any:
 __all__ = ["ABOVE_CHANCE_FDR", "CHANCE_BITS", "CHANCE_Z", "CONFUSION_COLUMNS", "FLAGGED_BY", "INTERVAL_Z", "LEADING",
            "PAIR_COLUMNS", "AccuracyEvidence", "SpammerFlags", "accuracy_evidence", "benjamini_hochberg",
            "chance_bound", "gold_counts", "method_accuracy", "near_chance", "pair_agreement", "print_table",
-           "report_columns", "spammer_flags", "symmetric_capacity", "table_columns", "wilson_interval", "worker_report"]
+           "report_columns", "check_sort", "sort_report", "spammer_flags", "symmetric_capacity", "table_columns", "wilson_interval", "worker_report"]

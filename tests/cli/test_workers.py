@@ -100,7 +100,7 @@ def test_on_a_terminal_the_report_is_a_table():
     code, seen, err = _on_terminal(["workers", str(BLUEBIRD), "--quiet"])
     text = seen.decode("utf-8", "replace")
     assert code == 0, err
-    assert "workers" in text and "recall per class and every digit: --format csv, or -o FILE" in text
+    assert "workers" in text and "recall per class, capacity and every digit: --format csv, or -o FILE" in text
     assert "─" * 20 in text and "worker,answers" not in text  # a table, not the CSV
     assert SCAN_LINE.search(err)
 
@@ -248,11 +248,19 @@ def test_drop_spammers_fits_without_the_flagged_workers_and_says_how_many(runner
 
 
 def test_drop_spammers_is_aggregate_on_the_answers_without_them(runner, monkeypatch, tmp_path, bluebird):
-    gone = bluebird.worker_names[[1, 4, 9]].tolist()
-    flag_by_hand(monkeypatch, gone)
+    from crowdagg.reports.workers import spammer_flags
+
+    by_hand = bluebird.worker_names[[1, 4, 9]].tolist()
+    flag_by_hand(monkeypatch, by_hand)
     dropped = invoke(runner, "aggregate", BLUEBIRD, "--drop-spammers", "--no-near-chance", "--workers",
                      tmp_path / "w.csv")
     ok(dropped)
+    # the ds fit withdraws the flags of workers it shows right more often than chance
+    scan = spammers.detect_spammers(bluebird)
+    flags = spammer_flags(bluebird, aggregate(bluebird, "ds"), scan, chance=False)
+    gone = bluebird.worker_names[flags.flagged].tolist()
+    assert 0 < len(gone) < 3 and f"{int(flags.withdrawn.sum())} of its flags withdrawn" in dropped.stderr
+    assert f"--drop-spammers: removed {len(gone)} of " in dropped.stderr
     rows = pd.read_csv(BLUEBIRD, dtype=str)
     pruned = tmp_path / "pruned.csv"
     rows[~rows.iloc[:, 1].isin(gone)].to_csv(pruned, index=False)
@@ -289,12 +297,16 @@ def rte_report(runner, datasets_dir):
 def test_workers_says_how_many_each_criterion_flagged_and_the_report_agrees(rte_report):
     said, chance = SCAN_LINE.search(rte_report.stderr), CHANCE_LINE.search(rte_report.stderr)
     assert said and chance
-    assert said.groups() == ("57", "164", "0") and chance.groups() == ("5", "164", "4", "58")
+    assert said.groups() == ("57", "164", "0") and chance.groups() == ("5", "164", "4", "16")
+    assert "spammer detector: 42 of its flags withdrawn: the ds fit shows those workers right more often than " \
+           "chance (Benjamini-Hochberg at 0.1)" in rte_report.stderr
+    assert "workers: 164 workers, 164 judged, 16 flagged as spammers (11 by covariance, 1 by chance, 4 by both); " \
+           "42 covariance flags withdrawn (accuracy above chance)" in rte_report.stderr
     frame = pd.read_csv(io.StringIO(rte_report.stdout), dtype={"worker": str, "flagged_by": str},
                         keep_default_na=False, na_values={"spammer": [""]})
-    assert frame["flagged_by"].value_counts().to_dict() == {"": 106, "covariance": 53, "both": 4, "chance": 1}
+    assert frame["flagged_by"].value_counts().to_dict() == {"": 148, "covariance": 11, "both": 4, "chance": 1}
     assert frame.loc[frame["answers"] == 700, "flagged_by"].tolist() == ["chance"]
-    assert frame["spammer"].astype("boolean").fillna(False).sum() == 58
+    assert frame["spammer"].astype("boolean").fillna(False).sum() == 16
 
 
 def test_drop_spammers_removes_exactly_the_workers_the_report_flags(runner, rte_report, datasets_dir, tmp_path):
@@ -302,12 +314,12 @@ def test_drop_spammers_removes_exactly_the_workers_the_report_flags(runner, rte_
     labels = datasets_dir / "rte" / "labels.csv"
     dropped = invoke(runner, "aggregate", labels, "-m", "mv", "--drop-spammers")
     ok(dropped)
-    assert "near-chance rule (ds): 5 of 164 workers flagged (4 also by the detector); 58 spammers in all" \
+    assert "near-chance rule (ds): 5 of 164 workers flagged (4 also by the detector); 16 spammers in all" \
         in dropped.stderr
-    assert "--drop-spammers: removed 58 of 164 workers and their " in dropped.stderr
+    assert "--drop-spammers: removed 16 of 164 workers and their " in dropped.stderr
     report = pd.read_csv(io.StringIO(rte_report.stdout), dtype={"worker": str}, keep_default_na=False)
     gone = set(report.loc[report["spammer"].astype(str).str.lower() == "true", "worker"])
-    assert len(gone) == 58
+    assert len(gone) == 16
     rows = pd.read_csv(labels, dtype=str)
     pruned = tmp_path / "pruned.csv"
     rows[~rows.iloc[:, 1].isin(gone)].to_csv(pruned, index=False)
