@@ -557,7 +557,7 @@ def detect_spammers(data: AnnotationSet, *, engine: Any = None, min_partners: in
     if max_cost is not None and cost > max_cost:
         return _scan(n_workers, f"not run: its fit of {m:,} workers × {k} classes over {int(kept.sum()):,} "
                      f"co-labelled pairs costs up to {cost:.2g} multiply-adds (pairs × K³ × {FIT_MAX_ITER} iterations), "
-                     f"over {param('max_cost')} = {max_cost:.2g}", cost=cost, over_budget=True)
+                     f"over the budget of {max_cost:.2g}", cost=cost, over_budget=True)
     _warn_skipped(int(skipped.sum()), n_workers, min_partners, min_shared)
     if m == 0:
         return _scan(n_workers, f"no worker keeps {min_partners}+ partners sharing {min_shared}+ tasks among the workers "
