@@ -19,8 +19,11 @@ from .plumbing import err, handle_errors
 
 HELP = """Report on each annotator: who is good, who is a spammer, who agrees with whom.
 
-One row per worker, in input order: worker, answers, the method's
-estimated accuracy, recall_<class> (its confusion's diagonal), worst_class
+One row per worker, in input order (--sort COLUMN, -COLUMN descending):
+worker, answers, the method's estimated accuracy, accuracy_low and
+accuracy_high (a 95% Wilson interval on the share of its answers right,
+counted with the method's posteriors), chance_accuracy (the share a
+spammer with its answer frequencies would get right), recall_<class> (its confusion's diagonal), worst_class
 and worst_recall, capacity (bits of the estimated confusion as a channel: 0
 for a spammer), raykar_yu (Raykar-Yu spammer score: 0 when the answer
 ignores the truth), agreement (share of its answers equal to the method's
@@ -30,15 +33,21 @@ chance_bound (bits an answer carries at most, by the method's accuracy
 and the worker's answers), spammer (flagged by the detector or by the
 near-chance rule, chance_bound under 0.06 bits; empty where neither
 flagged and the detector skipped) and flagged_by (covariance, chance,
-both or empty); with --gold, gold_answers and gold_accuracy.  A method
+both or empty).  A detector's flag is withdrawn where the fit shows the
+worker right more often than chance_accuracy (one-sided score test,
+Benjamini-Hochberg at 10% over its flags): a light worker's covariances
+look like a spammer's for want of data, not for want of skill; with --gold, gold_answers and gold_accuracy.  A method
 without confusion matrices (glad) leaves recall_*, worst_*, capacity and
 raykar_yu empty; one without a worker accuracy (glad, kos) leaves
 chance_bound empty and the detector alone flags.  aggregate
 --drop-spammers removes the workers this command flags with -m ds.
 
-A table on a terminal; CSV (or --format) when piped or with -o.  stderr
-says how many workers each criterion flagged and how many the detector
-skipped.
+A table on a terminal (80 columns: the interval, the verdict; every
+column in the CSV); CSV (or --format) when piped or with -o.  stderr says
+how many workers each criterion flagged, how many the detector skipped
+and which flags it withdrew, then one summary line.  With many classes the
+detector's fit (pairs x classes^3) is skipped above a budget, with a note
+(--detector always forces it).
 
 \b
 Examples:
