@@ -36,7 +36,8 @@ flagged and the detector skipped) and flagged_by (covariance, chance,
 both or empty).  A detector's flag is withdrawn where the fit shows the
 worker right more often than chance_accuracy (one-sided score test,
 Benjamini-Hochberg at 10% over its flags): a light worker's covariances
-look like a spammer's for want of data, not for want of skill; with --gold, gold_answers and gold_accuracy.  A method
+look like a spammer's for want of data, not for want of skill.  With --gold,
+gold_answers and gold_accuracy too.  A method
 without confusion matrices (glad) leaves recall_*, worst_*, capacity and
 raykar_yu empty; one without a worker accuracy (glad, kos) leaves
 chance_bound empty and the detector alone flags.  aggregate
