@@ -67,9 +67,10 @@ union:
   (on a crowd whose flags are all spammers it withdraws none unless the
   p-values pile up near 0); not Bonferroni: with 20 answers a worker right
   17 times has p = .0013, above .05/57.  Measured on the five real sets with
-  truth (benchmarks/bench_workers.py): the flags right 80%+ of the time by
-  the truth go from 3 of 8 to 0 of 5 on temp, 28 of 58 to 0 of 16 on rte,
-  and every extreme spammer stays flagged.
+  truth (benchmarks/bench_workers.py): of the detector's flags, 3 of 8 on
+  temp and 28 of 57 on rte are right 80%+ of the time by the truth; of the
+  report's, after the withdrawals, 0 of 5 and 0 of 16, every extreme
+  spammer still flagged.
 * ``chance`` -- the fitted model is confident that the worker's answers
   carry almost no information about the truth (:func:`near_chance`).  From
   the method's accuracy p̂ and the worker's n answers, the capacity of the
