@@ -312,3 +312,21 @@ def test_moments_objective_says_which_names_it_leaves_out(tmp_path):
     assert f"datasets not found under {tmp_path} (left out): rte" in proc.stdout
     assert "objective: no dataset to run" in proc.stdout
     assert "| dataset |" not in proc.stdout
+
+
+def test_workers_benchmark_false_flags_and_extreme_spammers(tmp_path, datasets_dir):
+    """Issue 29: on temp and rte the report's false flags (right 80%+ by the truth) are at most 10% of its flags
+    -- none, where the detector alone had 3 of 8 and 28 of 57 -- and every extreme spammer stays flagged."""
+    out = tmp_path / "workers.json"
+    proc = _run_script("bench_workers.py", "--names", "temp", "rte", "--json", str(out), datasets_dir=datasets_dir)
+    assert proc.returncode == 0, proc.stderr
+    assert "| dataset | workers | judged | detector flags (false) | withdrawn |" in proc.stdout
+    rows = {r["dataset"]: r for r in json.loads(out.read_text())}
+    temp, rte = rows["temp"], rows["rte"]
+    assert (temp["detector"], temp["detector_false"], rte["detector"], rte["detector_false"]) == (8, 3, 57, 28)
+    assert (temp["flagged"], temp["false"], temp["withdrawn"]) == (5, 0, 3)
+    assert (rte["flagged"], rte["false"], rte["withdrawn"]) == (16, 0, 42)
+    for r in (temp, rte):
+        assert r["false_share"] <= 0.10 and r["extreme_flagged"] == r["extreme"] > 0
+        assert r["flagged"] == r["by_covariance"] + r["by_chance"] + r["by_both"]
+    assert sorted(rte["extreme_answers"]) == [540, 700, 760, 800] and sorted(temp["extreme_answers"]) == [442, 452, 462]

@@ -35,7 +35,7 @@ TABLE_FIELDS = LABEL_FIELDS
 MODEL_FIELDS = ("format", "version")
 
 
-@handle_errors()
+@handle_errors(opt.DETECTOR_SPELLING)
 def aggregate(
     input: list[str] = typer.Argument(..., metavar="INPUT...", help="Answers file(s) (CSV/TSV/JSON/JSONL/Parquet, optionally .gz; MTurk, Toloka, Label Studio exports), - for stdin, a directory, or a quoted glob ('batches/*.parquet'); several are read as one data set."),
     method: str = opt.METHOD,
@@ -43,8 +43,12 @@ def aggregate(
     fmt: Optional[str] = opt.format_option("csv, tsv, jsonl, json or parquet (default: from -o's extension, else csv)."),
     proba: bool = typer.Option(False, "--proba", help="Add n_answers and one p_<class> posterior column per class."),
     workers: Optional[str] = typer.Option(None, "--workers", help="Write each worker's parameters here: its confusion matrix (long form) and accuracy, or, for a method whose worker model is not a confusion, one row per worker (worker, each parameter, n_answers)."),
-    drop_spammers: bool = typer.Option(False, "--drop-spammers", help="First flag spammers as `crowdagg workers` does with its default method, and fit without their answers: the cross-covariance detector (on the answers alone) and, unless --no-near-chance, the near-chance rule on a ds fit (one extra ds fit, default parameters and --seed); the workers either flags are removed.  stderr says how many each flagged and how many workers and answers were removed.  Every task still gets its row (one left without answers gets the class prior).  Local engine only."),
+    drop_spammers: bool = typer.Option(False, "--drop-spammers", help="First flag spammers as `crowdagg workers` does with its default method, and fit without their answers: the cross-covariance detector (on the answers alone) and, unless --no-near-chance, the near-chance rule on a ds fit (one extra ds fit, default parameters and --seed; it also withdraws the detector's flags of workers it shows right more often than chance); the workers either flags are removed (--min-partners, --min-shared, --detector tune the detector).  stderr says how many each flagged and how many workers and answers were removed.  Every task still gets its row (one left without answers gets the class prior).  Local engine only."),
     near_chance: bool = opt.NEAR_CHANCE,
+    min_partners: int = opt.MIN_PARTNERS,
+    min_shared: int = opt.MIN_SHARED,
+    detector: str = opt.DETECTOR,
+    exclude_workers: Optional[str] = opt.EXCLUDE_WORKERS,
     task_params: Optional[str] = typer.Option(None, "--task-params", help="Write one row per task here: task, each per-task parameter of the method, n_answers (task and n_answers for a method without any)."),
     save_workers: Optional[str] = opt.SAVE_WORKERS,
     init_workers: Optional[str] = opt.INIT_WORKERS,
@@ -81,9 +85,13 @@ def aggregate(
     require_values(
         output=output, format=fmt, workers=workers, task_params=task_params, truth=truth, gold=gold,
         input_format=input_format, classes=classes, max_memory=max_memory,
-        save_workers=save_workers, init_workers=init_workers,
+        save_workers=save_workers, init_workers=init_workers, exclude_workers=exclude_workers,
     )
-    side = steps.side_inputs(truth=truth, gold=gold, init_workers=init_workers)
+    if exclude_workers == "-":
+        raise UsageError("--exclude-workers reads a file of worker ids, not standard input")
+    if detector not in steps.DETECTOR_CHOICES:
+        raise UsageError(f"--detector must be one of {', '.join(steps.DETECTOR_CHOICES)}, got {detector!r}")
+    side = steps.side_inputs(truth=truth, gold=gold, init_workers=init_workers, exclude_workers=exclude_workers)
     steps.check_stdin(input, side)
     spec, params = steps.check_method(
         method, {"seed": seed, "max_iter": max_iter, "tol": tol, "smoothing": smoothing}, param_,
@@ -95,9 +103,10 @@ def aggregate(
     n_threads = steps.check_threads(threads)
     steps.check_engine(method, engine, scheduler, {**params, "gold": gold, "init_workers": init_workers},
                        input_format=input_format, duplicates=duplicates)
-    if drop_spammers and engine != "local":
-        raise UsageError("--drop-spammers runs on the local engine (the flagged workers' answers are removed in "
-                         f"this process), not --engine {engine}")
+    for option, given in (("--drop-spammers", drop_spammers), ("--exclude-workers", exclude_workers is not None)):
+        if given and engine != "local":
+            raise UsageError(f"{option} runs on the local engine (the workers' answers are removed in this "
+                             f"process), not --engine {engine}")
     headers = {option: _header(spec.load(), option) for option, path in
                (("--workers", workers), ("--task-params", task_params)) if path}
     planned, sources = steps.plan_outputs(_outputs(output, fmt, workers, save_workers, task_params, headers), input,
@@ -120,8 +129,11 @@ def aggregate(
             label_col=label_col, classes=class_list, duplicates=duplicates, max_memory=max_memory, rejected=rejected,
             blank_labels=blank_labels,
         )
+        if exclude_workers is not None:  # the hand-picked list first: the detector judges the crowd that is left
+            data = steps.exclude_workers(data, exclude_workers)
         if drop_spammers:
-            data = steps.drop_spammers(data, seed=seed, max_memory=max_memory, quiet=quiet, chance=near_chance)
+            data = steps.drop_spammers(data, seed=seed, max_memory=max_memory, quiet=quiet, chance=near_chance,
+                                       detector=detector, min_partners=min_partners, min_shared=min_shared)
         _check_output_memory(data, proba=proba, headers=headers, max_memory=max_memory,
                              labels_here=not (fit_engine is not None and planned["--output"].target.kind == "dir"))
         result = steps.fit(data, method, params, quiet=quiet, max_memory=max_memory, engine=fit_engine)

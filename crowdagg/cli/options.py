@@ -228,3 +228,14 @@ GOLD_TASK_COL = column_option("--gold-task-col", "Task column of --gold.")
 GOLD_LABEL_COL = column_option("--gold-label-col", "Label column of --gold.")
 SAVE_WORKERS = typer.Option(None, "--save-workers", help=f"Save the fitted worker model (versioned JSON, exact floats; .json or .json.gz) for --init-workers ({methods_that(lambda m: m.init_workers)}).")
 INIT_WORKERS = typer.Option(None, "--init-workers", help=f"Start from a worker model saved with --save-workers (warm start; known workers on a new batch; {methods_that(lambda m: m.init_workers)}).")
+
+
+# --------------------------------------------------------------------------- the spammer criteria (workers, aggregate)
+#: --min-partners and --min-shared default to the detector's own defaults (crowdagg.reports.spammers.MIN_PARTNERS,
+#: MIN_SHARED; written out here so that --help imports no numeric code, and tested to agree).
+MIN_PARTNERS = typer.Option(5, "--min-partners", min=1, metavar="N", help="The spammer detector judges a worker with at least N co-labelling partners (each sharing --min-shared tasks); the others are skipped, their spam_score and spammer empty.")
+MIN_SHARED = typer.Option(20, "--min-shared", min=1, metavar="N", help="Tasks two workers must share for their covariance to count in the spammer detector.")
+DETECTOR = typer.Option("auto", "--detector", metavar="WHEN", help="The cross-covariance spammer detector: auto (default) runs it unless its fit would cost over 1e10 multiply-adds (pairs x classes^3: about a minute; many classes), when it is skipped with a note; always runs it whatever the cost; never leaves it out (the near-chance rule alone).")
+#: The detector's parameters as the commands spell them (its warnings name them).
+DETECTOR_SPELLING = {"min_partners": "--min-partners", "min_shared": "--min-shared"}
+EXCLUDE_WORKERS = typer.Option(None, "--exclude-workers", metavar="FILE", help="Leave out the answers of the workers FILE names: one worker id a line (blank lines ignored, no header), e.g. a hand-picked list or `cut -d, -f1` of a report.  Every task still gets its row (one left without answers gets the class prior); stderr counts the workers and answers removed and the ids that name no worker.")

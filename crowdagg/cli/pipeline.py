@@ -299,52 +299,126 @@ def check_render_memory(n_rows: int, n_float: int, n_text: int, what: str, max_m
 
 
 def scan_spammers(data: AnnotationSet, engine: Any, result: Optional[AggregationResult], *, method: str,
-                  seed: Optional[int], max_memory: Any, quiet: bool, **options: Any) -> tuple[Any, Any]:
+                  seed: Optional[int], max_memory: Any, quiet: bool, chance: bool = True, detector: str = "auto",
+                  **options: Any) -> tuple[Any, Any]:
     """Both spammer criteria on ``data``: the cross-covariance detector
     (:func:`crowdagg.reports.spammers.detect_spammers`, seeded by ``--seed``, else 0; ``options``: its
-    ``min_partners``, ``min_shared``) and, with ``result`` (``method``'s fit), the near-chance rule
-    (:func:`crowdagg.reports.workers.spammer_flags`); ``result`` None: the detector alone.  stderr says how many
-    workers each flagged, the detector's skipped and its split (unless ``quiet``), and when ``method`` estimates no
-    accuracy for the rule.  Returns ``(scan, flags)``: ``crowdagg workers`` and ``aggregate --drop-spammers`` both
-    decide here."""
-    from ..core import timing
-    from ..reports.spammers import detect_spammers
-    from ..reports.workers import spammer_flags
+    ``min_partners``, ``min_shared``) and, with ``chance``, the near-chance rule on ``result`` (``method``'s fit,
+    :func:`crowdagg.reports.workers.spammer_flags`), which also withdraws the detector's flags of workers it shows
+    above chance; ``result`` None: the detector alone.
 
-    with timing.stage("spammers"):
-        scan = detect_spammers(data, engine=engine, seed=0 if seed is None else seed, max_memory=max_memory,
-                               **options)
-        flags = spammer_flags(data, result, scan)
+    ``detector`` (``--detector``): ``auto`` runs the detector unless its fit's cost bound is over
+    :data:`~crowdagg.reports.spammers.MAX_FIT_COST` (a note says so and how to force it), ``always`` runs it
+    whatever the cost, ``never`` leaves it out (scan None).  Its iterations are shown on a terminal (unless
+    ``quiet``).  stderr says how many workers each criterion flagged, the withdrawals, the detector's skipped and
+    its split (unless ``quiet``).  Returns ``(scan, flags)``: ``crowdagg workers`` and ``aggregate
+    --drop-spammers`` both decide here."""
+    from ..core import timing
+    from ..reports.spammers import FIT_MAX_ITER, MAX_FIT_COST, detect_spammers
+    from ..reports.workers import ABOVE_CHANCE_FDR, spammer_flags
+
+    if detector not in DETECTOR_CHOICES:
+        raise UsageError(f"--detector must be one of {', '.join(DETECTOR_CHOICES)}, got {detector!r}")
+    scan = None
     n = data.n_workers
-    err(f"spammer detector: {int(scan.flagged.sum()):,} of {n:,} workers flagged as spammers, "
-        f"{int(scan.skipped.sum()):,} skipped (too few co-labelled partners to judge)")
-    if not quiet and scan.why:
-        err(f"spammer detector: {scan.why}")
+    with timing.stage("spammers"):
+        if detector != "never":
+            callback, stop = progress(quiet, total=FIT_MAX_ITER, what="spammer-detector iteration",
+                                      measure="change")
+            try:
+                scan = detect_spammers(data, engine=engine, seed=0 if seed is None else seed, max_memory=max_memory,
+                                       max_cost=MAX_FIT_COST if detector == "auto" else None, callback=callback,
+                                       **options)
+            finally:
+                stop()
+        flags = spammer_flags(data, result, scan, chance=chance)
+    if scan is not None and scan.over_budget:
+        err(f"note: spammer detector {scan.why}: skipped, every worker with it (--detector always runs it; "
+            f"--detector never leaves it out without this note)")
+    elif scan is not None:
+        err(f"spammer detector: {int(scan.flagged.sum()):,} of {n:,} workers flagged as spammers, "
+            f"{int(scan.skipped.sum()):,} skipped (too few co-labelled partners to judge)")
+        if not quiet and scan.why:
+            err(f"spammer detector: {scan.why}")
+        if flags.withdrawn is not None and flags.withdrawn.any():
+            err(f"spammer detector: {int(flags.withdrawn.sum()):,} of its flags withdrawn: the {method} fit shows "
+                f"those workers right more often than chance (Benjamini-Hochberg at {ABOVE_CHANCE_FDR:g})")
     if flags.chance is not None:
         both = int((flags.covariance & flags.chance).sum())
         err(f"near-chance rule ({method}): {int(flags.chance.sum()):,} of {n:,} workers flagged ({both:,} also by "
             f"the detector); {int(flags.flagged.sum()):,} spammers in all")
-    elif result is not None:
+    elif result is not None and chance:
         err(f"near-chance rule: method {method!r} estimates no worker accuracy; the detector alone flags")
     return scan, flags
 
 
+#: ``--detector``'s values (:func:`scan_spammers`).
+DETECTOR_CHOICES = ("auto", "always", "never")
+
+
+def flag_summary(flags: Any) -> str:
+    """One line of what the spammer criteria decided: ``164 workers, 164 judged, 16 flagged (11 by covariance,
+    1 by chance, 4 by both); 42 covariance flags withdrawn (accuracy above chance)``."""
+    by = flags.flagged_by
+    n = len(by)
+    counts = {name: int((by == name).sum()) for name in ("covariance", "chance", "both")}
+    line = (f"{n:,} workers, {int(flags.judged.sum()):,} judged, {int(flags.flagged.sum()):,} flagged as spammers ("
+            + ", ".join(f"{c:,} by {name}" for name, c in counts.items()) + ")")
+    if flags.withdrawn is not None and flags.withdrawn.any():
+        line += f"; {int(flags.withdrawn.sum()):,} covariance flags withdrawn (accuracy above chance)"
+    return line
+
+
+def exclude_workers(data: AnnotationSet, path: str) -> AnnotationSet:
+    """``--exclude-workers FILE``: ``data`` without the answers of the workers FILE names, one worker id a line
+    (surrounding blanks and blank lines ignored; no header).  Every task stays
+    (:meth:`~crowdagg.data.annotations.AnnotationSet.without_workers`); stderr counts the workers and answers
+    removed, and the ids of FILE that name no worker of the data (the first few named)."""
+    import numpy as np
+
+    from ..errors import DataError, os_reason
+
+    try:
+        with open(path, encoding="utf-8-sig") as handle:
+            wanted = {line.strip() for line in handle} - {""}
+    except UnicodeDecodeError as exc:
+        raise DataError(f"--exclude-workers {path}: not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise DataError(f"--exclude-workers {path}: {os_reason(exc)}") from None
+    names = [str(w) for w in data.worker_names.tolist()]
+    index = {name: i for i, name in enumerate(names)}
+    unknown = sorted(wanted - index.keys())
+    mask = np.zeros(data.n_workers, dtype=bool)
+    mask[[index[w] for w in wanted if w in index]] = True
+    kept = data.without_workers(mask)
+    if unknown:
+        shown = ", ".join(repr(w) for w in unknown[:3]) + (", ..." if len(unknown) > 3 else "")
+        err(f"--exclude-workers: {len(unknown):,} of the {len(wanted):,} ids in {path} name no worker of the input "
+            f"({shown})")
+    if kept.n_answers == 0:
+        raise DataError(f"--exclude-workers {path}: every worker with answers is excluded; no answers are left to "
+                        "aggregate")
+    err(f"--exclude-workers: removed {int(mask.sum()):,} of {data.n_workers:,} workers and their "
+        f"{data.n_answers - kept.n_answers:,} of {data.n_answers:,} answers; every task keeps its row")
+    return kept
+
+
 def drop_spammers(data: AnnotationSet, *, seed: Optional[int], max_memory: Any, quiet: bool,
-                  chance: bool = True) -> AnnotationSet:
+                  chance: bool = True, detector: str = "auto", **options: Any) -> AnnotationSet:
     """``--drop-spammers``: ``data`` without the answers of the workers ``crowdagg workers`` flags with its default
-    method (:data:`SPAMMER_METHOD`): with ``chance``, ds is fitted first (default parameters, ``--seed``) for the
-    near-chance rule (:func:`scan_spammers`), and the union of both criteria is removed
+    method (:data:`SPAMMER_METHOD`): ds is fitted first (default parameters, ``--seed``) for the near-chance rule
+    (with ``chance``) and the check of the detector's flags (:func:`scan_spammers`; ``options``: the detector's
+    ``min_partners``, ``min_shared``), and the union of both criteria is removed
     (:meth:`~crowdagg.data.annotations.AnnotationSet.without_workers`: every task stays); the workers and answers
     removed said on stderr."""
     from ..engine import LocalEngine
     from ..errors import DataError
 
-    result = None
-    if chance:
-        params = {} if seed is None else {"seed": seed}
-        result = fit(data, SPAMMER_METHOD, params, quiet=quiet, max_memory=max_memory)
+    params = {} if seed is None else {"seed": seed}
+    result = fit(data, SPAMMER_METHOD, params, quiet=quiet, max_memory=max_memory)
     _, flags = scan_spammers(data, LocalEngine(data), result, method=SPAMMER_METHOD, seed=seed,
-                             max_memory=max_memory, quiet=quiet)
+                             max_memory=max_memory, quiet=quiet, chance=chance, detector=detector, **options)
+    err(f"spammers: {flag_summary(flags)}")
     kept = data.without_workers(flags.flagged)
     if kept.n_answers == 0:
         raise DataError("--drop-spammers: every worker was flagged; no answers are left to aggregate")

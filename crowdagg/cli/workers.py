@@ -11,6 +11,7 @@ from typing import Any, Optional
 import typer
 
 from ..core.threads import use_threads
+from ..errors import UsageError
 from . import options as opt
 from . import pipeline as steps
 from .options import require_values
@@ -18,8 +19,11 @@ from .plumbing import err, handle_errors
 
 HELP = """Report on each annotator: who is good, who is a spammer, who agrees with whom.
 
-One row per worker, in input order: worker, answers, the method's
-estimated accuracy, recall_<class> (its confusion's diagonal), worst_class
+One row per worker, in input order (--sort COLUMN, -COLUMN descending):
+worker, answers, the method's estimated accuracy, accuracy_low and
+accuracy_high (a 95% Wilson interval on the share of its answers right,
+counted with the method's posteriors), chance_accuracy (the share a
+spammer with its answer frequencies would get right), recall_<class> (its confusion's diagonal), worst_class
 and worst_recall, capacity (bits of the estimated confusion as a channel: 0
 for a spammer), raykar_yu (Raykar-Yu spammer score: 0 when the answer
 ignores the truth), agreement (share of its answers equal to the method's
@@ -29,15 +33,22 @@ chance_bound (bits an answer carries at most, by the method's accuracy
 and the worker's answers), spammer (flagged by the detector or by the
 near-chance rule, chance_bound under 0.06 bits; empty where neither
 flagged and the detector skipped) and flagged_by (covariance, chance,
-both or empty); with --gold, gold_answers and gold_accuracy.  A method
+both or empty).  A detector's flag is withdrawn where the fit shows the
+worker right more often than chance_accuracy (one-sided score test,
+Benjamini-Hochberg at 10% over its flags): a light worker's covariances
+look like a spammer's for want of data, not for want of skill.  With --gold,
+gold_answers and gold_accuracy too.  A method
 without confusion matrices (glad) leaves recall_*, worst_*, capacity and
 raykar_yu empty; one without a worker accuracy (glad, kos) leaves
 chance_bound empty and the detector alone flags.  aggregate
 --drop-spammers removes the workers this command flags with -m ds.
 
-A table on a terminal; CSV (or --format) when piped or with -o.  stderr
-says how many workers each criterion flagged and how many the detector
-skipped.
+A table on a terminal (80 columns: the interval, the verdict; every
+column in the CSV); CSV (or --format) when piped or with -o.  stderr says
+how many workers each criterion flagged, how many the detector skipped
+and which flags it withdrew, then one summary line.  With many classes the
+detector's fit (pairs x classes^3) is skipped above a budget, with a note
+(--detector always forces it).
 
 \b
 Examples:
@@ -50,13 +61,7 @@ Examples:
 FIGURES = {"--plot confusions": "confusions.png", "--plot accuracy": "answers_accuracy.png"}
 
 
-#: The detector's parameters as this command spells them (its warnings name them).
-SPELLING = {"min_partners": "--min-partners", "min_shared": "--min-shared"}
-#: --min-partners and --min-shared default to the detector's own defaults (crowdagg.reports.spammers.MIN_PARTNERS,
-#: MIN_SHARED; written out here so that --help imports no numeric code, and tested to agree).
-
-
-@handle_errors(SPELLING)
+@handle_errors(opt.DETECTOR_SPELLING)
 def workers(
     input: list[str] = typer.Argument(..., metavar="INPUT...", help="Answers file(s) (CSV/TSV/JSON/JSONL/Parquet, optionally .gz; MTurk, Toloka, Label Studio exports), - for stdin, a directory, or a quoted glob; several are read as one data set."),
     method: str = opt.METHOD,
@@ -67,9 +72,11 @@ def workers(
     gold_label_col: Optional[str] = opt.GOLD_LABEL_COL,
     pairs: Optional[str] = typer.Option(None, "--pairs", help="Write the worker x worker agreement table here: one row per pair of workers sharing a task (worker_a, worker_b, shared_tasks, agreement, chance_agreement, kappa); copying or colluding pairs stand out with kappa near 1."),
     plot: Optional[str] = typer.Option(None, "--plot", metavar="DIR", help="Write figures into DIR (made if missing): confusions.png, the estimated confusion matrices of the 16 most active workers, and answers_accuracy.png, answers against estimated accuracy with spammers marked.  Needs pip install 'crowdagg[plot]'."),
-    min_partners: int = typer.Option(5, "--min-partners", min=1, metavar="N", help="The spammer detector judges a worker with at least N co-labelling partners (each sharing --min-shared tasks); the others are skipped, their spam_score and spammer empty."),
+    min_partners: int = opt.MIN_PARTNERS,
     near_chance: bool = opt.NEAR_CHANCE,
-    min_shared: int = typer.Option(20, "--min-shared", min=1, metavar="N", help="Tasks two workers must share for their covariance to count in the spammer detector."),
+    min_shared: int = opt.MIN_SHARED,
+    detector: str = opt.DETECTOR,
+    sort: Optional[str] = typer.Option(None, "--sort", metavar="COLUMN", help="Order the rows by COLUMN (one of the report's columns, e.g. accuracy, answers, spam_score), ascending; -COLUMN (or --sort=-COLUMN) descending.  Missing cells last; ties keep the input order.  Default: the input order."),
     classes: Optional[str] = opt.CLASSES,
     duplicates: str = opt.DUPLICATES,
     blank_labels: str = opt.BLANK_LABELS,
@@ -100,6 +107,12 @@ def workers(
         duplicates=duplicates, blank_labels=blank_labels, rejected=rejected, max_memory=max_memory, classes=classes
     )
     n_threads = steps.check_threads(threads)
+    if detector not in steps.DETECTOR_CHOICES:
+        raise UsageError(f"--detector must be one of {', '.join(steps.DETECTOR_CHOICES)}, got {detector!r}")
+    if sort is not None:
+        from ..reports.workers import check_sort
+
+        check_sort(sort, None)  # the fixed columns now; recall_<class> once the classes are read
     with _plot_dir(plot):  # made when missing (figures are planned like any output); removed if the run fails
         confusion = spec.load().worker_param_names is None  # the method's worker model is (or implies) a confusion
         planned, sources = steps.plan_outputs(_outputs(output, fmt, pairs, plot, confusion), input, side)
@@ -114,15 +127,17 @@ def workers(
                               label_col=label_col, classes=class_list, duplicates=duplicates, max_memory=max_memory,
                               rejected=rejected, blank_labels=blank_labels)
             from ..engine import LocalEngine
-            from ..reports.workers import pair_agreement, report_columns, worker_report
+            from ..reports.workers import check_sort, pair_agreement, report_columns, sort_report, worker_report
 
             n_columns = len(report_columns(data.classes, gold is not None))
             steps.check_render_memory(data.n_workers, n_columns, 2, f"a report of {data.n_workers:,} workers", max_memory)
             result = steps.fit(data, method, params, quiet=quiet, max_memory=max_memory)
             engine = LocalEngine(data)
-            scan, _ = steps.scan_spammers(data, engine, result if near_chance else None, method=method, seed=seed,
-                                          max_memory=max_memory, quiet=quiet, min_partners=min_partners,
-                                          min_shared=min_shared)
+            if sort is not None:
+                check_sort(sort, data.classes)
+            scan, flags = steps.scan_spammers(data, engine, result, method=method, seed=seed, max_memory=max_memory,
+                                              quiet=quiet, chance=near_chance, detector=detector,
+                                              min_partners=min_partners, min_shared=min_shared)
             if not result.has_confusion:
                 _say_no_confusion(method, plot is not None)
             # 3. The report, the pairs, the figures: all rendered, then all written or none.
@@ -130,16 +145,18 @@ def workers(
 
             with timing.stage("report"):
                 report = worker_report(data, result, scan=scan, chance=near_chance, gold=gold_labels, engine=engine)
+                shown = report if sort is None else sort_report(report, sort)  # the figures index the input order
             with timing.stage("pairs"):
                 pair_table = pair_agreement(data, engine, max_memory=max_memory) if pairs is not None else None
             if pair_table is not None:
                 steps.check_render_memory(len(pair_table), 4, 2, f"--pairs table of {len(pair_table):,} worker pairs",
                                           max_memory)
-            steps.render_and_commit(planned, _renderers(report, pair_table, result, data.classes))
+            steps.render_and_commit(planned, _renderers(report, shown, pair_table, result, data.classes))
+            err(f"workers: {steps.flag_summary(flags)}")
         if on_terminal:
             from ..reports.workers import print_table
 
-            print_table(report, sys.stdout, caption="recall per class and every digit: --format csv, or -o FILE")
+            print_table(shown, sys.stdout, caption="recall per class, capacity and every digit: --format csv, or -o FILE")
 
 
 @contextmanager
@@ -206,14 +223,15 @@ def _outputs(output: Optional[str], fmt: Optional[str], pairs: Optional[str], pl
     return planned
 
 
-def _renderers(report: Any, pair_table: Any, result: Any, classes: tuple[str, ...]) -> dict[str, Any]:
-    """How each output is rendered (only the planned ones are called)."""
+def _renderers(report: Any, shown: Any, pair_table: Any, result: Any, classes: tuple[str, ...]) -> dict[str, Any]:
+    """How each output is rendered (only the planned ones are called): ``shown``, the report in --sort's order, as
+    the table; ``report``, in the input order, for the figures."""
     from ..io.render import render_chunks
     from ..reports import plot
     from ..reports.workers import table_columns
 
     return {
-        "--output": lambda fmt: render_chunks(table_columns(report), fmt, key="worker"),
+        "--output": lambda fmt: render_chunks(table_columns(shown), fmt, key="worker"),
         "--pairs": lambda fmt: render_chunks(table_columns(pair_table), fmt, key="worker_a"),
         "--plot confusions": lambda fmt: plot.confusion_grid(report, result.confusion, classes),
         "--plot accuracy": lambda fmt: plot.answers_vs_accuracy(report, len(classes)),

@@ -49,7 +49,10 @@ def require() -> None:
 
 @contextmanager
 def _figure(width: float, height: float) -> Iterator[Any]:
-    """A matplotlib Figure on the Agg canvas, under the default style."""
+    """A matplotlib Figure on the Agg canvas, under the default style, every text drawn as it is written.
+
+    Class and worker names are data: mathtext would read ``\\le 5`` or ``$x$`` as TeX and fail ("unexpected
+    failure") or draw something else, so ``text.parse_math`` is off for the figure."""
     require()
     import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -57,6 +60,7 @@ def _figure(width: float, height: float) -> Iterator[Any]:
 
     with matplotlib.rc_context():
         matplotlib.rcdefaults()  # inside the context: the caller's settings come back after
+        matplotlib.rcParams["text.parse_math"] = False
         fig = Figure(figsize=(width, height), dpi=DPI)
         FigureCanvasAgg(fig)
         yield fig

@@ -23,6 +23,7 @@ co-occurrence kernel (:mod:`crowdagg.kernels.cooc`).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -199,6 +200,12 @@ MIN_PARTNERS = 5
 MIN_SHARED = 20
 #: A score at most this many times its permutation noise is consistent with a spammer's (see detect_spammers).
 NOISE_RATIO = 3.0
+#: The most multiply-adds the fit may cost (at :data:`FIT_MAX_ITER` iterations, :func:`fit_cost`) before
+#: detect_spammers skips it, saying so.  Measured: 1.5-2.5e8 a second on one core of the build machine, so about a
+#: minute at worst; a crowd of 100 workers sharing 4,674 pairs over 20 classes costs 2.5e10 (84 s, ds: 0.03 s),
+#: over 40 classes 1.9e11 (254 s), while every real set of the benchmarks costs under 1e8 and the speed benchmark's
+#: dense million answers (1,000 binary workers) 3.6e9.
+MAX_FIT_COST = 1e10
 
 
 @dataclass(frozen=True)
@@ -223,6 +230,10 @@ class SpammerScan:
     noise : ndarray of float64, shape (W,)
         Each judged worker's permutation noise level (the RMS score of its answers permuted among its own
         tasks; NaN where skipped).
+    cost : float
+        The fit's cost bound, multiply-adds (:func:`fit_cost`; 0 where nothing was fitted).
+    over_budget : bool
+        The fit was not run: ``cost`` is over ``max_cost`` (every worker skipped; ``why`` says so).
     """
 
     score: np.ndarray
@@ -232,6 +243,8 @@ class SpammerScan:
     n_iter: int
     why: str
     noise: np.ndarray | None = None
+    cost: float = 0.0
+    over_budget: bool = False
 
     @property
     def n_flagged(self) -> int:
@@ -288,8 +301,22 @@ class LowRankFit:
     converged: bool
 
 
+def fit_cost(n_pairs: int, n_units: int, n_classes: int, max_iter: int = FIT_MAX_ITER) -> float:
+    """Multiply-adds of :func:`fit_low_rank` at ``max_iter`` iterations, an upper bound known before it runs.
+
+    Each iteration multiplies every observed block (K × K, both ways) by the subspace (width K + 1 at rank
+    K − 1: :data:`OVERSAMPLE`), ``2 P K² (K + 1)``, and works on the M K × (K + 1) subspace (``V Vᵀ Q``, the QR,
+    the Ritz vectors: about ``4 M K² (K + 1)``): O(P K³) per iteration -- a cubic in the classes, which is what
+    makes many classes slow.
+    """
+    k = int(n_classes)
+    width = k - 1 + OVERSAMPLE
+    return float(max_iter) * (2.0 * n_pairs * k * k * width + 4.0 * n_units * k * k * width)
+
+
 def fit_low_rank(pairs: np.ndarray, cov: np.ndarray, n_units: int, rank: int, rng: np.random.Generator, *,
-                 tol: float = FIT_TOL, max_iter: int = FIT_MAX_ITER) -> LowRankFit:
+                 tol: float = FIT_TOL, max_iter: int = FIT_MAX_ITER,
+                 callback: Callable[[int, float], None] | None = None) -> LowRankFit:
     """Impute-and-truncate fit of ``Ĉ ≈ V Vᵀ`` (MK × MK, PSD of rank ``rank``) to the observed off-diagonal blocks.
 
     Each iteration: the filled matrix ``X`` (observed blocks from ``cov``,
@@ -320,6 +347,8 @@ def fit_low_rank(pairs: np.ndarray, cov: np.ndarray, n_units: int, rank: int, rn
     n_units, rank : int
     rng : numpy Generator
     tol, max_iter : the stop rule (relative change of V Vᵀ in Frobenius norm).
+    callback : callable(iteration, relative change), optional
+        Called after each iteration (a progress display).
     """
     k = cov.shape[1]
     dim = n_units * k
@@ -373,6 +402,8 @@ def fit_low_rank(pairs: np.ndarray, cov: np.ndarray, n_units: int, rank: int, rn
             v = v_new.reshape(n_units, k, rank)
             u = uf.reshape(n_units, k, rank)
             gram = gram_new
+            if callback is not None:
+                callback(n_iter, math.sqrt(max(float(change2), 0.0)) / size if size else 0.0)
             if size == 0.0 or math.sqrt(max(float(change2), 0.0)) <= tol * size:
                 converged = True
                 break
@@ -400,14 +431,14 @@ def two_means(scores: np.ndarray) -> int:
 
 def _scan(n_workers: int, why: str, *, rank: int = 0, n_iter: int = 0, skipped: np.ndarray | None = None,
           score: np.ndarray | None = None, flagged: np.ndarray | None = None,
-          noise: np.ndarray | None = None) -> SpammerScan:
+          noise: np.ndarray | None = None, cost: float = 0.0, over_budget: bool = False) -> SpammerScan:
     nan = np.full(n_workers, np.nan)
     return SpammerScan(
         score=nan if score is None else score,
         flagged=np.zeros(n_workers, dtype=bool) if flagged is None else flagged,
         skipped=np.ones(n_workers, dtype=bool) if skipped is None else skipped,
         rank=rank, n_iter=n_iter, why=why,
-        noise=nan.copy() if noise is None else noise,
+        noise=nan.copy() if noise is None else noise, cost=cost, over_budget=over_budget,
     )
 
 
@@ -419,7 +450,8 @@ def _warn_skipped(n: int, total: int, min_partners: int, min_shared: int) -> Non
 
 
 def detect_spammers(data: AnnotationSet, *, engine: Any = None, min_partners: int = MIN_PARTNERS, min_shared: int = MIN_SHARED,
-                    seed: int = 0, max_memory: memory.MaxMemory = None) -> SpammerScan:
+                    seed: int = 0, max_memory: memory.MaxMemory = None, max_cost: float | None = MAX_FIT_COST,
+                    callback: Callable[[int, float], None] | None = None) -> SpammerScan:
     """Flag spammers from the cross-covariances of co-labelling workers (Traganitis & Giannakis, ICASSP 2021).
 
     Model.  With one-hot answers, the cross-covariance of workers m and m'
@@ -477,6 +509,12 @@ def detect_spammers(data: AnnotationSet, *, engine: Any = None, min_partners: in
         Seeds the fit's starting subspace: same data and seed, same bits, any thread count.
     max_memory : int, float, str or None
         Memory limit for the up-front checks (default 80% of the available memory).
+    max_cost : float or None
+        The fit is skipped, every worker with it, when its cost bound (:func:`fit_cost`: O(pairs × K³)) is over
+        this many multiply-adds (default :data:`MAX_FIT_COST`, about a minute); None: no limit.  Checked once the
+        co-occurrence statistics are counted (their cost is that of one pass over the answers), before the fit.
+    callback : callable(iteration, relative change), optional
+        Called after each iteration of the fit (a progress display).
 
     Returns
     -------
@@ -500,6 +538,9 @@ def detect_spammers(data: AnnotationSet, *, engine: Any = None, min_partners: in
     min_shared = _count(min_shared, "min_shared", 1)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise UsageError(f"{param('seed')} must be an integer >= 0, got {seed!r}")
+    if max_cost is not None and (isinstance(max_cost, bool) or not isinstance(max_cost, (int, float, np.number))
+                                 or not max_cost >= 0):
+        raise UsageError(f"{param('max_cost')} must be a number >= 0 or None, got {max_cost!r}")
     n_workers, k = data.n_workers, data.n_classes
     if n_workers == 0 or data.n_answers == 0:
         return _scan(n_workers, "no answers: nobody to judge")
@@ -511,8 +552,13 @@ def detect_spammers(data: AnnotationSet, *, engine: Any = None, min_partners: in
     judged, kept = judged_workers(stats.pairs.astype(np.int64), stats.n_tasks, n_workers, min_partners,
                                   min_shared)
     skipped = ~judged
-    _warn_skipped(int(skipped.sum()), n_workers, min_partners, min_shared)
     m = int(judged.sum())
+    cost = fit_cost(int(kept.sum()), m, k)
+    if max_cost is not None and cost > max_cost:
+        return _scan(n_workers, f"not run: its fit of {m:,} workers × {k} classes over {int(kept.sum()):,} "
+                     f"co-labelled pairs costs up to {cost:.2g} multiply-adds (pairs × K³ × {FIT_MAX_ITER} iterations), "
+                     f"over the budget of {max_cost:.2g}", cost=cost, over_budget=True)
+    _warn_skipped(int(skipped.sum()), n_workers, min_partners, min_shared)
     if m == 0:
         return _scan(n_workers, f"no worker keeps {min_partners}+ partners sharing {min_shared}+ tasks among the workers "
                      "who do (a partner counts only if it is judged too): nobody judged",
@@ -532,7 +578,7 @@ def detect_spammers(data: AnnotationSet, *, engine: Any = None, min_partners: in
     joint = stats.joint[kept]
     cov = cross_covariances(joint, n_shared)
     rng = np.random.default_rng(seed)
-    fit = fit_low_rank(position[pairs], cov, m, rank, rng)
+    fit = fit_low_rank(position[pairs], cov, m, rank, rng, callback=callback)
     score_m = np.sqrt(np.einsum("mkr,mkr->m", fit.v, fit.v))
     noise_m = _permutation_noise(data, engine, fit, pairs, position, joint, n_shared)
 
@@ -570,7 +616,7 @@ def detect_spammers(data: AnnotationSet, *, engine: Any = None, min_partners: in
         why += f" -- more than half the judged workers ({n_flag:,} of {m:,}) are flagged"
     if not fit.converged:
         why += f" (the fit stopped at {fit.n_iter} iterations before its tolerance)"
-    return SpammerScan(score, flagged, skipped, rank, fit.n_iter, why, noise)
+    return SpammerScan(score, flagged, skipped, rank, fit.n_iter, why, noise, cost)
 
 
 def fixed_point_maps(fit: LowRankFit, pairs: np.ndarray) -> np.ndarray:
@@ -635,6 +681,6 @@ def _permutation_noise(data: AnnotationSet, engine: Any, fit: LowRankFit, pairs:
 
 
 __all__ = ["CAPACITY_MAX_ITER", "CAPACITY_TOL", "FIT_MAX_ITER", "FIT_TOL", "MIN_PARTNERS", "MIN_SHARED", "NOISE_RATIO",
-           "LowRankFit", "SpammerScan", "channel_capacity", "cross_covariances", "detect_spammers", "fit_low_rank",
+           "MAX_FIT_COST", "LowRankFit", "SpammerScan", "channel_capacity", "cross_covariances", "detect_spammers", "fit_cost", "fit_low_rank",
            "fixed_point_maps",
            "judged_workers", "raykar_yu_score", "two_means"]

@@ -100,7 +100,7 @@ def test_on_a_terminal_the_report_is_a_table():
     code, seen, err = _on_terminal(["workers", str(BLUEBIRD), "--quiet"])
     text = seen.decode("utf-8", "replace")
     assert code == 0, err
-    assert "workers" in text and "recall per class and every digit: --format csv, or -o FILE" in text
+    assert "workers" in text and "recall per class, capacity and every digit: --format csv, or -o FILE" in text
     assert "─" * 20 in text and "worker,answers" not in text  # a table, not the CSV
     assert SCAN_LINE.search(err)
 
@@ -248,11 +248,19 @@ def test_drop_spammers_fits_without_the_flagged_workers_and_says_how_many(runner
 
 
 def test_drop_spammers_is_aggregate_on_the_answers_without_them(runner, monkeypatch, tmp_path, bluebird):
-    gone = bluebird.worker_names[[1, 4, 9]].tolist()
-    flag_by_hand(monkeypatch, gone)
+    from crowdagg.reports.workers import spammer_flags
+
+    by_hand = bluebird.worker_names[[1, 4, 9]].tolist()
+    flag_by_hand(monkeypatch, by_hand)
     dropped = invoke(runner, "aggregate", BLUEBIRD, "--drop-spammers", "--no-near-chance", "--workers",
                      tmp_path / "w.csv")
     ok(dropped)
+    # the ds fit withdraws the flags of workers it shows right more often than chance
+    scan = spammers.detect_spammers(bluebird)
+    flags = spammer_flags(bluebird, aggregate(bluebird, "ds"), scan, chance=False)
+    gone = bluebird.worker_names[flags.flagged].tolist()
+    assert 0 < len(gone) < 3 and f"{int(flags.withdrawn.sum())} of its flags withdrawn" in dropped.stderr
+    assert f"--drop-spammers: removed {len(gone)} of " in dropped.stderr
     rows = pd.read_csv(BLUEBIRD, dtype=str)
     pruned = tmp_path / "pruned.csv"
     rows[~rows.iloc[:, 1].isin(gone)].to_csv(pruned, index=False)
@@ -289,12 +297,16 @@ def rte_report(runner, datasets_dir):
 def test_workers_says_how_many_each_criterion_flagged_and_the_report_agrees(rte_report):
     said, chance = SCAN_LINE.search(rte_report.stderr), CHANCE_LINE.search(rte_report.stderr)
     assert said and chance
-    assert said.groups() == ("57", "164", "0") and chance.groups() == ("5", "164", "4", "58")
+    assert said.groups() == ("57", "164", "0") and chance.groups() == ("5", "164", "4", "16")
+    assert "spammer detector: 42 of its flags withdrawn: the ds fit shows those workers right more often than " \
+           "chance (Benjamini-Hochberg at 0.1)" in rte_report.stderr
+    assert "workers: 164 workers, 164 judged, 16 flagged as spammers (11 by covariance, 1 by chance, 4 by both); " \
+           "42 covariance flags withdrawn (accuracy above chance)" in rte_report.stderr
     frame = pd.read_csv(io.StringIO(rte_report.stdout), dtype={"worker": str, "flagged_by": str},
                         keep_default_na=False, na_values={"spammer": [""]})
-    assert frame["flagged_by"].value_counts().to_dict() == {"": 106, "covariance": 53, "both": 4, "chance": 1}
+    assert frame["flagged_by"].value_counts().to_dict() == {"": 148, "covariance": 11, "both": 4, "chance": 1}
     assert frame.loc[frame["answers"] == 700, "flagged_by"].tolist() == ["chance"]
-    assert frame["spammer"].astype("boolean").fillna(False).sum() == 58
+    assert frame["spammer"].astype("boolean").fillna(False).sum() == 16
 
 
 def test_drop_spammers_removes_exactly_the_workers_the_report_flags(runner, rte_report, datasets_dir, tmp_path):
@@ -302,12 +314,12 @@ def test_drop_spammers_removes_exactly_the_workers_the_report_flags(runner, rte_
     labels = datasets_dir / "rte" / "labels.csv"
     dropped = invoke(runner, "aggregate", labels, "-m", "mv", "--drop-spammers")
     ok(dropped)
-    assert "near-chance rule (ds): 5 of 164 workers flagged (4 also by the detector); 58 spammers in all" \
+    assert "near-chance rule (ds): 5 of 164 workers flagged (4 also by the detector); 16 spammers in all" \
         in dropped.stderr
-    assert "--drop-spammers: removed 58 of 164 workers and their " in dropped.stderr
+    assert "--drop-spammers: removed 16 of 164 workers and their " in dropped.stderr
     report = pd.read_csv(io.StringIO(rte_report.stdout), dtype={"worker": str}, keep_default_na=False)
     gone = set(report.loc[report["spammer"].astype(str).str.lower() == "true", "worker"])
-    assert len(gone) == 58
+    assert len(gone) == 16
     rows = pd.read_csv(labels, dtype=str)
     pruned = tmp_path / "pruned.csv"
     rows[~rows.iloc[:, 1].isin(gone)].to_csv(pruned, index=False)
@@ -350,3 +362,138 @@ def test_the_detector_options_default_to_the_library_defaults():
     params = inspect.signature(workers).parameters
     assert params["min_partners"].default.default == spammers.MIN_PARTNERS
     assert params["min_shared"].default.default == spammers.MIN_SHARED
+
+
+# --------------------------------------------------------------------------- issue 29: sort, summary, layout, options
+def test_sort_orders_the_rows_descending_with_a_dash_missing_last_ties_in_input_order(runner, piped):
+    base = pd.read_csv(io.StringIO(piped.stdout), dtype={"worker": str})
+    up = invoke(runner, "workers", BLUEBIRD, "--sort", "answers")
+    down = invoke(runner, "workers", BLUEBIRD, "--sort=-spam_score")
+    ok(up)
+    ok(down)
+    frame = pd.read_csv(io.StringIO(up.stdout), dtype={"worker": str})
+    assert frame["worker"].tolist() == base.sort_values("answers", kind="stable")["worker"].tolist()
+    frame = pd.read_csv(io.StringIO(down.stdout), dtype={"worker": str})
+    expect = base.sort_values("spam_score", ascending=False, kind="stable", na_position="last")
+    assert frame["worker"].tolist() == expect["worker"].tolist()
+    assert sorted(frame.to_csv(index=False).splitlines()) == sorted(base.to_csv(index=False).splitlines())
+    by_class = invoke(runner, "workers", BLUEBIRD, "--sort", "recall_1")
+    ok(by_class)
+
+
+@pytest.mark.parametrize("column", ["nope", "-nope", "recall_9"])
+def test_sort_by_an_unknown_column_is_a_usage_error_naming_the_columns(runner, column):
+    err = assert_one_error_line(invoke(runner, "workers", BLUEBIRD, "--sort", column), 2)
+    assert f"--sort {column}: no such column; the columns are worker, answers, accuracy, accuracy_low" in err
+    assert "spam_score" in err and "(-COLUMN: descending)" in err
+
+
+def test_the_summary_line_counts_judged_and_flagged_by_rule(piped):
+    line = re.search(r"^workers: (\d+) workers, (\d+) judged, (\d+) flagged as spammers \((\d+) by covariance, "
+                     r"(\d+) by chance, (\d+) by both\)", piped.stderr, re.M)
+    assert line
+    frame = pd.read_csv(io.StringIO(piped.stdout), keep_default_na=False)
+    n, judged, flagged, cov, chance, both = (int(g) for g in line.groups())
+    assert n == len(frame) and judged == int((frame["spammer"] != "").sum())
+    assert (cov, chance, both) == tuple(int((frame["flagged_by"] == b).sum()) for b in ("covariance", "chance", "both"))
+    assert flagged == cov + chance + both == int((frame["spammer"].astype(str).str.lower() == "true").sum())
+
+
+def test_on_a_terminal_the_table_fits_80_columns_with_the_interval():
+    code, seen, err = _on_terminal(["workers", str(BLUEBIRD), "--quiet", "--sort=-answers"])
+    assert code == 0, err
+    lines = [ln for ln in re.sub(r"\x1b\[[0-9;]*m", "", seen.decode()).splitlines() if ln.strip()]
+    assert max(map(len, lines)) <= 80
+    assert "interval" in lines[1] + lines[2] and "spammer" in lines[1] + lines[2]
+    assert re.search(r" 0\.\d\d-[01]\.\d\d ", "\n".join(lines))
+
+
+@pytest.fixture(scope="module")
+def many_classes(tmp_path_factory):
+    """12 classes, 8 dense workers: the detector's cost bound 300 × (2 P K²(K+1) + 4 M K²(K+1)) = 4.9e7."""
+    data = simulate(n_tasks=400, n_workers=8, per_task=8, n_classes=12, seed=1).to_annotations()
+    path = tmp_path_factory.mktemp("many") / "many.csv"
+    pd.DataFrame({"task": data.task_names[data.task], "worker": data.worker_names[data.worker],
+                  "label": np.asarray(data.classes, dtype=object)[data.label]}).to_csv(path, index=False)
+    return path
+
+
+def test_many_classes_over_the_budget_skip_the_detector_saying_how_to_force_it(runner, many_classes, monkeypatch):
+    monkeypatch.setattr(spammers, "MAX_FIT_COST", 1e7)  # the pipeline reads it at call time
+    skipped = invoke(runner, "workers", many_classes)
+    ok(skipped)
+    assert re.search(r"note: spammer detector not run: its fit of 8 workers × 12 classes over 28 co-labelled pairs "
+                     r"costs up to 4\.9e\+07 multiply-adds .*over the budget of 1e\+07: skipped, every worker with it "
+                     r"\(--detector always runs it; --detector never leaves it out without this note\)", skipped.stderr)
+    assert "Warning: spammer detection skipped" not in skipped.stderr and not SCAN_LINE.search(skipped.stderr)
+    frame = pd.read_csv(io.StringIO(skipped.stdout), keep_default_na=False)
+    assert (frame["spam_score"] == "").all()
+    forced = invoke(runner, "workers", many_classes, "--detector", "always")
+    ok(forced)
+    assert "not run" not in forced.stderr and SCAN_LINE.search(forced.stderr)
+    never = invoke(runner, "workers", many_classes, "--detector", "never")
+    ok(never)
+    assert "spammer detector" not in never.stderr and CHANCE_LINE.search(never.stderr)
+    err = assert_one_error_line(invoke(runner, "workers", many_classes, "--detector", "sometimes"), 2)
+    assert "--detector must be one of auto, always, never, got 'sometimes'" in err
+
+
+def test_aggregate_takes_the_options_its_warning_names(runner, bluebird):
+    # bluebird is dense (every pair shares its 108 tasks): 200 shared tasks leave nobody to judge
+    result = invoke(runner, "aggregate", BLUEBIRD, "--drop-spammers", "--min-partners", "3", "--min-shared", "200")
+    ok(result)
+    assert "Warning: spammer detection skipped 39 of 39 workers with fewer than 3 co-labelling partners sharing " \
+           "200+ tasks (--min-partners, --min-shared)" in result.stderr
+    assert "spammers: 39 workers, 5 judged, 5 flagged as spammers (0 by covariance, 5 by chance, 0 by both)" \
+        in result.stderr
+    frame = pd.read_csv(io.StringIO(result.stdout), dtype={"task": str})
+    assert len(frame) == bluebird.n_tasks
+
+
+def test_exclude_workers_removes_a_hand_picked_list_and_keeps_every_task(runner, bluebird, tmp_path):
+    bluebird_rows = pd.read_csv(BLUEBIRD, dtype=str)
+    names = sorted(bluebird_rows.iloc[:, 1].unique())[:3]
+    lonely = "lonely"  # a task only the excluded workers answered: it keeps its row
+    extra = pd.DataFrame({c: v for c, v in zip(bluebird_rows.columns, ([lonely] * 3, names, ["1", "1", "0"]))})
+    rows = pd.concat([bluebird_rows, extra], ignore_index=True)
+    source = tmp_path / "answers.csv"
+    rows.to_csv(source, index=False)
+    listing = tmp_path / "out.txt"
+    listing.write_text("\n".join(["  " + names[0] + "  ", "", *names[1:], "ghost-1", "ghost-2"]) + "\n")
+    result = invoke(runner, "aggregate", source, "--exclude-workers", listing)
+    ok(result)
+    kept = rows[~rows.iloc[:, 1].isin(names)]
+    assert (f"--exclude-workers: removed {len(names)} of 39 workers and their {len(rows) - len(kept):,} of "
+            f"{len(rows):,} answers; every task keeps its row") in result.stderr
+    assert f"--exclude-workers: 2 of the {len(names) + 2} ids in {listing} name no worker of the input " \
+           "('ghost-1', 'ghost-2')" in result.stderr
+    frame = pd.read_csv(io.StringIO(result.stdout), dtype=str)
+    assert frame["task"].tolist() == list(dict.fromkeys(rows.iloc[:, 0]))  # every task, in input order
+    assert lonely in set(frame["task"])
+    pruned = tmp_path / "pruned.csv"
+    kept.to_csv(pruned, index=False)
+    direct = pd.read_csv(io.StringIO(invoke(runner, "aggregate", pruned).stdout), dtype=str)
+    both = frame.merge(direct, on="task", suffixes=("", "_direct"))
+    assert len(both) == len(direct) and (both["label"] == both["label_direct"]).all()
+
+
+def test_exclude_workers_refusals(runner, tmp_path):
+    everyone = tmp_path / "all.txt"
+    everyone.write_text("\n".join(pd.read_csv(BLUEBIRD, dtype=str).iloc[:, 1].unique()) + "\n")
+    err = assert_one_error_line(invoke(runner, "aggregate", BLUEBIRD, "--exclude-workers", everyone), 1)
+    assert "every worker with answers is excluded" in err
+    err = assert_one_error_line(invoke(runner, "aggregate", BLUEBIRD, "--exclude-workers", tmp_path / "none.txt"), 1)
+    assert f"--exclude-workers {tmp_path / 'none.txt'}" in err
+    err = assert_one_error_line(invoke(runner, "aggregate", BLUEBIRD, "--exclude-workers", "-"), 2)
+    assert "not standard input" in err
+
+
+def test_plot_with_class_names_mathtext_would_read(runner, tmp_path):
+    pytest.importorskip("matplotlib")
+    rows = pd.read_csv(BLUEBIRD, dtype=str)
+    rows.iloc[:, 2] = rows.iloc[:, 2].map({"0": "$\\le 5$", "1": "$x$"})
+    path = tmp_path / "tex.csv"
+    rows.to_csv(path, index=False)
+    result = invoke(runner, "workers", path, "--plot", tmp_path / "figures", "-o", tmp_path / "w.csv")
+    ok(result)
+    assert sorted(p.name for p in (tmp_path / "figures").iterdir()) == ["answers_accuracy.png", "confusions.png"]

@@ -373,3 +373,24 @@ def test_the_fit_shares_its_pairs_among_threads_with_the_same_bits():
     for other in fits[1:]:
         assert np.array_equal(fits[0].v, other.v) and np.array_equal(fits[0].u, other.u)
         assert fits[0].n_iter == other.n_iter
+
+
+# ----------------------------------------------------------------------------------- the fit's cost on many classes
+def test_many_classes_skip_the_fit_over_its_cost_saying_so_and_run_it_when_asked():
+    """12 classes: the fit's bound is pairs × K³; over max_cost nothing is fitted and nobody judged (no warning of
+    partners: every worker had enough), at max_cost=None it runs."""
+    crowd = simulate(n_tasks=400, n_workers=8, per_task=8, n_classes=12, seed=1).to_annotations()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no skipped-partners warning when the fit is skipped for its cost
+        scan = sp.detect_spammers(crowd, max_cost=1e5)
+    assert scan.over_budget and scan.skipped.all() and not scan.flagged.any() and scan.n_iter == 0
+    assert scan.cost == sp.fit_cost(28, 8, 12) == 300 * (2 * 28 * 144 * 13 + 4 * 8 * 144 * 13)
+    assert "not run" in scan.why and "8 workers × 12 classes over 28 co-labelled pairs" in scan.why
+    steps = []
+    run = sp.detect_spammers(crowd, max_cost=None, callback=lambda it, change: steps.append((it, change)))
+    assert not run.over_budget and not run.skipped.any() and run.cost == scan.cost
+    assert [it for it, _ in steps] == list(range(1, run.n_iter + 1)) and steps[-1][1] <= sp.FIT_TOL
+    # the default budget runs it (28 pairs is cheap)
+    assert not sp.detect_spammers(crowd).over_budget
+    with pytest.raises(UsageError, match="max_cost"):
+        sp.detect_spammers(crowd, max_cost=-1)

@@ -57,14 +57,17 @@ def fitted(crowd):
 # --------------------------------------------------------------------------- the report's columns
 def test_columns_are_each_what_the_method_estimated_in_worker_order(fitted):
     data, result = fitted
-    flagged = np.zeros(data.n_workers, bool)
-    flagged[[2, 5]] = True
+    scanned = np.zeros(data.n_workers, bool)
+    scanned[[2, 5]] = True  # a spammer and (5) an honest worker, whose accuracy shows it: that flag is withdrawn
+    flagged = scanned.copy()
+    flagged[5] = False
     skipped = np.zeros(data.n_workers, bool)
     skipped[7] = True
-    report = worker_report(data, result, scan=scan_of(flagged, skipped))
+    report = worker_report(data, result, scan=scan_of(scanned, skipped))
     assert tuple(report.columns) == report_columns(data.classes, gold=False)
     assert tuple(report.columns[:3]) == ("worker", "answers", "accuracy")
-    assert [f"recall_{c}" for c in data.classes] == list(report.columns[3:3 + data.n_classes])
+    assert tuple(report.columns[3:6]) == ("accuracy_low", "accuracy_high", "chance_accuracy")
+    assert [f"recall_{c}" for c in data.classes] == list(report.columns[6:6 + data.n_classes])
     conf = result.confusion
     diag = np.diagonal(conf, axis1=1, axis2=2)
     assert report["worker"].tolist() == data.worker_names.tolist()
@@ -94,7 +97,7 @@ def test_columns_are_each_what_the_method_estimated_in_worker_order(fitted):
     expect = np.where(flagged & chance, "both", np.where(flagged, "covariance", np.where(chance, "chance", "")))
     assert report["flagged_by"].tolist() == expect.tolist()
     # without the rule: the scan's verdict as it is
-    alone = worker_report(data, result, scan=scan_of(flagged, skipped), chance=False)
+    alone = worker_report(data, result, scan=scan_of(scanned, skipped), chance=False)
     assert alone["spammer"].isna().tolist() == skipped.tolist()
     assert alone["spammer"].fillna(False).tolist() == flagged.tolist()
     assert alone["chance_bound"].isna().all()
@@ -158,7 +161,10 @@ def test_a_method_without_confusion_matrices_leaves_those_cells_missing(fitted):
     assert report["agreement"].notna().all() and (report["answers"] > 0).all()
     cols = table_columns(report)
     text = render_table(cols, "csv").decode().splitlines()
-    assert text[1].split(",")[2:9] == [""] * 7  # accuracy, the recalls, worst_class, worst_recall: empty cells
+    assert text[1].split(",")[2] == ""  # accuracy, the recalls, worst_class, worst_recall: empty cells
+    assert text[1].split(",")[6:12] == [""] * 6
+    # the interval is the posteriors', which glad has too
+    assert report[["accuracy_low", "accuracy_high", "chance_accuracy"]].notna().all().all()
     rows = [json.loads(line) for line in render_table(cols, "jsonl").decode().splitlines()]
     assert rows[0]["accuracy"] is None and rows[0]["worst_class"] == "" and rows[0]["spammer"] is None
     # no accuracy, no near-chance rule: the detector alone
@@ -386,8 +392,10 @@ def test_real_extreme_spammers_show_in_the_report(datasets_dir, name):
     assert report["capacity"].max() > 0.5
 
 
-#: Per dataset, with ds and the detector's defaults: (flagged by the detector, by the near-chance rule, in all).
-FLAGGED = {"temp": (8, 5, 8), "rte": (57, 5, 58)}
+#: Per dataset, with ds and the detector's defaults: (flagged by the detector, its flags of workers shown above
+#: chance withdrawn; by the near-chance rule; in all).  The detector flagged 8 and 57 (3 and 28 of them right 80%
+#: of the time or more by the truth); 3 and 42 are withdrawn.
+FLAGGED = {"temp": (5, 5, 5), "rte": (15, 5, 16)}
 
 
 @pytest.mark.parametrize("name", ["temp", "rte"])
@@ -405,6 +413,93 @@ def test_real_extreme_spammers_are_all_flagged(datasets_dir, name):
     if name == "rte":
         assert heavy.set_index("answers").loc[700, "flagged_by"] == "chance"
     by = report["flagged_by"]
-    assert ((by == "covariance") | (by == "both")).sum() == int(scan.flagged.sum()) == FLAGGED[name][0]
+    withdrawn = spammer_flags(data, aggregate(data, "ds"), scan).withdrawn
+    assert int(scan.flagged.sum()) == FLAGGED[name][0] + int(withdrawn.sum())
+    assert ((by == "covariance") | (by == "both")).sum() == int((scan.flagged & ~withdrawn).sum()) == FLAGGED[name][0]
     assert ((by == "chance") | (by == "both")).sum() == FLAGGED[name][1]
     assert report["spammer"].fillna(False).sum() == FLAGGED[name][2]
+
+
+# --------------------------------------------------------------------------- the accuracy interval, the withdrawals
+def test_wilson_interval_is_the_score_tests_acceptance_region():
+    from scipy.special import ndtr
+
+    from crowdagg.reports.workers import wilson_interval
+
+    low, high = wilson_interval(np.array([17.0, 20.0, 0.0, 5.5]), np.array([20, 20, 20, 0]))
+    # 17 of 20: the textbook 95% Wilson interval [.640, .948]; 20 of 20: [.839, 1]; 0 of 20: [0, .161]
+    np.testing.assert_allclose(low[:3], [0.6396, 0.8389, 0.0], atol=5e-5)
+    np.testing.assert_allclose(high[:3], [0.9476, 1.0, 0.1611], atol=5e-5)
+    assert np.isnan(low[3]) and np.isnan(high[3])
+    # at each end the two-sided score test is exactly at its 5% level
+    for p in (low[0], high[0]):
+        z = abs(0.85 - p) / np.sqrt(p * (1 - p) / 20)
+        assert abs(2 * (1 - ndtr(z)) - 0.05) < 1e-9
+
+
+def test_benjamini_hochberg_by_hand():
+    from crowdagg.reports.workers import benjamini_hochberg
+
+    p = np.array([0.01, np.nan, 0.04, 0.03, 0.5, 0.2])  # m = 5: thresholds .02 .04 .06 .08 .10 at rate .1
+    assert benjamini_hochberg(p, 0.1).tolist() == [True, False, True, True, False, False]
+    assert benjamini_hochberg(p, 0.01).tolist() == [False] * 6
+    assert benjamini_hochberg(np.full(3, np.nan), 0.1).tolist() == [False] * 3
+
+
+def test_accuracy_evidence_counts_posteriors_answer_by_answer(fitted):
+    from scipy.special import ndtr
+
+    from crowdagg.reports.workers import accuracy_evidence, wilson_interval
+
+    data, result = fitted
+    ev = accuracy_evidence(data, result)
+    right = np.zeros(data.n_workers)
+    freq = np.zeros((data.n_workers, data.n_classes))
+    for t, w, y in zip(data.task.tolist(), data.worker.tolist(), data.label.tolist()):
+        right[w] += result.posteriors[t, y]
+        freq[w, y] += 1
+    n = freq.sum(axis=1)
+    chance = freq @ result.prior / n
+    np.testing.assert_allclose(ev.right, right, rtol=1e-12)
+    np.testing.assert_allclose(ev.chance, chance, rtol=1e-12)
+    np.testing.assert_allclose(ev.pvalue, 1 - ndtr((right / n - chance) / np.sqrt(chance * (1 - chance) / n)),
+                               rtol=1e-9, atol=1e-300)
+    low, high = wilson_interval(right, n)
+    np.testing.assert_array_equal(ev.low, low)
+    np.testing.assert_array_equal(ev.high, high)
+    assert ((ev.low <= right / n) & (right / n <= ev.high)).all()
+
+
+def test_a_light_honest_worker_the_detector_flags_is_withdrawn_a_spammer_is_not():
+    """20 workers on 400 binary tasks: 17 honest at .85, 3 at chance with 20 answers each (too few for the
+    near-chance rule).  A scan flagging the three and two honest light workers: the honest flags are withdrawn."""
+    from crowdagg.reports.workers import accuracy_evidence
+
+    rng = np.random.default_rng(5)
+    truth = rng.integers(0, 2, 400)
+    task, worker, label = [], [], []
+    for w in range(17):
+        tasks = np.arange(400) if w < 15 else rng.choice(400, 20, replace=False)  # 15 and 16: 20 answers
+        right = rng.random(len(tasks)) < 0.85
+        task += tasks.tolist()
+        worker += [w] * len(tasks)
+        label += np.where(right, truth[tasks], 1 - truth[tasks]).tolist()
+    for w in (17, 18, 19):
+        tasks = rng.choice(400, 20, replace=False)
+        task += tasks.tolist()
+        worker += [w] * 20
+        label += rng.integers(0, 2, 20).tolist()
+    data = AnnotationSet.from_codes(np.array(task), np.array(worker), np.array(label), n_tasks=400, n_workers=20,
+                                    classes=["a", "b"])
+    result = aggregate(data, "ds", seed=0)
+    scanned = np.zeros(20, bool)
+    scanned[[15, 16, 17, 18, 19]] = True
+    flags = spammer_flags(data, result, scan_of(scanned, np.zeros(20, bool)))
+    ev = accuracy_evidence(data, result)
+    assert flags.withdrawn.tolist() == [w in (15, 16) for w in range(20)], ev.pvalue[15:]
+    assert flags.covariance.tolist() == [w in (17, 18, 19) for w in range(20)]
+    assert flags.chance is not None and not flags.chance[15:].any()  # 20 answers: the rule cannot flag them
+    assert flags.judged.all() and flags.flagged.sum() == 3
+    # fdr 0: nothing withdrawn, the detector as it is
+    assert spammer_flags(data, result, scan_of(scanned, np.zeros(20, bool)), fdr=0.0).covariance.tolist() == \
+        scanned.tolist()
