@@ -74,7 +74,16 @@ class Uses:
 def _is_ours(obj: object) -> bool:
     """Whether ``obj`` is a function of the test suite (whose code is followed), not of pytest or the library."""
     code = getattr(obj, "__code__", None)
-    return isinstance(code, types.CodeType) and Path(code.co_filename).resolve().is_relative_to(TESTS)
+    if not isinstance(code, types.CodeType):
+        return False
+    path = Path(code.co_filename).resolve()
+    return path.is_relative_to(TESTS) and path != Path(__file__).resolve()  # not this reader, named in the tests
+
+
+def _is_ours_class(obj: object) -> bool:
+    """Whether ``obj`` is a class of the test suite, or an instance of one."""
+    cls = obj if isinstance(obj, type) else type(obj)
+    return cls.__module__.split(".")[0] == TESTS.name and cls.__module__ != __name__
 
 
 _CACHE: dict[types.CodeType, Uses] = {}
@@ -102,6 +111,10 @@ def _uses(fn: Callable) -> Uses:
                 uses.modules.add(obj.__name__)
             elif obj is not None and _is_ours(obj):
                 uses.update(_uses(obj))
+            elif obj is not None and _is_ours_class(obj):  # a helper object of the suite: what its methods use
+                for attr in vars(obj if isinstance(obj, type) else type(obj)).values():
+                    if _is_ours(attr):
+                        uses.update(_uses(attr))
             elif obj is not None:
                 uses.modules.add(getattr(obj, "__module__", None) or "")
         for const in inner.co_consts:
