@@ -38,6 +38,7 @@ def rng() -> np.random.Generator:
 # from what a test uses (tests/tiers.py); `-m EXPR`, or a test named by its node id (`file.py::test`), bypasses the
 # tiers: asking for a slow test by name, or for `-m dask`, runs it.
 TIERS = pytest.StashKey[dict]()
+DESELECTED = pytest.StashKey[int]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -83,6 +84,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+        config.stash[DESELECTED] = len(drop)
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -91,3 +93,9 @@ def pytest_report_header(config: pytest.Config) -> str:
     if config.getoption("markexpr"):
         return "tier: as -m selects"
     return "tier: quick (slow tests deselected: `pytest --full` runs every test)"
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    n = config.stash.get(DESELECTED, 0)
+    if n:  # a file of slow tests run on its own would otherwise say only "no tests ran"
+        terminalreporter.write_line(f"quick tier: {n} slow tests deselected; `pytest --full` runs every test")

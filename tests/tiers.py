@@ -160,3 +160,14 @@ def tier_of(item: pytest.Item) -> Tier:
         reasons.add("marked slow")  # by hand: slow by its arithmetic alone
     quick = item.get_closest_marker("quick")
     return Tier(frozenset(reasons), quick is not None, tuple(quick.args) if quick else ())
+
+
+def quick_case(values: Iterable, chosen: object, *methods: str) -> list:
+    """``values`` for ``@pytest.mark.parametrize`` with the one case ``chosen`` kept in the quick tier
+    (``@pytest.mark.quick(*methods)``: ``methods`` name the methods whose family it tests on real data).  A tuple is
+    the case of several arguments, as parametrize takes it."""
+    values = list(values)
+    if chosen not in values:  # a renamed case: said at collection, not a quick tier silently without it
+        raise ValueError(f"{chosen!r} is not among the cases {values!r}")
+    mark = pytest.mark.quick(*methods)
+    return [pytest.param(*(v if isinstance(v, tuple) else (v,)), marks=mark) if v == chosen else v for v in values]

@@ -703,6 +703,7 @@ def test_the_client_views_derived_answer_arrays_refuse_too(client, small_files):
     assert np.array_equal(data.worker_ptr, load_annotations(small_files[:1]).worker_ptr)
 
 
+@pytest.mark.quick  # the module's one test without a cluster: it checks none is started
 def test_cli_what_dask_does_not_read_is_refused_before_a_cluster_starts(monkeypatch, tmp_path):
     """Standard input and a JSON file: exit 2 before a LocalCluster is started (which took seconds)."""
     import crowdagg.engine.dask as dask_engine
