@@ -12,6 +12,7 @@ from crowdagg.io.read import read_task_labels
 from crowdagg.methods.api import REGISTRY, aggregate, get_method
 from crowdagg.methods.registry import METHODS as DECLARED
 from crowdagg.simulate import simulate
+from tests.tiers import quick_case
 
 METHODS = list(REGISTRY)
 #: Methods whose model is binary (KOS's ±1 messages): more classes are refused with the count named.
@@ -508,7 +509,7 @@ def accuracy_on(datasets_dir, name, method, **params):
     return float(np.mean([pred[t] == truth[t] for t in scored]))
 
 
-@pytest.mark.parametrize("name", list(DS_REFERENCE))
+@pytest.mark.parametrize("name", quick_case(DS_REFERENCE, "bluebird", "ds"))
 def test_ds_accuracy_on_real_data(datasets_dir, name):
     acc = accuracy_on(datasets_dir, name, "ds")
     assert acc >= DS_REFERENCE[name] - 0.005, (name, acc)

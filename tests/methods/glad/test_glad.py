@@ -20,6 +20,7 @@ from crowdagg.io.read import read_task_labels
 from crowdagg.methods.api import aggregate
 from crowdagg.methods.glad.glad import Glad, GladForm
 from crowdagg.methods.model_file import from_json, to_json
+from tests.tiers import quick_case
 
 
 def quiet(*args, **kwargs):
@@ -180,7 +181,7 @@ CROWDKIT_GLAD = {"bluebird": 0.7222, "rte": 0.9250, "dog": 0.8340, "web": 0.8213
                  "temp": 0.9351}
 
 
-@pytest.mark.parametrize("name", list(CROWDKIT_GLAD))
+@pytest.mark.parametrize("name", quick_case(CROWDKIT_GLAD, "bluebird", "glad"))
 def test_accuracy_on_real_data_matches_or_beats_crowdkit(datasets_dir, name):
     data = load_annotations(datasets_dir / name / "labels.csv", duplicates="last")
     truth = read_task_labels(datasets_dir / name / "truth.csv")
