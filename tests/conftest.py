@@ -47,6 +47,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # xdist's workers share the cores: each fit (numba, torch) on cores / workers threads, unless CROWDAGG_THREADS
+    # says otherwise.  Two workers of two threads each on two cores made torch's training 4x slower (its threads
+    # spin waiting for each other), and made the run's time depend on what else the machine ran.
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if workers and "CROWDAGG_THREADS" not in os.environ:
+        from crowdagg.core.threads import all_cores
+
+        os.environ["CROWDAGG_THREADS"] = str(max(1, all_cores() // int(workers)))
     config.addinivalue_line("markers", "slow: uses real data, a Dask cluster, a subprocess, torch training or the "
                             "crowd-kit oracle (set from what the test uses, tests/tiers.py); `pytest --full` runs it")
     config.addinivalue_line("markers", "quick(*methods): stays in the quick tier whatever it uses; methods: those "

@@ -105,6 +105,7 @@ def reference_glad(data, n_iter=500, alpha_mean=1.0, beta_mean=1.0):
     return post, alpha, lb
 
 
+@pytest.mark.slow  # the pure-Python reference EM to 500 iterations: 80 s on a loaded machine
 def test_agrees_with_the_slow_reference_on_bluebird(bluebird):
     post, alpha, log_beta = reference_glad(bluebird)
     fit = aggregate(bluebird, "glad", tol=1e-13, max_iter=500)
