@@ -66,7 +66,7 @@ class Uses:
         if any(m == "crowdkit" or m.startswith("crowdkit.") for m in self.modules | self.strings):
             found.add(ORACLE)
         trainer = "get_trainer" in self.names or any(m.startswith("crowdagg.learning.methods.") for m in self.modules)
-        if "fit" in self.names and trainer or "train" in self.strings and "CliRunner" in self.names:
+        if ("fit" in self.names and trainer) or ("train" in self.strings and "CliRunner" in self.names):
             found.add(TRAINING)
         return found
 
@@ -98,7 +98,7 @@ def _uses(fn: Callable) -> Uses:
         return Uses()
     if code in _CACHE:
         return _CACHE[code]
-    uses = _CACHE[code] = Uses()  # in the cache before the walk: a helper that recurses is read once
+    uses = _CACHE[code] = Uses()  # cached before the walk: helpers that call each other end the recursion
     todo = [code]
     while todo:
         inner = todo.pop()
