@@ -1,6 +1,18 @@
 """The test suite: what it checks.
 
-``python -m pytest`` (the README's second set-up command) runs, among others:
+Two tiers (``tests/tiers.py``).  ``python -m pytest`` runs the quick tier;
+``python -m pytest --full`` (what ``.ci/run`` runs) every test.  A test is
+slow, and left to ``--full``, when it or its fixtures use the real datasets,
+a Dask cluster, a subprocess, torch training or crowd-kit itself -- read from
+their code, never listed by name; ``@pytest.mark.quick`` keeps one in the
+quick tier anyway: one real-data test per method family (bluebird's ds, glad
+and mf, rte's spectral, bluebird/mv's golden bytes, ``crowdagg train`` on
+music), a real ``python -m crowdagg aggregate`` process, and each module's
+cheapest test where all of its tests are slow.  Registry-wide tests fit each
+method with its declared ``quick_params``.  ``tests/test_tiers.py`` checks
+all of this.
+
+Across both tiers the suite runs, among others:
 
 - a contract test over every registered method: posteriors are finite and sum
   to 1, every input task appears once and in input order, the same seed gives

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -290,6 +291,7 @@ def test_train_benchmark_quick_prints_every_table(tmp_path, datasets_dir):
     assert [r["method"] for r in rows["speed"]["real"]] == rows["methods"]
 
 
+@pytest.mark.quick  # a benchmark script in a real process, refused before any work
 def test_moments_objective_refuses_more_sweeps_than_cnmf_takes(tmp_path):
     """--sweeps beyond cnmf's max_iter (10,000,000) passed the ≥ 1 check and ended in a traceback of cnmf's
     UsageError after the first dataset was loaded; it is an argparse error, before anything is read."""

@@ -30,11 +30,20 @@ from pandas.testing import assert_frame_equal, assert_index_equal, assert_series
 
 from crowdagg import crowdkit as ours
 
-with warnings.catch_warnings():  # crowd-kit's imports (transformers, nltk) warn about optional extras
-    warnings.simplefilter("ignore")
-    ck = pytest.importorskip("crowdkit.aggregation")
+from .conftest import DATASETS
 
-from .conftest import DATASETS  # noqa: E402
+
+class _CrowdKit:
+    """``crowdkit.aggregation``, imported when a test first asks it for a class (its import, a second or more, is
+    then the oracle tests' own, not every collection's); a test skips, saying why, where crowd-kit is missing."""
+
+    def __getattr__(self, name: str):
+        with warnings.catch_warnings():  # crowd-kit's imports (transformers, nltk) warn about optional extras
+            warnings.simplefilter("ignore")
+            return getattr(pytest.importorskip("crowdkit.aggregation"), name)
+
+
+ck = _CrowdKit()
 
 CATEGORICAL = sorted(p.name for p in DATASETS.iterdir() if (p / "labels.csv").is_file() and p.name != "emotion") \
     if DATASETS.is_dir() else []

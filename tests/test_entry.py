@@ -309,6 +309,7 @@ def test_an_endless_binary_stream_is_refused_at_once():
     assert proc.returncode == 1 and "/dev/zero: not a text file" in one_error_line(proc.stderr)
 
 
+@pytest.mark.quick  # the installed entry point in a real process, once
 def test_help_with_stdout_closed_is_an_error():
     proc = subprocess.run(["bash", "-c", " ".join(f"'{c}'" for c in CMD) + " --help >&-"], stderr=subprocess.PIPE,
                           text=True, timeout=120, env=env())

@@ -63,7 +63,8 @@ import re
 import sys
 import threading
 from collections.abc import Iterator, Mapping, MutableMapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from ..errors import UsageError, param
@@ -421,6 +422,14 @@ class Method:
     known labels that clamp tasks, ``init_workers`` that it saves a worker
     model and starts from one.  Methods are listed by ``rank`` (then name):
     mv 10, wmv 20, wawa 30, ds 40, onecoin 50.
+
+    ``quick_params`` are the method's cheap settings for tests (fewer
+    iterations, restarts or samples, a smaller network, fewer epochs): a few
+    of its declared parameters, checked as the library checks them, that
+    keep every part of the method running at a fraction of its defaults'
+    cost.  The registry-wide tests (``tests/``) fit every method with them,
+    so a new method is tested quickly without its name in a test.  Not a
+    recommendation for real data.
     """
 
     name: str
@@ -435,6 +444,7 @@ class Method:
     engines: tuple[str, ...] = ("local",)
     requires: str = ""  # an optional extra ("train"), checked without importing it
     rank: int = 1000
+    quick_params: Mapping[str, Any] = field(default_factory=dict, hash=False)  # cheap settings for tests
 
     def __post_init__(self) -> None:
         # Declaration errors are the method author's: they fail the family's import, which fails alone.
@@ -455,6 +465,17 @@ class Method:
                             "for themselves")
         if len(set(names)) != len(names):
             raise TypeError(f"method {self.name!r}: a parameter is declared twice in {names}")
+        # read-only and the declaration's own (families share one dict of settings between their methods)
+        object.__setattr__(self, "quick_params", MappingProxyType(dict(self.quick_params)))
+        for name, value in self.quick_params.items():
+            if name not in names:
+                raise TypeError(f"method {self.name!r}: quick_params sets {name!r}, which it does not declare")
+            declared = self.params[names.index(name)]
+            if declared.kind not in ("method", "methods"):  # those are checked against the registry, being built
+                try:
+                    declared.check(value)
+                except UsageError as exc:
+                    raise TypeError(f"method {self.name!r}: quick_params: {exc}") from None
 
     @property
     def param_names(self) -> tuple[str, ...]:

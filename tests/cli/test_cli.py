@@ -1691,6 +1691,7 @@ def test_a_fifo_read_twice_is_refused_not_waited_on_forever(tmp_path, args, user
     ]
 
 
+@pytest.mark.quick  # the quick tier's real process: `python -m crowdagg aggregate` end to end
 def test_a_file_that_is_also_standard_input_but_read_once_is_fine(tmp_path):
     src = tmp_path / "in.csv"
     src.write_text(SMALL_CSV)

@@ -23,6 +23,7 @@ def saved(tmp_path_factory):
     return folder, model, result.stdout
 
 
+@pytest.mark.quick  # the module's one training run (300 tasks, 10 small epochs), then predict
 def test_the_round_trip_gives_the_saved_models_exact_probabilities(saved):
     from crowdagg.learning.model_file import load
 

@@ -90,6 +90,7 @@ def frame(text: str) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------- the design card
+@pytest.mark.quick("crowdlayer")  # the trainers' real-data test: 2 epochs on music
 def test_the_design_card_one_liner_on_a_dataset_folder(tmp_path, datasets_dir):
     """``crowdagg train --features feats.npy --method crowdlayer`` in a copy of the music folder."""
     for name in ("labels.csv", "tasks.txt"):

@@ -209,16 +209,19 @@ def test_parquet_files_give_the_local_readers_partitions_and_bit_identical_sums(
     assert none is None and np.array_equal(again, want)
 
 
+#: Partitions of the small crowd's 3 blocks of which three hold none (and no task).
+EMPTY_PARTS = [0, 0, 1, 1, 3, 3]
+
+
 def test_an_empty_partition_works(client, small_files):
-    """Partitions that hold no block (and no task) give empty sums and outputs; the total is unchanged; every
-    method gives the local engine's bytes."""
+    """Partitions that hold no block (and no task) give empty sums and outputs; the total is unchanged."""
     from crowdagg.io.dask_read import read_distributed
 
     files = small_files
     local = load_annotations(files)
     n = LocalEngine(local).n_blocks
     assert n == 3
-    data, engine = read_distributed(files, client, partitions=[0, 0, 1, 1, 3, 3])
+    data, engine = read_distributed(files, client, partitions=EMPTY_PARTS)
     try:
         parts = client.gather(engine.parts)
         assert [p.n_tasks == 0 for p in parts] == [True, False, True, False, True]
@@ -228,8 +231,20 @@ def test_an_empty_partition_works(client, small_files):
         (got, _), outs = engine.map_reduce(_cell_sums, weights, keep=True)
         assert np.array_equal(got, want)
         assert np.array_equal(engine.gather(outs)[0], local.answers_per_task)
-        for method in DASK_METHODS:
-            _assert_same_fit(method, (data, engine), get_method(method)(**_short(method)).fit(local), **_short(method))
+    finally:
+        engine.close()
+
+
+@pytest.mark.parametrize("method", DASK_METHODS)
+def test_every_method_gives_the_local_bytes_with_empty_partitions(client, small_files, method):
+    """Each method on partitions of which some hold no block: the local engine's bytes (one test per method, so
+    that xdist spreads them)."""
+    from crowdagg.io.dask_read import read_distributed
+
+    local = load_annotations(small_files)
+    data, engine = read_distributed(small_files, client, partitions=EMPTY_PARTS)
+    try:
+        _assert_same_fit(method, (data, engine), get_method(method)(**_short(method)).fit(local), **_short(method))
     finally:
         engine.close()
 
@@ -339,8 +354,9 @@ def _assert_same_fit(method: str, read, want, **params) -> None:
 
 
 def _short(method: str) -> dict:
-    """A capped run (the same cap on both engines): the comparison needs iterations, not convergence."""
-    return {"max_iter": 15} if "max_iter" in get_method(method).params() else {}
+    """The method's declared quick settings (the same on both engines): the comparison needs iterations, not
+    convergence."""
+    return dict(METHODS[method].quick_params)
 
 
 @pytest.mark.parametrize(("method", "n_parts"), [("ds", 1), ("ds", 2)] + [(m, 7) for m in DASK_METHODS])
@@ -375,7 +391,7 @@ def test_real_datasets_give_the_local_readers_partitions_and_bytes(client, datas
         try:
             _assert_same_partitions(data, local, engine, client)
             for method in dict.fromkeys(["ds", DASK_METHODS[i % len(DASK_METHODS)]] if DASK_METHODS else []):
-                params = {"max_iter": 5} if "max_iter" in get_method(method).params() else {}
+                params = _short(method)
                 _assert_same_fit(method, (data, engine), get_method(method)(**params).fit(local), **params)
         finally:
             engine.close()
@@ -687,6 +703,7 @@ def test_the_client_views_derived_answer_arrays_refuse_too(client, small_files):
     assert np.array_equal(data.worker_ptr, load_annotations(small_files[:1]).worker_ptr)
 
 
+@pytest.mark.quick  # the module's one test without a cluster: it checks none is started
 def test_cli_what_dask_does_not_read_is_refused_before_a_cluster_starts(monkeypatch, tmp_path):
     """Standard input and a JSON file: exit 2 before a LocalCluster is started (which took seconds)."""
     import crowdagg.engine.dask as dask_engine

@@ -16,11 +16,12 @@ import pytest
 from typer.testing import CliRunner
 
 from crowdagg.cli import app
+from tests.tiers import quick_case
 
 GOLDEN = json.loads((Path(__file__).parent.parent / "golden" / "cli_outputs.json").read_text())
 
 
-@pytest.mark.parametrize("case", sorted(GOLDEN))
+@pytest.mark.parametrize("case", quick_case(sorted(GOLDEN), "bluebird/mv/csv", "mv"))
 def test_outputs_are_byte_identical_to_the_pre_arrow_writers(case, datasets_dir, tmp_path):
     ds, method, ext = case.split("/")
     out, workers = tmp_path / f"o.{ext}", tmp_path / f"w.{ext}"

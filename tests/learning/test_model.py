@@ -18,6 +18,7 @@ def model_and_x(separable):
     return result.model_params["model"], x
 
 
+@pytest.mark.quick  # the module's model: two epochs of an 8-unit network
 def test_predict_proba_takes_auto_and_any_array_like(model_and_x):
     """device="auto" (what the trainers take) reached torch.device and raised its RuntimeError."""
     model, x = model_and_x

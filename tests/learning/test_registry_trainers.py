@@ -9,6 +9,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from crowdagg.errors import UsageError
@@ -92,3 +93,26 @@ def test_an_aggregators_name_asked_of_the_trainers_says_which_command_takes_it()
     with pytest.raises(UnknownMethod, match="unknown method 'nope'; valid methods: .*crowdlayer"):
         get_trainer("nope")
     assert "crowdlayer" not in METHODS and "ds" not in TRAINERS
+
+
+@pytest.mark.quick  # two epochs of an 8-unit network on 60 tasks: the cost of a few forward passes
+@pytest.mark.parametrize("name", list(TRAINERS))
+def test_every_trainer_fits_with_its_quick_settings(name):
+    """Each trainer, with its declared quick settings (:attr:`Method.quick_params`): a model of the declared size,
+    posteriors over the classes for every task, the declared epochs run, the same bytes from the same seed."""
+    from crowdagg.simulate import simulate
+    from crowdagg.simulate.features import gaussian_features
+
+    crowd = simulate(n_tasks=60, n_workers=6, n_classes=3, per_task=3, seed=1)
+    data = crowd.to_annotations()
+    order = np.array([int(t[1:]) for t in data.task_names])  # simulated task names are t<index>
+    x = gaussian_features(crowd.truth, 3, dim=4, separation=3.0, seed=2)[order]
+    quick = TRAINERS[name].quick_params
+    assert {"epochs", "hidden"} <= set(quick)
+    fit = get_trainer(name).load()(seed=0, **quick).fit(data, x)
+    assert fit.posteriors.shape == (60, 3) and np.allclose(fit.posteriors.sum(axis=1), 1.0)
+    assert fit.labels.shape == (60,) and set(fit.labels.tolist()) <= {0, 1, 2}
+    assert fit.n_iter <= quick["epochs"] and len(fit.objective) == fit.n_iter
+    assert fit.model_params["model"].predict_proba(x).shape == (60, 3)
+    again = get_trainer(name).load()(seed=0, **quick).fit(data, x)
+    assert np.array_equal(again.posteriors, fit.posteriors)

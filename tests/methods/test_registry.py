@@ -890,3 +890,36 @@ def test_a_long_or_multi_line_value_is_named_by_its_type_in_one_line():
     long_text = "x" * 100  # text is shown as typed, however long
     with pytest.raises(UsageError, match=f"got '{long_text}'$"):
         INIT.check(long_text)
+
+
+# --------------------------------------------------------------------------- quick settings for tests
+def test_every_iterative_method_declares_cheaper_quick_settings_than_its_defaults():
+    """quick_params are declared parameters (checked at declaration) and cut the cost: a cap below the default."""
+    from crowdagg.methods.registry import TRAINERS
+
+    for name, m in {**METHODS, **TRAINERS}.items():
+        for key, value in m.quick_params.items():
+            assert m.param(key).check(value) == value, (name, key)
+        for cap in ("max_iter", "epochs"):
+            if cap in m.param_names:
+                assert m.quick_params.get(cap, m.param(cap).default) < m.param(cap).default, (name, cap)
+
+
+@pytest.mark.parametrize(("quick", "words"), [
+    ({"nope": 1}, "method 'x': quick_params sets 'nope', which it does not declare"),
+    ({"seed": -1}, "method 'x': quick_params: seed must be an integer in [0, 9223372036854775807], got -1"),
+    ({"seed": "3"}, "method 'x': quick_params: seed must be an integer in [0, 9223372036854775807], got '3'"),
+])
+def test_quick_params_are_checked_where_they_are_declared(quick, words):
+    with pytest.raises(TypeError, match=re.escape(words)):
+        Method("x", "m:C", "s", "model", "ref", (SEED,), quick_params=quick)
+
+
+def test_quick_params_are_the_declarations_own_and_read_only():
+    shared = {"seed": 3}
+    m = Method("x", "m:C", "s", "model", "ref", (SEED,), quick_params=shared)
+    shared["seed"] = 4  # a family's shared dict changed later: not this declaration
+    assert dict(m.quick_params) == {"seed": 3}
+    with pytest.raises(TypeError):
+        m.quick_params["seed"] = 5  # type: ignore[index]
+    assert hash(m) == hash(Method("x", "m:C", "s", "model", "ref", (SEED,)))  # hashable, settings aside

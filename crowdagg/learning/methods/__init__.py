@@ -32,6 +32,9 @@ TRAIN_PARAMS = (
           "every epoch; the best is kept either way)", 0, 100000),
 )
 
+#: Every trainer's cheap settings for tests (:attr:`Method.quick_params`): two epochs of a small network.
+QUICK = {"epochs": 2, "hidden": 8, "batch_size": 32, "device": "cpu"}
+
 _DS_FEATURES = ("y_n ~ Cat(f_θ(x_n)); worker m answers ~ Cat(A_m[:, y_n]) independently (A_m: columns on the "
                 "simplex, A_m[answer, true]).")
 
@@ -70,7 +73,7 @@ DECLARATIONS = (
         "identity (MW connection); the mean over the batch's answers.",
         "Rodrigues & Pereira, Deep learning from crowds, AAAI 2018",
         TRAIN_PARAMS,
-        kind="trainer", requires="train", rank=10,
+        kind="trainer", requires="train", rank=10, quick_params=QUICK,
     ),
     Method(
         "raykar", "crowdagg.learning.methods.raykar:Raykar",
@@ -84,7 +87,7 @@ DECLARATIONS = (
             Param("smoothing", float, 1.0, "Dirichlet pseudo-count per confusion cell in the M-step (1: the MAP of "
                   "spark-crowd's Beta(2, 2) prior)", 0.0, 1e9, "Dirichlet(1 + s) prior"),
         ),
-        kind="trainer", requires="train", rank=40,
+        kind="trainer", requires="train", rank=40, quick_params=QUICK,
     ),
     Method(
         "mv-then-train", "crowdagg.learning.methods.twostage:MVThenTrain",
@@ -94,7 +97,7 @@ DECLARATIONS = (
         "classifier's.",
         "the MV-then-train baseline of Rodrigues & Pereira, AAAI 2018 and Cao et al. (Max-MIG), ICLR 2019",
         TRAIN_PARAMS + (_TARGETS,),
-        kind="trainer", requires="train", rank=50,
+        kind="trainer", requires="train", rank=50, quick_params=QUICK,
     ),
     Method(
         "ds-then-train", "crowdagg.learning.methods.twostage:DSThenTrain",
@@ -104,7 +107,7 @@ DECLARATIONS = (
         "with targets=soft). The inferred labels are the classifier's.",
         "Dawid & Skene 1979, then a classifier: the DS-then-train baseline of Albarqouni et al. (AggNet), 2016",
         TRAIN_PARAMS + (_TARGETS,),
-        kind="trainer", requires="train", rank=51,
+        kind="trainer", requires="train", rank=51, quick_params=QUICK,
     ),
     Method(
         "tracereg", "crowdagg.learning.methods.tracereg:TraceReg",
@@ -122,7 +125,7 @@ DECLARATIONS = (
                   "the diagonal for K = 10 (the paper's listing)", 0.0, 50.0, paper="δ"),
             _confusion_lr_scale(10.0),
         ),
-        kind="trainer", requires="train", rank=20,
+        kind="trainer", requires="train", rank=20, quick_params=QUICK,
     ),
     Method(
         "geocrowdnet", "crowdagg.learning.methods.geocrowdnet:GeoCrowdNet",
@@ -132,7 +135,7 @@ DECLARATIONS = (
         "Ibrahim, Nguyen & Fu, Deep learning from crowdsourced labels: coupled cross-entropy minimization, "
         "identifiability, and regularization, ICLR 2023",
         TRAIN_PARAMS + _GEOCROWDNET_F_PARAMS,
-        kind="trainer", requires="train", rank=30,
+        kind="trainer", requires="train", rank=30, quick_params=QUICK,
     ),
     Method(
         "geocrowdnet-f", "crowdagg.learning.methods.geocrowdnet:GeoCrowdNetF",
@@ -142,7 +145,7 @@ DECLARATIONS = (
         "Ibrahim, Nguyen & Fu, Deep learning from crowdsourced labels: coupled cross-entropy minimization, "
         "identifiability, and regularization, ICLR 2023",
         TRAIN_PARAMS + _GEOCROWDNET_F_PARAMS,
-        kind="trainer", requires="train", rank=31,
+        kind="trainer", requires="train", rank=31, quick_params=QUICK,
     ),
     Method(
         "geocrowdnet-w", "crowdagg.learning.methods.geocrowdnet:GeoCrowdNetW",
@@ -152,6 +155,6 @@ DECLARATIONS = (
         "Ibrahim, Nguyen & Fu, Deep learning from crowdsourced labels: coupled cross-entropy minimization, "
         "identifiability, and regularization, ICLR 2023",
         TRAIN_PARAMS + _GEOCROWDNET_W_PARAMS,
-        kind="trainer", requires="train", rank=32,
+        kind="trainer", requires="train", rank=32, quick_params=QUICK,
     ),
 )

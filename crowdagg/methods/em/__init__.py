@@ -26,6 +26,7 @@ DECLARATIONS = (
          N_INIT, INIT),
         gold=True, init_workers=True,
         kind="categorical", engines=("local", "dask"), rank=40,
+        quick_params={"max_iter": 15},
     ),
     Method(
         "onecoin", "crowdagg.methods.em.onecoin:OneCoinDawidSkene",
@@ -39,5 +40,6 @@ DECLARATIONS = (
          N_INIT, INIT),
         gold=True, init_workers=True,
         kind="categorical", engines=("local", "dask"), rank=50,
+        quick_params={"max_iter": 15},
     ),
 )

@@ -33,5 +33,6 @@ DECLARATIONS = (
          INIT),
         gold=True, init_workers=True,
         kind="categorical", engines=("local",), rank=60,
+        quick_params={"max_iter": 15},
     ),
 )

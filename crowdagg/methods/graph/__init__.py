@@ -49,6 +49,7 @@ _BP = Method(
      Param("start", "choice", "vote", "vote (task messages from the soft majority vote) or uniform "
            "(worker messages 1/K, deepBP's)", choices=("vote", "uniform"))),
     gold=True, kind="categorical", engines=("local",), rank=100,
+    quick_params={"max_iter": 15, "samples": 50},
 )
 
 _MF = Method(
@@ -71,6 +72,7 @@ _MF = Method(
            "pseudo-task per class)", 1e-6, 1e9, "γ"),
      INIT),
     gold=True, kind="categorical", engines=("local", "dask"), rank=110,
+    quick_params={"max_iter": 15},
 )
 
 _KOS = Method(
@@ -88,6 +90,7 @@ _KOS = Method(
      Param("tol", float, 1e-6, "stop when no normalised message changes by more than this; 0 runs max_iter",
            0.0, 0.5)),
     gold=True, kind="categorical", engines=("local",), rank=120,
+    quick_params={"max_iter": 15},
 )
 
 

@@ -83,6 +83,7 @@ DECLARATIONS: tuple[Method, ...] = (
                "answer counts, largest workers first) or round-robin (worker code mod 3, the authors' code)",
                choices=("balanced", "round-robin"))),
         gold=True, kind="categorical", engines=("local", "dask"), rank=70,
+        quick_params={"restarts": 10, "power_iter": 20, "refine_iter": 15},
     ),
     Method(
         "cpd", "crowdagg.methods.moments.cpd:CoupledCPD",
@@ -102,6 +103,7 @@ DECLARATIONS: tuple[Method, ...] = (
                "many tasks (their K^3 histograms are noisy below; none kept: 1st/2nd order only, with a "
                "warning)", 1, 10**9)),
         gold=True, kind="categorical", engines=("local", "dask"), rank=80,
+        quick_params={"max_iter": 15, "inner_iter": 5},
     ),
     Method(
         "multispa", "crowdagg.methods.moments.multispa:MultiSPA",
@@ -123,5 +125,6 @@ DECLARATIONS: tuple[Method, ...] = (
         _IBRAHIM + " (MultiSPA-KL)",
         (*SHARED, refine("none"), max_iter(10, "max_iter"), tol(1e-6), _MIN_PARTNERS, _PRIOR),
         gold=True, kind="categorical", engines=("local", "dask"), rank=95,
+        quick_params={"max_iter": 5},
     ),
 )

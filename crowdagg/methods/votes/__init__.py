@@ -24,6 +24,7 @@ DECLARATIONS = (
         "Li & Yu, Error rate bounds and iterative weighted majority voting for crowdsourcing, arXiv:1411.4086",
         (SEED, max_iter(50)),
         kind="categorical", engines=("local", "dask"), rank=20,
+        quick_params={"max_iter": 15},
     ),
     Method(
         "wawa", "crowdagg.methods.votes.wawa:Wawa",

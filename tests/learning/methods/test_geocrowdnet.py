@@ -94,6 +94,7 @@ def test_each_confusion_start_learns(separable, init):
     assert (result.labels == truth).mean() > (vote == truth).mean() + 0.03
 
 
+@pytest.mark.quick  # the small fast variant: one epoch at lr 1e-8 of an 8-unit network
 def test_the_counts_start_is_the_soft_vote_count_matrix_on_the_log_scale(separable):
     data, x, _, crowd = separable
     # at a negligible learning rate the fitted confusions are the start: rows of the counts against the soft vote

@@ -59,6 +59,7 @@ def test_the_same_seed_gives_identical_arrays(separable, fitted):
     assert np.array_equal(again.objective, fitted.objective)
 
 
+@pytest.mark.quick  # one epoch at lr 1e-8: the start, not training
 def test_the_confusions_start_near_the_identity_as_the_listing(separable):
     data, x, _, _ = separable
     # one epoch at a tiny learning rate: the matrices are still rownorm(softplus(6I - 5))

@@ -119,6 +119,7 @@ def test_same_seed_same_result(crowd, fits):
     np.testing.assert_array_equal(first.worker_params["confusion"], again.worker_params["confusion"])
 
 
+@pytest.mark.quick  # one epoch of a linear model on 200 tasks
 def test_tasks_whose_answers_are_all_held_out_are_not_trained_on_and_not_warned_about():
     import warnings
 

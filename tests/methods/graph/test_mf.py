@@ -16,6 +16,7 @@ from crowdagg.methods.api import aggregate
 from crowdagg.methods.graph.mf import MeanField
 from crowdagg.methods.variational import dirichlet_kl, expected_log
 from crowdagg.simulate import simulate
+from tests.tiers import quick_case
 
 
 # --------------------------------------------------------------------------- the reference
@@ -218,7 +219,7 @@ def test_dask_engine_gives_the_local_bytes(tmp_path):
 REAL = {"rte": 0.9287, "dog": 0.8389, "web": 0.8017, "temp": 0.9416, "bluebird": 0.8889}
 
 
-@pytest.mark.parametrize("name", sorted(REAL))
+@pytest.mark.parametrize("name", quick_case(sorted(REAL), "bluebird", "mf"))
 def test_real_data_accuracy(datasets_dir, name):
     from crowdagg.io.read import load_annotations, read_task_labels
     from crowdagg.reports.evaluate import evaluate_labels

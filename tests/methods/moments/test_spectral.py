@@ -20,6 +20,7 @@ from crowdagg.kernels import cooc
 from crowdagg.methods.moments import spectral
 from crowdagg.methods.registry import get
 from crowdagg.simulate import simulate
+from tests.tiers import quick_case
 
 from .common import assert_decoded, fallback_conf
 
@@ -385,7 +386,7 @@ def accuracy(data: AnnotationSet, labels: np.ndarray, truth: pd.DataFrame) -> fl
     return 100.0 * float(np.mean([named.get(t) == y for t, y in zip(truth["task"], truth["label"])]))
 
 
-@pytest.mark.parametrize("name", sorted(PUBLISHED))
+@pytest.mark.parametrize("name", quick_case(sorted(PUBLISHED), "rte", "spectral"))
 def test_spectral_ds_on_the_real_datasets(datasets_dir, name):
     from crowdagg.io.read import load_annotations
 
