@@ -123,7 +123,7 @@ def test_a_reduction_leaves_no_reference_cycle_holding_its_sums():
     enabled = gc.isenabled()
     gc.disable()
     try:
-        nodes = tree.reduce_range(0, n, n, lambda b: held[b])
+        nodes = tree.reduce_range(0, n, n, held.__getitem__)
         total = tree.combine(nodes, n)
         assert total.tolist() == [15.0] * 3
         assert tree.cover(1, 5, n) == [(0, 1), (1, 1), (0, 4)]
