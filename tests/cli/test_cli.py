@@ -1903,3 +1903,42 @@ def test_every_ambiguous_role_in_one_error_line(runner, tmp_path):
         "or set --worker-col); 2 candidate label columns: 'answer', 'response' (set --label-col to pick one); "
         "found columns: 'item', 'question', 'rater_name', 'answer', 'response'"
     )
+
+
+# --------------------------------------------------------------------------- the fit's summary line (issue 29)
+@pytest.mark.parametrize(("method", "pattern"), [
+    ("ds", r"ds: \d+ iterations, (converged|not converged), \d+\.\d\d s"),
+    ("mv", r"mv: \d+\.\d\d s"),
+])
+def test_aggregate_sums_its_fit_up_in_one_line_on_a_terminal_only(monkeypatch, small_csv, method, pattern):
+    import io as _io
+    import re
+
+    from crowdagg import load_annotations
+    from crowdagg.cli import pipeline
+
+    class Terminal(_io.StringIO):
+        def isatty(self):
+            return True
+
+    data = load_annotations(small_csv)
+    screen = Terminal()
+    monkeypatch.setattr(sys, "stderr", screen)
+    result = pipeline.fit(data, method, {}, quiet=True, max_memory=None, summary=True)
+    assert screen.getvalue() == ""  # --quiet
+    pipeline.fit(data, method, {}, quiet=False, max_memory=None, summary=True)
+    shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen.getvalue())  # the progress display's own codes
+    lines = [ln for ln in shown.splitlines() if ln.startswith(f"{method}:")]
+    assert len(lines) == 1 and re.fullmatch(pattern, lines[0]), screen.getvalue()
+    if result.n_iter:
+        assert lines[0].startswith(f"ds: {result.n_iter} iterations, {'converged' if result.converged else 'not'}")
+    piped = _io.StringIO()
+    monkeypatch.setattr(sys, "stderr", piped)
+    pipeline.fit(data, method, {}, quiet=False, max_memory=None, summary=True)
+    assert piped.getvalue() == ""
+
+
+def test_aggregate_piped_prints_no_summary_line(runner, small_csv):
+    result = invoke(runner, "aggregate", small_csv, "-m", "ds")
+    ok(result)
+    assert "iterations" not in result.stderr and " s\n" not in result.stderr
