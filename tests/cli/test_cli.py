@@ -1942,3 +1942,23 @@ def test_aggregate_piped_prints_no_summary_line(runner, small_csv):
     result = invoke(runner, "aggregate", small_csv, "-m", "ds")
     ok(result)
     assert "iterations" not in result.stderr and " s\n" not in result.stderr
+
+
+# --------------------------------------------------------------------------- evaluate against itself (issue 29)
+def test_evaluate_refuses_the_truth_as_its_own_prediction(runner, tmp_path, monkeypatch):
+    """The tour's `> truth.csv` inside a data set's folder overwrote the truth, and `evaluate truth.csv --truth
+    truth.csv` scored 1.0 without a word: one file by any spelling is refused; a copy is scored."""
+    import os
+
+    truth = tmp_path / "truth.csv"
+    truth.write_text("task,label\nt1,a\nt2,b\nt3,a\n")
+    (tmp_path / "link.csv").symlink_to(truth)
+    os.link(truth, tmp_path / "hard.csv")
+    monkeypatch.chdir(tmp_path)
+    for given in ("truth.csv", str(truth), "./truth.csv", "link.csv", "hard.csv", f"{tmp_path}/../{tmp_path.name}/truth.csv"):
+        err = assert_one_error_line(invoke(runner, "evaluate", given, "--truth", "truth.csv"), 2)
+        assert "PREDICTIONS and --truth are the same file" in err and "1.0" in err
+    (tmp_path / "copy.csv").write_bytes(truth.read_bytes())
+    result = invoke(runner, "evaluate", "copy.csv", "--truth", "truth.csv")
+    ok(result)
+    assert "accuracy,1.0" in result.stdout
