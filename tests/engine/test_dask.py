@@ -1244,3 +1244,24 @@ def test_a_real_scheduler_passes_the_probe_and_garbage_is_one_error_line(client,
     assert got.stderr == (f"Error: no Dask scheduler answered at {address!r} (its first 8 bytes announce a "
                           "3,256,153,323,631,825,747-byte message, not Dask's handshake): give the address a Dask "
                           "scheduler prints (tcp://host:8786)\n")
+
+
+def test_the_readers_warnings_name_the_cli_options_on_either_engine(client, tmp_path):
+    """The workers' warnings reached the client as text already worded for the library ('set blank_labels to
+    error', "set rejected to 'keep'") where the local engine's CLI says --blank-labels, --rejected: the workers
+    send the templates, and the CLI words them as it words every message."""
+    from tests.io.test_platforms import MTURK_RADIO_ROWS, _mturk_radio_csv
+
+    blank = tmp_path / "blank.csv"
+    blank.write_text("task,worker,label\nt1,w1,a\nt2,w1,\nt1,w2,a\nt2,w2,b\n")
+    batch = tmp_path / "Batch_5012345_batch_results.csv"
+    batch.write_text(_mturk_radio_csv(MTURK_RADIO_ROWS), newline="")
+    for path, flag in ((blank, "--blank-labels to error"), (batch, "--rejected to 'keep'")):
+        local = _cli(str(path), "-m", "mv")
+        remote = _cli(str(path), "-m", "mv", "--engine", "dask", "--scheduler", client.scheduler.address)
+        assert local.exit_code == remote.exit_code == 0, remote.stderr
+        said = [ln for ln in remote.stderr.splitlines() if ln.startswith("Warning:") and flag in ln]
+        assert said and all(ln in local.stderr.splitlines() for ln in said), (local.stderr, remote.stderr)
+        assert "set blank_labels" not in remote.stderr and "set rejected" not in remote.stderr
+    with pytest.warns(Warning, match="set blank_labels to error"):  # the library keeps its keywords
+        aggregate([str(blank)], "mv", engine="dask", client=client)
