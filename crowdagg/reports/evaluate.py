@@ -89,10 +89,10 @@ def evaluate_labels(
         )
     pred = np.asarray([predicted[t] for t in common], dtype=object)
     true = np.asarray([truth[t] for t in common], dtype=object)
-    for side, values in (("predicted", pred), ("truth", true)):
-        gap = next((i for i, v in enumerate(values.tolist()) if _missing(v)), None)
+    for side, given in (("predicted", pred), ("truth", true)):
+        gap = next((i for i, v in enumerate(given.tolist()) if _missing(v)), None)
         if gap is not None:
-            raise DataError(f"{param(side)} has no label for task {common[gap]!r} ({values[gap]!r}); drop the "
+            raise DataError(f"{param(side)} has no label for task {common[gap]!r} ({given[gap]!r}); drop the "
                             "task or give its label")
     true_set = set(truth.values())
     foreign = sorted({p for p in pred.tolist() if p not in true_set}, key=_order_key)
