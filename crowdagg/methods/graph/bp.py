@@ -196,11 +196,11 @@ class BeliefPropagation(IterativeAggregator):
 
     def memory_needed(self, data: AnnotationSet) -> tuple[float, str]:
         # two message arrays and their next sweep's (answers × K each), the worker-order positions and gathered
-        # rows (answers), beliefs (tasks × K) twice, the final means (workers × K² per block held)
+        # rows (answers), beliefs (tasks × K) twice, the final means and effective numbers (workers × (K + 1) × K)
         # and the points: their confusions twice (two layouts) and a compacted copy and prefix products per thread
         a, n, k, w = data.n_answers, data.n_tasks, data.n_classes, data.n_workers
         g = self.grid if self.worker_model == "one-coin" else self.samples
-        need = 8.0 * (5 * a * k + 3 * a + 3 * n * k + 2 * w * k * k + 4 * g * k * k + 70 * g)
+        need = 8.0 * (5 * a * k + 3 * a + 3 * n * k + 2 * w * (k + 1) * k + 4 * g * k * k + 70 * g)
         return need, f"{a:,} answers × {k:,} classes (messages), {n:,} tasks, {w:,} workers"
 
     def _start(self, data: AnnotationSet, checked: FitContext, start: int, rng: np.random.Generator) -> tuple[BPState, None]:
