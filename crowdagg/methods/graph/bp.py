@@ -291,8 +291,9 @@ def _check_samples(data: AnnotationSet, spread: np.ndarray, samples: int) -> Non
             f"bp: the confusion model's Monte-Carlo messages are degenerate: {int(few.sum()):,} worker(s) holding "
             f"{share:.0%} of the answers each rest on fewer than {DEGENERATE_ESS:g} of the {samples:,} prior draws "
             f"(a {k}×{k} confusion per worker is not integrated by draws from the prior once a worker has many "
-            f"answers), so the labels are those of random confusions and change with {param('seed')}; use ds or mf "
-            f"(the same model, fitted), or bp's default one-coin model"))
+            f"answers): their messages are those of one random draw, not of their confusions integrated out, and the "
+            f"labels change with {param('seed')}; use ds or mf (the same model, fitted), or bp's default one-coin "
+            f"model"))
 
 
 __all__ = ["BPState", "BeliefPropagation", "worker_points"]
