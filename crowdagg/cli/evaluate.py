@@ -34,7 +34,8 @@ def evaluate(
 
     require_values(predictions=predictions, truth=truth, format=fmt)
     check_stdin_once([(f"PREDICTIONS {predictions}", predictions), (f"--truth {truth}", truth)])
-    _check_not_itself(predictions, truth)
+    if label_col == truth_label_col:  # (one file may hold a prediction column and a truth column: read apart)
+        _check_not_itself(predictions, truth)
     out_fmt = output_format(fmt, None) if fmt is not None else None
     if out_fmt is not None:
         check_binary(resolve("-"), out_fmt)
@@ -49,8 +50,8 @@ def evaluate(
 
 def _check_not_itself(predictions: str, truth: str) -> None:
     """Refuse the truth as its own prediction: one file by any spelling (a relative or absolute path, a link, a
-    hard link, a shell glob's match) would score 1.0 -- the sign of a tour's ``> truth.csv`` that overwrote the
-    known labels, which a perfect score would hide."""
+    hard link, a shell glob's match), its labels read from the same column, would score 1.0 -- the sign of a
+    tour's ``> truth.csv`` that overwrote the known labels, which a perfect score would hide."""
     from ..errors import UsageError
     from ..io.output import identity
 

@@ -936,7 +936,9 @@ def test_gold_and_truth_columns_are_named_by_their_own_options(runner, tmp_path)
     assert "--task-col" in err
     err = assert_one_error_line(invoke(runner, "evaluate", BLUEBIRD_TRUTH, "--truth", odd), 1)
     assert "--truth-task-col" in err
-    ok(invoke(runner, "evaluate", odd, "--truth", odd, "--task-col", "id", "--label-col", "answer_key",
+    twin = tmp_path / "twin.csv"  # (the same file read twice by the same columns is refused: issue 29)
+    twin.write_bytes(odd.read_bytes())
+    ok(invoke(runner, "evaluate", odd, "--truth", twin, "--task-col", "id", "--label-col", "answer_key",
               "--truth-task-col", "id", "--truth-label-col", "answer_key"))
 
 
@@ -1962,3 +1964,9 @@ def test_evaluate_refuses_the_truth_as_its_own_prediction(runner, tmp_path, monk
     result = invoke(runner, "evaluate", "copy.csv", "--truth", "truth.csv")
     ok(result)
     assert "accuracy,1.0" in result.stdout
+    # one file holding a prediction column beside the truth's: read apart, scored
+    both = tmp_path / "both.csv"
+    both.write_text("task,pred,label\nt1,a,a\nt2,a,b\n")
+    result = invoke(runner, "evaluate", both, "--label-col", "pred", "--truth", both)
+    ok(result)
+    assert "accuracy,0.5" in result.stdout
