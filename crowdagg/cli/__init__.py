@@ -39,14 +39,19 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-# In the order `crowdagg --help` lists them.
-app.command("aggregate", help=aggregate.HELP)(aggregate.aggregate)
-app.command("workers", help=workers.HELP)(workers.workers)
-app.command("evaluate")(evaluate.evaluate)
-app.command("simulate")(simulate.simulate)
-app.command("train", help=train.HELP)(train.train)
-app.command("predict", help=predict.HELP)(predict.predict)
-app.command("methods")(methods.methods)
+# In the order `crowdagg --help` lists them, each with its line there: a whole sentence that fits beside the
+# name on an 80-column terminal (Click's default cuts the help's first sentence at 45 characters, mid-word:
+# "who is a spammer, who...").
+app.command("aggregate", help=aggregate.HELP, short_help="Aggregate answers into one label per task.")(
+    aggregate.aggregate)
+app.command("workers", help=workers.HELP, short_help="Report on each annotator: skill, spammers, agreement.")(
+    workers.workers)
+app.command("evaluate", short_help="Score predicted labels against the truth.")(evaluate.evaluate)
+app.command("simulate", short_help="Write a synthetic crowd with known truth.")(simulate.simulate)
+app.command("train", help=train.HELP, short_help="Train a classifier from features and noisy answers.")(train.train)
+app.command("predict", help=predict.HELP, short_help="Predict labels with a model saved by train --save.")(
+    predict.predict)
+app.command("methods", short_help="List the methods, or one method's parameters.")(methods.methods)
 
 
 def _version_callback(value: bool) -> None:

@@ -136,7 +136,8 @@ def aggregate(
                                        detector=detector, min_partners=min_partners, min_shared=min_shared)
         _check_output_memory(data, proba=proba, headers=headers, max_memory=max_memory,
                              labels_here=not (fit_engine is not None and planned["--output"].target.kind == "dir"))
-        result = steps.fit(data, method, params, quiet=quiet, max_memory=max_memory, engine=fit_engine)
+        result = steps.fit(data, method, params, quiet=quiet, max_memory=max_memory, engine=fit_engine,
+                           summary=True)
         # 3. Evaluation (it can fail: nothing written yet).
         summary = None
         if truth_labels is not None:

@@ -34,6 +34,8 @@ def evaluate(
 
     require_values(predictions=predictions, truth=truth, format=fmt)
     check_stdin_once([(f"PREDICTIONS {predictions}", predictions), (f"--truth {truth}", truth)])
+    if label_col == truth_label_col:  # (one file may hold a prediction column and a truth column: read apart)
+        _check_not_itself(predictions, truth)
     out_fmt = output_format(fmt, None) if fmt is not None else None
     if out_fmt is not None:
         check_binary(resolve("-"), out_fmt)
@@ -44,3 +46,20 @@ def evaluate(
         print_table(ev, sys.stdout)
         return
     write_stdout(evaluation_bytes(ev, out_fmt or "csv"))
+
+
+def _check_not_itself(predictions: str, truth: str) -> None:
+    """Refuse the truth as its own prediction: one file by any spelling (a relative or absolute path, a link, a
+    hard link, a shell glob's match), its labels read from the same column, would score 1.0 -- the sign of a
+    tour's ``> truth.csv`` that overwrote the known labels, which a perfect score would hide."""
+    from ..errors import UsageError
+    from ..io.output import identity
+
+    same = predictions == truth and predictions != "-"  # (standard input twice: check_stdin_once's message)
+    if not same:
+        ids = identity(predictions), identity(truth)
+        same = ids[0] is not None and ids[0] == ids[1]
+    if same:
+        where = predictions if predictions == truth else f"{predictions} and --truth {truth}"
+        raise UsageError(f"PREDICTIONS and --truth are the same file ({where}): it would score 1.0 against "
+                         "itself; was the truth overwritten by an output (> truth.csv)?")

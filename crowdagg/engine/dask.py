@@ -476,6 +476,72 @@ def _open_client(distributed: Any, scheduler: str, seconds: float) -> Any:
     return made["client"]
 
 
+#: The most bytes a Dask scheduler's handshake may announce (it is a few hundred: a dict of the compression, the
+#: Python version and the pickle protocol); another server's first bytes read as a length claim far more.
+HANDSHAKE_MAX = 1 << 16
+
+
+class NotAScheduler(Exception):
+    """The peer at a ``--scheduler`` address did not open with Dask's handshake (why, in words)."""
+
+
+def probe_scheduler(scheduler: str, seconds: float) -> None:
+    """Check that the peer at a ``tcp://`` address (or ``host:port``) speaks first, as a Dask scheduler does, with
+    Dask's handshake: before ``distributed.Client`` reads its answer.
+
+    A scheduler writes its handshake as soon as it accepts (``distributed.comm.core.Listener.on_connection``): an
+    8-byte length, then a message of that length naming ``pickle-protocol``.  The client reads that length and
+    allocates it before looking at the message, so another server's first bytes (``HTTP/1.1``) became a request
+    for exbibytes (``MemoryError``); here at most :data:`HANDSHAKE_MAX` bytes are read, within ``2 × seconds``.
+    A refused connection is retried until ``seconds`` have passed (a scheduler still starting); other schemes
+    (``tls://``, ``ws://``, ``inproc://``) are left to the client.  Raises :class:`NotAScheduler`, or
+    ``OSError``/``TimeoutError`` when nothing can be reached.
+    """
+    import socket
+    import struct
+
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    scheme, location = parse_address(scheduler)
+    if scheme != "tcp":
+        return
+    host, port = parse_host_port(location)
+    began = time.monotonic()
+    while True:
+        try:
+            sock = socket.create_connection((host, port), timeout=seconds)
+            break
+        except ConnectionRefusedError as exc:
+            if time.monotonic() - began >= seconds:
+                raise OSError(f"Timed out trying to connect to {scheduler} after {seconds:g} s: {exc}") from None
+            time.sleep(0.1)
+    deadline = time.monotonic() + 2 * seconds
+
+    def read(n: int) -> bytes:
+        got = bytearray()
+        while len(got) < n:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"it accepted the connection but did not answer in {2 * seconds:g} s")
+            sock.settimeout(left)
+            try:
+                chunk = sock.recv(n - len(got))
+            except TimeoutError:
+                continue
+            if not chunk:
+                raise NotAScheduler("it closed the connection without Dask's handshake" if got or n > 8
+                                    else "it closed the connection without a word")
+            got += chunk
+        return bytes(got)
+
+    with sock:
+        (size,) = struct.unpack("<Q", read(8))
+        if not 0 < size <= HANDSHAKE_MAX:
+            raise NotAScheduler(f"its first 8 bytes announce a {size:,}-byte message, not Dask's handshake")
+        if b"pickle-protocol" not in read(size):
+            raise NotAScheduler("its first message is not Dask's handshake")
+
+
 @contextmanager
 def _quiet_client_logs() -> Iterator[None]:
     """``distributed``'s loggers in this process silenced below CRITICAL while the block runs, then restored.
@@ -517,12 +583,16 @@ def _connect(distributed: Any, scheduler: str | None, n_workers: int | None) -> 
         try:
             # A refused connection is retried until the timeout: a wrong address is said in seconds, and a
             # scheduler that takes longer than this to answer a connection is not fit to run a fit.
+            probe_scheduler(scheduler, CONNECT_TIMEOUT)
             client = _open_client(distributed, scheduler, CONNECT_TIMEOUT)
+        except NotAScheduler as exc:  # another kind of server there: refused before anything reads its answer
+            raise UsageError(f"no Dask scheduler answered at {scheduler!r} ({exc}): give the address a Dask "
+                             "scheduler prints (tcp://host:8786)") from None
         except (OSError, TimeoutError, ValueError) as exc:
             raise UsageError(f"cannot reach the Dask scheduler at {scheduler!r}: {exc}") from None
         except Exception as exc:  # whatever the handshake met: the address is wrong, not the run
-            # Another kind of server there (its reply read as a message length: a MemoryError of exbibytes), or a
-            # tls:// address without a TLS context (TypeError): not a run's failure, a wrong address.
+            # A tls:// address without a TLS context (TypeError), another server behind a scheme the probe leaves
+            # to the client: not a run's failure, a wrong address.
             raise UsageError(f"no Dask scheduler answered at {scheduler!r} ({type(exc).__name__}: {exc}): "
                              "give the address a Dask scheduler prints (tcp://host:8786)") from None
         with client:

@@ -67,20 +67,23 @@ def cover(lo: int, hi: int, n: int) -> list[Node]:
     if not 0 <= lo <= hi <= n:
         raise DataError(f"block range [{lo}, {hi}) is not within the {n} blocks of the grid")
     out: list[Node] = []
-
-    def visit(level: int, j: int) -> None:
-        start = j << level
-        stop = min((j + 1) << level, n)
-        if stop <= lo or start >= hi or start >= n:
-            return
-        if lo <= start and stop <= hi:
-            out.append((level, j))
-            return
-        visit(level - 1, 2 * j)
-        visit(level - 1, 2 * j + 1)
-
-    visit(depth(n), 0)
+    _visit(depth(n), 0, lo, hi, n, out)
     return out
+
+
+# The recursions are module functions, not closures: a nested function that calls itself holds its own cell, a
+# reference cycle that keeps what it closes over (combine's node values: workers × K² tables) alive until the
+# cyclic collector runs -- which large numpy arrays never trigger, so a fit kept one more table each iteration.
+def _visit(level: int, j: int, lo: int, hi: int, n: int, out: list[Node]) -> None:
+    start = j << level
+    stop = min((j + 1) << level, n)
+    if stop <= lo or start >= hi or start >= n:
+        return
+    if lo <= start and stop <= hi:
+        out.append((level, j))
+        return
+    _visit(level - 1, 2 * j, lo, hi, n, out)
+    _visit(level - 1, 2 * j + 1, lo, hi, n, out)
 
 
 def node_range(node: Node, n: int) -> range:
@@ -156,20 +159,21 @@ def combine(nodes: Mapping[Node, Any], n: int) -> Any:
     Raises :class:`~crowdagg.errors.DataError` when a block is covered by
     no given node (a partition's sums are missing).
     """
-
-    def value(level: int, j: int) -> Any:
-        if (level, j) in nodes:
-            return nodes[(level, j)]
-        if level == 0:
-            raise DataError(f"the sums of block {j} of {n} are missing (no partition covered it)")
-        left = value(level - 1, 2 * j)
-        if ((2 * j + 1) << (level - 1)) >= n:
-            return left
-        return add(left, value(level - 1, 2 * j + 1))
-
     if n < 1:
         raise DataError("a reduction over no blocks")
-    return value(depth(n), 0)
+    return _value(depth(n), 0, nodes, n)
+
+
+def _value(level: int, j: int, nodes: Mapping[Node, Any], n: int) -> Any:
+    """Node ``(level, j)``'s value for :func:`combine` (a module function: see :func:`_visit`)."""
+    if (level, j) in nodes:
+        return nodes[(level, j)]
+    if level == 0:
+        raise DataError(f"the sums of block {j} of {n} are missing (no partition covered it)")
+    left = _value(level - 1, 2 * j, nodes, n)
+    if ((2 * j + 1) << (level - 1)) >= n:
+        return left
+    return add(left, _value(level - 1, 2 * j + 1, nodes, n))
 
 
 def ranges(n: int, parts: int) -> Iterator[tuple[int, int]]:

@@ -100,7 +100,10 @@ def read_file(path: str, options: dict[str, Any], shown: str | None = None) -> F
             if exc.args and isinstance(exc.args[0], str):
                 exc.args = (exc.args[0].replace(path, shown), *exc.args[1:])
             raise
-    said = [str(w.message).replace(path, shown) for w in caught if issubclass(w.category, CrowdaggWarning)]
+    # The templates, not str(): their parameters stay marked (errors.param), so the client words them as the
+    # local engine does -- the CLI's flags (--blank-labels error), the library's keywords (blank_labels).
+    said = [getattr(w.message, "template", str(w.message)).replace(path, shown) for w in caught
+            if issubclass(w.category, CrowdaggWarning)]
     return FileRead(data, said)
 
 

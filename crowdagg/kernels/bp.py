@@ -525,9 +525,10 @@ def _worker_block(rows, worker, label, tmsg, old, tht, logw, wlin, chunk, cut, s
 def _worker_means(rows, worker, label, tmsg, theta, tht, logw, wlin, chunk, span, has_first, has_last, skip_first,
                   means):  # pragma: no cover - compiled
     """Each worker's posterior mean confusion :math:`Σ_g c_g θ_g / Σ_g c_g` (the belief at its factor: the
-    product over all of its answers), added into ``means[w]`` (W, K, K) by the block holding the worker's
-    first answer only (``skip_first``: the block's first segment began in an earlier block).  Points more
-    than :data:`SKIP_LOG` below the best carry under e^-60 of the posterior: skipped."""
+    product over all of its answers), added into ``means[w, :K]`` (W, K + 1, K) by the block holding the
+    worker's first answer only (``skip_first``: the block's first segment began in an earlier block), and the
+    effective number of its points :math:`1 / Σ_g p_g^2` (:math:`p_g = c_g / Σ c`) into ``means[w, K, 0]``.
+    Points more than :data:`SKIP_LOG` below the best carry under e^-60 of the posterior: skipped."""
     n = rows.shape[0]
     k = tmsg.shape[1]
     n_points = logw.shape[0]
@@ -546,12 +547,15 @@ def _worker_means(rows, worker, label, tmsg, theta, tht, logw, wlin, chunk, span
         tot = 0.0
         for g in range(n_points):
             tot += c[g]
+        sq = 0.0
         for g in range(n_points):
             if c[g] > 0.0:
                 p = c[g] / tot
+                sq += p * p
                 for t in range(k):
                     for o in range(k):
                         means[w, t, o] += p * theta[g, t, o]
+        means[w, k, 0] += 1.0 / sq
         s = e_end
 
 
@@ -813,12 +817,12 @@ def worker_block(part: Any, b: int, p: WorkerPass, keep: bool) -> tuple[float, A
 
 
 def means_block(part: Any, b: int, p: WorkerPass, keep: bool) -> tuple[np.ndarray, Any]:
-    """Block function (``by="worker"``): sums = each worker's posterior mean confusion (W, K, K), added by the
-    block holding its first answer."""
+    """Block function (``by="worker"``): sums = each worker's posterior mean confusion and effective number of
+    points (W, K + 1, K) (:func:`_worker_means`), added by the block holding its first answer."""
     b, (rows, worker, label, _), tmsg, _ = _check_worker(part, b, p)
     pts = p.points
     k = pts.n_classes
-    means = np.zeros((part.n_workers, k, k))
+    means = np.zeros((part.n_workers, k + 1, k))
     span = np.ascontiguousarray(p.totals[b], dtype=np.float64) if p.totals is not None else np.zeros((2, pts.n_points))
     _worker_means(rows, worker, label, tmsg, pts.theta, pts.tht, pts.logw, pts.wlin, pts.chunk, span,
                   bool(p.spans.first[b]), bool(p.spans.last[b]), bool(p.spans.starts_before[b]), means)
@@ -940,7 +944,8 @@ def task_pass(engine: Any, p: TaskPass) -> tuple[np.ndarray, np.ndarray]:
 
 def _means_apart_block(part: Any, b: int, p: WorkerPass, keep: bool) -> tuple[float, Any]:
     """Block function (``by="worker"``) of a grid where no worker's answers span two blocks: the block's workers'
-    posterior mean confusions written into ``p.into`` (n_workers, K, K), zeros before (each worker's rows by
+    posterior mean confusions and effective numbers of points written into ``p.into`` (n_workers, K + 1, K),
+    zeros before (each worker's rows by
     its one block, so threads never write the same row)."""
     b, (rows, worker, label, _), tmsg, _ = _check_worker(part, b, p)
     pts = p.points
@@ -954,7 +959,20 @@ def _means_apart_block(part: Any, b: int, p: WorkerPass, keep: bool) -> tuple[fl
 
 
 def worker_means(engine: Any, p: WorkerPass) -> np.ndarray:
-    """Each worker's posterior mean confusion (n_workers, K, K) ``[w, true, observed]``; zeros without answers.
+    """Each worker's posterior mean confusion (n_workers, K, K) ``[w, true, observed]``; zeros without answers
+    (:func:`worker_posteriors`, without the effective numbers of points)."""
+    return worker_posteriors(engine, p)[0]
+
+
+def worker_posteriors(engine: Any, p: WorkerPass) -> tuple[np.ndarray, np.ndarray]:
+    """Each worker's posterior mean confusion (n_workers, K, K) ``[w, true, observed]`` (zeros without answers)
+    and the effective number of points its posterior rests on (n_workers,) (0 without answers).
+
+    The effective number :math:`1 / Σ_g p_g^2` of the posterior weights
+    :math:`p_g` over the points is Kish's effective sample size: near 1
+    when one point carries the whole posterior -- for Monte-Carlo points
+    (:func:`sample_points`) the sign that the draws from the prior miss the
+    worker's posterior and its messages are those of one random draw.
 
     Where no worker's answers span two blocks of ``engine``'s worker grid
     (``p.spans``), each block writes its workers' means into one shared
@@ -962,17 +980,17 @@ def worker_means(engine: Any, p: WorkerPass) -> np.ndarray:
     blocks then run on every thread, with no workers × K² array a block):
     the same bits, since every other block's sum of a worker is zero.
     """
+    k = p.points.n_classes
     if not p.spans.any:
-        k = p.points.n_classes
-        means = np.zeros((int(engine.worker_part.n_workers), k, k))
-        engine.map_reduce(_means_apart_block, replace(p, into=means), by="worker")
-        return means
-    p = replace(p, totals=span_totals(engine, p))
-    total, _ = engine.map_reduce(means_block, p, by="worker")
-    return np.asarray(total)
+        total = np.zeros((int(engine.worker_part.n_workers), k + 1, k))
+        engine.map_reduce(_means_apart_block, replace(p, into=total), by="worker")
+    else:
+        total, _ = engine.map_reduce(means_block, replace(p, totals=span_totals(engine, p)), by="worker")
+        total = np.asarray(total)
+    return np.ascontiguousarray(total[:, :k]), total[:, k, 0].copy()
 
 
 __all__ = [
     "Points", "Spans", "TaskPass", "WorkerPass", "combine_partials", "grid_points", "means_block", "partial_block",
-    "sample_points", "spans", "task_block", "task_pass", "worker_block", "worker_means", "worker_pass",
+    "sample_points", "spans", "task_block", "task_pass", "worker_block", "worker_means", "worker_pass", "worker_posteriors",
 ]

@@ -71,7 +71,9 @@ def evaluate_labels(
     ``predicted`` and ``truth`` are mappings or pandas Series indexed by
     task (``result.labels_series()``); ids and labels compare as they are,
     so an int64 id is not the text ``"1"`` (an error says so when that is
-    why nothing matched).
+    why nothing matched).  Labels of any type are scored (integers read by
+    ``pd.read_csv``, floats, bools, text); ``recall`` and ``classes`` name
+    them by their text.  A missing label (None, NaN) is a DataError.
     """
     predicted, truth = check_task_mapping(predicted, "predicted"), check_task_mapping(truth, "truth")
     common = [t for t in predicted if t in truth]
@@ -87,8 +89,13 @@ def evaluate_labels(
         )
     pred = np.asarray([predicted[t] for t in common], dtype=object)
     true = np.asarray([truth[t] for t in common], dtype=object)
+    for side, given in (("predicted", pred), ("truth", true)):
+        gap = next((i for i, v in enumerate(given.tolist()) if _missing(v)), None)
+        if gap is not None:
+            raise DataError(f"{param(side)} has no label for task {common[gap]!r} ({given[gap]!r}); drop the "
+                            "task or give its label")
     true_set = set(truth.values())
-    foreign = sorted({p for p in pred.tolist() if p not in true_set})
+    foreign = sorted({p for p in pred.tolist() if p not in true_set}, key=_order_key)
     if foreign:
         n_foreign = int(sum(p not in true_set for p in pred.tolist()))
         shown = ", ".join(repr(f) for f in foreign[:5]) + (", ..." if len(foreign) > 5 else "")
@@ -100,30 +107,25 @@ def evaluate_labels(
         )
         warn(
             CrowdaggWarning(
-                f"{head} ({shown} vs truth labels {', '.join(repr(t) for t in sorted(true_set)[:5])}"
+                f"{head} ({shown} vs truth labels "
+                f"{', '.join(repr(t) for t in sorted(true_set, key=_order_key)[:5])}"
                 f"{', ...' if len(true_set) > 5 else ''}); are these files from the same data set?"
             )
         )
-    seen = set(pred.tolist()) | set(true.tolist())
-    if classes is None:
-        try:
-            classes = infer_classes(seen)
-        except DataError:
-            classes = sorted(seen)
-    else:
-        # the given order first; labels outside it (e.g. truth named differently) still get their recall
-        classes = list(classes) + sorted(seen - set(classes))
+    values = _class_values(set(pred.tolist()) | set(true.tolist()), classes)
+    names = _class_names(values)
     correct = pred == true
     recall: dict[str, float] = {}
     f1s: list[float] = []
-    for c in classes:
+    for c, name in zip(values, names):
+        # the labels compare as they are (an int 1 is its class, not the text "1"); only the names are text
         is_true = true == c
         is_pred = pred == c
         tp = float(np.sum(correct & is_true))
         n_true = float(is_true.sum())
         n_pred = float(is_pred.sum())
         if n_true:
-            recall[c] = tp / n_true
+            recall[name] = tp / n_true
         if n_true or n_pred:
             f1s.append(2 * tp / (n_true + n_pred))
     return Evaluation(
@@ -133,8 +135,40 @@ def evaluate_labels(
         n_compared=len(common),
         n_without_truth=len(predicted) - len(common),
         n_truth_unpredicted=sum(1 for t in truth if t not in predicted),
-        classes=list(classes),
+        classes=names,
     )
+
+
+def _missing(value: Any) -> bool:
+    """None, NaN, pandas' NA or NaT: a label that is not there (NaN never equals itself, so it would match
+    nothing and drop out of every class without a word)."""
+    if value is None or type(value).__name__ in ("NAType", "NaTType"):
+        return True
+    return isinstance(value, (float, np.floating)) and value != value
+
+
+def _order_key(value: Any) -> tuple[str, str]:
+    """Labels of mixed types sorted by their text (Python refuses ``1 < "a"``)."""
+    return str(value), type(value).__name__
+
+
+def _class_values(seen: set[Any], classes: Sequence[str] | None) -> list[Any]:
+    """The labels seen, in the classes' order: ``classes`` (names, matched to labels by their text) first, then
+    the rest as :func:`~crowdagg.data.annotations.infer_classes` orders their text (numerically when all are
+    numbers: 2 before 10), whatever the labels' type (int, float, bool, str)."""
+    try:
+        inferred = infer_classes(seen)
+    except DataError:
+        inferred = sorted({str(v) for v in seen})
+    order = list(dict.fromkeys([str(c) for c in (classes or ())] + inferred))
+    rank = {name: i for i, name in enumerate(order)}
+    return sorted(seen, key=lambda v: (rank[str(v)], type(v).__name__))
+
+
+def _class_names(values: list[Any]) -> list[str]:
+    """Each label's name: its text, or its repr where two labels have the same text (1 and "1")."""
+    texts = [str(v) for v in values]
+    return [t if texts.count(t) == 1 else repr(v) for t, v in zip(texts, values)]
 
 
 # --------------------------------------------------------------------------- reports

@@ -70,3 +70,22 @@ def test_aggregate_on_the_local_engine_never_imports_dask():
 def test_commands_in_help_order():
     assert [c.name for c in app.registered_commands] == ["aggregate", "workers", "evaluate", "simulate", "train",
                                                          "predict", "methods"]
+
+
+@pytest.mark.parametrize("columns", ["80", "60"])
+def test_every_commands_line_in_the_help_is_a_whole_sentence(monkeypatch, columns):
+    """`crowdagg --help` cut the workers and evaluate lines at 45 characters, mid-word ("who..."): every command
+    declares its line, a sentence that ends with a full stop, and the listing shows all of it."""
+    import typer
+    from typer.testing import CliRunner
+
+    monkeypatch.setenv("COLUMNS", columns)
+    group = typer.main.get_command(app)
+    out = CliRunner().invoke(app, ["--help"]).stdout
+    listing = " ".join(out.split("Commands:")[1].split())
+    assert "..." not in listing
+    for name, command in group.commands.items():
+        short = command.short_help
+        assert short and short.endswith(".") and short[0].isupper(), name
+        assert len(name) + len(short) <= 80 - 6, name  # one line beside the name at 80 columns
+        assert f"{name} {short}" in listing, name

@@ -936,7 +936,9 @@ def test_gold_and_truth_columns_are_named_by_their_own_options(runner, tmp_path)
     assert "--task-col" in err
     err = assert_one_error_line(invoke(runner, "evaluate", BLUEBIRD_TRUTH, "--truth", odd), 1)
     assert "--truth-task-col" in err
-    ok(invoke(runner, "evaluate", odd, "--truth", odd, "--task-col", "id", "--label-col", "answer_key",
+    twin = tmp_path / "twin.csv"  # (the same file read twice by the same columns is refused: issue 29)
+    twin.write_bytes(odd.read_bytes())
+    ok(invoke(runner, "evaluate", odd, "--truth", twin, "--task-col", "id", "--label-col", "answer_key",
               "--truth-task-col", "id", "--truth-label-col", "answer_key"))
 
 
@@ -1904,3 +1906,68 @@ def test_every_ambiguous_role_in_one_error_line(runner, tmp_path):
         "or set --worker-col); 2 candidate label columns: 'answer', 'response' (set --label-col to pick one); "
         "found columns: 'item', 'question', 'rater_name', 'answer', 'response'"
     )
+
+
+# --------------------------------------------------------------------------- the fit's summary line (issue 29)
+@pytest.mark.parametrize(("method", "pattern"), [
+    ("ds", r"ds: \d+ iterations, (converged|not converged), \d+\.\d\d s"),
+    ("mv", r"mv: \d+\.\d\d s"),
+])
+def test_aggregate_sums_its_fit_up_in_one_line_on_a_terminal_only(monkeypatch, small_csv, method, pattern):
+    import io as _io
+    import re
+
+    from crowdagg import load_annotations
+    from crowdagg.cli import pipeline
+
+    class Terminal(_io.StringIO):
+        def isatty(self):
+            return True
+
+    data = load_annotations(small_csv)
+    screen = Terminal()
+    monkeypatch.setattr(sys, "stderr", screen)
+    result = pipeline.fit(data, method, {}, quiet=True, max_memory=None, summary=True)
+    assert screen.getvalue() == ""  # --quiet
+    pipeline.fit(data, method, {}, quiet=False, max_memory=None, summary=True)
+    shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen.getvalue())  # the progress display's own codes
+    lines = [ln for ln in shown.splitlines() if ln.startswith(f"{method}:")]
+    assert len(lines) == 1 and re.fullmatch(pattern, lines[0]), screen.getvalue()
+    if result.n_iter:
+        assert lines[0].startswith(f"ds: {result.n_iter} iterations, {'converged' if result.converged else 'not'}")
+    piped = _io.StringIO()
+    monkeypatch.setattr(sys, "stderr", piped)
+    pipeline.fit(data, method, {}, quiet=False, max_memory=None, summary=True)
+    assert piped.getvalue() == ""
+
+
+def test_aggregate_piped_prints_no_summary_line(runner, small_csv):
+    result = invoke(runner, "aggregate", small_csv, "-m", "ds")
+    ok(result)
+    assert "iterations" not in result.stderr and " s\n" not in result.stderr
+
+
+# --------------------------------------------------------------------------- evaluate against itself (issue 29)
+def test_evaluate_refuses_the_truth_as_its_own_prediction(runner, tmp_path, monkeypatch):
+    """The tour's `> truth.csv` inside a data set's folder overwrote the truth, and `evaluate truth.csv --truth
+    truth.csv` scored 1.0 without a word: one file by any spelling is refused; a copy is scored."""
+    import os
+
+    truth = tmp_path / "truth.csv"
+    truth.write_text("task,label\nt1,a\nt2,b\nt3,a\n")
+    (tmp_path / "link.csv").symlink_to(truth)
+    os.link(truth, tmp_path / "hard.csv")
+    monkeypatch.chdir(tmp_path)
+    for given in ("truth.csv", str(truth), "./truth.csv", "link.csv", "hard.csv", f"{tmp_path}/../{tmp_path.name}/truth.csv"):
+        err = assert_one_error_line(invoke(runner, "evaluate", given, "--truth", "truth.csv"), 2)
+        assert "PREDICTIONS and --truth are the same file" in err and "1.0" in err
+    (tmp_path / "copy.csv").write_bytes(truth.read_bytes())
+    result = invoke(runner, "evaluate", "copy.csv", "--truth", "truth.csv")
+    ok(result)
+    assert "accuracy,1.0" in result.stdout
+    # one file holding a prediction column beside the truth's: read apart, scored
+    both = tmp_path / "both.csv"
+    both.write_text("task,pred,label\nt1,a,a\nt2,a,b\n")
+    result = invoke(runner, "evaluate", both, "--label-col", "pred", "--truth", both)
+    ok(result)
+    assert "accuracy,0.5" in result.stdout

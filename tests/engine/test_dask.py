@@ -1199,3 +1199,86 @@ def test_a_directory_written_with_another_datas_engine_is_refused(client, small_
         assert os.listdir(tmp_path) == []
     finally:
         engine.close()
+
+
+# --------------------------------------------------------------------------- the scheduler's probe (issue 29)
+def _one_reply_server(reply: bytes):
+    """A TCP server on 127.0.0.1 that sends ``reply`` to each connection and closes it; (address, close)."""
+    import socket
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                conn.sendall(reply)
+
+    threading.Thread(target=serve, daemon=True).start()
+    return f"tcp://127.0.0.1:{server.getsockname()[1]}", server.close
+
+
+@pytest.mark.parametrize(("reply", "why"), [
+    (b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n",
+     r"its first 8 bytes announce a 3,543,824,036,068,086,856-byte message, not Dask's handshake"),
+    (b"", r"it closed the connection without a word"),
+    (b"\x10\x00\x00\x00\x00\x00\x00\x00" + b"x" * 16, r"its first message is not Dask's handshake"),
+    (b"\x10\x00\x00\x00\x00\x00\x00\x00" + b"x" * 3, r"it closed the connection without Dask's handshake"),
+])
+def test_a_peer_that_is_not_a_scheduler_is_refused_before_its_answer_is_read(reply, why):
+    """distributed.Client read an HTTP server's first 8 bytes as a message length and asked numpy for 3.07 EiB
+    (MemoryError) before its error: the probe reads at most HANDSHAKE_MAX bytes and names what it saw."""
+    import time
+
+    from crowdagg.engine.dask import NotAScheduler, probe_scheduler
+
+    address, close = _one_reply_server(reply)
+    began = time.monotonic()
+    try:
+        with pytest.raises(NotAScheduler, match=f"^{why}$"):
+            probe_scheduler(address, 2)
+    finally:
+        close()
+    assert time.monotonic() - began < 10
+
+
+def test_a_real_scheduler_passes_the_probe_and_garbage_is_one_error_line(client, tmp_path):
+    from crowdagg.engine.dask import probe_scheduler
+
+    probe_scheduler(client.scheduler.address, 5)  # (a tcp:// scheduler: its handshake read and let through)
+    address, close = _one_reply_server(b"SSH-2.0-OpenSSH_9.6\r\n")
+    files = _write(_sim_frame(300, 50, 5), tmp_path, 1, "csv")
+    try:
+        got = _cli(files[0], "-m", "mv", "--engine", "dask", "--scheduler", address)
+    finally:
+        close()
+    assert got.exit_code == 2 and got.stdout == ""
+    assert got.stderr == (f"Error: no Dask scheduler answered at {address!r} (its first 8 bytes announce a "
+                          "3,256,153,323,631,825,747-byte message, not Dask's handshake): give the address a Dask "
+                          "scheduler prints (tcp://host:8786)\n")
+
+
+def test_the_readers_warnings_name_the_cli_options_on_either_engine(client, tmp_path):
+    """The workers' warnings reached the client as text already worded for the library ('set blank_labels to
+    error', "set rejected to 'keep'") where the local engine's CLI says --blank-labels, --rejected: the workers
+    send the templates, and the CLI words them as it words every message."""
+    from tests.io.test_platforms import MTURK_RADIO_ROWS, _mturk_radio_csv
+
+    blank = tmp_path / "blank.csv"
+    blank.write_text("task,worker,label\nt1,w1,a\nt2,w1,\nt1,w2,a\nt2,w2,b\n")
+    batch = tmp_path / "Batch_5012345_batch_results.csv"
+    batch.write_text(_mturk_radio_csv(MTURK_RADIO_ROWS), newline="")
+    for path, flag in ((blank, "--blank-labels to error"), (batch, "--rejected to 'keep'")):
+        local = _cli(str(path), "-m", "mv")
+        remote = _cli(str(path), "-m", "mv", "--engine", "dask", "--scheduler", client.scheduler.address)
+        assert local.exit_code == remote.exit_code == 0, remote.stderr
+        said = [ln for ln in remote.stderr.splitlines() if ln.startswith("Warning:") and flag in ln]
+        assert said and all(ln in local.stderr.splitlines() for ln in said), (local.stderr, remote.stderr)
+        assert "set blank_labels" not in remote.stderr and "set rejected" not in remote.stderr
+    with pytest.warns(Warning, match="set blank_labels to error"):  # the library keeps its keywords
+        aggregate([str(blank)], "mv", engine="dask", client=client)

@@ -156,3 +156,23 @@ def test_points_refuse_what_the_kernels_cannot_take():
     sparse = kb.grid_points(0.01, 0.01, 2, 64)  # mass piled at both ends: every weight finite or -inf, never NaN
     assert not np.isnan(sparse.logw).any() and np.isfinite(sparse.theta).all()
     assert sparse.chunk * sparse.log_floor <= kb.LOG_RANGE
+
+
+def test_worker_posteriors_give_each_workers_effective_number_of_points(heavy_crowd):
+    """Kish's 1 / Σ p_g² of each worker's posterior weights over the points, also for a worker split over blocks."""
+    for data, pts in ((_crowd(np.random.default_rng(9), 25, 7, 3, 3), _points("samples", 3)),
+                      (heavy_crowd, kb.sample_points(2.0, 1.0, 2, 40, seed=2))):
+        engine = LocalEngine(data)
+        tmsg = np.random.default_rng(10).dirichlet(np.ones(data.n_classes), data.n_answers)
+        p = kb.WorkerPass(tmsg, tmsg, pts, 0.0, False, kb.spans(engine.worker_part))
+        means, ess = kb.worker_posteriors(engine, p)
+        np.testing.assert_array_equal(means, kb.worker_means(engine, p))
+        for w in range(min(data.n_workers, 8)):
+            edges = np.flatnonzero(data.worker == w)
+            lp = pts.logw.copy()
+            for j in edges:
+                lp += np.log(tmsg[j] @ pts.theta[:, :, data.label[j]].transpose(1, 0))
+            c = np.exp(lp - lp.max())
+            c = c / c.sum()
+            want = 1.0 / np.sum(c[c >= np.exp(-kb.SKIP_LOG)] ** 2) if edges.size else 0.0
+            assert ess[w] == pytest.approx(want, rel=1e-9)

@@ -102,3 +102,49 @@ def test_the_summary_line_counts_truth_tasks_the_output_lacks():
     ev, note, line = _run(rows, {"t1": "a", "t7": "b", "t8": "b"})
     assert note == "" and ev.n_truth_unpredicted == 2
     assert line.endswith("(1 tasks compared, 1 without truth, 2 truth task(s) not in the output)")
+
+
+@pytest.mark.parametrize("kind", ["int", "float", "bool", "str", "numpy"])
+def test_every_metric_is_computed_for_any_label_type(kind):
+    import numpy as np
+
+    cast = {"int": int, "float": float, "bool": bool, "str": str, "numpy": np.int64}[kind]
+    truth = {f"t{i}": cast(v) for i, v in enumerate([1, 1, 1, 0, 0])}
+    pred = {f"t{i}": cast(v) for i, v in enumerate([1, 1, 0, 0, 1])}
+    ev = evaluate_labels(pred, truth)
+    names = [str(cast(0)), str(cast(1))]
+    # class 1: tp 2, 3 true, 3 predicted (F1 2/3); class 0: tp 1, 2 true, 2 predicted (F1 1/2)
+    assert ev.accuracy == pytest.approx(0.6)
+    assert ev.recall == pytest.approx({names[0]: 0.5, names[1]: 2 / 3})
+    assert ev.macro_f1 == pytest.approx((2 / 3 + 1 / 2) / 2)
+    assert ev.classes == names
+
+
+def test_integer_series_from_read_csv_are_scored_as_their_text_twins():
+    import io
+
+    import pandas as pd
+
+    text = "task,label\n1,0\n2,1\n3,1\n4,2\n5,10\n"
+    truth = pd.read_csv(io.StringIO(text)).set_index("task")["label"]
+    pred = truth.copy()
+    pred.iloc[1] = 0
+    as_int = evaluate_labels(pred, truth)
+    as_str = evaluate_labels(pred.astype(str), truth.astype(str))
+    assert as_int.macro_f1 == pytest.approx(as_str.macro_f1)
+    assert as_int.macro_f1 == pytest.approx((2 / 3 + 2 / 3 + 1 + 1) / 4)  # 0: F1 2/3, 1: F1 2/3
+    assert as_int.recall == as_str.recall == {"0": 1.0, "1": 0.5, "2": 1.0, "10": 1.0}
+    assert as_int.classes == ["0", "1", "2", "10"]  # numerically, as the CLI orders classes
+
+
+def test_a_missing_label_is_refused_by_task():
+    with pytest.raises(DataError, match=r"truth.*task 'b'"):
+        evaluate_labels({"a": 1, "b": 0}, {"a": 1.0, "b": float("nan")})
+    with pytest.raises(DataError, match=r"predicted.*task 'a'"):
+        evaluate_labels({"a": None, "b": 0}, {"a": 1, "b": 0})
+
+
+def test_mixed_label_types_are_ordered_and_named_without_a_type_error(recwarn):
+    ev = evaluate_labels({"a": 1, "b": "x", "c": "1"}, {"a": 1, "b": "x", "c": "1"})
+    assert ev.accuracy == 1.0
+    assert ev.recall == {"1": 1.0, "'1'": 1.0, "x": 1.0}
