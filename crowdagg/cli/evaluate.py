@@ -51,7 +51,7 @@ def evaluate(
 def _check_not_itself(predictions: str, truth: str) -> None:
     """Refuse the truth as its own prediction: one file by any spelling (a relative or absolute path, a link, a
     hard link, a shell glob's match), its labels read from the same column, would score 1.0 -- the sign of a
-    tour's ``> truth.csv`` that overwrote the known labels, which a perfect score would hide."""
+    tour's output redirected onto the dataset's truth file, which overwrote the known labels, which a perfect score would hide."""
     from ..errors import UsageError
     from ..io.output import identity
 
@@ -62,4 +62,4 @@ def _check_not_itself(predictions: str, truth: str) -> None:
     if same:
         where = predictions if predictions == truth else f"{predictions} and --truth {truth}"
         raise UsageError(f"PREDICTIONS and --truth are the same file ({where}): it would score 1.0 against "
-                         "itself; was the truth overwritten by an output (> truth.csv)?")
+                         "itself; was the truth file overwritten by an output redirected onto it?")
