@@ -605,6 +605,9 @@ def sort_report(frame: pd.DataFrame, column: str) -> pd.DataFrame:
     return frame.sort_values(name, ascending=not descending, kind="stable", na_position="last").reset_index(drop=True)
 
 
+#: The terminal table's width: it is never drawn narrower (rich would crop the numbers and drop the names).
+TERMINAL_WIDTH = 80
+
 #: The terminal table's columns: (header, report column(s)); the interval is one cell, the verdict another.
 TERMINAL = (("worker", "worker"), ("answers", "answers"), ("accuracy", "accuracy"),
             ("95%\ninterval", "accuracy_low"), ("chance", "chance_accuracy"),
@@ -623,12 +626,17 @@ def print_table(frame: pd.DataFrame, stream: Any, *, title: str = "workers", cap
     judged the worker.  The recalls, worst class, capacity, Raykar--Yu
     score, chance bound and gold columns are left out (``caption`` says where they are);
     numbers have 3 decimals (2 in the interval).  A long worker name folds
-    onto a second line rather than widening the table.
+    onto a second line rather than widening the table.  Names are drawn as
+    plain text (:func:`~crowdagg.reports.terminal_text`), and a terminal under
+    80 columns gets the 80-column table, wrapped by the terminal, rather than
+    columns cropped to ``0.`` or dropped.
     """
     import pandas as pd
     from rich import box
     from rich.console import Console
     from rich.table import Table
+
+    from . import terminal_text
 
     table = Table(title=title, caption=caption, box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
     for header, name in TERMINAL:
@@ -650,8 +658,10 @@ def print_table(frame: pd.DataFrame, stream: Any, *, title: str = "workers", cap
                 cells.append(str(value) if value else ("-" if spammer.iloc[i] is pd.NA else "no"))
             else:
                 cells.append(_cell(value))
-        table.add_row(*cells)
-    Console(file=stream).print(table)
+        table.add_row(*map(terminal_text, cells))
+    console = Console(file=stream)
+    console.width = max(console.width, TERMINAL_WIDTH)
+    console.print(table)
 
 
 def _cell(value: Any) -> str:
