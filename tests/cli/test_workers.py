@@ -497,3 +497,10 @@ def test_plot_with_class_names_mathtext_would_read(runner, tmp_path):
     result = invoke(runner, "workers", path, "--plot", tmp_path / "figures", "-o", tmp_path / "w.csv")
     ok(result)
     assert sorted(p.name for p in (tmp_path / "figures").iterdir()) == ["answers_accuracy.png", "confusions.png"]
+
+
+@pytest.mark.parametrize("column", ["gold_accuracy", "-gold_answers"])
+def test_sort_by_a_gold_column_without_gold_is_refused_before_the_input_is_read(runner, tmp_path, column):
+    # it was refused only after the fit and the detector had run; a missing input proves nothing was read
+    err = assert_one_error_line(invoke(runner, "workers", tmp_path / "absent.csv", "--sort", column), 2)
+    assert f"--sort {column}: no such column" in err and "gold_" not in err.split("the columns are")[1]
