@@ -185,3 +185,21 @@ def test_a_model_trained_on_an_array_says_nothing_of_columns(saved, tmp_path):
     (tmp_path / "ids.txt").write_text("a\nb\nc\n")
     result = ok(invoke("predict", "--model", model, "--features", tmp_path / "x.npy", "--tasks", tmp_path / "ids.txt"))
     assert result.stderr == ""
+
+
+def test_a_table_for_a_model_without_feature_names_is_said_to_go_by_position(saved, tmp_path):
+    """A model saved without names (trained on an array, or before models kept them) took a table's columns by
+    position without a word: a reordered table changed the predictions silently."""
+    folder, model, _ = saved
+    x = np.load(folder / "feats.npy")[:3]
+    table = pd.DataFrame(x[:, ::-1], columns=[f"g{j}" for j in reversed(range(x.shape[1]))])
+    table.insert(0, "task", ["a", "b", "c"])
+    table.to_csv(tmp_path / "x.csv", index=False)
+    result = ok(invoke("predict", "--model", model, "--features", tmp_path / "x.csv"))
+    assert result.stderr.splitlines() == [
+        f"predict: the model has no feature names (saved before models kept them): the {x.shape[1]} columns of "
+        f"features {tmp_path / 'x.csv'} are taken by position, in the table's order (g{x.shape[1] - 1}, "
+        f"g{x.shape[1] - 2}, g{x.shape[1] - 3}, g{x.shape[1] - 4}, g{x.shape[1] - 5}, ... ({x.shape[1]} in all)), "
+        "not matched by name"]
+    assert frame(result.stdout)["task"].tolist() == ["a", "b", "c"]
+    assert ok(invoke("predict", "--model", model, "--features", tmp_path / "x.csv", "-q")).stderr == ""
