@@ -88,7 +88,7 @@ def evaluate_labels(
     pred = np.asarray([predicted[t] for t in common], dtype=object)
     true = np.asarray([truth[t] for t in common], dtype=object)
     true_set = set(truth.values())
-    foreign = sorted({p for p in pred.tolist() if p not in true_set})
+    foreign = sorted({p for p in pred.tolist() if p not in true_set}, key=str)  # by text: labels of mixed types
     if foreign:
         n_foreign = int(sum(p not in true_set for p in pred.tolist()))
         shown = ", ".join(repr(f) for f in foreign[:5]) + (", ..." if len(foreign) > 5 else "")
@@ -100,14 +100,15 @@ def evaluate_labels(
         )
         warn(
             CrowdaggWarning(
-                f"{head} ({shown} vs truth labels {', '.join(repr(t) for t in sorted(true_set)[:5])}"
+                f"{head} ({shown} vs truth labels {', '.join(repr(t) for t in sorted(true_set, key=str)[:5])}"
                 f"{', ...' if len(true_set) > 5 else ''}); are these files from the same data set?"
             )
         )
     seen = set(pred.tolist()) | set(true.tolist())
     if classes is None:
-        try:
-            classes = infer_classes(seen)
+        try:  # ordered by their text (numerically when numeric), but compared as they are: int labels are not "1"
+            order = {name: i for i, name in enumerate(infer_classes(seen))}
+            classes = sorted(seen, key=lambda c: (order[str(c)], type(c).__name__))
         except DataError:
             classes = sorted(seen)
     else:
@@ -123,7 +124,7 @@ def evaluate_labels(
         n_true = float(is_true.sum())
         n_pred = float(is_pred.sum())
         if n_true:
-            recall[c] = tp / n_true
+            recall[str(c)] = tp / n_true
         if n_true or n_pred:
             f1s.append(2 * tp / (n_true + n_pred))
     return Evaluation(
@@ -133,7 +134,7 @@ def evaluate_labels(
         n_compared=len(common),
         n_without_truth=len(predicted) - len(common),
         n_truth_unpredicted=sum(1 for t in truth if t not in predicted),
-        classes=list(classes),
+        classes=[str(c) for c in classes],
     )
 
 
