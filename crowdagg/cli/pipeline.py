@@ -369,22 +369,33 @@ def flag_summary(flags: Any) -> str:
     return line
 
 
-def exclude_workers(data: AnnotationSet, path: str) -> AnnotationSet:
-    """``--exclude-workers FILE``: ``data`` without the answers of the workers FILE names, one worker id a line
-    (surrounding blanks and blank lines ignored; no header).  Every task stays
-    (:meth:`~crowdagg.data.annotations.AnnotationSet.without_workers`); stderr counts the workers and answers
-    removed, and the ids of FILE that name no worker of the data (the first few named)."""
-    import numpy as np
-
-    from ..errors import DataError, os_reason
+def read_worker_ids(path: str, max_memory: Any = None) -> set[str]:
+    """``--exclude-workers FILE``'s ids, one a line (surrounding blanks and blank lines ignored; no header), read
+    before the answers so that a bad FILE fails fast.  FILE is read as an input is
+    (:func:`~crowdagg.io.read.read_bytes`: gzip, its size against ``max_memory``;
+    :func:`~crowdagg.io.read.to_utf8`: a BOM, UTF-16, a binary file and the line of a byte that is not UTF-8)."""
+    from ..errors import DataError, ResourceError
+    from ..io.read import read_bytes, to_utf8
 
     try:
-        with open(path, encoding="utf-8-sig") as handle:
-            wanted = {line.strip() for line in handle} - {""}
-    except UnicodeDecodeError as exc:
-        raise DataError(f"--exclude-workers {path}: not UTF-8 text (byte {exc.start})") from None
-    except OSError as exc:
-        raise DataError(f"--exclude-workers {path}: {os_reason(exc)}") from None
+        raw, display = read_bytes(path, max_memory)
+        text = to_utf8(raw, display).decode("utf-8")
+    except ResourceError:  # "this needs ~N (reading ... from FILE)": already says which file
+        raise
+    except DataError as exc:  # the reader's message starts with the path: say which option's file it is
+        raise DataError(f"--exclude-workers {exc}") from None
+    return {line.strip() for line in text.splitlines()} - {""}
+
+
+def exclude_workers(data: AnnotationSet, path: str, wanted: set[str]) -> AnnotationSet:
+    """``--exclude-workers FILE``: ``data`` without the answers of the workers ``wanted`` names (``path``'s ids,
+    :func:`read_worker_ids`).  Every task stays (:meth:`~crowdagg.data.annotations.AnnotationSet.without_workers`);
+    stderr counts the workers and answers removed, and the ids of FILE that name no worker of the data (the first
+    few named)."""
+    import numpy as np
+
+    from ..errors import DataError
+
     names = [str(w) for w in data.worker_names.tolist()]
     index = {name: i for i, name in enumerate(names)}
     unknown = sorted(wanted - index.keys())
