@@ -348,7 +348,8 @@ def scan_spammers(data: AnnotationSet, engine: Any, result: Optional[Aggregation
         err(f"near-chance rule ({method}): {int(flags.chance.sum()):,} of {n:,} workers flagged ({both:,} also by "
             f"the detector); {int(flags.flagged.sum()):,} spammers in all")
     elif result is not None and chance:
-        err(f"near-chance rule: method {method!r} estimates no worker accuracy; the detector alone flags")
+        alone = "nothing flags (--detector never)" if detector == "never" else "the detector alone flags"
+        err(f"near-chance rule: method {method!r} estimates no worker accuracy; {alone}")
     return scan, flags
 
 

@@ -529,3 +529,12 @@ def test_exclude_workers_file_is_read_as_an_input_is_and_before_the_answers(runn
     big.write_text("worker-id\n" * 200_000)
     err = assert_one_error_line(invoke(runner, "aggregate", missing, "--exclude-workers", big, "--max-memory", "1M"), 1)
     assert f"from {big}" in err and "more than the limit of 1.00 MB" in err
+
+
+def test_a_method_without_accuracy_and_detector_never_says_nothing_flags(runner):
+    # it said "the detector alone flags" with the detector turned off
+    result = invoke(runner, "workers", BLUEBIRD, "-m", "glad", "--detector", "never")
+    ok(result)
+    assert "near-chance rule: method 'glad' estimates no worker accuracy; nothing flags (--detector never)" \
+        in result.stderr and "the detector alone flags" not in result.stderr
+    assert "workers: 39 workers, 0 judged, 0 flagged as spammers" in result.stderr
