@@ -103,6 +103,14 @@ def aggregate(
     n_threads = steps.check_threads(threads)
     steps.check_engine(method, engine, scheduler, {**params, "gold": gold, "init_workers": init_workers},
                        input_format=input_format, duplicates=duplicates)
+    if not drop_spammers:  # they tune --drop-spammers alone: without it they would change nothing, silently
+        tuning = [spelt for spelt, value, declared in (
+            ("--min-partners", min_partners, opt.MIN_PARTNERS), ("--min-shared", min_shared, opt.MIN_SHARED),
+            ("--detector", detector, opt.DETECTOR), ("--no-near-chance", near_chance, opt.NEAR_CHANCE),
+        ) if value != declared.default]
+        if tuning:
+            raise UsageError(f"{' and '.join(tuning)} tune{'s' if len(tuning) == 1 else ''} --drop-spammers; give "
+                             "--drop-spammers too (or `crowdagg workers` to see the flags)")
     for option, given in (("--drop-spammers", drop_spammers), ("--exclude-workers", exclude_workers is not None)):
         if given and engine != "local":
             raise UsageError(f"{option} runs on the local engine (the workers' answers are removed in this "

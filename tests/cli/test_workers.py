@@ -538,3 +538,14 @@ def test_a_method_without_accuracy_and_detector_never_says_nothing_flags(runner)
     assert "near-chance rule: method 'glad' estimates no worker accuracy; nothing flags (--detector never)" \
         in result.stderr and "the detector alone flags" not in result.stderr
     assert "workers: 39 workers, 0 judged, 0 flagged as spammers" in result.stderr
+
+
+@pytest.mark.parametrize("given, words", [
+    (["--min-partners", "3"], "--min-partners tunes --drop-spammers"),
+    (["--detector", "never", "--no-near-chance"], "--detector and --no-near-chance tune --drop-spammers"),
+    (["--min-shared", "2"], "--min-shared tunes --drop-spammers"),
+])
+def test_aggregate_detector_options_without_drop_spammers_are_refused(runner, tmp_path, given, words):
+    # they changed nothing, silently: a careless `aggregate --detector always` got the plain labels
+    err = assert_one_error_line(invoke(runner, "aggregate", tmp_path / "absent.csv", *given), 2)
+    assert err == f"Error: {words}; give --drop-spammers too (or `crowdagg workers` to see the flags)"
