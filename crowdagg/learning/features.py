@@ -391,7 +391,8 @@ def _read_table(path: str, fmt: str, id_col: str | None, max_memory: memory.MaxM
             table = pq.read_table(path)
         except Exception as exc:  # noqa: BLE001
             raise DataError(f"features {path}: cannot be read as Parquet ({_reason(exc)})") from None
-        columns = list(table.column_names)
+        columns = [str(c).strip() for c in table.column_names]  # as a CSV/TSV header's: a model's names match either
+        table = table.rename_columns(columns)
         first = 0  # rows, 0-based
     else:
         memory.check(TEXT_BYTES_PER_BYTE * size, f"features {path} of {memory.human(size)} of text", max_memory,

@@ -203,3 +203,17 @@ def test_a_table_for_a_model_without_feature_names_is_said_to_go_by_position(sav
         "not matched by name"]
     assert frame(result.stdout)["task"].tolist() == ["a", "b", "c"]
     assert ok(invoke("predict", "--model", model, "--features", tmp_path / "x.csv", "-q")).stderr == ""
+
+
+def test_parquet_column_names_are_stripped_as_a_csv_header_is(named, tmp_path):
+    """A CSV header's names are stripped (`task, f0, f1` gives f0), a Parquet file's were not: the same table
+    saved as Parquet with ' f0' was refused by a model trained on the CSV."""
+    folder, model, table = named
+    expected = ok(invoke("predict", "--model", model, "--features", folder / "feats.csv")).stdout
+    padded = table.rename(columns={c: f" {c} " for c in table.columns if c != "task"})
+    padded.to_parquet(tmp_path / "padded.parquet")
+    assert ok(invoke("predict", "--model", model, "--features", tmp_path / "padded.parquet")).stdout == expected
+    clash = table.rename(columns={"f1": " f0"})
+    clash.to_parquet(tmp_path / "clash.parquet")
+    err = one_error(invoke("predict", "--model", model, "--features", tmp_path / "clash.parquet"), 1)
+    assert "the column 'f0' appears twice (columns 2 and 3)" in err
