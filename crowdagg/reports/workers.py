@@ -585,6 +585,8 @@ def check_sort(column: str, classes: tuple[str, ...] | list[str] | None, gold: b
     """``--sort COLUMN``: ``(column, descending)`` for ``COLUMN`` or ``-COLUMN``, else a UsageError naming the
     valid columns.  ``classes`` None: the per-class ``recall_<class>`` columns are not known yet and any such name
     passes (checked again once they are)."""
+    if not isinstance(column, str):  # sort_report(frame, None) raised AttributeError
+        raise UsageError(f"--sort takes a column's name (COLUMN or -COLUMN), got {column!r}")
     name, descending = (column[1:], True) if column.startswith("-") else (column, False)
     valid = report_columns(list(classes or ()), gold)
     if name in valid or (classes is None and name.startswith("recall_") and len(name) > len("recall_")):

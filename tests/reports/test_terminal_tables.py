@@ -1,5 +1,6 @@
 """The terminal tables (``crowdagg workers``' report, ``crowdagg evaluate``'s metrics): names drawn as they are
-spelt, whatever characters they hold, and a narrow terminal not cropping the numbers."""
+spelt, whatever characters they hold, and a narrow terminal not cropping the numbers; the report's --sort from
+Python."""
 
 from __future__ import annotations
 
@@ -61,3 +62,12 @@ def test_evaluate_table_draws_class_names_as_spelt():
     stream = io.StringIO()
     print_evaluation(evaluate_labels({"t1": "[/x]", "t2": "[red]b"}, {"t1": "[/x]", "t2": "[/x]"}), stream)
     assert "recall[[/x]]" in stream.getvalue()
+
+
+@pytest.mark.parametrize("column", [None, 5, ["accuracy"]])
+def test_sort_report_refuses_a_column_that_is_not_a_name(column):
+    from crowdagg.errors import UsageError
+    from crowdagg.reports.workers import sort_report
+
+    with pytest.raises(UsageError, match=r"^--sort takes a column's name \(COLUMN or -COLUMN\), got "):
+        sort_report(_report(["a", "b"]), column)  # AttributeError: 'NoneType' object has no attribute 'startswith'
