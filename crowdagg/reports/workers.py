@@ -599,12 +599,22 @@ def check_sort(column: str, classes: tuple[str, ...] | list[str] | None, gold: b
 
 def sort_report(frame: pd.DataFrame, column: str) -> pd.DataFrame:
     """``frame`` ordered by ``column`` (``-column``: descending), missing cells last, ties in the input order
-    (stable), its index renumbered."""
+    (stable), its index renumbered.  A text column whose every cell is a number (workers ``39``, ``1005``; a
+    worst_class of numeric classes) is ordered by value, as classes are, not as text (``1005`` before ``39``)."""
+    import pandas as pd
+
     name, descending = check_sort(column, [c[len("recall_"):] for c in frame.columns if str(c).startswith("recall_")],
                                   "gold_answers" in frame.columns)
     if name not in frame.columns:
         raise UsageError(f"--sort {column}: the report has no column {name}")
-    return frame.sort_values(name, ascending=not descending, kind="stable", na_position="last").reset_index(drop=True)
+    key = None
+    values = frame[name]
+    if not pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values):
+        numbers = pd.to_numeric(values, errors="coerce")
+        if numbers.notna().sum() == values.notna().sum() > 0:  # every cell there is a number
+            key = lambda _: numbers  # noqa: E731 - the values' numbers, in their place
+    return frame.sort_values(name, ascending=not descending, kind="stable", na_position="last",
+                             key=key).reset_index(drop=True)
 
 
 #: The terminal table's width: it is never drawn narrower (rich would crop the numbers and drop the names).

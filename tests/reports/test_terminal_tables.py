@@ -71,3 +71,14 @@ def test_sort_report_refuses_a_column_that_is_not_a_name(column):
 
     with pytest.raises(UsageError, match=r"^--sort takes a column's name \(COLUMN or -COLUMN\), got "):
         sort_report(_report(["a", "b"]), column)  # AttributeError: 'NoneType' object has no attribute 'startswith'
+
+
+def test_sort_by_worker_orders_numeric_ids_by_value_and_text_as_text():
+    from crowdagg.reports.workers import sort_report
+
+    frame = _report(["1005", "39", "97", "175"])
+    assert sort_report(frame, "worker")["worker"].tolist() == ["39", "97", "175", "1005"]  # was 1005, 175, 39, 97
+    assert sort_report(frame, "-worker")["worker"].tolist() == ["1005", "175", "97", "39"]
+    mixed = _report(["b7", "39", "a"])
+    assert sort_report(mixed, "worker")["worker"].tolist() == ["39", "a", "b7"]
+    assert sort_report(frame, "-accuracy")["worker"].tolist() == ["1005", "39", "97", "175"]  # ties: input order
