@@ -131,11 +131,12 @@ def side_inputs(**paths: Optional[str]) -> list[Named]:
     return [(f"--{option.replace('_', '-')} {path}", path) for option, path in paths.items() if path is not None]
 
 
-def check_stdin(inputs: Sequence[str], side: Sequence[Named] = ()) -> None:
-    """Standard input is read once at most, by the inputs and the side inputs together (before any expansion)."""
+def check_stdin(inputs: Sequence[str], side: Sequence[Named] = (), named: str = "INPUT") -> None:
+    """Standard input is read once at most, by the inputs and the side inputs together (before any expansion).
+    ``named``: how messages name the inputs (``INPUT``, the argument; ``--labels`` for train's option)."""
     from ..io.read import check_stdin_once
 
-    check_stdin_once([(f"INPUT {p}", p) for p in inputs] + list(side))
+    check_stdin_once([(f"{named} {p}", p) for p in inputs] + list(side))
 
 
 # --------------------------------------------------------------------------- 2. outputs and inputs
@@ -172,9 +173,10 @@ class Planned:
 
 
 def plan_outputs(
-    outputs: Sequence[Output], inputs: Sequence[str], side: Sequence[Named] = ()
+    outputs: Sequence[Output], inputs: Sequence[str], side: Sequence[Named] = (), named: str = "INPUT"
 ) -> tuple[dict[str, Planned], Inputs]:
-    """Resolve every output (by option) and expand the inputs, refusing an output that is an input.
+    """Resolve every output (by option) and expand the inputs, refusing an output that is an input (``named``: how
+    messages name the inputs, as :func:`check_stdin`).
 
     The order matters for which error a user sees first, and is kept: an
     output that is an input as named (before any expansion); then each
@@ -205,7 +207,7 @@ def plan_outputs(
     targets = [dirs[i] if d else resolve(o.path, o.option, writes=o.writes, then=o.then)
                for i, (o, d) in enumerate(zip(outputs, parts))]
     check_distinct(targets)
-    check_not_inputs(targets, [(f"INPUT {p}", p) for p in inputs] + list(side))
+    check_not_inputs(targets, [(f"{named} {p}", p) for p in inputs] + list(side))
     # A directory's format by the same rules as a file's, from its name without the slash (out.parquet/).
     formats = [output_format(o.fmt, (o.path.rstrip("/") or o.path) if d else o.path, o.option,
                              o.formats or OUTPUT_FORMATS) for o, d in zip(outputs, parts)]
@@ -215,7 +217,7 @@ def plan_outputs(
     for target, fmt in zip(targets, formats):
         check_binary(target, fmt)
     sources = expand_inputs(inputs, outputs=targets)
-    read_as = [(f"INPUT {f}" if f == g else f"{f}, from INPUT {g}", f) for f, g in zip(sources, sources.given)]
+    read_as = [(f"{named} {f}" if f == g else f"{f}, from {named} {g}", f) for f, g in zip(sources, sources.given)]
     check_stdin_once(read_as + list(side))
     check_not_inputs(targets, read_as + list(side))
     return {o.key or o.option: Planned(t, f) for o, t, f in zip(outputs, targets, formats)}, sources
