@@ -103,6 +103,14 @@ def aggregate(
     n_threads = steps.check_threads(threads)
     steps.check_engine(method, engine, scheduler, {**params, "gold": gold, "init_workers": init_workers},
                        input_format=input_format, duplicates=duplicates)
+    if not drop_spammers:  # they tune --drop-spammers alone: without it they would change nothing, silently
+        tuning = [spelt for spelt, value, declared in (
+            ("--min-partners", min_partners, opt.MIN_PARTNERS), ("--min-shared", min_shared, opt.MIN_SHARED),
+            ("--detector", detector, opt.DETECTOR), ("--no-near-chance", near_chance, opt.NEAR_CHANCE),
+        ) if value != declared.default]
+        if tuning:
+            raise UsageError(f"{' and '.join(tuning)} tune{'s' if len(tuning) == 1 else ''} --drop-spammers; give "
+                             "--drop-spammers too (or `crowdagg workers` to see the flags)")
     for option, given in (("--drop-spammers", drop_spammers), ("--exclude-workers", exclude_workers is not None)):
         if given and engine != "local":
             raise UsageError(f"{option} runs on the local engine (the workers' answers are removed in this "
@@ -124,13 +132,15 @@ def aggregate(
         if init_workers is not None:
             params["init_workers"] = steps.read_worker_model(init_workers, max_memory)
         truth_labels = steps.read_labels(truth, truth_task_col, truth_label_col, option="--truth") if truth else None
+        excluded = None if exclude_workers is None else (exclude_workers, steps.read_worker_ids(exclude_workers,
+                                                                                              max_memory))
         data, fit_engine = steps.load_on(
             cluster, sources, input_format=input_format, task_col=task_col, worker_col=worker_col,
             label_col=label_col, classes=class_list, duplicates=duplicates, max_memory=max_memory, rejected=rejected,
             blank_labels=blank_labels,
         )
-        if exclude_workers is not None:  # the hand-picked list first: the detector judges the crowd that is left
-            data = steps.exclude_workers(data, exclude_workers)
+        if excluded is not None:  # the hand-picked list first: the detector judges the crowd that is left
+            data = steps.exclude_workers(data, *excluded)
         if drop_spammers:
             data = steps.drop_spammers(data, seed=seed, max_memory=max_memory, quiet=quiet, chance=near_chance,
                                        detector=detector, min_partners=min_partners, min_shared=min_shared)

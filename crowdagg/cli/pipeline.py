@@ -131,11 +131,12 @@ def side_inputs(**paths: Optional[str]) -> list[Named]:
     return [(f"--{option.replace('_', '-')} {path}", path) for option, path in paths.items() if path is not None]
 
 
-def check_stdin(inputs: Sequence[str], side: Sequence[Named] = ()) -> None:
-    """Standard input is read once at most, by the inputs and the side inputs together (before any expansion)."""
+def check_stdin(inputs: Sequence[str], side: Sequence[Named] = (), named: str = "INPUT") -> None:
+    """Standard input is read once at most, by the inputs and the side inputs together (before any expansion).
+    ``named``: how messages name the inputs (``INPUT``, the argument; ``--labels`` for train's option)."""
     from ..io.read import check_stdin_once
 
-    check_stdin_once([(f"INPUT {p}", p) for p in inputs] + list(side))
+    check_stdin_once([(f"{named} {p}", p) for p in inputs] + list(side))
 
 
 # --------------------------------------------------------------------------- 2. outputs and inputs
@@ -172,9 +173,10 @@ class Planned:
 
 
 def plan_outputs(
-    outputs: Sequence[Output], inputs: Sequence[str], side: Sequence[Named] = ()
+    outputs: Sequence[Output], inputs: Sequence[str], side: Sequence[Named] = (), named: str = "INPUT"
 ) -> tuple[dict[str, Planned], Inputs]:
-    """Resolve every output (by option) and expand the inputs, refusing an output that is an input.
+    """Resolve every output (by option) and expand the inputs, refusing an output that is an input (``named``: how
+    messages name the inputs, as :func:`check_stdin`).
 
     The order matters for which error a user sees first, and is kept: an
     output that is an input as named (before any expansion); then each
@@ -205,7 +207,7 @@ def plan_outputs(
     targets = [dirs[i] if d else resolve(o.path, o.option, writes=o.writes, then=o.then)
                for i, (o, d) in enumerate(zip(outputs, parts))]
     check_distinct(targets)
-    check_not_inputs(targets, [(f"INPUT {p}", p) for p in inputs] + list(side))
+    check_not_inputs(targets, [(f"{named} {p}", p) for p in inputs] + list(side))
     # A directory's format by the same rules as a file's, from its name without the slash (out.parquet/).
     formats = [output_format(o.fmt, (o.path.rstrip("/") or o.path) if d else o.path, o.option,
                              o.formats or OUTPUT_FORMATS) for o, d in zip(outputs, parts)]
@@ -215,7 +217,7 @@ def plan_outputs(
     for target, fmt in zip(targets, formats):
         check_binary(target, fmt)
     sources = expand_inputs(inputs, outputs=targets)
-    read_as = [(f"INPUT {f}" if f == g else f"{f}, from INPUT {g}", f) for f, g in zip(sources, sources.given)]
+    read_as = [(f"{named} {f}" if f == g else f"{f}, from {named} {g}", f) for f, g in zip(sources, sources.given)]
     check_stdin_once(read_as + list(side))
     check_not_inputs(targets, read_as + list(side))
     return {o.key or o.option: Planned(t, f) for o, t, f in zip(outputs, targets, formats)}, sources
@@ -348,7 +350,8 @@ def scan_spammers(data: AnnotationSet, engine: Any, result: Optional[Aggregation
         err(f"near-chance rule ({method}): {int(flags.chance.sum()):,} of {n:,} workers flagged ({both:,} also by "
             f"the detector); {int(flags.flagged.sum()):,} spammers in all")
     elif result is not None and chance:
-        err(f"near-chance rule: method {method!r} estimates no worker accuracy; the detector alone flags")
+        alone = "nothing flags (--detector never)" if detector == "never" else "the detector alone flags"
+        err(f"near-chance rule: method {method!r} estimates no worker accuracy; {alone}")
     return scan, flags
 
 
@@ -369,22 +372,33 @@ def flag_summary(flags: Any) -> str:
     return line
 
 
-def exclude_workers(data: AnnotationSet, path: str) -> AnnotationSet:
-    """``--exclude-workers FILE``: ``data`` without the answers of the workers FILE names, one worker id a line
-    (surrounding blanks and blank lines ignored; no header).  Every task stays
-    (:meth:`~crowdagg.data.annotations.AnnotationSet.without_workers`); stderr counts the workers and answers
-    removed, and the ids of FILE that name no worker of the data (the first few named)."""
-    import numpy as np
-
-    from ..errors import DataError, os_reason
+def read_worker_ids(path: str, max_memory: Any = None) -> set[str]:
+    """``--exclude-workers FILE``'s ids, one a line (surrounding blanks and blank lines ignored; no header), read
+    before the answers so that a bad FILE fails fast.  FILE is read as an input is
+    (:func:`~crowdagg.io.read.read_bytes`: gzip, its size against ``max_memory``;
+    :func:`~crowdagg.io.read.to_utf8`: a BOM, UTF-16, a binary file and the line of a byte that is not UTF-8)."""
+    from ..errors import DataError, ResourceError
+    from ..io.read import read_bytes, to_utf8
 
     try:
-        with open(path, encoding="utf-8-sig") as handle:
-            wanted = {line.strip() for line in handle} - {""}
-    except UnicodeDecodeError as exc:
-        raise DataError(f"--exclude-workers {path}: not UTF-8 text (byte {exc.start})") from None
-    except OSError as exc:
-        raise DataError(f"--exclude-workers {path}: {os_reason(exc)}") from None
+        raw, display = read_bytes(path, max_memory)
+        text = to_utf8(raw, display).decode("utf-8")
+    except ResourceError:  # "this needs ~N (reading ... from FILE)": already says which file
+        raise
+    except DataError as exc:  # the reader's message starts with the path: say which option's file it is
+        raise DataError(f"--exclude-workers {exc}") from None
+    return {line.strip() for line in text.splitlines()} - {""}
+
+
+def exclude_workers(data: AnnotationSet, path: str, wanted: set[str]) -> AnnotationSet:
+    """``--exclude-workers FILE``: ``data`` without the answers of the workers ``wanted`` names (``path``'s ids,
+    :func:`read_worker_ids`).  Every task stays (:meth:`~crowdagg.data.annotations.AnnotationSet.without_workers`);
+    stderr counts the workers and answers removed, and the ids of FILE that name no worker of the data (the first
+    few named)."""
+    import numpy as np
+
+    from ..errors import DataError
+
     names = [str(w) for w in data.worker_names.tolist()]
     index = {name: i for i, name in enumerate(names)}
     unknown = sorted(wanted - index.keys())

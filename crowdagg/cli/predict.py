@@ -84,8 +84,9 @@ def predict(
 
 
 def notes(trained: Any, feats: Any) -> list[str]:
-    """What predict assumed, for stderr: rows without ids numbered from 0, columns without names taken by position
-    for a model that knows its features' names."""
+    """What predict assumed, for stderr: rows without ids numbered from 0, columns taken by position -- an array's
+    for a model that knows its features' names, and a table's for a model saved without them (before models kept
+    them: a reordered table is fed as it is)."""
     lines = []
     if feats.ids is None:
         lines.append(f"predict: features {feats.source} have no task ids (no --tasks, not an .npz with 'ids' or a "
@@ -93,6 +94,10 @@ def notes(trained: Any, feats: Any) -> list[str]:
     if feats.columns is None and trained.feature_names is not None:
         lines.append(f"predict: features {feats.source} have no column names: their {len(trained.feature_names):,} "
                      f"columns are taken in the order of the model's ({_shown(trained.feature_names)})")
+    if feats.columns is not None and trained.feature_names is None:
+        lines.append(f"predict: the model has no feature names (saved before models kept them): the "
+                     f"{len(feats.columns):,} columns of features {feats.source} are taken by position, in the "
+                     f"table's order ({_shown(list(feats.columns))}), not matched by name")
     return lines
 
 

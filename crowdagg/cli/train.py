@@ -134,8 +134,8 @@ def train(
         duplicates=duplicates, blank_labels=blank_labels, rejected=rejected, max_memory=max_memory, classes=classes
     )
     side = steps.side_inputs(features=features, tasks=tasks, truth=truth)
-    steps.check_stdin([labels], side)
-    planned, sources = steps.plan_outputs(_outputs(output, fmt, workers, save), [labels], side)
+    steps.check_stdin([labels], side, named="--labels")
+    planned, sources = steps.plan_outputs(_outputs(output, fmt, workers, save), [labels], side, named="--labels")
     with use_threads(n_threads):
         # 2. The inputs.
         truth_labels = steps.read_labels(truth, truth_task_col, truth_label_col, option="--truth") if truth else None

@@ -112,7 +112,7 @@ def workers(
     if sort is not None:
         from ..reports.workers import check_sort
 
-        check_sort(sort, None)  # the fixed columns now; recall_<class> once the classes are read
+        check_sort(sort, None, gold is not None)  # the fixed columns now; recall_<class> once the classes are read
     with _plot_dir(plot):  # made when missing (figures are planned like any output); removed if the run fails
         confusion = spec.load().worker_param_names is None  # the method's worker model is (or implies) a confusion
         planned, sources = steps.plan_outputs(_outputs(output, fmt, pairs, plot, confusion), input, side)
@@ -134,7 +134,7 @@ def workers(
             result = steps.fit(data, method, params, quiet=quiet, max_memory=max_memory)
             engine = LocalEngine(data)
             if sort is not None:
-                check_sort(sort, data.classes)
+                check_sort(sort, data.classes, gold is not None)
             scan, flags = steps.scan_spammers(data, engine, result, method=method, seed=seed, max_memory=max_memory,
                                               quiet=quiet, chance=near_chance, detector=detector,
                                               min_partners=min_partners, min_shared=min_shared)

@@ -391,7 +391,8 @@ def _read_table(path: str, fmt: str, id_col: str | None, max_memory: memory.MaxM
             table = pq.read_table(path)
         except Exception as exc:  # noqa: BLE001
             raise DataError(f"features {path}: cannot be read as Parquet ({_reason(exc)})") from None
-        columns = list(table.column_names)
+        columns = [str(c).strip() for c in table.column_names]  # as a CSV/TSV header's: a model's names match either
+        table = table.rename_columns(columns)
         first = 0  # rows, 0-based
     else:
         memory.check(TEXT_BYTES_PER_BYTE * size, f"features {path} of {memory.human(size)} of text", max_memory,
@@ -632,7 +633,7 @@ def align(data: AnnotationSet, features: Features, *, max_memory: memory.MaxMemo
 
 
 __all__ = ["Features", "FORMATS", "align", "as_array", "as_features", "by_name", "check_names", "column_names",
-           "feature_format", "has_own_ids", "read_features", "read_task_ids"]
+           "feature_format", "frame_rows", "has_own_ids", "read_features", "read_task_ids"]
 
 
 def as_array(features: Any) -> np.ndarray:
@@ -723,6 +724,43 @@ def column_names(features: Any) -> tuple[str, ...] | None:
         return None
     names = tuple(str(c) for c in features.columns)
     return check_names(names, "features")
+
+
+def frame_rows(features: Any, task_names: np.ndarray) -> np.ndarray | None:
+    """The rows of a DataFrame of features in the order of ``task_names``, matched by its index; None (rows taken
+    in order) for anything else, for a DataFrame already in that order, and for one whose index is an unnamed
+    integer index (the default 0, 1, ..., or what filtering or sorting rows leaves of it: row numbers, not tasks).
+
+    A DataFrame indexed by task (``pd.read_csv(...).set_index("task")``:
+    a named index, or one of text) was fed by position, so a table sorted
+    otherwise than the answers trained each task on another task's
+    features without a word.  Its index is compared as text (task names
+    are text).
+
+    Raises
+    ------
+    DataError
+        A task the index does not name (the first few, and how many), or an index naming a task twice.
+    """
+    pd = sys.modules.get("pandas")  # a DataFrame's owner has imported pandas
+    if pd is None or not isinstance(features, pd.DataFrame):
+        return None
+    index = features.index
+    if index.name is None and index.nlevels == 1 and pd.api.types.is_integer_dtype(index.dtype):
+        return None
+    ids = pd.Index([str(v) for v in index.tolist()])
+    if not ids.is_unique:
+        raise DataError(f"features: the DataFrame's index names task {ids[ids.duplicated()][0]!r} twice; index the "
+                        "rows by task, one row each")
+    rows = ids.get_indexer(pd.Index(task_names))
+    missing = np.flatnonzero(rows < 0)
+    if missing.size:
+        shown = ", ".join(repr(task_names[i]) for i in missing[:NAMED])
+        more = f" and {missing.size - NAMED:,} more" if missing.size > NAMED else ""
+        raise DataError(f"features: the DataFrame's index (its rows' tasks) has no row for {missing.size:,} of the "
+                        f"{len(task_names):,} tasks: {shown}{more}; index it by task, or reset_index() to give the "
+                        "rows in the tasks' order")
+    return None if np.array_equal(rows, np.arange(rows.size)) else rows
 
 
 def check_names(names: Sequence[Any], source: str) -> tuple[str, ...]:

@@ -79,7 +79,7 @@ from ..methods.result import AggregationResult
 from . import networks
 from .confusion import Confusions, answer_proba
 from .device import resolve_device
-from .features import as_features
+from .features import as_features, frame_rows
 from .model import TrainedModel
 
 #: Rows of the network's forward pass at a time outside training (evaluation, prediction).
@@ -241,7 +241,9 @@ class Trainer(Aggregator):
     # ------------------------------------------------------------------ the public entry
     def fit(self, data: AnnotationSet, features: Any = None, *, callback: Any = None, max_memory: Any = None,
             engine: Any = None, feature_names: Any = None) -> AggregationResult:
-        """Train on ``data``'s answers and ``features`` (n_tasks, d) or (n_tasks, C, H, W), rows in task order.
+        """Train on ``data``'s answers and ``features`` (n_tasks, d) or (n_tasks, C, H, W), rows in task order
+        (a DataFrame indexed by task: its rows matched to the tasks by its index,
+        :func:`~crowdagg.learning.features.frame_rows`).
 
         ``callback(epoch, objective)`` after each epoch; ``max_memory`` as
         for an aggregator (the features, their copy on the device, the
@@ -261,6 +263,9 @@ class Trainer(Aggregator):
         if x.shape[0] != data.n_tasks:
             raise DataError(f"features have {x.shape[0]:,} rows for {data.n_tasks:,} tasks: align them first "
                             "(crowdagg.learning.features.align)")
+        rows = frame_rows(features, data.task_names)  # a DataFrame indexed by task: its rows by name
+        if rows is not None:
+            x = x[rows]
         if not np.isfinite(x).all():
             bad = int(np.flatnonzero(~np.isfinite(x.reshape(x.shape[0], -1)).all(axis=1))[0])
             raise DataError(f"features: row {bad} (task {data.task_names[bad]!r}) holds NaN or inf")

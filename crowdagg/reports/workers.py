@@ -585,6 +585,8 @@ def check_sort(column: str, classes: tuple[str, ...] | list[str] | None, gold: b
     """``--sort COLUMN``: ``(column, descending)`` for ``COLUMN`` or ``-COLUMN``, else a UsageError naming the
     valid columns.  ``classes`` None: the per-class ``recall_<class>`` columns are not known yet and any such name
     passes (checked again once they are)."""
+    if not isinstance(column, str):  # sort_report(frame, None) raised AttributeError
+        raise UsageError(f"--sort takes a column's name (COLUMN or -COLUMN), got {column!r}")
     name, descending = (column[1:], True) if column.startswith("-") else (column, False)
     valid = report_columns(list(classes or ()), gold)
     if name in valid or (classes is None and name.startswith("recall_") and len(name) > len("recall_")):
@@ -597,13 +599,26 @@ def check_sort(column: str, classes: tuple[str, ...] | list[str] | None, gold: b
 
 def sort_report(frame: pd.DataFrame, column: str) -> pd.DataFrame:
     """``frame`` ordered by ``column`` (``-column``: descending), missing cells last, ties in the input order
-    (stable), its index renumbered."""
+    (stable), its index renumbered.  A text column whose every cell is a number (workers ``39``, ``1005``; a
+    worst_class of numeric classes) is ordered by value, as classes are, not as text (``1005`` before ``39``)."""
+    import pandas as pd
+
     name, descending = check_sort(column, [c[len("recall_"):] for c in frame.columns if str(c).startswith("recall_")],
                                   "gold_answers" in frame.columns)
     if name not in frame.columns:
         raise UsageError(f"--sort {column}: the report has no column {name}")
-    return frame.sort_values(name, ascending=not descending, kind="stable", na_position="last").reset_index(drop=True)
+    key = None
+    values = frame[name]
+    if not pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values):
+        numbers = pd.to_numeric(values, errors="coerce")
+        if numbers.notna().sum() == values.notna().sum() > 0:  # every cell there is a number
+            key = lambda _: numbers  # noqa: E731 - the values' numbers, in their place
+    return frame.sort_values(name, ascending=not descending, kind="stable", na_position="last",
+                             key=key).reset_index(drop=True)
 
+
+#: The terminal table's width: it is never drawn narrower (rich would crop the numbers and drop the names).
+TERMINAL_WIDTH = 80
 
 #: The terminal table's columns: (header, report column(s)); the interval is one cell, the verdict another.
 TERMINAL = (("worker", "worker"), ("answers", "answers"), ("accuracy", "accuracy"),
@@ -623,12 +638,17 @@ def print_table(frame: pd.DataFrame, stream: Any, *, title: str = "workers", cap
     judged the worker.  The recalls, worst class, capacity, Raykar--Yu
     score, chance bound and gold columns are left out (``caption`` says where they are);
     numbers have 3 decimals (2 in the interval).  A long worker name folds
-    onto a second line rather than widening the table.
+    onto a second line rather than widening the table.  Names are drawn as
+    plain text (:func:`~crowdagg.reports.terminal_text`), and a terminal under
+    80 columns gets the 80-column table, wrapped by the terminal, rather than
+    columns cropped to ``0.`` or dropped.
     """
     import pandas as pd
     from rich import box
     from rich.console import Console
     from rich.table import Table
+
+    from . import terminal_text
 
     table = Table(title=title, caption=caption, box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
     for header, name in TERMINAL:
@@ -650,8 +670,10 @@ def print_table(frame: pd.DataFrame, stream: Any, *, title: str = "workers", cap
                 cells.append(str(value) if value else ("-" if spammer.iloc[i] is pd.NA else "no"))
             else:
                 cells.append(_cell(value))
-        table.add_row(*cells)
-    Console(file=stream).print(table)
+        table.add_row(*map(terminal_text, cells))
+    console = Console(file=stream)
+    console.width = max(console.width, TERMINAL_WIDTH)
+    console.print(table)
 
 
 def _cell(value: Any) -> str:

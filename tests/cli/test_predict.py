@@ -186,3 +186,35 @@ def test_a_model_trained_on_an_array_says_nothing_of_columns(saved, tmp_path):
     (tmp_path / "ids.txt").write_text("a\nb\nc\n")
     result = ok(invoke("predict", "--model", model, "--features", tmp_path / "x.npy", "--tasks", tmp_path / "ids.txt"))
     assert result.stderr == ""
+
+
+def test_a_table_for_a_model_without_feature_names_is_said_to_go_by_position(saved, tmp_path):
+    """A model saved without names (trained on an array, or before models kept them) took a table's columns by
+    position without a word: a reordered table changed the predictions silently."""
+    folder, model, _ = saved
+    x = np.load(folder / "feats.npy")[:3]
+    table = pd.DataFrame(x[:, ::-1], columns=[f"g{j}" for j in reversed(range(x.shape[1]))])
+    table.insert(0, "task", ["a", "b", "c"])
+    table.to_csv(tmp_path / "x.csv", index=False)
+    result = ok(invoke("predict", "--model", model, "--features", tmp_path / "x.csv"))
+    assert result.stderr.splitlines() == [
+        f"predict: the model has no feature names (saved before models kept them): the {x.shape[1]} columns of "
+        f"features {tmp_path / 'x.csv'} are taken by position, in the table's order (g{x.shape[1] - 1}, "
+        f"g{x.shape[1] - 2}, g{x.shape[1] - 3}, g{x.shape[1] - 4}, g{x.shape[1] - 5}, ... ({x.shape[1]} in all)), "
+        "not matched by name"]
+    assert frame(result.stdout)["task"].tolist() == ["a", "b", "c"]
+    assert ok(invoke("predict", "--model", model, "--features", tmp_path / "x.csv", "-q")).stderr == ""
+
+
+def test_parquet_column_names_are_stripped_as_a_csv_header_is(named, tmp_path):
+    """A CSV header's names are stripped (`task, f0, f1` gives f0), a Parquet file's were not: the same table
+    saved as Parquet with ' f0' was refused by a model trained on the CSV."""
+    folder, model, table = named
+    expected = ok(invoke("predict", "--model", model, "--features", folder / "feats.csv")).stdout
+    padded = table.rename(columns={c: f" {c} " for c in table.columns if c != "task"})
+    padded.to_parquet(tmp_path / "padded.parquet")
+    assert ok(invoke("predict", "--model", model, "--features", tmp_path / "padded.parquet")).stdout == expected
+    clash = table.rename(columns={"f1": " f0"})
+    clash.to_parquet(tmp_path / "clash.parquet")
+    err = one_error(invoke("predict", "--model", model, "--features", tmp_path / "clash.parquet"), 1)
+    assert "the column 'f0' appears twice (columns 2 and 3)" in err

@@ -365,3 +365,12 @@ def test_a_hidden_layer_too_large_for_max_memory_is_refused_with_its_size(folder
     assert ("a mlp network of 786,451 weights (--hidden=65536) trained on batches of 64 tasks), more than the limit "
             "of 100 MB (--max-memory=100 MB); use fewer tasks, or a smaller --hidden or --batch-size") in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_answers_are_named_by_their_option_in_refusals(folder):
+    """train has no INPUT argument: its answers were named "INPUT labels.csv" in the refusals."""
+    labels = folder / "labels.csv"
+    err = one_error(invoke("train", "--features", folder / "feats.npy", "--labels", labels, *SMALL, "--save", labels), 2)
+    assert err == f"Error: --save {labels} is also an input (--labels {labels}); refusing to overwrite it"
+    err = one_error(invoke("train", "--features", folder / "feats.npy", "--labels", "-", "--truth", "-", *SMALL), 2)
+    assert "(--labels - and --truth -)" in err and "INPUT" not in err

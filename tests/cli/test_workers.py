@@ -497,3 +497,55 @@ def test_plot_with_class_names_mathtext_would_read(runner, tmp_path):
     result = invoke(runner, "workers", path, "--plot", tmp_path / "figures", "-o", tmp_path / "w.csv")
     ok(result)
     assert sorted(p.name for p in (tmp_path / "figures").iterdir()) == ["answers_accuracy.png", "confusions.png"]
+
+
+@pytest.mark.parametrize("column", ["gold_accuracy", "-gold_answers"])
+def test_sort_by_a_gold_column_without_gold_is_refused_before_the_input_is_read(runner, tmp_path, column):
+    # it was refused only after the fit and the detector had run; a missing input proves nothing was read
+    err = assert_one_error_line(invoke(runner, "workers", tmp_path / "absent.csv", "--sort", column), 2)
+    assert f"--sort {column}: no such column" in err and "gold_" not in err.split("the columns are")[1]
+
+
+def test_exclude_workers_file_is_read_as_an_input_is_and_before_the_answers(runner, tmp_path):
+    """The list was read with open(encoding='utf-8-sig') after the answers: a Latin-1 list failed at "byte 3"
+    with no line once the whole input had been read, UTF-16 (Excel's "Unicode text") and .gz were refused, and
+    its size was never checked against --max-memory."""
+    import gzip
+
+    listing = "39\r\n97\r\n"
+    (tmp_path / "utf16.txt").write_bytes(listing.encode("utf-16"))  # with its byte-order mark
+    (tmp_path / "list.txt.gz").write_bytes(gzip.compress(listing.encode()))
+    for name in ("utf16.txt", "list.txt.gz"):
+        result = invoke(runner, "aggregate", BLUEBIRD, "-m", "mv", "--exclude-workers", tmp_path / name)
+        ok(result)
+        assert "--exclude-workers: removed 2 of 39 workers and their 216 of 4,212 answers" in result.stderr
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes("39\nJosé\n".encode("latin-1"))
+    missing = tmp_path / "absent.csv"  # the answers: the list's error comes first, before they are read
+    err = assert_one_error_line(invoke(runner, "aggregate", missing, "--exclude-workers", latin), 1)
+    assert err == (f"Error: --exclude-workers {latin} line 2: not UTF-8 text (byte 0xE9 at column 4); it looks like "
+                   "Latin-1/Windows-1252 -- save the file as UTF-8")
+    big = tmp_path / "big.txt"
+    big.write_text("worker-id\n" * 200_000)
+    err = assert_one_error_line(invoke(runner, "aggregate", missing, "--exclude-workers", big, "--max-memory", "1M"), 1)
+    assert f"from {big}" in err and "more than the limit of 1.00 MB" in err
+
+
+def test_a_method_without_accuracy_and_detector_never_says_nothing_flags(runner):
+    # it said "the detector alone flags" with the detector turned off
+    result = invoke(runner, "workers", BLUEBIRD, "-m", "glad", "--detector", "never")
+    ok(result)
+    assert "near-chance rule: method 'glad' estimates no worker accuracy; nothing flags (--detector never)" \
+        in result.stderr and "the detector alone flags" not in result.stderr
+    assert "workers: 39 workers, 0 judged, 0 flagged as spammers" in result.stderr
+
+
+@pytest.mark.parametrize("given, words", [
+    (["--min-partners", "3"], "--min-partners tunes --drop-spammers"),
+    (["--detector", "never", "--no-near-chance"], "--detector and --no-near-chance tune --drop-spammers"),
+    (["--min-shared", "2"], "--min-shared tunes --drop-spammers"),
+])
+def test_aggregate_detector_options_without_drop_spammers_are_refused(runner, tmp_path, given, words):
+    # they changed nothing, silently: a careless `aggregate --detector always` got the plain labels
+    err = assert_one_error_line(invoke(runner, "aggregate", tmp_path / "absent.csv", *given), 2)
+    assert err == f"Error: {words}; give --drop-spammers too (or `crowdagg workers` to see the flags)"

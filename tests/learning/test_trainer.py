@@ -236,3 +236,26 @@ def test_the_networks_count_of_weights_is_its_state_dicts(kind, shape):
     assert networks.n_weights(spec) == sum(t.numel() for t in networks.build(spec).state_dict().values())
     need, weights = networks.memory_needed(spec, 32, 100)
     assert need == networks.FIT_BYTES_PER_WEIGHT * weights + 4.0 * 100 * networks.activations_per_row(spec)
+
+
+def test_a_dataframe_indexed_by_task_is_matched_to_the_tasks_by_its_index(separable):
+    """``fit(data, pd.read_csv(...).set_index("task"))`` took the rows by position: a table sorted otherwise than
+    the answers trained each task on another task's features without a word."""
+    import pandas as pd
+
+    data, x, _, _ = separable
+    expected = crowdlayer(epochs=1).fit(data, x).posteriors
+    by_task = pd.DataFrame(x, index=pd.Index(data.task_names, name="task"), columns=[f"f{j}" for j in range(8)])
+    shuffled = by_task.sample(frac=1.0, random_state=0)
+    assert not shuffled.index.equals(by_task.index)
+    np.testing.assert_array_equal(crowdlayer(epochs=1).fit(data, shuffled).posteriors, expected)
+    unnamed_text = shuffled.rename_axis(None)  # an index of text names tasks too
+    np.testing.assert_array_equal(crowdlayer(epochs=1).fit(data, unnamed_text).posteriors, expected)
+    # row numbers left by filtering or sorting (an unnamed integer index) are not tasks: the rows go in order
+    renumbered = by_task.set_axis(np.arange(data.n_tasks) * 2)
+    np.testing.assert_array_equal(crowdlayer(epochs=1).fit(data, renumbered).posteriors, expected)
+    with pytest.raises(DataError, match=r"^features: the DataFrame's index \(its rows' tasks\) has no row for 1 of "
+                                        rf"the 400 tasks: '{data.task_names[0]}'; index it by task, or reset_index"):
+        crowdlayer(epochs=1).fit(data, by_task.rename(index={data.task_names[0]: "elsewhere"}))
+    with pytest.raises(DataError, match=rf"names task '{data.task_names[1]}' twice"):
+        crowdlayer(epochs=1).fit(data, by_task.rename(index={data.task_names[0]: data.task_names[1]}))

@@ -148,3 +148,26 @@ def test_mixed_label_types_are_ordered_and_named_without_a_type_error(recwarn):
     ev = evaluate_labels({"a": 1, "b": "x", "c": "1"}, {"a": 1, "b": "x", "c": "1"})
     assert ev.accuracy == 1.0
     assert ev.recall == {"1": 1.0, "'1'": 1.0, "x": 1.0}
+
+
+def test_integer_labels_get_their_recall_and_macro_f1():
+    """The README's pandas labels (``labels_series()`` of an int column): the classes were inferred as text, so
+    ``recall`` was empty and ``macro_f1`` NaN although accuracy was right."""
+    import pandas as pd
+
+    predicted = pd.Series([0, 1, 1, 0, 1], index=["t1", "t2", "t3", "t4", "t5"])
+    truth = pd.Series([0, 1, 0, 0, 1], index=["t1", "t2", "t3", "t4", "t5"])
+    ev = evaluate_labels(predicted, truth)
+    assert ev.accuracy == pytest.approx(0.8)
+    assert ev.recall == pytest.approx({"0": 2 / 3, "1": 1.0})
+    assert ev.macro_f1 == pytest.approx((0.8 + 0.8) / 2)  # F1 of 0: 2*2/(3+2); of 1: 2*2/(2+3)
+    assert ev.classes == ["0", "1"]
+    as_text = evaluate_labels(predicted.astype(str), truth.astype(str))
+    assert (as_text.recall, as_text.macro_f1, as_text.classes) == (ev.recall, ev.macro_f1, ev.classes)
+
+
+def test_labels_of_mixed_types_are_compared_not_sorted():
+    # the warning's sorted() of the truth's labels raised TypeError: '<' not supported between str and int
+    with pytest.warns(CrowdaggWarning, match="absent from the truth"):
+        ev = evaluate_labels({1: "a", 2: "b", 3: 3}, {1: "a", 2: 3, 3: 3})
+    assert ev.accuracy == pytest.approx(2 / 3) and ev.recall == pytest.approx({"3": 0.5, "a": 1.0})
