@@ -188,15 +188,17 @@ def evaluation_bytes(ev: Evaluation, fmt: str) -> bytes:
 
 
 def print_table(ev: Evaluation, stream: Any) -> None:
-    """A rich table, for a terminal."""
+    """A rich table, for a terminal; the metric names (``recall_<class>``) as plain text (:func:`~crowdagg.reports.terminal_text`)."""
     from rich.console import Console
     from rich.table import Table
+
+    from . import terminal_text
 
     table = Table(title="evaluation")
     table.add_column("metric")
     table.add_column("value", justify="right")
     for name, value in ev.rows():
-        table.add_row(name, f"{value:.4f}" if isinstance(value, float) else str(value))
+        table.add_row(terminal_text(name), f"{value:.4f}" if isinstance(value, float) else str(value))
     Console(file=stream).print(table)
 
 
