@@ -168,6 +168,12 @@ class Aggregator:
     #: can check those outputs before the fit; its results must agree.
     worker_param_names: ClassVar[tuple[str, ...] | None] = None
     task_param_names: ClassVar[tuple[str, ...]] = ()
+    #: Whether its posteriors are the class prior times the product of the answers' confusion entries,
+    #: ``p_t(k) ∝ π_k Π θ_w[k, l]`` over task t's answers (exactly, or as a mean-field or belief-propagation
+    #: approximation of it), with θ its results' :attr:`~crowdagg.methods.result.AggregationResult.confusion`:
+    #: then a worker's own answers can be divided out of them (:func:`crowdagg.reports.workers.leave_one_out`).
+    #: Not a vote's shares (mv, wawa), nor a model without a confusion.
+    posterior_factors: ClassVar[bool] = False
 
     def __init__(self, **params: Any) -> None:
         spec = self.spec()

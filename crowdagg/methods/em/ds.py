@@ -211,6 +211,8 @@ class DawidSkene(IterativeAggregator):
     name = "ds"
     _m_step: MStep = staticmethod(full_m_step)  # type: ignore[assignment]
     loop_name = "EM"
+    #: Its posteriors are the E-step's π_k Π θ_w[k, l] (the base says what that serves).
+    posterior_factors = True
     objective_name = "log-likelihood"
     #: Its worker parameters are full confusion matrices; it can start from a confusion or a one-coin model's.
     worker_form = "confusion"

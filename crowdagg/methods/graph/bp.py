@@ -167,6 +167,9 @@ class BeliefPropagation(IterativeAggregator):
     __doc__ = __doc__
     name = "bp"
     loop_name = "BP"
+    #: Its beliefs are the product of the answers' messages, each the answer's likelihood under the worker's
+    #: confusion integrated out (approximately its posterior mean, the result's confusion).
+    posterior_factors = True
     stop_rule = Residual("messages")
     objective_direction = NO_OBJECTIVE
     worker_form = "confusion"

@@ -212,6 +212,8 @@ class MeanField(IterativeAggregator):
     __doc__ = __doc__
     name = "mf"
     loop_name = "mean-field"
+    #: Its posteriors are exp E[log π_k] Π exp E[log θ_w[k, l]]: the product form, θ at its geometric mean.
+    posterior_factors = True
     objective_name = "ELBO"
     collapse_advice = f"try bp, or mf with a larger {param('class_prior')} (pseudo-tasks that keep rare classes alive)"
 

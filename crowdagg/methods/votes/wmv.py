@@ -42,6 +42,8 @@ class WeightedMajorityVote(IterativeAggregator):
     """
 
     name = "wmv"
+    #: softmax_k Σ w_m 1[answer = k] is the uniform prior times the one-coin confusions' Π θ_m[k, l].
+    posterior_factors = True
     stop_rule = NoLabelChanged()
     objective_direction = NO_OBJECTIVE
 
