@@ -271,14 +271,17 @@ def accuracy_evidence(data: AnnotationSet, result: AggregationResult, *, z: floa
     An answer (t, w, l) counts as right with the probability that task t's true class is l *by the other
     workers' answers*: its leave-one-out posterior ``p_t^{-w}(l)`` (:func:`leave_one_out`), so the worker is
     judged by what the others say, never by a posterior it helped make.  The in-sample posterior ``p_t(l)``
-    includes the worker's own answer, and a worker always agrees with it in part: a crowd of 8 workers
-    answering 300 binary tasks at random, fitted by ds, gets in-sample shares of .54--.65 right, with chance at
-    .50, and the test "shows" 7 of the 8 above chance; left out, their shares straddle .50.
+    includes the worker's own answer, and a worker always agrees with it in part, most where a task has few
+    answers and the fit leans on few workers: 8 workers answering 300 binary tasks uniformly at random (the
+    test's crowd), ds locks onto one of them (its in-sample share .78, interval .73--.82), the test "shows" 3
+    of the 8 above chance, mv's vote shares all 8; left out, every interval holds .50 and none does.
 
-    A method whose posteriors do not factor over the answers through its confusion (mv and wawa vote shares;
-    glad, kos and any method without a confusion) has no answer to divide out, and keeps the in-sample share
-    ``p_t(l)``, with that bias (small for a worker among many answers a task): the reason the test is used
-    only to withdraw the detector's flags, never to raise one.  O(n_answers × K) in numpy.
+    That needs to know how the posteriors are made of the answers: a product of confusion entries (ds,
+    onecoin, wmv, mf, bp, the moment methods) or a vote's shares (mv, wawa).  A method whose posteriors are
+    made otherwise (glad's, of an ability and a difficulty; kos' messages: :func:`posterior_form` is ``""``)
+    keeps the in-sample share ``p_t(l)``, with that bias (on the random crowd above glad "shows" 3 of 8 above
+    chance, kos 4): the reason the test is used only to withdraw the detector's flags, never to raise one.
+    O(n_answers × K) in numpy.
     """
     from scipy.special import ndtr
 
@@ -305,27 +308,34 @@ def accuracy_evidence(data: AnnotationSet, result: AggregationResult, *, z: floa
 LEAVE_OUT_FLOOR = 1e-10
 
 
-def posteriors_factor(result: AggregationResult) -> bool:
-    """Whether ``result``'s posteriors are π_k Π θ_w[k, l] over a task's answers, θ its confusion (its method's
-    :attr:`~crowdagg.methods.base.Aggregator.posterior_factors`: ds, onecoin, wmv, mf, bp, the moment methods)."""
+def posterior_form(result: AggregationResult) -> str:
+    """How ``result``'s posteriors are made of the answers: its method's
+    :attr:`~crowdagg.methods.base.Aggregator.posterior_form` -- ``"product"`` (ds, onecoin, wmv, mf, bp, the
+    moment methods; only where the result has a confusion), ``"shares"`` (mv, wawa) -- or ``""``."""
+    from ..methods.base import PRODUCT
     from ..methods.registry import METHODS, get_method
 
-    return (result.method in METHODS and bool(getattr(get_method(result.method), "posterior_factors", False))
-            and result.has_confusion)
+    form = str(getattr(get_method(result.method), "posterior_form", "")) if result.method in METHODS else ""
+    return "" if form == PRODUCT and not result.has_confusion else form
 
 
 def leave_one_out(data: AnnotationSet, result: AggregationResult) -> np.ndarray | None:
     """Per answer (t, w, l), the posterior of the class it gave, l, without worker w's answers on task t:
-    shape (n_answers,), in ``data``'s answer order; None where the posteriors do not factor
-    (:func:`posteriors_factor`).
+    shape (n_answers,), in ``data``'s answer order; None where the posteriors are made some other way
+    (:func:`posterior_form`: glad, kos).
 
-    Where ``p_t(k) ∝ π_k Π_{(v, m) answers on t} θ_v[k, m]`` (θ the result's confusion, rows the true class,
-    columns the answer), the same posterior without worker w's answers -- the E-step over the other workers
-    alone, the fit's parameters held -- is ``p_t^{-w}(k) ∝ p_t(k) / Π_{w's answers m on t} θ_w[k, m]``,
-    renormalised over k: no refit, O(n_answers × K).  A worker's several answers on one task (duplicates
-    kept) are divided out together.  In log space, the confusion floored at :data:`LEAVE_OUT_FLOOR` and the
-    posterior at the smallest normal float; a task a gold label clamps keeps its class.  For mf and bp, whose
-    posteriors are the product form's approximation, so is this.
+    The fit's parameters are held (no refit), O(n_answers × K), and a worker's several answers on one task
+    (duplicates kept) leave together:
+
+    * a product, ``p_t(k) ∝ π_k Π_{(v, m) answers on t} θ_v[k, m]`` (θ the result's confusion, rows the true
+      class, columns the answer): ``p_t^{-w}(k) ∝ p_t(k) / Π_{w's answers m on t} θ_w[k, m]``, renormalised
+      over k -- the E-step over the other workers alone.  In log space, the confusion floored at
+      :data:`LEAVE_OUT_FLOOR` and the posterior at the smallest normal float; a task a gold label clamps
+      keeps its class.  For mf and bp, whose posteriors are the product form's approximation, so is this;
+    * a vote's shares, ``p_t(k) = V_t(k) / S_t`` (V_t(k) the weight of t's answers k, S_t of all of them,
+      each answer weighing its worker's :attr:`~crowdagg.methods.base.Aggregator.vote_weight`):
+      ``(V_t(k) − s_w c_{t,w}(k)) / (S_t − s_w n_{t,w})``, c and n w's answers k and all its answers on t; the
+      class prior where no other vote is left (w alone on the task), as a task without answers gets.
 
     Raises
     ------
@@ -333,25 +343,53 @@ def leave_one_out(data: AnnotationSet, result: AggregationResult) -> np.ndarray 
         The answers × K arrays exceed the memory limit (:func:`crowdagg.core.memory.check`, the result's
         ``max_memory``).
     """
-    if not posteriors_factor(result):
+    from ..methods.base import PRODUCT, SHARES
+
+    form = posterior_form(result)
+    if form not in (PRODUCT, SHARES):
         return None
     from ..core import memory
 
     a, k = data.n_answers, data.n_classes
     memory.check(4.0 * 8 * a * k, f"the leave-one-out posteriors of {a:,} answers × {k} classes", result.max_memory)
     task, worker, label = (np.asarray(x, dtype=np.int64) for x in (data.task, data.worker, data.label))
-    log_conf = np.log(np.maximum(np.asarray(result.confusion, dtype=np.float64), LEAVE_OUT_FLOOR))
-    own = log_conf[worker, :, label]  # (answers, K): log θ_w[k, l] of each answer
+    post = np.asarray(result.posteriors, dtype=np.float64)
     # One group per (task, worker) pair: a worker's duplicate answers on a task leave together.
     _, pair = np.unique(task * data.n_workers + worker, return_inverse=True)
+    pair = pair.reshape(-1)
     n_pairs = int(pair.max()) + 1 if a else 0
+    if form == SHARES:
+        return _shares_left_out(data, result, task, worker, label, pair, n_pairs, post)
+    log_conf = np.log(np.maximum(np.asarray(result.confusion, dtype=np.float64), LEAVE_OUT_FLOOR))
+    own = log_conf[worker, :, label]  # (answers, K): log θ_w[k, l] of each answer
     if n_pairs < a:
         own = np.stack([np.bincount(pair, weights=own[:, c], minlength=n_pairs) for c in range(k)], axis=1)[pair]
-    post = np.asarray(result.posteriors, dtype=np.float64)
     log_out = np.log(np.maximum(post[task], np.finfo(np.float64).tiny)) - own
     log_out -= log_out.max(axis=1, keepdims=True)
     weight = np.exp(log_out)
     return weight[np.arange(a), label] / weight.sum(axis=1)
+
+
+def _shares_left_out(data: AnnotationSet, result: AggregationResult, task: np.ndarray, worker: np.ndarray,
+                     label: np.ndarray, pair: np.ndarray, n_pairs: int, post: np.ndarray) -> np.ndarray:
+    """:func:`leave_one_out` of a vote's shares (its notes); ``pair`` numbers the (task, worker) pairs."""
+    from ..methods.registry import get_method
+
+    key = getattr(get_method(result.method), "vote_weight", None)
+    s = np.ones(data.n_workers) if key is None else np.asarray(result.worker_params[key], dtype=np.float64)
+    vote = s[worker]
+    total = np.bincount(task, weights=vote, minlength=data.n_tasks)  # S_t
+    # w's weight on t in all (s_w n_{t,w}) and on the class it gave (s_w c_{t,w}(l)), per answer
+    own_all = np.bincount(pair, weights=vote, minlength=n_pairs)[pair]
+    _, same = np.unique(pair * data.n_classes + label, return_inverse=True)
+    same = same.reshape(-1)
+    own_class = np.bincount(same, weights=vote)[same]
+    rest = total[task] - own_all
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.clip((post[task, label] * total[task] - own_class) / rest, 0.0, 1.0)
+    # no other vote left (rounding aside): the prior, what the vote gives a task without answers
+    alone = rest <= 1e-12 * np.maximum(total[task], 1.0)
+    return np.where(alone, np.asarray(result.prior, dtype=np.float64)[label], share)
 
 
 def benjamini_hochberg(pvalues: np.ndarray, rate: float) -> np.ndarray:
@@ -773,6 +811,6 @@ def _nullable(values: Any) -> Any:
 
 __all__ = ["ABOVE_CHANCE_FDR", "CHANCE_BITS", "CHANCE_Z", "CONFUSION_COLUMNS", "FLAGGED_BY", "INTERVAL_Z", "LEADING",
            "PAIR_COLUMNS", "AccuracyEvidence", "SpammerFlags", "accuracy_evidence", "benjamini_hochberg",
-           "leave_one_out", "posteriors_factor", "LEAVE_OUT_FLOOR",
+           "leave_one_out", "posterior_form", "LEAVE_OUT_FLOOR",
            "chance_bound", "gold_counts", "method_accuracy", "near_chance", "pair_agreement", "print_table",
            "report_columns", "check_sort", "sort_report", "spammer_flags", "symmetric_capacity", "table_columns", "wilson_interval", "worker_report"]
