@@ -9,8 +9,9 @@ worker              the worker's name
 answers             the worker's answers
 accuracy            the method's estimate (:attr:`~crowdagg.methods.result.AggregationResult.worker_accuracy`:
                     its own accuracy, or the confusion's diagonal weighted by the class prior)
-accuracy_low        a 95% Wilson score interval on the worker's share of right answers, counted
-accuracy_high       with the method's posteriors (:func:`accuracy_evidence`)
+accuracy_low        a 95% Wilson score interval on the worker's share of right answers, each
+accuracy_high       counted with its task's posterior without the worker's answers: by the others
+                    (:func:`accuracy_evidence`, :func:`leave_one_out`)
 chance_accuracy     the share a spammer with the worker's answer frequencies would get right
                     (Σ_k f_k π_k, π the method's class prior): the level the interval is judged against
 recall_<class>      one per class: the confusion's diagonal, P(answers c | truth is c)
@@ -59,8 +60,10 @@ union:
   time or more.  Absence of evidence is not evidence, so a detector's flag
   stands only where the fitted model cannot show the worker to be above
   chance: each flagged worker's one-sided score test of "its share of right
-  answers (posterior-weighted) is no more than ``chance_accuracy``"
-  (:func:`accuracy_evidence`), and the flags whose tests reject at a false
+  answers, each weighted by its task's posterior without the worker's
+  answers, is no more than ``chance_accuracy``" (:func:`accuracy_evidence`;
+  the in-sample posterior agrees with the worker because it counts its
+  answer: it withdrew flags of workers answering at random), and the flags whose tests reject at a false
   discovery rate of :data:`ABOVE_CHANCE_FDR` (Benjamini--Hochberg over the
   detector's flags) are withdrawn.  The FDR, not a per-worker level: among
   many true spammers a few p-values fall low by chance, and BH keeps them
