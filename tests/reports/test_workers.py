@@ -545,6 +545,11 @@ def test_leave_one_out_is_the_e_step_over_the_other_workers_duplicates_left_out_
     assert got[1] != pytest.approx(one_only[0] / one_only.sum(), rel=1e-3)
     right = np.bincount(worker, weights=want, minlength=4)
     np.testing.assert_allclose(accuracy_evidence(data, result).right, right, rtol=1e-12)
+    # a task a gold label clamps (its posterior one-hot) keeps its class without any of its answers
+    clamped = post.copy()
+    clamped[1] = [0.0, 1.0, 0.0]
+    gold = make_result("ds", data, clamped, clamped.argmax(axis=1), prior, worker_params={"confusion": confusion})
+    np.testing.assert_allclose(leave_one_out(data, gold)[4:7], [1.0, 1.0, 0.0], atol=1e-300)  # b, b, a
 
 
 def _vote_without(data, weight, prior, t, w):
