@@ -22,7 +22,8 @@ HELP = """Report on each annotator: who is good, who is a spammer, who agrees wi
 One row per worker, in input order (--sort COLUMN, -COLUMN descending):
 worker, answers, the method's estimated accuracy, accuracy_low and
 accuracy_high (a 95% Wilson interval on the share of its answers right,
-counted with the method's posteriors), chance_accuracy (the share a
+each counted with its task's posterior by the other workers' answers),
+chance_accuracy (the share a
 spammer with its answer frequencies would get right), recall_<class> (its confusion's diagonal), worst_class
 and worst_recall, capacity (bits of the estimated confusion as a channel: 0
 for a spammer), raykar_yu (Raykar-Yu spammer score: 0 when the answer

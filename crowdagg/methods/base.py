@@ -142,6 +142,11 @@ class FitContext(Mapping[str, Any]):
         return len(self.params)
 
 
+#: :attr:`Aggregator.posterior_form`: the posteriors are π_k Π θ_w[k, l] over a task's answers.
+PRODUCT = "product"
+#: :attr:`Aggregator.posterior_form`: the posteriors are a (weighted) vote's shares.
+SHARES = "shares"
+
 class Aggregator:
     """Base class: settings are stored by ``__init__``, checked by :meth:`fit`.
 
@@ -168,6 +173,16 @@ class Aggregator:
     #: can check those outputs before the fit; its results must agree.
     worker_param_names: ClassVar[tuple[str, ...] | None] = None
     task_param_names: ClassVar[tuple[str, ...]] = ()
+    #: How its posteriors are made of the answers, so that one worker's answers can be taken out of them
+    #: (:func:`crowdagg.reports.workers.leave_one_out`): :data:`PRODUCT` -- the class prior times the product of
+    #: the answers' confusion entries, ``p_t(k) ∝ π_k Π θ_w[k, l]`` over task t's answers (exactly, or as a
+    #: mean-field or belief-propagation approximation of it), θ its results'
+    #: :attr:`~crowdagg.methods.result.AggregationResult.confusion`; :data:`SHARES` -- a vote's shares, each
+    #: answer weighted by its worker's :attr:`vote_weight`; ``""`` -- otherwise (glad's product is of an ability and
+    #: a difficulty, no confusion; kos' are messages).
+    posterior_form: ClassVar[str] = ""
+    #: For :data:`SHARES`: the worker parameter that is each worker's vote weight (None: one vote an answer).
+    vote_weight: ClassVar[str | None] = None
 
     def __init__(self, **params: Any) -> None:
         spec = self.spec()

@@ -9,8 +9,9 @@ worker              the worker's name
 answers             the worker's answers
 accuracy            the method's estimate (:attr:`~crowdagg.methods.result.AggregationResult.worker_accuracy`:
                     its own accuracy, or the confusion's diagonal weighted by the class prior)
-accuracy_low        a 95% Wilson score interval on the worker's share of right answers, counted
-accuracy_high       with the method's posteriors (:func:`accuracy_evidence`)
+accuracy_low        a 95% Wilson score interval on the worker's share of right answers, each
+accuracy_high       counted with its task's posterior without the worker's answers: by the others
+                    (:func:`accuracy_evidence`, :func:`leave_one_out`)
 chance_accuracy     the share a spammer with the worker's answer frequencies would get right
                     (Σ_k f_k π_k, π the method's class prior): the level the interval is judged against
 recall_<class>      one per class: the confusion's diagonal, P(answers c | truth is c)
@@ -59,8 +60,10 @@ union:
   time or more.  Absence of evidence is not evidence, so a detector's flag
   stands only where the fitted model cannot show the worker to be above
   chance: each flagged worker's one-sided score test of "its share of right
-  answers (posterior-weighted) is no more than ``chance_accuracy``"
-  (:func:`accuracy_evidence`), and the flags whose tests reject at a false
+  answers, each weighted by its task's posterior without the worker's
+  answers, is no more than ``chance_accuracy``" (:func:`accuracy_evidence`;
+  the in-sample posterior agrees with the worker because it counts its
+  answer: it withdrew flags of workers answering at random), and the flags whose tests reject at a false
   discovery rate of :data:`ABOVE_CHANCE_FDR` (Benjamini--Hochberg over the
   detector's flags) are withdrawn.  The FDR, not a per-worker level: among
   many true spammers a few p-values fall low by chance, and BH keeps them
@@ -268,16 +271,28 @@ def accuracy_evidence(data: AnnotationSet, result: AggregationResult, *, z: floa
     """Each worker's accuracy as the fitted model sees it: the posterior-weighted share of right answers, its
     Wilson interval, the share a spammer would get, and the test of the one against the other.
 
-    Any method has posteriors, so this holds for every method (glad and kos too).  The posteriors include the
-    worker's own answers, which pulls the share a little towards the worker's own view -- negligible for a
-    worker among many answers a task, and the reason the test is used only to withdraw the detector's flags,
-    never to raise one.  O(n_answers) in numpy.
+    An answer (t, w, l) counts as right with the probability that task t's true class is l *by the other
+    workers' answers*: its leave-one-out posterior ``p_t^{-w}(l)`` (:func:`leave_one_out`), so the worker is
+    judged by what the others say, never by a posterior it helped make.  The in-sample posterior ``p_t(l)``
+    includes the worker's own answer, and a worker always agrees with it in part, most where a task has few
+    answers and the fit leans on few workers: 8 workers answering 300 binary tasks uniformly at random (the
+    test's crowd), ds locks onto one of them (its in-sample share .78, interval .73--.82), the test "shows" 3
+    of the 8 above chance, mv's vote shares all 8; left out, every interval holds .50 and none does.
+
+    That needs to know how the posteriors are made of the answers: a product of confusion entries (ds,
+    onecoin, wmv, mf, bp, the moment methods) or a vote's shares (mv, wawa).  A method whose posteriors are
+    made otherwise (glad's, of an ability and a difficulty; kos' messages: :func:`posterior_form` is ``""``)
+    keeps the in-sample share ``p_t(l)``, with that bias (on the random crowd above glad "shows" 3 of 8 above
+    chance, kos 4): the reason the test is used only to withdraw the detector's flags, never to raise one.
+    O(n_answers × K) in numpy.
     """
     from scipy.special import ndtr
 
     k = data.n_classes
     n = np.asarray(data.answers_per_worker, dtype=np.int64)
-    post = np.asarray(result.posteriors, dtype=np.float64)[data.task, data.label]
+    post = leave_one_out(data, result)
+    if post is None:
+        post = np.asarray(result.posteriors, dtype=np.float64)[data.task, data.label]
     right = np.bincount(data.worker, weights=post, minlength=data.n_workers)
     freq = np.bincount(data.worker * k + data.label, minlength=data.n_workers * k).reshape(-1, k).astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -289,6 +304,95 @@ def accuracy_evidence(data: AnnotationSet, result: AggregationResult, *, z: floa
     pvalue = np.where(n > 0, 1.0 - ndtr(z_stat), np.nan)
     low, high = wilson_interval(right, n, z)
     return AccuracyEvidence(np.where(n > 0, right, np.nan), n, low, high, np.where(n > 0, chance, np.nan), pvalue)
+
+
+#: The floor of a confusion entry divided out of a posterior (ds floors its entries at the same 1e-10): an entry
+#: of 0 would make the division 0/0 where the answer ruled a class out.
+LEAVE_OUT_FLOOR = 1e-10
+
+
+def posterior_form(result: AggregationResult) -> str:
+    """How ``result``'s posteriors are made of the answers: its method's
+    :attr:`~crowdagg.methods.base.Aggregator.posterior_form` -- ``"product"`` (ds, onecoin, wmv, mf, bp, the
+    moment methods; only where the result has a confusion), ``"shares"`` (mv, wawa) -- or ``""``."""
+    from ..methods.base import PRODUCT
+    from ..methods.registry import METHODS, get_method
+
+    form = str(getattr(get_method(result.method), "posterior_form", "")) if result.method in METHODS else ""
+    return "" if form == PRODUCT and not result.has_confusion else form
+
+
+def leave_one_out(data: AnnotationSet, result: AggregationResult) -> np.ndarray | None:
+    """Per answer (t, w, l), the posterior of the class it gave, l, without worker w's answers on task t:
+    shape (n_answers,), in ``data``'s answer order; None where the posteriors are made some other way
+    (:func:`posterior_form`: glad, kos).
+
+    The fit's parameters are held (no refit), O(n_answers × K), and a worker's several answers on one task
+    (duplicates kept) leave together:
+
+    * a product, ``p_t(k) ∝ π_k Π_{(v, m) answers on t} θ_v[k, m]`` (θ the result's confusion, rows the true
+      class, columns the answer): ``p_t^{-w}(k) ∝ p_t(k) / Π_{w's answers m on t} θ_w[k, m]``, renormalised
+      over k -- the E-step over the other workers alone.  In log space, the confusion floored at
+      :data:`LEAVE_OUT_FLOOR` and the posterior at the smallest normal float; a task a gold label clamps
+      keeps its class.  For mf and bp, whose posteriors are the product form's approximation, so is this;
+    * a vote's shares, ``p_t(k) = V_t(k) / S_t`` (V_t(k) the weight of t's answers k, S_t of all of them,
+      each answer weighing its worker's :attr:`~crowdagg.methods.base.Aggregator.vote_weight`):
+      ``(V_t(k) − s_w c_{t,w}(k)) / (S_t − s_w n_{t,w})``, c and n w's answers k and all its answers on t; the
+      class prior where no other vote is left (w alone on the task), as a task without answers gets.
+
+    Raises
+    ------
+    ResourceError
+        The answers × K arrays exceed the memory limit (:func:`crowdagg.core.memory.check`, the result's
+        ``max_memory``).
+    """
+    from ..methods.base import PRODUCT, SHARES
+
+    form = posterior_form(result)
+    if form not in (PRODUCT, SHARES):
+        return None
+    from ..core import memory
+
+    a, k = data.n_answers, data.n_classes
+    memory.check(4.0 * 8 * a * k, f"the leave-one-out posteriors of {a:,} answers × {k} classes", result.max_memory)
+    task, worker, label = (np.asarray(x, dtype=np.int64) for x in (data.task, data.worker, data.label))
+    post = np.asarray(result.posteriors, dtype=np.float64)
+    # One group per (task, worker) pair: a worker's duplicate answers on a task leave together.
+    _, pair = np.unique(task * data.n_workers + worker, return_inverse=True)
+    pair = pair.reshape(-1)
+    n_pairs = int(pair.max()) + 1 if a else 0
+    if form == SHARES:
+        return _shares_left_out(data, result, task, worker, label, pair, n_pairs, post)
+    log_conf = np.log(np.maximum(np.asarray(result.confusion, dtype=np.float64), LEAVE_OUT_FLOOR))
+    own = log_conf[worker, :, label]  # (answers, K): log θ_w[k, l] of each answer
+    if n_pairs < a:
+        own = np.stack([np.bincount(pair, weights=own[:, c], minlength=n_pairs) for c in range(k)], axis=1)[pair]
+    log_out = np.log(np.maximum(post[task], np.finfo(np.float64).tiny)) - own
+    log_out -= log_out.max(axis=1, keepdims=True)
+    weight = np.exp(log_out)
+    return weight[np.arange(a), label] / weight.sum(axis=1)
+
+
+def _shares_left_out(data: AnnotationSet, result: AggregationResult, task: np.ndarray, worker: np.ndarray,
+                     label: np.ndarray, pair: np.ndarray, n_pairs: int, post: np.ndarray) -> np.ndarray:
+    """:func:`leave_one_out` of a vote's shares (its notes); ``pair`` numbers the (task, worker) pairs."""
+    from ..methods.registry import get_method
+
+    key = getattr(get_method(result.method), "vote_weight", None)
+    s = np.ones(data.n_workers) if key is None else np.asarray(result.worker_params[key], dtype=np.float64)
+    vote = s[worker]
+    total = np.bincount(task, weights=vote, minlength=data.n_tasks)  # S_t
+    # w's weight on t in all (s_w n_{t,w}) and on the class it gave (s_w c_{t,w}(l)), per answer
+    own_all = np.bincount(pair, weights=vote, minlength=n_pairs)[pair]
+    _, same = np.unique(pair * data.n_classes + label, return_inverse=True)
+    same = same.reshape(-1)
+    own_class = np.bincount(same, weights=vote)[same]
+    rest = total[task] - own_all
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.clip((post[task, label] * total[task] - own_class) / rest, 0.0, 1.0)
+    # no other vote left (rounding aside): the prior, what the vote gives a task without answers
+    alone = rest <= 1e-12 * np.maximum(total[task], 1.0)
+    return np.where(alone, np.asarray(result.prior, dtype=np.float64)[label], share)
 
 
 def benjamini_hochberg(pvalues: np.ndarray, rate: float) -> np.ndarray:
@@ -710,5 +814,6 @@ def _nullable(values: Any) -> Any:
 
 __all__ = ["ABOVE_CHANCE_FDR", "CHANCE_BITS", "CHANCE_Z", "CONFUSION_COLUMNS", "FLAGGED_BY", "INTERVAL_Z", "LEADING",
            "PAIR_COLUMNS", "AccuracyEvidence", "SpammerFlags", "accuracy_evidence", "benjamini_hochberg",
+           "leave_one_out", "posterior_form", "LEAVE_OUT_FLOOR",
            "chance_bound", "gold_counts", "method_accuracy", "near_chance", "pair_agreement", "print_table",
            "report_columns", "check_sort", "sort_report", "spammer_flags", "symmetric_capacity", "table_columns", "wilson_interval", "worker_report"]

@@ -447,11 +447,16 @@ def test_benjamini_hochberg_by_hand():
 
 
 def test_accuracy_evidence_counts_posteriors_answer_by_answer(fitted):
+    """glad's posteriors are a product over the answers, but of an ability-and-difficulty likelihood, no confusion
+    the result holds (:func:`posterior_form` is ""): no answer is taken out of them, and the in-sample posteriors
+    count."""
     from scipy.special import ndtr
 
-    from crowdagg.reports.workers import accuracy_evidence, wilson_interval
+    from crowdagg.reports.workers import accuracy_evidence, leave_one_out, posterior_form, wilson_interval
 
-    data, result = fitted
+    data = fitted[0]
+    result = aggregate(data, "glad", max_iter=5)
+    assert posterior_form(result) == "" and leave_one_out(data, result) is None
     ev = accuracy_evidence(data, result)
     right = np.zeros(data.n_workers)
     freq = np.zeros((data.n_workers, data.n_classes))
@@ -503,3 +508,122 @@ def test_a_light_honest_worker_the_detector_flags_is_withdrawn_a_spammer_is_not(
     # fdr 0: nothing withdrawn, the detector as it is
     assert spammer_flags(data, result, scan_of(scanned, np.zeros(20, bool)), fdr=0.0).covariance.tolist() == \
         scanned.tolist()
+
+
+def _e_step_without(data, prior, confusion, t, w):
+    """The slow reference: task t's posterior from the E-step's definition, π_k Π θ_v[k, m] over the answers
+    (v, m) on t of every worker v but w, normalised."""
+    log_p = np.log(prior).copy()
+    for tt, v, m in zip(data.task.tolist(), data.worker.tolist(), data.label.tolist()):
+        if tt == t and v != w:
+            log_p += np.log(confusion[v, :, m])
+    p = np.exp(log_p - log_p.max())
+    return p / p.sum()
+
+
+def test_leave_one_out_is_the_e_step_over_the_other_workers_duplicates_left_out_together():
+    """A tiny crowd, K = 3, random confusions and prior, worker 1 answering task 0 twice (duplicates kept), a
+    task answered by one worker alone: each answer's leave-one-out posterior of its class, by hand."""
+    from crowdagg.methods.base import make_result
+    from crowdagg.reports.workers import accuracy_evidence, leave_one_out
+
+    rng = np.random.default_rng(3)
+    task = np.array([0, 0, 0, 0, 1, 1, 1, 2, 3, 3])
+    worker = np.array([0, 1, 1, 2, 0, 2, 3, 1, 3, 0])
+    label = np.array([2, 0, 1, 2, 1, 1, 0, 2, 0, 0])
+    data = AnnotationSet.from_codes(task, worker, label, n_tasks=4, n_workers=4, classes=["a", "b", "c"])
+    prior = np.array([0.5, 0.3, 0.2])
+    confusion = rng.dirichlet(np.ones(3), size=(4, 3))
+    post = np.array([_e_step_without(data, prior, confusion, t, -1) for t in range(4)])
+    result = make_result("ds", data, post, post.argmax(axis=1), prior, worker_params={"confusion": confusion})
+    want = np.array([_e_step_without(data, prior, confusion, t, w)[y] for t, w, y in zip(task, worker, label)])
+    got = leave_one_out(data, result)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert got[7] == pytest.approx(prior[2])  # task 2 has one answer: without it, the prior
+    # worker 1's two answers on task 0 leave together: dividing out only the one answered would leave the other in
+    one_only = post[0] / confusion[1, :, 0]
+    assert got[1] != pytest.approx(one_only[0] / one_only.sum(), rel=1e-3)
+    right = np.bincount(worker, weights=want, minlength=4)
+    np.testing.assert_allclose(accuracy_evidence(data, result).right, right, rtol=1e-12)
+    # a task a gold label clamps (its posterior one-hot) keeps its class without any of its answers
+    clamped = post.copy()
+    clamped[1] = [0.0, 1.0, 0.0]
+    gold = make_result("ds", data, clamped, clamped.argmax(axis=1), prior, worker_params={"confusion": confusion})
+    np.testing.assert_allclose(leave_one_out(data, gold)[4:7], [1.0, 1.0, 0.0], atol=1e-300)  # b, b, a
+
+
+def _vote_without(data, weight, prior, t, w):
+    """The slow reference of a vote: task t's weighted shares over every worker but w (the prior if none)."""
+    votes = np.zeros(data.n_classes)
+    for tt, v, m in zip(data.task.tolist(), data.worker.tolist(), data.label.tolist()):
+        if tt == t and v != w:
+            votes[m] += weight[v]
+    return votes / votes.sum() if votes.sum() > 0 else prior
+
+
+@pytest.mark.parametrize("method", ["mv", "wawa"])
+def test_leave_one_out_of_a_vote_is_the_vote_of_the_others(method):
+    """mv's and wawa's posteriors are vote shares: without the worker, the shares of the others' votes (wawa's
+    weighted by skill); duplicates leave together; a task answered by one worker alone gets the prior."""
+    from crowdagg.reports.workers import accuracy_evidence, leave_one_out, posterior_form
+
+    task = np.array([0, 0, 0, 0, 1, 1, 1, 2, 3, 3, 4, 4, 4, 5, 5, 5])
+    worker = np.array([0, 1, 1, 2, 0, 2, 3, 1, 3, 0, 0, 1, 2, 1, 2, 3])
+    label = np.array([2, 0, 1, 2, 1, 1, 0, 2, 0, 0, 1, 1, 0, 2, 2, 0])
+    data = AnnotationSet.from_codes(task, worker, label, n_tasks=6, n_workers=4, classes=["a", "b", "c"])
+    result = aggregate(data, method, seed=0)
+    assert posterior_form(result) == "shares"
+    weight = np.ones(4) if method == "mv" else result.worker_params["accuracy"]
+    want = np.array([_vote_without(data, weight, result.prior, t, w)[y] for t, w, y in zip(task, worker, label)])
+    got = leave_one_out(data, result)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
+    assert got[7] == pytest.approx(result.prior[2])
+    if method == "mv":
+        # task 0 (c, a, b, c by workers 0, 1, 1, 2): without worker 0, c is 1 of 3; without worker 1, a and b 0
+        np.testing.assert_allclose(got[:4], [1 / 3, 0.0, 0.0, 1 / 3], rtol=1e-15)
+    np.testing.assert_allclose(accuracy_evidence(data, result).right, np.bincount(worker, weights=want), rtol=1e-12)
+
+
+@pytest.mark.parametrize("method", ["ds", "onecoin", "wmv"])
+def test_leave_one_out_of_a_fit_divides_the_worker_out_of_its_posteriors(fitted, method):
+    """On a fit, p_t(k) / θ_w[k, l] renormalised: ds' and onecoin's posteriors are their E-step's (so the
+    reference holds to rounding), wmv's the one-coin vote's under a uniform prior."""
+    from crowdagg.reports.workers import leave_one_out
+
+    data = fitted[0]
+    result = fitted[1] if method == "ds" else aggregate(data, method)
+    got = leave_one_out(data, result)
+    conf = np.asarray(result.confusion)
+    prior = np.full(data.n_classes, 1.0 / data.n_classes) if method == "wmv" else result.prior
+    for i in range(0, data.n_answers, 997):  # a sample of answers, each by the E-step over the others
+        t, w, y = int(data.task[i]), int(data.worker[i]), int(data.label[i])
+        assert got[i] == pytest.approx(_e_step_without(data, prior, conf, t, w)[y], abs=1e-9), (i, t, w)
+
+
+def test_a_crowd_of_random_workers_keeps_its_flags():
+    """The hostile tester's crowd: 8 workers answering 300 binary tasks uniformly at random.  In-sample (each
+    answer counted with a posterior it helped make) ds showed most of them "above chance" and the detector's
+    flags were withdrawn; left out, every interval holds chance and no flag is withdrawn."""
+    from crowdagg.reports.spammers import detect_spammers
+    from crowdagg.reports.workers import accuracy_evidence
+
+    rng = np.random.default_rng(20261129)
+    task = np.repeat(np.arange(300), 8)
+    worker = np.tile(np.arange(8), 300)
+    data = AnnotationSet.from_codes(task, worker, rng.integers(0, 2, 2400), n_tasks=300, n_workers=8,
+                                    classes=["a", "b"])
+    result = aggregate(data, "ds", seed=0)
+    ev = accuracy_evidence(data, result)
+    assert ((ev.low < 0.5) & (0.5 < ev.high)).all(), (ev.low, ev.high)
+    assert (ev.high - ev.low < 0.12).all()
+    in_sample = np.bincount(worker, weights=result.posteriors[task, data.label]) / 300
+    assert in_sample.max() > ev.high.max()  # the bias that was: a worker ds locked onto agrees with itself
+    scan = detect_spammers(data)
+    assert scan.flagged.all()
+    flags = spammer_flags(data, result, scan)
+    assert not flags.withdrawn.any() and flags.flagged.all()
+    for method in ("onecoin", "wmv", "mv", "wawa"):  # in-sample each withdrew 1 to 8 of the 8 flags
+        other = aggregate(data, method, seed=0)
+        assert not spammer_flags(data, other, scan).withdrawn.any(), method
+        ev = accuracy_evidence(data, other)
+        assert ((ev.low < 0.5) & (0.5 < ev.high)).all(), (method, ev.low, ev.high)

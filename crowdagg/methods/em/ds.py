@@ -49,7 +49,7 @@ import numpy as np
 from ...data.annotations import AnnotationSet
 from ...errors import param
 from ...kernels.em import EMParams, em_block
-from ..base import FitContext, IterativeAggregator, make_result
+from ..base import PRODUCT, FitContext, IterativeAggregator, make_result
 from ..blocks import TieBreaker, argmax_random_ties, full_m_step, one_coin_spread, prior_m_step
 from ..loop import Run, Step
 from ..model_file import Field, SavedForm, WorkerModel
@@ -211,6 +211,8 @@ class DawidSkene(IterativeAggregator):
     name = "ds"
     _m_step: MStep = staticmethod(full_m_step)  # type: ignore[assignment]
     loop_name = "EM"
+    #: Its posteriors are the E-step's π_k Π θ_w[k, l] (the base says what that serves).
+    posterior_form = PRODUCT
     objective_name = "log-likelihood"
     #: Its worker parameters are full confusion matrices; it can start from a confusion or a one-coin model's.
     worker_form = "confusion"

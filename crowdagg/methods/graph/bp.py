@@ -114,7 +114,7 @@ import numpy as np
 
 from ...data.annotations import AnnotationSet
 from ...errors import UsageError, param
-from ..base import FitContext, IterativeAggregator, make_result
+from ..base import PRODUCT, FitContext, IterativeAggregator, make_result
 from ..blocks import TieBreaker, argmax_random_ties, clamp_posteriors, soft_majority_vote
 from ..loop import NO_OBJECTIVE, Residual, Run, Step
 
@@ -167,6 +167,9 @@ class BeliefPropagation(IterativeAggregator):
     __doc__ = __doc__
     name = "bp"
     loop_name = "BP"
+    #: Its beliefs are the product of the answers' messages, each the answer's likelihood under the worker's
+    #: confusion integrated out (approximately its posterior mean, the result's confusion).
+    posterior_form = PRODUCT
     stop_rule = Residual("messages")
     objective_direction = NO_OBJECTIVE
     worker_form = "confusion"

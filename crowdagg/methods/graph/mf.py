@@ -82,7 +82,7 @@ import numpy as np
 from ...data.annotations import AnnotationSet
 from ...errors import UsageError, param
 from ...kernels.em import EMParams, em_block
-from ..base import FitContext, IterativeAggregator, make_result
+from ..base import PRODUCT, FitContext, IterativeAggregator, make_result
 from ..blocks import TieBreaker, argmax_random_ties, one_coin_matrices
 from ..loop import Run, Step
 from ..result import AggregationResult
@@ -212,6 +212,8 @@ class MeanField(IterativeAggregator):
     __doc__ = __doc__
     name = "mf"
     loop_name = "mean-field"
+    #: Its posteriors are exp E[log π_k] Π exp E[log θ_w[k, l]]: the product form, θ at its geometric mean.
+    posterior_form = PRODUCT
     objective_name = "ELBO"
     collapse_advice = f"try bp, or mf with a larger {param('class_prior')} (pseudo-tasks that keep rare classes alive)"
 

@@ -46,7 +46,7 @@ import numpy as np
 from ...data.annotations import AnnotationSet
 from ...errors import ConvergenceWarning, CrowdaggWarning, param, warn
 from ...kernels.em import EMParams, em_block
-from ..base import Aggregator, FitContext, make_result
+from ..base import PRODUCT, Aggregator, FitContext, make_result
 from ..blocks import TieBreaker, argmax_random_ties, full_m_step
 from ..em.ds import em_memory
 from ..result import AggregationResult
@@ -148,6 +148,8 @@ class MomentAggregator(Aggregator):
     #: What the method's own objective trace is (an iterative estimate sets its own: cpd's moment residual).
     objective_name: ClassVar[str] = "log-likelihood"
     collapse_advice = "try -p refine=ds, or ds"
+    #: Its posteriors are one E-step's π_k Π θ_w[k, l] (or ds' after the refinement).
+    posterior_form = PRODUCT
     memory_advice = "its tables grow with worker pairs × classes²: use ds or mv, or fewer classes"
 
     def memory_needed(self, data: AnnotationSet) -> tuple[float, str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...data.annotations import AnnotationSet
-from ..base import Aggregator, FitContext, make_result
+from ..base import SHARES, Aggregator, FitContext, make_result
 from ..blocks import Posterior, Vote, finish_votes, posterior_confusion
 from ..result import AggregationResult
 
@@ -29,6 +29,8 @@ class MajorityVote(Aggregator):
     """
 
     name = "mv"
+    #: Its posteriors are the vote shares, one vote an answer.
+    posterior_form = SHARES
 
     def _fit(self, data: AnnotationSet, checked: FitContext, callback: Any) -> AggregationResult:
         # One pass over the engine's blocks: shares, labels (ties drawn in the block), the prior's sums.

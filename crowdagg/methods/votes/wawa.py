@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ...data.annotations import AnnotationSet
-from ..base import Aggregator, FitContext, make_result
+from ..base import SHARES, Aggregator, FitContext, make_result
 from ..blocks import Posterior, Vote, agreement_block, finish_votes, one_coin_matrices
 from ..result import AggregationResult
 
@@ -38,6 +38,9 @@ def agreement_skills(agree: np.ndarray, answers: np.ndarray, n_classes: int) -> 
 class Wawa(Aggregator):
     __doc__ = __doc__
     name = "wawa"
+    #: Its posteriors are the vote shares, each answer weighted by its worker's skill.
+    posterior_form = SHARES
+    vote_weight = "accuracy"
 
     def _fit(self, data: AnnotationSet, checked: FitContext, callback: Any) -> AggregationResult:
         seed, k = checked["seed"], data.n_classes

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from ...data.annotations import AnnotationSet
-from ..base import FitContext, IterativeAggregator, make_result
+from ..base import PRODUCT, FitContext, IterativeAggregator, make_result
 from ..blocks import SOFTMAX, Posterior, Vote, agreement_block, finish_votes, one_coin_matrices, revote_block
 from ..loop import NO_OBJECTIVE, NoLabelChanged, Run, Step
 from ..result import AggregationResult
@@ -42,6 +42,8 @@ class WeightedMajorityVote(IterativeAggregator):
     """
 
     name = "wmv"
+    #: softmax_k Σ w_m 1[answer = k] is the uniform prior times the one-coin confusions' Π θ_m[k, l].
+    posterior_form = PRODUCT
     stop_rule = NoLabelChanged()
     objective_direction = NO_OBJECTIVE
 
