@@ -11,19 +11,20 @@ honest), pooled over the seeds, with the worst seed beside them; α = 0 has no s
 must flag nobody.  The tutorial aims at ≥ 0.9 and ≥ 0.95.
 
 With ``union`` rows: the same crowds judged by the report's two criteria together
-(:func:`crowdagg.reports.workers.spammer_flags`: the detector or the near-chance rule on a ds fit).
+(:func:`crowdagg.reports.workers.spammer_flags`: the detector's flags that the ds fit cannot show above chance,
+or the near-chance rule on that fit).
 
 **extreme** -- temp and rte (Snow et al. 2008): the workers who answered most tasks, with their accuracy
 against the truth and whether they are flagged (deepBP's App. H: temp's three with 442/452/462 tasks at
 .50/.44/.44, rte's four with 540/700/760/800 at .50/.58/.49/.50), and how many others are flagged; beside the
-detector, the near-chance rule's bound (bits) and the union's verdict.
+detector, the near-chance rule's bound (bits) and the report's verdict.
 
 **prune** -- accuracy of ds and mv on the tasks with truth, before and after removing the flagged workers'
 answers (the tutorial's "Alg. 1 + EM / MV" table: bluebird 0.88 → 0.899, dog 0.834 → 0.834, web 0.871 →
 0.91, pruned 22 / 12 / 158), with how many workers were flagged and skipped.  Tasks left without answers
-keep the method's label for an empty task (they count as they come out).  A second table prunes the union of
-the detector and the near-chance rule (what ``crowdagg aggregate --drop-spammers`` removes), with how many
-workers each rule flagged.
+keep the method's label for an empty task (they count as they come out).  A second table prunes the report's
+verdict (the detector's flags that the ds fit cannot show above chance, or the near-chance rule: what
+``crowdagg aggregate --drop-spammers`` removes), with how many workers each rule flagged.
 
 **speed** -- ``detect_spammers`` on a dense crowd of 1M answers (``simulate(n_tasks=100_000, n_workers=1000,
 per_task=10, seed=0)``: 1,000 workers, 10 answers a task), after a warm-up on a small crowd (numba's cache),
@@ -52,8 +53,8 @@ EXTREME = {"temp": 3, "rte": 4}
 
 
 def union(data, scan):
-    """The report's verdict (``crowdagg workers`` / ``aggregate --drop-spammers``): the detector's ``scan`` and the
-    near-chance rule on a ds fit."""
+    """The report's verdict (``crowdagg workers`` / ``aggregate --drop-spammers``): the detector's ``scan``, less the
+    flags the ds fit shows above chance, or the near-chance rule on that fit."""
     from crowdagg import aggregate
     from crowdagg.reports.workers import spammer_flags
 
@@ -156,7 +157,7 @@ def run_extreme(datasets: Path, names: list[str]) -> list[dict]:
                   f"{'yes' if scan.flagged[w] else 'no'} | {flags.bound[w]:.3f} | {by[w] or '–'} |")
         others = int(scan.flagged.sum() - scan.flagged[heavy].sum())
         others_union = int(flags.flagged.sum() - flags.flagged[heavy].sum())
-        print(f"| {name}: {others} others flagged of {data.n_workers - top} ({others_union} by the union), "
+        print(f"| {name}: {others} others flagged of {data.n_workers - top} ({others_union} by the report), "
               f"{scan.n_skipped} skipped | | | | | | | |")
         rows.append({"dataset": name, "others_flagged": others, "others_flagged_union": others_union,
                      "skipped": scan.n_skipped, "why": scan.why})
@@ -211,10 +212,10 @@ def run_prune(datasets: Path, names: list[str]) -> list[dict]:
         tut_n = f" ({t[4]})" if t else ""
         print(f"| {r['dataset']} | {r['workers']} | {r['flagged']}{tut_n} | {r['skipped']} | "
               f"{r['ds_before']:.3f} → {r['ds_after']:.3f}{tut_em} | {r['mv_before']:.3f} → {r['mv_after']:.3f}{tut_mv} |")
-    print("\n### Prune then aggregate with the union (the detector or the near-chance rule on ds): "
-          "what `aggregate --drop-spammers` removes\n")
-    print("| dataset | workers | detector | near-chance | union | ds before → detector / union | "
-          "mv before → detector / union |")
+    print("\n### Prune then aggregate with the report's verdict (the detector's flags the ds fit cannot show above "
+          "chance, or the near-chance rule on ds): what `aggregate --drop-spammers` removes\n")
+    print("| dataset | workers | detector | near-chance | report | ds before → detector / report | "
+          "mv before → detector / report |")
     print("|---|---:|---:|---:|---:|---|---|")
     for r in rows:
         print(f"| {r['dataset']} | {r['workers']} | {r['flagged']} | {r['flagged_chance']} | {r['flagged_union']} | "
