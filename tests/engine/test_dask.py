@@ -1282,3 +1282,33 @@ def test_the_readers_warnings_name_the_cli_options_on_either_engine(client, tmp_
         assert "set blank_labels" not in remote.stderr and "set rejected" not in remote.stderr
     with pytest.warns(Warning, match="set blank_labels to error"):  # the library keeps its keywords
         aggregate([str(blank)], "mv", engine="dask", client=client)
+
+
+def test_a_server_past_the_probe_failing_the_client_is_one_error_line(tmp_path):
+    """A peer that sends Dask's handshake (so the probe lets it through) and then a huge length to the client's
+    request: the error was followed at exit by distributed's 'Closing dangling stream' warning on stderr (the
+    error's context held the failed client's comm until after the logs were loud again)."""
+    import asyncio
+    import pickle
+    import struct
+    import subprocess
+    import sys
+
+    from distributed.comm.utils import to_frames
+
+    frames = asyncio.run(to_frames({"compression": None, "python": (3, 12, 0),
+                                    "pickle-protocol": pickle.HIGHEST_PROTOCOL}))
+    body = [bytes(f) for f in frames]
+    payload = struct.pack(f"<{len(body) + 1}Q", len(body), *map(len, body)) + b"".join(body)
+    address, close = _one_reply_server(struct.pack("<Q", len(payload)) + payload + struct.pack("<Q", 1 << 62))
+    answers = tmp_path / "answers.csv"
+    answers.write_text("task,worker,label\na,w1,x\na,w2,y\nb,w1,x\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    try:
+        got = subprocess.run([sys.executable, "-m", "crowdagg", "aggregate", str(answers), "--engine", "dask",
+                              "--scheduler", address], capture_output=True, text=True, env=env, timeout=120)
+    finally:
+        close()
+    assert got.returncode == 2 and got.stdout == ""
+    assert got.stderr.startswith(f"Error: no Dask scheduler answered at {address!r} (")
+    assert got.stderr.count("\n") == 1, got.stderr
