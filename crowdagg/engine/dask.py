@@ -495,8 +495,9 @@ def probe_scheduler(scheduler: str, seconds: float) -> None:
     allocates it before looking at the message, so another server's first bytes (``HTTP/1.1``) became a request
     for exbibytes (``MemoryError``); here at most :data:`HANDSHAKE_MAX` bytes are read, within ``2 × seconds``.
     A refused connection is retried until ``seconds`` have passed (a scheduler still starting); other schemes
-    (``tls://``, ``ws://``, ``inproc://``) are left to the client.  Raises :class:`NotAScheduler`, or
-    ``OSError``/``TimeoutError`` when nothing can be reached.
+    (``tls://``, ``ws://``) are left to the client.  Raises :class:`NotAScheduler`, or ``OSError``/``TimeoutError``
+    when nothing can be reached, ``ValueError`` for a port out of range or an ``inproc://`` address of no scheduler in
+    this process.
     """
     import socket
     import struct
@@ -504,9 +505,22 @@ def probe_scheduler(scheduler: str, seconds: float) -> None:
     from distributed.comm.addressing import parse_address, parse_host_port
 
     scheme, location = parse_address(scheduler)
+    if scheme == "inproc":  # (the client failed on one with 'not enough values to unpack (expected 3, got 1)')
+        from distributed.comm.inproc import global_manager
+
+        try:
+            listener = global_manager.get_listener_for(location)  # (one of this process's own is let through)
+        except ValueError:  # not ip/pid/n
+            listener = None
+        if listener is None:
+            raise ValueError("an inproc:// address names a scheduler inside another process, which this one "
+                             "cannot reach; give its tcp:// address")
+        return
     if scheme != "tcp":
         return
     host, port = parse_host_port(location)
+    if not 0 < port < 65536:  # (port 0 or 99999 was retried as a refused connection for the whole timeout)
+        raise ValueError(f"port {port} is not a TCP port (1 to 65535)")
     began = time.monotonic()
     while True:
         try:

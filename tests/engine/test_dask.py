@@ -1312,3 +1312,18 @@ def test_a_server_past_the_probe_failing_the_client_is_one_error_line(tmp_path):
     assert got.returncode == 2 and got.stdout == ""
     assert got.stderr.startswith(f"Error: no Dask scheduler answered at {address!r} (")
     assert got.stderr.count("\n") == 1, got.stderr
+
+
+@pytest.mark.parametrize(("address", "why"), [
+    ("tcp://127.0.0.1:0", r"port 0 is not a TCP port \(1 to 65535\)"),
+    ("tcp://127.0.0.1:99999", r"port 99999 is not a TCP port \(1 to 65535\)"),
+    ("inproc://x", r"an inproc:// address names a scheduler inside another process"),
+    ("inproc://127.0.0.1/1/1", r"an inproc:// address names a scheduler inside another process"),
+])
+def test_a_scheduler_address_no_connection_can_reach_is_refused_at_once(address, why):
+    """Ports 0 and 99999 were retried as a refused connection for the whole timeout (10 s); an inproc:// address
+    of no scheduler here failed in the client with 'not enough values to unpack (expected 3, got 1)'."""
+    from crowdagg.engine.dask import probe_scheduler
+
+    with pytest.raises(ValueError, match=f"^{why}"):  # (before any retry: those end in OSError)
+        probe_scheduler(address, 30)
