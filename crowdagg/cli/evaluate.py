@@ -34,8 +34,7 @@ def evaluate(
 
     require_values(predictions=predictions, truth=truth, format=fmt)
     check_stdin_once([(f"PREDICTIONS {predictions}", predictions), (f"--truth {truth}", truth)])
-    if label_col == truth_label_col:  # (one file may hold a prediction column and a truth column: read apart)
-        _check_not_itself(predictions, truth)
+    _check_not_itself(predictions, truth, label_col, truth_label_col)
     out_fmt = output_format(fmt, None) if fmt is not None else None
     if out_fmt is not None:
         check_binary(resolve("-"), out_fmt)
@@ -48,10 +47,12 @@ def evaluate(
     write_stdout(evaluation_bytes(ev, out_fmt or "csv"))
 
 
-def _check_not_itself(predictions: str, truth: str) -> None:
+def _check_not_itself(predictions: str, truth: str, label_col: Optional[str], truth_label_col: Optional[str]) -> None:
     """Refuse the truth as its own prediction: one file by any spelling (a relative or absolute path, a link, a
     hard link, a shell glob's match), its labels read from the same column, would score 1.0 -- the sign of a
-    tour's output redirected onto the dataset's truth file, which overwrote the known labels, which a perfect score would hide."""
+    tour's output redirected onto the dataset's truth file, which overwrote the known labels, which a perfect score
+    would hide.  One file read by two label columns (a prediction beside the truth) is scored; two spellings of
+    one column (``--truth-label-col label`` beside the default, which is ``label``) are the same column."""
     from ..errors import UsageError
     from ..io.output import identity
 
@@ -59,7 +60,24 @@ def _check_not_itself(predictions: str, truth: str) -> None:
     if not same:
         ids = identity(predictions), identity(truth)
         same = ids[0] is not None and ids[0] == ids[1]
+    if same and label_col != truth_label_col:
+        same = _label_column(predictions, label_col) == _label_column(truth, truth_label_col)
     if same:
         where = predictions if predictions == truth else f"{predictions} and --truth {truth}"
         raise UsageError(f"PREDICTIONS and --truth are the same file ({where}): it would score 1.0 against "
                          "itself; was the truth file overwritten by an output redirected onto it?")
+
+
+def _label_column(path: str, label_col: Optional[str]) -> Optional[str]:
+    """The header text of the label column that ``label_col`` (None: the default) picks in ``path``; None where
+    the file or the column cannot be read, which its own read then says (only read when the two spellings differ
+    on one file)."""
+    from ..errors import CrowdaggError
+    from ..io.columns import map_label_columns
+    from ..io.read import read_raw
+
+    try:
+        table = read_raw(path, role="truth")
+        return map_label_columns(table.header, source=table.display, label=label_col)[1]
+    except CrowdaggError:
+        return None

@@ -54,10 +54,13 @@ def simulate(
     task's true beta; confusion.csv and accuracy are then each worker's
     average over the task difficulties.
 
+    \b
     Example: crowdagg simulate --tasks 10000 --workers 200 --classes 5 --per-task 5 --spammers 0.1 --seed 1 -o sim/
 
+    \b
     Example: crowdagg simulate --model glad --difficulty-spread 1.5 --tasks 5000 --classes 3 --seed 1 -o glad/
 
+    \b
     Example: crowdagg simulate --classes 4 --features sim/features.npy -o sim/ && crowdagg train --features sim/features.npy --method raykar
     """
     from ..io.read import DIRECTORY, output_format

@@ -42,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import gc
 import logging
 import operator
 import time
@@ -494,8 +495,9 @@ def probe_scheduler(scheduler: str, seconds: float) -> None:
     allocates it before looking at the message, so another server's first bytes (``HTTP/1.1``) became a request
     for exbibytes (``MemoryError``); here at most :data:`HANDSHAKE_MAX` bytes are read, within ``2 × seconds``.
     A refused connection is retried until ``seconds`` have passed (a scheduler still starting); other schemes
-    (``tls://``, ``ws://``, ``inproc://``) are left to the client.  Raises :class:`NotAScheduler`, or
-    ``OSError``/``TimeoutError`` when nothing can be reached.
+    (``tls://``, ``ws://``) are left to the client.  Raises :class:`NotAScheduler`, or ``OSError``/``TimeoutError``
+    when nothing can be reached, ``ValueError`` for a port out of range or an ``inproc://`` address of no scheduler in
+    this process.
     """
     import socket
     import struct
@@ -503,9 +505,22 @@ def probe_scheduler(scheduler: str, seconds: float) -> None:
     from distributed.comm.addressing import parse_address, parse_host_port
 
     scheme, location = parse_address(scheduler)
+    if scheme == "inproc":  # (the client failed on one with 'not enough values to unpack (expected 3, got 1)')
+        from distributed.comm.inproc import global_manager
+
+        try:
+            listener = global_manager.get_listener_for(location)  # (one of this process's own is let through)
+        except ValueError:  # not ip/pid/n
+            listener = None
+        if listener is None:
+            raise ValueError("an inproc:// address names a scheduler inside another process, which this one "
+                             "cannot reach; give its tcp:// address")
+        return
     if scheme != "tcp":
         return
     host, port = parse_host_port(location)
+    if not 0 < port < 65536:  # (port 0 or 99999 was retried as a refused connection for the whole timeout)
+        raise ValueError(f"port {port} is not a TCP port (1 to 65535)")
     began = time.monotonic()
     while True:
         try:
@@ -580,21 +595,29 @@ def connect(scheduler: str | None = None, n_workers: int | None = None) -> Itera
 def _connect(distributed: Any, scheduler: str | None, n_workers: int | None) -> Iterator[Any]:
     """:func:`connect`'s client, its logs already quiet."""
     if scheduler is not None:
+        failure = None
         try:
             # A refused connection is retried until the timeout: a wrong address is said in seconds, and a
             # scheduler that takes longer than this to answer a connection is not fit to run a fit.
             probe_scheduler(scheduler, CONNECT_TIMEOUT)
             client = _open_client(distributed, scheduler, CONNECT_TIMEOUT)
         except NotAScheduler as exc:  # another kind of server there: refused before anything reads its answer
-            raise UsageError(f"no Dask scheduler answered at {scheduler!r} ({exc}): give the address a Dask "
-                             "scheduler prints (tcp://host:8786)") from None
+            failure = (f"no Dask scheduler answered at {scheduler!r} ({exc}): give the address a Dask scheduler "
+                       "prints (tcp://host:8786)")
         except (OSError, TimeoutError, ValueError) as exc:
-            raise UsageError(f"cannot reach the Dask scheduler at {scheduler!r}: {exc}") from None
+            why = str(exc) or f"{type(exc).__name__} after {CONNECT_TIMEOUT:g} s"  # (Client's timeout says nothing)
+            failure = f"cannot reach the Dask scheduler at {scheduler!r}: {why}"
         except Exception as exc:  # whatever the handshake met: the address is wrong, not the run
             # A tls:// address without a TLS context (TypeError), another server behind a scheme the probe leaves
             # to the client: not a run's failure, a wrong address.
-            raise UsageError(f"no Dask scheduler answered at {scheduler!r} ({type(exc).__name__}: {exc}): "
-                             "give the address a Dask scheduler prints (tcp://host:8786)") from None
+            failure = (f"no Dask scheduler answered at {scheduler!r} ({type(exc).__name__}: {exc}): give the "
+                       "address a Dask scheduler prints (tcp://host:8786)")
+        if failure is not None:
+            # Raised outside the handler, so the error holds no traceback of the failed client; its comm is closed
+            # here while distributed's logs are quiet, where at exit it logged 'Closing dangling stream' on stderr
+            # after the Error line (a server that passed the probe, then failed the client's own handshake).
+            gc.collect()
+            raise UsageError(failure)
         with client:
             yield client
         return

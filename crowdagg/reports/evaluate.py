@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,14 +87,18 @@ def evaluate_labels(
         raise DataError(
             f"no task has both a prediction and a truth label; check that the task ids match{why}"
         )
-    pred = np.asarray([predicted[t] for t in common], dtype=object)
-    true = np.asarray([truth[t] for t in common], dtype=object)
+    pred, true = _label_array(predicted, common), _label_array(truth, common)
     for side, given in (("predicted", pred), ("truth", true)):
         gap = next((i for i, v in enumerate(given.tolist()) if _missing(v)), None)
         if gap is not None:
             raise DataError(f"{param(side)} has no label for task {common[gap]!r} ({given[gap]!r}); drop the "
                             "task or give its label")
-    true_set = set(truth.values())
+        bad = next((i for i, v in enumerate(given.tolist()) if not isinstance(v, Hashable)), None)
+        if bad is not None:
+            raise DataError(f"{param(side)} label of task {common[bad]!r} is a {type(given[bad]).__name__} "
+                            f"({given[bad]!r}); a label is one value (text, a number, a bool)")
+    _warn_type_twins(pred, true, common)
+    true_set = {v for v in truth.values() if isinstance(v, Hashable)}  # (an uncompared task's label is not checked)
     foreign = sorted({p for p in pred.tolist() if p not in true_set}, key=_order_key)
     if foreign:
         n_foreign = int(sum(p not in true_set for p in pred.tolist()))
@@ -114,13 +118,17 @@ def evaluate_labels(
         )
     values = _class_values(set(pred.tolist()) | set(true.tolist()), classes)
     names = _class_names(values)
-    correct = pred == true
+    # the labels compare as they are (an int 1 is its class, not the text "1"); only the names are text.  Each
+    # label is coded by its class's index, as `pred == c` would compare a tuple label element by element
+    code = {v: i for i, v in enumerate(values)}
+    pred_codes = np.fromiter((code[v] for v in pred.tolist()), dtype=np.int64, count=len(pred))
+    true_codes = np.fromiter((code[v] for v in true.tolist()), dtype=np.int64, count=len(true))
+    correct = pred_codes == true_codes
     recall: dict[str, float] = {}
     f1s: list[float] = []
-    for c, name in zip(values, names):
-        # the labels compare as they are (an int 1 is its class, not the text "1"); only the names are text
-        is_true = true == c
-        is_pred = pred == c
+    for c, name in enumerate(names):
+        is_true = true_codes == c
+        is_pred = pred_codes == c
         tp = float(np.sum(correct & is_true))
         n_true = float(is_true.sum())
         n_pred = float(is_pred.sum())
@@ -137,6 +145,27 @@ def evaluate_labels(
         n_truth_unpredicted=sum(1 for t in truth if t not in predicted),
         classes=names,
     )
+
+
+def _label_array(labels: Mapping[Any, Any], tasks: list[Any]) -> np.ndarray:
+    """The labels of ``tasks``, one object each: ``np.asarray`` would make a tuple label a row of a 2-D array."""
+    out = np.empty(len(tasks), dtype=object)
+    for i, t in enumerate(tasks):
+        out[i] = labels[t]
+    return out
+
+
+def _warn_type_twins(pred: np.ndarray, true: np.ndarray, tasks: list[Any]) -> None:
+    """Warn where a prediction differs from its truth label only in type (``1`` against ``"1"``): it counts as
+    wrong, so one side read as text and the other as numbers scores 0 without another sign when both hold both."""
+    twins = [i for i, (p, t) in enumerate(zip(pred.tolist(), true.tolist())) if p != t and str(p) == str(t)]
+    if twins:
+        i = twins[0]
+        warn(CrowdaggWarning(
+            f"{len(twins)} of {len(tasks)} compared prediction(s) equal their truth label as text but not in type "
+            f"(task {tasks[i]!r}: {pred[i]!r}, {type(pred[i]).__name__}, against {true[i]!r}, "
+            f"{type(true[i]).__name__}) and count as wrong; convert one side, e.g. truth.astype(str)"
+        ))
 
 
 def _missing(value: Any) -> bool:

@@ -192,10 +192,13 @@ def chance_bound(accuracy: np.ndarray, answers: np.ndarray, n_classes: int, *, z
     Returns
     -------
     ndarray of float, shape (n_workers,)
-        NaN where ``accuracy`` is NaN or the worker has no answer.
+        NaN where ``accuracy`` is NaN or the worker has no answer, and everywhere with one class: no answer can
+        tell classes apart there, so every worker would be 0 bits from chance and flagged, careful or not.
     """
     p = np.clip(np.asarray(accuracy, dtype=np.float64), 0.0, 1.0)
     n = np.asarray(answers, dtype=np.float64)
+    if n_classes < 2:
+        return np.full(p.shape, np.nan)
     with np.errstate(divide="ignore", invalid="ignore"):
         half = z * np.sqrt(p * (1.0 - p) / n)
     ends = np.stack([np.clip(p - half, 0.0, 1.0), np.clip(p + half, 0.0, 1.0)])

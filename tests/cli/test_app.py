@@ -89,3 +89,20 @@ def test_every_commands_line_in_the_help_is_a_whole_sentence(monkeypatch, column
         assert short and short.endswith(".") and short[0].isupper(), name
         assert len(name) + len(short) <= 80 - 6, name  # one line beside the name at 80 columns
         assert f"{name} {short}" in listing, name
+
+
+@pytest.mark.parametrize("columns", ["80", "40"])
+def test_every_example_in_a_commands_help_is_one_whole_line(monkeypatch, columns):
+    """simulate's examples were wrapped as prose: at 80 columns `--per-task` was cut at its hyphen ('--per-' and
+    'task' on two lines), so a copied example failed.  Every 'Example:' line of each command's help is shown
+    whole, at any width."""
+    import typer
+    from typer.testing import CliRunner
+
+    monkeypatch.setenv("COLUMNS", columns)
+    for name, command in typer.main.get_command(app).commands.items():
+        out = CliRunner().invoke(app, [name, "--help"]).stdout
+        shown = {line.strip() for line in out.splitlines()}
+        for line in (command.help or "").splitlines():
+            if line.strip().startswith("Example:"):
+                assert line.strip() in shown, (name, line)

@@ -1971,3 +1971,18 @@ def test_evaluate_refuses_the_truth_as_its_own_prediction(runner, tmp_path, monk
     result = invoke(runner, "evaluate", both, "--label-col", "pred", "--truth", both)
     ok(result)
     assert "accuracy,0.5" in result.stdout
+
+
+def test_evaluate_refuses_one_column_of_one_file_by_two_spellings(runner, tmp_path):
+    """`--truth-label-col label` (or `--label-col ' label '`) beside the default, which picks `label`, named the
+    same column twice in other words: the truth scored 1.0 against itself again.  Two columns are still scored."""
+    truth = tmp_path / "truth.csv"
+    truth.write_text("task,label,pred\nt1,a,a\nt2,b,a\n")
+    for spelling in (["--truth-label-col", "label"], ["--label-col", " label "],
+                     ["--label-col", "pred", "--truth-label-col", "pred"]):
+        err = assert_one_error_line(invoke(runner, "evaluate", truth, "--truth", truth, *spelling), 2)
+        assert "PREDICTIONS and --truth are the same file" in err
+    for spelling in (["--truth-label-col", "pred"], ["--label-col", "pred", "--truth-label-col", "label"]):
+        result = invoke(runner, "evaluate", truth, "--truth", truth, *spelling)
+        ok(result)
+        assert "accuracy,0.5" in result.stdout

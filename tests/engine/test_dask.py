@@ -1282,3 +1282,48 @@ def test_the_readers_warnings_name_the_cli_options_on_either_engine(client, tmp_
         assert "set blank_labels" not in remote.stderr and "set rejected" not in remote.stderr
     with pytest.warns(Warning, match="set blank_labels to error"):  # the library keeps its keywords
         aggregate([str(blank)], "mv", engine="dask", client=client)
+
+
+def test_a_server_past_the_probe_failing_the_client_is_one_error_line(tmp_path):
+    """A peer that sends Dask's handshake (so the probe lets it through) and then a huge length to the client's
+    request: the error was followed at exit by distributed's 'Closing dangling stream' warning on stderr (the
+    error's context held the failed client's comm until after the logs were loud again)."""
+    import asyncio
+    import pickle
+    import struct
+    import subprocess
+    import sys
+
+    from distributed.comm.utils import to_frames
+
+    frames = asyncio.run(to_frames({"compression": None, "python": (3, 12, 0),
+                                    "pickle-protocol": pickle.HIGHEST_PROTOCOL}))
+    body = [bytes(f) for f in frames]
+    payload = struct.pack(f"<{len(body) + 1}Q", len(body), *map(len, body)) + b"".join(body)
+    address, close = _one_reply_server(struct.pack("<Q", len(payload)) + payload + struct.pack("<Q", 1 << 62))
+    answers = tmp_path / "answers.csv"
+    answers.write_text("task,worker,label\na,w1,x\na,w2,y\nb,w1,x\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    try:
+        got = subprocess.run([sys.executable, "-m", "crowdagg", "aggregate", str(answers), "--engine", "dask",
+                              "--scheduler", address], capture_output=True, text=True, env=env, timeout=120)
+    finally:
+        close()
+    assert got.returncode == 2 and got.stdout == ""
+    assert got.stderr.startswith(f"Error: no Dask scheduler answered at {address!r} (")
+    assert got.stderr.count("\n") == 1, got.stderr
+
+
+@pytest.mark.parametrize(("address", "why"), [
+    ("tcp://127.0.0.1:0", r"port 0 is not a TCP port \(1 to 65535\)"),
+    ("tcp://127.0.0.1:99999", r"port 99999 is not a TCP port \(1 to 65535\)"),
+    ("inproc://x", r"an inproc:// address names a scheduler inside another process"),
+    ("inproc://127.0.0.1/1/1", r"an inproc:// address names a scheduler inside another process"),
+])
+def test_a_scheduler_address_no_connection_can_reach_is_refused_at_once(address, why):
+    """Ports 0 and 99999 were retried as a refused connection for the whole timeout (10 s); an inproc:// address
+    of no scheduler here failed in the client with 'not enough values to unpack (expected 3, got 1)'."""
+    from crowdagg.engine.dask import probe_scheduler
+
+    with pytest.raises(ValueError, match=f"^{why}"):  # (before any retry: those end in OSError)
+        probe_scheduler(address, 30)

@@ -171,3 +171,34 @@ def test_labels_of_mixed_types_are_compared_not_sorted():
     with pytest.warns(CrowdaggWarning, match="absent from the truth"):
         ev = evaluate_labels({1: "a", 2: "b", 3: 3}, {1: "a", 2: 3, 3: 3})
     assert ev.accuracy == pytest.approx(2 / 3) and ev.recall == pytest.approx({"3": 0.5, "a": 1.0})
+
+
+def test_labels_equal_only_as_text_are_wrong_with_a_warning():
+    # 1 and "1" on both sides (a column read as numbers on one side, as text on the other, mixed in each)
+    # scored 0.0 without a word: every predicted label also occurs in the truth, so no class looked foreign
+    with pytest.warns(CrowdaggWarning, match=r"2 of 2 compared prediction\(s\) equal their truth label as text"):
+        ev = evaluate_labels({"a": 1, "b": "1"}, {"a": "1", "b": 1})
+    assert ev.accuracy == 0.0
+
+
+def test_a_tuple_label_is_one_class_and_a_list_label_is_refused():
+    # np.asarray made the tuples a 2-D array (then TypeError: unhashable type: 'list'), and `pred == c` compared
+    # a tuple class element by element (accuracy 1.0 with recall {} and macro_f1 NaN)
+    ev = evaluate_labels({"a": (1, 2), "b": (1, 2), "c": (3, 4)}, {"a": (1, 2), "b": (3, 4), "c": (3, 4)})
+    assert ev.accuracy == pytest.approx(2 / 3)
+    assert ev.recall == pytest.approx({"(1, 2)": 1.0, "(3, 4)": 0.5})
+    with pytest.raises(DataError, match=r"predicted label of task 'a' is a list"):
+        evaluate_labels({"a": [1]}, {"a": 1})
+
+
+def test_pandas_nullable_and_categorical_labels():
+    import pandas as pd
+
+    idx = ["a", "b", "c"]
+    ev = evaluate_labels(pd.Series([1, 2, 1], index=idx, dtype="Int64"), pd.Series([1, 2, 2], index=idx, dtype="Int64"))
+    assert ev.recall == pytest.approx({"1": 1.0, "2": 0.5}) and ev.accuracy == pytest.approx(2 / 3)
+    cat = pd.Series(pd.Categorical(["x", "y", "x"], categories=["x", "y", "z"]), index=idx)
+    ev = evaluate_labels(cat, pd.Series(["x", "y", "y"], index=idx))
+    assert ev.recall == pytest.approx({"x": 1.0, "y": 0.5})
+    with pytest.raises(DataError, match=r"predicted has no label for task 'b' \(<NA>\)"):
+        evaluate_labels(pd.Series([True, pd.NA], index=["a", "b"], dtype="boolean"), {"a": True, "b": False})

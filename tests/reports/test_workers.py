@@ -627,3 +627,13 @@ def test_a_crowd_of_random_workers_keeps_its_flags():
         assert not spammer_flags(data, other, scan).withdrawn.any(), method
         ev = accuracy_evidence(data, other)
         assert ((ev.low < 0.5) & (0.5 < ev.high)).all(), (method, ev.low, ev.high)
+
+
+def test_one_class_flags_nobody_near_chance():
+    """With one class every answer carries 0 bits, so the near-chance rule flagged every worker a spammer (mv on
+    a crowd that all answered 'x': spammer true, flagged_by chance for each); nothing can be judged there."""
+    assert np.isnan(chance_bound(np.array([1.0, 0.9]), np.array([50, 50]), 1)).all()
+    assert not near_chance(np.array([1.0]), np.array([50]), 1).any()
+    data = load_annotations(pd.DataFrame({"task": list("aabbcc"), "worker": ["w1", "w2"] * 3, "label": ["x"] * 6}))
+    report = worker_report(data, aggregate(data, "mv"))
+    assert report["chance_bound"].isna().all() and report["spammer"].sum() == 0

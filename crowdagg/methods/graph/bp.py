@@ -296,7 +296,8 @@ def _check_samples(data: AnnotationSet, spread: np.ndarray, samples: int) -> Non
             f"(a {k}×{k} confusion per worker is not integrated by draws from the prior once a worker has many "
             f"answers): their messages are those of one random draw, not of their confusions integrated out, and the "
             f"labels change with {param('seed')}; use ds or mf (the same model, fitted), or bp's default one-coin "
-            f"model"))
+            f"model (more draws, {param('samples')}, help only slowly: music's 10 classes were .40 accurate with 400, "
+            f".54 with 4,000, ds .767)"))
 
 
 __all__ = ["BPState", "BeliefPropagation", "worker_points"]

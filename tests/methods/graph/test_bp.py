@@ -170,7 +170,7 @@ def test_the_confusion_model_warns_where_its_prior_draws_miss_the_workers(datase
 
     music = load_annotations(datasets_dir / "music" / "labels.csv")
     with pytest.warns(CrowdaggWarning, match=r"Monte-Carlo messages are degenerate: \d+ worker\(s\) holding [7-9]\d% "
-                      r"of the answers .* 400 prior draws .*10×10 .*use ds or mf"):
+                      r"of the answers .* 400 prior draws .*10×10 .*use ds or mf.*more draws, .?samples.?, help only slowly"):
         aggregate(music, "bp", worker_model="confusion", max_iter=5)
     bluebird = load_annotations(datasets_dir / "bluebird" / "labels.csv")
     with warnings.catch_warnings():
