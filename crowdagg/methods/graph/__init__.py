@@ -44,6 +44,9 @@ _BP = Method(
            2, 4096, "discrete prior"),
      Param("samples", int, 400, "prior draws of the confusion model's Monte-Carlo messages (deepBP: 400)",
            1, 100_000, "S"),
+     Param("proposal", "choice", "posterior", "where the confusion model's draws come from: posterior (a worker "
+           "with many answers draws its own from a Dirichlet near its posterior, importance-weighted) or prior "
+           "(the shared prior draws only, deepBP's)", choices=("posterior", "prior")),
      Param("damping", float, 0.0, "share of the previous worker-to-task message kept each sweep", 0.0,
            0.99),
      Param("start", "choice", "vote", "vote (task messages from the soft majority vote) or uniform "

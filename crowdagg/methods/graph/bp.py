@@ -228,7 +228,69 @@ class BeliefPropagation(IterativeAggregator):
             state.wmsg, _ = kernels.worker_pass(state.engine, self._worker_params(state, checked, damp=False))
             state.spare = np.empty((data.n_answers, k))  # (the start's messages are in the first one)
         self._task_pass(state)
+        if checked["worker_model"] == "confusion" and checked["proposal"] == "posterior":
+            self._propose(data, state, checked)
         return state, None
+
+    def _propose(self, data: AnnotationSet, state: BPState, checked: FitContext) -> None:
+        """Importance sampling (``proposal=posterior``): the workers that the shared prior draws leave under
+        :data:`OWN_ESS` × ``samples`` effective draws at the start's messages draw their own points near their
+        posteriors (:func:`~crowdagg.kernels.bp.proposal_points`), fitted by :func:`_fitted_counts` to the
+        posteriors of a mean-field warm-up (:func:`_warm_up`), and the messages start again from those
+        posteriors: one undamped worker pass and a task pass."""
+        from ...core import memory
+        from ...kernels.bp import proposal_points, worker_pass
+
+        k, g = data.n_classes, checked["samples"]
+        _, ess = self._posteriors(state, checked, state.points)
+        own = (np.asarray(data.answers_per_worker) > 0) & (ess < OWN_ESS * g)
+        n_own = int(own.sum())
+        if n_own == 0:
+            return
+        # their draws three times (drawn, and the kernels' two stacked layouts) and their weights
+        memory.check(8.0 * n_own * (3 * g * k * k + 4 * g),
+                     f"{n_own:,} workers × {g:,} {param('samples')} × {k:,}² classes (each worker's own draws)",
+                     checked.max_memory, advice=f"use {param('proposal')}=prior or fewer {param('samples')}")
+        owner = np.full(data.n_workers, -1, dtype=np.int64)
+        owner[own] = np.arange(n_own)
+        post = self._warm_up(data, checked, state.clamp)
+        state.tmsg = np.ascontiguousarray(post[data.task])
+        a, b = _prior(checked["prior"])
+        counts = _fitted_counts(data, state.tmsg, owner, n_own, (a, b))
+        state.points = proposal_points(state.points, a, b, counts, owner, checked["seed"])
+        old = state.wmsg
+        state.wmsg, _ = worker_pass(state.engine, self._worker_params(state, checked, damp=False))
+        state.spare = old
+        self._task_pass(state)
+
+    def _warm_up(self, data: AnnotationSet, checked: FitContext, clamp: np.ndarray) -> np.ndarray:
+        """The task posteriors (n_tasks, K) of mean-field VB (:mod:`.mf`) under the same Dirichlet prior, gold
+        clamped.  Its warnings are not this fit's (a start; the fit's own checks run on its result)."""
+        import warnings
+
+        from ...errors import CrowdaggWarning
+        from .mf import MeanField
+
+        gold = getattr(self, "gold", None)
+        mf = MeanField(seed=checked["seed"], prior=checked["prior"], **({} if gold is None else {"gold": gold}))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = mf.fit(data, max_memory=checked.max_memory, engine=checked.engine)
+        for w in caught:
+            if not issubclass(w.category, CrowdaggWarning):
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        return clamp_posteriors(np.asarray(result.posteriors, dtype=np.float64), clamp)
+
+    def _posteriors(self, state: BPState, checked: FitContext, points: Points) -> tuple[np.ndarray, np.ndarray]:
+        """Each worker's posterior mean confusion and effective number of draws under ``points``, at the current
+        task→worker messages (:func:`~crowdagg.kernels.bp.worker_posteriors`)."""
+        from ...kernels.bp import worker_posteriors
+
+        params = replace(self._worker_params(state, checked), points=points, into=None)
+        if not (state.spans.any or state.means_spans.any):  # every worker within one block of either grid: each
+            # worker's mean is computed alone, the same bits on the passes' fine grid, on every thread
+            return worker_posteriors(state.engine, params)
+        return worker_posteriors(state.means_engine, replace(params, spans=state.means_spans))
 
     def _worker_params(self, state: BPState, checked: FitContext, damp: bool = True) -> Any:
         from ...kernels.bp import WorkerPass
@@ -252,18 +314,11 @@ class BeliefPropagation(IterativeAggregator):
         return Step(residual=residual)
 
     def _finish(self, data: AnnotationSet, run: Run, checked: FitContext) -> AggregationResult:
-        from ...kernels.bp import worker_posteriors
-
         state: BPState = run.state
         k = data.n_classes
         post = state.belief.copy()
         labels = argmax_random_ties(post, TieBreaker(data.tasks, checked["seed"]), atol=1e-12)
-        if not (state.spans.any or state.means_spans.any):  # every worker within one block of either grid: each
-            # worker's mean is computed alone, the same bits on the passes' fine grid, on every thread
-            means, spread = worker_posteriors(state.engine, replace(self._worker_params(state, checked), into=None))
-        else:
-            means, spread = worker_posteriors(state.means_engine, replace(self._worker_params(state, checked),
-                                                                          spans=state.means_spans))
+        means, spread = self._posteriors(state, checked, state.points)
         if checked["worker_model"] == "confusion":
             _check_samples(data, spread, checked["samples"])
         idle = data.answers_per_worker == 0
@@ -271,6 +326,63 @@ class BeliefPropagation(IterativeAggregator):
         accuracy = np.diagonal(means, axis1=1, axis2=2).mean(axis=1)
         return make_result(self.name, data, post, labels, np.full(k, 1.0 / k),
                            worker_params={"accuracy": accuracy, "confusion": means})
+
+
+#: Under ``proposal=posterior``, a worker draws its own points when the shared prior draws give it fewer than this
+#: share of ``samples`` effective draws at the start (on music every worker with over 30 answers: under 5%).
+OWN_ESS = 0.25
+#: Coordinate-ascent rounds of :func:`_fitted_counts` (music's accuracy the same to 1e-3 from 5 to 50).
+FIT_ROUNDS = 20
+
+
+def _soft_counts(data: AnnotationSet, evidence: np.ndarray, owner: np.ndarray, n_sets: int) -> np.ndarray:
+    """Soft counts (n_sets, K, K) ``[set, true, observed]`` of the workers ``owner >= 0`` (set ``owner[w]``):
+    each of their answers' ``evidence`` row (n_answers, K) added at its label."""
+    k = data.n_classes
+    set_of = owner[data.worker]
+    held = set_of >= 0
+    idx = set_of[held] * k + data.label[held]
+    rows = evidence[held]
+    counts = np.empty((n_sets, k, k))
+    for z in range(k):
+        counts[:, z, :] = np.bincount(idx, weights=rows[:, z], minlength=n_sets * k).reshape(n_sets, k)
+    return counts
+
+
+def _fitted_counts(data: AnnotationSet, evidence: np.ndarray, owner: np.ndarray, n_sets: int,
+                   prior: tuple[float, float]) -> np.ndarray:
+    r"""The proposal's counts (n_sets, K, K): a mean-field fit of each worker's confusion to its answers.
+
+    Each answer j of the worker holds ``evidence[j]`` (K,) on its task's
+    class (the warm-up's posterior); coordinate ascent on
+    :math:`q(z_j) \propto e_j(z) \exp E_q \log \theta[z, y_j]` and
+    :math:`q(\theta)` rows :math:`\mathrm{Dir}(\text{prior} + \sum_j
+    q(z_j) \otimes 1_{y_j})` from the plain soft counts, :data:`FIT_ROUNDS`
+    rounds.  The evidence already holds the worker's own answers, so the
+    fit counts them twice: a proposal sharper than the warm-up's own
+    posterior, and measured better (music, 10 seeds: .782 mean, .773--.789,
+    against .760 from the warm-up's soft counts alone).
+    """
+    from scipy.special import digamma
+
+    k = data.n_classes
+    base = np.full((k, k), prior[1])
+    np.fill_diagonal(base, prior[0])
+    set_of = owner[data.worker]
+    held = set_of >= 0
+    sets, labels = set_of[held], data.label[held]
+    log_e = np.log(np.maximum(evidence[held], 1e-300))
+    counts = _soft_counts(data, evidence, owner, n_sets)
+    full = np.zeros((data.n_answers, k))
+    for _ in range(FIT_ROUNDS):
+        conc = base + counts
+        elog = digamma(conc) - digamma(conc.sum(axis=2, keepdims=True))
+        lg = log_e + elog[sets, :, labels]
+        lg -= lg.max(axis=1, keepdims=True)
+        r = np.exp(lg)
+        full[held] = r / r.sum(axis=1, keepdims=True)
+        counts = _soft_counts(data, full, owner, n_sets)
+    return counts
 
 
 #: A worker whose posterior over the Monte-Carlo samples rests on fewer than this many of them (Kish's effective
