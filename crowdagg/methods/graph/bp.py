@@ -48,23 +48,29 @@ fewer than two draws, and the accuracy moves with the seed
 (.798-.843).  ``proposal=posterior`` (ALGORITHMS.md §6.5) keeps the
 shared prior draws for the workers they serve (at least a quarter of
 ``samples`` effective draws at the start's messages, :data:`OWN_ESS`:
-the workers with a few answers) and gives each other worker ``samples``
-draws of its own from a proposal :math:`q_u` near its posterior, each
+the workers with a few answers; all of them, when the others hold
+under 1% of the answers, :data:`OWN_SHARE`) and gives each other worker
+``samples`` draws of its own from a proposal :math:`q_u` near its posterior, each
 weighted :math:`p(\theta_s) / q_u(\theta_s)`
 (:func:`~crowdagg.kernels.bp.proposal_points`): the messages estimate
 the same expectation, with the weights spread over many draws instead
-of one.  :math:`q_u` has Dirichlet rows (prior + counts), the counts a
-mean-field fit of the worker's confusion to its answers
-(:func:`_fitted_counts`) with the task posteriors of a mean-field
-warm-up (:mod:`.mf` under the same prior) as each answer's evidence,
-and the messages start from those posteriors; the draws are then fixed
-(redrawing them as BP moved, every 3 sweeps, measured worse: music .73
-± .02 over seeds, the draws' noise steering BP to other fixed points).
-Measured, 400 draws, seed 0 (seeds 0-9): music .787 (.773-.791),
-converged in 6-18 sweeps, its workers with over 30 answers on 1.4-390
-effective draws (median 52; those under two hold 12% of the answers);
-dog .843 at every seed; rte .929, temp
-.942, bluebird .898 as before.  The fit measures each worker's
+of one.  :math:`q_u` is the worker's mean-field posterior
+(ALGORITHMS.md §6.4): Dirichlet rows, the prior plus its soft counts
+under the task posteriors of a mean-field warm-up (:mod:`.mf` under the
+same prior), and the messages start from those posteriors; the draws are
+then fixed.  Measured alternatives: redrawing them every 3 sweeps from
+the current beliefs, music .73 ± .02 over seeds (the draws' noise
+steering BP to other fixed points); a proposal sharpened by a
+per-worker mean-field refit (the worker's answers counted twice), music
+.782 but its heavy workers on 1-6 effective draws (on the dense-heavy
+crowd of the speed benchmark too, and .9022 there against mf's .9044):
+an estimate resting on the proposal's mode, not the integral.
+Measured, 400 draws, seed 0 (seeds 0-9): music .769 (.740-.780, mean
+.770; ds .767, mf .773), converged in 7-11 sweeps, its workers with
+over 30 answers on 3-360 effective draws (median 83), none under two;
+dog .843 at every seed; rte .929, temp .942, bluebird .898 as before;
+the dense-heavy crowd (1M answers, K = 2, workers of 1,000-20,000
+answers) .9044 against .9041 with the prior draws.  The fit measures each worker's
 effective number of draws (:func:`~crowdagg.kernels.bp.worker_posteriors`,
 importance-weighted) and warns when workers holding over half of the
 answers rest on fewer than two: use ``proposal=posterior``, more
@@ -256,18 +262,20 @@ class BeliefPropagation(IterativeAggregator):
 
     def _propose(self, data: AnnotationSet, state: BPState, checked: FitContext) -> None:
         """Importance sampling (``proposal=posterior``): the workers that the shared prior draws leave under
-        :data:`OWN_ESS` × ``samples`` effective draws at the start's messages draw their own points near their
-        posteriors (:func:`~crowdagg.kernels.bp.proposal_points`), fitted by :func:`_fitted_counts` to the
-        posteriors of a mean-field warm-up (:func:`_warm_up`), and the messages start again from those
+        :data:`OWN_ESS` × ``samples`` effective draws at the start's messages (when they hold over
+        :data:`OWN_SHARE` of the answers) draw their own points from their mean-field posteriors (the prior
+        plus their soft counts under the task posteriors of a mean-field warm-up, :func:`_warm_up`;
+        :func:`~crowdagg.kernels.bp.proposal_points`), and the messages start again from those task
         posteriors: one undamped worker pass and a task pass."""
         from ...core import memory
         from ...kernels.bp import proposal_points, worker_pass
 
         k, g = data.n_classes, checked["samples"]
         _, ess = self._posteriors(state, checked, state.points)
-        own = (np.asarray(data.answers_per_worker) > 0) & (ess < OWN_ESS * g)
+        n = np.asarray(data.answers_per_worker)
+        own = (n > 0) & (ess < OWN_ESS * g)
         n_own = int(own.sum())
-        if n_own == 0:
+        if n_own == 0 or n[own].sum() <= OWN_SHARE * n.sum():
             return
         # their draws three times (drawn, and the kernels' two stacked layouts) and their weights
         memory.check(8.0 * n_own * (3 * g * k * k + 4 * g),
@@ -278,7 +286,7 @@ class BeliefPropagation(IterativeAggregator):
         post = self._warm_up(data, checked, state.clamp)
         state.tmsg = np.ascontiguousarray(post[data.task])
         a, b = _prior(checked["prior"])
-        counts = _fitted_counts(data, state.tmsg, owner, n_own, (a, b))
+        counts = _soft_counts(data, state.tmsg, owner, n_own)
         state.points = proposal_points(state.points, a, b, counts, owner, checked["seed"])
         old = state.wmsg
         state.wmsg, _ = worker_pass(state.engine, self._worker_params(state, checked, damp=False))
@@ -353,10 +361,10 @@ class BeliefPropagation(IterativeAggregator):
 #: Under ``proposal=posterior``, a worker draws its own points when the shared prior draws give it fewer than this
 #: share of ``samples`` effective draws at the start (on music every worker with over 30 answers: under 5%).
 OWN_ESS = 0.25
-#: Coordinate-ascent rounds of :func:`_fitted_counts` (music's accuracy the same to 1e-3 from 5 to 50).
-FIT_ROUNDS = 20
-
-
+#: ... and only when those workers hold more than this share of the answers: the warm-up costs a mean-field fit of
+#: the whole crowd (4 s at 1M answers, the deepBP graph, where 174 of its 250k workers of 4 answers fall under
+#: OWN_ESS, 0.07% of the answers: the fit took 13 s instead of 6 s for the same labels).
+OWN_SHARE = 0.01
 def _soft_counts(data: AnnotationSet, evidence: np.ndarray, owner: np.ndarray, n_sets: int) -> np.ndarray:
     """Soft counts (n_sets, K, K) ``[set, true, observed]`` of the workers ``owner >= 0`` (set ``owner[w]``):
     each of their answers' ``evidence`` row (n_answers, K) added at its label."""
@@ -371,48 +379,12 @@ def _soft_counts(data: AnnotationSet, evidence: np.ndarray, owner: np.ndarray, n
     return counts
 
 
-def _fitted_counts(data: AnnotationSet, evidence: np.ndarray, owner: np.ndarray, n_sets: int,
-                   prior: tuple[float, float]) -> np.ndarray:
-    r"""The proposal's counts (n_sets, K, K): a mean-field fit of each worker's confusion to its answers.
-
-    Each answer j of the worker holds ``evidence[j]`` (K,) on its task's
-    class (the warm-up's posterior); coordinate ascent on
-    :math:`q(z_j) \propto e_j(z) \exp E_q \log \theta[z, y_j]` and
-    :math:`q(\theta)` rows :math:`\mathrm{Dir}(\text{prior} + \sum_j
-    q(z_j) \otimes 1_{y_j})` from the plain soft counts, :data:`FIT_ROUNDS`
-    rounds.  The evidence already holds the worker's own answers, so the
-    fit counts them twice: a proposal sharper than the warm-up's own
-    posterior, and measured better (music, 10 seeds: .782 mean, .773--.789,
-    against .760 from the warm-up's soft counts alone).
-    """
-    from scipy.special import digamma
-
-    k = data.n_classes
-    base = np.full((k, k), prior[1])
-    np.fill_diagonal(base, prior[0])
-    set_of = owner[data.worker]
-    held = set_of >= 0
-    sets, labels = set_of[held], data.label[held]
-    log_e = np.log(np.maximum(evidence[held], 1e-300))
-    counts = _soft_counts(data, evidence, owner, n_sets)
-    full = np.zeros((data.n_answers, k))
-    for _ in range(FIT_ROUNDS):
-        conc = base + counts
-        elog = digamma(conc) - digamma(conc.sum(axis=2, keepdims=True))
-        lg = log_e + elog[sets, :, labels]
-        lg -= lg.max(axis=1, keepdims=True)
-        r = np.exp(lg)
-        full[held] = r / r.sum(axis=1, keepdims=True)
-        counts = _soft_counts(data, full, owner, n_sets)
-    return counts
-
-
 #: A worker whose posterior over the Monte-Carlo samples rests on fewer than this many of them (Kish's effective
 #: sample size) has the messages of one random draw from the prior, not of its confusion integrated out.
 DEGENERATE_ESS = 2.0
 #: Warn when workers holding more than this share of the answers are degenerate (measured at the default 400
 #: samples, proposal=prior: music (K = 10) .96, dog (K = 4) .84, temp .35, rte .17, bluebird 0;
-#: proposal=posterior: music .12, the others 0).
+#: proposal=posterior: 0 on each).
 DEGENERATE_SHARE = 0.5
 
 
