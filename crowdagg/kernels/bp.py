@@ -14,7 +14,12 @@ Both of the method's worker models are such a mixture
 (:func:`grid_points`: a one-coin accuracy on a grid of midpoints, weighted
 by the Beta prior's mass on each cell; :func:`sample_points`: full
 confusions drawn from a Dirichlet prior, equal weights -- deepBP's
-Monte-Carlo messages), and one kernel serves both.
+Monte-Carlo messages), and one kernel serves both.  A worker may read
+a set of points of its own instead of the shared one (importance
+sampling from a proposal near its posterior, :func:`proposal_points`):
+the same kernels, run by run of consecutive workers reading the same
+set (:func:`_worker_block_sets`), so that the shared-points path stays
+the plain kernel.
 
 Messages, per edge (answer) :math:`(u, i)`, all normalised to sum 1:
 
@@ -531,8 +536,8 @@ def _segment(worker, s, has_first, has_last):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True, fastmath=_FAST)
-def _worker_block(rows, worker, label, tmsg, old, tht_all, logw_all, wlin_all, wset, chunk, cut, span, has_first,
-                  has_last, damping, damp, out):  # pragma: no cover - compiled
+def _worker_block(rows, worker, label, tmsg, old, tht, logw, wlin, chunk, cut, span, has_first, has_last,
+                  damping, damp, out):  # pragma: no cover - compiled
     r"""A worker block's new worker→task messages ``out`` (block answers, K), in worker order; the residual.
 
     The block's answers are grouped by worker (``worker`` constant over a
@@ -547,9 +552,6 @@ def _worker_block(rows, worker, label, tmsg, old, tht_all, logw_all, wlin_all, w
     (the product without edge i's own factor), normalised, then damped:
     ``(1 - damping) m + damping old`` when ``damp``.  Returns the largest
     ``|out - old|`` (``old`` the previous messages of the block's answers).
-    Each worker reads its own point set ``wset[w]`` of the stacked
-    ``tht_all``/``logw_all``/``wlin_all`` (set 0 for all when ``wset`` is
-    empty; :class:`Points`).
 
     Why skipping is safe: dropping edge i's factor raises a point's
     log-weight by :math:`-\log f_g(i) \le` ``log_floor`` and lowers none,
@@ -560,12 +562,7 @@ def _worker_block(rows, worker, label, tmsg, old, tht_all, logw_all, wlin_all, w
     """
     n = rows.shape[0]
     k = tmsg.shape[1]
-    n_points = logw_all.shape[1]
-    has_sets = wset.shape[0] > 0
-    held = 0
-    tht = tht_all[0]
-    logw = logw_all[0]
-    wlin = wlin_all[0]
+    n_points = logw.shape[0]
     logp = np.empty(n_points)
     idx = np.empty(n_points, dtype=np.int64)
     c = np.empty(n_points)
@@ -580,11 +577,6 @@ def _worker_block(rows, worker, label, tmsg, old, tht_all, logw_all, wlin_all, w
     s = 0
     while s < n:
         e_end, first, last = _segment(worker, s, has_first, has_last)
-        if has_sets and wset[worker[s]] != held:  # (a view only where the set changes: most workers share set 0)
-            held = wset[worker[s]]
-            tht = tht_all[held]
-            logw = logw_all[held]
-            wlin = wlin_all[held]
         if not (first or last) and e_end - s <= chunk:
             residual = _short_worker(s, e_end, rows, label, tmsg, old, tht, wlin, damping, damp, out, fw, pre,
                                      suf, m, residual)
@@ -632,8 +624,8 @@ def _worker_block(rows, worker, label, tmsg, old, tht_all, logw_all, wlin_all, w
 
 
 @njit(cache=True, nogil=True)
-def _worker_means(rows, worker, label, tmsg, theta_all, tht_all, logw_all, wlin_all, wset, chunk, span, has_first,
-                  has_last, skip_first, means):  # pragma: no cover - compiled
+def _worker_means(rows, worker, label, tmsg, theta, tht, logw, wlin, chunk, span, has_first, has_last, skip_first,
+                  means):  # pragma: no cover - compiled
     """Each worker's posterior mean confusion :math:`Σ_g c_g θ_g / Σ_g c_g` (the belief at its factor: the
     product over all of its answers), added into ``means[w, :K]`` (W, K + 1, K) by the block holding the
     worker's first answer only (``skip_first``: the block's first segment began in an earlier block), and the
@@ -641,7 +633,7 @@ def _worker_means(rows, worker, label, tmsg, theta_all, tht_all, logw_all, wlin_
     Points more than :data:`SKIP_LOG` below the best carry under e^-60 of the posterior: skipped."""
     n = rows.shape[0]
     k = tmsg.shape[1]
-    n_points = logw_all.shape[1]
+    n_points = logw.shape[0]
     logp = np.empty(n_points)
     c = np.empty(n_points)
     f = np.empty(n_points)
@@ -652,11 +644,6 @@ def _worker_means(rows, worker, label, tmsg, theta_all, tht_all, logw_all, wlin_
         if s == 0 and skip_first:
             s = e_end
             continue
-        held = wset[w] if wset.shape[0] > 0 else 0
-        theta = theta_all[held]
-        tht = tht_all[held]
-        logw = logw_all[held]
-        wlin = wlin_all[held]
         _weights(s, e_end, rows, label, tmsg, tht, logw, wlin, chunk, SKIP_LOG, span[1] if last else span[0],
                  first or last, logp, f, c)
         tot = 0.0
@@ -672,6 +659,59 @@ def _worker_means(rows, worker, label, tmsg, theta_all, tht_all, logw_all, wlin_
                         means[w, t, o] += p * theta[g, t, o]
         means[w, k, 0] += 1.0 / sq
         s = e_end
+
+
+@njit(cache=True, nogil=True)
+def _set_runs(worker, wset):  # pragma: no cover - compiled
+    """The block's runs of consecutive answers whose workers read the same point set: their starts (runs + 1,
+    the last the block's end) and sets."""
+    n = worker.shape[0]
+    starts = np.empty(n + 1, dtype=np.int64)
+    sets = np.empty(n, dtype=np.int64)
+    m = 0
+    for e in range(n):
+        v = wset[worker[e]]
+        if e == 0 or v != sets[m - 1]:
+            starts[m] = e
+            sets[m] = v
+            m += 1
+    starts[m] = n
+    return starts[:m + 1], sets[:m]
+
+
+@njit(cache=True, nogil=True)
+def _worker_block_sets(rows, worker, label, tmsg, old, tht_all, logw_all, wlin_all, wset, chunk, cut, span,
+                       has_first, has_last, damping, damp, out):  # pragma: no cover - compiled
+    """:func:`_worker_block` where workers read their own point sets (:class:`Points` ``wset``): run by run of
+    workers reading the same set (a worker's answers lie in one run), each run its set's arrays; the first run
+    keeps the block's crossing first segment, the last its crossing last one.  Returns the largest residual."""
+    starts, sets = _set_runs(worker, wset)
+    runs = sets.shape[0]
+    residual = 0.0
+    for r in range(runs):
+        lo = starts[r]
+        hi = starts[r + 1]
+        v = sets[r]
+        res = _worker_block(rows[lo:hi], worker[lo:hi], label[lo:hi], tmsg, old[lo:hi], tht_all[v], logw_all[v],
+                            wlin_all[v], chunk, cut, span, has_first and r == 0, has_last and r == runs - 1,
+                            damping, damp, out[lo:hi])
+        residual = max(residual, res)
+    return residual
+
+
+@njit(cache=True, nogil=True)
+def _worker_means_sets(rows, worker, label, tmsg, theta_all, tht_all, logw_all, wlin_all, wset, chunk, span,
+                       has_first, has_last, skip_first, means):  # pragma: no cover - compiled
+    """:func:`_worker_means` where workers read their own point sets, run by run (:func:`_worker_block_sets`)."""
+    starts, sets = _set_runs(worker, wset)
+    runs = sets.shape[0]
+    for r in range(runs):
+        lo = starts[r]
+        hi = starts[r + 1]
+        v = sets[r]
+        _worker_means(rows[lo:hi], worker[lo:hi], label[lo:hi], tmsg, theta_all[v], tht_all[v], logw_all[v],
+                      wlin_all[v], chunk, span, has_first and r == 0, has_last and r == runs - 1,
+                      skip_first and r == 0, means)
 
 
 #: A task's running product of messages is rescaled (by its largest class) once that falls below this.
@@ -925,11 +965,25 @@ def worker_block(part: Any, b: int, p: WorkerPass, keep: bool) -> tuple[float, A
     # kernel then reads them in sequence, with the same values, instead of waiting on one random read an answer.
     local = np.empty((rows.shape[0], pts.n_classes))
     _gather_rows(tmsg, rows, local)
-    residual = _worker_block(_iota(rows.shape[0]), worker, label, local, old[lo + first:hi + first],
-                             pts.tht_all, pts.logw_all, pts.wlin_all, pts.wset, pts.chunk, pts.cut, span,
-                             bool(p.spans.first[b]),
-                             bool(p.spans.last[b]), float(p.damping), bool(p.damp), out)
+    args = (_iota(rows.shape[0]), worker, label, local, old[lo + first:hi + first])
+    flags = (bool(p.spans.first[b]), bool(p.spans.last[b]), float(p.damping), bool(p.damp), out)
+    if pts.wset.shape[0]:
+        residual = _worker_block_sets(*args, pts.tht_all, pts.logw_all, pts.wlin_all, pts.wset, pts.chunk, pts.cut,
+                                      span, *flags)
+    else:  # (every worker on the shared points: the kernel without the runs)
+        residual = _worker_block(*args, pts.tht, pts.logw, pts.wlin, pts.chunk, pts.cut, span, *flags)
     return 0.0, (out, np.array([residual]))
+
+
+def _means(rows: np.ndarray, worker: np.ndarray, label: np.ndarray, tmsg: np.ndarray, pts: Points, span: np.ndarray,
+           has_first: bool, has_last: bool, skip_first: bool, means: np.ndarray) -> None:
+    """:func:`_worker_means` on the shared points, or run by run of the workers' own sets."""
+    if pts.wset.shape[0]:
+        _worker_means_sets(rows, worker, label, tmsg, pts.theta_all, pts.tht_all, pts.logw_all, pts.wlin_all,
+                           pts.wset, pts.chunk, span, has_first, has_last, skip_first, means)
+    else:
+        _worker_means(rows, worker, label, tmsg, pts.theta, pts.tht, pts.logw, pts.wlin, pts.chunk, span,
+                      has_first, has_last, skip_first, means)
 
 
 def means_block(part: Any, b: int, p: WorkerPass, keep: bool) -> tuple[np.ndarray, Any]:
@@ -940,9 +994,8 @@ def means_block(part: Any, b: int, p: WorkerPass, keep: bool) -> tuple[np.ndarra
     k = pts.n_classes
     means = np.zeros((part.n_workers, k + 1, k))
     span = np.ascontiguousarray(p.totals[b], dtype=np.float64) if p.totals is not None else np.zeros((2, pts.n_points))
-    _worker_means(rows, worker, label, tmsg, pts.theta_all, pts.tht_all, pts.logw_all, pts.wlin_all, pts.wset,
-                  pts.chunk, span, bool(p.spans.first[b]), bool(p.spans.last[b]), bool(p.spans.starts_before[b]),
-                  means)
+    _means(rows, worker, label, tmsg, pts, span, bool(p.spans.first[b]), bool(p.spans.last[b]),
+           bool(p.spans.starts_before[b]), means)
     return means, None
 
 
@@ -1071,10 +1124,11 @@ def _means_apart_block(part: Any, b: int, p: WorkerPass, keep: bool) -> tuple[fl
     pts = p.points
     if p.spans.first[b] or p.spans.last[b]:
         raise DataError(f"block {b} holds a worker whose answers span blocks: its means need the block sums")
+    if p.into is None:
+        raise DataError("the means of workers within one block are written into p.into: give it")
     local = np.empty((rows.shape[0], pts.n_classes))
     _gather_rows(tmsg, rows, local)
-    _worker_means(_iota(rows.shape[0]), worker, label, local, pts.theta_all, pts.tht_all, pts.logw_all,
-                  pts.wlin_all, pts.wset, pts.chunk, np.zeros((2, pts.n_points)), False, False, False, p.into)
+    _means(_iota(rows.shape[0]), worker, label, local, pts, np.zeros((2, pts.n_points)), False, False, False, p.into)
     return 0.0, None
 
 

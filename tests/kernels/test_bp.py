@@ -122,8 +122,8 @@ def test_a_split_worker_combines_to_the_unsplit_computation(heavy_crowd):
     rows = data.worker_order
     whole = np.empty_like(old)
     span = np.zeros((2, pts.n_points))
-    kb._worker_block(rows, data.worker[rows], data.label[rows], tmsg, old, pts.tht_all, pts.logw_all, pts.wlin_all,
-                     pts.wset, pts.chunk, pts.cut, span, False, False, 0.0, False, whole)
+    kb._worker_block(rows, data.worker[rows], data.label[rows], tmsg, old, pts.tht, pts.logw, pts.wlin, pts.chunk,
+                     pts.cut, span, False, False, 0.0, False, whole)
     np.testing.assert_allclose(got, whole, rtol=1e-11, atol=1e-13)
     # the combined totals are the heavy worker's whole log-product
     totals = kb.span_totals(engine, p)
