@@ -231,6 +231,18 @@ def test_a_split_worker_with_its_own_points_combines_to_its_points_alone(heavy_c
     want, _ = kb.worker_pass(engine, kb.WorkerPass(tmsg, old, alone, 0.0, False, kb.spans(engine.worker_part)))
     rows = slice(data.worker_ptr[0], data.worker_ptr[1])
     np.testing.assert_allclose(got[rows], want[rows], rtol=0, atol=1e-12)
+    shared, _ = kb.worker_pass(engine, kb.WorkerPass(tmsg, old, kb.Points(pts.theta, pts.logw), 0.0, False,
+                                                     kb.spans(engine.worker_part)))
+    others = np.ones(data.n_answers, bool)
+    others[rows] = False
+    others[data.worker_ptr[5]:data.worker_ptr[6]] = False
+    np.testing.assert_array_equal(got[others], shared[others])  # the others' on the shared points: the same bits
+    p = kb.WorkerPass(tmsg, old, pts, 0.0, False, kb.spans(engine.worker_part))
+    means, ess = kb.worker_posteriors(engine, p)
+    m_alone, e_alone = kb.worker_posteriors(engine, kb.WorkerPass(tmsg, old, alone, 0.0, False,
+                                                                  kb.spans(engine.worker_part)))
+    np.testing.assert_allclose(means[0], m_alone[0], rtol=0, atol=1e-12)
+    assert ess[0] == pytest.approx(e_alone[0], rel=1e-9)
 
 
 def _exact_message(tmsg, labels, i, alpha, beta, k):
