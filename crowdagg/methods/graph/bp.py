@@ -402,7 +402,7 @@ def _check_samples(data: AnnotationSet, spread: np.ndarray, samples: int, propos
             what = f"the {samples:,} prior draws"
             tip = f"use {param('proposal')}=posterior (each such worker's own draws near its posterior), "
         else:
-            what = f"the {samples:,} importance-weighted draws of each"
+            what = f"the {samples:,} draws each reads (the shared prior draws, or its own importance-weighted ones)"
             tip = f"use more {param('samples')}, "
         warn(CrowdaggWarning(
             f"bp: the confusion model's Monte-Carlo messages are degenerate: {int(few.sum()):,} worker(s) holding "
