@@ -14,7 +14,12 @@ Both of the method's worker models are such a mixture
 (:func:`grid_points`: a one-coin accuracy on a grid of midpoints, weighted
 by the Beta prior's mass on each cell; :func:`sample_points`: full
 confusions drawn from a Dirichlet prior, equal weights -- deepBP's
-Monte-Carlo messages), and one kernel serves both.
+Monte-Carlo messages), and one kernel serves both.  A worker may read
+a set of points of its own instead of the shared one (importance
+sampling from a proposal near its posterior, :func:`proposal_points`):
+the same kernels, run by run of consecutive workers reading the same
+set (:func:`_worker_block_sets`), so that the shared-points path stays
+the plain kernel.
 
 Messages, per edge (answer) :math:`(u, i)`, all normalised to sum 1:
 
@@ -116,11 +121,25 @@ class Points:
 
     theta: np.ndarray
     logw: np.ndarray
+    #: Optional per-worker point sets (importance sampling from a proposal near each worker's posterior,
+    #: :func:`proposal_points`): ``own_theta`` (P, G, K, K) and ``own_logw`` (P, G), and ``owner`` (n_workers,)
+    #: the set of each worker (-1: the shared ``theta``/``logw``).  ``None``: every worker reads the shared set.
+    own_theta: np.ndarray | None = field(default=None, repr=False)
+    own_logw: np.ndarray | None = field(default=None, repr=False)
+    owner: np.ndarray | None = field(default=None, repr=False)
     tht: np.ndarray = field(init=False, repr=False)
     log_floor: float = field(init=False)
     chunk: int = field(init=False)
     cut: float = field(init=False)
     wlin: np.ndarray = field(init=False, repr=False)
+    #: The kernels' stacked sets, the shared one first: ``theta_all`` (P + 1, G, K, K), ``tht_all``
+    #: (P + 1, K, K, G), ``logw_all`` and ``wlin_all`` (P + 1, G); ``wset`` (n_workers,) each worker's set
+    #: (``owner + 1``), empty when every worker reads the shared one.
+    theta_all: np.ndarray = field(init=False, repr=False)
+    tht_all: np.ndarray = field(init=False, repr=False)
+    logw_all: np.ndarray = field(init=False, repr=False)
+    wlin_all: np.ndarray = field(init=False, repr=False)
+    wset: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         theta = np.ascontiguousarray(self.theta, dtype=np.float64)
@@ -130,14 +149,44 @@ class Points:
                             f"{logw.shape}")
         if not (np.isfinite(theta).all() and theta.min() > 0) or np.isnan(logw).any() or not np.isfinite(logw.max()):
             raise DataError("points: theta must be positive and finite, logw finite somewhere and never NaN")
+        theta_all, logw_all, wset = theta[None], logw[None], np.zeros(0, dtype=np.int64)
+        if self.own_theta is not None or self.own_logw is not None or self.owner is not None:
+            if self.own_theta is None or self.own_logw is None or self.owner is None:
+                raise DataError("points: own_theta, own_logw and owner go together")
+            own = np.ascontiguousarray(self.own_theta, dtype=np.float64)
+            own_logw = np.ascontiguousarray(self.own_logw, dtype=np.float64)
+            owner = np.ascontiguousarray(self.owner, dtype=np.int64)
+            if own.ndim != 4 or own.shape[1:] != theta.shape or own_logw.shape != own.shape[:2] or owner.ndim != 1:
+                raise DataError(f"points: own_theta must be (P, {theta.shape[0]}, {theta.shape[1]}, "
+                                f"{theta.shape[2]}), own_logw (P, {theta.shape[0]}) and owner (n_workers,), got "
+                                f"{own.shape}, {own_logw.shape} and {owner.shape}")
+            if own.size and not (np.isfinite(own).all() and own.min() > 0) or np.isnan(own_logw).any() \
+                    or (own_logw.size and not np.isfinite(own_logw.max(axis=1)).all()):
+                raise DataError("points: own_theta must be positive and finite, each own_logw finite somewhere and "
+                                "never NaN")
+            if owner.size and (int(owner.min()) < -1 or int(owner.max()) >= own.shape[0]):
+                raise DataError(f"points: owner holds a set outside -1 .. {own.shape[0] - 1}")
+            theta_all = np.concatenate([theta[None], own])
+            logw_all = np.concatenate([logw[None], own_logw])
+            wset = owner + 1
         object.__setattr__(self, "theta", theta)
         object.__setattr__(self, "logw", logw)
         object.__setattr__(self, "tht", np.ascontiguousarray(theta.transpose(2, 1, 0)))
-        log_floor = float(-math.log(theta.min()))
+        object.__setattr__(self, "theta_all", theta_all)
+        object.__setattr__(self, "tht_all", self.tht[None] if theta_all.shape[0] == 1
+                           else np.ascontiguousarray(theta_all.transpose(0, 3, 2, 1)))
+        object.__setattr__(self, "logw_all", logw_all)
+        object.__setattr__(self, "wset", wset)
+        log_floor = float(-math.log(theta_all.min()))
         object.__setattr__(self, "log_floor", log_floor)
         object.__setattr__(self, "chunk", int(max(1, min(MAX_CHUNK, LOG_RANGE // max(log_floor, 1e-300)))))
         object.__setattr__(self, "cut", SKIP_LOG + log_floor)
         object.__setattr__(self, "wlin", np.exp(logw - logw.max()))
+        object.__setattr__(self, "wlin_all", np.exp(logw_all - logw_all.max(axis=1, keepdims=True)))
+
+    def set_of(self, worker: int) -> int:
+        """The index into the stacked sets (``tht_all`` …) of ``worker``'s points (0: the shared set)."""
+        return int(self.wset[worker]) if self.wset.shape[0] else 0
 
     @property
     def n_points(self) -> int:
@@ -216,6 +265,59 @@ def sample_points(alpha: float, beta: float, k: int, n_samples: int, seed: int) 
     theta = np.maximum(theta, THETA_FLOOR)
     theta /= theta.sum(axis=2, keepdims=True)
     return Points(theta, np.full(n_samples, -math.log(n_samples)))
+
+
+def _log_dirichlet_rows(theta: np.ndarray, conc: np.ndarray) -> np.ndarray:
+    """The log density (G,) at confusions ``theta`` (G, K, K) of independent Dirichlet rows ``conc`` (K, K)."""
+    from scipy.special import gammaln
+
+    norm = float((gammaln(conc.sum(axis=1)) - gammaln(conc).sum(axis=1)).sum())
+    return norm + np.einsum("gko,ko->g", np.log(theta), conc - 1.0)
+
+
+def proposal_points(shared: Points, alpha: float, beta: float, counts: np.ndarray, owner: np.ndarray,
+                    seed: int) -> Points:
+    r"""``shared`` with a point set of its own for each worker ``owner >= 0``: importance sampling.
+
+    Worker u's message is an expectation under the prior,
+    :math:`E_{\theta \sim p}[\theta[z, y_{iu}] \prod_{j \ne i} f_\theta(j)]`;
+    the shared prior draws estimate it badly once the worker's answers
+    make the product peak far narrower than the prior (ALGORITHMS.md
+    §6.5).  Its own ``G`` draws come from the proposal :math:`q_u` with
+    rows :math:`\mathrm{Dir}(\text{prior row} + \text{counts}_u[k])` --
+    near its posterior when ``counts`` (P, K, K) ``[set, true, observed]``
+    are its soft counts -- weighted :math:`\log w_s = \log p(\theta_s) -
+    \log q_u(\theta_s)`: the same expectation (the messages are
+    normalised, so a worker's constant drops), with the weights spread
+    evenly where :math:`q_u` is close to the posterior.
+
+    Worker u's draws come from the generator seeded ``(seed, u)``:
+    the same bits for any order or thread count.  Entries are floored at
+    :data:`THETA_FLOOR` and the rows renormalised (as
+    :func:`sample_points`), the densities read at the floored draws.
+    """
+    _check_prior(alpha, beta, shared.n_classes, shared.n_points, "samples")
+    k, g = shared.n_classes, shared.n_points
+    owner = np.ascontiguousarray(owner, dtype=np.int64)
+    counts = np.asarray(counts, dtype=np.float64)
+    n_sets = int(owner.max()) + 1 if owner.size else 0
+    prior = np.full((k, k), float(beta))
+    np.fill_diagonal(prior, float(alpha))
+    if counts.shape != (n_sets, k, k) or not (np.isfinite(counts).all() and (prior + counts > 0).all()):
+        raise DataError(f"points: counts must be ({n_sets}, {k}, {k}), finite and above minus the prior, got "
+                        f"{counts.shape}")
+    theta = np.empty((n_sets, g, k, k))
+    logw = np.empty((n_sets, g))
+    for u in np.flatnonzero(owner >= 0):
+        p = int(owner[u])
+        conc = prior + counts[p]
+        rng = np.random.default_rng([int(seed), int(u)])
+        th = rng.standard_gamma(np.broadcast_to(conc, (g, k, k)))
+        th = np.maximum(th / th.sum(axis=2, keepdims=True), THETA_FLOOR)
+        th /= th.sum(axis=2, keepdims=True)
+        theta[p] = th
+        logw[p] = _log_dirichlet_rows(th, prior) - _log_dirichlet_rows(th, conc)
+    return Points(shared.theta, shared.logw, theta, logw, owner)
 
 
 # ----------------------------------------------------------------------------- compiled kernels
@@ -559,6 +661,59 @@ def _worker_means(rows, worker, label, tmsg, theta, tht, logw, wlin, chunk, span
         s = e_end
 
 
+@njit(cache=True, nogil=True)
+def _set_runs(worker, wset):  # pragma: no cover - compiled
+    """The block's runs of consecutive answers whose workers read the same point set: their starts (runs + 1,
+    the last the block's end) and sets."""
+    n = worker.shape[0]
+    starts = np.empty(n + 1, dtype=np.int64)
+    sets = np.empty(n, dtype=np.int64)
+    m = 0
+    for e in range(n):
+        v = wset[worker[e]]
+        if e == 0 or v != sets[m - 1]:
+            starts[m] = e
+            sets[m] = v
+            m += 1
+    starts[m] = n
+    return starts[:m + 1], sets[:m]
+
+
+@njit(cache=True, nogil=True)
+def _worker_block_sets(rows, worker, label, tmsg, old, tht_all, logw_all, wlin_all, wset, chunk, cut, span,
+                       has_first, has_last, damping, damp, out):  # pragma: no cover - compiled
+    """:func:`_worker_block` where workers read their own point sets (:class:`Points` ``wset``): run by run of
+    workers reading the same set (a worker's answers lie in one run), each run its set's arrays; the first run
+    keeps the block's crossing first segment, the last its crossing last one.  Returns the largest residual."""
+    starts, sets = _set_runs(worker, wset)
+    runs = sets.shape[0]
+    residual = 0.0
+    for r in range(runs):
+        lo = starts[r]
+        hi = starts[r + 1]
+        v = sets[r]
+        res = _worker_block(rows[lo:hi], worker[lo:hi], label[lo:hi], tmsg, old[lo:hi], tht_all[v], logw_all[v],
+                            wlin_all[v], chunk, cut, span, has_first and r == 0, has_last and r == runs - 1,
+                            damping, damp, out[lo:hi])
+        residual = max(residual, res)
+    return residual
+
+
+@njit(cache=True, nogil=True)
+def _worker_means_sets(rows, worker, label, tmsg, theta_all, tht_all, logw_all, wlin_all, wset, chunk, span,
+                       has_first, has_last, skip_first, means):  # pragma: no cover - compiled
+    """:func:`_worker_means` where workers read their own point sets, run by run (:func:`_worker_block_sets`)."""
+    starts, sets = _set_runs(worker, wset)
+    runs = sets.shape[0]
+    for r in range(runs):
+        lo = starts[r]
+        hi = starts[r + 1]
+        v = sets[r]
+        _worker_means(rows[lo:hi], worker[lo:hi], label[lo:hi], tmsg, theta_all[v], tht_all[v], logw_all[v],
+                      wlin_all[v], chunk, span, has_first and r == 0, has_last and r == runs - 1,
+                      skip_first and r == 0, means)
+
+
 #: A task's running product of messages is rescaled (by its largest class) once that falls below this.
 _RESCALE = 1e-150
 #: How many answers ahead the passes prefetch a message they read at a random place (a few hundred ns of memory
@@ -770,10 +925,10 @@ def partial_block(part: Any, b: int, p: WorkerPass, keep: bool) -> tuple[float, 
         n = rows.shape[0]
         if p.spans.first[b]:
             end = int(np.searchsorted(worker, worker[0], side="right"))
-            _log_products(0, end, rows, label, tmsg, pts.tht, pts.chunk, out[0])
+            _log_products(0, end, rows, label, tmsg, pts.tht_all[pts.set_of(worker[0])], pts.chunk, out[0])
         if p.spans.last[b]:
             start = int(np.searchsorted(worker, worker[n - 1], side="left"))
-            _log_products(start, n, rows, label, tmsg, pts.tht, pts.chunk, out[1])
+            _log_products(start, n, rows, label, tmsg, pts.tht_all[pts.set_of(worker[n - 1])], pts.chunk, out[1])
     return 0.0, out
 
 
@@ -810,10 +965,25 @@ def worker_block(part: Any, b: int, p: WorkerPass, keep: bool) -> tuple[float, A
     # kernel then reads them in sequence, with the same values, instead of waiting on one random read an answer.
     local = np.empty((rows.shape[0], pts.n_classes))
     _gather_rows(tmsg, rows, local)
-    residual = _worker_block(_iota(rows.shape[0]), worker, label, local, old[lo + first:hi + first],
-                             pts.tht, pts.logw, pts.wlin, pts.chunk, pts.cut, span, bool(p.spans.first[b]),
-                             bool(p.spans.last[b]), float(p.damping), bool(p.damp), out)
+    args = (_iota(rows.shape[0]), worker, label, local, old[lo + first:hi + first])
+    flags = (bool(p.spans.first[b]), bool(p.spans.last[b]), float(p.damping), bool(p.damp), out)
+    if pts.wset.shape[0]:
+        residual = _worker_block_sets(*args, pts.tht_all, pts.logw_all, pts.wlin_all, pts.wset, pts.chunk, pts.cut,
+                                      span, *flags)
+    else:  # (every worker on the shared points: the kernel without the runs)
+        residual = _worker_block(*args, pts.tht, pts.logw, pts.wlin, pts.chunk, pts.cut, span, *flags)
     return 0.0, (out, np.array([residual]))
+
+
+def _means(rows: np.ndarray, worker: np.ndarray, label: np.ndarray, tmsg: np.ndarray, pts: Points, span: np.ndarray,
+           has_first: bool, has_last: bool, skip_first: bool, means: np.ndarray) -> None:
+    """:func:`_worker_means` on the shared points, or run by run of the workers' own sets."""
+    if pts.wset.shape[0]:
+        _worker_means_sets(rows, worker, label, tmsg, pts.theta_all, pts.tht_all, pts.logw_all, pts.wlin_all,
+                           pts.wset, pts.chunk, span, has_first, has_last, skip_first, means)
+    else:
+        _worker_means(rows, worker, label, tmsg, pts.theta, pts.tht, pts.logw, pts.wlin, pts.chunk, span,
+                      has_first, has_last, skip_first, means)
 
 
 def means_block(part: Any, b: int, p: WorkerPass, keep: bool) -> tuple[np.ndarray, Any]:
@@ -824,8 +994,8 @@ def means_block(part: Any, b: int, p: WorkerPass, keep: bool) -> tuple[np.ndarra
     k = pts.n_classes
     means = np.zeros((part.n_workers, k + 1, k))
     span = np.ascontiguousarray(p.totals[b], dtype=np.float64) if p.totals is not None else np.zeros((2, pts.n_points))
-    _worker_means(rows, worker, label, tmsg, pts.theta, pts.tht, pts.logw, pts.wlin, pts.chunk, span,
-                  bool(p.spans.first[b]), bool(p.spans.last[b]), bool(p.spans.starts_before[b]), means)
+    _means(rows, worker, label, tmsg, pts, span, bool(p.spans.first[b]), bool(p.spans.last[b]),
+           bool(p.spans.starts_before[b]), means)
     return means, None
 
 
@@ -892,6 +1062,9 @@ def _check_worker(part: Any, b: Any, p: WorkerPass) -> tuple[int, tuple[np.ndarr
     k = int(part.n_classes)
     if pts.n_classes != k:
         raise DataError(f"the points are {pts.n_classes}-class confusions, the answers have {k} classes")
+    if pts.wset.shape[0] and pts.wset.shape[0] != int(part.n_workers):
+        raise DataError(f"the points' owner holds {pts.wset.shape[0]:,} workers, the answers have "
+                        f"{int(part.n_workers):,}")
     damping = float(p.damping)
     if not 0.0 <= damping < 1.0:
         raise DataError(f"damping must lie in [0, 1), got {p.damping!r}")
@@ -951,10 +1124,11 @@ def _means_apart_block(part: Any, b: int, p: WorkerPass, keep: bool) -> tuple[fl
     pts = p.points
     if p.spans.first[b] or p.spans.last[b]:
         raise DataError(f"block {b} holds a worker whose answers span blocks: its means need the block sums")
+    if p.into is None:
+        raise DataError("the means of workers within one block are written into p.into: give it")
     local = np.empty((rows.shape[0], pts.n_classes))
     _gather_rows(tmsg, rows, local)
-    _worker_means(_iota(rows.shape[0]), worker, label, local, pts.theta, pts.tht, pts.logw, pts.wlin, pts.chunk,
-                  np.zeros((2, pts.n_points)), False, False, False, p.into)
+    _means(_iota(rows.shape[0]), worker, label, local, pts, np.zeros((2, pts.n_points)), False, False, False, p.into)
     return 0.0, None
 
 
@@ -992,5 +1166,5 @@ def worker_posteriors(engine: Any, p: WorkerPass) -> tuple[np.ndarray, np.ndarra
 
 __all__ = [
     "Points", "Spans", "TaskPass", "WorkerPass", "combine_partials", "grid_points", "means_block", "partial_block",
-    "sample_points", "spans", "task_block", "task_pass", "worker_block", "worker_means", "worker_pass", "worker_posteriors",
+    "proposal_points", "sample_points", "spans", "task_block", "task_pass", "worker_block", "worker_means", "worker_pass", "worker_posteriors",
 ]

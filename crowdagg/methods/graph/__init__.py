@@ -27,7 +27,9 @@ _BP = Method(
     "worker factors g_u(z) = E[Π_j θ_u[z_j, y_ju]]. Sum-product messages along the answers, damped, until "
     "no message moves more than tol. one-coin: accuracy q ~ Beta(a, b) on a grid of cells (exact O(n_u × "
     "grid) messages); confusion: Dirichlet rows (alpha diagonal, beta off), deepBP's Monte-Carlo messages "
-    "over `samples` prior draws. --workers: the posterior mean confusion and accuracy.",
+    "over `samples` prior draws, and (proposal=posterior) a worker with many answers importance-samples "
+    "`samples` draws of its own from a Dirichlet near its posterior (fitted after a mean-field warm-up), "
+    "weighted prior/proposal. --workers: the posterior mean confusion and accuracy.",
     "Liu, Peng & Ihler, Variational inference for crowdsourcing, NIPS 2012; Ok, Oh, Shin & Yi, Optimality "
     "of belief propagation for crowdsourced classification, ICML 2016; Kim, Cho, Kim & Ok, Robust deep "
     "learning from crowds with belief propagation, AISTATS 2022",
@@ -44,6 +46,9 @@ _BP = Method(
            2, 4096, "discrete prior"),
      Param("samples", int, 400, "prior draws of the confusion model's Monte-Carlo messages (deepBP: 400)",
            1, 100_000, "S"),
+     Param("proposal", "choice", "posterior", "where the confusion model's draws come from: posterior (a worker "
+           "with many answers draws its own from a Dirichlet near its posterior, importance-weighted) or prior "
+           "(the shared prior draws only, deepBP's)", choices=("posterior", "prior")),
      Param("damping", float, 0.0, "share of the previous worker-to-task message kept each sweep", 0.0,
            0.99),
      Param("start", "choice", "vote", "vote (task messages from the soft majority vote) or uniform "

@@ -28,9 +28,11 @@ The worker prior, ``worker_model``:
   diagonal and ``beta`` off it (``prior = (alpha, beta)``; deepBP's
   ``[[α, β], [β, α]]`` for K = 2, rows independent), integrated by
   deepBP's Monte-Carlo messages: ``samples`` confusions drawn once from the
-  prior (seeded by ``seed``), equal weights, shared by all workers.
+  prior (seeded by ``seed``), equal weights, shared by all workers -- and,
+  under ``proposal=posterior`` (the default), importance-sampled draws of
+  their own for the workers with many answers (below).
 
-**Where the confusion model's Monte-Carlo messages fail.**  A worker's
+**Where the prior draws fail, and the importance sampling.**  A worker's
 factor is an average over the ``samples`` prior draws of the product of
 its answers' factors; once the worker has many answers, that product
 picks out the one draw nearest its posterior, and with K² - K free
@@ -38,16 +40,42 @@ entries per confusion the nearest of a few hundred draws from the prior
 is a poor confusion.  Measured at the true labels with 400 draws: on
 music (K = 10, 44 workers, 20 of them with over 30 answers) every worker
 with over 30 answers rests on a single draw (Kish's effective sample
-size 1.0-2.3), and BP labels .40 of the tasks right (ds .767; 4000 draws
-.54, damping .5 .37: the fault is the integration, not the schedule); on
-dog (K = 4) workers holding 84% of the answers rest on fewer than two
-draws, and the accuracy moves with the seed (.798-.843); on rte, temp and
-bluebird (K = 2) the draws cover the posterior (rte .929, temp .942,
-bluebird .898).  The fit measures each worker's effective number of
-draws (:func:`~crowdagg.kernels.bp.worker_posteriors`) and warns when
-workers holding over half of the answers rest on fewer than two: use ds
-or mf there (the same Dirichlet-confusion model, fitted instead of
-integrated by prior draws).
+size 1.0-2.3), and BP with the prior draws alone (``proposal=prior``)
+labels .40 of the tasks right without converging (ds .767, mf .773;
+4000 draws .54, damping .5 .37: the fault is the integration, not the
+schedule); on dog (K = 4) workers holding 84% of the answers rest on
+fewer than two draws, and the accuracy moves with the seed
+(.798-.843).  ``proposal=posterior`` (ALGORITHMS.md §6.5) keeps the
+shared prior draws for the workers they serve (at least a quarter of
+``samples`` effective draws at the start's messages, :data:`OWN_ESS`:
+the workers with a few answers; all of them, when the others hold
+under 1% of the answers, :data:`OWN_SHARE`) and gives each other worker
+``samples`` draws of its own from a proposal :math:`q_u` near its posterior, each
+weighted :math:`p(\theta_s) / q_u(\theta_s)`
+(:func:`~crowdagg.kernels.bp.proposal_points`): the messages estimate
+the same expectation, with the weights spread over many draws instead
+of one.  :math:`q_u` is the worker's mean-field posterior
+(ALGORITHMS.md §6.4): Dirichlet rows, the prior plus its soft counts
+under the task posteriors of a mean-field warm-up (:mod:`.mf` under the
+same prior), and the messages start from those posteriors; the draws are
+then fixed.  Measured alternatives: redrawing them every 3 sweeps from
+the current beliefs, music .73 ± .02 over seeds (the draws' noise
+steering BP to other fixed points); a proposal sharpened by a
+per-worker mean-field refit (the worker's answers counted twice), music
+.782 but its heavy workers on 1-6 effective draws (on the dense-heavy
+crowd of the speed benchmark too, and .9022 there against mf's .9044):
+an estimate resting on the proposal's mode, not the integral.
+Measured, 400 draws, seed 0 (seeds 0-9): music .769 (.740-.780, mean
+.770; ds .767, mf .773), converged in 7-11 sweeps, its workers with
+over 30 answers on 3-360 effective draws (median 83), none under two;
+dog .843 at every seed; rte .929, temp .942, bluebird .898 as before;
+the dense-heavy crowd (1M answers, K = 2, workers of 1,000-20,000
+answers) .9044 against .9041 with the prior draws.  The fit measures each worker's
+effective number of draws (:func:`~crowdagg.kernels.bp.worker_posteriors`,
+importance-weighted) and warns when workers holding over half of the
+answers rest on fewer than two: use ``proposal=posterior``, more
+``samples``, or ds or mf there (the same Dirichlet-confusion model,
+fitted instead of integrated).
 
 The default prior ``(2, 1)`` is Liu et al.'s (``prepare.m``: Beta(2, 1)) and
 deepBP's code (Dirichlet (2, 1)): workers are better than chance on
@@ -228,7 +256,71 @@ class BeliefPropagation(IterativeAggregator):
             state.wmsg, _ = kernels.worker_pass(state.engine, self._worker_params(state, checked, damp=False))
             state.spare = np.empty((data.n_answers, k))  # (the start's messages are in the first one)
         self._task_pass(state)
+        if checked["worker_model"] == "confusion" and checked["proposal"] == "posterior":
+            self._propose(data, state, checked)
         return state, None
+
+    def _propose(self, data: AnnotationSet, state: BPState, checked: FitContext) -> None:
+        """Importance sampling (``proposal=posterior``): the workers that the shared prior draws leave under
+        :data:`OWN_ESS` × ``samples`` effective draws at the start's messages (when they hold over
+        :data:`OWN_SHARE` of the answers) draw their own points from their mean-field posteriors (the prior
+        plus their soft counts under the task posteriors of a mean-field warm-up, :func:`_warm_up`;
+        :func:`~crowdagg.kernels.bp.proposal_points`), and the messages start again from those task
+        posteriors: one undamped worker pass and a task pass."""
+        from ...core import memory
+        from ...kernels.bp import proposal_points, worker_pass
+
+        k, g = data.n_classes, checked["samples"]
+        _, ess = self._posteriors(state, checked, state.points)
+        n = np.asarray(data.answers_per_worker)
+        own = (n > 0) & (ess < OWN_ESS * g)
+        n_own = int(own.sum())
+        if n_own == 0 or n[own].sum() <= OWN_SHARE * n.sum():
+            return
+        # their draws three times (drawn, and the kernels' two stacked layouts) and their weights
+        memory.check(8.0 * n_own * (3 * g * k * k + 4 * g),
+                     f"{n_own:,} workers × {g:,} {param('samples')} × {k:,}² classes (each worker's own draws)",
+                     checked.max_memory, advice=f"use {param('proposal')}=prior or fewer {param('samples')}")
+        owner = np.full(data.n_workers, -1, dtype=np.int64)
+        owner[own] = np.arange(n_own)
+        post = self._warm_up(data, checked, state.clamp)
+        state.tmsg = np.ascontiguousarray(post[data.task])
+        a, b = _prior(checked["prior"])
+        counts = _soft_counts(data, state.tmsg, owner, n_own)
+        state.points = proposal_points(state.points, a, b, counts, owner, checked["seed"])
+        old = state.wmsg
+        state.wmsg, _ = worker_pass(state.engine, self._worker_params(state, checked, damp=False))
+        state.spare = old
+        self._task_pass(state)
+
+    def _warm_up(self, data: AnnotationSet, checked: FitContext, clamp: np.ndarray) -> np.ndarray:
+        """The task posteriors (n_tasks, K) of mean-field VB (:mod:`.mf`) under the same Dirichlet prior, gold
+        clamped.  Its warnings are not this fit's (a start; the fit's own checks run on its result)."""
+        import warnings
+
+        from ...errors import CrowdaggWarning
+        from .mf import MeanField
+
+        gold = getattr(self, "gold", None)
+        mf = MeanField(seed=checked["seed"], prior=checked["prior"], **({} if gold is None else {"gold": gold}))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = mf.fit(data, max_memory=checked.max_memory, engine=checked.engine)
+        for w in caught:
+            if not issubclass(w.category, CrowdaggWarning):
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        return clamp_posteriors(np.asarray(result.posteriors, dtype=np.float64), clamp)
+
+    def _posteriors(self, state: BPState, checked: FitContext, points: Points) -> tuple[np.ndarray, np.ndarray]:
+        """Each worker's posterior mean confusion and effective number of draws under ``points``, at the current
+        task→worker messages (:func:`~crowdagg.kernels.bp.worker_posteriors`)."""
+        from ...kernels.bp import worker_posteriors
+
+        params = replace(self._worker_params(state, checked), points=points, into=None)
+        if not (state.spans.any or state.means_spans.any):  # every worker within one block of either grid: each
+            # worker's mean is computed alone, the same bits on the passes' fine grid, on every thread
+            return worker_posteriors(state.engine, params)
+        return worker_posteriors(state.means_engine, replace(params, spans=state.means_spans))
 
     def _worker_params(self, state: BPState, checked: FitContext, damp: bool = True) -> Any:
         from ...kernels.bp import WorkerPass
@@ -252,20 +344,13 @@ class BeliefPropagation(IterativeAggregator):
         return Step(residual=residual)
 
     def _finish(self, data: AnnotationSet, run: Run, checked: FitContext) -> AggregationResult:
-        from ...kernels.bp import worker_posteriors
-
         state: BPState = run.state
         k = data.n_classes
         post = state.belief.copy()
         labels = argmax_random_ties(post, TieBreaker(data.tasks, checked["seed"]), atol=1e-12)
-        if not (state.spans.any or state.means_spans.any):  # every worker within one block of either grid: each
-            # worker's mean is computed alone, the same bits on the passes' fine grid, on every thread
-            means, spread = worker_posteriors(state.engine, replace(self._worker_params(state, checked), into=None))
-        else:
-            means, spread = worker_posteriors(state.means_engine, replace(self._worker_params(state, checked),
-                                                                          spans=state.means_spans))
+        means, spread = self._posteriors(state, checked, state.points)
         if checked["worker_model"] == "confusion":
-            _check_samples(data, spread, checked["samples"])
+            _check_samples(data, spread, checked["samples"], checked["proposal"])
         idle = data.answers_per_worker == 0
         means[idle] = 1.0 / k  # no answers, no posterior of its own: chance, as every method reports such a worker
         accuracy = np.diagonal(means, axis1=1, axis2=2).mean(axis=1)
@@ -273,16 +358,39 @@ class BeliefPropagation(IterativeAggregator):
                            worker_params={"accuracy": accuracy, "confusion": means})
 
 
+#: Under ``proposal=posterior``, a worker draws its own points when the shared prior draws give it fewer than this
+#: share of ``samples`` effective draws at the start (on music every worker with over 30 answers: under 5%).
+OWN_ESS = 0.25
+#: ... and only when those workers hold more than this share of the answers: the warm-up costs a mean-field fit of
+#: the whole crowd (4 s at 1M answers, the deepBP graph, where 174 of its 250k workers of 4 answers fall under
+#: OWN_ESS, 0.07% of the answers: the fit took 13 s instead of 6 s for the same labels).
+OWN_SHARE = 0.01
+def _soft_counts(data: AnnotationSet, evidence: np.ndarray, owner: np.ndarray, n_sets: int) -> np.ndarray:
+    """Soft counts (n_sets, K, K) ``[set, true, observed]`` of the workers ``owner >= 0`` (set ``owner[w]``):
+    each of their answers' ``evidence`` row (n_answers, K) added at its label."""
+    k = data.n_classes
+    set_of = owner[data.worker]
+    held = set_of >= 0
+    idx = set_of[held] * k + data.label[held]
+    rows = evidence[held]
+    counts = np.empty((n_sets, k, k))
+    for z in range(k):
+        counts[:, z, :] = np.bincount(idx, weights=rows[:, z], minlength=n_sets * k).reshape(n_sets, k)
+    return counts
+
+
 #: A worker whose posterior over the Monte-Carlo samples rests on fewer than this many of them (Kish's effective
 #: sample size) has the messages of one random draw from the prior, not of its confusion integrated out.
 DEGENERATE_ESS = 2.0
 #: Warn when workers holding more than this share of the answers are degenerate (measured at the default 400
-#: samples: music (K = 10) .96, dog (K = 4) .84, temp .35, rte .17, bluebird 0).
+#: samples, proposal=prior: music (K = 10) .96, dog (K = 4) .84, temp .35, rte .17, bluebird 0;
+#: proposal=posterior: 0 on each).
 DEGENERATE_SHARE = 0.5
 
 
-def _check_samples(data: AnnotationSet, spread: np.ndarray, samples: int) -> None:
-    """Warn when the confusion model's Monte-Carlo messages rest on one prior draw for most answers."""
+def _check_samples(data: AnnotationSet, spread: np.ndarray, samples: int, proposal: str) -> None:
+    """Warn when the confusion model's Monte-Carlo messages rest on one (importance-weighted) draw for most
+    answers."""
     from ...errors import CrowdaggWarning, warn
 
     n = np.asarray(data.answers_per_worker)
@@ -290,14 +398,18 @@ def _check_samples(data: AnnotationSet, spread: np.ndarray, samples: int) -> Non
     share = float(n[few].sum()) / max(float(n.sum()), 1.0)
     if share > DEGENERATE_SHARE:
         k = data.n_classes
+        if proposal == "prior":
+            what = f"the {samples:,} prior draws"
+            tip = f"use {param('proposal')}=posterior (each such worker's own draws near its posterior), "
+        else:
+            what = f"the {samples:,} draws each reads (the shared prior draws, or its own importance-weighted ones)"
+            tip = f"use more {param('samples')}, "
         warn(CrowdaggWarning(
             f"bp: the confusion model's Monte-Carlo messages are degenerate: {int(few.sum()):,} worker(s) holding "
-            f"{share:.0%} of the answers each rest on fewer than {DEGENERATE_ESS:g} of the {samples:,} prior draws "
-            f"(a {k}×{k} confusion per worker is not integrated by draws from the prior once a worker has many "
-            f"answers): their messages are those of one random draw, not of their confusions integrated out, and the "
-            f"labels change with {param('seed')}; use ds or mf (the same model, fitted), or bp's default one-coin "
-            f"model (more draws, {param('samples')}, help only slowly: music's 10 classes were .40 accurate with 400, "
-            f".54 with 4,000, ds .767)"))
+            f"{share:.0%} of the answers each rest on fewer than {DEGENERATE_ESS:g} effective draws of {what} "
+            f"(a {k}×{k} confusion per worker is not integrated by so few): their messages are those of one random "
+            f"draw, not of their confusions integrated out, and the labels change with {param('seed')}; {tip}ds or "
+            f"mf (the same model, fitted), or bp's default one-coin model"))
 
 
 __all__ = ["BPState", "BeliefPropagation", "worker_points"]

@@ -160,9 +160,9 @@ def test_stop_rule_and_bad_settings():
 
 
 def test_the_confusion_model_warns_where_its_prior_draws_miss_the_workers(datasets_dir):
-    """music (K = 10, 44 workers, most answers from 20 of them): every worker with over 30 answers rests on one of
-    the 400 prior draws (measured: .40 accuracy, ds .767; 4000 draws .54): a warning says so and what to use;
-    bluebird's (K = 2) do not, and no warning comes."""
+    """music (K = 10, 44 workers, most answers from 20 of them): with the prior draws alone (proposal=prior) every
+    worker with over 30 answers rests on one of the 400 prior draws (measured: .40 accuracy, ds .767; 4000 draws
+    .54): a warning says so and what to use; bluebird's (K = 2) do not, and no warning comes."""
     import warnings
 
     from crowdagg import load_annotations
@@ -170,9 +170,59 @@ def test_the_confusion_model_warns_where_its_prior_draws_miss_the_workers(datase
 
     music = load_annotations(datasets_dir / "music" / "labels.csv")
     with pytest.warns(CrowdaggWarning, match=r"Monte-Carlo messages are degenerate: \d+ worker\(s\) holding [7-9]\d% "
-                      r"of the answers .* 400 prior draws .*10×10 .*use ds or mf.*more draws, .?samples.?, help only slowly"):
-        aggregate(music, "bp", worker_model="confusion", max_iter=5)
+                      r"of the answers .* 400 prior draws .*10×10 .*proposal.*=posterior.*ds or mf"):
+        aggregate(music, "bp", worker_model="confusion", proposal="prior", max_iter=5)
     bluebird = load_annotations(datasets_dir / "bluebird" / "labels.csv")
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*Monte-Carlo", category=CrowdaggWarning)
         aggregate(bluebird, "bp", worker_model="confusion")
+
+
+def test_the_confusion_model_importance_samples_music(datasets_dir):
+    """music with proposal=posterior (the default): the heavy workers' own draws from their mean-field posteriors,
+    importance-weighted, lift BP from .40 to .769 at seed 0 (measured .740-.780 over seeds 0-9, mean .770; ds
+    .767, mf .773), converged, no degenerate warning, and the same bits on one thread and two."""
+    import warnings
+
+    from crowdagg import load_annotations
+    from crowdagg.core import threads
+    from crowdagg.errors import CrowdaggWarning
+    from crowdagg.io.read import read_task_labels
+
+    music = load_annotations(datasets_dir / "music" / "labels.csv")
+    truth = read_task_labels(datasets_dir / "music" / "truth.csv")
+    got = []
+    for n in (1, 2):
+        with warnings.catch_warnings(), threads.use_threads(n):
+            warnings.filterwarnings("error", category=CrowdaggWarning)
+            got.append(aggregate(music, "bp", worker_model="confusion"))
+    res = got[0]
+    assert res.converged and res.n_iter < 30
+    labels = dict(zip(res.data.task_names, res.label_names()))
+    accuracy = np.mean([labels[t] == y for t, y in truth.items()])
+    assert accuracy == pytest.approx(0.7686, abs=0.003)
+    assert np.array_equal(got[0].posteriors, got[1].posteriors)
+    assert np.array_equal(got[0].confusion, got[1].confusion)
+
+
+def test_workers_served_by_the_prior_draws_keep_them():
+    """A sparse crowd (every worker a few answers): the prior draws serve every worker (over a quarter of them
+    effective), so proposal=posterior draws nothing of its own, runs no warm-up, and gives the bits of
+    proposal=prior."""
+    data = simulate(400, 400, 3, 2, seed=4).to_annotations()
+    assert data.answers_per_worker.max() <= 8
+    a = aggregate(data, "bp", worker_model="confusion", max_iter=10)
+    b = aggregate(data, "bp", worker_model="confusion", proposal="prior", max_iter=10)
+    assert np.array_equal(a.posteriors, b.posteriors)
+
+
+def test_the_workers_own_draws_are_refused_up_front_beyond_the_memory_limit(datasets_dir):
+    """music's heavy workers' own draws (400 × 10² floats each, three copies) need ~20 MB: under an 8 MB limit
+    (which the messages fit) the fit refuses, naming the draws and proposal=prior."""
+    from crowdagg import load_annotations
+    from crowdagg.errors import ResourceError
+
+    music = load_annotations(datasets_dir / "music" / "labels.csv")
+    with pytest.raises(ResourceError, match=r"workers × 400 .*samples.* × 10² classes \(each worker's own draws\).*"
+                                            r"proposal.*=prior"):
+        BeliefPropagation(worker_model="confusion").fit(music, max_memory="8M")
