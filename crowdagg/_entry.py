@@ -45,14 +45,22 @@ def _occupy_closed_std_fds() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return the exit status."""
     from .core import signals as _signals
-    from .errors import Interrupted
+    from .errors import Interrupted, interruption
 
     _signals.install()
     try:
         _occupy_closed_std_fds()
-        from .cli import run
+        try:
+            from .cli import run
 
-        code = run(argv)
+            code = run(argv)
+        except Exception as exc:
+            signal = interruption(exc)  # an interrupt Python wrapped (a signal inside an import's __set_name__)
+            if isinstance(signal, Interrupted):
+                raise signal from None
+            if signal is not None:
+                raise Interrupted(2, "SIGINT") from None
+            raise
         # The outputs are committed: a signal during interpreter shutdown (Python
         # restores the default handlers there) must not kill the exit silently.
         _signals.ignore()

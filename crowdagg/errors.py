@@ -142,3 +142,20 @@ class Interrupted(BaseException):
         self.signum = signum
         self.name = name
         self.exit_code = 128 + signum
+
+
+def interruption(exc: BaseException) -> BaseException | None:
+    """The interrupt (:class:`Interrupted` or ``KeyboardInterrupt``) that ``exc`` stands for, if any.
+
+    Python 3.11 wraps whatever a class's ``__set_name__`` raises -- a signal handler's exception included, when
+    the signal lands while a module such as pydantic is being imported -- in ``RuntimeError("Error calling
+    __set_name__ ...")`` with the interrupt as its cause; that run was interrupted, not a failure.
+    """
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, (Interrupted, KeyboardInterrupt)):
+            return cur
+        seen.add(id(cur))
+        cur = cur.__cause__ or cur.__context__
+    return None

@@ -25,7 +25,7 @@ import typer
 from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
-from ..errors import CrowdaggError, CrowdaggWarning, Interrupted, os_reason, render
+from ..errors import CrowdaggError, CrowdaggWarning, Interrupted, interruption, os_reason, render
 from .options import Spelling, flag
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -167,7 +167,14 @@ def handle_errors(spelling: Spelling | None = None) -> Callable[[F], F]:
                     err("Error: interrupted")
                     raise typer.Exit(130) from None
                 except Exception as exc:  # noqa: BLE001 - every error ends as one line
+                    signal = interruption(exc)
+                    if isinstance(signal, Interrupted):  # wrapped by Python (see interruption): said as itself
+                        caught.clear()
+                        raise signal from None
                     flush()
+                    if signal is not None:
+                        err("Error: interrupted")
+                        raise typer.Exit(130) from None
                     code = exc.exit_code if isinstance(exc, CrowdaggError) else 1
                     if verbose:
                         import traceback

@@ -106,3 +106,43 @@ def test_every_example_in_a_commands_help_is_one_whole_line(monkeypatch, columns
         for line in (command.help or "").splitlines():
             if line.strip().startswith("Example:"):
                 assert line.strip() in shown, (name, line)
+
+
+def test_an_interrupt_python_wrapped_is_said_as_an_interrupt_not_an_unexpected_failure(capsys):
+    """A SIGINT inside an import's ``__set_name__`` reached the command as RuntimeError("Error calling
+    __set_name__ ..."): it was 'Error: unexpected failure' and exit 1 where an interrupt is exit 130."""
+    import typer
+
+    from crowdagg.cli.plumbing import handle_errors
+    from crowdagg.errors import Interrupted
+
+    @handle_errors()
+    def by_handler() -> None:
+        raise RuntimeError("Error calling __set_name__") from Interrupted(2, "SIGINT")
+
+    with pytest.raises(Interrupted) as caught:  # the entry point says it and exits 128 + the signal
+        by_handler()
+    assert caught.value.exit_code == 130
+
+    @handle_errors()
+    def by_python() -> None:
+        raise RuntimeError("Error calling __set_name__") from KeyboardInterrupt()
+
+    with pytest.raises(typer.Exit) as stopped:
+        by_python()
+    assert stopped.value.exit_code == 130
+    assert capsys.readouterr().err.strip().splitlines() == ["Error: interrupted"]
+
+
+def test_the_entry_point_says_an_interrupt_wrapped_during_its_imports(monkeypatch, capfd):
+    from crowdagg import _entry
+    from crowdagg.cli import run as _  # noqa: F401 - imported before the patch
+    from crowdagg.errors import Interrupted
+
+    def wrapped(argv):
+        raise RuntimeError("Error calling __set_name__") from Interrupted(2, "SIGINT")
+
+    monkeypatch.setattr("crowdagg.cli.run", wrapped)
+    monkeypatch.setattr("crowdagg.core.signals.install", lambda: None)
+    assert _entry.main(["aggregate"]) == 130
+    assert capfd.readouterr().err == "Error: interrupted\n"
