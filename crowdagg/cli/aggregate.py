@@ -89,8 +89,7 @@ def aggregate(
     )
     if exclude_workers == "-":
         raise UsageError("--exclude-workers reads a file of worker ids, not standard input")
-    if detector not in steps.DETECTOR_CHOICES:
-        raise UsageError(f"--detector must be one of {', '.join(steps.DETECTOR_CHOICES)}, got {detector!r}")
+    steps.check_detector(detector)
     side = steps.side_inputs(truth=truth, gold=gold, init_workers=init_workers, exclude_workers=exclude_workers)
     steps.check_stdin(input, side)
     spec, params = steps.check_method(

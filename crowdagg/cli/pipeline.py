@@ -319,8 +319,7 @@ def scan_spammers(data: AnnotationSet, engine: Any, result: Optional[Aggregation
     from ..reports.spammers import FIT_MAX_ITER, MAX_FIT_COST, detect_spammers
     from ..reports.workers import ABOVE_CHANCE_FDR, spammer_flags
 
-    if detector not in DETECTOR_CHOICES:
-        raise UsageError(f"--detector must be one of {', '.join(DETECTOR_CHOICES)}, got {detector!r}")
+    check_detector(detector)
     scan = None
     n = data.n_workers
     with timing.stage("spammers"):
@@ -357,6 +356,12 @@ def scan_spammers(data: AnnotationSet, engine: Any, result: Optional[Aggregation
 
 #: ``--detector``'s values (:func:`scan_spammers`).
 DETECTOR_CHOICES = ("auto", "always", "never")
+
+
+def check_detector(detector: str) -> None:
+    """``--detector`` is one of :data:`DETECTOR_CHOICES` (checked before any input is read)."""
+    if detector not in DETECTOR_CHOICES:
+        raise UsageError(f"--detector must be one of {', '.join(DETECTOR_CHOICES)}, got {detector!r}")
 
 
 def flag_summary(flags: Any) -> str:

@@ -11,7 +11,6 @@ from typing import Any, Optional
 import typer
 
 from ..core.threads import use_threads
-from ..errors import UsageError
 from . import options as opt
 from . import pipeline as steps
 from .options import require_values
@@ -108,8 +107,7 @@ def workers(
         duplicates=duplicates, blank_labels=blank_labels, rejected=rejected, max_memory=max_memory, classes=classes
     )
     n_threads = steps.check_threads(threads)
-    if detector not in steps.DETECTOR_CHOICES:
-        raise UsageError(f"--detector must be one of {', '.join(steps.DETECTOR_CHOICES)}, got {detector!r}")
+    steps.check_detector(detector)
     if sort is not None:
         from ..reports.workers import check_sort
 
