@@ -34,6 +34,12 @@ MOVED: dict[str, str] = {
     "crowdagg.result": "crowdagg.methods.result",
     "crowdagg.vocab": "crowdagg.data.vocab",
     "crowdagg.workers": "crowdagg.methods.model_file",
+    # the trainers grouped by family (crowdagg/learning/methods/<family>/)
+    "crowdagg.learning.methods.crowdlayer": "crowdagg.learning.methods.coupled.crowdlayer",
+    "crowdagg.learning.methods.tracereg": "crowdagg.learning.methods.coupled.tracereg",
+    "crowdagg.learning.methods.geocrowdnet": "crowdagg.learning.methods.coupled.geocrowdnet",
+    "crowdagg.learning.methods.raykar": "crowdagg.learning.methods.em.raykar",
+    "crowdagg.learning.methods.soft_targets": "crowdagg.learning.soft_targets",
 }
 
 #: Names of an old module that went to another module than the rest of it (a split): old path -> name -> module.

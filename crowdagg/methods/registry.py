@@ -659,10 +659,10 @@ def _article(text: str) -> str:
 #: (declarations only: no method code).
 METHODS = _Declarations(other="crowdagg.methods.registry:TRAINERS")
 
-#: Every declared trainer (features + answers -> a model: the families under ``crowdagg/learning/``), name ->
+#: Every declared trainer (features + answers -> a model: the families under ``crowdagg/learning/methods/``), name ->
 #: :class:`Method`; listing them imports no torch.  Their own mapping: ``crowdagg aggregate`` and a parameter of
 #: kind ``"method"`` never offer a trainer, ``crowdagg train`` never an aggregator.
-TRAINERS = _Declarations("crowdagg.learning", ("trainer",), "trainer", "crowdagg train",
+TRAINERS = _Declarations("crowdagg.learning.methods", ("trainer",), "trainer", "crowdagg train",
                          other="crowdagg.methods.registry:METHODS")
 
 

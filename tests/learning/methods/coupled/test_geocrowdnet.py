@@ -1,4 +1,4 @@
-"""GeoCrowdNet (F), (W) (crowdagg.learning.methods.geocrowdnet): learning, identifiability against CrowdLayer, the volume."""
+"""GeoCrowdNet (F), (W) (crowdagg.learning.methods.coupled.geocrowdnet): learning, identifiability against CrowdLayer, the volume."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from crowdagg.learning.methods import geocrowdnet
+from crowdagg.learning.methods.coupled import geocrowdnet
 from crowdagg.methods.registry import get_trainer
 from crowdagg.simulate import simulate
 

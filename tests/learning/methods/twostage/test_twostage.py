@@ -7,7 +7,8 @@ import pytest
 
 pytest.importorskip("torch")
 
-from crowdagg.learning.methods import soft_targets, twostage  # noqa: E402
+from crowdagg.learning import soft_targets
+from crowdagg.learning.methods.twostage import twostage  # noqa: E402
 from crowdagg.learning.trainer import Trainer  # noqa: E402
 from crowdagg.methods.registry import get_method, get_trainer  # noqa: E402
 from crowdagg.simulate import simulate  # noqa: E402

@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from crowdagg.learning.methods import raykar as raykar_module  # noqa: E402
+from crowdagg.learning.methods.em import raykar as raykar_module  # noqa: E402
 from crowdagg.learning.trainer import Trainer  # noqa: E402
 from crowdagg.methods.blocks import soft_majority_vote  # noqa: E402
 from crowdagg.methods.registry import get_method, get_trainer  # noqa: E402

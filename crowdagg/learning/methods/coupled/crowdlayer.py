@@ -27,7 +27,7 @@ import torch
 from torch import nn
 from torch.nn import functional
 
-from ..trainer import Batch, Trainer, TrainState
+from ...trainer import Batch, Trainer, TrainState
 
 
 class CrowdLayer(Trainer):

@@ -36,13 +36,13 @@ from typing import ClassVar
 import numpy as np
 from torch import nn
 
-from ...data.annotations import AnnotationSet
-from ...errors import CrowdaggWarning
-from ...methods.base import FitContext
-from ...methods.registry import get_method
-from ...methods.result import AggregationResult
-from ..trainer import TrainState
-from .soft_targets import SoftTargetTrainer, training_set
+from ....data.annotations import AnnotationSet
+from ....errors import CrowdaggWarning
+from ....methods.base import FitContext
+from ....methods.registry import get_method
+from ....methods.result import AggregationResult
+from ...soft_targets import SoftTargetTrainer, training_set
+from ...trainer import TrainState
 
 
 def aggregate(data: AnnotationSet, method: str, seed: int) -> AggregationResult:

@@ -73,13 +73,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from ...data.annotations import AnnotationSet
-from ...methods.base import FitContext
-from ...methods.blocks import full_m_step, soft_majority_vote
-from ...methods.result import AggregationResult
-from ..confusion import answer_proba, expected_counts
-from ..trainer import TrainState
-from .soft_targets import SoftTargetTrainer, training_set
+from ....data.annotations import AnnotationSet
+from ....methods.base import FitContext
+from ....methods.blocks import full_m_step, soft_majority_vote
+from ....methods.result import AggregationResult
+from ...confusion import answer_proba, expected_counts
+from ...soft_targets import SoftTargetTrainer, training_set
+from ...trainer import TrainState
 
 
 def m_step(post: np.ndarray, train: AnnotationSet, smoothing: float) -> np.ndarray:

@@ -83,8 +83,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..confusion import Confusions, answer_proba, expected_counts, initial_logits
-from ..trainer import Batch, Trainer, TrainState, answer_nll
+from ...confusion import Confusions, answer_proba, expected_counts, initial_logits
+from ...trainer import Batch, Trainer, TrainState, answer_nll
 
 #: Added to the diagonal of the (normalised) Gram matrix before its log det: keeps the volume term finite.
 VOLUME_EPS = 1e-4

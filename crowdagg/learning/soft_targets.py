@@ -22,8 +22,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ...data.annotations import AnnotationSet
-from ..trainer import Batch, Trainer, TrainState
+from ..data.annotations import AnnotationSet
+from .trainer import Batch, Trainer, TrainState
 
 
 def training_set(data: AnnotationSet, state: TrainState) -> AnnotationSet:

@@ -63,8 +63,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..confusion import Confusions, answer_proba, initial_logits
-from ..trainer import Batch, Trainer, TrainState, answer_nll
+from ...confusion import Confusions, answer_proba, initial_logits
+from ...trainer import Batch, Trainer, TrainState, answer_nll
 
 
 class TraceReg(Trainer):

@@ -1,4 +1,4 @@
-"""TraceReg (crowdagg.learning.methods.tracereg): learning, confusion recovery on Tanno et al.'s scenarios, the trace."""
+"""TraceReg (crowdagg.learning.methods.coupled.tracereg): learning, confusion recovery on Tanno et al.'s scenarios, the trace."""
 
 from __future__ import annotations
 

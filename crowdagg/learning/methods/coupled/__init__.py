@@ -1,0 +1,93 @@
+"""Coupled cross-entropy trainers: a confusion per annotator on the classifier's output, fit to every answer.
+
+CrowdLayer, TraceReg and GeoCrowdNet (F) and (W): the classifier's
+softmax output through annotator m's matrix is the distribution of m's
+answer, and the loss is the cross-entropy of the answers under it (plus each
+method's regulariser).
+"""
+
+from ....methods.registry import Method, Param
+from .. import DS_FEATURES, QUICK, TRAIN_PARAMS
+
+
+def _confusion_lr_scale(default: float) -> Param:
+    return Param("confusion_lr_scale", float, default, "the confusions' learning rate as a multiple of lr (deepBP "
+                 "App. D: 10 for a start near the identity, whose logits must move several units)", 1e-3, 1e3)
+
+
+def _geocrowdnet_params(init: str) -> tuple[Param, ...]:
+    return (
+        Param("lam", float, 0.01, "weight λ of the volume term -log det against the mean answer cross-entropy (0.01: "
+              "the papers' CIFAR-10 setting and the COINNet configs)", 0.0, 100.0, paper="λ"),
+        Param("confusion_init", "choice", init, "the confusions' start: identity (logits I, the papers' code), "
+              "diagonal (logits 6I - 5: 0.98 on the diagonal for K = 8), counts (the log of each annotator's counts "
+              "against the soft majority vote: the papers' mle_based start, in the right orientation)",
+              choices=("identity", "diagonal", "counts")),
+        _confusion_lr_scale(10.0),
+    )
+
+
+#: (F) starts from the counts (measured: music .811, labelme .845 against .78 / .82 from the identity); (W) from
+#: the identity (its volume term spreads the stacked confusions from there: music .815, labelme .820).
+_GEOCROWDNET_F_PARAMS = _geocrowdnet_params("counts")
+_GEOCROWDNET_W_PARAMS = _geocrowdnet_params("identity")
+
+DECLARATIONS = (
+    Method(
+        "crowdlayer", "crowdagg.learning.methods.coupled.crowdlayer:CrowdLayer",
+        "CrowdLayer: a per-annotator layer on the classifier's output, trained on every answer",
+        DS_FEATURES + " Each answer's loss is CE(A_m f_θ(x_n), answer), A_m one K×K matrix per worker from the "
+        "identity (MW connection); the mean over the batch's answers.",
+        "Rodrigues & Pereira, Deep learning from crowds, AAAI 2018",
+        TRAIN_PARAMS,
+        kind="trainer", requires="train", rank=10, quick_params=QUICK,
+    ),
+    Method(
+        "tracereg", "crowdagg.learning.methods.coupled.tracereg:TraceReg",
+        "TraceReg: per-annotator confusions pushed towards the truth by the trace of their mean",
+        DS_FEATURES + " Loss: the mean CE(A_m f_θ(x_n), answer) over the batch's answers + λ · the mean trace of "
+        "the A_m over annotators, A_m = rownorm(softplus(W_m)) from W_m = δI - 5; recovers the A_m when their mean "
+        "is diagonally dominant.",
+        "Tanno, Saeedi, Sankaranarayanan, Alexander & Silberman, Learning from noisy labels by regularized "
+        "estimation of annotator confusion, CVPR 2019",
+        TRAIN_PARAMS + (
+            Param("lam", float, 0.01, "weight λ of the mean trace of the confusions against the mean answer "
+                  "cross-entropy (the paper's 0.01; robust over 0.001-0.1 while the trace term stays below the "
+                  "cross-entropy)", 0.0, 100.0, paper="λ"),
+            Param("diagonal", float, 6.0, "the confusions start at rownorm(softplus(δI - 5)): δ = 6 puts 0.956 on "
+                  "the diagonal for K = 10 (the paper's listing)", 0.0, 50.0, paper="δ"),
+            _confusion_lr_scale(10.0),
+        ),
+        kind="trainer", requires="train", rank=20, quick_params=QUICK,
+    ),
+    Method(
+        "geocrowdnet", "crowdagg.learning.methods.coupled.geocrowdnet:GeoCrowdNet",
+        "GeoCrowdNet (F) under its short name: CCEM maximising the volume of the classifier's outputs",
+        DS_FEATURES + " Loss: the mean CE(A_m f_θ(x_n), answer) over the batch's answers (CCEM) - λ log det(FᵀF/B + εI), F (B, K) the batch's classifier outputs; A_m "
+        "column-softmax logits.",
+        "Ibrahim, Nguyen & Fu, Deep learning from crowdsourced labels: coupled cross-entropy minimization, "
+        "identifiability, and regularization, ICLR 2023",
+        TRAIN_PARAMS + _GEOCROWDNET_F_PARAMS,
+        kind="trainer", requires="train", rank=30, quick_params=QUICK,
+    ),
+    Method(
+        "geocrowdnet-f", "crowdagg.learning.methods.coupled.geocrowdnet:GeoCrowdNetF",
+        "GeoCrowdNet (F): CCEM maximising the volume of the classifier's outputs (many diverse items)",
+        DS_FEATURES + " Loss: the mean CE(A_m f_θ(x_n), answer) over the batch's answers (CCEM) - λ log det(FᵀF/B + εI), F (B, K) the batch's classifier outputs; A_m "
+        "column-softmax logits.",
+        "Ibrahim, Nguyen & Fu, Deep learning from crowdsourced labels: coupled cross-entropy minimization, "
+        "identifiability, and regularization, ICLR 2023",
+        TRAIN_PARAMS + _GEOCROWDNET_F_PARAMS,
+        kind="trainer", requires="train", rank=31, quick_params=QUICK,
+    ),
+    Method(
+        "geocrowdnet-w", "crowdagg.learning.methods.coupled.geocrowdnet:GeoCrowdNetW",
+        "GeoCrowdNet (W): CCEM maximising the volume of the stacked confusions (class experts)",
+        DS_FEATURES + " Loss: the mean CE(A_m f_θ(x_n), answer) over the batch's answers (CCEM) - λ log det(WᵀW/M + εI), W (MK, K) the stacked confusions; A_m "
+        "column-softmax logits.",
+        "Ibrahim, Nguyen & Fu, Deep learning from crowdsourced labels: coupled cross-entropy minimization, "
+        "identifiability, and regularization, ICLR 2023",
+        TRAIN_PARAMS + _GEOCROWDNET_W_PARAMS,
+        kind="trainer", requires="train", rank=32, quick_params=QUICK,
+    ),
+)
