@@ -18,6 +18,8 @@ Data model and results
     Vocabulary -- the names behind task and worker codes
     AggregationResult -- posteriors, labels, worker parameters; pandas views
 Learning from crowds (the optional extra ``train``: torch)
+    train(features, answers, method=..., network=...) -- a classifier learned from crowds -> TrainedModel
+        (predict, predict_proba; .result: the training tasks' inferred labels)
     load_model(path) -- a model saved by ``crowdagg train --save`` -> TrainedModel (loading executes no code)
 Evaluation
     evaluate_labels(predicted, truth) -> Evaluation (accuracy, macro-F1, recall)
@@ -48,6 +50,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .data.vocab import Vocabulary
     from .errors import ConvergenceWarning, CrowdaggWarning, DataError, ResourceError, UsageError
     from .io.read import load_annotations, read_task_labels
+    from .learning.api import train
     from .learning.model_file import load_model
     from .methods.api import aggregate
     from .methods.registry import REGISTRY, get_method
@@ -65,6 +68,7 @@ _LAZY = {
     "load_annotations": "io.read",
     "read_task_labels": "io.read",
     "load_model": "learning.model_file",
+    "train": "learning.api",
     "evaluate_labels": "reports.evaluate",
     "Evaluation": "reports.evaluate",
     "DataError": "errors",
@@ -88,6 +92,7 @@ __all__ = [
     "load_annotations",
     "read_task_labels",
     "load_model",
+    "train",
     "evaluate_labels",
     "Evaluation",
     "DataError",

@@ -114,6 +114,11 @@ def method_text(spec: Any) -> str:
         paper = f" [paper: {p.paper}]" if p.paper else ""
         lines.append(head)
         lines += textwrap.wrap(p.help + paper, 84, initial_indent="      ", subsequent_indent="      ")
+    if spec.kind == "trainer":
+        lines += ["", "Module groups (each its own Adam parameter group):",
+                  "  network (lr, weight decay --weight-decay): the classifier"]
+        for g in spec.groups:
+            lines += textwrap.wrap(g.describe(), 88, initial_indent="  ", subsequent_indent="      ")
     return "\n".join(lines) + "\n"
 
 

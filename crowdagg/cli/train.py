@@ -226,15 +226,30 @@ def fit(trainer: type, params: dict[str, Any], data: Any, x: Any, *, quiet: bool
     from .plumbing import progress
 
     method = trainer(**params)
-    callback, stop = progress(quiet, total=int(method.check_params()["epochs"]), what="epoch",
-                              measure="held-out NLL")
+    checked = method.check_params()
+    callback, stop = progress(quiet, total=int(checked["epochs"]), what="epoch", measure=method.objective_name)
     try:
         with timing.stage("fit"):
             result = method.fit(data, x, callback=callback, max_memory=max_memory, feature_names=feature_names)
     finally:
         stop()
     timing.note(iterations=result.n_iter, converged=result.converged)
+    if not quiet:
+        err(kept_epoch_line(result, checked, method.objective_name))
     return result
+
+
+def kept_epoch_line(result: Any, checked: Mapping[str, Any], objective: str) -> str:
+    """Which epoch model selection kept and its score, and why training stopped (for stderr)."""
+    best, ran = result.model_params["best_epoch"], result.n_iter
+    if checked["val_fraction"] == 0:
+        return f"train: kept the last epoch, {ran} (nothing held out: --val-fraction 0)"
+    score = result.model_params["best_objective"]
+    if ran < checked["epochs"]:
+        why = f"stopped after {ran - best} epochs without a better one (--patience {checked['patience']})"
+    else:
+        why = f"ran all {ran} epochs"
+    return f"train: kept epoch {best} of {ran} ({objective} {score:.4f}); {why}"
 
 
 def evaluate(data: Any, result: Any, truth: dict[str, str]) -> list[str]:

@@ -633,7 +633,7 @@ def align(data: AnnotationSet, features: Features, *, max_memory: memory.MaxMemo
 
 
 __all__ = ["Features", "FORMATS", "align", "as_array", "as_features", "by_name", "check_names", "column_names",
-           "feature_format", "frame_rows", "has_own_ids", "read_features", "read_task_ids"]
+           "feature_format", "frame_rows", "has_own_ids", "read_features", "read_task_ids", "task_index"]
 
 
 def as_array(features: Any) -> np.ndarray:
@@ -726,6 +726,18 @@ def column_names(features: Any) -> tuple[str, ...] | None:
     return check_names(names, "features")
 
 
+def task_index(features: Any) -> Any:
+    """A DataFrame's index when it names tasks (a named index, or one that is not of integers); None for
+    anything else and for an unnamed integer index (row numbers: 0, 1, ..., or what filtering left of them)."""
+    pd = sys.modules.get("pandas")  # a DataFrame's owner has imported pandas
+    if pd is None or not isinstance(features, pd.DataFrame):
+        return None
+    index = features.index
+    if index.name is None and index.nlevels == 1 and pd.api.types.is_integer_dtype(index.dtype):
+        return None
+    return index
+
+
 def frame_rows(features: Any, task_names: np.ndarray) -> np.ndarray | None:
     """The rows of a DataFrame of features in the order of ``task_names``, matched by its index; None (rows taken
     in order) for anything else, for a DataFrame already in that order, and for one whose index is an unnamed
@@ -742,12 +754,11 @@ def frame_rows(features: Any, task_names: np.ndarray) -> np.ndarray | None:
     DataError
         A task the index does not name (the first few, and how many), or an index naming a task twice.
     """
-    pd = sys.modules.get("pandas")  # a DataFrame's owner has imported pandas
-    if pd is None or not isinstance(features, pd.DataFrame):
+    index = task_index(features)
+    if index is None:
         return None
-    index = features.index
-    if index.name is None and index.nlevels == 1 and pd.api.types.is_integer_dtype(index.dtype):
-        return None
+    import pandas as pd
+
     ids = pd.Index([str(v) for v in index.tolist()])
     if not ids.is_unique:
         raise DataError(f"features: the DataFrame's index names task {ids[ids.duplicated()][0]!r} twice; index the "

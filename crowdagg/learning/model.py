@@ -47,6 +47,14 @@ class TrainedModel:
         names (a Parquet/CSV table's columns, a DataFrame's): prediction
         matches columns by these names (:meth:`predict_proba`,
         ``crowdagg predict``); None: by position.
+    module : torch.nn.Module or None
+        The trained network itself when it was given as a module
+        (``crowdagg.train(..., network=module)``; ``spec.kind ==
+        "module"``): a model file cannot hold it (its code is not data), so
+        such a model predicts in this process and is not saved.
+    result : AggregationResult or None
+        What :func:`crowdagg.train` fitted: the labels, posteriors and
+        confusions of the training tasks (not saved with the model).
     """
 
     method: str
@@ -59,15 +67,48 @@ class TrainedModel:
     class_dtype: str | None = None
     version: str = field(default_factory=lambda: _version())
     feature_names: tuple[str, ...] | None = None
+    module: Any = field(default=None, repr=False)
+    result: Any = field(default=None, repr=False)
 
     @classmethod
     def from_network(cls, *, method: str, classes: Any, spec: Any, net: Any, **extra: Any) -> TrainedModel:
+        import copy
+
         weights = {k: v.detach().float().cpu().numpy().copy() for k, v in net.state_dict().items()}
-        return cls(method=method, classes=tuple(classes), spec=spec, weights=weights, **extra)
+        module = copy.deepcopy(net).cpu().eval() if spec.kind == "module" else None
+        return cls(method=method, classes=tuple(classes), spec=spec, weights=weights, module=module, **extra)
+
+    def __repr__(self) -> str:
+        """One line: the method, the network, the classes, the kept epoch -- never the weights."""
+        spec = self.spec
+        shape = "×".join(map(str, spec.input_shape))
+        if spec.kind == "module":
+            net = f"{type(self.module).__name__} (a torch module) on {shape} features"
+        elif spec.kind == "linear":
+            net = f"linear on {shape} features"
+        else:
+            net = f"{spec.kind} (hidden {spec.hidden}) on {shape} features"
+        workers = "" if self.workers is None else f", {len(self.workers):,} workers"
+        return (f"TrainedModel(method={self.method!r}, network={net}, classes={len(self.classes)}{workers}, "
+                f"best_epoch={self.best_epoch})")
 
     @property
     def n_features(self) -> int:
         return int(self.spec.n_inputs)
+
+    def predict(self, features: Any, *, device: str = "cpu", batch_rows: int = 8192) -> np.ndarray:
+        """The most probable class of each row (n,), in the dtype the training labels had (ties: the first class).
+
+        See :meth:`predict_proba` for ``features`` and the errors.
+        """
+        from ..methods.result import _typed
+
+        proba = self.predict_proba(features, device=device, batch_rows=batch_rows)
+        labels = np.asarray(self.classes, dtype=object)[proba.argmax(axis=1)]
+        typed = _typed(labels, self.class_dtype)
+        if typed is None:
+            return labels
+        return np.asarray(getattr(typed, "values", typed))
 
     def network(self, device: Any = "cpu") -> Any:
         """The torch module, weights loaded, in eval mode, on ``device`` (``cpu``, ``cuda``, ``cuda:N``, ``auto``
@@ -83,6 +124,10 @@ class TrainedModel:
         from .device import resolve_device
 
         where = resolve_device(str(device) if isinstance(device, torch.device) else device)
+        if self.module is not None:
+            import copy
+
+            return copy.deepcopy(self.module).to(where).eval()
         net = networks.build(self.spec)
         expected = net.state_dict()
         if set(expected) != set(self.weights) or any(tuple(expected[k].shape) != self.weights[k].shape

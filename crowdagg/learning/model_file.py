@@ -139,6 +139,10 @@ def to_bytes(model: TrainedModel) -> bytes:
     if not isinstance(model, TrainedModel):
         raise UsageError(f"a model file holds a TrainedModel, got {type(model).__name__}")
     spec = model.spec
+    if getattr(spec, "kind", None) == "module":
+        raise UsageError("a model trained with a network given as a torch.nn.Module cannot be saved to a model file "
+                         "(its code is not data, and loading one runs no code): save model.module's state_dict with "
+                         "torch.save, and rebuild the module yourself")
     to_json = getattr(spec, "to_json", None)
     if not callable(to_json):
         raise DataError(f"the model's spec is {type(spec).__name__}, not a NetSpec")

@@ -23,8 +23,10 @@ logits (the trainers take their softmax).
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -32,6 +34,9 @@ from torch import nn
 from ..errors import UsageError, param
 
 KINDS = ("linear", "mlp", "cnn")
+#: The kind of a network given as a ``torch.nn.Module`` (``crowdagg.train(..., network=module)``): trained and
+#: predicted with, never built from a spec nor saved to a model file (its code is not data).
+MODULE = "module"
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,8 @@ class NetSpec:
     dropout: float = 0.5
 
     def __post_init__(self) -> None:
+        if self.kind == MODULE:
+            return
         if self.kind not in KINDS:
             raise UsageError(f"{param('model')} must be one of {', '.join(KINDS)}, got {self.kind!r}")
         if self.kind == "cnn" and len(self.input_shape) != 3:
@@ -66,6 +73,8 @@ class NetSpec:
     @classmethod
     def from_json(cls, obj: dict) -> NetSpec:
         """A spec from a saved model's header (the caller checks the types; a bad kind is a UsageError)."""
+        if obj["kind"] not in KINDS:
+            raise UsageError(f"the network kind must be one of {', '.join(KINDS)}, got {obj['kind']!r}")
         return cls(kind=obj["kind"], input_shape=tuple(int(v) for v in obj["input_shape"]),
                    n_classes=int(obj["n_classes"]), hidden=int(obj["hidden"]), dropout=float(obj["dropout"]))
 
@@ -102,8 +111,45 @@ def _moments(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return x.mean(dim=0), x.std(dim=0)
 
 
+def make(network: str | nn.Module, input_shape: tuple[int, ...], n_classes: int, params: Any,
+         device: torch.device) -> tuple[nn.Module, NetSpec]:
+    """The network factory: the classifier a fit trains, on ``device``, and its spec.
+
+    ``network`` is a kind (``linear``, ``mlp``, ``cnn``: :func:`build` from
+    the ``hidden`` and ``dropout`` in ``params``) or a ``torch.nn.Module``
+    -- deep-copied, so the module given is left as it was and each fit
+    starts from its weights -- whose output on a batch of rows of
+    ``input_shape`` must be (batch, ``n_classes``) logits (checked on two
+    rows of zeros: a clear error, not torch's, at the first batch).  A
+    given module gets no input standardisation: it sees the features as
+    they are.
+    """
+    if isinstance(network, nn.Module):
+        net = copy.deepcopy(network).to(device)
+        spec = NetSpec(MODULE, tuple(input_shape), n_classes, 0, 0.0)
+        was = net.training
+        net.eval()
+        try:
+            with torch.no_grad():
+                out = net(torch.zeros((2, *input_shape), device=device))
+        except Exception as exc:  # noqa: BLE001 - the user's module: whatever it raises is a usage error here
+            raise UsageError(f"the network given fails on a batch of features of shape {(2, *input_shape)}: "
+                             f"{type(exc).__name__}: {exc}") from exc
+        net.train(was)
+        if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, n_classes):
+            shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+            raise UsageError(f"the network given must map a batch of features (B, {', '.join(map(str, input_shape))}) "
+                             f"to (B, {n_classes}) logits, one per class; on 2 rows it gives {shape}")
+        return net, spec
+    spec = NetSpec(network, tuple(input_shape), n_classes, params["hidden"], params["dropout"])
+    check_image_size(spec)
+    return build(spec).to(device), spec
+
+
 def build(spec: NetSpec) -> nn.Module:
     """A fresh network for ``spec`` (initialised from torch's global generator: seed it first)."""
+    if spec.kind == MODULE:
+        raise UsageError("a network given as a torch.nn.Module is not rebuilt from its spec: keep the module")
     k, h = spec.n_classes, spec.hidden
     if spec.kind == "cnn":
         c = spec.input_shape[0]

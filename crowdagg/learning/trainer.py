@@ -22,20 +22,35 @@ result type) whose loop is the services' :func:`~crowdagg.methods.loop.iterate`:
   ``--truth`` only reports.  With ``val_fraction = 0`` the objective is the
   training loss and the last epoch is kept.
 
+Everything one fit holds lives in its :class:`TrainContext` -- the
+features, the network, the method's modules, the optimiser, the answers
+split, the method's own ``state`` -- handed to every hook; nothing is kept
+on the estimator, so one estimator object fits twice as two fresh ones do.
+
 A method is one module holding its loss and its confusion
-parameterisation; it implements
+parameterisation, declared in its family's ``__init__`` with its
+parameters and its **module groups**
+(:class:`~crowdagg.methods.registry.ModuleGroup`: each one Adam parameter
+group, with its own learning-rate parameter and weight decay); it
+implements
 
 * :meth:`Trainer._build` -- its own modules beside the network (a
-  :class:`~crowdagg.learning.confusion.Confusions`), initialised;
+  :class:`~crowdagg.learning.confusion.Confusions`), by group name;
 * :meth:`Trainer._loss` -- the loss of one minibatch from the network's
   logits;
 * :meth:`Trainer._answer_proba` -- P(answer | x) for a worker (the
   answer model the held-out objective and the posterior read; None: the
   base's closed-form confusion);
-* optionally :meth:`Trainer._epoch_begin` (an EM method's E-step) and
+* optionally :meth:`Trainer._epoch_begin` (an EM method's E-step),
   :meth:`Trainer._posterior` (the labels it infers for the training tasks;
   by default Bayes' rule on the classifier's output and every answer
-  through the worker confusions: ``q_n ∝ f(x_n) Π_m A_m[:, answer]``).
+  through the worker confusions: ``q_n ∝ f(x_n) Π_m A_m[:, answer]``),
+  :meth:`Trainer._selection` (its own model-selection objective) and
+  :attr:`Trainer.batch_policy` (a minimum batch, drop-last, full batch).
+
+The network comes from :func:`crowdagg.learning.networks.make`: the
+declared ``model`` (``linear``, ``mlp``, ``cnn``) or any ``torch.nn.Module``
+given to :meth:`Trainer.fit` (``crowdagg.train(..., network=module)``).
 
 The result is an :class:`~crowdagg.methods.result.AggregationResult`
 (posteriors, labels and prior of the training tasks; ``worker_params
@@ -62,16 +77,17 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 import torch
 from torch import nn
 
+from ..core import memory, threads
 from ..data.annotations import AnnotationSet
 from ..errors import DataError, UsageError, param
-from ..methods.base import Aggregator, FitContext, make_result
+from ..methods.base import Aggregator, FitContext, _engine, make_result
 from ..methods.blocks import TieBreaker, argmax_random_ties
 from ..methods.loop import MINIMISE, NoImprovement, Run, Step, StopRule, iterate
 from ..methods.registry import Method
@@ -154,36 +170,132 @@ def batch_answers(answers: Answers, tasks: torch.Tensor) -> tuple[torch.Tensor, 
     return index, row
 
 
-@dataclass
-class TrainState:
-    """Everything one fit holds: the network, the method's modules, the optimiser, the data on the device,
-    the held-out answers, the best epoch so far.  ``extra``: the method's own state (soft targets ...)."""
+@dataclass(frozen=True)
+class BatchPolicy:
+    """How an epoch's training tasks are cut into minibatches: a trainer's :attr:`Trainer.batch_policy`.
 
-    device: torch.device
-    spec: networks.NetSpec
-    net: nn.Module
-    modules: nn.ModuleDict
-    optimizer: torch.optim.Optimizer
-    x: torch.Tensor
-    train: Answers
-    val: Answers
-    train_tasks: torch.Tensor
-    n_workers: int
-    n_classes: int
-    batch_size: int
-    amp: bool
-    epoch: int = 0
-    best_objective: float = math.inf
-    best_epoch: int = 0
-    best_weights: dict[str, Any] = field(default_factory=dict)
-    extra: dict[str, Any] = field(default_factory=dict)
+    Attributes
+    ----------
+    min_batch : int
+        The fewest tasks a batch may hold (Max-MIG's loss compares the
+        tasks of a batch in pairs: 2).  A last batch smaller than that is
+        merged into the one before it -- never dropped, so every training
+        task is seen each epoch -- and ``batch_size`` below it, or fewer
+        training tasks, are refused before training.
+    drop_last : bool
+        Drop a last batch smaller than ``batch_size`` (a loss sized to the
+        batch, as reference code often is); a single batch is always kept.
+    full_batch : bool
+        One batch of every training task per epoch (deepBP's full-batch
+        updates); ``batch_size`` is then not used.
+    """
+
+    min_batch: int = 1
+    drop_last: bool = False
+    full_batch: bool = False
+
+    def bounds(self, n: int, batch_size: int) -> list[tuple[int, int]]:
+        """The ``(lo, hi)`` slices of an epoch's ``n`` shuffled training tasks."""
+        if n == 0:
+            return []
+        if self.full_batch or n <= batch_size:
+            return [(0, n)]
+        cuts = [*range(0, n, batch_size), n]
+        pairs = list(zip(cuts[:-1], cuts[1:]))
+        last = pairs[-1][1] - pairs[-1][0]
+        if self.drop_last and last < batch_size:
+            pairs.pop()
+        elif last < self.min_batch:
+            pairs[-2:] = [(pairs[-2][0], n)]
+        return pairs
+
+    def check(self, method: str, n_train: int, batch_size: int) -> None:
+        """Refuse, before training, a ``batch_size`` or a number of training tasks below :attr:`min_batch`."""
+        if self.min_batch <= 1:
+            return
+        if not self.full_batch and batch_size < self.min_batch:
+            raise UsageError(f"{param('batch_size')} must be at least {self.min_batch} for {method} (its loss "
+                             f"compares the tasks of a batch), got {batch_size}")
+        if n_train < self.min_batch:
+            raise DataError(f"{method} needs at least {self.min_batch} tasks with training answers (its loss compares "
+                            f"the tasks of a batch); {n_train} have any")
+
+
+class TrainContext:
+    """One fit of a trainer: everything it holds, handed to every hook (nothing is kept on the estimator).
+
+    Attributes
+    ----------
+    method : str
+        The trainer's name (for messages).
+    data : AnnotationSet
+        Every answer (the training and the held-out ones).
+    params : FitContext
+        The checked parameters (``ctx.params["lam"]``) and the fit's services (its ``engine``).
+    device : torch.device
+    spec : NetSpec
+        The classifier (kind ``"module"`` for a network given as a ``torch.nn.Module``).
+    net : nn.Module
+        The classifier f_θ: features -> K logits.
+    modules : nn.ModuleDict
+        The method's own modules by declared group name (:class:`~crowdagg.methods.registry.ModuleGroup`),
+        and any without trainable parameters (buffers set by an M-step).
+    optimizer : torch.optim.Optimizer
+        Adam over the network's group and each declared module group.
+    x : Tensor, shape (n_tasks, d) or (n_tasks, C, H, W)
+        The features on the device, rows in ``data.tasks`` order.
+    train, val : Answers
+        The answers trained on and the ones held out for model selection.
+    train_tasks : Tensor, shape (n_train,)
+        The tasks with at least one training answer (the ones the epochs visit).
+    feature_names : tuple of str, or None
+        The features' column names (kept in the model).
+    state : dict
+        The method's own state (soft targets, an EM's q ...): snapshotted with the best epoch and restored
+        with it.
+    epoch, best_epoch, best_objective
+        The loop's progress and the model selection's best so far.
+    """
+
+    def __init__(self, *, method: str, data: AnnotationSet, params: FitContext, device: torch.device,
+                 spec: networks.NetSpec, net: nn.Module, x: torch.Tensor, train: Answers, val: Answers,
+                 train_tasks: torch.Tensor, feature_names: tuple[str, ...] | None) -> None:
+        self.method, self.data, self.params, self.device = method, data, params, device
+        self.spec, self.net, self.x = spec, net, x
+        self.train, self.val, self.train_tasks = train, val, train_tasks
+        self.feature_names = feature_names
+        self.modules = nn.ModuleDict()
+        self.optimizer: torch.optim.Optimizer | None = None
+        self.state: dict[str, Any] = {}
+        self.epoch = 0
+        self.best_objective = math.inf
+        self.best_epoch = 0
+        self.best_weights: dict[str, Any] = {}
+        self._training_set: AnnotationSet | None = None
+
+    @property
+    def n_workers(self) -> int:
+        return self.data.n_workers
+
+    @property
+    def n_classes(self) -> int:
+        return self.data.n_classes
+
+    @property
+    def batch_size(self) -> int:
+        return int(self.params["batch_size"])
+
+    @property
+    def amp(self) -> bool:
+        """Mixed precision: bfloat16 autocast of the forward pass on CUDA."""
+        return self.device.type == "cuda"
 
     def logits(self, x: torch.Tensor) -> torch.Tensor:
         """The network's logits (float32), under autocast on CUDA."""
         if self.amp:
             with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
                 return self.net(x).float()
-        return self.net(x)
+        return self.net(x).float()
 
     @torch.no_grad()
     def proba(self, tasks: torch.Tensor | None = None) -> torch.Tensor:
@@ -200,37 +312,54 @@ class TrainState:
         return out
 
     def confusions(self) -> Confusions:
-        """The method's :class:`~crowdagg.learning.confusion.Confusions` module (``modules["confusion"]``)."""
+        """The method's :class:`~crowdagg.learning.confusion.Confusions` module (its ``confusion`` group)."""
         conf = self.modules["confusion"]
         assert isinstance(conf, Confusions)
         return conf
 
+    def training_set(self) -> AnnotationSet:
+        """``data`` restricted to the training answers (same tasks, workers, classes; sorted by task, so its
+        ``task_ptr`` is ``train.ptr``): what an EM step or an aggregator reads; the held-out answers never
+        reach it.  Built once per fit."""
+        if self._training_set is None:
+            data, train = self.data, self.train
+            task, worker, label = (a.cpu().numpy() for a in (train.task, train.worker, train.label))
+            arrays = (task.astype(np.int32), worker.astype(np.int32), label.astype(data.label.dtype),
+                      train.ptr.cpu().numpy())
+            for a in arrays:
+                a.setflags(write=False)
+            out = AnnotationSet._trusted(
+                task=arrays[0], worker=arrays[1], label=arrays[2], tasks=data.tasks, workers=data.workers,
+                classes=data.classes, n_duplicates=data.n_duplicates, duplicates=data.duplicates,
+                class_dtype=data.class_dtype,
+            )
+            out.__dict__["task_ptr"] = arrays[3]
+            self._training_set = out
+        return self._training_set
+
     def snapshot(self) -> dict[str, Any]:
         return {"net": copy.deepcopy(self.net.state_dict()), "modules": copy.deepcopy(self.modules.state_dict()),
-                "extra": copy.deepcopy(self.extra)}
+                "state": copy.deepcopy(self.state)}
 
     def restore(self, weights: dict[str, Any]) -> None:
         self.net.load_state_dict(weights["net"])
         self.modules.load_state_dict(weights["modules"])
-        self.extra = weights["extra"]
+        self.state = weights["state"]
 
 
 class Trainer(Aggregator):
     """Base of a trainer (see the module docstring): a method implements ``_build``, ``_loss``, ``_answer_proba``."""
 
     stop_rule: ClassVar[StopRule] = NoImprovement()
+    #: What :meth:`_selection` measures (stderr and the progress bar name it).
     objective_name: ClassVar[str] = "held-out answer NLL"
     empty_posterior: ClassVar[str] = "the classifier's prediction"
     memory_advice: ClassVar[str] = f"use fewer tasks, or a smaller {param('hidden')} or {param('batch_size')}"
     #: Where the labels of the training tasks come from: ``"answers"`` (Bayes' rule on the classifier's output
     #: and the answers through the confusions) or ``"classifier"`` (its prediction alone: a two-stage baseline).
     labels_from: ClassVar[str] = "answers"
-    #: The optimiser's lr for the method's own modules, as a multiple of ``lr`` (deepBP App. D: 10× for the
-    #: confusions); a method declaring the parameter ``confusion_lr_scale`` sets it per fit.
-    module_lr_scale: ClassVar[float] = 1.0
-
-    _features: np.ndarray | None = None
-    _names: tuple[str, ...] | None = None
+    #: How an epoch's tasks are cut into minibatches (:class:`BatchPolicy`).
+    batch_policy: ClassVar[BatchPolicy] = BatchPolicy()
 
     @classmethod
     def spec(cls) -> Method:
@@ -240,18 +369,22 @@ class Trainer(Aggregator):
 
     # ------------------------------------------------------------------ the public entry
     def fit(self, data: AnnotationSet, features: Any = None, *, callback: Any = None, max_memory: Any = None,
-            engine: Any = None, feature_names: Any = None) -> AggregationResult:
+            engine: Any = None, feature_names: Any = None, network: Any = None) -> AggregationResult:
         """Train on ``data``'s answers and ``features`` (n_tasks, d) or (n_tasks, C, H, W), rows in task order
         (a DataFrame indexed by task: its rows matched to the tasks by its index,
         :func:`~crowdagg.learning.features.frame_rows`).
 
         ``callback(epoch, objective)`` after each epoch; ``max_memory`` as
         for an aggregator (the features, their copy on the device, the
-        posteriors and the network are counted).  ``engine`` is accepted
-        for the base's signature; a trainer runs in this process.
+        posteriors and the network are counted).  ``engine`` runs the
+        block functions of the method's E-steps (this machine's threads by
+        default); the network trains in this process.
         ``feature_names`` (one per column of feature vectors; default a
         DataFrame's columns) are kept in the model, which then matches
-        the columns it predicts on by name.
+        the columns it predicts on by name.  ``network``: a
+        ``torch.nn.Module`` mapping a batch of features to K logits, trained
+        in place of the declared ``model`` (a copy: the module given is not
+        changed); None: the ``model`` parameter's network.
         """
         if not isinstance(data, AnnotationSet):  # before data.task_names is read: an AttributeError otherwise
             raise UsageError(f"{self.name}.fit(data, features): data must be an AnnotationSet (crowdagg.load_annotations "
@@ -259,214 +392,351 @@ class Trainer(Aggregator):
                              f"{type(data).__name__}")
         if features is None:
             raise UsageError(f"method {self.name!r} is a trainer: fit(data, features) needs the features of the tasks")
-        x = as_features(features)
-        if x.shape[0] != data.n_tasks:
-            raise DataError(f"features have {x.shape[0]:,} rows for {data.n_tasks:,} tasks: align them first "
-                            "(crowdagg.learning.features.align)")
-        rows = frame_rows(features, data.task_names)  # a DataFrame indexed by task: its rows by name
-        if rows is not None:
-            x = x[rows]
-        if not np.isfinite(x).all():
-            bad = int(np.flatnonzero(~np.isfinite(x.reshape(x.shape[0], -1)).all(axis=1))[0])
-            raise DataError(f"features: row {bad} (task {data.task_names[bad]!r}) holds NaN or inf")
-        self._names = _feature_names(features, feature_names, x)
-        self._features = x
-        try:
-            return super().fit(data, callback=callback, max_memory=max_memory)
-        finally:
-            self._features, self._names = None, None
+        if data.n_tasks == 0:
+            raise DataError("no tasks to train on")
+        if network is not None and not isinstance(network, (str, nn.Module)):
+            raise UsageError(f"network must be one of {', '.join(networks.KINDS)} or a torch.nn.Module, got "
+                             f"{type(network).__name__}")
+        checked = self.check_params()
+        x, names = _inputs(data, features, feature_names)
+        source = checked["model"] if network is None else network
+        need, what = self._memory(data, x, checked, source)
+        memory.check(need, what, max_memory, advice=self.memory_advice)
+        canon = canonical(data)
+        context = self._context(canon.data, checked, max_memory, _engine(engine, canon.data))
+        with threads.fit_scope():
+            result = self._train(canon, x[canon.tasks], names, context, callback, source)
+        self._check_result(data, result, context, max_memory)
+        return result
 
-    def memory_needed(self, data: AnnotationSet) -> tuple[float, str]:
+    def memory_needed(self, data: AnnotationSet, features: Any = None, network: Any = None) -> tuple[float, str]:
+        """Bytes a fit on ``data`` and ``features`` needs, and where they come from, before anything is allocated
+        (:meth:`fit` checks it against ``max_memory``)."""
+        if features is None:
+            raise UsageError(f"method {self.name!r} is a trainer: memory_needed(data, features) needs the features")
+        checked = self.check_params()
+        x = as_features(features)
+        return self._memory(data, x, checked, checked["model"] if network is None else network)
+
+    def _memory(self, data: AnnotationSet, x: np.ndarray, checked: dict[str, Any],
+                network: Any) -> tuple[float, str]:
         """The data's share (the features and their copy on the device, the answers, the posteriors and the
         confusions) and the network's (:func:`crowdagg.learning.networks.memory_needed`: its weights, gradients,
-        Adam's moments and copies, and a batch's activations), before anything is allocated."""
-        assert self._features is not None
-        checked = self.check_params()
+        Adam's moments and copies, and a batch's activations -- for a given module, its weights only)."""
         k = data.n_classes
-        need = 2.0 * self._features.nbytes + 8.0 * 6 * data.n_tasks * k + 8.0 * 4 * data.n_workers * k * k
+        need = 2.0 * x.nbytes + 8.0 * 6 * data.n_tasks * k + 8.0 * 4 * data.n_workers * k * k
         need += 8.0 * 8 * data.n_answers
-        spec = networks.NetSpec(checked["model"], tuple(self._features.shape[1:]), k, checked["hidden"],
-                                checked["dropout"])
         rows = min(checked["batch_size"], data.n_tasks)
-        net_bytes, n_weights = networks.memory_needed(spec, rows, min(EVAL_ROWS, data.n_tasks))
-        width = f" ({param('hidden')}={checked['hidden']})" if spec.kind != "linear" else ""
-        return need + net_bytes, (f"{data.n_tasks:,} tasks × {self._features[0].size:,} features, "
-                                  f"{data.n_workers:,} workers × {k:,}² classes, a {spec.kind} network of "
+        if isinstance(network, nn.Module):
+            n_weights = sum(p.numel() for p in network.parameters()) + sum(b.numel() for b in network.buffers())
+            net_bytes, kind, width = float(networks.FIT_BYTES_PER_WEIGHT) * n_weights, "given", ""
+        else:
+            spec = networks.NetSpec(network, tuple(x.shape[1:]), k, checked["hidden"], checked["dropout"])
+            net_bytes, n_weights = networks.memory_needed(spec, rows, min(EVAL_ROWS, data.n_tasks))
+            kind, width = spec.kind, f" ({param('hidden')}={checked['hidden']})" if spec.kind != "linear" else ""
+        return need + net_bytes, (f"{data.n_tasks:,} tasks × {x[0].size:,} features, "
+                                  f"{data.n_workers:,} workers × {k:,}² classes, a {kind} network of "
                                   f"{n_weights:,} weights{width} trained on batches of {rows:,} tasks")
 
     # ------------------------------------------------------------------ the loop
-    def _fit(self, data: AnnotationSet, checked: FitContext, callback: Any) -> AggregationResult:
+    def _train(self, canon: Canonical, x: np.ndarray, names: tuple[str, ...] | None, checked: FitContext,
+               callback: Any, network: Any) -> AggregationResult:
+        """The fit on ``canon.data`` (:func:`canonical`; ``x`` in its task order), the result in the caller's."""
         device = resolve_device(checked["device"])
         devices = [device.index or 0] if device.type == "cuda" else []
         with torch.random.fork_rng(devices=devices):
             torch.manual_seed(checked["seed"])
             run = iterate(
-                lambda start, rng: self._start(data, checked, device),
-                lambda state: self._epoch(data, state, checked),
+                lambda start, rng: self._start(canon.data, x, names, checked, device, network),
+                self._epoch,
                 rule=self.stop_rule, max_iter=checked["epochs"], seed=checked["seed"], tol=checked["patience"],
                 n_init=1, direction=MINIMISE, callback=callback,
             )
-            return self._finish(data, run, checked)
+            return self._finish(run.state, run, canon)
 
-    def _start(self, data: AnnotationSet, checked: FitContext, device: torch.device) -> tuple[TrainState, float]:
-        x_np = self._features
-        assert x_np is not None
-        spec = networks.NetSpec(checked["model"], tuple(x_np.shape[1:]), data.n_classes, checked["hidden"],
-                                checked["dropout"])
-        networks.check_image_size(spec)
-        net = networks.build(spec).to(device)
-        x = torch.as_tensor(x_np, device=device)
-        train_mask = self._split(data, checked["val_fraction"], checked["seed"])
+    def _start(self, data: AnnotationSet, x_np: np.ndarray, names: tuple[str, ...] | None, checked: FitContext,
+               device: torch.device, network: Any) -> tuple[TrainContext, float]:
+        """The context of the fit: the network, the answers split, the method's modules and the optimiser."""
+        train_mask = _draw_split(data.n_answers, checked["val_fraction"], checked["seed"])
         task, worker, label = (np.asarray(a, dtype=np.int64) for a in (data.task, data.worker, data.label))
-        train = Answers.of(task[train_mask], worker[train_mask], label[train_mask], data.n_tasks, device)
-        val = Answers.of(task[~train_mask], worker[~train_mask], label[~train_mask], data.n_tasks, device)
         trained = np.flatnonzero(np.bincount(task[train_mask], minlength=data.n_tasks) > 0)
-        networks.standardizer(net).fit(x[torch.as_tensor(trained, device=device)] if trained.size > 1 else x)  # the standardisation
-        _check_centred_range(x, networks.standardizer(net).mean)
-        state = TrainState(
-            device=device, spec=spec, net=net, modules=nn.ModuleDict(), optimizer=None,  # type: ignore[arg-type]
-            x=x, train=train, val=val, train_tasks=torch.as_tensor(trained, device=device),
-            n_workers=data.n_workers, n_classes=data.n_classes, batch_size=checked["batch_size"],
-            amp=device.type == "cuda",
+        self.batch_policy.check(self.name, trained.size, checked["batch_size"])
+        x = torch.as_tensor(x_np, device=device)
+        net, spec = networks.make(network, tuple(x_np.shape[1:]), data.n_classes, checked, device)
+        if spec.kind != networks.MODULE:
+            networks.standardizer(net).fit(x[torch.as_tensor(trained, device=device)] if trained.size > 1 else x)
+            _check_centred_range(x, networks.standardizer(net).mean)
+        ctx = TrainContext(
+            method=self.name, data=data, params=checked, device=device, spec=spec, net=net, x=x,
+            train=Answers.of(task[train_mask], worker[train_mask], label[train_mask], data.n_tasks, device),
+            val=Answers.of(task[~train_mask], worker[~train_mask], label[~train_mask], data.n_tasks, device),
+            train_tasks=torch.as_tensor(trained, device=device), feature_names=names,
         )
-        state.modules = nn.ModuleDict(self._build(data, state, checked)).to(device)
-        groups = [{"params": list(net.parameters()), "weight_decay": checked["weight_decay"]}]
-        own = [p for p in state.modules.parameters() if p.requires_grad]
-        if own:
-            scale = checked.get("confusion_lr_scale", self.module_lr_scale)  # a method may declare it a parameter
-            groups.append({"params": own, "weight_decay": 0.0, "lr": checked["lr"] * scale})
-        state.optimizer = torch.optim.Adam(groups, lr=checked["lr"])
-        return state, self._objective(state)
+        ctx.modules = nn.ModuleDict(self._build(ctx)).to(device)
+        ctx.optimizer = torch.optim.Adam(self._param_groups(ctx), lr=checked["lr"])
+        return ctx, self._selection(ctx)
 
-    def _split(self, data: AnnotationSet, fraction: float, seed: int) -> np.ndarray:
-        """Which answers are trained on (True) and which are held out: a seeded draw of ``fraction`` of them."""
-        n = data.n_answers
-        n_val = int(round(fraction * n))
-        if fraction > 0 and n_val == 0 and n >= 2:
-            n_val = 1
-        if n_val >= n:
-            raise DataError(f"{param('val_fraction')}={fraction:g} holds out all {n:,} answers: nothing to train on")
-        keep = np.ones(n, dtype=bool)
-        if n_val:
-            keep[np.random.default_rng([seed, 0x5A11]).choice(n, size=n_val, replace=False)] = False
-        return keep
+    def _param_groups(self, ctx: TrainContext) -> list[dict[str, Any]]:
+        """Adam's parameter groups: the network (``lr``, ``weight_decay``), then each declared module group
+        (:class:`~crowdagg.methods.registry.ModuleGroup`: its lr parameter's multiple of ``lr``, its own weight
+        decay).  A module with trainable parameters outside a declared group is the method's error."""
+        lr = ctx.params["lr"]
+        groups = [{"params": [p for p in ctx.net.parameters() if p.requires_grad],
+                   "weight_decay": ctx.params["weight_decay"]}]
+        declared = {g.name: g for g in self.spec().groups}
+        for name, module in ctx.modules.items():
+            own = [p for p in module.parameters() if p.requires_grad]
+            if own and name not in declared:
+                raise TypeError(f"{self.name}: module {name!r} has trainable parameters but no declared module group "
+                                f"(declared: {', '.join(declared) or 'none'})")
+        for name, group in declared.items():
+            if name not in ctx.modules:
+                raise TypeError(f"{self.name}: _build returned no module for its declared group {name!r}")
+            own = [p for p in ctx.modules[name].parameters() if p.requires_grad]
+            if own:
+                scale = ctx.params[group.lr] if group.lr else 1.0
+                groups.append({"params": own, "weight_decay": group.weight_decay, "lr": lr * scale})
+        return groups
 
-    def _epoch(self, data: AnnotationSet, state: TrainState, checked: FitContext) -> Step:
-        """One pass over the training tasks in seeded minibatches, then the held-out objective."""
-        self._epoch_begin(data, state, checked)
-        state.net.train()
-        order = state.train_tasks[torch.randperm(state.train_tasks.shape[0]).to(state.device)]
-        total, n_batches = torch.zeros((), device=state.device), 0  # summed on the device: no sync per batch
-        for lo in range(0, order.shape[0], state.batch_size):
-            tasks = order[lo:lo + state.batch_size]
-            index, row = batch_answers(state.train, tasks)
-            batch = Batch(tasks=tasks, x=state.x[tasks], row=row, worker=state.train.worker[index],
-                          label=state.train.label[index], answers=index)
-            loss = self._loss(state, state.logits(batch.x), batch)
-            state.optimizer.zero_grad(set_to_none=True)
+    def _epoch(self, ctx: TrainContext) -> Step:
+        """One pass over the training tasks in seeded minibatches (:attr:`batch_policy`), then the selection
+        objective (:meth:`_selection`; the mean training loss when nothing is held out)."""
+        self._epoch_begin(ctx)
+        ctx.net.train()
+        order = ctx.train_tasks[torch.randperm(ctx.train_tasks.shape[0]).to(ctx.device)]
+        total, n_batches = torch.zeros((), device=ctx.device), 0  # summed on the device: no sync per batch
+        assert ctx.optimizer is not None
+        for lo, hi in self.batch_policy.bounds(order.shape[0], ctx.batch_size):
+            tasks = order[lo:hi]
+            index, row = batch_answers(ctx.train, tasks)
+            batch = Batch(tasks=tasks, x=ctx.x[tasks], row=row, worker=ctx.train.worker[index],
+                          label=ctx.train.label[index], answers=index)
+            loss = self._loss(ctx, ctx.logits(batch.x), batch)
+            ctx.optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            state.optimizer.step()
+            ctx.optimizer.step()
             total += loss.detach()
             n_batches += 1
-        state.epoch += 1
-        objective = self._objective(state) if len(state.val) else float(total) / max(n_batches, 1)
+        ctx.epoch += 1
+        held_out = self._selection(ctx)
+        objective = float(total) / max(n_batches, 1) if math.isnan(held_out) else held_out
         if not math.isfinite(objective):
-            raise DataError(f"{self.name}: training diverged at epoch {state.epoch} (the objective is {objective}); "
+            raise DataError(f"{self.name}: training diverged at epoch {ctx.epoch} (the objective is {objective}); "
                             f"try a smaller {param('lr')}")
-        if objective < state.best_objective or not len(state.val):
-            state.best_objective, state.best_epoch = objective, state.epoch
-            state.best_weights = state.snapshot() if len(state.val) else {}
-        return Step(objective=objective, since_best=state.epoch - state.best_epoch)
-
-    @torch.no_grad()
-    def _objective(self, state: TrainState) -> float:
-        """``-mean log P(answer | x)`` over the held-out answers (nan without any: the training loss stands in)."""
-        if not len(state.val):
-            return math.nan
-        p = state.proba(state.val.task)
-        q = self._answer_proba(state, p, state.val.worker)
-        if q is None:
-            q = answer_proba(p, self._implied_confusion(state)[state.val.worker])
-        return float(answer_nll(q, state.val.label))
-
-    @torch.no_grad()
-    def _implied_confusion(self, state: TrainState) -> torch.Tensor:
-        """The confusions the training answers imply given f: expected counts of f(x) against each answer,
-        with a pseudo-count of 1/K per cell, rows normalised -- (n_workers, K, K) ``[worker, true, observed]``."""
-        k = state.n_classes
-        p = state.proba()
-        counts = torch.zeros((state.n_workers * k, k), device=state.device)
-        counts.index_add_(0, state.train.worker * k + state.train.label, p[state.train.task])
-        rows = counts.reshape(state.n_workers, k, k).transpose(1, 2) + 1.0 / k
-        return rows / rows.sum(dim=2, keepdim=True)
+        if objective < ctx.best_objective or math.isnan(held_out):
+            ctx.best_objective, ctx.best_epoch = objective, ctx.epoch
+            ctx.best_weights = {} if math.isnan(held_out) else ctx.snapshot()
+        return Step(objective=objective, since_best=ctx.epoch - ctx.best_epoch)
 
     # ------------------------------------------------------------------ the method's part
-    def _build(self, data: AnnotationSet, state: TrainState, checked: FitContext) -> dict[str, nn.Module]:
-        """The method's modules beside the network (its confusion parameters), initialised."""
+    def _build(self, ctx: TrainContext) -> dict[str, nn.Module]:
+        """The method's modules beside the network, by declared group name, initialised."""
         return {}
 
-    def _loss(self, state: TrainState, logits: torch.Tensor, batch: Batch) -> torch.Tensor:
+    def _loss(self, ctx: TrainContext, logits: torch.Tensor, batch: Batch) -> torch.Tensor:
         """The loss of one minibatch (a scalar tensor) from the network's ``logits`` (B, K)."""
         raise NotImplementedError
 
-    def _answer_proba(self, state: TrainState, p: torch.Tensor, workers: torch.Tensor) -> torch.Tensor | None:
+    def _answer_proba(self, ctx: TrainContext, p: torch.Tensor, workers: torch.Tensor) -> torch.Tensor | None:
         """P(answer | x) (n, K) for class probabilities ``p`` (n, K) and ``workers`` (n,) under the method's
         answer model; None when the method has none (the base then uses :meth:`_implied_confusion`)."""
         return None
 
-    def _epoch_begin(self, data: AnnotationSet, state: TrainState, checked: FitContext) -> None:
+    def _epoch_begin(self, ctx: TrainContext) -> None:
         """Before each epoch (an EM method's E-step); nothing by default."""
 
     @torch.no_grad()
-    def _confusions(self, state: TrainState) -> torch.Tensor:
+    def _selection(self, ctx: TrainContext) -> float:
+        """The model-selection objective after an epoch, minimised: the epoch with the lowest is kept and
+        ``patience`` counts the epochs since it.  By default ``-mean log P(answer | x)`` over the held-out
+        answers under the method's answer model (:meth:`_answer_proba`, or the implied confusion); a method
+        with an objective of its own overrides it.  nan when nothing is held out (the training loss then
+        stands in and the last epoch is kept)."""
+        if not len(ctx.val):
+            return math.nan
+        p = ctx.proba(ctx.val.task)
+        q = self._answer_proba(ctx, p, ctx.val.worker)
+        if q is None:
+            q = answer_proba(p, self._implied_confusion(ctx)[ctx.val.worker])
+        return float(answer_nll(q, ctx.val.label))
+
+    @torch.no_grad()
+    def _implied_confusion(self, ctx: TrainContext) -> torch.Tensor:
+        """The confusions the training answers imply given f: expected counts of f(x) against each answer,
+        with a pseudo-count of 1/K per cell, rows normalised -- (n_workers, K, K) ``[worker, true, observed]``."""
+        k = ctx.n_classes
+        p = ctx.proba()
+        counts = torch.zeros((ctx.n_workers * k, k), device=ctx.device)
+        counts.index_add_(0, ctx.train.worker * k + ctx.train.label, p[ctx.train.task])
+        rows = counts.reshape(ctx.n_workers, k, k).transpose(1, 2) + 1.0 / k
+        return rows / rows.sum(dim=2, keepdim=True)
+
+    @torch.no_grad()
+    def _confusions(self, ctx: TrainContext) -> torch.Tensor:
         """Every worker's confusion (n_workers, K, K) ``[worker, true, observed]``: row k is the answer model's
         distribution for a task of class k (``_answer_proba`` of a one-hot), or the implied confusion."""
-        k = state.n_classes
-        eye = torch.eye(k, device=state.device)
-        workers = torch.arange(state.n_workers, device=state.device)
-        rows = self._answer_proba(state, eye.repeat(state.n_workers, 1), workers.repeat_interleave(k))
+        k = ctx.n_classes
+        eye = torch.eye(k, device=ctx.device)
+        workers = torch.arange(ctx.n_workers, device=ctx.device)
+        rows = self._answer_proba(ctx, eye.repeat(ctx.n_workers, 1), workers.repeat_interleave(k))
         if rows is None:
-            return self._implied_confusion(state)
-        return rows.reshape(state.n_workers, k, k)
+            return self._implied_confusion(ctx)
+        return rows.reshape(ctx.n_workers, k, k)
 
-    def _posterior(self, data: AnnotationSet, proba: np.ndarray, confusion: np.ndarray) -> np.ndarray:
+    def _posterior(self, ctx: TrainContext, proba: np.ndarray, confusion: np.ndarray) -> np.ndarray:
         """The labels inferred for the tasks (n_tasks, K): Bayes' rule on the classifier's ``proba`` and every
-        answer through ``confusion`` (``labels_from = "answers"``), or ``proba`` itself ("classifier")."""
+        answer through ``confusion`` (``labels_from = "answers"``, :func:`bayes_posterior`), or ``proba``
+        itself (``"classifier"``)."""
         if self.labels_from == "classifier":
             return proba
-        log_a = np.log(np.maximum(confusion, PROB_FLOOR))  # (W, K, K) [worker, true, observed]
-        score = np.log(np.maximum(proba, PROB_FLOOR))
-        per_answer = log_a[data.worker, :, data.label]  # (n_answers, K): log A_m[true, answer]
-        _add_rows(score, data, per_answer)
-        score -= score.max(axis=1, keepdims=True)
-        post = np.exp(score)
-        return post / post.sum(axis=1, keepdims=True)
+        return bayes_posterior(ctx.data, proba, confusion, ctx.params.engine)
 
     # ------------------------------------------------------------------ the result
-    def _finish(self, data: AnnotationSet, run: Run, checked: FitContext) -> AggregationResult:
-        state: TrainState = run.state
-        if state.best_weights:
-            state.restore(state.best_weights)
-        proba = state.proba().double().cpu().numpy()
+    def _finish(self, ctx: TrainContext, run: Run, canon: Canonical) -> AggregationResult:
+        """The result in the caller's order of tasks and workers (``canon``), from the kept epoch's weights."""
+        if ctx.best_weights:
+            ctx.restore(ctx.best_weights)
+        proba = ctx.proba().double().cpu().numpy()
         proba /= proba.sum(axis=1, keepdims=True)
-        confusion = self._confusions(state).double().cpu().numpy()
+        confusion = self._confusions(ctx).double().cpu().numpy()
         confusion /= confusion.sum(axis=2, keepdims=True)
-        post = self._posterior(data, proba, confusion)
-        labels = argmax_random_ties(post, TieBreaker(data.task_names, checked["seed"]))
-        answered = data.answers_per_task > 0
+        post = self._posterior(ctx, proba, confusion)
+        answered = ctx.data.answers_per_task > 0
         prior = post[answered].mean(axis=0) if answered.any() else post.mean(axis=0)
+        caller = canon.caller
+        post, proba = canon.to_caller(post), canon.to_caller(proba)
+        confusion = canon.to_caller(confusion, of="workers")
+        labels = argmax_random_ties(post, TieBreaker(caller.task_names, ctx.params["seed"]))
         model = TrainedModel.from_network(
-            method=self.name, classes=data.classes, spec=state.spec, net=state.net,
-            workers=data.worker_names, confusion=confusion, best_epoch=state.best_epoch,
-            class_dtype=data.class_dtype, feature_names=self._names,
+            method=self.name, classes=caller.classes, spec=ctx.spec, net=ctx.net,
+            workers=caller.worker_names, confusion=confusion, best_epoch=ctx.best_epoch,
+            class_dtype=caller.class_dtype, feature_names=ctx.feature_names,
         )
         return make_result(
-            self.name, data, post, labels, prior,
+            self.name, caller, post, labels, prior,
             worker_params={"confusion": confusion},
-            model_params={"model": model, "best_epoch": state.best_epoch, "classifier_proba": proba},
+            model_params={"model": model, "best_epoch": ctx.best_epoch, "best_objective": ctx.best_objective,
+                          "classifier_proba": proba},
             objective=np.asarray(run.trace), objective_name=self.objective_name,
             n_iter=run.n_iter, converged=run.converged,
         )
+
+
+def bayes_posterior(data: AnnotationSet, proba: np.ndarray, confusion: np.ndarray, engine: Any = None) -> np.ndarray:
+    """Bayes' rule on a classifier and the answers: ``q_n ∝ proba_n ⊙ Π_m A_m[:, answer]`` (n_tasks, K).
+
+    ``proba`` (n_tasks, K) the classifier's P(y | x) -- the per-task prior;
+    ``confusion`` (n_workers, K, K) ``[worker, true, observed]``; every
+    answer of ``data``.  Probabilities are floored at :data:`PROB_FLOOR`
+    before their logs.
+    """
+    log_a = np.log(np.maximum(confusion, PROB_FLOOR))  # (W, K, K) [worker, true, observed]
+    score = np.log(np.maximum(proba, PROB_FLOOR))
+    per_answer = log_a[data.worker, :, data.label]  # (n_answers, K): log A_m[true, answer]
+    _add_rows(score, data, per_answer)
+    score -= score.max(axis=1, keepdims=True)
+    post = np.exp(score)
+    return post / post.sum(axis=1, keepdims=True)  # type: ignore[no-any-return]
+
+
+def split(data: AnnotationSet, fraction: float, seed: int) -> np.ndarray:
+    """Which answers of ``data`` are trained on (True) and which are held out for model selection: a seeded draw
+    of ``fraction`` of them (at least one when ``fraction`` > 0), made on the :func:`canonical` order of the
+    answers, so that the same answers are held out however the input rows were ordered."""
+    canon = canonical(data)
+    keep = np.empty(data.n_answers, dtype=bool)
+    keep[canon.answers] = _draw_split(canon.data.n_answers, fraction, seed)
+    return keep
+
+
+def _draw_split(n: int, fraction: float, seed: int) -> np.ndarray:
+    """The held-out draw over ``n`` answers in their order: True for the ones trained on."""
+    n_val = int(round(fraction * n))
+    if fraction > 0 and n_val == 0 and n >= 2:
+        n_val = 1
+    if n_val >= n:
+        raise DataError(f"{param('val_fraction')}={fraction:g} holds out all {n:,} answers: nothing to train on")
+    keep = np.ones(n, dtype=bool)
+    if n_val:
+        keep[np.random.default_rng([seed, 0x5A11]).choice(n, size=n_val, replace=False)] = False
+    return keep
+
+
+@dataclass(frozen=True)
+class Canonical:
+    """A data set in an order that does not depend on the input's row order (see :func:`canonical`).
+
+    ``data``'s task ``i`` is the caller's task ``tasks[i]``, its worker
+    ``j`` the caller's ``workers[j]``, its answer ``a`` the caller's answer
+    ``answers[a]``; ``caller`` is the data as given.
+    """
+
+    data: AnnotationSet
+    tasks: np.ndarray
+    workers: np.ndarray
+    answers: np.ndarray
+    caller: AnnotationSet
+
+    def to_caller(self, rows: np.ndarray, of: str = "tasks") -> np.ndarray:
+        """``rows`` (first axis in this order of tasks or workers) in the caller's order."""
+        order = self.tasks if of == "tasks" else self.workers
+        out = np.empty_like(rows)
+        out[order] = rows
+        return out
+
+
+def canonical(data: AnnotationSet) -> Canonical:
+    """``data`` with its tasks and workers sorted by name and its answers by (task, worker, label): the order a
+    trainer trains in.
+
+    An aggregator's result does not depend on the order of the input's
+    rows; a trainer's minibatches, held-out draw and float sums do, and
+    task and worker codes follow the rows' order (first seen, first
+    coded).  Trained on this order -- the results put back in the
+    caller's (:meth:`Canonical.to_caller`) -- the same answers give the
+    same bytes however their rows were shuffled.  ``data`` itself when it
+    is in that order already.
+    """
+    import pyarrow as pa
+
+    t_order = np.argsort(np.asarray(data.task_names, dtype=str), kind="stable")
+    w_order = np.argsort(np.asarray(data.worker_names, dtype=str), kind="stable")
+    t_rank = np.empty_like(t_order)
+    t_rank[t_order] = np.arange(t_order.size)
+    w_rank = np.empty_like(w_order)
+    w_rank[w_order] = np.arange(w_order.size)
+    task, worker = t_rank[data.task], w_rank[data.worker]
+    a_order = np.lexsort((data.label, worker, task))
+    identity = (np.array_equal(t_order, np.arange(t_order.size)) and np.array_equal(w_order, np.arange(w_order.size))
+                and np.array_equal(a_order, np.arange(a_order.size)))
+    if identity:
+        return Canonical(data, t_order, w_order, a_order, data)
+    codes = (task[a_order].astype(np.int32), worker[a_order].astype(np.int32), data.label[a_order])
+    for a in codes:
+        a.setflags(write=False)
+    tasks = type(data.tasks)(data.tasks.names.take(pa.array(t_order)), data.tasks.dtype)
+    workers = type(data.workers)(data.workers.names.take(pa.array(w_order)), data.workers.dtype)
+    out = AnnotationSet._trusted(
+        task=codes[0], worker=codes[1], label=codes[2], tasks=tasks, workers=workers, classes=data.classes,
+        n_duplicates=data.n_duplicates, duplicates=data.duplicates, class_dtype=data.class_dtype,
+    )
+    return Canonical(out, t_order, w_order, a_order, data)
+
+
+def _inputs(data: AnnotationSet, features: Any, feature_names: Any) -> tuple[np.ndarray, tuple[str, ...] | None]:
+    """The features as float32 rows in ``data``'s task order (a DataFrame's rows by its task index), checked
+    finite, and their column names."""
+    x = as_features(features)
+    if x.shape[0] != data.n_tasks:
+        raise DataError(f"features have {x.shape[0]:,} rows for {data.n_tasks:,} tasks: align them first "
+                        "(crowdagg.learning.features.align)")
+    rows = frame_rows(features, data.task_names)  # a DataFrame indexed by task: its rows by name
+    if rows is not None:
+        x = x[rows]
+    if not np.isfinite(x).all():
+        bad = int(np.flatnonzero(~np.isfinite(x.reshape(x.shape[0], -1)).all(axis=1))[0])
+        raise DataError(f"features: row {bad} (task {data.task_names[bad]!r}) holds NaN or inf")
+    return x, _feature_names(features, feature_names, x)
 
 
 def _feature_names(features: Any, given: Any, x: np.ndarray) -> tuple[str, ...] | None:

@@ -271,6 +271,13 @@ class Aggregator:
         context = self._context(data, checked, max_memory, engine)
         with threads.fit_scope():  # BLAS on one thread beside the kernels; torch on the policy's count
             result = self._fit(data, context, callback)
+        self._check_result(data, result, context, max_memory)
+        return result
+
+    def _check_result(self, data: AnnotationSet, result: AggregationResult, context: FitContext,
+                      max_memory: memory.MaxMemory) -> None:
+        """What every fit's result goes through: the inner optimisers said, the warm start's workers carried,
+        shapes and posteriors checked, a collapse and tasks without answers warned about."""
         context.report_optimizers()
         if context.warm is not None and result.init_model is None:
             # The warm start is the base's service: the next save carries the saved model's workers this batch
@@ -288,7 +295,6 @@ class Aggregator:
                     "(n_answers = 0 in the output)"
                 )
             )
-        return result
 
     def _context(self, data: AnnotationSet, checked: dict[str, Any], max_memory: memory.MaxMemory,
                  engine: Any = None) -> FitContext:

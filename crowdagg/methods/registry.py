@@ -413,6 +413,28 @@ INIT = Param("init", "method", "soft-vote", "how EM starts: soft-vote (vote shar
 
 
 @dataclass(frozen=True)
+class ModuleGroup:
+    """A trainer's own modules that share optimiser settings (one Adam parameter group), declared with it.
+
+    ``name`` is the key of the modules in the trainer's ``_build`` (and in
+    its saved state); ``lr`` names the declared ``float`` parameter that
+    sets the group's learning rate as a multiple of ``lr`` (``""``: ``lr``
+    itself); ``weight_decay`` is the group's own (the classifier's is the
+    ``weight_decay`` parameter).  ``crowdagg methods NAME`` lists the groups.
+    """
+
+    name: str
+    lr: str = ""
+    weight_decay: float = 0.0
+    help: str = ""
+
+    def describe(self) -> str:
+        rate = f"lr × {self.lr}" if self.lr else "lr"
+        decay = f", weight decay {self.weight_decay:g}" if self.weight_decay else ", no weight decay"
+        return f"{self.name} ({rate}{decay})" + (f": {self.help}" if self.help else "")
+
+
+@dataclass(frozen=True)
 class Method:
     """A method's declaration: what ``crowdagg methods`` shows and where its class lives.
 
@@ -445,6 +467,7 @@ class Method:
     requires: str = ""  # an optional extra ("train"), checked without importing it
     rank: int = 1000
     quick_params: Mapping[str, Any] = field(default_factory=dict, hash=False)  # cheap settings for tests
+    groups: tuple[ModuleGroup, ...] = ()  # a trainer's own module groups, each with its optimiser settings
 
     def __post_init__(self) -> None:
         # Declaration errors are the method author's: they fail the family's import, which fails alone.
@@ -465,6 +488,7 @@ class Method:
                             "for themselves")
         if len(set(names)) != len(names):
             raise TypeError(f"method {self.name!r}: a parameter is declared twice in {names}")
+        self._check_groups(names)
         # read-only and the declaration's own (families share one dict of settings between their methods)
         object.__setattr__(self, "quick_params", MappingProxyType(dict(self.quick_params)))
         for name, value in self.quick_params.items():
@@ -476,6 +500,19 @@ class Method:
                     declared.check(value)
                 except UsageError as exc:
                     raise TypeError(f"method {self.name!r}: quick_params: {exc}") from None
+
+    def _check_groups(self, names: list[str]) -> None:
+        """A trainer's module groups: unique names (not ``network``, the classifier's), each ``lr`` a declared
+        float parameter."""
+        if self.groups and self.kind != "trainer":
+            raise TypeError(f"method {self.name!r}: module groups are a trainer's (kind 'trainer')")
+        seen = [g.name for g in self.groups]
+        if len(set(seen)) != len(seen) or "network" in seen:
+            raise TypeError(f"method {self.name!r}: module group names must be unique and not 'network', got {seen}")
+        for g in self.groups:
+            if g.lr and (g.lr not in names or self.params[names.index(g.lr)].kind is not float):
+                raise TypeError(f"method {self.name!r}: module group {g.name!r} takes its lr from {g.lr!r}, which is "
+                                "not a declared float parameter")
 
     @property
     def param_names(self) -> tuple[str, ...]:
@@ -711,7 +748,7 @@ def get_method(name: str) -> type:
 
 
 __all__ = [
-    "Param", "PARAM_KINDS", "Method", "METHODS", "TRAINERS", "REGISTRY", "KINDS", "ENGINES", "EXTRAS", "COMMON_FLAGS", "RESERVED",
+    "Param", "PARAM_KINDS", "Method", "ModuleGroup", "METHODS", "TRAINERS", "REGISTRY", "KINDS", "ENGINES", "EXTRAS", "COMMON_FLAGS", "RESERVED",
     "UnknownMethod",
     "get", "get_trainer", "get_method", "failures",
 ]

@@ -56,3 +56,15 @@ def test_methods_shows_a_trainer_with_its_flags_and_names_both_kinds_for_an_unkn
     assert unknown.exit_code == 2
     assert unknown.stderr.startswith("Error: unknown method 'nope'; aggregation methods: mv, wmv,")
     assert "; trainers: crowdlayer" in unknown.stderr
+
+
+def test_a_trainers_help_lists_its_module_groups_with_their_learning_rates():
+    from crowdagg.cli.methods import method_text
+    from crowdagg.methods.registry import get_trainer
+
+    text = method_text(get_trainer("tracereg"))
+    assert "Module groups (each its own Adam parameter group):" in text
+    assert "  network (lr, weight decay --weight-decay): the classifier" in text
+    assert "  confusion (lr × confusion_lr_scale, no weight decay): the annotators' confusion logits" in \
+        " ".join(text.split("\n      "))
+    assert method_text(get_trainer("raykar")).rstrip().endswith("the classifier")  # its confusions: a buffer

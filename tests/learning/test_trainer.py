@@ -72,10 +72,9 @@ def test_without_held_out_answers_the_last_epoch_is_kept(separable):
 
 def test_the_held_out_split_is_seeded_and_of_the_asked_size(separable):
     data, _, _, _ = separable
-    t = crowdlayer()
-    keep = t._split(data, 0.25, seed=1)
+    keep = base.split(data, 0.25, seed=1)
     assert (~keep).sum() == round(0.25 * data.n_answers)
-    assert np.array_equal(keep, t._split(data, 0.25, seed=1)) and not np.array_equal(keep, t._split(data, 0.25, 2))
+    assert np.array_equal(keep, base.split(data, 0.25, seed=1)) and not np.array_equal(keep, base.split(data, 0.25, 2))
 
 
 def test_batch_answers_gathers_each_tasks_answers_through_the_csr():
@@ -259,3 +258,109 @@ def test_a_dataframe_indexed_by_task_is_matched_to_the_tasks_by_its_index(separa
         crowdlayer(epochs=1).fit(data, by_task.rename(index={data.task_names[0]: "elsewhere"}))
     with pytest.raises(DataError, match=rf"names task '{data.task_names[1]}' twice"):
         crowdlayer(epochs=1).fit(data, by_task.rename(index={data.task_names[0]: data.task_names[1]}))
+
+
+# --------------------------------------------------------------------------- the services (issue 30)
+@pytest.mark.parametrize("n,size,policy,expected", [
+    (10, 4, base.BatchPolicy(), [(0, 4), (4, 8), (8, 10)]),
+    (9, 4, base.BatchPolicy(min_batch=2), [(0, 4), (4, 9)]),  # a last batch of 1 joins the one before
+    (10, 4, base.BatchPolicy(min_batch=2), [(0, 4), (4, 8), (8, 10)]),
+    (10, 4, base.BatchPolicy(drop_last=True), [(0, 4), (4, 8)]),
+    (3, 4, base.BatchPolicy(drop_last=True), [(0, 3)]),  # a single batch is always kept
+    (10, 4, base.BatchPolicy(full_batch=True), [(0, 10)]),
+    (0, 4, base.BatchPolicy(), []),
+])
+def test_the_batch_policy_cuts_an_epoch(n, size, policy, expected):
+    assert policy.bounds(n, size) == expected
+
+
+def test_the_batch_policy_refuses_batches_below_its_minimum_before_training():
+    policy = base.BatchPolicy(min_batch=2)
+    with pytest.raises(UsageError, match="batch_size must be at least 2 for maxmig"):
+        policy.check("maxmig", 100, 1)
+    with pytest.raises(DataError, match="at least 2 tasks with training answers"):
+        policy.check("maxmig", 1, 64)
+    policy.check("maxmig", 2, 2)
+    base.BatchPolicy(min_batch=2, full_batch=True).check("deepbp", 5, 1)  # batch_size unused in full batch
+
+
+def test_one_estimator_fits_twice_as_two_fresh_ones(separable):
+    data, x, _, _ = separable
+    one = crowdlayer(seed=3, epochs=2)
+    first, second = one.fit(data, x), one.fit(data, x)
+    fresh = crowdlayer(seed=3, epochs=2).fit(data, x)
+    for r in (first, second):
+        assert np.array_equal(r.posteriors, fresh.posteriors)
+    assert not [k for k in vars(one) if k not in one.params()]  # nothing but the parameters on the estimator
+
+
+def test_the_answers_row_order_does_not_change_the_fit(separable):
+    from crowdagg.data.annotations import AnnotationSet
+
+    data, x, _, _ = separable
+    rng = np.random.default_rng(0)
+    rows = rng.permutation(data.n_answers)
+    names = (data.task_names[data.task], data.worker_names[data.worker], np.asarray(data.classes)[data.label])
+    shuffled = AnnotationSet.from_names(*(a[rows] for a in names), classes=data.classes)
+    position = {t: i for i, t in enumerate(data.task_names)}
+    x_shuffled = x[[position[t] for t in shuffled.task_names]]
+    a = crowdlayer(seed=1, epochs=2).fit(data, x)
+    b = crowdlayer(seed=1, epochs=2).fit(shuffled, x_shuffled)
+    assert not np.array_equal(shuffled.task_names, data.task_names)  # the premise: other codes
+    by_name = {t: i for i, t in enumerate(b.labels_series().index)}
+    order = [by_name[t] for t in a.labels_series().index]
+    assert np.array_equal(a.posteriors, b.posteriors[order])
+    assert np.array_equal(a.model_params["model"].predict_proba(x), b.model_params["model"].predict_proba(x))
+
+
+def test_module_groups_have_their_own_learning_rates(separable):
+    data, x, _, _ = separable
+    seen = {}
+    real = base.Trainer._param_groups
+
+    def spy(self, ctx):
+        groups = real(self, ctx)
+        seen["lr"] = [g.get("lr", ctx.params["lr"]) for g in groups]
+        seen["wd"] = [g["weight_decay"] for g in groups]
+        return groups
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(base.Trainer, "_param_groups", spy)
+        get_trainer("tracereg").load()(**{**SMALL, "epochs": 1, "lr": 1e-3, "confusion_lr_scale": 7.0}).fit(data, x)
+    assert seen["lr"] == [1e-3, pytest.approx(7e-3)] and seen["wd"] == [1e-4, 0.0]
+
+
+def test_a_trainable_module_outside_a_declared_group_is_the_methods_error(separable):
+    data, x, _, _ = separable
+    cls = get_trainer("crowdlayer").load()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(cls, "_build", lambda self, ctx: {"stray": torch.nn.Linear(2, 2)})
+        with pytest.raises(TypeError, match="'stray' has trainable parameters but no declared module group"):
+            crowdlayer(epochs=1).fit(data, x)
+
+
+def test_a_given_module_is_trained_as_the_network_and_left_unchanged(separable):
+    data, x, truth, _ = separable
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+    before = {k: v.clone() for k, v in net.state_dict().items()}
+    result = crowdlayer(seed=2, epochs=6).fit(data, x, network=net)
+    assert all(torch.equal(before[k], v) for k, v in net.state_dict().items())
+    model = result.model_params["model"]
+    assert model.spec.kind == "module" and (model.predict(x) == np.asarray(data.classes)[truth]).mean() > 0.9
+    with pytest.raises(UsageError, match=r"to \(B, 3\) logits, one per class; on 2 rows it gives \(2, 5\)"):
+        crowdlayer(epochs=1).fit(data, x, network=torch.nn.Linear(8, 5))
+    with pytest.raises(UsageError, match="the network given fails on a batch of features of shape"):
+        crowdlayer(epochs=1).fit(data, x, network=torch.nn.Linear(7, 3))
+
+
+def test_the_kept_epoch_line_says_which_epoch_and_why_training_stopped(separable):
+    from crowdagg.cli.train import kept_epoch_line
+
+    data, x, _, _ = separable
+    result = crowdlayer(seed=7, epochs=30, patience=2, lr=0.05).fit(data, x)
+    checked = crowdlayer(epochs=30, patience=2).check_params()
+    line = kept_epoch_line(result, checked, "held-out answer NLL")
+    best = result.model_params["best_epoch"]
+    assert line.startswith(f"train: kept epoch {best} of {result.n_iter} (held-out answer NLL ")
+    assert "stopped after 2 epochs without a better one (--patience 2)" in line or "ran all 30 epochs" in line

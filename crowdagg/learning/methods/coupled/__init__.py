@@ -6,8 +6,11 @@ answer, and the loss is the cross-entropy of the answers under it (plus each
 method's regulariser).
 """
 
-from ....methods.registry import Method, Param
+from ....methods.registry import Method, ModuleGroup, Param
 from .. import DS_FEATURES, QUICK, TRAIN_PARAMS
+
+#: The annotators' confusions, learning at ``confusion_lr_scale`` × lr, without weight decay.
+CONFUSION_GROUP = ModuleGroup("confusion", lr="confusion_lr_scale", help="the annotators' confusion logits")
 
 
 def _confusion_lr_scale(default: float) -> Param:
@@ -40,6 +43,7 @@ DECLARATIONS = (
         "identity (MW connection); the mean over the batch's answers.",
         "Rodrigues & Pereira, Deep learning from crowds, AAAI 2018",
         TRAIN_PARAMS,
+        groups=(ModuleGroup("crowd", help="the per-annotator matrices W_m"),),
         kind="trainer", requires="train", rank=10, quick_params=QUICK,
     ),
     Method(
@@ -58,6 +62,7 @@ DECLARATIONS = (
                   "the diagonal for K = 10 (the paper's listing)", 0.0, 50.0, paper="δ"),
             _confusion_lr_scale(10.0),
         ),
+        groups=(CONFUSION_GROUP,),
         kind="trainer", requires="train", rank=20, quick_params=QUICK,
     ),
     Method(
@@ -68,6 +73,7 @@ DECLARATIONS = (
         "Ibrahim, Nguyen & Fu, Deep learning from crowdsourced labels: coupled cross-entropy minimization, "
         "identifiability, and regularization, ICLR 2023",
         TRAIN_PARAMS + _GEOCROWDNET_F_PARAMS,
+        groups=(CONFUSION_GROUP,),
         kind="trainer", requires="train", rank=30, quick_params=QUICK,
     ),
     Method(
@@ -78,6 +84,7 @@ DECLARATIONS = (
         "Ibrahim, Nguyen & Fu, Deep learning from crowdsourced labels: coupled cross-entropy minimization, "
         "identifiability, and regularization, ICLR 2023",
         TRAIN_PARAMS + _GEOCROWDNET_F_PARAMS,
+        groups=(CONFUSION_GROUP,),
         kind="trainer", requires="train", rank=31, quick_params=QUICK,
     ),
     Method(
@@ -88,6 +95,7 @@ DECLARATIONS = (
         "Ibrahim, Nguyen & Fu, Deep learning from crowdsourced labels: coupled cross-entropy minimization, "
         "identifiability, and regularization, ICLR 2023",
         TRAIN_PARAMS + _GEOCROWDNET_W_PARAMS,
+        groups=(CONFUSION_GROUP,),
         kind="trainer", requires="train", rank=32, quick_params=QUICK,
     ),
 )

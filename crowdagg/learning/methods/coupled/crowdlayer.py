@@ -27,7 +27,7 @@ import torch
 from torch import nn
 from torch.nn import functional
 
-from ...trainer import Batch, Trainer, TrainState
+from ...trainer import Batch, TrainContext, Trainer
 
 
 class CrowdLayer(Trainer):
@@ -35,21 +35,21 @@ class CrowdLayer(Trainer):
 
     name = "crowdlayer"
 
-    def _build(self, data, state: TrainState, checked) -> dict[str, nn.Module]:  # type: ignore[no-untyped-def]
-        return {"crowd": _Kernels(state.n_workers, state.n_classes)}
+    def _build(self, ctx: TrainContext) -> dict[str, nn.Module]:
+        return {"crowd": _Kernels(ctx.n_workers, ctx.n_classes)}
 
-    def _answer_logits(self, state: TrainState, p: torch.Tensor, workers: torch.Tensor) -> torch.Tensor:
-        crowd = state.modules["crowd"]
+    def _answer_logits(self, ctx: TrainContext, p: torch.Tensor, workers: torch.Tensor) -> torch.Tensor:
+        crowd = ctx.modules["crowd"]
         assert isinstance(crowd, _Kernels)
         w = crowd.weight[workers]  # (n, K, K)
         return torch.bmm(p.unsqueeze(1), w).squeeze(1)
 
-    def _loss(self, state: TrainState, logits: torch.Tensor, batch: Batch) -> torch.Tensor:
+    def _loss(self, ctx: TrainContext, logits: torch.Tensor, batch: Batch) -> torch.Tensor:
         p = torch.softmax(logits, dim=1)[batch.row]
-        return functional.cross_entropy(self._answer_logits(state, p, batch.worker), batch.label)
+        return functional.cross_entropy(self._answer_logits(ctx, p, batch.worker), batch.label)
 
-    def _answer_proba(self, state: TrainState, p: torch.Tensor, workers: torch.Tensor) -> torch.Tensor:
-        return torch.softmax(self._answer_logits(state, p, workers), dim=1)
+    def _answer_proba(self, ctx: TrainContext, p: torch.Tensor, workers: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(self._answer_logits(ctx, p, workers), dim=1)
 
 
 class _Kernels(nn.Module):

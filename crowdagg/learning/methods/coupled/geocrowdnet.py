@@ -83,8 +83,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from ....methods.blocks import soft_majority_vote
 from ...confusion import Confusions, answer_proba, expected_counts, initial_logits
-from ...trainer import Batch, Trainer, TrainState, answer_nll
+from ...trainer import Batch, TrainContext, Trainer, answer_nll
 
 #: Added to the diagonal of the (normalised) Gram matrix before its log det: keeps the volume term finite.
 VOLUME_EPS = 1e-4
@@ -96,33 +97,30 @@ class GeoCrowdNetF(Trainer):
     name = "geocrowdnet-f"
     #: Which factor's volume is maximised: ``"F"`` (the classifier's outputs) or ``"W"`` (the confusions).
     volume: ClassVar[str] = "F"
-    _lam: float = 0.0
 
-    def _build(self, data, state: TrainState, checked) -> dict[str, nn.Module]:  # type: ignore[no-untyped-def]
-        self._lam = float(checked["lam"])
-        init = checked["confusion_init"]
-        counts = None
-        if init == "counts":
-            counts = _soft_vote_counts(state)
-        logits = initial_logits(state.n_workers, state.n_classes, init, form="softmax", counts=counts)
+    def _build(self, ctx: TrainContext) -> dict[str, nn.Module]:
+        init = ctx.params["confusion_init"]
+        counts = _soft_vote_counts(ctx) if init == "counts" else None
+        logits = initial_logits(ctx.n_workers, ctx.n_classes, init, form="softmax", counts=counts)
         return {"confusion": Confusions(logits, form="softmax")}
 
-    def _loss(self, state: TrainState, logits: torch.Tensor, batch: Batch) -> torch.Tensor:
-        conf = state.confusions()
+    def _loss(self, ctx: TrainContext, logits: torch.Tensor, batch: Batch) -> torch.Tensor:
+        conf = ctx.confusions()
         f = torch.softmax(logits, dim=1)  # (B, K)
         q = answer_proba(f[batch.row], conf(batch.worker))
         ce = answer_nll(q, batch.label)
-        if self._lam == 0.0:
+        lam = ctx.params["lam"]
+        if lam == 0.0:
             return ce
-        return ce - self._lam * self._log_volume(state, f)
+        return ce - lam * self._log_volume(ctx, f)
 
-    def _log_volume(self, state: TrainState, f: torch.Tensor) -> torch.Tensor:
+    def _log_volume(self, ctx: TrainContext, f: torch.Tensor) -> torch.Tensor:
         """``log det(F_Bᵀ F_B / B + ε I)`` of the batch's classifier outputs ``f`` (B, K)."""
         gram = f.T @ f / f.shape[0]
         return _logdet(gram)
 
-    def _answer_proba(self, state: TrainState, p: torch.Tensor, workers: torch.Tensor) -> torch.Tensor:
-        return answer_proba(p, state.confusions()(workers))
+    def _answer_proba(self, ctx: TrainContext, p: torch.Tensor, workers: torch.Tensor) -> torch.Tensor:
+        return answer_proba(p, ctx.confusions()(workers))
 
 
 class GeoCrowdNet(GeoCrowdNetF):
@@ -137,10 +135,10 @@ class GeoCrowdNetW(GeoCrowdNetF):
     name = "geocrowdnet-w"
     volume = "W"
 
-    def _log_volume(self, state: TrainState, f: torch.Tensor) -> torch.Tensor:
+    def _log_volume(self, ctx: TrainContext, f: torch.Tensor) -> torch.Tensor:
         """``log det(Wᵀ W / M + ε I)``, W (M K, K) the papers' stacked column-stochastic A_m: ours are their
         transposes ``C_m`` (rows on the simplex), so ``Wᵀ W = Σ_m C_m C_mᵀ``."""
-        c = state.confusions().matrices()  # (M, K, K) [worker, true, observed]
+        c = ctx.confusions().matrices()  # (M, K, K) [worker, true, observed]
         gram = torch.einsum("mij,mkj->ik", c, c) / c.shape[0]
         return _logdet(gram)
 
@@ -152,15 +150,8 @@ def _logdet(gram: torch.Tensor) -> torch.Tensor:
     return torch.linalg.slogdet(gram.float() + VOLUME_EPS * eye)[1]
 
 
-def _soft_vote_counts(state: TrainState) -> np.ndarray:
+def _soft_vote_counts(ctx: TrainContext) -> np.ndarray:
     """Each annotator's counts against the soft majority vote of the training answers:
     (n_workers, K, K) ``[worker, true, observed]`` (the ``counts`` start)."""
-    task = state.train.task.cpu().numpy()
-    worker = state.train.worker.cpu().numpy()
-    label = state.train.label.cpu().numpy()
-    n_tasks, k = state.x.shape[0], state.n_classes
-    votes = np.zeros((n_tasks, k))
-    np.add.at(votes, (task, label), 1.0)
-    total = votes.sum(axis=1, keepdims=True)
-    post = np.divide(votes, total, out=np.full_like(votes, 1.0 / k), where=total > 0)
-    return expected_counts(post, task, worker, label, state.n_workers)
+    train = ctx.training_set()
+    return expected_counts(soft_majority_vote(train), train.task, train.worker, train.label, ctx.n_workers)

@@ -64,29 +64,27 @@ import torch
 from torch import nn
 
 from ...confusion import Confusions, answer_proba, initial_logits
-from ...trainer import Batch, Trainer, TrainState, answer_nll
+from ...trainer import Batch, TrainContext, Trainer, answer_nll
 
 
 class TraceReg(Trainer):
     """TraceReg: per-annotator row-stochastic confusions with a trace penalty (see the module docstring)."""
 
     name = "tracereg"
-    _lam: float = 0.0
 
-    def _build(self, data, state: TrainState, checked) -> dict[str, nn.Module]:  # type: ignore[no-untyped-def]
-        self._lam = float(checked["lam"])
-        logits = initial_logits(state.n_workers, state.n_classes, "diagonal", form="softplus",
-                                diagonal=checked["diagonal"])
+    def _build(self, ctx: TrainContext) -> dict[str, nn.Module]:
+        logits = initial_logits(ctx.n_workers, ctx.n_classes, "diagonal", form="softplus",
+                                diagonal=ctx.params["diagonal"])
         return {"confusion": Confusions(logits, form="softplus")}
 
-    def _loss(self, state: TrainState, logits: torch.Tensor, batch: Batch) -> torch.Tensor:
-        conf = state.confusions()
+    def _loss(self, ctx: TrainContext, logits: torch.Tensor, batch: Batch) -> torch.Tensor:
+        conf = ctx.confusions()
         all_matrices = conf.matrices()  # (M, K, K): the trace needs every annotator's
         p = torch.softmax(logits, dim=1)[batch.row]
         q = answer_proba(p, all_matrices[batch.worker])
         ce = answer_nll(q, batch.label)
         trace = torch.diagonal(all_matrices, dim1=1, dim2=2).sum(dim=1).mean()
-        return ce + self._lam * trace
+        return ce + ctx.params["lam"] * trace
 
-    def _answer_proba(self, state: TrainState, p: torch.Tensor, workers: torch.Tensor) -> torch.Tensor:
-        return answer_proba(p, state.confusions()(workers))
+    def _answer_proba(self, ctx: TrainContext, p: torch.Tensor, workers: torch.Tensor) -> torch.Tensor:
+        return answer_proba(p, ctx.confusions()(workers))

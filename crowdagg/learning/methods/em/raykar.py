@@ -37,7 +37,7 @@ by step 2.  The answer model of the held-out objective and of
 :meth:`_answer_proba` is ``f_θ(x) A_m``; the inferred training labels are
 the posterior ``f_θ(x_n) Π_m A_m[:, answer]`` over every answer (held-out
 ones too), at the epoch with the best held-out likelihood.  ``q`` (in
-``state.extra["targets"]``) and ``A`` are snapshotted with that epoch.
+``ctx.state["targets"]``) and ``A`` are snapshotted with that epoch.
 
 Failure modes (ALGORITHMS.md §9.3):
 
@@ -67,19 +67,15 @@ host).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import torch
 from torch import nn
 
 from ....data.annotations import AnnotationSet
-from ....methods.base import FitContext
 from ....methods.blocks import full_m_step, soft_majority_vote
-from ....methods.result import AggregationResult
 from ...confusion import answer_proba, expected_counts
-from ...soft_targets import SoftTargetTrainer, training_set
-from ...trainer import TrainState
+from ...soft_targets import SoftTargetTrainer
+from ...trainer import TrainContext, bayes_posterior
 
 
 def m_step(post: np.ndarray, train: AnnotationSet, smoothing: float) -> np.ndarray:
@@ -101,38 +97,29 @@ class Raykar(SoftTargetTrainer):
 
     name = "raykar"
 
-    _train_set: AnnotationSet | None = None
+    def _build(self, ctx: TrainContext) -> dict[str, nn.Module]:
+        train = ctx.training_set()
+        q = soft_majority_vote(train, ctx.params.engine)
+        self._set_targets(ctx, q)
+        return {"confusion": _Matrices(m_step(q, train, ctx.params["smoothing"]))}
 
-    def _build(self, data: AnnotationSet, state: TrainState, checked: FitContext) -> dict[str, nn.Module]:
-        self._train_set = training_set(data, state)
-        q = soft_majority_vote(self._train_set)
-        self._set_targets(state, q)
-        return {"confusion": _Matrices(m_step(q, self._train_set, checked["smoothing"]))}
-
-    def _epoch_begin(self, data: AnnotationSet, state: TrainState, checked: FitContext) -> None:
-        train = self._train_set
-        assert train is not None
-        if state.epoch == 0:  # the first epoch trains on the soft-MV start (and _build's A from it)
+    def _epoch_begin(self, ctx: TrainContext) -> None:
+        if ctx.epoch == 0:  # the first epoch trains on the soft-MV start (and _build's A from it)
             return
         # E-step: the classifier as the prior, the training answers through A
-        proba = state.proba().double().cpu().numpy()
-        q = self._posterior(train, proba, self._matrices(state).double().cpu().numpy())
+        train = ctx.training_set()
+        proba = ctx.proba().double().cpu().numpy()
+        q = bayes_posterior(train, proba, self._matrices(ctx).double().cpu().numpy(), ctx.params.engine)
         q[train.answers_per_task == 0] = 0.0  # not trained on
-        self._set_targets(state, q)
-        state.modules["confusion"].set(m_step(q, train, checked["smoothing"]))  # type: ignore[operator]
+        self._set_targets(ctx, q)
+        ctx.modules["confusion"].set(m_step(q, train, ctx.params["smoothing"]))  # type: ignore[operator]
 
-    def _answer_proba(self, state: TrainState, p: torch.Tensor, workers: torch.Tensor) -> torch.Tensor:
-        return answer_proba(p, self._matrices(state)[workers])
+    def _answer_proba(self, ctx: TrainContext, p: torch.Tensor, workers: torch.Tensor) -> torch.Tensor:
+        return answer_proba(p, self._matrices(ctx)[workers])
 
     @staticmethod
-    def _matrices(state: TrainState) -> torch.Tensor:
-        return state.modules["confusion"].matrices  # type: ignore[return-value]
-
-    def _finish(self, data: AnnotationSet, run: Any, checked: FitContext) -> AggregationResult:
-        try:
-            return super()._finish(data, run, checked)
-        finally:
-            self._train_set = None
+    def _matrices(ctx: TrainContext) -> torch.Tensor:
+        return ctx.modules["confusion"].matrices  # type: ignore[return-value]
 
 
 class _Matrices(nn.Module):

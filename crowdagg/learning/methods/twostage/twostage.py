@@ -38,11 +38,10 @@ from torch import nn
 
 from ....data.annotations import AnnotationSet
 from ....errors import CrowdaggWarning
-from ....methods.base import FitContext
 from ....methods.registry import get_method
 from ....methods.result import AggregationResult
-from ...soft_targets import SoftTargetTrainer, training_set
-from ...trainer import TrainState
+from ...soft_targets import SoftTargetTrainer
+from ...trainer import TrainContext
 
 
 def aggregate(data: AnnotationSet, method: str, seed: int) -> AggregationResult:
@@ -76,10 +75,10 @@ class TwoStage(SoftTargetTrainer):
     aggregator: ClassVar[str]
     labels_from: ClassVar[str] = "classifier"
 
-    def _build(self, data: AnnotationSet, state: TrainState, checked: FitContext) -> dict[str, nn.Module]:
-        train = training_set(data, state)
-        result = aggregate(train, self.aggregator, checked["seed"])
-        self._set_targets(state, targets_of(result, train.answers_per_task > 0, checked["targets"]))
+    def _build(self, ctx: TrainContext) -> dict[str, nn.Module]:
+        train = ctx.training_set()
+        result = aggregate(train, self.aggregator, ctx.params["seed"])
+        self._set_targets(ctx, targets_of(result, train.answers_per_task > 0, ctx.params["targets"]))
         return {}
 
 
