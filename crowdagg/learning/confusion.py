@@ -29,6 +29,8 @@ Initialisations (:func:`initial_logits`):
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 from torch import nn
@@ -110,3 +112,12 @@ def expected_counts(post: np.ndarray, task: np.ndarray, worker: np.ndarray, labe
     for true in range(k):
         out[:, true, :] = np.bincount(cell, weights=rows[:, true], minlength=n_workers * k).reshape(n_workers, k)
     return out
+
+
+def soft_vote_counts(data: Any, engine: Any = None) -> np.ndarray:
+    """Each worker's expected counts against the soft majority vote of ``data``'s answers: (n_workers, K, K)
+    ``[worker, true, observed]`` -- the Raykar / Max-MIG count matrix that the ``counts`` start
+    (:func:`initial_logits`) and Max-MIG's aggregator start from (ALGORITHMS.md §11.3)."""
+    from ..methods.blocks import soft_majority_vote
+
+    return expected_counts(soft_majority_vote(data, engine), data.task, data.worker, data.label, data.n_workers)

@@ -79,12 +79,10 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-import numpy as np
 import torch
 from torch import nn
 
-from ....methods.blocks import soft_majority_vote
-from ...confusion import Confusions, answer_proba, expected_counts, initial_logits
+from ...confusion import Confusions, answer_proba, initial_logits, soft_vote_counts
 from ...trainer import Batch, TrainContext, Trainer, answer_nll
 
 #: Added to the diagonal of the (normalised) Gram matrix before its log det: keeps the volume term finite.
@@ -100,7 +98,7 @@ class GeoCrowdNetF(Trainer):
 
     def _build(self, ctx: TrainContext) -> dict[str, nn.Module]:
         init = ctx.params["confusion_init"]
-        counts = _soft_vote_counts(ctx) if init == "counts" else None
+        counts = soft_vote_counts(ctx.training_set(), ctx.params.engine) if init == "counts" else None
         logits = initial_logits(ctx.n_workers, ctx.n_classes, init, form="softmax", counts=counts)
         return {"confusion": Confusions(logits, form="softmax")}
 
@@ -148,10 +146,3 @@ def _logdet(gram: torch.Tensor) -> torch.Tensor:
     k = gram.shape[0]
     eye = torch.eye(k, device=gram.device, dtype=torch.float32)
     return torch.linalg.slogdet(gram.float() + VOLUME_EPS * eye)[1]
-
-
-def _soft_vote_counts(ctx: TrainContext) -> np.ndarray:
-    """Each annotator's counts against the soft majority vote of the training answers:
-    (n_workers, K, K) ``[worker, true, observed]`` (the ``counts`` start)."""
-    train = ctx.training_set()
-    return expected_counts(soft_majority_vote(train), train.task, train.worker, train.label, ctx.n_workers)
