@@ -6,8 +6,12 @@ trainer is held to the contract without its name in a test: the same seed
 gives the same bytes (and another seed others); the answers' row order does
 not change the result; a saved model predicts what the fit's classifier did;
 bad features are refused by row and by column; every declared default is a
-valid value; a separable problem is learned; and a fit leaves nothing on the
-estimator (two fits of one object give what two fresh ones give).
+valid value; a separable problem is learned; a fit leaves nothing on the
+estimator (two fits of one object give what two fresh ones give);
+``crowdagg.train`` is the trainer's fit and takes a torch module as the
+network; each declared module group is an Adam group at its declared
+learning rate; every epoch is cut by the trainer's batch policy; a task
+without answers gets the classifier's prediction.
 """
 
 from __future__ import annotations
@@ -431,3 +435,31 @@ def test_every_epoch_cuts_the_training_tasks_by_the_trainers_batch_policy(name, 
             assert sorted(t for b in batches for t in b) == list(range(65))
     if min_batch == 2 and not policy.full_batch:
         assert expected == ([64] if policy.drop_last else [65])
+
+
+# --------------------------------------------------------------------------- tasks without answers, nothing held out
+@pytest.mark.parametrize("name", NAMES)
+def test_a_task_without_answers_gets_the_classifiers_prediction(name, crowd_of_65):
+    """Feature-only tasks (what ``crowdagg.train`` appends for rows no answer names) are predicted, not trained on:
+    their posterior is the classifier's probabilities, their label its most probable class."""
+    data, x = crowd_of_65
+    extra = 4
+    names = [*data.task_names, *(f"new{i}" for i in range(extra))]
+    wider = AnnotationSet.from_codes(data.task, data.worker, data.label, n_tasks=data.n_tasks + extra,
+                                     n_workers=data.n_workers, n_classes=data.n_classes, task_names=names,
+                                     worker_names=list(data.worker_names), classes=list(data.classes))
+    fresh = np.random.default_rng(4).normal(size=(extra, x.shape[1])).astype(np.float32)
+    features = np.concatenate([x, fresh])
+    result = fit(name, wider, features)
+    proba = result.model_params["classifier_proba"][-extra:]
+    np.testing.assert_allclose(result.posteriors[-extra:], proba, rtol=0, atol=1e-12)
+    assert result.labels[-extra:].tolist() == proba.argmax(axis=1).tolist()
+    assert result.model_params["model"].predict_proba(features)[-extra:].tobytes() == proba.tobytes()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_with_nothing_held_out_every_epoch_runs_and_the_last_is_kept(name, crowd_of_65):
+    data, x = crowd_of_65
+    result = fit(name, data, x, epochs=3, val_fraction=0.0)
+    assert result.n_iter == 3 and result.model_params["best_epoch"] == 3
+    assert len(result.objective) == 3 and np.isfinite(result.objective).all()  # the training loss stands in
