@@ -11,6 +11,9 @@ kernel streams each task's answers contiguously.
   (:func:`em_block`);
 * :mod:`.votes` -- vote counting and grouping, the vote family's blocks;
 * :mod:`.glad` -- GLAD's E-step, objective and curvature per block;
+* :mod:`.latent` -- one latent-class E-step (a per-task log prior, a
+  ``[worker, observed, latent]`` log table, a map from latent states to
+  classes, task-keyed draws) as the block function :func:`latent_block`;
 * :mod:`.cooc` -- co-occurrence statistics of worker pairs (a sparse
   pair index, per-pair K×K joint counts), the third accumulator shape;
 * :mod:`.ingest` -- the counting sort, repeated answers, record scanning;

@@ -25,6 +25,12 @@ method uses it.
   parameters are re-derived from its counts with them.  The one-coin
   M-step belongs to one method and lives in
   :mod:`crowdagg.methods.em.onecoin`.
+* The latent E-step: :func:`latent_posterior` (one pass of
+  :func:`crowdagg.kernels.latent.latent_block`: each task's posterior over
+  latent states from its own log prior and its answers through a
+  ``[worker, observed, latent]`` log table, summed to classes through a
+  map, with task-keyed draws and the M-step's counts on request) -- the
+  Bayes rule of the trainers and the E-step of latent-class models.
 * Gold: :func:`gold_clamp` (class index per task, -1 free) and
   :func:`clamp_posteriors` (one-hot rows for the clamped tasks).  The base
   resolves the clamp once per fit for every method whose declaration says
@@ -104,14 +110,23 @@ class TieBreaker:
         self.key = f"{int(seed) & (2**64 - 1):016x}"
         self.offset = int(offset)  # row r is task_names[offset + r]: a block's rows in its partition's names
 
-    def draws(self, rows: np.ndarray, n_classes: int) -> np.ndarray:
-        """Uniform draws in [0, 1), shape (len(rows), n_classes)."""
+    def keys(self, rows: np.ndarray) -> np.ndarray:
+        """The tasks' 64-bit keys under the seed (SipHash-2-4 of their names), shape (len(rows),), uint64.
+
+        Draw ``j`` of a task is splitmix64 of its key plus ``(j + 1)`` times
+        the golden ratio (:meth:`draws`); a kernel that draws for itself
+        (:mod:`crowdagg.kernels.latent`) reads the same stream from the key.
+        """
         with _IMPORT_LOCK:  # blocks draw on several threads: two first imports of pandas at once deadlock in the
             from pandas.util import hash_array  # import system on its circular imports ('_DeadlockError')
 
         rows = np.asarray(rows, dtype=np.int64)
         names = np.asarray(self.task_names[rows + self.offset if self.offset else rows], dtype=object)
-        h = hash_array(names, encoding="utf8", hash_key=self.key, categorize=False).astype(np.uint64)
+        return hash_array(names, encoding="utf8", hash_key=self.key, categorize=False).astype(np.uint64)
+
+    def draws(self, rows: np.ndarray, n_classes: int) -> np.ndarray:
+        """Uniform draws in [0, 1), shape (len(rows), n_classes)."""
+        h = self.keys(rows)
         with np.errstate(over="ignore"):
             x = h[:, None] + (np.arange(1, n_classes + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15))
             x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
@@ -480,6 +495,141 @@ def posterior_confusion(
     return prior, np.ascontiguousarray(conf_ot.transpose(0, 2, 1))
 
 
+# --------------------------------------------------------------------------- the latent E-step
+@dataclass(frozen=True, eq=False)
+class LatentPosterior:
+    """What :func:`latent_posterior` gives: the posteriors of one latent E-step and what was asked beside them.
+
+    Attributes
+    ----------
+    latent : ndarray (n_tasks, K_latent)
+        Each task's posterior over the latent states; rows sum to 1.
+    classes : ndarray (n_tasks, K)
+        The class posterior: ``latent`` summed through ``latent_class``
+        (``latent`` itself, the same array, under the identity map).
+    loglik : float
+        Σ_n log Σ_z exp(log_prior[n, z] + Σ_answers log_table[w, l, z]): the
+        evidence of the answers under the tasks' priors.
+    draws : ndarray of int64 (n_tasks,) or None
+        One latent state per task drawn from ``latent`` (with ``draw_seed``).
+    counts : ndarray (n_workers, K, K_latent) or None
+        Σ over the answers (w, l) of their task's posterior (or drawn state,
+        one-hot) at ``[w, l, :]``: the statistics of a confusion M-step in
+        the ``[worker, observed, latent]`` layout (with ``counts``).
+    latent_tot : ndarray (K_latent,) or None
+        The posteriors' (or draws') column sums (with ``counts``).
+    """
+
+    latent: np.ndarray
+    classes: np.ndarray
+    loglik: float
+    draws: np.ndarray | None = None
+    counts: np.ndarray | None = None
+    latent_tot: np.ndarray | None = None
+
+
+def latent_memory(n_tasks: int, n_workers: int, n_classes: int, n_latent: int, *, mapped: bool, draws: bool,
+                  counts: bool, n_answers: int) -> float:
+    """Bytes :func:`latent_posterior` allocates: the blocks' rows and their joined copy, the task keys, the
+    converted prior, and, with counts, the reduction's live accumulators (as :func:`~crowdagg.methods.em.ds.em_memory`
+    counts them: per thread the tree's stack of depth + 2, each workers × K × K_latent floats)."""
+    from ..core import threads
+    from ..engine.grid import answers_per_block, block_count
+    from ..engine.tree import depth
+
+    per_task = 8.0 * (n_latent + (n_classes if mapped else 0) + (1 if draws else 0))
+    need = 2 * per_task * n_tasks + 8.0 * n_tasks * n_latent + (8.0 * n_tasks if draws else 0.0)
+    if counts:
+        n_blocks = block_count(n_answers, max(n_tasks, 1), answers_per_block(n_workers, n_classes))
+        live = min(threads.count(), n_blocks) * (depth(n_blocks) + 2)
+        need += 8.0 * (live + 1) * (n_workers * n_classes * n_latent + n_latent)
+    return need
+
+
+def latent_posterior(
+    data: AnnotationSet, log_table: np.ndarray, log_prior: np.ndarray, latent_class: np.ndarray | None = None, *,
+    engine: Any = None, draw_seed: int | None = None, draw_round: int = 0, counts: str | None = None,
+    max_memory: Any = None,
+) -> LatentPosterior:
+    r"""One latent-class E-step over ``data``'s answers, on ``engine``'s blocks.
+
+    .. math:: \log q_n(z) = \mathrm{log\_prior}[n, z] + \sum_{(w, l) \in n} \mathrm{log\_table}[w, l, z]
+              - \log Z_n
+
+    (:mod:`crowdagg.kernels.latent`: one pass of
+    :func:`~crowdagg.kernels.latent.latent_block`, bit-identical for any
+    thread count and any block grid's partitioning.)  Bayes' rule over a
+    classifier and the answers is ``log_prior`` = the classifier's
+    log-probabilities, ``log_table`` = the log confusions transposed to
+    ``[worker, observed, true]``; Dawid--Skene's E-step is one log class
+    prior repeated over the tasks.
+
+    Parameters
+    ----------
+    data : AnnotationSet
+        The answers (its task order is the rows' order).
+    log_table : ndarray (n_workers, K, K_latent)
+        ``[worker, observed, latent]``: log P(answer l | latent state z).
+    log_prior : ndarray (n_tasks, K_latent)
+        Each task's log prior over the latent states.
+    latent_class : ndarray of int (K_latent,), optional
+        The class (0 .. K-1) of each latent state.  None: the identity,
+        which needs K_latent = K.
+    engine : optional
+        The engine to run on (default a :class:`~crowdagg.engine.LocalEngine`
+        over ``data``; a fit passes its own).
+    draw_seed : int, optional
+        Also draw one latent state per task from its posterior, keyed by
+        (seed, ``draw_round``, task name): the same draw on any grid and
+        thread count (:class:`TieBreaker`'s stream).
+    draw_round : int
+        The draw of the task's stream: a chain's sweep.
+    counts : {None, "posterior", "draws"}
+        Also the expected counts ``[worker, observed, latent]`` and latent
+        totals, of the posteriors or of the draws.
+    max_memory : optional
+        The memory limit (:func:`crowdagg.core.memory.check`).
+
+    Returns
+    -------
+    LatentPosterior
+
+    Raises
+    ------
+    DataError
+        Shapes that do not fit the data, NaN or +inf in a log array, a map
+        to a class the data lacks, a task for which every latent state has
+        probability 0.
+    ResourceError
+        When the outputs exceed the memory limit.
+    """
+    from ..core import memory
+    from ..kernels.latent import LatentParams, latent_block
+
+    n, w, k = data.n_tasks, data.n_workers, data.n_classes
+    n_latent = np.shape(log_table)[2] if np.ndim(log_table) == 3 else -1
+    if np.ndim(log_prior) == 2 and np.shape(log_prior)[0] != n:
+        raise DataError(f"log_prior has shape {np.shape(log_prior)}, the data's tasks × latent states are "
+                        f"({n:,}, K_latent)")
+    if latent_class is None and n_latent not in (-1, k):
+        raise DataError(f"log_table has {n_latent:,} latent states for the data's {k} classes: give latent_class, "
+                        "the class of each state")
+    if n_latent > 0:
+        memory.check(latent_memory(n, w, k, n_latent, mapped=latent_class is not None, draws=draw_seed is not None,
+                                   counts=counts is not None, n_answers=data.n_answers),
+                     f"{n:,} tasks × {n_latent:,} latent states, {w:,} workers", max_memory)
+    params = LatentParams(log_table, log_prior, latent_class, draw_seed, draw_round, counts)
+    engine = local_engine(data, engine)
+    sums, outs = engine.map_reduce(latent_block, params, keep=True)
+    rows = engine.gather(outs)
+    latent = rows["latent"] if outs else np.zeros((0, params.log_table.shape[2]))
+    classes = rows["classes"] if outs and latent_class is not None else latent
+    draws = (rows["draws"] if outs else np.zeros(0, dtype=np.int64)) if draw_seed is not None else None
+    if counts is None:
+        return LatentPosterior(latent, classes, float(sums[0]), draws)
+    return LatentPosterior(latent, classes, float(sums[0]), draws, sums[1], sums[2])
+
+
 # --------------------------------------------------------------------------- gold
 def gold_clamp(data: AnnotationSet, gold: Mapping[str, str] | np.ndarray | None) -> np.ndarray:
     """Class index to clamp per task (-1 = free), shape (n_tasks,), int64.
@@ -576,6 +726,9 @@ __all__ = [
     "prior_m_step",
     "full_m_step",
     "posterior_confusion",
+    "LatentPosterior",
+    "latent_memory",
+    "latent_posterior",
     "gold_clamp",
     "clamp_posteriors",
 ]
