@@ -46,6 +46,7 @@ from typing import Any
 
 from .em import EMParams, em_block
 from .ingest import quote_parity, repeated_answers, scan_records, sort_by_task
+from .latent import LatentParams, latent_block
 from .schedule import n_threads
 from .votes import group_order, vote_counts, worker_agreement
 
@@ -77,10 +78,12 @@ from . import em, ingest  # noqa: E402  (the kernels announce_compilation checks
 
 __all__ = [
     "EMParams",
+    "LatentParams",
     "announce_compilation",
     "compiled",
     "em_block",
     "group_order",
+    "latent_block",
     "n_threads",
     "quote_parity",
     "repeated_answers",

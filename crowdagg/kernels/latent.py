@@ -28,10 +28,11 @@ Per block the kernel also gives, on request:
   reduces);
 * **draws**: one latent state per task from :math:`q_n`, for Gibbs and
   other sampling methods.  A task's draw is keyed on the seed, the round
-  (a chain's sweep) and the task's *name* -- the key of
-  :class:`~crowdagg.methods.blocks.TieBreaker` (SipHash-2-4 of the name
-  under the seed), whose draw ``round`` is the uniform the state is drawn
-  by (inverse CDF over :math:`q_n` in state order).  So a draw depends on
+  (a chain's sweep) and the task's *name*: draw ``round`` of the task's
+  stream (:mod:`.draws`, the stream of
+  :class:`~crowdagg.methods.blocks.TieBreaker`'s tie draws) is the
+  uniform the state is drawn by (inverse CDF over :math:`q_n` in state
+  order).  So a draw depends on
   neither the block grid, the thread count nor the task's row;
 * **expected counts** ``counts[w, l, z]`` :math:`= \sum_n q_n(z)
   1[(w, l) \in \mathcal{A}_n]` and the totals :math:`\sum_n q_n(z)` -- of the
@@ -58,29 +59,13 @@ import numpy as np
 from numba import njit
 
 from ..errors import DataError, UsageError, param
+from .draws import name_keys, seed_key, uniform
 from .softmax import softmax_into
 from .validate import as_code_array, as_float_array, check_block, check_part
 
 #: What the fused counts are of: none, the posteriors, the drawn states.
 _NO_COUNTS, _POSTERIOR_COUNTS, _DRAW_COUNTS = 0, 1, 2
 COUNT_MODES = {None: _NO_COUNTS, "posterior": _POSTERIOR_COUNTS, "draws": _DRAW_COUNTS}
-
-#: splitmix64's increment (the 64-bit golden ratio) and its finaliser's multipliers: the stream of
-#: :meth:`crowdagg.methods.blocks.TieBreaker.draws`, read in the kernel.
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
-_MIX2 = np.uint64(0x94D049BB133111EB)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _uniform(key, j):  # pragma: no cover - compiled
-    """Draw ``j`` (0-based) of the task keyed ``key``: TieBreaker's ``draws(rows, n)[:, j]``, in [0, 1)."""
-    x = key + (np.uint64(j) + np.uint64(1)) * _GOLDEN
-    x = (x ^ (x >> np.uint64(30))) * _MIX1
-    x = (x ^ (x >> np.uint64(27))) * _MIX2
-    x = x ^ (x >> np.uint64(31))
-    return np.float64(x >> np.uint64(11)) * (1.0 / 9007199254740992.0)
-
 
 @njit(cache=True, nogil=True)
 def _latent_block(
@@ -131,7 +116,7 @@ def _latent_block(
         ll += m + np.log(s)
         pick = -1
         if has_draw:
-            u = _uniform(keys[i], draw_round)
+            u = uniform(keys[i], draw_round)
             total = 0.0
             for z in range(n_latent):
                 total += q[z]
@@ -252,21 +237,19 @@ _NO_KEYS = np.zeros(0, dtype=np.uint64)
 
 
 def _task_keys(part: Any, b: int, seed: int, start: int, stop: int) -> np.ndarray:
-    """Block ``b``'s task keys under ``seed`` (:meth:`~crowdagg.methods.blocks.TieBreaker.keys`), made once.
+    """Block ``b``'s task keys under ``seed`` (:func:`~.draws.name_keys`, TieBreaker's), made once.
 
     Kept with the partition (8 bytes a task a seed): hashing the names
-    costs ~0.2 s per million tasks, some twenty E-steps of the kernel, and
+    costs ~0.2 s per million tasks, twice the E-step of their answers at five a task, and
     a chain draws under one seed for every sweep.  Each block is one
     thread's within a pass, so the cache is written without a lock.
     """
-    from ..methods.blocks import TieBreaker
-
     if part.task_names is None:
         raise UsageError("latent draws are keyed by task name: this partition has no task names")
     name = f"latent_keys:{seed}:{b}"
     keys = part._built.get(name)
     if keys is None:
-        keys = TieBreaker(part.task_names, seed, start).keys(np.arange(stop - start))
+        keys = name_keys(part.task_names[np.arange(start, stop)], seed_key(seed))
         part._built[name] = keys
     return keys
 

@@ -45,7 +45,6 @@ EM kernels' layout; accuracies (n_workers,).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -93,8 +92,6 @@ def fill_empty_rows(post: np.ndarray, empty: np.ndarray) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- ties
-_IMPORT_LOCK = threading.Lock()
-
 class TieBreaker:
     """Seeded tie-break draws keyed on the task's *name* and the class.
 
@@ -102,37 +99,29 @@ class TieBreaker:
     changes a label), the same on every round of an iterative method, and
     on every machine: the key is SipHash-2-4 of the name's UTF-8 bytes under
     a key made from the seed (``pandas.util.hash_array``), mixed with the
-    class index by splitmix64.
+    class index by splitmix64 -- the stream of :mod:`crowdagg.kernels.draws`,
+    which the latent E-step's draws read too.
     """
 
     def __init__(self, task_names: Any, seed: int, offset: int = 0) -> None:
+        from ..kernels.draws import seed_key
+
         self.task_names = task_names
-        self.key = f"{int(seed) & (2**64 - 1):016x}"
+        self.key = seed_key(seed)
         self.offset = int(offset)  # row r is task_names[offset + r]: a block's rows in its partition's names
 
     def keys(self, rows: np.ndarray) -> np.ndarray:
-        """The tasks' 64-bit keys under the seed (SipHash-2-4 of their names), shape (len(rows),), uint64.
-
-        Draw ``j`` of a task is splitmix64 of its key plus ``(j + 1)`` times
-        the golden ratio (:meth:`draws`); a kernel that draws for itself
-        (:mod:`crowdagg.kernels.latent`) reads the same stream from the key.
-        """
-        with _IMPORT_LOCK:  # blocks draw on several threads: two first imports of pandas at once deadlock in the
-            from pandas.util import hash_array  # import system on its circular imports ('_DeadlockError')
+        """The tasks' 64-bit keys under the seed (SipHash-2-4 of their names), shape (len(rows),), uint64."""
+        from ..kernels.draws import name_keys
 
         rows = np.asarray(rows, dtype=np.int64)
-        names = np.asarray(self.task_names[rows + self.offset if self.offset else rows], dtype=object)
-        return hash_array(names, encoding="utf8", hash_key=self.key, categorize=False).astype(np.uint64)
+        return name_keys(self.task_names[rows + self.offset if self.offset else rows], self.key)
 
     def draws(self, rows: np.ndarray, n_classes: int) -> np.ndarray:
         """Uniform draws in [0, 1), shape (len(rows), n_classes)."""
-        h = self.keys(rows)
-        with np.errstate(over="ignore"):
-            x = h[:, None] + (np.arange(1, n_classes + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15))
-            x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-            x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-            x = x ^ (x >> np.uint64(31))
-        return (x >> np.uint64(11)).astype(np.float64) * (1.0 / 2**53)
+        from ..kernels.draws import uniforms
+
+        return uniforms(self.keys(rows), n_classes)
 
 
 def argmax_random_ties(scores: np.ndarray, ties: TieBreaker, atol: float = 0.0) -> np.ndarray:
@@ -581,7 +570,10 @@ def latent_posterior(
     draw_seed : int, optional
         Also draw one latent state per task from its posterior, keyed by
         (seed, ``draw_round``, task name): the same draw on any grid and
-        thread count (:class:`TieBreaker`'s stream).
+        thread count (:class:`TieBreaker`'s stream).  The names' keys are
+        hashed once per seed and block and kept with the engine's partition:
+        a chain passes the same ``engine`` and seed to every sweep, and its
+        sweep as ``draw_round``.
     draw_round : int
         The draw of the task's stream: a chain's sweep.
     counts : {None, "posterior", "draws"}

@@ -249,3 +249,24 @@ def test_bad_parameters_are_errors_never_a_crash():
                      calls)
     for name, (_, message) in CASES.items():
         assert message in found[name], (name, found[name])
+
+
+def test_the_kernels_uniform_is_the_streams_bit_for_bit(rng):
+    """crowdagg.kernels.draws.uniform (inside kernels) and uniforms (numpy, TieBreaker's): the same draws."""
+    from numba import njit
+
+    from crowdagg.kernels.draws import uniform, uniforms
+
+    @njit
+    def table(keys, n):
+        out = np.empty((keys.shape[0], n))
+        for i in range(keys.shape[0]):
+            for j in range(n):
+                out[i, j] = uniform(keys[i], j)
+        return out
+
+    keys = rng.integers(0, 2**63, 1_000, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+    keys[:3] = [0, 2**64 - 1, 2**63]
+    got = table(keys, 70)
+    assert np.array_equal(got, uniforms(keys, 70))
+    assert got.min() >= 0.0 and got.max() < 1.0

@@ -1,0 +1,112 @@
+"""crowdagg.methods.blocks.latent_posterior: the latent E-step on an engine's blocks -- the trainers' Bayes rule in
+the square case, the same bytes for any thread count and grid, its shapes and memory checked up front."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from crowdagg.core import threads
+from crowdagg.data.annotations import AnnotationSet
+from crowdagg.engine import LocalEngine
+from crowdagg.errors import DataError, ResourceError
+from crowdagg.methods.blocks import PROB_FLOOR, latent_posterior
+from crowdagg.simulate import simulate
+
+
+@pytest.fixture(scope="module")
+def data() -> AnnotationSet:
+    """About 30k answers (5 per task, 3 classes, 60 workers), and a task without answers."""
+    base = simulate(6_000, 60, 3, 5, seed=2).to_annotations()
+    task = np.repeat(np.arange(base.n_tasks), np.diff(base.task_ptr))
+    names = [*np.asarray(base.task_names, dtype=object), "no-answers"]
+    return AnnotationSet.from_codes(task, base.worker, base.label, n_tasks=len(names), n_workers=base.n_workers,
+                                    n_classes=3, task_names=names)
+
+
+def bayes_rule(data: AnnotationSet, proba: np.ndarray, confusion: np.ndarray) -> np.ndarray:
+    """Trainer._posterior's Bayes rule (crowdagg/learning/trainer.py before the services): ``q_n ∝ f(x_n)
+    Π_m A_m[:, answer]``, A ``[worker, true, observed]``, both floored at PROB_FLOOR -- in numpy."""
+    log_a = np.log(np.maximum(confusion, PROB_FLOOR))
+    score = np.log(np.maximum(proba, PROB_FLOOR))
+    task = np.repeat(np.arange(data.n_tasks), np.diff(data.task_ptr))
+    np.add.at(score, task, log_a[data.worker, :, data.label])
+    score -= score.max(axis=1, keepdims=True)
+    post = np.exp(score)
+    return post / post.sum(axis=1, keepdims=True)
+
+
+def classifier_and_confusions(rng, data):
+    proba = rng.dirichlet(np.ones(3), size=data.n_tasks)
+    proba[:5, 1] = 0.0  # a classifier sure a class is out: the floor keeps the answers' say
+    confusion = rng.dirichlet(np.ones(3) * 0.5, size=(data.n_workers, 3))  # [worker, true, observed]
+    return proba / proba.sum(axis=1, keepdims=True), confusion
+
+
+def test_the_square_case_is_the_trainers_bayes_rule(rng, data):
+    proba, confusion = classifier_and_confusions(rng, data)
+    log_table = np.log(np.maximum(confusion, PROB_FLOOR)).transpose(0, 2, 1)  # [worker, observed, true]
+    out = latent_posterior(data, log_table, np.log(np.maximum(proba, PROB_FLOOR)))
+    np.testing.assert_allclose(out.classes, bayes_rule(data, proba, confusion), rtol=1e-10, atol=1e-13)
+    assert out.classes is out.latent and out.draws is None and out.counts is None
+    np.testing.assert_allclose(out.latent[-1], proba[-1], rtol=1e-12)  # no answers: the classifier's prediction
+    # the log-likelihood is the answers' evidence under the classifier: Σ_n log Σ_k f_k Π A[k, answer]
+    task = np.repeat(np.arange(data.n_tasks), np.diff(data.task_ptr))
+    lik = np.maximum(proba, PROB_FLOOR)
+    per = np.ones((data.n_tasks, 3))
+    np.multiply.at(per, task, np.maximum(confusion, PROB_FLOOR)[data.worker, :, data.label])
+    assert out.loglik == pytest.approx(float(np.log((lik * per).sum(axis=1)).sum()), rel=1e-10)
+
+
+def test_subtypes_sum_to_their_class(rng, data):
+    """Two subtypes per class, a table that cannot tell a class's subtypes apart and a prior split evenly: the
+    class posterior is the square case's."""
+    proba, confusion = classifier_and_confusions(rng, data)
+    log_square = np.log(np.maximum(confusion, PROB_FLOOR)).transpose(0, 2, 1)
+    latent_class = np.array([0, 0, 1, 1, 2, 2])
+    square = latent_posterior(data, log_square, np.log(proba + PROB_FLOOR))
+    split = latent_posterior(data, log_square[:, :, latent_class], np.log((proba + PROB_FLOOR) / 2)[:, latent_class],
+                             latent_class, draw_seed=3, counts="posterior")
+    np.testing.assert_allclose(split.classes, square.classes, rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(split.latent[:, ::2], split.latent[:, 1::2], rtol=1e-12)
+    assert split.loglik == pytest.approx(square.loglik, rel=1e-12)
+    assert split.counts.shape == (data.n_workers, 3, 6) and split.latent_tot.sum() == pytest.approx(data.n_tasks)
+    assert latent_class[split.draws].shape == (data.n_tasks,)
+
+
+def test_same_bytes_for_threads_1_and_2_and_any_block_size(rng, data, monkeypatch):
+    """Per-task rows and draws: the same bytes on any grid and thread count; the reduced sums (log-likelihood,
+    counts): the same bytes for any thread count on one grid, to rounding across grids."""
+    proba, confusion = classifier_and_confusions(rng, data)
+    args = (np.log(np.maximum(confusion, PROB_FLOOR)).transpose(0, 2, 1)[:, :, [0, 1, 2, 2]],
+            np.log(np.maximum(proba, PROB_FLOOR))[:, [0, 1, 2, 2]] - np.log([1, 1, 2, 2]), np.array([0, 1, 2, 2]))
+    kw = {"draw_seed": 9, "draw_round": 2, "counts": "posterior"}
+    monkeypatch.setattr("crowdagg.engine.grid.MIN_BLOCK_ANSWERS", 1_000)
+    monkeypatch.setattr("crowdagg.engine.grid.ACCUMULATOR_FACTOR", 1)
+    runs = {}
+    for per_block in (None, 1_000, 7_000):
+        for n in (1, 2):
+            with threads.use_threads(n):
+                engine = LocalEngine(data, per_block)
+                runs[per_block, n] = latent_posterior(data, *args, engine=engine, **kw)
+    assert LocalEngine(data, 1_000).n_blocks >= 20
+    first = runs[None, 1]
+    for (per_block, n), other in runs.items():
+        for name in ("latent", "classes", "draws"):
+            assert np.array_equal(getattr(other, name), getattr(first, name)), (per_block, n, name)
+        same_grid = runs[per_block, 1]
+        assert other.loglik == same_grid.loglik and np.array_equal(other.counts, same_grid.counts)
+        assert other.loglik == pytest.approx(first.loglik, rel=1e-12)
+        np.testing.assert_allclose(other.counts, first.counts, rtol=1e-12)
+
+
+def test_shapes_are_checked_against_the_data_and_memory_up_front(data):
+    k, w = data.n_classes, data.n_workers
+    with pytest.raises(DataError, match=r"log_prior has shape \(5, 3\), the data's tasks"):
+        latent_posterior(data, np.zeros((w, k, 3)), np.zeros((5, 3)))
+    with pytest.raises(DataError, match="log_table has 4 latent states for the data's 3 classes: give latent_class"):
+        latent_posterior(data, np.zeros((w, k, 4)), np.zeros((data.n_tasks, 4)))
+    with pytest.raises(DataError, match=r"log_table has shape \(2, 3, 3\)"):
+        latent_posterior(data, np.zeros((2, k, 3)), np.zeros((data.n_tasks, 3)))
+    with pytest.raises(ResourceError, match=r"this needs ~.* \(6,001 tasks × 3 latent states, 60 workers\)"):
+        latent_posterior(data, np.zeros((w, k, 3)), np.zeros((data.n_tasks, 3)), max_memory="1K")
