@@ -1,7 +1,9 @@
 """numba kernels over the flat answer arrays, by family.
 
 Every kernel is pure: arrays and numbers in, arrays out (or filled in place
-when the caller owns the buffer), no Python objects, no randomness.  The
+when the caller owns the buffer), no Python objects, no randomness but the
+draws of :mod:`.draws` (a function of the seed, the task's name and the
+draw's index, handed in as keys: the same wherever a task is drawn).  The
 answers are sorted by task and described by ``task_ptr`` (CSR offsets), so a
 kernel streams each task's answers contiguously.
 
@@ -11,6 +13,7 @@ kernel streams each task's answers contiguously.
   (:func:`em_block`);
 * :mod:`.votes` -- vote counting and grouping, the vote family's blocks;
 * :mod:`.glad` -- GLAD's E-step, objective and curvature per block;
+* :mod:`.draws` -- the task-keyed draw stream (tie draws, latent draws);
 * :mod:`.latent` -- one latent-class E-step (a per-task log prior, a
   ``[worker, observed, latent]`` log table, a map from latent states to
   classes, task-keyed draws) as the block function :func:`latent_block`;
