@@ -110,3 +110,17 @@ def test_shapes_are_checked_against_the_data_and_memory_up_front(data):
         latent_posterior(data, np.zeros((2, k, 3)), np.zeros((data.n_tasks, 3)))
     with pytest.raises(ResourceError, match=r"this needs ~.* \(6,001 tasks × 3 latent states, 60 workers\)"):
         latent_posterior(data, np.zeros((w, k, 3)), np.zeros((data.n_tasks, 3)), max_memory="1K")
+
+
+def test_ds_on_music_is_the_latent_e_step_of_its_parameters(datasets_dir):
+    """A fitted Dawid--Skene model's posteriors are the latent E-step of its prior (every task's) and confusions
+    -- the same bits, on a real crowd -- and the E-step's evidence is its final log-likelihood."""
+    from crowdagg import aggregate, load_annotations
+    from crowdagg.methods.em.ds import model_parameters
+
+    data = load_annotations(datasets_dir / "music" / "labels.csv")
+    fit = aggregate(data, "ds")
+    prior, conf_ot = model_parameters(fit)
+    out = latent_posterior(data, np.log(conf_ot), np.tile(np.log(prior), (data.n_tasks, 1)))
+    assert np.array_equal(out.latent, fit.posteriors)
+    assert out.loglik == pytest.approx(float(fit.objective[-1]), rel=1e-12)
