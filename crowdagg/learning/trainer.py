@@ -88,7 +88,7 @@ from ..core import memory, threads
 from ..data.annotations import AnnotationSet
 from ..errors import DataError, UsageError, param
 from ..methods.base import Aggregator, FitContext, _engine, make_result
-from ..methods.blocks import TieBreaker, argmax_random_ties
+from ..methods.blocks import TieBreaker, argmax_random_ties, latent_posterior
 from ..methods.loop import MINIMISE, NoImprovement, Run, Step, StopRule, iterate
 from ..methods.registry import Method
 from ..methods.result import AggregationResult
@@ -589,7 +589,7 @@ class Trainer(Aggregator):
         itself (``"classifier"``)."""
         if self.labels_from == "classifier":
             return proba
-        return bayes_posterior(ctx.data, proba, confusion, ctx.params.engine)
+        return bayes_posterior(ctx.data, proba, confusion, ctx.params.engine, ctx.params.max_memory)
 
     # ------------------------------------------------------------------ the result
     def _finish(self, ctx: TrainContext, run: Run, canon: Canonical) -> AggregationResult:
@@ -622,21 +622,23 @@ class Trainer(Aggregator):
         )
 
 
-def bayes_posterior(data: AnnotationSet, proba: np.ndarray, confusion: np.ndarray, engine: Any = None) -> np.ndarray:
+def bayes_posterior(data: AnnotationSet, proba: np.ndarray, confusion: np.ndarray, engine: Any = None,
+                    max_memory: Any = None) -> np.ndarray:
     """Bayes' rule on a classifier and the answers: ``q_n ∝ proba_n ⊙ Π_m A_m[:, answer]`` (n_tasks, K).
 
     ``proba`` (n_tasks, K) the classifier's P(y | x) -- the per-task prior;
     ``confusion`` (n_workers, K, K) ``[worker, true, observed]``; every
     answer of ``data``.  Probabilities are floored at :data:`PROB_FLOOR`
-    before their logs.
+    before their logs.  The latent E-step in its square case
+    (:func:`crowdagg.methods.blocks.latent_posterior`: the classifier's
+    log-probabilities as each task's prior, the log confusions as the
+    ``[worker, observed, true]`` table) on ``engine``'s blocks -- an engine
+    over ``data`` itself (None: the local engine over it), never the whole
+    set's for a training split.
     """
-    log_a = np.log(np.maximum(confusion, PROB_FLOOR))  # (W, K, K) [worker, true, observed]
-    score = np.log(np.maximum(proba, PROB_FLOOR))
-    per_answer = log_a[data.worker, :, data.label]  # (n_answers, K): log A_m[true, answer]
-    _add_rows(score, data, per_answer)
-    score -= score.max(axis=1, keepdims=True)
-    post = np.exp(score)
-    return post / post.sum(axis=1, keepdims=True)  # type: ignore[no-any-return]
+    log_table = np.log(np.maximum(confusion, PROB_FLOOR)).transpose(0, 2, 1)  # [worker, observed, true]
+    log_prior = np.log(np.maximum(proba, PROB_FLOOR))
+    return latent_posterior(data, log_table, log_prior, engine=engine, max_memory=max_memory).classes
 
 
 def split(data: AnnotationSet, fraction: float, seed: int) -> np.ndarray:
@@ -754,11 +756,3 @@ def _feature_names(features: Any, given: Any, x: np.ndarray) -> tuple[str, ...] 
     if len(given) != x.shape[1]:
         raise UsageError(f"feature_names has {len(given):,} names for {x.shape[1]:,} features")
     return check_names(given, "feature_names")
-
-
-def _add_rows(score: np.ndarray, data: AnnotationSet, per_answer: np.ndarray) -> None:
-    """``score[task] += per_answer`` for answers sorted by task: a segment sum (``np.add.reduceat``)."""
-    ptr = data.task_ptr
-    has = np.flatnonzero(np.diff(ptr) > 0)
-    score[has] += np.add.reduceat(per_answer, ptr[has], axis=0)
-

@@ -42,9 +42,9 @@ from ..errors import ConvergenceWarning, CrowdaggWarning, DataError, UsageError,
 from .blocks import PROB_FLOOR as PROB_FLOOR  # re-exported: these lived here before crowdagg.methods.blocks
 from .blocks import TieBreaker as TieBreaker
 from .blocks import argmax_random_ties as argmax_random_ties
+from .blocks import check_engine_data, gold_clamp
 from .blocks import fill_empty_rows as fill_empty_rows
 from .blocks import full_m_step as full_m_step
-from .blocks import gold_clamp
 from .blocks import normalize_rows as normalize_rows
 from .blocks import one_coin_accuracy as one_coin_accuracy
 from .blocks import one_coin_matrices as one_coin_matrices
@@ -424,13 +424,7 @@ def _engine(engine: Any, data: AnnotationSet) -> Any:
         return LocalEngine(data)
     if isinstance(engine, str) or not callable(getattr(engine, "map_reduce", None)):
         raise UsageError(f"{param('engine')} must be 'local' or an engine object (with map_reduce), got {engine!r}")
-    own = getattr(engine, "data", None)
-    if isinstance(own, AnnotationSet) and own is not data:
-        def shape(d: AnnotationSet) -> str:
-            return f"{d.n_tasks:,} tasks, {d.n_workers:,} workers, {d.n_classes:,} classes, {d.n_answers:,} answers"
-
-        if shape(own) != shape(data):
-            raise UsageError(f"{param('engine')} runs over other data ({shape(own)}) than the fit's ({shape(data)})")
+    check_engine_data(engine, data, "the fit's")
     return engine
 
 

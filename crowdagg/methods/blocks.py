@@ -53,7 +53,7 @@ import numpy as np
 
 from ..core.checks import check_index_array, check_task_mapping
 from ..data.annotations import AnnotationSet
-from ..errors import CrowdaggWarning, DataError, warn
+from ..errors import CrowdaggWarning, DataError, UsageError, param, warn
 
 #: Floor on confusion entries before taking logs (as crowd-kit clips at 1e-10).
 PROB_FLOOR = 1e-10
@@ -372,9 +372,25 @@ def _labels_on(row: np.ndarray, draws: np.ndarray, atol: float) -> np.ndarray:
     return masked.argmax(axis=1).astype(np.int64)
 
 
+def check_engine_data(engine: Any, data: AnnotationSet, whose: str = "the data's") -> None:
+    """A :class:`~crowdagg.errors.UsageError` when ``engine`` runs over an annotation set of another shape than
+    ``data``: its blocks hold that set's answers, and a block function reads the answers from the engine, the
+    per-task rows from ``data`` (a training split's E-step on the whole set's engine read the held-out answers).
+    An engine that does not say its data (a Dask engine) is trusted."""
+    own = getattr(engine, "data", None)
+    if isinstance(own, AnnotationSet) and own is not data:
+        def shape(d: AnnotationSet) -> str:
+            return f"{d.n_tasks:,} tasks, {d.n_workers:,} workers, {d.n_classes:,} classes, {d.n_answers:,} answers"
+
+        if shape(own) != shape(data):
+            raise UsageError(f"{param('engine')} runs over other data ({shape(own)}) than {whose} ({shape(data)})")
+
+
 def local_engine(data: AnnotationSet, engine: Any = None) -> Any:
-    """``engine``, or the local engine over ``data`` (helpers called outside a fit)."""
+    """``engine`` (checked to run over ``data``: :func:`check_engine_data`), or the local engine over ``data``
+    (helpers called outside a fit)."""
     if engine is not None:
+        check_engine_data(engine, data)
         return engine
     from ..engine import LocalEngine
 
@@ -709,6 +725,7 @@ __all__ = [
     "revote_block",
     "posterior_block",
     "finish_votes",
+    "check_engine_data",
     "local_engine",
     "soft_majority_vote",
     "hard_majority_vote",

@@ -124,3 +124,22 @@ def test_ds_on_music_is_the_latent_e_step_of_its_parameters(datasets_dir):
     out = latent_posterior(data, np.log(conf_ot), np.tile(np.log(prior), (data.n_tasks, 1)))
     assert np.array_equal(out.latent, fit.posteriors)
     assert out.loglik == pytest.approx(float(fit.objective[-1]), rel=1e-12)
+
+
+def test_an_engine_over_other_answers_is_refused(data):
+    """A training split's E-step on the whole set's engine read the held-out answers (the engine's blocks hold
+    the answers, ``data`` only the rows): refused, by this helper and by the vote helpers alike."""
+    from crowdagg.errors import UsageError
+    from crowdagg.methods.blocks import soft_majority_vote
+
+    keep = np.arange(data.n_answers) % 5 != 0
+    task = np.repeat(np.arange(data.n_tasks), np.diff(data.task_ptr))
+    train = AnnotationSet.from_codes(task[keep], data.worker[keep], data.label[keep], n_tasks=data.n_tasks,
+                                     n_workers=data.n_workers, n_classes=3, task_names=list(data.task_names))
+    whole = LocalEngine(data)
+    args = (np.zeros((data.n_workers, 3, 3)), np.zeros((data.n_tasks, 3)))
+    for call in (lambda: latent_posterior(train, *args, engine=whole), lambda: soft_majority_vote(train, whole)):
+        with pytest.raises(UsageError, match=r"engine runs over other data \(6,001 tasks, 60 workers, 3 classes, "
+                                             r"30,000 answers\) than the data's \(6,001 tasks, .* 24,000 answers\)"):
+            call()
+    np.testing.assert_array_equal(latent_posterior(train, *args, engine=LocalEngine(train)).latent, 1 / 3)
