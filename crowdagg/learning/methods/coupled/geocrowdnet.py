@@ -98,7 +98,8 @@ class GeoCrowdNetF(Trainer):
 
     def _build(self, ctx: TrainContext) -> dict[str, nn.Module]:
         init = ctx.params["confusion_init"]
-        counts = soft_vote_counts(ctx.training_set(), ctx.params.engine) if init == "counts" else None
+        # (not the fit's engine: it runs over every answer, the held-out ones too)
+        counts = soft_vote_counts(ctx.training_set()) if init == "counts" else None
         logits = initial_logits(ctx.n_workers, ctx.n_classes, init, form="softmax", counts=counts)
         return {"confusion": Confusions(logits, form="softmax")}
 
