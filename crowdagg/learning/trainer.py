@@ -272,6 +272,7 @@ class TrainContext:
         self.best_epoch = 0
         self.best_weights: dict[str, Any] = {}
         self._training_set: AnnotationSet | None = None
+        self._train_engine: Any = None
 
     @property
     def n_workers(self) -> int:
@@ -336,6 +337,14 @@ class TrainContext:
             out.__dict__["task_ptr"] = arrays[3]
             self._training_set = out
         return self._training_set
+
+    def train_engine(self) -> Any:
+        """The engine over :meth:`training_set` (built once per fit): what an E-step or a start over the training
+        answers runs its block functions on -- never ``params.engine``, which spans every answer, the held-out
+        ones too (:func:`crowdagg.methods.blocks.check_engine_data` refuses that)."""
+        if self._train_engine is None:
+            self._train_engine = _engine(None, self.training_set())
+        return self._train_engine
 
     def snapshot(self) -> dict[str, Any]:
         return {"net": copy.deepcopy(self.net.state_dict()), "modules": copy.deepcopy(self.modules.state_dict()),

@@ -98,8 +98,7 @@ class GeoCrowdNetF(Trainer):
 
     def _build(self, ctx: TrainContext) -> dict[str, nn.Module]:
         init = ctx.params["confusion_init"]
-        # (not the fit's engine: it runs over every answer, the held-out ones too)
-        counts = soft_vote_counts(ctx.training_set()) if init == "counts" else None
+        counts = soft_vote_counts(ctx.training_set(), ctx.train_engine()) if init == "counts" else None
         logits = initial_logits(ctx.n_workers, ctx.n_classes, init, form="softmax", counts=counts)
         return {"confusion": Confusions(logits, form="softmax")}
 

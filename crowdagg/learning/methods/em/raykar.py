@@ -99,7 +99,7 @@ class Raykar(SoftTargetTrainer):
 
     def _build(self, ctx: TrainContext) -> dict[str, nn.Module]:
         train = ctx.training_set()
-        q = soft_majority_vote(train)  # (the fit's engine runs over every answer, the held-out ones too)
+        q = soft_majority_vote(train, ctx.train_engine())
         self._set_targets(ctx, q)
         return {"confusion": _Matrices(m_step(q, train, ctx.params["smoothing"]))}
 
@@ -109,7 +109,8 @@ class Raykar(SoftTargetTrainer):
         # E-step: the classifier as the prior, the training answers through A
         train = ctx.training_set()
         proba = ctx.proba().double().cpu().numpy()
-        q = bayes_posterior(train, proba, self._matrices(ctx).double().cpu().numpy(), max_memory=ctx.params.max_memory)
+        q = bayes_posterior(train, proba, self._matrices(ctx).double().cpu().numpy(), ctx.train_engine(),
+                            ctx.params.max_memory)
         q[train.answers_per_task == 0] = 0.0  # not trained on
         self._set_targets(ctx, q)
         ctx.modules["confusion"].set(m_step(q, train, ctx.params["smoothing"]))  # type: ignore[operator]
