@@ -287,9 +287,10 @@ def test_without_torch_methods_lists_the_trainers_as_needing_the_extra(tmp_path)
 @pytest.mark.parametrize("args", [["--help"], ["train", "--help"], ["predict", "--help"], ["methods"],
                                   ["methods", "crowdlayer"], ["methods", "-f", "csv"]])
 def test_help_and_methods_import_no_torch(args):
+    # the families' __init__ (their declarations, standard library only) are read; their method modules never
     code = ("import sys\nfrom crowdagg.cli import run\nrun(sys.argv[1:])\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch' or m.startswith("
-            "('crowdagg.learning.trainer', 'crowdagg.learning.methods.'))))")
+            "'crowdagg.learning.trainer') or (m.startswith('crowdagg.learning.methods.') and m.count('.') > 3)))")
     done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300,
                           env=_env(), cwd=ROOT)
     assert done.returncode == 0, done.stderr
@@ -374,3 +375,32 @@ def test_the_answers_are_named_by_their_option_in_refusals(folder):
     assert err == f"Error: --save {labels} is also an input (--labels {labels}); refusing to overwrite it"
     err = one_error(invoke("train", "--features", folder / "feats.npy", "--labels", "-", "--truth", "-", *SMALL), 2)
     assert "(--labels - and --truth -)" in err and "INPUT" not in err
+
+
+# --------------------------------------------------------------------------- the help's trainers
+def test_train_help_lists_every_trainer_as_aggregate_help_lists_the_methods():
+    """``train --help`` said "Trainer (see `crowdagg methods`)" where ``aggregate --help`` lists its methods: the
+    same list from :data:`~crowdagg.methods.registry.TRAINERS` (their declarations: no torch imported)."""
+    from crowdagg.methods.registry import TRAINERS
+
+    code = ("import sys\nfrom crowdagg.cli import run\ncode = run(sys.argv[1:])\n"
+            "print('TORCH', sorted(m for m in sys.modules if m.split('.')[0] == 'torch'), file=sys.stderr)\n"
+            "sys.exit(code)\n")
+    done = subprocess.run([sys.executable, "-c", code, "train", "--help"], capture_output=True, text=True,
+                          timeout=300, env={**_env(), "COLUMNS": "80"}, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip() == "TORCH []"
+    lines = done.stdout.splitlines()
+    start = lines.index("  Trainers (`crowdagg methods NAME` shows one in full):")
+    block = lines[start + 1:lines.index("", start)]
+    entries: dict[str, list[str]] = {}
+    for line in block:  # a trainer's line: its name at column 4; its summary's further lines under the summary
+        if line[4] != " ":
+            entries[line.split()[0]] = [line.split(None, 1)[1]]
+        else:
+            assert line.startswith(" " * (6 + max(map(len, TRAINERS)))), line
+            entries[list(entries)[-1]].append(line.strip())
+    assert list(entries) == list(TRAINERS)
+    assert {name: " ".join(text) for name, text in entries.items()} == {n: m.summary for n, m in TRAINERS.items()}
+    assert max(map(len, block)) <= 80
+    assert "    crowdlayer " not in invoke("aggregate", "--help").stdout  # aggregate's list is the aggregators'
