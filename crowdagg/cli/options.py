@@ -176,7 +176,8 @@ SCHEDULER = typer.Option(
 )
 THREADS = typer.Option(
     None, "--threads", metavar="N",
-    help="Threads for reading and fitting (default: $CROWDAGG_THREADS, else all cores); the output does not depend on it.",
+    help="Threads for reading and fitting (default: $CROWDAGG_THREADS, else all cores; torch, in train, one unless "
+         "its batches are large). The output does not depend on it (train's: in the last bits).",
 )
 
 

@@ -377,7 +377,7 @@ def test_the_answers_are_named_by_their_option_in_refusals(folder):
     assert "(--labels - and --truth -)" in err and "INPUT" not in err
 
 
-# --------------------------------------------------------------------------- the help's trainers
+# --------------------------------------------------------------------------- the help's trainers, torch's threads
 def test_train_help_lists_every_trainer_as_aggregate_help_lists_the_methods():
     """``train --help`` said "Trainer (see `crowdagg methods`)" where ``aggregate --help`` lists its methods: the
     same list from :data:`~crowdagg.methods.registry.TRAINERS` (their declarations: no torch imported)."""
@@ -404,3 +404,34 @@ def test_train_help_lists_every_trainer_as_aggregate_help_lists_the_methods():
     assert {name: " ".join(text) for name, text in entries.items()} == {n: m.summary for n, m in TRAINERS.items()}
     assert max(map(len, block)) <= 80
     assert "    crowdlayer " not in invoke("aggregate", "--help").stdout  # aggregate's list is the aggregators'
+
+
+def _torch_threads_in_training(monkeypatch, *args, env=None) -> set[int]:
+    """torch's thread count at every backward pass of a ``train`` run (the whole of training, whichever trainer)."""
+    counts: set[int] = set()
+    backward = torch.Tensor.backward
+
+    def spy(self, *a, **k):
+        counts.add(torch.get_num_threads())
+        return backward(self, *a, **k)
+
+    monkeypatch.setattr(torch.Tensor, "backward", spy)
+    before = torch.get_num_threads()
+    result = CliRunner().invoke(app, [str(a) for a in args], env=env)
+    assert result.exit_code == 0, result.stderr
+    assert torch.get_num_threads() == before  # restored after the fit
+    return counts
+
+
+def test_torch_runs_on_the_given_count_else_on_one_thread_for_a_small_network(folder, monkeypatch):
+    """torch ran on all cores when nobody gave a count; on a shared 2-core machine two threads were up to 60× slower
+    an epoch than one.  A count given (--threads, CROWDAGG_THREADS) still wins."""
+    from crowdagg.core import threads
+
+    monkeypatch.delenv(threads.ENV, raising=False)
+    monkeypatch.setattr(threads, "all_cores", lambda: 8)  # a machine where the old default was 8 threads
+    run = ("train", "--features", folder / "feats.npy", "--method", "crowdlayer", "-q", *SMALL)
+    assert _torch_threads_in_training(monkeypatch, *run) == {1}
+    assert _torch_threads_in_training(monkeypatch, *run, "--threads", "2") == {2}
+    assert _torch_threads_in_training(monkeypatch, *run, env={threads.ENV: "3"}) == {3}
+    assert _torch_threads_in_training(monkeypatch, *run, "--threads", "2", env={threads.ENV: "3"}) == {2}
