@@ -1,8 +1,14 @@
 """Seconds per epoch of the trainers with torch on 1 and 2 threads, alone and beside a busy core.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/bench_torch_threads.py            # every case below
-    PYTHONPATH=. .venv/bin/python benchmarks/bench_torch_threads.py --cases music labelme --epochs 3
-    PYTHONPATH=. .venv/bin/python benchmarks/bench_torch_threads.py --cases wide --tasks 20000
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_torch_threads.py            # every case below (long)
+    # the figures of crowdagg.core.threads.default_torch_threads:
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_torch_threads.py --cases music labelme --epochs 12
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_torch_threads.py --cases wide --tasks 5000 \
+        --hidden 128 512 2048 --epochs 3 --repeat 2 --busy no --quiet-below 0.3 --quiet-wait 90
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_torch_threads.py --cases wide --tasks 5000 --hidden 2048 \
+        --epochs 3 --repeat 1 --busy yes
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_torch_threads.py --cases wide --tasks 20000 --epochs 3 \
+        --repeat 1 --busy no
 
 The measurements behind the default of torch's thread count
 (:func:`crowdagg.core.threads.torch_threads`).  Each case is fitted with
@@ -19,8 +25,8 @@ they say what else ran.  ``--quiet-below 0.3`` waits (at most
 ``--quiet-wait`` seconds) before each fit alone until the others use under
 0.3 cores.
 
-The cases (the trainers' declared defaults, ``--batch-size`` aside: the
-mlp of hidden 128, batches of 64 tasks):
+The cases (the trainers' declared defaults -- the mlp of hidden 128,
+batches of 64 tasks -- but where ``--hidden`` and ``--wide-batch`` say):
 
 * ``music`` and ``labelme`` -- ``crowdlayer`` and ``raykar`` on
   ``$CROWDAGG_DATASETS/{music,labelme}`` (``features.npy`` rows in
@@ -35,8 +41,9 @@ mlp of hidden 128, batches of 64 tasks):
 
 Each row also gives the work of a batch as the rule reads it: the
 network's weights × the batch's rows (multiply-adds of one forward pass
-of an mlp), and what :func:`crowdagg.core.threads.torch_threads` chooses
-for it on this machine.  ``--json FILE`` writes every measurement.
+of an mlp), and what the default rule
+(:func:`crowdagg.core.threads.default_torch_threads`) chooses for it on
+this machine.  ``--json FILE`` writes every measurement.
 """
 
 from __future__ import annotations

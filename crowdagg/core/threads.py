@@ -189,15 +189,17 @@ def default_torch_threads(work: int | None, cores: int) -> int:
 
     Why (``benchmarks/bench_torch_threads.py``; torch 2.13, OpenMP, a
     2-core machine shared with other sessions; ``crowdlayer`` and
-    ``raykar``, s/epoch on 1 thread against 2, medians of 3 fits; "others":
+    ``raykar``, s/epoch on 1 thread against 2, medians of 1-3 fits; "others":
     the cores other processes kept busy meanwhile, from ``/proc/stat``):
 
     * **beside other work two threads crawl**: torch's threads wait for
       each other at every operation, and one of them waits for a core.
       music (700 tasks × 124, the default mlp, 1.1 M multiply-adds a
-      batch): 0.016 against 1.33 (83×, others ~1 core); labelme (1,000 ×
-      512, 4.3 M): 0.033 against 0.146 (crowdlayer, 4×) and 0.052 against
-      0.50 (raykar, 10×) beside one busy loop; a wide mlp (512-d, hidden
+      batch): 0.016 against 0.047 (3×; 0.13 at worst) beside one busy
+      loop, and 0.016 against 1.33 (83×) in a first run beside other
+      sessions' work; labelme (1,000 × 512, 4.3 M): 0.033 against 0.146
+      (crowdlayer, 4×) and 0.052 against 0.50 (raykar, 10×) beside one
+      busy loop; a wide mlp (512-d, hidden
       1,024, batches of 64, 34 M) on 20,000 tasks 4.4 against 46.8 (11×,
       others 1.5 cores), batches of 1,024 (547 M) 2.2 against 6.8 (3×);
       hidden 2,048 on 5,000 tasks beside a busy loop (others 1.6-1.8
@@ -208,7 +210,9 @@ def default_torch_threads(work: int | None, cores: int) -> int:
       batch (hidden 128 on batches of 1,024: 0.049 against 0.043), 1.3-1.45×
       from 68 M on a wide layer (hidden 2,048, batches of 64: 0.730 against
       0.502; of 1,024, 1.1 G: 0.414 against 0.302; hidden 512, batches of
-      1,024, 274 M: 0.119 against 0.090).
+      1,024, 274 M: 0.119 against 0.090).  The work counts the layers'
+      multiply-adds, not the per-answer work beside them: the same 68 M
+      gained 1.45× on hidden 2,048 and 1.15× on hidden 128.
 
     So a thread is added only for a batch worth splitting (at least
     :data:`TORCH_WORK_PER_THREAD` a thread: a gain of 1.3× or more where
