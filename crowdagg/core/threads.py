@@ -204,13 +204,17 @@ def default_torch_threads(work: int | None, cores: int) -> int:
       others 1.5 cores), batches of 1,024 (547 M) 2.2 against 6.8 (3×);
       hidden 2,048 on 5,000 tasks beside a busy loop (others 1.6-1.8
       cores): 2.7 against 21.0 (68 M, 8×), 2.0 against 4.4 (1.1 G, 2.2×);
+      hidden 1,024 on 100,000 tasks, batches of 64 (34 M), others 1.1-1.3
+      cores: 12.3 against 37.1 (3×);
     * **alone, two threads gain little**: music and labelme 1.0-1.2×
       (0.026 against 0.022 on labelme); on 5,000 synthetic tasks (512-d)
       with others under 0.05 cores, 1.1-1.2× up to 69 M multiply-adds a
       batch (hidden 128 on batches of 1,024: 0.049 against 0.043), 1.3-1.45×
       from 68 M on a wide layer (hidden 2,048, batches of 64: 0.730 against
       0.502; of 1,024, 1.1 G: 0.414 against 0.302; hidden 512, batches of
-      1,024, 274 M: 0.119 against 0.090).  The work counts the layers'
+      1,024, 274 M: 0.119 against 0.090); 100,000 tasks, hidden 1,024,
+      batches of 1,024 (547 M), others under 0.15 cores: 4.71 against 3.82
+      (1.23×).  The work counts the layers'
       multiply-adds, not the per-answer work beside them: the same 68 M
       gained 1.45× on hidden 2,048 and 1.15× on hidden 128.
 
