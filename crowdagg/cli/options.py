@@ -100,15 +100,19 @@ def split_list(value: Optional[str]) -> Optional[list[str]]:
 # --------------------------------------------------------------------------- help from the registry
 # Per-method text in the help comes from the declarations in crowdagg.methods.registry (standard library
 # only, so `crowdagg --help` stays light): adding a method or changing a default never edits the CLI.
-def method_list() -> str:
-    """The method list of ``aggregate --help``: each registered method's name and summary, unwrapped."""
+def method_list(declared: Mapping[str, Any] | None = None, heading: str = "Methods") -> str:
+    """The method list of ``aggregate --help`` (``declared``: the registry's :data:`~crowdagg.methods.registry.METHODS`
+    by default) or of ``train --help`` (:data:`~crowdagg.methods.registry.TRAINERS`, ``heading="Trainers"``):
+    each declared method's name and summary, a method a line and its summary wrapped under it (declarations only:
+    no method code, no torch)."""
     import textwrap
 
     from ..methods.registry import METHODS
 
-    width = max(map(len, METHODS))
-    lines = ["Methods (`crowdagg methods NAME` shows one in full):"]
-    for name, m in METHODS.items():
+    methods = METHODS if declared is None else declared
+    width = max(map(len, methods))
+    lines = [f"{heading} (`crowdagg methods NAME` shows one in full):"]
+    for name, m in methods.items():
         lines += textwrap.wrap(m.summary, 76, initial_indent=f"  {name:<{width}}  ", subsequent_indent=" " * (width + 4))
     return "\b\n" + "\n".join(lines)  # "\b": Click keeps these lines as they are (one method per line)
 
@@ -172,7 +176,8 @@ SCHEDULER = typer.Option(
 )
 THREADS = typer.Option(
     None, "--threads", metavar="N",
-    help="Threads for reading and fitting (default: $CROWDAGG_THREADS, else all cores); the output does not depend on it.",
+    help="Threads for reading and fitting (default: $CROWDAGG_THREADS, else all cores; torch, in train, one unless "
+         "its batches are large). The output does not depend on it (train's: in the last bits).",
 )
 
 

@@ -98,11 +98,16 @@ def check_read_options(
     return split_list(classes)
 
 
-def check_threads(value: Optional[str]) -> int:
-    """``--threads N``, else ``$CROWDAGG_THREADS``, else all cores: the count this run uses (:mod:`crowdagg.core.threads`)."""
+def check_threads(value: Optional[str]) -> Optional[int]:
+    """``--threads N`` checked, for :func:`crowdagg.core.threads.use_threads`; None without it (``$CROWDAGG_THREADS``
+    checked here, before reading), so that the run keeps the policy's own defaults for what the user did not
+    give: all cores for the kernels, torch's count by the size of its work (:mod:`crowdagg.core.threads`)."""
     from ..core import threads
 
-    return threads.count() if value is None else threads.parse(value)
+    if value is None:
+        threads.count()  # a bad $CROWDAGG_THREADS: a usage error now
+        return None
+    return threads.parse(value)
 
 
 def check_engine(method: str, engine: str, scheduler: Optional[str], params: Mapping[str, Any], *,
@@ -264,9 +269,9 @@ def load(sources: Inputs, **options: Any) -> AnnotationSet:
 
 
 @contextmanager
-def engine_scope(engine: str, scheduler: Optional[str], n_threads: int) -> Iterator[Any]:
-    """The run's Dask client for ``--engine dask`` (a local cluster of ``n_threads`` worker processes, closed on
-    exit, unless ``--scheduler``); None for the local engine."""
+def engine_scope(engine: str, scheduler: Optional[str], n_threads: Optional[int]) -> Iterator[Any]:
+    """The run's Dask client for ``--engine dask`` (a local cluster of ``n_threads`` worker processes, else of the
+    thread policy's count, closed on exit, unless ``--scheduler``); None for the local engine."""
     if engine != "dask":
         yield None
         return

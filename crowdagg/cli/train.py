@@ -10,12 +10,13 @@ import typer
 
 from ..errors import UsageError
 from ..io.parts import LABEL_FIELDS, LABEL_THEN
+from ..methods.registry import TRAINERS
 from . import options as opt
 from . import pipeline as steps
 from .options import require_values
 from .plumbing import err, handle_errors
 
-HELP = """Train a classifier from features and noisy answers, end to end.
+HELP = f"""Train a classifier from features and noisy answers, end to end.
 
 Writes task,label,confidence (+ n_answers and p_<class> with --proba) for
 every task with features, as `crowdagg aggregate` writes them: the labels
@@ -24,6 +25,8 @@ answers, n_answers 0, get the classifier's prediction).  --workers writes
 the annotators' estimated confusion matrices, --save the model for
 `crowdagg predict`.  Model selection keeps the epoch with the best
 likelihood of held-out answers (--val-fraction); --truth only reports.
+
+{opt.method_list(TRAINERS, "Trainers")}
 
 Needs the optional extra: pip install 'crowdagg[train]' (torch).
 

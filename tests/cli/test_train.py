@@ -290,9 +290,10 @@ def test_without_torch_methods_lists_the_trainers_as_needing_the_extra(tmp_path)
 @pytest.mark.parametrize("args", [["--help"], ["train", "--help"], ["predict", "--help"], ["methods"],
                                   ["methods", "crowdlayer"], ["methods", "-f", "csv"]])
 def test_help_and_methods_import_no_torch(args):
+    # the families' __init__ (their declarations, standard library only) are read; their method modules never
     code = ("import sys\nfrom crowdagg.cli import run\nrun(sys.argv[1:])\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch' or m.startswith('crowdagg.learning.trainer')"
-            " or (m.startswith('crowdagg.learning.methods.') and m.count('.') > 3)))")  # a family's __init__: declarations
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch' or m.startswith("
+            "'crowdagg.learning.trainer') or (m.startswith('crowdagg.learning.methods.') and m.count('.') > 3)))")
     done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300,
                           env=_env(), cwd=ROOT)
     assert done.returncode == 0, done.stderr
@@ -377,3 +378,63 @@ def test_the_answers_are_named_by_their_option_in_refusals(folder):
     assert err == f"Error: --save {labels} is also an input (--labels {labels}); refusing to overwrite it"
     err = one_error(invoke("train", "--features", folder / "feats.npy", "--labels", "-", "--truth", "-", *SMALL), 2)
     assert "(--labels - and --truth -)" in err and "INPUT" not in err
+
+
+# --------------------------------------------------------------------------- the help's trainers, torch's threads
+def test_train_help_lists_every_trainer_as_aggregate_help_lists_the_methods():
+    """``train --help`` said "Trainer (see `crowdagg methods`)" where ``aggregate --help`` lists its methods: the
+    same list from :data:`~crowdagg.methods.registry.TRAINERS` (their declarations: no torch imported)."""
+    from crowdagg.methods.registry import TRAINERS
+
+    code = ("import sys\nfrom crowdagg.cli import run\ncode = run(sys.argv[1:])\n"
+            "print('TORCH', sorted(m for m in sys.modules if m.split('.')[0] == 'torch'), file=sys.stderr)\n"
+            "sys.exit(code)\n")
+    done = subprocess.run([sys.executable, "-c", code, "train", "--help"], capture_output=True, text=True,
+                          timeout=300, env={**_env(), "COLUMNS": "80"}, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip() == "TORCH []"
+    lines = done.stdout.splitlines()
+    start = lines.index("  Trainers (`crowdagg methods NAME` shows one in full):")
+    block = lines[start + 1:lines.index("", start)]
+    entries: dict[str, list[str]] = {}
+    for line in block:  # a trainer's line: its name at column 4; its summary's further lines under the summary
+        if line[4] != " ":
+            entries[line.split()[0]] = [line.split(None, 1)[1]]
+        else:
+            assert line.startswith(" " * (6 + max(map(len, TRAINERS)))), line
+            entries[list(entries)[-1]].append(line.strip())
+    assert list(entries) == list(TRAINERS)
+    assert {name: " ".join(text) for name, text in entries.items()} == {n: m.summary for n, m in TRAINERS.items()}
+    assert max(map(len, block)) <= 80
+    assert "    crowdlayer " not in invoke("aggregate", "--help").stdout  # aggregate's list is the aggregators'
+
+
+def _torch_threads_in_training(monkeypatch, *args, env=None) -> set[int]:
+    """torch's thread count at every backward pass of a ``train`` run (the whole of training, whichever trainer)."""
+    counts: set[int] = set()
+    backward = torch.Tensor.backward
+
+    def spy(self, *a, **k):
+        counts.add(torch.get_num_threads())
+        return backward(self, *a, **k)
+
+    monkeypatch.setattr(torch.Tensor, "backward", spy)
+    before = torch.get_num_threads()
+    result = CliRunner().invoke(app, [str(a) for a in args], env=env)
+    assert result.exit_code == 0, result.stderr
+    assert torch.get_num_threads() == before  # restored after the fit
+    return counts
+
+
+def test_torch_runs_on_the_given_count_else_on_one_thread_for_a_small_network(folder, monkeypatch):
+    """torch ran on all cores when nobody gave a count; on a shared 2-core machine two threads were up to 60× slower
+    an epoch than one.  A count given (--threads, CROWDAGG_THREADS) still wins."""
+    from crowdagg.core import threads
+
+    monkeypatch.delenv(threads.ENV, raising=False)
+    monkeypatch.setattr(threads, "all_cores", lambda: 8)  # a machine where the old default was 8 threads
+    run = ("train", "--features", folder / "feats.npy", "--method", "crowdlayer", "-q", *SMALL)
+    assert _torch_threads_in_training(monkeypatch, *run) == {1}
+    assert _torch_threads_in_training(monkeypatch, *run, "--threads", "2") == {2}
+    assert _torch_threads_in_training(monkeypatch, *run, env={threads.ENV: "3"}) == {3}
+    assert _torch_threads_in_training(monkeypatch, *run, "--threads", "2", env={threads.ENV: "3"}) == {2}

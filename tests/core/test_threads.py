@@ -292,3 +292,78 @@ def test_a_huge_count_is_refused_by_every_source_before_torch_or_a_thread_sees_i
 def test_numba_num_threads_beyond_the_bound_is_capped_for_the_default(monkeypatch):
     monkeypatch.setenv("NUMBA_NUM_THREADS", "100000")
     assert threads.all_cores() == threads.most()
+
+
+# --------------------------------------------------------------------------- torch's count
+def _fake_torch(monkeypatch, n: int = 8) -> tuple[dict, list[int]]:
+    calls: list[int] = []
+    state = {"n": n}
+    fake = types.SimpleNamespace(
+        get_num_threads=lambda: state["n"],
+        set_num_threads=lambda k: (calls.append(k), state.__setitem__("n", k)),
+    )
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    return state, calls
+
+
+def test_torch_runs_on_one_thread_in_a_fit_when_no_count_is_given(monkeypatch):
+    """All cores was torch's count when nobody gave one: two threads on two cores beside other work ran an epoch
+    60× slower than one.  Without a count the fit scope does not know the network: one thread."""
+    monkeypatch.setattr(threads, "all_cores", lambda: 16)
+    state, calls = _fake_torch(monkeypatch)
+    with threads.fit_scope() as n:
+        assert n == 16  # the kernels keep every core
+        assert state["n"] == 1
+    assert calls == [1, 8] and state["n"] == 8
+
+
+@pytest.mark.parametrize("how", ["use_threads", "set_threads", "env"])
+def test_a_given_count_wins_over_torchs_default_whatever_the_work(how, monkeypatch):
+    monkeypatch.setattr(threads, "all_cores", lambda: 16)
+    state, calls = _fake_torch(monkeypatch)
+    if how == "env":
+        monkeypatch.setenv(threads.ENV, "3")
+    elif how == "set_threads":
+        threads.set_threads(3)
+    with threads.use_threads(3 if how == "use_threads" else None), threads.fit_scope():
+        assert state["n"] == 3
+        assert threads.given() == 3
+        assert threads.torch_threads() == threads.torch_threads(1) == threads.torch_threads(10**12) == 3
+    assert calls == [3, 8]
+
+
+def test_given_is_none_without_a_count_and_count_is_then_all_cores(monkeypatch):
+    monkeypatch.setattr(threads, "all_cores", lambda: 6)
+    assert threads.given() is None and threads.count() == 6
+    assert threads.torch_threads(10**12) == threads.default_torch_threads(10**12, 6)
+    monkeypatch.setenv(threads.ENV, "junk")
+    with pytest.raises(UsageError, match="CROWDAGG_THREADS must be a whole number"):
+        threads.given()
+
+
+W = threads.TORCH_WORK_PER_THREAD
+
+
+@pytest.mark.parametrize("work, cores, expected", [
+    (None, 64, 1),  # the work not known: small
+    (0, 64, 1),
+    (1_122_432, 64, 1),  # music: the default mlp (hidden 128) on batches of 64
+    (4_334_080, 64, 1),  # labelme: the same
+    (W - 1, 64, 1),
+    (W, 64, 1),  # one thread's worth of work
+    (2 * W - 1, 64, 1),
+    (2 * W, 64, 2),
+    (10 * W, 64, 10),
+    (10**15, 64, 32),  # at most half the cores
+    (10**15, 16, 8),
+    (10**15, 5, 2),
+    (10**15, 4, 2),
+    (10**15, 3, 1),
+    (10**15, 2, 1),  # two cores: one thread, however large the work
+    (10**15, 1, 1),
+    (2 * W, 2, 1),
+    (3 * W, 4, 2),
+    (3 * W, 8, 3),
+])
+def test_default_torch_threads_splits_only_large_batches_over_half_the_cores(work, cores, expected):
+    assert threads.default_torch_threads(work, cores) == expected
