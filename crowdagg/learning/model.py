@@ -169,7 +169,9 @@ class TrainedModel:
         device = str(where)
         net = self.network(device)
         out = np.empty((len(x), len(self.classes)))
-        with torch.no_grad():
+        from ..core import threads
+
+        with torch.no_grad(), threads.fit_scope():  # torch's threads by the trainers' rule, not every core
             for lo in range(0, len(x), batch_rows):
                 rows = torch.as_tensor(x[lo:lo + batch_rows], device=torch.device(device))
                 out[lo:lo + batch_rows] = torch.softmax(net(rows).float(), dim=1).double().cpu().numpy()

@@ -472,6 +472,9 @@ class Trainer(Aggregator):
         self.batch_policy.check(self.name, trained.size, checked["batch_size"])
         x = torch.as_tensor(x_np, device=device)
         net, spec = networks.make(network, tuple(x_np.shape[1:]), data.n_classes, checked, device)
+        # torch's threads by the measured rule (core.threads): one unless a batch is worth splitting
+        work = sum(p.numel() for p in net.parameters()) * min(checked["batch_size"], data.n_tasks)
+        torch.set_num_threads(threads.torch_threads(work))
         if spec.kind != networks.MODULE:
             networks.standardizer(net).fit(x[torch.as_tensor(trained, device=device)] if trained.size > 1 else x)
             _check_centred_range(x, networks.standardizer(net).mean)
