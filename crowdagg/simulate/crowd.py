@@ -335,6 +335,22 @@ def sample_labels(
     return label
 
 
+def copy_answers(task: np.ndarray, worker: np.ndarray, label: np.ndarray, copy_of: np.ndarray, n_tasks: int) -> None:
+    """Copiers repeat their source's answer, in place: ``label`` of each worker ``w`` with ``copy_of[w] >= 0``
+    becomes ``copy_of[w]``'s answer on the same task (Max-MIG's correlated mistakes, Cao et al. 2019 §4.3).
+
+    Where the copied worker did not answer, the copier keeps its own draw (from the same matrix).
+    """
+    for w in np.flatnonzero(copy_of >= 0):
+        src = int(copy_of[w])
+        by_task = np.full(n_tasks, -1, dtype=np.int16)
+        mine = worker == src
+        by_task[task[mine]] = label[mine]
+        sel = np.flatnonzero(worker == w)
+        copied = by_task[task[sel]]
+        label[sel] = np.where(copied >= 0, copied, label[sel])
+
+
 @dataclass
 class Plan:
     """What a scenario or the generic path decides before answers are drawn."""
@@ -398,15 +414,7 @@ def realise(rng: np.random.Generator, plan: Plan, extreme_spammers: int) -> Simu
         label = glad.sample_labels(rng, ability, plan.task_beta, worker, task, truth[task], k)
     else:
         label = sample_labels(rng, confusion, worker, truth[task])
-    for w in np.flatnonzero(copy_of >= 0):
-        src = int(copy_of[w])
-        by_task = np.full(n, -1, dtype=np.int16)
-        mine = worker == src
-        by_task[task[mine]] = label[mine]
-        sel = np.flatnonzero(worker == w)
-        copied = by_task[task[sel]]
-        # Where the copied worker did not answer, the copier answers by its own (the same) matrix.
-        label[sel] = np.where(copied >= 0, copied, label[sel])
+    copy_answers(task, worker, label, copy_of, n)
     features = None
     if plan.features is not None:  # drawn last: a plan without features draws exactly what it did before
         dim, separation = plan.features

@@ -22,7 +22,8 @@
   ``p`` and otherwise answering one fixed other class per true class
   (:func:`pairwise_flipper_matrices`).
 * Max-MIG workers (Cao, Xu, Kong & Wang, ICLR 2019, arXiv:1905.13436,
-  App. B.1): the (H) Dogs-vs-Cats seniors (:func:`maxmig_seniors`), juniors
+  App. B.1): the (H) Dogs-vs-Cats seniors (:func:`maxmig_seniors`), the (H)
+  CIFAR-10 seniors (:func:`maxmig_cifar_seniors`), juniors
   who always answer one class (:func:`constant_matrices`); copiers take their
   source's matrix and repeat its answers (see ``copy_of`` in
   :mod:`crowdagg.simulate.crowd`).
@@ -185,6 +186,40 @@ def pairwise_flipper_matrices(rng: np.random.Generator, m: int, k: int, skill: t
 def maxmig_seniors() -> np.ndarray:
     """The five binary Max-MIG seniors A--E, shape (5, 2, 2), rows ``[P(.|cat), P(.|dog)]``."""
     return np.array([[[a0, 1 - a0], [1 - a1, a1]] for a0, a1 in MAXMIG_SENIORS])
+
+
+#: Max-MIG's CIFAR-10 hard pairs (App. B.1), as (the member expert A always answers, the other): airplane/bird,
+#: automobile/truck, cat/dog, deer/horse, frog/ship.  Classes of different pairs are never confused.
+MAXMIG_HARD_PAIRS: tuple[tuple[int, int], ...] = ((0, 2), (1, 9), (3, 5), (4, 7), (6, 8))
+
+
+def maxmig_cifar_seniors() -> np.ndarray:
+    """The five Max-MIG (H) CIFAR-10 seniors A--E, shape (5, 10, 10) ``[w, true, observed]`` (App. B.1).
+
+    On each hard pair (:data:`MAXMIG_HARD_PAIRS`) A always answers the
+    pair's first member, B answers either member w.p. 0.5, C is perfect on
+    cat/dog and deer/horse and B-like on the rest, D is perfect on
+    airplane/bird, automobile/truck and frog/ship and A-like on the rest, E
+    is right w.p. 0.6 and swaps w.p. 0.4.  No one confuses classes of
+    different pairs.
+    """
+    same = np.array([[1.0, 0.0], [1.0, 0.0]])  # rows: true first, true second; columns: answer first, second
+    coin = np.full((2, 2), 0.5)
+    perfect = np.eye(2)
+    mammals = {(3, 5), (4, 7)}
+    behaviour = {
+        "A": lambda pair: same,
+        "B": lambda pair: coin,
+        "C": lambda pair: perfect if pair in mammals else coin,
+        "D": lambda pair: same if pair in mammals else perfect,
+        "E": lambda pair: np.array([[0.6, 0.4], [0.4, 0.6]]),
+    }
+    mats = np.zeros((5, 10, 10))
+    for w, rule in enumerate(behaviour.values()):
+        for pair in MAXMIG_HARD_PAIRS:
+            idx = np.array(pair)
+            mats[w][np.ix_(idx, idx)] = rule(pair)
+    return mats
 
 
 def constant_matrices(m: int, k: int, answer: int) -> np.ndarray:
