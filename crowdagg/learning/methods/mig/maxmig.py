@@ -1,0 +1,272 @@
+"""Max-MIG (Cao, Xu, Kong & Wang, ICLR 2019): a classifier and a crowds aggregator trained to agree, not to fit.
+
+Model (Cao, Xu, Kong & Wang, "Max-MIG: an information theoretic approach
+for joint learning from crowds", ICLR 2019, arXiv:1905.13436 §3;
+ALGORITHMS.md §11).  Two forecasters of the true class look at the two
+views of a task, which are independent given the truth:
+
+* the **data classifier** ``h(x_n) = softmax(f_θ(x_n))`` (B, K): the
+  network, seeing the features only;
+* the **crowds aggregator** ``g(y_n) = softmax(Σ_{m answers n} W^m[:,
+  y_n^m] + log p)`` (B, K): a "weighted average" of the answers, one free
+  K×K matrix per annotator (``W^m[c, c']``: row the class c the aggregator
+  scores, column the answer c'; an absent answer adds nothing), and the
+  log of the class prior ``p`` as the bias (the paper's ``b = log p``).
+
+Both are trained jointly to maximise their f-mutual information gain with
+the KL choice (the paper's eq. 1 with Table 1's KL row; §11.2)::
+
+    m_ij   = Σ_c h(x_i)_c g(y_j)_c / p_c
+    MIG^KL = (1/B) Σ_i (1 + log m_ii) - (1/(B(B-1))) Σ_{i≠j} m_ij
+
+the reward for agreeing on the same task minus the punishment for
+agreeing across tasks (which stops both from answering one class
+everywhere); the loss of a minibatch is ``-MIG^KL``.  Its maximum is the
+f-mutual information of the data and the crowd's answers: where a subset
+of *senior* annotators is conditionally independent given the truth and
+sufficient for it, the maximiser has ``W^m = log C^m`` for the seniors and
+``W^m = 0`` for everyone else -- copiers of a senior and annotators who
+always answer one class get weight zero (Thm 3.4).  A likelihood method
+(``raykar``, ``crowdlayer``, Dawid--Skene) counts a copier's answers as
+independent evidence and follows the copied senior (Thm E.3): the paper's
+correlated-mistakes case, where Max-MIG keeps its accuracy.
+
+The **data-crowds forecaster** (§3.1; the paper's Table 3) combines the
+two views by Bayes' rule, the views being independent given the truth::
+
+    ζ(x, y) = Normalize(h(x) ⊙ g(y) ⊘ p) = softmax(log h(x) + Σ_m W^m[:, y^m])
+
+(the prior in ``g``'s bias cancels the division).  ``crowdagg train`` writes
+the classifier's labels on the training tasks (``h``) by default, the
+forecaster's with ``forecaster=true``; ``predict`` uses ``h`` (a new task
+has no answers).
+
+Choices, against the reference code (Newbeeer/Max-MIG; ALGORITHMS.md
+§11, §15.1):
+
+* **Floors, not noise**: the code adds ``U(0, 1) · 1e-4`` to each ``m_ii``
+  before the log, only to keep ``log m_ii`` finite where h and g disagree
+  completely.  That draws from torch's generator in every step (every later
+  dropout mask and shuffle would move with it) and makes the loss no
+  function of its inputs; ``m_ii`` is instead floored at
+  :data:`~crowdagg.learning.trainer.PROB_FLOOR` (1e-10: a task on which the
+  two disagree entirely costs 23 nats, not infinity), which changes nothing
+  above the floor.
+* **The off-diagonal sum without the B×B matrix**: ``Σ_{i≠j} m_ij =
+  Σ_c (Σ_i h_ic)(Σ_j g_jc) / p_c - Σ_i m_ii``, O(B K) where the code's
+  matrix is O(B² K) -- the same for a minibatch, and what lets the held-out
+  objective (:func:`mig_kl` over every held-out task) run in O(N K).
+* **Every task is trained on**: the code skips an incomplete last batch
+  (its masks are sized to the batch); here a last batch smaller than 2 (the
+  loss needs pairs) joins the one before.
+* **Sparse answers**: the code feeds a dense (N, M, K) one-hot array (all
+  zeros where an annotator did not answer); here a batch's answers are flat
+  (row, worker, label) arrays and the aggregator's logits an ``index_add``
+  of ``W^{worker}[:, label]``, no dense tasks × workers array.
+* **Initialisation** (the paper's eq. 2, Raykar-style; §11.3):
+  ``W^m[c, c'] = log(Σ_n Q_n(c) 1[y_n^m = c'] / Σ_{n answered by m} Q_n(c)
+  + 1e-4)``, Q the soft majority vote of the training answers: each
+  annotator's confusion against the vote, ``g`` then starts as the naive
+  Dawid--Skene posterior of that confusion.  The paper's denominator sums
+  over every task; with missing answers it is each annotator's answered
+  tasks (Ibrahim's ``mle_based``: rows on the simplex).  1e-4 is the CIFAR
+  code's (the LabelMe code's 1e-2).
+* **The prior** ``p``: ``prior=fixed`` keeps it uniform (the paper's
+  LabelMe and CIFAR-10 setting), ``prior=learned`` learns it as
+  ``softmax(φ)`` from φ = 0 (the Dogs code learns an unconstrained
+  ``Linear(1, 2)`` weight, which can leave the simplex; §11.4).
+
+Shapes: ``h``, ``g`` (B, K) probabilities; ``p`` (K,); W (n_workers, K, K)
+``[worker, class scored, answer]``; a batch's answers (n,) ``row``,
+``worker``, ``label``.  Cost per batch: O(answers × K + B K) beyond the
+network.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from ....data.annotations import AnnotationSet
+from ....methods.base import FitContext
+from ....methods.blocks import soft_majority_vote
+from ....methods.result import AggregationResult
+from ...confusion import expected_counts
+from ...soft_targets import training_set
+from ...trainer import PROB_FLOOR, Batch, Trainer, TrainState
+
+#: Added to the count matrix before its log in the aggregator's start (the paper's CIFAR-10 code; eq. 2).
+INIT_FLOOR = 1e-4
+
+
+def agreement(h: torch.Tensor, g: torch.Tensor, prior: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The same-task and cross-task agreements of ``h`` and ``g`` (B, K) under ``prior`` (K,).
+
+    Returns ``(m_ii (B,), Σ_{i≠j} m_ij (scalar))``, ``m_ij = Σ_c h_ic g_jc /
+    p_c``: the off-diagonal sum as ``Σ_c (Σ_i h_ic)(Σ_j g_jc) / p_c - Σ_i
+    m_ii``, O(B K), without the B × B matrix.
+    """
+    hp = h / prior
+    diag = (hp * g).sum(dim=1)
+    off = (hp.sum(dim=0) * g.sum(dim=0)).sum() - diag.sum()
+    return diag, off
+
+
+def mig_kl(h: torch.Tensor, g: torch.Tensor, prior: torch.Tensor) -> torch.Tensor:
+    """The f-mutual information gain with the KL choice of ``h`` and ``g`` (B, K), B >= 2, under ``prior`` (K,).
+
+    ``MIG^KL = (1/B) Σ_i (1 + log m_ii) - (1/(B(B-1))) Σ_{i≠j} m_ij``,
+    ``m_ij = Σ_c h_ic g_jc / p_c`` (Cao et al. 2019, eq. 1 and Table 1's KL
+    row: ``∂f(t) = 1 + log t``, ``f*(∂f(t)) = t``); ``m_ii`` floored at
+    :data:`~crowdagg.learning.trainer.PROB_FLOOR` before its log.  A scalar
+    to maximise.
+    """
+    b = h.shape[0]
+    diag, off = agreement(h, g, prior)
+    return (1.0 + torch.log(diag.clamp_min(PROB_FLOOR))).mean() - off / (b * (b - 1))
+
+
+def mig_kl_loss(h: torch.Tensor, g: torch.Tensor, prior: torch.Tensor) -> torch.Tensor:
+    """``-MIG^KL`` (:func:`mig_kl`): the loss of a minibatch, to minimise."""
+    return -mig_kl(h, g, prior)
+
+
+def forecaster(log_h: torch.Tensor, answer_logits: torch.Tensor) -> torch.Tensor:
+    """The data-crowds forecaster ``Normalize(h ⊙ g ⊘ p)`` (n, K) from ``log h`` and the answers' part of
+    ``g``'s logits, ``Σ_m W^m[:, y^m]`` (n, K) -- g's bias log p cancels the division by p."""
+    return torch.softmax(log_h + answer_logits, dim=1)
+
+
+def initial_weights(data: AnnotationSet, n_workers: int) -> np.ndarray:
+    """The aggregator's start (n_workers, K, K) ``[worker, class scored, answer]`` (the paper's eq. 2).
+
+    ``log(counts / row sums + 1e-4)``: each annotator's expected counts
+    against the soft majority vote of ``data``'s answers
+    (:func:`~crowdagg.methods.blocks.soft_majority_vote`,
+    :func:`~crowdagg.learning.confusion.expected_counts`), each row over the
+    annotator's answered tasks; a row without any weight (an annotator
+    without answers, a class the vote never gives) is uniform.
+    """
+    counts = expected_counts(soft_majority_vote(data), data.task, data.worker, data.label, n_workers)
+    k = counts.shape[2]
+    total = counts.sum(axis=2, keepdims=True)
+    rows = np.divide(counts, total, out=np.full_like(counts, 1.0 / k), where=total > 0)
+    return np.log(rows + INIT_FLOOR)
+
+
+class CrowdsAggregator(nn.Module):
+    """The crowds aggregator ``g(y) = softmax(Σ_m W^m[:, y^m] + log p)``, with the prior ``p`` fixed or learned.
+
+    Parameters
+    ----------
+    weights : ndarray, shape (n_workers, K, K)
+        The start of ``W`` ``[worker, class scored, answer]``
+        (:func:`initial_weights`).
+    learn_prior : bool
+        False: ``p`` uniform and fixed (a buffer); True: ``p = softmax(φ)``,
+        φ a parameter from 0 (uniform), always on the simplex.
+    """
+
+    def __init__(self, weights: np.ndarray, learn_prior: bool) -> None:
+        super().__init__()
+        k = weights.shape[1]
+        self.weights = nn.Parameter(torch.as_tensor(weights, dtype=torch.float32))
+        self.learn_prior = learn_prior
+        self.phi = nn.Parameter(torch.zeros(k), requires_grad=learn_prior)
+
+    def log_prior(self) -> torch.Tensor:
+        """``log p`` (K,)."""
+        return torch.log_softmax(self.phi, dim=0)
+
+    def prior(self) -> torch.Tensor:
+        """``p`` (K,), on the simplex."""
+        return torch.softmax(self.phi, dim=0)
+
+    def answer_logits(self, row: torch.Tensor, worker: torch.Tensor, label: torch.Tensor,
+                      n_rows: int) -> torch.Tensor:
+        """``Σ_{answers of row r} W^{worker}[:, label]`` (n_rows, K): the answers' part of g's logits.
+
+        ``row``, ``worker``, ``label`` (n,) the answers (each one's row in
+        the output); a row without answers gets zeros.  An ``index_add`` of
+        the answers' columns: O(n K), no dense rows × workers array.
+        """
+        columns = self.weights[worker, :, label]  # (n, K): W^m[:, c'] of each answer
+        out = torch.zeros((n_rows, self.weights.shape[1]), dtype=columns.dtype, device=columns.device)
+        return out.index_add(0, row, columns)
+
+    def forward(self, row: torch.Tensor, worker: torch.Tensor, label: torch.Tensor, n_rows: int) -> torch.Tensor:
+        """``g`` (n_rows, K): the softmax of the answers' logits plus ``log p``."""
+        return torch.softmax(self.answer_logits(row, worker, label, n_rows) + self.log_prior(), dim=1)
+
+
+# ---------------------------------------------------------------- the trainer (interim: the pre-services base)
+
+
+class MaxMIG(Trainer):
+    """Max-MIG (see the module docstring)."""
+
+    name = "maxmig"
+    objective_name = "held-out -MIG^KL"
+    labels_from = "classifier"
+    _forecast: np.ndarray | None = None
+
+    def _build(self, data: AnnotationSet, state: TrainState, checked: FitContext) -> dict[str, nn.Module]:
+        weights = initial_weights(training_set(data, state), state.n_workers)
+        return {"aggregator": CrowdsAggregator(weights, checked["prior"] == "learned")}
+
+    def _start(self, data: AnnotationSet, checked: FitContext, device: torch.device) -> tuple[TrainState, float]:
+        state, objective = super()._start(data, checked, device)
+        state.optimizer.param_groups[1]["lr"] = checked["lr"] * checked["aggregator_lr_scale"]
+        return state, objective
+
+    @staticmethod
+    def _aggregator(state: TrainState) -> CrowdsAggregator:
+        agg = state.modules["aggregator"]
+        assert isinstance(agg, CrowdsAggregator)
+        return agg
+
+    def _loss(self, state: TrainState, logits: torch.Tensor, batch: Batch) -> torch.Tensor:
+        agg = self._aggregator(state)
+        h = torch.softmax(logits, dim=1)
+        g = agg(batch.row, batch.worker, batch.label, h.shape[0])
+        if h.shape[0] < 2:
+            return -(1.0 + torch.log(agreement(h, g, agg.prior())[0].clamp_min(PROB_FLOOR))).mean()
+        return mig_kl_loss(h, g, agg.prior())
+
+    @torch.no_grad()
+    def _objective(self, state: TrainState) -> float:
+        if not len(state.val):
+            return math.nan
+        tasks, row = torch.unique_consecutive(state.val.task, return_inverse=True)
+        if tasks.shape[0] < 2:
+            return math.nan
+        agg = self._aggregator(state)
+        h = state.proba(tasks)
+        g = agg(row, state.val.worker, state.val.label, tasks.shape[0])
+        return float(mig_kl_loss(h, g, agg.prior()))
+
+    def _posterior(self, data: AnnotationSet, proba: np.ndarray, confusion: np.ndarray) -> np.ndarray:
+        return proba if self._forecast is None else self._forecast
+
+    def _finish(self, data: AnnotationSet, run: Any, checked: FitContext) -> AggregationResult:
+        state: TrainState = run.state
+        if state.best_weights:
+            state.restore(state.best_weights)
+            state.best_weights = {}
+        if checked["forecaster"]:
+            with torch.no_grad():
+                agg = self._aggregator(state)
+                log_h = torch.log(state.proba().clamp_min(PROB_FLOOR))
+                dev = state.device
+                t, w, lab = (torch.as_tensor(np.asarray(a, dtype=np.int64), device=dev)
+                             for a in (data.task, data.worker, data.label))
+                z = forecaster(log_h, agg.answer_logits(t, w, lab, data.n_tasks))
+                self._forecast = z.double().cpu().numpy()
+        try:
+            return super()._finish(data, run, checked)
+        finally:
+            self._forecast = None

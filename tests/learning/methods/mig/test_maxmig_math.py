@@ -1,0 +1,118 @@
+"""Max-MIG's mathematics against hand-computed values: the KL f-MIG of a batch, the aggregator, its start,
+the forecaster (crowdagg.learning.methods.mig.maxmig)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from crowdagg.data.annotations import AnnotationSet  # noqa: E402
+from crowdagg.learning.methods.mig.maxmig import (  # noqa: E402
+    INIT_FLOOR,
+    CrowdsAggregator,
+    agreement,
+    forecaster,
+    initial_weights,
+    mig_kl,
+    mig_kl_loss,
+)
+
+#: The 3-item batch worked by hand below: the classifier's and the aggregator's outputs (K = 2).
+H = [[0.8, 0.2], [0.4, 0.6], [0.5, 0.5]]
+G = [[0.9, 0.1], [0.2, 0.8], [0.5, 0.5]]
+
+
+def t(rows) -> torch.Tensor:
+    return torch.tensor(rows, dtype=torch.float64)
+
+
+def test_mig_kl_of_a_three_item_batch_uniform_prior():
+    # p = (.5, .5): m_ij = 2 (h_i0 g_j0 + h_i1 g_j1)
+    #   m_11 = 2 (.72 + .02) = 1.48   m_22 = 2 (.08 + .48) = 1.12   m_33 = 2 (.25 + .25) = 1
+    #   m_12 = 2 (.16 + .16) = .64    m_13 = 2 (.4 + .1) = 1        m_21 = 2 (.36 + .06) = .84
+    #   m_23 = 2 (.2 + .3) = 1        m_31 = 2 (.45 + .05) = 1      m_32 = 2 (.1 + .4) = 1
+    # MIG = (1/3)(3 + ln 1.48 + ln 1.12 + ln 1) - (.64 + 1 + .84 + 1 + 1 + 1) / (3 · 2)
+    #     = 1 + (.392042 + .113329) / 3 - 5.48 / 6 = 1.168457 - .913333 = .255124
+    got = mig_kl(t(H), t(G), t([0.5, 0.5]))
+    assert float(got) == pytest.approx(0.255124, abs=1e-6)
+    assert float(mig_kl_loss(t(H), t(G), t([0.5, 0.5]))) == pytest.approx(-0.255124, abs=1e-6)
+    diag, off = agreement(t(H), t(G), t([0.5, 0.5]))
+    np.testing.assert_allclose(diag.numpy(), [1.48, 1.12, 1.0])
+    assert float(off) == pytest.approx(5.48)
+
+
+def test_mig_kl_of_a_three_item_batch_skewed_prior():
+    # p = (.75, .25): m_ij = (4/3) h_i0 g_j0 + 4 h_i1 g_j1
+    #   m_11 = .96 + .08 = 1.04   m_22 = .106667 + 1.92 = 2.026667   m_33 = .333333 + 1 = 1.333333
+    #   m_12 = .213333 + .64 = .853333   m_13 = .533333 + .4 = .933333   m_21 = .48 + .24 = .72
+    #   m_23 = .266667 + 1.2 = 1.466667  m_31 = .6 + .2 = .8             m_32 = .133333 + 1.6 = 1.733333
+    # MIG = 1 + (ln 1.04 + ln 2.026667 + ln 1.333333) / 3 - 6.506667 / 6
+    #     = 1 + (.039221 + .706392 + .287682) / 3 - 1.084444 = .259987
+    assert float(mig_kl(t(H), t(G), t([0.75, 0.25]))) == pytest.approx(0.259987, abs=1e-6)
+
+
+def test_off_diagonal_sum_is_the_matrix_one():
+    rng = np.random.default_rng(0)
+    h, g = (torch.softmax(t(rng.standard_normal((7, 4))), dim=1) for _ in range(2))
+    p = torch.softmax(t(rng.standard_normal(4)), dim=0)
+    m = (h / p) @ g.T  # the reference code's B × B matrix
+    diag, off = agreement(h, g, p)
+    np.testing.assert_allclose(diag.numpy(), np.diag(m.numpy()))
+    assert float(off) == pytest.approx(float(m.sum() - m.diagonal().sum()))
+    expected = (1 + torch.log(m.diagonal())).mean() - (m.sum() - m.diagonal().sum()) / (7 * 6)
+    assert float(mig_kl(h, g, p)) == pytest.approx(float(expected))
+
+
+def test_disagreeing_views_cost_a_floored_log_not_infinity():
+    h, g = t([[1.0, 0.0], [0.0, 1.0]]), t([[0.0, 1.0], [1.0, 0.0]])
+    got = mig_kl(h, g, t([0.5, 0.5]))
+    # m_11 = m_22 = 0 floored at 1e-10; m_12 = m_21 = 2: MIG = 1 + ln 1e-10 - 4 / 2
+    assert math.isfinite(float(got))
+    assert float(got) == pytest.approx(1 + math.log(1e-10) - 2.0)
+
+
+def test_aggregator_sums_the_answers_columns_and_the_log_prior():
+    # W^0 = [[ln .9, 0], [ln .1, 0]]: answer 0 scores (ln .9, ln .1), answer 1 nothing; W^1's answer 1: (ln .2, ln .8)
+    w = np.zeros((2, 2, 2))
+    w[0, :, 0] = np.log([0.9, 0.1])
+    w[1, :, 1] = np.log([0.2, 0.8])
+    agg = CrowdsAggregator(w, learn_prior=False)
+    # row 0: worker 0 answers 0; row 1: worker 0 answers 1, worker 1 answers 1; row 2: no answer
+    row, worker, label = (torch.tensor(a) for a in ([0, 1, 1], [0, 0, 1], [0, 1, 1]))
+    logits = agg.answer_logits(row, worker, label, 3)
+    np.testing.assert_allclose(logits.detach().numpy(), np.log([[0.9, 0.1], [0.2, 0.8], [1, 1]]), rtol=1e-6)
+    np.testing.assert_allclose(agg(row, worker, label, 3).detach().numpy(), G, rtol=1e-6)  # + log(.5, .5)
+    np.testing.assert_allclose(agg.prior().numpy(), [0.5, 0.5])
+    assert not agg.phi.requires_grad  # fixed: not trained
+
+
+def test_learned_prior_is_a_softmax_and_enters_the_bias():
+    agg = CrowdsAggregator(np.zeros((1, 3, 3)), learn_prior=True)
+    assert agg.phi.requires_grad
+    with torch.no_grad():
+        agg.phi.copy_(torch.log(torch.tensor([0.5, 0.3, 0.2])))
+    none = torch.zeros(0, dtype=torch.long)
+    np.testing.assert_allclose(agg(none, none, none, 1).detach().numpy(), [[0.5, 0.3, 0.2]], rtol=1e-6)
+
+
+def test_initial_weights_are_the_log_counts_against_the_soft_vote():
+    # task 0: both workers answer 0 -> Q = (1, 0); task 1: worker 0 answers 1, worker 1 answers 0 -> Q = (.5, .5)
+    data = AnnotationSet.from_codes([0, 0, 1, 1], [0, 1, 0, 1], [0, 0, 1, 0], n_classes=2)
+    got = initial_weights(data, 3)
+    # worker 0: true 0 -> answer 0 w. 1 (task 0), answer 1 w. .5 (task 1): (2/3, 1/3); true 1 -> answer 1 w. .5: (0, 1)
+    np.testing.assert_allclose(got[0], np.log(np.array([[2 / 3, 1 / 3], [0, 1]]) + INIT_FLOOR))
+    # worker 1: answers 0 on both: true 0 (1.5, 0) -> (1, 0); true 1 (.5, 0) -> (1, 0)
+    np.testing.assert_allclose(got[1], np.log(np.array([[1, 0], [1, 0]]) + INIT_FLOOR))
+    # worker 2 answered nothing: uniform rows
+    np.testing.assert_allclose(got[2], np.log(np.full((2, 2), 0.5) + INIT_FLOOR))
+
+
+def test_forecaster_is_the_normalised_product_over_the_prior():
+    h, g, p = t([[0.8, 0.2]]), t([[0.9, 0.1]]), t([0.75, 0.25])
+    # h ⊙ g ⊘ p = (.72 / .75, .02 / .25) = (.96, .08), normalised: (.923077, .076923)
+    answers = torch.log(g) - torch.log(p)  # g's logits less its bias log p
+    np.testing.assert_allclose(forecaster(torch.log(h), answers).numpy(), [[0.96 / 1.04, 0.08 / 1.04]])
