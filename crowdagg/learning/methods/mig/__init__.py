@@ -26,8 +26,13 @@ DECLARATIONS = (
             Param("forecaster", bool, False, "the labels of the training tasks from the data-crowds forecaster "
                   "Normalize(h ⊙ g ⊘ p), the classifier and every answer combined (the paper's Table 3), instead "
                   "of the classifier h alone; predict always uses h", paper="ζ"),
-            Param("aggregator_lr_scale", float, 0.1, "the aggregator's learning rate (W and the learned prior) as "
-                  "a multiple of lr (0.1: the paper's CIFAR-10 setting, 1e-3 and 1e-4)", 1e-3, 1e3),
+            Param("aggregator_init", "choice", "centred", "the aggregator's start: the log of each annotator's counts against a "
+                  "soft label of the answers, the centred vote (each annotator's own answer shares taken from its "
+                  "votes: one answering one class everywhere adds nothing) or votes (the plain soft majority "
+                  "vote: the paper's eq. 2, trapped where many annotators answer one class)",
+                  choices=("centred", "votes")),
+            Param("aggregator_lr_scale", float, 1.0, "the aggregator's learning rate (W and the learned prior) as "
+                  "a multiple of lr (the paper: 1 on LabelMe, 0.1 on CIFAR-10)", 1e-3, 1e3),
         ),
         kind="trainer", requires="train", rank=45, quick_params=QUICK,
     ),

@@ -141,17 +141,43 @@ def forecaster(log_h: torch.Tensor, answer_logits: torch.Tensor) -> torch.Tensor
     return torch.softmax(log_h + answer_logits, dim=1)
 
 
-def initial_weights(data: AnnotationSet, n_workers: int) -> np.ndarray:
+def centred_votes(data: AnnotationSet) -> np.ndarray:
+    """The soft vote (n_tasks, K) with each annotator's own answer frequencies taken from its votes.
+
+    ``Q_n ∝ max(0, Σ_{m answers n} (e(y_n^m) - π_m))``, ``π_m`` (K,) the
+    share of annotator m's answers in each class: an answer counts only as
+    far as it departs from what its annotator always says, so an annotator
+    who gives one class to every task adds nothing (where the plain vote
+    gives that class to every task), while an annotator spreading its
+    answers over the classes votes almost as in the plain soft vote.  A task
+    whose centred votes are all <= 0 keeps its plain vote shares; tasks
+    without answers are 0.  O(answers × K).
+    """
+    k, n = data.n_classes, data.n_tasks
+    per_worker = np.bincount(data.worker.astype(np.int64) * k + data.label, minlength=data.n_workers * k)
+    share = per_worker.reshape(data.n_workers, k).astype(np.float64)
+    share /= np.maximum(share.sum(axis=1, keepdims=True), 1.0)
+    votes = np.bincount(data.task.astype(np.int64) * k + data.label, minlength=n * k).reshape(n, k).astype(np.float64)
+    expected = np.stack([np.bincount(data.task, weights=share[data.worker, c], minlength=n) for c in range(k)], axis=1)
+    centred = np.maximum(votes - expected, 0.0)
+    total = centred.sum(axis=1, keepdims=True)
+    return np.where(total > 0, centred / np.where(total > 0, total, 1.0), soft_majority_vote(data))
+
+
+def initial_weights(data: AnnotationSet, n_workers: int, init: str = "centred") -> np.ndarray:
     """The aggregator's start (n_workers, K, K) ``[worker, class scored, answer]`` (the paper's eq. 2).
 
     ``log(counts / row sums + 1e-4)``: each annotator's expected counts
-    against the soft majority vote of ``data``'s answers
-    (:func:`~crowdagg.methods.blocks.soft_majority_vote`,
-    :func:`~crowdagg.learning.confusion.expected_counts`), each row over the
-    annotator's answered tasks; a row without any weight (an annotator
-    without answers, a class the vote never gives) is uniform.
+    (:func:`~crowdagg.learning.confusion.expected_counts`) against a soft
+    label Q of ``data``'s answers, each row over the annotator's answered
+    tasks; a row without any weight (an annotator without answers, a class Q
+    never gives) is uniform.  Q is the soft majority vote
+    (:func:`~crowdagg.methods.blocks.soft_majority_vote`) for ``init="votes"``
+    (the paper's), the centred vote (:func:`centred_votes`) for
+    ``"centred"``.
     """
-    counts = expected_counts(soft_majority_vote(data), data.task, data.worker, data.label, n_workers)
+    q = centred_votes(data) if init == "centred" else soft_majority_vote(data)
+    counts = expected_counts(q, data.task, data.worker, data.label, n_workers)
     k = counts.shape[2]
     total = counts.sum(axis=2, keepdims=True)
     rows = np.divide(counts, total, out=np.full_like(counts, 1.0 / k), where=total > 0)
@@ -215,7 +241,7 @@ class MaxMIG(Trainer):
     _forecast: np.ndarray | None = None
 
     def _build(self, data: AnnotationSet, state: TrainState, checked: FitContext) -> dict[str, nn.Module]:
-        weights = initial_weights(training_set(data, state), state.n_workers)
+        weights = initial_weights(training_set(data, state), state.n_workers, checked["aggregator_init"])
         return {"aggregator": CrowdsAggregator(weights, checked["prior"] == "learned")}
 
     def _start(self, data: AnnotationSet, checked: FitContext, device: torch.device) -> tuple[TrainState, float]:
