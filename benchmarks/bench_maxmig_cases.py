@@ -12,8 +12,8 @@ items (default 1,200) and the rest for test.  Each row is a trainer (``maxmig`` 
 and, as ``maxmig (forecaster)``, the data-crowds forecaster's), each column pair a case: the accuracy of the
 labels it infers for the training items (what ``crowdagg train`` writes) and of its classifier on the test
 items, mean ± std over ``--seeds`` (default 0 1 2: the crowd's draw, the split's and the trainer's).  Every
-trainer runs with its declared defaults but ``--epochs`` (default 30) and ``--param NAME=VALUE`` (given to every
-method declaring NAME); truth is read only to score.  The last columns: each trainer's largest drop from its
+trainer runs with its declared defaults but ``--epochs`` and ``--param NAME=VALUE`` (given to every method
+declaring NAME); truth is read only to score.  The last columns: each trainer's largest drop from its
 independent-case accuracy, training labels and test.
 
 ``--threads N`` runs torch on N threads (1 is fastest on a shared machine); ``--json FILE`` writes every cell.
@@ -61,7 +61,9 @@ def fit(method: str, case: str, seed: int, opts) -> tuple[float, float]:
     name = method.removesuffix(FORECASTER)
     declared = {p.name for p in get_trainer(name).params}
     params = {k: v for k, v in opts.param.items() if k in declared}
-    params.update(seed=seed, epochs=opts.epochs)
+    params["seed"] = seed
+    if opts.epochs is not None:
+        params["epochs"] = opts.epochs
     if method.endswith(FORECASTER):
         params["forecaster"] = True
     with warnings.catch_warnings():
@@ -82,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES))
     ap.add_argument("--expertise", choices=EXPERTISE, default="H")
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    ap.add_argument("--epochs", type=int, default=30)
+    ap.add_argument("--epochs", type=int, help="every trainer's epochs (default: its declared default)")
     ap.add_argument("--train", type=int, default=1200, help="training items (the rest of the 1,797 are the test)")
     ap.add_argument("--param", nargs="+", type=parse_param, default=[], metavar="NAME=VALUE",
                     help="a trainer parameter given to every method that declares it")
@@ -118,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
                     for i in (0, 1)]
         rows.append(row)
     print(f"digits: {opts.train:,} training items (the rest test), expertise ({opts.expertise}), "
-          f"epochs {opts.epochs}, seeds {' '.join(map(str, opts.seeds))}, params {opts.param or 'declared'}; "
+          f"epochs {opts.epochs or 'declared'}, seeds {' '.join(map(str, opts.seeds))}, params {opts.param or 'declared'}; "
           f"{time.perf_counter() - t0:.0f} s\n")
     print(table(head, rows))
     if opts.json:

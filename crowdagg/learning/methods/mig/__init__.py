@@ -3,7 +3,7 @@ the answers (Max-MIG).  No generative answer model: robust to annotators who cop
 class whatever the item.
 """
 
-from ....methods.registry import Method, Param
+from ....methods.registry import Method, ModuleGroup, Param
 from .. import QUICK, TRAIN_PARAMS
 
 DECLARATIONS = (
@@ -11,7 +11,7 @@ DECLARATIONS = (
         "maxmig", "crowdagg.learning.methods.mig.maxmig:MaxMIG",
         "Max-MIG: classifier and crowds aggregator trained jointly to maximise their f-mutual information gain",
         "The classifier h(x) = softmax(f_θ(x)) and the aggregator g(y) = softmax(Σ_m W^m[:, y^m] + log p), one "
-        "free K×K matrix per annotator from the log of its counts against the soft majority vote, maximise "
+        "free K×K matrix per annotator from the log of its counts against the centred vote, maximise "
         "MIG^KL = mean_i (1 + log m_ii) - mean_{i≠j} m_ij, m_ij = Σ_c h(x_i)_c g(y_j)_c / p_c, over each "
         "minibatch. Copiers and annotators answering one class get weight zero at the optimum. Labels: h, or the "
         "data-crowds forecaster Normalize(h ⊙ g ⊘ p) with forecaster=true; selection on -MIG^KL of the held-out "
@@ -35,5 +35,7 @@ DECLARATIONS = (
                   "a multiple of lr (the paper: 1 on LabelMe, 0.1 on CIFAR-10)", 1e-3, 1e3),
         ),
         kind="trainer", requires="train", rank=45, quick_params=QUICK,
+        groups=(ModuleGroup("aggregator", lr="aggregator_lr_scale", help="the crowds aggregator: one K×K matrix W^m "
+                            "per annotator, and φ of the learned prior"),),
     ),
 )

@@ -102,8 +102,8 @@ def test_learned_prior_is_a_softmax_and_enters_the_bias():
 
 def test_initial_weights_are_the_log_counts_against_the_soft_vote():
     # task 0: both workers answer 0 -> Q = (1, 0); task 1: worker 0 answers 1, worker 1 answers 0 -> Q = (.5, .5)
-    data = AnnotationSet.from_codes([0, 0, 1, 1], [0, 1, 0, 1], [0, 0, 1, 0], n_classes=2)
-    got = initial_weights(data, 3, "votes")
+    data = AnnotationSet.from_codes([0, 0, 1, 1], [0, 1, 0, 1], [0, 0, 1, 0], n_classes=2, n_workers=3)
+    got = initial_weights(data, "votes")
     # worker 0: true 0 -> answer 0 w. 1 (task 0), answer 1 w. .5 (task 1): (2/3, 1/3); true 1 -> answer 1 w. .5: (0, 1)
     np.testing.assert_allclose(got[0], np.log(np.array([[2 / 3, 1 / 3], [0, 1]]) + INIT_FLOOR))
     # worker 1: answers 0 on both: true 0 (1.5, 0) -> (1, 0); true 1 (.5, 0) -> (1, 0)
@@ -123,7 +123,7 @@ def test_centred_votes_leave_out_an_annotator_who_always_answers_one_class():
     data = AnnotationSet.from_codes([0, 0, 1, 1, 2], [0, 1, 0, 1, 1], [0, 0, 1, 0, 0], n_classes=2)
     np.testing.assert_allclose(centred_votes(data)[2], [1, 0])
     # the start reads them: worker 0's counts are against (1, 0), (0, 1), (0, 1) -> the identity
-    np.testing.assert_allclose(initial_weights(data, 2)[0], np.log(np.eye(2) + INIT_FLOOR))
+    np.testing.assert_allclose(initial_weights(data)[0], np.log(np.eye(2) + INIT_FLOOR))
 
 
 def test_forecaster_is_the_normalised_product_over_the_prior():
