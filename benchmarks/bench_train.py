@@ -728,6 +728,8 @@ def parse_param(text: str) -> tuple[str, object]:
     name, sep, value = text.partition("=")
     if not sep:
         raise argparse.ArgumentTypeError(f"--param takes NAME=VALUE, got {text!r}")
+    if value.lower() in ("true", "false"):  # a bool parameter (maxmig's forecaster), as the CLI's -p reads it
+        return name, value.lower() == "true"
     for kind in (int, float):
         try:
             return name, kind(value)

@@ -49,7 +49,7 @@ def fitted(separable):
 def test_learns_a_separable_problem(separable, fitted):
     data, x, truth, _ = separable
     classifier = fitted.model_params["classifier_proba"].argmax(axis=1)
-    # measured: .99 (the labels are the classifier's); mv on the 4 answers a task .87
+    # measured: .983 (the labels are the classifier's); mv on the 4 answers a task .893
     assert (classifier == truth).mean() >= 0.97
     np.testing.assert_array_equal(fitted.labels, classifier)
     np.testing.assert_allclose(fitted.posteriors.sum(axis=1), 1.0)
@@ -66,33 +66,62 @@ def test_forecaster_combines_the_classifier_and_the_answers(separable, fitted):
     np.testing.assert_array_equal(forecast.model_params["classifier_proba"], fitted.model_params["classifier_proba"])
     assert not np.allclose(forecast.posteriors, fitted.posteriors)
     np.testing.assert_allclose(forecast.posteriors.sum(axis=1), 1.0)
-    # the forecaster is at least as sharp as the classifier where both agree with the truth
-    assert (forecast.labels == truth).mean() >= (fitted.labels == truth).mean() - 0.01
+    # measured: .985 against the classifier's .983: the answers add what the features miss
+    assert (forecast.labels == truth).mean() >= (fitted.labels == truth).mean()
 
 
-def test_learned_prior_stays_on_the_simplex_and_moves(separable):
-    data, x, truth, _ = separable
-    keep = np.flatnonzero((truth != 2) | (np.arange(truth.size) % 4 == 0))  # class 2 made rare: ~1/9 of tasks
+def test_learned_prior_stays_on_the_simplex_and_moves(separable, monkeypatch):
     from crowdagg.data.annotations import AnnotationSet
 
+    data, x, truth, _ = separable
+    keep = np.flatnonzero((truth != 2) | (np.arange(truth.size) % 4 == 0))  # class 2 made rare: ~1/9 of tasks
     new = np.full(data.n_tasks, -1)
     new[keep] = np.arange(keep.size)
     sel = new[data.task] >= 0
     sub = AnnotationSet.from_codes(new[data.task[sel]], data.worker[sel], data.label[sel], n_tasks=keep.size,
                                    n_workers=data.n_workers, n_classes=3)
-    seen = {}
+    seen = []
     real = CrowdsAggregator.prior
 
     def spy(self):
         p = real(self)
-        seen["prior"] = p.detach().clone()
+        seen.append(p.detach().clone())
         return p
 
-    CrowdsAggregator.prior = spy  # type: ignore[method-assign]
-    try:
-        get_trainer("maxmig").load()(**FIT, prior="learned").fit(sub, x[keep])
-    finally:
-        CrowdsAggregator.prior = real  # type: ignore[method-assign]
-    p = seen["prior"].numpy()
-    assert (p > 0).all() and p.sum() == pytest.approx(1.0, abs=1e-6)
-    assert p[2] < p[0] and p[2] < p[1]  # it learned the rare class: uniform at the start
+    monkeypatch.setattr(CrowdsAggregator, "prior", spy)
+    get_trainer("maxmig").load()(**FIT, prior="learned").fit(sub, x[keep])
+    np.testing.assert_allclose(seen[0].numpy(), 1 / 3)  # uniform at the start
+    for p in (q.numpy() for q in seen):
+        assert (p > 0).all() and p.sum() == pytest.approx(1.0, abs=1e-6)
+    last = seen[-1].numpy()
+    assert last[2] < last[0] and last[2] < last[1], last  # it learned that class 2 is rare
+
+
+def test_the_papers_three_cases_on_digits():
+    """Max-MIG §4 on scikit-learn's digits (1,200 training items, the CIFAR-10 (H) experts, every expert on every
+    item): maxmig keeps its accuracy across the independent, naive-majority and correlated crowds, where raykar
+    follows the copied seniors (the paper's Thm E.3)."""
+    pytest.importorskip("sklearn")
+    from sklearn.datasets import load_digits
+
+    from crowdagg.simulate.maxmig import maxmig_case
+
+    d = load_digits()
+    order = np.random.default_rng([1, 0xD1]).permutation(d.target.shape[0])[:1200]  # the benchmark's seed-1 split
+    x, y = d.data[order].astype(np.float32), d.target[order]
+
+    def labels(method: str, case: str) -> float:
+        crowd = maxmig_case(x, y, case, seed=1)
+        data = crowd.to_annotations()
+        rows = np.array([int(t[1:]) for t in data.task_names])
+        classes = np.array([int(c) for c in data.classes])
+        result = get_trainer(method).load()(seed=1, device="cpu").fit(data, x[rows])
+        return float(np.mean(classes[result.labels] == y[rows]))
+
+    got = {case: labels("maxmig", case) for case in ("independent", "naive-majority", "correlated")}
+    # measured: .999, .999, .999 (benchmarks/bench_maxmig_cases.py, seeds 0-2: .999, 1.000, .999)
+    assert min(got.values()) >= 0.97 and max(got.values()) - min(got.values()) <= 0.03, got
+    raykar = {case: labels("raykar", case) for case in ("independent", "correlated")}
+    # measured: .901 and .688 (seeds 0-2: .871 ± .058 and .692 ± .008; seed 0's drop is .102 only)
+    assert raykar["independent"] - raykar["correlated"] >= 0.10, raykar
+    assert got["correlated"] >= raykar["correlated"] + 0.2

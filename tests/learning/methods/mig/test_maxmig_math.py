@@ -12,10 +12,12 @@ torch = pytest.importorskip("torch")
 
 from crowdagg.data.annotations import AnnotationSet  # noqa: E402
 from crowdagg.learning.methods.mig.maxmig import (  # noqa: E402
+    COPY_MIN_SHARED,
     INIT_FLOOR,
     CrowdsAggregator,
     agreement,
     centred_votes,
+    duplicate_weights,
     forecaster,
     initial_weights,
     mig_kl,
@@ -131,3 +133,22 @@ def test_forecaster_is_the_normalised_product_over_the_prior():
     # h ⊙ g ⊘ p = (.72 / .75, .02 / .25) = (.96, .08), normalised: (.923077, .076923)
     answers = torch.log(g) - torch.log(p)  # g's logits less its bias log p
     np.testing.assert_allclose(forecaster(torch.log(h), answers).numpy(), [[0.96 / 1.04, 0.08 / 1.04]])
+
+
+def test_copies_share_one_vote_and_near_copies_do_not():
+    rng = np.random.default_rng(0)
+    n = 40
+    source = rng.integers(0, 3, size=n)
+    near = source.copy()
+    near[7] = (near[7] + 1) % 3  # differs on one task
+    answers = {0: source, 1: source, 2: rng.integers(0, 3, size=n), 3: near, 4: source}
+    task = np.concatenate([np.arange(n)] * 5)
+    worker = np.repeat(np.arange(5), n)
+    label = np.concatenate([answers[w] for w in range(5)])
+    keep = np.ones(task.size, dtype=bool)
+    keep[[3, 45, 170]] = False  # held-out gaps: copies need not have the same answer sets
+    short = (worker == 4) & (task >= COPY_MIN_SHARED - 1)  # worker 4 shares only 19 tasks: too few to call a copy
+    keep &= ~short
+    data = AnnotationSet.from_codes(task[keep], worker[keep], label[keep], n_classes=3)
+    # workers 0 and 1 agree on all 38 tasks both answered; 3 differs on one; 4 agrees with 0 on only 19
+    np.testing.assert_array_equal(duplicate_weights(data), [0.5, 0.5, 1.0, 1.0, 1.0])
