@@ -23,8 +23,10 @@ every task with features, as `crowdagg aggregate` writes them: the labels
 the trainer infers for the training tasks (tasks with features but no
 answers, n_answers 0, get the classifier's prediction).  --workers writes
 the annotators' estimated confusion matrices, --save the model for
-`crowdagg predict`.  Model selection keeps the epoch with the best
-likelihood of held-out answers (--val-fraction); --truth only reports.
+`crowdagg predict`.  Model selection keeps the epoch with the best score
+on held-out answers (--val-fraction: their likelihood, or the method's own
+objective), stopping after --patience epochs without a better one; stderr
+says which epoch was kept; --truth only reports.
 
 {opt.method_list(TRAINERS, "Trainers")}
 

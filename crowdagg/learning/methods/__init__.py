@@ -32,9 +32,10 @@ TRAIN_PARAMS = (
     Param("device", "device", "auto", "where to train: auto (CUDA when available), cpu, cuda, cuda:N; mixed "
           "precision on CUDA"),
     Param("val_fraction", float, 0.1, "share of the answers held out for model selection: the epoch with the best "
-          "held-out noisy-answer likelihood is kept (0: none held out, the last epoch is kept)", 0.0, 0.9),
-    Param("patience", int, 20, "stop when the model-selection objective (the held-out likelihood) has not improved "
-          "for this many epochs (0: run every epoch; the best epoch is kept either way)", 0, 100000),
+          "held-out objective is kept -- the noisy answers' likelihood, or the method's own objective where it has "
+          "one (maxmig: -MIG) -- (0: none held out, the last epoch is kept)", 0.0, 0.9),
+    Param("patience", int, 20, "stop when the held-out model-selection objective has not improved for this many "
+          "epochs (0: run every epoch; the best epoch is kept either way)", 0, 100000),
 )
 
 #: Every trainer's cheap settings for tests (:attr:`Method.quick_params`): two epochs of a small network.
