@@ -89,7 +89,7 @@ from ..data.annotations import AnnotationSet
 from ..errors import DataError, UsageError, param
 from ..methods.base import Aggregator, FitContext, _engine, make_result
 from ..methods.blocks import TieBreaker, argmax_random_ties, latent_posterior
-from ..methods.loop import MINIMISE, NoImprovement, Run, Step, StopRule, iterate
+from ..methods.loop import MINIMISE, NoImprovement, Run, Step, StopRule, check_callback, iterate
 from ..methods.registry import Method
 from ..methods.result import AggregationResult
 from . import networks
@@ -292,11 +292,17 @@ class TrainContext:
         return self.device.type == "cuda"
 
     def logits(self, x: torch.Tensor) -> torch.Tensor:
-        """The network's logits (float32), under autocast on CUDA."""
+        """The network's logits (float32), under autocast on CUDA; a given module's checked
+        (:func:`~crowdagg.learning.networks.module_forward`)."""
         if self.amp:
             with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
-                return self.net(x).float()
-        return self.net(x).float()
+                return self._forward(x).float()
+        return self._forward(x).float()
+
+    def _forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.spec.kind == networks.MODULE:
+            return networks.module_forward(self.net, x, self.n_classes)
+        return self.net(x)
 
     @torch.no_grad()
     def proba(self, tasks: torch.Tensor | None = None) -> torch.Tensor:
@@ -403,6 +409,7 @@ class Trainer(Aggregator):
             raise UsageError(f"method {self.name!r} is a trainer: fit(data, features) needs the features of the tasks")
         if data.n_tasks == 0:
             raise DataError("no tasks to train on")
+        check_callback(callback)
         if network is not None and not isinstance(network, (str, nn.Module)):
             raise UsageError(f"network must be one of {', '.join(networks.KINDS)} or a torch.nn.Module, got "
                              f"{type(network).__name__}")
@@ -410,7 +417,9 @@ class Trainer(Aggregator):
         x, names = _inputs(data, features, feature_names)
         source = checked["model"] if network is None else network
         need, what = self._memory(data, x, checked, source)
-        memory.check(need, what, max_memory, advice=self.memory_advice)
+        advice = self.memory_advice if not isinstance(source, nn.Module) else \
+            f"use fewer tasks, a smaller network or a smaller {param('batch_size')}"  # hidden shapes no module
+        memory.check(need, what, max_memory, advice=advice)
         canon = canonical(data)
         context = self._context(canon.data, checked, max_memory, _engine(engine, canon.data))
         with threads.fit_scope():
@@ -628,7 +637,7 @@ class Trainer(Aggregator):
             self.name, caller, post, labels, prior,
             worker_params={"confusion": confusion},
             model_params={"model": model, "best_epoch": ctx.best_epoch, "best_objective": ctx.best_objective,
-                          "classifier_proba": proba},
+                          "classifier_proba": proba, "n_held_out": len(ctx.val)},
             objective=np.asarray(run.trace), objective_name=self.objective_name,
             n_iter=run.n_iter, converged=run.converged,
         )
