@@ -31,8 +31,11 @@ likelihood of held-out answers (--val-fraction); --truth only reports.
 Needs the optional extra: pip install 'crowdagg[train]' (torch).
 
 \b
-Example: crowdagg train --features feats.npy --method crowdlayer --save model.pt > train_labels.csv
-  (labels.csv and tasks.txt beside feats.npy are used when --labels and --tasks are not given)
+Example:
+  crowdagg train --features feats.npy --method crowdlayer \\
+      --save model.pt > train_labels.csv
+  (labels.csv and tasks.txt beside feats.npy are used when --labels and
+  --tasks are not given)
 """
 
 #: The trainer parameters with a flag of their own here (the others: -p name=value).
