@@ -85,6 +85,7 @@ import torch
 from torch import nn
 
 from ..core import memory, threads
+from ..core.checks import check_annotations, check_float, check_int, check_seed
 from ..data.annotations import AnnotationSet
 from ..errors import DataError, UsageError, param
 from ..methods.base import Aggregator, FitContext, _engine, make_result
@@ -196,6 +197,7 @@ class BatchPolicy:
 
     def bounds(self, n: int, batch_size: int) -> list[tuple[int, int]]:
         """The ``(lo, hi)`` slices of an epoch's ``n`` shuffled training tasks."""
+        batch_size = check_int("batch_size", batch_size, 1)  # 0 raised range()'s ValueError, -1 an IndexError
         if n == 0:
             return []
         if self.full_batch or n <= batch_size:
@@ -401,10 +403,7 @@ class Trainer(Aggregator):
         in place of the declared ``model`` (a copy: the module given is not
         changed); None: the ``model`` parameter's network.
         """
-        if not isinstance(data, AnnotationSet):  # before data.task_names is read: an AttributeError otherwise
-            raise UsageError(f"{self.name}.fit(data, features): data must be an AnnotationSet (crowdagg.load_annotations "
-                             f"reads a DataFrame, records or a file into one), got "
-                             f"{type(data).__name__}")
+        check_annotations(data, f"{self.name}.fit(data, features)")  # before data.task_names: not AttributeError
         if features is None:
             raise UsageError(f"method {self.name!r} is a trainer: fit(data, features) needs the features of the tasks")
         if data.n_tasks == 0:
@@ -666,6 +665,9 @@ def split(data: AnnotationSet, fraction: float, seed: int) -> np.ndarray:
     """Which answers of ``data`` are trained on (True) and which are held out for model selection: a seeded draw
     of ``fraction`` of them (at least one when ``fraction`` > 0), made on the :func:`canonical` order of the
     answers, so that the same answers are held out however the input rows were ordered."""
+    check_annotations(data, "split(data, fraction, seed)")
+    fraction = check_float("fraction", fraction, 0.0, 1.0)  # NaN, -0.5 or "x" reached numpy's own errors
+    seed = check_seed(seed)
     canon = canonical(data)
     keep = np.empty(data.n_answers, dtype=bool)
     keep[canon.answers] = _draw_split(canon.data.n_answers, fraction, seed)
@@ -722,6 +724,7 @@ def canonical(data: AnnotationSet) -> Canonical:
     """
     import pyarrow as pa
 
+    check_annotations(data, "canonical(data)")
     t_order = np.argsort(np.asarray(data.task_names, dtype=str), kind="stable")
     w_order = np.argsort(np.asarray(data.worker_names, dtype=str), kind="stable")
     t_rank = np.empty_like(t_order)

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from ..core import memory, threads
+from ..core.checks import check_annotations
 from ..data.annotations import AnnotationSet
 from ..errors import ConvergenceWarning, CrowdaggWarning, DataError, UsageError, param, warn
 from .blocks import PROB_FLOOR as PROB_FLOOR  # re-exported: these lived here before crowdagg.methods.blocks
@@ -257,8 +258,7 @@ class Aggregator:
         available memory) bounds what the fit may allocate: a larger need is
         refused up front with :class:`~crowdagg.errors.ResourceError`.
         """
-        if not isinstance(data, AnnotationSet):
-            raise TypeError(f"fit expects an AnnotationSet, got {type(data).__name__}")
+        check_annotations(data, f"{self.name}.fit(data)")  # a DataFrame: UsageError, was a bare TypeError
         if data.n_tasks == 0:
             raise DataError("no tasks to aggregate")
         check_callback(callback)

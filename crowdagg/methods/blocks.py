@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.checks import check_index_array, check_task_mapping
+from ..core.checks import check_annotations, check_index_array, check_task_mapping
 from ..data.annotations import AnnotationSet
 from ..errors import CrowdaggWarning, DataError, UsageError, param, warn
 
@@ -620,9 +620,7 @@ def latent_posterior(
     from ..core import memory
     from ..kernels.latent import LatentParams, latent_block
 
-    if not isinstance(data, AnnotationSet):  # before data.n_tasks: an AttributeError otherwise
-        raise UsageError(f"latent_posterior(data, ...): data must be an AnnotationSet (crowdagg.load_annotations "
-                         f"reads a DataFrame, records or a file into one), got {type(data).__name__}")
+    check_annotations(data, "latent_posterior(data, ...)")  # before data.n_tasks: an AttributeError otherwise
     n, w, k = data.n_tasks, data.n_workers, data.n_classes
     n_latent = np.shape(log_table)[2] if np.ndim(log_table) == 3 else -1
     if np.ndim(log_prior) == 2 and np.shape(log_prior)[0] != n:

@@ -388,3 +388,25 @@ def test_the_kept_epoch_line_says_when_too_few_answers_left_nothing_held_out():
     assert "stopped after 3 epochs" in kept_epoch_line(stopped, crowdlayer(epochs=9).check_params(), "NLL")
     stopped = dataclasses.replace(one, n_iter=2)
     assert "stopped after 1 epoch without" in kept_epoch_line(stopped, crowdlayer(epochs=9).check_params(), "NLL")
+
+
+def test_split_canonical_and_batch_bounds_refuse_in_the_librarys_words(separable):
+    """split(data, nan, 1) raised numpy's ValueError, split(data, 0.1, -1) and a float seed numpy's own, a
+    DataFrame as data AttributeError; BatchPolicy.bounds(10, 0) range()'s ValueError, (10, -1) an IndexError."""
+    import pandas as pd
+
+    data = separable[0]
+    for fraction in (float("nan"), -0.5, 2):
+        with pytest.raises(UsageError, match="fraction must be a finite number in"):
+            base.split(data, fraction, 1)
+    for seed in (-1, 1.5, "a"):
+        with pytest.raises(UsageError, match="seed must be an integer"):
+            base.split(data, 0.1, seed)
+    frame = pd.DataFrame({"task": ["a"], "worker": ["w"], "label": ["x"]})
+    for call in (lambda: base.split(frame, 0.1, 1), lambda: base.canonical(frame)):
+        with pytest.raises(UsageError, match=r"\(data.*\): data must be an AnnotationSet .*got DataFrame"):
+            call()
+    for size in (0, -1):
+        with pytest.raises(UsageError, match="batch_size must be an integer >= 1"):
+            base.BatchPolicy().bounds(10, size)
+    assert base.split(data, 0.1, 1).sum() == data.n_answers - round(0.1 * data.n_answers)
