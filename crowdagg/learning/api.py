@@ -60,7 +60,10 @@ def train(
         a model file; ``hidden`` and ``dropout``, which shape the declared
         kinds, do not apply to it.
     tasks : sequence, optional
-        The task id of each feature row.
+        The task id of each feature row, in the rows' order (a set is
+        refused: it has none), each once; compared as text, stripped as the
+        answers' task names are.  With a DataFrame indexed by task, the
+        index must say the same.
     feature_names : sequence of str, optional
         The features' names (default a DataFrame's columns), kept in the
         model: it then matches the columns it predicts on by name.
