@@ -756,12 +756,13 @@ def task_ids(values: Any, what: str, where: str) -> np.ndarray:
         raise UsageError(f"{what} must be a sequence of task ids, one per feature row in the rows' order, got "
                          f"{type(values).__name__}")
     listed = list(values)
-    raw = np.empty(len(listed), dtype=object)
-    raw[:] = listed
-    nested = [i for i, v in enumerate(listed) if np.ndim(v) != 0]
-    if nested:
-        raise UsageError(f"{what} must be a sequence of task ids, one per feature row: row {nested[0]} is "
-                         f"{repr(listed[nested[0]])[:80]}")
+    try:
+        raw = np.asarray(listed, dtype=object)
+    except ValueError:  # numpy's "setting an array element with a sequence": rows of ids
+        raw = np.empty(0, dtype=object).reshape(0, 0)
+    if raw.ndim != 1:
+        raise UsageError(f"{what} must be a sequence of task ids, one per feature row: got rows of "
+                         f"{repr(listed[0])[:80]}")
     import pandas as pd
 
     missing = np.flatnonzero(pd.isna(raw))

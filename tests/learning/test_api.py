@@ -85,7 +85,7 @@ def test_tasks_must_be_ids_one_per_row_in_order(frame):
     answers, x, _, data = frame
     names = list(data.task_names)
     for tasks, words in ((set(names), "got set"), (5, "got int"), ("abc", "got str"),
-                         (np.array([names, names]).T, "row 0 is array")):
+                         (np.array([names, names]).T, "got rows of array")):
         with pytest.raises(UsageError, match=f"tasks must be a sequence of task ids.*{words}"):
             crowdagg.train(x, answers, "crowdlayer", tasks=tasks, **ONE)
     with pytest.raises(DataError, match=r"tasks given: row 2 has no task id \(None\)"):
