@@ -123,7 +123,7 @@ class TrainedModel:
         from . import networks
         from .device import resolve_device
 
-        where = resolve_device(str(device) if isinstance(device, torch.device) else device)
+        where = resolve_device(device)
         if self.module is not None:
             import copy
 

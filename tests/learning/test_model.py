@@ -207,3 +207,13 @@ def test_predict_takes_a_numpy_integer_batch_and_names_a_single_row(model_and_x)
         model.predict_proba(x[:9], batch_rows=True)
     with pytest.raises(DataError, match=r"features of shape \(8,\) are one row.*x\[None\]"):
         model.predict(x[0])
+
+
+def test_predict_takes_a_torch_device_as_network_does(model_and_x):
+    """network(torch.device("cpu")) worked, predict(x, device=torch.device("cpu")) was refused as not a device."""
+    import torch
+
+    model, x = model_and_x
+    assert model.predict_proba(x[:4], device=torch.device("cpu")).tobytes() == model.predict_proba(x[:4]).tobytes()
+    with pytest.raises(UsageError, match="device must be cpu, cuda, cuda:N"):
+        model.predict_proba(x[:4], device=torch.device("meta"))
