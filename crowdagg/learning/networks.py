@@ -142,8 +142,10 @@ def _module_copy(network: nn.Module, device: torch.device) -> nn.Module:
     """The module given as the network, copied onto ``device`` and checked trainable: a
     :class:`~crowdagg.errors.UsageError` for one with no values (the ``meta`` device), one
     ``copy.deepcopy`` cannot copy, parameters that are not float32 (the features are) or not
-    leaves (a TorchScript module's: Adam cannot step them), or nothing to train -- where torch's
-    own errors (NotImplementedError, TypeError, RuntimeError at the first ``backward``) came."""
+    leaves (a TorchScript module's: Adam cannot step them) -- where torch's own errors
+    (NotImplementedError, TypeError, ValueError) came.  A frozen module is taken: a method with
+    modules of its own trains them (:meth:`~crowdagg.learning.trainer.Trainer._param_groups`
+    refuses a fit with nothing to train)."""
     tensors = [*network.parameters(), *network.buffers()]
     if any(t.is_meta for t in tensors):
         raise UsageError("the network given holds tensors on the 'meta' device, which have no values: "
@@ -152,9 +154,6 @@ def _module_copy(network: nn.Module, device: torch.device) -> nn.Module:
     if odd:
         raise UsageError(f"the network given has {', '.join(odd)} parameters; the features are float32, and so "
                          "must its parameters be: convert it with module.float()")
-    if not any(p.requires_grad for p in network.parameters()):
-        raise UsageError("the network given has no trainable parameters (none with requires_grad): "
-                         "nothing of it would be trained")
     try:
         net = copy.deepcopy(network)
     except Exception as exc:  # noqa: BLE001 - the user's module: whatever its copy raises is a usage error here

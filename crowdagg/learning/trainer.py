@@ -516,6 +516,9 @@ class Trainer(Aggregator):
             if own:
                 scale = ctx.params[group.lr] if group.lr else 1.0
                 groups.append({"params": own, "weight_decay": group.weight_decay, "lr": lr * scale})
+        if not any(g["params"] for g in groups):  # a frozen module given: backward raised torch's RuntimeError
+            raise UsageError(f"nothing to train: the network has no trainable parameters (none with requires_grad) "
+                             f"and {self.name} has none of its own")
         return groups
 
     def _epoch(self, ctx: TrainContext) -> Step:

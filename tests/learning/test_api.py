@@ -167,7 +167,6 @@ def test_a_module_network_is_refused_in_plain_words(frame):
     cases = [
         (torch.nn.Linear(8, 3).double(), "has float64 parameters; the features are float32"),
         (torch.nn.Linear(8, 3, device="meta"), "tensors on the 'meta' device, which have no values"),
-        (frozen, "has no trainable parameters"),
         (_Uncopyable(), r"cannot be copied for training \(copy.deepcopy\): TypeError"),
         (scripted, "not leaf tensors"),
         (_Raises(), r"fails on a batch of features of shape \(\d+, 8\): ValueError: boom"),
@@ -178,6 +177,12 @@ def test_a_module_network_is_refused_in_plain_words(frame):
         for method in ("crowdlayer", "raykar"):
             with pytest.raises(UsageError, match=words):
                 crowdagg.train(x, answers, method, network=net, **quick)
+    for method in ("raykar", "mv-then-train"):  # a frozen module and no modules of the method's own
+        with pytest.raises(UsageError, match=f"nothing to train: the network has no trainable parameters .* and "
+                                             f"{method} has none of its own"):
+            crowdagg.train(x, answers, method, network=frozen, **quick)
+    fixed = crowdagg.train(x, answers, "crowdlayer", network=frozen, **quick)  # its confusions are trained
+    assert np.array_equal(fixed.module.weight.detach().numpy(), frozen.weight.detach().numpy())
     with pytest.raises(UsageError, match="give network or model, not both"):
         crowdagg.train(x, answers, "crowdlayer", network=torch.nn.Linear(8, 3), model="linear", **quick)
 
