@@ -27,7 +27,9 @@ array's are taken in order.
 Needs the optional extra: pip install 'crowdagg[train]' (torch).
 
 \b
-Example: crowdagg predict --model model.pt --features new.npy --tasks new_ids.txt > predictions.csv
+Example:
+  crowdagg predict --model model.pt --features new.npy \\
+      --tasks new_ids.txt > predictions.csv
 """
 
 

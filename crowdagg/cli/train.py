@@ -33,8 +33,11 @@ says which epoch was kept; --truth only reports.
 Needs the optional extra: pip install 'crowdagg[train]' (torch).
 
 \b
-Example: crowdagg train --features feats.npy --method crowdlayer --save model.pt > train_labels.csv
-  (labels.csv and tasks.txt beside feats.npy are used when --labels and --tasks are not given)
+Example:
+  crowdagg train --features feats.npy --method crowdlayer \\
+      --save model.pt > train_labels.csv
+  (labels.csv and tasks.txt beside feats.npy are used when --labels and
+  --tasks are not given)
 """
 
 #: The trainer parameters with a flag of their own here (the others: -p name=value).
@@ -249,12 +252,19 @@ def kept_epoch_line(result: Any, checked: Mapping[str, Any], objective: str) -> 
     best, ran = result.model_params["best_epoch"], result.n_iter
     if checked["val_fraction"] == 0:
         return f"train: kept the last epoch, {ran} (nothing held out: --val-fraction 0)"
+    if result.model_params.get("n_held_out") == 0:  # a share of too few answers: the training loss is no held-out score
+        return (f"train: kept the last epoch, {ran} (nothing held out: --val-fraction {checked['val_fraction']:g} of "
+                f"{result.data.n_answers:,} answer{'' if result.data.n_answers == 1 else 's'} is none)")
     score = result.model_params["best_objective"]
     if ran < checked["epochs"]:
-        why = f"stopped after {ran - best} epochs without a better one (--patience {checked['patience']})"
+        why = f"stopped after {_epochs(ran - best)} without a better one (--patience {checked['patience']})"
     else:
-        why = f"ran all {ran} epochs"
+        why = f"ran all {ran} epochs" if ran != 1 else "ran its 1 epoch"
     return f"train: kept epoch {best} of {ran} ({objective} {score:.4f}); {why}"
+
+
+def _epochs(n: int) -> str:
+    return f"{n} epoch" if n == 1 else f"{n} epochs"
 
 
 def evaluate(data: Any, result: Any, truth: dict[str, str]) -> list[str]:

@@ -225,6 +225,11 @@ def default_torch_threads(work: int | None, cores: int) -> int:
     gains: on 2 cores, one thread always.  Give a count (``--threads``,
     ``CROWDAGG_THREADS``) for a machine known to be idle.
     """
+    from .checks import check_int
+
+    cores = check_int("cores", cores, 0)  # text reached Python's TypeError from the comparisons below
+    if work is not None:
+        work = check_int("work", work, 0)
     if work is None or cores < 2:
         return 1
     return max(1, min(cores // 2, work // TORCH_WORK_PER_THREAD))

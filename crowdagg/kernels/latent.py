@@ -225,7 +225,7 @@ class LatentParams:
                 or not 0 <= self.draw_round < 2**63:
             raise UsageError(f"{param('draw_round')} must be an integer >= 0, got {self.draw_round!r}")
         put("draw_round", int(self.draw_round))
-        if self.counts not in COUNT_MODES:
+        if not (self.counts is None or isinstance(self.counts, str)) or self.counts not in COUNT_MODES:
             raise UsageError(f"{param('counts')} must be None, 'posterior' or 'draws', got {self.counts!r}")
         if self.counts == "draws" and self.draw_seed is None:
             raise UsageError(f"counts of the draws need a {param('draw_seed')}")

@@ -57,9 +57,13 @@ def train(
         ``mlp``), or a module mapping a batch of features to K logits,
         trained in place of it (a copy: the module given is unchanged).  A
         model with a module predicts in this process; it cannot be saved to
-        a model file.
+        a model file; ``hidden`` and ``dropout``, which shape the declared
+        kinds, do not apply to it.
     tasks : sequence, optional
-        The task id of each feature row.
+        The task id of each feature row, in the rows' order (a set is
+        refused: it has none), each once; compared as text, stripped as the
+        answers' task names are.  With a DataFrame indexed by task, the
+        index must say the same.
     feature_names : sequence of str, optional
         The features' names (default a DataFrame's columns), kept in the
         model: it then matches the columns it predicts on by name.
@@ -82,6 +86,7 @@ def train(
     """
     from ..data.annotations import AnnotationSet
     from ..methods.api import _as_annotations
+    from ..methods.loop import check_callback
     from ..methods.registry import get_trainer
 
     if not isinstance(method, str):
@@ -99,7 +104,10 @@ def train(
             if not isinstance(network, torch.nn.Module):
                 raise UsageError(f"{param('network')} must be linear, mlp, cnn or a torch.nn.Module, got "
                                  f"{type(network).__name__}")
+            if "model" in params:  # two statements of the network: the module silently won
+                raise UsageError(f"give {param('network')} or {param('model')}, not both")
             module = network
+    check_callback(callback)
     trainer = cls(**params)
     trainer.check_params()  # a bad parameter before the answers are read
     if isinstance(answers, AnnotationSet):
@@ -109,7 +117,7 @@ def train(
             raise UsageError(f"{', '.join(given)} apply to a DataFrame, records or a file, not to an AnnotationSet")
         data = answers
     else:
-        data = _as_annotations(answers, max_memory, (task_col, worker_col, label_col))
+        data = _as_annotations(answers, max_memory, (task_col, worker_col, label_col), "train's answers are")
     data, x, names = _aligned(data, features, tasks, max_memory)
     result = trainer.fit(data, x, callback=callback, max_memory=max_memory,
                          feature_names=feature_names if feature_names is not None else names, network=module)
@@ -120,23 +128,29 @@ def train(
     return model
 
 
+#: How messages name the task ids of a DataFrame's index.
+BY_INDEX = ("features", "given (its DataFrame index)")
+
+
 def _aligned(data: Any, features: Any, tasks: Any, max_memory: MaxMemory) -> tuple[Any, Any, Any]:
     """The features in ``data``'s task order (feature-only tasks appended to ``data``), and their names: by
     ``tasks``, else by a DataFrame's index, else as given (rows in ``data``'s task order, checked by the fit)."""
-    from .features import Features, align, as_features, column_names, task_index
+    from .features import Features, align, as_features, column_names, task_ids, task_index
 
     names = column_names(features)
-    ids = tasks if tasks is not None else task_index(features)
-    if ids is None:
+    index = task_index(features)
+    if tasks is None and index is None:
         return data, features, names
-    ids = np.asarray([str(t) for t in ids], dtype=object)
     x = as_features(features)
+    ids = task_ids(tasks, "tasks", "given") if tasks is not None else task_ids(index.tolist(), *BY_INDEX)
     if ids.shape[0] != x.shape[0]:
         raise UsageError(f"{param('tasks')} names {ids.shape[0]:,} rows for {x.shape[0]:,} rows of features")
-    import pandas as pd
-
-    index = pd.Index(ids)
-    if index.has_duplicates:
-        raise UsageError(f"{param('tasks')}: task {ids[index.duplicated()][0]!r} names two feature rows")
-    aligned, x = align(data, Features(ids=ids, x=x, source="features", columns=names), max_memory=max_memory)
+    if tasks is not None and index is not None:
+        by_index = task_ids(index.tolist(), *BY_INDEX)
+        differ = np.flatnonzero(by_index != ids)
+        if differ.size:  # which one is right cannot be told: tasks silently won
+            i = int(differ[0])
+            raise UsageError(f"{param('tasks')} names row {i} {ids[i]!r} but the features' DataFrame index names it "
+                             f"{by_index[i]!r}: give the rows' tasks once (tasks, or the index)")
+    aligned, x = align(data, Features(ids=ids, x=x, source="given", columns=names), max_memory=max_memory)
     return aligned, x, names

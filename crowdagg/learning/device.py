@@ -9,8 +9,11 @@ from ..errors import UsageError, param
 __all__ = ["resolve_device"]
 
 
-def resolve_device(name: str) -> torch.device:
-    """``auto`` -> CUDA when available, else CPU; ``cuda``/``cuda:N`` without CUDA is a clear error."""
+def resolve_device(name: str | torch.device) -> torch.device:
+    """``auto`` -> CUDA when available, else CPU; ``cuda``/``cuda:N`` without CUDA is a clear error; a
+    ``torch.device`` is checked as its name (``predict(x, device=torch.device("cpu"))`` was refused)."""
+    if isinstance(name, torch.device):
+        name = str(name)
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     kind, colon, number = str(name).partition(":")

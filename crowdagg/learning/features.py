@@ -633,7 +633,7 @@ def align(data: AnnotationSet, features: Features, *, max_memory: memory.MaxMemo
 
 
 __all__ = ["Features", "FORMATS", "align", "as_array", "as_features", "by_name", "check_names", "column_names",
-           "feature_format", "frame_rows", "has_own_ids", "read_features", "read_task_ids", "task_index"]
+           "feature_format", "frame_rows", "has_own_ids", "read_features", "read_task_ids", "task_ids", "task_index"]
 
 
 def as_array(features: Any) -> np.ndarray:
@@ -733,9 +733,44 @@ def task_index(features: Any) -> Any:
     if pd is None or not isinstance(features, pd.DataFrame):
         return None
     index = features.index
-    if index.name is None and index.nlevels == 1 and pd.api.types.is_integer_dtype(index.dtype):
+    if index.nlevels > 1:  # its entries are tuples: no task matched one, and every task was said missing
+        raise DataError(f"features: the DataFrame's index has {index.nlevels} levels; "
+                        "index the rows by task, one level (set_index), or reset_index() to give them in the tasks' order")
+    if index.name is None and pd.api.types.is_integer_dtype(index.dtype):
         return None
     return index
+
+
+def task_ids(values: Any, what: str, where: str) -> np.ndarray:
+    """The task id of each feature row given in the library (``crowdagg.train``'s ``tasks``, a DataFrame's index)
+    as text, stripped as the answers' task names are: an object array (n,) of str.
+
+    A text, a set or a mapping (no row order), a scalar or an array of more than one dimension is a
+    :class:`~crowdagg.errors.UsageError`; a missing id (None, NaN), a blank one or one naming two rows a
+    :class:`~crowdagg.errors.DataError` naming its row (``what`` and ``where`` name the source, as a file's
+    checks name the file).
+    """
+    from collections.abc import Iterable, Mapping, Set
+
+    if isinstance(values, (str, bytes, Set, Mapping)) or not isinstance(values, Iterable):
+        raise UsageError(f"{what} must be a sequence of task ids, one per feature row in the rows' order, got "
+                         f"{type(values).__name__}")
+    listed = list(values)
+    try:
+        raw = np.asarray(listed, dtype=object)
+    except ValueError:  # numpy's "setting an array element with a sequence": rows of ids
+        raw = np.empty(0, dtype=object).reshape(0, 0)
+    if raw.ndim != 1:
+        raise UsageError(f"{what} must be a sequence of task ids, one per feature row: got rows of "
+                         f"{repr(listed[0])[:80]}")
+    import pandas as pd
+
+    missing = np.flatnonzero(pd.isna(raw))
+    if missing.size:
+        raise DataError(f"{what} {where}: row {int(missing[0])} has no task id ({raw[missing[0]]!r})")
+    ids = np.array([str(v).strip() for v in listed], dtype=object)
+    _check_ids(ids, where, "row", first=0, what=what)
+    return ids
 
 
 def frame_rows(features: Any, task_names: np.ndarray) -> np.ndarray | None:

@@ -123,7 +123,7 @@ class TrainedModel:
         from . import networks
         from .device import resolve_device
 
-        where = resolve_device(str(device) if isinstance(device, torch.device) else device)
+        where = resolve_device(device)
         if self.module is not None:
             import copy
 
@@ -145,20 +145,27 @@ class TrainedModel:
         an array's, or any features of a model trained without names, by
         position.
         """
+        import numbers
+
         import torch
 
         from ..errors import UsageError
+        from . import networks
         from .device import resolve_device
         from .features import as_array, as_features, by_name, column_names
 
-        if not isinstance(batch_rows, int) or batch_rows < 1:
+        if not isinstance(batch_rows, numbers.Integral) or isinstance(batch_rows, bool) or batch_rows < 1:
             raise UsageError(f"batch_rows must be a whole number >= 1, got {batch_rows!r}")
+        batch_rows = int(batch_rows)
         where = resolve_device(device)  # auto; cuda without CUDA: the trainers' clear error
         shape = tuple(self.spec.input_shape)
         names = column_names(features)
         given = as_array(features)  # a tensor, a list of them: numpy's own conversion would raise torch's errors
         if names is not None and given.ndim == 2:
             given = by_name(given, names, self.feature_names)
+        if tuple(given.shape) == shape:  # one row, not a batch: "rows of shape ()" said nothing of the fix
+            raise DataError(f"features of shape {shape} are one row, not rows of shape {shape}: give a batch of one "
+                            "row (x[None], shape (1, ...))")
         if given.ndim < 1 or tuple(given.shape[1:]) != shape:
             raise DataError(f"the model was trained on rows of shape {shape} ({self.n_features:,} features); these "
                             f"features have rows of shape {tuple(given.shape[1:])}")
@@ -174,7 +181,8 @@ class TrainedModel:
         with torch.no_grad(), threads.fit_scope():  # torch's threads by the trainers' rule, not every core
             for lo in range(0, len(x), batch_rows):
                 rows = torch.as_tensor(x[lo:lo + batch_rows], device=torch.device(device))
-                out[lo:lo + batch_rows] = torch.softmax(net(rows).float(), dim=1).double().cpu().numpy()
+                logits = networks.module_forward(net, rows, len(self.classes)) if self.module is not None else net(rows)
+                out[lo:lo + batch_rows] = torch.softmax(logits.float(), dim=1).double().cpu().numpy()
         overflow = np.flatnonzero(~np.isfinite(out).all(axis=1))
         if overflow.size:  # finite features and weights can still overflow float32 (3e38 in, a scale of 1e-30)
             raise DataError(f"features: the model's output overflows on row {int(overflow[0])} ({overflow.size:,} rows): "

@@ -125,25 +125,68 @@ def make(network: str | nn.Module, input_shape: tuple[int, ...], n_classes: int,
     they are.
     """
     if isinstance(network, nn.Module):
-        net = copy.deepcopy(network).to(device)
+        net = _module_copy(network, device)
         spec = NetSpec(MODULE, tuple(input_shape), n_classes, 0, 0.0)
         was = net.training
         net.eval()
-        try:
-            with torch.no_grad():
-                out = net(torch.zeros((2, *input_shape), device=device))
-        except Exception as exc:  # noqa: BLE001 - the user's module: whatever it raises is a usage error here
-            raise UsageError(f"the network given fails on a batch of features of shape {(2, *input_shape)}: "
-                             f"{type(exc).__name__}: {exc}") from exc
+        with torch.no_grad():
+            module_forward(net, torch.zeros((2, *input_shape), device=device), n_classes)
         net.train(was)
-        if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, n_classes):
-            shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-            raise UsageError(f"the network given must map a batch of features (B, {', '.join(map(str, input_shape))}) "
-                             f"to (B, {n_classes}) logits, one per class; on 2 rows it gives {shape}")
         return net, spec
     spec = NetSpec(network, tuple(input_shape), n_classes, params["hidden"], params["dropout"])
     check_image_size(spec)
     return build(spec).to(device), spec
+
+
+def _module_copy(network: nn.Module, device: torch.device) -> nn.Module:
+    """The module given as the network, copied onto ``device`` and checked trainable: a
+    :class:`~crowdagg.errors.UsageError` for one with no values (the ``meta`` device), one
+    ``copy.deepcopy`` cannot copy, parameters that are not float32 (the features are) or not
+    leaves (a TorchScript module's: Adam cannot step them) -- where torch's own errors
+    (NotImplementedError, TypeError, ValueError) came.  A frozen module is taken: a method with
+    modules of its own trains them (:meth:`~crowdagg.learning.trainer.Trainer._param_groups`
+    refuses a fit with nothing to train)."""
+    tensors = [*network.parameters(), *network.buffers()]
+    if any(t.is_meta for t in tensors):
+        raise UsageError("the network given holds tensors on the 'meta' device, which have no values: "
+                         "materialise it (module.to_empty(device=...) and initialise its weights)")
+    odd = sorted({str(p.dtype).removeprefix("torch.") for p in network.parameters() if p.dtype != torch.float32})
+    if odd:
+        raise UsageError(f"the network given has {', '.join(odd)} parameters; the features are float32, and so "
+                         "must its parameters be: convert it with module.float()")
+    try:
+        net = copy.deepcopy(network)
+    except Exception as exc:  # noqa: BLE001 - the user's module: whatever its copy raises is a usage error here
+        raise UsageError(f"the network given cannot be copied for training (copy.deepcopy): "
+                         f"{type(exc).__name__}: {exc}") from None
+    if not all(p.is_leaf for p in net.parameters()):  # a TorchScript module's copy: Adam raised ValueError
+        raise UsageError("the network given cannot be trained as a copy (its copy's parameters are not leaf "
+                         "tensors: a TorchScript module?): give the plain torch.nn.Module")
+    try:
+        return net.to(device)
+    except Exception as exc:  # noqa: BLE001 - the user's module: whatever its move raises is a usage error here
+        raise UsageError(f"the network given cannot be moved to {device}: {type(exc).__name__}: {exc}") from None
+
+
+def module_forward(net: nn.Module, x: torch.Tensor, n_classes: int) -> torch.Tensor:
+    """A given module's logits for the batch ``x``, checked: an exception it raises, or an output that is not
+    (batch, ``n_classes``) floating-point logits, is a :class:`~crowdagg.errors.UsageError` naming the batch
+    (its code is the caller's: torch's errors, or the trainer's, at a later line, said nothing of it)."""
+    try:
+        out = net(x)
+    except Exception as exc:  # noqa: BLE001 - the user's module: whatever it raises is a usage error here
+        raise UsageError(f"the network given fails on a batch of features of shape {tuple(x.shape)}: "
+                         f"{type(exc).__name__}: {exc}") from exc
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (x.shape[0], n_classes) \
+            or not out.is_floating_point():
+        got = type(out).__name__
+        if isinstance(out, torch.Tensor):
+            dtype = str(out.dtype).removeprefix("torch.")
+            got = f"{tuple(out.shape)} of {dtype}" + ("" if out.is_floating_point() else ", not floating point")
+        shape = ", ".join(map(str, x.shape[1:]))
+        raise UsageError(f"the network given must map a batch of features (B, {shape}) to (B, {n_classes}) "
+                         f"logits, one per class; on {x.shape[0]:,} rows it gives {got}")
+    return out
 
 
 def build(spec: NetSpec) -> nn.Module:

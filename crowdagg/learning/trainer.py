@@ -85,11 +85,12 @@ import torch
 from torch import nn
 
 from ..core import memory, threads
+from ..core.checks import check_annotations, check_float, check_int, check_seed
 from ..data.annotations import AnnotationSet
 from ..errors import DataError, UsageError, param
 from ..methods.base import Aggregator, FitContext, _engine, make_result
 from ..methods.blocks import TieBreaker, argmax_random_ties, latent_posterior
-from ..methods.loop import MINIMISE, NoImprovement, Run, Step, StopRule, iterate
+from ..methods.loop import MINIMISE, NoImprovement, Run, Step, StopRule, check_callback, iterate
 from ..methods.registry import Method
 from ..methods.result import AggregationResult
 from . import networks
@@ -196,6 +197,7 @@ class BatchPolicy:
 
     def bounds(self, n: int, batch_size: int) -> list[tuple[int, int]]:
         """The ``(lo, hi)`` slices of an epoch's ``n`` shuffled training tasks."""
+        batch_size = check_int("batch_size", batch_size, 1)  # 0 raised range()'s ValueError, -1 an IndexError
         if n == 0:
             return []
         if self.full_batch or n <= batch_size:
@@ -292,11 +294,17 @@ class TrainContext:
         return self.device.type == "cuda"
 
     def logits(self, x: torch.Tensor) -> torch.Tensor:
-        """The network's logits (float32), under autocast on CUDA."""
+        """The network's logits (float32), under autocast on CUDA; a given module's checked
+        (:func:`~crowdagg.learning.networks.module_forward`)."""
         if self.amp:
             with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
-                return self.net(x).float()
-        return self.net(x).float()
+                return self._forward(x).float()
+        return self._forward(x).float()
+
+    def _forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.spec.kind == networks.MODULE:
+            return networks.module_forward(self.net, x, self.n_classes)
+        return self.net(x)
 
     @torch.no_grad()
     def proba(self, tasks: torch.Tensor | None = None) -> torch.Tensor:
@@ -395,14 +403,12 @@ class Trainer(Aggregator):
         in place of the declared ``model`` (a copy: the module given is not
         changed); None: the ``model`` parameter's network.
         """
-        if not isinstance(data, AnnotationSet):  # before data.task_names is read: an AttributeError otherwise
-            raise UsageError(f"{self.name}.fit(data, features): data must be an AnnotationSet (crowdagg.load_annotations "
-                             f"reads a DataFrame, records or a file into one), got "
-                             f"{type(data).__name__}")
+        check_annotations(data, f"{self.name}.fit(data, features)")  # before data.task_names: not AttributeError
         if features is None:
             raise UsageError(f"method {self.name!r} is a trainer: fit(data, features) needs the features of the tasks")
         if data.n_tasks == 0:
             raise DataError("no tasks to train on")
+        check_callback(callback)
         if network is not None and not isinstance(network, (str, nn.Module)):
             raise UsageError(f"network must be one of {', '.join(networks.KINDS)} or a torch.nn.Module, got "
                              f"{type(network).__name__}")
@@ -410,7 +416,9 @@ class Trainer(Aggregator):
         x, names = _inputs(data, features, feature_names)
         source = checked["model"] if network is None else network
         need, what = self._memory(data, x, checked, source)
-        memory.check(need, what, max_memory, advice=self.memory_advice)
+        advice = self.memory_advice if not isinstance(source, nn.Module) else \
+            f"use fewer tasks, a smaller network or a smaller {param('batch_size')}"  # hidden shapes no module
+        memory.check(need, what, max_memory, advice=advice)
         canon = canonical(data)
         context = self._context(canon.data, checked, max_memory, _engine(engine, canon.data))
         with threads.fit_scope():
@@ -508,6 +516,9 @@ class Trainer(Aggregator):
             if own:
                 scale = ctx.params[group.lr] if group.lr else 1.0
                 groups.append({"params": own, "weight_decay": group.weight_decay, "lr": lr * scale})
+        if not any(g["params"] for g in groups):  # a frozen module given: backward raised torch's RuntimeError
+            raise UsageError(f"nothing to train: the network has no trainable parameters (none with requires_grad) "
+                             f"and {self.name} has none of its own")
         return groups
 
     def _epoch(self, ctx: TrainContext) -> Step:
@@ -628,7 +639,7 @@ class Trainer(Aggregator):
             self.name, caller, post, labels, prior,
             worker_params={"confusion": confusion},
             model_params={"model": model, "best_epoch": ctx.best_epoch, "best_objective": ctx.best_objective,
-                          "classifier_proba": proba},
+                          "classifier_proba": proba, "n_held_out": len(ctx.val)},
             objective=np.asarray(run.trace), objective_name=self.objective_name,
             n_iter=run.n_iter, converged=run.converged,
         )
@@ -657,6 +668,9 @@ def split(data: AnnotationSet, fraction: float, seed: int) -> np.ndarray:
     """Which answers of ``data`` are trained on (True) and which are held out for model selection: a seeded draw
     of ``fraction`` of them (at least one when ``fraction`` > 0), made on the :func:`canonical` order of the
     answers, so that the same answers are held out however the input rows were ordered."""
+    check_annotations(data, "split(data, fraction, seed)")
+    fraction = check_float("fraction", fraction, 0.0, 1.0)  # NaN, -0.5 or "x" reached numpy's own errors
+    seed = check_seed(seed)
     canon = canonical(data)
     keep = np.empty(data.n_answers, dtype=bool)
     keep[canon.answers] = _draw_split(canon.data.n_answers, fraction, seed)
@@ -713,6 +727,7 @@ def canonical(data: AnnotationSet) -> Canonical:
     """
     import pyarrow as pa
 
+    check_annotations(data, "canonical(data)")
     t_order = np.argsort(np.asarray(data.task_names, dtype=str), kind="stable")
     w_order = np.argsort(np.asarray(data.worker_names, dtype=str), kind="stable")
     t_rank = np.empty_like(t_order)

@@ -144,8 +144,10 @@ def _aggregate_on_dask(data: Any, method: str, client: Any, partitions: Any,
             engine.close()
 
 
-def _as_annotations(data: Any, max_memory: MaxMemory, columns: tuple[str | None, str | None, str | None]) -> AnnotationSet:
-    """What :func:`aggregate` was given, read into an annotation set by :func:`crowdagg.io.read.load_annotations`."""
+def _as_annotations(data: Any, max_memory: MaxMemory, columns: tuple[str | None, str | None, str | None],
+                    takes: str = "aggregate takes") -> AnnotationSet:
+    """What :func:`aggregate` was given (or :func:`crowdagg.train` as its answers: ``takes`` begins the message
+    refusing anything else), read into an annotation set by :func:`crowdagg.io.read.load_annotations`."""
     import sys
 
     from ..io.read import load_annotations
@@ -165,7 +167,7 @@ def _as_annotations(data: Any, max_memory: MaxMemory, columns: tuple[str | None,
                                                 and all(isinstance(p, (str, os.PathLike)) for p in data)):
         return load(data)
     raise UsageError(
-        "aggregate takes an AnnotationSet, a pandas DataFrame, a list of records "
+        f"{takes} an AnnotationSet, a pandas DataFrame, a list of records "
         f"({{'task': ..., 'worker': ..., 'label': ...}}) or a file path, got {type(data).__name__}"
     )
 

@@ -37,21 +37,22 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from ..core import memory, threads
+from ..core.checks import check_annotations
 from ..data.annotations import AnnotationSet
 from ..errors import ConvergenceWarning, CrowdaggWarning, DataError, UsageError, param, warn
 from .blocks import PROB_FLOOR as PROB_FLOOR  # re-exported: these lived here before crowdagg.methods.blocks
 from .blocks import TieBreaker as TieBreaker
 from .blocks import argmax_random_ties as argmax_random_ties
-from .blocks import check_engine_data, gold_clamp
 from .blocks import fill_empty_rows as fill_empty_rows
 from .blocks import full_m_step as full_m_step
+from .blocks import gold_clamp, local_engine
 from .blocks import normalize_rows as normalize_rows
 from .blocks import one_coin_accuracy as one_coin_accuracy
 from .blocks import one_coin_matrices as one_coin_matrices
 from .blocks import posterior_confusion as posterior_confusion
 from .blocks import prior_m_step as prior_m_step
 from .blocks import softmax_rows as softmax_rows
-from .loop import MAXIMISE, InnerOptimizer, RelativeChange, Run, Step, StopRule, iterate
+from .loop import MAXIMISE, InnerOptimizer, RelativeChange, Run, Step, StopRule, check_callback, iterate
 from .model_file import WarmStart, coerce
 from .result import AggregationResult
 from .starts import Start, check_init_name, resolve_start
@@ -257,10 +258,10 @@ class Aggregator:
         available memory) bounds what the fit may allocate: a larger need is
         refused up front with :class:`~crowdagg.errors.ResourceError`.
         """
-        if not isinstance(data, AnnotationSet):
-            raise TypeError(f"fit expects an AnnotationSet, got {type(data).__name__}")
+        check_annotations(data, f"{self.name}.fit(data)")  # a DataFrame: UsageError, was a bare TypeError
         if data.n_tasks == 0:
             raise DataError("no tasks to aggregate")
+        check_callback(callback)
         checked = self.check_params()
         self._prepare(data, max_memory)
         need, what = self.memory_needed(data)
@@ -417,15 +418,9 @@ class IterativeAggregator(Aggregator):
 
 
 def _engine(engine: Any, data: AnnotationSet) -> Any:
-    """The engine a fit runs on: the local engine over ``data`` for None or ``"local"``, or the given engine."""
-    if engine is None or engine == "local":
-        from ..engine import LocalEngine
-
-        return LocalEngine(data)
-    if isinstance(engine, str) or not callable(getattr(engine, "map_reduce", None)):
-        raise UsageError(f"{param('engine')} must be 'local' or an engine object (with map_reduce), got {engine!r}")
-    check_engine_data(engine, data, "the fit's")
-    return engine
+    """The engine a fit runs on: the local engine over ``data`` for None or ``"local"``, or the given engine
+    (:func:`~crowdagg.methods.blocks.local_engine`)."""
+    return local_engine(data, engine, "the fit's")
 
 
 def _tasks_by_classes(data: AnnotationSet) -> str:

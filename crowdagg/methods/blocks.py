@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.checks import check_index_array, check_task_mapping
+from ..core.checks import check_annotations, check_index_array, check_task_mapping
 from ..data.annotations import AnnotationSet
 from ..errors import CrowdaggWarning, DataError, UsageError, param, warn
 
@@ -386,15 +386,19 @@ def check_engine_data(engine: Any, data: AnnotationSet, whose: str = "the data's
             raise UsageError(f"{param('engine')} runs over other data ({shape(own)}) than {whose} ({shape(data)})")
 
 
-def local_engine(data: AnnotationSet, engine: Any = None) -> Any:
-    """``engine`` (checked to run over ``data``: :func:`check_engine_data`), or the local engine over ``data``
-    (helpers called outside a fit)."""
-    if engine is not None:
-        check_engine_data(engine, data)
-        return engine
-    from ..engine import LocalEngine
+def local_engine(data: AnnotationSet, engine: Any = None, whose: str = "the data's") -> Any:
+    """``engine`` (an engine object, checked to run over ``data``: :func:`check_engine_data`), or the local engine
+    over ``data`` for None or ``"local"`` (helpers called outside a fit; a fit's engine).  Anything else -- a name,
+    an object without ``map_reduce`` -- is a :class:`~crowdagg.errors.UsageError`, not an AttributeError at the
+    first block."""
+    if engine is None or (isinstance(engine, str) and engine == "local"):
+        from ..engine import LocalEngine
 
-    return LocalEngine(data)
+        return LocalEngine(data)
+    if isinstance(engine, str) or not callable(getattr(engine, "map_reduce", None)):
+        raise UsageError(f"{param('engine')} must be 'local' or an engine object (with map_reduce), got {engine!r}")
+    check_engine_data(engine, data, whose)
+    return engine
 
 
 def soft_majority_vote(data: AnnotationSet, engine: Any = None) -> np.ndarray:
@@ -536,7 +540,8 @@ class LatentPosterior:
 def latent_memory(n_tasks: int, n_workers: int, n_classes: int, n_latent: int, *, mapped: bool, draws: bool,
                   counts: bool, n_answers: int) -> float:
     """Bytes :func:`latent_posterior` allocates: the blocks' rows and their joined copy, the task keys, the
-    converted prior, and, with counts, the reduction's live accumulators (as :func:`~crowdagg.methods.em.ds.em_memory`
+    converted prior and table (a broadcast ``[worker, observed, latent]`` table of 480 MB was copied under a
+    300 MB limit), and, with counts, the reduction's live accumulators (as :func:`~crowdagg.methods.em.ds.em_memory`
     counts them: per thread the tree's stack of depth + 2, each workers × K × K_latent floats)."""
     from ..core import threads
     from ..engine.grid import answers_per_block, block_count
@@ -544,6 +549,7 @@ def latent_memory(n_tasks: int, n_workers: int, n_classes: int, n_latent: int, *
 
     per_task = 8.0 * (n_latent + (n_classes if mapped else 0) + (1 if draws else 0))
     need = 2 * per_task * n_tasks + 8.0 * n_tasks * n_latent + (8.0 * n_tasks if draws else 0.0)
+    need += 8.0 * n_workers * n_classes * n_latent
     if counts:
         n_blocks = block_count(n_answers, max(n_tasks, 1), answers_per_block(n_workers, n_classes))
         live = min(threads.count(), n_blocks) * (depth(n_blocks) + 2)
@@ -614,6 +620,7 @@ def latent_posterior(
     from ..core import memory
     from ..kernels.latent import LatentParams, latent_block
 
+    check_annotations(data, "latent_posterior(data, ...)")  # before data.n_tasks: an AttributeError otherwise
     n, w, k = data.n_tasks, data.n_workers, data.n_classes
     n_latent = np.shape(log_table)[2] if np.ndim(log_table) == 3 else -1
     if np.ndim(log_prior) == 2 and np.shape(log_prior)[0] != n:

@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConvergenceWarning, param, warn
+from ..errors import ConvergenceWarning, UsageError, param, warn
 
 #: Objective directions: which final objective wins among restarts.
 MAXIMISE, MINIMISE, NO_OBJECTIVE = "maximise", "minimise", "none"
@@ -235,6 +235,14 @@ def better(run: Run, best: Run, direction: str) -> bool:
     if direction == MINIMISE:
         return run.trace[-1] < best.trace[-1]
     raise ValueError(f"objective direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
+
+
+def check_callback(callback: Any) -> None:
+    """A progress callback that is None or callable; anything else a :class:`~crowdagg.errors.UsageError` before the
+    fit starts (Python's TypeError came after the first iteration's work, from inside the loop)."""
+    if callback is not None and not callable(callback):
+        raise UsageError(f"{param('callback')} must be callable as callback(iteration, objective), got "
+                         f"{type(callback).__name__}")
 
 
 def iterate(

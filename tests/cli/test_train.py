@@ -406,6 +406,7 @@ def test_train_help_lists_every_trainer_as_aggregate_help_lists_the_methods():
     assert list(entries) == list(TRAINERS)
     assert {name: " ".join(text) for name, text in entries.items()} == {n: m.summary for n, m in TRAINERS.items()}
     assert max(map(len, block)) <= 80
+    assert max(map(len, lines)) <= 80, max(lines, key=len)  # the example was 101 columns
     assert "    crowdlayer " not in invoke("aggregate", "--help").stdout  # aggregate's list is the aggregators'
 
 

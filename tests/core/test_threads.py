@@ -367,3 +367,12 @@ W = threads.TORCH_WORK_PER_THREAD
 ])
 def test_default_torch_threads_splits_only_large_batches_over_half_the_cores(work, cores, expected):
     assert threads.default_torch_threads(work, cores) == expected
+
+
+def test_default_torch_threads_refuses_what_is_not_a_count():
+    """Text reached Python's TypeError ('unsupported operand type(s) for //')."""
+    for work, cores, name in (("x", 4, "work"), (10**9, "4", "cores"), (-1, 4, "work"), (10**9, -2, "cores")):
+        with pytest.raises(UsageError, match=f"{name} must be an integer >= 0"):
+            threads.default_torch_threads(work, cores)
+    with pytest.raises(UsageError, match="work must be an integer >= 0"):
+        threads.torch_threads("x") if threads.given() is None else threads.default_torch_threads("x", 4)

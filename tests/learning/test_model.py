@@ -197,3 +197,23 @@ def test_feature_names_given_to_fit_are_checked(separable, names, error, words):
     with pytest.raises(error) as info:
         get_trainer("crowdlayer").load()(epochs=1, hidden=4).fit(data, x, feature_names=names)
     assert str(info.value).startswith(words)
+
+
+def test_predict_takes_a_numpy_integer_batch_and_names_a_single_row(model_and_x):
+    """batch_rows=np.int64(4) was 'must be a whole number'; one row of shape (d,) was 'rows of shape ()'."""
+    model, x = model_and_x
+    np.testing.assert_allclose(model.predict_proba(x[:9], batch_rows=np.int64(4)), model.predict_proba(x[:9]), rtol=1e-6)
+    with pytest.raises(UsageError, match="batch_rows must be a whole number"):
+        model.predict_proba(x[:9], batch_rows=True)
+    with pytest.raises(DataError, match=r"features of shape \(8,\) are one row.*x\[None\]"):
+        model.predict(x[0])
+
+
+def test_predict_takes_a_torch_device_as_network_does(model_and_x):
+    """network(torch.device("cpu")) worked, predict(x, device=torch.device("cpu")) was refused as not a device."""
+    import torch
+
+    model, x = model_and_x
+    assert model.predict_proba(x[:4], device=torch.device("cpu")).tobytes() == model.predict_proba(x[:4]).tobytes()
+    with pytest.raises(UsageError, match="device must be cpu, cuda, cuda:N"):
+        model.predict_proba(x[:4], device=torch.device("meta"))

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
 
-from crowdagg.errors import DataError, UsageError
+from crowdagg.errors import CrowdaggWarning, DataError, UsageError
 from crowdagg.learning import trainer as base
 from crowdagg.methods.registry import get_trainer
 
@@ -364,3 +366,47 @@ def test_the_kept_epoch_line_says_which_epoch_and_why_training_stopped(separable
     best = result.model_params["best_epoch"]
     assert line.startswith(f"train: kept epoch {best} of {result.n_iter} (held-out answer NLL ")
     assert "stopped after 2 epochs without a better one (--patience 2)" in line or "ran all 30 epochs" in line
+
+
+def test_the_kept_epoch_line_says_when_too_few_answers_left_nothing_held_out():
+    """--val-fraction 0.1 of one answer holds none out: the line called the training loss the held-out NLL."""
+    from crowdagg.cli.train import kept_epoch_line
+    from crowdagg.data.annotations import AnnotationSet
+
+    data = AnnotationSet.from_codes(np.array([0]), np.array([0]), np.array([1]), n_tasks=2, n_workers=1,
+                                    n_classes=2, task_names=["a", "b"])
+    x = np.array([[0.0, 1.0], [1.0, 0.0]], dtype=np.float32)
+    with pytest.warns(CrowdaggWarning):
+        result = crowdlayer(epochs=3, hidden=4).fit(data, x)
+    assert result.model_params["n_held_out"] == 0
+    line = kept_epoch_line(result, crowdlayer(epochs=3).check_params(), "held-out answer NLL")
+    assert line == "train: kept the last epoch, 3 (nothing held out: --val-fraction 0.1 of 1 answer is none)"
+    one = dataclasses.replace(result, n_iter=1, model_params={**result.model_params, "n_held_out": 1,
+                                                               "best_epoch": 1})
+    assert kept_epoch_line(one, crowdlayer(epochs=1).check_params(), "NLL").endswith("; ran its 1 epoch")
+    stopped = dataclasses.replace(one, n_iter=4)
+    assert "stopped after 3 epochs" in kept_epoch_line(stopped, crowdlayer(epochs=9).check_params(), "NLL")
+    stopped = dataclasses.replace(one, n_iter=2)
+    assert "stopped after 1 epoch without" in kept_epoch_line(stopped, crowdlayer(epochs=9).check_params(), "NLL")
+
+
+def test_split_canonical_and_batch_bounds_refuse_in_the_librarys_words(separable):
+    """split(data, nan, 1) raised numpy's ValueError, split(data, 0.1, -1) and a float seed numpy's own, a
+    DataFrame as data AttributeError; BatchPolicy.bounds(10, 0) range()'s ValueError, (10, -1) an IndexError."""
+    import pandas as pd
+
+    data = separable[0]
+    for fraction in (float("nan"), -0.5, 2):
+        with pytest.raises(UsageError, match="fraction must be a finite number in"):
+            base.split(data, fraction, 1)
+    for seed in (-1, 1.5, "a"):
+        with pytest.raises(UsageError, match="seed must be an integer"):
+            base.split(data, 0.1, seed)
+    frame = pd.DataFrame({"task": ["a"], "worker": ["w"], "label": ["x"]})
+    for call in (lambda: base.split(frame, 0.1, 1), lambda: base.canonical(frame)):
+        with pytest.raises(UsageError, match=r"\(data.*\): data must be an AnnotationSet .*got DataFrame"):
+            call()
+    for size in (0, -1):
+        with pytest.raises(UsageError, match="batch_size must be an integer >= 1"):
+            base.BatchPolicy().bounds(10, size)
+    assert base.split(data, 0.1, 1).sum() == data.n_answers - round(0.1 * data.n_answers)

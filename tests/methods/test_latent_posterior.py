@@ -143,3 +143,32 @@ def test_an_engine_over_other_answers_is_refused(data):
                                              r"30,000 answers\) than the data's \(6,001 tasks, .* 24,000 answers\)"):
             call()
     np.testing.assert_array_equal(latent_posterior(train, *args, engine=LocalEngine(train)).latent, 1 / 3)
+
+
+def test_the_wrong_kind_of_data_engine_or_counts_is_a_usage_error():
+    """A DataFrame as the data and an int as the engine raised AttributeError, counts=[...] TypeError."""
+    import pandas as pd
+
+    from crowdagg.errors import UsageError
+
+    small = simulate(20, 4, 3, 2, seed=1).to_annotations()
+    args = (np.zeros((small.n_workers, 3, 3)), np.zeros((small.n_tasks, 3)))
+    with pytest.raises(UsageError, match="data must be an AnnotationSet .*got DataFrame"):
+        latent_posterior(pd.DataFrame({"task": ["a"], "worker": ["w"], "label": ["x"]}), *args)
+    for engine in (5, "dask"):
+        with pytest.raises(UsageError, match="engine must be 'local' or an engine object"):
+            latent_posterior(small, *args, engine=engine)
+    assert latent_posterior(small, *args, engine="local").latent.shape == (20, 3)
+    with pytest.raises(UsageError, match=r"counts must be None, 'posterior' or 'draws', got \['posterior'\]"):
+        latent_posterior(small, *args, counts=["posterior"])
+
+
+def test_the_tables_converted_copy_is_counted_up_front():
+    """A broadcast [worker, observed, latent] table is copied to a contiguous one: 10 tasks, 20 workers × 3 × 200,000
+    latent states is 96 MB of table beside 48 MB of rows; it ran, 140 MB allocated, under a 100 MB limit."""
+    small = simulate(10, 20, 3, 2, seed=1).to_annotations()
+    n_latent = 200_000
+    table = np.broadcast_to(np.zeros(1), (small.n_workers, 3, n_latent))
+    prior = np.broadcast_to(np.zeros(1), (small.n_tasks, n_latent))
+    with pytest.raises(ResourceError, match=r"10 tasks × 200,000 latent states, 20 workers"):
+        latent_posterior(small, table, prior, np.zeros(n_latent, dtype=int), max_memory="100MB")

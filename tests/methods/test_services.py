@@ -114,3 +114,18 @@ def test_a_numerical_breakdown_suggests_smoothing_only_to_a_method_that_has_it(m
 def _nan(result):
     result.posteriors[0, 0] = np.nan
     return result
+
+
+def test_an_aggregators_fit_refuses_a_frame_and_a_callback_that_is_not_callable():
+    """ds.fit(DataFrame) raised a bare TypeError; callback=5 Python's TypeError after the first iteration."""
+    import pandas as pd
+
+    from crowdagg.errors import UsageError
+    from crowdagg.methods.registry import get_method
+    from crowdagg.simulate import simulate
+
+    ds = get_method("ds")
+    with pytest.raises(UsageError, match=r"^ds.fit\(data\): data must be an AnnotationSet .*got DataFrame$"):
+        ds().fit(pd.DataFrame({"task": ["a"], "worker": ["w"], "label": ["x"]}))
+    with pytest.raises(UsageError, match="callback must be callable as callback.iteration, objective., got int"):
+        ds().fit(simulate(20, 3, 2, 2, seed=1).to_annotations(), callback=5)
