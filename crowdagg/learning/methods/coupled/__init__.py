@@ -35,6 +35,25 @@ def _geocrowdnet_params(init: str) -> tuple[Param, ...]:
 _GEOCROWDNET_F_PARAMS = _geocrowdnet_params("counts")
 _GEOCROWDNET_W_PARAMS = _geocrowdnet_params("identity")
 
+#: GeoCrowdNet's two volume terms, as its declarations' models write them.
+_VOLUME_F = "λ log det(FᵀF/B + εI), F (B, K) the batch's classifier outputs"
+_VOLUME_W = "λ log det(WᵀW/M + εI), W (MK, K) the stacked confusions"
+
+
+def _geocrowdnet(name: str, cls: str, summary: str, volume: str, params: tuple[Param, ...], rank: int) -> Method:
+    """One GeoCrowdNet declaration: the variants differ in their volume term, start and listing rank."""
+    return Method(
+        name, f"crowdagg.learning.methods.coupled.geocrowdnet:{cls}", summary,
+        DS_FEATURES + " Loss: the mean CE(A_m f_θ(x_n), answer) over the batch's answers (CCEM) - " + volume
+        + "; A_m column-softmax logits.",
+        "Ibrahim, Nguyen & Fu, Deep learning from crowdsourced labels: coupled cross-entropy minimization, "
+        "identifiability, and regularization, ICLR 2023",
+        TRAIN_PARAMS + params,
+        groups=(CONFUSION_GROUP,),
+        kind="trainer", requires="train", rank=rank, quick_params=QUICK,
+    )
+
+
 DECLARATIONS = (
     Method(
         "crowdlayer", "crowdagg.learning.methods.coupled.crowdlayer:CrowdLayer",
@@ -65,37 +84,10 @@ DECLARATIONS = (
         groups=(CONFUSION_GROUP,),
         kind="trainer", requires="train", rank=20, quick_params=QUICK,
     ),
-    Method(
-        "geocrowdnet", "crowdagg.learning.methods.coupled.geocrowdnet:GeoCrowdNet",
-        "GeoCrowdNet (F) under its short name: CCEM maximising the volume of the classifier's outputs",
-        DS_FEATURES + " Loss: the mean CE(A_m f_θ(x_n), answer) over the batch's answers (CCEM) - λ log det(FᵀF/B + εI), F (B, K) the batch's classifier outputs; A_m "
-        "column-softmax logits.",
-        "Ibrahim, Nguyen & Fu, Deep learning from crowdsourced labels: coupled cross-entropy minimization, "
-        "identifiability, and regularization, ICLR 2023",
-        TRAIN_PARAMS + _GEOCROWDNET_F_PARAMS,
-        groups=(CONFUSION_GROUP,),
-        kind="trainer", requires="train", rank=30, quick_params=QUICK,
-    ),
-    Method(
-        "geocrowdnet-f", "crowdagg.learning.methods.coupled.geocrowdnet:GeoCrowdNetF",
-        "GeoCrowdNet (F): CCEM maximising the volume of the classifier's outputs (many diverse items)",
-        DS_FEATURES + " Loss: the mean CE(A_m f_θ(x_n), answer) over the batch's answers (CCEM) - λ log det(FᵀF/B + εI), F (B, K) the batch's classifier outputs; A_m "
-        "column-softmax logits.",
-        "Ibrahim, Nguyen & Fu, Deep learning from crowdsourced labels: coupled cross-entropy minimization, "
-        "identifiability, and regularization, ICLR 2023",
-        TRAIN_PARAMS + _GEOCROWDNET_F_PARAMS,
-        groups=(CONFUSION_GROUP,),
-        kind="trainer", requires="train", rank=31, quick_params=QUICK,
-    ),
-    Method(
-        "geocrowdnet-w", "crowdagg.learning.methods.coupled.geocrowdnet:GeoCrowdNetW",
-        "GeoCrowdNet (W): CCEM maximising the volume of the stacked confusions (class experts)",
-        DS_FEATURES + " Loss: the mean CE(A_m f_θ(x_n), answer) over the batch's answers (CCEM) - λ log det(WᵀW/M + εI), W (MK, K) the stacked confusions; A_m "
-        "column-softmax logits.",
-        "Ibrahim, Nguyen & Fu, Deep learning from crowdsourced labels: coupled cross-entropy minimization, "
-        "identifiability, and regularization, ICLR 2023",
-        TRAIN_PARAMS + _GEOCROWDNET_W_PARAMS,
-        groups=(CONFUSION_GROUP,),
-        kind="trainer", requires="train", rank=32, quick_params=QUICK,
-    ),
+    _geocrowdnet("geocrowdnet", "GeoCrowdNet", "GeoCrowdNet (F) under its short name: CCEM maximising the volume "
+                 "of the classifier's outputs", _VOLUME_F, _GEOCROWDNET_F_PARAMS, 30),
+    _geocrowdnet("geocrowdnet-f", "GeoCrowdNetF", "GeoCrowdNet (F): CCEM maximising the volume of the classifier's "
+                 "outputs (many diverse items)", _VOLUME_F, _GEOCROWDNET_F_PARAMS, 31),
+    _geocrowdnet("geocrowdnet-w", "GeoCrowdNetW", "GeoCrowdNet (W): CCEM maximising the volume of the stacked "
+                 "confusions (class experts)", _VOLUME_W, _GEOCROWDNET_W_PARAMS, 32),
 )
