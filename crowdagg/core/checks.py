@@ -53,17 +53,6 @@ def check_seed(value: Any, name: str = "seed") -> int:
     return check_int(name, value, 0, 2**63 - 1)
 
 
-def check_annotations(value: Any, call: str) -> None:
-    """A :class:`~crowdagg.errors.UsageError` unless ``value`` is an
-    :class:`~crowdagg.data.annotations.AnnotationSet`: the message names ``call`` (``"split(data, ...)"``) and how
-    to make one -- where reading ``data.task_names`` of a DataFrame raised AttributeError."""
-    from ..data.annotations import AnnotationSet
-
-    if not isinstance(value, AnnotationSet):
-        raise UsageError(f"{call}: data must be an AnnotationSet (crowdagg.load_annotations reads a DataFrame, "
-                         f"records or a file into one), got {type(value).__name__}")
-
-
 def check_index_array(name: str, value: Any, size: int, low: int, high: int) -> np.ndarray:
     """An integer array of shape (size,) with entries in [low, high], as int64."""
     arr = np.asarray(value)

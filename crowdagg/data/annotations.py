@@ -929,6 +929,15 @@ def _size(what: str, largest: int, given: int | None, names: list | None) -> int
     return int(n)
 
 
+def check_annotations(value: Any, call: str) -> None:
+    """A :class:`~crowdagg.errors.UsageError` unless ``value`` is an
+    :class:`~crowdagg.data.annotations.AnnotationSet`: the message names ``call`` (``"split(data, ...)"``) and how
+    to make one -- where reading ``data.task_names`` of a DataFrame raised AttributeError."""
+    if not isinstance(value, AnnotationSet):
+        raise UsageError(f"{call}: data must be an AnnotationSet (crowdagg.load_annotations reads a DataFrame, "
+                         f"records or a file into one), got {type(value).__name__}")
+
+
 def pandas_class_dtype(frame: Any, column: str) -> str | None:
     """The dtype to record for a DataFrame's label column when Arrow would not keep it.
 

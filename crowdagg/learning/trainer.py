@@ -85,8 +85,8 @@ import torch
 from torch import nn
 
 from ..core import memory, threads
-from ..core.checks import check_annotations, check_float, check_int, check_seed
-from ..data.annotations import AnnotationSet
+from ..core.checks import check_float, check_int, check_seed
+from ..data.annotations import AnnotationSet, check_annotations
 from ..errors import DataError, UsageError, param
 from ..methods.base import Aggregator, FitContext, _engine, make_result
 from ..methods.blocks import TieBreaker, argmax_random_ties, latent_posterior

@@ -37,8 +37,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from ..core import memory, threads
-from ..core.checks import check_annotations
-from ..data.annotations import AnnotationSet
+from ..data.annotations import AnnotationSet, check_annotations
 from ..errors import ConvergenceWarning, CrowdaggWarning, DataError, UsageError, param, warn
 from .blocks import PROB_FLOOR as PROB_FLOOR  # re-exported: these lived here before crowdagg.methods.blocks
 from .blocks import TieBreaker as TieBreaker

@@ -51,8 +51,8 @@ from typing import Any
 
 import numpy as np
 
-from ..core.checks import check_annotations, check_index_array, check_task_mapping
-from ..data.annotations import AnnotationSet
+from ..core.checks import check_index_array, check_task_mapping
+from ..data.annotations import AnnotationSet, check_annotations
 from ..errors import CrowdaggWarning, DataError, UsageError, param, warn
 
 #: Floor on confusion entries before taking logs (as crowd-kit clips at 1e-10).
