@@ -152,3 +152,40 @@ def test_copies_share_one_vote_and_near_copies_do_not():
     data = AnnotationSet.from_codes(task[keep], worker[keep], label[keep], n_classes=3)
     # workers 0 and 1 agree on all 38 tasks both answered; 3 differs on one; 4 agrees with 0 on only 19
     np.testing.assert_array_equal(duplicate_weights(data), [0.5, 0.5, 1.0, 1.0, 1.0])
+
+
+def dense_crowd(m: int, n: int, k: int = 2, copies: bool = False) -> AnnotationSet:
+    """``m`` annotators answering every one of ``n`` tasks (all the same answers with ``copies``)."""
+    rng = np.random.default_rng(0)
+    task, worker = np.repeat(np.arange(n), m), np.tile(np.arange(m), n)
+    label = np.repeat(rng.integers(0, k, n), m) if copies else rng.integers(0, k, n * m)
+    return AnnotationSet.from_codes(task, worker, label, n_tasks=n, n_workers=m, n_classes=k)
+
+
+def test_copy_search_on_a_dense_crowd_is_refused_up_front_with_its_size():
+    from crowdagg.errors import ResourceError
+    from crowdagg.learning.methods.mig.maxmig import COPY_BYTES_PER_PAIR, MaxMIG, copy_pairs
+
+    data = dense_crowd(300, 30)
+    pairs, kept = copy_pairs(data)
+    assert pairs == 300 * 300 and kept.all()  # min(Σ_n d_n² = 30 × 300², M² = 300²)
+    need = COPY_BYTES_PER_PAIR * pairs  # 4.3 MB
+    with pytest.raises(ResourceError, match="90,000 pairs of annotators"):
+        duplicate_weights(data, max_memory=need // 2)
+    with pytest.raises(ResourceError, match="90,000 pairs of annotators compared to find copies"):
+        MaxMIG(model="linear", epochs=1).fit(data, np.zeros((30, 2), np.float32), max_memory=need // 2)
+    # the plain vote's start compares no pairs: the same limit leaves room for it
+    base, _ = MaxMIG(model="linear", aggregator_init="votes").memory_needed(data, np.zeros((30, 2), np.float32))
+    with_pairs, _ = MaxMIG(model="linear").memory_needed(data, np.zeros((30, 2), np.float32))
+    assert with_pairs == base + need
+    np.testing.assert_array_equal(duplicate_weights(data, max_memory=need), np.ones(300))
+
+
+def test_annotators_with_too_few_answers_to_be_copies_are_not_compared():
+    from crowdagg.learning.methods.mig.maxmig import copy_pairs
+
+    data = dense_crowd(50, COPY_MIN_SHARED - 1, copies=True)  # 19 tasks each: nobody can be a copy
+    assert copy_pairs(data)[0] == 0
+    np.testing.assert_array_equal(duplicate_weights(data, max_memory=1), np.ones(50))
+    data = dense_crowd(50, COPY_MIN_SHARED, copies=True)  # 20 identical answers each: one group of 50
+    np.testing.assert_array_equal(duplicate_weights(data), np.full(50, 1 / 50))
