@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from ..core import memory
-from ..core.checks import check_seed
+from ..core.checks import check_int, check_seed
 from ..errors import UsageError, param
 from ..methods.blocks import one_coin_matrices
 from .args import check_size, choice_arg
@@ -61,7 +61,7 @@ def seniors(n_classes: int, expertise: str) -> np.ndarray:
     if n_classes not in _LOW_ACCURACY:
         raise UsageError(f"Max-MIG's experts are defined for 2 classes (Dogs vs. Cats) and 10 (CIFAR-10), got "
                          f"{param('n_classes')}={n_classes}")
-    if expertise == "H":
+    if choice_arg("expertise", expertise, EXPERTISE) == "H":  # anything else read as "L"
         return maxmig_cifar_seniors() if n_classes == 10 else maxmig_seniors()
     return one_coin_matrices(np.full(10, _LOW_ACCURACY[n_classes]), n_classes)
 
@@ -73,7 +73,8 @@ def maxmig_case(features: Any, truth: Any, case: str, *, expertise: str = "H", n
     Parameters
     ----------
     features : array-like, shape (n_tasks, d)
-        The items' features, kept in the result (:attr:`SimulatedCrowd.features`, float32) for a trainer.
+        The items' features, finite in float32, kept in the result (:attr:`SimulatedCrowd.features`) for a
+        trainer.
     truth : array-like of int, shape (n_tasks,)
         Each item's class in ``0 .. n_classes - 1``.
     case : {"independent", "naive-majority", "correlated"}
@@ -81,7 +82,7 @@ def maxmig_case(features: Any, truth: Any, case: str, *, expertise: str = "H", n
     expertise : {"H", "L"}
         The seniors' level (App. B.1).
     n_classes : int, optional
-        K, 2 or 10 (default ``max(truth) + 1``).
+        K, 2 or 10 (default ``max(truth) + 1``; 2 for no items).
     seed : int
         Seed of ``np.random.default_rng``: the seniors' answers, drawn first and alone, so the three cases
         share them exactly at one seed (only the juniors differ).
@@ -98,15 +99,33 @@ def maxmig_case(features: Any, truth: Any, case: str, *, expertise: str = "H", n
     expertise = choice_arg("expertise", expertise, EXPERTISE)
     seed = check_seed(seed)
     y = np.asarray(truth)
+    if y.ndim == 1 and not y.size:
+        y = y.astype(np.int64)  # [] and np.zeros(0) are float: no items is no wrong class
     if y.ndim != 1 or (y.size and y.dtype.kind not in "iu"):
         raise UsageError(f"{param('truth')} must be a 1-d array of class indices, got shape {y.shape}, dtype {y.dtype}")
-    k = int(y.max()) + 1 if n_classes is None and y.size else int(n_classes or 2)
+    if n_classes is None:
+        k = int(y.max()) + 1 if y.size else 2
+        if k not in _LOW_ACCURACY:
+            raise UsageError(f"Max-MIG's experts are defined for 2 classes (Dogs vs. Cats) and 10 (CIFAR-10); "
+                             f"{param('truth')} has classes up to {k - 1} (pass {param('n_classes')} for classes "
+                             "it does not hold)")
+    else:
+        k = check_int("n_classes", n_classes, 1)  # 0 read as "not given", "2" and 2.0 passed, -2 gave 0..-3
     if y.size and (y.min() < 0 or y.max() >= k):
-        raise UsageError(f"{param('truth')} must be class indices in 0..{k - 1}")
-    x = np.asarray(features, dtype=np.float32)
+        bad = int(y[(y < 0) | (y >= k)][0])
+        raise UsageError(f"{param('truth')} must be class indices in 0..{k - 1}, got {bad}")
+    try:
+        with np.errstate(over="ignore", invalid="ignore"):  # a value beyond float32 is refused below, not warned
+            x = np.asarray(features, dtype=np.float32)
+    except (TypeError, ValueError) as exc:  # strings, ragged rows: numpy's own ValueError
+        raise UsageError(f"{param('features')} must be numbers: {exc}") from None
     if x.ndim != 2 or x.shape[0] != y.shape[0]:
         raise UsageError(f"{param('features')} must be (n_tasks, d) with a row per truth label ({y.shape[0]:,}), "
                          f"got shape {x.shape}")
+    if not np.isfinite(x).all():  # NaN, inf, or beyond float32 (1e300 became inf with a RuntimeWarning)
+        row = int(np.flatnonzero(~np.isfinite(x).all(axis=1))[0])
+        raise UsageError(f"{param('features')} must be finite float32 values: row {row:,} holds NaN, inf or a "
+                         "value beyond float32's range")
     senior = seniors(k, expertise)
     n_seniors = senior.shape[0]
     if case == "naive-majority":

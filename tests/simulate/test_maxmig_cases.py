@@ -99,3 +99,53 @@ def test_same_seed_same_answers_and_bad_arguments_refused():
     with pytest.raises(UsageError, match="features"):
         maxmig_case(x[:10], truth, "independent")
     assert set(CASES) == {"independent", "naive-majority", "correlated"}
+
+
+@pytest.mark.parametrize("n_classes", [0, -2, 2.0, "2", True])
+def test_n_classes_must_be_an_integer_not_read_loosely(n_classes):
+    # 0 was read as "not given" (K = 2), "2" and 2.0 passed, True made K = 1 and -2 "indices in 0..-3"
+    x, truth = items(20, k=2)
+    with pytest.raises(UsageError, match="n_classes must be an integer"):
+        maxmig_case(x, truth, "independent", n_classes=n_classes)
+
+
+def test_truth_with_a_class_beyond_the_experts_names_the_class():
+    x, truth = items(20)
+    truth[3] = 11
+    with pytest.raises(UsageError, match="truth has classes up to 11 .pass n_classes"):
+        maxmig_case(x, truth, "independent")  # was: "got n_classes=12", a value never passed
+    with pytest.raises(UsageError, match=r"truth must be class indices in 0\.\.9, got 11"):
+        maxmig_case(x, truth, "independent", n_classes=10)
+    truth[3] = -1
+    with pytest.raises(UsageError, match=r"0\.\.9, got -1"):
+        maxmig_case(x, truth, "independent")
+
+
+@pytest.mark.parametrize("truth", [[], np.zeros(0)])
+def test_no_items_whatever_the_empty_truths_dtype(truth):
+    # [] and np.zeros(0) are float arrays: bincount raised a bare TypeError
+    crowd = maxmig_case(np.zeros((0, 3)), truth, "correlated")
+    assert crowd.n_classes == 2 and crowd.label.size == 0 and crowd.truth.dtype == np.int64
+
+
+@pytest.mark.parametrize("features, what", [
+    (np.array([["a", "b"]] * 20), "must be numbers"),  # numpy's own ValueError
+    (np.full((20, 2), np.nan), "row 0 holds NaN"),
+    (np.r_[np.zeros((4, 2)), np.full((16, 2), 1e300)], "row 4 holds"),  # inf in float32, warned, then kept
+])
+def test_features_must_be_finite_numbers(features, what):
+    import warnings
+
+    _, truth = items(20)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no RuntimeWarning from the float32 cast on the way
+        with pytest.raises(UsageError, match=what):
+            maxmig_case(features, truth, "independent")
+
+
+def test_seniors_refuse_an_unknown_expertise():
+    from crowdagg.simulate.maxmig import seniors
+
+    with pytest.raises(UsageError, match="expertise"):
+        seniors(10, "x")  # was: the (L) seniors
+    assert seniors(10, "H").shape == (5, 10, 10) and seniors(2, "L").shape == (10, 2, 2)
