@@ -189,3 +189,26 @@ def test_annotators_with_too_few_answers_to_be_copies_are_not_compared():
     np.testing.assert_array_equal(duplicate_weights(data, max_memory=1), np.ones(50))
     data = dense_crowd(50, COPY_MIN_SHARED, copies=True)  # 20 identical answers each: one group of 50
     np.testing.assert_array_equal(duplicate_weights(data), np.full(50, 1 / 50))
+
+
+def test_mig_kl_refuses_one_task_and_unequal_shapes():
+    from crowdagg.errors import UsageError
+
+    p = t([0.5, 0.5])
+    with pytest.raises(UsageError, match="B >= 2"):
+        mig_kl(t([[0.5, 0.5]]), t([[0.5, 0.5]]), p)  # was nan: the cross-task mean over 0 pairs
+    with pytest.raises(UsageError, match=r"\(3, 2\), \(2, 2\)"):
+        mig_kl(t(H), t(G[:2]), p)  # was torch's RuntimeError
+    with pytest.raises(UsageError, match=r"\(3,\)"):
+        mig_kl(t(H), t(G), t([0.2, 0.3, 0.5]))
+
+
+def test_memory_counts_the_aggregator_beyond_the_base():
+    from crowdagg.learning.methods.mig.maxmig import AGGREGATOR_BYTES_PER_CELL, MaxMIG
+    from crowdagg.methods.registry import get_trainer
+
+    data = AnnotationSet.from_codes([0, 1, 2], [0, 1, 2], [0, 1, 2], n_tasks=3, n_workers=50, n_classes=3)
+    x = np.zeros((3, 2), np.float32)
+    ours, _ = MaxMIG(model="linear", aggregator_init="votes").memory_needed(data, x)
+    base, _ = get_trainer("mv-then-train").load()(model="linear").memory_needed(data, x)
+    assert ours == base + AGGREGATOR_BYTES_PER_CELL * 50 * 9
