@@ -30,7 +30,9 @@ DECLARATIONS = (
                   "counts against a soft label of the answers: centred (the vote with each annotator's own answer "
                   "shares taken from its votes, so one answering one class everywhere adds nothing, and a group of "
                   "copies voting once) or votes (the plain soft majority vote: the paper's eq. 2, trapped where "
-                  "many annotators answer one class or copy one another)",
+                  "many annotators answer one class or copy one another). The centred vote reads a rare class as "
+                  "news: with classes far from balanced it gives the rare one to every task where one annotator "
+                  "answers it; there use prior=learned with votes",
                   choices=("centred", "votes")),
             Param("aggregator_lr_scale", float, 1.0, "the aggregator's learning rate (W and the learned prior) as "
                   "a multiple of lr (the paper: 1 on LabelMe, 0.1 on CIFAR-10)", 1e-3, 1e3),
