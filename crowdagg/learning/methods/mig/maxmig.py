@@ -145,7 +145,7 @@ from torch import nn
 
 from ....core import memory
 from ....data.annotations import AnnotationSet
-from ....errors import UsageError
+from ....errors import UsageError, param
 from ....methods.blocks import soft_majority_vote
 from ...confusion import expected_counts, soft_vote_counts
 from ...trainer import PROB_FLOOR, Batch, BatchPolicy, TrainContext, Trainer
@@ -368,6 +368,7 @@ class MaxMIG(Trainer):
 
     name = "maxmig"
     objective_name = "held-out -MIG^KL"
+    memory_advice = f"{Trainer.memory_advice}, or {param('aggregator_init')}=votes (no search for copies)"
     #: The loss compares the tasks of a batch in pairs: a last batch of one joins the one before.
     batch_policy = BatchPolicy(min_batch=2)
 
