@@ -311,6 +311,10 @@ def initial_weights(data: AnnotationSet, init: str = "centred", max_memory: memo
     return np.log(rows + INIT_FLOOR)
 
 
+#: Answers whose aggregator columns (n, K) are gathered at a time (a training batch's are one chunk).
+ANSWER_CHUNK = 65536
+
+
 class CrowdsAggregator(nn.Module):
     """The crowds aggregator ``g(y) = softmax(Σ_m W^m[:, y^m] + log p)``, with the prior ``p`` fixed or learned.
 
@@ -345,11 +349,16 @@ class CrowdsAggregator(nn.Module):
 
         ``row``, ``worker``, ``label`` (n,) the answers (each one's row in
         the output); a row without answers gets zeros.  An ``index_add`` of
-        the answers' columns: O(n K), no dense rows × workers array.
+        the answers' columns: O(n K) time, and at most :data:`ANSWER_CHUNK`
+        answers' columns at a time -- every answer of a large data set (the
+        forecaster, the held-out objective) is not an (n, K) array beside
+        the (n_rows, K) output.
         """
-        columns = self.weights[worker, :, label]  # (n, K): W^m[:, c'] of each answer
-        out = torch.zeros((n_rows, self.weights.shape[1]), dtype=columns.dtype, device=columns.device)
-        return out.index_add(0, row, columns)
+        out = torch.zeros((n_rows, self.weights.shape[1]), dtype=self.weights.dtype, device=self.weights.device)
+        for lo in range(0, row.shape[0], ANSWER_CHUNK):
+            part = slice(lo, lo + ANSWER_CHUNK)
+            out = out.index_add(0, row[part], self.weights[worker[part], :, label[part]])  # W^m[:, c'] of each
+        return out
 
     def forward(self, row: torch.Tensor, worker: torch.Tensor, label: torch.Tensor, n_rows: int) -> torch.Tensor:
         """``g`` (n_rows, K): the softmax of the answers' logits plus ``log p``."""

@@ -212,3 +212,19 @@ def test_memory_counts_the_aggregator_beyond_the_base():
     ours, _ = MaxMIG(model="linear", aggregator_init="votes").memory_needed(data, x)
     base, _ = get_trainer("mv-then-train").load()(model="linear").memory_needed(data, x)
     assert ours == base + AGGREGATOR_BYTES_PER_CELL * 50 * 9
+
+
+def test_answer_logits_by_chunks_are_the_whole_gather(monkeypatch):
+    import crowdagg.learning.methods.mig.maxmig as mm
+
+    rng = np.random.default_rng(0)
+    agg = CrowdsAggregator(rng.normal(size=(6, 4, 4)), learn_prior=False)
+    row, worker, label = (torch.as_tensor(rng.integers(0, hi, 50)) for hi in (9, 6, 4))
+    whole = agg.answer_logits(row, worker, label, 9)
+    expected = torch.zeros(9, 4).index_add(0, row, agg.weights[worker, :, label])
+    np.testing.assert_allclose(whole.detach().numpy(), expected.detach().numpy(), atol=1e-6)
+    monkeypatch.setattr(mm, "ANSWER_CHUNK", 7)  # 50 answers in 8 chunks: the forecaster's path on a large set
+    chunked = agg.answer_logits(row, worker, label, 9)
+    np.testing.assert_allclose(chunked.detach().numpy(), whole.detach().numpy(), atol=1e-6)
+    chunked.sum().backward()  # still differentiable through every chunk
+    assert agg.weights.grad is not None and agg.weights.grad.abs().sum() > 0
