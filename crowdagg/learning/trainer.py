@@ -211,16 +211,19 @@ class BatchPolicy:
             pairs[-2:] = [(pairs[-2][0], n)]
         return pairs
 
-    def check(self, method: str, n_train: int, batch_size: int) -> None:
-        """Refuse, before training, a ``batch_size`` or a number of training tasks below :attr:`min_batch`."""
+    def check(self, method: str, n_train: int, batch_size: int, held_out: int = 0) -> None:
+        """Refuse, before training, a ``batch_size`` or a number of training tasks below :attr:`min_batch`
+        (``held_out``: the answers ``val_fraction`` held out, named in the message when any were)."""
         if self.min_batch <= 1:
             return
         if not self.full_batch and batch_size < self.min_batch:
             raise UsageError(f"{param('batch_size')} must be at least {self.min_batch} for {method} (its loss "
                              f"compares the tasks of a batch), got {batch_size}")
         if n_train < self.min_batch:
+            hint = (f" ({param('val_fraction')} held out {held_out:,} answer{'s' * (held_out != 1)}: lower it, or 0 "
+                    "to train on every answer)") if held_out else ""
             raise DataError(f"{method} needs at least {self.min_batch} tasks with training answers (its loss compares "
-                            f"the tasks of a batch); {n_train} have any")
+                            f"the tasks of a batch); {n_train} have any{hint}")
 
 
 class TrainContext:
@@ -477,7 +480,7 @@ class Trainer(Aggregator):
         train_mask = _draw_split(data.n_answers, checked["val_fraction"], checked["seed"])
         task, worker, label = (np.asarray(a, dtype=np.int64) for a in (data.task, data.worker, data.label))
         trained = np.flatnonzero(np.bincount(task[train_mask], minlength=data.n_tasks) > 0)
-        self.batch_policy.check(self.name, trained.size, checked["batch_size"])
+        self.batch_policy.check(self.name, trained.size, checked["batch_size"], int((~train_mask).sum()))
         x = torch.as_tensor(x_np, device=device)
         net, spec = networks.make(network, tuple(x_np.shape[1:]), data.n_classes, checked, device)
         # torch's threads by the measured rule (core.threads): one unless a batch is worth splitting

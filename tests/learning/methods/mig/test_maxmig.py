@@ -154,3 +154,19 @@ def test_rare_class_centred_start_and_the_documented_way_out():
                                           seed=0).fit(data, x)
     # measured: .993 (seeds 0, 1: .993, .994); fixed/centred .639, learned/centred .938, majority vote .972
     assert (result.labels == truth).mean() >= 0.97
+
+
+def test_two_tasks_one_held_out_names_val_fraction():
+    from crowdagg.data.annotations import AnnotationSet
+    from crowdagg.errors import DataError
+
+    data = AnnotationSet.from_codes([0, 1], [0, 0], [0, 1], n_classes=2)
+    x = np.array([[0.0, 1.0], [1.0, 0.0]], np.float32)
+    trainer = get_trainer("maxmig").load()
+    with pytest.raises(DataError, match=r"1 have any \(val_fraction held out 1 answer: lower it, or 0"):
+        trainer(model="linear", epochs=1).fit(data, x)
+    one = AnnotationSet.from_codes([0], [0], [1], n_tasks=2, n_classes=2)  # a task with features, none answered
+    with pytest.raises(DataError, match=r"1 have any$"):  # nothing held out: no hint
+        trainer(model="linear", epochs=1, val_fraction=0).fit(one, x)
+    result = trainer(model="linear", epochs=2, val_fraction=0).fit(data, x)
+    assert np.isfinite(result.posteriors).all() and result.labels.shape == (2,)
