@@ -101,6 +101,10 @@ from .model import TrainedModel
 
 #: Rows of the network's forward pass at a time outside training (evaluation, prediction).
 EVAL_ROWS = networks.EVAL_ROWS
+#: Cells of the per-row K × K matrices an answer model gathers at a time (:meth:`Trainer._answers_proba`,
+#: :meth:`Trainer._confusions`): 64 MB of float32.  Every worker's confusion rows at once were M K³ floats
+#: (200 workers, K = 200: 6.4 GB where the memory check counted 250 MB).
+ANSWER_PROBA_CELLS = 2**24
 #: Probabilities are floored here before a log (an answer the model calls impossible costs 23 nats, not inf).
 PROB_FLOOR = 1e-10
 
@@ -580,11 +584,25 @@ class Trainer(Aggregator):
         stands in and the last epoch is kept)."""
         if not len(ctx.val):
             return math.nan
-        p = ctx.proba(ctx.val.task)
-        q = self._answer_proba(ctx, p, ctx.val.worker)
-        if q is None:
-            q = answer_proba(p, self._implied_confusion(ctx)[ctx.val.worker])
-        return float(answer_nll(q, ctx.val.label))
+        return float(answer_nll(self._answers_proba(ctx, ctx.proba(ctx.val.task), ctx.val.worker), ctx.val.label))
+
+    def _answers_proba(self, ctx: TrainContext, p: torch.Tensor, workers: torch.Tensor) -> torch.Tensor:
+        """:meth:`_answer_proba` (or through the implied confusion) of rows ``p`` (n, K) and ``workers`` (n,),
+        :data:`ANSWER_PROBA_CELLS` // K² rows at a time: an answer model gathers each row's K × K matrix, and
+        every held-out answer's at once was an (n, K, K) array no memory check saw (100,000 answers, K = 200:
+        16 GB)."""
+        k = ctx.n_classes
+        step = max(1, ANSWER_PROBA_CELLS // (k * k))
+        implied: torch.Tensor | None = None
+        out = []
+        for lo in range(0, p.shape[0], step):
+            rows, who = p[lo:lo + step], workers[lo:lo + step]
+            q = self._answer_proba(ctx, rows, who)
+            if q is None:
+                implied = self._implied_confusion(ctx) if implied is None else implied
+                q = answer_proba(rows, implied[who])
+            out.append(q)
+        return torch.cat(out) if out else p.new_zeros((0, k))
 
     @torch.no_grad()
     def _implied_confusion(self, ctx: TrainContext) -> torch.Tensor:
@@ -603,11 +621,15 @@ class Trainer(Aggregator):
         distribution for a task of class k (``_answer_proba`` of a one-hot), or the implied confusion."""
         k = ctx.n_classes
         eye = torch.eye(k, device=ctx.device)
-        workers = torch.arange(ctx.n_workers, device=ctx.device)
-        rows = self._answer_proba(ctx, eye.repeat(ctx.n_workers, 1), workers.repeat_interleave(k))
-        if rows is None:
-            return self._implied_confusion(ctx)
-        return rows.reshape(ctx.n_workers, k, k)
+        step = max(1, ANSWER_PROBA_CELLS // k**3)  # workers a chunk: K one-hot rows each, a K × K matrix per row
+        out = []
+        for lo in range(0, ctx.n_workers, step):
+            workers = torch.arange(lo, min(ctx.n_workers, lo + step), device=ctx.device)
+            rows = self._answer_proba(ctx, eye.repeat(workers.shape[0], 1), workers.repeat_interleave(k))
+            if rows is None:
+                return self._implied_confusion(ctx)
+            out.append(rows)
+        return torch.cat(out).reshape(ctx.n_workers, k, k)
 
     def _posterior(self, ctx: TrainContext, proba: np.ndarray, confusion: np.ndarray) -> np.ndarray:
         """The labels inferred for the tasks (n_tasks, K): Bayes' rule on the classifier's ``proba`` and every

@@ -410,3 +410,20 @@ def test_split_canonical_and_batch_bounds_refuse_in_the_librarys_words(separable
         with pytest.raises(UsageError, match="batch_size must be an integer >= 1"):
             base.BatchPolicy().bounds(10, size)
     assert base.split(data, 0.1, 1).sum() == data.n_answers - round(0.1 * data.n_answers)
+
+
+@pytest.mark.parametrize("method", ["crowdlayer", "mv-then-train"])  # an answer model, and the implied confusion
+def test_answer_model_by_chunks_gives_the_same_bytes(separable, monkeypatch, method):
+    """The held-out objective and the confusions gather a K × K matrix per row by chunks
+    (ANSWER_PROBA_CELLS): one row or one worker at a time gives what one gather gave."""
+    from crowdagg.learning import trainer as trainer_module
+    from crowdagg.methods.registry import get_trainer
+
+    data, x, _, _ = separable
+    fit = dict(model="linear", epochs=3, seed=0, device="cpu")
+    whole = get_trainer(method).load()(**fit).fit(data, x)
+    monkeypatch.setattr(trainer_module, "ANSWER_PROBA_CELLS", 5)  # K = 3: 1 row, 1 worker a chunk
+    chunked = get_trainer(method).load()(**fit).fit(data, x)
+    np.testing.assert_array_equal(chunked.objective, whole.objective)
+    np.testing.assert_array_equal(chunked.worker_params["confusion"], whole.worker_params["confusion"])
+    np.testing.assert_array_equal(chunked.posteriors, whole.posteriors)
