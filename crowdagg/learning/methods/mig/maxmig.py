@@ -301,6 +301,8 @@ def initial_weights(data: AnnotationSet, init: str = "centred", max_memory: memo
     (the paper's), the centred vote (:func:`centred_votes`, ``max_memory``
     bounding its search for copies) for ``"centred"``.
     """
+    if init not in ("centred", "votes"):  # "centered" was read as "votes"
+        raise UsageError(f"init must be centred or votes, got {init!r}")
     if init == "centred":
         counts = expected_counts(centred_votes(data, max_memory), data.task, data.worker, data.label, data.n_workers)
     else:

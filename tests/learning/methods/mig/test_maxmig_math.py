@@ -228,3 +228,11 @@ def test_answer_logits_by_chunks_are_the_whole_gather(monkeypatch):
     np.testing.assert_allclose(chunked.detach().numpy(), whole.detach().numpy(), atol=1e-6)
     chunked.sum().backward()  # still differentiable through every chunk
     assert agg.weights.grad is not None and agg.weights.grad.abs().sum() > 0
+
+
+def test_initial_weights_refuse_an_unknown_start():
+    from crowdagg.errors import UsageError
+
+    data = AnnotationSet.from_codes([0, 1], [0, 0], [0, 1], n_classes=2)
+    with pytest.raises(UsageError, match="'centered'"):
+        initial_weights(data, "centered")  # was the plain vote's start, silently
