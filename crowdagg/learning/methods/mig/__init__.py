@@ -15,7 +15,8 @@ DECLARATIONS = (
         "MIG^KL = mean_i (1 + log m_ii) - mean_{i≠j} m_ij, m_ij = Σ_c h(x_i)_c g(y_j)_c / p_c, over each "
         "minibatch. Copiers and annotators answering one class get weight zero at the optimum. Labels: h, or the "
         "data-crowds forecaster Normalize(h ⊙ g ⊘ p) with forecaster=true; selection on -MIG^KL of the held-out "
-        "answers.",
+        "answers. The annotators' confusions (--workers) are those the training answers imply given h: W scores "
+        "classes, it is no answer model.",
         "Cao, Xu, Kong & Wang, Max-MIG: an information theoretic approach for joint learning from crowds, ICLR "
         "2019, arXiv:1905.13436",
         TRAIN_PARAMS + (
