@@ -125,7 +125,7 @@ def test_centred_votes_leave_out_an_annotator_who_always_answers_one_class():
     data = AnnotationSet.from_codes([0, 0, 1, 1, 2], [0, 1, 0, 1, 1], [0, 0, 1, 0, 0], n_classes=2)
     np.testing.assert_allclose(centred_votes(data)[2], [1, 0])
     # the start reads them: worker 0's counts are against (1, 0), (0, 1), (0, 1) -> the identity
-    np.testing.assert_allclose(initial_weights(data)[0], np.log(np.eye(2) + INIT_FLOOR))
+    np.testing.assert_allclose(initial_weights(data, "centred")[0], np.log(np.eye(2) + INIT_FLOOR))
 
 
 def test_forecaster_is_the_normalised_product_over_the_prior():
@@ -173,10 +173,12 @@ def test_copy_search_on_a_dense_crowd_is_refused_up_front_with_its_size():
     with pytest.raises(ResourceError, match="90,000 pairs of annotators"):
         duplicate_weights(data, max_memory=need // 2)
     with pytest.raises(ResourceError, match="90,000 pairs of annotators compared to find copies"):
-        MaxMIG(model="linear", epochs=1).fit(data, np.zeros((30, 2), np.float32), max_memory=need // 2)
-    # the plain vote's start compares no pairs: the same limit leaves room for it
-    base, _ = MaxMIG(model="linear", aggregator_init="votes").memory_needed(data, np.zeros((30, 2), np.float32))
-    with_pairs, _ = MaxMIG(model="linear").memory_needed(data, np.zeros((30, 2), np.float32))
+        MaxMIG(model="linear", epochs=1, aggregator_init="centred").fit(data, np.zeros((30, 2), np.float32),
+                                                                         max_memory=need // 2)
+    # the plain vote's start (the default) compares no pairs: the same limit leaves room for it
+    base, _ = MaxMIG(model="linear").memory_needed(data, np.zeros((30, 2), np.float32))
+    with_pairs, _ = MaxMIG(model="linear", aggregator_init="centred").memory_needed(data, np.zeros((30, 2),
+                                                                                                 np.float32))
     assert with_pairs == base + need
     np.testing.assert_array_equal(duplicate_weights(data, max_memory=need), np.ones(300))
 
