@@ -29,6 +29,7 @@ def write_crowd(folder: Path, n_tasks: int, n_workers: int, accuracy: float, see
     return truth
 
 
+@pytest.mark.quick  # the module's cheapest: one epoch on 30 tasks after a refusal before any training
 def test_dense_crowd_copy_search_refused_up_front_naming_its_pairs_and_the_way_out(tmp_path):
     write_crowd(tmp_path, 30, 300, 0.5)
     feats = tmp_path / "f.npy"
