@@ -99,11 +99,9 @@ def train(
                 raise UsageError(f"give {param('network')} or {param('model')}, not both")
             params["model"] = network
         else:
-            import torch
+            from .networks import check_network
 
-            if not isinstance(network, torch.nn.Module):
-                raise UsageError(f"{param('network')} must be linear, mlp, cnn or a torch.nn.Module, got "
-                                 f"{type(network).__name__}")
+            check_network(network)  # before the answers are read
             if "model" in params:  # two statements of the network: the module silently won
                 raise UsageError(f"give {param('network')} or {param('model')}, not both")
             module = network

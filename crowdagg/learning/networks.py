@@ -111,6 +111,14 @@ def _moments(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return x.mean(dim=0), x.std(dim=0)
 
 
+def check_network(network: Any) -> None:
+    """A :class:`~crowdagg.errors.UsageError` unless ``network`` is None, a kind or a ``torch.nn.Module`` (what
+    :func:`make` takes; a kind's name is checked against the features' shape by :class:`NetSpec`)."""
+    if network is not None and not isinstance(network, (str, nn.Module)):
+        raise UsageError(f"{param('network')} must be {', '.join(KINDS)} or a torch.nn.Module, got "
+                         f"{type(network).__name__}")
+
+
 def make(network: str | nn.Module, input_shape: tuple[int, ...], n_classes: int, params: Any,
          device: torch.device) -> tuple[nn.Module, NetSpec]:
     """The network factory: the classifier a fit trains, on ``device``, and its spec.

@@ -416,9 +416,7 @@ class Trainer(Aggregator):
         if data.n_tasks == 0:
             raise DataError("no tasks to train on")
         check_callback(callback)
-        if network is not None and not isinstance(network, (str, nn.Module)):
-            raise UsageError(f"network must be one of {', '.join(networks.KINDS)} or a torch.nn.Module, got "
-                             f"{type(network).__name__}")
+        networks.check_network(network)
         checked = self.check_params()
         x, names = _inputs(data, features, feature_names)
         source = checked["model"] if network is None else network
@@ -427,9 +425,10 @@ class Trainer(Aggregator):
             f"use fewer tasks, a smaller network or a smaller {param('batch_size')}"  # hidden shapes no module
         memory.check(need, what, max_memory, advice=advice)
         canon = canonical(data)
+        x = x[canon.tasks]  # rebound: a reordered copy of the features is not kept alive beside this one
         context = self._context(canon.data, checked, max_memory, _engine(engine, canon.data))
         with threads.fit_scope():
-            result = self._train(canon, x[canon.tasks], names, context, callback, source)
+            result = self._train(canon, x, names, context, callback, source)
         self._check_result(data, result, context, max_memory)
         return result
 

@@ -365,7 +365,10 @@ def test_the_kept_epoch_line_says_which_epoch_and_why_training_stopped(separable
     line = kept_epoch_line(result, checked, "held-out answer NLL")
     best = result.model_params["best_epoch"]
     assert line.startswith(f"train: kept epoch {best} of {result.n_iter} (held-out answer NLL ")
-    assert "stopped after 2 epochs without a better one (--patience 2)" in line or "ran all 30 epochs" in line
+    assert result.n_iter == best + 2 < 30  # the premise: patience stopped this run (lr 0.05 overfits early)
+    assert line.endswith("; stopped after 2 epochs without a better one (--patience 2)")
+    score = float(line.split("NLL ")[1].split(")")[0])
+    assert score == pytest.approx(result.objective[best - 1], abs=5e-5)  # the kept epoch's held-out score
 
 
 def test_the_kept_epoch_line_says_when_too_few_answers_left_nothing_held_out():
