@@ -27,14 +27,14 @@ DECLARATIONS = (
             Param("forecaster", bool, False, "the labels of the training tasks from the data-crowds forecaster "
                   "Normalize(h ⊙ g ⊘ p), the classifier and every answer combined (the paper's Table 3), instead "
                   "of the classifier h alone; predict always uses h", paper="ζ"),
-            Param("aggregator_init", "choice", "votes", "the aggregator's start, the log of each annotator's "
-                  "counts against a soft label of the answers: votes (the plain soft majority vote: the paper's eq. "
-                  "2) or centred (the vote with each annotator's own answer shares taken from its votes, so one "
-                  "answering one class everywhere adds nothing, and a group of copies votes once: for crowds where "
-                  "many annotators answer one class or copy one another, which trap the paper's start; it reads a "
-                  "rare class as news, so with classes far from balanced it gives the rare one to every task one "
-                  "annotator says it of -- keep votes there, with prior=learned)",
-                  choices=("votes", "centred")),
+            Param("aggregator_init", "choice", "agreement", "the aggregator's start, the log of each annotator's "
+                  "counts against a soft label of the answers: agreement (the vote with each annotator weighted by "
+                  "its chance-corrected agreement with the others and a group of copies counted once: one answering "
+                  "one class everywhere, or a copy, adds nothing; annotators of one skill vote alike), votes (the "
+                  "plain soft majority vote: the paper's eq. 2, trapped when many annotators answer one class or "
+                  "copy one another) or centred (each annotator's own answer shares taken from its votes, copies "
+                  "once: reads a rare class as news)",
+                  choices=("agreement", "votes", "centred")),
             Param("aggregator_lr_scale", float, 1.0, "the aggregator's learning rate (W and the learned prior) as "
                   "a multiple of lr (the paper: 1 on LabelMe, 0.1 on CIFAR-10)", 1e-3, 1e3),
         ),

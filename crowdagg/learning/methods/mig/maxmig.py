@@ -75,61 +75,66 @@ Choices, against the reference code (Newbeeer/Max-MIG; ALGORITHMS.md
   those confusions.  The paper's denominator sums over every task; with
   missing answers it is each annotator's answered tasks (Ibrahim's
   ``mle_based``: rows on the simplex).  1e-4 is the CIFAR code's (the
-  LabelMe code's 1e-2).  Q is, by default (``aggregator_init=votes``),
-  the paper's: the plain soft majority vote.  ``aggregator_init=centred``
-  takes the **centred vote** (:func:`centred_votes`): the soft vote with
-  each annotator's own answer shares subtracted, so an annotator who
-  answers one class everywhere adds nothing.  The paper's Q traps the
-  naive-majority case: with
-  juniors voting class 0 on every task, Q gives class 0 to every task, the
-  row ``W^m[0, :]`` becomes each annotator's overall answer distribution,
-  and ``g`` starts by sending every class-0 task to the class senior A
-  confuses it with -- where ``h`` and ``g`` agree on a merged class, neither
-  gets a gradient towards splitting it (``∂m_ii / ∂g_i0 ∝ h_i0 ≈ 0``), and
-  they never do.  Measured on digits (benchmarks/bench_maxmig_cases.py,
-  CIFAR-10 (H) experts, 40 epochs): the votes start .892 on the naive
-  majority against .993 independent (every class-0 digit labelled 2); the
-  centred start .996.  A Dawid--Skene Q mends the naive case (.997) but
-  traps the correlated one (.757: its likelihood trusts the copied senior,
-  the paper's Thm E.3, and ``g`` starts there).  The centred vote also
-  counts a **group of copies once** (:func:`duplicate_weights`: annotators
-  agreeing on every one of at least 20 shared tasks): with the plain or
-  centred vote, the correlated case depends on the seed (digits, seeds
-  0-2: 1.000, .690, .607) -- on the three hard pairs where the copied
-  senior C answers at random, its four votes decide Q, the start ties no
-  class of the pair to its answer, and MIG, unchanged by relabelling the
-  classes, settles on a swap or a mix of the pair; counted once, the copies
-  leave the start the independent case's (.999 at every seed).
+  LabelMe code's 1e-2).  The paper's Q is the plain soft majority vote
+  (``aggregator_init=votes``), and it traps two of the paper's own three
+  cases.  **Naive majority**: with juniors voting class 0 on every task, Q
+  gives class 0 to every task, the row ``W^m[0, :]`` becomes each
+  annotator's overall answer distribution, and ``g`` starts by sending
+  every class-0 task to the class senior A confuses it with -- where ``h``
+  and ``g`` agree on a merged class, neither gets a gradient towards
+  splitting it (``∂m_ii / ∂g_i0 ∝ h_i0 ≈ 0``), and they never do (digits,
+  benchmarks/bench_maxmig_cases.py, CIFAR-10 (H) experts: .905 against
+  .999 independent).  **Correlated mistakes**: on the three hard pairs
+  where the copied senior C answers at random, its four votes decide Q, the
+  start ties no class of the pair to its answer, and MIG, unchanged by
+  relabelling the classes, settles on a swap or a mix of the pair (seeds
+  0-2: 1.000, .690, .607).  A Dawid--Skene Q mends the naive case but traps
+  the correlated one (.757: its likelihood trusts the copied senior, the
+  paper's Thm E.3).  So Q is, by default (``aggregator_init=agreement``),
+  the **agreement vote** (:func:`agreement_votes`): the soft vote with
+  each annotator weighted by its chance-corrected agreement with the others
+  (Cohen's κ against the crowd, :func:`agreement_weights`, iterated to a
+  fixed point), a **group of copies counted once** and left out of its own
+  members' agreement (:func:`copy_groups`: annotators agreeing on every one
+  of at least 20 shared tasks).  An annotator answering one class
+  everywhere agrees with anyone exactly as often as chance: κ = 0, whatever
+  the others say; copies count once; annotators of one skill get one
+  weight, so the start is the paper's wherever the crowd is neither naive
+  nor copied.  ``aggregator_init=centred`` (:func:`centred_votes`: each
+  annotator's own answer shares subtracted from its votes, copies once)
+  also mends both cases, but reads a rare class as news: 1,000 tasks, a
+  class of 5 %, three 90 % annotators, its Q gives the rare class to every
+  task one annotator says it of (accuracy .64 after training, majority
+  vote .97), where the agreement vote is the majority vote.
 * **The prior** ``p``: ``prior=fixed`` keeps it uniform (the paper's
   LabelMe and CIFAR-10 setting), ``prior=learned`` learns it as
   ``softmax(φ)`` from φ = 0 (the Dogs code learns an unconstrained
   ``Linear(1, 2)`` weight, which can leave the simplex; §11.4).
 
-Defaults: the paper's start (``aggregator_init=votes``: the centred vote
-inflates a rare class -- 1,000 tasks, a class of 5 %, three 90 % annotators:
-.64 against majority vote's .97 -- where the paper's start does not), Adam
-at ``lr`` 1e-3 for the classifier and ``aggregator_lr_scale`` = 1 × lr for
-the aggregator (the paper: 1e-4 for both on LabelMe, 1e-3 and 1e-4 on
-CIFAR-10 over 50 epochs of 50,000 images; at 0.1 × lr on 1,200 digits the
-aggregator moves too little in the epochs it gets: correlated .934 ± .052
-against .999), batch 64, the prior fixed uniform.  Measured
-(benchmarks/bench_train.py, 3 seeds), the default start: LabelMe's 1,188
-test images 87.18 ± 0.68 % (the paper 86.42 ± 0.36; ours ``geocrowdnet-f``
-85.61, ``ds-then-train`` 82.83), the classifier's labels of the training
-tasks .872 ± .003, the forecaster's .834 ± .004 (below the classifier's:
-the aggregator alone is .796, a Dawid--Skene posterior as over-confident as
-``ds``'s, median margin 5.6 nats, and the product follows it); the centred
-start gives the same within a standard deviation (87.23, .872, .833).
-Digits (benchmarks/bench_maxmig_cases.py): with ``aggregator_init=centred``
-.999, 1.000, .999 on the three cases, ``raykar`` .871, .539, .692; with the
-default start .999, .905, .766 (1.000, .690, .607 by seed).
+Defaults: the agreement start (above), Adam at ``lr`` 1e-3 for the
+classifier and ``aggregator_lr_scale`` = 1 × lr for the aggregator (the
+paper: 1e-4 for both on LabelMe, 1e-3 and 1e-4 on CIFAR-10 over 50 epochs
+of 50,000 images; at 0.1 × lr on 1,200 digits the aggregator moves too
+little in the epochs it gets: correlated .934 ± .052 against .999), batch
+64, the prior fixed uniform (a class far rarer than the others needs
+``prior=learned``: the 5 % class above, .71 fixed, .99 learned, from
+either start).  Measured (benchmarks/bench_train.py, 3 seeds): LabelMe's
+1,188 test images 87.26 ± 0.84 % (the paper 86.42 ± 0.36; ours
+``geocrowdnet-f`` 85.61, ``ds-then-train`` 82.83), the classifier's labels
+of the training tasks .873 ± .008, the forecaster's .833 ± .004 (below the
+classifier's: the aggregator alone is .796, a Dawid--Skene posterior as
+over-confident as ``ds``'s, median margin 5.6 nats, and the product
+follows it); the paper's start gives the same within a standard deviation
+there (87.18, .872, .834).  Digits (benchmarks/bench_maxmig_cases.py,
+seeds 0-2): .999, 1.000, 1.000 on the three cases (the paper's start
+.999, .905, .766; ``raykar`` .871, .539, .692).
 
 Failure modes (ALGORITHMS.md §11.6): the aggregator is linear in the
 one-hot answers, so a senior who is a non-linear function of juniors is out
 of its reach; the objective compares the tasks of a batch, and a batch of
 fewer than about 2 K tasks sees few pairs of different classes; MIG is
 unchanged by relabelling the classes of h and g together, so only the start
-ties a class to its answers (see the centred vote); a network able to
+ties a class to its answers (see the agreement vote); a network able to
 memorise its training tasks can fit an answer pattern that carries no
 information about the truth (a copied senior's coin), which the held-out
 objective, computed on training tasks, does not see.
@@ -228,8 +233,14 @@ def copy_pairs(data: AnnotationSet) -> tuple[int, np.ndarray]:
 
 
 def duplicate_weights(data: AnnotationSet, max_memory: memory.MaxMemory = None) -> np.ndarray:
-    """Each annotator's weight in the centred vote (n_workers,): 1 / the size of its group of copies, so a group
-    of annotators who copy one another votes once.
+    """Each annotator's weight in the centred and agreement votes (n_workers,): 1 / the size of its group of
+    copies (:func:`copy_groups`), so a group of annotators who copy one another votes once."""
+    group = copy_groups(data, max_memory)
+    return 1.0 / np.bincount(group)[group]
+
+
+def copy_groups(data: AnnotationSet, max_memory: memory.MaxMemory = None) -> np.ndarray:
+    """Each annotator's group of copies (n_workers,) int: a label shared by annotators who copy one another.
 
     Two annotators are copies when they gave the same label on every task
     both answered, at least :data:`COPY_MIN_SHARED` of them (the paper's
@@ -250,7 +261,7 @@ def duplicate_weights(data: AnnotationSet, max_memory: memory.MaxMemory = None) 
     memory.check(COPY_BYTES_PER_PAIR * pairs_bound, f"{pairs_bound:,} pairs of annotators sharing a task, compared "
                  "to find copies", max_memory, advice="use fewer annotators per task, or aggregator_init=votes")
     if not pairs_bound:
-        return np.ones(m)
+        return np.arange(m)
     task, worker, label = data.task[kept], data.worker[kept], data.label[kept]
     ones = np.ones(task.size, dtype=np.int32)  # int32 counts: half float64's bytes per pair
     answered = sparse.csr_matrix((ones, (task, worker)), shape=(n, m))
@@ -263,7 +274,7 @@ def duplicate_weights(data: AnnotationSet, max_memory: memory.MaxMemory = None) 
     same = np.asarray(agree[rows, cols]).ravel() == counts
     graph = sparse.csr_matrix((np.ones(int(same.sum()), dtype=np.int8), (rows[same], cols[same])), shape=(m, m))
     _, group = connected_components(graph, directed=False)
-    return 1.0 / np.bincount(group)[group]
+    return np.asarray(group, dtype=np.int64)
 
 
 def centred_votes(data: AnnotationSet, max_memory: memory.MaxMemory = None) -> np.ndarray:
@@ -295,7 +306,85 @@ def centred_votes(data: AnnotationSet, max_memory: memory.MaxMemory = None) -> n
     return np.where(total > 0, centred / np.where(total > 0, total, 1.0), soft_majority_vote(data))
 
 
-def initial_weights(data: AnnotationSet, init: str = "votes", max_memory: memory.MaxMemory = None) -> np.ndarray:
+#: The aggregator's starts (``aggregator_init``).
+INITS = ("votes", "centred", "agreement")
+#: Bytes per answer and class of the agreement vote's rounds (the others' vote on each answer's task, gathered).
+AGREEMENT_BYTES_PER_CELL = 24
+#: The chance-corrected agreement weights are iterated to this largest change, or :data:`AGREEMENT_ITERATIONS`.
+AGREEMENT_TOL = 1e-6
+AGREEMENT_ITERATIONS = 50
+
+
+def agreement_weights(data: AnnotationSet, group: np.ndarray) -> np.ndarray:
+    r"""Each annotator's chance-corrected agreement with the others (n_workers,), in [0, 1]: its vote's weight.
+
+    :math:`κ_m = (p_o - p_e) / (1 - p_e)` (Cohen's κ against the crowd):
+    :math:`p_o` the mean, over annotator m's answers, of the share the
+    *other* annotators' weighted vote on that task gives m's answer,
+    :math:`p_e = Σ_c π_m(c) \bar d_m(c)` the agreement expected by chance
+    from m's own answer shares :math:`π_m` and the others' mean vote
+    :math:`\bar d_m` on m's tasks.  The others are the annotators outside
+    m's ``group`` of copies (:func:`copy_groups`; a copy agreeing with its
+    source is no evidence), their votes weighted by 1 / their group's size
+    times their own κ, iterated from
+    equal weights to a fixed point (at most :data:`AGREEMENT_ITERATIONS`
+    rounds, :data:`AGREEMENT_TOL`).  An annotator who gives one class to
+    every task agrees with anyone exactly as often as chance: κ = 0 at every
+    round, whatever the others say, so after the first round it has no
+    weight, and the annotators it outvoted agree with one another again;
+    annotators of equal skill get equal weights, so a rare class keeps the
+    plain vote's share (where :func:`centred_votes` reads it as news).
+    Negative κ (worse than chance) is 0; with two annotators κ is Cohen's.
+    O(answers × K) time per round, :data:`AGREEMENT_BYTES_PER_CELL` bytes per
+    answer and class.
+    """
+    k, m = data.n_classes, data.n_workers
+    task, worker, label = (np.asarray(a, dtype=np.int64) for a in (data.task, data.worker, data.label))
+    share = np.bincount(worker * k + label, minlength=m * k).reshape(m, k).astype(np.float64)
+    share /= np.maximum(share.sum(axis=1, keepdims=True), 1.0)
+    group = np.asarray(group, dtype=np.int64)
+    copies = 1.0 / np.bincount(group)[group]
+    # each answer's (task, group of copies): the group's own vote on the task is left out of the others'
+    _, cell = np.unique(task * (int(group.max(initial=0)) + 1) + group[worker], return_inverse=True)
+    cell = cell.reshape(-1)
+    weight = np.ones(m)
+    for _ in range(AGREEMENT_ITERATIONS):
+        per_answer = (copies * weight)[worker]
+        votes = np.bincount(task * k + label, weights=per_answer, minlength=data.n_tasks * k).reshape(-1, k)
+        mine = np.bincount(cell * k + label, weights=per_answer, minlength=(int(cell.max(initial=-1)) + 1) * k)
+        others = votes[task]
+        others -= mine.reshape(-1, k)[cell]  # the other groups' vote on each answer's task
+        total = others.sum(axis=1)
+        seen = total > 0
+        others = others[seen] / total[seen, None]
+        by = worker[seen]
+        count = np.maximum(np.bincount(by, minlength=m), 1).astype(np.float64)
+        p_o = np.bincount(by, weights=others[np.arange(by.size), label[seen]], minlength=m) / count
+        mean_vote = np.stack([np.bincount(by, weights=others[:, c], minlength=m) for c in range(k)], axis=1)
+        p_e = (share * mean_vote).sum(axis=1) / count
+        kappa = np.divide(p_o - p_e, 1.0 - p_e, out=np.zeros(m), where=p_e < 1.0 - 1e-12)
+        new = np.clip(kappa, 0.0, 1.0)
+        done = float(np.max(np.abs(new - weight), initial=0.0)) < AGREEMENT_TOL
+        weight = new
+        if done:
+            break
+    return weight
+
+
+def agreement_votes(data: AnnotationSet, max_memory: memory.MaxMemory = None) -> np.ndarray:
+    """The soft vote (n_tasks, K) with each annotator's answers weighted by its chance-corrected agreement with
+    the others (:func:`agreement_weights`) and exact copies counted once (:func:`duplicate_weights`, its search
+    bounded by ``max_memory``).  A task whose answers all have weight 0 keeps its plain vote shares; tasks
+    without answers are 0."""
+    k, n = data.n_classes, data.n_tasks
+    group = copy_groups(data, max_memory)
+    weight = (agreement_weights(data, group) / np.bincount(group)[group])[data.worker]
+    votes = np.bincount(data.task.astype(np.int64) * k + data.label, weights=weight, minlength=n * k).reshape(n, k)
+    total = votes.sum(axis=1, keepdims=True)
+    return np.where(total > 0, votes / np.where(total > 0, total, 1.0), soft_majority_vote(data))
+
+
+def initial_weights(data: AnnotationSet, init: str = "agreement", max_memory: memory.MaxMemory = None) -> np.ndarray:
     """The aggregator's start (data.n_workers, K, K) ``[worker, class scored, answer]`` (the paper's eq. 2).
 
     ``log(counts / row sums + 1e-4)``: each annotator's expected counts
@@ -304,13 +393,15 @@ def initial_weights(data: AnnotationSet, init: str = "votes", max_memory: memory
     tasks; a row without any weight (an annotator without answers, a class Q
     never gives) is uniform.  Q is the soft majority vote
     (:func:`~crowdagg.methods.blocks.soft_majority_vote`) for ``init="votes"``
-    (the paper's), the centred vote (:func:`centred_votes`, ``max_memory``
-    bounding its search for copies) for ``"centred"``.
+    (the paper's), the centred vote (:func:`centred_votes`) for
+    ``"centred"``, the agreement vote (:func:`agreement_votes`, the default)
+    for ``"agreement"`` (``max_memory`` bounding their search for copies).
     """
-    if init not in ("centred", "votes"):  # "centered" was read as "votes"
-        raise UsageError(f"init must be centred or votes, got {init!r}")
-    if init == "centred":
-        counts = expected_counts(centred_votes(data, max_memory), data.task, data.worker, data.label, data.n_workers)
+    if init not in INITS:  # "centered" was read as "votes"
+        raise UsageError(f"init must be one of {', '.join(INITS)}, got {init!r}")
+    if init in ("centred", "agreement"):
+        q = (centred_votes if init == "centred" else agreement_votes)(data, max_memory)
+        counts = expected_counts(q, data.task, data.worker, data.label, data.n_workers)
     else:
         counts = soft_vote_counts(data)
     k = counts.shape[2]
@@ -391,13 +482,16 @@ class MaxMIG(Trainer):
 
     def _memory(self, data: AnnotationSet, x: np.ndarray, checked: dict[str, Any],
                 network: Any) -> tuple[float, str]:
-        """The base's share, the aggregator's beyond it (:data:`AGGREGATOR_BYTES_PER_CELL`) and, for the centred
-        start, the copy search's pairs (:func:`copy_pairs`): a dense crowd's M² pairs of annotators are checked
-        before training, not found out when the start is built."""
+        """The base's share, the aggregator's beyond it (:data:`AGGREGATOR_BYTES_PER_CELL`) and, for the
+        centred and agreement starts, the copy search's pairs (:func:`copy_pairs`) and the agreement vote's
+        rounds (:data:`AGREEMENT_BYTES_PER_CELL`): a dense crowd's M² pairs of annotators are checked before
+        training, not found out when the start is built."""
         need, what = super()._memory(data, x, checked, network)
         need += AGGREGATOR_BYTES_PER_CELL * data.n_workers * data.n_classes ** 2
-        if checked["aggregator_init"] != "centred":
+        if checked["aggregator_init"] == "votes":
             return need, what
+        if checked["aggregator_init"] == "agreement":
+            need += AGREEMENT_BYTES_PER_CELL * data.n_answers * data.n_classes
         pairs, _ = copy_pairs(data)
         return need + COPY_BYTES_PER_PAIR * pairs, f"{what}, {pairs:,} pairs of annotators compared to find copies"
 

@@ -34,11 +34,11 @@ def test_dense_crowd_copy_search_refused_up_front_naming_its_pairs_and_the_way_o
     write_crowd(tmp_path, 30, 300, 0.5)
     feats = tmp_path / "f.npy"
     line = one_error(invoke("train", "--features", feats, "-m", "maxmig", "--epochs", "1", "--device", "cpu",
-                            "--max-memory", "4M", "-p", "aggregator_init=centred"), 1)
+                            "--max-memory", "4M"), 1)
     assert "90,000 pairs of annotators compared to find copies" in line and "-p aggregator_init=votes" in line
-    # the plain vote's start (the default) searches for no copies: the same limit leaves room
+    # the plain vote's start searches for no copies: the same limit leaves room
     ok(invoke("train", "--features", feats, "-m", "maxmig", "--epochs", "1", "--device", "cpu", "--max-memory",
-              "4M"))
+              "4M", "-p", "aggregator_init=votes"))
 
 
 def test_forecaster_workers_save_then_predict(tmp_path):

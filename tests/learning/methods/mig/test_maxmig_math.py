@@ -16,6 +16,8 @@ from crowdagg.learning.methods.mig.maxmig import (  # noqa: E402
     INIT_FLOOR,
     CrowdsAggregator,
     agreement,
+    agreement_votes,
+    agreement_weights,
     centred_votes,
     duplicate_weights,
     forecaster,
@@ -128,6 +130,52 @@ def test_centred_votes_leave_out_an_annotator_who_always_answers_one_class():
     np.testing.assert_allclose(initial_weights(data, "centred")[0], np.log(np.eye(2) + INIT_FLOOR))
 
 
+def test_agreement_weights_by_hand_a_constant_annotator_gets_none():
+    # worker 0 answers (0, 0, 1, 1), worker 1 (0, 0, 1, 0), worker 2 answers 0 everywhere
+    data = AnnotationSet.from_codes(np.repeat(np.arange(4), 3), np.tile(np.arange(3), 4),
+                                    [0, 0, 0, 0, 0, 0, 1, 1, 0, 1, 0, 0], n_classes=2)
+    # worker 2 agrees with anyone exactly as chance says: κ = 0 from the first round on; then workers 0 and 1
+    # see only each other: p_o = 3/4, p_e = (1/2)(3/4) + (1/2)(1/4) = 1/2, κ = (3/4 - 1/2) / (1/2) = 1/2
+    np.testing.assert_allclose(agreement_weights(data, np.arange(3)), [0.5, 0.5, 0.0], atol=1e-12)
+    # the vote without worker 2: task 3 is a tie (the plain vote: 2/3 for class 0)
+    np.testing.assert_allclose(agreement_votes(data), [[1, 0], [1, 0], [0, 1], [0.5, 0.5]])
+
+
+def test_agreement_weight_of_two_annotators_is_cohens_kappa():
+    sklearn_metrics = pytest.importorskip("sklearn.metrics")
+    rng = np.random.default_rng(3)
+    truth = rng.integers(0, 4, 200)
+    a = np.where(rng.random(200) < 0.8, truth, rng.integers(0, 4, 200))
+    b = np.where(rng.random(200) < 0.6, truth, rng.integers(0, 4, 200))
+    data = AnnotationSet.from_codes(np.tile(np.arange(200), 2), np.repeat([0, 1], 200), np.concatenate([a, b]),
+                                    n_classes=4)
+    kappa = sklearn_metrics.cohen_kappa_score(a, b)
+    assert 0.2 < kappa < 0.8
+    np.testing.assert_allclose(agreement_weights(data, np.arange(2)), [kappa, kappa], rtol=1e-9)
+
+
+def test_agreement_votes_keep_a_rare_class_and_count_copies_once():
+    rng = np.random.default_rng(0)
+    n = 1000
+    truth = (rng.random(n) < 0.05).astype(int)
+    task, worker = np.repeat(np.arange(n), 3), np.tile(np.arange(3), n)
+    label = np.where(rng.random(3 * n) < 0.9, truth[task], 1 - truth[task])
+    data = AnnotationSet.from_codes(task, worker, label, n_classes=2)
+    plain = np.bincount(task, weights=label, minlength=n) >= 2
+    # three annotators of one skill: equal weights, the majority vote (the centred vote gives class 1 to every
+    # task one annotator says it of)
+    np.testing.assert_array_equal(agreement_votes(data).argmax(axis=1), plain)
+    assert (centred_votes(data).argmax(axis=1) > plain).sum() > 100
+    # a fourth and fifth annotator copying worker 0 leave the vote as it was: the group of copies votes once
+    copy = label[worker == 0]
+    more = AnnotationSet.from_codes(np.concatenate([task, np.arange(n), np.arange(n)]),
+                                    np.concatenate([worker, np.full(n, 3), np.full(n, 4)]),
+                                    np.concatenate([label, copy, copy]), n_classes=2)
+    np.testing.assert_array_equal(agreement_votes(more).argmax(axis=1), plain)
+    np.testing.assert_allclose(initial_weights(more, "agreement")[1], initial_weights(data, "agreement")[1],
+                               atol=1e-12)
+
+
 def test_forecaster_is_the_normalised_product_over_the_prior():
     h, g, p = t([[0.8, 0.2]]), t([[0.9, 0.1]]), t([0.75, 0.25])
     # h ⊙ g ⊘ p = (.72 / .75, .02 / .25) = (.96, .08), normalised: (.923077, .076923)
@@ -175,11 +223,16 @@ def test_copy_search_on_a_dense_crowd_is_refused_up_front_with_its_size():
     with pytest.raises(ResourceError, match="90,000 pairs of annotators compared to find copies"):
         MaxMIG(model="linear", epochs=1, aggregator_init="centred").fit(data, np.zeros((30, 2), np.float32),
                                                                          max_memory=need // 2)
-    # the plain vote's start (the default) compares no pairs: the same limit leaves room for it
-    base, _ = MaxMIG(model="linear").memory_needed(data, np.zeros((30, 2), np.float32))
-    with_pairs, _ = MaxMIG(model="linear", aggregator_init="centred").memory_needed(data, np.zeros((30, 2),
-                                                                                                 np.float32))
+    # the plain vote's start compares no pairs: the same limit leaves room for it
+    x = np.zeros((30, 2), np.float32)
+    base, _ = MaxMIG(model="linear", aggregator_init="votes").memory_needed(data, x)
+    with_pairs, _ = MaxMIG(model="linear", aggregator_init="centred").memory_needed(data, x)
     assert with_pairs == base + need
+    # the agreement start (the default): the pairs and its rounds' per-answer arrays
+    from crowdagg.learning.methods.mig.maxmig import AGREEMENT_BYTES_PER_CELL
+
+    default, what = MaxMIG(model="linear").memory_needed(data, x)
+    assert default == base + need + AGREEMENT_BYTES_PER_CELL * 30 * 300 * 2 and "90,000 pairs" in what
     np.testing.assert_array_equal(duplicate_weights(data, max_memory=need), np.ones(300))
 
 
