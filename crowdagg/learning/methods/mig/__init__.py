@@ -27,6 +27,9 @@ DECLARATIONS = (
             Param("forecaster", bool, False, "the labels of the training tasks from the data-crowds forecaster "
                   "Normalize(h ⊙ g ⊘ p), the classifier and every answer combined (the paper's Table 3), instead "
                   "of the classifier h alone; predict always uses h", paper="ζ"),
+            Param("calibrate", bool, True, "with forecaster: scale g's answer logits by the temperature with which "
+                  "g best predicts the classifier h on the answered tasks (cross-entropy), as g trained is "
+                  "over-confident and the product follows it (false: the paper's product as is)"),
             Param("aggregator_init", "choice", "agreement", "the aggregator's start, the log of each annotator's "
                   "counts against a soft label of the answers: agreement (the vote with each annotator weighted by "
                   "its chance-corrected agreement with the others and a group of copies counted once: one answering "

@@ -68,6 +68,20 @@ def test_forecaster_combines_the_classifier_and_the_answers(separable, fitted):
     np.testing.assert_allclose(forecast.posteriors.sum(axis=1), 1.0)
     # measured: .985 against the classifier's .983: the answers add what the features miss
     assert (forecast.labels == truth).mean() >= (fitted.labels == truth).mean()
+    # calibrate=false is the paper's product: the same fit, g's answer logits at temperature 1
+    paper = get_trainer("maxmig").load()(**FIT, forecaster=True, calibrate=False).fit(data, x)
+    np.testing.assert_array_equal(paper.model_params["classifier_proba"], fitted.model_params["classifier_proba"])
+    assert not np.allclose(paper.posteriors, forecast.posteriors)
+    h = fitted.model_params["classifier_proba"].astype(np.float64)
+    log_ratio = np.log(np.maximum(paper.posteriors, 1e-300)) - np.log(np.maximum(h / h.sum(1, keepdims=True), 1e-10))
+    cal = np.log(np.maximum(forecast.posteriors, 1e-300)) - np.log(np.maximum(h / h.sum(1, keepdims=True), 1e-10))
+    # both are log h + τ a up to a per-task constant: the calibrated answer part is the paper's scaled by one τ
+    centre = lambda z: z - z.mean(axis=1, keepdims=True)  # noqa: E731
+    finite = (paper.posteriors > 1e-200).all(axis=1) & (forecast.posteriors > 1e-200).all(axis=1)
+    a, b = centre(log_ratio[finite]).ravel(), centre(cal[finite]).ravel()
+    tau = float(a @ b / (a @ a))
+    assert 0.0 < tau < 1.0  # the trained g is over-confident
+    np.testing.assert_allclose(b, tau * a, atol=1e-4 * max(1.0, float(np.abs(b).max())))
 
 
 def test_learned_prior_stays_on_the_simplex_and_moves(separable, monkeypatch):

@@ -19,6 +19,7 @@ from crowdagg.learning.methods.mig.maxmig import (  # noqa: E402
     agreement_votes,
     agreement_weights,
     centred_votes,
+    consistency_temperature,
     duplicate_weights,
     forecaster,
     initial_weights,
@@ -181,6 +182,21 @@ def test_forecaster_is_the_normalised_product_over_the_prior():
     # h ⊙ g ⊘ p = (.72 / .75, .02 / .25) = (.96, .08), normalised: (.923077, .076923)
     answers = torch.log(g) - torch.log(p)  # g's logits less its bias log p
     np.testing.assert_allclose(forecaster(torch.log(h), answers).numpy(), [[0.96 / 1.04, 0.08 / 1.04]])
+
+
+def test_consistency_temperature_recovers_the_scale_of_an_over_confident_aggregator():
+    rng = np.random.default_rng(2)
+    a = rng.normal(scale=6.0, size=(500, 4))  # g's answer logits, over-confident by a factor 4
+    lp = np.log([0.4, 0.3, 0.2, 0.1])
+    z = 0.25 * a + lp
+    h = np.exp(z - z.max(axis=1, keepdims=True))
+    h /= h.sum(axis=1, keepdims=True)
+    assert consistency_temperature(h, a, lp) == pytest.approx(0.25, rel=1e-3)
+    assert consistency_temperature(h[:0], a[:0], lp) == 1.0
+    # the forecaster with it: log h + τ a, normalised
+    got = forecaster(torch.log(t(h[:2])), t(a[:2]), 0.25).numpy()
+    want = np.exp(np.log(h[:2]) + 0.25 * a[:2])
+    np.testing.assert_allclose(got, want / want.sum(axis=1, keepdims=True), rtol=1e-12)
 
 
 def test_copies_share_one_vote_and_near_copies_do_not():
