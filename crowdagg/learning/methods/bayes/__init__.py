@@ -9,10 +9,11 @@ from .. import QUICK, TRAIN_PARAMS
 DECLARATIONS = (
     Method(
         "bayesdgc", "crowdagg.learning.methods.bayes.bayesdgc:BayesDGC",
-        "BayesDGC: the classifier as a prior of the true label, Dirichlet posteriors on the class proportions and "
-        "every annotator's confusion rows, natural-gradient SVI",
-        "π ~ Dir(α⁰) (held uniform unless learn_class_prior); each annotator's confusion row ν_jk ~ Dir(β⁰_k) (β⁰ on the diagonal, off it); "
-        "p(y_i) ∝ π_{y_i} τ(x_i)_{y_i} (the network τ as a second prior factor); answers ~ Cat(ν_j[y_i, :]). "
+        "BayesDGC: the classifier as a prior of the true label, Dirichlet posteriors on "
+        "every annotator's confusion rows (and the class proportions), natural-gradient SVI",
+        "π ~ Dir(α⁰) (held uniform unless learn_class_prior); each annotator's confusion row ν_jk ~ Dir(β⁰_k) "
+        "(β⁰ on the diagonal, off it); p(y_i) ∝ π_{y_i} τ(x_i)_{y_i} (the network τ as a second prior factor); "
+        "answers ~ Cat(ν_j[y_i, :]). "
         "Mean-field q(π) q(ν) q(y) by natural-gradient SVI: per minibatch the local step log q(y_i) = E log π + "
         "log τ(x_i) + Σ_j E log ν_j[·, L_ij] (ψ(β) − ψ(Σβ)), then η ← (1 − ρ_t) η + ρ_t (η⁰ + N/|B| Σ_batch "
         "statistics) for every ν_jk's (and π's) natural parameters, ρ_t = (t + τ)^(−κ), and one Adam step of the "
