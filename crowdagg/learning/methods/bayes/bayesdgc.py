@@ -79,7 +79,7 @@ Where this follows neither the paper's letter nor other code:
   which moves *away* from the target: the natural-gradient ascent is
   ``η + ρ (target − η)``; it also drops π.  We follow the paper.
 * The paper states no step-size schedule nor a start for η (an input of its
-  Algorithm 1): ρ_t is SVI's (Hoffman et al. 2013, eq. 26), and η starts at
+  Algorithm 1): ρ_t is SVI's (Hoffman, Blei, Wang & Paisley 2013), and η starts at
   the conjugate update of the training answers' soft majority vote (the
   start of ``mf`` and ``raykar``).
 * The local q uses the batch's training-mode logits (dropout on), the
