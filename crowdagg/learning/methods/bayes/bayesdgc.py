@@ -57,10 +57,11 @@ Where this follows neither the paper's letter nor other code:
   class frequencies of q already, and :math:`\mathbb{E}\log\pi` -- fit to
   the same q -- multiplies them in a second time: each round the larger
   classes' share of q grows, the network follows, and a class can vanish.
-  Measured (seed 0, ``crowdagg train`` defaults): training labels on
-  labelme .617 with π learned against .841 held uniform, music .720
-  against .811 (``ds-then-train``: .812, .771); on a simulated crowd
-  (600 tasks, 3 classes) one class got 0% of the labels.  Without a
+  Measured (``benchmarks/bench_train.py labels``, seeds 0-2, ``crowdagg
+  train`` defaults): training labels on music .732 ± .012 with π learned
+  against .807 ± .006 held uniform, labelme .655 ± .033 against .834 ±
+  .007 (``ds-then-train``: .771, .812); on a simulated crowd (600 tasks,
+  3 classes) one class got 0% of the labels.  Without a
   network (mf) π has no such partner and is learned.
 
 * **Eq. 14** writes :math:`\mathbb{E}_q[\nu_{j L_{ij}}]` and a spurious
