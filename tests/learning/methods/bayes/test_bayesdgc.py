@@ -14,6 +14,7 @@ from scipy.special import digamma  # noqa: E402
 from torch import nn  # noqa: E402
 
 from crowdagg.engine import LocalEngine  # noqa: E402
+from crowdagg.errors import UsageError  # noqa: E402
 from crowdagg.learning.methods.bayes import bayesdgc as bdgc  # noqa: E402
 from crowdagg.methods.graph.mf import MFState  # noqa: E402
 from crowdagg.methods.registry import get_method, get_trainer  # noqa: E402
@@ -83,6 +84,13 @@ def test_a_full_batch_natural_step_of_size_one_is_the_closed_form_conjugate_upda
     # and a step of size ρ < 1 is the convex combination of the old η and that update
     half = bdgc.natural_step(eta_nu, eta0_nu, counts, 1.0, 0.25)
     np.testing.assert_allclose(half, 0.75 * eta_nu + 0.25 * new_nu, rtol=1e-14)
+
+
+@pytest.mark.quick
+@pytest.mark.parametrize("prior", [(5.0,), (5.0, 2.0, 1.0)])
+def test_a_prior_of_other_than_two_numbers_is_refused_naming_it(prior):
+    with pytest.raises(UsageError, match=rf"prior.*two numbers.*got {len(prior)}"):
+        bdgc.BayesDGC(prior=prior).check_params()
 
 
 @pytest.mark.quick
