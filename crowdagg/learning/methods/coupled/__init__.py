@@ -103,7 +103,8 @@ DECLARATIONS = (
             Param("lam", float, 0.01, "weight μ₂ of the volume term -log det(F_Bᵀ F_B) (the code's lam1; "
                   "our_reg.yaml 0.01)", 0.0, 100.0, paper="μ₂"),
             Param("outlier_lam", float, 0.01, "weight μ₁ of the outlier sparsity term (the code's lam2; "
-                  "our_reg.yaml 0.01)", 0.0, 100.0, paper="μ₁"),
+                  "our_reg.yaml 0.01; 1 with outlier_lr_scale=3 keeps the outlier vectors on fewer items: "
+                  "a sharper outlier score, see the module docstring)", 0.0, 100.0, paper="μ₁"),
             Param("p", float, 0.4, "exponent p of the ℓ_{2,p} outlier term: below 1 it prefers few outlier items "
                   "(the code's 0.4: (·)^0.2)", 0.01, 2.0, paper="p"),
             Param("zeta", float, 1e-10, "ζ added to each item's Σ_m ‖e_n^(m)‖² before the power p/2 (keeps its "
