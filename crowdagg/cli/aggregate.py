@@ -30,7 +30,7 @@ Example: cat answers.jsonl | crowdagg aggregate - --method mv --format jsonl | j
 """
 
 #: The leading fields of each output, by which an earlier run's output is recognised in an input directory
-#: (--workers and --task-params: their header, from the method's declaration, :func:`_header`).
+#: (--workers and --task-params: their header, from the method's declaration, :func:`header`).
 TABLE_FIELDS = LABEL_FIELDS
 MODEL_FIELDS = ("format", "version")
 
@@ -114,7 +114,7 @@ def aggregate(
         if given and engine != "local":
             raise UsageError(f"{option} runs on the local engine (the workers' answers are removed in this "
                              f"process), not --engine {engine}")
-    headers = {option: _header(spec.load(), option) for option, path in
+    headers = {option: header(spec.load(), option) for option, path in
                (("--workers", workers), ("--task-params", task_params)) if path}
     planned, sources = steps.plan_outputs(_outputs(output, fmt, workers, save_workers, task_params, headers), input,
                                           side)
@@ -174,7 +174,7 @@ def _outputs(output: Optional[str], fmt: Optional[str], workers: Optional[str], 
     return planned
 
 
-def _header(method: Any, option: str) -> tuple[str, ...]:
+def header(method: Any, option: str) -> tuple[str, ...]:
     """The header ``--workers`` or ``--task-params`` will have, from what the method's class declares
     (``worker_param_names``, ``task_param_names``) by the result's own rule (:mod:`crowdagg.methods.result`)."""
     from ..methods.result import WORKERS_LONG, params_columns
@@ -228,18 +228,24 @@ def _renderers(result: Any, proba: bool, headers: dict[str, tuple[str, ...]], ou
 
         return to_json(result)
 
-    def table(option: str, columns: tuple[str, ...], cols: Any, key: str) -> Any:
-        # The header was declared before the fit (to recognise an earlier run's file); the result decides.
-        if option in headers and columns != headers[option]:
-            raise RuntimeError(f"method {result.method!r} declares the {option} columns {', '.join(headers[option])} "
-                               f"but its result has {', '.join(columns)}")
-        return lambda fmt: render_chunks(cols(), fmt, key=key)
-
     return {
         "--output": labels,
-        "--workers": table("--workers", result.worker_columns(),
-                           lambda: result.workers_table(arrow=True), "worker"),
-        "--task-params": table("--task-params", result.task_columns(),
-                               lambda: result.task_params_table(arrow=True), "task"),
+        "--workers": params_renderer(result, "--workers", headers),
+        "--task-params": params_renderer(result, "--task-params", headers),
         "--save-workers": model,
     }
+
+
+def params_renderer(result: Any, option: str, headers: dict[str, tuple[str, ...]]) -> Any:
+    """The renderer of ``--workers`` or ``--task-params`` (also ``crowdagg train``'s): the result's table, whose
+    header must be the one declared before the fit (``headers``, to recognise an earlier run's file)."""
+    from ..io.render import render_chunks
+
+    if option == "--task-params":
+        columns, cols, key = result.task_columns(), lambda: result.task_params_table(arrow=True), "task"
+    else:
+        columns, cols, key = result.worker_columns(), lambda: result.workers_table(arrow=True), "worker"
+    if option in headers and columns != headers[option]:
+        raise RuntimeError(f"method {result.method!r} declares the {option} columns {', '.join(headers[option])} "
+                           f"but its result has {', '.join(columns)}")
+    return lambda fmt: render_chunks(cols(), fmt, key=key)

@@ -13,6 +13,7 @@ from ..io.parts import LABEL_FIELDS, LABEL_THEN
 from ..methods.registry import TRAINERS
 from . import options as opt
 from . import pipeline as steps
+from .aggregate import header, params_renderer
 from .options import require_values
 from .plumbing import err, handle_errors
 
@@ -103,6 +104,7 @@ def train(
     fmt: Optional[str] = opt.format_option("csv, tsv, jsonl, json or parquet (default: from -o's extension, else csv)."),
     proba: bool = typer.Option(False, "--proba", help="Add n_answers and one p_<class> column per class."),
     workers: Optional[str] = typer.Option(None, "--workers", help="Write each annotator's estimated confusion matrix here (long form, as `crowdagg aggregate --workers`)."),
+    task_params: Optional[str] = typer.Option(None, "--task-params", help="Write one row per task here, as `crowdagg aggregate --task-params`: task, each per-task parameter of the trainer (coinnet: outlier_score), n_answers (task and n_answers for a trainer without any)."),
     save: Optional[str] = typer.Option(None, "--save", help="Save the trained model here, named .safetensors or .pt (safetensors weights and a JSON header, with the feature columns' names of a table; loading runs no code) for `crowdagg predict`."),
     truth: Optional[str] = opt.TRUTH,
     truth_task_col: Optional[str] = opt.TRUTH_TASK_COL,
@@ -125,7 +127,7 @@ def train(
 
     # 1. Everything that can be checked without reading the data (a missing torch first of all).
     require_values(features=features, tasks=tasks, labels=labels, id_col=id_col, output=output, format=fmt,
-                   workers=workers, save=save, truth=truth, input_format=input_format, classes=classes,
+                   workers=workers, task_params=task_params, save=save, truth=truth, input_format=input_format, classes=classes,
                    max_memory=max_memory)
     trainer, params = check_trainer(method, {
         "seed": seed, "model": model, "hidden": hidden, "epochs": epochs, "batch_size": batch_size, "lr": lr,
@@ -143,7 +145,9 @@ def train(
     )
     side = steps.side_inputs(features=features, tasks=tasks, truth=truth)
     steps.check_stdin([labels], side, named="--labels")
-    planned, sources = steps.plan_outputs(_outputs(output, fmt, workers, save), [labels], side, named="--labels")
+    headers = {"--task-params": header(trainer, "--task-params")} if task_params else {}
+    planned, sources = steps.plan_outputs(_outputs(output, fmt, workers, save, task_params, headers), [labels], side,
+                                          named="--labels")
     with use_threads(n_threads):
         # 2. The inputs.
         truth_labels = steps.read_labels(truth, truth_task_col, truth_label_col, option="--truth") if truth else None
@@ -151,12 +155,12 @@ def train(
                           label_col=label_col, classes=class_list, duplicates=duplicates, max_memory=max_memory,
                           rejected=rejected, blank_labels=blank_labels)
         data, x, names = read_aligned(data, features, tasks, id_col, max_memory)
-        _check_output_memory(data, proba=proba, workers=workers is not None, max_memory=max_memory)
+        _check_output_memory(data, proba=proba, workers=workers is not None, headers=headers, max_memory=max_memory)
         # 3. The fit, then what --truth says (it can fail: nothing written yet).
         result = fit(trainer, params, data, x, quiet=quiet, max_memory=max_memory, feature_names=names)
         lines = evaluate(data, result, truth_labels) if truth_labels is not None else []
         # 4. Render everything, then write all or nothing.
-        steps.render_and_commit(planned, _renderers(result, proba))
+        steps.render_and_commit(planned, _renderers(result, proba, headers))
         for line in lines:
             err(line)
 
@@ -290,8 +294,8 @@ def evaluate(data: Any, result: Any, truth: dict[str, str]) -> list[str]:
     return lines
 
 
-def _outputs(output: Optional[str], fmt: Optional[str], workers: Optional[str],
-             save: Optional[str]) -> list[steps.Output]:
+def _outputs(output: Optional[str], fmt: Optional[str], workers: Optional[str], save: Optional[str],
+             task_params: Optional[str], headers: dict[str, tuple[str, ...]]) -> list[steps.Output]:
     from ..io.read import TRAINED_MODEL_FORMATS
     from ..methods.result import WORKERS_LONG
 
@@ -300,19 +304,25 @@ def _outputs(output: Optional[str], fmt: Optional[str], workers: Optional[str],
         planned.append(steps.Output("--workers", workers, WORKERS_LONG))
     if save:
         planned.append(steps.Output("--save", save, (), formats=TRAINED_MODEL_FORMATS))
+    if task_params:
+        planned.append(steps.Output("--task-params", task_params, headers["--task-params"]))
     return planned
 
 
-def _check_output_memory(data: Any, *, proba: bool, workers: bool, max_memory: Any) -> None:
+def _check_output_memory(data: Any, *, proba: bool, workers: bool, headers: dict[str, tuple[str, ...]],
+                         max_memory: Any) -> None:
     k = data.n_classes
     steps.check_render_memory(data.n_tasks, 1 + (k + 1 if proba else 0), 2,
                               f"{data.n_tasks:,} output rows × {k:,} classes", max_memory)
     if workers:
         steps.check_render_memory(data.n_workers * k * k, 3, 3,
                                   f"--workers table of {data.n_workers:,} workers × {k:,}² classes", max_memory)
+    if "--task-params" in headers:
+        steps.check_render_memory(data.n_tasks, len(headers["--task-params"]) - 1, 1,
+                                  f"--task-params table of {data.n_tasks:,} tasks", max_memory)
 
 
-def _renderers(result: Any, proba: bool) -> dict[str, Any]:
+def _renderers(result: Any, proba: bool, headers: dict[str, tuple[str, ...]]) -> dict[str, Any]:
     from ..io.render import render_chunks
 
     def save(fmt: str) -> bytes:
@@ -324,4 +334,6 @@ def _renderers(result: Any, proba: bool) -> dict[str, Any]:
         "--output": lambda fmt: render_chunks(result.table(proba=proba, arrow=True), fmt, key="task"),
         "--workers": lambda fmt: render_chunks(result.workers_table(arrow=True), fmt, key="worker"),
         "--save": save,
+        "--task-params": params_renderer(result, "--task-params", headers),
     }
+

@@ -630,6 +630,13 @@ class Trainer(Aggregator):
             out.append(rows)
         return torch.cat(out).reshape(ctx.n_workers, k, k)
 
+    def _task_params(self, ctx: TrainContext) -> dict[str, np.ndarray]:
+        """The method's per-task parameters, by name: arrays (n_tasks, ...) in ``ctx.data``'s task order (the
+        canonical one), from the kept epoch's weights; :meth:`_finish` puts them in the caller's order in the
+        result's ``task_params`` (what ``crowdagg train --task-params`` writes).  The one-number ones are
+        declared in :attr:`task_param_names`.  None by default."""
+        return {}
+
     def _posterior(self, ctx: TrainContext, proba: np.ndarray, confusion: np.ndarray) -> np.ndarray:
         """The labels inferred for the tasks (n_tasks, K): Bayes' rule on the classifier's ``proba`` and every
         answer through ``confusion`` (``labels_from = "answers"``, :func:`bayes_posterior`), or ``proba``
@@ -648,6 +655,7 @@ class Trainer(Aggregator):
         confusion = self._confusions(ctx).double().cpu().numpy()
         confusion /= confusion.sum(axis=2, keepdims=True)
         post = self._posterior(ctx, proba, confusion)
+        task_params = {name: canon.to_caller(np.asarray(values)) for name, values in self._task_params(ctx).items()}
         answered = ctx.data.answers_per_task > 0
         prior = post[answered].mean(axis=0) if answered.any() else post.mean(axis=0)
         caller = canon.caller
@@ -661,7 +669,7 @@ class Trainer(Aggregator):
         )
         return make_result(
             self.name, caller, post, labels, prior,
-            worker_params={"confusion": confusion},
+            worker_params={"confusion": confusion}, task_params=task_params,
             model_params={"model": model, "best_epoch": ctx.best_epoch, "best_objective": ctx.best_objective,
                           "classifier_proba": proba, "n_held_out": len(ctx.val)},
             objective=np.asarray(run.trace), objective_name=self.objective_name,

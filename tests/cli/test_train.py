@@ -439,3 +439,29 @@ def test_torch_runs_on_the_given_count_else_on_one_thread_for_a_small_network(fo
     assert _torch_threads_in_training(monkeypatch, *run, "--threads", "2") == {2}
     assert _torch_threads_in_training(monkeypatch, *run, env={threads.ENV: "3"}) == {3}
     assert _torch_threads_in_training(monkeypatch, *run, "--threads", "2", env={threads.ENV: "3"}) == {2}
+
+
+def test_task_params_writes_every_task_once_with_its_answers(folder, tmp_path):
+    """--task-params as aggregate's: one row per task with features (the unanswered ones with n_answers 0), in
+    the labels' order; a trainer without per-task parameters writes task and n_answers."""
+    out = tmp_path / "tasks.csv"
+    labels = frame(ok(invoke("train", "--features", folder / "feats.npy", "--method", "crowdlayer", *SMALL,
+                             "--epochs", "1", "--task-params", out)).stdout)
+    table = pd.read_csv(out, dtype={"task": str})
+    assert list(table.columns) == ["task", "n_answers"]
+    assert list(table["task"]) == list(labels["task"]) and table["task"].is_unique
+    answers = pd.read_csv(folder / "labels.csv", dtype={"task": str})
+    counts = answers.groupby("task").size()
+    assert (table.set_index("task")["n_answers"] == counts.reindex(table["task"]).fillna(0).to_numpy()).all()
+    assert (table["n_answers"] == 0).sum() == N_EXTRA
+
+
+@pytest.mark.parametrize("victim", ["labels.csv", "feats.npy", "tasks.txt"])
+def test_task_params_onto_an_input_is_refused_and_nothing_is_written(folder, tmp_path, victim):
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    other = tmp_path / "other.csv"
+    err = one_error(invoke("train", "--features", folder / "feats.npy", "--method", "crowdlayer", *SMALL,
+                           "-o", other, "--task-params", folder / victim), 2)
+    assert "--task-params" in err and "is also an input" in err and victim in err
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    assert not other.exists()

@@ -430,3 +430,18 @@ def test_answer_model_by_chunks_gives_the_same_bytes(separable, monkeypatch, met
     np.testing.assert_array_equal(chunked.objective, whole.objective)
     np.testing.assert_array_equal(chunked.worker_params["confusion"], whole.worker_params["confusion"])
     np.testing.assert_array_equal(chunked.posteriors, whole.posteriors)
+
+
+def test_task_params_come_back_in_the_callers_order_of_tasks(separable):
+    """The ``_task_params`` hook's arrays are in the canonical (sorted-name) order the fit trains in; the result
+    holds them in the caller's: each task's own value under its name, whatever order the rows came in."""
+    data, x, _, _ = separable
+    assert not np.array_equal(np.sort(data.task_names), data.task_names)  # the premise: caller != canonical order
+    cls = get_trainer("crowdlayer").load()
+    with pytest.MonkeyPatch.context() as mp:
+        # each task's value: the number in its name, read from the canonical data the hook sees
+        mp.setattr(cls, "_task_params", lambda self, ctx: {
+            "number": np.array([float(t[1:]) for t in ctx.data.task_names])})
+        result = crowdlayer(epochs=1).fit(data, x)
+    assert np.array_equal(result.task_params["number"], [float(t[1:]) for t in data.task_names])
+    assert crowdlayer(epochs=1).fit(data, x).task_params == {}  # none by default

@@ -1,6 +1,6 @@
 """Coupled cross-entropy trainers: a confusion per annotator on the classifier's output, fit to every answer.
 
-CrowdLayer, TraceReg and GeoCrowdNet (F) and (W): the classifier's
+CrowdLayer, TraceReg, GeoCrowdNet (F) and (W) and COINNet: the classifier's
 softmax output through annotator m's matrix is the distribution of m's
 answer, and the loss is the cross-entropy of the answers under it (plus each
 method's regulariser).
@@ -90,4 +90,32 @@ DECLARATIONS = (
                  "outputs (many diverse items)", _VOLUME_F, _GEOCROWDNET_F_PARAMS, 31),
     _geocrowdnet("geocrowdnet-w", "GeoCrowdNetW", "GeoCrowdNet (W): CCEM maximising the volume of the stacked "
                  "confusions (class experts)", _VOLUME_W, _GEOCROWDNET_W_PARAMS, 32),
+    Method(
+        "coinnet", "crowdagg.learning.methods.coupled.coinnet:CoinNet",
+        "COINNet: CCEM with per-item outlier vectors, so that corrupted items bend no confusion; "
+        "--task-params: each item's outlier score",
+        DS_FEATURES + " Outlier items add e_n^(m) (centred, one per answer) to A_m f_θ(x_n). Loss: the mean "
+        "CE(A_m f_θ(x_n) + e_n^(m), answer) over the batch's answers + μ₁ (1/B) Σ_n (Σ_m ‖e_n^(m)‖² + ζ)^(p/2) + "
+        "μ₂ (-log det(F_Bᵀ F_B)), F_B (B, K) the batch's classifier outputs; outlier score s_n = Σ_m ‖e_n^(m)‖².",
+        "Nguyen, Ibrahim & Fu, Noisy label learning with instance-dependent outliers: identifiability via crowd "
+        "wisdom, NeurIPS 2024",
+        TRAIN_PARAMS + (
+            Param("lam", float, 0.01, "weight μ₂ of the volume term -log det(F_Bᵀ F_B) (the code's lam1; "
+                  "our_reg.yaml 0.01)", 0.0, 100.0, paper="μ₂"),
+            Param("outlier_lam", float, 0.01, "weight μ₁ of the outlier sparsity term (the code's lam2; "
+                  "our_reg.yaml 0.01; 1 with outlier_lr_scale=3 keeps the outlier vectors on fewer items: "
+                  "a sharper outlier score, see the module docstring)", 0.0, 100.0, paper="μ₁"),
+            Param("p", float, 0.4, "exponent p of the ℓ_{2,p} outlier term: below 1 it prefers few outlier items "
+                  "(the code's 0.4: (·)^0.2)", 0.01, 2.0, paper="p"),
+            Param("zeta", float, 1e-10, "ζ added to each item's Σ_m ‖e_n^(m)‖² before the power p/2 (keeps its "
+                  "gradient finite at e = 0; the code's 1e-10)", 1e-30, 1.0, paper="ζ"),
+            _GEOCROWDNET_F_PARAMS[1],
+            _confusion_lr_scale(10.0),
+            Param("outlier_lr_scale", float, 1.0, "the outlier vectors' learning rate as a multiple of lr (the "
+                  "code: one lr for everything)", 1e-3, 1e3),
+        ),
+        groups=(CONFUSION_GROUP, ModuleGroup("outlier", lr="outlier_lr_scale",
+                                             help="the per-answer outlier vectors e_n^(m)")),
+        kind="trainer", requires="train", rank=40, quick_params=QUICK,
+    ),
 )
