@@ -86,7 +86,7 @@ def clip(p: torch.Tensor, c: float) -> torch.Tensor:
     if c >= 1.0:
         return p
     if c * k <= 1.0 + CLIP_SLACK:
-        return torch.full_like(p, 1.0 / k)
+        return p * 0.0 + 1.0 / k  # (in the graph, with no gradient: the loss is constant, backward still runs)
     top = torch.sort(p, dim=1, descending=True).values
     m = torch.arange(k, device=p.device, dtype=p.dtype)
     above = torch.cumsum(top, dim=1) - top  # Σ of the m largest, m = 0 .. K-1
