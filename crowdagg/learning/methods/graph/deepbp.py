@@ -69,8 +69,9 @@ from .deepmf import DeepMF
 
 #: The most BP runs an epoch: while a worker's own draws serve it poorly at the run's beliefs (fewer than
 #: ``OWN_ESS`` × ``samples`` effective draws), they are drawn again near its posterior at those beliefs and BP runs
-#: again from its messages (measured on labelme, seeds 0-2: one run an epoch .850/.789/.787, three .853/.762/.851;
-#: after the first epochs every worker's draws serve it and an epoch runs once).
+#: again from its messages.  Measured on labelme, labels at seeds 0-2: one run an epoch .850/.789/.787, three
+#: .852/.771/.848; three runs redrawing only below 5% of ``samples`` .860/.758/.788, one run below 5% .851/.783/.788.
+#: After the first epochs every worker's draws serve it and an epoch runs BP once.
 ROUNDS = 3
 
 
@@ -115,37 +116,44 @@ class _Messages:
                           max_iter=checked["max_iter"], seed=checked["seed"], tol=checked["tol"],
                           direction=NO_OBJECTIVE)
             self._measure()
-            if not self._stale():
+            if not self._stale().any():
                 break
         self.optimizer.record(SimpleNamespace(success=run.converged, nit=run.n_iter,
                                               message=f"a message still moved by more than {checked['tol']:g}"), epoch)
         assert self.state is not None
         return self.state.belief.copy()
 
-    def _stale(self) -> bool:
-        """Whether a worker with draws of its own had fewer than ``OWN_ESS`` × ``samples`` effective ones at the last
-        messages (:meth:`_measure`)."""
+    def _stale(self) -> np.ndarray:
+        """The workers (n_workers,) bool whose own draws gave them fewer than ``OWN_ESS`` × ``samples`` effective
+        ones at the last messages (:meth:`_measure`); none without own draws."""
         pts = self.state.points if self.state is not None else None
         if pts is None or pts.owner is None or self.spread is None:
-            return False
-        return bool((self.spread[pts.owner >= 0] < OWN_ESS * pts.n_points).any())
+            return np.zeros(self.data.n_workers, dtype=bool)
+        return (pts.owner >= 0) & (self.spread < OWN_ESS * pts.n_points)
 
     def _propose(self) -> None:
-        """The workers with draws of their own draw them again near their posteriors at the last beliefs
-        (:func:`~crowdagg.kernels.bp.proposal_points`, the same seed: common random numbers from epoch to epoch).
-
-        Only while some worker's own draws serve it poorly (:meth:`_stale`): drawing them costs more than a
-        BP sweep (66 ms an epoch on labelme, 34 workers × 400 draws × 8² entries)."""
-        from ....kernels.bp import proposal_points
+        """The stale workers (:meth:`_stale`) draw their own points again near their posteriors at the last
+        beliefs (:func:`~crowdagg.kernels.bp.proposal_points`: worker u's from the seed ``(seed, u)``, so the
+        same draws as if every worker were drawn again); the others keep theirs.  Drawing costs more than a
+        BP sweep (labelme, 34 workers × 400 draws × 8²: 66 ms), hence only the stale ones."""
+        from ....kernels.bp import Points, proposal_points
         from ....methods.graph.bp import _soft_counts
 
         assert self.state is not None
         pts = self.state.points
-        if pts.owner is None or pts.own_theta is None or not self._stale():
+        stale = self._stale()
+        if pts.owner is None or pts.own_theta is None or pts.own_logw is None or not stale.any():
             return
-        counts = _soft_counts(self.data, self.state.belief[self.data.task], pts.owner, pts.own_theta.shape[0])
+        sub = np.full(self.data.n_workers, -1, dtype=np.int64)
+        sub[stale] = np.arange(int(stale.sum()))
+        counts = _soft_counts(self.data, self.state.belief[self.data.task], sub, int(stale.sum()))
         a, b = self.checked["prior"]
-        self.state.points = proposal_points(pts, a, b, counts, pts.owner, self.checked["seed"])
+        fresh = proposal_points(pts, a, b, counts, sub, self.checked["seed"])
+        assert fresh.own_theta is not None and fresh.own_logw is not None
+        theta, logw = pts.own_theta.copy(), pts.own_logw.copy()
+        theta[pts.owner[stale]] = fresh.own_theta
+        logw[pts.owner[stale]] = fresh.own_logw
+        self.state.points = Points(pts.theta, pts.logw, theta, logw, pts.owner)
 
     def _measure(self) -> None:
         """Each worker's posterior mean confusion and effective number of draws at the messages (a worker without
