@@ -258,6 +258,13 @@ class BayesDGC(Trainer):
             p = p / p.sum(dim=1, keepdim=True)
         return answer_proba(p, self._mean_confusion(ctx, p.dtype)[workers])
 
+    @torch.no_grad()
+    def _confusions(self, ctx: TrainContext) -> torch.Tensor:
+        """ν̄ itself: the base reads it through :meth:`_answer_proba` of one-hot rows, whose weighting by
+        exp E log π is 0 / 0 for a class whose E log π underflows (a tiny learned ``class_prior``, a class
+        nobody answered): NaN rows."""
+        return self._mean_confusion(ctx)
+
     @staticmethod
     def _mean_confusion(ctx: TrainContext, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """The posterior-mean confusions ν̄ (n_workers, K, K) ``[worker, true, observed]`` on the device."""
