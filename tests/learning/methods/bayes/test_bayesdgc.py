@@ -229,3 +229,27 @@ def test_a_class_nobody_answers_under_a_learned_sparse_class_prior_keeps_finite_
     confusion, beta = result.worker_params["confusion"], result.model_params["beta"]
     assert np.isfinite(confusion).all() and np.isfinite(result.model_params["model"].confusion).all()
     np.testing.assert_allclose(confusion, beta / beta.sum(axis=2, keepdims=True), atol=1e-6)
+
+
+class NaNNetwork(nn.Module):
+    """A network that has diverged: NaN logits."""
+
+    def __init__(self, n_classes: int) -> None:
+        super().__init__()
+        self.n_classes = n_classes
+        self.w = nn.Parameter(torch.zeros(()))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w + torch.full((x.shape[0], self.n_classes), float("nan"), device=x.device)
+
+
+def test_a_network_giving_nan_is_refused_as_a_divergence_not_by_the_kernels_argument_check():
+    """NaN logits reached the local step's kernel, whose check named its own argument ('log_prior[0, 0] is nan:
+    a log-probability is finite or -inf'), which the user never gave; the other trainers say the training
+    diverged and which epoch."""
+    from crowdagg.errors import DataError
+
+    data, x, _ = crowd(n_tasks=40)
+    with pytest.raises(DataError, match=r"bayesdgc: training diverged at epoch 1 .*nan.*lr") as caught:
+        get_trainer("bayesdgc").load()(seed=0, epochs=1).fit(data, x, network=NaNNetwork(data.n_classes))
+    assert "log_prior" not in str(caught.value)
