@@ -366,8 +366,9 @@ def agreement_weights(data: AnnotationSet, group: np.ndarray) -> np.ndarray:
     *other* annotators' weighted vote on that task gives m's answer,
     :math:`p_e = Σ_c π_m(c) \bar d_m(c)` the agreement expected by chance
     from m's own answer shares :math:`π_m` and the others' mean vote
-    :math:`\bar d_m` on m's tasks.  The others are the annotators outside
-    m's ``group`` of copies (:func:`copy_groups`; a copy agreeing with its
+    :math:`\bar d_m`, both over the answers of m that others' votes face
+    (its p_o's).  The others are the annotators outside m's ``group`` of
+    copies (:func:`copy_groups`; a copy agreeing with its
     source is no evidence), their votes weighted by 1 / their group's size
     times their own κ, iterated from
     equal weights to a fixed point (at most :data:`AGREEMENT_ITERATIONS`
@@ -383,8 +384,6 @@ def agreement_weights(data: AnnotationSet, group: np.ndarray) -> np.ndarray:
     """
     k, m = data.n_classes, data.n_workers
     task, worker, label = (np.asarray(a, dtype=np.int64) for a in (data.task, data.worker, data.label))
-    share = np.bincount(worker * k + label, minlength=m * k).reshape(m, k).astype(np.float64)
-    share /= np.maximum(share.sum(axis=1, keepdims=True), 1.0)
     group = np.asarray(group, dtype=np.int64)
     copies = 1.0 / np.bincount(group)[group]
     # each answer's (task, group of copies): the group's own vote on the task is left out of the others'
@@ -402,6 +401,8 @@ def agreement_weights(data: AnnotationSet, group: np.ndarray) -> np.ndarray:
         others = others[seen] / total[seen, None]
         by = worker[seen]
         count = np.maximum(np.bincount(by, minlength=m), 1).astype(np.float64)
+        # m's answer shares over the answers p_o is over (with others beside them): Cohen's p_e of two raters
+        share = np.bincount(by * k + label[seen], minlength=m * k).reshape(m, k) / count[:, None]
         p_o = np.bincount(by, weights=others[np.arange(by.size), label[seen]], minlength=m) / count
         mean_vote = np.stack([np.bincount(by, weights=others[:, c], minlength=m) for c in range(k)], axis=1)
         p_e = (share * mean_vote).sum(axis=1) / count

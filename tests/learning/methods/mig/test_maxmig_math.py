@@ -307,3 +307,23 @@ def test_initial_weights_refuse_an_unknown_start():
     data = AnnotationSet.from_codes([0, 1], [0, 0], [0, 1], n_classes=2)
     with pytest.raises(UsageError, match="'centered'"):
         initial_weights(data, "centered")  # was the plain vote's start, silently
+
+
+def test_agreement_weight_of_two_annotators_on_partly_shared_tasks_is_cohens_kappa_on_the_shared_ones():
+    """Annotator 0 also answered 100 tasks nobody else did: its chance agreement p_e is over the answers its
+    p_o is over (the shared tasks), so the weight is Cohen's κ of the 100 shared tasks (its answer shares over
+    all 200 gave .429 against .431 here; one answering a single class on the shared tasks got κ > 0)."""
+    sklearn_metrics = pytest.importorskip("sklearn.metrics")
+    rng = np.random.default_rng(0)
+    truth = rng.integers(0, 3, 200)
+    a = np.where(rng.random(200) < 0.7, truth, rng.integers(0, 3, 200))
+    b = np.where(rng.random(200) < 0.8, truth, rng.integers(0, 3, 200))
+    data = AnnotationSet.from_codes(np.concatenate([np.arange(200), np.arange(100)]),
+                                    np.repeat([0, 1], [200, 100]), np.concatenate([a, b[:100]]), n_classes=3)
+    kappa = sklearn_metrics.cohen_kappa_score(a[:100], b[:100])
+    np.testing.assert_allclose(agreement_weights(data, np.arange(2)), [kappa, kappa], rtol=1e-9)
+    # constant on the shared tasks, other classes alone: no better than chance where it can be compared
+    a0 = np.concatenate([np.zeros(100, dtype=np.int64), rng.integers(1, 3, 100)])
+    data = AnnotationSet.from_codes(np.concatenate([np.arange(200), np.arange(100)]),
+                                    np.repeat([0, 1], [200, 100]), np.concatenate([a0, b[:100]]), n_classes=3)
+    assert agreement_weights(data, np.arange(2))[0] == 0.0
