@@ -351,8 +351,11 @@ def centred_votes(data: AnnotationSet, max_memory: memory.MaxMemory = None) -> n
 
 #: The aggregator's starts (``aggregator_init``).
 INITS = ("votes", "centred", "agreement")
-#: Bytes per answer and class of the agreement vote's rounds (the others' vote on each answer's task, gathered).
-AGREEMENT_BYTES_PER_CELL = 24
+#: Bytes per answer and class of the agreement vote's rounds (the others' vote on each answer's task, gathered,
+#: then its seen rows normalised), and per answer (the int64 codes, the (task, group) cells' sort, the seen
+#: answers' gathers): tracemalloc's peak on 600,000 answers was 34 per cell + 60 per answer at K = 2 to 30.
+AGREEMENT_BYTES_PER_CELL = 40
+AGREEMENT_BYTES_PER_ANSWER = 72
 #: The chance-corrected agreement weights are iterated to this largest change, or :data:`AGREEMENT_ITERATIONS`.
 AGREEMENT_TOL = 1e-6
 AGREEMENT_ITERATIONS = 50
@@ -380,7 +383,7 @@ def agreement_weights(data: AnnotationSet, group: np.ndarray) -> np.ndarray:
     plain vote's share (where :func:`centred_votes` reads it as news).
     Negative κ (worse than chance) is 0; with two annotators κ is Cohen's.
     O(answers × K) time per round, :data:`AGREEMENT_BYTES_PER_CELL` bytes per
-    answer and class.
+    answer and class and :data:`AGREEMENT_BYTES_PER_ANSWER` per answer.
     """
     k, m = data.n_classes, data.n_workers
     task, worker, label = (np.asarray(a, dtype=np.int64) for a in (data.task, data.worker, data.label))
@@ -528,14 +531,15 @@ class MaxMIG(Trainer):
                 network: Any) -> tuple[float, str]:
         """The base's share, the aggregator's beyond it (:data:`AGGREGATOR_BYTES_PER_CELL`) and, for the
         centred and agreement starts, the copy search's pairs (:func:`copy_pairs`) and the agreement vote's
-        rounds (:data:`AGREEMENT_BYTES_PER_CELL`): a dense crowd's M² pairs of annotators are checked before
+        rounds (:data:`AGREEMENT_BYTES_PER_CELL`, :data:`AGREEMENT_BYTES_PER_ANSWER`): a dense crowd's M² pairs
+        of annotators are checked before
         training, not found out when the start is built."""
         need, what = super()._memory(data, x, checked, network)
         need += AGGREGATOR_BYTES_PER_CELL * data.n_workers * data.n_classes ** 2
         if checked["aggregator_init"] == "votes":
             return need, what
         if checked["aggregator_init"] == "agreement":
-            need += AGREEMENT_BYTES_PER_CELL * data.n_answers * data.n_classes
+            need += (AGREEMENT_BYTES_PER_CELL * data.n_classes + AGREEMENT_BYTES_PER_ANSWER) * data.n_answers
         pairs, _ = copy_pairs(data)
         return need + COPY_BYTES_PER_PAIR * pairs, f"{what}, {pairs:,} pairs of annotators compared to find copies"
 

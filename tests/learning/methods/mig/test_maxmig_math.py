@@ -245,10 +245,11 @@ def test_copy_search_on_a_dense_crowd_is_refused_up_front_with_its_size():
     with_pairs, _ = MaxMIG(model="linear", aggregator_init="centred").memory_needed(data, x)
     assert with_pairs == base + need
     # the agreement start (the default): the pairs and its rounds' per-answer arrays
-    from crowdagg.learning.methods.mig.maxmig import AGREEMENT_BYTES_PER_CELL
+    from crowdagg.learning.methods.mig.maxmig import AGREEMENT_BYTES_PER_ANSWER, AGREEMENT_BYTES_PER_CELL
 
     default, what = MaxMIG(model="linear").memory_needed(data, x)
-    assert default == base + need + AGREEMENT_BYTES_PER_CELL * 30 * 300 * 2 and "90,000 pairs" in what
+    rounds = AGREEMENT_BYTES_PER_CELL * 30 * 300 * 2 + AGREEMENT_BYTES_PER_ANSWER * 30 * 300
+    assert default == base + need + rounds and "90,000 pairs" in what
     np.testing.assert_array_equal(duplicate_weights(data, max_memory=need), np.ones(300))
 
 
@@ -327,3 +328,29 @@ def test_agreement_weight_of_two_annotators_on_partly_shared_tasks_is_cohens_kap
     data = AnnotationSet.from_codes(np.concatenate([np.arange(200), np.arange(100)]),
                                     np.repeat([0, 1], [200, 100]), np.concatenate([a0, b[:100]]), n_classes=3)
     assert agreement_weights(data, np.arange(2))[0] == 0.0
+
+
+@pytest.mark.parametrize("k", [2, 8])
+def test_the_agreement_rounds_stay_within_the_memory_they_declare(k):
+    """tracemalloc's peak of agreement_weights against what memory_needed adds for it: it was declared as 24
+    bytes per answer and class, and took 34 per cell plus ~60 per answer (the int64 codes, the (task, group)
+    cells' sort, the seen answers' gathers): 65 per cell at K = 2, so --max-memory let through a start it
+    could not afford."""
+    import tracemalloc
+
+    from crowdagg.learning.methods.mig.maxmig import AGREEMENT_BYTES_PER_ANSWER, AGREEMENT_BYTES_PER_CELL
+
+    rng = np.random.default_rng(0)
+    n, per, m = 20_000, 3, 200
+    task = np.repeat(np.arange(n), per)
+    worker = np.concatenate([rng.choice(m, per, replace=False) for _ in range(n)])
+    data = AnnotationSet.from_codes(task, worker, rng.integers(0, k, n * per), n_tasks=n, n_workers=m, n_classes=k)
+    group = np.arange(m)
+    tracemalloc.start()
+    try:
+        agreement_weights(data, group)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    declared = AGREEMENT_BYTES_PER_CELL * data.n_answers * k + AGREEMENT_BYTES_PER_ANSWER * data.n_answers
+    assert peak <= declared
