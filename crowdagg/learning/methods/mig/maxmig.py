@@ -532,8 +532,7 @@ class MaxMIG(Trainer):
         """The base's share, the aggregator's beyond it (:data:`AGGREGATOR_BYTES_PER_CELL`) and, for the
         centred and agreement starts, the copy search's pairs (:func:`copy_pairs`) and the agreement vote's
         rounds (:data:`AGREEMENT_BYTES_PER_CELL`, :data:`AGREEMENT_BYTES_PER_ANSWER`): a dense crowd's M² pairs
-        of annotators are checked before
-        training, not found out when the start is built."""
+        of annotators are checked before training, not found out when the start is built."""
         need, what = super()._memory(data, x, checked, network)
         need += AGGREGATOR_BYTES_PER_CELL * data.n_workers * data.n_classes ** 2
         if checked["aggregator_init"] == "votes":
