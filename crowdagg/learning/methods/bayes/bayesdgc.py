@@ -117,7 +117,7 @@ from torch import nn
 
 from ....data.annotations import AnnotationSet
 from ....engine.part import Part
-from ....errors import UsageError, param
+from ....errors import DataError, UsageError, param
 from ....kernels.latent import LatentParams, latent_block
 from ....methods.blocks import latent_posterior, soft_majority_vote
 from ....methods.variational import expected_log
@@ -239,6 +239,9 @@ class BayesDGC(Trainer):
         ptr = np.zeros(n_rows + 1, dtype=np.int64)
         np.cumsum(torch.bincount(batch.row, minlength=n_rows).cpu().numpy(), out=ptr[1:])
         log_prior = log_tau.double().cpu().numpy() + e_log_pi
+        if np.isnan(log_prior).any():  # a diverged network: the kernel's own check would name its argument
+            raise DataError(f"{self.name}: training diverged at epoch {ctx.epoch + 1} (the network's output is "
+                            f"nan); try a smaller {param('lr')}")
         q, counts, totals = local_step(ptr, batch.worker.cpu().numpy().astype(np.int32),
                                        batch.label.cpu().numpy().astype(ctx.data.label.dtype), log_prior, e_log_nu)
         state["steps"] += 1
@@ -257,6 +260,13 @@ class BayesDGC(Trainer):
             p = p * torch.as_tensor(weight, dtype=p.dtype, device=p.device)
             p = p / p.sum(dim=1, keepdim=True)
         return answer_proba(p, self._mean_confusion(ctx, p.dtype)[workers])
+
+    @torch.no_grad()
+    def _confusions(self, ctx: TrainContext) -> torch.Tensor:
+        """ν̄ itself: the base reads it through :meth:`_answer_proba` of one-hot rows, whose weighting by
+        exp E log π is 0 / 0 for a class whose E log π underflows (a tiny learned ``class_prior``, a class
+        nobody answered): NaN rows."""
+        return self._mean_confusion(ctx)
 
     @staticmethod
     def _mean_confusion(ctx: TrainContext, dtype: torch.dtype = torch.float32) -> torch.Tensor:

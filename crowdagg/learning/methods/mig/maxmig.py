@@ -351,8 +351,11 @@ def centred_votes(data: AnnotationSet, max_memory: memory.MaxMemory = None) -> n
 
 #: The aggregator's starts (``aggregator_init``).
 INITS = ("votes", "centred", "agreement")
-#: Bytes per answer and class of the agreement vote's rounds (the others' vote on each answer's task, gathered).
-AGREEMENT_BYTES_PER_CELL = 24
+#: Bytes per answer and class of the agreement vote's rounds (the others' vote on each answer's task, gathered,
+#: then its seen rows normalised), and per answer (the int64 codes, the (task, group) cells' sort, the seen
+#: answers' gathers): tracemalloc's peak on 600,000 answers was 34 per cell + 60 per answer at K = 2 to 30.
+AGREEMENT_BYTES_PER_CELL = 40
+AGREEMENT_BYTES_PER_ANSWER = 72
 #: The chance-corrected agreement weights are iterated to this largest change, or :data:`AGREEMENT_ITERATIONS`.
 AGREEMENT_TOL = 1e-6
 AGREEMENT_ITERATIONS = 50
@@ -366,8 +369,9 @@ def agreement_weights(data: AnnotationSet, group: np.ndarray) -> np.ndarray:
     *other* annotators' weighted vote on that task gives m's answer,
     :math:`p_e = Σ_c π_m(c) \bar d_m(c)` the agreement expected by chance
     from m's own answer shares :math:`π_m` and the others' mean vote
-    :math:`\bar d_m` on m's tasks.  The others are the annotators outside
-    m's ``group`` of copies (:func:`copy_groups`; a copy agreeing with its
+    :math:`\bar d_m`, both over the answers of m that others' votes face
+    (its p_o's).  The others are the annotators outside m's ``group`` of
+    copies (:func:`copy_groups`; a copy agreeing with its
     source is no evidence), their votes weighted by 1 / their group's size
     times their own κ, iterated from
     equal weights to a fixed point (at most :data:`AGREEMENT_ITERATIONS`
@@ -379,12 +383,10 @@ def agreement_weights(data: AnnotationSet, group: np.ndarray) -> np.ndarray:
     plain vote's share (where :func:`centred_votes` reads it as news).
     Negative κ (worse than chance) is 0; with two annotators κ is Cohen's.
     O(answers × K) time per round, :data:`AGREEMENT_BYTES_PER_CELL` bytes per
-    answer and class.
+    answer and class and :data:`AGREEMENT_BYTES_PER_ANSWER` per answer.
     """
     k, m = data.n_classes, data.n_workers
     task, worker, label = (np.asarray(a, dtype=np.int64) for a in (data.task, data.worker, data.label))
-    share = np.bincount(worker * k + label, minlength=m * k).reshape(m, k).astype(np.float64)
-    share /= np.maximum(share.sum(axis=1, keepdims=True), 1.0)
     group = np.asarray(group, dtype=np.int64)
     copies = 1.0 / np.bincount(group)[group]
     # each answer's (task, group of copies): the group's own vote on the task is left out of the others'
@@ -402,6 +404,8 @@ def agreement_weights(data: AnnotationSet, group: np.ndarray) -> np.ndarray:
         others = others[seen] / total[seen, None]
         by = worker[seen]
         count = np.maximum(np.bincount(by, minlength=m), 1).astype(np.float64)
+        # m's answer shares over the answers p_o is over (with others beside them): Cohen's p_e of two raters
+        share = np.bincount(by * k + label[seen], minlength=m * k).reshape(m, k) / count[:, None]
         p_o = np.bincount(by, weights=others[np.arange(by.size), label[seen]], minlength=m) / count
         mean_vote = np.stack([np.bincount(by, weights=others[:, c], minlength=m) for c in range(k)], axis=1)
         p_e = (share * mean_vote).sum(axis=1) / count
@@ -527,14 +531,14 @@ class MaxMIG(Trainer):
                 network: Any) -> tuple[float, str]:
         """The base's share, the aggregator's beyond it (:data:`AGGREGATOR_BYTES_PER_CELL`) and, for the
         centred and agreement starts, the copy search's pairs (:func:`copy_pairs`) and the agreement vote's
-        rounds (:data:`AGREEMENT_BYTES_PER_CELL`): a dense crowd's M² pairs of annotators are checked before
-        training, not found out when the start is built."""
+        rounds (:data:`AGREEMENT_BYTES_PER_CELL`, :data:`AGREEMENT_BYTES_PER_ANSWER`): a dense crowd's M² pairs
+        of annotators are checked before training, not found out when the start is built."""
         need, what = super()._memory(data, x, checked, network)
         need += AGGREGATOR_BYTES_PER_CELL * data.n_workers * data.n_classes ** 2
         if checked["aggregator_init"] == "votes":
             return need, what
         if checked["aggregator_init"] == "agreement":
-            need += AGREEMENT_BYTES_PER_CELL * data.n_answers * data.n_classes
+            need += (AGREEMENT_BYTES_PER_CELL * data.n_classes + AGREEMENT_BYTES_PER_ANSWER) * data.n_answers
         pairs, _ = copy_pairs(data)
         return need + COPY_BYTES_PER_PAIR * pairs, f"{what}, {pairs:,} pairs of annotators compared to find copies"
 

@@ -212,3 +212,44 @@ def test_a_separable_problem_is_learned_beyond_the_answers_alone():
     # the confusions are the Dirichlet posteriors' means, rows on the simplex
     beta = result.model_params["beta"]
     np.testing.assert_allclose(result.worker_params["confusion"], beta / beta.sum(axis=2, keepdims=True), atol=1e-6)
+
+
+def test_a_class_nobody_answers_under_a_learned_sparse_class_prior_keeps_finite_confusions():
+    """class_prior 1e-6 with learn_class_prior and a declared class no answer gives: E log π of that class is
+    ψ(~1e-6) ≈ -1e6, exp of it 0, and the confusions were read through the answer model of a one-hot row
+    weighted by π (0 / 0: NaN rows in --workers and in the saved model).  They are the posterior means ν̄."""
+    from crowdagg.data.annotations import AnnotationSet
+
+    data, x, _ = crowd(n_tasks=60, n_classes=2)
+    data = AnnotationSet.from_names(np.asarray(data.task_names)[data.task], np.asarray(data.worker_names)[data.worker],
+                                    np.asarray(data.classes, dtype=object)[data.label],
+                                    classes=[*data.classes, "never"], task_order=list(data.task_names))
+    result = get_trainer("bayesdgc").load()(seed=0, epochs=1, model="linear", learn_class_prior=True,
+                                            class_prior=1e-6).fit(data, x)
+    confusion, beta = result.worker_params["confusion"], result.model_params["beta"]
+    assert np.isfinite(confusion).all() and np.isfinite(result.model_params["model"].confusion).all()
+    np.testing.assert_allclose(confusion, beta / beta.sum(axis=2, keepdims=True), atol=1e-6)
+
+
+class NaNNetwork(nn.Module):
+    """A network that has diverged: NaN logits."""
+
+    def __init__(self, n_classes: int) -> None:
+        super().__init__()
+        self.n_classes = n_classes
+        self.w = nn.Parameter(torch.zeros(()))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w + torch.full((x.shape[0], self.n_classes), float("nan"), device=x.device)
+
+
+def test_a_network_giving_nan_is_refused_as_a_divergence_not_by_the_kernels_argument_check():
+    """NaN logits reached the local step's kernel, whose check named its own argument ('log_prior[0, 0] is nan:
+    a log-probability is finite or -inf'), which the user never gave; the other trainers say the training
+    diverged and which epoch."""
+    from crowdagg.errors import DataError
+
+    data, x, _ = crowd(n_tasks=40)
+    with pytest.raises(DataError, match=r"bayesdgc: training diverged at epoch 1 .*nan.*lr") as caught:
+        get_trainer("bayesdgc").load()(seed=0, epochs=1).fit(data, x, network=NaNNetwork(data.n_classes))
+    assert "log_prior" not in str(caught.value)

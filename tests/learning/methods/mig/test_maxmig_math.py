@@ -245,10 +245,11 @@ def test_copy_search_on_a_dense_crowd_is_refused_up_front_with_its_size():
     with_pairs, _ = MaxMIG(model="linear", aggregator_init="centred").memory_needed(data, x)
     assert with_pairs == base + need
     # the agreement start (the default): the pairs and its rounds' per-answer arrays
-    from crowdagg.learning.methods.mig.maxmig import AGREEMENT_BYTES_PER_CELL
+    from crowdagg.learning.methods.mig.maxmig import AGREEMENT_BYTES_PER_ANSWER, AGREEMENT_BYTES_PER_CELL
 
     default, what = MaxMIG(model="linear").memory_needed(data, x)
-    assert default == base + need + AGREEMENT_BYTES_PER_CELL * 30 * 300 * 2 and "90,000 pairs" in what
+    rounds = AGREEMENT_BYTES_PER_CELL * 30 * 300 * 2 + AGREEMENT_BYTES_PER_ANSWER * 30 * 300
+    assert default == base + need + rounds and "90,000 pairs" in what
     np.testing.assert_array_equal(duplicate_weights(data, max_memory=need), np.ones(300))
 
 
@@ -307,3 +308,49 @@ def test_initial_weights_refuse_an_unknown_start():
     data = AnnotationSet.from_codes([0, 1], [0, 0], [0, 1], n_classes=2)
     with pytest.raises(UsageError, match="'centered'"):
         initial_weights(data, "centered")  # was the plain vote's start, silently
+
+
+def test_agreement_weight_of_two_annotators_on_partly_shared_tasks_is_cohens_kappa_on_the_shared_ones():
+    """Annotator 0 also answered 100 tasks nobody else did: its chance agreement p_e is over the answers its
+    p_o is over (the shared tasks), so the weight is Cohen's κ of the 100 shared tasks (its answer shares over
+    all 200 gave .429 against .431 here; one answering a single class on the shared tasks got κ > 0)."""
+    sklearn_metrics = pytest.importorskip("sklearn.metrics")
+    rng = np.random.default_rng(0)
+    truth = rng.integers(0, 3, 200)
+    a = np.where(rng.random(200) < 0.7, truth, rng.integers(0, 3, 200))
+    b = np.where(rng.random(200) < 0.8, truth, rng.integers(0, 3, 200))
+    data = AnnotationSet.from_codes(np.concatenate([np.arange(200), np.arange(100)]),
+                                    np.repeat([0, 1], [200, 100]), np.concatenate([a, b[:100]]), n_classes=3)
+    kappa = sklearn_metrics.cohen_kappa_score(a[:100], b[:100])
+    np.testing.assert_allclose(agreement_weights(data, np.arange(2)), [kappa, kappa], rtol=1e-9)
+    # constant on the shared tasks, other classes alone: no better than chance where it can be compared
+    a0 = np.concatenate([np.zeros(100, dtype=np.int64), rng.integers(1, 3, 100)])
+    data = AnnotationSet.from_codes(np.concatenate([np.arange(200), np.arange(100)]),
+                                    np.repeat([0, 1], [200, 100]), np.concatenate([a0, b[:100]]), n_classes=3)
+    assert agreement_weights(data, np.arange(2))[0] == 0.0
+
+
+@pytest.mark.parametrize("k", [2, 8])
+def test_the_agreement_rounds_stay_within_the_memory_they_declare(k):
+    """tracemalloc's peak of agreement_weights against what memory_needed adds for it: it was declared as 24
+    bytes per answer and class, and took 34 per cell plus ~60 per answer (the int64 codes, the (task, group)
+    cells' sort, the seen answers' gathers): 65 per cell at K = 2, so --max-memory let through a start it
+    could not afford."""
+    import tracemalloc
+
+    from crowdagg.learning.methods.mig.maxmig import AGREEMENT_BYTES_PER_ANSWER, AGREEMENT_BYTES_PER_CELL
+
+    rng = np.random.default_rng(0)
+    n, per, m = 20_000, 3, 200
+    task = np.repeat(np.arange(n), per)
+    worker = np.concatenate([rng.choice(m, per, replace=False) for _ in range(n)])
+    data = AnnotationSet.from_codes(task, worker, rng.integers(0, k, n * per), n_tasks=n, n_workers=m, n_classes=k)
+    group = np.arange(m)
+    tracemalloc.start()
+    try:
+        agreement_weights(data, group)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    declared = AGREEMENT_BYTES_PER_CELL * data.n_answers * k + AGREEMENT_BYTES_PER_ANSWER * data.n_answers
+    assert peak <= declared
