@@ -85,8 +85,9 @@ class _Messages:
     def __init__(self, ctx: TrainContext, data: AnnotationSet, engine: Any) -> None:
         p = ctx.params
         self.data = data
-        self.bp = BeliefPropagation(seed=p["seed"], worker_model="confusion", prior=p["prior"], samples=p["samples"],
-                                    max_iter=p["bp_iters"], tol=p["bp_tol"], proposal=p["proposal"], start="uniform")
+        self.bp = BeliefPropagation(seed=p["seed"], worker_model=p["worker_model"], prior=p["prior"], grid=p["grid"],
+                                    samples=p["samples"], max_iter=p["bp_iters"], tol=p["bp_tol"],
+                                    proposal=p["proposal"], start="uniform")
         self.checked = FitContext(self.bp.check_params(), engine=engine, max_memory=p.max_memory, method=ctx.method)
         self.state: BPState | None = None
         #: Each worker's posterior mean confusion (n_workers, K, K) and effective number of draws (n_workers,) at
@@ -171,7 +172,8 @@ class DeepBP(DeepMF):
 
     def _memory(self, data: AnnotationSet, x: np.ndarray, checked: dict[str, Any], network: Any) -> tuple[float, str]:
         need, what = super()._memory(data, x, checked, network)
-        bp = BeliefPropagation(worker_model="confusion", samples=checked["samples"], prior=checked["prior"])
+        bp = BeliefPropagation(worker_model=checked["worker_model"], grid=checked["grid"], samples=checked["samples"],
+                               prior=checked["prior"])
         extra, _ = bp.memory_needed(data)
         return need + 2 * extra, f"{what}, BP's messages and draws (twice: the epochs' and the labels')"
 
@@ -182,7 +184,8 @@ class DeepBP(DeepMF):
             messages = _Messages(ctx, data, engine)
             q = messages.run(log_prior, ctx.epoch)
             assert messages.spread is not None
-            _check_samples(data, messages.spread, ctx.params["samples"], ctx.params["proposal"])
+            if ctx.params["worker_model"] == "confusion":  # the grid's quadrature needs no such check
+                _check_samples(data, messages.spread, ctx.params["samples"], ctx.params["proposal"])
             return q
         if "bp" not in ctx.state:
             ctx.state["bp"] = _Messages(ctx, data, engine)

@@ -68,7 +68,8 @@ import torch
 from torch import nn
 
 from ....errors import UsageError, param
-from ....methods.blocks import latent_posterior
+from ....methods.blocks import latent_posterior, one_coin_matrices
+from ....methods.graph.mf import ONE_COIN, one_coin_log_table, one_coin_posterior
 from ....methods.variational import expected_log
 from ...confusion import answer_proba
 from ...trainer import PROB_FLOOR, Batch, BatchPolicy, TrainContext, Trainer
@@ -126,9 +127,12 @@ class DeepMF(Trainer):
     def _build(self, ctx: TrainContext) -> dict[str, nn.Module]:
         k = ctx.n_classes
         check_clip(ctx.params["clip"], k)
-        alpha = dirichlet_prior(ctx.params["prior"], k)
-        self._set_confusion(ctx, np.broadcast_to(alpha, (ctx.n_workers, k, k)))
-        ctx.state["beta"] = np.array(np.broadcast_to(alpha, (ctx.n_workers, k, k)))
+        alpha = dirichlet_prior(ctx.params["prior"], k)  # (checks the prior's two numbers either way)
+        if ctx.params["worker_model"] == ONE_COIN:
+            ctx.state["ab"] = np.tile(np.asarray(ctx.params["prior"], dtype=np.float64), (ctx.n_workers, 1))
+        else:
+            ctx.state["beta"] = np.array(np.broadcast_to(alpha, (ctx.n_workers, k, k)))
+        self._set_confusion(ctx)
         ctx.state["targets"] = torch.zeros((ctx.data.n_tasks, k), device=ctx.device)
         return {}
 
@@ -165,20 +169,33 @@ class DeepMF(Trainer):
         return np.log(np.maximum(f_hat, PROB_FLOOR))
 
     def _infer(self, ctx: TrainContext, log_prior: np.ndarray, data: Any, engine: Any, epoch: bool) -> np.ndarray:
-        """q (n_tasks, K): one mean-field E-step over ``data`` from ``β`` and, in an epoch, the M-step of ``β``."""
-        beta = ctx.state["beta"]
-        log_table = expected_log(beta, axis=2).transpose(0, 2, 1)  # [worker, observed, true]
+        """q (n_tasks, K): one mean-field E-step over ``data`` from the workers' posteriors and, in an epoch, their
+        update from its expected counts (one-coin: the Beta ``ab``; confusion: the Dirichlet rows ``beta``)."""
+        one_coin = ctx.params["worker_model"] == ONE_COIN
+        if one_coin:
+            log_table = one_coin_log_table(ctx.state["ab"], ctx.n_classes)  # symmetric: either layout
+        else:
+            log_table = expected_log(ctx.state["beta"], axis=2).transpose(0, 2, 1)  # [worker, observed, true]
         post = latent_posterior(data, log_table, log_prior, engine=engine, counts="posterior" if epoch else None,
                                 max_memory=ctx.params.max_memory)
         if epoch:
-            alpha = dirichlet_prior(ctx.params["prior"], ctx.n_classes)
             assert post.counts is not None
-            ctx.state["beta"] = alpha + post.counts.transpose(0, 2, 1)  # [worker, true, observed]
-            self._set_confusion(ctx, ctx.state["beta"])
+            if one_coin:
+                ctx.state["ab"] = one_coin_posterior(np.asarray(ctx.params["prior"], dtype=np.float64), post.counts)
+            else:
+                alpha = dirichlet_prior(ctx.params["prior"], ctx.n_classes)
+                ctx.state["beta"] = alpha + post.counts.transpose(0, 2, 1)  # [worker, true, observed]
+            self._set_confusion(ctx)
         return np.asarray(post.classes, dtype=np.float64)
 
     @staticmethod
-    def _set_confusion(ctx: TrainContext, beta: np.ndarray) -> None:
-        """The posterior mean confusions β / Σβ (n_workers, K, K) on the device: the answer model's."""
-        mean = beta / beta.sum(axis=2, keepdims=True)
+    def _set_confusion(ctx: TrainContext) -> None:
+        """The posterior mean confusions (n_workers, K, K) ``[worker, true, observed]`` on the device, the answer
+        model's: one-coin ``a / (a + b)`` on the diagonal, the rest spread evenly; confusion ``β / Σβ``."""
+        if "ab" in ctx.state:
+            ab = ctx.state["ab"]
+            mean = one_coin_matrices(ab[:, 0] / ab.sum(axis=1), ctx.n_classes)
+        else:
+            beta = ctx.state["beta"]
+            mean = beta / beta.sum(axis=2, keepdims=True)
         ctx.state["confusion"] = torch.as_tensor(mean, dtype=torch.float32, device=ctx.device)
