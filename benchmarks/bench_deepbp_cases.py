@@ -180,7 +180,7 @@ def run(methods: list[str], opts) -> dict:
         feats = features(drawn[opts.spammers[0]].truth, seed)
         for e in opts.spammers:
             crowd = drawn[e]
-            oracle = {"labels": oracle_accuracy(crowd), "test": None, "seconds": 0.0}
+            oracle = {"labels": oracle_accuracy(crowd), "test": None, "seconds": 0.0, "answers": crowd.n_answers}
             for method in methods:
                 for f in FEATURES:
                     if method not in TRAINERS and f != FEATURES[0]:  # answers only: the same fit for both rows
@@ -285,7 +285,7 @@ def report(got: dict, methods: list[str], opts, seconds: float) -> None:
     print(table(head, rows))
     trainers = [m for m in methods if m in TRAINERS]
     if trainers:
-        print(f"\nThe classifier on the ~{1797 - opts.tasks:,} held-out digits (informative features; mean ± std "
+        print(f"\nThe classifier on the {digits()[1].shape[0] - opts.tasks:,} held-out digits (informative features; mean ± std "
               f"over {n} seeds)\n")
         print(table(["spammers", *trainers],
                     [[str(e), *(cell(values(got["informative"][e][m], "test")) for m in trainers)]

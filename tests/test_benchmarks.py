@@ -332,3 +332,44 @@ def test_workers_benchmark_false_flags_and_extreme_spammers(tmp_path, datasets_d
         assert r["false_share"] <= 0.10 and r["extreme_flagged"] == r["extreme"] > 0
         assert r["flagged"] == r["by_covariance"] + r["by_chance"] + r["by_both"]
     assert sorted(rte["extreme_answers"]) == [540, 700, 760, 800] and sorted(temp["extreme_answers"]) == [442, 452, 462]
+
+
+def test_deepbp_cases_benchmark_quick_prints_the_table_and_the_verdicts(tmp_path):
+    """deepBP's §4 scenarios on digits: one row per (spammers, features), the answers-only aggregators fitted once
+    for both feature rows, the crowds nested (the spammers added to the same honest answers), a verdict line per
+    acceptance item ("not checked" where deepbp / deepmf are not in this checkout)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("sklearn")
+    from crowdagg.methods.registry import TRAINERS
+
+    out = tmp_path / "deepbp.json"
+    proc = _run_script("bench_deepbp_cases.py", "--quick", "--spammers", "0", "2", "--json", str(out),
+                       datasets_dir=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(out.read_text())
+    methods = got["methods"]
+    assert {"bp", "mf", "mv", "raykar"} <= set(methods)
+    head = "| spammers | features | " + " | ".join(methods)
+    assert head in proc.stdout
+    assert "| spammers | " + " | ".join(m for m in methods if m in TRAINERS) + " |" in proc.stdout  # held-out table
+    for line in ("deepbp at least as accurate as deepmf on average", "deepbp loses less than deepmf",
+                 "deepbp above bp with informative features", "deepbp within 1 point of bp with noise features"):
+        (verdict,) = [v for v in proc.stdout.splitlines() if line in v]
+        ran = all(m in methods for m in (("deepbp", "deepmf") if "deepmf" in line else ("deepbp", "bp")))
+        assert verdict.startswith(("- met: ", "- NOT met: ") if ran else "- not checked ("), verdict
+    res = got["results"]
+    assert set(res) == {"informative", "noise"} and set(res["noise"]) == {"0", "2"}
+    oracle = {e: res["informative"][e]["MAP, true accuracies"][0] for e in ("0", "2")}
+    # 200 tasks, 3 answers each; two spammers answer all 200 more each
+    assert (oracle["0"]["answers"], oracle["2"]["answers"]) == (600, 1000)
+    # nested: the honest answers are the same, and the spammers' (accuracy 1/2) move no MAP label
+    assert oracle["0"]["labels"] == oracle["2"]["labels"] > 0.7
+    for e in ("0", "2"):
+        for m in methods:
+            (a,), (b,) = res["informative"][e][m], res["noise"][e][m]
+            assert 0 < a["labels"] <= 1 and 0 < b["labels"] <= 1
+            if m in TRAINERS:
+                assert 0 <= a["test"] <= 1 and b["test"] is None  # no digits to score a noise-trained classifier
+            else:
+                assert a == b and a["test"] is None  # answers only: one fit for both rows
+        assert res["informative"][e]["bp"][0]["labels"] >= res["informative"][e]["mv"][0]["labels"] - 0.05
