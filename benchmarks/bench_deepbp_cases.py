@@ -15,9 +15,10 @@ by one spammer's 1,000 answers.
 The features are real: scikit-learn's bundled digits (1,797 8×8 images, 64 features) as two classes, even (class 0)
 against odd (class 1).  Each task gets an image of its true class, drawn by the seed without replacement (891 even
 and 906 odd images: ~500 of each go to the tasks); the ~800 images left are the held-out test.  The paper's own
-images are Dogs-vs-Cats under a CNN; a linear classifier separates even from odd digits to ~90% and the default mlp
-to ~97%, so the features are informative but not perfect, as there (the crowd alone, l = 3 at Beta(2, 1), gets
-~.80).  Each row is run twice: with these features ("informative") and with the features replaced by Gaussian noise
+images are Dogs-vs-Cats under a CNN.  Trained on the true labels of 1,000 of them, a logistic regression tells even
+from odd on the other 797 at ~.91 and a 128-unit mlp at ~.97 (scikit-learn, seeds 0-2): the features carry more than
+the answers (bp ~.75 from the answers alone; the MAP under the true accuracies ~.88) but are not perfect, and a
+trainer gains only where it weighs the two right.  Each row is run twice: with these features ("informative") and with the features replaced by Gaussian noise
 of the same shape ("noise": N(0, 1) float32, drawn by the seed), the case the clipping is for (paper Fig. 1: a
 classifier that learns nothing must not bend BP).
 
