@@ -337,13 +337,22 @@ def main(argv: list[str] | None = None) -> int:
     from crowdagg.errors import CrowdaggError
 
     threads.set_threads(opts.threads)
-    methods = [m for m in dict.fromkeys(opts.methods) if declaration(m) is not None]
-    missing = [m for m in opts.methods if declaration(m) is None]
-    if missing:
-        print(f"not declared in this checkout (left out): {', '.join(missing)}\n")
+    methods = []
+    for m in dict.fromkeys(opts.methods):
+        spec = declaration(m)
+        if spec is None:
+            print(f"not declared in this checkout (left out): {m}")
+            continue
+        try:
+            spec.load()  # a declaration whose module has not landed, or whose extra is missing
+        except CrowdaggError as exc:
+            print(f"declared but not loadable (left out): {m}: {exc}")
+            continue
+        methods.append(m)
     if not methods:
         print("no method to run")
         return 0
+    print()
     start = time.perf_counter()
     try:
         got = run(methods, opts)
