@@ -23,7 +23,9 @@ of the same shape ("noise": N(0, 1) float32, drawn by the seed), the case the cl
 classifier that learns nothing must not bend BP).
 
 Columns: ``deepbp``, ``deepmf`` (the paper's trainers), ``bp``, ``mf`` (the same inference from the answers only,
-the aggregators), ``raykar`` (EM with the classifier as the prior), ``ds-then-train`` and ``mv``: the accuracy of
+the aggregators; ``bp`` with its default one-coin model -- the crowd's true model --, and
+``bp:worker_model=confusion`` with the Dirichlet-row confusions deepbp's Monte-Carlo messages integrate out, its exact
+answers-only counterpart; ``mf``'s default is deepmf's confusion model), ``raykar`` (EM with the classifier as the prior), ``ds-then-train`` and ``mv``: the accuracy of
 the labels each infers for the 1,000 training tasks (what ``crowdagg train`` writes), mean ± std over ``--seeds``
 (default 0-9: the crowd's draw, the images' and the noise's, and the trainer's seed); then the paired per-seed
 differences deepbp - deepmf and deepbp - bp (mean ± std, and on how many seeds deepbp is at least as accurate); the
@@ -59,8 +61,10 @@ sys.path.insert(0, str(HERE))
 from bench_graph import oracle_accuracy  # noqa: E402
 from bench_train import cell, table  # noqa: E402
 
-#: The table's methods, in column order: the paper's two trainers, their answers-only aggregators, then context.
-METHODS = ("deepbp", "deepmf", "bp", "mf", "raykar", "ds-then-train", "mv")
+#: The table's columns: the paper's two trainers, their answers-only aggregators (bp's default one-coin model, and
+#: the Dirichlet-row confusion model deepbp's messages use), then context.  ``NAME:P=V:...`` is a method with its
+#: own parameter values.
+METHODS = ("deepbp", "deepmf", "bp", "bp:worker_model=confusion", "mf", "raykar", "ds-then-train", "mv")
 #: The two feature settings of each row.
 FEATURES = ("informative", "noise")
 #: The true worker prior: one-coin accuracy ~ Beta(2, 1) (deepBP's Dir(2, 1)).
@@ -123,26 +127,43 @@ def features(truth: np.ndarray, seed: int) -> dict[str, np.ndarray]:
 
 
 # --------------------------------------------------------------------------------------------------- fits
-def declaration(method: str):
-    """The registry's declaration of ``method``, a trainer or an aggregator (``None`` where this checkout lacks it)."""
+def split(column: str) -> tuple[str, dict[str, str]]:
+    """A column ``NAME:P=V:...`` as (the method's name, its own parameters as text)."""
+    name, *given = column.split(":")
+    own = dict(g.partition("=")[::2] for g in given)
+    return name, own
+
+
+def declaration(column: str):
+    """The registry's declaration of ``column``'s method, a trainer or an aggregator (``None`` where this checkout
+    lacks it)."""
     from crowdagg.methods.registry import METHODS as AGGREGATORS
     from crowdagg.methods.registry import TRAINERS
 
-    if method in TRAINERS:
-        return TRAINERS[method]
-    return AGGREGATORS[method] if method in AGGREGATORS else None
+    name = split(column)[0]
+    if name in TRAINERS:
+        return TRAINERS[name]
+    return AGGREGATORS[name] if name in AGGREGATORS else None
 
 
-def params_of(method: str, seed: int, opts) -> dict:
-    """``method``'s parameters: the seed, the trainers' ``--epochs``, and each ``--param`` it declares (parsed by the
-    declaration, as ``-p`` is)."""
-    spec = declaration(method)
+def is_trainer(column: str) -> bool:
+    return declaration(column).kind == "trainer"
+
+
+def params_of(column: str, seed: int, opts) -> dict:
+    """``column``'s parameters: the seed, the trainers' ``--epochs``, each ``--param`` its method declares, then the
+    column's own (each parsed by the declaration, as ``-p`` is; an undeclared one of the column's own is the
+    library's error)."""
+    spec = declaration(column)
     declared = {p.name: p for p in spec.params}
+    own = split(column)[1]
     params = {name: declared[name].parse(text) for name, text in opts.param.items() if name in declared}
     if "seed" in declared:
         params["seed"] = seed
     if spec.kind == "trainer" and opts.epochs is not None:
         params["epochs"] = opts.epochs
+    for name, text in own.items():
+        params[name] = declared[name].parse(text) if name in declared else text
     return params
 
 
@@ -154,6 +175,7 @@ def fit(method: str, crowd, x: np.ndarray | None, test: tuple[np.ndarray, np.nda
 
     data = crowd.to_annotations()
     params = params_of(method, seed, opts)
+    method = split(method)[0]
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the table is the point
@@ -173,8 +195,6 @@ def fit(method: str, crowd, x: np.ndarray | None, test: tuple[np.ndarray, np.nda
 
 def run(methods: list[str], opts) -> dict:
     """Every fit: ``{features: {spammers: {method: [per-seed fit dicts]}}}``, the oracle as a method."""
-    from crowdagg.methods.registry import TRAINERS
-
     got: dict = {f: {e: {m: [] for m in [*methods, ORACLE]} for e in opts.spammers} for f in FEATURES}
     for seed in opts.seeds:
         drawn = crowds(seed, opts.tasks, opts.spammers)
@@ -184,10 +204,10 @@ def run(methods: list[str], opts) -> dict:
             oracle = {"labels": oracle_accuracy(crowd), "test": None, "seconds": 0.0, "answers": crowd.n_answers}
             for method in methods:
                 for f in FEATURES:
-                    if method not in TRAINERS and f != FEATURES[0]:  # answers only: the same fit for both rows
+                    if not is_trainer(method) and f != FEATURES[0]:  # answers only: the same fit for both rows
                         got[f][e][method].append(got[FEATURES[0]][e][method][-1])
                         continue
-                    x = feats[f] if method in TRAINERS else None
+                    x = feats[f] if is_trainer(method) else None
                     test = (feats["test_x"], feats["test_y"]) if f == "informative" else None
                     one = fit(method, crowd, x, test, seed, opts)
                     got[f][e][method].append(one)
@@ -216,8 +236,15 @@ def paired(d: np.ndarray) -> str:
     return f"{d.mean():+.3f} ± {sd:.3f} ({int((d >= 0).sum())}/{d.size})"
 
 
+def mean_se(d: np.ndarray) -> str:
+    """``+m ± se``: a paired difference's mean and standard error over the seeds."""
+    se = d.std(ddof=1) / np.sqrt(d.size) if d.size > 1 else 0.0
+    return f"{d.mean():+.3f} ± {se:.3f}"
+
+
 def verdicts(got: dict, methods: list[str], spammers: list[int]) -> list[str]:
-    """Issue 31's four checks on deepBP's scenarios, one line each: ``met``, ``NOT met`` or ``not checked``."""
+    """Issue 31's four checks on deepBP's scenarios, one line each: ``met``, ``NOT met`` or ``not checked``; each
+    figure a paired per-seed difference, mean ± its standard error (the verdict reads the mean alone)."""
     lines = []
 
     def line(claim: str, needs: tuple[str, ...], check) -> None:
@@ -228,31 +255,36 @@ def verdicts(got: dict, methods: list[str], spammers: list[int]) -> list[str]:
             ok, detail = check()
             lines.append(f"{'met' if ok else 'NOT met'}: {claim}: {detail}")
 
-    rows = [(f, e) for f in FEATURES for e in spammers]
+    def by_count(f: str, rival: str) -> tuple[list[float], str]:
+        d = [difference(got, f, e, "deepbp", rival) for e in spammers]
+        return [x.mean() for x in d], f"deepbp − {rival} by spammers " + ", ".join(
+            f"{e}: {mean_se(x)}" for e, x in zip(spammers, d))
 
     def at_least() -> tuple[bool, str]:
-        means = {(f, e): difference(got, f, e, "deepbp", "deepmf").mean() for f, e in rows}
-        bad = [f"{f}/{e}: {d:+.3f}" for (f, e), d in means.items() if d < 0]
-        return not bad, (f"below on {', '.join(bad)}" if bad else
-                         f"mean deepbp - deepmf from {min(means.values()):+.3f} to {max(means.values()):+.3f}")
+        d = {(f, e): difference(got, f, e, "deepbp", "deepmf") for f in FEATURES for e in spammers}
+        bad = [f"{f}/{e}: {mean_se(x)}" for (f, e), x in d.items() if x.mean() < 0]
+        overall = np.concatenate(list(d.values()))
+        return not bad, (f"below on {', '.join(bad)}; " if bad else "") + (
+            f"deepbp − deepmf over every row and seed {mean_se(overall)}, row means from "
+            f"{min(x.mean() for x in d.values()):+.3f} to {max(x.mean() for x in d.values()):+.3f}")
 
     def drops() -> tuple[bool, str]:
         lo, hi = spammers[0], spammers[-1]
         ok, parts = True, []
         for f in FEATURES:
-            drop = {m: values(got[f][lo][m]).mean() - values(got[f][hi][m]).mean() for m in ("deepbp", "deepmf")}
-            ok &= drop["deepbp"] <= drop["deepmf"]
-            parts.append(f"{f}: deepbp {drop['deepbp']:+.3f}, deepmf {drop['deepmf']:+.3f}")
-        return ok, f"drop from {lo} to {hi} spammers, " + "; ".join(parts)
+            drop = {m: values(got[f][lo][m]) - values(got[f][hi][m]) for m in ("deepbp", "deepmf")}
+            ok &= drop["deepbp"].mean() <= drop["deepmf"].mean()
+            parts.append(f"{f}: deepbp {drop['deepbp'].mean():+.3f}, deepmf {drop['deepmf'].mean():+.3f} "
+                         f"(paired deepbp − deepmf {mean_se(drop['deepbp'] - drop['deepmf'])})")
+        return ok, f"accuracy lost from {lo} to {hi} spammers, " + "; ".join(parts)
 
     def above() -> tuple[bool, str]:
-        means = [difference(got, "informative", e, "deepbp", "bp").mean() for e in spammers]
-        return min(means) > 0, "deepbp - bp " + ", ".join(f"{e}: {d:+.3f}" for e, d in zip(spammers, means))
+        means, detail = by_count("informative", "bp")
+        return min(means) > 0, detail
 
     def within() -> tuple[bool, str]:
-        means = [difference(got, "noise", e, "deepbp", "bp").mean() for e in spammers]
-        return (max(abs(d) for d in means) <= NOISE_TOLERANCE,
-                "deepbp - bp " + ", ".join(f"{e}: {d:+.3f}" for e, d in zip(spammers, means)))
+        means, detail = by_count("noise", "bp")
+        return max(abs(d) for d in means) <= NOISE_TOLERANCE, detail
 
     line("deepbp at least as accurate as deepmf on average (every row)", ("deepbp", "deepmf"), at_least)
     if len(spammers) > 1:
@@ -262,12 +294,13 @@ def verdicts(got: dict, methods: list[str], spammers: list[int]) -> list[str]:
     line("deepbp above bp with informative features (every spammer count)", ("deepbp", "bp"), above)
     line(f"deepbp within {NOISE_TOLERANCE * 100:g} point of bp with noise features (every spammer count)",
          ("deepbp", "bp"), within)
+    for rival in methods:
+        if "deepbp" in methods and rival.startswith("bp:"):  # context, not a verdict: bp with other parameters
+            lines.append(f"for reference, noise features: {by_count('noise', rival)[1]}")
     return lines
 
 
 def report(got: dict, methods: list[str], opts, seconds: float) -> None:
-    from crowdagg.methods.registry import TRAINERS
-
     n = len(opts.seeds)
     pairs = [p for p in PAIRS if p[0] in methods and p[1] in methods]
     print(f"deepBP §4 on digits (even/odd): N = {opts.tasks:,} tasks, l = 3, r = 4, worker prior Beta(2, 1), "
@@ -284,7 +317,7 @@ def report(got: dict, methods: list[str], opts, seconds: float) -> None:
             rows.append([str(e), f, *(cell(values(r[m])) for m in methods),
                          *(paired(difference(got, f, e, a, b)) for a, b in pairs), cell(values(r[ORACLE]))])
     print(table(head, rows))
-    trainers = [m for m in methods if m in TRAINERS]
+    trainers = [m for m in methods if is_trainer(m)]
     if trainers:
         print(f"\nThe classifier on the {digits()[1].shape[0] - opts.tasks:,} held-out digits (informative features; mean ± std "
               f"over {n} seeds)\n")
@@ -295,7 +328,7 @@ def report(got: dict, methods: list[str], opts, seconds: float) -> None:
     for v in verdicts(got, methods, opts.spammers):
         print(f"- {v}")
     total = {m: sum(x["seconds"] for f in FEATURES for e in opts.spammers for x in got[f][e][m]
-                    if m in TRAINERS or f == FEATURES[0]) for m in methods}
+                    if is_trainer(m) or f == FEATURES[0]) for m in methods}
     print("\nFit seconds, all rows and seeds: " + ", ".join(f"{m} {s:.1f}" for m, s in total.items()))
 
 
@@ -303,7 +336,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--methods", nargs="+", default=list(METHODS),
-                    help="trainers and aggregators, in column order (default: %(default)s)")
+                    help="trainers and aggregators, in column order; NAME:P=V:... a method with its own parameter "
+                    "values (default: %(default)s)")
     ap.add_argument("--seeds", nargs="+", type=int, help="seeds (default 0-9; --quick: 0)")
     ap.add_argument("--spammers", nargs="+", type=int, help="numbers of extreme spammers (default 0 1 2 3)")
     ap.add_argument("--tasks", type=int, help="N, the training tasks (default 1000; the rest of the 1,797 digits "
