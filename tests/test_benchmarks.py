@@ -376,3 +376,52 @@ def test_deepbp_cases_benchmark_quick_prints_the_table_and_the_verdicts(tmp_path
     # a column's own parameters reach its method: with two spammers bp's confusion model is not its one-coin
     # default (.605 against .660)
     assert res["informative"]["2"]["bp:worker_model=confusion"][0]["labels"] != res["informative"]["2"]["bp"][0]["labels"]
+
+
+def _deepbp_cases_file(path: Path, acc: dict) -> Path:
+    """A ``bench_deepbp_cases.py --json`` file of the accuracies ``acc[(features, spammers, method)]`` (per seed)."""
+    methods = sorted({m for _, _, m in acc})
+    seeds = len(next(iter(acc.values())))
+    fits = {f: {str(e): {m: [{"labels": a, "test": None, "seconds": 0.0} for a in acc[(f, e, m)]] for m in methods}
+                for e in (0, 3)} for f in ("informative", "noise")}
+    for f in fits:
+        for e in fits[f]:
+            fits[f][e]["MAP, true accuracies"] = [{"labels": 0.88, "test": None, "seconds": 0.0}] * seeds
+    options = {"seeds": list(range(seeds)), "spammers": [0, 3], "tasks": 1000, "epochs": None, "param": {},
+               "threads": 1}
+    path.write_text(json.dumps({"options": options, "methods": methods, "trainers": ["deepbp", "deepmf"],
+                                "seconds": 1.0, "results": fits}))
+    return path
+
+
+@pytest.mark.quick  # no fit: the verdicts of a written file
+def test_deepbp_cases_verdicts_read_ties_as_ties_and_name_the_failures(tmp_path):
+    """The four verdicts' rules on a crafted file: a row where deepbp trails deepmf within 2 standard errors is a
+    tie (both follow the classifier), one beyond them fails; "loses less" needs a measurable gain somewhere and no
+    measurable loss; deepbp against bp reads the means (above 0; within 1 point)."""
+    tie = [-0.002, 0.001, -0.001]  # mean -0.0007, standard error 0.0009
+    acc = {}
+    for e, spam_mf in ((0, 0.0), (3, 0.04)):
+        acc[("informative", e, "deepmf")] = [0.95, 0.94, 0.95]
+        acc[("informative", e, "deepbp")] = [a + t for a, t in zip(acc[("informative", e, "deepmf")], tie)]
+        acc[("informative", e, "bp")] = [0.75, 0.74, 0.76]
+        acc[("noise", e, "bp")] = [0.75, 0.74, 0.76]
+        acc[("noise", e, "deepbp")] = [0.745, 0.735, 0.755]  # 0.5 point below bp
+        acc[("noise", e, "deepmf")] = [0.74 - spam_mf, 0.73 - spam_mf, 0.75 - spam_mf]
+    proc = _run_script("bench_deepbp_cases.py", "--from-json", str(_deepbp_cases_file(tmp_path / "a.json", acc)),
+                       datasets_dir=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = [v for v in proc.stdout.splitlines() if v.startswith("- ")]
+    assert [v.split(":")[0] for v in lines] == ["- met"] * 4, lines
+    assert "rows below 0: informative/0 -0.001 ± 0.001, informative/3 -0.001 ± 0.001" in lines[0]
+    assert "noise: deepbp +0.000, deepmf +0.040" in lines[1]
+    assert "deepbp − bp by spammers 0: -0.005 ± 0.000, 3: -0.005 ± 0.000" in lines[3]
+    # deepbp far below deepmf on one row, losing as much as deepmf does, 2 points below bp on noise features
+    acc[("informative", 3, "deepbp")] = [0.90, 0.89, 0.91]
+    acc[("noise", 3, "deepbp")] = [a - 0.04 for a in acc[("noise", 0, "deepbp")]]
+    acc[("noise", 0, "deepbp")] = [a - 0.015 for a in acc[("noise", 0, "deepbp")]]
+    proc = _run_script("bench_deepbp_cases.py", "--from-json", str(_deepbp_cases_file(tmp_path / "b.json", acc)),
+                       datasets_dir=tmp_path)
+    lines = [v for v in proc.stdout.splitlines() if v.startswith("- ")]
+    assert [v.split(":")[0] for v in lines] == ["- NOT met", "- NOT met", "- met", "- NOT met"], lines
+    assert "beyond 2 standard errors: informative/3" in lines[0]
