@@ -2,7 +2,8 @@ r"""Sum-product belief propagation on the worker--task graph, on the engine's bl
 
 The factor graph (ALGORITHMS.md §6.1; Liu, Peng & Ihler 2012; Kim, Cho,
 Kim & Ok 2022 §3.2): one variable per task (its true class), a task factor
-:math:`h_i` (uniform, or one-hot at a gold label) and one worker factor per
+:math:`h_i` (uniform, one-hot at a gold label, or a per-task prior -- deepBP's classifier output,
+``TaskPass.log_prior``) and one worker factor per
 worker with the worker's confusion integrated out under its prior.  Here
 the prior is always a **finite mixture of points** (:class:`Points`):
 confusions :math:`\theta_g` (G, K, K) ``[g, true, observed]`` with
@@ -750,10 +751,10 @@ def _iota(n: int) -> np.ndarray:
 
 
 @njit(cache=True, nogil=True)
-def _task_block(lo, hi, task_ptr, pos, wmsg, clamp, tmsg, belief):  # pragma: no cover - compiled
+def _task_block(lo, hi, task_ptr, pos, wmsg, clamp, prior, tmsg, belief):  # pragma: no cover - compiled
     """Tasks ``[lo, hi)``: task→worker messages ``tmsg`` (their answers, K) and beliefs ``belief`` (tasks, K).
 
-    ``P(z) = Π_e m_e(z)`` over the task's answers' worker→task messages
+    ``P(z) = h(z) Π_e m_e(z)`` over the task's answers' worker→task messages
     (``wmsg[pos[e]]``, worker order), in linear space, rescaled by its
     largest class whenever that falls below :data:`_RESCALE` (only the
     ratios between classes matter); belief ``P`` normalised; each answer's
@@ -763,7 +764,10 @@ def _task_block(lo, hi, task_ptr, pos, wmsg, clamp, tmsg, belief):  # pragma: no
     classes by at most the largest ratio of two entries of a point's
     confusion column (1/θ_min), so it stays negligible.  A task with
     ``clamp >= 0`` sends and believes the one-hot at its gold class; a task
-    without answers believes uniform.  The message of the answer :data:`AHEAD`
+    without answers believes its factor ``h``.  ``h`` is uniform when
+    ``prior`` is empty, else ``exp(prior[t] - max prior[t])`` (a per-task log
+    prior, deepBP's classifier): its largest entry is exactly 1, so a
+    uniform ``prior`` multiplies by 1.0 and gives today's bits.  The message of the answer :data:`AHEAD`
     answers on is prefetched (:mod:`.prefetch`): the worker order scatters a
     task's answers over the whole array.
     """
@@ -773,6 +777,7 @@ def _task_block(lo, hi, task_ptr, pos, wmsg, clamp, tmsg, belief):  # pragma: no
     flat = wmsg.reshape(-1)  # (a view: prefetch takes 1-D arrays)
     prod = np.empty(k)
     has_clamp = clamp.shape[0] > 0
+    has_prior = prior.shape[0] > 0
     for t in range(lo, hi):
         p0 = task_ptr[t]
         p1 = task_ptr[t + 1]
@@ -787,8 +792,16 @@ def _task_block(lo, hi, task_ptr, pos, wmsg, clamp, tmsg, belief):  # pragma: no
                     tmsg[e, z] = 0.0
                 tmsg[e, c] = 1.0
             continue
-        for z in range(k):
-            prod[z] = 1.0
+        if has_prior:
+            top = prior[t, 0]
+            for z in range(1, k):
+                if prior[t, z] > top:
+                    top = prior[t, z]
+            for z in range(k):
+                prod[z] = math.exp(prior[t, z] - top)
+        else:
+            for z in range(k):
+                prod[z] = 1.0
         for e in range(p0, p1):
             if e + AHEAD < a1:
                 prefetch(flat, pos[e + AHEAD] * k)
@@ -822,11 +835,14 @@ def _task_block(lo, hi, task_ptr, pos, wmsg, clamp, tmsg, belief):  # pragma: no
 @dataclass(frozen=True)
 class TaskPass:
     """The task side's inputs: worker→task messages (n_answers, K) in worker order, ``worker_position``
-    (n_answers,), the gold ``clamp`` (n_tasks,) or an empty array."""
+    (n_answers,), the gold ``clamp`` (n_tasks,) or an empty array, and the task factors ``log_prior``."""
 
     wmsg: np.ndarray
     position: np.ndarray
     clamp: np.ndarray
+    #: Optional (n_tasks, K) log task factors h_i (deepBP: the classifier's clipped log-probabilities;
+    #: a row may hold -inf, never NaN or +inf, and not only -inf); None: uniform.  A gold clamp overrides it.
+    log_prior: np.ndarray | None = None
     #: Optional ``(tmsg, belief)`` (n_answers, K) and (n_tasks, K), C-contiguous float64: every block writes its
     #: rows there (the pass returns them, no per-block arrays joined); else fresh arrays.
     into: tuple[np.ndarray, np.ndarray] | None = None
@@ -845,11 +861,11 @@ def _into(arrays: Any, i: int, lo: int, hi: int, k: int, name: str) -> np.ndarra
 
 def task_block(part: Any, b: int, p: TaskPass, keep: bool) -> tuple[float, Any]:
     """Block function (``by="task"``): the block's edges' task→worker messages in task order and its beliefs."""
-    lo, hi, a0, a1, wmsg, position, clamp = _check_task(part, b, p)
+    lo, hi, a0, a1, wmsg, position, clamp, prior = _check_task(part, b, p)
     k = wmsg.shape[1]
     tmsg = _into(p.into, 0, a0, a1, k, "into's tmsg")
     belief = _into(p.into, 1, lo, hi, k, "into's belief")
-    _task_block(lo, hi, part.task_ptr, position, wmsg, clamp, tmsg, belief)
+    _task_block(lo, hi, part.task_ptr, position, wmsg, clamp, prior, tmsg, belief)
     return 0.0, (tmsg, belief)
 
 
@@ -1020,9 +1036,10 @@ def _in_range(values: np.ndarray, n: int, name: str) -> None:
                         f"{int(values.max()):,})")
 
 
-def _check_task(part: Any, b: Any, p: TaskPass) -> tuple[int, int, int, int, np.ndarray, np.ndarray, np.ndarray]:
+def _check_task(part: Any, b: Any,
+                p: TaskPass) -> tuple[int, int, int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Block ``b`` of a task-ordered partition and the task pass's inputs checked against it:
-    (lo, hi, a0, a1, wmsg, position, clamp)."""
+    (lo, hi, a0, a1, wmsg, position, clamp, log prior or an empty (0, K) array)."""
     from .validate import as_code_array, check_block, check_part
 
     check_part(part)
@@ -1044,7 +1061,13 @@ def _check_task(part: Any, b: Any, p: TaskPass) -> tuple[int, int, int, int, np.
         block = clamp[lo:hi]
         if block.size and (int(block.min()) < -1 or int(block.max()) >= k):
             raise DataError(f"clamp holds a class outside -1 .. {k - 1}")
-    return lo, hi, a0, a1, wmsg, position, clamp
+    prior = np.zeros((0, k))
+    if p.log_prior is not None:
+        prior = _messages(p.log_prior, "log_prior", k, hi)
+        rows = prior[lo:hi]
+        if np.isnan(rows).any() or np.isposinf(rows).any() or (rows.size and not np.isfinite(rows.max(axis=1)).all()):
+            raise DataError("log_prior holds NaN, +inf or a row of -inf (a task no class is possible for)")
+    return lo, hi, a0, a1, wmsg, position, clamp, prior
 
 
 def _check_worker(part: Any, b: Any, p: WorkerPass) -> tuple[int, tuple[np.ndarray, ...], np.ndarray, np.ndarray]:

@@ -318,3 +318,42 @@ def test_own_points_are_drawn_per_worker_from_the_seed():
         kb.Points(shared.theta, shared.logw, a.own_theta)
     with pytest.raises(DataError, match="counts must be"):
         kb.proposal_points(shared, 2.0, 1.0, -counts - 5, np.array([-1, 0, 1]), seed=7)
+
+
+@pytest.mark.quick
+@pytest.mark.parametrize("k", [2, 3])
+def test_a_per_task_prior_is_the_task_factor(k):
+    """The task pass's ``log_prior`` (deepBP's classifier as h_i): a one-hot prior gives the gold clamp's bits, a
+    uniform one (any constant row) today's bits without a prior, and any other multiplies the beliefs and the
+    task→worker messages by h_i before their normalisation."""
+    rng = np.random.default_rng(31 + k)
+    data = _crowd(rng, 30, 9, k, 3)
+    engine = LocalEngine(data)
+    wmsg = rng.dirichlet(np.ones(k), data.n_answers)
+    free = np.full(data.n_tasks, -1)
+    plain = kb.task_pass(engine, kb.TaskPass(wmsg, data.worker_position, free))
+
+    constant = np.repeat(rng.normal(size=(data.n_tasks, 1)) * 5, k, axis=1)
+    uniform = kb.task_pass(engine, kb.TaskPass(wmsg, data.worker_position, free, constant))
+    for got, want in zip(uniform, plain):
+        np.testing.assert_array_equal(got, want)
+
+    clamp = np.full(data.n_tasks, -1)
+    clamp[[2, 7, 11]] = [1, 0, k - 1]
+    one_hot = np.zeros((data.n_tasks, k))
+    for t in (2, 7, 11):
+        one_hot[t] = -np.inf
+        one_hot[t, clamp[t]] = 0.0
+    clamped = kb.task_pass(engine, kb.TaskPass(wmsg, data.worker_position, clamp))
+    with np.errstate(divide="ignore"):
+        by_prior = kb.task_pass(engine, kb.TaskPass(wmsg, data.worker_position, free, one_hot))
+    for got, want in zip(by_prior, clamped):
+        np.testing.assert_array_equal(got, want)
+
+    log_h = np.log(rng.dirichlet(np.ones(k), data.n_tasks))
+    tmsg, belief = kb.task_pass(engine, kb.TaskPass(wmsg, data.worker_position, free, log_h))
+    h = np.exp(log_h)
+    want_belief = h * plain[1]
+    want_tmsg = h[data.task] * plain[0]
+    np.testing.assert_allclose(belief, want_belief / want_belief.sum(1, keepdims=True), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(tmsg, want_tmsg / want_tmsg.sum(1, keepdims=True), rtol=0, atol=1e-12)

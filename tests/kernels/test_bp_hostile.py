@@ -26,11 +26,11 @@ def crowd():
     return data, engine, kb.grid_points(2.0, 1.0, 2, 8), kb.spans(engine.worker_part)
 
 
-def _task(data, wmsg=None, position=None, clamp=None):
+def _task(data, wmsg=None, position=None, clamp=None, log_prior=None):
     a = data.n_answers
     return kb.TaskPass(np.full((a, 2), 0.5) if wmsg is None else wmsg,
                        data.worker_position if position is None else position,
-                       np.full(data.n_tasks, -1) if clamp is None else clamp)
+                       np.full(data.n_tasks, -1) if clamp is None else clamp, log_prior)
 
 
 @pytest.mark.parametrize("case, match", [
@@ -42,6 +42,10 @@ def _task(data, wmsg=None, position=None, clamp=None):
     ("wmsg of 3 classes", "needs"),
     ("wmsg of text", "numbers"),
     ("block past the grid", "not one of"),
+    ("short log_prior", "log_prior has shape"),
+    ("log_prior of NaN", "log_prior holds NaN"),
+    ("log_prior of +inf", "log_prior holds NaN"),
+    ("log_prior row of -inf", "log_prior holds NaN"),
 ])
 def test_task_block_refuses_what_does_not_fit_its_block(crowd, case, match):
     data, engine, _, _ = crowd
@@ -54,6 +58,10 @@ def test_task_block_refuses_what_does_not_fit_its_block(crowd, case, match):
         "short clamp": dict(clamp=np.full(3, -1)),
         "wmsg of 3 classes": dict(wmsg=np.full((a, 3), 1 / 3)),
         "wmsg of text": dict(wmsg=np.full((a, 2), "x")),
+        "short log_prior": dict(log_prior=np.zeros((3, 2))),
+        "log_prior of NaN": dict(log_prior=np.full((n, 2), np.nan)),
+        "log_prior of +inf": dict(log_prior=np.full((n, 2), np.inf)),
+        "log_prior row of -inf": dict(log_prior=np.full((n, 2), -np.inf)),
     }.get(case, {})
     b = 99 if case == "block past the grid" else 0
     with pytest.raises(DataError, match=match):

@@ -172,6 +172,9 @@ class BPState:
     #: pass's (tmsg, belief), and the worker pass's next messages (the array that is not ``wmsg``).
     task_out: tuple[np.ndarray, np.ndarray] | None = None
     spare: np.ndarray | None = None
+    #: The task factors h_i as (n_tasks, K) log-probabilities (None: uniform), read by every task pass: deepBP's
+    #: classifier (:mod:`crowdagg.learning.methods.graph.deepbp`) sets it between its epochs' BP runs.
+    log_prior: np.ndarray | None = None
 
 
 def worker_points(checked: FitContext, k: int) -> Points:
@@ -332,7 +335,7 @@ class BeliefPropagation(IterativeAggregator):
         from ...kernels.bp import TaskPass, task_pass
 
         state.tmsg, state.belief = task_pass(state.engine, TaskPass(state.wmsg, state.position, state.clamp,
-                                                                    into=state.task_out))
+                                                                    state.log_prior, into=state.task_out))
 
     def _step(self, data: AnnotationSet, state: BPState, checked: FitContext) -> Step:
         from ...kernels.bp import worker_pass

@@ -1,0 +1,124 @@
+"""deepBP: exact on a tree (brute-force enumeration of every labelling and every draw), the aggregator bp's bits when
+the features are ignored, learning, the messages carried between epochs."""
+
+from __future__ import annotations
+
+import itertools
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from crowdagg.data.annotations import AnnotationSet  # noqa: E402
+from crowdagg.engine import LocalEngine  # noqa: E402
+from crowdagg.learning.methods.graph.deepbp import DeepBP, _Messages  # noqa: E402
+from crowdagg.learning.trainer import canonical  # noqa: E402
+from crowdagg.methods.base import FitContext  # noqa: E402
+from crowdagg.methods.registry import get_method  # noqa: E402
+from tests.learning.methods.graph.test_deepmf import crowd  # noqa: E402
+
+#: A tree: 7 tasks, 6 workers, 12 answers (13 nodes), connected, no cycle; worker 4 and 5 answer one task each.
+TREE = {0: (0, 1, 2), 1: (2, 3), 2: (3, 4, 5), 3: (1, 6), 4: (6,), 5: (0,)}
+
+
+def tree_crowd(k: int, seed: int) -> AnnotationSet:
+    rng = np.random.default_rng(seed)
+    task = np.array([t for w in TREE for t in TREE[w]])
+    worker = np.array([w for w in TREE for _ in TREE[w]])
+    order = np.lexsort((worker, task))
+    return AnnotationSet.from_codes(task[order], worker[order], rng.integers(0, k, task.size)[order], n_tasks=7,
+                                    n_workers=len(TREE), n_classes=k)
+
+
+def messages(data: AnnotationSet, **params) -> _Messages:
+    """deepBP's BP over ``data`` as an epoch runs it (its parameters checked by the declaration)."""
+    checked = DeepBP(**{"bp_tol": 1e-14, "bp_iters": 100, **params}).check_params()
+    ctx = SimpleNamespace(params=FitContext(checked, method="deepbp"), method="deepbp")
+    return _Messages(ctx, data, LocalEngine(data))  # type: ignore[arg-type]
+
+
+def enumerate_marginals(data: AnnotationSet, log_prior: np.ndarray, pts, drop: int | None = None) -> np.ndarray:
+    """Each task's marginal (n_tasks, K) of p(z) ∝ Π_i h_i(z_i) Π_u Σ_g w_ug Π_{j ∈ N_u} θ_ug[z_j, y_ju], by summing
+    over all K^n labellings and, per worker, all of its points (its own set, else the shared one); ``drop``: leave
+    that worker's factor out."""
+    k, n = data.n_classes, data.n_tasks
+    z = np.array(list(itertools.product(range(k), repeat=n)))  # (K^n, n)
+    log_p = log_prior[np.arange(n), z].sum(axis=1)
+    for u in range(data.n_workers):
+        if u == drop:
+            continue
+        own = pts.owner[u] if pts.owner is not None else -1
+        theta, logw = (pts.theta, pts.logw) if own < 0 else (pts.own_theta[own], pts.own_logw[own])
+        mine = np.flatnonzero(data.worker == u)
+        factor = np.zeros(z.shape[0])
+        for g in range(theta.shape[0]):
+            factor += np.exp(logw[g]) * np.prod(theta[g][z[:, data.task[mine]], data.label[mine]], axis=1)
+        log_p += np.log(factor)
+    p = np.exp(log_p - log_p.max())
+    out = np.stack([np.bincount(z[:, i], weights=p, minlength=k) for i in range(n)])
+    return out / out.sum(axis=1, keepdims=True)
+
+
+@pytest.mark.quick
+@pytest.mark.parametrize("k", [2, 3])
+@pytest.mark.parametrize("proposal", ["prior", "posterior"])
+def test_the_messages_are_exact_on_a_tree(k, proposal):
+    """On a tree BP's beliefs are the exact marginals of the mixture its points define, and each task→worker
+    message the marginal of the task with that worker's factor left out -- with the classifier as the task
+    factors, from the first run and from the last one's messages (the next epoch's)."""
+    data = tree_crowd(k, seed=k)
+    msgs = messages(data, samples=30, prior=(2.0, 1.0), proposal=proposal, seed=7)
+    rng = np.random.default_rng(k)
+    for log_prior in (np.log(rng.dirichlet(np.ones(k), data.n_tasks)), np.log(rng.dirichlet(np.ones(k) * 3, 7))):
+        belief = msgs.run(log_prior, 0)
+        pts = msgs.state.points
+        np.testing.assert_allclose(belief, enumerate_marginals(data, log_prior, pts), rtol=0, atol=1e-10)
+        for e, (t, w) in enumerate(zip(data.task, data.worker)):
+            want = enumerate_marginals(data, log_prior, pts, drop=int(w))[t]
+            np.testing.assert_allclose(msgs.state.tmsg[e], want, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_features_ignored_it_is_the_aggregator_bp(k):
+    """c = 1/K: the task factors are uniform, and the labels of deepBP (its BP over every answer, from uniform
+    messages, the prior draws) are the aggregator bp's with the same model to the bit.  Under the default
+    proposal=posterior they are not: deepBP draws a worker's own points again at the beliefs while they serve it
+    poorly, bp proposes once."""
+    data, x, _ = crowd(seed=k, n_tasks=150, k=k)
+    canon = canonical(data)
+    data, x = canon.data, x[canon.tasks]
+    fit = dict(samples=60, bp_iters=50, bp_tol=1e-3, prior=(2.0, 1.0), proposal="prior", seed=4)
+    result = DeepBP(clip=1.0 / k, epochs=3, model="linear", val_fraction=0.0, patience=0, device="cpu",
+                    **fit).fit(data, x)
+    bp = get_method("bp")(worker_model="confusion", samples=60, max_iter=50, tol=1e-3, prior=(2.0, 1.0),
+                          proposal="prior", start="uniform", seed=4).fit(data)
+    np.testing.assert_array_equal(result.posteriors, bp.posteriors)
+    np.testing.assert_array_equal(result.labels, bp.labels)
+
+
+def test_learns_a_separable_problem_past_the_answers():
+    data, x, truth = crowd(seed=5, n_tasks=400, separation=6.0)
+    result = DeepBP(model="linear", device="cpu", seed=0, samples=100).fit(data, x)
+    acc = (np.asarray(result.labels).astype(int) == truth).mean()
+    bp = get_method("bp")(worker_model="confusion", samples=100, seed=0).fit(data)
+    assert acc > 0.97
+    assert acc > (np.asarray(bp.labels).astype(int) == truth).mean() + 0.03
+    conf = result.worker_params["confusion"]
+    np.testing.assert_allclose(conf.sum(axis=2), 1.0, atol=1e-9)
+    assert np.diagonal(conf, axis1=1, axis2=2).mean() > 0.6  # workers better than chance (.55-.85 simulated)
+
+
+@pytest.mark.quick
+def test_the_messages_carry_over_and_the_draws_are_shared_with_the_kept_epoch():
+    import copy
+
+    data = tree_crowd(2, seed=1)
+    msgs = messages(data, samples=20, prior=(2.0, 1.0), proposal="prior", bp_tol=0.03)
+    msgs.run(np.zeros((7, 2)), 0)
+    state = msgs.state
+    assert copy.deepcopy({"bp": msgs})["bp"] is msgs  # a snapshot shares the fit's working memory
+    msgs.run(np.log(np.full((7, 2), 0.5)), 1)  # the same factors: the carried messages are the fixed point
+    assert msgs.state is state
+    assert msgs.optimizer.runs == 2 and msgs.optimizer.failed == 0

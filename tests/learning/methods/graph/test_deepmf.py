@@ -1,0 +1,163 @@
+"""deepMF: the clipping, the E- and M-step against a slow numpy reference, c = 1/K as the aggregator mf, learning."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from scipy.special import digamma  # noqa: E402
+
+from crowdagg.errors import UsageError  # noqa: E402
+from crowdagg.learning.methods.graph import deepmf as deepmf_module  # noqa: E402
+from crowdagg.learning.methods.graph.deepmf import DeepMF, clip  # noqa: E402
+from crowdagg.methods.registry import get_method, get_trainer  # noqa: E402
+from crowdagg.simulate import simulate  # noqa: E402
+from crowdagg.simulate.features import gaussian_features  # noqa: E402
+
+
+def crowd(seed: int = 3, n_tasks: int = 300, k: int = 3, per_task: int = 3, n_workers: int = 12,
+          separation: float = 4.0):
+    """A Dawid-Skene crowd (accuracies 0.55-0.85) with Gaussian features of the true classes."""
+    sim = simulate(n_tasks=n_tasks, n_workers=n_workers, n_classes=k, per_task=per_task, model="ds",
+                   skill=(0.55, 0.85), seed=seed)
+    data = sim.to_annotations()
+    tasks = np.array([int(t[1:]) for t in data.task_names])
+    x = gaussian_features(sim.truth, k, dim=8, separation=separation, seed=seed)
+    return data, x[tasks], sim.truth[tasks]
+
+
+def clip_reference(p: np.ndarray, c: float) -> np.ndarray:
+    """The paper's clipping, slowly: cap the classes above c, spread the excess evenly over the others, repeat."""
+    out = p.astype(np.float64).copy()
+    for row in out:
+        capped = np.zeros(row.size, dtype=bool)
+        while (row > c + 1e-15).any():
+            over = row > c
+            excess = (row[over] - c).sum()
+            row[over] = c
+            capped |= over
+            row[~capped] += excess / (~capped).sum()
+    return out
+
+
+@pytest.mark.quick
+@pytest.mark.parametrize("k, c", [(2, 0.9), (3, 0.6), (5, 0.3), (5, 0.9), (8, 0.2)])
+def test_clip_caps_at_c_and_spreads_the_mass_evenly(k, c):
+    rng = np.random.default_rng(k)
+    p = rng.dirichlet(np.full(k, 0.3), 200)
+    got = clip(torch.as_tensor(p), c).numpy()
+    np.testing.assert_allclose(got, clip_reference(p, c), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(got.sum(axis=1), 1.0, atol=1e-12)
+    assert got.max() <= c + 1e-12
+    kept = p.max(axis=1) <= c  # nothing above the cap: untouched
+    np.testing.assert_allclose(got[kept], p[kept], rtol=0, atol=1e-15)
+
+
+@pytest.mark.quick
+def test_clip_binary_is_the_papers_clamp_with_no_gradient_past_c():
+    logits = torch.tensor([[3.0, -1.0], [0.1, 0.0], [-4.0, 2.0]], dtype=torch.float64, requires_grad=True)
+    p = torch.softmax(logits, dim=1)
+    got = clip(p, 0.9)
+    np.testing.assert_allclose(got.detach().numpy(), p.clamp(0.1, 0.9).detach().numpy(), rtol=0, atol=1e-15)
+    (got[:, 0] * torch.tensor([1.0, 1.0, 1.0], dtype=torch.float64)).sum().backward()
+    grad = logits.grad.numpy()
+    assert np.abs(grad[[0, 2]]).max() < 1e-12  # rows 0 and 2 are past c: the clipped value does not move
+    assert np.abs(grad[1]).max() > 0.1
+
+
+@pytest.mark.quick
+def test_clip_off_at_one_and_uniform_at_one_over_k():
+    p = torch.tensor([[0.97, 0.02, 0.01], [0.2, 0.5, 0.3]], dtype=torch.float64)
+    assert clip(p, 1.0) is p and clip(p, 3.0) is p
+    np.testing.assert_array_equal(clip(p, 1 / 3).numpy(), np.full((2, 3), 1 / 3))
+
+
+@pytest.mark.quick
+def test_a_clip_below_one_over_k_is_refused():
+    data, x, _ = crowd(n_tasks=40)
+    with pytest.raises(UsageError, match="clip"):
+        DeepMF(clip=0.2, epochs=1, model="linear", device="cpu").fit(data, x)
+
+
+class _Recorder(DeepMF):
+    """deepMF keeping what each epoch's E-step read and wrote."""
+
+    name = "deepmf"
+    log: list = []
+
+    def _epoch_begin(self, ctx):
+        before = ctx.state["beta"].copy()
+        proba = ctx.proba().double().cpu().numpy()
+        super()._epoch_begin(ctx)
+        self.log.append((before, proba, ctx.state["targets"].double().cpu().numpy(), ctx.state["beta"].copy(),
+                         ctx.training_set()))
+
+
+def test_the_e_and_m_steps_equal_a_slow_numpy_reference():
+    data, x, _ = crowd(n_tasks=120)
+    _Recorder.log = []
+    _Recorder(model="linear", epochs=3, val_fraction=0.2, clip=0.7, prior=(3.0, 0.5), lr=0.05, device="cpu",
+              patience=0).fit(data, x)
+    assert len(_Recorder.log) == 3
+    alpha = np.full((3, 3), 0.5)
+    np.fill_diagonal(alpha, 3.0)
+    for before, proba, q, after, train in _Recorder.log:
+        f_hat = clip_reference(proba, 0.7)
+        e_log = digamma(before) - digamma(before.sum(axis=2, keepdims=True))  # [worker, true, observed]
+        log_q = np.log(f_hat)
+        for t, w, y in zip(train.task, train.worker, train.label):
+            log_q[t] += e_log[w, :, y]
+        want = np.exp(log_q - log_q.max(axis=1, keepdims=True))
+        want /= want.sum(axis=1, keepdims=True)
+        answered = np.bincount(train.task, minlength=train.n_tasks) > 0
+        want[~answered] = 0.0
+        np.testing.assert_allclose(q, want, rtol=0, atol=1e-6)  # (the targets are float32)
+        beta = np.broadcast_to(alpha, before.shape).copy()
+        for t, w, y in zip(train.task, train.worker, train.label):
+            beta[w, :, y] += want[t]
+        np.testing.assert_allclose(after, beta, rtol=1e-9, atol=1e-9)
+    first = _Recorder.log[0][0]
+    np.testing.assert_array_equal(first, np.broadcast_to(alpha, first.shape))  # β starts at α
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_features_ignored_it_is_the_aggregator_mf(k):
+    """c = 1/K: the prior is uniform whatever the network, and deepMF's sweeps are mf's with the class proportions
+    held uniform (mf learns them: a huge class_prior holds them).  The starts differ (deepMF: β = α; mf: the soft
+    vote), so the iterates differ, but both run to the same fixed point: the same labels, posteriors within 1e-4."""
+    data, x, _ = crowd(seed=k, n_tasks=200, k=k)
+    result = DeepMF(clip=1.0 / k, epochs=150, model="linear", val_fraction=0.0, patience=0, device="cpu",
+                    prior=(2.0, 1.0)).fit(data, x)
+    mf = get_method("mf")(prior=(2.0, 1.0), class_prior=1e9, max_iter=500, tol=1e-12).fit(data)
+    np.testing.assert_array_equal(result.labels, mf.labels)
+    np.testing.assert_allclose(result.posteriors, mf.posteriors, atol=1e-4)
+    np.testing.assert_allclose(result.worker_params["confusion"], mf.worker_params["confusion"], atol=1e-4)
+
+
+def test_learns_a_separable_problem_past_the_answers():
+    """Three answers a task from workers of accuracy .55-.85 and well-separated features: deepMF's labels beat
+    majority vote and mf, and its classifier predicts fresh points of the same classes."""
+    data, x, truth = crowd(seed=5, n_tasks=400, separation=6.0)
+    result = get_trainer("deepmf").load()(model="linear", device="cpu", seed=0).fit(data, x)
+    acc = (np.asarray(result.labels).astype(int) == truth).mean()
+    mv = get_method("mv")(seed=0).fit(data)
+    mf = get_method("mf")().fit(data)
+    assert acc > 0.97
+    assert acc > (np.asarray(mv.labels).astype(int) == truth).mean() + 0.05
+    assert acc > (np.asarray(mf.labels).astype(int) == truth).mean() + 0.03
+    rng = np.random.default_rng(9)
+    fresh_truth = rng.integers(0, 3, 300)
+    fresh = gaussian_features(fresh_truth, 3, dim=8, separation=6.0, seed=5)  # the same class means (seed)
+    model = result.model_params["model"]
+    assert (np.asarray(model.predict(fresh)).astype(int) == fresh_truth).mean() > 0.95
+
+
+def test_full_batch_and_the_same_bytes_from_the_same_seed():
+    data, x, _ = crowd(n_tasks=80)
+    fit = dict(model="linear", epochs=4, device="cpu", seed=3)
+    a = DeepMF(**fit).fit(data, x)
+    b = DeepMF(**fit).fit(data, x)
+    np.testing.assert_array_equal(a.posteriors, b.posteriors)
+    assert deepmf_module.DeepMF.batch_policy.full_batch
