@@ -16,25 +16,26 @@ The features are real: scikit-learn's bundled digits (1,797 8×8 images, 64 feat
 against odd (class 1).  Each task gets an image of its true class, drawn by the seed without replacement (891 even
 and 906 odd images: ~500 of each go to the tasks); the ~800 images left are the held-out test.  The paper's own
 images are Dogs-vs-Cats under a CNN.  Trained on the true labels of 1,000 of them, a logistic regression tells even
-from odd on the other 797 at ~.91 and a 128-unit mlp at ~.97 (scikit-learn, seeds 0-2): the features carry more than
-the answers (bp ~.75 from the answers alone; the MAP under the true accuracies ~.88) but are not perfect, and a
-trainer gains only where it weighs the two right.  Each row is run twice: with these features ("informative") and with the features replaced by Gaussian noise
-of the same shape ("noise": N(0, 1) float32, drawn by the seed), the case the clipping is for (paper Fig. 1: a
-classifier that learns nothing must not bend BP).
+from odd on the other 797 at ~.91 and a 128-unit mlp at ~.97 (scikit-learn, seeds 0-2): the features carry more
+than the answers (bp ~.75 from the answers alone; the MAP under the true accuracies ~.88) but are not perfect.
+Each row is run twice: with these features ("informative") and with the features replaced by Gaussian noise of the
+same shape ("noise": N(0, 1) float32, drawn by the seed), the case the clipping is for (paper Fig. 1: a classifier
+that learns nothing must not bend BP).
 
-Columns: ``deepbp``, ``deepmf`` (the paper's trainers), ``bp``, ``mf`` (the same inference from the answers only,
-the aggregators; ``bp`` with its default one-coin model -- the crowd's true model --, and
-``bp:worker_model=confusion`` with the Dirichlet-row confusions deepbp's Monte-Carlo messages integrate out, its exact
-answers-only counterpart; ``mf``'s default is deepmf's confusion model), ``raykar`` (EM with the classifier as the prior), ``ds-then-train`` and ``mv``: the accuracy of
-the labels each infers for the 1,000 training tasks (what ``crowdagg train`` writes), mean ± std over ``--seeds``
-(default 0-9: the crowd's draw, the images' and the noise's, and the trainer's seed); then the paired per-seed
-differences deepbp - deepmf and deepbp - bp (mean ± std, and on how many seeds deepbp is at least as accurate); the
-last column is the MAP under the true worker accuracies (the best the answers allow without features; no method
-sees them).  A second table: each trainer's classifier on the held-out digits (informative rows only: trained on
-noise, a classifier has nothing to say about digits).  Every method runs with its declared defaults (the worker
-prior Dir(2, 1) is the default of bp, mf, deepbp and deepmf: the model prior is the true one), but ``--epochs`` (the
-trainers') and ``--param NAME=VALUE`` (given, parsed as the CLI's ``-p`` parses it, to every method declaring NAME);
-truth is read only to score.  A method this checkout does not declare is left out with a note.
+Columns: ``deepbp``, ``deepmf`` (the paper's trainers); ``bp``, ``mf`` (the same inference from the answers only:
+``bp`` with its default one-coin model -- the crowd's true model --, ``bp:worker_model=confusion`` with the
+Dirichlet rows deepbp's Monte-Carlo messages integrate out, deepbp's exact answers-only counterpart; ``mf``'s
+default is deepmf's confusion model); ``raykar`` (EM with the classifier as the prior), ``ds-then-train`` and
+``mv``: the accuracy of the labels each infers for the 1,000 training tasks (what ``crowdagg train`` writes), mean
+± std over ``--seeds`` (default 0-9: the crowd's draw, the images' and the noise's, and the trainer's seed); then
+the paired per-seed differences deepbp - deepmf and deepbp - bp (mean ± std, and on how many seeds deepbp is at
+least as accurate); the last column is the MAP under the true worker accuracies (the best the answers allow
+without features; no method sees them).  A second table: each trainer's classifier on the held-out digits
+(informative rows only: trained on noise, a classifier has nothing to say about digits).  Every method runs with
+its declared defaults (Dir(2, 1) on each confusion row, or Beta(2, 1) on the one-coin accuracy, is the default
+prior of bp, mf, deepbp and deepmf: the true one), but ``--epochs`` (the trainers') and ``--param NAME=VALUE``
+(given, parsed as the CLI's ``-p`` parses it, to every method declaring NAME); truth is read only to score.  A
+method this checkout does not declare, or whose module does not load, is left out with a note.
 
 Below the tables, issue 31's acceptance, one verdict line each (:func:`verdicts` gives the rules): deepbp at least as
 accurate as deepmf on average, and losing less from 0 to the most spammers; deepbp above bp with informative
