@@ -340,7 +340,8 @@ def report(got: dict, methods: list[str], trainers: list[str], opts, seconds: fl
                          *(paired(difference(got, f, e, a, b)) for a, b in pairs), cell(values(r[ORACLE]))])
     print(table(head, rows))
     if trainers:
-        print(f"\nThe classifier on the {digits()[1].shape[0] - opts.tasks:,} held-out digits (informative features; mean ± std "
+        held = digits()[1].shape[0] - opts.tasks
+        print(f"\nThe classifier on the {held:,} held-out digits (informative features; mean ± std "
               f"over {n} seeds)\n")
         print(table(["spammers", *trainers],
                     [[str(e), *(cell(values(got["informative"][e][m], "test")) for m in trainers)]

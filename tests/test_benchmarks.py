@@ -375,7 +375,8 @@ def test_deepbp_cases_benchmark_quick_prints_the_table_and_the_verdicts(tmp_path
         assert res["informative"][e]["bp"][0]["labels"] >= res["informative"][e]["mv"][0]["labels"] - 0.05
     # a column's own parameters reach its method: with two spammers bp's confusion model is not its one-coin
     # default (.605 against .660)
-    assert res["informative"]["2"]["bp:worker_model=confusion"][0]["labels"] != res["informative"]["2"]["bp"][0]["labels"]
+    two = res["informative"]["2"]
+    assert two["bp:worker_model=confusion"][0]["labels"] != two["bp"][0]["labels"]
 
 
 def _deepbp_cases_file(path: Path, acc: dict) -> Path:
