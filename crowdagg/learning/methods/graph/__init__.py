@@ -2,8 +2,9 @@
 
 deepMF and deepBP (Kim, Cho, Kim & Ok, AISTATS 2022): variational inference over the true labels on the
 worker--task graph -- mean field (:mod:`.deepmf`) or belief propagation (:mod:`.deepbp`) -- alternated with
-classifier updates on the inferred marginals, the workers' confusions (one-coin under a Beta prior, the paper's
-eq. 3, or Dirichlet rows, its code's) integrated out (BP) or given posteriors (MF).  Declarations only (standard library).
+classifier updates on the inferred marginals, the workers' confusions (one-coin under a Beta prior, the
+paper's eq. 3, or Dirichlet rows, its code's) integrated out (BP) or given posteriors (MF).
+Declarations only (standard library).
 """
 
 from dataclasses import replace
@@ -34,8 +35,9 @@ _SHARED = (
 
 _MODEL = ("z_i ~ Cat(Clip(f_φ(x_i), c)); worker u's confusion θ_u one-coin (θ_u[k, k] = p_u ~ Beta(A, B), "
           "(1 - p_u)/(K - 1) off the diagonal: the paper's eq. 3) or with rows θ_u[k, :] ~ Dir(α_k) (A on the "
-          "diagonal, B off it: worker_model=confusion), answers y_iu ~ Cat(θ_u[z_i, :]). Each epoch (full batch, as the paper): f̂ = Clip(f_φ(x), c), q = the "
-          "inferred marginals of z given f̂ as each task's prior and the answers, then φ trained on KL(q ‖ f̂) (the "
+          "diagonal, B off it: worker_model=confusion), answers y_iu ~ Cat(θ_u[z_i, :]). Each epoch (full "
+          "batch, as the paper): f̂ = Clip(f_φ(x), c), q = the inferred marginals of z given f̂ as each task's "
+          "prior and the answers, then φ trained on KL(q ‖ f̂) (the "
           "loss on the clipped f̂: a prediction beyond c gets no gradient). ")
 
 DECLARATIONS = (

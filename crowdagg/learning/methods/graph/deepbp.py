@@ -28,7 +28,8 @@ messages (the paper's start each iteration): measured on labelme, 40 epochs, 1.7
 against 3.2 from uniform, the same labels (.853, .854).  On a tree the fixed point does not depend on where the
 messages start.
 
-**The draws** (``worker_model=confusion``; ``proposal``, ALGORITHMS.md §6.5): the paper's draws from the prior alone fail for a worker with
+**The draws** (``worker_model=confusion``; ``proposal``, ALGORITHMS.md §6.5): the paper's draws from the prior
+alone fail for a worker with
 many answers -- the product of its answers' factors picks the one draw nearest its posterior, and with K² - K
 free entries a few hundred draws leave none near (on labelme, K = 8, workers holding 82% of the answers rest on
 fewer than two effective draws).  ``proposal=posterior`` (the default, as bp's) gives each such worker

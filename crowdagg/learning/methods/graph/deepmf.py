@@ -62,7 +62,8 @@ paper's code's ``clamp(f, 1 - c, c)``.  ``c`` below 1/K is refused (no distribut
   ``f̂`` and ``β``.
 
 Shapes: ``f̂``, ``q`` (n_tasks, K); one-coin ``ab`` (n_workers, 2) the Beta posteriors, confusion ``β``
-(n_workers, K, K) ``[worker, true, observed]`` (in ``ctx.state``, snapshotted with the kept epoch).  Cost per epoch: the network on every task plus O(answers × K + workers ×
+(n_workers, K, K) ``[worker, true, observed]`` (in ``ctx.state``, snapshotted with the kept epoch).  Cost per
+epoch: the network on every task plus O(answers × K + workers ×
 K²).  Failure modes (paper §4.1): mean field is over-confident, and a wrong prior or an extreme spammer can
 send it to a poor fixed point (reading a spammer as an adversary); deepBP (:mod:`.deepbp`) integrates the
 confusions out instead.
