@@ -332,3 +332,97 @@ def test_workers_benchmark_false_flags_and_extreme_spammers(tmp_path, datasets_d
         assert r["false_share"] <= 0.10 and r["extreme_flagged"] == r["extreme"] > 0
         assert r["flagged"] == r["by_covariance"] + r["by_chance"] + r["by_both"]
     assert sorted(rte["extreme_answers"]) == [540, 700, 760, 800] and sorted(temp["extreme_answers"]) == [442, 452, 462]
+
+
+def test_deepbp_cases_benchmark_quick_prints_the_table_and_the_verdicts(tmp_path):
+    """deepBP's §4 scenarios on digits: one row per (spammers, features), the answers-only aggregators fitted once
+    for both feature rows, the crowds nested (the spammers added to the same honest answers), a verdict line per
+    acceptance item ("not checked" where deepbp / deepmf are not in this checkout)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("sklearn")
+    from crowdagg.methods.registry import TRAINERS
+
+    out = tmp_path / "deepbp.json"
+    proc = _run_script("bench_deepbp_cases.py", "--quick", "--spammers", "0", "2", "--json", str(out),
+                       datasets_dir=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(out.read_text())
+    methods = got["methods"]
+    assert {"bp", "mf", "mv", "raykar"} <= set(methods)
+    head = "| spammers | features | " + " | ".join(methods)
+    assert head in proc.stdout
+    assert "| spammers | " + " | ".join(m for m in methods if m in TRAINERS) + " |" in proc.stdout  # held-out table
+    for line in ("deepbp at least as accurate as deepmf on average", "deepbp loses less than deepmf",
+                 "deepbp above bp with informative features", "deepbp within 1 point of bp with noise features"):
+        (verdict,) = [v for v in proc.stdout.splitlines() if line in v]
+        ran = all(m in methods for m in (("deepbp", "deepmf") if "deepmf" in line else ("deepbp", "bp")))
+        assert verdict.startswith(("- met: ", "- NOT met: ") if ran else "- not checked ("), verdict
+    res = got["results"]
+    assert set(res) == {"informative", "noise"} and set(res["noise"]) == {"0", "2"}
+    oracle = {e: res["informative"][e]["MAP, true accuracies"][0] for e in ("0", "2")}
+    # 200 tasks, 3 answers each; two spammers answer all 200 more each
+    assert (oracle["0"]["answers"], oracle["2"]["answers"]) == (600, 1000)
+    # nested: the honest answers are the same, and the spammers' (accuracy 1/2) move no MAP label
+    assert oracle["0"]["labels"] == oracle["2"]["labels"] > 0.7
+    for e in ("0", "2"):
+        for m in methods:
+            (a,), (b,) = res["informative"][e][m], res["noise"][e][m]
+            assert 0 < a["labels"] <= 1 and 0 < b["labels"] <= 1
+            if m in TRAINERS:
+                assert 0 <= a["test"] <= 1 and b["test"] is None  # no digits to score a noise-trained classifier
+            else:
+                assert a == b and a["test"] is None  # answers only: one fit for both rows
+        assert res["informative"][e]["bp"][0]["labels"] >= res["informative"][e]["mv"][0]["labels"] - 0.05
+    # a column's own parameters reach its method: with two spammers bp's confusion model is not its one-coin
+    # default (.605 against .660)
+    two = res["informative"]["2"]
+    assert two["bp:worker_model=confusion"][0]["labels"] != two["bp"][0]["labels"]
+
+
+def _deepbp_cases_file(path: Path, acc: dict) -> Path:
+    """A ``bench_deepbp_cases.py --json`` file of the accuracies ``acc[(features, spammers, method)]`` (per seed)."""
+    methods = sorted({m for _, _, m in acc})
+    seeds = len(next(iter(acc.values())))
+    fits = {f: {str(e): {m: [{"labels": a, "test": None, "seconds": 0.0} for a in acc[(f, e, m)]] for m in methods}
+                for e in (0, 3)} for f in ("informative", "noise")}
+    for f in fits:
+        for e in fits[f]:
+            fits[f][e]["MAP, true accuracies"] = [{"labels": 0.88, "test": None, "seconds": 0.0}] * seeds
+    options = {"seeds": list(range(seeds)), "spammers": [0, 3], "tasks": 1000, "epochs": None, "param": {},
+               "threads": 1}
+    path.write_text(json.dumps({"options": options, "methods": methods, "trainers": ["deepbp", "deepmf"],
+                                "seconds": 1.0, "results": fits}))
+    return path
+
+
+@pytest.mark.quick  # no fit: the verdicts of a written file
+def test_deepbp_cases_verdicts_read_ties_as_ties_and_name_the_failures(tmp_path):
+    """The four verdicts' rules on a crafted file: a row where deepbp trails deepmf within 2 standard errors is a
+    tie (both follow the classifier), one beyond them fails; "loses less" needs a measurable gain somewhere and no
+    measurable loss; deepbp against bp reads the means (above 0; within 1 point)."""
+    tie = [-0.002, 0.001, -0.001]  # mean -0.0007, standard error 0.0009
+    acc = {}
+    for e, spam_mf in ((0, 0.0), (3, 0.04)):
+        acc[("informative", e, "deepmf")] = [0.95, 0.94, 0.95]
+        acc[("informative", e, "deepbp")] = [a + t for a, t in zip(acc[("informative", e, "deepmf")], tie)]
+        acc[("informative", e, "bp")] = [0.75, 0.74, 0.76]
+        acc[("noise", e, "bp")] = [0.75, 0.74, 0.76]
+        acc[("noise", e, "deepbp")] = [0.745, 0.735, 0.755]  # 0.5 point below bp
+        acc[("noise", e, "deepmf")] = [0.74 - spam_mf, 0.73 - spam_mf, 0.75 - spam_mf]
+    proc = _run_script("bench_deepbp_cases.py", "--from-json", str(_deepbp_cases_file(tmp_path / "a.json", acc)),
+                       datasets_dir=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = [v for v in proc.stdout.splitlines() if v.startswith("- ")]
+    assert [v.split(":")[0] for v in lines] == ["- met"] * 4, lines
+    assert "rows below 0: informative/0 -0.001 ± 0.001, informative/3 -0.001 ± 0.001" in lines[0]
+    assert "noise: deepbp +0.000, deepmf +0.040" in lines[1]
+    assert "deepbp − bp by spammers 0: -0.005 ± 0.000, 3: -0.005 ± 0.000" in lines[3]
+    # deepbp far below deepmf on one row, losing as much as deepmf does, 2 points below bp on noise features
+    acc[("informative", 3, "deepbp")] = [0.90, 0.89, 0.91]
+    acc[("noise", 3, "deepbp")] = [a - 0.04 for a in acc[("noise", 0, "deepbp")]]
+    acc[("noise", 0, "deepbp")] = [a - 0.015 for a in acc[("noise", 0, "deepbp")]]
+    proc = _run_script("bench_deepbp_cases.py", "--from-json", str(_deepbp_cases_file(tmp_path / "b.json", acc)),
+                       datasets_dir=tmp_path)
+    lines = [v for v in proc.stdout.splitlines() if v.startswith("- ")]
+    assert [v.split(":")[0] for v in lines] == ["- NOT met", "- NOT met", "- met", "- NOT met"], lines
+    assert "beyond 2 standard errors: informative/3" in lines[0]

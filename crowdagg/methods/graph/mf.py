@@ -94,6 +94,27 @@ __all__ = ["MeanField", "MFState"]
 CONFUSION, ONE_COIN = "confusion", "one-coin"
 
 
+def one_coin_posterior(prior: np.ndarray, counts_ot: np.ndarray) -> np.ndarray:
+    """The Beta posteriors (n_workers, 2) ``(a_u, b_u)`` of one-coin workers' accuracies: ``prior`` (a, b) plus
+    each worker's expected right and wrong answers, read from its expected counts ``counts_ot`` (n_workers, K,
+    K) ``[worker, observed, true]`` (right: the trace)."""
+    correct = np.trace(counts_ot, axis1=1, axis2=2)
+    answers = counts_ot.sum(axis=(1, 2))
+    return np.stack([prior[0] + correct, prior[1] + (answers - correct)], axis=1)
+
+
+def one_coin_log_table(ab: np.ndarray, k: int) -> np.ndarray:
+    r"""E[log θ] ``[worker, observed, true]`` (n_workers, K, K) of one-coin workers whose accuracy p_u ~
+    Beta(``ab[u]``): :math:`\psi(a_u) - \psi(a_u + b_u)` on the diagonal, :math:`\psi(b_u) - \psi(a_u +
+    b_u) - \log(K - 1)` off it (symmetric: it reads the same in either layout)."""
+    e = expected_log(ab, axis=1)  # (W, 2): E log p, E log(1 - p)
+    off = e[:, 1] - (math.log(k - 1) if k > 1 else 0.0)
+    log_conf = np.repeat(off[:, None, None], k, axis=1).repeat(k, axis=2)
+    idx = np.arange(k)
+    log_conf[:, idx, idx] = e[:, :1]
+    return log_conf
+
+
 class MFState:
     """One mean-field run: its engine, the Dirichlet parameters, the statistics of the last E-step, the ELBO.
 
@@ -127,9 +148,7 @@ class MFState:
         """The Dirichlet parameters from the last E-step's expected counts (q(θ), q(π) at their optimum)."""
         counts_ot, tot = self._stats
         if self.model == ONE_COIN:
-            correct = np.trace(counts_ot, axis1=1, axis2=2)
-            answers = counts_ot.sum(axis=(1, 2))
-            self.ab = np.stack([self.alpha[0] + correct, self.alpha[1] + (answers - correct)], axis=1)
+            self.ab = one_coin_posterior(self.alpha, counts_ot)
         else:
             self.beta_ot = self.alpha[None] + counts_ot
         self.gamma = self.gamma0 + tot
@@ -139,11 +158,7 @@ class MFState:
         k = self.k
         log_prior = expected_log(self.gamma)
         if self.model == ONE_COIN:
-            e = expected_log(self.ab, axis=1)  # (W, 2): E log p, E log(1 - p)
-            off = e[:, 1] - (math.log(k - 1) if k > 1 else 0.0)
-            log_conf = np.repeat(off[:, None, None], k, axis=1).repeat(k, axis=2)
-            idx = np.arange(k)
-            log_conf[:, idx, idx] = e[:, :1]
+            log_conf = one_coin_log_table(self.ab, k)
         else:
             log_conf = expected_log(self.beta_ot, axis=1)  # each true class's column, a Dirichlet over observed
         return log_prior, log_conf

@@ -10,10 +10,14 @@ answers.  **One epoch** (full batch, as the paper):
 1. ``f̂ = Clip(f_φ(x), c)`` on every task (eval mode, as deepMF);
 2. ``q = BP(f̂, y, α)``: the aggregator's BP (:class:`crowdagg.methods.graph.bp.BeliefPropagation`, its
    driver's start, sweeps and stop rule, on :mod:`crowdagg.kernels.bp`) with ``log f̂`` as the task factors
-   (``BPState.log_prior``, :class:`~crowdagg.kernels.bp.TaskPass`) and its confusion model: worker→task
-   messages :math:`m_{u\to i}(z) \propto \frac1S \sum_s \theta_s[z, y_{iu}] \prod_{j \in N_u \setminus i}
-   \langle \theta_s[:, y_{ju}], m_{j\to u} \rangle` over ``samples`` draws :math:`\theta_s` of the prior
-   (:func:`~crowdagg.kernels.bp.sample_points`, shared by all workers, drawn once per fit from ``seed``);
+   (``BPState.log_prior``, :class:`~crowdagg.kernels.bp.TaskPass`): worker→task messages
+   :math:`m_{u\to i}(z) \propto \sum_g w_g \theta_g[z, y_{iu}] \prod_{j \in N_u \setminus i} \langle
+   \theta_g[:, y_{ju}], m_{j\to u} \rangle` over points :math:`\theta_g` of the worker prior --
+   ``worker_model=one-coin`` (the default, the paper's eq. 3): the accuracy's Beta(A, B) on a grid of ``grid``
+   cells, each weighted by its prior mass (:func:`~crowdagg.kernels.bp.grid_points`: exact up to the
+   quadrature, "exact where the prior allows"); ``worker_model=confusion`` (the paper's code, §6.5): ``samples``
+   draws of Dirichlet rows, the Monte-Carlo messages (:func:`~crowdagg.kernels.bp.sample_points`, shared by
+   all workers, drawn once per fit from ``seed``);
    sweeps until no message moves more than ``bp_tol`` (0.03) or ``bp_iters`` (100) sweeps -- a run that
    stops short is said once at the end of the fit;
 3. the classifier, one Adam step on :math:`\mathrm{KL}(q \| \hat f)` (the loss on the clipped ``f̂``).
@@ -24,7 +28,8 @@ messages (the paper's start each iteration): measured on labelme, 40 epochs, 1.7
 against 3.2 from uniform, the same labels (.853, .854).  On a tree the fixed point does not depend on where the
 messages start.
 
-**The draws** (``proposal``, ALGORITHMS.md §6.5): the paper's draws from the prior alone fail for a worker with
+**The draws** (``worker_model=confusion``; ``proposal``, ALGORITHMS.md §6.5): the paper's draws from the prior
+alone fail for a worker with
 many answers -- the product of its answers' factors picks the one draw nearest its posterior, and with K² - K
 free entries a few hundred draws leave none near (on labelme, K = 8, workers holding 82% of the answers rest on
 fewer than two effective draws).  ``proposal=posterior`` (the default, as bp's) gives each such worker
@@ -85,8 +90,9 @@ class _Messages:
     def __init__(self, ctx: TrainContext, data: AnnotationSet, engine: Any) -> None:
         p = ctx.params
         self.data = data
-        self.bp = BeliefPropagation(seed=p["seed"], worker_model="confusion", prior=p["prior"], samples=p["samples"],
-                                    max_iter=p["bp_iters"], tol=p["bp_tol"], proposal=p["proposal"], start="uniform")
+        self.bp = BeliefPropagation(seed=p["seed"], worker_model=p["worker_model"], prior=p["prior"], grid=p["grid"],
+                                    samples=p["samples"], max_iter=p["bp_iters"], tol=p["bp_tol"],
+                                    proposal=p["proposal"], start="uniform")
         self.checked = FitContext(self.bp.check_params(), engine=engine, max_memory=p.max_memory, method=ctx.method)
         self.state: BPState | None = None
         #: Each worker's posterior mean confusion (n_workers, K, K) and effective number of draws (n_workers,) at
@@ -171,7 +177,8 @@ class DeepBP(DeepMF):
 
     def _memory(self, data: AnnotationSet, x: np.ndarray, checked: dict[str, Any], network: Any) -> tuple[float, str]:
         need, what = super()._memory(data, x, checked, network)
-        bp = BeliefPropagation(worker_model="confusion", samples=checked["samples"], prior=checked["prior"])
+        bp = BeliefPropagation(worker_model=checked["worker_model"], grid=checked["grid"], samples=checked["samples"],
+                               prior=checked["prior"])
         extra, _ = bp.memory_needed(data)
         return need + 2 * extra, f"{what}, BP's messages and draws (twice: the epochs' and the labels')"
 
@@ -182,7 +189,8 @@ class DeepBP(DeepMF):
             messages = _Messages(ctx, data, engine)
             q = messages.run(log_prior, ctx.epoch)
             assert messages.spread is not None
-            _check_samples(data, messages.spread, ctx.params["samples"], ctx.params["proposal"])
+            if ctx.params["worker_model"] == "confusion":  # the grid's quadrature needs no such check
+                _check_samples(data, messages.spread, ctx.params["samples"], ctx.params["proposal"])
             return q
         if "bp" not in ctx.state:
             ctx.state["bp"] = _Messages(ctx, data, engine)

@@ -34,7 +34,7 @@ def tree_crowd(k: int, seed: int) -> AnnotationSet:
 
 def messages(data: AnnotationSet, **params) -> _Messages:
     """deepBP's BP over ``data`` as an epoch runs it (its parameters checked by the declaration)."""
-    checked = DeepBP(**{"bp_tol": 1e-14, "bp_iters": 100, **params}).check_params()
+    checked = DeepBP(**{"bp_tol": 1e-14, "bp_iters": 100, "worker_model": "confusion", **params}).check_params()
     ctx = SimpleNamespace(params=FitContext(checked, method="deepbp"), method="deepbp")
     return _Messages(ctx, data, LocalEngine(data))  # type: ignore[arg-type]
 
@@ -62,13 +62,14 @@ def enumerate_marginals(data: AnnotationSet, log_prior: np.ndarray, pts, drop: i
 
 
 @pytest.mark.quick
+@pytest.mark.parametrize("model", ["confusion", "one-coin"])
 @pytest.mark.parametrize("k", [2, 3])
-def test_the_messages_are_exact_on_a_tree(k):
+def test_the_messages_are_exact_on_a_tree(k, model):
     """On a tree BP's beliefs are the exact marginals of the mixture its points define, and each task→worker
     message the marginal of the task with that worker's factor left out -- with the classifier as the task
     factors, from the first run and from the last one's messages (the next epoch's)."""
     data = tree_crowd(k, seed=k)
-    msgs = messages(data, samples=30, prior=(2.0, 1.0), proposal="prior", seed=7)
+    msgs = messages(data, samples=30, prior=(2.0, 1.0), proposal="prior", seed=7, worker_model=model, grid=12)
     rng = np.random.default_rng(k)
     for log_prior in (np.log(rng.dirichlet(np.ones(k), data.n_tasks)), np.log(rng.dirichlet(np.ones(k) * 3, 7))):
         belief = msgs.run(log_prior, 0)
@@ -108,7 +109,8 @@ def test_features_ignored_it_is_the_aggregator_bp(k):
     data, x, _ = crowd(seed=k, n_tasks=150, k=k)
     canon = canonical(data)
     data, x = canon.data, x[canon.tasks]
-    fit = dict(samples=60, bp_iters=50, bp_tol=1e-3, prior=(2.0, 1.0), proposal="prior", seed=4)
+    fit = dict(samples=60, bp_iters=50, bp_tol=1e-3, prior=(2.0, 1.0), proposal="prior", seed=4,
+               worker_model="confusion")
     result = DeepBP(clip=1.0 / k, epochs=3, model="linear", val_fraction=0.0, patience=0, device="cpu",
                     **fit).fit(data, x)
     bp = get_method("bp")(worker_model="confusion", samples=60, max_iter=50, tol=1e-3, prior=(2.0, 1.0),
@@ -119,7 +121,8 @@ def test_features_ignored_it_is_the_aggregator_bp(k):
 
 def test_learns_a_separable_problem_past_the_answers():
     data, x, truth = crowd(seed=5, n_tasks=400, separation=6.0)
-    result = DeepBP(model="linear", device="cpu", seed=0, samples=100).fit(data, x)
+    # a Dawid-Skene crowd: the worker model it was drawn from (one-coin, the default, .958)
+    result = DeepBP(model="linear", device="cpu", seed=0, samples=100, worker_model="confusion").fit(data, x)
     acc = (np.asarray(result.labels).astype(int) == truth).mean()
     bp = get_method("bp")(worker_model="confusion", samples=100, seed=0).fit(data)
     assert acc > 0.97
@@ -141,3 +144,17 @@ def test_the_messages_carry_over_and_the_draws_are_shared_with_the_kept_epoch():
     msgs.run(np.log(np.full((7, 2), 0.5)), 1)  # the same factors: the carried messages are the fixed point
     assert msgs.state is state
     assert msgs.optimizer.runs == 2 and msgs.optimizer.failed == 0
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_features_ignored_one_coin_is_the_aggregator_bp(k):
+    """The paper's one-coin prior (the default): with c = 1/K deepBP's labels and posteriors are the aggregator
+    bp's (its default one-coin grid) to the bit."""
+    data, x, _ = crowd(seed=k, n_tasks=150, k=k)
+    canon = canonical(data)
+    data, x = canon.data, x[canon.tasks]
+    result = DeepBP(clip=1.0 / k, epochs=3, model="linear", val_fraction=0.0, patience=0, device="cpu",
+                    bp_iters=50, bp_tol=1e-3, seed=4).fit(data, x)
+    bp = get_method("bp")(max_iter=50, tol=1e-3, start="uniform", seed=4).fit(data)
+    np.testing.assert_array_equal(result.posteriors, bp.posteriors)
+    np.testing.assert_array_equal(result.labels, bp.labels)

@@ -99,7 +99,7 @@ def test_the_e_and_m_steps_equal_a_slow_numpy_reference():
     data, x, _ = crowd(n_tasks=120)
     _Recorder.log = []
     _Recorder(model="linear", epochs=3, val_fraction=0.2, clip=0.7, prior=(3.0, 0.5), lr=0.05, device="cpu",
-              patience=0).fit(data, x)
+              patience=0, worker_model="confusion").fit(data, x)
     assert len(_Recorder.log) == 3
     alpha = np.full((3, 3), 0.5)
     np.fill_diagonal(alpha, 3.0)
@@ -123,14 +123,17 @@ def test_the_e_and_m_steps_equal_a_slow_numpy_reference():
 
 
 @pytest.mark.parametrize("k", [2, 3])
-def test_features_ignored_it_is_the_aggregator_mf(k):
+@pytest.mark.parametrize("model", ["one-coin", "confusion"])
+def test_features_ignored_it_is_the_aggregator_mf(k, model):
     """c = 1/K: the prior is uniform whatever the network, and deepMF's sweeps are mf's with the class proportions
-    held uniform (mf learns them: a huge class_prior holds them).  The starts differ (deepMF: β = α; mf: the soft
-    vote), so the iterates differ, but both run to the same fixed point: the same labels, posteriors within 1e-4."""
+    held uniform (mf learns them: a huge class_prior holds them), with either worker model.  The starts differ
+    (deepMF: the prior; mf: the soft vote), so the iterates differ, but both run to the same fixed point: the
+    same labels, posteriors within 1e-4."""
     data, x, _ = crowd(seed=k, n_tasks=200, k=k)
     result = DeepMF(clip=1.0 / k, epochs=150, model="linear", val_fraction=0.0, patience=0, device="cpu",
-                    prior=(2.0, 1.0)).fit(data, x)
-    mf = get_method("mf")(prior=(2.0, 1.0), class_prior=1e9, max_iter=500, tol=1e-12).fit(data)
+                    prior=(2.0, 1.0), worker_model=model).fit(data, x)
+    mf = get_method("mf")(prior=(2.0, 1.0), class_prior=1e9, max_iter=500, tol=1e-12,
+                          worker_model=model).fit(data)
     np.testing.assert_array_equal(result.labels, mf.labels)
     np.testing.assert_allclose(result.posteriors, mf.posteriors, atol=1e-4)
     np.testing.assert_allclose(result.worker_params["confusion"], mf.worker_params["confusion"], atol=1e-4)
@@ -140,7 +143,8 @@ def test_learns_a_separable_problem_past_the_answers():
     """Three answers a task from workers of accuracy .55-.85 and well-separated features: deepMF's labels beat
     majority vote and mf, and its classifier predicts fresh points of the same classes."""
     data, x, truth = crowd(seed=5, n_tasks=400, separation=6.0)
-    result = get_trainer("deepmf").load()(model="linear", device="cpu", seed=0).fit(data, x)
+    # a Dawid-Skene crowd: the worker model it was drawn from (one-coin, the default, .960)
+    result = get_trainer("deepmf").load()(model="linear", device="cpu", seed=0, worker_model="confusion").fit(data, x)
     acc = (np.asarray(result.labels).astype(int) == truth).mean()
     mv = get_method("mv")(seed=0).fit(data)
     mf = get_method("mf")().fit(data)
@@ -161,3 +165,44 @@ def test_full_batch_and_the_same_bytes_from_the_same_seed():
     b = DeepMF(**fit).fit(data, x)
     np.testing.assert_array_equal(a.posteriors, b.posteriors)
     assert deepmf_module.DeepMF.batch_policy.full_batch
+
+
+class _OneCoinRecorder(DeepMF):
+    """deepMF (one-coin) keeping what each epoch's E-step read and wrote."""
+
+    name = "deepmf"
+    log: list = []
+
+    def _epoch_begin(self, ctx):
+        before = ctx.state["ab"].copy()
+        proba = ctx.proba().double().cpu().numpy()
+        super()._epoch_begin(ctx)
+        self.log.append((before, proba, ctx.state["targets"].double().cpu().numpy(), ctx.state["ab"].copy(),
+                         ctx.training_set()))
+
+
+def test_one_coin_e_and_m_steps_equal_a_slow_numpy_reference():
+    """The paper's eq. 3 (the default): E[log θ[k, y]] = ψ(a) - ψ(a + b) when y = k, ψ(b) - ψ(a + b) - log(K - 1)
+    else; a_u = A + Σ q_i(y_iu), b_u = B + Σ (1 - q_i(y_iu)) over worker u's training answers."""
+    data, x, _ = crowd(n_tasks=120)
+    _OneCoinRecorder.log = []
+    _OneCoinRecorder(model="linear", epochs=3, val_fraction=0.2, clip=0.7, prior=(3.0, 0.5), lr=0.05,
+                     device="cpu", patience=0).fit(data, x)
+    assert len(_OneCoinRecorder.log) == 3
+    for before, proba, q, after, train in _OneCoinRecorder.log:
+        f_hat = clip_reference(proba, 0.7)
+        right = digamma(before[:, 0]) - digamma(before.sum(axis=1))
+        wrong = digamma(before[:, 1]) - digamma(before.sum(axis=1)) - np.log(2.0)
+        log_q = np.log(f_hat)
+        for t, w, y in zip(train.task, train.worker, train.label):
+            log_q[t] += np.where(np.arange(3) == y, right[w], wrong[w])
+        want = np.exp(log_q - log_q.max(axis=1, keepdims=True))
+        want /= want.sum(axis=1, keepdims=True)
+        answered = np.bincount(train.task, minlength=train.n_tasks) > 0
+        want[~answered] = 0.0
+        np.testing.assert_allclose(q, want, rtol=0, atol=1e-6)  # (the targets are float32)
+        ab = np.tile([3.0, 0.5], (before.shape[0], 1))
+        for t, w, y in zip(train.task, train.worker, train.label):
+            ab[w] += [want[t, y], 1.0 - want[t, y]]
+        np.testing.assert_allclose(after, ab, rtol=1e-9, atol=1e-9)
+    np.testing.assert_array_equal(_OneCoinRecorder.log[0][0], np.tile([3.0, 0.5], (data.n_workers, 1)))
