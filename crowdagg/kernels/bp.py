@@ -297,6 +297,16 @@ def proposal_points(shared: Points, alpha: float, beta: float, counts: np.ndarra
     :data:`THETA_FLOOR` and the rows renormalised (as
     :func:`sample_points`), the densities read at the floored draws.
     """
+    owner = np.ascontiguousarray(owner, dtype=np.int64)
+    theta, logw = proposal_draws(shared, alpha, beta, counts, owner, seed)
+    return Points(shared.theta, shared.logw, theta, logw, owner)
+
+
+def proposal_draws(shared: Points, alpha: float, beta: float, counts: np.ndarray, owner: np.ndarray,
+                   seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The own draws of :func:`proposal_points` without the points built around them: ``theta`` (P, G, K, K)
+    and ``logw`` (P, G) of each set ``owner[u] >= 0`` (worker u's from the seed ``(seed, u)``), for a caller
+    that puts them into a set of points it already holds (deepBP drawing a few workers again)."""
     _check_prior(alpha, beta, shared.n_classes, shared.n_points, "samples")
     k, g = shared.n_classes, shared.n_points
     owner = np.ascontiguousarray(owner, dtype=np.int64)
@@ -318,7 +328,7 @@ def proposal_points(shared: Points, alpha: float, beta: float, counts: np.ndarra
         th /= th.sum(axis=2, keepdims=True)
         theta[p] = th
         logw[p] = _log_dirichlet_rows(th, prior) - _log_dirichlet_rows(th, conc)
-    return Points(shared.theta, shared.logw, theta, logw, owner)
+    return theta, logw
 
 
 # ----------------------------------------------------------------------------- compiled kernels
@@ -1189,5 +1199,5 @@ def worker_posteriors(engine: Any, p: WorkerPass) -> tuple[np.ndarray, np.ndarra
 
 __all__ = [
     "Points", "Spans", "TaskPass", "WorkerPass", "combine_partials", "grid_points", "means_block", "partial_block",
-    "proposal_points", "sample_points", "spans", "task_block", "task_pass", "worker_block", "worker_means", "worker_pass", "worker_posteriors",
+    "proposal_draws", "proposal_points", "sample_points", "spans", "task_block", "task_pass", "worker_block", "worker_means", "worker_pass", "worker_posteriors",
 ]

@@ -27,6 +27,11 @@ _SHARED = (
           1e-6, 10.0, "c"),
 )
 
+#: deepBP's prior when none is given: the paper's, carried to K classes by its mean accuracy (:mod:`.deepbp`).
+_PRIOR_K = ("the Dirichlet prior of each row of a worker's confusion: A on the diagonal, B off it (-p prior=A,B); "
+            "default 2(K-1), 1: the prior mean accuracy 2/3 of the paper's 2, 1 for two classes (which it is there), "
+            "where 2, 1 would say 2/(K+1) and lets a class be emptied into its neighbour")
+
 _MODEL = ("z_i ~ Cat(Clip(f_φ(x_i), c)); worker u's confusion rows θ_u[k, :] ~ Dir(α_k) (A on the diagonal, B off "
           "it), answers y_iu ~ Cat(θ_u[z_i, :]). Each epoch (full batch, as the paper): f̂ = Clip(f_φ(x), c), q = the "
           "inferred marginals of z given f̂ as each task's prior and the answers, then φ trained on KL(q ‖ f̂) (the "
@@ -54,7 +59,7 @@ DECLARATIONS = (
         "at most bp_iters sweeps or until no message moves more than bp_tol, the messages carried from epoch to "
         "epoch. --workers: the posterior mean confusions at the final messages.",
         _REFERENCE,
-        _TRAIN + _SHARED + (
+        _TRAIN + (replace(_SHARED[0], default=None, help=_PRIOR_K), _SHARED[1]) + (
             Param("samples", int, 400, "draws of each worker's confusion in the Monte-Carlo messages (the paper: "
                   "400)", 1, 100_000, "S"),
             Param("bp_iters", int, 100, "the most BP sweeps an epoch (the paper: 100)", 1, 100_000, "T"),

@@ -126,7 +126,7 @@ class DeepMF(Trainer):
     def _build(self, ctx: TrainContext) -> dict[str, nn.Module]:
         k = ctx.n_classes
         check_clip(ctx.params["clip"], k)
-        alpha = dirichlet_prior(ctx.params["prior"], k)
+        alpha = dirichlet_prior(self._worker_prior(ctx), k)
         self._set_confusion(ctx, np.broadcast_to(alpha, (ctx.n_workers, k, k)))
         ctx.state["beta"] = np.array(np.broadcast_to(alpha, (ctx.n_workers, k, k)))
         ctx.state["targets"] = torch.zeros((ctx.data.n_tasks, k), device=ctx.device)
@@ -158,6 +158,10 @@ class DeepMF(Trainer):
         return self._infer(ctx, log_prior, ctx.data, ctx.params.engine, epoch=False)
 
     # ------------------------------------------------------------------ the inference
+    def _worker_prior(self, ctx: TrainContext) -> tuple[float, ...]:
+        """The Dirichlet pseudo-counts (A, B) of each row of a worker's confusion: the ``prior`` given."""
+        return tuple(ctx.params["prior"])
+
     @staticmethod
     def _prior(ctx: TrainContext, proba: torch.Tensor) -> np.ndarray:
         """``log f̂`` (n_tasks, K) float64: the clipped classifier's log-probabilities, floored."""
@@ -171,7 +175,7 @@ class DeepMF(Trainer):
         post = latent_posterior(data, log_table, log_prior, engine=engine, counts="posterior" if epoch else None,
                                 max_memory=ctx.params.max_memory)
         if epoch:
-            alpha = dirichlet_prior(ctx.params["prior"], ctx.n_classes)
+            alpha = dirichlet_prior(self._worker_prior(ctx), ctx.n_classes)
             assert post.counts is not None
             ctx.state["beta"] = alpha + post.counts.transpose(0, 2, 1)  # [worker, true, observed]
             self._set_confusion(ctx, ctx.state["beta"])
