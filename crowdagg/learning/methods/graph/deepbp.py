@@ -71,7 +71,13 @@ warm start; the prior's default for K > 2 (above: the paper's mean accuracy, not
 confusion at the epoch's messages (:func:`~crowdagg.kernels.bp.worker_posteriors`).
 
 Shapes: messages (answers, K) both ways, beliefs (n_tasks, K), draws (S, K, K).  Cost per epoch: the network on
-every task plus O(sweeps × S × answers × K) for BP, which dominates (ALGORITHMS.md §12.8).  Failure modes:
+every task plus O(sweeps × S × answers × K) for BP, which dominates (ALGORITHMS.md §12.8).  Measured on labelme
+(CPU, one thread, ``bench_train.py speed``, the median of 10 epochs): 27 ms an epoch, deepMF's 11 ms; it was 50 ms
+with up to three BP runs an epoch, a redraw below a quarter of ``samples`` and every worker's own draws laid out
+again at each redraw (:meth:`~crowdagg.kernels.bp.Points.with_own` replaces the redrawn ones only) -- the new
+schedule at the prior (2, 1) takes 34 ms, the old one at the new prior 41 ms.  What is left: the worker pass
+(about 5 ms a sweep, one or two sweeps an epoch), the redraws of the first epochs (0.8 ms of gamma draws per
+worker), each worker's posterior for the held-out objective and the redraw test (3 ms), the network (9 ms).  Failure modes:
 full batch only (mini-batches cut the graph); uninformative features hurt unless ``c`` is lowered (paper
 Fig. 1).
 """
@@ -96,8 +102,8 @@ from .deepmf import DeepMF
 #: poorly at the run's beliefs (fewer than :data:`REDRAW_ESS` × ``samples`` effective draws), they are drawn again
 #: near its posterior at those beliefs and BP runs again from its messages.  An epoch runs BP once, and the workers
 #: its run left stale draw again at the next epoch's start: measured on labelme (seeds 0-5, the default prior), the
-#: labels .839/.840/.839/.834/.833/.829 against .838/.839/.838/.832/.836/.828 with three runs an epoch, at two
-#: thirds of the epoch's time.
+#: labels .839/.840/.839/.834/.833/.829 against .838/.839/.838/.832/.836/.828 with three runs an epoch (the speed
+#: in the module docstring).
 ROUNDS = 3
 #: A worker's own draws are drawn again once they give it fewer than this share of ``samples`` effective draws (40
 #: of 400: an importance-sampled estimate still resting on many draws).  Measured on labelme (seeds 0-5): the
