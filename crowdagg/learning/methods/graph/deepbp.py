@@ -35,9 +35,9 @@ worker's posterior moves away from that first proposal, and the weights fall on 
 of each epoch the workers whose own draws gave them fewer than a tenth of ``samples`` effective draws at the last
 run's messages (:data:`REDRAW_ESS`) draw them again near their posteriors at its beliefs (the same seed: common
 random numbers from epoch to epoch; the labels' run over every answer, once a fit, also runs BP again after
-drawing, up to :data:`ROUNDS` runs) -- measured on labelme (seed 0), the first proposal kept: labels .79; drawn
-again: .85.  On the paper's sparse (3, 4)-regular graphs no worker but an extreme spammer has many answers, and
-both agree there.
+drawing, up to :data:`ROUNDS` runs) -- measured on labelme (seed 0, prior (2, 1)), the first proposal kept:
+labels .79; drawn again: .85.  On the paper's sparse (3, 4)-regular graphs no worker but an extreme spammer has
+many answers, and both agree there.
 
 **The prior** (``prior``, default ``(2(K - 1), 1)``).  The paper's prior is written for two classes: Dir(2, 1)
 rows, a worker's prior mean accuracy 2/3.  Carried to K classes as the same pseudo-counts, (2, 1) says
@@ -53,21 +53,22 @@ by its confusion row 1.  Not the Monte-Carlo noise (seed 1 with 2,000 draws: .76
 with seed 1's network: .772, .772), not the start (the messages from bp's own fit: .770), not the schedule (one
 sweep an epoch .763, lr 1e-3 .751, the task factors uniform for the first 1/3/6 epochs .786/.850/.819 with
 other seeds failing instead), not the held-out selection (no epoch of seed 1 passed .771, and with nothing held
-out it ended at .771).  deepMF escapes (.846) because its worker posteriors lag an epoch behind its labels.  The
-prior mean accuracy kept at the paper's 2/3 -- A = 2(K - 1) on the diagonal, B = 1 off it, the paper's (2, 1)
+out it ended at .771).  deepMF, whose worker posteriors lag an epoch behind its labels, did not fall in (.846 at
+seed 1).  The prior mean accuracy kept at the paper's 2/3 -- A = 2(K - 1) on the diagonal, B = 1 off it, the paper's (2, 1)
 for K = 2 -- holds a class's own answers to it: labelme's labels at seeds 0-5 .840/.840/.838/.833/.833/.831
 (mean .836 ± .004; the test set 86.3/85.6/84.5/83.4/83.4/84.5) where (2, 1) gave
 .852/.771/.848/.843/.838/.782 (.822 ± .036; test 86.4/75.3/84.3/83.5/83.3/76.8); music (K = 10, (18, 1)) at
-seeds 0-2 .804/.810/.800 where (2, 1) gave .761/.809/.800.  Measured alternatives: (4, 1) .861/.832/.848, (8, 1)
-.848/.836/.835, (2, 1/(K - 1)) (the same mean accuracy at the paper's total of 3 pseudo-counts a row)
-.836/.841/.841 at twice the time (its sparse draws shorten the kernels' chunks).  Give ``-p prior=2,1`` for
-the paper's pseudo-counts at any K.
+seeds 0-2 .803/.810/.803 where (2, 1) gave .761/.809/.800.  Measured alternatives on labelme (seeds 0-2, three
+BP runs an epoch): (4, 1) .861/.832/.848, (8, 1) .848/.836/.835, (2, 1/(K - 1)) (the same mean accuracy at the
+paper's total of 3 pseudo-counts a row) .836/.841/.841 at twice the time (its sparse draws shorten the kernels'
+chunks).  Give ``-p prior=2,1`` for the paper's pseudo-counts at any K.
 
 **Where paper, code and this module differ** (ALGORITHMS.md §15 item 2): as deepMF's (the Dirichlet per row,
 the clipping, the defaults of 200 epochs at lr 1e-2 where one full-batch step an epoch at 1e-4 under-fits, the
 base's held-out model selection, the labels from every answer), and: the messages run on the answers (edges),
 O(S × answers × K) a sweep, not on the code's dense N × M × S tensors; the importance-sampled draws above; the
-warm start; the prior's default for K > 2 (above: the paper's mean accuracy, not its pseudo-counts).  The answer model of the held-out objective is ``f̂`` through each worker's posterior mean
+warm start; the prior's default for K > 2 (above: the paper's mean accuracy, not its pseudo-counts).  The
+answer model of the held-out objective is ``f̂`` through each worker's posterior mean
 confusion at the epoch's messages (:func:`~crowdagg.kernels.bp.worker_posteriors`).
 
 Shapes: messages (answers, K) both ways, beliefs (n_tasks, K), draws (S, K, K).  Cost per epoch: the network on
