@@ -357,3 +357,47 @@ def test_a_per_task_prior_is_the_task_factor(k):
     want_tmsg = h[data.task] * plain[0]
     np.testing.assert_allclose(belief, want_belief / want_belief.sum(1, keepdims=True), rtol=0, atol=1e-12)
     np.testing.assert_allclose(tmsg, want_tmsg / want_tmsg.sum(1, keepdims=True), rtol=0, atol=1e-12)
+
+
+@pytest.mark.quick
+def test_with_own_is_the_points_built_anew():
+    """Replacing a few own sets (deepBP drawing some workers again) gives the fields of the points built from the
+    replaced sets, bit for bit -- the kernels' stacked layouts, the weights, the floor and the chunk -- and the
+    messages of a worker pass over them are the same; the original points are left as they were."""
+    k, g = 3, 20
+    shared = kb.sample_points(2.0, 1.0, k, g, seed=0)
+    counts = np.arange(3 * k * k, dtype=float).reshape(3, k, k)
+    owner = np.array([-1, 0, 1, 2])
+    pts = kb.proposal_points(shared, 2.0, 1.0, counts, owner, seed=7)
+    before = pts.own_theta.copy()
+    sub = np.array([-1, -1, 0, -1])  # worker 2 (its set 1) drawn again, from a far sparser Dirichlet
+    theta, logw = kb.proposal_draws(shared, 0.05, 0.05, np.zeros((1, k, k)), sub, seed=9)
+    fast = pts.with_own(np.array([1]), theta, logw)
+    own_theta, own_logw = pts.own_theta.copy(), pts.own_logw.copy()
+    own_theta[1], own_logw[1] = theta[0], logw[0]
+    built = kb.Points(shared.theta, shared.logw, own_theta, own_logw, owner)
+    for name in ("theta", "logw", "own_theta", "own_logw", "owner", "tht", "theta_all", "tht_all", "logw_all",
+                 "wlin", "wlin_all", "wset"):
+        np.testing.assert_array_equal(getattr(fast, name), getattr(built, name), err_msg=name)
+        assert getattr(fast, name).flags.c_contiguous, name
+    assert (fast.log_floor, fast.chunk, fast.cut) == (built.log_floor, built.chunk, built.cut)
+    assert fast.log_floor > pts.log_floor  # (the sparse draws hold smaller entries: the floor moved)
+    np.testing.assert_array_equal(pts.own_theta, before)
+    data = AnnotationSet.from_codes(np.arange(12) % 5, np.arange(12) % 4, np.arange(12) % k, n_tasks=5,
+                                    n_workers=4, n_classes=k)
+    engine = LocalEngine(data)
+    tmsg = np.random.default_rng(1).dirichlet(np.ones(k), data.n_answers)[np.asarray(data.worker_position)]
+    passes = []
+    for points in (fast, built):
+        p = kb.WorkerPass(np.ascontiguousarray(tmsg), np.zeros((data.n_answers, k)), points, 0.0, False,
+                          kb.spans(engine.worker_part))
+        passes.append(kb.worker_pass(engine, p)[0])
+    np.testing.assert_array_equal(passes[0], passes[1])
+    with pytest.raises(DataError, match="distinct"):
+        pts.with_own(np.array([3]), theta, logw)
+    with pytest.raises(DataError, match="with_own takes"):
+        pts.with_own(np.array([0, 1]), theta, logw)
+    with pytest.raises(DataError, match="positive and finite"):
+        pts.with_own(np.array([0]), -theta, logw)
+    with pytest.raises(DataError, match="has none|have none"):
+        shared.with_own(np.array([0]), theta, logw)

@@ -25,9 +25,11 @@ _SHARED = (
           "Beta(A, B), its errors spread evenly over the other classes) or confusion (the paper's code: each row "
           "of a worker's confusion its own Dirichlet, A on the diagonal, B off it)",
           choices=("one-coin", "confusion"), paper="eq. 3"),
-    Param("prior", "numbers", (2.0, 1.0), "the worker prior (-p prior=A,B): Beta(A, B) on a worker's accuracy "
-          "(one-coin), or each confusion row's Dirichlet, A on the diagonal, B off it (confusion); 2,1 as the "
-          "paper's and as bp's and mf's", 1e-3, 1e4, "α"),
+    Param("prior", "numbers", None, "the worker prior (-p prior=A,B): Beta(A, B) on a worker's accuracy "
+          "(one-coin), or each confusion row's Dirichlet, A on the diagonal, B off it (confusion); default: the "
+          "paper's prior mean accuracy 2/3 -- one-coin 2,1 (the paper's), confusion 2(K-1),1 (the paper's 2,1 "
+          "when K = 2; 2,1 would say 2/(K+1) and lets a class be emptied into a neighbour the workers confuse it "
+          "with)", 1e-3, 1e4, "α"),
     Param("clip", float, 0.9, "the clipping c of the classifier's output: every class probability capped at c, "
           "the clipped mass spread evenly over the other classes (1/K: the features ignored; >= 1: off)",
           1e-6, 10.0, "c"),

@@ -119,6 +119,18 @@ def dirichlet_prior(prior: tuple[float, ...], k: int) -> np.ndarray:
     return alpha
 
 
+def worker_prior(prior: tuple[float, ...] | None, k: int, model: str) -> tuple[float, ...]:
+    """The worker prior's two numbers (A, B): ``prior``, or when it is not given (None) the paper's prior mean
+    accuracy 2/3 -- one-coin Beta(2, 1), the paper's eq. 3; confusion rows Dir(2 (K - 1), 1), the paper's
+    Dir(2, 1) at K = 2 (which it is there), where (2, 1) would say 2 / (K + 1) and lets a class be emptied into
+    a neighbour the workers confuse it with (:mod:`.deepbp`, "The prior")."""
+    if prior is not None:
+        return tuple(prior)
+    if model == ONE_COIN:
+        return (2.0, 1.0)
+    return (2.0 * max(k - 1, 1), 1.0)
+
+
 def check_clip(c: float, k: int) -> None:
     """Refuse a clipping below 1/K (no distribution over K classes has every entry below it)."""
     if c * k < 1.0 - CLIP_SLACK:
@@ -137,9 +149,10 @@ class DeepMF(Trainer):
     def _build(self, ctx: TrainContext) -> dict[str, nn.Module]:
         k = ctx.n_classes
         check_clip(ctx.params["clip"], k)
-        alpha = dirichlet_prior(ctx.params["prior"], k)  # (checks the prior's two numbers either way)
+        prior = self._worker_prior(ctx)
+        alpha = dirichlet_prior(prior, k)  # (checks the prior's two numbers either way)
         if ctx.params["worker_model"] == ONE_COIN:
-            ctx.state["ab"] = np.tile(np.asarray(ctx.params["prior"], dtype=np.float64), (ctx.n_workers, 1))
+            ctx.state["ab"] = np.tile(np.asarray(prior, dtype=np.float64), (ctx.n_workers, 1))
         else:
             ctx.state["beta"] = np.array(np.broadcast_to(alpha, (ctx.n_workers, k, k)))
         self._set_confusion(ctx)
@@ -173,6 +186,11 @@ class DeepMF(Trainer):
 
     # ------------------------------------------------------------------ the inference
     @staticmethod
+    def _worker_prior(ctx: TrainContext) -> tuple[float, ...]:
+        """The worker prior's two numbers (A, B) (:func:`worker_prior`)."""
+        return worker_prior(ctx.params["prior"], ctx.n_classes, ctx.params["worker_model"])
+
+    @staticmethod
     def _prior(ctx: TrainContext, proba: torch.Tensor) -> np.ndarray:
         """``log f̂`` (n_tasks, K) float64: the clipped classifier's log-probabilities, floored."""
         f_hat = clip(proba.double(), ctx.params["clip"]).cpu().numpy()
@@ -190,10 +208,11 @@ class DeepMF(Trainer):
                                 max_memory=ctx.params.max_memory)
         if epoch:
             assert post.counts is not None
+            prior = self._worker_prior(ctx)
             if one_coin:
-                ctx.state["ab"] = one_coin_posterior(np.asarray(ctx.params["prior"], dtype=np.float64), post.counts)
+                ctx.state["ab"] = one_coin_posterior(np.asarray(prior, dtype=np.float64), post.counts)
             else:
-                alpha = dirichlet_prior(ctx.params["prior"], ctx.n_classes)
+                alpha = dirichlet_prior(prior, ctx.n_classes)
                 ctx.state["beta"] = alpha + post.counts.transpose(0, 2, 1)  # [worker, true, observed]
             self._set_confusion(ctx)
         return np.asarray(post.classes, dtype=np.float64)

@@ -158,3 +158,50 @@ def test_features_ignored_one_coin_is_the_aggregator_bp(k):
     bp = get_method("bp")(max_iter=50, tol=1e-3, start="uniform", seed=4).fit(data)
     np.testing.assert_array_equal(result.posteriors, bp.posteriors)
     np.testing.assert_array_equal(result.labels, bp.labels)
+
+
+@pytest.mark.quick
+def test_the_prior_by_default_keeps_the_papers_mean_accuracy():
+    """No prior given: (2(K - 1), 1), a worker's prior mean accuracy 2/3 at every K as the paper's Dir(2, 1) for
+    K = 2 (which it is there); a given prior is used as it is, by the BP and by the β the fit starts from."""
+    from crowdagg.learning.methods.graph.deepmf import worker_prior
+
+    assert DeepBP().check_params()["prior"] is None
+    assert worker_prior(None, 2, "confusion") == (2.0, 1.0)
+    for k in (2, 3, 8):  # one-coin: the paper's Beta(2, 1) at every K (its mean accuracy 2/3)
+        assert worker_prior(None, k, "one-coin") == (2.0, 1.0)
+    for k in (3, 8, 10):
+        a, b = worker_prior(None, k, "confusion")
+        assert (a, b) == (2.0 * (k - 1), 1.0) and a / (a + (k - 1) * b) == pytest.approx(2 / 3)
+    assert worker_prior((3.0, 0.5), 8, "confusion") == (3.0, 0.5)
+    data = tree_crowd(3, seed=3)
+    assert messages(data).checked["prior"] == (4.0, 1.0)
+    assert messages(data, prior=(2.0, 1.0)).checked["prior"] == (2.0, 1.0)
+
+
+@pytest.mark.quick
+def test_an_epoch_runs_bp_once_and_the_next_draws_the_stale_workers_again():
+    """An epoch's run (rounds=1) runs BP once, whatever its draws; a worker its messages left on fewer than
+    REDRAW_ESS × samples effective draws draws its own again at the next run's start, from its own seed."""
+    from crowdagg.learning.methods.graph import deepbp
+
+    star = {0: tuple(range(15)), 1: (14, 15), 2: (15,), 3: (0,)}
+    task = np.array([t for w in star for t in star[w]])
+    worker = np.array([w for w in star for _ in star[w]])
+    order = np.lexsort((worker, task))
+    label = np.where(np.random.default_rng(2).random(task.size) < 0.9, 0, 1)
+    data = AnnotationSet.from_codes(task[order], worker[order], label[order], n_tasks=16, n_workers=4, n_classes=2)
+    msgs = messages(data, samples=20, prior=(2.0, 1.0), proposal="posterior", seed=7)
+    msgs.run(np.zeros((16, 2)), 0)
+    first = msgs.state.points
+    assert first.owner is not None and first.owner[0] == 0
+    assert msgs.optimizer.runs == 1 and not msgs._stale().any()
+    # a classifier sure of class 1 everywhere: worker 0's answers (90% class 0) now say it errs, far from its draws
+    msgs.run(np.log(np.tile([0.001, 0.999], (16, 1))), 1)
+    assert msgs.state.points is first  # (drawn again only at a run's start)
+    assert msgs.optimizer.runs == 2 and msgs._stale()[0]
+    assert msgs.spread[0] < deepbp.REDRAW_ESS * 20
+    msgs.run(np.log(np.tile([0.001, 0.999], (16, 1))), 2)
+    new = msgs.state.points
+    assert not np.array_equal(new.own_theta[0], first.own_theta[0])
+    assert msgs.spread[0] > deepbp.REDRAW_ESS * 20  # its new draws serve it
