@@ -46,9 +46,9 @@ many answers, and both agree there.
 
 **The prior** (``prior``; :func:`~.deepmf.worker_prior`).  One-coin (the default), the paper's Beta(2, 1) on
 the accuracy at any K: its prior mean accuracy 2/3.  With ``worker_model=confusion``, ``(2(K - 1), 1)``, for
-this reason.  The paper's prior is written for two classes: Dir(2, 1) rows, a worker's prior mean accuracy 2/3.  Carried to K classes as the same pseudo-counts, (2, 1) says
-2/(K + 1) -- .22 on labelme (K = 8), beside 1/9 for each wrong class: barely a belief that workers answer
-right, and it leaves a class free to be **emptied into a neighbour** that the workers confuse it with.  That is
+this reason.  The paper's prior is written for two classes: Dir(2, 1) rows, a worker's prior mean accuracy
+2/3.  Carried to K classes as the same pseudo-counts, (2, 1) says 2/(K + 1) -- .22 on labelme (K = 8),
+beside 1/9 for each wrong class: barely a belief that workers answer right, and it leaves a class free to be **emptied into a neighbour** that the workers confuse it with.  That is
 why deepBP failed on labelme at seed 1 (labels .771 against .852/.848 at seeds 0 and 2): labelme's workers
 confuse classes 1, 2 and 3 (of class 1's 297 answers 74 say 2 and 60 say 3; answers alone, mf labels no task
 1 and bp a third of them), and BP's answers-only beliefs leave class 3 near a tie with class 1 (44% of its
@@ -61,8 +61,8 @@ sweep an epoch .763, lr 1e-3 .751, the task factors uniform for the first 1/3/6 
 other seeds failing instead), not the held-out selection (no epoch of seed 1 passed .771, and with nothing held
 out it ended at .771).  deepMF, whose worker posteriors lag an epoch behind its labels, did not fall in (.846 at
 seed 1).  The prior mean accuracy kept at the paper's 2/3 -- A = 2(K - 1) on the diagonal, B = 1 off it,
-the paper's (2, 1) for K = 2 -- holds a class's own answers to it: labelme's labels at seeds 0-5 .840/.840/.838/.833/.833/.831
-(mean .836 ± .004; the test set 86.3/85.6/84.5/83.4/83.4/84.5) where (2, 1) gave
+the paper's (2, 1) for K = 2 -- holds a class's own answers to it: labelme's labels at seeds 0-5
+.840/.840/.838/.833/.833/.831 (mean .836 ± .004; the test set 86.3/85.6/84.5/83.4/83.4/84.5) where (2, 1) gave
 .852/.771/.848/.843/.838/.782 (.822 ± .036; test 86.4/75.3/84.3/83.5/83.3/76.8); music (K = 10, (18, 1)) at
 seeds 0-2 .803/.810/.803 where (2, 1) gave .761/.809/.800.  Measured alternatives on labelme (seeds 0-2, three
 BP runs an epoch): (4, 1) .861/.832/.848, (8, 1) .848/.836/.835, (2, 1/(K - 1)) (the same mean accuracy at the
@@ -84,8 +84,8 @@ with up to three BP runs an epoch, a redraw below a quarter of ``samples`` and e
 again at each redraw (:meth:`~crowdagg.kernels.bp.Points.with_own` replaces the redrawn ones only) -- the new
 schedule at the prior (2, 1) takes 34 ms, the old one at the new prior 41 ms.  What is left: the worker pass
 (about 5 ms a sweep, one or two sweeps an epoch), the redraws of the first epochs (0.8 ms of gamma draws per
-worker), each worker's posterior for the held-out objective and the redraw test (3 ms), the network (9 ms).  Failure modes:
-full batch only (mini-batches cut the graph); uninformative features hurt unless ``c`` is lowered (paper
+worker), each worker's posterior for the held-out objective and the redraw test (3 ms), the network (9 ms).
+Failure modes: full batch only (mini-batches cut the graph); uninformative features hurt unless ``c`` is lowered (paper
 Fig. 1).
 """
 
