@@ -48,8 +48,8 @@ many answers, and both agree there.
 the accuracy at any K: its prior mean accuracy 2/3.  With ``worker_model=confusion``, ``(2(K - 1), 1)``, for
 this reason.  The paper's prior is written for two classes: Dir(2, 1) rows, a worker's prior mean accuracy
 2/3.  Carried to K classes as the same pseudo-counts, (2, 1) says 2/(K + 1) -- .22 on labelme (K = 8),
-beside 1/9 for each wrong class: barely a belief that workers answer right, and it leaves a class free to be **emptied into a neighbour** that the workers confuse it with.  That is
-why deepBP failed on labelme at seed 1 (labels .771 against .852/.848 at seeds 0 and 2): labelme's workers
+beside 1/9 for each wrong class: barely a belief that workers answer right, and it leaves a class free to be
+**emptied into a neighbour** that the workers confuse it with.  That is why deepBP failed on labelme at seed 1 (labels .771 against .852/.848 at seeds 0 and 2): labelme's workers
 confuse classes 1, 2 and 3 (of class 1's 297 answers 74 say 2 and 60 say 3; answers alone, mf labels no task
 1 and bp a third of them), and BP's answers-only beliefs leave class 3 near a tie with class 1 (44% of its
 tasks at the first epoch); after one step the classifier (at seed 1's initial weights) predicts class 3 for
