@@ -44,30 +44,30 @@ drawing, up to :data:`ROUNDS` runs) -- measured on labelme (seed 0, prior (2, 1)
 labels .79; drawn again: .85.  On the paper's sparse (3, 4)-regular graphs no worker but an extreme spammer has
 many answers, and both agree there.
 
-**The prior** (``prior``; :func:`~.deepmf.worker_prior`).  One-coin (the default), the paper's Beta(2, 1) on
-the accuracy at any K: its prior mean accuracy 2/3.  With ``worker_model=confusion``, ``(2(K - 1), 1)``, for
-this reason.  The paper's prior is written for two classes: Dir(2, 1) rows, a worker's prior mean accuracy
-2/3.  Carried to K classes as the same pseudo-counts, (2, 1) says 2/(K + 1) -- .22 on labelme (K = 8),
-beside 1/9 for each wrong class: barely a belief that workers answer right, and it leaves a class free to be
-**emptied into a neighbour** that the workers confuse it with.  That is why deepBP failed on labelme at seed 1 (labels .771 against .852/.848 at seeds 0 and 2): labelme's workers
-confuse classes 1, 2 and 3 (of class 1's 297 answers 74 say 2 and 60 say 3; answers alone, mf labels no task
-1 and bp a third of them), and BP's answers-only beliefs leave class 3 near a tie with class 1 (44% of its
-tasks at the first epoch); after one step the classifier (at seed 1's initial weights) predicts class 3 for
-none of them, BP's beliefs with it as the task factors put 2% of class 3 there, and the classifier trained on
-them closes the loop: class 3 stays empty (108 of its 110 tasks labelled 1), each worker's answer "3" explained
-by its confusion row 1.  Not the Monte-Carlo noise (seed 1 with 2,000 draws: .767; the draws of seeds 0 and 2
-with seed 1's network: .772, .772), not the start (the messages from bp's own fit: .770), not the schedule (one
-sweep an epoch .763, lr 1e-3 .751, the task factors uniform for the first 1/3/6 epochs .786/.850/.819 with
-other seeds failing instead), not the held-out selection (no epoch of seed 1 passed .771, and with nothing held
-out it ended at .771).  deepMF, whose worker posteriors lag an epoch behind its labels, did not fall in (.846 at
-seed 1).  The prior mean accuracy kept at the paper's 2/3 -- A = 2(K - 1) on the diagonal, B = 1 off it,
-the paper's (2, 1) for K = 2 -- holds a class's own answers to it: labelme's labels at seeds 0-5
+**The prior** (``prior``; :func:`~.deepmf.worker_prior`).  One-coin (the default), the paper's Beta(2, 1) on the
+accuracy at any K: its prior mean accuracy 2/3.  With ``worker_model=confusion``, ``(2(K - 1), 1)``, for this
+reason.  The paper's prior is written for two classes: Dir(2, 1) rows, a worker's prior mean accuracy 2/3.  Carried
+to K classes as the same pseudo-counts, (2, 1) says 2/(K + 1) -- .22 on labelme (K = 8), beside 1/9 for each wrong
+class: barely a belief that workers answer right, and it leaves a class free to be **emptied into a neighbour**
+that the workers confuse it with.  That is why deepBP failed on labelme at seed 1 (labels .771 against .852/.848 at
+seeds 0 and 2): labelme's workers confuse classes 1, 2 and 3 (of class 1's 297 answers 74 say 2 and 60 say 3;
+answers alone, mf labels no task 1 and bp a third of them), and BP's answers-only beliefs leave class 3 near a tie
+with class 1 (44% of its tasks at the first epoch); after one step the classifier (at seed 1's initial weights)
+predicts class 3 for none of them, BP's beliefs with it as the task factors put 2% of class 3 there, and the
+classifier trained on them closes the loop: class 3 stays empty (108 of its 110 tasks labelled 1), each worker's
+answer "3" explained by its confusion row 1.  Not the Monte-Carlo noise (seed 1 with 2,000 draws: .767; the draws
+of seeds 0 and 2 with seed 1's network: .772, .772), not the start (the messages from bp's own fit: .770), not the
+schedule (one sweep an epoch .763, lr 1e-3 .751, the task factors uniform for the first 1/3/6 epochs .786/.850/.819
+with other seeds failing instead), not the held-out selection (no epoch of seed 1 passed .771, and with nothing
+held out it ended at .771).  deepMF, whose worker posteriors lag an epoch behind its labels, did not fall in (.846
+at seed 1).  The prior mean accuracy kept at the paper's 2/3 -- A = 2(K - 1) on the diagonal, B = 1 off it, the
+paper's (2, 1) for K = 2 -- holds a class's own answers to it: labelme's labels at seeds 0-5
 .840/.840/.838/.833/.833/.831 (mean .836 ± .004; the test set 86.3/85.6/84.5/83.4/83.4/84.5) where (2, 1) gave
-.852/.771/.848/.843/.838/.782 (.822 ± .036; test 86.4/75.3/84.3/83.5/83.3/76.8); music (K = 10, (18, 1)) at
-seeds 0-2 .803/.810/.803 where (2, 1) gave .761/.809/.800.  Measured alternatives on labelme (seeds 0-2, three
-BP runs an epoch): (4, 1) .861/.832/.848, (8, 1) .848/.836/.835, (2, 1/(K - 1)) (the same mean accuracy at the
-paper's total of 3 pseudo-counts a row) .836/.841/.841 at twice the time (its sparse draws shorten the kernels'
-chunks).  Give ``-p prior=2,1`` for the paper's pseudo-counts at any K.
+.852/.771/.848/.843/.838/.782 (.822 ± .036; test 86.4/75.3/84.3/83.5/83.3/76.8); music (K = 10, (18, 1)) at seeds
+0-2 .803/.810/.803 where (2, 1) gave .761/.809/.800.  Measured alternatives on labelme (seeds 0-2, three BP runs an
+epoch): (4, 1) .861/.832/.848, (8, 1) .848/.836/.835, (2, 1/(K - 1)) (the same mean accuracy at the paper's total
+of 3 pseudo-counts a row) .836/.841/.841 at twice the time (its sparse draws shorten the kernels' chunks).  Give
+``-p prior=2,1`` for the paper's pseudo-counts at any K.
 
 **Where paper, code and this module differ** (ALGORITHMS.md §15 item 2): as deepMF's (the Dirichlet per row,
 the clipping, the defaults of 200 epochs at lr 1e-2 where one full-batch step an epoch at 1e-4 under-fits, the
