@@ -122,13 +122,13 @@ little in the epochs it gets: correlated .934 ± .052 against .999), batch
 64, the prior fixed uniform (a class far rarer than the others needs
 ``prior=learned``: the 5 % class above, .71 fixed, .99 learned, from
 either start).  Measured (benchmarks/bench_train.py, 3 seeds): LabelMe's
-1,188 test images 87.26 ± 0.84 % (the paper 86.42 ± 0.36; ours
+1,188 test images 87.18 ± 0.88 % (the paper 86.42 ± 0.36; ours
 ``geocrowdnet-f`` 85.61, ``ds-then-train`` 82.83), the classifier's labels
-of the training tasks .873 ± .008, the forecaster's .854 ± .006 (music
-.831 ± .004).  The forecaster is **calibrated** (``calibrate``, on by
+of the training tasks .872 ± .008, the forecaster's .853 ± .007 (music
+.830 ± .004).  The forecaster is **calibrated** (``calibrate``, on by
 default): the aggregator as trained is .796 alone and as over-confident as
 ``ds``'s posterior (median margin 5.6 nats), so the paper's product
-follows it (.833 ± .004, music .818); scaling g's answer logits by the
+follows it (.833 ± .004, music .817); scaling g's answer logits by the
 temperature with which g best predicts h on the answered tasks
 (:func:`consistency_temperature`: 0.20-0.27 on labelme) lets each view
 count as much as it knows.  The paper's start gives the same within a
