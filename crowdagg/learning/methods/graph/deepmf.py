@@ -47,14 +47,17 @@ paper's code's ``clamp(f, 1 - c, c)``.  ``c`` below 1/K is refused (no distribut
 * the worker prior: the paper's tied one-coin prior (eq. 3; for K > 2 the errors spread evenly over the other
   classes, ALGORITHMS.md §6.3) by default; its code's Dirichlet on each row of a full confusion (``α`` = A on
   the diagonal, B off it: two-coin for K = 2) with ``worker_model=confusion``, which fits crowds whose errors
-  depend on the class better (labelme's training labels .850 against one-coin's .817, benchmarks/README.md);
+  depend on the class better (benchmarks/bench_train.py labels, seeds 0-2: labelme .837 against one-coin's
+  .817, music .806 against .796); the prior's default keeps the paper's prior mean accuracy 2/3 in both
+  (:func:`worker_prior`: one-coin Beta(2, 1), confusion rows (2(K - 1), 1); :mod:`.deepbp` says why);
 * clipping: the paper's (mass spread evenly), not the code's clamp without renormalisation (the same for
   K = 2); default c = 0.9 (the paper's experiments), not the code's 1.0;
 * **defaults**: full batch and 200 epochs, as the paper, but Adam at lr 1e-2 where the paper's Table 2 has
   1e-4 (its code 1e-3): one step an epoch at 1e-4 leaves the classifier under-fit after 200 epochs (measured,
   seed 0: music's classifier .506 on its training tasks, labels .790; labelme's best epoch the last, labels
   .837), at 1e-3 music's best epoch was still the last (labels .794), at 1e-2 the held-out selection keeps
-  an epoch well inside the 200 (labelme .853 at epoch 6, music .800 at epoch 87);
+  an epoch well inside the 200 (labelme .853 at epoch 6, music .800 at epoch 87; these with the confusion
+  model and prior (2, 1));
 * the base's model selection: ``val_fraction`` of the answers are held out of the inference and the epoch
   with the best held-out answer likelihood under ``f̂ E[θ]`` is kept (the paper runs a fixed number of
   epochs: ``-p val_fraction=0`` does that);
