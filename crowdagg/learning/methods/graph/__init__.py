@@ -57,7 +57,8 @@ DECLARATIONS = (
     Method(
         "deepbp", "crowdagg.learning.methods.graph.deepbp:DeepBP",
         "deepBP: belief propagation on the worker-task graph with the classifier as each task's factor, workers' "
-        "confusions integrated out by Monte-Carlo messages, alternated with classifier updates on the beliefs",
+        "confusions integrated out (one-coin on a grid, or Monte-Carlo messages), alternated with classifier "
+        "updates on the beliefs",
         _MODEL + "deepBP: q = BP(f̂, y, α), sum-product on the worker-task graph with f̂ as the task factors and "
         "each worker's confusion integrated out: one-coin, over the accuracy's Beta prior on a grid of `grid` "
         "cells (exact up to the quadrature); confusion, by Monte-Carlo messages over `samples` draws from the "
