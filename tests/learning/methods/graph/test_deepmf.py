@@ -206,3 +206,20 @@ def test_one_coin_e_and_m_steps_equal_a_slow_numpy_reference():
             ab[w] += [want[t, y], 1.0 - want[t, y]]
         np.testing.assert_allclose(after, ab, rtol=1e-9, atol=1e-9)
     np.testing.assert_array_equal(_OneCoinRecorder.log[0][0], np.tile([3.0, 0.5], (data.n_workers, 1)))
+
+
+@pytest.mark.parametrize("method", ["deepmf", "deepbp"])
+@pytest.mark.parametrize("worker_model", ["one-coin", "confusion"])
+def test_one_class_present_trains_at_the_default_clip(method, worker_model):
+    """One class (the CLI warns that every task gets it): any c clips a 1-class distribution to itself, so the
+    default c = 0.9 is not refused as below 1/K = 1."""
+    from crowdagg.data.annotations import AnnotationSet
+
+    data = AnnotationSet.from_codes(np.repeat(np.arange(6), 2), np.tile([0, 1], 6), np.zeros(12, dtype=np.int64),
+                                    n_tasks=6, n_workers=2, n_classes=1)
+    x = np.random.default_rng(0).normal(size=(6, 3))
+    extra = {"samples": 20} if method == "deepbp" else {}
+    result = get_trainer(method).load()(model="linear", epochs=1, device="cpu", worker_model=worker_model,
+                                        **extra).fit(data, x)
+    np.testing.assert_array_equal(result.labels, np.zeros(6, dtype=np.int64))
+    np.testing.assert_allclose(result.posteriors, 1.0)
