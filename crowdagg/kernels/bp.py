@@ -363,7 +363,14 @@ def proposal_draws(shared: Points, alpha: float, beta: float, counts: np.ndarray
         conc = prior + counts[p]
         rng = np.random.default_rng([int(seed), int(u)])
         th = rng.standard_gamma(np.broadcast_to(conc, (g, k, k)))
-        th = np.maximum(th / th.sum(axis=2, keepdims=True), THETA_FLOOR)
+        tot = th.sum(axis=2, keepdims=True)
+        flat = tot[..., 0] == 0.0  # rows whose gammas all underflowed (concentrations far below 1): 0/0
+        if flat.any():  # drawn again in logs, Gamma(a) = Gamma(a + 1) U^(1/a) (the other rows keep their bits)
+            rows = np.broadcast_to(conc, (g, k, k))[flat]
+            log_g = np.log(rng.standard_gamma(rows + 1.0)) + np.log(rng.random(rows.shape)) / rows
+            th[flat] = np.exp(log_g - log_g.max(axis=1, keepdims=True))
+            tot = th.sum(axis=2, keepdims=True)
+        th = np.maximum(th / tot, THETA_FLOOR)
         th /= th.sum(axis=2, keepdims=True)
         theta[p] = th
         logw[p] = _log_dirichlet_rows(th, prior) - _log_dirichlet_rows(th, conc)

@@ -401,3 +401,26 @@ def test_with_own_is_the_points_built_anew():
         pts.with_own(np.array([0]), -theta, logw)
     with pytest.raises(DataError, match="has none|have none"):
         shared.with_own(np.array([0]), theta, logw)
+
+
+@pytest.mark.quick
+def test_proposal_draws_of_a_sparse_prior_are_finite_where_every_gamma_of_a_row_underflows():
+    """Prior (1e-3, 1e-3) and no counts (the -p prior floor): a Gamma(1e-3) draw is 0.0 one time in nine, so some
+    rows have every entry 0 and were 0/0 -- NaN draws, then "own_theta must be positive" out of deepBP and bp.
+    Those rows are drawn in logs (Gamma(a) = Gamma(a + 1) U^(1/a)): finite, on the simplex, finite weights."""
+    shared = kb.sample_points(1e-3, 1e-3, 3, 200, seed=0)
+    owner = np.array([0, -1, 1])
+    theta, logw = kb.proposal_draws(shared, 1e-3, 1e-3, np.zeros((2, 3, 3)), owner, seed=0)
+    assert np.isfinite(theta).all() and theta.min() >= 0.99 * kb.THETA_FLOOR
+    np.testing.assert_allclose(theta.sum(axis=3), 1.0, rtol=0, atol=1e-12)
+    assert np.isfinite(logw).all()
+    kb.Points(shared.theta, shared.logw, theta, logw, owner)  # (refused before: NaN draws)
+    # a sparse Dirichlet's draws sit near a vertex: the largest entry of most rows near 1
+    assert np.median(theta.max(axis=3)) > 0.99
+    # where no row underflows the draws keep their bits: worker u's gammas from the seed (seed, u), normalised
+    conc = np.array([[3.0, 2.0, 2.0], [2.0, 3.0, 2.0], [2.0, 2.0, 3.0]])
+    dense, _ = kb.proposal_draws(shared, 2.0, 1.0, np.ones((2, 3, 3)), owner, seed=0)
+    for u, p in ((0, 0), (2, 1)):
+        g = np.random.default_rng([0, u]).standard_gamma(np.broadcast_to(conc, (200, 3, 3)))
+        want = np.maximum(g / g.sum(axis=2, keepdims=True), kb.THETA_FLOOR)
+        np.testing.assert_array_equal(dense[p], want / want.sum(axis=2, keepdims=True))
