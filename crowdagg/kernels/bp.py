@@ -351,6 +351,13 @@ def proposal_draws(shared: Points, alpha: float, beta: float, counts: np.ndarray
     owner = np.ascontiguousarray(owner, dtype=np.int64)
     counts = np.asarray(counts, dtype=np.float64)
     n_sets = int(owner.max()) + 1 if owner.size else 0
+    # each set one worker's: a set nobody owns would be returned unwritten (np.empty), one owned twice overwritten
+    if owner.ndim != 1 or (owner.size and int(owner.min()) < -1) \
+            or not np.array_equal(np.sort(owner[owner >= 0]), np.arange(n_sets)):
+        raise DataError(f"points: owner (n_workers,) must give each set 0 .. P - 1 to exactly one worker (-1: none), "
+                        f"got shape {owner.shape}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise DataError(f"points: the seed must be an integer >= 0, got {seed!r}")
     prior = np.full((k, k), float(beta))
     np.fill_diagonal(prior, float(alpha))
     if counts.shape != (n_sets, k, k) or not (np.isfinite(counts).all() and (prior + counts > 0).all()):

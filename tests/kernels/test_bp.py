@@ -424,3 +424,20 @@ def test_proposal_draws_of_a_sparse_prior_are_finite_where_every_gamma_of_a_row_
         g = np.random.default_rng([0, u]).standard_gamma(np.broadcast_to(conc, (200, 3, 3)))
         want = np.maximum(g / g.sum(axis=2, keepdims=True), kb.THETA_FLOOR)
         np.testing.assert_array_equal(dense[p], want / want.sum(axis=2, keepdims=True))
+
+
+@pytest.mark.quick
+@pytest.mark.parametrize("owner, n_sets", [([0, 2], 3), ([0, 0], 1), ([[0]], 1), ([-5], 0)])
+def test_proposal_draws_refuse_an_owner_that_leaves_a_set_unwritten_or_writes_one_twice(owner, n_sets):
+    """owner [0, 2] left set 1 as np.empty returned it (garbage draws, accepted by Points when positive); [0, 0]
+    drew set 0 twice, the last worker's kept; a 2-D owner was a bare TypeError."""
+    shared = kb.sample_points(2.0, 1.0, 3, 5, seed=0)
+    with pytest.raises(DataError, match="owner"):
+        kb.proposal_draws(shared, 2.0, 1.0, np.ones((n_sets, 3, 3)), np.array(owner), seed=0)
+
+
+@pytest.mark.quick
+def test_proposal_draws_refuse_a_negative_seed():
+    shared = kb.sample_points(2.0, 1.0, 3, 5, seed=0)
+    with pytest.raises(DataError, match="seed"):
+        kb.proposal_draws(shared, 2.0, 1.0, np.ones((1, 3, 3)), np.array([0]), seed=-1)
