@@ -145,6 +145,8 @@ class DeepMF(Trainer):
     name = "deepmf"
     batch_policy: ClassVar[BatchPolicy] = BatchPolicy(full_batch=True)
     memory_advice = f"use fewer tasks or a smaller {param('hidden')} (deepMF trains on every task at once)"
+    #: A task without answers gets its prior f̂, the clipped prediction (`crowdagg predict` gives it unclipped).
+    empty_posterior = f"the classifier's prediction clipped at {param('clip')} (the model's prior of the label)"
 
     # ------------------------------------------------------------------ the hooks
     def _build(self, ctx: TrainContext) -> dict[str, nn.Module]:

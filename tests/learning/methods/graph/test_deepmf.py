@@ -223,3 +223,23 @@ def test_one_class_present_trains_at_the_default_clip(method, worker_model):
                                         **extra).fit(data, x)
     np.testing.assert_array_equal(result.labels, np.zeros(6, dtype=np.int64))
     np.testing.assert_allclose(result.posteriors, 1.0)
+
+
+@pytest.mark.parametrize("method", ["deepmf", "deepbp"])
+def test_a_task_without_answers_is_said_to_get_the_clipped_prediction_it_gets(method):
+    """A task without answers gets the model's prior, the classifier's prediction clipped at c (not the
+    prediction, which `crowdagg predict` gives): the warning says so."""
+    from crowdagg.data.annotations import AnnotationSet
+    from crowdagg.errors import CrowdaggWarning
+
+    data, x, _ = crowd(n_tasks=40)
+    keep = data.task >= 3  # tasks 0-2 lose their answers (features kept)
+    data = AnnotationSet.from_codes(data.task[keep], data.worker[keep], data.label[keep], n_tasks=data.n_tasks,
+                                    n_workers=data.n_workers, n_classes=data.n_classes)
+    with pytest.warns(CrowdaggWarning, match=r"3 task\(s\) have no answers: their posterior is .*clip"):
+        result = get_trainer(method).load()(model="linear", epochs=3, lr=0.5, device="cpu", clip=0.5,
+                                            val_fraction=0.0).fit(data, x)
+    proba = result.model_params["classifier_proba"][:3]
+    want = clip(torch.as_tensor(proba), 0.5).numpy()
+    np.testing.assert_allclose(result.posteriors[:3], want, rtol=0, atol=1e-6)
+    assert result.posteriors[:3].max() <= 0.5 + 1e-9
