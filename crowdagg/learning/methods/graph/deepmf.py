@@ -135,8 +135,8 @@ def check_clip(c: float, k: int) -> None:
     """Refuse a clipping below 1/K (no distribution over K classes has every entry below it); with one class
     any c clips the only distribution to itself (:func:`clip`), so none is refused."""
     if k > 1 and c * k < 1.0 - CLIP_SLACK:
-        raise UsageError(f"{param('clip')} must be at least 1/K = {1.0 / k:.4g} for {k} classes (1/K: the features "
-                         f"ignored), got {c:g}")
+        raise UsageError(f"{param('clip')} must be at least 1/K = 1/{k} = {1.0 / k!r} for {k} classes (1/K: the "
+                         f"features ignored), got {c!r}")  # (every digit: 0.33333 is below 1/3, not above 0.3333)
 
 
 class DeepMF(Trainer):

@@ -243,3 +243,14 @@ def test_a_task_without_answers_is_said_to_get_the_clipped_prediction_it_gets(me
     want = clip(torch.as_tensor(proba), 0.5).numpy()
     np.testing.assert_allclose(result.posteriors[:3], want, rtol=0, atol=1e-6)
     assert result.posteriors[:3].max() <= 0.5 + 1e-9
+
+
+@pytest.mark.quick
+def test_a_clip_just_below_one_over_k_is_refused_with_every_digit():
+    """clip=0.33333 for K = 3 was refused as below "1/K = 0.3333" (four digits: it read as above it)."""
+    from crowdagg.learning.methods.graph.deepmf import check_clip
+
+    with pytest.raises(UsageError) as err:
+        check_clip(0.33333, 3)
+    assert "1/K = 1/3 = 0.3333333333333333" in str(err.value) and "got 0.33333" in str(err.value)
+    check_clip(1.0 / 3.0, 3)  # exactly 1/K: the features ignored, not refused
