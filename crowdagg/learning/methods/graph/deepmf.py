@@ -148,6 +148,12 @@ class DeepMF(Trainer):
     #: A task without answers gets its prior f̂, the clipped prediction (`crowdagg predict` gives it unclipped).
     empty_posterior = f"the classifier's prediction clipped at {param('clip')} (the model's prior of the label)"
 
+    def check_params(self) -> dict[str, Any]:
+        checked = super().check_params()
+        if checked["prior"] is not None:  # two numbers, before the answers are read (any K reads two)
+            dirichlet_prior(checked["prior"], 2)
+        return checked
+
     # ------------------------------------------------------------------ the hooks
     def _build(self, ctx: TrainContext) -> dict[str, nn.Module]:
         k = ctx.n_classes

@@ -254,3 +254,14 @@ def test_a_clip_just_below_one_over_k_is_refused_with_every_digit():
         check_clip(0.33333, 3)
     assert "1/K = 1/3 = 0.3333333333333333" in str(err.value) and "got 0.33333" in str(err.value)
     check_clip(1.0 / 3.0, 3)  # exactly 1/K: the features ignored, not refused
+
+
+@pytest.mark.quick
+@pytest.mark.parametrize("method", ["deepmf", "deepbp"])
+@pytest.mark.parametrize("prior", [(2.0,), (2.0, 1.0, 1.0)])
+def test_a_prior_of_one_or_three_numbers_is_refused_before_the_answers_are_read(method, prior):
+    """check_params (what crowdagg.train and the CLI call before reading the answers) refuses it, not the fit."""
+    with pytest.raises(UsageError, match="prior takes two numbers"):
+        get_trainer(method).load()(prior=prior).check_params()
+    get_trainer(method).load()(prior=(3.0, 0.5)).check_params()
+    get_trainer(method).load()().check_params()  # None: by the worker model
