@@ -427,7 +427,7 @@ def test_proposal_draws_of_a_sparse_prior_are_finite_where_every_gamma_of_a_row_
 
 
 @pytest.mark.quick
-@pytest.mark.parametrize("owner, n_sets", [([0, 2], 3), ([0, 0], 1), ([[0]], 1), ([-5], 0)])
+@pytest.mark.parametrize("owner, n_sets", [([0, 2], 3), ([0, 0], 1), ([[0]], 1), ([-5], 0), ([0.5], 1)])
 def test_proposal_draws_refuse_an_owner_that_leaves_a_set_unwritten_or_writes_one_twice(owner, n_sets):
     """owner [0, 2] left set 1 as np.empty returned it (garbage draws, accepted by Points when positive); [0, 0]
     drew set 0 twice, the last worker's kept; a 2-D owner was a bare TypeError."""
@@ -441,3 +441,18 @@ def test_proposal_draws_refuse_a_negative_seed():
     shared = kb.sample_points(2.0, 1.0, 3, 5, seed=0)
     with pytest.raises(DataError, match="seed"):
         kb.proposal_draws(shared, 2.0, 1.0, np.ones((1, 3, 3)), np.array([0]), seed=-1)
+
+
+@pytest.mark.quick
+def test_points_and_with_own_refuse_float_or_text_sets_instead_of_truncating_them():
+    """An owner of 0.5 or with_own's sets of 0.7 were cast to set 0; text theta a bare ValueError."""
+    theta, logw = np.full((2, 2, 2), 0.5), np.zeros(2)
+    with pytest.raises(DataError, match="owner codes must be integers"):
+        kb.Points(theta, logw, np.full((1, 2, 2, 2), 0.5), np.zeros((1, 2)), np.array([0.5]))
+    pts = kb.Points(theta, logw, np.full((2, 2, 2, 2), 0.5), np.zeros((2, 2)), np.array([0, 1]))
+    with pytest.raises(DataError, match="sets codes must be integers"):
+        pts.with_own(np.array([0.7]), np.full((1, 2, 2, 2), 0.5), np.zeros((1, 2)))
+    with pytest.raises(DataError, match="with_own's theta"):
+        pts.with_own(np.array([0]), np.full((1, 2, 2, 2), "x"), np.zeros((1, 2)))
+    with pytest.raises(DataError, match="with_own's logw"):
+        pts.with_own(np.array([0]), np.full((1, 2, 2, 2), 0.5), "x")
