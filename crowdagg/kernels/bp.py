@@ -156,11 +156,14 @@ class Points:
                 raise DataError("points: own_theta, own_logw and owner go together")
             own = np.ascontiguousarray(self.own_theta, dtype=np.float64)
             own_logw = np.ascontiguousarray(self.own_logw, dtype=np.float64)
-            owner = np.ascontiguousarray(self.owner, dtype=np.int64)
+            owner = np.asarray(self.owner)
             if own.ndim != 4 or own.shape[1:] != theta.shape or own_logw.shape != own.shape[:2] or owner.ndim != 1:
                 raise DataError(f"points: own_theta must be (P, {theta.shape[0]}, {theta.shape[1]}, "
                                 f"{theta.shape[2]}), own_logw (P, {theta.shape[0]}) and owner (n_workers,), got "
                                 f"{own.shape}, {own_logw.shape} and {owner.shape}")
+            from .validate import as_code_array
+
+            owner = np.ascontiguousarray(as_code_array(owner, "points: owner"), dtype=np.int64)  # (0.5: not set 0)
             if own.size and not (np.isfinite(own).all() and own.min() > 0) or np.isnan(own_logw).any() \
                     or (own_logw.size and not np.isfinite(own_logw.max(axis=1)).all()):
                 raise DataError("points: own_theta must be positive and finite, each own_logw finite somewhere and "
@@ -196,9 +199,11 @@ class Points:
         """
         if self.own_theta is None or self.own_logw is None or self.owner is None:
             raise DataError("points: with_own replaces own sets, these points have none")
-        sets = np.ascontiguousarray(sets, dtype=np.int64)
-        theta = np.ascontiguousarray(theta, dtype=np.float64)
-        logw = np.ascontiguousarray(logw, dtype=np.float64)
+        from .validate import as_code_array, as_float_array
+
+        sets = np.ascontiguousarray(as_code_array(sets, "points: with_own's sets"), dtype=np.int64)  # (0.7: not 0)
+        theta = as_float_array(theta, "points: with_own's theta", 4)
+        logw = as_float_array(logw, "points: with_own's logw", 2)
         n_sets = self.own_theta.shape[0]
         if sets.ndim != 1 or theta.shape != (sets.size, *self.own_theta.shape[1:]) or logw.shape != theta.shape[:2]:
             raise DataError(f"points: with_own takes sets (m,), theta (m, {', '.join(map(str, self.theta.shape))}) "
@@ -348,9 +353,17 @@ def proposal_draws(shared: Points, alpha: float, beta: float, counts: np.ndarray
     that puts them into a set of points it already holds (deepBP drawing a few workers again)."""
     _check_prior(alpha, beta, shared.n_classes, shared.n_points, "samples")
     k, g = shared.n_classes, shared.n_points
-    owner = np.ascontiguousarray(owner, dtype=np.int64)
+    from .validate import as_code_array
+
+    owner = np.ascontiguousarray(as_code_array(owner, "points: owner"), dtype=np.int64)  # (0.5: not set 0)
     counts = np.asarray(counts, dtype=np.float64)
     n_sets = int(owner.max()) + 1 if owner.size else 0
+    # each set one worker's: a set nobody owns would be returned unwritten (np.empty), one owned twice overwritten
+    if (owner.size and int(owner.min()) < -1) or not np.array_equal(np.sort(owner[owner >= 0]), np.arange(n_sets)):
+        raise DataError(f"points: owner (n_workers,) must give each set 0 .. P - 1 to exactly one worker (-1: none), "
+                        f"got shape {owner.shape}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise DataError(f"points: the seed must be an integer >= 0, got {seed!r}")
     prior = np.full((k, k), float(beta))
     np.fill_diagonal(prior, float(alpha))
     if counts.shape != (n_sets, k, k) or not (np.isfinite(counts).all() and (prior + counts > 0).all()):
@@ -363,7 +376,14 @@ def proposal_draws(shared: Points, alpha: float, beta: float, counts: np.ndarray
         conc = prior + counts[p]
         rng = np.random.default_rng([int(seed), int(u)])
         th = rng.standard_gamma(np.broadcast_to(conc, (g, k, k)))
-        th = np.maximum(th / th.sum(axis=2, keepdims=True), THETA_FLOOR)
+        tot = th.sum(axis=2, keepdims=True)
+        flat = tot[..., 0] == 0.0  # rows whose gammas all underflowed (concentrations far below 1): 0/0
+        if flat.any():  # drawn again in logs, Gamma(a) = Gamma(a + 1) U^(1/a) (the other rows keep their bits)
+            rows = np.broadcast_to(conc, (g, k, k))[flat]
+            log_g = np.log(rng.standard_gamma(rows + 1.0)) + np.log(rng.random(rows.shape)) / rows
+            th[flat] = np.exp(log_g - log_g.max(axis=1, keepdims=True))
+            tot = th.sum(axis=2, keepdims=True)
+        th = np.maximum(th / tot, THETA_FLOOR)
         th /= th.sum(axis=2, keepdims=True)
         theta[p] = th
         logw[p] = _log_dirichlet_rows(th, prior) - _log_dirichlet_rows(th, conc)

@@ -401,3 +401,58 @@ def test_with_own_is_the_points_built_anew():
         pts.with_own(np.array([0]), -theta, logw)
     with pytest.raises(DataError, match="has none|have none"):
         shared.with_own(np.array([0]), theta, logw)
+
+
+@pytest.mark.quick
+def test_proposal_draws_of_a_sparse_prior_are_finite_where_every_gamma_of_a_row_underflows():
+    """Prior (1e-3, 1e-3) and no counts (the -p prior floor): a Gamma(1e-3) draw is 0.0 one time in nine, so some
+    rows have every entry 0 and were 0/0 -- NaN draws, then "own_theta must be positive" out of deepBP and bp.
+    Those rows are drawn in logs (Gamma(a) = Gamma(a + 1) U^(1/a)): finite, on the simplex, finite weights."""
+    shared = kb.sample_points(1e-3, 1e-3, 3, 200, seed=0)
+    owner = np.array([0, -1, 1])
+    theta, logw = kb.proposal_draws(shared, 1e-3, 1e-3, np.zeros((2, 3, 3)), owner, seed=0)
+    assert np.isfinite(theta).all() and theta.min() >= 0.99 * kb.THETA_FLOOR
+    np.testing.assert_allclose(theta.sum(axis=3), 1.0, rtol=0, atol=1e-12)
+    assert np.isfinite(logw).all()
+    kb.Points(shared.theta, shared.logw, theta, logw, owner)  # (refused before: NaN draws)
+    # a sparse Dirichlet's draws sit near a vertex: the largest entry of most rows near 1
+    assert np.median(theta.max(axis=3)) > 0.99
+    # where no row underflows the draws keep their bits: worker u's gammas from the seed (seed, u), normalised
+    conc = np.array([[3.0, 2.0, 2.0], [2.0, 3.0, 2.0], [2.0, 2.0, 3.0]])
+    dense, _ = kb.proposal_draws(shared, 2.0, 1.0, np.ones((2, 3, 3)), owner, seed=0)
+    for u, p in ((0, 0), (2, 1)):
+        g = np.random.default_rng([0, u]).standard_gamma(np.broadcast_to(conc, (200, 3, 3)))
+        want = np.maximum(g / g.sum(axis=2, keepdims=True), kb.THETA_FLOOR)
+        np.testing.assert_array_equal(dense[p], want / want.sum(axis=2, keepdims=True))
+
+
+@pytest.mark.quick
+@pytest.mark.parametrize("owner, n_sets", [([0, 2], 3), ([0, 0], 1), ([[0]], 1), ([-5], 0), ([0.5], 1)])
+def test_proposal_draws_refuse_an_owner_that_leaves_a_set_unwritten_or_writes_one_twice(owner, n_sets):
+    """owner [0, 2] left set 1 as np.empty returned it (garbage draws, accepted by Points when positive); [0, 0]
+    drew set 0 twice, the last worker's kept; a 2-D owner was a bare TypeError."""
+    shared = kb.sample_points(2.0, 1.0, 3, 5, seed=0)
+    with pytest.raises(DataError, match="owner"):
+        kb.proposal_draws(shared, 2.0, 1.0, np.ones((n_sets, 3, 3)), np.array(owner), seed=0)
+
+
+@pytest.mark.quick
+def test_proposal_draws_refuse_a_negative_seed():
+    shared = kb.sample_points(2.0, 1.0, 3, 5, seed=0)
+    with pytest.raises(DataError, match="seed"):
+        kb.proposal_draws(shared, 2.0, 1.0, np.ones((1, 3, 3)), np.array([0]), seed=-1)
+
+
+@pytest.mark.quick
+def test_points_and_with_own_refuse_float_or_text_sets_instead_of_truncating_them():
+    """An owner of 0.5 or with_own's sets of 0.7 were cast to set 0; text theta a bare ValueError."""
+    theta, logw = np.full((2, 2, 2), 0.5), np.zeros(2)
+    with pytest.raises(DataError, match="owner codes must be integers"):
+        kb.Points(theta, logw, np.full((1, 2, 2, 2), 0.5), np.zeros((1, 2)), np.array([0.5]))
+    pts = kb.Points(theta, logw, np.full((2, 2, 2, 2), 0.5), np.zeros((2, 2)), np.array([0, 1]))
+    with pytest.raises(DataError, match="sets codes must be integers"):
+        pts.with_own(np.array([0.7]), np.full((1, 2, 2, 2), 0.5), np.zeros((1, 2)))
+    with pytest.raises(DataError, match="with_own's theta"):
+        pts.with_own(np.array([0]), np.full((1, 2, 2, 2), "x"), np.zeros((1, 2)))
+    with pytest.raises(DataError, match="with_own's logw"):
+        pts.with_own(np.array([0]), np.full((1, 2, 2, 2), 0.5), "x")

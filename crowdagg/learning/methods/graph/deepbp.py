@@ -213,6 +213,9 @@ class DeepBP(DeepMF):
     """deepBP (see the module docstring): deepMF's loop with q from BP."""
 
     name = "deepbp"
+    #: Its BP's draws (``samples`` per worker with their own, × K²) or grid dominate its memory, not the network.
+    memory_advice = (f"use fewer {param('samples')} (confusion) or a smaller {param('grid')} (one-coin), or fewer "
+                     f"tasks")
 
     def _memory(self, data: AnnotationSet, x: np.ndarray, checked: dict[str, Any], network: Any) -> tuple[float, str]:
         need, what = super()._memory(data, x, checked, network)

@@ -135,10 +135,11 @@ def worker_prior(prior: tuple[float, ...] | None, k: int, model: str) -> tuple[f
 
 
 def check_clip(c: float, k: int) -> None:
-    """Refuse a clipping below 1/K (no distribution over K classes has every entry below it)."""
-    if c * k < 1.0 - CLIP_SLACK:
-        raise UsageError(f"{param('clip')} must be at least 1/K = {1.0 / k:.4g} for {k} classes (1/K: the features "
-                         f"ignored), got {c:g}")
+    """Refuse a clipping below 1/K (no distribution over K classes has every entry below it); with one class
+    any c clips the only distribution to itself (:func:`clip`), so none is refused."""
+    if k > 1 and c * k < 1.0 - CLIP_SLACK:
+        raise UsageError(f"{param('clip')} must be at least 1/K = 1/{k} = {1.0 / k!r} for {k} classes (1/K: the "
+                         f"features ignored), got {c!r}")  # (every digit: 0.33333 is below 1/3, not above 0.3333)
 
 
 class DeepMF(Trainer):
@@ -147,6 +148,14 @@ class DeepMF(Trainer):
     name = "deepmf"
     batch_policy: ClassVar[BatchPolicy] = BatchPolicy(full_batch=True)
     memory_advice = f"use fewer tasks or a smaller {param('hidden')} (deepMF trains on every task at once)"
+    #: A task without answers gets its prior f̂, the clipped prediction (`crowdagg predict` gives it unclipped).
+    empty_posterior = f"the classifier's prediction clipped at {param('clip')} (the model's prior of the label)"
+
+    def check_params(self) -> dict[str, Any]:
+        checked = super().check_params()
+        if checked["prior"] is not None:  # two numbers, before the answers are read (any K reads two)
+            dirichlet_prior(checked["prior"], 2)
+        return checked
 
     # ------------------------------------------------------------------ the hooks
     def _build(self, ctx: TrainContext) -> dict[str, nn.Module]:

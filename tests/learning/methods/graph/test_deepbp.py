@@ -205,3 +205,14 @@ def test_an_epoch_runs_bp_once_and_the_next_draws_the_stale_workers_again():
     new = msgs.state.points
     assert not np.array_equal(new.own_theta[0], first.own_theta[0])
     assert msgs.spread[0] > deepbp.REDRAW_ESS * 20  # its new draws serve it
+
+
+def test_a_refusal_for_memory_advises_fewer_draws_not_only_a_smaller_network():
+    """deepBP's memory is mostly its draws (samples × workers × K² with a worker's own draws): the refusal says
+    so, where deepMF's advice (fewer tasks, a smaller hidden layer) would not shrink it."""
+    from crowdagg.errors import ResourceError
+
+    data, x, _ = crowd(n_tasks=40)
+    with pytest.raises(ResourceError, match=r"samples.*grid|grid.*samples"):
+        DeepBP(model="linear", epochs=1, device="cpu", worker_model="confusion", samples=100_000,
+               ).fit(data, x, max_memory="10M")

@@ -206,3 +206,62 @@ def test_one_coin_e_and_m_steps_equal_a_slow_numpy_reference():
             ab[w] += [want[t, y], 1.0 - want[t, y]]
         np.testing.assert_allclose(after, ab, rtol=1e-9, atol=1e-9)
     np.testing.assert_array_equal(_OneCoinRecorder.log[0][0], np.tile([3.0, 0.5], (data.n_workers, 1)))
+
+
+@pytest.mark.parametrize("method", ["deepmf", "deepbp"])
+@pytest.mark.parametrize("worker_model", ["one-coin", "confusion"])
+def test_one_class_present_trains_at_the_default_clip(method, worker_model):
+    """One class (the CLI warns that every task gets it): any c clips a 1-class distribution to itself, so the
+    default c = 0.9 is not refused as below 1/K = 1."""
+    from crowdagg.data.annotations import AnnotationSet
+
+    data = AnnotationSet.from_codes(np.repeat(np.arange(6), 2), np.tile([0, 1], 6), np.zeros(12, dtype=np.int64),
+                                    n_tasks=6, n_workers=2, n_classes=1)
+    x = np.random.default_rng(0).normal(size=(6, 3))
+    extra = {"samples": 20} if method == "deepbp" else {}
+    result = get_trainer(method).load()(model="linear", epochs=1, device="cpu", worker_model=worker_model,
+                                        **extra).fit(data, x)
+    np.testing.assert_array_equal(result.labels, np.zeros(6, dtype=np.int64))
+    np.testing.assert_allclose(result.posteriors, 1.0)
+
+
+@pytest.mark.parametrize("method", ["deepmf", "deepbp"])
+def test_a_task_without_answers_is_said_to_get_the_clipped_prediction_it_gets(method):
+    """A task without answers gets the model's prior, the classifier's prediction clipped at c (not the
+    prediction, which `crowdagg predict` gives): the warning says so."""
+    from crowdagg.data.annotations import AnnotationSet
+    from crowdagg.errors import CrowdaggWarning
+
+    data, x, _ = crowd(n_tasks=40)
+    keep = data.task >= 3  # tasks 0-2 lose their answers (features kept)
+    data = AnnotationSet.from_codes(data.task[keep], data.worker[keep], data.label[keep], n_tasks=data.n_tasks,
+                                    n_workers=data.n_workers, n_classes=data.n_classes)
+    with pytest.warns(CrowdaggWarning, match=r"3 task\(s\) have no answers: their posterior is .*clip"):
+        result = get_trainer(method).load()(model="linear", epochs=3, lr=0.5, device="cpu", clip=0.5,
+                                            val_fraction=0.0).fit(data, x)
+    proba = result.model_params["classifier_proba"][:3]
+    want = clip(torch.as_tensor(proba), 0.5).numpy()
+    np.testing.assert_allclose(result.posteriors[:3], want, rtol=0, atol=1e-6)
+    assert result.posteriors[:3].max() <= 0.5 + 1e-9
+
+
+@pytest.mark.quick
+def test_a_clip_just_below_one_over_k_is_refused_with_every_digit():
+    """clip=0.33333 for K = 3 was refused as below "1/K = 0.3333" (four digits: it read as above it)."""
+    from crowdagg.learning.methods.graph.deepmf import check_clip
+
+    with pytest.raises(UsageError) as err:
+        check_clip(0.33333, 3)
+    assert "1/K = 1/3 = 0.3333333333333333" in str(err.value) and "got 0.33333" in str(err.value)
+    check_clip(1.0 / 3.0, 3)  # exactly 1/K: the features ignored, not refused
+
+
+@pytest.mark.quick
+@pytest.mark.parametrize("method", ["deepmf", "deepbp"])
+@pytest.mark.parametrize("prior", [(2.0,), (2.0, 1.0, 1.0)])
+def test_a_prior_of_one_or_three_numbers_is_refused_before_the_answers_are_read(method, prior):
+    """check_params (what crowdagg.train and the CLI call before reading the answers) refuses it, not the fit."""
+    with pytest.raises(UsageError, match="prior takes two numbers"):
+        get_trainer(method).load()(prior=prior).check_params()
+    get_trainer(method).load()(prior=(3.0, 0.5)).check_params()
+    get_trainer(method).load()().check_params()  # None: by the worker model
