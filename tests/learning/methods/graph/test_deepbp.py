@@ -80,16 +80,21 @@ def test_the_messages_are_exact_on_a_tree(k, model):
             np.testing.assert_allclose(msgs.state.tmsg[e], want, rtol=0, atol=1e-10)
 
 
-def test_exact_on_a_tree_with_a_workers_own_draws():
-    """A star: worker 0 answers 15 of 16 tasks (90% of them class 0), so the 20 shared prior draws serve it poorly
-    and it importance-samples its own (proposal=posterior, drawn again while they serve it poorly): the beliefs
-    are still the exact marginals of the mixture -- its own draws and weights -- from either epoch."""
+def star_crowd() -> AnnotationSet:
+    """A tree: worker 0 answers 15 of 16 tasks (90% of its answers class 0), three workers one or two each."""
     star = {0: tuple(range(15)), 1: (14, 15), 2: (15,), 3: (0,)}
     task = np.array([t for w in star for t in star[w]])
     worker = np.array([w for w in star for _ in star[w]])
     order = np.lexsort((worker, task))
     label = np.where(np.random.default_rng(2).random(task.size) < 0.9, 0, 1)
-    data = AnnotationSet.from_codes(task[order], worker[order], label[order], n_tasks=16, n_workers=4, n_classes=2)
+    return AnnotationSet.from_codes(task[order], worker[order], label[order], n_tasks=16, n_workers=4, n_classes=2)
+
+
+def test_exact_on_a_tree_with_a_workers_own_draws():
+    """A star: worker 0 answers 15 of 16 tasks (90% of them class 0), so the 20 shared prior draws serve it poorly
+    and it importance-samples its own (proposal=posterior, drawn again while they serve it poorly): the beliefs
+    are still the exact marginals of the mixture -- its own draws and weights -- from either epoch."""
+    data = star_crowd()
     msgs = messages(data, samples=20, prior=(2.0, 1.0), proposal="posterior", seed=7)
     rng = np.random.default_rng(2)
     for epoch in range(2):
@@ -185,12 +190,7 @@ def test_an_epoch_runs_bp_once_and_the_next_draws_the_stale_workers_again():
     REDRAW_ESS × samples effective draws draws its own again at the next run's start, from its own seed."""
     from crowdagg.learning.methods.graph import deepbp
 
-    star = {0: tuple(range(15)), 1: (14, 15), 2: (15,), 3: (0,)}
-    task = np.array([t for w in star for t in star[w]])
-    worker = np.array([w for w in star for _ in star[w]])
-    order = np.lexsort((worker, task))
-    label = np.where(np.random.default_rng(2).random(task.size) < 0.9, 0, 1)
-    data = AnnotationSet.from_codes(task[order], worker[order], label[order], n_tasks=16, n_workers=4, n_classes=2)
+    data = star_crowd()
     msgs = messages(data, samples=20, prior=(2.0, 1.0), proposal="posterior", seed=7)
     msgs.run(np.zeros((16, 2)), 0)
     first = msgs.state.points

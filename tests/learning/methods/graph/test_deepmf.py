@@ -82,16 +82,18 @@ def test_a_clip_below_one_over_k_is_refused():
 
 
 class _Recorder(DeepMF):
-    """deepMF keeping what each epoch's E-step read and wrote."""
+    """deepMF keeping what each epoch's E-step read and wrote: the workers' posteriors (``key``: ``beta`` for the
+    confusion model, ``ab`` for one-coin) before and after, the classifier's output, the targets."""
 
     name = "deepmf"
+    key = "beta"
     log: list = []
 
     def _epoch_begin(self, ctx):
-        before = ctx.state["beta"].copy()
+        before = ctx.state[self.key].copy()
         proba = ctx.proba().double().cpu().numpy()
         super()._epoch_begin(ctx)
-        self.log.append((before, proba, ctx.state["targets"].double().cpu().numpy(), ctx.state["beta"].copy(),
+        self.log.append((before, proba, ctx.state["targets"].double().cpu().numpy(), ctx.state[self.key].copy(),
                          ctx.training_set()))
 
 
@@ -167,18 +169,9 @@ def test_full_batch_and_the_same_bytes_from_the_same_seed():
     assert deepmf_module.DeepMF.batch_policy.full_batch
 
 
-class _OneCoinRecorder(DeepMF):
-    """deepMF (one-coin) keeping what each epoch's E-step read and wrote."""
-
-    name = "deepmf"
+class _OneCoinRecorder(_Recorder):
+    key = "ab"
     log: list = []
-
-    def _epoch_begin(self, ctx):
-        before = ctx.state["ab"].copy()
-        proba = ctx.proba().double().cpu().numpy()
-        super()._epoch_begin(ctx)
-        self.log.append((before, proba, ctx.state["targets"].double().cpu().numpy(), ctx.state["ab"].copy(),
-                         ctx.training_set()))
 
 
 def test_one_coin_e_and_m_steps_equal_a_slow_numpy_reference():
