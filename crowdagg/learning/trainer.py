@@ -87,7 +87,7 @@ from torch import nn
 from ..core import memory, threads
 from ..core.checks import check_float, check_int, check_seed
 from ..data.annotations import AnnotationSet, check_annotations
-from ..errors import DataError, UsageError, param
+from ..errors import CrowdaggWarning, DataError, UsageError, param, warn
 from ..methods.base import Aggregator, FitContext, _engine, make_result
 from ..methods.blocks import TieBreaker, argmax_random_ties, latent_posterior
 from ..methods.loop import MINIMISE, NoImprovement, Run, Step, StopRule, check_callback, iterate
@@ -484,10 +484,15 @@ class Trainer(Aggregator):
         task, worker, label = (np.asarray(a, dtype=np.int64) for a in (data.task, data.worker, data.label))
         trained = np.flatnonzero(np.bincount(task[train_mask], minlength=data.n_tasks) > 0)
         self.batch_policy.check(self.name, trained.size, checked["batch_size"], int((~train_mask).sum()))
+        full = self.batch_policy.full_batch
+        if full and checked["batch_size"] != next(p.default for p in self.spec().params if p.name == "batch_size"):
+            warn(CrowdaggWarning(f"{self.name} trains on every task at once (full batch, as its paper): "
+                                 f"{param('batch_size')} is not read"))
         x = torch.as_tensor(x_np, device=device)
         net, spec = networks.make(network, tuple(x_np.shape[1:]), data.n_classes, checked, device)
         # torch's threads by the measured rule (core.threads): one unless a batch is worth splitting
-        work = sum(p.numel() for p in net.parameters()) * min(checked["batch_size"], data.n_tasks)
+        batch = data.n_tasks if full else min(checked["batch_size"], data.n_tasks)
+        work = sum(p.numel() for p in net.parameters()) * batch
         torch.set_num_threads(threads.torch_threads(work))
         if spec.kind != networks.MODULE:
             networks.standardizer(net).fit(x[torch.as_tensor(trained, device=device)] if trained.size > 1 else x)

@@ -258,3 +258,16 @@ def test_a_prior_of_one_or_three_numbers_is_refused_before_the_answers_are_read(
         get_trainer(method).load()(prior=prior).check_params()
     get_trainer(method).load()(prior=(3.0, 0.5)).check_params()
     get_trainer(method).load()().check_params()  # None: by the worker model
+
+
+def test_a_batch_size_given_to_a_full_batch_trainer_is_said_not_to_be_read():
+    from crowdagg.errors import CrowdaggWarning
+
+    data, x, _ = crowd(n_tasks=40)
+    with pytest.warns(CrowdaggWarning, match=r"deepmf trains on every task at once .*batch_size is not read"):
+        DeepMF(model="linear", epochs=1, device="cpu", batch_size=8).fit(data, x)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CrowdaggWarning)
+        DeepMF(model="linear", epochs=1, device="cpu").fit(data, x)  # the declared default: nothing to say
