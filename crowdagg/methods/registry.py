@@ -86,7 +86,8 @@ class Param:
     ``float`` or each element of ``"numbers"``; ``choices`` are the allowed
     values of a ``"choice"`` and the values a ``"method"`` or ``"methods"``
     accepts besides method names.  ``paper`` is the symbol or name the
-    method's paper uses for it.
+    method's paper uses for it.  ``size``: how many values a ``"numbers"``
+    takes (0: any number of them, at least one).
     """
 
     name: str
@@ -97,6 +98,7 @@ class Param:
     high: float = math.inf
     paper: str = ""
     choices: tuple[str, ...] = ()
+    size: int = 0
 
     def __post_init__(self) -> None:
         # A declaration error is the method author's: it fails the family's import, which fails alone.
@@ -202,6 +204,9 @@ class Param:
             out.append(f + 0.0)  # -0.0 is 0.0
         if not out:
             raise self._error(shown, cli)
+        if self.size and len(out) != self.size:
+            count = {2: "two", 3: "three"}.get(self.size, str(self.size))
+            raise UsageError(f"{param(self.name)} takes {count} numbers, got {len(out)}: {self.help}")
         return tuple(out)
 
     def _check_methods(self, names: Any, shown: Any, cli: bool = False) -> tuple[str, ...]:

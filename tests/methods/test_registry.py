@@ -923,3 +923,20 @@ def test_quick_params_are_the_declarations_own_and_read_only():
     with pytest.raises(TypeError):
         m.quick_params["seed"] = 5  # type: ignore[index]
     assert hash(m) == hash(Method("x", "m:C", "s", "model", "ref", (SEED,)))  # hashable, settings aside
+
+
+def test_numbers_of_a_declared_size_refuse_another_count_by_name():
+    """A ``size`` on a "numbers" parameter is checked where every value is (Python and the CLI's text), before
+    any data is read: the methods' two-number priors (bp, mf, deepmf, deepbp, bayesdgc) declare it."""
+    from crowdagg.errors import UsageError
+    from crowdagg.methods.registry import METHODS, TRAINERS, Param
+
+    p = Param("prior", "numbers", (2.0, 1.0), "two pseudo-counts", 1e-6, 1e9, size=2)
+    assert p.check([3, 0.5]) == (3.0, 0.5)
+    with pytest.raises(UsageError, match=r"prior takes two numbers, got 1: two pseudo-counts"):
+        p.check((2.0,))
+    with pytest.raises(UsageError, match=r"prior takes two numbers, got 3"):
+        p.parse("1,2,3")
+    assert Param("w", "numbers", (1.0,), "any", size=0).check([1, 2, 3]) == (1.0, 2.0, 3.0)
+    for spec in (METHODS["bp"], METHODS["mf"], TRAINERS["deepmf"], TRAINERS["deepbp"], TRAINERS["bayesdgc"]):
+        assert {q.name: q for q in spec.params}["prior"].size == 2, spec.name

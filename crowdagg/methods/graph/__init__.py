@@ -41,7 +41,7 @@ _BP = Method(
            choices=("one-coin", "confusion")),
      Param("prior", "numbers", (2.0, 1.0), "the worker prior: (a, b) of Beta(a, b) on the accuracy "
            "(one-coin), or (alpha, beta) of each confusion row's Dirichlet, alpha on the diagonal (confusion); "
-           "2,1 as Liu et al.'s and deepBP's code", 1e-3, 1e4, "Beta(a, b) / Dir(α, β)"),
+           "2,1 as Liu et al.'s and deepBP's code", 1e-3, 1e4, "Beta(a, b) / Dir(α, β)", size=2),
      Param("grid", int, 32, "cells of the one-coin accuracy's grid (error ~1/grid², table in the docs)",
            2, 4096, "discrete prior"),
      Param("samples", int, 400, "prior draws of the confusion model's Monte-Carlo messages (deepBP: 400)",
@@ -72,7 +72,7 @@ _MF = Method(
      Param("worker_model", "choice", "confusion", "confusion (a Dirichlet per row of each worker's confusion) or "
            "one-coin (a Beta on each worker's accuracy, errors uniform)", choices=("confusion", "one-coin")),
      Param("prior", "numbers", (2.0, 1.0), "two pseudo-counts: each confusion row's Dirichlet on / off the "
-           "diagonal, or one-coin Beta(a, b) (deepBP's code: 2,1)", 1e-6, 1e9, "α"),
+           "diagonal, or one-coin Beta(a, b) (deepBP's code: 2,1)", 1e-6, 1e9, "α", size=2),
      Param("class_prior", float, 1.0, "Dirichlet concentration γ0 of the class proportions (1: uniform, one "
            "pseudo-task per class)", 1e-6, 1e9, "γ"),
      INIT),

@@ -188,9 +188,7 @@ def worker_points(checked: FitContext, k: int) -> Points:
 
 
 def _prior(prior: tuple[float, ...]) -> tuple[float, float]:
-    if len(prior) != 2:
-        raise UsageError(f"{param('prior')} takes two numbers, (a, b) of the Beta prior or (alpha, beta) of the "
-                         f"Dirichlet rows, got {len(prior)}")
+    """The declared prior's two numbers (its declaration's ``size`` refused any other count)."""
     return float(prior[0]), float(prior[1])
 
 

@@ -80,7 +80,7 @@ from typing import Any
 import numpy as np
 
 from ...data.annotations import AnnotationSet
-from ...errors import UsageError, param
+from ...errors import param
 from ...kernels.em import EMParams, em_block
 from ..base import PRODUCT, FitContext, IterativeAggregator, make_result
 from ..blocks import TieBreaker, argmax_random_ties, one_coin_matrices
@@ -231,13 +231,6 @@ class MeanField(IterativeAggregator):
     posterior_form = PRODUCT
     objective_name = "ELBO"
     collapse_advice = f"try bp, or mf with a larger {param('class_prior')} (pseudo-tasks that keep rare classes alive)"
-
-    def check_params(self) -> dict[str, Any]:
-        checked = super().check_params()
-        if len(checked["prior"]) != 2:
-            raise UsageError(f"{param('prior')} takes two numbers, the Dirichlet pseudo-counts on and off the "
-                             f"diagonal (one-coin: Beta(a, b)), got {len(checked['prior'])}")
-        return checked
 
     def memory_needed(self, data: AnnotationSet) -> tuple[float, str]:
         from ..em.ds import em_memory

@@ -30,7 +30,7 @@ DECLARATIONS = (
             Param("class_prior", float, 1.1, "Dirichlet concentration α⁰ of the class proportions π, with "
                   "learn_class_prior=true (the paper: 1.1)", 1e-6, 1e9, "α⁰"),
             Param("prior", "numbers", (5.0, 2.0), "two pseudo-counts: each confusion row's Dirichlet β⁰ on and off "
-                  "the diagonal (the paper: 5, 2, annotators better than chance)", 1e-6, 1e9, "β⁰"),
+                  "the diagonal (the paper: 5, 2, annotators better than chance)", 1e-6, 1e9, "β⁰", size=2),
             Param("step_delay", float, 1.0, "delay τ of the natural-gradient step size ρ_t = (t + τ)^(-κ), t = 1, 2, "
                   "... the minibatches so far (the paper states no schedule: SVI's Robbins-Monro one)", 0.0, 1e9,
                   "τ"),

@@ -117,7 +117,7 @@ from torch import nn
 
 from ....data.annotations import AnnotationSet
 from ....engine.part import Part
-from ....errors import DataError, UsageError, param
+from ....errors import DataError, param
 from ....kernels.latent import LatentParams, latent_block
 from ....methods.blocks import latent_posterior, soft_majority_vote
 from ....methods.variational import expected_log
@@ -187,13 +187,6 @@ class BayesDGC(Trainer):
     """BayesDGC's natural-gradient SVI (see the module docstring)."""
 
     name = "bayesdgc"
-
-    def check_params(self) -> dict[str, Any]:
-        checked = super().check_params()
-        if len(checked["prior"]) != 2:
-            raise UsageError(f"{param('prior')} takes two numbers, the Dirichlet pseudo-counts β⁰ of each confusion "
-                             f"row on and off the diagonal, got {len(checked['prior'])}")
-        return checked
 
     # ------------------------------------------------------------------ the priors and the start
     def _build(self, ctx: TrainContext) -> dict[str, nn.Module]:

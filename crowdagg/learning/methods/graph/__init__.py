@@ -29,7 +29,7 @@ _SHARED = (
           "(one-coin), or each confusion row's Dirichlet, A on the diagonal, B off it (confusion); default: the "
           "paper's prior mean accuracy 2/3 -- one-coin 2,1 (the paper's), confusion 2(K-1),1 (the paper's 2,1 "
           "when K = 2; 2,1 would say 2/(K+1) and lets a class be emptied into a neighbour the workers confuse it "
-          "with)", 1e-3, 1e4, "α"),
+          "with)", 1e-3, 1e4, "α", size=2),
     Param("clip", float, 0.9, "the clipping c of the classifier's output: every class probability capped at c, "
           "the clipped mass spread evenly over the other classes (1/K: the features ignored; >= 1: off)",
           1e-6, 10.0, "c"),

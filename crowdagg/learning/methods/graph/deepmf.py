@@ -114,9 +114,6 @@ def clip(p: torch.Tensor, c: float) -> torch.Tensor:
 
 def dirichlet_prior(prior: tuple[float, ...], k: int) -> np.ndarray:
     """The prior pseudo-counts α (K, K) ``[true, observed]``: ``prior[0]`` on the diagonal, ``prior[1]`` off it."""
-    if len(prior) != 2:
-        raise UsageError(f"{param('prior')} takes two numbers, the Dirichlet pseudo-counts on and off the diagonal, "
-                         f"got {len(prior)}")
     alpha = np.full((k, k), float(prior[1]))
     np.fill_diagonal(alpha, float(prior[0]))
     return alpha
@@ -150,12 +147,6 @@ class DeepMF(Trainer):
     memory_advice = f"use fewer tasks or a smaller {param('hidden')} (deepMF trains on every task at once)"
     #: A task without answers gets its prior f̂, the clipped prediction (`crowdagg predict` gives it unclipped).
     empty_posterior = f"the classifier's prediction clipped at {param('clip')} (the model's prior of the label)"
-
-    def check_params(self) -> dict[str, Any]:
-        checked = super().check_params()
-        if checked["prior"] is not None:  # two numbers, before the answers are read (any K reads two)
-            dirichlet_prior(checked["prior"], 2)
-        return checked
 
     # ------------------------------------------------------------------ the hooks
     def _build(self, ctx: TrainContext) -> dict[str, nn.Module]:
