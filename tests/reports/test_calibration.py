@@ -1,0 +1,57 @@
+"""ECE, Brier score and the reliability table against hand-worked examples."""
+
+import numpy as np
+import pytest
+
+from crowdagg.errors import DataError
+from crowdagg.reports.calibration import (
+    brier_score,
+    calibration,
+    expected_calibration_error,
+    reliability_bins,
+)
+
+# Confidences .9 (right), .8 (wrong), .6 (right), .7 (right).
+PROBA = np.array([[0.9, 0.1], [0.2, 0.8], [0.6, 0.4], [0.3, 0.7]])
+TRUTH = np.array([0, 0, 0, 1])
+
+
+@pytest.mark.quick
+def test_ece_two_equal_mass_bins_by_hand():
+    # sorted confidences .6 .7 | .8 .9: bin 1 conf .65 acc 1, bin 2 conf .85 acc .5: |.35| each, weight 1/2
+    assert expected_calibration_error(PROBA, TRUTH, n_bins=2) == pytest.approx(0.35)
+    bins = reliability_bins(PROBA, TRUTH, n_bins=2)
+    assert [b.count for b in bins] == [2, 2]
+    assert bins[0].confidence == pytest.approx(0.65) and bins[0].accuracy == 1.0
+    assert (bins[1].low, bins[1].high) == (0.8, 0.9) and bins[1].accuracy == 0.5
+
+
+def test_brier_by_hand():
+    # (.01 + .01) + (.64 + .64) + (.16 + .16) + (.09 + .09) over 4 tasks
+    assert brier_score(PROBA, TRUTH) == pytest.approx(0.45)
+
+
+def test_perfectly_calibrated_and_one_hot():
+    # one-hot right answers: ECE 0, Brier 0; one-hot with a quarter wrong: ECE .25
+    eye = np.eye(3)[[0, 1, 2, 0]]
+    assert expected_calibration_error(eye, np.array([0, 1, 2, 0])) == 0.0
+    assert brier_score(eye, np.array([0, 1, 2, 0])) == 0.0
+    assert expected_calibration_error(eye, np.array([0, 1, 2, 1]), n_bins=1) == pytest.approx(0.25)
+
+
+def test_fewer_tasks_than_bins_and_given_labels():
+    cal = calibration(PROBA, TRUTH)  # 15 bins asked, 4 tasks: one task a bin
+    assert len(cal.bins) == 4 and cal.n_bins == 15
+    # scoring given labels in place of the argmax: all right -> every bin accuracy 1
+    bins = reliability_bins(PROBA, TRUTH, predicted=np.array([0, 0, 0, 1]))
+    assert all(b.accuracy == 1.0 for b in bins)
+    assert expected_calibration_error(PROBA[:0], TRUTH[:0]) == 0.0
+
+
+def test_bad_input_refused():
+    with pytest.raises(DataError, match="outside"):
+        expected_calibration_error(PROBA, np.array([0, 0, 0, 2]))
+    with pytest.raises(DataError, match="NaN"):
+        brier_score(np.array([[np.nan, 1.0]]), np.array([0]))
+    with pytest.raises(DataError, match="posteriors"):
+        calibration(PROBA, TRUTH[:2])
