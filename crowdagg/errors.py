@@ -95,6 +95,14 @@ class ConvergenceWarning(CrowdaggWarning):
     """An iterative method stopped at ``max_iter`` before meeting ``tol``."""
 
 
+class CrowdaggNote(CrowdaggWarning):
+    """What a method decided, said for the user to know (``auto``'s choice): no problem.
+
+    A warning so that it travels as every message of a fit does; the CLI
+    says it as ``Note: ...`` on stderr, and not at all under ``--quiet``.
+    """
+
+
 def os_reason(exc: BaseException) -> str:
     """What went wrong with a file or stream, in plain words (no exception class, no path)."""
     if isinstance(exc, OSError):

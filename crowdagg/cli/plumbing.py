@@ -25,7 +25,7 @@ import typer
 from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
-from ..errors import CrowdaggError, CrowdaggWarning, Interrupted, interruption, os_reason, render
+from ..errors import CrowdaggError, CrowdaggNote, CrowdaggWarning, Interrupted, interruption, os_reason, render
 from .options import Spelling, flag
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -110,14 +110,18 @@ class Group(TyperGroup):
         return code
 
 
-def emit_warnings(caught: list[warnings.WarningMessage], spelling: Spelling | None) -> None:
-    """Each distinct warning once, as a ``Warning:`` line on stderr."""
+def emit_warnings(caught: list[warnings.WarningMessage], spelling: Spelling | None, quiet: bool = False) -> None:
+    """Each distinct warning once, as a ``Warning:`` line on stderr; a note (:class:`CrowdaggNote`) as a ``Note:``
+    line, unless ``quiet``."""
     seen: set[str] = set()
     for w in caught:
+        note = issubclass(w.category, CrowdaggNote)
+        if note and quiet:
+            continue
         text = words(w.message, spelling)
         if text not in seen:
             seen.add(text)
-            err(f"Warning: {text}")
+            err(f"{'Note' if note else 'Warning'}: {text}")
 
 
 def describe_exception(exc: BaseException, spelling: Spelling | None = None) -> str:
@@ -148,11 +152,12 @@ def handle_errors(spelling: Spelling | None = None) -> Callable[[F], F]:
         @functools.wraps(func)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             verbose = bool(kwargs.get("verbose"))
+            quiet = bool(kwargs.get("quiet"))
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", CrowdaggWarning)
 
                 def flush() -> None:
-                    emit_warnings([w for w in caught if issubclass(w.category, CrowdaggWarning)], spelling)
+                    emit_warnings([w for w in caught if issubclass(w.category, CrowdaggWarning)], spelling, quiet)
                     caught.clear()
 
                 try:

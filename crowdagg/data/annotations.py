@@ -811,6 +811,40 @@ class AnnotationSet:
         out.__dict__["task_ptr"] = ptr
         return out
 
+    def without_answers(self, drop: Sequence[bool] | np.ndarray) -> AnnotationSet:
+        """The set without the answers ``drop`` marks, every task, worker and class kept in its place.
+
+        Parameters
+        ----------
+        drop : array-like of bool, shape (n_answers,)
+            True for an answer to hide (e.g. a fold of held-out answers).
+
+        Returns
+        -------
+        AnnotationSet
+            The same task, worker and class vocabularies (codes unchanged: a
+            task or worker whose answers are all dropped stays, without
+            answers), the kept answers in their order.  ``self`` when nothing
+            is dropped.
+        """
+        mask = np.asarray(drop)
+        if mask.shape != (self.n_answers,) or (mask.size and mask.dtype != np.bool_):
+            raise UsageError(f"{param('drop')} must be {self.n_answers:,} booleans, one per answer; got "
+                             f"shape {mask.shape} {mask.dtype}")
+        if not mask.any():
+            return self
+        keep = ~mask
+        task, worker, label = self.task[keep], self.worker[keep], self.label[keep]
+        ptr = _offsets(task, self.n_tasks)  # a mask keeps the task order: still sorted
+        for arr in (task, worker, label, ptr):
+            arr.setflags(write=False)
+        out = AnnotationSet._trusted(
+            task=task, worker=worker, label=label, tasks=self.tasks, workers=self.workers, classes=self.classes,
+            n_duplicates=self.n_duplicates, duplicates=self.duplicates, class_dtype=self.class_dtype,
+        )
+        out.__dict__["task_ptr"] = ptr
+        return out
+
     def with_tasks(self, names: Sequence[str] | np.ndarray) -> AnnotationSet:
         """The set with the tasks ``names`` added after its own, without answers.
 
