@@ -27,15 +27,15 @@ DECLARATIONS = (
          Param("candidates", "methods", CANDIDATES, "the categorical aggregators pooled, each at its defaults "
                "(comma-separated)"),
          Param("folds", int, 5, "folds of hidden answers; each candidate is fitted folds + 1 times", 1, 100),
-         Param("held_out", float, 0.1, "share of the answers hidden in each fold (folds × held_out <= 1; a "
-               "task's answer with the smallest key is never hidden)", 0.001, 0.5),
+         Param("held_out", float, 0.1, "share of the answers hidden in each fold (folds × held_out <= 1; one "
+               "answer of each task, drawn, is never hidden)", 0.001, 0.5),
          Param("prior", "numbers", (4.0, 1.0), "the scoring model's Dirichlet pseudo-counts of each confusion row, "
                "on and off the diagonal", 1e-3, 1e6, "Dir(α)", size=2),
          Param("pool", "choice", "stack", "stack (weights maximising the hidden answers' likelihood) or choose "
                "(the single best-scoring candidate)", choices=("stack", "choose")),
          Param("temperature", "choice", "none", "held-out (one power on the pooled log-posterior, fitted "
                "to the hidden answers) or none", choices=("held-out", "none"))),
-        gold=True, kind="categorical", engines=("local",), rank=30,
+        gold=True, kind="categorical", engines=("local",), rank=130,
         quick_params={"candidates": ("mv", "ds"), "folds": 2},
     ),
 )

@@ -13,7 +13,7 @@ distributions", doi:10.1214/17-BA1091, applied to hidden crowd answers):
    (:mod:`crowdagg.kernels.draws`: row order never changes it); fold
    ``f`` hides the answers whose draw lies in ``[f h, (f + 1) h)`` (``h`` =
    ``held_out``, 0.1; ``folds`` = 5, so half the answers are hidden once
-   each).  A task's answer with the smallest draw is never hidden, so every
+   each).  One answer of each task, drawn alike, is never hidden, so every
    task keeps evidence in every fold.
 2. **Fit.**  Every candidate is fitted on each fold's remaining answers
    and on all the answers, at its own defaults and the seed (gold, when
@@ -104,8 +104,8 @@ def held_out_folds(data: AnnotationSet, folds: int, held_out: float, seed: int) 
 
     The draw of an answer is keyed on its task's and worker's names under
     the seed (row order, blocks and threads never change it); fold ``f``
-    holds the draws in ``[f h, (f + 1) h)``.  The answers with their
-    task's smallest draw are never hidden.
+    holds the draws in ``[f h, (f + 1) h)``.  In each task, the answer
+    with the smallest second draw is never hidden.
     """
     from ...kernels.draws import GOLDEN, name_keys, seed_key, uniforms
 
@@ -117,16 +117,19 @@ def held_out_folds(data: AnnotationSet, folds: int, held_out: float, seed: int) 
     workers = name_keys(np.asarray(data.worker_names, dtype=object), key)
     with np.errstate(over="ignore"):  # uint64 arithmetic wraps, as splitmix64 means it to
         mixed = tasks[data.task] + workers[data.worker] * GOLDEN
-    u = uniforms(mixed, 1)[:, 0]
+    draws = uniforms(mixed, 2)
+    u = draws[:, 0]
     fold = np.floor(u / held_out).astype(np.int64)
     fold[fold >= folds] = -1
+    # The answer kept in every fold is drawn apart (the second draw): keeping the smallest u would take it from
+    # fold 0 alone, and empty that fold on a crowd of few answers per task.
+    keep = draws[:, 1]
     ptr = np.asarray(data.task_ptr)
     answered = np.flatnonzero(np.diff(ptr) > 0)
     if answered.size:
-        smallest = np.minimum.reduceat(u, ptr[answered])
         lowest = np.full(data.n_tasks, np.inf)
-        lowest[answered] = smallest
-        fold[u == lowest[data.task]] = -1
+        lowest[answered] = np.minimum.reduceat(keep, ptr[answered])
+        fold[keep == lowest[data.task]] = -1
     return fold
 
 
