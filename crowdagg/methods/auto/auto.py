@@ -62,8 +62,11 @@ priors, tempered alike: what a task without answers gets);
 ``worker_params["confusion"]`` -- one M-step of the scoring model on the
 pooled posterior over every answer (a worker without answers at chance);
 ``model_params``: ``candidates``, ``weights``, ``scores`` (each
-candidate's mean held-out log-probability per hidden answer) and
-``temperature``.  Each candidate's score and weight, and what ``auto``
+candidate's mean held-out log-probability per hidden answer; -inf for a
+candidate left out) and ``temperature``.  A candidate that refuses the
+answers (a :class:`~crowdagg.errors.DataError`: ``kos`` on three classes)
+is left out with a warning; a crowd with one answer a task, where nothing
+can be hidden, gets the first candidate, with a warning.  Each candidate's score and weight, and what ``auto``
 did, are said as :class:`~crowdagg.errors.CrowdaggNote` lines (``Note:`` on
 the CLI's stderr, silenced by ``--quiet``); the candidates' own warnings
 on the fits on every answer are passed on for those that carry weight.
@@ -87,7 +90,7 @@ import numpy as np
 
 from ...core import threads
 from ...data.annotations import AnnotationSet
-from ...errors import CrowdaggNote, UsageError, param, warn
+from ...errors import CrowdaggNote, CrowdaggWarning, DataError, ResourceError, UsageError, param, warn
 from ..base import Aggregator, FitContext, make_result
 from ..blocks import TieBreaker, argmax_random_ties, clamp_posteriors
 from ..result import AggregationResult
@@ -311,68 +314,44 @@ class Auto(Aggregator):
                       f"{data.n_answers:,} answers × {c} candidates' held-out scores")
 
     def _fit(self, data: AnnotationSet, checked: FitContext, callback: Any) -> AggregationResult:
-        from ..registry import get
-
         candidates: tuple[str, ...] = checked["candidates"]
         folds, seed, prior = checked["folds"], checked["seed"], checked["prior"]
-        gold = None if self.gold is None else checked.clamp  # resolved once: the candidates do not warn again
         fold_of = held_out_folds(data, folds, checked["held_out"], seed)
         subsets = [data.without_answers(fold_of == f) for f in range(folds)]
         hidden = [np.flatnonzero(fold_of == f) for f in range(folds)]
-        keep_fold_posts = checked["temperature"] == "held-out"
-
-        def fit(name: str, on: AnnotationSet) -> AggregationResult:
-            params: dict[str, Any] = {"seed": seed} if "seed" in get(name).param_names else {}
-            if gold is not None and get(name).gold:
-                params["gold"] = gold
-            estimator = get(name).load()(**params)
-            return estimator.fit(on, max_memory=checked.max_memory)  # type: ignore[no-any-return]
-
-        def fold_job(name: str, f: int) -> Callable[[], Any]:
-            def job() -> tuple[np.ndarray, np.ndarray | None]:
-                sub = subsets[f]
-                q = fit(name, sub).posteriors
-                h = hidden[f]
-                conf = scoring_confusion(sub, q, prior)
-                p = answer_probability(q, conf, data.task[h], data.worker[h], data.label[h])
-                return p, (q if keep_fold_posts else None)
-            return job
-
-        def full_job(name: str) -> Callable[[], AggregationResult]:
-            return lambda: fit(name, data)
-
-        jobs: list[Callable[[], Any]] = [fold_job(c, f) for c in candidates for f in range(folds)]
-        names: list[Any] = [(c, f) for c in candidates for f in range(folds)]
-        jobs += [full_job(c) for c in candidates]
-        names += [(c, None) for c in candidates]
-        n_threads = threads.count()
-        out, notes = run_jobs(jobs, names, n_threads)
-        full = {c: out[len(candidates) * folds + i] for i, c in enumerate(candidates)}
         n_hidden = int(sum(h.size for h in hidden))
-        probs = np.empty((n_hidden, len(candidates)))
-        for i in range(len(candidates)):
-            probs[:, i] = np.concatenate([out[i * folds + f][0] for f in range(folds)]) if n_hidden else 0.0
-        with np.errstate(divide="ignore"):
-            scores = np.log(probs).mean(axis=0) if n_hidden else np.zeros(len(candidates))
+        runs, notes = self._run_candidates(data, checked, subsets, hidden)
+        alive = [c for c in candidates if runs[c] is not None]
 
-        if checked["pool"] == "choose" or n_hidden == 0:
-            weights = np.zeros(len(candidates))
-            weights[int(np.argmax(scores))] = 1.0  # the first of equal scores: the candidates' order breaks ties
+        scores = np.full(len(candidates), -np.inf)
+        weights = np.zeros(len(candidates))
+        live = [candidates.index(c) for c in alive]
+        if n_hidden:
+            probs = np.column_stack([np.concatenate([p for p, _ in runs[c][0]]) for c in alive])
+            with np.errstate(divide="ignore"):
+                scores[live] = np.log(probs).mean(axis=0)
+        if n_hidden == 0:
+            warn(CrowdaggWarning(f"auto: no answer could be hidden (every task has a single answer): the first "
+                                 f"candidate that ran, {alive[0]}, is the result"))
+            weights[live[0]] = 1.0
+        elif checked["pool"] == "choose":
+            weights[live[int(np.argmax(scores[live]))]] = 1.0  # the first of equal scores: the listed order
         else:
             stack = stacking_weights(probs)
             checked.optimizer("the stacking weights").record(stack, 0)
-            weights = stack.weights
+            weights[live] = stack.weights
         post = np.zeros((data.n_tasks, data.n_classes))
         pooled_prior = np.zeros(data.n_classes)
-        for w, c in zip(weights, candidates):
-            post += w * full[c].posteriors
-            pooled_prior += w * full[c].prior
+        for c in alive:
+            w = weights[candidates.index(c)]
+            post += w * runs[c][1].posteriors
+            pooled_prior += w * runs[c][1].prior
 
         tau = 1.0
-        if keep_fold_posts and n_hidden:
+        if checked["temperature"] == "held-out" and n_hidden:
             per_fold = []
             for f in range(folds):
-                q = sum(w * out[i * folds + f][1] for i, w in enumerate(weights))
+                q = sum(weights[candidates.index(c)] * runs[c][0][f][1] for c in alive)
                 h = hidden[f]
                 per_fold.append((q, scoring_confusion(subsets[f], q, prior),
                                  (data.task[h], data.worker[h], data.label[h])))
@@ -380,8 +359,7 @@ class Auto(Aggregator):
             checked.optimizer("the temperature").record(res, 0)
             post = tempered(post, tau)
             pooled_prior = tempered(pooled_prior[None, :], tau)[0]
-        empty = np.asarray(data.answers_per_task) == 0
-        post[empty] = pooled_prior
+        post[np.asarray(data.answers_per_task) == 0] = pooled_prior
         clamp_posteriors(post, checked.clamp)
         labels = argmax_random_ties(post, TieBreaker(data.tasks, seed), atol=1e-12)
         conf = scoring_confusion(data, post, prior, checked.engine)
@@ -398,11 +376,78 @@ class Auto(Aggregator):
             model_params={"candidates": candidates, "weights": weights, "scores": scores, "temperature": tau},
         )
 
+    def _run_candidates(self, data: AnnotationSet, checked: FitContext, subsets: Sequence[AnnotationSet],
+                        hidden: Sequence[np.ndarray]) -> tuple[dict[str, Any], _Notes]:
+        """Every candidate fitted on each fold's answers (scored on its hidden ones) and on all of them.
+
+        Returns, by candidate, ``([(p, q) per fold], full result)`` -- ``p`` the
+        hidden answers' probabilities, ``q`` the fold's posterior when the
+        temperature needs it -- or None for a candidate that refused these
+        answers (a :class:`~crowdagg.errors.DataError` on any of its fits:
+        said, and left out); when every one did, the first refusal is the
+        fit's error.
+        """
+        from ..registry import get
+
+        candidates: tuple[str, ...] = checked["candidates"]
+        folds, seed, prior = checked["folds"], checked["seed"], checked["prior"]
+        gold = None if self.gold is None else checked.clamp  # resolved once: the candidates do not warn again
+        keep = checked["temperature"] == "held-out"
+
+        def fit(name: str, on: AnnotationSet) -> AggregationResult:
+            spec = get(name)
+            params: dict[str, Any] = {"seed": seed} if "seed" in spec.param_names else {}
+            if gold is not None and spec.gold:
+                params["gold"] = gold
+            return spec.load()(**params).fit(on, max_memory=checked.max_memory)  # type: ignore[no-any-return]
+
+        def refused(job: Callable[[], Any]) -> Callable[[], Any]:
+            def run() -> Any:
+                try:
+                    return job()
+                except ResourceError:
+                    raise  # too big is the fit's error, not a candidate's refusal
+                except DataError as exc:
+                    return exc
+            return run
+
+        def fold_job(name: str, f: int) -> Callable[[], Any]:
+            def job() -> tuple[np.ndarray, np.ndarray | None]:
+                sub, h = subsets[f], hidden[f]
+                q = fit(name, sub).posteriors
+                p = answer_probability(q, scoring_confusion(sub, q, prior), data.task[h], data.worker[h],
+                                       data.label[h])
+                return p, (q if keep else None)
+            return job
+
+        def full_job(name: str) -> Callable[[], Any]:
+            return lambda: fit(name, data)
+
+        jobs = [refused(fold_job(c, f)) for c in candidates for f in range(folds)]
+        jobs += [refused(full_job(c)) for c in candidates]
+        names: list[Any] = [(c, f) for c in candidates for f in range(folds)] + [(c, None) for c in candidates]
+        out, notes = run_jobs(jobs, names, threads.count())
+        runs: dict[str, Any] = {}
+        errors = []
+        for i, c in enumerate(candidates):
+            mine = out[i * folds:(i + 1) * folds] + [out[len(candidates) * folds + i]]
+            error = next((o for o in mine if isinstance(o, DataError)), None)
+            if error is None:
+                runs[c] = (mine[:-1], mine[-1])
+                continue
+            runs[c] = None
+            errors.append(error)
+            warn(CrowdaggWarning(f"auto: {c} is left out: {error}"))
+        if not any(r is not None for r in runs.values()):
+            raise errors[0]
+        return runs, notes
+
     def _say(self, candidates: Sequence[str], scores: np.ndarray, weights: np.ndarray, tau: float,
              checked: FitContext, n_hidden: int) -> None:
         """One note per candidate (its score and weight), and one for what auto did."""
         for c, s, w in zip(candidates, scores, weights):
-            warn(CrowdaggNote(f"auto: {c}: held-out log-likelihood {s:.4f} per answer, weight {w:.3f}"))
+            if np.isfinite(s):  # (a candidate left out was said; with no hidden answer, no candidate has a score)
+                warn(CrowdaggNote(f"auto: {c}: held-out log-likelihood {s:.4f} per answer, weight {w:.3f}"))
         kept = [(c, w) for c, w in zip(candidates, weights) if w >= WEIGHT_SHOWN]
         if len(kept) == 1:
             did = f"chose {kept[0][0]}"

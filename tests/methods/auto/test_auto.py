@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from crowdagg.cli import app
 from crowdagg.core import threads
 from crowdagg.data.annotations import AnnotationSet
-from crowdagg.errors import CrowdaggNote, UsageError
+from crowdagg.errors import CrowdaggNote, CrowdaggWarning, DataError, UsageError
 from crowdagg.methods.api import aggregate
 from crowdagg.methods.auto.auto import (
     answer_probability,
@@ -205,3 +205,24 @@ def test_quiet_silences_the_notes(tmp_path):
     path.write_text(answers_csv(sim))
     r = CliRunner().invoke(app, ["aggregate", str(path), "-m", "auto", "-p", "candidates=mv,ds", "-p", "folds=2", "-q"])
     assert r.exit_code == 0 and "Note:" not in r.stderr
+
+
+@pytest.mark.quick
+def test_a_candidate_that_refuses_the_answers_is_left_out_with_a_warning():
+    data = crowd(6).to_annotations()  # three classes: kos takes two
+    with pytest.warns(CrowdaggWarning, match="auto: kos is left out: .*3 classes"):
+        res = aggregate(data, "auto", candidates=("kos", "mv", "ds"), folds=2)
+    weights = dict(zip(res.model_params["candidates"], res.model_params["weights"]))
+    assert weights["kos"] == 0.0 and weights["mv"] + weights["ds"] == pytest.approx(1.0)
+    assert res.model_params["scores"][0] == -np.inf
+    with pytest.raises(DataError, match="3 classes"):  # nothing left: kos's own error
+        aggregate(data, "auto", candidates=("kos",), folds=2)
+
+
+@pytest.mark.quick
+def test_one_answer_a_task_hides_nothing_and_takes_the_first_candidate():
+    data = AnnotationSet.from_names([f"t{i}" for i in range(30)], [f"w{i % 4}" for i in range(30)],
+                                    ["a" if i % 3 else "b" for i in range(30)])
+    with pytest.warns(CrowdaggWarning, match="no answer could be hidden .* ds, is the result"):
+        res = aggregate(data, "auto", candidates=("ds", "mv"), folds=2)
+    np.testing.assert_allclose(res.posteriors, aggregate(data, "ds").posteriors)
