@@ -73,7 +73,7 @@ def compare(data, rows: np.ndarray, truth: np.ndarray, params: dict) -> dict:
         res, dt = _fit(data, c, seed=0)
         acc, ece = _scores(res, rows, truth)
         row["candidates"][c] = {"accuracy": acc, "ece": ece, "seconds": dt}
-    res, dt = _fit(data, "auto", seed=0, **params)
+    res, dt = _fit(data, "auto", **{"seed": 0, **params})
     acc, ece = _scores(res, rows, truth)
     weights = {c: round(float(w), 4) for c, w in zip(res.model_params["candidates"], res.model_params["weights"])}
     row["auto"] = {"accuracy": acc, "ece": ece, "seconds": dt, "weights": weights,
@@ -175,7 +175,7 @@ def run_synth(n_answers: int, params: dict) -> dict:
     for c in candidates:
         _fit(data, c, seed=0)  # numba warm
         out["candidates"][c] = _fit(data, c, seed=0)[1]
-    out["auto"] = _fit(data, "auto", seed=0, **params)[1]
+    out["auto"] = _fit(data, "auto", **{"seed": 0, **params})[1]
     print(f"\n{n_answers:,} answers (synth.py, 4 classes): " + ", ".join(f"{c} {t:.2f} s" for c, t in
                                                                        out["candidates"].items())
           + f"; auto {out['auto']:.2f} s ({out['auto'] / max(out['candidates'].values()):.1f}× the slowest, "
