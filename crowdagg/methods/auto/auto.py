@@ -276,8 +276,13 @@ def run_jobs(jobs: Sequence[Callable[[], Any]], names: Sequence[Any], n_threads:
                 run(i)
         else:
             with ThreadPoolExecutor(max_workers=used, thread_name_prefix="crowdagg-auto") as pool:
-                for f in [pool.submit(run, i) for i in range(len(jobs))]:
-                    f.result()  # the first failure is the fit's (a candidate's error, as it words it)
+                futures = [pool.submit(run, i) for i in range(len(jobs))]
+                try:
+                    for f in futures:
+                        f.result()  # the first failure is the fit's (a candidate's error, as it words it)
+                except BaseException:
+                    pool.shutdown(wait=True, cancel_futures=True)  # an error or Ctrl-C: no fit starts after it
+                    raise
     return results, notes
 
 

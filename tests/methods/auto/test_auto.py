@@ -226,3 +226,23 @@ def test_one_answer_a_task_hides_nothing_and_takes_the_first_candidate():
     with pytest.warns(CrowdaggWarning, match="no answer could be hidden .* ds, is the result"):
         res = aggregate(data, "auto", candidates=("ds", "mv"), folds=2)
     np.testing.assert_allclose(res.posteriors, aggregate(data, "ds").posteriors)
+
+
+@pytest.mark.quick
+@pytest.mark.parametrize("n_threads", [1, 3])
+def test_run_jobs_keeps_the_order_and_says_whose_warning_each_was(n_threads):
+    import warnings
+
+    from crowdagg.methods.auto.auto import run_jobs
+
+    def job(i):
+        def run():
+            warnings.warn(CrowdaggWarning(f"from {i}"))
+            return i * i
+        return run
+
+    results, notes = run_jobs([job(i) for i in range(7)], [f"j{i}" for i in range(7)], n_threads)
+    assert results == [i * i for i in range(7)]
+    assert {k: [str(m) for m in v] for k, v in notes.by_job.items()} == {f"j{i}": [f"from {i}"] for i in range(7)}
+    with pytest.raises(ValueError, match="boom"):  # a job's error is the run's
+        run_jobs([job(0), lambda: (_ for _ in ()).throw(ValueError("boom"))], ["a", "b"], n_threads)
