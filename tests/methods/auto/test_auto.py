@@ -237,7 +237,7 @@ def test_run_jobs_keeps_the_order_and_says_whose_warning_each_was(n_threads):
 
     def job(i):
         def run():
-            warnings.warn(CrowdaggWarning(f"from {i}"))
+            warnings.warn(CrowdaggWarning(f"from {i}"), stacklevel=2)
             return i * i
         return run
 
