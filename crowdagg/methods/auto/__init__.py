@@ -19,7 +19,7 @@ DECLARATIONS = (
         "its posterior q_c by the hidden answers' probability under one common model, Σ_k q_c(t, k) θ_w[k, l] "
         "with θ_w one Dawid-Skene M-step on q_c under a Dirichlet(prior: diagonal, off) row prior; stacking "
         "weights w (simplex) maximise Σ_hidden log Σ_c w_c p_c; the result is Σ_c w_c q_c of the fits on every "
-        "answer, its log tempered by one power fitted to the same hidden answers (temperature=held-out). "
+        "answer (with temperature=held-out, its log tempered by one power fitted to the same hidden answers). "
         "--workers: one M-step of the common model on the pooled posterior.",
         "Yao, Vehtari, Simpson & Gelman, Using stacking to average Bayesian predictive distributions, "
         "Bayesian Analysis 13(3), 2018, doi:10.1214/17-BA1091; Dawid & Skene 1979 (the scoring model)",
