@@ -17,6 +17,10 @@ import numpy as np
 
 from ..errors import DataError, UsageError, param
 
+#: How far a row of posteriors may sum from 1 where it is read or given (``evaluate``'s ``p_<class>`` columns): a
+#: file's probabilities rounded to 4 decimals stay within it for a few classes, a wrong or missing column does not.
+PROBA_SUM_TOLERANCE = 1e-3
+
 
 def check_int(name: str, value: Any, minimum: int, maximum: int | None = None) -> int:
     """``value`` as an int in [minimum, maximum] (bools refused)."""
