@@ -179,6 +179,7 @@ def tables(sets: dict[str, Any], methods: list[str], summary: dict[str, Any]) ->
         lines.append(f"| {n} | " + " | ".join(f(ms[m].get("ece")) if "error" not in ms[m] else "refused"
                                              for m in methods) + " |")
     lines.append("| **mean** | " + " | ".join(mean_of("ece", m) for m in methods) + " |")
+    lines.append("| mean Brier | " + " | ".join(mean_of("brier", m) for m in methods) + " |")
     lines += ["", "a method's mean is over the sets it ran on (all unless said); oracle: the best of these methods on "
               "each set, chosen with the truth (a bound, not a method)"]
     refused = [(n, m, e["methods"][m]["error"]) for n, e in sets.items() for m in methods if "error" in e["methods"][m]]

@@ -36,6 +36,7 @@ def evaluate(
     of (p_class - 1[class is true])^2.  Without them, the confidence column gives the ECE and the table (no
     Brier score: it needs every class's probability).
 
+    \b
     Example: crowdagg aggregate labels.csv --proba | crowdagg evaluate - --truth gold.csv --plot reliability.png
     """
     from ..io.output import check_binary, check_distinct, commit, resolve

@@ -2315,9 +2315,9 @@ def read_predictions(
         off = np.abs(sums - 1.0) > PROBA_SUM_TOLERANCE
         if off.any():
             i = int(np.argmax(off))
-            raise DataError(f"{table.locate(int(rows[i]))}: the p_<class> columns sum to {float(sums[i]):.6g}, not 1 "
-                            f"({len(p_cols)} posterior column(s): {', '.join(p_cols[:5])}"
-                            f"{', ...' if len(p_cols) > 5 else ''})")
+            shown = ", ".join(p_cols[:5]) + (", ..." if len(p_cols) > 5 else "")
+            raise DataError(f"{table.locate(int(rows[i]))}: the posterior columns ({shown}) sum to "
+                            f"{float(sums[i]):.6g}, not 1")
         known = set(classes)
         for label, row in zip(labels.values(), rows.tolist()):
             if label not in known:
