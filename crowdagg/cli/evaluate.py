@@ -104,24 +104,23 @@ def _evaluate(pred: Any, true: dict[str, str], truth_path: str, *, asked: bool) 
     """The evaluation, with the calibration the predictions allow: the posteriors of their ``p_<class>``
     columns, else the ``confidence`` column (no Brier score), else none -- said on stderr; ``asked``
     (``--reliability`` or ``--plot``) without either is an error."""
+    import pandas as pd
+
     from ..errors import DataError
     from ..reports.evaluate import evaluate_labels
 
+    tasks = pd.Index(list(pred.labels), dtype=object)
     if pred.posteriors is not None:
-        import numpy as np
-        import pandas as pd
-
         known = set(pred.classes)
         lost = next((t for t in pred.labels if t in true and true[t] not in known), None)
         if lost is not None:
             raise DataError(f"--truth {truth_path}: task {lost!r} has the true label {true[lost]!r}, which has no "
                             f"p_{true[lost]} column in {pred.display} (its classes: {', '.join(pred.classes[:10])}"
                             f"{', ...' if len(pred.classes) > 10 else ''})")
-        frame = pd.DataFrame(np.vstack(list(pred.posteriors.values())), index=pd.Index(list(pred.posteriors),
-                             dtype=object), columns=pred.classes)
+        frame = pd.DataFrame(pred.posteriors, index=tasks, columns=pred.classes, copy=False)
         return evaluate_labels(pred.labels, true, pred.classes, posteriors=frame)
     if pred.confidence is not None:
-        ev = evaluate_labels(pred.labels, true, confidence=pred.confidence)
+        ev = evaluate_labels(pred.labels, true, confidence=pd.Series(pred.confidence, index=tasks))
         err(f"note: {pred.display} has no p_<class> columns: ECE and the reliability table are of its confidence "
             "column; the Brier score needs every class's probability (aggregate --proba)")
         return ev

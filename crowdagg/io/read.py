@@ -2271,18 +2271,20 @@ CONFIDENCE_COLUMN = "confidence"
 class Predictions:
     """A predictions file as ``crowdagg evaluate`` scores it (:func:`read_predictions`).
 
-    ``labels``: {task: label}; ``posteriors``: {task: row} over ``classes``
-    (the ``p_<class>`` columns, each row checked: numbers in [0, 1] summing
-    to 1 within :data:`~crowdagg.core.checks.PROBA_SUM_TOLERANCE`), or None
-    without such columns; ``confidence``: {task: the probability of its
-    label} (the ``confidence`` column, in [0, 1]), or None.  A task's row is
-    its first line.  ``display``: the file as messages name it.
+    ``labels``: {task: label}; ``posteriors``: shape (len(labels), K), a
+    row per task in the order of ``labels``, a column per class of
+    ``classes`` (the ``p_<class>`` columns, each row checked: numbers in
+    [0, 1] summing to 1 within
+    :data:`~crowdagg.core.checks.PROBA_SUM_TOLERANCE`), or None without
+    such columns; ``confidence``: shape (len(labels),), the probability of
+    each task's label (the ``confidence`` column, in [0, 1]), or None.  A
+    task's row is its first line.  ``display``: the file as messages name it.
     """
 
     labels: dict[str, str]
     classes: list[str]
-    posteriors: dict[str, np.ndarray] | None
-    confidence: dict[str, float] | None
+    posteriors: np.ndarray | None
+    confidence: np.ndarray | None
     display: str
 
 
@@ -2323,10 +2325,10 @@ def read_predictions(
             if label not in known:
                 raise DataError(f"{table.locate(row)}: label {label!r} has no {PROBA_PREFIX}{label} column (the "
                                 f"posterior columns: {', '.join(p_cols[:5])}{', ...' if len(p_cols) > 5 else ''})")
-        posteriors = dict(zip(labels, proba))
+        posteriors = proba
     confidence = None
     if CONFIDENCE_COLUMN in table.header and CONFIDENCE_COLUMN not in (t_col, y_col):
-        confidence = dict(zip(labels, _probability_column(table, CONFIDENCE_COLUMN, rows).tolist()))
+        confidence = _probability_column(table, CONFIDENCE_COLUMN, rows)
     return Predictions(labels, classes, posteriors, confidence, table.display)
 
 
@@ -2385,8 +2387,14 @@ def _task_labels(table: RawTable, t_col: str, y_col: str, what: str) -> tuple[di
 
 def _probability_column(table: RawTable, col: str, rows: np.ndarray) -> np.ndarray:
     """Column ``col`` at ``rows`` as probabilities: a blank, text, NaN, inf, negative or above 1 is an error
-    naming the line, the column and the cell."""
+    naming the line, the column and the cell.  Read by Arrow where every cell is a number (typed Parquet columns,
+    CSV text), cell by cell only to find the bad one."""
     column = table.column(col)
+    values = _floats(column)
+    if values is not None:
+        picked = values[rows]
+        if ((picked >= 0.0) & (picked <= 1.0)).all():  # (NaN fails both)
+            return picked
     cells = column.to_pylist() if hasattr(column, "to_pylist") else list(column)
     out = np.empty(len(rows), dtype=np.float64)
     for i, r in enumerate(rows.tolist()):
@@ -2400,6 +2408,21 @@ def _probability_column(table: RawTable, col: str, rows: np.ndarray) -> np.ndarr
             raise DataError(f"{table.locate(r)}: column {col!r} holds {shown}, not a probability in [0, 1]")
         out[i] = value
     return out
+
+
+def _floats(column: Any) -> np.ndarray | None:
+    """A column as float64 by Arrow's cast (blanks NaN), or None where a cell is not a number (or the column's
+    type does not cast): the caller then finds the cell."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    try:
+        arr = column if isinstance(column, (pa.Array, pa.ChunkedArray)) else pa.array(column, from_pandas=True)
+        if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
+            arr = pc.utf8_trim_whitespace(arr)
+        return np.asarray(arr.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, TypeError, ValueError):
+        return None
 
 
 # --------------------------------------------------------------------------- output formats
