@@ -39,7 +39,7 @@ def evaluate(
     \b
     Example: crowdagg aggregate labels.csv --proba | crowdagg evaluate - --truth gold.csv --plot reliability.png
     """
-    from ..io.output import check_binary, check_distinct, commit, resolve
+    from ..io.output import check_binary, commit, resolve
     from ..io.read import check_stdin_once, output_format
     from ..reports.evaluate import evaluation_bytes, print_table, reliability_bytes
 
@@ -50,7 +50,8 @@ def evaluate(
     stdout = resolve("-")
     if out_fmt is not None:
         check_binary(stdout, out_fmt)
-    files = _plan_files(reliability, plot, [(f"PREDICTIONS {predictions}", predictions), (f"--truth {truth}", truth)])
+    files = _plan_files(reliability, plot, stdout,
+                        [(f"PREDICTIONS {predictions}", predictions), (f"--truth {truth}", truth)])
     pred = read_predictions(predictions, task_col, label_col)
     true = read_labels(truth, truth_task_col, truth_label_col, option="--truth")
     ev = _evaluate(pred, true, truth, asked=bool(files))
@@ -66,16 +67,16 @@ def evaluate(
     on_terminal = out_fmt is None and sys.stdout is not None and sys.stdout.isatty()
     if not on_terminal:
         outputs.insert(0, (stdout, evaluation_bytes(ev, out_fmt or "csv")))
-    check_distinct([t for t, _ in outputs])
     commit(outputs)  # the files and stdout together, or none of them
     if on_terminal:
         print_table(ev, sys.stdout)
 
 
-def _plan_files(reliability: Optional[str], plot: Optional[str],
+def _plan_files(reliability: Optional[str], plot: Optional[str], stdout: Any,
                 inputs: list[tuple[str, Optional[str]]]) -> dict[str, tuple[Any, str]]:
     """``--reliability`` and ``--plot``: resolved and checked before anything is read (format from the name, never
-    an input, ``--plot`` a .png and matplotlib installed); {option: (target, format)}."""
+    an input nor standard output, where the scores go, ``--plot`` a .png and matplotlib installed);
+    {option: (target, format)}."""
     from ..errors import UsageError
     from ..io.output import check_binary, check_distinct, check_not_inputs, resolve
     from ..io.read import output_format
@@ -93,7 +94,7 @@ def _plan_files(reliability: Optional[str], plot: Optional[str],
         require()
         files["--plot"] = (resolve(plot, "--plot"), "png")
     targets = [t for t, _ in files.values()]
-    check_distinct(targets)
+    check_distinct([stdout, *targets])
     check_not_inputs(targets, inputs)
     for target, fmt in files.values():
         check_binary(target, fmt)

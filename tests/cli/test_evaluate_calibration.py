@@ -174,6 +174,8 @@ def test_plot_and_reliability_outputs_are_checked_before_reading(runner, files, 
     err = assert_one_error_line(invoke(runner, "evaluate", pred, "--truth", truth, "--reliability", tmp_path / "r.xlsx"),
                                 2)
     assert "unknown output extension" in err
+    err = assert_one_error_line(invoke(runner, "evaluate", pred, "--truth", truth, "--reliability", "-"), 2)
+    assert "standard output and --reliability" in err  # the scores go there
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     err = assert_one_error_line(invoke(runner, "evaluate", pred, "--truth", truth, "--plot", tmp_path / "r.png"), 2)
     assert err == "Error: the figures need matplotlib: pip install 'crowdagg[plot]'"
