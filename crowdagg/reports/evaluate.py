@@ -377,8 +377,17 @@ def print_table(ev: Evaluation, stream: Any) -> None:
         for name in ("bin", "tasks", "confidence range", "mean confidence", "accuracy"):
             bins.add_column(name, justify="left" if name == "confidence range" else "right")
         for i, b in enumerate(ev.reliability, 1):
-            bins.add_row(str(i), str(b.count), f"{b.low:.4f}-{b.high:.4f}", f"{b.confidence:.4f}", f"{b.accuracy:.4f}")
+            bins.add_row(str(i), str(b.count), f"{confidence_text(b.low)} to {confidence_text(b.high)}",
+                         confidence_text(b.confidence), f"{b.accuracy:.4f}")
         console.print(bins)
+
+
+def confidence_text(value: float) -> str:
+    """A confidence for a table: 4 decimals, but ``1-2.3e-07`` above .9999 (where crowd posteriors pile up, and
+    four decimals would show every bin as 1.0000) and ``1`` for exactly one."""
+    if value == 1.0:
+        return "1"
+    return f"1-{1.0 - value:.1e}" if value > 0.9999 else f"{value:.4f}"
 
 
 def summary_line(ev: Evaluation, note: str = "") -> str:

@@ -196,7 +196,7 @@ def test_terminal_table_shows_ece_and_the_reliability_bins(files):
     text = shown.decode("utf-8", "replace")
     assert code == 0 and "ece" in text and "brier" in text and "0.4000" in text and "0.4500" in text
     assert "reliability (4 equal-mass bins of the posteriors)" in text
-    assert "0.8000-0.8000" in text  # bin 3's confidence range
+    assert "0.8000 to 0.8000" in text  # bin 3's confidence range
 
 
 def test_aggregate_proba_then_evaluate_with_plot_in_subprocesses(tmp_path):

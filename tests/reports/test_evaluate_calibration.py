@@ -134,3 +134,9 @@ def test_a_results_pandas_views_are_scored_as_they_come():
     ev = evaluate_labels(result.labels_series(), truth, posteriors=result.proba_frame())
     assert ev.accuracy == pytest.approx(2 / 3)
     assert ev.ece == pytest.approx(1 / 3) and ev.brier == pytest.approx((2 / 9 + 8 / 9) / 3)
+
+
+def test_confidences_near_one_are_shown_by_their_distance_from_one():
+    from crowdagg.reports.evaluate import confidence_text
+
+    assert [confidence_text(c) for c in (0.5, 0.99995, 1 - 5e-11, 1.0)] == ["0.5000", "1-5.0e-05", "1-5.0e-11", "1"]
