@@ -89,7 +89,7 @@ import numpy as np
 
 from ..core import memory, threads
 from ..core import timing as _timing
-from ..core.checks import PROBA_SUM_TOLERANCE
+from ..core.checks import PROBA_ROUNDING, PROBA_SUM_TOLERANCE
 from ..data.annotations import AnnotationSet, BlankLabelPolicy, DuplicatePolicy, Locator, check_blank_labels, header_key
 from ..errors import CrowdaggError, CrowdaggWarning, DataError, UsageError, os_reason, param, warn
 from .columns import LABEL_ALIASES, TASK_ALIASES, TRUTH_ALIASES, WORKER_ALIASES, map_answer_columns, map_label_columns
@@ -2393,8 +2393,8 @@ def _probability_column(table: RawTable, col: str, rows: np.ndarray) -> np.ndarr
     values = _floats(column)
     if values is not None:
         picked = values[rows]
-        if ((picked >= 0.0) & (picked <= 1.0)).all():  # (NaN fails both)
-            return picked
+        if ((picked >= -PROBA_ROUNDING) & (picked <= 1.0 + PROBA_ROUNDING)).all():  # (NaN fails both)
+            return np.clip(picked, 0.0, 1.0)
     cells = column.to_pylist() if hasattr(column, "to_pylist") else list(column)
     out = np.empty(len(rows), dtype=np.float64)
     for i, r in enumerate(rows.tolist()):
@@ -2403,10 +2403,10 @@ def _probability_column(table: RawTable, col: str, rows: np.ndarray) -> np.ndarr
             value = float(cell.strip() if isinstance(cell, str) else cell)
         except (TypeError, ValueError):
             value = float("nan")
-        if not 0.0 <= value <= 1.0:  # (NaN fails both)
+        if not -PROBA_ROUNDING <= value <= 1.0 + PROBA_ROUNDING:  # (NaN fails both)
             shown = "a blank" if cell is None or (isinstance(cell, str) and not cell.strip()) else repr(cell)
             raise DataError(f"{table.locate(r)}: column {col!r} holds {shown}, not a probability in [0, 1]")
-        out[i] = value
+        out[i] = min(max(value, 0.0), 1.0)
     return out
 
 

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..core.checks import PROBA_ROUNDING
 from ..errors import DataError
 
 __all__ = ["Calibration", "ReliabilityBin", "brier_score", "calibration", "confidence_bins", "confidence_calibration",
@@ -110,8 +111,10 @@ def confidence_bins(confidence: np.ndarray, correct: np.ndarray, n_bins: int = N
     if conf.ndim != 1 or conf.shape != right.shape:
         raise DataError(f"calibration needs one confidence and one outcome per task; got {conf.shape} and "
                         f"{right.shape}")
-    if not np.isfinite(conf).all() or (len(conf) and (conf.min() < 0.0 or conf.max() > 1.0)):
+    if not np.isfinite(conf).all() or (len(conf) and (conf.min() < -PROBA_ROUNDING
+                                                      or conf.max() > 1.0 + PROBA_ROUNDING)):
         raise DataError("calibration: a confidence is NaN or outside [0, 1]")
+    conf = np.clip(conf, 0.0, 1.0)  # (a posterior's rounding: 1.0000000000000002)
     if not len(conf):
         return ()
     order = np.argsort(conf, kind="stable")

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.checks import PROBA_SUM_TOLERANCE, check_task_mapping
+from ..core.checks import PROBA_ROUNDING, PROBA_SUM_TOLERANCE, check_task_mapping
 from ..data.annotations import infer_classes
 from ..errors import CrowdaggWarning, DataError, param, warn
 from .calibration import N_BINS, Calibration, ReliabilityBin, calibration, confidence_calibration
@@ -251,10 +251,10 @@ def _posterior_calibration(posteriors: Any, tasks: list[Any], pred: np.ndarray, 
 def check_posterior_rows(proba: np.ndarray, where: Any) -> None:
     """Refuse posterior rows (N, K) holding NaN, inf, a negative value, or not summing to 1 within
     :data:`PROBA_SUM_TOLERANCE`; ``where(i)`` names row i in the message."""
-    bad = ~np.isfinite(proba).all(axis=1) | (proba < 0).any(axis=1)
+    bad = ~np.isfinite(proba).all(axis=1) | (proba < -PROBA_ROUNDING).any(axis=1)
     if bad.any():
         i = int(np.argmax(bad))
-        value = next(v for v in proba[i].tolist() if not (np.isfinite(v) and v >= 0))
+        value = next(v for v in proba[i].tolist() if not (np.isfinite(v) and v >= -PROBA_ROUNDING))
         raise DataError(f"{where(i)}: probability {value!r} is not a number in [0, 1]")
     sums = proba.sum(axis=1)
     off = np.abs(sums - 1.0) > PROBA_SUM_TOLERANCE
@@ -276,9 +276,9 @@ def _confidences(confidence: Mapping[Any, float], tasks: list[Any]) -> np.ndarra
             out[i] = float(v)
         except (TypeError, ValueError):
             out[i] = np.nan
-        if not 0.0 <= out[i] <= 1.0:
+        if not -PROBA_ROUNDING <= out[i] <= 1.0 + PROBA_ROUNDING:
             raise DataError(f"{param('confidence')} of task {t!r} is {v!r}, not a probability in [0, 1]")
-    return out
+    return np.clip(out, 0.0, 1.0)
 
 
 def _label_array(labels: Mapping[Any, Any], tasks: list[Any]) -> np.ndarray:

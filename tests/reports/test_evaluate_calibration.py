@@ -140,3 +140,11 @@ def test_confidences_near_one_are_shown_by_their_distance_from_one():
     from crowdagg.reports.evaluate import confidence_text
 
     assert [confidence_text(c) for c in (0.5, 0.99995, 1 - 5e-11, 1.0)] == ["0.5000", "1-5.0e-05", "1-5.0e-11", "1"]
+
+
+def test_a_posteriors_rounding_past_one_is_clipped_not_refused():
+    proba = PROBA.assign(a=[1.0 + 2e-16, 0.2, 0.6, 0.3], b=[0.0, 0.8, 0.4, 0.7])
+    ev = evaluate_labels(PRED, TRUTH, posteriors=proba)
+    assert ev.reliability[-1].confidence == 1.0 and ev.reliability[-1].high == 1.0
+    with pytest.raises(DataError, match="not a number in"):
+        evaluate_labels(PRED, TRUTH, posteriors=PROBA.assign(a=[0.9, -1e-6, 0.6, 0.3], b=[0.1, 1.0, 0.4, 0.7]))
