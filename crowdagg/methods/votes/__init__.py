@@ -54,7 +54,7 @@ DECLARATIONS = (
                "of precision 1 (the authors' 1)", 0.0, 1e9, "λ"),
          Param("prior_correction", bool, True, "scale the prior's rate by 4(1 - 1/K) (the authors' default); "
                "false: the answers' variance under the vote alone", paper="prior correction")),
-        kind="categorical", engines=("local", "dask"), rank=40,
+        kind="categorical", engines=("local", "dask"), rank=130,
         quick_params={"max_iter": 20},
     ),
 )
