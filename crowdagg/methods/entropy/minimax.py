@@ -71,6 +71,7 @@ from typing import ClassVar
 import numpy as np
 
 from ...data.annotations import AnnotationSet
+from ...errors import CrowdaggWarning, param, warn
 from ..base import FitContext, IterativeAggregator, make_result
 from ..blocks import TieBreaker, argmax_random_ties, soft_majority_vote, softmax_rows
 from ..loop import NO_OBJECTIVE, Residual, Run, Step, StopRule
@@ -147,6 +148,7 @@ class MinimaxEntropy(IterativeAggregator):
         labels = argmax_random_ties(post, TieBreaker(data.tasks, checked["seed"]), atol=1e-12)
         sigma, tau = _widen(state.sigma, used), _widen(state.tau, used)
         lam_w, lam_t = regularisers(data, checked["worker_reg"], checked["task_reg"], int(used.sum()))
+        _warn_if_flat(data, state.post, lam_w, lam_t)
         fitted = state.sigma
         return make_result(
             self.name, data, post, labels, prior, lambda: worker_confusion(fitted, used),
@@ -155,6 +157,41 @@ class MinimaxEntropy(IterativeAggregator):
                           "inner_capped_share": state.capped / max(state.solves, 1)},
             n_iter=run.n_iter, converged=run.converged,
         )
+
+
+#: A fit whose mean confidence exceeds chance by less than this share of the vote's excess has fallen flat.
+FLAT_SHARE = 0.1
+
+
+def flatness(data: AnnotationSet, post: np.ndarray) -> float:
+    """How far the posteriors (n_tasks, K') stand above chance, as a share of how far the vote shares do: the
+    mean over the answered tasks of (max posterior - 1/K') over that of (max vote share - 1/K'); 1 when the
+    vote itself is at chance."""
+    answered = data.answers_per_task > 0
+    chance = 1.0 / post.shape[1]
+    vote = soft_majority_vote(data)[answered].max(axis=1).mean() - chance if answered.any() else 0.0
+    if vote <= 0:
+        return 1.0
+    return float((post[answered].max(axis=1).mean() - chance) / vote)
+
+
+def _warn_if_flat(data: AnnotationSet, post: np.ndarray, lam_w: float, lam_t: float) -> None:
+    """Warn when the fit ended at the model's uniform fixed point (posteriors at 1/K', every σ row alike, the
+    labels tie draws): the penalties outweighed the answers.
+
+    The authors' defaults end there on labelme (K = 8) and music (K = 10), where each row of a worker's
+    matrix rests on about a tenth of its 30 to 70 answers against λ_worker = 16 or 25 (accuracy .28 and .52;
+    a smaller ``worker_reg`` escapes it); every other real set stands at .79 of the vote's excess or more.
+    """
+    share = flatness(data, post)
+    if share < FLAT_SHARE:
+        warn(CrowdaggWarning(
+            f"minimax: the fit fell to its uniform fixed point (posteriors {share:.0%} as far above chance as the "
+            f"vote's; the labels are tie draws): the penalties λ_worker = {lam_w:g}, λ_task = {lam_t:g} outweigh "
+            f"{data.n_answers / max(data.n_workers, 1):.0f} answers a worker over {post.shape[1]} classes; lower "
+            f"{param('worker_reg')} (the authors' demo picks it by held-out likelihood among 2^-2..2^2 × its "
+            f"default), or use ds"
+        ))
 
 
 def label_domain(data: AnnotationSet) -> np.ndarray:
@@ -190,4 +227,4 @@ def _identity(n: int) -> np.ndarray:
     return np.arange(n, dtype=np.int64)
 
 
-__all__ = ["MinimaxEntropy", "MinimaxState", "label_domain", "regularisers", "worker_confusion"]
+__all__ = ["MinimaxEntropy", "MinimaxState", "flatness", "label_domain", "regularisers", "worker_confusion"]
