@@ -82,14 +82,14 @@ def _max_abs(v):  # pragma: no cover - compiled
 
 @njit(cache=True, nogil=True)
 def _solve_groups(ptr, edge, other_id, task, label, params, other, post, lam, max_iter, opt_tol,
-                  prog_tol):  # pragma: no cover - compiled
-    """Minimise each group's :func:`_group_fg` by L-BFGS from ``params[g]``, written back in place.
+                  prog_tol, g0, g1):  # pragma: no cover - compiled
+    """Minimise each group ``g0 <= g < g1``'s :func:`_group_fg` by L-BFGS from ``params[g]``, written back in
+    place (the groups are independent: threads may solve disjoint ranges at once).
 
     ``lam`` (n_groups,) each group's L2 weight.  Returns how many groups
     used all ``max_iter`` iterations without meeting a stopping test (the
     authors' M-step is truncated at 25 on purpose: a count, not an error).
     """
-    n_groups = params.shape[0]
     k = params.shape[1]
     n = k * k
     memory = max(max_iter, 1)
@@ -103,7 +103,7 @@ def _solve_groups(ptr, edge, other_id, task, label, params, other, post, lam, ma
     rho = np.zeros(memory)
     alpha = np.zeros(memory)
     capped = 0
-    for grp in range(n_groups):
+    for grp in range(g0, g1):
         lo = ptr[grp]
         hi = ptr[grp + 1]
         for a in range(k):

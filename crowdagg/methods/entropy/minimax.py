@@ -66,7 +66,7 @@ algorithms", NeurIPS 2019 (the re-runs).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -127,15 +127,16 @@ class MinimaxEntropy(IterativeAggregator):
 
     def _step(self, data: AnnotationSet, state: MinimaxState, checked: FitContext) -> Step:
         """The workers' matrices, then the tasks', then the E-step; the largest change of a posterior entry."""
-        from ...kernels.entropy import _e_step, _solve_groups
+        from ...kernels.entropy import _e_step
 
         lam_w, lam_t = regularisers(data, checked["worker_reg"], checked["task_reg"], int(state.used.sum()))
         inner, tol = checked["inner_iter"], checked["inner_tol"]
         task, worker, label = data.task, data.worker, state.label
-        state.capped += _solve_groups(data.worker_ptr, data.worker_order, task, task, label, state.sigma,
-                                      state.tau, state.post, np.full(data.n_workers, lam_w), inner, tol, tol)
-        state.capped += _solve_groups(data.task_ptr, _identity(data.n_answers), worker, task, label, state.tau,
-                                      state.sigma, state.post, np.full(data.n_tasks, lam_t), inner, tol, tol)
+        state.capped += _solve_all(data.worker_ptr, (data.worker_order, task, task, label, state.sigma, state.tau,
+                                                     state.post, np.full(data.n_workers, lam_w), inner, tol, tol))
+        state.capped += _solve_all(data.task_ptr, (_identity(data.n_answers), worker, task, label, state.tau,
+                                                   state.sigma, state.post, np.full(data.n_tasks, lam_t), inner, tol,
+                                                   tol))
         state.solves += data.n_workers + data.n_tasks
         return Step(residual=float(_e_step(data.task_ptr, worker, label, state.sigma, state.tau, state.post)))
 
@@ -220,6 +221,27 @@ def worker_confusion(sigma: np.ndarray, used: np.ndarray) -> np.ndarray:
     conf[:, :, idx] = 1.0 / kd
     conf[:, idx[:, None], idx[None, :]] = softmax_rows(sigma.reshape(-1, kd)).reshape(sigma.shape)
     return conf
+
+
+#: Answers a thread's share of an M-step takes at least (fewer answers: fewer threads).
+MIN_THREAD_ANSWERS = 20_000
+
+
+def _solve_all(ptr: np.ndarray, args: tuple[Any, ...]) -> int:
+    """One M-step side: :func:`crowdagg.kernels.entropy._solve_groups` over every group (``ptr`` (n_groups + 1,)
+    their answers' offsets; ``args`` the kernel's other arguments), the groups cut into runs of about equal
+    answers, one a thread (each group's solve alone: the same bits for any thread count).  Returns how many
+    groups used every inner iteration."""
+    from ...core import threads
+    from ...engine.local import run_each
+    from ...kernels.entropy import _solve_groups
+
+    n_groups = len(ptr) - 1
+    n = max(1, min(threads.count(), int(ptr[-1]) // MIN_THREAD_ANSWERS, n_groups))
+    cuts = np.searchsorted(ptr, np.linspace(0, ptr[-1], n + 1)[1:-1]).tolist()
+    bounds = [0, *cuts, n_groups]
+    solve: Any = _solve_groups  # (numba's Dispatcher types its call as taking no arguments)
+    return sum(run_each(lambda i: solve(ptr, *args, bounds[i], bounds[i + 1]), n))
 
 
 def _identity(n: int) -> np.ndarray:

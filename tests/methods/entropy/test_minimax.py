@@ -77,7 +77,7 @@ def test_the_inner_solver_reaches_the_problems_minimum(rng):
     edge = np.arange(n, dtype=np.int64)
     params = np.zeros((1, k, k))
     capped = _solve_groups(np.array([0, n]), edge, edge, edge, labels, params, others, posts, np.array([0.5]),
-                           200, 1e-10, 1e-14)
+                           200, 1e-10, 1e-14, 0, 1)
     best = minimize(neg_objective, np.zeros(k * k), args=(others, labels, posts, 0.5), jac=True, method="L-BFGS-B",
                     options={"gtol": 1e-12, "ftol": 1e-15})
     assert capped == 0
@@ -212,3 +212,16 @@ def test_the_uniform_fixed_point_is_said(datasets_dir, name):
         assert flatness(data, res.posteriors) < 1e-3
         escaped = quiet(data, "minimax", worker_reg=0.01)
         assert flatness(data, escaped.posteriors) > 0.5
+
+
+def test_the_same_bits_on_any_number_of_threads(monkeypatch):
+    from crowdagg.core import threads
+    from crowdagg.methods.entropy import minimax
+
+    data, _, _ = crowd_of_its_model(n_tasks=300)
+    one = quiet(data, "minimax", max_iter=5)
+    monkeypatch.setattr(minimax, "MIN_THREAD_ANSWERS", 100)  # small enough to cut 1,500 answers in three
+    with threads.use_threads(3):
+        three = quiet(data, "minimax", max_iter=5)
+    np.testing.assert_array_equal(three.posteriors, one.posteriors)
+    np.testing.assert_array_equal(three.task_params["tau"], one.task_params["tau"])
