@@ -43,6 +43,7 @@ def _group_fg(x, lo, hi, edge, other_id, task, label, other, post, lam, k, grad)
     its task's posterior.  A class of posterior 0 adds nothing (skipped).
     """
     f = 0.0
+    ex = np.empty(k)
     for q in range(k * k):
         grad[q] = lam * x[q]
         f += 0.5 * lam * x[q] * x[q]
@@ -62,11 +63,12 @@ def _group_fg(x, lo, hi, edge, other_id, task, label, other, post, lam, k, grad)
                     mx = m
             s = 0.0
             for b in range(k):
-                s += np.exp(x[a * k + b] + other[o, a, b] - mx)
-            lse = mx + np.log(s)
-            f -= w * (x[a * k + lab] + other[o, a, lab] - lse)
+                ex[b] = np.exp(x[a * k + b] + other[o, a, b] - mx)
+                s += ex[b]
+            f -= w * (x[a * k + lab] + other[o, a, lab] - mx - np.log(s))
+            ws = w / s
             for b in range(k):
-                grad[a * k + b] += w * np.exp(x[a * k + b] + other[o, a, b] - lse)
+                grad[a * k + b] += ws * ex[b]
             grad[a * k + lab] -= w
     return f
 
