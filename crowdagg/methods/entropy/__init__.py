@@ -15,9 +15,8 @@ DECLARATIONS = (
         "P(answer = l | true class k, worker j, task i) ∝ exp(σ_j[k, l] + τ_i[k, l]); uniform class prior. "
         "Alternate: each worker's σ_j (L-BFGS, ≤ inner_iter iterations) minimising -Σ q_i(k) log P + λ_w/2 ‖σ_j‖², "
         "each task's τ_i likewise with λ_t, then the posteriors q_i(k) ∝ Π P(answer | k); from the vote shares, "
-        "until no posterior moves by tol. λ_w = worker_reg·K² (K: the classes the answers give), λ_t = "
-        "task_reg·λ_w·(mean answers a worker / mean "
-        "answers a task).",
+        "until no posterior moves by tol. λ_w = worker_reg·K² (K: the classes the answers give), "
+        "λ_t = task_reg·λ_w·(mean answers a worker / mean answers a task).",
         "Zhou, Basu, Mao & Platt, Learning from the wisdom of crowds by minimax entropy, NIPS 2012; Zhou, Liu, "
         "Platt & Meek, Aggregating ordinal labels from crowds by minimax conditional entropy, ICML 2014 (the "
         "categorical form, the authors' MinimaxEntropy_crowd_model.m)",
