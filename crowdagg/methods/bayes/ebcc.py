@@ -86,7 +86,7 @@ import numpy as np
 from ...data.annotations import AnnotationSet
 from ...errors import param
 from ..base import FitContext, IterativeAggregator, make_result
-from ..blocks import TieBreaker, argmax_random_ties, latent_memory, latent_posterior
+from ..blocks import TieBreaker, argmax_random_ties, clamp_posteriors, latent_memory, latent_posterior
 from ..loop import Residual, Run, Step
 from ..result import AggregationResult
 from ..starts import starting_posteriors
@@ -139,6 +139,7 @@ class EBCCState:
         self.nu0 = np.full(k, float(checked["class_prior"]))
         self.latent_class = np.repeat(np.arange(k, dtype=np.int64), m)
         clamp = np.full(data.n_tasks, -1, dtype=np.int64) if checked.clamp is None else checked.clamp
+        self.clamp = clamp
         self.clamped = np.flatnonzero(clamp >= 0)  # gold tasks, and their classes
         self.gold = clamp[self.clamped]
         start[self.clamped] = np.eye(k)[self.gold]
@@ -195,7 +196,8 @@ class EBCCState:
         self.counts, self.tot = _counts(step)
         answered = self.data.answers_per_task > 0
         change = float(np.abs(step.classes[answered] - self.post[answered]).max(initial=0.0))
-        self.post = step.classes
+        # a gold task's subtypes sum to its class within rounding: its row exactly one-hot, as every method's
+        self.post = clamp_posteriors(step.classes, self.clamp)
         return self.elbo(step.loglik), change
 
     # --------------------------------------------------------------- what the result reports
