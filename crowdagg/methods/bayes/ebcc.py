@@ -164,6 +164,7 @@ class EBCCState:
         k, m = self.k, self.m
         counts = self.counts.reshape(-1, k, k, m).transpose(0, 2, 3, 1)  # -> [worker, true, subtype, observed]
         self.mu = self.beta[None, :, None, :] + counts
+        self.e_v = expected_log(self.mu, axis=3)  # E[log v], read by the E-step's table and the ELBO's KL
         self.eta = self.eta0 + self.tot.reshape(k, m)
         self.nu = self.nu0 + self.tot.reshape(k, m).sum(axis=1)
 
@@ -179,12 +180,12 @@ class EBCCState:
 
     def log_table(self) -> np.ndarray:
         """E[log v_j[k, m, l]] in the E-step's layout ``[worker, observed, latent]`` (n_workers, K, K·M)."""
-        e = expected_log(self.mu, axis=3)
+        e = self.e_v
         return np.ascontiguousarray(e.transpose(0, 3, 1, 2)).reshape(e.shape[0], self.k, self.k * self.m)
 
     def elbo(self, log_evidence: float) -> float:
         """The ELBO of the current q(τ), q(π), q(v) and the E-step's q(y, g) whose Σ log Z_i is ``log_evidence``."""
-        return elbo(log_evidence, (self.mu, self.beta[None, :, None, :], 3), (self.eta, np.asarray(self.eta0), 1),
+        return elbo(log_evidence, (self.mu, self.beta[None, :, None, :], 3, self.e_v), (self.eta, np.asarray(self.eta0), 1),
                     (self.nu, self.nu0, 0))
 
     def iterate(self) -> tuple[float, float]:
