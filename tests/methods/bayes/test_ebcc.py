@@ -49,7 +49,7 @@ def reference_ebcc(data, split: np.ndarray, n_iter: int, a_pi=0.1, prior=(4.0, 1
                 mu[u, :, :, y] += q[t]
         eta = a_pi / m + q.sum(axis=0)
         nu = alpha + q.sum(axis=(0, 2))
-        kl = _kl(nu, np.full(k, alpha))
+        kl = _kl(nu, np.broadcast_to(alpha, (k,)))
         kl += sum(_kl(eta[c], np.full(m, a_pi / m)) for c in range(k))
         kl += sum(_kl(mu[u, c, g], beta[c]) for u in range(w) for c in range(k) for g in range(m))
         e_tau = digamma(nu) - digamma(nu.sum())
@@ -83,10 +83,13 @@ def split_of(data, seed: int, m: int, start: int = 0) -> np.ndarray:
     return subtype_split(soft_majority_vote(data), data.task_names, m, split_seed)
 
 
-def test_ebcc_equals_the_reference_updates(small):
+@pytest.mark.parametrize("empirical", [False, True])
+def test_ebcc_equals_the_reference_updates(small, empirical):
     got = EBCC(subtypes=3, n_init=1, max_iter=6, tol=0.0, seed=7, a_pi=0.5, prior=(3.0, 0.5),
-               class_prior=2.0).fit(small)
-    posts, trace = reference_ebcc(small, split_of(small, 7, 3), 6, a_pi=0.5, prior=(3.0, 0.5), alpha=2.0)
+               class_prior=2.0, empirical_prior=empirical).fit(small)
+    split = split_of(small, 7, 3)
+    alpha = 2.0 + (split.sum(axis=(0, 2)) if empirical else 0.0)  # the start's class totals, with empirical_prior
+    posts, trace = reference_ebcc(small, split, 6, a_pi=0.5, prior=(3.0, 0.5), alpha=alpha)
     assert got.n_iter == 6 and got.objective_name == "ELBO"
     np.testing.assert_allclose(got.posteriors, posts[-1], rtol=0, atol=1e-10)
     np.testing.assert_allclose(got.objective, trace[1:], rtol=1e-10, atol=0)
@@ -114,7 +117,7 @@ def test_the_split_is_a_dirichlet_share_of_each_class_keyed_on_names():
 @pytest.mark.parametrize("gold_rows", [{}, {0: 2, 5: 0, 17: 1}])
 def test_one_subtype_is_mf(small, gold_rows):
     gold = {small.tasks[t]: small.classes[g] for t, g in gold_rows.items()} or None
-    e = EBCC(subtypes=1, max_iter=12, tol=0.0, gold=gold).fit(small)
+    e = EBCC(subtypes=1, max_iter=12, tol=0.0, gold=gold, empirical_prior=False).fit(small)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         from crowdagg.methods.graph.mf import MeanField
@@ -167,7 +170,7 @@ def test_the_best_elbo_of_the_restarts_is_kept(small):
 
 def reference_elbo_of(data, split) -> float:
     """The final ELBO of a default run (tol 1e-3, the residual rule) from ``split``, by the reference updates."""
-    posts, trace = reference_ebcc(data, split, 500)
+    posts, trace = reference_ebcc(data, split, 500, alpha=1.0 + split.sum(axis=(0, 2)))
     for i in range(1, len(posts)):
         answered = data.answers_per_task > 0
         if np.abs(posts[i][answered] - posts[i - 1][answered]).max() <= 1e-3:
@@ -205,7 +208,10 @@ def test_correlated_workers_beat_ds(seed):
     eb = aggregate(data, "ebcc")
     acc_ds, acc_eb = np.mean(ds.labels == truth), np.mean(eb.labels == truth)
     assert acc_eb > 0.9 and acc_eb > acc_ds + 0.1, (acc_eb, acc_ds)
-    assert np.mean(eb.labels[tricky] == 0) > 0.8  # the subpopulation ds gives to the group's wrong class
+    # the subpopulation ds gives to the group's wrong class: ebcc reads it from the other 8 workers, whose majority
+    # alone is right on about 80% of it (P(at least 5 of 8 right at .7) = .81)
+    right_eb, right_ds = np.mean(eb.labels[tricky] == 0), np.mean(ds.labels[tricky] == 0)
+    assert right_eb > 0.7 and right_eb > right_ds + 0.3, (right_eb, right_ds)
     # the group's class-0 confusion, marginalised over subtypes, says they answer 1 on about half of class 0
     assert eb.confusion[:3, 0, 1] == pytest.approx(0.45, abs=0.08)
 
@@ -217,7 +223,16 @@ def test_recovers_a_plain_dawid_skene_crowd():
     ds = aggregate(data, "ds")
     acc_eb, acc_ds = np.mean(eb.labels == crowd.truth), np.mean(ds.labels == crowd.truth)
     assert acc_eb >= acc_ds - 0.005 and acc_eb > 0.9, (acc_eb, acc_ds)
-    np.testing.assert_allclose(eb.prior, [0.5, 0.3, 0.2], atol=0.03)
+    # The authors' empirical prior holds the vote's class totals as pseudo-tasks: the class proportions land halfway
+    # between the vote's shares and the truth's; without it they are the truth's.
+    from crowdagg.methods.blocks import soft_majority_vote
+
+    truth_share = np.bincount(crowd.truth, minlength=3) / len(crowd.truth)
+    halfway = (soft_majority_vote(data).mean(axis=0) + truth_share) / 2
+    np.testing.assert_allclose(eb.prior, halfway, atol=0.01)
+    plain = aggregate(data, "ebcc", empirical_prior=False)
+    np.testing.assert_allclose(plain.prior, [0.5, 0.3, 0.2], atol=0.03)
+    np.testing.assert_allclose(plain.prior, truth_share, atol=0.01)
     err = np.abs(eb.confusion - crowd.confusion)
     assert err.mean() < 0.03 and err.max() < 0.12, (err.mean(), err.max())
     # few subtypes carry the weight (a_π = 0.1: sparse)
@@ -301,14 +316,16 @@ def test_dask_engine_gives_the_local_bytes(tmp_path):
 # --------------------------------------------------------------------------- real data
 #: The authors' published EBCC accuracies (Li, Rubinstein & Cohn 2019, Table 2), and ours with the defaults
 #: (measured: `load_annotations(..., duplicates="last")`, tasks with truth).  Within 1 point or better, except
-#: web and face (see GAPS).
+#: web (see GAPS).
 PUBLISHED = {"bluebird": 0.861, "rte": 0.931, "dog": 0.840, "web": 0.769, "trec": 0.704, "face": 0.635,
              "cf": 0.883, "cf_amt": 0.857, "sp_amt": 0.944, "music": 0.787, "zencrowd": 0.862}
-OURS = {"bluebird": 0.8611, "rte": 0.9275, "dog": 0.8389, "web": 0.5443, "trec": 0.7051, "face": 0.6113,
-        "cf": 0.8833, "cf_amt": 0.86, "sp_amt": 0.94, "music": 0.79, "zencrowd": 0.8868, "labelme": 0.748,
-        "sentiment": 0.915, "temp": 0.9416}
-#: Where the best ELBO of our restarts is a less accurate optimum than the authors' figure (explained in the report).
-GAPS = ("web", "face")
+OURS = {"bluebird": 0.8611, "rte": 0.9313, "dog": 0.8401, "web": 0.7437, "trec": 0.7037, "face": 0.6353,
+        "cf": 0.8767, "cf_amt": 0.86, "sp_amt": 0.94, "music": 0.7871, "zencrowd": 0.8691, "labelme": 0.786,
+        "sentiment": 0.9092, "temp": 0.9416}
+#: Where ours is more than a point below the authors': web (.744 against .769; every one of 40 seeded splits ends
+#: within .001 of .744, so it is not the restarts -- the authors' start from a task's distinct answered classes
+#: gives .748, their ties are scored fractionally).
+GAPS = ("web",)
 
 
 def accuracy_on(datasets_dir, name, **params) -> float:
