@@ -22,7 +22,7 @@ _EBCC = Method(
     "(worker_model=confusion, prior=a_v,b_v, class_prior=α) with empirical_prior=false.",
     "Li, Rubinstein & Cohn, Exploiting worker correlation for label aggregation in crowdsourcing, ICML 2019 "
     "(PMLR 97:3886-3895)",
-    (SEED, max_iter(500, "the authors' code"),
+    (SEED, max_iter(500),
      Param("tol", float, 1e-3, "stop when no task's class posterior moves by more than this in an iteration "
            "(the authors' rule); 0 runs max_iter", 0.0, 0.5),
      Param("subtypes", int, 10, "latent subtypes per true class (M; 1 is mf)", 1, 1000, "M"),

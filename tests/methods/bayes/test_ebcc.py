@@ -348,3 +348,19 @@ def test_real_data_accuracy(datasets_dir, name):
     assert acc == pytest.approx(OURS[name], abs=1e-4), acc  # the defaults' measured figure, to the digit
     if name in PUBLISHED and name not in GAPS:
         assert acc >= PUBLISHED[name] - 0.01, (name, acc, PUBLISHED[name])
+
+
+def test_dirichlet_kl_counts_a_shared_prior_row_once_per_row_and_takes_given_expected_logs():
+    from crowdagg.methods.variational import dirichlet_kl, expected_log
+
+    rng = np.random.default_rng(0)
+    mu = rng.random((4, 3, 2, 3)) * 3 + 0.5  # [worker, true, subtype, observed]
+    beta = np.full((3, 3), 1.0)
+    np.fill_diagonal(beta, 4.0)
+    by_row = sum(_kl(mu[w, k, m], beta[k]) for w in range(4) for k in range(3) for m in range(2))
+    assert dirichlet_kl(mu, beta[None, :, None, :], 3) == pytest.approx(by_row, rel=1e-13)
+    assert dirichlet_kl(mu, beta[None, :, None, :], 3, expected=expected_log(mu, 3)) == pytest.approx(by_row,
+                                                                                                       rel=1e-13)
+    eta = rng.random((3, 5)) + 0.1  # a scalar prior along the rows: Dir(0.02, ..., 0.02)
+    assert dirichlet_kl(eta, np.asarray(0.02), 1) == pytest.approx(sum(_kl(r, np.full(5, 0.02)) for r in eta),
+                                                                   rel=1e-13)
