@@ -22,7 +22,8 @@ Learning from crowds (the optional extra ``train``: torch)
         (predict, predict_proba; .result: the training tasks' inferred labels)
     load_model(path) -- a model saved by ``crowdagg train --save`` -> TrainedModel (loading executes no code)
 Evaluation
-    evaluate_labels(predicted, truth) -> Evaluation (accuracy, macro-F1, recall)
+    evaluate_labels(predicted, truth, posteriors=result.proba_frame()) -> Evaluation (accuracy, macro-F1, recall;
+        with posteriors or confidence=: ECE over 15 equal-mass bins, Brier score, reliability table)
 Threads
     set_threads(n), use_threads(n) -- the thread count of reading and fitting (``--threads``)
 Errors and warnings

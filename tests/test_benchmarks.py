@@ -426,3 +426,32 @@ def test_deepbp_cases_verdicts_read_ties_as_ties_and_name_the_failures(tmp_path)
     lines = [v for v in proc.stdout.splitlines() if v.startswith("- ")]
     assert [v.split(":")[0] for v in lines] == ["- NOT met", "- NOT met", "- met", "- NOT met"], lines
     assert "beyond 2 standard errors: informative/3" in lines[0]
+
+
+def test_accuracy_benchmark_prints_accuracy_ece_oracle_and_crowdkit(tmp_path, datasets_dir):
+    out = tmp_path / "accuracy.json"
+    proc = _run_script("bench_accuracy.py", "--methods", "mv,ds,kos", "--datasets", "bluebird,dog", "--root",
+                       str(datasets_dir), "--json", str(out), datasets_dir=datasets_dir)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[2].startswith("| dataset | answers | mv | ds | kos | oracle | crowd-kit MV | crowd-kit DS |")
+    # issue 32's figures on these two sets; kos is binary and refuses dog (4 classes), which the table says
+    assert lines[4].startswith("| bluebird | 4212 | 0.759 | 0.898 | 0.722 | 0.898 | 0.759 | 0.889 |")
+    assert lines[5].startswith("| dog | 8070 | 0.827 | 0.843 | refused | 0.843 |")
+    assert "| bluebird | 0.181 | 0.099 | 0.278 |" in lines
+    assert any(line.startswith("kos refused dog: kos is binary") for line in lines)
+    figures = json.loads(out.read_text())
+    assert figures["datasets"]["bluebird"]["methods"]["ds"]["ece"] == pytest.approx(0.0993, abs=5e-5)
+    assert figures["summary"]["sets_run"]["kos"] == ["bluebird"]
+
+
+def test_accuracy_benchmark_runs_every_categorical_method_of_the_registry():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import bench_accuracy
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    from crowdagg.methods.registry import METHODS
+
+    assert bench_accuracy.categorical_methods() == [m for m, spec in METHODS.items() if spec.kind == "categorical"]
+    assert {"mv", "ds", "mf", "kos"} <= set(bench_accuracy.categorical_methods())

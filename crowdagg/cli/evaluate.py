@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import sys
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
 from . import options as opt
 from .options import require_values
-from .pipeline import read_labels
-from .plumbing import handle_errors, write_stdout
+from .pipeline import read_labels, read_predictions
+from .plumbing import err, handle_errors
 
 
 @handle_errors()
@@ -22,29 +22,116 @@ def evaluate(
     truth_task_col: Optional[str] = opt.column_option("--truth-task-col", "Task column of --truth."),
     truth_label_col: Optional[str] = opt.TRUTH_LABEL_COL,
     fmt: Optional[str] = opt.format_option("csv, tsv, json, jsonl or parquet (default: a table on a terminal, else csv)."),
+    reliability: Optional[str] = typer.Option(None, "--reliability", metavar="FILE", help="Write the reliability table here: one row per bin (bin, count, confidence_low, confidence_high, confidence, accuracy); format from the extension (csv, tsv, json, jsonl, parquet)."),
+    plot: Optional[str] = typer.Option(None, "--plot", metavar="FILE.png", help="Draw the reliability diagram into FILE.png: each bin's accuracy against its mean confidence, beside the diagonal of perfect calibration.  Needs pip install 'crowdagg[plot]'."),
     verbose: bool = opt.VERBOSE,
 ) -> None:
-    """Score predicted labels against the truth: accuracy, macro-F1, per-class recall.
+    """Score predicted labels against the truth: accuracy, macro-F1, per-class recall; and how far their
+    confidences can be trusted.
 
-    Example: crowdagg aggregate labels.csv | crowdagg evaluate - --truth gold.csv
+    With the posterior columns of aggregate --proba (p_<class>), also the expected calibration error (ECE), the
+    Brier score and the reliability table of the label column's probabilities: the compared tasks sorted by the
+    probability of their label and cut into 15 bins of equal count (equal mass); ECE = sum over bins of
+    (bin's tasks / tasks) x |bin's accuracy - bin's mean confidence|; Brier = mean over tasks of sum over classes
+    of (p_class - 1[class is true])^2.  Without them, the confidence column gives the ECE and the table (no
+    Brier score: it needs every class's probability).
+
+    \b
+    Example: crowdagg aggregate labels.csv --proba | crowdagg evaluate - --truth gold.csv --plot reliability.png
     """
-    from ..io.output import check_binary, resolve
+    from ..io.output import check_binary, commit, resolve
     from ..io.read import check_stdin_once, output_format
-    from ..reports.evaluate import evaluate_labels, evaluation_bytes, print_table
+    from ..reports.evaluate import evaluation_bytes, print_table, reliability_bytes
 
-    require_values(predictions=predictions, truth=truth, format=fmt)
+    require_values(predictions=predictions, truth=truth, format=fmt, reliability=reliability, plot=plot)
     check_stdin_once([(f"PREDICTIONS {predictions}", predictions), (f"--truth {truth}", truth)])
     _check_not_itself(predictions, truth, label_col, truth_label_col)
     out_fmt = output_format(fmt, None) if fmt is not None else None
+    stdout = resolve("-")
     if out_fmt is not None:
-        check_binary(resolve("-"), out_fmt)
-    pred = read_labels(predictions, task_col, label_col, what="predicted")
+        check_binary(stdout, out_fmt)
+    files = _plan_files(reliability, plot, stdout,
+                        [(f"PREDICTIONS {predictions}", predictions), (f"--truth {truth}", truth)])
+    pred = read_predictions(predictions, task_col, label_col)
     true = read_labels(truth, truth_task_col, truth_label_col, option="--truth")
-    ev = evaluate_labels(pred, true)
-    if out_fmt is None and sys.stdout is not None and sys.stdout.isatty():
+    ev = _evaluate(pred, true, truth, asked=bool(files))
+    outputs = []
+    if "--reliability" in files:
+        target, rel_fmt = files["--reliability"]
+        outputs.append((target, reliability_bytes(ev, rel_fmt)))
+    if "--plot" in files:
+        from ..reports.plot import reliability_diagram
+
+        outputs.append((files["--plot"][0], reliability_diagram(ev.reliability or (), ev.ece or 0.0, ev.brier,
+                                                                ev.calibrated_from)))
+    on_terminal = out_fmt is None and sys.stdout is not None and sys.stdout.isatty()
+    if not on_terminal:
+        outputs.insert(0, (stdout, evaluation_bytes(ev, out_fmt or "csv")))
+    commit(outputs)  # the files and stdout together, or none of them
+    if on_terminal:
         print_table(ev, sys.stdout)
-        return
-    write_stdout(evaluation_bytes(ev, out_fmt or "csv"))
+
+
+def _plan_files(reliability: Optional[str], plot: Optional[str], stdout: Any,
+                inputs: list[tuple[str, Optional[str]]]) -> dict[str, tuple[Any, str]]:
+    """``--reliability`` and ``--plot``: resolved and checked before anything is read (format from the name, never
+    an input nor standard output, where the scores go, ``--plot`` a .png and matplotlib installed);
+    {option: (target, format)}."""
+    from ..errors import UsageError
+    from ..io.output import check_binary, check_distinct, check_not_inputs, resolve
+    from ..io.read import output_format
+    from ..reports.evaluate import RELIABILITY_COLUMNS
+
+    files: dict[str, tuple[Any, str]] = {}
+    if reliability is not None:
+        files["--reliability"] = (resolve(reliability, "--reliability", writes=RELIABILITY_COLUMNS),
+                                  output_format(None, reliability, "--reliability"))
+    if plot is not None:
+        from ..reports.plot import require
+
+        if not plot.lower().endswith(".png"):
+            raise UsageError(f"--plot {plot}: the reliability diagram is a PNG image; name it .png")
+        require()
+        files["--plot"] = (resolve(plot, "--plot"), "png")
+    targets = [t for t, _ in files.values()]
+    check_distinct([stdout, *targets])
+    check_not_inputs(targets, inputs)
+    for target, fmt in files.values():
+        check_binary(target, fmt)
+    return files
+
+
+def _evaluate(pred: Any, true: dict[str, str], truth_path: str, *, asked: bool) -> Any:
+    """The evaluation, with the calibration the predictions allow: the posteriors of their ``p_<class>``
+    columns, else the ``confidence`` column (no Brier score), else none -- said on stderr; ``asked``
+    (``--reliability`` or ``--plot``) without either is an error."""
+    import pandas as pd
+
+    from ..errors import DataError
+    from ..reports.evaluate import evaluate_labels
+
+    tasks = pd.Index(list(pred.labels), dtype=object)
+    if pred.posteriors is not None:
+        known = set(pred.classes)
+        lost = next((t for t in pred.labels if t in true and true[t] not in known), None)
+        if lost is not None:
+            raise DataError(f"--truth {truth_path}: task {lost!r} has the true label {true[lost]!r}, which has no "
+                            f"p_{true[lost]} column in {pred.display} (its classes: {', '.join(pred.classes[:10])}"
+                            f"{', ...' if len(pred.classes) > 10 else ''})")
+        frame = pd.DataFrame(pred.posteriors, index=tasks, columns=pred.classes, copy=False)
+        return evaluate_labels(pred.labels, true, pred.classes, posteriors=frame)
+    if pred.confidence is not None:
+        ev = evaluate_labels(pred.labels, true, confidence=pd.Series(pred.confidence, index=tasks))
+        err(f"note: {pred.display} has no p_<class> columns: ECE and the reliability table are of its confidence "
+            "column; the Brier score needs every class's probability (aggregate --proba)")
+        return ev
+    if asked:
+        raise DataError(f"{pred.display} has neither p_<class> columns nor a confidence column: --reliability and "
+                        "--plot need the output of aggregate (--proba for the Brier score)")
+    ev = evaluate_labels(pred.labels, true)  # (its errors first: one line)
+    err(f"note: {pred.display} has neither p_<class> columns nor a confidence column: calibration (ECE, Brier "
+        "score, reliability) needs the output of aggregate --proba")
+    return ev
 
 
 def _check_not_itself(predictions: str, truth: str, label_col: Optional[str], truth_label_col: Optional[str]) -> None:

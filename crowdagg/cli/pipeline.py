@@ -247,6 +247,15 @@ def read_labels(
     )
 
 
+def read_predictions(path: str, task_col: Optional[str], label_col: Optional[str]) -> Any:
+    """The command's own predictions file (``evaluate``): its labels with, where it has them, the ``p_<class>``
+    posteriors and the ``confidence`` column (:func:`crowdagg.io.read.read_predictions`)."""
+    from ..io.read import read_predictions as read
+
+    return read(path, task_col=task_col, label_col=label_col, what="predicted",
+                options={"task": "--task-col", "label": "--label-col"})
+
+
 def read_worker_model(path: str, max_memory: Any) -> dict[str, Any]:
     """A worker model saved with ``--save-workers``."""
     from ..io.read import read_bytes

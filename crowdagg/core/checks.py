@@ -17,6 +17,13 @@ import numpy as np
 
 from ..errors import DataError, UsageError, param
 
+#: How far a row of posteriors may sum from 1 where it is read or given (``evaluate``'s ``p_<class>`` columns): a
+#: file's probabilities rounded to 4 decimals stay within it for a few classes, a wrong or missing column does not.
+PROBA_SUM_TOLERANCE = 1e-3
+#: How far a probability may stray outside [0, 1] by rounding (1.0000000000000002) before it is refused; within
+#: it, it is clipped.
+PROBA_ROUNDING = 1e-9
+
 
 def check_int(name: str, value: Any, minimum: int, maximum: int | None = None) -> int:
     """``value`` as an int in [minimum, maximum] (bools refused)."""

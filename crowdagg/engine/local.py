@@ -30,6 +30,19 @@ def _pool(n: int) -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=n, thread_name_prefix="crowdagg")
 
 
+def run_each(fn: Callable[[int], Any], n: int) -> list[Any]:
+    """``[fn(0), ..., fn(n - 1)]``, on ``n`` threads (this one and the engine's pool); every call has ended when
+    this returns or raises.  For work split by a method itself (``fn`` a numba kernel that releases the GIL)."""
+    pool = _pool(n)
+    helpers = [pool.submit(fn, i) for i in range(1, n)]
+    try:
+        first = fn(0)
+    finally:
+        for f in helpers:
+            f.exception()
+    return [first] + [f.result() for f in helpers]
+
+
 class LocalEngine:
     """Map block functions over the grid of ``data`` on this machine's threads and reduce their sums.
 

@@ -89,6 +89,7 @@ import numpy as np
 
 from ..core import memory, threads
 from ..core import timing as _timing
+from ..core.checks import PROBA_ROUNDING, PROBA_SUM_TOLERANCE
 from ..data.annotations import AnnotationSet, BlankLabelPolicy, DuplicatePolicy, Locator, check_blank_labels, header_key
 from ..errors import CrowdaggError, CrowdaggWarning, DataError, UsageError, os_reason, param, warn
 from .columns import LABEL_ALIASES, TASK_ALIASES, TRUTH_ALIASES, WORKER_ALIASES, map_answer_columns, map_label_columns
@@ -2256,13 +2257,97 @@ def read_task_labels(
     different labels is an error.  ``options`` spells the column overrides
     in messages (default the keywords ``task_col``/``label_col``).
     """
+    table, t_col, y_col = _label_table(source, input_format, task_col, label_col, options)
+    return _task_labels(table, t_col, y_col, what)[0]
+
+
+#: The posterior columns ``aggregate --proba`` writes: ``p_<class>``, one per class, the class's name as it is.
+PROBA_PREFIX = "p_"
+#: The column holding the probability of each row's label (``aggregate``'s output).
+CONFIDENCE_COLUMN = "confidence"
+
+
+@dataclass
+class Predictions:
+    """A predictions file as ``crowdagg evaluate`` scores it (:func:`read_predictions`).
+
+    ``labels``: {task: label}; ``posteriors``: shape (len(labels), K), a
+    row per task in the order of ``labels``, a column per class of
+    ``classes`` (the ``p_<class>`` columns, each row checked: numbers in
+    [0, 1] summing to 1 within
+    :data:`~crowdagg.core.checks.PROBA_SUM_TOLERANCE`), or None without
+    such columns; ``confidence``: shape (len(labels),), the probability of
+    each task's label (the ``confidence`` column, in [0, 1]), or None.  A
+    task's row is its first line.  ``display``: the file as messages name it.
+    """
+
+    labels: dict[str, str]
+    classes: list[str]
+    posteriors: np.ndarray | None
+    confidence: np.ndarray | None
+    display: str
+
+
+def read_predictions(
+    source: str | os.PathLike[str] | IO[bytes],
+    *,
+    input_format: str | None = None,
+    task_col: str | None = None,
+    label_col: str | None = None,
+    what: str = "predicted",
+    options: Mapping[str, str] | None = None,
+) -> Predictions:
+    """Read predicted labels with, where the file has them, their posteriors (``p_<class>`` columns, as
+    ``aggregate --proba`` writes them) and the ``confidence`` column: one read, so ``-`` (stdin) works.
+
+    Each probability is checked where it is read: a blank, text, NaN,
+    negative or above 1 is an error naming the file, line, column and value;
+    so is a row whose posteriors do not sum to 1, and a label with no
+    ``p_<label>`` column.
+    """
+    table, t_col, y_col = _label_table(source, input_format, task_col, label_col, options)
+    labels, first = _task_labels(table, t_col, y_col, what)
+    rows = np.fromiter(first.values(), dtype=np.int64, count=len(first))
+    p_cols = [h for h in table.header if h.startswith(PROBA_PREFIX) and h not in (t_col, y_col)]
+    classes = [h[len(PROBA_PREFIX):] for h in p_cols]
+    posteriors = None
+    if p_cols:
+        proba = np.column_stack([_probability_column(table, c, rows) for c in p_cols])
+        sums = proba.sum(axis=1)
+        off = np.abs(sums - 1.0) > PROBA_SUM_TOLERANCE
+        if off.any():
+            i = int(np.argmax(off))
+            shown = ", ".join(p_cols[:5]) + (", ..." if len(p_cols) > 5 else "")
+            raise DataError(f"{table.locate(int(rows[i]))}: the posterior columns ({shown}) sum to "
+                            f"{float(sums[i]):.6g}, not 1")
+        known = set(classes)
+        for label, row in zip(labels.values(), rows.tolist()):
+            if label not in known:
+                raise DataError(f"{table.locate(row)}: label {label!r} has no {PROBA_PREFIX}{label} column (the "
+                                f"posterior columns: {', '.join(p_cols[:5])}{', ...' if len(p_cols) > 5 else ''})")
+        posteriors = proba
+    confidence = None
+    if CONFIDENCE_COLUMN in table.header and CONFIDENCE_COLUMN not in (t_col, y_col):
+        confidence = _probability_column(table, CONFIDENCE_COLUMN, rows)
+    return Predictions(labels, classes, posteriors, confidence, table.display)
+
+
+def _label_table(source: Any, input_format: str | None, task_col: str | None, label_col: str | None,
+                 options: Mapping[str, str] | None) -> tuple[RawTable, str, str]:
+    """A task,label file read whole, and its task and label columns (the overrides as ``options`` spells them)."""
     task_col, label_col = _column_option(task_col, "task_col"), _column_option(label_col, "label_col")
     table = read_raw(source, input_format=input_format, role="truth")
     opts = options or {"task": param("task_col"), "label": param("label_col")}
     t_col, y_col = map_label_columns(table.header, source=table.display, task=task_col, label=label_col, options=opts)
+    return table, t_col, y_col
+
+
+def _task_labels(table: RawTable, t_col: str, y_col: str, what: str) -> tuple[dict[str, str], dict[str, int]]:
+    """{task: label} of a task,label table, and {task: the row of its first line}."""
     if table.n_rows == 0:
         raise DataError(f"{table.display}: no rows (header only?)")
     out: dict[str, str] = {}
+    first: dict[str, int] = {}
     tasks = _names(table, t_col, "task")[0].to_pylist()
     labels = _names(table, y_col, "label")[0].to_pylist()
     skipped = []
@@ -2280,6 +2365,7 @@ def read_task_labels(
             role = "task" if not t else "label"
             raise DataError(f"blank {what} {role} at {table.locate(i)}")
         prev = out.setdefault(t, y)
+        first.setdefault(t, i)
         if prev != y:
             raise DataError(
                 f"{table.display}: task {t!r} has two different {what} labels "
@@ -2296,7 +2382,47 @@ def read_task_labels(
         )
     if not out:
         raise DataError(f"{table.display}: no rows with a task and a label")
+    return out, first
+
+
+def _probability_column(table: RawTable, col: str, rows: np.ndarray) -> np.ndarray:
+    """Column ``col`` at ``rows`` as probabilities: a blank, text, NaN, inf, negative or above 1 is an error
+    naming the line, the column and the cell.  Read by Arrow where every cell is a number (typed Parquet columns,
+    CSV text), cell by cell only to find the bad one."""
+    column = table.column(col)
+    values = _floats(column)
+    if values is not None:
+        picked = values[rows]
+        if ((picked >= -PROBA_ROUNDING) & (picked <= 1.0 + PROBA_ROUNDING)).all():  # (NaN fails both)
+            return np.clip(picked, 0.0, 1.0)
+    cells = column.to_pylist() if hasattr(column, "to_pylist") else list(column)
+    out = np.empty(len(rows), dtype=np.float64)
+    for i, r in enumerate(rows.tolist()):
+        cell = cells[r]
+        try:
+            value = float(cell.strip() if isinstance(cell, str) else cell)
+        except (TypeError, ValueError):
+            value = float("nan")
+        if not -PROBA_ROUNDING <= value <= 1.0 + PROBA_ROUNDING:  # (NaN fails both)
+            shown = "a blank" if cell is None or (isinstance(cell, str) and not cell.strip()) else repr(cell)
+            raise DataError(f"{table.locate(r)}: column {col!r} holds {shown}, not a probability in [0, 1]")
+        out[i] = min(max(value, 0.0), 1.0)
     return out
+
+
+def _floats(column: Any) -> np.ndarray | None:
+    """A column as float64 by Arrow's cast (blanks NaN), or None where a cell is not a number (or the column's
+    type does not cast): the caller then finds the cell."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    try:
+        arr = column if isinstance(column, (pa.Array, pa.ChunkedArray)) else pa.array(column, from_pandas=True)
+        if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
+            arr = pc.utf8_trim_whitespace(arr)
+        return np.asarray(arr.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, TypeError, ValueError):
+        return None
 
 
 # --------------------------------------------------------------------------- output formats

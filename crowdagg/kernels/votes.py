@@ -241,3 +241,90 @@ def _worker_agreement(
     ptr, worker, label = _by_task(task, worker, label, n_tasks)
     return _block_agreement(ptr, worker, label, 0, int(n_tasks), np.ascontiguousarray(label_of_task, dtype=np.int64),
                             int(n_workers), True)
+
+
+# --------------------------------------------------------------------------- Bayesian weighted average (bwa)
+@njit(cache=True, nogil=True, inline="always")
+def _bwa_scores(task_ptr, worker, label, t, precision, mean, lam, shares, out, den):  # pragma: no cover - compiled
+    """Task ``t``'s one-vs-rest scores into ``out`` (K,): its vote shares (``shares``), else per class k
+    ``(lam mean_k + Σ_answers v[w, k] 1[label = k]) / (lam + Σ_answers v[w, k])``; ``den`` is a K buffer.
+    A task without answers gets ``mean`` either way."""
+    k = out.shape[0]
+    lo = task_ptr[t]
+    hi = task_ptr[t + 1]
+    if hi == lo:
+        for c in range(k):
+            out[c] = mean[c]
+        return
+    if shares:
+        for c in range(k):
+            out[c] = 0.0
+        for e in range(lo, hi):
+            out[label[e]] += 1.0
+        for c in range(k):
+            out[c] /= hi - lo
+        return
+    for c in range(k):
+        out[c] = lam * mean[c]
+        den[c] = lam
+    for e in range(lo, hi):
+        w = worker[e]
+        out[label[e]] += precision[w, label[e]]
+        for c in range(k):
+            den[c] += precision[w, c]
+    for c in range(k):
+        out[c] /= den[c]
+
+
+@njit(cache=True, nogil=True)
+def _block_bwa(task_ptr, worker, label, t0, t1, n_workers, precision, mean, shares, before, before_mean,
+               before_shares, lam, rtol, atol, compare, keep):  # pragma: no cover - compiled
+    """One pass of BWA's one-vs-rest updates over the tasks ``[t0, t1)``: the scores of (``precision``, ``mean``)
+    and what the next update needs.
+
+    ``precision`` (n_workers, K) and ``mean`` (K,) give the scores z (each task's row, :func:`_bwa_scores`;
+    ``shares``: the vote shares instead, ``precision`` unread).  The caller checks the codes and shapes
+    (``worker < n_workers``, ``label < K``, ``precision`` and ``before`` (n_workers, K) unless read as shares).  Returns, fresh:
+
+    * ``sq`` (n_workers, K): Σ over each worker's answers of ``(z[t, k] - 1[label = k])²``;
+    * ``z_sum`` (K,) and ``n_answered``: the scores summed over the tasks with answers, and their count;
+    * ``spread`` (K,): Σ over the tasks with answers of ``n_t z[t, k] (1 - z[t, k])`` (the prior's scale);
+    * ``moved`` (K,): when ``compare``, how many tasks with answers have ``|z - z_before| > atol + rtol |z|``,
+      ``z_before`` the scores of (``before``, ``before_mean``, ``before_shares``): numpy's
+      ``allclose(z_before, z, rtol, atol)`` of a class's column holds exactly when its count is 0;
+    * ``rows`` (t1 - t0, K) the scores when ``keep`` (else (0, K)).
+    """
+    k = mean.shape[0]
+    sq = np.zeros((n_workers, k))
+    z_sum = np.zeros(k)
+    spread = np.zeros(k)
+    moved = np.zeros(k)
+    rows = np.zeros((t1 - t0 if keep else 0, k))
+    z = np.empty(k)
+    zb = np.empty(k)
+    den = np.empty(k)
+    n_answered = 0.0
+    for t in range(t0, t1):
+        _bwa_scores(task_ptr, worker, label, t, precision, mean, lam, shares, z, den)
+        if keep:
+            for c in range(k):
+                rows[t - t0, c] = z[c]
+        lo = task_ptr[t]
+        hi = task_ptr[t + 1]
+        if hi == lo:
+            continue
+        n_answered += 1.0
+        for c in range(k):
+            z_sum[c] += z[c]
+            spread[c] += (hi - lo) * z[c] * (1.0 - z[c])
+        if compare:
+            _bwa_scores(task_ptr, worker, label, t, before, before_mean, lam, before_shares, zb, den)
+            for c in range(k):
+                if abs(z[c] - zb[c]) > atol + rtol * abs(z[c]):
+                    moved[c] += 1.0
+        for e in range(lo, hi):
+            w = worker[e]
+            for c in range(k):
+                d = z[c] - (1.0 if label[e] == c else 0.0)
+                sq[w, c] += d * d
+    return sq, z_sum, n_answered, spread, moved, rows

@@ -109,9 +109,12 @@ def check_engine(method: str, engine: str, params: Mapping[str, Any]) -> None:
         able = [m.name for m in METHODS.values() if engine in m.engines]
         raise UsageError(f"method {method!r} runs on the {' and '.join(spec.engines)} engine only, not on {engine}; "
                          f"methods that run on {engine}: {', '.join(able) or 'none'}")
-    # Gold, the starts (init) and a saved worker model go through the engine; restarts still draw their blends
-    # over every task's vote shares on the client.
-    if engine == "dask" and params.get("n_init") not in (None, 1):
+    # Gold, the starts (init) and a saved worker model go through the engine; EM's restarts (the shared N_INIT)
+    # still draw their blends over every task's vote shares on the client.  A method declaring its own n_init
+    # (ebcc: subtype splits keyed on task names, drawn inside the blocks) runs its restarts on any engine.
+    from .registry import N_INIT
+
+    if engine == "dask" and params.get("n_init") not in (None, 1) and N_INIT in spec.params:
         raise UsageError(f"{param('n_init')} {params['n_init']} is not supported with the Dask engine (the restarts "
                          "draw their starts from every answer on the client): use n_init 1, or the local engine")
 

@@ -24,6 +24,8 @@ factor of :math:`q` -- each worker's rows, the class prior's
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from scipy.special import digamma, gammaln
 
@@ -40,28 +42,40 @@ def expected_log(beta: np.ndarray, axis: int = -1) -> np.ndarray:
     return digamma(beta) - digamma(beta.sum(axis=axis, keepdims=True))
 
 
-def dirichlet_kl(beta: np.ndarray, alpha: np.ndarray, axis: int = -1) -> float:
+def dirichlet_kl(beta: np.ndarray, alpha: np.ndarray, axis: int = -1, expected: np.ndarray | None = None) -> float:
     r"""Σ over the rows of KL(Dir(``beta``) ‖ Dir(``alpha``)), each Dirichlet along ``axis`` (``alpha`` broadcasts).
 
     .. math:: \mathrm{KL} = \log\Gamma(\textstyle\sum\beta) - \sum\log\Gamma(\beta)
               - \log\Gamma(\textstyle\sum\alpha) + \sum\log\Gamma(\alpha)
               + \sum (\beta - \alpha)\,\mathbb{E}_\beta[\log\theta]
+
+    ``expected``: :func:`expected_log` of ``beta`` along ``axis`` when the
+    caller has it (an E-step's table), not computed again.  The prior's
+    normaliser is computed on ``alpha`` as given and counted once per row
+    it broadcasts to (a shared prior row costs K log-gammas, not one per
+    row).
     """
     beta = np.asarray(beta, dtype=np.float64)
-    alpha = np.broadcast_to(np.asarray(alpha, dtype=np.float64), beta.shape)
+    alpha = np.asarray(alpha, dtype=np.float64)
+    e = expected_log(beta, axis) if expected is None else expected
+    axis %= beta.ndim
+    a = alpha.reshape((1,) * (beta.ndim - alpha.ndim) + alpha.shape)
+    a = np.broadcast_to(a, a.shape[:axis] + beta.shape[axis:axis + 1] + a.shape[axis + 1:])  # whole rows, no more
+    rows = beta.shape[:axis] + beta.shape[axis + 1:]
+    prior_norm = np.broadcast_to(gammaln(a).sum(axis=axis) - gammaln(a.sum(axis=axis)), rows)
     kl = (gammaln(beta.sum(axis=axis)) - gammaln(beta).sum(axis=axis)
-          - gammaln(alpha.sum(axis=axis)) + gammaln(alpha).sum(axis=axis)
-          + ((beta - alpha) * expected_log(beta, axis)).sum(axis=axis))
-    return float(kl.sum())
+          + ((beta - alpha) * e).sum(axis=axis))
+    return float(kl.sum() + prior_norm.sum())
 
 
-def elbo(log_evidence: float, *factors: tuple[np.ndarray, np.ndarray, int]) -> float:
+def elbo(log_evidence: float, *factors: tuple[Any, ...]) -> float:
     r"""The evidence lower bound: Σ_i log Z_i minus the KL divergence of each Dirichlet factor from its prior.
 
     ``log_evidence`` is Σ_i log Z_i of the E-step that made the task
     posteriors (on the expected log-parameters of the same factors);
-    ``factors`` are ``(beta, alpha, axis)`` triples for :func:`dirichlet_kl`.
+    ``factors`` are ``(beta, alpha, axis)`` triples for :func:`dirichlet_kl`,
+    or ``(beta, alpha, axis, expected)`` with the expected logs of ``beta``.
     With every task's q_i at its optimum, E_q[log p(answers, z | θ)] +
     H(q(z)) = Σ_i log Z_i, so the bound needs no per-task array.
     """
-    return float(log_evidence) - sum(dirichlet_kl(b, a, axis) for b, a, axis in factors)
+    return float(log_evidence) - sum(dirichlet_kl(*factor) for factor in factors)

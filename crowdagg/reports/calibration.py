@@ -2,7 +2,11 @@ r"""How far a method's confidences can be trusted: expected calibration error, B
 
 A posterior row ``proba[i]`` (K,) is *calibrated* when, among the tasks
 given confidence :math:`c = \max_k p_{ik}`, a share :math:`c` is right.
-Measured against known truth:
+Where the labels scored are given (``predicted``: a method's own labels, or
+the ``label`` column of a predictions file), a task's confidence is the
+posterior of *its* label, :math:`c_i = p_{i,\hat y_i}`: what is scored is
+the claim "this label is right with probability c".  Measured against known
+truth:
 
 * **ECE** (expected calibration error) with ``n_bins`` **equal-mass**
   bins: the tasks sorted by confidence (ties kept in task order: a stable
@@ -32,9 +36,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..core.checks import PROBA_ROUNDING
 from ..errors import DataError
 
-__all__ = ["Calibration", "ReliabilityBin", "brier_score", "calibration", "expected_calibration_error"]
+__all__ = ["Calibration", "ReliabilityBin", "brier_score", "calibration", "confidence_bins", "confidence_calibration",
+           "expected_calibration_error", "reliability_bins"]
 
 #: The number of equal-mass bins of the ECE and the reliability table.
 N_BINS = 15
@@ -56,7 +62,8 @@ class Calibration:
     """ECE, Brier score and the reliability table of one set of posteriors against the truth."""
 
     ece: float
-    brier: float
+    #: None where only each label's confidence is known (no posterior row: the Brier score needs every class's)
+    brier: float | None
     bins: tuple[ReliabilityBin, ...]
     n_bins: int
 
@@ -78,31 +85,56 @@ def reliability_bins(proba: np.ndarray, truth: np.ndarray, n_bins: int = N_BINS,
     """The equal-mass reliability table: ``n_bins`` bins (fewer when there are fewer tasks), in rising confidence.
 
     ``predicted`` (N,) class indices: the labels scored (default the
-    argmax of each row; pass a method's own labels when its ties were drawn).
+    argmax of each row; pass a method's own labels when its ties were drawn,
+    or a file's labels), each task's confidence then the posterior of its label.
     """
     p, y = _checked(proba, truth)
+    if not len(y):
+        return confidence_bins(np.zeros(0), np.zeros(0, dtype=bool), n_bins)
+    if predicted is None:
+        pred = p.argmax(axis=1)
+    else:
+        pred = np.asarray(predicted, dtype=np.int64)
+        if pred.shape != y.shape or pred.min() < 0 or pred.max() >= p.shape[1]:
+            raise DataError(f"calibration: the predicted classes must be {len(y)} indices in [0, {p.shape[1]})")
+    conf = p[np.arange(len(y)), pred]
+    return confidence_bins(conf, pred == y, n_bins)
+
+
+def confidence_bins(confidence: np.ndarray, correct: np.ndarray, n_bins: int = N_BINS) -> tuple[ReliabilityBin, ...]:
+    """The equal-mass reliability table of labels given only their confidence: ``confidence`` (N,) each label's
+    probability, ``correct`` (N,) whether it is the truth.  What :func:`reliability_bins` bins."""
     if n_bins < 1:
         raise DataError(f"calibration: n_bins must be at least 1, got {n_bins}")
-    if not len(y):
+    conf = np.asarray(confidence, dtype=np.float64)
+    right = np.asarray(correct, dtype=np.float64)
+    if conf.ndim != 1 or conf.shape != right.shape:
+        raise DataError(f"calibration needs one confidence and one outcome per task; got {conf.shape} and "
+                        f"{right.shape}")
+    if not np.isfinite(conf).all() or (len(conf) and (conf.min() < -PROBA_ROUNDING
+                                                      or conf.max() > 1.0 + PROBA_ROUNDING)):
+        raise DataError("calibration: a confidence is NaN or outside [0, 1]")
+    conf = np.clip(conf, 0.0, 1.0)  # (a posterior's rounding: 1.0000000000000002)
+    if not len(conf):
         return ()
-    conf = p.max(axis=1)
-    pred = p.argmax(axis=1) if predicted is None else np.asarray(predicted, dtype=np.int64)
-    right = (pred == y).astype(np.float64)
     order = np.argsort(conf, kind="stable")
     out = []
-    for idx in np.array_split(order, min(n_bins, len(y))):
+    for idx in np.array_split(order, min(n_bins, len(conf))):
         c = conf[idx]
         out.append(ReliabilityBin(len(idx), float(c.min()), float(c.max()), float(c.mean()),
                                   float(right[idx].mean())))
     return tuple(out)
 
 
+def _ece(bins: tuple[ReliabilityBin, ...]) -> float:
+    n = sum(b.count for b in bins)
+    return float(sum(b.count * abs(b.accuracy - b.confidence) for b in bins) / n) if n else 0.0
+
+
 def expected_calibration_error(proba: np.ndarray, truth: np.ndarray, n_bins: int = N_BINS,
                                predicted: np.ndarray | None = None) -> float:
     """ECE over ``n_bins`` equal-mass bins (see the module's docstring); 0.0 for no tasks."""
-    bins = reliability_bins(proba, truth, n_bins, predicted)
-    n = sum(b.count for b in bins)
-    return float(sum(b.count * abs(b.accuracy - b.confidence) for b in bins) / n) if n else 0.0
+    return _ece(reliability_bins(proba, truth, n_bins, predicted))
 
 
 def brier_score(proba: np.ndarray, truth: np.ndarray) -> float:
@@ -118,6 +150,10 @@ def calibration(proba: np.ndarray, truth: np.ndarray, n_bins: int = N_BINS,
                 predicted: np.ndarray | None = None) -> Calibration:
     """ECE, Brier score and reliability table in one call."""
     bins = reliability_bins(proba, truth, n_bins, predicted)
-    n = sum(b.count for b in bins)
-    ece = float(sum(b.count * abs(b.accuracy - b.confidence) for b in bins) / n) if n else 0.0
-    return Calibration(ece, brier_score(proba, truth), bins, n_bins)
+    return Calibration(_ece(bins), brier_score(proba, truth), bins, n_bins)
+
+
+def confidence_calibration(confidence: np.ndarray, correct: np.ndarray, n_bins: int = N_BINS) -> Calibration:
+    """ECE and reliability table of labels known only by their confidence (no Brier score: ``brier`` is None)."""
+    bins = confidence_bins(confidence, correct, n_bins)
+    return Calibration(_ece(bins), None, bins, n_bins)

@@ -1,4 +1,6 @@
-"""Accuracy, macro-F1 and per-class recall of predicted labels against truth."""
+"""Accuracy, macro-F1 and per-class recall of predicted labels against truth; with their posteriors (or each
+label's confidence), how far those can be trusted: ECE, Brier score and the reliability table
+(:mod:`crowdagg.reports.calibration`)."""
 
 from __future__ import annotations
 
@@ -9,9 +11,13 @@ from typing import Any
 
 import numpy as np
 
-from ..core.checks import check_task_mapping
+from ..core.checks import PROBA_ROUNDING, PROBA_SUM_TOLERANCE, check_task_mapping
 from ..data.annotations import infer_classes
 from ..errors import CrowdaggWarning, DataError, param, warn
+from .calibration import N_BINS, Calibration, ReliabilityBin, calibration, confidence_calibration
+
+#: The columns of the reliability table (``evaluate --reliability``), one row per bin in rising confidence.
+RELIABILITY_COLUMNS = ("bin", "count", "confidence_low", "confidence_high", "confidence", "accuracy")
 
 
 @dataclass
@@ -21,6 +27,14 @@ class Evaluation:
     ``n_compared`` tasks have both a prediction and a truth label;
     ``n_without_truth`` predicted tasks have no truth (not scored);
     ``n_truth_unpredicted`` truth tasks have no prediction.
+
+    Where posteriors (or each label's confidence) were given, the compared
+    tasks' calibration (:mod:`crowdagg.reports.calibration`): ``ece``
+    over ``n_bins`` equal-mass bins of the confidence of each *given* label,
+    ``brier`` (None from confidences alone: it needs every class's
+    probability) and ``reliability``, the bins in rising confidence;
+    ``calibrated_from`` says which (``"posteriors"``, ``"confidence"``, or
+    ``""``: not scored, the three fields None).
     """
 
     accuracy: float
@@ -30,6 +44,11 @@ class Evaluation:
     n_without_truth: int
     n_truth_unpredicted: int
     classes: list[str] = field(default_factory=list)
+    ece: float | None = None
+    brier: float | None = None
+    reliability: tuple[ReliabilityBin, ...] | None = None
+    n_bins: int = N_BINS
+    calibrated_from: str = ""
 
     def rows(self) -> list[tuple[str, float | int]]:
         """(metric, value) pairs in display order."""
@@ -43,10 +62,28 @@ class Evaluation:
             ("n_without_truth", self.n_without_truth),
             ("n_truth_unpredicted", self.n_truth_unpredicted),
         ]
+        # after the rows a script read before calibration existed, so their positions hold
+        if self.ece is not None:
+            out.append(("ece", self.ece))
+        if self.brier is not None:
+            out.append(("brier", self.brier))
         return out
 
-    def as_dict(self) -> dict[str, object]:
+    def reliability_columns(self) -> dict[str, np.ndarray]:
+        """The reliability table as columns (:data:`RELIABILITY_COLUMNS`: ``bin`` from 1, ``count``,
+        ``confidence_low``, ``confidence_high``, ``confidence``, ``accuracy``); empty when not scored."""
+        bins = self.reliability or ()
         return {
+            "bin": np.arange(1, len(bins) + 1, dtype=np.int64),
+            "count": np.array([b.count for b in bins], dtype=np.int64),
+            "confidence_low": np.array([b.low for b in bins], dtype=np.float64),
+            "confidence_high": np.array([b.high for b in bins], dtype=np.float64),
+            "confidence": np.array([b.confidence for b in bins], dtype=np.float64),
+            "accuracy": np.array([b.accuracy for b in bins], dtype=np.float64),
+        }
+
+    def as_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {
             "accuracy": self.accuracy,
             "macro_f1": self.macro_f1,
             "recall": dict(self.recall),
@@ -54,10 +91,18 @@ class Evaluation:
             "n_without_truth": self.n_without_truth,
             "n_truth_unpredicted": self.n_truth_unpredicted,
         }
+        if self.ece is not None:
+            cols = self.reliability_columns()
+            out.update({
+                "ece": self.ece, "brier": self.brier, "n_bins": self.n_bins, "calibrated_from": self.calibrated_from,
+                "reliability": [{k: v[i].item() for k, v in cols.items()} for i in range(len(cols["bin"]))],
+            })
+        return out
 
 
 def evaluate_labels(
-    predicted: Mapping[str, str], truth: Mapping[str, str], classes: Sequence[str] | None = None
+    predicted: Mapping[str, str], truth: Mapping[str, str], classes: Sequence[str] | None = None, *,
+    posteriors: Any = None, confidence: Mapping[Any, float] | None = None, n_bins: int = N_BINS,
 ) -> Evaluation:
     """Compare {task: label} predictions with {task: label} truth.
 
@@ -74,6 +119,17 @@ def evaluate_labels(
     why nothing matched).  Labels of any type are scored (integers read by
     ``pd.read_csv``, floats, bools, text); ``recall`` and ``classes`` name
     them by their text.  A missing label (None, NaN) is a DataError.
+
+    ``posteriors``: a DataFrame indexed by task with one column per class
+    (``result.proba_frame()``; columns matched to labels as they are, else
+    by their text), rows summing to 1: the compared tasks' calibration is
+    scored too (``ece``, ``brier``, ``reliability`` over ``n_bins``
+    equal-mass bins), each task's confidence the posterior of its
+    *predicted* label, not of the argmax.  ``confidence`` in its place:
+    {task: probability of its predicted label}, for the ECE and the table
+    alone.  A compared task without a row, a label without a column, a
+    probability NaN, negative or a row not summing to 1 (within
+    :data:`PROBA_SUM_TOLERANCE`) is a DataError.
     """
     predicted, truth = check_task_mapping(predicted, "predicted"), check_task_mapping(truth, "truth")
     common = [t for t in predicted if t in truth]
@@ -136,7 +192,7 @@ def evaluate_labels(
             recall[name] = tp / n_true
         if n_true or n_pred:
             f1s.append(2 * tp / (n_true + n_pred))
-    return Evaluation(
+    ev = Evaluation(
         accuracy=float(correct.mean()),
         macro_f1=float(np.mean(f1s)) if f1s else float("nan"),
         recall=recall,
@@ -145,6 +201,84 @@ def evaluate_labels(
         n_truth_unpredicted=sum(1 for t in truth if t not in predicted),
         classes=names,
     )
+    if posteriors is not None and confidence is not None:
+        raise DataError(f"give {param('posteriors')} or {param('confidence')}, not both")
+    if posteriors is not None:
+        cal = _posterior_calibration(posteriors, common, pred, true, n_bins)
+        return dataclasses.replace(ev, ece=cal.ece, brier=cal.brier, reliability=cal.bins, n_bins=n_bins,
+                                   calibrated_from="posteriors")
+    if confidence is not None:
+        conf = _confidences(confidence, common)
+        cal = confidence_calibration(conf, correct, n_bins)
+        return dataclasses.replace(ev, ece=cal.ece, reliability=cal.bins, n_bins=n_bins, calibrated_from="confidence")
+    return ev
+
+
+def _posterior_calibration(posteriors: Any, tasks: list[Any], pred: np.ndarray, true: np.ndarray,
+                           n_bins: int) -> Calibration:
+    """The calibration of the compared ``tasks``' posteriors (a DataFrame: tasks × classes), scoring ``pred``."""
+    if not all(hasattr(posteriors, a) for a in ("index", "columns", "to_numpy")):
+        raise DataError(f"{param('posteriors')} must be a DataFrame indexed by task with one column per class "
+                        f"(result.proba_frame()), got {type(posteriors).__name__}")
+    index = posteriors.index
+    if not index.is_unique:
+        twice = index[index.duplicated()][0]
+        raise DataError(f"{param('posteriors')} has two rows for task {twice!r}")
+    rows = index.get_indexer(tasks)
+    if (rows < 0).any():
+        gap = tasks[int(np.argmax(rows < 0))]
+        raise DataError(f"{param('posteriors')} has no row for task {gap!r}, which has a prediction and a truth label")
+    proba = posteriors.to_numpy(dtype=np.float64)[rows]
+    check_posterior_rows(proba, lambda i: f"{param('posteriors')} row of task {tasks[i]!r}")
+    columns = list(posteriors.columns)
+    exact = {c: j for j, c in enumerate(columns) if isinstance(c, Hashable)}
+    text = {str(c): j for j, c in enumerate(columns)}
+
+    def column_of(values: np.ndarray, side: str) -> np.ndarray:
+        out = np.empty(len(values), dtype=np.int64)
+        for i, v in enumerate(values.tolist()):
+            j = exact.get(v, text.get(str(v)))
+            if j is None:
+                raise DataError(f"{param('posteriors')} has no column for the {side} label {v!r} (task "
+                                f"{tasks[i]!r}); its classes: {', '.join(map(str, columns[:10]))}"
+                                f"{', ...' if len(columns) > 10 else ''}")
+            out[i] = j
+        return out
+
+    return calibration(proba, column_of(true, "true"), n_bins, predicted=column_of(pred, "predicted"))
+
+
+def check_posterior_rows(proba: np.ndarray, where: Any) -> None:
+    """Refuse posterior rows (N, K) holding NaN, inf, a negative value, or not summing to 1 within
+    :data:`PROBA_SUM_TOLERANCE`; ``where(i)`` names row i in the message."""
+    bad = ~np.isfinite(proba).all(axis=1) | (proba < -PROBA_ROUNDING).any(axis=1)
+    if bad.any():
+        i = int(np.argmax(bad))
+        value = next(v for v in proba[i].tolist() if not (np.isfinite(v) and v >= -PROBA_ROUNDING))
+        raise DataError(f"{where(i)}: probability {value!r} is not a number in [0, 1]")
+    sums = proba.sum(axis=1)
+    off = np.abs(sums - 1.0) > PROBA_SUM_TOLERANCE
+    if off.any():
+        i = int(np.argmax(off))
+        raise DataError(f"{where(i)}: the probabilities sum to {float(sums[i]):.6g}, not 1")
+
+
+def _confidences(confidence: Mapping[Any, float], tasks: list[Any]) -> np.ndarray:
+    """Each compared task's confidence, checked: a number in [0, 1]."""
+    confidence = check_task_mapping(confidence, "confidence")
+    out = np.empty(len(tasks), dtype=np.float64)
+    for i, t in enumerate(tasks):
+        if t not in confidence:
+            raise DataError(f"{param('confidence')} has no value for task {t!r}, which has a prediction and a "
+                            "truth label")
+        v = confidence[t]
+        try:
+            out[i] = float(v)
+        except (TypeError, ValueError):
+            out[i] = np.nan
+        if not -PROBA_ROUNDING <= out[i] <= 1.0 + PROBA_ROUNDING:
+            raise DataError(f"{param('confidence')} of task {t!r} is {v!r}, not a probability in [0, 1]")
+    return np.clip(out, 0.0, 1.0)
 
 
 def _label_array(labels: Mapping[Any, Any], tasks: list[Any]) -> np.ndarray:
@@ -216,8 +350,16 @@ def evaluation_bytes(ev: Evaluation, fmt: str) -> bytes:
     return render_table({"metric": np.array([n for n, _ in rows], dtype=object), "value": values}, fmt)
 
 
+def reliability_bytes(ev: Evaluation, fmt: str) -> bytes:
+    """The reliability table (:meth:`Evaluation.reliability_columns`, one row per bin) in a table format."""
+    from ..io.render import render_table
+
+    return render_table(ev.reliability_columns(), fmt)
+
+
 def print_table(ev: Evaluation, stream: Any) -> None:
-    """A rich table, for a terminal; the metric names (``recall_<class>``) as plain text (:func:`~crowdagg.reports.terminal_text`)."""
+    """A rich table, for a terminal; the metric names (``recall_<class>``) as plain text (:func:`~crowdagg.reports.terminal_text`).
+    With calibration, the reliability table under it."""
     from rich.console import Console
     from rich.table import Table
 
@@ -228,13 +370,31 @@ def print_table(ev: Evaluation, stream: Any) -> None:
     table.add_column("value", justify="right")
     for name, value in ev.rows():
         table.add_row(terminal_text(name), f"{value:.4f}" if isinstance(value, float) else str(value))
-    Console(file=stream).print(table)
+    console = Console(file=stream)
+    console.print(table)
+    if ev.reliability:
+        bins = Table(title=f"reliability ({len(ev.reliability)} equal-mass bins of the {ev.calibrated_from})")
+        for name in ("bin", "tasks", "confidence range", "mean confidence", "accuracy"):
+            bins.add_column(name, justify="left" if name == "confidence range" else "right")
+        for i, b in enumerate(ev.reliability, 1):
+            bins.add_row(str(i), str(b.count), f"{confidence_text(b.low)} to {confidence_text(b.high)}",
+                         confidence_text(b.confidence), f"{b.accuracy:.4f}")
+        console.print(bins)
+
+
+def confidence_text(value: float) -> str:
+    """A confidence for a table: 4 decimals, but ``1-2.3e-07`` above .9999 (where crowd posteriors pile up, and
+    four decimals would show every bin as 1.0000) and ``1`` for exactly one."""
+    if value == 1.0:
+        return "1"
+    return f"1-{1.0 - value:.1e}" if value > 0.9999 else f"{value:.4f}"
 
 
 def summary_line(ev: Evaluation, note: str = "") -> str:
     recall = " ".join(f"{c}={r:.4f}" for c, r in ev.recall.items())
+    calibrated = "" if ev.ece is None else f"ECE {ev.ece:.4f}  " + ("" if ev.brier is None else f"Brier {ev.brier:.4f}  ")
     return (
-        f"accuracy {ev.accuracy:.4f}  macro-F1 {ev.macro_f1:.4f}  recall {recall}  "
+        f"accuracy {ev.accuracy:.4f}  macro-F1 {ev.macro_f1:.4f}  {calibrated}recall {recall}  "
         f"({ev.n_compared} tasks compared, {ev.n_without_truth} without truth"
         + (f", {ev.n_truth_unpredicted} truth task(s) not in the output" if ev.n_truth_unpredicted else "")
         + f"{note})"
@@ -248,6 +408,9 @@ def evaluate_run(data: Any, result: Any, truth: dict[str, str], gold: Any) -> tu
     assignments excluded) keeps its output row, but its label is only the
     class prior: scoring it would measure the prior, not the method, so it
     is left out of the scores and counted in the note.
+
+    The result's posteriors are scored with the labels (ECE, Brier score,
+    reliability table); a true class the run never saw has posterior 0.
     """
     names = data.task_names.tolist()
     labels = result.label_names().tolist()
@@ -272,7 +435,16 @@ def evaluate_run(data: Any, result: Any, truth: dict[str, str], gold: Any) -> tu
                 "not inferred: "
                 "nothing left to score"
             )
-    ev = evaluate_labels(predicted, truth, list(data.classes))
+    import pandas as pd
+
+    # the result's posteriors are scored too (ECE, Brier, reliability): a frame over the rows of its tasks (not
+    # copied), with a zero column for each true class no answer gave (a label the run could not predict)
+    classes = list(data.classes)
+    unseen = sorted({truth[t] for t in predicted if t in truth} - set(classes), key=str)
+    proba = pd.DataFrame(result.posteriors, index=pd.Index(names, dtype=object), columns=classes, copy=False)
+    if unseen:
+        proba = proba.assign(**{str(c): 0.0 for c in unseen})
+    ev = evaluate_labels(predicted, truth, list(data.classes), posteriors=proba)
     # Truth tasks left out above are in the output: only those the run never saw are "not in the output".
     in_run = set(names)
     return dataclasses.replace(ev, n_truth_unpredicted=sum(1 for t in truth if t not in in_run)), note

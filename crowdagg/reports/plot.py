@@ -1,11 +1,15 @@
-"""Figures of the annotator report (``crowdagg workers --plot DIR``), as PNG bytes.
+"""Figures of the annotator report (``crowdagg workers --plot DIR``) and of ``crowdagg evaluate --plot FILE.png``,
+as PNG bytes.
 
 * :func:`confusion_grid` -- the estimated confusion matrices of the most
   active workers, a small heat map each (rows the true class, columns the
   answer), spammers' titles marked;
 * :func:`answers_vs_accuracy` -- each worker's answers (log scale) against
   its estimated accuracy, the detector's spammers marked, the skipped ones
-  grey, chance (1/K) as a dashed line.
+  grey, chance (1/K) as a dashed line;
+* :func:`reliability_diagram` -- accuracy against mean confidence per
+  equal-mass bin of an evaluation (``crowdagg evaluate --plot``), the
+  diagonal of perfect calibration dashed.
 
 matplotlib is the optional extra ``crowdagg[plot]``, imported by these
 functions only (:func:`require` says how to install it).  Figures are drawn
@@ -199,4 +203,55 @@ def answers_vs_accuracy(report: pd.DataFrame, n_classes: int) -> bytes:
         return _png(fig)
 
 
-__all__ = ["TOP_WORKERS", "answers_vs_accuracy", "confusion_grid", "most_active", "require"]
+def reliability_diagram(bins: Sequence[Any], ece: float, brier: float | None, source: str) -> bytes:
+    """The reliability diagram of an evaluation, as a PNG.
+
+    Parameters
+    ----------
+    bins : sequence of :class:`~crowdagg.reports.calibration.ReliabilityBin`
+        The equal-mass bins in rising confidence (``Evaluation.reliability``).
+    ece, brier : float
+        Written in the title (``brier`` None: left out, confidences alone).
+    source : str
+        What the confidences are (``posteriors`` or ``confidence``), for the x axis.
+
+    Returns
+    -------
+    bytes
+        A PNG: each bin's accuracy (y) at its mean confidence (x), joined in
+        order, with a horizontal bar over the bin's confidence range and the
+        gap to the diagonal shaded (red: over-confident, the accuracy below
+        the confidence; blue: under-confident); the diagonal of perfect
+        calibration dashed.  Equal-mass bins hold equal counts, so where the
+        points crowd is where the confidences pile up.
+    """
+    conf = np.array([b.confidence for b in bins], dtype=np.float64)
+    acc = np.array([b.accuracy for b in bins], dtype=np.float64)
+    low = np.array([b.low for b in bins], dtype=np.float64)
+    high = np.array([b.high for b in bins], dtype=np.float64)
+    counts = [int(b.count) for b in bins]
+    with _figure(5.6, 5.4) as fig:
+        ax = fig.subplots()
+        lo = float(min(conf.min(), acc.min(), 0.5)) if len(bins) else 0.0
+        lo = max(0.0, math.floor(lo * 10.0) / 10.0)
+        ax.plot([lo, 1.0], [lo, 1.0], color="0.4", linestyle="--", linewidth=1, label="perfect calibration")
+        for c, a in zip(conf.tolist(), acc.tolist()):
+            ax.plot([c, c], [a, c], color="tab:red" if a < c else "tab:blue", alpha=0.35, linewidth=4,
+                    solid_capstyle="butt")
+        ax.hlines(acc, low, high, color="tab:orange", linewidth=1.5, alpha=0.8, label="bin's confidence range")
+        ax.plot(conf, acc, marker="o", color="tab:orange", linewidth=1, markersize=5,
+                label=f"accuracy per bin ({len(bins)} bins of ~{counts[0] if counts else 0:,} tasks)")
+        ax.set_xlim(lo - 0.01, 1.01)
+        ax.set_ylim(lo - 0.01, 1.01)
+        ax.set_aspect("equal")
+        ax.set_xlabel(f"mean confidence of the label ({source})")
+        ax.set_ylabel("accuracy")
+        title = f"Reliability: ECE {ece:.4f}" + ("" if brier is None else f", Brier {brier:.4f}")
+        ax.set_title(title + f"\n{sum(counts):,} tasks, equal-mass bins", fontsize=10)
+        ax.legend(loc="upper left", fontsize=8)
+        ax.grid(True, alpha=0.3)
+        fig.tight_layout()
+        return _png(fig)
+
+
+__all__ = ["TOP_WORKERS", "answers_vs_accuracy", "confusion_grid", "most_active", "reliability_diagram", "require"]

@@ -421,6 +421,11 @@ def test_the_fits_services_go_through_the_dask_engine(client, small_files):
         read[1].close()
     with pytest.raises(UsageError, match="n_init 3 is not supported with the Dask engine"):
         aggregate(small_files, "ds", engine="dask", client=client, n_init=3)
+    # ebcc declares its own n_init: splits keyed on task names, drawn in the blocks -- the local engine's bytes
+    if "ebcc" in DASK_METHODS:
+        local_fit = aggregate(load_annotations(small_files), "ebcc", n_init=2, max_iter=3, subtypes=2)
+        dask_fit = aggregate(small_files, "ebcc", engine="dask", client=client, n_init=2, max_iter=3, subtypes=2)
+        assert np.array_equal(local_fit.posteriors, dask_fit.posteriors)
 
 
 # --------------------------------------------------------------------------- the CLI

@@ -55,3 +55,22 @@ def test_bad_input_refused():
         brier_score(np.array([[np.nan, 1.0]]), np.array([0]))
     with pytest.raises(DataError, match="posteriors"):
         calibration(PROBA, TRUTH[:2])
+
+
+def test_given_labels_are_scored_at_their_own_posterior():
+    # task 2 labelled 0 (posterior .2) and right: its confidence is .2, not the argmax's .8
+    bins = reliability_bins(PROBA, TRUTH, n_bins=4, predicted=np.array([0, 0, 0, 1]))
+    assert [b.confidence for b in bins] == pytest.approx([0.2, 0.6, 0.7, 0.9])
+    assert expected_calibration_error(PROBA, TRUTH, n_bins=4, predicted=np.array([0, 0, 0, 1])) == \
+        pytest.approx((0.8 + 0.4 + 0.3 + 0.1) / 4)
+    with pytest.raises(DataError, match="predicted classes"):
+        reliability_bins(PROBA, TRUTH, predicted=np.array([0, 0, 2, 1]))
+
+
+def test_confidence_calibration_by_hand():
+    from crowdagg.reports.calibration import confidence_calibration
+
+    cal = confidence_calibration(np.array([0.9, 0.8, 0.6, 0.7]), np.array([True, False, True, True]), n_bins=2)
+    assert cal.ece == pytest.approx(0.35) and cal.brier is None
+    with pytest.raises(DataError, match="outside"):
+        confidence_calibration(np.array([1.2]), np.array([True]))

@@ -68,6 +68,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ...data.annotations import AnnotationSet
+from ...engine.local import run_each as _run
 from ...errors import CrowdaggWarning, DataError, UsageError, warn
 from ...kernels.kos import Normalise, Round, kos_normalise_block, kos_round_block
 from ..base import FitContext, IterativeAggregator, make_result
@@ -264,21 +265,6 @@ class _Whole:
     @property
     def totals(self) -> np.ndarray:
         return self.t.copy() if self.in_t and self.t is not None else np.ascontiguousarray(self.tw[:, 0])
-
-
-def _run(fn: Any, n: int) -> list[Any]:
-    """``[fn(0), ..., fn(n - 1)]``, on ``n`` threads (this one and the engine's pool); every call has ended when
-    this returns or raises."""
-    from ...engine.local import _pool
-
-    pool = _pool(n)
-    helpers = [pool.submit(fn, i) for i in range(1, n)]
-    try:
-        first = fn(0)
-    finally:
-        for f in helpers:
-            f.exception()
-    return [first] + [f.result() for f in helpers]
 
 
 def kos_memory(data: AnnotationSet) -> tuple[float, str]:
