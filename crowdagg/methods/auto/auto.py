@@ -57,10 +57,11 @@ distributions", doi:10.1214/17-BA1091, applied to hidden crowd answers):
 Degrees of freedom: ``folds`` and ``held_out`` (the issue's measured
 protocol, 5 × 10%), the scoring prior (Dirichlet(4, 1), the issue's), and
 the candidate list; nothing was tuned on a dataset's truth.  The
-candidates by default are every categorical aggregator that fits a worker
-model on a sparse crowd and gives probabilities (``mv``, ``wawa``, ``wmv``,
-``ds``, ``onecoin``, ``mf``, ``glad``, ``bp``): the moment methods assume
-dense crowds, ``kos`` gives decisions only.
+candidates by default follow a rule, not the benchmark: every categorical
+aggregator that runs on a sparse crowd of any number of classes and gives
+probabilities (``mv``, ``wawa``, ``wmv``, ``ds``, ``onecoin``, ``mf``,
+``glad``, ``bp``, ``ebcc``, ``bwa``, ``minimax``); the moment methods
+assume dense crowds, ``kos`` gives decisions only, on two classes.
 
 Result: ``posteriors`` (the pooled, optionally tempered, posterior, gold
 tasks clamped), labels (seeded ties), ``prior`` (the weighted candidates'
