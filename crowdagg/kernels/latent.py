@@ -100,9 +100,13 @@ E_STEP, GIVEN, VOTE = 0, 1, 2
 _NO_POSTERIOR, _CLAMP_NOT_A_CLASS, _CLAMP_WITHOUT_STATES = 0, 1, 2
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _spread(q, g, latent_class, has_map):  # pragma: no cover - compiled
-    """``q`` uniform over the states of class ``g`` (0 elsewhere); returns how many states class ``g`` has."""
+    """``q`` uniform over the states of class ``g`` (0 elsewhere); returns how many states class ``g`` has.
+
+    Not inlined, as the helpers below: the rare paths stay out of the hot
+    loop's code (its registers and its branches).
+    """
     n = 0
     for z in range(q.shape[0]):
         if (latent_class[z] if has_map else z) == g:
@@ -110,6 +114,60 @@ def _spread(q, g, latent_class, has_map):  # pragma: no cover - compiled
     for z in range(q.shape[0]):
         q[z] = 1.0 / n if n > 0 and (latent_class[z] if has_map else z) == g else 0.0
     return n
+
+
+@njit(cache=True, nogil=True)
+def _start_row(mode, q, given, i, label, lo, hi, g, latent_class, has_map):  # pragma: no cover - compiled
+    """em_block's starts: ``q`` = the given row ``given[i]`` (``GIVEN``) or the vote shares of the answers
+    ``label[lo:hi]`` (``VOTE``; zeros without answers), then held to class ``g`` when ``g >= 0``: the other
+    classes' states zeroed, the rest renormalised, or uniform over g's states if no mass is left.  Returns the
+    number of g's states (0: a clamp no state maps to), or 1 when ``g < 0``."""
+    n_latent = q.shape[0]
+    if mode == GIVEN:
+        for k in range(n_latent):
+            q[k] = given[i, k]
+    else:  # the vote shares: whole counts, so their sum is exact in any order
+        for k in range(n_latent):
+            q[k] = 0.0
+        for e in range(lo, hi):
+            q[label[e]] += 1.0
+        z = 0.0
+        for k in range(n_latent):
+            z += q[k]
+        if z > 0.0:
+            for k in range(n_latent):
+                q[k] = q[k] / z
+    if g < 0:
+        return 1
+    z = 0.0
+    for k in range(n_latent):
+        if (latent_class[k] if has_map else k) != g:
+            q[k] = 0.0
+        z += q[k]
+    if z > 0.0:
+        for k in range(n_latent):
+            q[k] = q[k] / z  # a division: x / x is exactly 1 (the one-hot row under the identity)
+        return 1
+    return _spread(q, g, latent_class, has_map)
+
+
+@njit(cache=True, nogil=True)
+def _draw(q, key, draw_round):  # pragma: no cover - compiled
+    """One state drawn from ``q`` by the uniform ``draw_round`` of the stream ``key`` (inverse CDF, state order)."""
+    u = uniform(key, draw_round)
+    total = 0.0
+    for k in range(q.shape[0]):
+        total += q[k]
+    target = u * total
+    acc = 0.0
+    pick = -1
+    for k in range(q.shape[0]):
+        acc += q[k]
+        if q[k] > 0.0:
+            pick = k  # the last possible state, should rounding leave acc at or below the target
+            if acc > target:
+                break
+    return pick
 
 
 @njit(cache=True, nogil=True)
@@ -162,6 +220,7 @@ def _latent_block(
     nk = np.uint64(n_classes)
     # Flat views: one answer touches the n_latent contiguous entries from its offset.
     lt = log_table.reshape(-1)
+    lp = log_prior.reshape(-1)
     cnt = counts.reshape(-1)
     has_map = latent_class.shape[0] > 0
     has_clamp = clamp.shape[0] > 0
@@ -181,11 +240,11 @@ def _latent_block(
             g = clamp[i]
             if g != -1 and (g < 0 or g >= n_classes):
                 return ll, h, i, _CLAMP_NOT_A_CLASS
-        r = 0 if shared_prior else i
+        row = np.uint64(0) if shared_prior else np.uint64(i) * nl  # the task's prior row in lp
         if mode == E_STEP and n_latent == 2 and g < 0:
             # The arithmetic of softmax_into, in scalars the compiler keeps in registers.
-            a = log_prior[r, 0]
-            b = log_prior[r, 1]
+            a = lp[row]
+            b = lp[row + np.uint64(1)]
             for e in range(lo, hi):
                 base = (np.uint64(worker[e]) * nk + np.uint64(label[e])) * nl
                 bases[e - lo] = base
@@ -203,7 +262,7 @@ def _latent_block(
             ll += m + np.log(z)
         elif mode == E_STEP:
             for k in range(n_latent):
-                q[k] = log_prior[r, k]
+                q[k] = lp[row + np.uint64(k)]
             for e in range(lo, hi):
                 base = (np.uint64(worker[e]) * nk + np.uint64(label[e])) * nl
                 bases[e - lo] = base
@@ -225,45 +284,9 @@ def _latent_block(
         else:
             for e in range(lo, hi):
                 bases[e - lo] = (np.uint64(worker[e]) * nk + np.uint64(label[e])) * nl
-            if mode == GIVEN:
-                for k in range(n_latent):
-                    q[k] = given[i, k]
-            else:  # the vote shares: whole counts, so their sum is exact in any order
-                for k in range(n_latent):
-                    q[k] = 0.0
-                for e in range(lo, hi):
-                    q[label[e]] += 1.0
-                z = 0.0
-                for k in range(n_latent):
-                    z += q[k]
-                if z > 0.0:
-                    for k in range(n_latent):
-                        q[k] = q[k] / z
-            if g >= 0:
-                z = 0.0
-                for k in range(n_latent):
-                    if (latent_class[k] if has_map else k) != g:
-                        q[k] = 0.0
-                    z += q[k]
-                if z > 0.0:
-                    for k in range(n_latent):
-                        q[k] = q[k] / z  # a division: x / x is exactly 1 (the one-hot row under the identity)
-                elif _spread(q, g, latent_class, has_map) == 0:
-                    return ll, h, i, _CLAMP_WITHOUT_STATES
-        pick = -1
-        if has_draw:
-            u = uniform(keys[i], draw_round)
-            total = 0.0
-            for k in range(n_latent):
-                total += q[k]
-            target = u * total
-            acc = 0.0
-            for k in range(n_latent):
-                acc += q[k]
-                if q[k] > 0.0:
-                    pick = k  # the last possible state, should rounding leave acc at or below the target
-                    if acc > target:
-                        break
+            if _start_row(mode, q, given, i, label, lo, hi, g, latent_class, has_map) == 0:
+                return ll, h, i, _CLAMP_WITHOUT_STATES
+        pick = _draw(q, keys[i], draw_round) if has_draw else -1
         if keep:
             for k in range(n_latent):
                 post[i, k] = q[k]
