@@ -55,7 +55,7 @@ def test_information_gain_matches_bayes_rule_on_random_workers(rng):
     got = information_gain(q, conf, w)
     want = [sum(w[j] * slow_gain(q[i], conf[j]) for j in range(s)) for i in range(len(q))]
     np.testing.assert_allclose(got, want, atol=1e-12)
-    assert got[0] == 0.0 and (got >= 0).all()
+    assert got[0] < 1e-14 and (got >= 0).all()  # a settled task: 0 up to rounding (the report rounds it to 0)
     assert (got <= np.array([entropy_bits(r) for r in q]) + 1e-12).all()  # never more than the task's entropy
 
 
