@@ -82,7 +82,7 @@ class Replay:
             feats = np.load(root / name / "features.npy").astype(np.float64)
             order = (root / name / "tasks.txt").read_text().split()
             row = {t: i for i, t in enumerate(order)}
-            self.features = feats[[row[t] for t in names]]
+            self.features = reduce(feats[[row[t] for t in names]])
 
     def split(self, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Answers sorted by (task, a seeded key): ``order`` (n_answers,), each task's first position ``ptr``
@@ -110,6 +110,21 @@ class Replay:
         return float(np.mean(labels[self.scored] == self.truth[self.scored]))
 
 
+#: Principal components the features are cut to before the logistic regression (labelme has 512 features: a
+#: 5-fold fit a round on all of them cost more than every other policy together; 50 keep most of the variance).
+N_COMPONENTS = 50
+
+
+def reduce(features: np.ndarray) -> np.ndarray:
+    """The features standardised and cut to their first :data:`N_COMPONENTS` principal components (no labels read:
+    done once, before any replay)."""
+    from sklearn.decomposition import PCA
+    from sklearn.preprocessing import StandardScaler
+
+    x = StandardScaler().fit_transform(features)
+    return PCA(min(N_COMPONENTS, x.shape[1]), random_state=0).fit_transform(x) if x.shape[1] > N_COMPONENTS else x
+
+
 def fit_ds(data: Any) -> Any:
     from crowdagg.methods.api import aggregate
 
@@ -132,9 +147,8 @@ def oof_probs(features: np.ndarray, labels: np.ndarray, k: int, seed: int = 0) -
     """A logistic regression's 5-fold out-of-fold class probabilities (n, k), trained on ``labels``."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import KFold, StratifiedKFold
-    from sklearn.preprocessing import StandardScaler
 
-    x = StandardScaler().fit_transform(features)
+    x = features
     out = np.full((len(labels), k), 1.0 / k)
     counts = np.bincount(labels, minlength=k)
     folds = (StratifiedKFold(5, shuffle=True, random_state=seed) if counts[counts > 0].min() >= 5
@@ -360,6 +374,16 @@ def plot(results: dict[str, Any], figures: Path) -> None:
     plt.close(fig)
 
 
+def protocol(args: argparse.Namespace) -> dict[str, Any]:
+    return {"start": "1 answer per task", "batch": "n_tasks // 10", "per_task": args.per_task, "seeds": args.seeds,
+            "aggregator": "ds", "duplicates": "last", "lr_features": f"standardised, first {N_COMPONENTS} PCs"}
+
+
+def save(args: argparse.Namespace, results: dict[str, Any]) -> None:
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps({"protocol": protocol(args), "datasets": results}, indent=1))
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("datasets", nargs="*", default=list(DEFAULT))
@@ -368,10 +392,18 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--json", type=Path, default=HERE / "results" / "relabel.json")
     ap.add_argument("--figures", type=Path, default=HERE / "figures")
     ap.add_argument("--no-plot", action="store_true")
+    ap.add_argument("--resume", action="store_true", help="keep the datasets --json already holds (same protocol)")
     args = ap.parse_args(argv)
     results: dict[str, Any] = {}
-    began = time.perf_counter()
+    done: dict[str, Any] = {}
+    if args.resume and args.json.exists():  # the datasets an interrupted run of the same protocol finished
+        earlier = json.loads(args.json.read_text())
+        if earlier.get("protocol", {}) == protocol(args):
+            done = earlier["datasets"]
     for name in args.datasets:
+        if name in done:
+            results[name] = done[name]
+            continue
         t0 = time.perf_counter()
         replay = Replay(name)
         policies = [p for p in POLICIES if p != "activelab_lr" or replay.features is not None]
@@ -386,14 +418,12 @@ def main(argv: list[str] | None = None) -> None:
             "all_answers": replay.accuracy(fit_ds(replay.data).labels), "curves": curves,
             "policy_seconds": seconds, "deciles": deciles(replay),
         }
+        results[name]["seconds"] = time.perf_counter() - t0
         print(f"{name}: {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+        save(args, results)  # after each dataset: --resume picks up from here
+    results = dict(sorted(results.items()))
     print_tables(results)
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({
-        "protocol": {"start": "1 answer per task", "batch": "n_tasks // 10", "per_task": args.per_task,
-                     "seeds": args.seeds, "aggregator": "ds", "duplicates": "last"},
-        "seconds": time.perf_counter() - began, "datasets": results,
-    }, indent=1))
+    save(args, results)
     if not args.no_plot:
         plot(results, args.figures)
 
