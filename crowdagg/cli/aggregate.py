@@ -119,8 +119,8 @@ def aggregate(
                              f"process), not --engine {engine}")
     headers = {option: header(spec.load(), option) for option, path in
                (("--workers", workers), ("--task-params", task_params)) if path}
-    planned, sources = steps.plan_outputs(_outputs(output, fmt, workers, save_workers, task_params, headers, relabel), input,
-                                          side)
+    planned, sources = steps.plan_outputs(
+        _outputs(output, fmt, workers, save_workers, task_params, headers, relabel), input, side)
     if engine == "dask":  # standard input, JSON: refused before a cluster is started
         from ..io.dask_read import check_sources
 
