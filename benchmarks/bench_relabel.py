@@ -256,7 +256,10 @@ def deciles(replay: Replay) -> dict[str, Any]:
                 "errors_in_decile": float(np.sum(labels[lowest] != replay.truth[lowest]) / max(wrong.sum(), 1)),
                 "accuracy": float(np.mean(~wrong))}
 
-    out = {"ds_confidence": low(result.confidence, result.labels)}
+    from crowdagg.reports.relabel import relabel_plan
+
+    out = {"ds_confidence": low(result.confidence, result.labels),
+           "ds_eig": low(-relabel_plan(result).score, result.labels)}
     probs = {"crowdlab": clean_probs(result.posteriors)}
     if replay.features is not None:
         probs["crowdlab_lr"] = oof_probs(replay.features, result.labels, d.n_classes)
@@ -307,19 +310,22 @@ def print_tables(results: dict[str, Any]) -> None:
                                             for m, a, b in zip(MARKS, vals[::2], vals[1::2])
                                             if a is not None and b is not None))
     print("\nLowest-quality decile (all answers; its accuracy, and its share of all the errors):\n")
-    print("| dataset | ds accuracy | ds confidence: decile acc. | errors caught | CROWDLAB (ds posteriors): decile "
-          "acc. | errors caught | CROWDLAB (LR): decile acc. | errors caught |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| dataset | ds accuracy | ds confidence: decile acc. | errors caught | ds EIG (highest): decile acc. | "
+          "errors caught | CROWDLAB (ds posteriors): decile acc. | errors caught | CROWDLAB (LR): decile acc. | "
+          "errors caught |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, r in results.items():
         dec = r["deciles"]
         cells = [f"{dec['ds_confidence']['accuracy']:.3f}"]
-        for key in ("ds_confidence", "crowdlab", "crowdlab_lr"):
+        for key in ("ds_confidence", "ds_eig", "crowdlab", "crowdlab_lr"):
             if key in dec:
                 cells += [f"{dec[key]['decile_accuracy']:.3f}", f"{dec[key]['errors_in_decile']:.2f}"]
             else:
                 cells += ["", ""]
         print(f"| {name} | " + " | ".join(cells) + " |")
-    for key in ("ds_confidence", "crowdlab"):
+    for key in ("ds_confidence", "ds_eig", "crowdlab"):
+        if not all(key in r["deciles"] for r in results.values()):
+            continue
         vals = [r["deciles"][key]["decile_accuracy"] for r in results.values()]
         caught = [r["deciles"][key]["errors_in_decile"] for r in results.values()]
         print(f"  mean {key}: decile accuracy {np.mean(vals):.3f}, errors caught {np.mean(caught):.2f}")
@@ -393,7 +399,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--figures", type=Path, default=HERE / "figures")
     ap.add_argument("--no-plot", action="store_true")
     ap.add_argument("--resume", action="store_true", help="keep the datasets --json already holds (same protocol)")
+    ap.add_argument("--deciles-only", action="store_true",
+                    help="recompute only the lowest-quality deciles of the datasets --json holds")
     args = ap.parse_args(argv)
+    if args.deciles_only:
+        stored = json.loads(args.json.read_text())
+        for name, r in stored["datasets"].items():
+            r["deciles"] = deciles(Replay(name))
+        args.json.write_text(json.dumps(stored, indent=1))
+        print_tables(stored["datasets"])
+        return
     results: dict[str, Any] = {}
     done: dict[str, Any] = {}
     if args.resume and args.json.exists():  # the datasets an interrupted run of the same protocol finished
