@@ -355,7 +355,12 @@ def plot(results: dict[str, Any], figures: Path) -> None:
         ax.set_ylabel("ds accuracy")
     for ax in list(axes.flat)[len(names):]:
         ax.axis("off")
-    axes.flat[0].legend(fontsize=7)
+    handles: dict[str, Any] = {}
+    for ax in axes.flat:  # every policy once (activelab_lr is drawn on the sets with features only)
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, handle)
+    spare = list(axes.flat)[len(names)] if len(names) < axes.size else axes.flat[0]
+    spare.legend(handles.values(), handles.keys(), loc="center" if len(names) < axes.size else "best")
     fig.tight_layout()
     fig.savefig(figures / "relabel_accuracy.png", dpi=90)
     plt.close(fig)
@@ -399,9 +404,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--figures", type=Path, default=HERE / "figures")
     ap.add_argument("--no-plot", action="store_true")
     ap.add_argument("--resume", action="store_true", help="keep the datasets --json already holds (same protocol)")
+    ap.add_argument("--plot-only", action="store_true", help="draw the figures from --json alone")
     ap.add_argument("--deciles-only", action="store_true",
                     help="recompute only the lowest-quality deciles of the datasets --json holds")
     args = ap.parse_args(argv)
+    if args.plot_only:
+        plot(json.loads(args.json.read_text())["datasets"], args.figures)
+        return
     if args.deciles_only:
         stored = json.loads(args.json.read_text())
         for name, r in stored["datasets"].items():
