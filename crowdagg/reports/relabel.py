@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..core import memory
 from ..errors import UsageError, param
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -180,6 +181,9 @@ def relabel_plan(result: AggregationResult, *, n_sample: int = N_SAMPLE, seed: i
         raise UsageError(f"{param('n_sample')} must be a whole number >= 1, got {n_sample!r}")
     data = result.data
     workers, weights = worker_pool(data.answers_per_worker, data.worker_names, int(n_sample), seed)
+    k = data.n_classes
+    memory.check(8.0 * len(workers) * k * k, f"{len(workers):,} workers' confusions of {k:,}² classes for --relabel",
+                 result.max_memory, advice=f"draw fewer workers ({param('n_sample')} of crowdagg.reports.relabel.relabel_plan)")
     if result.has_confusion:
         confusion, model = np.asarray(result.confusion)[workers], "confusion"
     else:

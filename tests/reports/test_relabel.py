@@ -140,3 +140,14 @@ def test_a_drawn_pool_estimates_the_whole_crowds_gain(rng):
 def test_n_sample_must_be_a_whole_number_at_least_one(bad):
     with pytest.raises(UsageError, match="n_sample must be a whole number >= 1"):
         relabel_plan(aggregate(known_crowd(), "mv"), n_sample=bad)
+
+
+def test_the_pool_confusions_are_refused_up_front_over_the_memory_limit():
+    from crowdagg.errors import ResourceError
+
+    result = aggregate(known_crowd(), "ds")
+    result.max_memory = 100  # bytes: 4 workers x 2 x 2 confusions need 128
+    with pytest.raises(ResourceError, match=r"4 workers' confusions of 2² classes for --relabel.*draw fewer workers"):
+        relabel_plan(result)
+    result.max_memory = None
+    assert relabel_plan(result).n_pool == 4
