@@ -233,7 +233,8 @@ def header(method: Any, option: str) -> tuple[str, ...]:
 
 
 def _relabel_renderer(plan: Any, result: Any, budget: Optional[int]) -> Any:
-    """The renderer of ``--relabel``: the plan's top ``budget`` tasks (:meth:`~crowdagg.reports.relabel.RelabelPlan.table`)."""
+    """The renderer of ``--relabel``: the plan's top ``budget`` tasks
+    (:meth:`~crowdagg.reports.relabel.RelabelPlan.table`)."""
     from ..io.render import render_chunks
 
     return lambda fmt: render_chunks(plan.table(result, budget), fmt, key="task")

@@ -183,7 +183,8 @@ def relabel_plan(result: AggregationResult, *, n_sample: int = N_SAMPLE, seed: i
     workers, weights = worker_pool(data.answers_per_worker, data.worker_names, int(n_sample), seed)
     k = data.n_classes
     memory.check(8.0 * len(workers) * k * k, f"{len(workers):,} workers' confusions of {k:,}² classes for --relabel",
-                 result.max_memory, advice=f"draw fewer workers ({param('n_sample')} of crowdagg.reports.relabel.relabel_plan)")
+                 result.max_memory,
+                 advice=f"draw fewer workers ({param('n_sample')} of crowdagg.reports.relabel.relabel_plan)")
     if result.has_confusion:
         confusion, model = np.asarray(result.confusion)[workers], "confusion"
     else:

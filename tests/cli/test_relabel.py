@@ -86,7 +86,8 @@ def test_relabel_for_a_method_without_confusions_says_what_it_used(runner, crowd
     (["--budget", "3"], "Error: --budget sets how many tasks --relabel writes; give --relabel FILE too"),
     (["--relabel", "{tmp}/next.csv", "--budget", "0"],
      "Error: --budget must be at least 1 (the tasks --relabel writes), got 0"),
-    (["--relabel", "-"], "Error: --output and --relabel both write to standard output; give all but one of them a file"),
+    (["--relabel", "-"],
+     "Error: --output and --relabel both write to standard output; give all but one of them a file"),
     (["--relabel", ""], "Error: --relabel is empty; give a path or value (- means standard input/output)"),
 ])
 def test_relabel_usage_errors(runner, crowd_csv, tmp_path, args, message):
