@@ -20,6 +20,8 @@ kernel streams each task's answers contiguously.
   the block function :func:`latent_block`;
 * :mod:`.cooc` -- co-occurrence statistics of worker pairs (a sparse
   pair index, per-pair K×K joint counts), the third accumulator shape;
+* :mod:`.relabel` -- each task's expected information gain of one more
+  answer under a pool of workers' confusions (``aggregate --relabel``);
 * :mod:`.ingest` -- the counting sort, repeated answers, record scanning;
 * :mod:`.text` -- floats as ``repr`` text and rows as bytes (the writers);
 * :mod:`.validate` -- the one-pass check of code arrays handed in from
