@@ -455,3 +455,20 @@ def test_accuracy_benchmark_runs_every_categorical_method_of_the_registry():
 
     assert bench_accuracy.categorical_methods() == [m for m, spec in METHODS.items() if spec.kind == "categorical"]
     assert {"mv", "ds", "mf", "kos"} <= set(bench_accuracy.categorical_methods())
+
+def test_relabel_benchmark_replays_each_policy_and_prints_the_tables(datasets_dir, tmp_path):
+    out = tmp_path / "relabel.json"
+    proc = _run_script("bench_relabel.py", "bluebird", "--seeds", "1", "--per-task", "0.5", "--no-plot",
+                       "--json", str(out), datasets_dir=datasets_dir)
+    assert proc.returncode == 0, proc.stderr
+    assert "| dataset | start | +0.5/task eig | +0.5/task unc. | +0.5/task random | +0.5/task activelab |" in proc.stdout
+    assert "| dataset | ds accuracy | ds confidence: decile acc. |" in proc.stdout
+    run = json.loads(out.read_text())["datasets"]["bluebird"]
+    assert set(run["curves"]) == {"eig", "uncertainty", "random", "activelab"}  # no features: no activelab_lr
+    for curve in run["curves"].values():  # every policy adds the same answers per round: 108 // 10, to 54
+        assert curve["added"] == [0, 10, 20, 30, 40, 50, 54]
+        assert all(0.4 < a <= 1 for a in curve["accuracy"])
+    # the same start for every policy: one answer per task
+    assert len({c["accuracy"][0] for c in run["curves"].values()}) == 1
+    assert run["all_answers"] == pytest.approx(0.898, abs=0.01) and run["n_scored"] == 108
+    assert 0 <= run["deciles"]["ds_confidence"]["decile_accuracy"] <= 1

@@ -49,6 +49,8 @@ def aggregate(
     min_shared: int = opt.MIN_SHARED,
     detector: str = opt.DETECTOR,
     exclude_workers: Optional[str] = opt.EXCLUDE_WORKERS,
+    relabel: Optional[str] = opt.RELABEL,
+    budget: Optional[int] = opt.BUDGET,
     task_params: Optional[str] = typer.Option(None, "--task-params", help="Write one row per task here: task, each per-task parameter of the method, n_answers (task and n_answers for a method without any)."),
     save_workers: Optional[str] = opt.SAVE_WORKERS,
     init_workers: Optional[str] = opt.INIT_WORKERS,
@@ -85,8 +87,9 @@ def aggregate(
     require_values(
         output=output, format=fmt, workers=workers, task_params=task_params, truth=truth, gold=gold,
         input_format=input_format, classes=classes, max_memory=max_memory,
-        save_workers=save_workers, init_workers=init_workers, exclude_workers=exclude_workers,
+        save_workers=save_workers, init_workers=init_workers, exclude_workers=exclude_workers, relabel=relabel,
     )
+    check_budget(relabel, budget)
     if exclude_workers == "-":
         raise UsageError("--exclude-workers reads a file of worker ids, not standard input")
     steps.check_detector(detector)
@@ -116,8 +119,8 @@ def aggregate(
                              f"process), not --engine {engine}")
     headers = {option: header(spec.load(), option) for option, path in
                (("--workers", workers), ("--task-params", task_params)) if path}
-    planned, sources = steps.plan_outputs(_outputs(output, fmt, workers, save_workers, task_params, headers), input,
-                                          side)
+    planned, sources = steps.plan_outputs(
+        _outputs(output, fmt, workers, save_workers, task_params, headers, relabel), input, side)
     if engine == "dask":  # standard input, JSON: refused before a cluster is started
         from ..io.dask_read import check_sources
 
@@ -144,7 +147,8 @@ def aggregate(
             data = steps.drop_spammers(data, seed=seed, max_memory=max_memory, quiet=quiet, chance=near_chance,
                                        detector=detector, min_partners=min_partners, min_shared=min_shared)
         _check_output_memory(data, proba=proba, headers=headers, max_memory=max_memory,
-                             labels_here=not (fit_engine is not None and planned["--output"].target.kind == "dir"))
+                             labels_here=not (fit_engine is not None and planned["--output"].target.kind == "dir"),
+                             relabel=None if relabel is None else min(budget or data.n_tasks, data.n_tasks))
         result = steps.fit(data, method, params, quiet=quiet, max_memory=max_memory, engine=fit_engine,
                            summary=True)
         # 3. Evaluation (it can fail: nothing written yet).
@@ -153,16 +157,23 @@ def aggregate(
             from ..reports.evaluate import evaluate_run
 
             summary = evaluate_run(data, result, truth_labels, params.get("gold"))
+        plan = None if relabel is None else relabel_plan(result, budget, seed=seed, quiet=quiet)
         # 4. Render everything, then write all or nothing.
-        steps.render_and_commit(planned, _renderers(result, proba, headers, planned["--output"], fit_engine))
+        renderers = _renderers(result, proba, headers, planned["--output"], fit_engine)
+        if plan is not None:
+            renderers["--relabel"] = _relabel_renderer(plan, result, budget)
+        steps.render_and_commit(planned, renderers)
         if summary is not None:
             steps.report_evaluation(summary)
 
 
 def _outputs(output: Optional[str], fmt: Optional[str], workers: Optional[str], save_workers: Optional[str],
-             task_params: Optional[str], headers: dict[str, tuple[str, ...]]) -> list[steps.Output]:
-    """What this run writes: the labels (stdout unless -o), and --workers, --save-workers, --task-params when asked."""
+             task_params: Optional[str], headers: dict[str, tuple[str, ...]],
+             relabel: Optional[str] = None) -> list[steps.Output]:
+    """What this run writes: the labels (stdout unless -o), and --workers, --save-workers, --task-params,
+    --relabel when asked."""
     from ..io.read import MODEL_FORMATS
+    from ..reports.relabel import RELABEL_FIELDS
 
     planned = [steps.Output("--output", output or "-", TABLE_FIELDS, then=LABEL_THEN, fmt=fmt, directory=True)]
     if workers:
@@ -171,7 +182,43 @@ def _outputs(output: Optional[str], fmt: Optional[str], workers: Optional[str], 
         planned.append(steps.Output("--save-workers", save_workers, MODEL_FIELDS, then=".*", formats=MODEL_FORMATS))
     if task_params:
         planned.append(steps.Output("--task-params", task_params, headers["--task-params"]))
+    if relabel:
+        planned.append(steps.Output("--relabel", relabel, RELABEL_FIELDS))
     return planned
+
+
+def check_budget(relabel: Optional[str], budget: Optional[int]) -> None:
+    """``--budget`` counts the tasks ``--relabel`` writes: without it, or below 1, a usage error."""
+    if budget is None:
+        return
+    if relabel is None:
+        raise UsageError("--budget sets how many tasks --relabel writes; give --relabel FILE too")
+    if budget < 1:
+        raise UsageError(f"--budget must be at least 1 (the tasks --relabel writes), got {budget}")
+
+
+def relabel_plan(result: Any, budget: Optional[int], *, seed: Optional[int], quiet: bool) -> Any:
+    """Score the tasks for ``--relabel`` (:func:`crowdagg.reports.relabel.relabel_plan`, its worker draw seeded by
+    ``--seed``, else 0) and say on stderr what the scores used (unless ``quiet``) and when ``--budget`` is over the
+    task count (always: the file has fewer rows than asked)."""
+    from ..core import timing
+    from ..reports.relabel import relabel_plan as plan_for
+    from .plumbing import err
+
+    with timing.stage("relabel"):
+        plan = plan_for(result, seed=0 if seed is None else seed)
+    n = len(plan.score)
+    if budget is not None and budget > n:
+        err(f"--budget {budget:,} is more than the {n:,} tasks: --relabel writes all of them")
+    if not quiet:
+        model = (f"{result.method}'s confusion matrices" if plan.worker_model == "confusion" else
+                 f"one-coin workers (accuracy = agreement with {result.method}'s posteriors; {result.method} has no "
+                 "confusion matrices)")
+        pool = (f"all {plan.n_workers:,} workers by answer share" if plan.n_pool == plan.n_workers else
+                f"{plan.n_pool:,} of {plan.n_workers:,} workers drawn by answer share")
+        err(f"--relabel: {min(budget or n, n):,} of {n:,} tasks by expected information gain of one more answer "
+            f"under {model}, over {pool}")
+    return plan
 
 
 def header(method: Any, option: str) -> tuple[str, ...]:
@@ -185,8 +232,16 @@ def header(method: Any, option: str) -> tuple[str, ...]:
     return WORKERS_LONG if names is None else params_columns("worker", names)
 
 
+def _relabel_renderer(plan: Any, result: Any, budget: Optional[int]) -> Any:
+    """The renderer of ``--relabel``: the plan's top ``budget`` tasks
+    (:meth:`~crowdagg.reports.relabel.RelabelPlan.table`)."""
+    from ..io.render import render_chunks
+
+    return lambda fmt: render_chunks(plan.table(result, budget), fmt, key="task")
+
+
 def _check_output_memory(data: Any, *, proba: bool, headers: dict[str, tuple[str, ...]], max_memory: Any,
-                         labels_here: bool = True) -> None:
+                         labels_here: bool = True, relabel: Optional[int] = None) -> None:
     """The outputs' size is known once the data is: refused before fitting, not after.  ``labels_here``: the
     labels are rendered in this process (not by the Dask workers, a partition each, for ``-o DIR/``)."""
     from ..methods.result import WORKERS_LONG
@@ -208,6 +263,8 @@ def _check_output_memory(data: Any, *, proba: bool, headers: dict[str, tuple[str
     if "--task-params" in headers:
         steps.check_render_memory(data.n_tasks, len(headers["--task-params"]) - 1, 1,
                                   f"--task-params table of {data.n_tasks:,} tasks", max_memory)
+    if relabel is not None:  # task, score, rank, label, confidence, n_answers
+        steps.check_render_memory(relabel, 4, 2, f"--relabel table of {relabel:,} tasks", max_memory)
 
 
 def _renderers(result: Any, proba: bool, headers: dict[str, tuple[str, ...]], output: steps.Planned,

@@ -244,3 +244,8 @@ DETECTOR = typer.Option("auto", "--detector", metavar="WHEN", help="The cross-co
 #: The detector's parameters as the commands spell them (its warnings name them).
 DETECTOR_SPELLING = {"min_partners": "--min-partners", "min_shared": "--min-shared"}
 EXCLUDE_WORKERS = typer.Option(None, "--exclude-workers", metavar="FILE", help="Leave out the answers of the workers FILE names: one worker id a line (blank lines ignored, no header), e.g. a hand-picked list or `cut -d, -f1` of a report.  Every task still gets its row (one left without answers gets the class prior); stderr counts the workers and answers removed and the ids that name no worker.")
+
+
+# --------------------------------------------------------------------------- what to relabel next (aggregate)
+RELABEL = typer.Option(None, "--relabel", metavar="FILE", help="Also write the tasks whose next answer is expected to tell the most: task, score (the expected information gain of one more answer, in bits, under the fitted worker models: each worker's confusion, or a one-coin model from the agreement with the posteriors for a method without confusions; averaged over the workers by their share of the answers: in a crowd of over 100, a draw of 100 seeded by --seed), rank, label, confidence, n_answers; highest score first, equal scores by task name.  stdout is unchanged.")
+BUDGET = typer.Option(None, "--budget", metavar="N", help="How many tasks --relabel writes (default: every task, ranked); more than there are writes them all, saying so.")

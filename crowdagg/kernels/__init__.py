@@ -10,15 +10,18 @@ kernel streams each task's answers contiguously.
 * :mod:`.schedule` -- the ingest kernels' threads (the block grid and
   the fitting kernels' threads are the engine's, :mod:`crowdagg.engine`);
 * :mod:`.em` -- Dawid--Skene EM as a block function of the engine's protocol
-  (:func:`em_block`);
+  (:func:`em_block`: the latent E-step below, square, with its starts);
 * :mod:`.votes` -- vote counting and grouping, the vote family's blocks;
 * :mod:`.glad` -- GLAD's E-step, objective and curvature per block;
 * :mod:`.draws` -- the task-keyed draw stream (tie draws, latent draws);
-* :mod:`.latent` -- one latent-class E-step (a per-task log prior, a
-  ``[worker, observed, latent]`` log table, a map from latent states to
-  classes, task-keyed draws) as the block function :func:`latent_block`;
+* :mod:`.latent` -- the one latent-class E-step every EM-style method runs
+  (a per-task or shared log prior, a ``[worker, observed, latent]`` log
+  table, a map from latent states to classes, gold, task-keyed draws) as
+  the block function :func:`latent_block`;
 * :mod:`.cooc` -- co-occurrence statistics of worker pairs (a sparse
   pair index, per-pair K×K joint counts), the third accumulator shape;
+* :mod:`.relabel` -- each task's expected information gain of one more
+  answer under a pool of workers' confusions (``aggregate --relabel``);
 * :mod:`.ingest` -- the counting sort, repeated answers, record scanning;
 * :mod:`.text` -- floats as ``repr`` text and rows as bytes (the writers);
 * :mod:`.validate` -- the one-pass check of code arrays handed in from
@@ -36,7 +39,8 @@ compiles them once, then they load from the on-disk cache;
 :func:`announce_compilation` says so on a terminal) and ``nogil=True``, so
 the engine's threads run them in parallel (the thread policy's count,
 :mod:`crowdagg.core.threads`).  EM is one fused pass per block -- the E-step for a
-task, then its expected counts -- as the block function :func:`em_block`
+task, then its expected counts (:mod:`.latent`'s kernel) -- as the block
+functions :func:`em_block` and :func:`latent_block`
 that an engine (:mod:`crowdagg.engine`) maps over its grid and reduces
 along its fixed tree: bit-identical for any thread count and for any
 partitioning aligned with the grid, which is what a distributed (Dask)
@@ -72,12 +76,12 @@ def announce_compilation(stream: Any) -> None:
     """Say once, on a terminal, that the first run compiles the kernels (a few seconds, cached after)."""
     if stream is None or not getattr(stream, "isatty", lambda: False)():
         return
-    if not compiled(ingest._scatter, ingest._repeats, em._em_block):
+    if not compiled(ingest._scatter, ingest._repeats, latent._latent_block):
         stream.write("compiling kernels, once (a few seconds; later runs reuse them)\n")
         stream.flush()
 
 
-from . import em, ingest  # noqa: E402  (the kernels announce_compilation checks)
+from . import ingest, latent  # noqa: E402  (the kernels announce_compilation checks)
 
 __all__ = [
     "EMParams",

@@ -1,4 +1,13 @@
-r"""One latent-class E-step on the engine's block protocol (:mod:`crowdagg.engine`).
+r"""The one latent-class E-step of the package, on the engine's block protocol (:mod:`crowdagg.engine`).
+
+Every EM-style E-step runs this module's compiled per-task loop,
+:func:`_latent_block`, and no other: Dawid--Skene and onecoin
+(:mod:`crowdagg.methods.em`), mf (:mod:`crowdagg.methods.graph.mf`), the
+moment methods' EM refinement, the crowd-kit wrappers (all through
+:func:`crowdagg.kernels.em.em_block`, a thin adapter: K states, the
+identity map, one class prior), EBCC (subtypes of each class) and the
+trainers' Bayes rule and variational E-steps (through
+:func:`crowdagg.methods.blocks.latent_posterior`).
 
 The posterior of a task's latent state when each answer is independent
 given it, and the task carries its own prior:
@@ -11,21 +20,31 @@ worker ``w`` answers class ``l`` when the task's latent state is ``z``
 (the E-step kernels' layout ``[worker, observed, latent]``: one answer
 reads one contiguous row).  ``log_prior[n, z]`` is the task's own log
 prior: a classifier's log-probabilities (Raykar/AggNet, deepMF, BayesDGC:
-Bayes' rule over the classifier and the answers), or one class prior
-repeated over the tasks (Dawid--Skene).  A map ``latent_class[z]`` from
-latent states to classes sums the latent posterior into the class
-posterior :math:`P(y_n = c) = \sum_{z: \mathrm{class}(z) = c} q_n(z)`
-(EBCC's subtypes of a class, Li, Rubinstein & Cohn, ICML 2019).  With
+Bayes' rule over the classifier and the answers), or one row shared by
+every task (Dawid--Skene's class prior: a 1-D ``log_prior``, no array over
+the tasks).  A map ``latent_class[z]`` from latent states to classes sums
+the latent posterior into the class posterior
+:math:`P(y_n = c) = \sum_{z: \mathrm{class}(z) = c} q_n(z)` (EBCC's
+subtypes of a class, Li, Rubinstein & Cohn, ICML 2019).  With
 :math:`K_{latent} = K` and the identity map it is the square-confusion
-E-step of Dawid--Skene (:func:`crowdagg.kernels.em.em_block`, the same
-arithmetic: the same bits) and of the trainers' Bayes rule
+E-step of Dawid--Skene (:func:`crowdagg.kernels.em.em_block` is that
+call: the same bits) and of the trainers' Bayes rule
 (``Trainer._posterior``: ``log_table`` is ``log A`` transposed from
 ``[worker, true, observed]``).
+
+**Gold** (``clamp[n] = c``): the task's posterior keeps only the states
+of class c (the others are -inf before the softmax), and its evidence
+:math:`\log Z_n` is theirs; under the identity map that is the one-hot
+row at c and the joint log-probability of c, DS's gold.  Should every
+state of c be ruled out by the answers, the states of c share the mass
+equally and the log-likelihood is -inf.
 
 Per block the kernel also gives, on request:
 
 * the log-likelihood :math:`\sum_n \log Z_n` (always; a sum the engine
   reduces);
+* the entropy term :math:`\sum_n \sum_z f \log f`, :math:`f =
+  \max(q_n(z), \text{floor})` (an EM loss's, crowd-kit's);
 * **draws**: one latent state per task from :math:`q_n`, for Gibbs and
   other sampling methods.  A task's draw is keyed on the seed, the round
   (a chain's sweep) and the task's *name*: draw ``round`` of the task's
@@ -47,7 +66,13 @@ out for has no posterior (its evidence is 0): a
 without answers gets its normalised prior.
 
 The library's entry is :func:`crowdagg.methods.blocks.latent_posterior`;
-:func:`latent_block` is the block function it maps.
+:func:`latent_block` is the block function it maps.  Both block functions
+(:func:`latent_block`, :func:`~crowdagg.kernels.em.em_block`) check their
+parameters against the data and hand the pass to :func:`block_pass`, which
+slices the block's rows, makes its buffers, runs the kernel and names the
+task it refused.  The kernel's other two modes are em_block's starts: the
+statistics of given posterior rows, and of the soft majority vote counted
+inside the block.
 """
 
 from __future__ import annotations
@@ -67,97 +92,271 @@ from .validate import as_code_array, as_float_array, check_block, check_part
 _NO_COUNTS, _POSTERIOR_COUNTS, _DRAW_COUNTS = 0, 1, 2
 COUNT_MODES = {None: _NO_COUNTS, "posterior": _POSTERIOR_COUNTS, "draws": _DRAW_COUNTS}
 
+#: How a task's posterior is made: the E-step, or (em_block's starts) given rows or the soft vote of its answers.
+E_STEP, GIVEN, VOTE = 0, 1, 2
+
+#: Why the kernel stopped at a task: no posterior (Z = 0), a clamp that is not a class, a clamp to a class no
+#: latent state maps to.
+_NO_POSTERIOR, _CLAMP_NOT_A_CLASS, _CLAMP_WITHOUT_STATES = 0, 1, 2
+
+
+@njit(cache=True, nogil=True)
+def _spread(q, g, latent_class, has_map):  # pragma: no cover - compiled
+    """``q`` uniform over the states of class ``g`` (0 elsewhere); returns how many states class ``g`` has.
+
+    Not inlined, as the helpers below: the rare paths stay out of the hot
+    loop's code (its registers and its branches).
+    """
+    n = 0
+    for z in range(q.shape[0]):
+        if (latent_class[z] if has_map else z) == g:
+            n += 1
+    for z in range(q.shape[0]):
+        q[z] = 1.0 / n if n > 0 and (latent_class[z] if has_map else z) == g else 0.0
+    return n
+
+
+@njit(cache=True, nogil=True)
+def _start_row(mode, q, given, i, label, lo, hi, g, latent_class, has_map):  # pragma: no cover - compiled
+    """em_block's starts: ``q`` = the given row ``given[i]`` (``GIVEN``) or the vote shares of the answers
+    ``label[lo:hi]`` (``VOTE``; zeros without answers), then held to class ``g`` when ``g >= 0``: the other
+    classes' states zeroed, the rest renormalised, or uniform over g's states if no mass is left.  Returns the
+    number of g's states (0: a clamp no state maps to), or 1 when ``g < 0``."""
+    n_latent = q.shape[0]
+    if mode == GIVEN:
+        for k in range(n_latent):
+            q[k] = given[i, k]
+    else:  # the vote shares: whole counts, so their sum is exact in any order
+        for k in range(n_latent):
+            q[k] = 0.0
+        for e in range(lo, hi):
+            q[label[e]] += 1.0
+        z = 0.0
+        for k in range(n_latent):
+            z += q[k]
+        if z > 0.0:
+            for k in range(n_latent):
+                q[k] = q[k] / z
+    if g < 0:
+        return 1
+    z = 0.0
+    for k in range(n_latent):
+        if (latent_class[k] if has_map else k) != g:
+            q[k] = 0.0
+        z += q[k]
+    if z > 0.0:
+        for k in range(n_latent):
+            q[k] = q[k] / z  # a division: x / x is exactly 1 (the one-hot row under the identity)
+        return 1
+    return _spread(q, g, latent_class, has_map)
+
+
+@njit(cache=True, nogil=True)
+def _draw(q, key, draw_round):  # pragma: no cover - compiled
+    """One state drawn from ``q`` by the uniform ``draw_round`` of the stream ``key`` (inverse CDF, state order)."""
+    u = uniform(key, draw_round)
+    total = 0.0
+    for k in range(q.shape[0]):
+        total += q[k]
+    target = u * total
+    acc = 0.0
+    pick = -1
+    for k in range(q.shape[0]):
+        acc += q[k]
+        if q[k] > 0.0:
+            pick = k  # the last possible state, should rounding leave acc at or below the target
+            if acc > target:
+                break
+    return pick
+
+
 @njit(cache=True, nogil=True)
 def _latent_block(
-    start, stop, task_ptr, worker, label, log_prior, log_table, latent_class, n_classes, keys, draw_round,
-    count_mode, keep, post, cpost, draws, counts, tot,
+    mode, start, stop, task_ptr, worker, label, log_prior, shared_prior, log_table, latent_class, n_classes, clamp,
+    given, floor, keys, draw_round, count_mode, keep, post, cpost, draws, counts, tot,
 ):  # pragma: no cover - compiled
-    """The latent E-step of tasks ``[start, stop)``; returns (Σ log Z, a block-local task with Z = 0 or -1).
+    """The E-step of tasks ``[start, stop)`` fused with its statistics; returns (Σ log Z, Σ f log f, task, why).
 
-    ``log_prior`` (stop - start, KL): the block's rows.  ``log_table``
-    (W, K, KL).  ``latent_class`` (KL,) or empty (no class posterior).
-    ``keys`` (stop - start,) uint64 or empty (no draws).  ``keep``: write
-    ``post[i]``, ``cpost[i]`` (when ``latent_class`` is given) and
-    ``draws[i]``.  ``count_mode`` 1 adds q to ``counts[w, l, :]`` for each
-    answer and to ``tot``; 2 adds 1 at the drawn state.  Stops at the first
-    task with Z = 0 (every state -inf), its outputs unwritten.
+    The one per-task loop of every EM-style E-step (DS, onecoin, mf, EBCC,
+    the trainers).  For each task t (``i = t - start``) its posterior q over
+    the ``n_latent = post.shape[1]`` states, by ``mode``:
 
-    Offsets into the table are unsigned (no negative-index wrap test, as
-    in :func:`crowdagg.kernels.em._em_block`), and the scores are
-    normalised by :func:`~crowdagg.kernels.softmax.softmax_into`: per task
-    the same operations in the same order as DS's E-step.
+    * ``E_STEP``: ``softmax(log_prior[r] + Σ_e log_table[w_e, y_e, :])``,
+      r = 0 when ``shared_prior`` (one prior row for every task) else i,
+      with its log-evidence log Z summed;
+    * ``GIVEN``: the row ``given[i]``;
+    * ``VOTE``: the shares of the task's answers (n_latent = n_classes, no
+      map; a task without answers gets zeros).
+
+    ``clamp`` (empty: nothing clamped): ``clamp[i] = g >= 0`` keeps only
+    the states of class g -- in the E-step the others are -inf before the
+    softmax (log Z is then the evidence of class g), otherwise they are
+    zeroed and the rest renormalised; no mass left (every state of g ruled
+    out): uniform over g's states, the evidence -inf.  Under the identity
+    map that is the one-hot row at g, DS's gold.
+    ``latent_class`` (n_latent,) maps states to classes (empty: the
+    identity, or no class posterior).  ``keys`` (stop - start,) uint64 or
+    empty: no draws.  ``keep``: write ``post[i]``, ``cpost[i]`` (with a
+    map) and ``draws[i]``.  ``floor >= 0``: also Σ_z f log f with f =
+    max(q_z, floor) (an EM loss's entropy term).  ``count_mode`` 1 adds q
+    to ``counts[w_e, y_e, :]`` and ``tot``; 2 adds 1 at the drawn state.
+
+    Stops at the first task without a posterior (why 0: every state -inf
+    and no clamp), whose clamp is not -1 .. n_classes - 1 (why 1) or
+    names a class no state maps to (why 2), its outputs unwritten; task
+    -1 when none.
+
+    An answer's row of the table is its cell ``(w_e * K + y_e) * n_latent``,
+    made from ``worker`` and ``label`` as the E-step reads it and kept for
+    the counts (an array of cells would cost 4 bytes an answer: 0.4 GB at
+    100M answers).  The offsets are unsigned: numba then skips the
+    negative-index wrap-around test on those accesses (~20% of the time).
+    Two states (the most common case) run the same arithmetic in scalars
+    (bit-identical results, fewer memory round trips); every other task
+    is normalised by :func:`~crowdagg.kernels.softmax.softmax_into`.
     """
-    n_latent = log_table.shape[2]
+    n_latent = post.shape[1]
     nl = np.uint64(n_latent)
-    nk = np.uint64(log_table.shape[1])
+    nk = np.uint64(n_classes)
+    # Flat views: one answer touches the n_latent contiguous entries from its offset.
     lt = log_table.reshape(-1)
+    lp = log_prior.reshape(-1)
     cnt = counts.reshape(-1)
     has_map = latent_class.shape[0] > 0
+    has_clamp = clamp.shape[0] > 0
     has_draw = keys.shape[0] > 0
     q = np.empty(n_latent, dtype=np.float64)
+    bases = np.empty(64, dtype=np.uint64)
     ll = 0.0
+    h = 0.0
     for t in range(start, stop):
         i = t - start
         lo = task_ptr[t]
         hi = task_ptr[t + 1]
-        for z in range(n_latent):
-            q[z] = log_prior[i, z]
-        for e in range(lo, hi):
-            base = (np.uint64(worker[e]) * nk + np.uint64(label[e])) * nl
-            for z in range(n_latent):
-                q[z] += lt[base + np.uint64(z)]
-        top = q[0]
-        for z in range(1, n_latent):
-            if q[z] > top:
-                top = q[z]
-        if top == -np.inf:  # every state ruled out: exp(-inf - -inf) would be NaN
-            return ll, i
-        m, s = softmax_into(q, q)
-        ll += m + np.log(s)
-        pick = -1
-        if has_draw:
-            u = uniform(keys[i], draw_round)
-            total = 0.0
-            for z in range(n_latent):
-                total += q[z]
-            target = u * total
-            acc = 0.0
-            for z in range(n_latent):
-                acc += q[z]
-                if q[z] > 0.0:
-                    pick = z  # the last possible state, should rounding leave acc at or below the target
-                    if acc > target:
-                        break
+        if hi - lo > bases.shape[0]:
+            bases = np.empty(2 * (hi - lo), dtype=np.uint64)
+        g = -1
+        if has_clamp:
+            g = clamp[i]
+            if g != -1 and (g < 0 or g >= n_classes):
+                return ll, h, i, _CLAMP_NOT_A_CLASS
+        row = np.uint64(0) if shared_prior else np.uint64(i) * nl  # the task's prior row in lp
+        if mode == E_STEP and n_latent == 2 and g < 0:
+            # The arithmetic of softmax_into, in scalars the compiler keeps in registers.
+            a = lp[row]
+            b = lp[row + np.uint64(1)]
+            for e in range(lo, hi):
+                base = (np.uint64(worker[e]) * nk + np.uint64(label[e])) * nl
+                bases[e - lo] = base
+                a += lt[base]
+                b += lt[base + np.uint64(1)]
+            m = b if b > a else a
+            if m == -np.inf:  # both states ruled out: exp(-inf - -inf) would be NaN
+                return ll, h, i, _NO_POSTERIOR
+            ea = np.exp(a - m)
+            eb = np.exp(b - m)
+            z = 0.0 + ea + eb
+            inv = 1.0 / z
+            q[0] = ea * inv
+            q[1] = eb * inv
+            ll += m + np.log(z)
+        elif mode == E_STEP:
+            for k in range(n_latent):
+                q[k] = lp[row + np.uint64(k)]
+            for e in range(lo, hi):
+                base = (np.uint64(worker[e]) * nk + np.uint64(label[e])) * nl
+                bases[e - lo] = base
+                for k in range(n_latent):
+                    q[k] += lt[base + np.uint64(k)]
+            if g >= 0:  # gold: only its class's states (one, under the identity: log Z is its joint)
+                for k in range(n_latent):
+                    if (latent_class[k] if has_map else k) != g:
+                        q[k] = -np.inf
+            m, z = softmax_into(q, q)
+            if m == -np.inf:  # every state ruled out: q is exp(-inf - -inf), NaN, and is made again
+                if g < 0:
+                    return ll, h, i, _NO_POSTERIOR
+                if _spread(q, g, latent_class, has_map) == 0:
+                    return ll, h, i, _CLAMP_WITHOUT_STATES
+                ll += m  # the gold class has no evidence: the log-likelihood says so
+            else:
+                ll += m + np.log(z)
+        else:
+            for e in range(lo, hi):
+                bases[e - lo] = (np.uint64(worker[e]) * nk + np.uint64(label[e])) * nl
+            if _start_row(mode, q, given, i, label, lo, hi, g, latent_class, has_map) == 0:
+                return ll, h, i, _CLAMP_WITHOUT_STATES
+        pick = _draw(q, keys[i], draw_round) if has_draw else -1
         if keep:
-            for z in range(n_latent):
-                post[i, z] = q[z]
+            for k in range(n_latent):
+                post[i, k] = q[k]
             if has_map:
                 for c in range(n_classes):
                     cpost[i, c] = 0.0
-                for z in range(n_latent):
-                    cpost[i, latent_class[z]] += q[z]
+                for k in range(n_latent):
+                    cpost[i, latent_class[k]] += q[k]
             if has_draw:
                 draws[i] = pick
+        if floor >= 0.0:
+            for k in range(n_latent):
+                f = q[k] if q[k] > floor else floor
+                h += f * np.log(f)
         if count_mode == 1:
-            for z in range(n_latent):
-                tot[z] += q[z]
-            for e in range(lo, hi):
-                base = (np.uint64(worker[e]) * nk + np.uint64(label[e])) * nl
-                for z in range(n_latent):
-                    cnt[base + np.uint64(z)] += q[z]
+            for k in range(n_latent):
+                tot[k] += q[k]
+            if n_latent == 2:
+                q0 = q[0]
+                q1 = q[1]
+                for e in range(hi - lo):
+                    base = bases[e]
+                    cnt[base] += q0
+                    cnt[base + np.uint64(1)] += q1
+            else:
+                for e in range(hi - lo):
+                    base = bases[e]
+                    for k in range(n_latent):
+                        cnt[base + np.uint64(k)] += q[k]
         elif count_mode == 2:
             tot[pick] += 1.0
-            for e in range(lo, hi):
-                cnt[(np.uint64(worker[e]) * nk + np.uint64(label[e])) * nl + np.uint64(pick)] += 1.0
-    return ll, -1
+            at = np.uint64(pick)
+            for e in range(hi - lo):
+                cnt[bases[e] + at] += 1.0
+    return ll, h, -1, _NO_POSTERIOR
 
 
-def _finite_or_minus_inf(arr: np.ndarray, name: str) -> None:
+def finite_or_minus_inf(arr: np.ndarray, name: str) -> None:
     """A DataError at the first NaN or +inf of a log-probability array (-inf rules a state out: allowed)."""
     bad = np.isnan(arr) | (arr == np.inf)
     if bad.any():
         at = np.unravel_index(int(np.flatnonzero(bad)[0]), arr.shape)
         raise DataError(f"{name}{list(map(int, at))} is {float(arr[at])!r}: a log-probability is finite or -inf")
+
+
+def as_clamp(values: object) -> np.ndarray:
+    """Gold as the kernel reads it: contiguous int64 class codes over all tasks, -1 free.
+
+    Each class is checked against the data's K by the kernel (per block);
+    here only what a cast could hide: a code beyond int32, or below -1,
+    is refused on the given dtype before a large unsigned code could wrap
+    to -1.
+    """
+    clamp = as_code_array(values, "clamp")
+    if clamp.dtype != np.int64:
+        if clamp.size and (int(clamp.min()) < -1 or int(clamp.max()) > np.iinfo(np.int32).max):
+            raise DataError(f"clamp holds a class outside -1 .. K-1 ({int(clamp.max())})")
+        clamp = clamp.astype(np.int64)
+    return np.ascontiguousarray(clamp)
+
+
+def as_floor(value: object) -> float:
+    """An entropy floor: a number >= 0, or a DataError."""
+    try:
+        floor = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise DataError(f"entropy_floor must be a number, got {value!r}") from None
+    if not floor >= 0.0:
+        raise DataError(f"entropy_floor must be >= 0, got {value!r}")
+    return floor
 
 
 @dataclass(frozen=True, eq=False)
@@ -168,9 +367,10 @@ class LatentParams:
     ----------
     log_table : ndarray (n_workers, K, K_latent)
         ``log_table[w, l, z]``: log P(worker w answers class l | latent state z).
-    log_prior : ndarray (n_tasks, K_latent)
+    log_prior : ndarray (n_tasks, K_latent) or (K_latent,)
         Each task's log prior over the latent states, global rows (each
-        block reads its own).
+        block reads its own); or one row shared by every task (a class
+        prior: Dawid--Skene's, no array over the tasks).
     latent_class : ndarray of int (K_latent,), optional
         The class of each latent state (0 .. K-1): the blocks also give the
         class posterior (n_tasks, K).  None: no class posterior (the latent
@@ -183,10 +383,20 @@ class LatentParams:
     counts : {None, "posterior", "draws"}
         Also reduce the expected counts ``[worker, observed, latent]`` and
         the latent totals, of the posteriors or of the drawn states.
+    clamp : ndarray of int (n_tasks,), optional
+        Gold, over all tasks (global rows): the class each task is clamped
+        to, -1 free.  A clamped task's posterior keeps only the states of
+        its class (under the identity map: the one-hot row), and its
+        log-evidence is theirs.  None clamps nothing.
+    entropy_floor : float, optional
+        Also sum Σ_z f log f over the tasks, f = max(q_z, floor) (the
+        entropy term of an EM loss, crowd-kit's): the blocks' sums end
+        with it.
 
     Arrays are converted to contiguous float64 / int64 once, here, and
     checked (NaN and +inf refused); shapes against the data are checked by
-    each block (O(1), the map's classes O(K_latent)).
+    each block (O(1), the map's classes O(K_latent)), a clamp's classes
+    inside the kernel.
     """
 
     log_table: np.ndarray
@@ -195,18 +405,20 @@ class LatentParams:
     draw_seed: int | None = None
     draw_round: int = 0
     counts: str | None = None
+    clamp: np.ndarray | None = None
+    entropy_floor: float | None = None
 
     def __post_init__(self) -> None:
         def put(name: str, value: Any) -> None:
             object.__setattr__(self, name, value)
 
         put("log_table", as_float_array(self.log_table, "log_table", 3))
-        put("log_prior", as_float_array(self.log_prior, "log_prior", 2))
-        _finite_or_minus_inf(self.log_table, "log_table")
-        _finite_or_minus_inf(self.log_prior, "log_prior")
+        put("log_prior", as_float_array(self.log_prior, "log_prior", 1 if np.ndim(self.log_prior) == 1 else 2))
+        finite_or_minus_inf(self.log_table, "log_table")
+        finite_or_minus_inf(self.log_prior, "log_prior")
         n_latent = self.log_table.shape[2]
-        if self.log_prior.shape[1] != n_latent:
-            raise DataError(f"log_prior has {self.log_prior.shape[1]:,} latent states a task, log_table "
+        if self.log_prior.shape[-1] != n_latent:
+            raise DataError(f"log_prior has {self.log_prior.shape[-1]:,} latent states a task, log_table "
                             f"{n_latent:,} (shape {self.log_table.shape}: [worker, observed, latent])")
         if n_latent == 0:
             raise DataError("log_table has no latent states (its last axis is empty)")
@@ -229,11 +441,19 @@ class LatentParams:
             raise UsageError(f"{param('counts')} must be None, 'posterior' or 'draws', got {self.counts!r}")
         if self.counts == "draws" and self.draw_seed is None:
             raise UsageError(f"counts of the draws need a {param('draw_seed')}")
+        if self.clamp is not None:
+            put("clamp", as_clamp(self.clamp))
+        if self.entropy_floor is not None:
+            put("entropy_floor", as_floor(self.entropy_floor))
 
 
 #: Stand-ins for the arrays a pass does not use (the kernel's argument types stay the same).
 _NO_MAP = np.zeros(0, dtype=np.int64)
 _NO_KEYS = np.zeros(0, dtype=np.uint64)
+_NO_CLAMP = np.zeros(0, dtype=np.int64)
+_NO_ROWS = np.zeros((0, 1))
+_NO_PRIOR = np.zeros(1)
+_NO_TABLE = np.zeros((1, 1, 1))
 
 
 def _task_keys(part: Any, b: int, seed: int, start: int, stop: int) -> np.ndarray:
@@ -254,6 +474,75 @@ def _task_keys(part: Any, b: int, seed: int, start: int, stop: int) -> np.ndarra
     return keys
 
 
+@dataclass
+class BlockPass:
+    """What one block's pass of :func:`_latent_block` gave (arrays fresh: the engine's tree adds into them)."""
+
+    loglik: float
+    entropy: float
+    counts: np.ndarray
+    tot: np.ndarray
+    latent: np.ndarray
+    classes: np.ndarray
+    draws: np.ndarray
+
+
+def block_pass(
+    part: Any, b: int, n_latent: int, *, mode: int = E_STEP, log_prior: np.ndarray | None = None,
+    log_table: np.ndarray | None = None, latent_class: np.ndarray | None = None, clamp: np.ndarray | None = None,
+    given: np.ndarray | None = None, entropy_floor: float | None = None, draw_seed: int | None = None,
+    draw_round: int = 0, count_mode: int = _NO_COUNTS, keep: bool = False,
+) -> BlockPass:
+    """Block ``b``'s pass of the one E-step kernel: slices, buffers, the kernel, its refusals named.
+
+    The block functions :func:`latent_block` and
+    :func:`crowdagg.kernels.em.em_block` check their parameters against the
+    data (the partition checked, ``b`` a block of it, the arrays' shapes)
+    and call this with them, converted.  ``log_prior``: a 1-D row shared
+    by every task, or global rows; ``clamp`` and ``given``: global rows.
+    ``log_prior`` and ``log_table`` are read by the E-step only (None in
+    the ``GIVEN`` and ``VOTE`` modes).
+    """
+    if log_prior is None or log_table is None:
+        log_prior, log_table = _NO_PRIOR, _NO_TABLE
+    w, k = int(part.n_workers), int(part.n_classes)
+    start, stop = part.tasks_of(b)
+    lo, hi = part.first_task + start, part.first_task + stop  # the block's rows of the per-task arrays
+    need = part.first_task + part.n_tasks
+    shared = log_prior.ndim == 1
+    if not shared and log_prior.shape[0] < need:
+        raise DataError(f"log_prior has {log_prior.shape[0]:,} rows, the data has {need:,} tasks")
+    prior = log_prior.reshape(1, -1) if shared else log_prior[lo:hi]
+    rows = _NO_CLAMP
+    if clamp is not None:
+        if clamp.shape[0] < need:
+            raise DataError(f"clamp holds {clamp.shape[0]:,} tasks, the data has {need:,}")
+        rows = clamp[lo:hi]
+    mapping = _NO_MAP if latent_class is None else latent_class
+    keys = _NO_KEYS if draw_seed is None else _task_keys(part, b, draw_seed, start, stop)
+    n = stop - start
+    counts = np.zeros((w, k, n_latent)) if count_mode else np.zeros((0, 0, 0))
+    tot = np.zeros(n_latent) if count_mode else np.zeros(0)
+    post = np.empty((n, n_latent)) if keep else np.empty((0, n_latent))
+    cpost = np.empty((n, k)) if keep and latent_class is not None else np.empty((0, k))
+    draws = np.empty(n, dtype=np.int64) if keep and draw_seed is not None else np.empty(0, dtype=np.int64)
+    floor = -1.0 if entropy_floor is None else entropy_floor
+    ll, h, bad, why = _latent_block(
+        mode, start, stop, part.task_ptr, part.worker, part.label, prior, shared, log_table, mapping, k, rows,
+        _NO_ROWS if given is None else given[lo:hi], floor, keys, draw_round, count_mode, keep, post, cpost, draws,
+        counts, tot)
+    if bad >= 0:
+        name = "" if part.task_names is None else f" ({str(part.task_names[start + bad])!r})"
+        if why == _CLAMP_NOT_A_CLASS:
+            raise DataError(f"clamp holds {int(rows[bad])} for task {lo + bad}{name}, not a class (-1 .. {k - 1})")
+        if why == _CLAMP_WITHOUT_STATES:
+            raise DataError(f"clamp holds {int(rows[bad])} for task {lo + bad}{name}: no latent state maps to that "
+                            "class")
+        raise DataError(f"task {lo + bad}{name}: every latent state has probability 0 under its prior and its "
+                        "answers (log_prior + log_table are -inf for all of them), so it has no posterior")
+    return BlockPass(float(ll), float(h), counts, tot, post, cpost, draws)
+
+
 def latent_block(part: Any, b: int, params: LatentParams, keep: bool = False) -> tuple[tuple[Any, ...], Any]:
     """The latent E-step of block ``b`` of the partition ``part`` (a :class:`crowdagg.engine.Part`): a block function.
 
@@ -269,9 +558,9 @@ def latent_block(part: Any, b: int, params: LatentParams, keep: bool = False) ->
     Returns
     -------
     sums : tuple
-        ``(loglik,)``, or ``(loglik, counts, latent_tot)`` when
-        ``params.counts`` is set: fresh arrays (n_workers, K, K_latent) and
-        (K_latent,).
+        ``(loglik,)``, then ``counts, latent_tot`` when ``params.counts``
+        is set (fresh arrays (n_workers, K, K_latent) and (K_latent,)),
+        then Σ f log f when ``params.entropy_floor`` is set.
     out : dict or None
         When ``keep``: ``"latent"`` (its tasks, K_latent), and
         ``"classes"`` (its tasks, K) with a ``latent_class``, ``"draws"``
@@ -287,41 +576,27 @@ def latent_block(part: Any, b: int, params: LatentParams, keep: bool = False) ->
     if table.shape[:2] != (w, k):
         raise DataError(f"log_table has shape {table.shape}, the data's [worker, observed, latent] is "
                         f"({w:,}, {k:,}, K_latent)")
-    start, stop = part.tasks_of(b)
-    lo, hi = part.first_task + start, part.first_task + stop
-    need = part.first_task + part.n_tasks
-    if params.log_prior.shape[0] < need:
-        raise DataError(f"log_prior has {params.log_prior.shape[0]:,} rows, the data has {need:,} tasks")
-    latent_class = _NO_MAP
-    if params.latent_class is not None:
-        latent_class = params.latent_class
-        if int(latent_class.max()) >= k:
-            raise DataError(f"latent_class holds {int(latent_class.max())}, not one of the data's {k} classes")
-    keys = _NO_KEYS
-    if params.draw_seed is not None:
-        keys = _task_keys(part, b, params.draw_seed, start, stop)
-    n = stop - start
+    if params.latent_class is not None and int(params.latent_class.max()) >= k:
+        raise DataError(f"latent_class holds {int(params.latent_class.max())}, not one of the data's {k} classes")
+    if params.latent_class is None and params.clamp is not None and n_latent != k:
+        raise DataError(f"a clamp names classes: log_table's {n_latent:,} latent states need a latent_class map to "
+                        f"the data's {k}")
     mode = COUNT_MODES[params.counts]
-    counts = np.zeros((w, k, n_latent)) if mode else np.zeros((0, 0, 0))
-    tot = np.zeros(n_latent) if mode else np.zeros(0)
-    post = np.empty((n, n_latent)) if keep else np.empty((0, n_latent))
-    cpost = np.empty((n, k)) if keep and params.latent_class is not None else np.empty((0, k))
-    draws = np.empty(n, dtype=np.int64) if keep and params.draw_seed is not None else np.empty(0, dtype=np.int64)
-    ll, bad = _latent_block(start, stop, part.task_ptr, part.worker, part.label, params.log_prior[lo:hi], table,
-                            latent_class, k, keys, params.draw_round, mode, keep, post, cpost, draws, counts, tot)
-    if bad >= 0:
-        name = "" if part.task_names is None else f" ({str(part.task_names[start + bad])!r})"
-        raise DataError(f"task {lo + bad}{name}: every latent state has probability 0 under its prior and its "
-                        "answers (log_prior + log_table are -inf for all of them), so it has no posterior")
-    sums = (float(ll), counts, tot) if mode else (float(ll),)
+    got = block_pass(part, b, n_latent, log_prior=params.log_prior, log_table=table,
+                     latent_class=params.latent_class, clamp=params.clamp, entropy_floor=params.entropy_floor,
+                     draw_seed=params.draw_seed, draw_round=params.draw_round, count_mode=mode, keep=keep)
+    sums: tuple[Any, ...] = (got.loglik, got.counts, got.tot) if mode else (got.loglik,)
+    if params.entropy_floor is not None:
+        sums += (got.entropy,)
     if not keep:
         return sums, None
-    out = {"latent": post}
+    out = {"latent": got.latent}
     if params.latent_class is not None:
-        out["classes"] = cpost
+        out["classes"] = got.classes
     if params.draw_seed is not None:
-        out["draws"] = draws
+        out["draws"] = got.draws
     return sums, out
 
 
-__all__ = ["COUNT_MODES", "LatentParams", "latent_block"]
+__all__ = ["COUNT_MODES", "E_STEP", "GIVEN", "VOTE", "LatentParams", "as_clamp", "as_floor", "block_pass",
+           "finite_or_minus_inf", "latent_block"]

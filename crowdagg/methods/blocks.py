@@ -527,6 +527,8 @@ class LatentPosterior:
         the ``[worker, observed, latent]`` layout (with ``counts``).
     latent_tot : ndarray (K_latent,) or None
         The posteriors' (or draws') column sums (with ``counts``).
+    entropy : float or None
+        Σ_n Σ_z f log f, f = max(q_n(z), floor) (with ``entropy_floor``).
     """
 
     latent: np.ndarray
@@ -535,6 +537,7 @@ class LatentPosterior:
     draws: np.ndarray | None = None
     counts: np.ndarray | None = None
     latent_tot: np.ndarray | None = None
+    entropy: float | None = None
 
 
 def latent_memory(n_tasks: int, n_workers: int, n_classes: int, n_latent: int, *, mapped: bool, draws: bool,
@@ -560,7 +563,7 @@ def latent_memory(n_tasks: int, n_workers: int, n_classes: int, n_latent: int, *
 def latent_posterior(
     data: AnnotationSet, log_table: np.ndarray, log_prior: np.ndarray, latent_class: np.ndarray | None = None, *,
     engine: Any = None, draw_seed: int | None = None, draw_round: int = 0, counts: str | None = None,
-    max_memory: Any = None,
+    max_memory: Any = None, clamp: np.ndarray | None = None, entropy_floor: float | None = None,
 ) -> LatentPosterior:
     r"""One latent-class E-step over ``data``'s answers, on ``engine``'s blocks.
 
@@ -581,8 +584,9 @@ def latent_posterior(
         The answers (its task order is the rows' order).
     log_table : ndarray (n_workers, K, K_latent)
         ``[worker, observed, latent]``: log P(answer l | latent state z).
-    log_prior : ndarray (n_tasks, K_latent)
-        Each task's log prior over the latent states.
+    log_prior : ndarray (n_tasks, K_latent) or (K_latent,)
+        Each task's log prior over the latent states, or one row for every
+        task.
     latent_class : ndarray of int (K_latent,), optional
         The class (0 .. K-1) of each latent state.  None: the identity,
         which needs K_latent = K.
@@ -603,6 +607,12 @@ def latent_posterior(
         totals, of the posteriors or of the draws.
     max_memory : optional
         The memory limit (:func:`crowdagg.core.memory.check`).
+    clamp : ndarray of int (n_tasks,), optional
+        Gold (:func:`gold_clamp`'s form: a class per task, -1 free): a
+        clamped task keeps only its class's latent states, its evidence
+        theirs (under the identity: the one-hot row, DS's gold).
+    entropy_floor : float, optional
+        Also Σ_n Σ_z f log f, f = max(q_n(z), floor) (``entropy``).
 
     Returns
     -------
@@ -613,7 +623,8 @@ def latent_posterior(
     DataError
         Shapes that do not fit the data, NaN or +inf in a log array, a map
         to a class the data lacks, a task for which every latent state has
-        probability 0.
+        probability 0, a clamp that is not a class or names one no state
+        maps to.
     ResourceError
         When the outputs exceed the memory limit.
     """
@@ -626,6 +637,8 @@ def latent_posterior(
     if np.ndim(log_prior) == 2 and np.shape(log_prior)[0] != n:
         raise DataError(f"log_prior has shape {np.shape(log_prior)}, the data's tasks × latent states are "
                         f"({n:,}, K_latent)")
+    if clamp is not None and np.shape(clamp) != (n,):
+        raise DataError(f"clamp has shape {np.shape(clamp)}, the data has {n:,} tasks")
     if latent_class is None and n_latent not in (-1, k):
         raise DataError(f"log_table has {n_latent:,} latent states for the data's {k} classes: give latent_class, "
                         "the class of each state")
@@ -633,16 +646,17 @@ def latent_posterior(
         memory.check(latent_memory(n, w, k, n_latent, mapped=latent_class is not None, draws=draw_seed is not None,
                                    counts=counts is not None, n_answers=data.n_answers),
                      f"{n:,} tasks × {n_latent:,} latent states, {w:,} workers", max_memory)
-    params = LatentParams(log_table, log_prior, latent_class, draw_seed, draw_round, counts)
+    params = LatentParams(log_table, log_prior, latent_class, draw_seed, draw_round, counts, clamp, entropy_floor)
     engine = local_engine(data, engine)
     sums, outs = engine.map_reduce(latent_block, params, keep=True)
     rows = engine.gather(outs)
     latent = rows["latent"] if outs else np.zeros((0, params.log_table.shape[2]))
     classes = rows["classes"] if outs and latent_class is not None else latent
     draws = (rows["draws"] if outs else np.zeros(0, dtype=np.int64)) if draw_seed is not None else None
+    entropy = float(sums[-1]) if entropy_floor is not None else None
     if counts is None:
-        return LatentPosterior(latent, classes, float(sums[0]), draws)
-    return LatentPosterior(latent, classes, float(sums[0]), draws, sums[1], sums[2])
+        return LatentPosterior(latent, classes, float(sums[0]), draws, entropy=entropy)
+    return LatentPosterior(latent, classes, float(sums[0]), draws, sums[1], sums[2], entropy)
 
 
 # --------------------------------------------------------------------------- gold

@@ -16,8 +16,8 @@ task posteriors are at their coordinate optimum is
           - \sum_{\text{rows}} \mathrm{KL}\bigl(\mathrm{Dir}(\beta) \,\|\, \mathrm{Dir}(\alpha)\bigr)
 
 where :math:`\log Z_i` is the normaliser of task i's E-step on the
-expected log-parameters (what :func:`crowdagg.kernels.em.em_block` sums as
-its log-likelihood) and the sum of KL divergences runs over every Dirichlet
+expected log-parameters (what the one E-step kernel,
+:mod:`crowdagg.kernels.latent`, sums as its log-likelihood) and the sum of KL divergences runs over every Dirichlet
 factor of :math:`q` -- each worker's rows, the class prior's
 (:func:`elbo`).  Numpy and scipy only: it knows nothing of the method.
 """

@@ -225,3 +225,34 @@ def test_the_block_function_and_its_parameters_travel_by_pickle(rng):
     (c1, t1, l1, h1), p1 = em_block(part, 0, params, True)
     (c2, t2, l2, h2), p2 = fn(pickle.loads(pickle.dumps(part)), 0, shipped, True)
     assert np.array_equal(c1, c2) and np.array_equal(t1, t2) and l1 == l2 and h1 == h2 and np.array_equal(p1, p2)
+
+
+def test_the_e_step_is_the_latent_kernels_with_the_identity_map(rng):
+    """em_block is an adapter of crowdagg.kernels.latent (one per-task loop): its E-step with gold and the entropy
+    floor is latent_block's with K states, no map, the class prior as the one shared row and the same clamp --
+    counts, totals, log-likelihood, Σ f log f and posteriors to the bit."""
+    from crowdagg.kernels.latent import LatentParams, latent_block
+
+    for k in (2, 3, 5):
+        task_ptr, worker, label = crowd(rng, 300, 9, k)
+        part = Part(0, 1, 0, np.array([0, 300]), task_ptr, worker, label, 9, k)
+        em = all_params(rng, 300, 9, k, True)["e-step"]
+        (counts, tot, ll, h), post = em_block(part, 0, em, True)
+        latent = LatentParams(em.log_conf_ot, em.log_prior, clamp=em.clamp, entropy_floor=FLOOR, counts="posterior")
+        (ll2, counts2, tot2, h2), out = latent_block(part, 0, latent, True)
+        assert np.array_equal(out["latent"], post) and ll2 == ll and h2 == h
+        assert np.array_equal(counts2, counts) and np.array_equal(tot2, tot)
+
+
+def test_a_free_task_every_class_is_ruled_out_for_is_an_error_not_nan():
+    """-inf for every class of a task without gold (the latent kernel's check): a DataError naming the task, where
+    the E-step once wrote a row of NaN into the posteriors and counts."""
+    from crowdagg.errors import DataError
+
+    part = eval(GOOD_PART)  # one task: worker 0 answered 0, worker 1 answered 1
+    log_conf = np.zeros((2, 2, 2))
+    log_conf[0, 0, 0] = log_conf[1, 1, 1] = -np.inf
+    with pytest.raises(DataError, match="task 0: every latent state has probability 0"):
+        em_block(part, 0, EMParams(np.zeros(2), log_conf), True)
+    (_, _, ll), post = em_block(part, 0, EMParams(np.zeros(2), log_conf, clamp=np.array([1])), True)
+    assert ll == -np.inf and np.array_equal(post, [[0.0, 1.0]])  # gold without evidence: its one-hot row

@@ -270,3 +270,168 @@ def test_the_kernels_uniform_is_the_streams_bit_for_bit(rng):
     got = table(keys, 70)
     assert np.array_equal(got, uniforms(keys, 70))
     assert got.min() >= 0.0 and got.max() < 1.0
+
+
+# --------------------------------------------------------------------------- the one E-step: gold, entropy, DS's
+def clamped_twin(data: AnnotationSet, params: LatentParams):
+    """Plain numpy with gold and the entropy floor: a clamped task keeps only its class's states (log Z theirs; none
+    with evidence: uniform over them, log Z -inf).  (latent posterior, class posterior, log-likelihood, Σ f log f,
+    counts, totals)."""
+    n, w, k = data.n_tasks, data.n_workers, data.n_classes
+    n_latent = params.log_table.shape[2]
+    cls = np.arange(n_latent) if params.latent_class is None else params.latent_class
+    prior = np.broadcast_to(params.log_prior, (n, n_latent))
+    post, classes, ll, h = np.zeros((n, n_latent)), np.zeros((n, k)), 0.0, 0.0
+    counts, tot = np.zeros((w, k, n_latent)), np.zeros(n_latent)
+    for t in range(n):
+        ans = range(data.task_ptr[t], data.task_ptr[t + 1])
+        s = prior[t] + sum((params.log_table[data.worker[e], data.label[e]] for e in ans), np.zeros(n_latent))
+        g = -1 if params.clamp is None else int(params.clamp[t])
+        if g >= 0:
+            s = np.where(cls == g, s, -np.inf)
+        m = s.max()
+        if m == -np.inf:
+            q = (cls == g) / (cls == g).sum()
+            ll += -np.inf
+        else:
+            q = np.exp(s - m) / np.exp(s - m).sum()
+            ll += m + np.log(np.exp(s - m).sum())
+        post[t] = q
+        np.add.at(classes[t], cls, q)
+        f = np.maximum(q, params.entropy_floor)
+        h += float((f * np.log(f)).sum())
+        tot += q
+        for e in ans:
+            counts[data.worker[e], data.label[e]] += q
+    return post, classes, ll, h, counts, tot
+
+
+@pytest.mark.parametrize("shape", list(SHAPES), ids=list(SHAPES))
+@pytest.mark.parametrize("shared", [False, True], ids=["per-task prior", "shared prior"])
+def test_gold_and_the_entropy_floor_match_the_twin_over_any_partitioning(rng, monkeypatch, shape, shared):
+    """A clamp keeps a task in its class's states (the one-hot row under the identity, EBCC's subtypes of its class
+    otherwise), its evidence theirs; the entropy term is Σ max(q, floor) log max(q, floor); a 1-D prior is every
+    task's.  The twin's values, and the same bits for any partitioning."""
+    monkeypatch.setattr("crowdagg.engine.grid.MIN_BLOCK_ANSWERS", 100)
+    monkeypatch.setattr("crowdagg.engine.grid.ACCUMULATOR_FACTOR", 1)
+    k, n_latent, latent_class = SHAPES[shape]
+    data = crowd(rng, 500, 13, k)
+    log_table, log_prior = tables(rng, data.n_tasks, 13, k, n_latent)
+    if shared:
+        log_prior = log_prior[0]
+    kept = np.arange(k) if latent_class is None else np.unique(latent_class)  # classes some state maps to
+    clamp = np.where(rng.random(data.n_tasks) < 0.2, rng.choice(kept, data.n_tasks), -1)
+    params = LatentParams(log_table, log_prior, latent_class, counts="posterior", clamp=clamp, entropy_floor=1e-8)
+    post, classes, ll, h, c, tot = clamped_twin(data, params)
+    results = [run(LocalEngine(data), params)] + [run(PartEngine(data, n), params) for n in (2, 7)]
+    (ll_, counts, tot_, h_), out = results[0]
+    np.testing.assert_allclose(out["latent"], post, rtol=1e-12, atol=1e-15)
+    assert ll_ == pytest.approx(ll, rel=1e-12) and h_ == pytest.approx(h, rel=1e-12)
+    np.testing.assert_allclose(counts, c, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(tot_, tot, rtol=1e-12)
+    held = out["classes"] if latent_class is not None else out["latent"]
+    np.testing.assert_array_equal(held[clamp >= 0].argmax(axis=1), clamp[clamp >= 0])
+    np.testing.assert_allclose(held[clamp >= 0].max(axis=1), 1.0, rtol=1e-15)  # all the mass at the gold class
+    if latent_class is None:  # the identity: gold is exactly the one-hot row
+        assert np.array_equal(out["latent"][clamp >= 0], np.eye(k)[clamp[clamp >= 0]])
+    for other_sums, other_out in results[1:]:
+        for a, b in zip(results[0][0], other_sums, strict=True):
+            assert np.array_equal(a, b)
+        assert np.array_equal(out["latent"], other_out["latent"])
+
+
+def test_the_sums_add_the_entropy_last_and_only_when_asked(rng):
+    data = crowd(rng, 60, 4, 3)
+    log_table, log_prior = tables(rng, 60, 4, 3, 3)
+    part = LocalEngine(data).part
+    plain, _ = latent_block(part, 0, LatentParams(log_table, log_prior))
+    with_h, _ = latent_block(part, 0, LatentParams(log_table, log_prior, entropy_floor=0.0))
+    counted, _ = latent_block(part, 0, LatentParams(log_table, log_prior, counts="posterior", entropy_floor=0.0))
+    assert len(plain) == 1 and len(with_h) == 2 and len(counted) == 4
+    assert with_h[0] == plain[0] == counted[0] and with_h[1] == counted[3] < 0.0  # Σ q log q: minus the entropy
+    post = run(LocalEngine(data), LatentParams(log_table, log_prior))[1]["latent"]
+    safe = np.where(post > 0, post, 1.0)
+    assert with_h[1] == pytest.approx(float((post * np.log(safe)).sum()), rel=1e-12)
+
+
+def test_a_shared_prior_row_is_the_tiled_prior_bit_for_bit(rng):
+    data = crowd(rng, 300, 9, 3)
+    log_table, log_prior = tables(rng, 300, 9, 3, 5)
+    latent_class = np.array([0, 0, 1, 2, 2])
+    shared = run(LocalEngine(data), LatentParams(log_table, log_prior[4], latent_class, counts="posterior"))
+    tiled = run(LocalEngine(data), LatentParams(log_table, np.tile(log_prior[4], (300, 1)), latent_class,
+                                                counts="posterior"))
+    for a, b in zip(shared[0], tiled[0], strict=True):
+        assert np.array_equal(a, b)
+    for key in ("latent", "classes"):
+        assert np.array_equal(shared[1][key], tiled[1][key])
+
+
+def test_a_gold_class_without_evidence_is_uniform_over_its_states_and_minus_inf_evidence(rng):
+    """Every state of a task's gold class ruled out by its answers: no NaN, its class's states share the mass, the
+    log-likelihood says -inf (DS's gold under the identity: the one-hot row)."""
+    data = crowd(rng, 40, 3, 2)
+    t = int(np.flatnonzero(data.answers_per_task > 0)[0])
+    e = int(data.task_ptr[t])
+    log_table, log_prior = tables(rng, 40, 3, 2, 4)
+    latent_class = np.array([0, 1, 1, 0])
+    log_table[data.worker[e], data.label[e], [1, 2]] = -np.inf  # the answer rules class 1's states out
+    clamp = np.full(40, -1)
+    clamp[t] = 1
+    (ll,), out = run(LocalEngine(data), LatentParams(log_table, log_prior, latent_class, clamp=clamp))
+    assert ll == -np.inf and np.isfinite(out["latent"]).all()
+    np.testing.assert_array_equal(out["latent"][t], [0.0, 0.5, 0.5, 0.0])
+    np.testing.assert_array_equal(out["classes"][t], [0.0, 1.0])
+    square = LatentParams(log_table[:, :, [0, 1]], log_prior[:, [0, 1]], clamp=clamp)
+    (ll,), out = run(LocalEngine(data), square)
+    assert ll == -np.inf and np.array_equal(out["latent"][t], [0.0, 1.0])
+
+
+CLAMP_CASES = {
+    "not a class": ("np.zeros((2, 2, 3)), np.zeros((1, 3)), [0, 1, 1], clamp=[2]", DataError,
+                    "clamp holds 2 for task 0 ('a'), not a class (-1 .. 1)"),
+    "below -1": ("np.zeros((2, 2, 2)), np.zeros((1, 2)), clamp=[-2]", DataError, "clamp holds -2 for task 0"),
+    "no state": ("np.zeros((2, 2, 3)), np.zeros((1, 3)), [0, 0, 0], clamp=[1]", DataError,
+                 "clamp holds 1 for task 0 ('a'): no latent state maps to that class"),
+    "no map": ("np.zeros((2, 2, 3)), np.zeros((1, 3)), clamp=[1]", DataError, "need a latent_class map"),
+    "short": ("np.zeros((2, 2, 2)), np.zeros((1, 2)), clamp=np.array([], np.int64)", DataError,
+              "clamp holds 0 tasks, the data has 1"),
+    "float": ("np.zeros((2, 2, 2)), np.zeros((1, 2)), clamp=[0.5]", DataError, "clamp codes must be integers"),
+    "floor text": ("np.zeros((2, 2, 2)), np.zeros((1, 2)), entropy_floor='x'", DataError,
+                   "entropy_floor must be a number"),
+    "floor negative": ("np.zeros((2, 2, 2)), np.zeros((1, 2)), entropy_floor=-1.0", DataError,
+                       "entropy_floor must be >= 0"),
+    "prior 3-D": ("np.zeros((2, 2, 2)), np.zeros((1, 1, 2))", DataError, "log_prior must be a 2-D array"),
+    "shared prior states": ("np.zeros((2, 2, 2)), np.zeros(3)", DataError, "log_prior has 3 latent states"),
+}
+
+
+@pytest.mark.parametrize("case", list(CLAMP_CASES), ids=list(CLAMP_CASES))
+def test_bad_gold_floor_or_prior_is_a_data_error_naming_it(case):
+    args, error, message = CLAMP_CASES[case]
+    part = eval(GOOD_PART, {"Part": Part, "np": np})
+    with pytest.raises(error) as caught:
+        latent_block(part, 0, eval(f"LatentParams({args})", {"LatentParams": LatentParams, "np": np}), True)
+    assert message in str(caught.value)
+
+
+def test_ds_e_step_is_the_latent_kernel_with_the_identity_map_bit_for_bit(rng):
+    """Dawid--Skene's E-step (EMState, through em_block) after a few iterations, with gold: the latent kernel with
+    K states, the identity map, DS's class prior as the shared row and the same clamp gives the same posteriors,
+    log-likelihood and expected counts, to the bit -- one kernel."""
+    from crowdagg.methods.blocks import full_m_step
+    from crowdagg.methods.em.ds import EMState
+
+    for k in (2, 3, 5):
+        data = crowd(rng, 400, 11, k)
+        clamp = np.where(rng.random(400) < 0.1, rng.integers(0, k, 400), -1)
+        state = EMState(LocalEngine(data), None, clamp, full_m_step, 0.0)
+        for _ in range(3):
+            state.iterate()
+        ds_post = state.posteriors()
+        ds_ll = state.e_step()
+        ds_counts, ds_tot = state._stats
+        params = LatentParams(np.log(state.conf_ot), np.log(state.prior), clamp=clamp, counts="posterior")
+        (ll, counts, tot), out = run(LocalEngine(data), params)
+        assert np.array_equal(out["latent"], ds_post) and ll == ds_ll
+        assert np.array_equal(counts, ds_counts) and np.array_equal(tot, ds_tot)

@@ -172,3 +172,30 @@ def test_the_tables_converted_copy_is_counted_up_front():
     prior = np.broadcast_to(np.zeros(1), (small.n_tasks, n_latent))
     with pytest.raises(ResourceError, match=r"10 tasks × 200,000 latent states, 20 workers"):
         latent_posterior(small, table, prior, np.zeros(n_latent, dtype=int), max_memory="100MB")
+
+
+def test_gold_a_shared_prior_and_the_entropy_term_through_latent_posterior(rng, data):
+    """The new optional arguments: ``clamp`` holds a task in its class's subtypes (all its class mass at the gold
+    class, its evidence theirs), a 1-D log prior is every task's (the tiled prior's bits), ``entropy_floor`` adds
+    Σ f log f; without them the result is what it was (entropy None)."""
+    k, w = data.n_classes, data.n_workers
+    log_table = np.log(rng.dirichlet(np.ones(k), size=(w, 6)).transpose(0, 2, 1).copy())
+    log_prior = np.log(rng.dirichlet(np.ones(6)))
+    latent_class = np.array([0, 0, 1, 1, 2, 2])
+    clamp = np.where(rng.random(data.n_tasks) < 0.1, rng.integers(0, k, data.n_tasks), -1)
+    free = latent_posterior(data, log_table, log_prior, latent_class)
+    tiled = latent_posterior(data, log_table, np.tile(log_prior, (data.n_tasks, 1)), latent_class)
+    assert np.array_equal(free.latent, tiled.latent) and free.loglik == tiled.loglik and free.entropy is None
+    held = latent_posterior(data, log_table, log_prior, latent_class, clamp=clamp, entropy_floor=1e-12,
+                            counts="posterior")
+    gold = clamp >= 0
+    np.testing.assert_array_equal(held.classes[gold].argmax(axis=1), clamp[gold])
+    np.testing.assert_allclose(held.classes[gold].max(axis=1), 1.0, rtol=1e-15)
+    assert np.array_equal(held.latent[~gold], free.latent[~gold])
+    within = free.latent[gold] * (latent_class[None, :] == clamp[gold, None])  # the free posterior, renormalised
+    np.testing.assert_allclose(held.latent[gold], within / within.sum(axis=1, keepdims=True), rtol=1e-12)
+    assert held.loglik < free.loglik  # gold removes evidence from the other classes' states
+    f = np.maximum(held.latent, 1e-12)
+    assert held.entropy == pytest.approx(float((f * np.log(f)).sum()), rel=1e-12)
+    with pytest.raises(DataError, match=r"clamp has shape \(3,\), the data has 6,001 tasks"):
+        latent_posterior(data, log_table, log_prior, latent_class, clamp=np.zeros(3, np.int64))

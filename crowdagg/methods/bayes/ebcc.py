@@ -179,14 +179,9 @@ class EBCCState:
         self.nu = self.nu0 + self.tot.reshape(k, m).sum(axis=1)
 
     def log_prior(self) -> np.ndarray:
-        """E[log τ_k] + E[log π_km] per latent state, one row per task (n_tasks, K·M); gold tasks' other classes
-        ruled out (-inf)."""
-        row = (expected_log(self.nu)[:, None] + expected_log(self.eta, axis=1)).reshape(-1)
-        out = np.repeat(row[None], self.data.n_tasks, axis=0)
-        if self.clamped.size:
-            keep = self.latent_class[None, :] == self.gold[:, None]
-            out[self.clamped] = np.where(keep, out[self.clamped], -np.inf)
-        return out
+        """E[log τ_k] + E[log π_km] per latent state (K·M,), one row shared by every task (the kernel reads it
+        for each; gold tasks are held within their class's states by the kernel's clamp)."""
+        return (expected_log(self.nu)[:, None] + expected_log(self.eta, axis=1)).reshape(-1)
 
     def log_table(self) -> np.ndarray:
         """E[log v_j[k, m, l]] in the E-step's layout ``[worker, observed, latent]`` (n_workers, K, K·M)."""
@@ -203,7 +198,8 @@ class EBCCState:
         class posterior)."""
         self.m_step()
         step = latent_posterior(self.data, self.log_table(), self.log_prior(), self.latent_class,
-                                engine=self.engine, counts="posterior", max_memory=self.max_memory)
+                                engine=self.engine, counts="posterior", max_memory=self.max_memory,
+                                clamp=self.clamp if self.clamped.size else None)
         self.counts, self.tot = _counts(step)
         answered = self.data.answers_per_task > 0
         change = float(np.abs(step.classes[answered] - self.post[answered]).max(initial=0.0))
