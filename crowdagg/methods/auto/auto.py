@@ -54,6 +54,14 @@ distributions", doi:10.1214/17-BA1091, applied to hidden crowd answers):
    .107).  Calibrating against the truth needs a model of the shared
    errors (EBCC's subtypes), not a better chooser.
 
+Measured (``benchmarks/bench_auto.py``, ``benchmarks/README.md``): on the
+14 real sets, mean accuracy .8405, .8433, .8431 at seeds 0, 1, 2 (ds
+.8298, the best single method mf .8314, the per-dataset oracle .8544),
+every set within a point of ds, mean ECE .095-.097 (ds .142); with eight
+candidates, stacking .8384 where choosing the best score gave .8354.  On
+simulated crowds where different models win, .9214 against the best
+single method's .9210, ECE .023.
+
 Degrees of freedom: ``folds`` and ``held_out`` (the issue's measured
 protocol, 5 × 10%), the scoring prior (Dirichlet(4, 1), the issue's), and
 the candidate list; nothing was tuned on a dataset's truth.  The
@@ -73,8 +81,8 @@ candidate's mean held-out log-probability per hidden answer; -inf for a
 candidate left out) and ``temperature``.  A candidate that refuses the
 answers (a :class:`~crowdagg.errors.DataError`: ``kos`` on three classes)
 is left out with a warning; a crowd with one answer a task, where nothing
-can be hidden, gets the first candidate, with a warning.  Each candidate's score and weight, and what ``auto``
-did, are said as :class:`~crowdagg.errors.CrowdaggNote` lines (``Note:`` on
+can be hidden, gets the first candidate, with a warning.  Each
+candidate's score and weight, and what ``auto`` did, are said as :class:`~crowdagg.errors.CrowdaggNote` lines (``Note:`` on
 the CLI's stderr, silenced by ``--quiet``); the candidates' own warnings
 on the fits on every answer are passed on for those that carry weight.
 Cost: ``folds + 1`` fits of every candidate plus ``C (folds + 1)`` passes
