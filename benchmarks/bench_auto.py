@@ -211,7 +211,16 @@ def main() -> None:
     if args.part in ("all", "synth"):
         runs["synth"] = run_synth(args.answers, params)
     RESULTS.mkdir(exist_ok=True)
-    path.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
+    path.write_text(json.dumps(_rounded(out), indent=1, sort_keys=True) + "\n")
+
+
+def _rounded(value):
+    """Floats to 5 decimals (the tables show 3-4): a results file a reader can diff."""
+    if isinstance(value, float):
+        return round(value, 5)
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    return value
 
 
 if __name__ == "__main__":
