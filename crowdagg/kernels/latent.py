@@ -96,8 +96,8 @@ COUNT_MODES = {None: _NO_COUNTS, "posterior": _POSTERIOR_COUNTS, "draws": _DRAW_
 E_STEP, GIVEN, VOTE = 0, 1, 2
 
 #: Why the kernel stopped at a task: no posterior (Z = 0), a clamp that is not a class, a clamp to a class no
-#: latent state maps to.
-_NO_POSTERIOR, _CLAMP_NOT_A_CLASS, _CLAMP_WITHOUT_STATES = 0, 1, 2
+#: latent state maps to, log-scores whose sum overflows (+inf, or +inf + -inf = NaN: finite inputs near 1e308).
+_NO_POSTERIOR, _CLAMP_NOT_A_CLASS, _CLAMP_WITHOUT_STATES, _OVERFLOW = 0, 1, 2, 3
 
 
 @njit(cache=True, nogil=True)
@@ -203,8 +203,9 @@ def _latent_block(
 
     Stops at the first task without a posterior (why 0: every state -inf
     and no clamp), whose clamp is not -1 .. n_classes - 1 (why 1) or
-    names a class no state maps to (why 2), its outputs unwritten; task
-    -1 when none.
+    names a class no state maps to (why 2), or whose log-sum-exp is +inf
+    or NaN (why 3: finite log-scores whose sum overflows), its outputs
+    unwritten; task -1 when none.
 
     An answer's row of the table is its cell ``(w_e * K + y_e) * n_latent``,
     made from ``worker`` and ``label`` as the E-step reads it and kept for
@@ -259,7 +260,10 @@ def _latent_block(
             inv = 1.0 / z
             q[0] = ea * inv
             q[1] = eb * inv
-            ll += m + np.log(z)
+            lse = m + np.log(z)
+            if not lse < np.inf:  # +inf or NaN: the posterior would be a row of NaN
+                return ll, h, i, _OVERFLOW
+            ll += lse
         elif mode == E_STEP:
             for k in range(n_latent):
                 q[k] = lp[row + np.uint64(k)]
@@ -280,7 +284,10 @@ def _latent_block(
                     return ll, h, i, _CLAMP_WITHOUT_STATES
                 ll += m  # the gold class has no evidence: the log-likelihood says so
             else:
-                ll += m + np.log(z)
+                lse = m + np.log(z)
+                if not lse < np.inf:  # +inf or NaN: the posterior would be a row of NaN
+                    return ll, h, i, _OVERFLOW
+                ll += lse
         else:
             for e in range(lo, hi):
                 bases[e - lo] = (np.uint64(worker[e]) * nk + np.uint64(label[e])) * nl
@@ -538,6 +545,9 @@ def block_pass(
         if why == _CLAMP_WITHOUT_STATES:
             raise DataError(f"clamp holds {int(rows[bad])} for task {lo + bad}{name}: no latent state maps to that "
                             "class")
+        if why == _OVERFLOW:
+            raise DataError(f"task {lo + bad}{name}: its log-scores (log_prior + the answers' log_table entries) "
+                            "overflow to +inf or NaN; log-probabilities are at most 0")
         raise DataError(f"task {lo + bad}{name}: every latent state has probability 0 under its prior and its "
                         "answers (log_prior + log_table are -inf for all of them), so it has no posterior")
     return BlockPass(float(ll), float(h), counts, tot, post, cpost, draws)

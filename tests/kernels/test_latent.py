@@ -435,3 +435,28 @@ def test_ds_e_step_is_the_latent_kernel_with_the_identity_map_bit_for_bit(rng):
         (ll, counts, tot), out = run(LocalEngine(data), params)
         assert np.array_equal(out["latent"], ds_post) and ll == ds_ll
         assert np.array_equal(counts, ds_counts) and np.array_equal(tot, ds_tot)
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_log_scores_that_overflow_are_an_error_naming_the_task_not_a_row_of_nan(rng, k):
+    """Finite log-scores near 1e308 sum to +inf (two answers), or +inf and -inf to NaN: the E-step would give a
+    row of NaN and a NaN log-likelihood; it is a DataError naming the task, in both the two-state and the general
+    loop, and through the public latent_posterior."""
+    from crowdagg.methods.blocks import latent_posterior
+
+    data = crowd(rng, 50, 4, k)
+    t = int(np.flatnonzero(data.answers_per_task >= 2)[0])
+    name = data.task_names[t]
+    log_table, log_prior = tables(rng, 50, 4, k, k)
+    huge = np.full_like(log_table, 1e308)
+    with pytest.raises(DataError, match=rf"task {t} \('{name}'\): its log-scores .* overflow to \+inf or NaN"):
+        run(LocalEngine(data), LatentParams(huge, log_prior))
+    e = int(data.task_ptr[t])
+    mixed = huge.copy()
+    mixed[data.worker[e], data.label[e], 0] = -np.inf  # inf + -inf: NaN in one state, +inf in the others
+    with pytest.raises(DataError, match="overflow to"):
+        run(LocalEngine(data), LatentParams(mixed, log_prior))
+    with pytest.raises(DataError, match="overflow to"):
+        latent_posterior(data, huge, np.zeros(k))
+    got = latent_posterior(data, log_table, log_prior)  # (finite scores: unchanged)
+    assert np.isfinite(got.latent).all() and np.isfinite(got.loglik)
