@@ -61,7 +61,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core import memory
-from ..errors import UsageError, param
+from ..core.checks import check_seed
+from ..errors import DataError, UsageError, param
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..methods.result import AggregationResult
@@ -132,6 +133,10 @@ def worker_pool(answers_per_worker: np.ndarray, names: np.ndarray, n_sample: int
     workers as indices in increasing order.
     """
     counts = np.asarray(answers_per_worker, dtype=np.float64)
+    if counts.ndim != 1 or np.shape(names) != counts.shape or not np.isfinite(counts).all():
+        raise DataError(f"worker_pool takes one finite answer count and one name per worker; got shapes "
+                        f"{counts.shape} and {np.shape(names)}{'' if np.isfinite(counts).all() else ' and a NaN'}")
+    seed = check_seed(seed)
     active = np.flatnonzero(counts > 0)
     if active.size <= n_sample:
         return active.astype(np.int64), counts[active] / counts[active].sum()
@@ -176,9 +181,14 @@ def relabel_plan(result: AggregationResult, *, n_sample: int = N_SAMPLE, seed: i
     RelabelPlan
     """
     from ..kernels.relabel import information_gain
+    from ..methods.result import AggregationResult
 
+    if not isinstance(result, AggregationResult):
+        raise UsageError(f"relabel_plan(result, ...): result must be an AggregationResult (what crowdagg.aggregate "
+                         f"returns), got {type(result).__name__}")
     if isinstance(n_sample, bool) or not isinstance(n_sample, (int, np.integer)) or n_sample < 1:
         raise UsageError(f"{param('n_sample')} must be a whole number >= 1, got {n_sample!r}")
+    seed = check_seed(seed)
     data = result.data
     workers, weights = worker_pool(data.answers_per_worker, data.worker_names, int(n_sample), seed)
     k = data.n_classes

@@ -151,3 +151,42 @@ def test_the_pool_confusions_are_refused_up_front_over_the_memory_limit():
         relabel_plan(result)
     result.max_memory = None
     assert relabel_plan(result).n_pool == 4
+
+
+@pytest.mark.parametrize("posteriors, confusion, weights", [
+    (np.full((3, 5), 0.2), np.full((1, 3, 3), 1 / 3), np.ones(1)),  # K of the posteriors beyond the confusion's
+    (np.full((3, 2), 0.5), np.full((1, 3, 3), 1 / 3), np.ones(1)),
+    (np.full((3, 3), 1 / 3), np.full((2, 3, 3), 1 / 3), np.ones(1)),  # fewer weights than workers
+    (np.full(3, 1 / 3), np.full((2, 3, 3), 1 / 3), np.full(2, 0.5)),  # 1-D posteriors: numba's TypingError
+    (np.full((3, 3), np.nan), np.full((1, 3, 3), 1 / 3), np.ones(1)),
+    (np.full((3, 3), 1 / 3), np.full((1, 3, 3), -1.0), np.ones(1)),
+    (np.full((3, 3), "a"), np.full((1, 3, 3), 1 / 3), np.ones(1)),
+])
+def test_information_gain_refuses_arrays_that_do_not_fit_before_the_kernel_reads_past_them(posteriors, confusion,
+                                                                                            weights):
+    """The kernel reads by the posteriors' K and the confusions' S: arrays that do not fit were read past their
+    ends (garbage scores, or a crash); they are a DataError naming the shapes or the value, as is a NaN or a
+    negative probability and text."""
+    from crowdagg.errors import DataError
+
+    with pytest.raises(DataError, match="information_gain"):
+        information_gain(posteriors, confusion, weights)
+
+
+@pytest.mark.parametrize("call, message", [
+    ("relabel_plan(None)", "result must be an AggregationResult"),
+    ("relabel_plan('ds')", "result must be an AggregationResult"),
+    ("relabel_plan(result, seed=-1)", "seed must be an integer"),
+    ("relabel_plan(result, seed='x')", "seed must be an integer"),
+    ("worker_pool(np.arange(200), np.array(['a']), 5)", "one name per worker"),
+    ("worker_pool(np.array([np.nan, 1.0]), np.array(['a', 'b']), 5)", "a NaN"),
+])
+def test_relabel_plan_and_worker_pool_raise_usage_errors_not_bare_ones(call, message):
+    """Not a result, a negative or text seed, names that do not match the counts: crowdagg's errors (they were
+    AttributeError, numpy's ValueError/TypeError and IndexError)."""
+    from crowdagg.errors import CrowdaggError
+
+    result = aggregate(known_crowd(), "mv")
+    env = {"relabel_plan": relabel_plan, "worker_pool": worker_pool, "result": result, "np": np}
+    with pytest.raises(CrowdaggError, match=message):
+        eval(call, env)
