@@ -238,6 +238,8 @@ class EBCC(IterativeAggregator):
     objective_name = "ELBO"
     stop_rule = Residual("class posteriors")
     collapse_advice = f"try ds, or ebcc with a larger {param('class_prior')} or fewer {param('subtypes')}"
+    memory_advice = (f"its posteriors and tables grow with tasks × classes × {param('subtypes')}: lower "
+                     f"{param('subtypes')}, or use mf or ds")
 
     def memory_needed(self, data: AnnotationSet) -> tuple[float, str]:
         n, w, k = data.n_tasks, data.n_workers, data.n_classes

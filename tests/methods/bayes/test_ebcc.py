@@ -364,3 +364,10 @@ def test_dirichlet_kl_counts_a_shared_prior_row_once_per_row_and_takes_given_exp
     eta = rng.random((3, 5)) + 0.1  # a scalar prior along the rows: Dir(0.02, ..., 0.02)
     assert dirichlet_kl(eta, np.asarray(0.02), 1) == pytest.approx(sum(_kl(r, np.full(5, 0.02)) for r in eta),
                                                                    rel=1e-13)
+
+
+def test_a_refused_size_names_subtypes_as_the_setting_to_lower(small):
+    """The memory grows with tasks × classes × subtypes: the refusal's advice names subtypes (it said "use fewer
+    classes", which a user cannot do and which was not what made it large)."""
+    with pytest.raises(ResourceError, match=r"grow with tasks × classes × subtypes: lower subtypes, or use mf or ds"):
+        EBCC(subtypes=1000).fit(small, max_memory="1M")
