@@ -148,3 +148,17 @@ def test_a_posteriors_rounding_past_one_is_clipped_not_refused():
     assert ev.reliability[-1].confidence == 1.0 and ev.reliability[-1].high == 1.0
     with pytest.raises(DataError, match="not a number in"):
         evaluate_labels(PRED, TRUTH, posteriors=PROBA.assign(a=[0.9, -1e-6, 0.6, 0.3], b=[0.1, 1.0, 0.4, 0.7]))
+
+
+def test_posteriors_of_text_or_complex_and_a_confidence_beyond_a_float_are_data_errors():
+    """A DataFrame of words, of complex numbers (pandas dropped the imaginary part with a warning), and an
+    integer confidence beyond a float's range (OverflowError): DataErrors."""
+    words = pd.DataFrame([["x", "y"]] * 4, index=list(PRED), columns=["a", "b"])
+    with pytest.raises(DataError, match="posteriors must hold probabilities: could not convert string"):
+        evaluate_labels(PRED, TRUTH, posteriors=words)
+    with pytest.raises(DataError, match="posteriors holds complex numbers"):
+        evaluate_labels(PRED, TRUTH, posteriors=PROBA.astype(complex))
+    with pytest.raises(DataError, match="confidence of task 't1' is 1000.*not a probability"):
+        evaluate_labels(PRED, TRUTH, confidence={"t1": 10**400, "t2": 0.8, "t3": 0.6, "t4": 0.7})
+    assert evaluate_labels(PRED, TRUTH, posteriors=PROBA.astype(str)).ece == pytest.approx(  # numbers as text: read
+        evaluate_labels(PRED, TRUTH, posteriors=PROBA).ece)
