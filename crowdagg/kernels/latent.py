@@ -510,16 +510,18 @@ def block_pass(
     ``log_prior`` and ``log_table`` are read by the E-step only (None in
     the ``GIVEN`` and ``VOTE`` modes).
     """
-    if log_prior is None or log_table is None:
-        log_prior, log_table = _NO_PRIOR, _NO_TABLE
     w, k = int(part.n_workers), int(part.n_classes)
     start, stop = part.tasks_of(b)
     lo, hi = part.first_task + start, part.first_task + stop  # the block's rows of the per-task arrays
     need = part.first_task + part.n_tasks
+    log_prior, log_table, latent_class, clamp, given = _pass_arrays(
+        w, k, n_latent, mode, log_prior, log_table, latent_class, clamp, given, count_mode, draw_seed)
     shared = log_prior.ndim == 1
     if not shared and log_prior.shape[0] < need:
         raise DataError(f"log_prior has {log_prior.shape[0]:,} rows, the data has {need:,} tasks")
     prior = log_prior.reshape(1, -1) if shared else log_prior[lo:hi]
+    if given is not None and given.shape[0] < need:
+        raise DataError(f"given has {given.shape[0]:,} rows, the data has {need:,} tasks")
     rows = _NO_CLAMP
     if clamp is not None:
         if clamp.shape[0] < need:
@@ -551,6 +553,54 @@ def block_pass(
         raise DataError(f"task {lo + bad}{name}: every latent state has probability 0 under its prior and its "
                         "answers (log_prior + log_table are -inf for all of them), so it has no posterior")
     return BlockPass(float(ll), float(h), counts, tot, post, cpost, draws)
+
+
+def _pass_arrays(
+    w: int, k: int, n_latent: int, mode: int, log_prior: np.ndarray | None, log_table: np.ndarray | None,
+    latent_class: np.ndarray | None, clamp: np.ndarray | None, given: np.ndarray | None, count_mode: int,
+    draw_seed: int | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None, np.ndarray | None]:
+    """:func:`block_pass`'s arrays checked against what the kernel indexes them by, and converted (no copy for
+    the block functions' arrays, already float64 / int64 and contiguous): it reads and writes without bounds
+    checks, so a table of the wrong shape, a map to a class past K or an unknown mode read past an array's end
+    (garbage posteriors) or wrote past one (a crashed interpreter).  O(K_latent) a call, no pass over the tasks."""
+    if isinstance(n_latent, bool) or not isinstance(n_latent, (int, np.integer)) or n_latent < 1:
+        raise DataError(f"block_pass needs n_latent >= 1 latent states, got {n_latent!r}")
+    if mode not in (E_STEP, GIVEN, VOTE) or count_mode not in COUNT_MODES.values():
+        raise UsageError(f"block_pass: mode must be E_STEP, GIVEN or VOTE and count_mode one of "
+                         f"{sorted(COUNT_MODES.values())}, got {mode!r} and {count_mode!r}")
+    if count_mode == _DRAW_COUNTS and draw_seed is None:
+        raise UsageError(f"counts of the draws need a {param('draw_seed')}")
+    if mode == E_STEP:
+        if log_prior is None or log_table is None:
+            raise DataError("block_pass: the E-step needs log_prior and log_table")
+        log_table = as_float_array(log_table, "log_table", 3)
+        log_prior = as_float_array(log_prior, "log_prior", 1 if np.ndim(log_prior) == 1 else 2)
+        if log_table.shape != (w, k, n_latent) or log_prior.shape[-1] != n_latent:
+            raise DataError(f"log_table has shape {log_table.shape} and log_prior {log_prior.shape}; the data's "
+                            f"[worker, observed, latent] is ({w:,}, {k:,}, {n_latent:,})")
+    else:
+        log_prior, log_table = _NO_PRIOR, _NO_TABLE
+    if mode == GIVEN:
+        if given is None:
+            raise DataError("block_pass: the GIVEN start needs the given rows")
+        given = as_float_array(given, "given", 2)
+        if given.shape[1] != n_latent:
+            raise DataError(f"given has {given.shape[1]:,} columns, for {n_latent:,} latent states")
+    if mode == VOTE and (n_latent != k or latent_class is not None):
+        raise DataError(f"the vote's start is over the {k} classes themselves, not {n_latent:,} latent states")
+    if latent_class is not None:
+        latent_class = np.ascontiguousarray(as_code_array(latent_class, "latent_class"), dtype=np.int64)
+        if latent_class.shape != (n_latent,) or not 0 <= latent_class.min() <= latent_class.max() < k:
+            got = (f"values {latent_class.min()} .. {latent_class.max()}" if latent_class.shape == (n_latent,) else
+                   f"shape {latent_class.shape}")
+            raise DataError(f"latent_class must map each of the {n_latent:,} latent states to a class 0 .. {k - 1}; "
+                            f"got {got}")
+    elif n_latent != k and (clamp is not None or mode != E_STEP):
+        raise DataError(f"{n_latent:,} latent states for {k} classes need a latent_class map")
+    if clamp is not None:
+        clamp = np.ascontiguousarray(as_code_array(clamp, "clamp"), dtype=np.int64)
+    return log_prior, log_table, latent_class, clamp, given
 
 
 def latent_block(part: Any, b: int, params: LatentParams, keep: bool = False) -> tuple[tuple[Any, ...], Any]:
