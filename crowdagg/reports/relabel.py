@@ -62,7 +62,7 @@ import numpy as np
 
 from ..core import memory
 from ..core.checks import check_seed
-from ..errors import DataError, UsageError, param
+from ..errors import CrowdaggWarning, DataError, UsageError, param, warn
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..methods.result import AggregationResult
@@ -200,6 +200,13 @@ def relabel_plan(result: AggregationResult, *, n_sample: int = N_SAMPLE, seed: i
     else:
         confusion, model = _one_coin(result, workers), "one-coin"
     score = np.round(information_gain(result.posteriors, confusion, weights), DECIMALS)
+    if len(score) > 1 and not score.any():
+        # kos's decisions (one-hot rows) or a fit that settled every task: no order is told, only names
+        why = (f"{result.method}'s posteriors are all certain (one-hot), so one more answer cannot move any of "
+               "them" if (np.asarray(result.posteriors).max(axis=1) == 1.0).all() else
+               f"under {result.method}'s worker model an answer does not depend on the class (answers at chance)")
+        warn(CrowdaggWarning(f"relabel: every task scores 0 bits: {why}; the order is only the tasks' names; score "
+                             "from a method with graded posteriors and informative workers (ds, mf, mv)"))
     by_name = np.argsort(np.asarray(data.task_names, dtype=object), kind="stable")
     order = by_name[np.argsort(-score[by_name], kind="stable")].astype(np.int64)
     return RelabelPlan(score=score, order=order, worker_model=model, n_pool=len(workers),

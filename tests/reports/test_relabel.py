@@ -190,3 +190,19 @@ def test_relabel_plan_and_worker_pool_raise_usage_errors_not_bare_ones(call, mes
     env = {"relabel_plan": relabel_plan, "worker_pool": worker_pool, "result": result, "np": np}
     with pytest.raises(CrowdaggError, match=message):
         eval(call, env)
+
+
+def test_scores_all_zero_are_said_not_left_as_an_order_by_name():
+    """kos gives decisions: one-hot posteriors, so every task scored 0 bits and the file was the tasks in name
+    order, with nothing said; a warning now names why.  ds's graded posteriors do not warn."""
+    import warnings
+
+    from crowdagg.errors import CrowdaggWarning
+
+    data = known_crowd()
+    with pytest.warns(CrowdaggWarning, match="every task scores 0 bits: kos's posteriors are all certain"):
+        plan = relabel_plan(aggregate(data, "kos"))
+    assert not plan.score.any() and list(data.task_names[plan.order]) == sorted(data.task_names)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CrowdaggWarning)
+        assert relabel_plan(aggregate(data, "ds")).score.any()
