@@ -187,7 +187,7 @@ def flatness(data: AnnotationSet, post: np.ndarray) -> float:
 
 def _warn_if_flat(data: AnnotationSet, post: np.ndarray, lam_w: float, lam_t: float) -> None:
     """Warn when the fit ended at the model's uniform fixed point (posteriors at 1/K', every σ row alike, the
-    labels tie draws): the penalties outweighed the answers.
+    labels near-ties): the penalties outweighed the answers.
 
     The authors' defaults end there on labelme (K = 8) and music (K = 10), where each row of a worker's
     matrix rests on about a tenth of its 30 to 70 answers against λ_worker = 16 or 25 (accuracy .28 and .52;
@@ -197,7 +197,7 @@ def _warn_if_flat(data: AnnotationSet, post: np.ndarray, lam_w: float, lam_t: fl
     if share < FLAT_SHARE:
         warn(CrowdaggWarning(
             f"minimax: the fit fell to its uniform fixed point (posteriors {share:.0%} as far above chance as the "
-            f"vote's; the labels are tie draws): the penalties λ_worker = {lam_w:g}, λ_task = {lam_t:g} outweigh "
+            f"vote's; the labels rest on near-ties): the penalties λ_worker = {lam_w:g}, λ_task = {lam_t:g} outweigh "
             f"{data.n_answers / max(data.n_workers, 1):.0f} answers a worker over {post.shape[1]} classes; lower "
             f"{param('worker_reg')} (the authors' demo picks it by held-out likelihood among 2^-2..2^2 × its "
             f"default), or use ds"
