@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core import memory
-from ..core.checks import check_seed
+from ..core.checks import check_int, check_seed
 from ..errors import CrowdaggWarning, DataError, UsageError, param, warn
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -105,11 +105,19 @@ class RelabelPlan:
 
     def top(self, budget: int | None = None) -> np.ndarray:
         """The first ``budget`` tasks of :attr:`order` (all of them for None or a budget over the count)."""
-        return self.order if budget is None else self.order[:budget]
+        # (a slice took -1 as "all but the last" and 0 as none)
+        return self.order if budget is None else self.order[:check_int("budget", budget, 1)]
 
     def table(self, result: AggregationResult, budget: int | None = None) -> dict[str, Any]:
         """The top ``budget`` tasks as columns :data:`RELABEL_FIELDS`: the task, its score, its rank (1 ..),
         the result's current label and confidence, and its answers so far."""
+        from ..methods.result import AggregationResult
+
+        if not isinstance(result, AggregationResult) or result.data.n_tasks != len(self.score):
+            what = (f"a result of {result.data.n_tasks:,} tasks" if isinstance(result, AggregationResult) else
+                    type(result).__name__)
+            raise UsageError(f"RelabelPlan.table takes the result the plan was made from ({len(self.score):,} "
+                             f"tasks), got {what}")
         rows = self.top(budget)
         data = result.data
         return {

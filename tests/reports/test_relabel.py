@@ -206,3 +206,21 @@ def test_scores_all_zero_are_said_not_left_as_an_order_by_name():
     with warnings.catch_warnings():
         warnings.simplefilter("error", CrowdaggWarning)
         assert relabel_plan(aggregate(data, "ds")).score.any()
+
+
+def test_a_plans_budget_and_result_are_checked():
+    """top(-1) was every task but the last and top(0) none (a slice), a fractional budget a TypeError; table()
+    of another data set's result gave its task names at this plan's rows (or an IndexError)."""
+    data = known_crowd()
+    result = aggregate(data, "ds")
+    plan = relabel_plan(result)
+    for bad in (-1, 0, 2.5, "3"):
+        with pytest.raises(UsageError, match="budget must be an integer >= 1"):
+            plan.top(bad)
+    assert len(plan.top(None)) == len(plan.top(10**9)) == data.n_tasks
+    other = aggregate(AnnotationSet.from_names(["x", "x", "y"], ["w1", "w2", "w1"], ["a", "b", "a"]), "ds")
+    with pytest.raises(UsageError, match="the result the plan was made from"):
+        plan.table(other, 2)
+    with pytest.raises(UsageError, match="got NoneType"):
+        plan.table(None)
+    assert list(plan.table(result, 1)["task"]) == ["tie"]
