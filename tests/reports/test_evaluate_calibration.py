@@ -162,3 +162,22 @@ def test_posteriors_of_text_or_complex_and_a_confidence_beyond_a_float_are_data_
         evaluate_labels(PRED, TRUTH, confidence={"t1": 10**400, "t2": 0.8, "t3": 0.6, "t4": 0.7})
     assert evaluate_labels(PRED, TRUTH, posteriors=PROBA.astype(str)).ece == pytest.approx(  # numbers as text: read
         evaluate_labels(PRED, TRUTH, posteriors=PROBA).ece)
+
+
+def test_the_ece_does_not_depend_on_the_order_of_tied_confidences():
+    """30 tasks in 15 bins of 2: t00 at .5 (right), 29 at exactly 1.0 of which t17 is wrong.  Ties were binned in
+    the order given, so t17's place in the file chose its bin partner: ECE 2/30 × (.25) + ... = 0.0167 with t17
+    first, 0.05 with it later.  Ties now go by task name: one figure for any order."""
+    tasks = [f"t{i:02d}" for i in range(30)]
+    truth = dict.fromkeys(tasks, "a")
+    pred = dict(truth, t17="b")
+    conf = dict.fromkeys(tasks, 1.0)
+    conf["t00"] = 0.5
+    figures = set()
+    for first in (["t00", "t17"], ["t29", "t00"], list(reversed(tasks))):
+        order = first + [t for t in tasks if t not in first]
+        ev = evaluate_labels({t: pred[t] for t in order}, truth, confidence={t: conf[t] for t in order})
+        figures.add((ev.ece, tuple(b.accuracy for b in ev.reliability)))
+    assert len(figures) == 1
+    # by name: bin 1 (t00 .5 right, t01 1.0 right) |1 - .75|, t17's bin (t17, t18) |.5 - 1|
+    assert figures.pop()[0] == pytest.approx(2 / 30 * (0.25 + 0.5))
