@@ -67,7 +67,7 @@ from ..errors import CrowdaggWarning, DataError, UsageError, param, warn
 if TYPE_CHECKING:  # pragma: no cover
     from ..methods.result import AggregationResult
 
-__all__ = ["N_SAMPLE", "RelabelPlan", "relabel_plan", "worker_pool"]
+__all__ = ["N_SAMPLE", "RelabelPlan", "posterior_agreement_block", "relabel_plan", "worker_pool"]
 
 #: Workers averaged over exactly, or drawn (seeded, by answer share) when the crowd has more.
 N_SAMPLE = 100
@@ -155,11 +155,24 @@ def worker_pool(answers_per_worker: np.ndarray, names: np.ndarray, n_sample: int
     return workers.astype(np.int64), times / float(n_sample)
 
 
-def _one_coin(result: AggregationResult, workers: np.ndarray) -> np.ndarray:
-    """(S, K, K) one-coin confusions of ``workers``: accuracy = smoothed expected agreement with the posteriors."""
+def posterior_agreement_block(part: Any, b: int, posteriors: np.ndarray, keep: bool) -> tuple[Any, Any]:
+    """Block function (:mod:`crowdagg.engine`): per worker (n_workers,), the sum over block ``b``'s answers of
+    their task's posterior of the answer, ``posteriors`` (n_tasks, K) over all tasks."""
+    from ..methods.blocks import _block
+
+    t0, t1 = _block(part, b)
+    lo, hi = int(part.task_ptr[t0]), int(part.task_ptr[t1])
+    rows = part.task_rows(posteriors)
+    task = np.repeat(np.arange(t0, t1), np.diff(part.task_ptr[t0:t1 + 1]))
+    return np.bincount(part.worker[lo:hi], weights=rows[task, part.label[lo:hi]], minlength=part.n_workers), None
+
+
+def _one_coin(result: AggregationResult, workers: np.ndarray, engine: Any) -> np.ndarray:
+    """(S, K, K) one-coin confusions of ``workers``: accuracy = smoothed expected agreement with the posteriors
+    (summed on ``engine``'s blocks: on Dask the answers are on its workers)."""
     data = result.data
     k = data.n_classes
-    agree = np.bincount(data.worker, weights=result.posteriors[data.task, data.label], minlength=data.n_workers)
+    agree, _ = engine.map_reduce(posterior_agreement_block, np.asarray(result.posteriors, dtype=np.float64))
     acc = (agree[workers] + 1.0) / (data.answers_per_worker[workers] + 2.0)
     conf = np.empty((len(workers), k, k))
     conf[:] = ((1.0 - acc) / max(k - 1, 1))[:, None, None]
@@ -168,7 +181,8 @@ def _one_coin(result: AggregationResult, workers: np.ndarray) -> np.ndarray:
     return conf
 
 
-def relabel_plan(result: AggregationResult, *, n_sample: int = N_SAMPLE, seed: int = 0) -> RelabelPlan:
+def relabel_plan(result: AggregationResult, *, n_sample: int = N_SAMPLE, seed: int = 0,
+                 engine: Any = None) -> RelabelPlan:
     """Score every task by the expected information gain of one more answer and order them (see the module).
 
     Parameters
@@ -183,6 +197,10 @@ def relabel_plan(result: AggregationResult, *, n_sample: int = N_SAMPLE, seed: i
         seeded draws by answer share.  The cost is O(n_tasks · n_sample · K²).
     seed : int
         Seed of the workers' draw (unused when every worker is averaged).
+    engine : optional
+        The engine the result was fitted on (its blocks sum the one-coin
+        model's agreements; default a local engine over ``result.data``;
+        needed where the answers are held by Dask workers).
 
     Returns
     -------
@@ -206,7 +224,9 @@ def relabel_plan(result: AggregationResult, *, n_sample: int = N_SAMPLE, seed: i
     if result.has_confusion:
         confusion, model = np.asarray(result.confusion)[workers], "confusion"
     else:
-        confusion, model = _one_coin(result, workers), "one-coin"
+        from ..engine import LocalEngine
+
+        confusion, model = _one_coin(result, workers, LocalEngine(data) if engine is None else engine), "one-coin"
     score = np.round(information_gain(result.posteriors, confusion, weights), DECIMALS)
     if len(score) > 1 and not score.any():
         # kos's decisions (one-hot rows) or a fit that settled every task: no order is told, only names

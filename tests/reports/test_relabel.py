@@ -224,3 +224,18 @@ def test_a_plans_budget_and_result_are_checked():
     with pytest.raises(UsageError, match="got NoneType"):
         plan.table(None)
     assert list(plan.table(result, 1)["task"]) == ["tie"]
+
+
+def test_the_one_coin_agreement_is_summed_on_the_engines_blocks(rng):
+    """posterior_agreement_block over any block grid sums each worker's posterior of its answers, as one bincount
+    over every answer does (what the one-coin model reads; on Dask the client holds no answers)."""
+    from crowdagg.engine import LocalEngine
+    from crowdagg.reports.relabel import posterior_agreement_block
+    from crowdagg.simulate import simulate
+
+    data = simulate(120, 9, 3, 4, seed=2).to_annotations()
+    post = rng.dirichlet(np.ones(3), size=data.n_tasks)
+    want = np.bincount(data.worker, weights=post[data.task, data.label], minlength=data.n_workers)
+    for per_block in (None, 7):
+        got, _ = LocalEngine(data, per_block=per_block).map_reduce(posterior_agreement_block, post)
+        np.testing.assert_allclose(got, want, rtol=1e-12)
