@@ -157,7 +157,7 @@ def aggregate(
             from ..reports.evaluate import evaluate_run
 
             summary = evaluate_run(data, result, truth_labels, params.get("gold"))
-        plan = None if relabel is None else relabel_plan(result, budget, seed=seed, quiet=quiet)
+        plan = None if relabel is None else relabel_plan(result, budget, seed=seed, quiet=quiet, engine=fit_engine)
         # 4. Render everything, then write all or nothing.
         renderers = _renderers(result, proba, headers, planned["--output"], fit_engine)
         if plan is not None:
@@ -197,7 +197,7 @@ def check_budget(relabel: Optional[str], budget: Optional[int]) -> None:
         raise UsageError(f"--budget must be at least 1 (the tasks --relabel writes), got {budget}")
 
 
-def relabel_plan(result: Any, budget: Optional[int], *, seed: Optional[int], quiet: bool) -> Any:
+def relabel_plan(result: Any, budget: Optional[int], *, seed: Optional[int], quiet: bool, engine: Any = None) -> Any:
     """Score the tasks for ``--relabel`` (:func:`crowdagg.reports.relabel.relabel_plan`, its worker draw seeded by
     ``--seed``, else 0) and say on stderr what the scores used (unless ``quiet``) and when ``--budget`` is over the
     task count (always: the file has fewer rows than asked)."""
@@ -206,7 +206,7 @@ def relabel_plan(result: Any, budget: Optional[int], *, seed: Optional[int], qui
     from .plumbing import err
 
     with timing.stage("relabel"):
-        plan = plan_for(result, seed=0 if seed is None else seed)
+        plan = plan_for(result, seed=0 if seed is None else seed, engine=engine)
     n = len(plan.score)
     if budget is not None and budget > n:
         err(f"--budget {budget:,} is more than the {n:,} tasks: --relabel writes all of them")

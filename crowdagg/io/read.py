@@ -2309,6 +2309,9 @@ def read_predictions(
     labels, first = _task_labels(table, t_col, y_col, what)
     rows = np.fromiter(first.values(), dtype=np.int64, count=len(first))
     p_cols = [h for h in table.header if h.startswith(PROBA_PREFIX) and h not in (t_col, y_col)]
+    twice = next((h for h in [*p_cols, CONFIDENCE_COLUMN] if table.header.count(h) > 1), None)
+    if twice is not None:  # (one column's values would be read twice: "sum to 1.5", or a class counted twice)
+        raise DataError(f"{table.display}: column {twice!r} appears {table.header.count(twice)} times in the header")
     classes = [h[len(PROBA_PREFIX):] for h in p_cols]
     posteriors = None
     if p_cols:

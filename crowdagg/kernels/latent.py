@@ -96,8 +96,8 @@ COUNT_MODES = {None: _NO_COUNTS, "posterior": _POSTERIOR_COUNTS, "draws": _DRAW_
 E_STEP, GIVEN, VOTE = 0, 1, 2
 
 #: Why the kernel stopped at a task: no posterior (Z = 0), a clamp that is not a class, a clamp to a class no
-#: latent state maps to.
-_NO_POSTERIOR, _CLAMP_NOT_A_CLASS, _CLAMP_WITHOUT_STATES = 0, 1, 2
+#: latent state maps to, log-scores whose sum overflows (+inf, or +inf + -inf = NaN: finite inputs near 1e308).
+_NO_POSTERIOR, _CLAMP_NOT_A_CLASS, _CLAMP_WITHOUT_STATES, _OVERFLOW = 0, 1, 2, 3
 
 
 @njit(cache=True, nogil=True)
@@ -203,8 +203,9 @@ def _latent_block(
 
     Stops at the first task without a posterior (why 0: every state -inf
     and no clamp), whose clamp is not -1 .. n_classes - 1 (why 1) or
-    names a class no state maps to (why 2), its outputs unwritten; task
-    -1 when none.
+    names a class no state maps to (why 2), or whose log-sum-exp is +inf
+    or NaN (why 3: finite log-scores whose sum overflows), its outputs
+    unwritten; task -1 when none.
 
     An answer's row of the table is its cell ``(w_e * K + y_e) * n_latent``,
     made from ``worker`` and ``label`` as the E-step reads it and kept for
@@ -259,7 +260,10 @@ def _latent_block(
             inv = 1.0 / z
             q[0] = ea * inv
             q[1] = eb * inv
-            ll += m + np.log(z)
+            lse = m + np.log(z)
+            if not lse < np.inf:  # +inf or NaN: the posterior would be a row of NaN
+                return ll, h, i, _OVERFLOW
+            ll += lse
         elif mode == E_STEP:
             for k in range(n_latent):
                 q[k] = lp[row + np.uint64(k)]
@@ -280,7 +284,10 @@ def _latent_block(
                     return ll, h, i, _CLAMP_WITHOUT_STATES
                 ll += m  # the gold class has no evidence: the log-likelihood says so
             else:
-                ll += m + np.log(z)
+                lse = m + np.log(z)
+                if not lse < np.inf:  # +inf or NaN: the posterior would be a row of NaN
+                    return ll, h, i, _OVERFLOW
+                ll += lse
         else:
             for e in range(lo, hi):
                 bases[e - lo] = (np.uint64(worker[e]) * nk + np.uint64(label[e])) * nl
@@ -503,16 +510,18 @@ def block_pass(
     ``log_prior`` and ``log_table`` are read by the E-step only (None in
     the ``GIVEN`` and ``VOTE`` modes).
     """
-    if log_prior is None or log_table is None:
-        log_prior, log_table = _NO_PRIOR, _NO_TABLE
     w, k = int(part.n_workers), int(part.n_classes)
     start, stop = part.tasks_of(b)
     lo, hi = part.first_task + start, part.first_task + stop  # the block's rows of the per-task arrays
     need = part.first_task + part.n_tasks
+    log_prior, log_table, latent_class, clamp, given = _pass_arrays(
+        w, k, n_latent, mode, log_prior, log_table, latent_class, clamp, given, count_mode, draw_seed)
     shared = log_prior.ndim == 1
     if not shared and log_prior.shape[0] < need:
         raise DataError(f"log_prior has {log_prior.shape[0]:,} rows, the data has {need:,} tasks")
     prior = log_prior.reshape(1, -1) if shared else log_prior[lo:hi]
+    if given is not None and given.shape[0] < need:
+        raise DataError(f"given has {given.shape[0]:,} rows, the data has {need:,} tasks")
     rows = _NO_CLAMP
     if clamp is not None:
         if clamp.shape[0] < need:
@@ -538,9 +547,60 @@ def block_pass(
         if why == _CLAMP_WITHOUT_STATES:
             raise DataError(f"clamp holds {int(rows[bad])} for task {lo + bad}{name}: no latent state maps to that "
                             "class")
+        if why == _OVERFLOW:
+            raise DataError(f"task {lo + bad}{name}: its log-scores (log_prior + the answers' log_table entries) "
+                            "overflow to +inf or NaN; log-probabilities are at most 0")
         raise DataError(f"task {lo + bad}{name}: every latent state has probability 0 under its prior and its "
                         "answers (log_prior + log_table are -inf for all of them), so it has no posterior")
     return BlockPass(float(ll), float(h), counts, tot, post, cpost, draws)
+
+
+def _pass_arrays(
+    w: int, k: int, n_latent: int, mode: int, log_prior: np.ndarray | None, log_table: np.ndarray | None,
+    latent_class: np.ndarray | None, clamp: np.ndarray | None, given: np.ndarray | None, count_mode: int,
+    draw_seed: int | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None, np.ndarray | None]:
+    """:func:`block_pass`'s arrays checked against what the kernel indexes them by, and converted (no copy for
+    the block functions' arrays, already float64 / int64 and contiguous): it reads and writes without bounds
+    checks, so a table of the wrong shape, a map to a class past K or an unknown mode read past an array's end
+    (garbage posteriors) or wrote past one (a crashed interpreter).  O(K_latent) a call, no pass over the tasks."""
+    if isinstance(n_latent, bool) or not isinstance(n_latent, (int, np.integer)) or n_latent < 1:
+        raise DataError(f"block_pass needs n_latent >= 1 latent states, got {n_latent!r}")
+    if mode not in (E_STEP, GIVEN, VOTE) or count_mode not in COUNT_MODES.values():
+        raise UsageError(f"block_pass: mode must be E_STEP, GIVEN or VOTE and count_mode one of "
+                         f"{sorted(COUNT_MODES.values())}, got {mode!r} and {count_mode!r}")
+    if count_mode == _DRAW_COUNTS and draw_seed is None:
+        raise UsageError(f"counts of the draws need a {param('draw_seed')}")
+    if mode == E_STEP:
+        if log_prior is None or log_table is None:
+            raise DataError("block_pass: the E-step needs log_prior and log_table")
+        log_table = as_float_array(log_table, "log_table", 3)
+        log_prior = as_float_array(log_prior, "log_prior", 1 if np.ndim(log_prior) == 1 else 2)
+        if log_table.shape != (w, k, n_latent) or log_prior.shape[-1] != n_latent:
+            raise DataError(f"log_table has shape {log_table.shape} and log_prior {log_prior.shape}; the data's "
+                            f"[worker, observed, latent] is ({w:,}, {k:,}, {n_latent:,})")
+    else:
+        log_prior, log_table = _NO_PRIOR, _NO_TABLE
+    if mode == GIVEN:
+        if given is None:
+            raise DataError("block_pass: the GIVEN start needs the given rows")
+        given = as_float_array(given, "given", 2)
+        if given.shape[1] != n_latent:
+            raise DataError(f"given has {given.shape[1]:,} columns, for {n_latent:,} latent states")
+    if mode == VOTE and (n_latent != k or latent_class is not None):
+        raise DataError(f"the vote's start is over the {k} classes themselves, not {n_latent:,} latent states")
+    if latent_class is not None:
+        latent_class = np.ascontiguousarray(as_code_array(latent_class, "latent_class"), dtype=np.int64)
+        if latent_class.shape != (n_latent,) or not 0 <= latent_class.min() <= latent_class.max() < k:
+            got = (f"values {latent_class.min()} .. {latent_class.max()}" if latent_class.shape == (n_latent,) else
+                   f"shape {latent_class.shape}")
+            raise DataError(f"latent_class must map each of the {n_latent:,} latent states to a class 0 .. {k - 1}; "
+                            f"got {got}")
+    elif n_latent != k and (clamp is not None or mode != E_STEP):
+        raise DataError(f"{n_latent:,} latent states for {k} classes need a latent_class map")
+    if clamp is not None:
+        clamp = np.ascontiguousarray(as_code_array(clamp, "clamp"), dtype=np.int64)
+    return log_prior, log_table, latent_class, clamp, given
 
 
 def latent_block(part: Any, b: int, params: LatentParams, keep: bool = False) -> tuple[tuple[Any, ...], Any]:

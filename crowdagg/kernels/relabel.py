@@ -26,6 +26,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ..errors import DataError
+from .validate import as_float_array
+
 
 @njit(cache=True, nogil=True)
 def _information_gain(posteriors: np.ndarray, confusion: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -70,9 +73,26 @@ def _information_gain(posteriors: np.ndarray, confusion: np.ndarray, weights: np
 
 
 def information_gain(posteriors: np.ndarray, confusion: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """:func:`_information_gain` on C-contiguous float64 copies of its arrays (shapes as there)."""
-    return _information_gain(
-        np.ascontiguousarray(posteriors, dtype=np.float64),
-        np.ascontiguousarray(confusion, dtype=np.float64),
-        np.ascontiguousarray(weights, dtype=np.float64),
-    )
+    """:func:`_information_gain` on C-contiguous float64 copies of its arrays (shapes as there).
+
+    Raises
+    ------
+    DataError
+        Shapes that do not fit together (the kernel reads by them: a
+        mismatch would read past an array's end), or a value that is not
+        a finite probability.
+    """
+    post = as_float_array(posteriors, "information_gain: posteriors (N, K)", 2)
+    conf = as_float_array(confusion, "information_gain: confusion (S, K, K)", 3)
+    wts = as_float_array(weights, "information_gain: weights (S,)", 1)
+    k = post.shape[1]
+    if conf.shape[1:] != (k, k) or wts.shape[0] != conf.shape[0]:
+        raise DataError(f"information_gain: confusion must be (S, {k}, {k}) for posteriors of {k} classes and "
+                        f"weights (S,); got shapes {conf.shape} and {wts.shape}")
+    for name, arr in (("posteriors", post), ("confusion", conf), ("weights", wts)):
+        bad = ~np.isfinite(arr) | (arr < 0.0)
+        if bad.any():
+            at = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise DataError(f"information_gain: {name}{list(at)} is {float(arr[at])!r}, not a probability")
+    return _information_gain(post, conf, wts)
+

@@ -33,13 +33,15 @@ class indices in ``[0, K)``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from ..core.checks import PROBA_ROUNDING
+from ..core.checks import PROBA_ROUNDING, PROBA_SUM_TOLERANCE
 from ..errors import DataError
+from ..kernels.validate import as_code_array, as_float_array
 
-__all__ = ["Calibration", "ReliabilityBin", "brier_score", "calibration", "confidence_bins", "confidence_calibration",
+__all__ = ["Calibration", "ReliabilityBin", "brier_score", "calibration", "check_posterior_rows", "confidence_bins", "confidence_calibration",
            "expected_calibration_error", "reliability_bins"]
 
 #: The number of equal-mass bins of the ECE and the reliability table.
@@ -69,15 +71,40 @@ class Calibration:
 
 
 def _checked(proba: np.ndarray, truth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    p = np.asarray(proba, dtype=np.float64)
-    y = np.asarray(truth)
+    p, y = np.asarray(proba), np.asarray(truth)
     if p.ndim != 2 or y.ndim != 1 or len(p) != len(y):
         raise DataError(f"calibration needs posteriors (N, K) and N true classes; got {p.shape} and {y.shape}")
+    p = as_float_array(p, "calibration: the posteriors", 2)  # (text or complex: refused, not cast)
+    y = as_code_array(y, "calibration: the true class")  # (a float class 0.5 was truncated to 0)
     if not np.isfinite(p).all():
         raise DataError("calibration: the posteriors hold NaN or inf")
+    check_posterior_rows(p, lambda i: f"calibration: posterior row {i}")
     if len(y) and (y.min() < 0 or y.max() >= p.shape[1]):
         raise DataError(f"calibration: a true class index is outside [0, {p.shape[1]})")
     return p, y.astype(np.int64)
+
+
+def check_posterior_rows(proba: np.ndarray, where: Any) -> None:
+    """Refuse posterior rows (N, K) holding NaN, inf, a value outside [0, 1], or not summing to 1 within
+    :data:`PROBA_SUM_TOLERANCE`; ``where(i)`` names row i in the message."""
+    bad = (~np.isfinite(proba) | (proba < -PROBA_ROUNDING) | (proba > 1.0 + PROBA_ROUNDING)).any(axis=1)
+    if bad.any():
+        i = int(np.argmax(bad))
+        value = next(v for v in proba[i].tolist() if not (np.isfinite(v) and -PROBA_ROUNDING <= v
+                                                          <= 1.0 + PROBA_ROUNDING))
+        raise DataError(f"{where(i)}: probability {value!r} is not a number in [0, 1]")
+    sums = proba.sum(axis=1)
+    off = np.abs(sums - 1.0) > PROBA_SUM_TOLERANCE
+    if off.any():
+        i = int(np.argmax(off))
+        raise DataError(f"{where(i)}: the probabilities sum to {float(sums[i]):.6g}, not 1")
+
+
+def _bin_count(n_bins: object) -> int:
+    """``n_bins`` as an int >= 1, or a DataError (a float or text count was cut or failed in numpy)."""
+    if isinstance(n_bins, bool) or not isinstance(n_bins, (int, np.integer)) or n_bins < 1:
+        raise DataError(f"calibration: n_bins must be at least 1, got {n_bins!r}")
+    return int(n_bins)
 
 
 def reliability_bins(proba: np.ndarray, truth: np.ndarray, n_bins: int = N_BINS,
@@ -94,7 +121,9 @@ def reliability_bins(proba: np.ndarray, truth: np.ndarray, n_bins: int = N_BINS,
     if predicted is None:
         pred = p.argmax(axis=1)
     else:
-        pred = np.asarray(predicted, dtype=np.int64)
+        pred = np.asarray(predicted)
+        if pred.shape == y.shape:
+            pred = as_code_array(pred, "calibration: the predicted class").astype(np.int64)
         if pred.shape != y.shape or pred.min() < 0 or pred.max() >= p.shape[1]:
             raise DataError(f"calibration: the predicted classes must be {len(y)} indices in [0, {p.shape[1]})")
     conf = p[np.arange(len(y)), pred]
@@ -104,13 +133,16 @@ def reliability_bins(proba: np.ndarray, truth: np.ndarray, n_bins: int = N_BINS,
 def confidence_bins(confidence: np.ndarray, correct: np.ndarray, n_bins: int = N_BINS) -> tuple[ReliabilityBin, ...]:
     """The equal-mass reliability table of labels given only their confidence: ``confidence`` (N,) each label's
     probability, ``correct`` (N,) whether it is the truth.  What :func:`reliability_bins` bins."""
-    if n_bins < 1:
-        raise DataError(f"calibration: n_bins must be at least 1, got {n_bins}")
-    conf = np.asarray(confidence, dtype=np.float64)
-    right = np.asarray(correct, dtype=np.float64)
+    n_bins = _bin_count(n_bins)
+    conf, right = np.asarray(confidence), np.asarray(correct)
     if conf.ndim != 1 or conf.shape != right.shape:
         raise DataError(f"calibration needs one confidence and one outcome per task; got {conf.shape} and "
                         f"{right.shape}")
+    conf = as_float_array(conf, "calibration: the confidences", 1)
+    right = as_float_array(right, "calibration: the outcomes", 1)
+    if not np.isin(right, (0.0, 1.0)).all():  # (an outcome of 2 made a bin's accuracy 2.0)
+        raise DataError(f"calibration: an outcome is {float(right[~np.isin(right, (0.0, 1.0))][0])!r}, not right "
+                        "(True, 1) or wrong (False, 0)")
     if not np.isfinite(conf).all() or (len(conf) and (conf.min() < -PROBA_ROUNDING
                                                       or conf.max() > 1.0 + PROBA_ROUNDING)):
         raise DataError("calibration: a confidence is NaN or outside [0, 1]")

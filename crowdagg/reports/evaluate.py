@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from ..core.checks import PROBA_ROUNDING, PROBA_SUM_TOLERANCE, check_task_mapping
+from ..core.checks import PROBA_ROUNDING, check_task_mapping
 from ..data.annotations import infer_classes
 from ..errors import CrowdaggWarning, DataError, param, warn
-from .calibration import N_BINS, Calibration, ReliabilityBin, calibration, confidence_calibration
+from .calibration import N_BINS, Calibration, ReliabilityBin, calibration, check_posterior_rows, confidence_calibration
 
 #: The columns of the reliability table (``evaluate --reliability``), one row per bin in rising confidence.
 RELIABILITY_COLUMNS = ("bin", "count", "confidence_low", "confidence_high", "confidence", "accuracy")
@@ -203,6 +203,13 @@ def evaluate_labels(
     )
     if posteriors is not None and confidence is not None:
         raise DataError(f"give {param('posteriors')} or {param('confidence')}, not both")
+    if posteriors is not None or confidence is not None:
+        # The bins are runs of the tasks sorted by confidence, equal confidences in the order given: in the
+        # tasks' name order, so that a bin edge through a tie (vote shares, posteriors of exactly 1) does not
+        # make the ECE depend on the rows' order (it was 0.017 or 0.05 for one file's rows reordered).
+        by_name = sorted(range(len(common)), key=lambda i: _order_key(common[i]))
+        common = [common[i] for i in by_name]
+        pred, true, correct = pred[by_name], true[by_name], correct[by_name]
     if posteriors is not None:
         cal = _posterior_calibration(posteriors, common, pred, true, n_bins)
         return dataclasses.replace(ev, ece=cal.ece, brier=cal.brier, reliability=cal.bins, n_bins=n_bins,
@@ -228,7 +235,12 @@ def _posterior_calibration(posteriors: Any, tasks: list[Any], pred: np.ndarray, 
     if (rows < 0).any():
         gap = tasks[int(np.argmax(rows < 0))]
         raise DataError(f"{param('posteriors')} has no row for task {gap!r}, which has a prediction and a truth label")
-    proba = posteriors.to_numpy(dtype=np.float64)[rows]
+    if any(getattr(d, "kind", "") == "c" for d in getattr(posteriors, "dtypes", ())):
+        raise DataError(f"{param('posteriors')} holds complex numbers; probabilities are real")
+    try:
+        proba = posteriors.to_numpy(dtype=np.float64)[rows]
+    except (TypeError, ValueError) as e:  # text that is not a number: pandas' ValueError, not ours
+        raise DataError(f"{param('posteriors')} must hold probabilities: {e}") from None
     check_posterior_rows(proba, lambda i: f"{param('posteriors')} row of task {tasks[i]!r}")
     columns = list(posteriors.columns)
     exact = {c: j for j, c in enumerate(columns) if isinstance(c, Hashable)}
@@ -248,21 +260,6 @@ def _posterior_calibration(posteriors: Any, tasks: list[Any], pred: np.ndarray, 
     return calibration(proba, column_of(true, "true"), n_bins, predicted=column_of(pred, "predicted"))
 
 
-def check_posterior_rows(proba: np.ndarray, where: Any) -> None:
-    """Refuse posterior rows (N, K) holding NaN, inf, a negative value, or not summing to 1 within
-    :data:`PROBA_SUM_TOLERANCE`; ``where(i)`` names row i in the message."""
-    bad = ~np.isfinite(proba).all(axis=1) | (proba < -PROBA_ROUNDING).any(axis=1)
-    if bad.any():
-        i = int(np.argmax(bad))
-        value = next(v for v in proba[i].tolist() if not (np.isfinite(v) and v >= -PROBA_ROUNDING))
-        raise DataError(f"{where(i)}: probability {value!r} is not a number in [0, 1]")
-    sums = proba.sum(axis=1)
-    off = np.abs(sums - 1.0) > PROBA_SUM_TOLERANCE
-    if off.any():
-        i = int(np.argmax(off))
-        raise DataError(f"{where(i)}: the probabilities sum to {float(sums[i]):.6g}, not 1")
-
-
 def _confidences(confidence: Mapping[Any, float], tasks: list[Any]) -> np.ndarray:
     """Each compared task's confidence, checked: a number in [0, 1]."""
     confidence = check_task_mapping(confidence, "confidence")
@@ -274,7 +271,7 @@ def _confidences(confidence: Mapping[Any, float], tasks: list[Any]) -> np.ndarra
         v = confidence[t]
         try:
             out[i] = float(v)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: an int beyond a float's range
             out[i] = np.nan
         if not -PROBA_ROUNDING <= out[i] <= 1.0 + PROBA_ROUNDING:
             raise DataError(f"{param('confidence')} of task {t!r} is {v!r}, not a probability in [0, 1]")

@@ -225,6 +225,16 @@ def reliability_diagram(bins: Sequence[Any], ece: float, brier: float | None, so
         calibration dashed.  Equal-mass bins hold equal counts, so where the
         points crowd is where the confidences pile up.
     """
+    from .calibration import ReliabilityBin
+
+    bins = list(bins)
+    if not all(isinstance(b, ReliabilityBin) for b in bins):
+        bad = next(b for b in bins if not isinstance(b, ReliabilityBin))
+        raise UsageError(f"reliability_diagram takes ReliabilityBin rows (Evaluation.reliability), got "
+                         f"{type(bad).__name__}")
+    if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in (ece, 0.0 if brier is None else brier)):
+        raise UsageError(f"reliability_diagram: ece and brier must be finite numbers (brier None: left out), got "
+                         f"{ece!r} and {brier!r}")
     conf = np.array([b.confidence for b in bins], dtype=np.float64)
     acc = np.array([b.accuracy for b in bins], dtype=np.float64)
     low = np.array([b.low for b in bins], dtype=np.float64)

@@ -61,12 +61,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core import memory
-from ..errors import UsageError, param
+from ..core.checks import check_int, check_seed
+from ..errors import CrowdaggWarning, DataError, UsageError, param, warn
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..methods.result import AggregationResult
 
-__all__ = ["N_SAMPLE", "RelabelPlan", "relabel_plan", "worker_pool"]
+__all__ = ["N_SAMPLE", "RelabelPlan", "posterior_agreement_block", "relabel_plan", "worker_pool"]
 
 #: Workers averaged over exactly, or drawn (seeded, by answer share) when the crowd has more.
 N_SAMPLE = 100
@@ -104,11 +105,19 @@ class RelabelPlan:
 
     def top(self, budget: int | None = None) -> np.ndarray:
         """The first ``budget`` tasks of :attr:`order` (all of them for None or a budget over the count)."""
-        return self.order if budget is None else self.order[:budget]
+        # (a slice took -1 as "all but the last" and 0 as none)
+        return self.order if budget is None else self.order[:check_int("budget", budget, 1)]
 
     def table(self, result: AggregationResult, budget: int | None = None) -> dict[str, Any]:
         """The top ``budget`` tasks as columns :data:`RELABEL_FIELDS`: the task, its score, its rank (1 ..),
         the result's current label and confidence, and its answers so far."""
+        from ..methods.result import AggregationResult
+
+        if not isinstance(result, AggregationResult) or result.data.n_tasks != len(self.score):
+            what = (f"a result of {result.data.n_tasks:,} tasks" if isinstance(result, AggregationResult) else
+                    type(result).__name__)
+            raise UsageError(f"RelabelPlan.table takes the result the plan was made from ({len(self.score):,} "
+                             f"tasks), got {what}")
         rows = self.top(budget)
         data = result.data
         return {
@@ -132,6 +141,10 @@ def worker_pool(answers_per_worker: np.ndarray, names: np.ndarray, n_sample: int
     workers as indices in increasing order.
     """
     counts = np.asarray(answers_per_worker, dtype=np.float64)
+    if counts.ndim != 1 or np.shape(names) != counts.shape or not np.isfinite(counts).all():
+        raise DataError(f"worker_pool takes one finite answer count and one name per worker; got shapes "
+                        f"{counts.shape} and {np.shape(names)}{'' if np.isfinite(counts).all() else ' and a NaN'}")
+    seed = check_seed(seed)
     active = np.flatnonzero(counts > 0)
     if active.size <= n_sample:
         return active.astype(np.int64), counts[active] / counts[active].sum()
@@ -142,11 +155,24 @@ def worker_pool(answers_per_worker: np.ndarray, names: np.ndarray, n_sample: int
     return workers.astype(np.int64), times / float(n_sample)
 
 
-def _one_coin(result: AggregationResult, workers: np.ndarray) -> np.ndarray:
-    """(S, K, K) one-coin confusions of ``workers``: accuracy = smoothed expected agreement with the posteriors."""
+def posterior_agreement_block(part: Any, b: int, posteriors: np.ndarray, keep: bool) -> tuple[Any, Any]:
+    """Block function (:mod:`crowdagg.engine`): per worker (n_workers,), the sum over block ``b``'s answers of
+    their task's posterior of the answer, ``posteriors`` (n_tasks, K) over all tasks."""
+    from ..methods.blocks import _block
+
+    t0, t1 = _block(part, b)
+    lo, hi = int(part.task_ptr[t0]), int(part.task_ptr[t1])
+    rows = part.task_rows(posteriors)
+    task = np.repeat(np.arange(t0, t1), np.diff(part.task_ptr[t0:t1 + 1]))
+    return np.bincount(part.worker[lo:hi], weights=rows[task, part.label[lo:hi]], minlength=part.n_workers), None
+
+
+def _one_coin(result: AggregationResult, workers: np.ndarray, engine: Any) -> np.ndarray:
+    """(S, K, K) one-coin confusions of ``workers``: accuracy = smoothed expected agreement with the posteriors
+    (summed on ``engine``'s blocks: on Dask the answers are on its workers)."""
     data = result.data
     k = data.n_classes
-    agree = np.bincount(data.worker, weights=result.posteriors[data.task, data.label], minlength=data.n_workers)
+    agree, _ = engine.map_reduce(posterior_agreement_block, np.asarray(result.posteriors, dtype=np.float64))
     acc = (agree[workers] + 1.0) / (data.answers_per_worker[workers] + 2.0)
     conf = np.empty((len(workers), k, k))
     conf[:] = ((1.0 - acc) / max(k - 1, 1))[:, None, None]
@@ -155,7 +181,8 @@ def _one_coin(result: AggregationResult, workers: np.ndarray) -> np.ndarray:
     return conf
 
 
-def relabel_plan(result: AggregationResult, *, n_sample: int = N_SAMPLE, seed: int = 0) -> RelabelPlan:
+def relabel_plan(result: AggregationResult, *, n_sample: int = N_SAMPLE, seed: int = 0,
+                 engine: Any = None) -> RelabelPlan:
     """Score every task by the expected information gain of one more answer and order them (see the module).
 
     Parameters
@@ -170,15 +197,24 @@ def relabel_plan(result: AggregationResult, *, n_sample: int = N_SAMPLE, seed: i
         seeded draws by answer share.  The cost is O(n_tasks · n_sample · K²).
     seed : int
         Seed of the workers' draw (unused when every worker is averaged).
+    engine : optional
+        The engine the result was fitted on (its blocks sum the one-coin
+        model's agreements; default a local engine over ``result.data``;
+        needed where the answers are held by Dask workers).
 
     Returns
     -------
     RelabelPlan
     """
     from ..kernels.relabel import information_gain
+    from ..methods.result import AggregationResult
 
+    if not isinstance(result, AggregationResult):
+        raise UsageError(f"relabel_plan(result, ...): result must be an AggregationResult (what crowdagg.aggregate "
+                         f"returns), got {type(result).__name__}")
     if isinstance(n_sample, bool) or not isinstance(n_sample, (int, np.integer)) or n_sample < 1:
         raise UsageError(f"{param('n_sample')} must be a whole number >= 1, got {n_sample!r}")
+    seed = check_seed(seed)
     data = result.data
     workers, weights = worker_pool(data.answers_per_worker, data.worker_names, int(n_sample), seed)
     k = data.n_classes
@@ -188,8 +224,17 @@ def relabel_plan(result: AggregationResult, *, n_sample: int = N_SAMPLE, seed: i
     if result.has_confusion:
         confusion, model = np.asarray(result.confusion)[workers], "confusion"
     else:
-        confusion, model = _one_coin(result, workers), "one-coin"
+        from ..engine import LocalEngine
+
+        confusion, model = _one_coin(result, workers, LocalEngine(data) if engine is None else engine), "one-coin"
     score = np.round(information_gain(result.posteriors, confusion, weights), DECIMALS)
+    if len(score) > 1 and not score.any():
+        # kos's decisions (one-hot rows) or a fit that settled every task: no order is told, only names
+        why = (f"{result.method}'s posteriors are all certain (one-hot), so one more answer cannot move any of "
+               "them" if (np.asarray(result.posteriors).max(axis=1) == 1.0).all() else
+               f"under {result.method}'s worker model an answer does not depend on the class (answers at chance)")
+        warn(CrowdaggWarning(f"relabel: every task scores 0 bits: {why}; the order is only the tasks' names; score "
+                             "from a method with graded posteriors and informative workers (ds, mf, mv)"))
     by_name = np.argsort(np.asarray(data.task_names, dtype=object), kind="stable")
     order = by_name[np.argsort(-score[by_name], kind="stable")].astype(np.int64)
     return RelabelPlan(score=score, order=order, worker_model=model, n_pool=len(workers),

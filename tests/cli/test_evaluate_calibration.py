@@ -227,3 +227,18 @@ def _has_matplotlib() -> bool:
     import importlib.util
 
     return importlib.util.find_spec("matplotlib") is not None
+
+
+@pytest.mark.parametrize(("header", "twice"), [
+    ("task,label,p_a,p_b,p_a", "p_a"),
+    ("task,label,confidence,p_a,p_b,confidence", "confidence"),
+])
+def test_a_posterior_or_confidence_column_twice_in_the_header_is_named(runner, tmp_path, header, twice):
+    """Two p_a columns were both read as class a (an error saying the row sums to 1.5, or, summing to 1 by
+    chance, a class counted twice); now one line naming the column, as for a repeated task column."""
+    pred, truth = tmp_path / "pred.csv", tmp_path / "truth.csv"
+    cells = {"task": "t1", "label": "a", "p_a": "0.9", "p_b": "0.1", "confidence": "0.9"}
+    pred.write_text(header + "\n" + ",".join(cells[h] for h in header.split(",")) + "\n")
+    truth.write_text(TRUTH)
+    err = assert_one_error_line(invoke(runner, "evaluate", pred, "--truth", truth), 1)
+    assert f"pred.csv: column '{twice}' appears 2 times in the header" in err

@@ -118,3 +118,17 @@ def test_relabel_through_a_real_process_keeps_stdout_byte_for_byte(tmp_path):
     assert with_relabel.stdout == plain.stdout
     table = pd.read_csv(out, sep="\t", dtype={"task": str, "label": str})
     assert len(table) == 10 and table["score"].is_monotonic_decreasing
+
+
+def test_relabel_of_a_method_without_confusions_runs_on_the_dask_engine(runner, crowd_csv, tmp_path):
+    """bwa runs on Dask and has no confusions: its one-coin model summed every answer's posterior on the client,
+    which on Dask holds no answers ("this step reads them all at once: not supported", after the whole fit).  The
+    agreement is now summed on the engine's blocks: the same file as the local engine's."""
+    pytest.importorskip("distributed")
+    files = {}
+    for engine in ("local", "dask"):
+        files[engine] = tmp_path / f"{engine}.csv"
+        ok(invoke(runner, "aggregate", crowd_csv, "-m", "bwa", "--engine", engine, "--threads", "1",
+                  "--relabel", files[engine], "-o", tmp_path / f"labels_{engine}.csv"))
+    assert files["dask"].read_bytes() == files["local"].read_bytes()
+    assert read_relabel(files["local"])["task"][0] == "tie"

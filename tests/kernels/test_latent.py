@@ -8,7 +8,7 @@ import pytest
 
 from crowdagg.data.annotations import AnnotationSet
 from crowdagg.engine import LocalEngine, Part
-from crowdagg.errors import DataError
+from crowdagg.errors import DataError, UsageError
 from crowdagg.kernels.em import EMParams, em_block
 from crowdagg.kernels.latent import LatentParams, latent_block
 from crowdagg.methods.blocks import TieBreaker
@@ -207,7 +207,6 @@ def test_draws_are_tiebreakers_stream_keyed_by_name_seed_and_round(rng, monkeypa
 
 
 def test_draws_need_names_and_a_seed():
-    from crowdagg.errors import UsageError
 
     part = Part(0, 1, 0, np.array([0, 1]), np.array([0, 1]), np.array([0], np.int32), np.array([1], np.int8), 1, 2)
     with pytest.raises(UsageError, match="keyed by task name"):
@@ -435,3 +434,61 @@ def test_ds_e_step_is_the_latent_kernel_with_the_identity_map_bit_for_bit(rng):
         (ll, counts, tot), out = run(LocalEngine(data), params)
         assert np.array_equal(out["latent"], ds_post) and ll == ds_ll
         assert np.array_equal(counts, ds_counts) and np.array_equal(tot, ds_tot)
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_log_scores_that_overflow_are_an_error_naming_the_task_not_a_row_of_nan(rng, k):
+    """Finite log-scores near 1e308 sum to +inf (two answers), or +inf and -inf to NaN: the E-step would give a
+    row of NaN and a NaN log-likelihood; it is a DataError naming the task, in both the two-state and the general
+    loop, and through the public latent_posterior."""
+    from crowdagg.methods.blocks import latent_posterior
+
+    data = crowd(rng, 50, 4, k)
+    t = int(np.flatnonzero(data.answers_per_task >= 2)[0])
+    name = data.task_names[t]
+    log_table, log_prior = tables(rng, 50, 4, k, k)
+    huge = np.full_like(log_table, 1e308)
+    with pytest.raises(DataError, match=rf"task {t} \('{name}'\): its log-scores .* overflow to \+inf or NaN"):
+        run(LocalEngine(data), LatentParams(huge, log_prior))
+    e = int(data.task_ptr[t])
+    mixed = huge.copy()
+    mixed[data.worker[e], data.label[e], 0] = -np.inf  # inf + -inf: NaN in one state, +inf in the others
+    with pytest.raises(DataError, match="overflow to"):
+        run(LocalEngine(data), LatentParams(mixed, log_prior))
+    with pytest.raises(DataError, match="overflow to"):
+        latent_posterior(data, huge, np.zeros(k))
+    got = latent_posterior(data, log_table, log_prior)  # (finite scores: unchanged)
+    assert np.isfinite(got.latent).all() and np.isfinite(got.loglik)
+
+
+@pytest.mark.parametrize(("kwargs", "error", "match"), [
+    ("n_latent=3, log_prior=np.zeros(3), log_table=np.zeros((1, 1, 1))", DataError, r"log_table has shape \(1, 1, 1\)"),
+    ("n_latent=3, log_prior=np.zeros(1), log_table=np.zeros((W, K, 3))", DataError, r"log_prior \(1,\)"),
+    ("n_latent=3, log_prior=np.zeros(3), log_table=np.zeros((W, K, 3)), latent_class=np.full(3, 10**6)", DataError,
+     "latent_class must map each of the 3 latent states to a class 0 .. 2; got values 1000000"),
+    ("n_latent=3, log_prior=np.zeros(3), log_table=np.zeros((W, K, 3)), latent_class=np.zeros(2, int)", DataError,
+     r"got shape \(2,\)"),
+    ("n_latent=4, log_prior=np.zeros(4), log_table=np.zeros((W, K, 4)), clamp=np.zeros(N, int)", DataError,
+     "need a latent_class map"),
+    ("n_latent=3, mode=GIVEN, given=np.zeros((1, 3))", DataError, "given has 1 rows"),
+    ("n_latent=3, mode=GIVEN", DataError, "needs the given rows"),
+    ("n_latent=4, mode=VOTE", DataError, "the vote's start is over the 3 classes"),
+    ("n_latent=3, mode=7", UsageError, "mode must be E_STEP, GIVEN or VOTE"),
+    ("n_latent=3, log_prior=np.zeros(3), log_table=np.zeros((W, K, 3)), count_mode=2", UsageError,
+     "counts of the draws need a draw_seed"),
+    ("n_latent=0, log_prior=np.zeros(0), log_table=np.zeros((W, K, 0))", DataError, "n_latent >= 1"),
+])
+def test_block_pass_refuses_arrays_the_kernel_would_read_or_write_past(kwargs, error, match):
+    """block_pass is public (the module's __all__) and its kernel runs without bounds checks: a map to class 10⁶
+    wrote past the class posteriors' end (a segmentation fault), a short table, prior or given rows were read
+    past theirs (garbage posteriors), an unknown mode ran as another.  Each is now an error before the kernel."""
+    from crowdagg.kernels.latent import GIVEN, VOTE, block_pass
+
+    data = crowd(np.random.default_rng(0), 20, 4, 3)
+    part = LocalEngine(data).parts[0]
+    env = {"np": np, "W": 4, "K": 3, "N": 20, "GIVEN": GIVEN, "VOTE": VOTE}
+    with pytest.raises(error, match=match):
+        block_pass(part, 0, keep=True, **eval(f"dict({kwargs})", env))
+    got = block_pass(part, 0, 6, log_prior=np.zeros(6), log_table=np.zeros((4, 3, 6)),
+                     latent_class=np.array([0, 0, 1, 1, 2, 2]), keep=True)
+    np.testing.assert_allclose(got.classes.sum(axis=1), 1.0)

@@ -74,3 +74,34 @@ def test_confidence_calibration_by_hand():
     assert cal.ece == pytest.approx(0.35) and cal.brier is None
     with pytest.raises(DataError, match="outside"):
         confidence_calibration(np.array([1.2]), np.array([True]))
+
+
+@pytest.mark.parametrize(("call", "match"), [
+    ("expected_calibration_error(PROBA, TRUTH, n_bins=2.5)", "n_bins must be at least 1, got 2.5"),
+    ("expected_calibration_error(PROBA, TRUTH, n_bins='3')", "n_bins must be at least 1, got '3'"),
+    ("expected_calibration_error(PROBA, TRUTH, n_bins=True)", "n_bins must be at least 1, got True"),
+    ("brier_score(PROBA, np.array(['a', 'a', 'a', 'b']))", "true class codes must be integers"),
+    ("brier_score(PROBA, TRUTH + 0.5)", "true class codes must be integers"),  # was truncated to 0
+    ("brier_score(PROBA, np.array([None, 0, 0, 1]))", "true class codes must be integers"),
+    ("brier_score(PROBA.astype(str), TRUTH)", "posteriors must hold numbers"),
+    ("brier_score(PROBA.astype(complex), TRUTH)", "posteriors must hold numbers"),
+    ("brier_score(np.array([[-5.0, 6.0]]), np.array([0]))", r"row 0: probability -5.0 is not a number in \[0, 1\]"),
+    ("calibration(np.array([[0.5, 0.6]]), np.array([0]))", "row 0: the probabilities sum to 1.1, not 1"),
+    ("reliability_bins(PROBA, TRUTH, predicted=np.array([0.7, 0, 0, 1]))", "predicted class codes must be integers"),
+    ("reliability_bins(PROBA, TRUTH, predicted=np.array(['a'] * 4))", "predicted class codes must be integers"),
+    ("confidence_calibration(np.array(['a']), np.array([True]))", "confidences must hold numbers"),
+    ("confidence_calibration(np.array([0.5]), np.array(['yes']))", "outcomes must hold numbers"),
+    ("confidence_calibration(np.array([0.5]), np.array([2]))", "an outcome is 2.0, not right"),
+])
+def test_odd_arguments_are_data_errors_not_numpy_errors_nor_silent_casts(call, match):
+    """Text, complex, float class indices, fractional bin counts, probabilities outside [0, 1], rows not summing
+    to 1 and outcomes other than right/wrong: each a DataError naming it (they were numpy's TypeError/ValueError, a
+    Brier score of 72 for a probability of -5, a bin accuracy of 2.0, or a class 0.5 cast silently to 0)."""
+    from crowdagg.reports.calibration import confidence_calibration
+
+    env = {"np": np, "PROBA": PROBA, "TRUTH": TRUTH, "brier_score": brier_score, "calibration": calibration,
+           "expected_calibration_error": expected_calibration_error, "reliability_bins": reliability_bins,
+           "confidence_calibration": confidence_calibration}
+    with pytest.raises(DataError, match=match):
+        eval(call, env)
+    assert calibration(PROBA, TRUTH.astype(np.int32), n_bins=np.int64(2)).ece == pytest.approx(0.35)

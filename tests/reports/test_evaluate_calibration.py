@@ -148,3 +148,36 @@ def test_a_posteriors_rounding_past_one_is_clipped_not_refused():
     assert ev.reliability[-1].confidence == 1.0 and ev.reliability[-1].high == 1.0
     with pytest.raises(DataError, match="not a number in"):
         evaluate_labels(PRED, TRUTH, posteriors=PROBA.assign(a=[0.9, -1e-6, 0.6, 0.3], b=[0.1, 1.0, 0.4, 0.7]))
+
+
+def test_posteriors_of_text_or_complex_and_a_confidence_beyond_a_float_are_data_errors():
+    """A DataFrame of words, of complex numbers (pandas dropped the imaginary part with a warning), and an
+    integer confidence beyond a float's range (OverflowError): DataErrors."""
+    words = pd.DataFrame([["x", "y"]] * 4, index=list(PRED), columns=["a", "b"])
+    with pytest.raises(DataError, match="posteriors must hold probabilities: could not convert string"):
+        evaluate_labels(PRED, TRUTH, posteriors=words)
+    with pytest.raises(DataError, match="posteriors holds complex numbers"):
+        evaluate_labels(PRED, TRUTH, posteriors=PROBA.astype(complex))
+    with pytest.raises(DataError, match="confidence of task 't1' is 1000.*not a probability"):
+        evaluate_labels(PRED, TRUTH, confidence={"t1": 10**400, "t2": 0.8, "t3": 0.6, "t4": 0.7})
+    assert evaluate_labels(PRED, TRUTH, posteriors=PROBA.astype(str)).ece == pytest.approx(  # numbers as text: read
+        evaluate_labels(PRED, TRUTH, posteriors=PROBA).ece)
+
+
+def test_the_ece_does_not_depend_on_the_order_of_tied_confidences():
+    """30 tasks in 15 bins of 2: t00 at .5 (right), 29 at exactly 1.0 of which t17 is wrong.  Ties were binned in
+    the order given, so t17's place in the file chose its bin partner: ECE 2/30 × (.25) + ... = 0.0167 with t17
+    first, 0.05 with it later.  Ties now go by task name: one figure for any order."""
+    tasks = [f"t{i:02d}" for i in range(30)]
+    truth = dict.fromkeys(tasks, "a")
+    pred = dict(truth, t17="b")
+    conf = dict.fromkeys(tasks, 1.0)
+    conf["t00"] = 0.5
+    figures = set()
+    for first in (["t00", "t17"], ["t29", "t00"], list(reversed(tasks))):
+        order = first + [t for t in tasks if t not in first]
+        ev = evaluate_labels({t: pred[t] for t in order}, truth, confidence={t: conf[t] for t in order})
+        figures.add((ev.ece, tuple(b.accuracy for b in ev.reliability)))
+    assert len(figures) == 1
+    # by name: bin 1 (t00 .5 right, t01 1.0 right) |1 - .75|, t17's bin (t17, t18) |.5 - 1|
+    assert figures.pop()[0] == pytest.approx(2 / 30 * (0.25 + 0.5))

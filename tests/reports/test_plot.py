@@ -34,3 +34,18 @@ def test_class_and_worker_names_that_look_like_tex_are_drawn_as_they_are():
 
     assert matplotlib.rcParams["text.parse_math"] is True  # the caller's setting is back
 
+
+
+@pytest.mark.parametrize(("args", "match"), [
+    (([1, 2], 0.1, None, "posteriors"), "takes ReliabilityBin rows .* got int"),
+    (([], float("nan"), None, "posteriors"), "ece and brier must be finite numbers"),
+    (([], 0.1, "x", "posteriors"), "ece and brier must be finite numbers"),
+])
+def test_reliability_diagram_refuses_what_it_cannot_draw(args, match):
+    """Bins that are not ReliabilityBin rows were an AttributeError, a text Brier score a ValueError from the
+    title's format, a NaN ECE drawn as 'ECE nan'."""
+    from crowdagg.errors import UsageError
+    from crowdagg.reports.plot import reliability_diagram
+
+    with pytest.raises(UsageError, match=match):
+        reliability_diagram(*args)

@@ -151,3 +151,91 @@ def test_the_pool_confusions_are_refused_up_front_over_the_memory_limit():
         relabel_plan(result)
     result.max_memory = None
     assert relabel_plan(result).n_pool == 4
+
+
+@pytest.mark.parametrize("posteriors, confusion, weights", [
+    (np.full((3, 5), 0.2), np.full((1, 3, 3), 1 / 3), np.ones(1)),  # K of the posteriors beyond the confusion's
+    (np.full((3, 2), 0.5), np.full((1, 3, 3), 1 / 3), np.ones(1)),
+    (np.full((3, 3), 1 / 3), np.full((2, 3, 3), 1 / 3), np.ones(1)),  # fewer weights than workers
+    (np.full(3, 1 / 3), np.full((2, 3, 3), 1 / 3), np.full(2, 0.5)),  # 1-D posteriors: numba's TypingError
+    (np.full((3, 3), np.nan), np.full((1, 3, 3), 1 / 3), np.ones(1)),
+    (np.full((3, 3), 1 / 3), np.full((1, 3, 3), -1.0), np.ones(1)),
+    (np.full((3, 3), "a"), np.full((1, 3, 3), 1 / 3), np.ones(1)),
+])
+def test_information_gain_refuses_arrays_that_do_not_fit_before_the_kernel_reads_past_them(posteriors, confusion,
+                                                                                            weights):
+    """The kernel reads by the posteriors' K and the confusions' S: arrays that do not fit were read past their
+    ends (garbage scores, or a crash); they are a DataError naming the shapes or the value, as is a NaN or a
+    negative probability and text."""
+    from crowdagg.errors import DataError
+
+    with pytest.raises(DataError, match="information_gain"):
+        information_gain(posteriors, confusion, weights)
+
+
+@pytest.mark.parametrize("call, message", [
+    ("relabel_plan(None)", "result must be an AggregationResult"),
+    ("relabel_plan('ds')", "result must be an AggregationResult"),
+    ("relabel_plan(result, seed=-1)", "seed must be an integer"),
+    ("relabel_plan(result, seed='x')", "seed must be an integer"),
+    ("worker_pool(np.arange(200), np.array(['a']), 5)", "one name per worker"),
+    ("worker_pool(np.array([np.nan, 1.0]), np.array(['a', 'b']), 5)", "a NaN"),
+])
+def test_relabel_plan_and_worker_pool_raise_usage_errors_not_bare_ones(call, message):
+    """Not a result, a negative or text seed, names that do not match the counts: crowdagg's errors (they were
+    AttributeError, numpy's ValueError/TypeError and IndexError)."""
+    from crowdagg.errors import CrowdaggError
+
+    result = aggregate(known_crowd(), "mv")
+    env = {"relabel_plan": relabel_plan, "worker_pool": worker_pool, "result": result, "np": np}
+    with pytest.raises(CrowdaggError, match=message):
+        eval(call, env)
+
+
+def test_scores_all_zero_are_said_not_left_as_an_order_by_name():
+    """kos gives decisions: one-hot posteriors, so every task scored 0 bits and the file was the tasks in name
+    order, with nothing said; a warning now names why.  ds's graded posteriors do not warn."""
+    import warnings
+
+    from crowdagg.errors import CrowdaggWarning
+
+    data = known_crowd()
+    with pytest.warns(CrowdaggWarning, match="every task scores 0 bits: kos's posteriors are all certain"):
+        plan = relabel_plan(aggregate(data, "kos"))
+    assert not plan.score.any() and list(data.task_names[plan.order]) == sorted(data.task_names)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CrowdaggWarning)
+        assert relabel_plan(aggregate(data, "ds")).score.any()
+
+
+def test_a_plans_budget_and_result_are_checked():
+    """top(-1) was every task but the last and top(0) none (a slice), a fractional budget a TypeError; table()
+    of another data set's result gave its task names at this plan's rows (or an IndexError)."""
+    data = known_crowd()
+    result = aggregate(data, "ds")
+    plan = relabel_plan(result)
+    for bad in (-1, 0, 2.5, "3"):
+        with pytest.raises(UsageError, match="budget must be an integer >= 1"):
+            plan.top(bad)
+    assert len(plan.top(None)) == len(plan.top(10**9)) == data.n_tasks
+    other = aggregate(AnnotationSet.from_names(["x", "x", "y"], ["w1", "w2", "w1"], ["a", "b", "a"]), "ds")
+    with pytest.raises(UsageError, match="the result the plan was made from"):
+        plan.table(other, 2)
+    with pytest.raises(UsageError, match="got NoneType"):
+        plan.table(None)
+    assert list(plan.table(result, 1)["task"]) == ["tie"]
+
+
+def test_the_one_coin_agreement_is_summed_on_the_engines_blocks(rng):
+    """posterior_agreement_block over any block grid sums each worker's posterior of its answers, as one bincount
+    over every answer does (what the one-coin model reads; on Dask the client holds no answers)."""
+    from crowdagg.engine import LocalEngine
+    from crowdagg.reports.relabel import posterior_agreement_block
+    from crowdagg.simulate import simulate
+
+    data = simulate(120, 9, 3, 4, seed=2).to_annotations()
+    post = rng.dirichlet(np.ones(3), size=data.n_tasks)
+    want = np.bincount(data.worker, weights=post[data.task, data.label], minlength=data.n_workers)
+    for per_block in (None, 7):
+        got, _ = LocalEngine(data, per_block=per_block).map_reduce(posterior_agreement_block, post)
+        np.testing.assert_allclose(got, want, rtol=1e-12)

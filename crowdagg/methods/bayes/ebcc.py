@@ -91,8 +91,10 @@ from typing import Any
 
 import numpy as np
 
+from ...core.checks import check_int, check_seed
 from ...data.annotations import AnnotationSet
-from ...errors import param
+from ...errors import DataError, param
+from ...kernels.validate import as_float_array
 from ..base import FitContext, IterativeAggregator, make_result
 from ..blocks import TieBreaker, argmax_random_ties, clamp_posteriors, latent_memory, latent_posterior
 from ..loop import Residual, Run, Step
@@ -113,7 +115,11 @@ def subtype_split(post: np.ndarray, task_names: Any, n_sub: int, seed: int) -> n
     """
     from ...kernels.draws import name_keys, seed_key, uniforms
 
+    post = as_float_array(post, "subtype_split: post (n_tasks, K)", 2)
     n, k = post.shape
+    n_sub, seed = check_int("n_sub", n_sub, 1), check_seed(seed)
+    if len(task_names) != n:
+        raise DataError(f"subtype_split: {len(task_names):,} task names for {n:,} rows of post")
     u = uniforms(name_keys(task_names, seed_key(seed)), k * n_sub).reshape(n, k, n_sub)
     e = -np.log1p(-u)  # Exp(1): 1 - u is in (0, 1], the log finite
     total = e.sum(axis=2, keepdims=True)
@@ -238,6 +244,8 @@ class EBCC(IterativeAggregator):
     objective_name = "ELBO"
     stop_rule = Residual("class posteriors")
     collapse_advice = f"try ds, or ebcc with a larger {param('class_prior')} or fewer {param('subtypes')}"
+    memory_advice = (f"its posteriors and tables grow with tasks × classes × {param('subtypes')}: lower "
+                     f"{param('subtypes')}, or use mf or ds")
 
     def memory_needed(self, data: AnnotationSet) -> tuple[float, str]:
         n, w, k = data.n_tasks, data.n_workers, data.n_classes

@@ -70,8 +70,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ...data.annotations import AnnotationSet
-from ...errors import CrowdaggWarning, param, warn
+from ...core.checks import check_float, check_int
+from ...data.annotations import AnnotationSet, check_annotations
+from ...errors import CrowdaggWarning, DataError, param, warn
+from ...kernels.validate import as_float_array
 from ..base import FitContext, IterativeAggregator, make_result
 from ..blocks import TieBreaker, argmax_random_ties, soft_majority_vote, softmax_rows
 from ..loop import NO_OBJECTIVE, Residual, Run, Step, StopRule
@@ -82,6 +84,9 @@ def regularisers(data: AnnotationSet, worker_reg: float, task_reg: float, k: int
     r"""(λ_worker, λ_task): :math:`\lambda_w = ` ``worker_reg`` :math:`K^2` (``k``: the classes fitted),
     :math:`\lambda_t = ` ``task_reg`` :math:`\lambda_w \bar d_w / \bar d_t`, the mean answers per worker over
     the mean per task (= n_tasks / n_workers: both means are of the same answers)."""
+    check_annotations(data, "regularisers(data, ...)")
+    worker_reg, task_reg = check_float("worker_reg", worker_reg), check_float("task_reg", task_reg)
+    k = check_int("k", k, 1)
     lam_w = worker_reg * k ** 2
     return lam_w, task_reg * lam_w * data.n_tasks / max(data.n_workers, 1)
 
@@ -168,6 +173,10 @@ def flatness(data: AnnotationSet, post: np.ndarray) -> float:
     """How far the posteriors (n_tasks, K') stand above chance, as a share of how far the vote shares do: the
     mean over the answered tasks of (max posterior - 1/K') over that of (max vote share - 1/K'); 1 when the
     vote itself is at chance."""
+    check_annotations(data, "flatness(data, post)")
+    post = as_float_array(post, "flatness: post (n_tasks, K')", 2)
+    if post.shape[0] != data.n_tasks or post.shape[1] < 1:
+        raise DataError(f"flatness: post has shape {post.shape}, the data has {data.n_tasks:,} tasks")
     answered = data.answers_per_task > 0
     chance = 1.0 / post.shape[1]
     vote = soft_majority_vote(data)[answered].max(axis=1).mean() - chance if answered.any() else 0.0
@@ -178,7 +187,7 @@ def flatness(data: AnnotationSet, post: np.ndarray) -> float:
 
 def _warn_if_flat(data: AnnotationSet, post: np.ndarray, lam_w: float, lam_t: float) -> None:
     """Warn when the fit ended at the model's uniform fixed point (posteriors at 1/K', every σ row alike, the
-    labels tie draws): the penalties outweighed the answers.
+    labels near-ties): the penalties outweighed the answers.
 
     The authors' defaults end there on labelme (K = 8) and music (K = 10), where each row of a worker's
     matrix rests on about a tenth of its 30 to 70 answers against λ_worker = 16 or 25 (accuracy .28 and .52;
@@ -188,7 +197,7 @@ def _warn_if_flat(data: AnnotationSet, post: np.ndarray, lam_w: float, lam_t: fl
     if share < FLAT_SHARE:
         warn(CrowdaggWarning(
             f"minimax: the fit fell to its uniform fixed point (posteriors {share:.0%} as far above chance as the "
-            f"vote's; the labels are tie draws): the penalties λ_worker = {lam_w:g}, λ_task = {lam_t:g} outweigh "
+            f"vote's; the labels rest on near-ties): the penalties λ_worker = {lam_w:g}, λ_task = {lam_t:g} outweigh "
             f"{data.n_answers / max(data.n_workers, 1):.0f} answers a worker over {post.shape[1]} classes; lower "
             f"{param('worker_reg')} (the authors' demo picks it by held-out likelihood among 2^-2..2^2 × its "
             f"default), or use ds"
@@ -198,6 +207,7 @@ def _warn_if_flat(data: AnnotationSet, post: np.ndarray, lam_w: float, lam_t: fl
 def label_domain(data: AnnotationSet) -> np.ndarray:
     """The classes the model is fitted on, (K,) bool: those some answer gives (the authors' ``LabelDomain``);
     every class when no answer gives any."""
+    check_annotations(data, "label_domain(data)")
     used = data.answers_per_class > 0
     return used if used.any() else np.ones(data.n_classes, dtype=bool)
 
@@ -215,6 +225,11 @@ def worker_confusion(sigma: np.ndarray, used: np.ndarray) -> np.ndarray:
     """confusion[w, true, observed] (n_workers, K, K) of the fitted σ (n_workers, K', K'): the softmax of its rows
     over the domain (a task of no task effect, τ = 0); a class outside the domain is never answered (0), and a
     true class outside it -- of which the answers say nothing -- answers uniformly over the domain."""
+    used = np.asarray(used)
+    sigma = as_float_array(sigma, "worker_confusion: sigma (n_workers, K', K')", 3)
+    if used.ndim != 1 or used.dtype != np.bool_ or sigma.shape[1:] != (int(used.sum()),) * 2:
+        raise DataError(f"worker_confusion takes sigma (n_workers, K', K') and used, a (K,) bool mask of K' "
+                        f"classes (label_domain); got shapes {sigma.shape} and {used.shape} ({used.dtype})")
     k, kd = used.shape[0], sigma.shape[1]
     idx = np.flatnonzero(used)
     conf = np.zeros((sigma.shape[0], k, k))

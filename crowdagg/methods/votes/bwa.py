@@ -64,8 +64,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ...core.checks import check_float
 from ...data.annotations import AnnotationSet
-from ...errors import DataError, param
+from ...errors import DataError, UsageError, param
+from ...kernels.validate import as_float_array
 from ..base import FitContext, IterativeAggregator, make_result
 from ..blocks import TieBreaker, _block, argmax_random_ties
 from ..loop import NO_OBJECTIVE, Run, Step, StopRule
@@ -94,6 +96,17 @@ class Scores:
     mean: np.ndarray
     shares: bool = False
 
+    def __post_init__(self) -> None:
+        # the kernel reads them as float64 arrays of these ranks: text or a list was numba's TypingError or an
+        # AttributeError, a NaN precision a row of NaN scores
+        precision = as_float_array(self.precision, "bwa's precision (n_workers, K)", 2)
+        mean = as_float_array(self.mean, "bwa's class means (K,)", 1)
+        if not (np.isfinite(precision).all() and (precision >= 0).all() and np.isfinite(mean).all()):
+            raise DataError("bwa's precisions must be finite and >= 0 and its class means finite")
+        object.__setattr__(self, "precision", precision)
+        object.__setattr__(self, "mean", mean)
+        object.__setattr__(self, "shares", bool(self.shares))
+
 
 @dataclass(frozen=True)
 class BwaPass:
@@ -105,6 +118,13 @@ class BwaPass:
     lam: float
     rtol: float
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.now, Scores) or not (self.before is None or isinstance(self.before, Scores)):
+            raise UsageError(f"BwaPass takes Scores (now, and before or None), got {type(self.now).__name__} and "
+                             f"{type(self.before).__name__}")
+        object.__setattr__(self, "lam", check_float("lam", self.lam))
+        object.__setattr__(self, "rtol", check_float("tol", self.rtol))
+
 
 def bwa_block(part: Any, b: int, p: BwaPass, keep: bool) -> tuple[Any, Any]:
     """Block function (:mod:`crowdagg.engine`): block ``b``'s BWA pass.
@@ -114,6 +134,8 @@ def bwa_block(part: Any, b: int, p: BwaPass, keep: bool) -> tuple[Any, Any]:
     """
     from ...kernels.votes import _block_bwa
 
+    if not isinstance(p, BwaPass):
+        raise UsageError(f"bwa_block takes a BwaPass, got {type(p).__name__}")
     t0, t1 = _block(part, b)
     now, before = p.now, p.before if p.before is not None else p.now
     k = part.n_classes

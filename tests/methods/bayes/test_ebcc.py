@@ -364,3 +364,28 @@ def test_dirichlet_kl_counts_a_shared_prior_row_once_per_row_and_takes_given_exp
     eta = rng.random((3, 5)) + 0.1  # a scalar prior along the rows: Dir(0.02, ..., 0.02)
     assert dirichlet_kl(eta, np.asarray(0.02), 1) == pytest.approx(sum(_kl(r, np.full(5, 0.02)) for r in eta),
                                                                    rel=1e-13)
+
+
+def test_a_refused_size_names_subtypes_as_the_setting_to_lower(small):
+    """The memory grows with tasks × classes × subtypes: the refusal's advice names subtypes (it said "use fewer
+    classes", which a user cannot do and which was not what made it large)."""
+    with pytest.raises(ResourceError, match=r"grow with tasks × classes × subtypes: lower subtypes, or use mf or ds"):
+        EBCC(subtypes=1000).fit(small, max_memory="1M")
+
+
+@pytest.mark.parametrize(("args", "match"), [
+    ("np.full((3, 2), 0.5), NAMES, 0, 0", "n_sub must be an integer >= 1"),  # ZeroDivisionError before
+    ("np.full((3, 2), 0.5), NAMES, -1, 0", "n_sub must be an integer >= 1"),  # an empty split before
+    ("np.full((3, 2), 0.5), NAMES[:2], 2, 0", "2 task names for 3 rows"),
+    ("np.full(2, 0.5), NAMES, 2, 0", "must be a 2-D array"),
+    ("np.full((3, 2), 0.5), NAMES, 2, -1", "seed must be an integer"),
+    ("np.full((3, 2), 0.5), NAMES, 2, 'x'", "seed must be an integer"),
+])
+def test_subtype_split_refuses_odd_arguments_with_crowdagg_errors(args, match):
+    from crowdagg.errors import CrowdaggError
+
+    env = {"np": np, "NAMES": np.array(["a", "b", "c"], dtype=object), "subtype_split": subtype_split}
+    with pytest.raises(CrowdaggError, match=match):
+        eval(f"subtype_split({args})", env)
+    split = eval("subtype_split(np.full((3, 2), 0.5), NAMES, 4, 0)", env)
+    np.testing.assert_allclose(split.sum(axis=2), 0.5)

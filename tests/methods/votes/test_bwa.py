@@ -11,7 +11,7 @@ from scipy.stats import spearmanr
 from crowdagg import load_annotations
 from crowdagg.data.annotations import AnnotationSet
 from crowdagg.engine import LocalEngine
-from crowdagg.errors import ConvergenceWarning, CrowdaggWarning
+from crowdagg.errors import ConvergenceWarning, CrowdaggWarning, DataError, UsageError
 from crowdagg.io.read import read_task_labels
 from crowdagg.methods.api import aggregate
 from crowdagg.methods.votes.bwa import prior_rate, worker_precision
@@ -204,3 +204,28 @@ def test_the_authors_accuracy_on_real_data(datasets_dir, name):
     assert acc == pytest.approx(MEASURED[name], abs=6e-5)
     assert abs(acc - PUBLISHED[name]) <= 0.01
     assert res.converged
+
+
+@pytest.mark.parametrize(("make", "error", "match"), [
+    ("BwaPass(Scores(np.full((W, K), 'a'), np.full(K, 0.2)), None, 1.0, 1e-3)", DataError, "must hold numbers"),
+    ("BwaPass(Scores(np.full((W, K), np.nan), np.full(K, 0.2)), None, 1.0, 1e-3)", DataError, "finite and >= 0"),
+    ("BwaPass(Scores(-np.ones((W, K)), np.full(K, 0.2)), None, 1.0, 1e-3)", DataError, "finite and >= 0"),
+    ("BwaPass(Scores(np.ones((W, K)), np.full((K, 1), 0.2)), None, 1.0, 1e-3)", DataError, "1-D array"),
+    ("BwaPass(Scores(np.ones((W, K)), np.full(K, 0.2)), None, 'x', 1e-3)", UsageError, "lam must be"),
+    ("BwaPass(Scores(np.ones((W, K)), np.full(K, 0.2)), 'x', 1.0, 1e-3)", UsageError, "BwaPass takes Scores"),
+    ("'not a pass'", UsageError, "bwa_block takes a BwaPass"),
+])
+def test_the_block_functions_parameters_are_checked_before_numba_reads_them(make, error, match):
+    """bwa_block is public (its module's __all__): text parameters were numba's TypingError, a list or a wrong
+    pass object an AttributeError, a NaN precision a row of NaN scores; a list of numbers is converted."""
+    from crowdagg.engine import LocalEngine
+    from crowdagg.methods.votes.bwa import BwaPass, Scores, bwa_block
+
+    data = AnnotationSet.from_names(["t1", "t1", "t2"], ["a", "b", "a"], ["x", "y", "x"])
+    part = LocalEngine(data).parts[0]
+    env = {"np": np, "BwaPass": BwaPass, "Scores": Scores, "W": data.n_workers, "K": data.n_classes}
+    with pytest.raises(error, match=match):
+        bwa_block(part, 0, eval(make, env), True)
+    listed = BwaPass(Scores([[1.0, 1.0], [1.0, 1.0]], [0.5, 0.5]), None, 1.0, 1e-3)
+    (_, rows) = bwa_block(part, 0, listed, True)
+    assert np.isfinite(rows).all() and rows.shape == (2, 2)
