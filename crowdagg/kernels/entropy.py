@@ -33,6 +33,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .softmax import softmax_into
+
 
 @njit(cache=True, nogil=True)
 def _group_fg(x, lo, hi, edge, other_id, task, label, other, post, lam, k, grad):  # pragma: no cover - compiled
@@ -225,16 +227,9 @@ def _e_step(task_ptr, worker, label, sigma, tau, post):  # pragma: no cover - co
                 for b in range(k):
                     s += np.exp(sigma[j, a, b] + tau[t, a, b] - mx)
                 lp[a] += sigma[j, a, lab] + tau[t, a, lab] - mx - np.log(s)
-        mx = lp[0]
-        for a in range(1, k):
-            if lp[a] > mx:
-                mx = lp[a]
-        s = 0.0
+        softmax_into(lp, lp)
         for a in range(k):
-            lp[a] = np.exp(lp[a] - mx)
-            s += lp[a]
-        for a in range(k):
-            v = lp[a] / s
+            v = lp[a]
             if abs(v - post[t, a]) > change:
                 change = abs(v - post[t, a])
             post[t, a] = v
