@@ -12,6 +12,7 @@ from crowdagg.io.read import read_task_labels
 from crowdagg.methods.api import REGISTRY, aggregate, get_method
 from crowdagg.methods.registry import METHODS as DECLARED
 from crowdagg.simulate import simulate
+from tests.realdata import accuracy_on
 from tests.tiers import quick_case
 
 METHODS = list(REGISTRY)
@@ -498,15 +499,6 @@ MV_REFERENCE = {
     "face": 0.637, "music": 0.704, "labelme": 0.766, "sentiment": 0.886, "cf": 0.882,
     "cf_amt": 0.853, "sp_amt": 0.943,
 }
-
-
-def accuracy_on(datasets_dir, name, method, **params):
-    data = load_annotations(datasets_dir / name / "labels.csv", duplicates="last")
-    truth = read_task_labels(datasets_dir / name / "truth.csv")
-    res = aggregate(data, method, **params)
-    pred = dict(zip(data.task_names.tolist(), res.label_names().tolist()))
-    scored = [t for t in truth if t in pred]
-    return float(np.mean([pred[t] == truth[t] for t in scored]))
 
 
 @pytest.mark.parametrize("name", quick_case(DS_REFERENCE, "bluebird", "ds"))

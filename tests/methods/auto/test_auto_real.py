@@ -3,13 +3,10 @@ bar), and a mean over the 14 sets of at least .840 -- figures of `benchmarks/ben
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pytest
 
-from crowdagg import aggregate, load_annotations
-from crowdagg.io.read import read_task_labels
+from tests.realdata import accuracy_on
 from tests.tiers import quick_case
 
 #: (auto's accuracy at seed 0, ds's accuracy): benchmarks/results/auto.json, "seed=0".
@@ -21,20 +18,9 @@ FIGURES = {
 }
 
 
-def accuracy_on(datasets_dir, name: str) -> float:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        data = load_annotations(datasets_dir / name / "labels.csv", duplicates="last")
-        res = aggregate(data, "auto", seed=0)
-    truth = read_task_labels(datasets_dir / name / "truth.csv")
-    pred = dict(zip(data.task_names.tolist(), res.label_names().tolist()))
-    scored = [t for t in truth if t in pred]
-    return float(np.mean([pred[t] == truth[t] for t in scored]))
-
-
 @pytest.mark.parametrize("name", quick_case(sorted(FIGURES), "bluebird", "auto"))
 def test_real_data_accuracy(datasets_dir, name):
-    acc = accuracy_on(datasets_dir, name)
+    acc = accuracy_on(datasets_dir, name, "auto", seed=0)
     want, ds = FIGURES[name]
     assert acc == pytest.approx(want, abs=1e-4), acc  # the benchmark's figure, to the digit
     assert acc >= ds - 0.015, (name, acc, ds)  # never more than 1.5 points below ds

@@ -17,6 +17,7 @@ from crowdagg.errors import ResourceError, UsageError
 from crowdagg.methods.api import aggregate
 from crowdagg.methods.bayes.ebcc import EBCC, subtype_split
 from crowdagg.simulate import simulate
+from tests.realdata import accuracy_on
 from tests.tiers import quick_case
 
 
@@ -328,23 +329,9 @@ OURS = {"bluebird": 0.8611, "rte": 0.9313, "dog": 0.8401, "web": 0.7437, "trec":
 GAPS = ("web",)
 
 
-def accuracy_on(datasets_dir, name, **params) -> float:
-    from crowdagg import load_annotations
-    from crowdagg.io.read import read_task_labels
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        data = load_annotations(datasets_dir / name / "labels.csv", duplicates="last")
-        res = aggregate(data, "ebcc", **params)
-    truth = read_task_labels(datasets_dir / name / "truth.csv")
-    pred = dict(zip(data.task_names.tolist(), res.label_names().tolist()))
-    scored = [t for t in truth if t in pred]
-    return float(np.mean([pred[t] == truth[t] for t in scored]))
-
-
 @pytest.mark.parametrize("name", quick_case(sorted(OURS), "bluebird", "ebcc"))
 def test_real_data_accuracy(datasets_dir, name):
-    acc = accuracy_on(datasets_dir, name)
+    acc = accuracy_on(datasets_dir, name, "ebcc")
     assert acc == pytest.approx(OURS[name], abs=1e-4), acc  # the defaults' measured figure, to the digit
     if name in PUBLISHED and name not in GAPS:
         assert acc >= PUBLISHED[name] - 0.01, (name, acc, PUBLISHED[name])

@@ -13,10 +13,10 @@ from scipy.stats import spearmanr
 from crowdagg import load_annotations
 from crowdagg.data.annotations import AnnotationSet
 from crowdagg.errors import CrowdaggWarning
-from crowdagg.io.read import read_task_labels
 from crowdagg.kernels.entropy import _group_fg, _solve_groups
 from crowdagg.methods.api import aggregate
 from crowdagg.methods.entropy.minimax import flatness, regularisers
+from tests.realdata import fit_real
 from tests.tiers import quick_case
 
 
@@ -182,13 +182,7 @@ MEASURED = {"bluebird": .9167, "web": .8888}
 
 @pytest.mark.parametrize("name", quick_case(sorted(PUBLISHED), "web", "minimax"))
 def test_the_published_accuracy_on_real_data(datasets_dir, name):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        data = load_annotations(datasets_dir / name / "labels.csv", duplicates="last")
-    truth = read_task_labels(datasets_dir / name / "truth.csv")
-    res = quiet(data, "minimax")
-    pred = dict(zip(data.task_names.tolist(), res.label_names().tolist()))
-    acc = float(np.mean([pred[t] == y for t, y in truth.items() if t in pred]))
+    acc, res = fit_real(datasets_dir, name, "minimax")
     assert acc == pytest.approx(MEASURED[name], abs=6e-5)
     assert abs(acc - PUBLISHED[name]) <= 0.01
     assert res.converged

@@ -8,13 +8,12 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from crowdagg import load_annotations
 from crowdagg.data.annotations import AnnotationSet
 from crowdagg.engine import LocalEngine
 from crowdagg.errors import ConvergenceWarning, CrowdaggWarning, DataError, UsageError
-from crowdagg.io.read import read_task_labels
 from crowdagg.methods.api import aggregate
 from crowdagg.methods.votes.bwa import prior_rate, worker_precision
+from tests.realdata import fit_real
 from tests.tiers import quick_case
 
 
@@ -194,13 +193,7 @@ MEASURED = {"bluebird": .7593, "rte": .9275, "dog": .8315, "web": .8225, "trec":
 
 @pytest.mark.parametrize("name", quick_case(sorted(PUBLISHED), "cf_amt", "bwa"))
 def test_the_authors_accuracy_on_real_data(datasets_dir, name):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        data = load_annotations(datasets_dir / name / "labels.csv", duplicates="last")
-    truth = read_task_labels(datasets_dir / name / "truth.csv")
-    res = quiet(data, "bwa")
-    pred = dict(zip(data.task_names.tolist(), res.label_names().tolist()))
-    acc = float(np.mean([pred[t] == y for t, y in truth.items() if t in pred]))
+    acc, res = fit_real(datasets_dir, name, "bwa")
     assert acc == pytest.approx(MEASURED[name], abs=6e-5)
     assert abs(acc - PUBLISHED[name]) <= 0.01
     assert res.converged
