@@ -151,6 +151,15 @@ def held_out_folds(data: AnnotationSet, folds: int, held_out: float, seed: int) 
     return fold
 
 
+def _why_none_hidden(data: AnnotationSet, held_out: float) -> str:
+    """Why the folds hid no answer, for the warning: each task's kept answer (a worker's answers to a task share
+    their draws, so a task answered by one worker keeps them all) or draws that fell outside every fold."""
+    pairs = np.unique(data.task * np.int64(max(data.n_workers, 1)) + data.worker)
+    if not pairs.size or np.bincount(pairs // max(data.n_workers, 1)).max() <= 1:
+        return "every task has answers from one worker only, kept in every fold"
+    return f"the draws fell outside every fold: raise {param('held_out')} from {held_out:g}"
+
+
 # --------------------------------------------------------------------------- the scoring model
 def scoring_confusion(data: AnnotationSet, post: np.ndarray, prior: Sequence[float],
                       engine: Any = None) -> np.ndarray:
@@ -306,7 +315,7 @@ class Auto(Aggregator):
     """The candidates pooled by how well each predicts held-out answers (see the module docstring)."""
 
     name = "auto"
-    memory_advice = "name fewer candidates, or fewer folds"
+    memory_advice = "name fewer candidates (the largest first), fewer folds, or fewer threads"
 
     def check_params(self) -> dict[str, Any]:
         checked = super().check_params()
@@ -324,14 +333,24 @@ class Auto(Aggregator):
         return checked
 
     def memory_needed(self, data: AnnotationSet) -> tuple[float, str]:
+        from ..registry import get
+
         checked = self.check_params()
-        c = len(checked["candidates"])
+        candidates = checked["candidates"]
+        c = len(candidates)
         kept = c * (1 + (checked["folds"] if checked["temperature"] == "held-out" else 0))  # posteriors held at once
         post = 8.0 * data.n_tasks * data.n_classes
         conf = 8.0 * data.n_workers * data.n_classes**2
         need = kept * post + 4 * post + 2 * conf + 8.0 * c * data.n_answers
-        return need, (f"{kept} candidate posteriors of {data.n_tasks:,} tasks × {data.n_classes:,} classes and "
-                      f"{data.n_answers:,} answers × {c} candidates' held-out scores")
+        # The candidates' own fits, as many at once as run_jobs runs: each is bounded by max_memory alone, so
+        # without them here a candidate that needs more than auto's share would be refused minutes into the run.
+        fits = {name: get(name).load()().memory_needed(data) for name in candidates}
+        biggest = max(candidates, key=lambda name: fits[name][0])
+        at_once = max(1, min(threads.count(), c * (checked["folds"] + 1)))
+        need += at_once * fits[biggest][0]
+        return need, (f"{kept} candidate posteriors of {data.n_tasks:,} tasks × {data.n_classes:,} classes, "
+                      f"{data.n_answers:,} answers × {c} candidates' held-out scores, and {at_once} fit(s) at once "
+                      f"of {biggest}, the largest candidate: {fits[biggest][1]}")
 
     def _fit(self, data: AnnotationSet, checked: FitContext, callback: Any) -> AggregationResult:
         candidates: tuple[str, ...] = checked["candidates"]
@@ -351,8 +370,8 @@ class Auto(Aggregator):
             with np.errstate(divide="ignore"):
                 scores[live] = np.log(probs).mean(axis=0)
         if n_hidden == 0:
-            warn(CrowdaggWarning(f"auto: no answer could be hidden (every task has a single answer): the first "
-                                 f"candidate that ran, {alive[0]}, is the result"))
+            warn(CrowdaggWarning(f"auto: no answer could be hidden ({_why_none_hidden(data, checked['held_out'])}): "
+                                 f"the first candidate that ran, {alive[0]}, is the result"))
             weights[live[0]] = 1.0
         elif checked["pool"] == "choose":
             weights[live[int(np.argmax(scores[live]))]] = 1.0  # the first of equal scores: the listed order
@@ -456,10 +475,11 @@ class Auto(Aggregator):
                 runs[c] = (mine[:-1], mine[-1])
                 continue
             runs[c] = None
-            errors.append(error)
-            warn(CrowdaggWarning(f"auto: {c} is left out: {error}"))
+            errors.append((c, error))
         if not any(r is not None for r in runs.values()):
-            raise errors[0]
+            raise errors[0][1]  # alone: said once, as the error (a warning before it would say it twice)
+        for c, error in errors:
+            warn(CrowdaggWarning(f"auto: {c} is left out: {error}"))
         return runs, notes
 
     def _say(self, candidates: Sequence[str], scores: np.ndarray, weights: np.ndarray, tau: float,

@@ -1,0 +1,64 @@
+"""auto under a hostile user: the memory its candidates need refused up front, the warnings worded for what
+happened (why nothing was hidden; a lone refusing candidate said once), gold tasks out of the scores."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+from crowdagg.core import threads
+from crowdagg.data.annotations import AnnotationSet
+from crowdagg.errors import CrowdaggWarning, DataError, ResourceError
+from crowdagg.methods.api import aggregate
+from crowdagg.methods.registry import get
+from crowdagg.simulate import simulate
+
+
+def crowd(seed=0, **kw):
+    return simulate(**{"n_tasks": 200, "n_workers": 15, "n_classes": 3, "per_task": 4, "seed": seed, **kw})
+
+
+@pytest.mark.quick
+def test_the_largest_candidates_fits_are_in_the_memory_refused_up_front():
+    data = crowd().to_annotations()
+    auto = get("auto").load()(candidates=("mv", "ebcc"), folds=2)
+    ebcc, _ = get("ebcc").load()().memory_needed(data)
+    mv, _ = get("mv").load()().memory_needed(data)
+    assert ebcc > mv
+    with threads.use_threads(1):
+        one, what = auto.memory_needed(data)
+    with threads.use_threads(2):
+        two, _ = auto.memory_needed(data)
+    assert two - one == pytest.approx(ebcc)  # one more ebcc fit at once
+    assert "1 fit(s) at once of ebcc" in what
+    # a limit over auto's own tables but under ebcc's fit: refused before any fit, naming ebcc
+    with threads.use_threads(1), pytest.raises(ResourceError, match="of ebcc, the largest candidate"):
+        aggregate(data, "auto", candidates=("mv", "ebcc"), folds=2, max_memory=one - ebcc / 2)
+    with threads.use_threads(1):
+        res = aggregate(data, "auto", candidates=("mv", "ebcc"), folds=2, max_memory=one * 1.01)
+    assert res.model_params["weights"].sum() == pytest.approx(1.0)
+
+
+@pytest.mark.quick
+def test_nothing_hidden_says_why():
+    one_worker = AnnotationSet.from_names([f"t{i}" for i in range(8)] * 2, ["w"] * 16, ["a", "b"] * 8,
+                                          duplicates="keep")
+    with pytest.warns(CrowdaggWarning, match=r"no answer could be hidden \(every task has answers from one worker "
+                                             r"only, kept in every fold\): the first candidate that ran, mv"):
+        aggregate(one_worker, "auto", candidates=("mv", "ds"), folds=2)
+    # two answers a task, but a fold share so small that no draw falls in it
+    few = AnnotationSet.from_names(["t1", "t1", "t2", "t2"], ["w1", "w2", "w1", "w2"], ["a", "a", "b", "a"])
+    with pytest.warns(CrowdaggWarning, match=r"the draws fell outside every fold: raise held_out from 0.001"):
+        res = aggregate(few, "auto", candidates=("mv", "ds"), folds=2, held_out=0.001)
+    assert res.model_params["weights"].tolist() == [1.0, 0.0]
+
+
+@pytest.mark.quick
+def test_a_lone_refusing_candidate_is_its_error_said_once():
+    data = crowd(6).to_annotations()  # three classes: kos takes two
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        with pytest.raises(DataError, match="3 classes"):
+            aggregate(data, "auto", candidates=("kos",), folds=2)
+    assert not [w for w in said if "left out" in str(w.message)]
