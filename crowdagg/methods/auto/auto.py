@@ -20,7 +20,12 @@ distributions", doi:10.1214/17-BA1091, applied to hidden crowd answers):
    the user gives it, is passed to the candidates that take it, as to any
    method): ``C (folds + 1)`` fits, run in parallel over the
    ``--threads`` (each fit then on one thread; the results are the same
-   bits for any count, each fit being so).
+   bits for any count, each fit being so).  With gold, a gold task's
+   answers are never hidden and every candidate's fold posterior is
+   clamped on the gold tasks before it is scored: the result clamps those
+   tasks whichever candidate wins, so the scores compare the free tasks
+   alone (a candidate told the truth would otherwise out-score one that
+   takes no gold on the gold tasks' own answers).
 3. **Score through one model.**  A posterior ``q_c`` from fold ``f``
    predicts a hidden answer ``(t, w, l)`` as :math:`p_c = \sum_k q_c(t, k)
    \theta_w[k, l]`, where :math:`\theta_w` is one Dawid--Skene M-step on
@@ -356,6 +361,10 @@ class Auto(Aggregator):
         candidates: tuple[str, ...] = checked["candidates"]
         folds, seed, prior = checked["folds"], checked["seed"], checked["prior"]
         fold_of = held_out_folds(data, folds, checked["held_out"], seed)
+        if checked.clamp is not None:
+            # A gold task's answers are never scored: the result clamps the task whoever predicts it, and a
+            # candidate told its truth would otherwise out-score one that cannot take gold on those answers alone.
+            fold_of[checked.clamp[data.task] >= 0] = -1
         subsets = [data.without_answers(fold_of == f) for f in range(folds)]
         hidden = [np.flatnonzero(fold_of == f) for f in range(folds)]
         n_hidden = int(sum(h.size for h in hidden))
@@ -453,7 +462,9 @@ class Auto(Aggregator):
         def fold_job(name: str, f: int) -> Callable[[], Any]:
             def job() -> tuple[np.ndarray, np.ndarray | None]:
                 sub, h = subsets[f], hidden[f]
-                q = fit(name, sub).posteriors
+                # every candidate's gold tasks clamped alike (one that takes no gold included): the scoring model's
+                # workers then learn from the same truths, and the scores differ by the free tasks only
+                q = clamp_posteriors(fit(name, sub).posteriors.copy(), checked.clamp)
                 p = answer_probability(q, scoring_confusion(sub, q, prior), data.task[h], data.worker[h],
                                        data.label[h])
                 return p, (q if keep else None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
 import pytest
 
 from crowdagg.core import threads
@@ -62,3 +63,29 @@ def test_a_lone_refusing_candidate_is_its_error_said_once():
         with pytest.raises(DataError, match="3 classes"):
             aggregate(data, "auto", candidates=("kos",), folds=2)
     assert not [w for w in said if "left out" in str(w.message)]
+
+
+@pytest.mark.quick
+def test_gold_tasks_are_out_of_the_scores_and_every_candidate_is_clamped_alike():
+    from crowdagg.methods.auto.auto import answer_probability, held_out_folds, scoring_confusion
+    from crowdagg.methods.blocks import clamp_posteriors
+
+    sim = crowd(3)
+    data = sim.to_annotations()
+    n_gold = 120  # most tasks: a candidate told their truth would out-score mv on their answers alone
+    gold = {data.task_names[i]: data.classes[sim.truth[i]] for i in range(n_gold)}
+    res = aggregate(data, "auto", candidates=("mv", "ds"), folds=2, gold=gold)
+    # mv's score by hand: no gold task's answer hidden, mv's fold posteriors clamped on the gold tasks
+    clamp = np.full(data.n_tasks, -1)
+    clamp[:n_gold] = sim.truth[:n_gold]
+    fold = held_out_folds(data, 2, 0.1, seed=0)
+    fold[clamp[data.task] >= 0] = -1
+    logs = []
+    for f in range(2):
+        sub, h = data.without_answers(fold == f), np.flatnonzero(fold == f)
+        assert h.size and np.all(data.task[h] >= n_gold)
+        q = clamp_posteriors(aggregate(sub, "mv").posteriors.copy(), clamp)
+        conf = scoring_confusion(sub, q, (4.0, 1.0))
+        logs.append(np.log(answer_probability(q, conf, data.task[h], data.worker[h], data.label[h])))
+    assert res.model_params["scores"][0] == pytest.approx(np.concatenate(logs).mean(), abs=1e-12)
+    np.testing.assert_allclose(res.posteriors[np.arange(n_gold), sim.truth[:n_gold]], 1.0)
