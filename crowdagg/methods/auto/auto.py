@@ -102,7 +102,7 @@ import math
 import threading
 import warnings
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
@@ -282,9 +282,29 @@ class _Notes:
             self.by_job.setdefault(job, []).append(message if isinstance(message, Warning) else category(message))
 
 
-def run_jobs(jobs: Sequence[Callable[[], Any]], names: Sequence[Any], n_threads: int) -> tuple[list[Any], _Notes]:
+class _Stopped(BaseException):
+    """Raised by :func:`stopper`'s callback inside a fit still running once the run has failed or been interrupted
+    (a ``BaseException``, as ``KeyboardInterrupt``: no candidate's ``except Exception`` takes it for its own)."""
+
+
+def stopper(stop: threading.Event) -> Callable[[int, float], None]:
+    """A progress callback for the candidates' fits that ends a fit at its next iteration once ``stop`` is set."""
+
+    def halt(iteration: int, objective: float) -> None:
+        if stop.is_set():
+            raise _Stopped
+    return halt
+
+
+def run_jobs(jobs: Sequence[Callable[[], Any]], names: Sequence[Any], n_threads: int,
+             stop: threading.Event | None = None) -> tuple[list[Any], _Notes]:
     """Run ``jobs`` on up to ``n_threads`` threads (each job's own fit then on one), their warnings recorded by
-    ``names``; results in the jobs' order."""
+    ``names``; results in the jobs' order.
+
+    On a job's error or an interrupt (Ctrl-C reaches the main thread only), ``stop`` is set before the pool is
+    waited for: jobs whose fits take :func:`stopper`'s callback end at their next iteration, so the error is
+    said, or the interrupt obeyed, without waiting for every fit in flight to converge.
+    """
     notes = _Notes()
     results: list[Any] = [None] * len(jobs)
     used = max(1, min(n_threads, len(jobs)))
@@ -307,9 +327,15 @@ def run_jobs(jobs: Sequence[Callable[[], Any]], names: Sequence[Any], n_threads:
             with ThreadPoolExecutor(max_workers=used, thread_name_prefix="crowdagg-auto") as pool:
                 futures = [pool.submit(run, i) for i in range(len(jobs))]
                 try:
-                    for f in futures:
-                        f.result()  # the first failure is the fit's (a candidate's error, as it words it)
+                    # the first job to fail ends the wait (a wait in the jobs' order would sit out the fits before
+                    # it); its error, as the candidate words it, is the fit's
+                    wait(futures, return_when=FIRST_EXCEPTION)
+                    failed = [f for f in futures if f.done() and not f.cancelled() and f.exception() is not None]
+                    for f in failed + futures:
+                        f.result()
                 except BaseException:
+                    if stop is not None:
+                        stop.set()  # the fits in flight end at their next iteration
                     pool.shutdown(wait=True, cancel_futures=True)  # an error or Ctrl-C: no fit starts after it
                     raise
     return results, notes
@@ -442,12 +468,16 @@ class Auto(Aggregator):
         gold = None if self.gold is None else checked.clamp  # resolved once: the candidates do not warn again
         keep = checked["temperature"] == "held-out"
 
+        stop = threading.Event()
+        halt = stopper(stop)
+
         def fit(name: str, on: AnnotationSet) -> AggregationResult:
             spec = get(name)
             params: dict[str, Any] = {"seed": seed} if "seed" in spec.param_names else {}
             if gold is not None and spec.gold:
                 params["gold"] = gold
-            return spec.load()(**params).fit(on, max_memory=checked.max_memory)  # type: ignore[no-any-return]
+            return spec.load()(**params).fit(on, max_memory=checked.max_memory,  # type: ignore[no-any-return]
+                                             callback=halt)
 
         def refused(job: Callable[[], Any]) -> Callable[[], Any]:
             def run() -> Any:
@@ -476,7 +506,7 @@ class Auto(Aggregator):
         jobs = [refused(fold_job(c, f)) for c in candidates for f in range(folds)]
         jobs += [refused(full_job(c)) for c in candidates]
         names: list[Any] = [(c, f) for c in candidates for f in range(folds)] + [(c, None) for c in candidates]
-        out, notes = run_jobs(jobs, names, threads.count())
+        out, notes = run_jobs(jobs, names, threads.count(), stop)
         runs: dict[str, Any] = {}
         errors = []
         for i, c in enumerate(candidates):

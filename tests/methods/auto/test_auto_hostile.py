@@ -89,3 +89,51 @@ def test_gold_tasks_are_out_of_the_scores_and_every_candidate_is_clamped_alike()
         logs.append(np.log(answer_probability(q, conf, data.task[h], data.worker[h], data.label[h])))
     assert res.model_params["scores"][0] == pytest.approx(np.concatenate(logs).mean(), abs=1e-12)
     np.testing.assert_allclose(res.posteriors[np.arange(n_gold), sim.truth[:n_gold]], 1.0)
+
+
+@pytest.mark.quick
+def test_a_failing_job_stops_the_fits_in_flight_at_their_next_iteration():
+    import threading
+
+    from crowdagg.methods.auto.auto import run_jobs, stopper
+
+    stop, started, ended = threading.Event(), threading.Event(), []
+    halt = stopper(stop)
+
+    def long_fit():
+        started.set()
+        try:
+            for _ in range(20000):  # ~20 s of iterations, unless stopped
+                halt(0, 0.0)
+                threading.Event().wait(0.001)
+        except BaseException:
+            ended.append("stopped")
+            raise
+        ended.append("ran to the end")
+
+    def failing():
+        started.wait()
+        raise DataError("boom")
+
+    with pytest.raises(DataError, match="boom"):
+        run_jobs([long_fit, failing], ["a", "b"], 2, stop)
+    assert ended == ["stopped"] and stop.is_set()
+
+
+def test_ctrl_c_with_threads_ends_the_run_without_waiting_for_the_fits(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    sim = simulate(n_tasks=6000, n_workers=60, n_classes=3, per_task=5, seed=0)
+    sim.write(tmp_path)
+    env = {**__import__("os").environ, "CROWDAGG_THREADS": "2"}
+    proc = subprocess.Popen([sys.executable, "-m", "crowdagg", "aggregate", str(tmp_path / "labels.csv"), "-m", "auto",
+                             "-p", "candidates=ebcc,minimax", "-p", "folds=2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    time.sleep(3)  # into the fits (or earlier: the interrupt's answer is the same)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and out == b""
+    assert err.decode().strip().splitlines()[-1] == "Error: interrupted"
