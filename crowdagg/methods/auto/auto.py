@@ -132,6 +132,9 @@ def held_out_folds(data: AnnotationSet, folds: int, held_out: float, seed: int) 
     """
     from ...kernels.draws import GOLDEN, name_keys, seed_key, uniforms
 
+    declared = {p.name: p for p in Auto.spec().params}  # the method's own bounds: a caller's 0 or NaN is refused
+    folds, held_out, seed = (declared[name].check(value) for name, value in
+                             (("folds", folds), ("held_out", held_out), ("seed", seed)))
     if folds * held_out > 1.0 + 1e-12:
         raise UsageError(f"{param('folds')} × {param('held_out')} must be at most 1 (each answer hidden at most "
                          f"once), got {folds} × {held_out:g}")

@@ -137,3 +137,18 @@ def test_ctrl_c_with_threads_ends_the_run_without_waiting_for_the_fits(tmp_path)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130 and out == b""
     assert err.decode().strip().splitlines()[-1] == "Error: interrupted"
+
+
+@pytest.mark.quick
+@pytest.mark.parametrize(("folds", "held_out", "seed", "match"), [
+    (0, 0.1, 0, "folds must be an integer"), (2.5, 0.1, 0, "folds must be an integer"),
+    (2, 0.0, 0, "held_out must be a finite number"), (2, float("nan"), 0, "held_out must be a finite number"),
+    (2, -0.1, 0, "held_out must be a finite number"), (2, 0.1, -3, "seed must be an integer"),
+])
+def test_held_out_folds_refuses_what_auto_refuses(folds, held_out, seed, match):
+    from crowdagg.errors import UsageError
+    from crowdagg.methods.auto.auto import held_out_folds
+
+    data = crowd().to_annotations()  # (was: fold codes of -2**63, or -10 .. -1 for a negative share)
+    with pytest.raises(UsageError, match=match):
+        held_out_folds(data, folds, held_out, seed)
