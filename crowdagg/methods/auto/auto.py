@@ -91,7 +91,11 @@ candidate's score and weight, and what ``auto`` did, are said as :class:`~crowda
 the CLI's stderr, silenced by ``--quiet``); the candidates' own warnings
 on the fits on every answer are passed on for those that carry weight.
 Cost: ``folds + 1`` fits of every candidate plus ``C (folds + 1)`` passes
-over the answers for the scores.  No saved worker model
+over the answers for the scores; in memory, the posteriors kept, the
+hidden answers' scores, and the largest candidate's fit once per fit run
+at once (``--threads``), refused up front over ``max_memory``.  On an
+error or Ctrl-C the fits in flight end at their next iteration (their
+progress callback).  No saved worker model
 (``--save-workers``): the pool has no counts of its own that a warm start
 could add to every candidate's.
 """
