@@ -20,7 +20,12 @@ distributions", doi:10.1214/17-BA1091, applied to hidden crowd answers):
    the user gives it, is passed to the candidates that take it, as to any
    method): ``C (folds + 1)`` fits, run in parallel over the
    ``--threads`` (each fit then on one thread; the results are the same
-   bits for any count, each fit being so).
+   bits for any count, each fit being so).  With gold, a gold task's
+   answers are never hidden and every candidate's fold posterior is
+   clamped on the gold tasks before it is scored: the result clamps those
+   tasks whichever candidate wins, so the scores compare the free tasks
+   alone (a candidate told the truth would otherwise out-score one that
+   takes no gold on the gold tasks' own answers).
 3. **Score through one model.**  A posterior ``q_c`` from fold ``f``
    predicts a hidden answer ``(t, w, l)`` as :math:`p_c = \sum_k q_c(t, k)
    \theta_w[k, l]`, where :math:`\theta_w` is one Dawid--Skene M-step on
@@ -86,7 +91,11 @@ candidate's score and weight, and what ``auto`` did, are said as :class:`~crowda
 the CLI's stderr, silenced by ``--quiet``); the candidates' own warnings
 on the fits on every answer are passed on for those that carry weight.
 Cost: ``folds + 1`` fits of every candidate plus ``C (folds + 1)`` passes
-over the answers for the scores.  No saved worker model
+over the answers for the scores; in memory, the posteriors kept, the
+hidden answers' scores, and the largest candidate's fit once per fit run
+at once (``--threads``), refused up front over ``max_memory``.  On an
+error or Ctrl-C the fits in flight end at their next iteration (their
+progress callback).  No saved worker model
 (``--save-workers``): the pool has no counts of its own that a warm start
 could add to every candidate's.
 """
@@ -97,7 +106,7 @@ import math
 import threading
 import warnings
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
@@ -127,6 +136,9 @@ def held_out_folds(data: AnnotationSet, folds: int, held_out: float, seed: int) 
     """
     from ...kernels.draws import GOLDEN, name_keys, seed_key, uniforms
 
+    declared = {p.name: p for p in Auto.spec().params}  # the method's own bounds: a caller's 0 or NaN is refused
+    folds, held_out, seed = (declared[name].check(value) for name, value in
+                             (("folds", folds), ("held_out", held_out), ("seed", seed)))
     if folds * held_out > 1.0 + 1e-12:
         raise UsageError(f"{param('folds')} × {param('held_out')} must be at most 1 (each answer hidden at most "
                          f"once), got {folds} × {held_out:g}")
@@ -149,6 +161,15 @@ def held_out_folds(data: AnnotationSet, folds: int, held_out: float, seed: int) 
         lowest[answered] = np.minimum.reduceat(keep, ptr[answered])
         fold[keep == lowest[data.task]] = -1
     return fold
+
+
+def _why_none_hidden(data: AnnotationSet, held_out: float) -> str:
+    """Why the folds hid no answer, for the warning: each task's kept answer (a worker's answers to a task share
+    their draws, so a task answered by one worker keeps them all) or draws that fell outside every fold."""
+    pairs = np.unique(data.task * np.int64(max(data.n_workers, 1)) + data.worker)
+    if not pairs.size or np.bincount(pairs // max(data.n_workers, 1)).max() <= 1:
+        return "every task has answers from one worker only, kept in every fold"
+    return f"the draws fell outside every fold: raise {param('held_out')} from {held_out:g}"
 
 
 # --------------------------------------------------------------------------- the scoring model
@@ -268,9 +289,29 @@ class _Notes:
             self.by_job.setdefault(job, []).append(message if isinstance(message, Warning) else category(message))
 
 
-def run_jobs(jobs: Sequence[Callable[[], Any]], names: Sequence[Any], n_threads: int) -> tuple[list[Any], _Notes]:
+class _Stopped(BaseException):
+    """Raised by :func:`stopper`'s callback inside a fit still running once the run has failed or been interrupted
+    (a ``BaseException``, as ``KeyboardInterrupt``: no candidate's ``except Exception`` takes it for its own)."""
+
+
+def stopper(stop: threading.Event) -> Callable[[int, float], None]:
+    """A progress callback for the candidates' fits that ends a fit at its next iteration once ``stop`` is set."""
+
+    def halt(iteration: int, objective: float) -> None:
+        if stop.is_set():
+            raise _Stopped
+    return halt
+
+
+def run_jobs(jobs: Sequence[Callable[[], Any]], names: Sequence[Any], n_threads: int,
+             stop: threading.Event | None = None) -> tuple[list[Any], _Notes]:
     """Run ``jobs`` on up to ``n_threads`` threads (each job's own fit then on one), their warnings recorded by
-    ``names``; results in the jobs' order."""
+    ``names``; results in the jobs' order.
+
+    On a job's error or an interrupt (Ctrl-C reaches the main thread only), ``stop`` is set before the pool is
+    waited for: jobs whose fits take :func:`stopper`'s callback end at their next iteration, so the error is
+    said, or the interrupt obeyed, without waiting for every fit in flight to converge.
+    """
     notes = _Notes()
     results: list[Any] = [None] * len(jobs)
     used = max(1, min(n_threads, len(jobs)))
@@ -293,9 +334,15 @@ def run_jobs(jobs: Sequence[Callable[[], Any]], names: Sequence[Any], n_threads:
             with ThreadPoolExecutor(max_workers=used, thread_name_prefix="crowdagg-auto") as pool:
                 futures = [pool.submit(run, i) for i in range(len(jobs))]
                 try:
-                    for f in futures:
-                        f.result()  # the first failure is the fit's (a candidate's error, as it words it)
+                    # the first job to fail ends the wait (a wait in the jobs' order would sit out the fits before
+                    # it); its error, as the candidate words it, is the fit's
+                    wait(futures, return_when=FIRST_EXCEPTION)
+                    failed = [f for f in futures if f.done() and not f.cancelled() and f.exception() is not None]
+                    for f in failed + futures:
+                        f.result()
                 except BaseException:
+                    if stop is not None:
+                        stop.set()  # the fits in flight end at their next iteration
                     pool.shutdown(wait=True, cancel_futures=True)  # an error or Ctrl-C: no fit starts after it
                     raise
     return results, notes
@@ -306,7 +353,7 @@ class Auto(Aggregator):
     """The candidates pooled by how well each predicts held-out answers (see the module docstring)."""
 
     name = "auto"
-    memory_advice = "name fewer candidates, or fewer folds"
+    memory_advice = "name fewer candidates (the largest first), fewer folds, or fewer threads"
 
     def check_params(self) -> dict[str, Any]:
         checked = super().check_params()
@@ -324,19 +371,33 @@ class Auto(Aggregator):
         return checked
 
     def memory_needed(self, data: AnnotationSet) -> tuple[float, str]:
+        from ..registry import get
+
         checked = self.check_params()
-        c = len(checked["candidates"])
+        candidates = checked["candidates"]
+        c = len(candidates)
         kept = c * (1 + (checked["folds"] if checked["temperature"] == "held-out" else 0))  # posteriors held at once
         post = 8.0 * data.n_tasks * data.n_classes
         conf = 8.0 * data.n_workers * data.n_classes**2
         need = kept * post + 4 * post + 2 * conf + 8.0 * c * data.n_answers
-        return need, (f"{kept} candidate posteriors of {data.n_tasks:,} tasks × {data.n_classes:,} classes and "
-                      f"{data.n_answers:,} answers × {c} candidates' held-out scores")
+        # The candidates' own fits, as many at once as run_jobs runs: each is bounded by max_memory alone, so
+        # without them here a candidate that needs more than auto's share would be refused minutes into the run.
+        fits = {name: get(name).load()().memory_needed(data) for name in candidates}
+        biggest = max(candidates, key=lambda name: fits[name][0])
+        at_once = max(1, min(threads.count(), c * (checked["folds"] + 1)))
+        need += at_once * fits[biggest][0]
+        return need, (f"{kept} candidate posteriors of {data.n_tasks:,} tasks × {data.n_classes:,} classes, "
+                      f"{data.n_answers:,} answers × {c} candidates' held-out scores, and {at_once} fit(s) at once "
+                      f"of {biggest}, the largest candidate: {fits[biggest][1]}")
 
     def _fit(self, data: AnnotationSet, checked: FitContext, callback: Any) -> AggregationResult:
         candidates: tuple[str, ...] = checked["candidates"]
         folds, seed, prior = checked["folds"], checked["seed"], checked["prior"]
         fold_of = held_out_folds(data, folds, checked["held_out"], seed)
+        if checked.clamp is not None:
+            # A gold task's answers are never scored: the result clamps the task whoever predicts it, and a
+            # candidate told its truth would otherwise out-score one that cannot take gold on those answers alone.
+            fold_of[checked.clamp[data.task] >= 0] = -1
         subsets = [data.without_answers(fold_of == f) for f in range(folds)]
         hidden = [np.flatnonzero(fold_of == f) for f in range(folds)]
         n_hidden = int(sum(h.size for h in hidden))
@@ -351,8 +412,8 @@ class Auto(Aggregator):
             with np.errstate(divide="ignore"):
                 scores[live] = np.log(probs).mean(axis=0)
         if n_hidden == 0:
-            warn(CrowdaggWarning(f"auto: no answer could be hidden (every task has a single answer): the first "
-                                 f"candidate that ran, {alive[0]}, is the result"))
+            warn(CrowdaggWarning(f"auto: no answer could be hidden ({_why_none_hidden(data, checked['held_out'])}): "
+                                 f"the first candidate that ran, {alive[0]}, is the result"))
             weights[live[0]] = 1.0
         elif checked["pool"] == "choose":
             weights[live[int(np.argmax(scores[live]))]] = 1.0  # the first of equal scores: the listed order
@@ -414,12 +475,16 @@ class Auto(Aggregator):
         gold = None if self.gold is None else checked.clamp  # resolved once: the candidates do not warn again
         keep = checked["temperature"] == "held-out"
 
+        stop = threading.Event()
+        halt = stopper(stop)
+
         def fit(name: str, on: AnnotationSet) -> AggregationResult:
             spec = get(name)
             params: dict[str, Any] = {"seed": seed} if "seed" in spec.param_names else {}
             if gold is not None and spec.gold:
                 params["gold"] = gold
-            return spec.load()(**params).fit(on, max_memory=checked.max_memory)  # type: ignore[no-any-return]
+            return spec.load()(**params).fit(on, max_memory=checked.max_memory,  # type: ignore[no-any-return]
+                                             callback=halt)
 
         def refused(job: Callable[[], Any]) -> Callable[[], Any]:
             def run() -> Any:
@@ -434,7 +499,9 @@ class Auto(Aggregator):
         def fold_job(name: str, f: int) -> Callable[[], Any]:
             def job() -> tuple[np.ndarray, np.ndarray | None]:
                 sub, h = subsets[f], hidden[f]
-                q = fit(name, sub).posteriors
+                # every candidate's gold tasks clamped alike (one that takes no gold included): the scoring model's
+                # workers then learn from the same truths, and the scores differ by the free tasks only
+                q = clamp_posteriors(fit(name, sub).posteriors.copy(), checked.clamp)
                 p = answer_probability(q, scoring_confusion(sub, q, prior), data.task[h], data.worker[h],
                                        data.label[h])
                 return p, (q if keep else None)
@@ -446,7 +513,7 @@ class Auto(Aggregator):
         jobs = [refused(fold_job(c, f)) for c in candidates for f in range(folds)]
         jobs += [refused(full_job(c)) for c in candidates]
         names: list[Any] = [(c, f) for c in candidates for f in range(folds)] + [(c, None) for c in candidates]
-        out, notes = run_jobs(jobs, names, threads.count())
+        out, notes = run_jobs(jobs, names, threads.count(), stop)
         runs: dict[str, Any] = {}
         errors = []
         for i, c in enumerate(candidates):
@@ -456,10 +523,11 @@ class Auto(Aggregator):
                 runs[c] = (mine[:-1], mine[-1])
                 continue
             runs[c] = None
-            errors.append(error)
-            warn(CrowdaggWarning(f"auto: {c} is left out: {error}"))
+            errors.append((c, error))
         if not any(r is not None for r in runs.values()):
-            raise errors[0]
+            raise errors[0][1]  # alone: said once, as the error (a warning before it would say it twice)
+        for c, error in errors:
+            warn(CrowdaggWarning(f"auto: {c} is left out: {error}"))
         return runs, notes
 
     def _say(self, candidates: Sequence[str], scores: np.ndarray, weights: np.ndarray, tau: float,
