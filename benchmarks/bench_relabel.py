@@ -56,6 +56,18 @@ DEFAULT = ("bluebird", "cf", "cf_amt", "dog", "face", "labelme", "music", "rte",
            "web", "zencrowd")
 WITH_FEATURES = ("music", "labelme")
 POLICIES = ("eig", "uncertainty", "random", "activelab", "activelab_lr")
+#: The policies of the main table, and their column names.
+SHOWN = {"eig": "eig", "uncertainty": "unc.", "random": "random", "activelab": "activelab"}
+
+
+def cleanlab_missing() -> str:
+    """Why ActiveLab and CROWDLAB are left out ('' when cleanlab and scikit-learn import): the `bench` extra's."""
+    try:
+        import cleanlab  # noqa: F401
+        import sklearn  # noqa: F401
+    except ImportError as e:
+        return f"ActiveLab and CROWDLAB left out: {e.name or 'cleanlab'} is not installed (pip install -e '.[bench]')"
+    return ""
 #: Where the table reads the curves: answers added per task.
 MARKS = (0.5, 1.0, 2.0)
 
@@ -240,8 +252,6 @@ def at(curve: dict[str, Any], answers: float) -> float | None:
 # --------------------------------------------------------------------------- the lowest-quality decile
 def deciles(replay: Replay) -> dict[str, Any]:
     """Accuracy of the tenth of the tasks each quality score ranks lowest (all answers), and its share of errors."""
-    from cleanlab.multiannotator import get_label_quality_multiannotator
-
     d = replay.data
     result = fit_ds(d)
     tie = np.random.default_rng(5).permutation(d.n_tasks)
@@ -260,6 +270,10 @@ def deciles(replay: Replay) -> dict[str, Any]:
 
     out = {"ds_confidence": low(result.confidence, result.labels),
            "ds_eig": low(-relabel_plan(result).score, result.labels)}
+    if cleanlab_missing():
+        return out
+    from cleanlab.multiannotator import get_label_quality_multiannotator
+
     probs = {"crowdlab": clean_probs(result.posteriors)}
     if replay.features is not None:
         probs["crowdlab_lr"] = oof_probs(replay.features, result.labels, d.n_classes)
@@ -281,16 +295,16 @@ def mean_curve(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def print_tables(results: dict[str, Any]) -> None:
     print("\nAccuracy (ds) after adding answers, by policy (mean over seeds); `start` is one answer per task, "
           "`all` every answer\n")
-    head = "| dataset | start | " + " | ".join(
-        f"+{m:g}/task {p}" for m in MARKS for p in ("eig", "unc.", "random", "activelab")) + " | all |"
+    shown = [p for p in SHOWN if all(p in r["curves"] for r in results.values())]
+    head = "| dataset | start | " + " | ".join(f"+{m:g}/task {SHOWN[p]}" for m in MARKS for p in shown) + " | all |"
     print(head)
-    print("|---|---:|" + "---:|" * (4 * len(MARKS) + 1))
+    print("|---|---:|" + "---:|" * (len(shown) * len(MARKS) + 1))
     means: dict[str, list[float]] = {}
     for name, r in results.items():
         cells = [f"{r['curves']['random']['accuracy'][0]:.3f}"]
         n = r["n_tasks"]
         for m in MARKS:
-            for p in ("eig", "uncertainty", "random", "activelab"):
+            for p in shown:
                 v = at(r["curves"][p], m * n)
                 cells.append("" if v is None else f"{v:.3f}")
                 if v is not None:
@@ -298,7 +312,7 @@ def print_tables(results: dict[str, Any]) -> None:
         print(f"| {name} | " + " | ".join(cells) + f" | {r['all_answers']:.3f} |")
     print("\nMean over the datasets reaching each mark:")
     for m in MARKS:
-        parts = [f"{p} {np.mean(means[f'{m}:{p}']):.4f}" for p in ("eig", "uncertainty", "random", "activelab")
+        parts = [f"{p} {np.mean(means[f'{m}:{p}']):.4f}" for p in shown
                  if f"{m}:{p}" in means]
         print(f"  +{m:g} answers/task ({len(means.get(f'{m}:eig', []))} sets): " + ", ".join(parts))
     lr = {n: r for n, r in results.items() if "activelab_lr" in r["curves"]}
@@ -367,7 +381,7 @@ def plot(results: dict[str, Any], figures: Path) -> None:
     # each policy's accuracy minus random's, averaged over the datasets, on a common per-task axis
     fig, ax = plt.subplots(figsize=(6, 4))
     grid = np.linspace(0, max(MARKS), 41)
-    for p in ("eig", "uncertainty", "activelab"):
+    for p in [p for p in ("eig", "uncertainty", "activelab") if all(p in r["curves"] for r in results.values())]:
         diffs = []
         for r in results.values():
             n = r["n_tasks"]
@@ -418,6 +432,9 @@ def main(argv: list[str] | None = None) -> None:
         args.json.write_text(json.dumps(stored, indent=1))
         print_tables(stored["datasets"])
         return
+    missing = cleanlab_missing()
+    if missing:
+        print(missing, file=sys.stderr)
     results: dict[str, Any] = {}
     done: dict[str, Any] = {}
     if args.resume and args.json.exists():  # the datasets an interrupted run of the same protocol finished
@@ -430,7 +447,8 @@ def main(argv: list[str] | None = None) -> None:
             continue
         t0 = time.perf_counter()
         replay = Replay(name)
-        policies = [p for p in POLICIES if p != "activelab_lr" or replay.features is not None]
+        policies = [p for p in POLICIES if (p != "activelab_lr" or replay.features is not None)
+                    and not (p.startswith("activelab") and missing)]
         curves, seconds = {}, {}
         for p in policies:
             runs = [run_policy(replay, p, seed, args.per_task) for seed in range(args.seeds)]
