@@ -298,13 +298,10 @@ def test_cli_proba_and_workers(tmp_path):
 def test_dask_engine_gives_the_local_bytes(tmp_path):
     distributed = pytest.importorskip("distributed")
 
-    data = simulate(n_tasks=2000, n_workers=12, n_classes=3, per_task=4, seed=5).to_annotations()
+    simulate(n_tasks=2000, n_workers=12, n_classes=3, per_task=4, seed=5).write(tmp_path)
     path = tmp_path / "labels.csv"
-    pd.DataFrame({"task": np.asarray(data.tasks, dtype=object)[data.task],
-                  "worker": np.asarray(data.workers, dtype=object)[data.worker],
-                  "label": np.asarray(data.classes, dtype=object)[data.label]}).to_csv(path, index=False)
-    # the default restarts (5): each splits the same start by task names, so they run on Dask too (an explicit
-    # n_init other than 1 is refused there by the API's check for EM's restarts, which blend per-task noise)
+    # the default restarts (5): each splits the same start by task names, so they run on Dask too (ebcc declares
+    # its own n_init; only EM's restarts, which blend per-task noise on the client, are refused there)
     local = aggregate(str(path), "ebcc", subtypes=3, max_iter=20)
     with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
                                   dashboard_address=None) as cluster, distributed.Client(cluster) as client:

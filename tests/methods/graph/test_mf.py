@@ -197,13 +197,8 @@ def test_one_worker_and_one_class_give_finite_results():
 # --------------------------------------------------------------------------- engines
 def test_dask_engine_gives_the_local_bytes(tmp_path):
     distributed = pytest.importorskip("distributed")
-    import pandas as pd
-
-    data = simulate(n_tasks=3000, n_workers=15, n_classes=3, per_task=4, seed=5).to_annotations()
+    simulate(n_tasks=3000, n_workers=15, n_classes=3, per_task=4, seed=5).write(tmp_path)
     path = tmp_path / "labels.csv"
-    pd.DataFrame({"task": np.asarray(data.tasks, dtype=object)[data.task],
-                  "worker": np.asarray(data.workers, dtype=object)[data.worker],
-                  "label": np.asarray(data.classes, dtype=object)[data.label]}).to_csv(path, index=False)
     local = aggregate(str(path), "mf", max_iter=20)
     with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
                                   dashboard_address=None) as cluster, distributed.Client(cluster) as client:
