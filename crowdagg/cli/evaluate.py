@@ -122,14 +122,14 @@ def _evaluate(pred: Any, true: dict[str, str], truth_path: str, *, asked: bool) 
         return evaluate_labels(pred.labels, true, pred.classes, posteriors=frame)
     if pred.confidence is not None:
         ev = evaluate_labels(pred.labels, true, confidence=pd.Series(pred.confidence, index=tasks))
-        err(f"note: {pred.display} has no p_<class> columns: ECE and the reliability table are of its confidence "
+        err(f"Note: {pred.display} has no p_<class> columns: ECE and the reliability table are of its confidence "
             "column; the Brier score needs every class's probability (aggregate --proba)")
         return ev
     if asked:
         raise DataError(f"{pred.display} has neither p_<class> columns nor a confidence column: --reliability and "
                         "--plot need the output of aggregate (--proba for the Brier score)")
     ev = evaluate_labels(pred.labels, true)  # (its errors first: one line)
-    err(f"note: {pred.display} has neither p_<class> columns nor a confidence column: calibration (ECE, Brier "
+    err(f"Note: {pred.display} has neither p_<class> columns nor a confidence column: calibration (ECE, Brier "
         "score, reliability) needs the output of aggregate --proba")
     return ev
 

@@ -348,7 +348,7 @@ def scan_spammers(data: AnnotationSet, engine: Any, result: Optional[Aggregation
                 stop()
         flags = spammer_flags(data, result, scan, chance=chance)
     if scan is not None and scan.over_budget:
-        err(f"note: spammer detector {scan.why}: skipped, every worker with it (--detector always runs it; "
+        err(f"Note: spammer detector {scan.why}: skipped, every worker with it (--detector always runs it; "
             f"--detector never leaves it out without this note)")
     elif scan is not None:
         err(f"spammer detector: {int(scan.flagged.sum()):,} of {n:,} workers flagged as spammers, "

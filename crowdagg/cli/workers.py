@@ -201,7 +201,7 @@ def _say_no_confusion(method: str, plot: bool) -> None:
 
     having = ", ".join(n for n in METHODS if getattr(get_method(n), "worker_param_names", ()) is None)
     figure = f"; --plot draws no {FIGURES['--plot confusions']}" if plot else ""
-    err(f"note: method {method!r} estimates no confusion matrices: {CONFUSION_COLUMNS} are left empty{figure} "
+    err(f"Note: method {method!r} estimates no confusion matrices: {CONFUSION_COLUMNS} are left empty{figure} "
         f"(methods that estimate them: {having})")
 
 

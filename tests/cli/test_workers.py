@@ -124,7 +124,7 @@ def test_format_json_writes_missing_cells_as_null(runner, bluebird):
     assert all(r["accuracy"] is None and r["capacity"] is None and r["worst_class"] == "" for r in rows)
     assert all(isinstance(r["agreement"], float) for r in rows)
     assert all(r["spammer"] in (True, False, None) for r in rows)
-    assert "note: method 'glad' estimates no confusion matrices" in result.stderr
+    assert "Note: method 'glad' estimates no confusion matrices" in result.stderr
     assert "methods that estimate them: mv, wmv, wawa, ds" in result.stderr
 
 
@@ -422,7 +422,7 @@ def test_many_classes_over_the_budget_skip_the_detector_saying_how_to_force_it(r
     monkeypatch.setattr(spammers, "MAX_FIT_COST", 1e7)  # the pipeline reads it at call time
     skipped = invoke(runner, "workers", many_classes)
     ok(skipped)
-    assert re.search(r"note: spammer detector not run: its fit of 8 workers × 12 classes over 28 co-labelled pairs "
+    assert re.search(r"Note: spammer detector not run: its fit of 8 workers × 12 classes over 28 co-labelled pairs "
                      r"costs up to 4\.9e\+07 multiply-adds .*over the budget of 1e\+07: skipped, every worker with it "
                      r"\(--detector always runs it; --detector never leaves it out without this note\)", skipped.stderr)
     assert "Warning: spammer detection skipped" not in skipped.stderr and not SCAN_LINE.search(skipped.stderr)
