@@ -14,6 +14,17 @@ import math
 import numpy as np
 
 
+def dirichlet_kl_one(beta: np.ndarray, alpha: np.ndarray) -> float:
+    """KL(Dir(beta) || Dir(alpha)) of one Dirichlet, written out term by term (the variational methods' reference)."""
+    from scipy.special import digamma, gammaln
+
+    b0, a0 = beta.sum(), alpha.sum()
+    out = gammaln(b0) - gammaln(a0)
+    for b, a in zip(beta, alpha, strict=True):
+        out += gammaln(a) - gammaln(b) + (b - a) * (digamma(b) - digamma(b0))
+    return float(out)
+
+
 def soft_mv(task, label, n_tasks, n_classes):
     votes = np.zeros((n_tasks, n_classes))
     for t, y in zip(task, label):

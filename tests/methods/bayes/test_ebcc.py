@@ -10,7 +10,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
-from scipy.special import digamma, gammaln
+from scipy.special import digamma
 
 from crowdagg.data.annotations import AnnotationSet
 from crowdagg.errors import ResourceError, UsageError
@@ -18,19 +18,11 @@ from crowdagg.methods.api import aggregate
 from crowdagg.methods.bayes.ebcc import EBCC, subtype_split
 from crowdagg.simulate import simulate
 from tests.realdata import accuracy_on
+from tests.reference import dirichlet_kl_one
 from tests.tiers import quick_case
 
 
 # --------------------------------------------------------------------------- the reference
-def _kl(beta: np.ndarray, alpha: np.ndarray) -> float:
-    """KL(Dir(beta) || Dir(alpha)) of one Dirichlet, term by term."""
-    b0, a0 = beta.sum(), alpha.sum()
-    out = gammaln(b0) - gammaln(a0)
-    for b, a in zip(beta, alpha, strict=True):
-        out += gammaln(a) - gammaln(b) + (b - a) * (digamma(b) - digamma(b0))
-    return float(out)
-
-
 def reference_ebcc(data, split: np.ndarray, n_iter: int, a_pi=0.1, prior=(4.0, 1.0), alpha=1.0):
     """EBCC's mean-field updates answer by answer from the subtype split ``split`` (n_tasks, K, M): the class
     posteriors and the ELBO after each of ``n_iter + 1`` M/E rounds (the first is the fit's start)."""
@@ -50,9 +42,9 @@ def reference_ebcc(data, split: np.ndarray, n_iter: int, a_pi=0.1, prior=(4.0, 1
                 mu[u, :, :, y] += q[t]
         eta = a_pi / m + q.sum(axis=0)
         nu = alpha + q.sum(axis=(0, 2))
-        kl = _kl(nu, np.broadcast_to(alpha, (k,)))
-        kl += sum(_kl(eta[c], np.full(m, a_pi / m)) for c in range(k))
-        kl += sum(_kl(mu[u, c, g], beta[c]) for u in range(w) for c in range(k) for g in range(m))
+        kl = dirichlet_kl_one(nu, np.broadcast_to(alpha, (k,)))
+        kl += sum(dirichlet_kl_one(eta[c], np.full(m, a_pi / m)) for c in range(k))
+        kl += sum(dirichlet_kl_one(mu[u, c, g], beta[c]) for u in range(w) for c in range(k) for g in range(m))
         e_tau = digamma(nu) - digamma(nu.sum())
         e_pi = digamma(eta) - digamma(eta.sum(axis=1, keepdims=True))
         e_v = digamma(mu) - digamma(mu.sum(axis=3, keepdims=True))
@@ -341,12 +333,12 @@ def test_dirichlet_kl_counts_a_shared_prior_row_once_per_row_and_takes_given_exp
     mu = rng.random((4, 3, 2, 3)) * 3 + 0.5  # [worker, true, subtype, observed]
     beta = np.full((3, 3), 1.0)
     np.fill_diagonal(beta, 4.0)
-    by_row = sum(_kl(mu[w, k, m], beta[k]) for w in range(4) for k in range(3) for m in range(2))
+    by_row = sum(dirichlet_kl_one(mu[w, k, m], beta[k]) for w in range(4) for k in range(3) for m in range(2))
     assert dirichlet_kl(mu, beta[None, :, None, :], 3) == pytest.approx(by_row, rel=1e-13)
     assert dirichlet_kl(mu, beta[None, :, None, :], 3, expected=expected_log(mu, 3)) == pytest.approx(by_row,
                                                                                                        rel=1e-13)
     eta = rng.random((3, 5)) + 0.1  # a scalar prior along the rows: Dir(0.02, ..., 0.02)
-    assert dirichlet_kl(eta, np.asarray(0.02), 1) == pytest.approx(sum(_kl(r, np.full(5, 0.02)) for r in eta),
+    assert dirichlet_kl(eta, np.asarray(0.02), 1) == pytest.approx(sum(dirichlet_kl_one(r, np.full(5, 0.02)) for r in eta),
                                                                    rel=1e-13)
 
 

@@ -8,7 +8,7 @@ import warnings
 
 import numpy as np
 import pytest
-from scipy.special import digamma, gammaln
+from scipy.special import digamma
 
 from crowdagg.core.threads import use_threads
 from crowdagg.errors import UsageError
@@ -16,19 +16,11 @@ from crowdagg.methods.api import aggregate
 from crowdagg.methods.graph.mf import MeanField
 from crowdagg.methods.variational import dirichlet_kl, expected_log
 from crowdagg.simulate import simulate
+from tests.reference import dirichlet_kl_one
 from tests.tiers import quick_case
 
 
 # --------------------------------------------------------------------------- the reference
-def _kl(beta: np.ndarray, alpha: np.ndarray) -> float:
-    """KL(Dir(beta) || Dir(alpha)) of one Dirichlet, written out term by term."""
-    b0, a0 = beta.sum(), alpha.sum()
-    out = gammaln(b0) - gammaln(a0)
-    for b, a in zip(beta, alpha, strict=True):
-        out += gammaln(a) - gammaln(b) + (b - a) * (digamma(b) - digamma(b0))
-    return float(out)
-
-
 def reference_mf(data, model: str, prior=(2.0, 1.0), gamma0: float = 1.0, n_iter: int = 10, gold=None):
     """Mean-field VB answer by answer, loops over tasks, workers and classes: (posteriors, ELBO trace)."""
     k, w = data.n_classes, data.n_workers
@@ -54,12 +46,12 @@ def reference_mf(data, model: str, prior=(2.0, 1.0), gamma0: float = 1.0, n_iter
         gamma = gamma0 + q.sum(axis=0)
         e_pi = [digamma(gamma[c]) - digamma(gamma.sum()) for c in range(k)]
         e_theta = np.zeros((w, k, k))
-        kl = _kl(gamma, np.full(k, gamma0))
+        kl = dirichlet_kl_one(gamma, np.full(k, gamma0))
         if model == "one-coin":
             for u in range(w):
                 a = prior[0] + np.trace(counts[u])
                 b = prior[1] + counts[u].sum() - np.trace(counts[u])
-                kl += _kl(np.array([a, b]), np.array(prior))
+                kl += dirichlet_kl_one(np.array([a, b]), np.array(prior))
                 for c in range(k):
                     for y in range(k):
                         e_theta[u, c, y] = digamma(a) - digamma(a + b) if c == y else \
@@ -69,7 +61,7 @@ def reference_mf(data, model: str, prior=(2.0, 1.0), gamma0: float = 1.0, n_iter
                 for c in range(k):
                     alpha = np.array([prior[0] if y == c else prior[1] for y in range(k)])
                     beta = alpha + counts[u, c]
-                    kl += _kl(beta, alpha)
+                    kl += dirichlet_kl_one(beta, alpha)
                     for y in range(k):
                         e_theta[u, c, y] = digamma(beta[y]) - digamma(beta.sum())
         # E-step
@@ -122,7 +114,7 @@ def test_shared_dirichlet_pieces_against_the_formulas():
     for r in range(2):
         for c in range(3):
             assert e[r, c] == pytest.approx(digamma(beta[r, c]) - digamma(beta[r].sum()), abs=1e-14)
-    assert dirichlet_kl(beta, alpha) == pytest.approx(_kl(beta[0], alpha) + _kl(beta[1], alpha), abs=1e-12)
+    assert dirichlet_kl(beta, alpha) == pytest.approx(dirichlet_kl_one(beta[0], alpha) + dirichlet_kl_one(beta[1], alpha), abs=1e-12)
     assert dirichlet_kl(alpha[None], alpha) == pytest.approx(0.0, abs=1e-14)
     # E[log θ] against a Monte-Carlo average of log Dirichlet draws
     draws = np.random.default_rng(0).dirichlet(beta[0], size=200_000)
