@@ -67,7 +67,7 @@ from ..errors import CrowdaggWarning, DataError, UsageError, param, warn
 if TYPE_CHECKING:  # pragma: no cover
     from ..methods.result import AggregationResult
 
-__all__ = ["N_SAMPLE", "RelabelPlan", "posterior_agreement_block", "relabel_plan", "worker_pool"]
+__all__ = ["N_SAMPLE", "RelabelPlan", "relabel_plan", "worker_pool"]
 
 #: Workers averaged over exactly, or drawn (seeded, by answer share) when the crowd has more.
 N_SAMPLE = 100
@@ -155,24 +155,17 @@ def worker_pool(answers_per_worker: np.ndarray, names: np.ndarray, n_sample: int
     return workers.astype(np.int64), times / float(n_sample)
 
 
-def posterior_agreement_block(part: Any, b: int, posteriors: np.ndarray, keep: bool) -> tuple[Any, Any]:
-    """Block function (:mod:`crowdagg.engine`): per worker (n_workers,), the sum over block ``b``'s answers of
-    their task's posterior of the answer, ``posteriors`` (n_tasks, K) over all tasks."""
-    from ..methods.blocks import _block
-
-    t0, t1 = _block(part, b)
-    lo, hi = int(part.task_ptr[t0]), int(part.task_ptr[t1])
-    rows = part.task_rows(posteriors)
-    task = np.repeat(np.arange(t0, t1), np.diff(part.task_ptr[t0:t1 + 1]))
-    return np.bincount(part.worker[lo:hi], weights=rows[task, part.label[lo:hi]], minlength=part.n_workers), None
-
-
 def _one_coin(result: AggregationResult, workers: np.ndarray, engine: Any) -> np.ndarray:
     """(S, K, K) one-coin confusions of ``workers``: accuracy = smoothed expected agreement with the posteriors
     (summed on ``engine``'s blocks: on Dask the answers are on its workers)."""
     data = result.data
     k = data.n_classes
-    agree, _ = engine.map_reduce(posterior_agreement_block, np.asarray(result.posteriors, dtype=np.float64))
+    from ..kernels.em import EMParams, em_block
+
+    # the expected counts of the answers under the posteriors, [worker, observed, true]: their trace is each
+    # worker's expected agreement Σ q_t(answer) (mf's one-coin statistics), summed on the engine's blocks
+    (counts_ot, _, _), _ = engine.map_reduce(em_block, EMParams(post=np.asarray(result.posteriors, dtype=np.float64)))
+    agree = np.trace(counts_ot, axis1=1, axis2=2)
     acc = (agree[workers] + 1.0) / (data.answers_per_worker[workers] + 2.0)
     conf = np.empty((len(workers), k, k))
     conf[:] = ((1.0 - acc) / max(k - 1, 1))[:, None, None]

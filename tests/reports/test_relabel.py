@@ -226,16 +226,22 @@ def test_a_plans_budget_and_result_are_checked():
     assert list(plan.table(result, 1)["task"]) == ["tie"]
 
 
-def test_the_one_coin_agreement_is_summed_on_the_engines_blocks(rng):
-    """posterior_agreement_block over any block grid sums each worker's posterior of its answers, as one bincount
-    over every answer does (what the one-coin model reads; on Dask the client holds no answers)."""
+def test_the_one_coin_agreement_is_summed_on_the_engines_blocks():
+    """The one-coin workers of a method without confusions (glad): accuracy (Σ q_t(answer) + 1) / (n + 2), the
+    agreement summed on the engine's blocks (on Dask the client holds no answers) -- the same on any block grid
+    as one bincount over every answer."""
     from crowdagg.engine import LocalEngine
-    from crowdagg.reports.relabel import posterior_agreement_block
+    from crowdagg.reports.relabel import _one_coin
     from crowdagg.simulate import simulate
 
     data = simulate(120, 9, 3, 4, seed=2).to_annotations()
-    post = rng.dirichlet(np.ones(3), size=data.n_tasks)
-    want = np.bincount(data.worker, weights=post[data.task, data.label], minlength=data.n_workers)
+    result = aggregate(data, "glad", max_iter=5)
+    post = result.posteriors
+    agree = np.bincount(data.worker, weights=post[data.task, data.label], minlength=data.n_workers)
+    acc = (agree + 1.0) / (data.answers_per_worker + 2.0)
+    workers = np.arange(data.n_workers)
     for per_block in (None, 7):
-        got, _ = LocalEngine(data, per_block=per_block).map_reduce(posterior_agreement_block, post)
-        np.testing.assert_allclose(got, want, rtol=1e-12)
+        conf = _one_coin(result, workers, LocalEngine(data, per_block=per_block))
+        np.testing.assert_allclose(conf[:, 1, 1], acc, rtol=1e-12)
+        np.testing.assert_allclose(conf[:, 0, 2], (1.0 - acc) / 2, rtol=1e-12)
+        np.testing.assert_allclose(conf.sum(axis=2), 1.0, rtol=1e-12)
