@@ -251,8 +251,8 @@ class EBCC(IterativeAggregator):
         n, w, k = data.n_tasks, data.n_workers, data.n_classes
         kl = k * int(self.check_params()["subtypes"])
         need = latent_memory(n, w, k, kl, mapped=True, draws=False, counts=True, n_answers=data.n_answers)
-        # the prior's rows and the start's split with its logs; the class posteriors kept and compared; μ, E log v,
-        # the table and the KL's temporaries
+        # the start's split, its logs and the latent rows the kernel gives for it; the class posteriors kept and
+        # compared; μ, E log v, the table and the KL's temporaries (the prior is one shared row)
         need += 8.0 * (3 * n * kl + 3 * n * k + 5 * w * k * kl)
         return need, f"{n:,} tasks × {kl:,} latent states (classes × subtypes), {w:,} workers"
 
