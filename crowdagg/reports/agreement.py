@@ -74,6 +74,8 @@ WORKER_COLUMNS = ("worker", "answers", "agreement", "uncertainty")
 BYTES_PER_TASK = 48
 BYTES_PER_WORKER = 32
 BYTES_PER_ANSWER = 16
+#: The narrowest terminal table (a narrower terminal wraps it rather than crop the notes).
+TERMINAL_WIDTH = 80
 #: How many answer counts the Fleiss statement lists before it says how many more there are.
 FLEISS_COUNTS_SHOWN = 4
 
@@ -358,6 +360,36 @@ def fleiss_kappa(size: np.ndarray, squares: np.ndarray, totals: np.ndarray) -> t
     p = totals / float(totals.sum())
     p_e = float(np.dot(p, p))
     return (p_bar - p_e) / (1.0 - p_e), f"{n_tasks:,} tasks of {m:,} answers each", counts
+
+
+def print_table(figures: Agreement, stream: Any) -> None:
+    """The statistics as a rich table for a terminal: statistic, value (4 decimals; ``-`` where undefined), note
+    (folded onto more lines rather than widening the table past 80 columns)."""
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    from . import terminal_text
+
+    table = Table(title=f"agreement ({figures.method}'s labels)", box=box.SIMPLE_HEAD, pad_edge=False,
+                  padding=(0, 1, 0, 0), caption="per task: --tasks FILE; per worker: --workers FILE")
+    table.add_column("statistic", no_wrap=True)
+    table.add_column("value", justify="right", no_wrap=True)
+    table.add_column("note", overflow="fold")
+    frame = figures.summary()
+    for name, value, note in zip(frame["statistic"], frame["value"], frame["note"]):
+        shown = "-" if value is pd_na() else f"{float(value):.4f}"
+        table.add_row(name, shown, terminal_text(note))
+    console = Console(file=stream)
+    console.width = max(min(console.width, 100), TERMINAL_WIDTH)
+    console.print(table)
+
+
+def pd_na() -> Any:
+    """pandas' missing value (imported when a table is drawn, not with the module)."""
+    import pandas as pd
+
+    return pd.NA
 
 
 def _mean(values: np.ndarray) -> float:
