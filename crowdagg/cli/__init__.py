@@ -46,7 +46,7 @@ app.command("aggregate", help=aggregate.HELP, short_help="Aggregate answers into
     aggregate.aggregate)
 app.command("workers", help=workers.HELP, short_help="Report on each annotator: skill, spammers, agreement.")(
     workers.workers)
-app.command("stats", help=stats.HELP, short_help="Agreement statistics: Krippendorff's alpha, Fleiss' kappa, ...")(
+app.command("stats", help=stats.HELP, short_help="How far annotators agree: Krippendorff's alpha, Fleiss' kappa.")(
     stats.stats)
 app.command("evaluate", short_help="Score predicted labels against the truth.")(evaluate.evaluate)
 app.command("simulate", short_help="Write a synthetic crowd with known truth.")(simulate.simulate)
