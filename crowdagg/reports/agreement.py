@@ -312,7 +312,7 @@ def krippendorff_alpha(size: np.ndarray, squares: np.ndarray, pairable: np.ndarr
         return float("nan"), ("undefined: every answer on the tasks of two answers or more is one class "
                               "(no disagreement was possible)")
     alpha = 1.0 - (n - 1.0) * (n - within) / spread
-    return alpha, f"nominal, over the {int(n):,} answers of the {n_units:,} tasks with two or more"
+    return alpha, f"nominal, over the {_count(int(n), 'answer')} of the {_count(n_units, 'task')} with two or more"
 
 
 def fleiss_kappa(size: np.ndarray, squares: np.ndarray, totals: np.ndarray) -> tuple[float, str, dict[int, int]]:
@@ -345,7 +345,8 @@ def fleiss_kappa(size: np.ndarray, squares: np.ndarray, totals: np.ndarray) -> t
         return float("nan"), "does not apply: no task has an answer", counts
     if len(counts) > 1:
         ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-        shown = ", ".join(f"{f:,} with {v:,}" for v, f in ranked[:FLEISS_COUNTS_SHOWN])
+        shown = ", ".join(f"{_count(f, 'task')} with {_count(v, 'answer')}" if i == 0 else f"{f:,} with {v:,}"
+                          for i, (v, f) in enumerate(ranked[:FLEISS_COUNTS_SHOWN]))
         more = len(ranked) - FLEISS_COUNTS_SHOWN
         rest = f" and {more:,} other count{'s' if more > 1 else ''}" if more > 0 else ""
         return (float("nan"), f"does not apply: the tasks have different numbers of answers ({shown}{rest}); "
@@ -359,7 +360,12 @@ def fleiss_kappa(size: np.ndarray, squares: np.ndarray, totals: np.ndarray) -> t
     p_bar = float(((squares[size > 0] - m) / (m * (m - 1.0))).mean())
     p = totals / float(totals.sum())
     p_e = float(np.dot(p, p))
-    return (p_bar - p_e) / (1.0 - p_e), f"{n_tasks:,} tasks of {m:,} answers each", counts
+    return (p_bar - p_e) / (1.0 - p_e), f"{_count(n_tasks, 'task')} of {m:,} answers each", counts
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 task``, ``2,000 tasks``."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def print_table(figures: Agreement, stream: Any) -> None:

@@ -66,7 +66,7 @@ def test_json_with_an_undefined_statistic_null_and_its_statement(runner, small):
     assert rows["krippendorff_alpha"]["value"] == pytest.approx(4 / 9, abs=1e-15)
     assert rows["fleiss_kappa"]["value"] is None
     assert rows["fleiss_kappa"]["note"].startswith("does not apply: the tasks have different numbers of answers "
-                                                   "(3 with 2, 1 with 1)")
+                                                   "(3 tasks with 2 answers, 1 with 1)")
 
 
 @pytest.mark.quick

@@ -94,7 +94,7 @@ def test_fleiss_kappa_says_how_many_tasks_have_how_many_answers_where_it_does_no
     s = stats(crowd(rows))
     assert np.isnan(s.fleiss_kappa)
     assert s.fleiss_note.startswith("does not apply: the tasks have different numbers of answers "
-                                    "(2 with 2, 1 with 3)")
+                                    "(2 tasks with 2 answers, 1 with 3)")
     assert s.answer_counts == {2: 2, 3: 1}
     assert not np.isnan(s.alpha)  # alpha takes tasks of any number of answers
 
@@ -132,6 +132,8 @@ def test_the_figures_from_counts_alone():
     alpha, note = krippendorff_alpha(np.array([3, 2]), np.array([5, 4]), np.array([2, 3]))
     assert alpha == pytest.approx(1 / 3, abs=1e-15)
     assert note == "nominal, over the 5 answers of the 2 tasks with two or more"
+    assert krippendorff_alpha(np.array([2]), np.array([2]), np.array([1, 1]))[1] == \
+        "nominal, over the 2 answers of the 1 task with two or more"
     kappa, note, counts = fleiss_kappa(np.array([3, 2, 0]), np.array([5, 4, 0]), np.array([2, 3]))
     assert np.isnan(kappa) and counts == {2: 1, 3: 1}
 
