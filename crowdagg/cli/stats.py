@@ -24,6 +24,8 @@ share of the answers equal to the method's label) and consistency
 (crowd-kit's: the mean posterior of the method's label when each worker is
 right with its agreement share).  A value is empty, and its note says why,
 where the statistic is undefined (one class only, one answer per task).
+Every answer counts: --duplicates last keeps one per worker and task, as
+the krippendorff package's workers x tasks matrix holds them.
 
 --tasks FILE: one row per task (task, answers, label, agreement,
 uncertainty, consistency).  --workers FILE: one row per worker (worker,
