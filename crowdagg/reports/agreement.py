@@ -371,6 +371,7 @@ def _count(n: int, noun: str) -> str:
 def print_table(figures: Agreement, stream: Any) -> None:
     """The statistics as a rich table for a terminal: statistic, value (4 decimals; ``-`` where undefined), note
     (folded onto more lines rather than widening the table past 80 columns)."""
+    import pandas as pd
     from rich import box
     from rich.console import Console
     from rich.table import Table
@@ -384,18 +385,11 @@ def print_table(figures: Agreement, stream: Any) -> None:
     table.add_column("note", overflow="fold")
     frame = figures.summary()
     for name, value, note in zip(frame["statistic"], frame["value"], frame["note"]):
-        shown = "-" if value is pd_na() else f"{float(value):.4f}"
+        shown = "-" if value is pd.NA else f"{float(value):.4f}"
         table.add_row(name, shown, terminal_text(note))
     console = Console(file=stream)
     console.width = max(min(console.width, 100), TERMINAL_WIDTH)
     console.print(table)
-
-
-def pd_na() -> Any:
-    """pandas' missing value (imported when a table is drawn, not with the module)."""
-    import pandas as pd
-
-    return pd.NA
 
 
 def _mean(values: np.ndarray) -> float:
