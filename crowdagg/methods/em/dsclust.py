@@ -72,7 +72,7 @@ from ...data.annotations import AnnotationSet
 from ...errors import param
 from ...kernels.em import EMParams, em_block
 from ..base import FitContext, IterativeAggregator, make_result
-from ..blocks import PROB_FLOOR, TieBreaker, argmax_random_ties, full_m_step, prior_m_step
+from ..blocks import PROB_FLOOR, TieBreaker, argmax_random_ties, full_m_step
 from ..loop import Run, Step
 from ..result import AggregationResult
 from ..starts import starting_posteriors
