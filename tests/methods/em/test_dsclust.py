@@ -126,7 +126,7 @@ def reference_fit(data: AnnotationSet, n_clusters: int, n_iter: int) -> tuple[np
     start = initial_clusters(own.transpose(0, 2, 1), rank, n_clusters)
     lam = np.stack([own[start == c].mean(axis=0) for c in range(n_clusters)])
     tau = np.bincount(start, minlength=n_clusters) / m
-    elbos = []
+    elbos, phi = [], np.zeros((m, n_clusters))  # (phi: the memberships, made before the first M-step reads them)
     for it in range(n_iter + 1):
         if it:  # the M-step
             lam = normalise(np.einsum("nk,jc,njl->ckl", theta, phi, x))
