@@ -58,7 +58,7 @@ DECLARATIONS = (
                "floored at 1e-10)", 0.0, 1e9, "Dirichlet(1 + s) prior"),
          N_INIT, INIT),
         gold=True,
-        kind="categorical", engines=("local", "dask"), rank=45,
+        kind="categorical", engines=("local", "dask"), rank=55,
         quick_params={"max_iter": 15},
     ),
 )

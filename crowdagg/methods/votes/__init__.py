@@ -40,7 +40,7 @@ DECLARATIONS = (
         "Li & Yu, Error rate bounds and iterative weighted majority voting for crowdsourcing, arXiv:1411.4086, "
         "2014, Algorithm 1",
         (SEED, max_iter(50)),
-        kind="categorical", engines=("local", "dask"), rank=25,
+        kind="categorical", engines=("local", "dask"), rank=52,
         quick_params={"max_iter": 15},
     ),
     Method(
