@@ -275,3 +275,32 @@ def test_a_single_shared_matrix_is_the_pooled_fit(clusters):
     np.testing.assert_allclose(res.model_params["cluster_confusion"].sum(axis=2), 1.0)
     assert not res.has_confusion
     assert list(itertools.islice(res.worker_columns(), 3)) == ["worker", "cluster", "accuracy"]
+
+
+@pytest.mark.dask
+@pytest.mark.xdist_group("dask")
+def test_the_dask_engine_gives_the_local_bytes(datasets_dir, tmp_path):
+    """bluebird in 3 files read into 2 partitions on a LocalCluster: the same fit as the local engine's, bit for bit
+    (every pass is a block pass: the E-step's statistics cross the engine, the clusters' arrays stay here)."""
+    distributed = pytest.importorskip("distributed")
+
+    from crowdagg import load_annotations
+    from crowdagg.io.dask_read import read_distributed
+
+    frame = pd.read_csv(datasets_dir / "bluebird" / "labels.csv", dtype=str, keep_default_na=False)
+    files = []
+    for i, rows in enumerate(np.array_split(np.arange(len(frame)), 3)):
+        files.append(str(tmp_path / f"part-{i}.csv"))
+        frame.iloc[rows].to_csv(files[-1], index=False)
+    want = aggregate(load_annotations(files), "ds-clust", clusters=4, max_iter=20)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        data, engine = read_distributed(files, client, partitions=2)
+        try:
+            got = aggregate(data, "ds-clust", clusters=4, max_iter=20, engine=engine)
+        finally:
+            engine.close()
+    assert np.array_equal(got.posteriors, want.posteriors) and np.array_equal(got.labels, want.labels)
+    assert np.array_equal(got.objective, want.objective)
+    for key in want.worker_params:
+        assert np.array_equal(got.worker_params[key], want.worker_params[key]), key

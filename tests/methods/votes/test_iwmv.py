@@ -136,3 +136,31 @@ ACCURACY = {  # dataset: (mv, wmv, iwmv)
 def test_accuracy_on_real_data_beside_wmv_and_mv(datasets_dir, name):
     got = [accuracy_on(datasets_dir, name, m) for m in ("mv", "wmv", "iwmv")]
     np.testing.assert_allclose(got, ACCURACY[name], atol=0.0051)
+
+
+@pytest.mark.dask
+@pytest.mark.xdist_group("dask")
+def test_the_dask_engine_gives_the_local_bytes(datasets_dir, tmp_path):
+    """music in 3 files read into 2 partitions on a LocalCluster: the same labels, posteriors and weights."""
+    distributed = pytest.importorskip("distributed")
+    import pandas as pd
+
+    from crowdagg import load_annotations
+    from crowdagg.io.dask_read import read_distributed
+
+    frame = pd.read_csv(datasets_dir / "music" / "labels.csv", dtype=str, keep_default_na=False)
+    files = []
+    for i, rows in enumerate(np.array_split(np.arange(len(frame)), 3)):
+        files.append(str(tmp_path / f"part-{i}.csv"))
+        frame.iloc[rows].to_csv(files[-1], index=False)
+    want = aggregate(load_annotations(files), "iwmv")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        data, engine = read_distributed(files, client, partitions=2)
+        try:
+            got = aggregate(data, "iwmv", engine=engine)
+        finally:
+            engine.close()
+    assert want.n_iter > 1 and got.n_iter == want.n_iter
+    assert np.array_equal(got.posteriors, want.posteriors) and np.array_equal(got.labels, want.labels)
+    assert np.array_equal(got.worker_params["weight"], want.worker_params["weight"])
