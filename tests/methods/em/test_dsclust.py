@@ -304,3 +304,18 @@ def test_the_dask_engine_gives_the_local_bytes(datasets_dir, tmp_path):
     assert np.array_equal(got.objective, want.objective)
     for key in want.worker_params:
         assert np.array_equal(got.worker_params[key], want.worker_params[key]), key
+
+
+@pytest.mark.quick
+def test_memory_is_declared_with_the_clusters_and_refused_up_front():
+    from crowdagg.errors import ResourceError
+    from crowdagg.simulate import simulate
+
+    data = simulate(200, 50, 3, 5, seed=1).to_annotations()
+    cls = get("ds-clust").load()
+    few, many, capped = (cls(clusters=c).memory_needed(data)[0] for c in (2, 40, 4000))
+    # memberships and their scores: workers × clusters floats, three arrays of them; clusters capped at the workers
+    assert many - few == pytest.approx(8.0 * 3 * 50 * 38 + 8.0 * 4 * 38 * 9)
+    assert capped == cls(clusters=50).memory_needed(data)[0]
+    with pytest.raises(ResourceError, match=r"50 workers × 3² classes, 200 tasks, 40 clusters\), more than the limit"):
+        aggregate(data, "ds-clust", clusters=40, max_memory="100KB")
