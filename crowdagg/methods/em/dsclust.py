@@ -122,8 +122,8 @@ class ClusterState:
         size = np.bincount(start_cluster, minlength=n_clusters).astype(np.float64)
         conf = np.zeros((n_clusters, k, k))
         np.add.at(conf, start_cluster, own)
-        self.log_conf = np.log(conf / size[:, None, None])
-        self.tau = size / m
+        self.log_conf = np.log(conf / np.maximum(size, 1.0)[:, None, None])  # (no workers: one empty cluster)
+        self.tau = size / max(m, 1)
         self.objective = self._memberships_and_e_step()
 
     def _memberships_and_e_step(self) -> float:
@@ -152,7 +152,8 @@ class ClusterState:
         pooled = (self.phi.T @ self.counts_ot.reshape(m, k * k)).reshape(n_clusters, k, k)
         self.prior, conf_ot = full_m_step(pooled, self.class_tot, self.smoothing)
         self.log_conf = np.log(conf_ot)
-        self.tau = self.phi.mean(axis=0)
+        if m:  # (no workers: τ stays the start's)
+            self.tau = self.phi.mean(axis=0)
         return self._memberships_and_e_step()
 
     def posteriors(self) -> np.ndarray:
