@@ -11,7 +11,8 @@ from __future__ import annotations
 from ._answers import NotFittedError
 from .dawid_skene import DawidSkene, OneCoinDawidSkene
 from .glad import GLAD
+from .kos import KOS
 from .majority_vote import MajorityVote
 from .wawa import Wawa
 
-__all__ = ["GLAD", "DawidSkene", "MajorityVote", "NotFittedError", "OneCoinDawidSkene", "Wawa"]
+__all__ = ["GLAD", "KOS", "DawidSkene", "MajorityVote", "NotFittedError", "OneCoinDawidSkene", "Wawa"]
