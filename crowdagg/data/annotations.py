@@ -1017,6 +1017,11 @@ def check_annotations(value: Any, call: str) -> None:
     :class:`~crowdagg.data.annotations.AnnotationSet`: the message names ``call`` (``"split(data, ...)"``) and how
     to make one -- where reading ``data.task_names`` of a DataFrame raised AttributeError."""
     if not isinstance(value, AnnotationSet):
+        from .numeric import NumericAnswers
+
+        if isinstance(value, NumericAnswers):  # the categorical methods refuse numbers, naming what takes them
+            raise UsageError(f"{call}: numeric answers take a numeric method ({', '.join(NUMERIC_METHODS)}; "
+                             f"{param('numeric')}), not a categorical one")
         raise UsageError(f"{call}: data must be an AnnotationSet (crowdagg.load_annotations reads a DataFrame, "
                          f"records or a file into one), got {type(value).__name__}")
 
