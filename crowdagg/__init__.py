@@ -52,9 +52,9 @@ from .core.lazy import exports  # noqa: E402
 if TYPE_CHECKING:  # pragma: no cover
     from .core.threads import set_threads, use_threads
     from .data.annotations import AnnotationSet
+    from .data.numeric import NumericAnswers
     from .data.vocab import Vocabulary
     from .errors import ConvergenceWarning, CrowdaggWarning, DataError, ResourceError, UsageError
-    from .data.numeric import NumericAnswers
     from .io.read import load_annotations, load_numeric, read_task_labels
     from .learning.api import train
     from .learning.model_file import load_model

@@ -30,7 +30,7 @@ import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, overload
 
 from ..errors import UsageError
 from .options import method_params, split_list
@@ -38,8 +38,10 @@ from .plumbing import err, progress
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..data.annotations import AnnotationSet
+    from ..data.numeric import NumericAnswers
     from ..io.output import Target
     from ..io.read import Inputs
+    from ..methods.numeric.base import NumericResult
     from ..methods.result import AggregationResult
 
 #: The method whose fit the near-chance rule reads in ``aggregate --drop-spammers`` (``crowdagg workers``' default).
@@ -277,6 +279,18 @@ def load(sources: Inputs, **options: Any) -> AnnotationSet:
     return data
 
 
+def load_numeric(sources: Inputs, **options: Any) -> NumericAnswers:
+    """Numeric answers (:func:`crowdagg.io.read.load_numeric` with the read options); sizes noted for the timings."""
+    from ..core import timing
+    from ..io.read import load_numeric as read_numeric
+    from ..kernels import announce_compilation
+
+    announce_compilation(sys.stderr)
+    data = read_numeric(sources, **options)
+    timing.note(answers=data.n_answers, tasks=data.n_tasks, workers=data.n_workers)
+    return data
+
+
 @contextmanager
 def engine_scope(engine: str, scheduler: Optional[str], n_threads: Optional[int]) -> Iterator[Any]:
     """The run's Dask client for ``--engine dask`` (a local cluster of ``n_threads`` worker processes, else of the
@@ -460,10 +474,21 @@ def drop_spammers(data: AnnotationSet, *, seed: Optional[int], max_memory: Any, 
     return kept
 
 
+@overload
+def fit(data: NumericAnswers, method: str, params: dict[str, Any], *, quiet: bool, max_memory: Any,
+        engine: Any = None, summary: bool = False) -> NumericResult: ...
+
+
+@overload
 def fit(data: AnnotationSet, method: str, params: dict[str, Any], *, quiet: bool, max_memory: Any,
-        engine: Any = None, summary: bool = False) -> AggregationResult:
+        engine: Any = None, summary: bool = False) -> AggregationResult: ...
+
+
+def fit(data: AnnotationSet | NumericAnswers, method: str, params: dict[str, Any], *, quiet: bool, max_memory: Any,
+        engine: Any = None, summary: bool = False) -> AggregationResult | NumericResult:
     """Fit ``method`` on ``data`` (the progress display on a terminal unless ``quiet``) on ``engine`` (default:
-    the local engine); with ``summary``, one line after it on a terminal (:func:`fit_summary`)."""
+    the local engine); with ``summary``, one line after it on a terminal (:func:`fit_summary`).  Numeric answers
+    take a numeric method (:func:`crowdagg.methods.api.aggregate`'s ``numeric``)."""
     import time
 
     from ..core import timing
@@ -483,7 +508,7 @@ def fit(data: AnnotationSet, method: str, params: dict[str, Any], *, quiet: bool
     return result
 
 
-def fit_summary(result: AggregationResult, seconds: float) -> str:
+def fit_summary(result: AggregationResult | NumericResult, seconds: float) -> str:
     """``ds: 23 iterations, converged, 0.41 s`` -- a method without iterations (mv) gives its time alone."""
     steps = ""
     if result.n_iter:

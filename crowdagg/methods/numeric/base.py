@@ -82,17 +82,24 @@ class NumericResult:
             return np.where(n > 0, np.sqrt(sq / np.maximum(n, 1)), np.nan)
 
     def table(self, *, arrow: bool = False) -> dict[str, Any]:
-        """One row per task, in input order: ``task, value`` (names as Arrow strings with ``arrow``)."""
-        return {"task": self.data.tasks.names if arrow else self.data.task_names, "value": self.values}
+        """One row per task, in input order: ``task, value``.  With ``arrow`` (for the writers) the names are
+        Arrow strings and a task without answers has a missing value (an empty CSV cell, JSON ``null``)."""
+        if not arrow:
+            return {"task": self.data.task_names, "value": self.values}
+        return {"task": self.data.tasks.names, "value": _written(self.values)}
 
     def worker_columns(self) -> tuple[str, ...]:
         """The columns of :meth:`workers_table`."""
         return ("worker", *self.worker_params, "deviation", "n_answers")
 
     def workers_table(self, *, arrow: bool = False) -> dict[str, Any]:
-        """One row per worker: ``worker``, the method's parameters, ``deviation``, ``n_answers``."""
-        return {"worker": self.data.workers.names if arrow else self.data.worker_names, **self.worker_params,
-                "deviation": self.deviation, "n_answers": self.data.answers_per_worker}
+        """One row per worker: ``worker``, the method's parameters, ``deviation``, ``n_answers`` (with ``arrow``:
+        names as Arrow strings, a number that is not finite -- a worker without answers -- missing)."""
+        numbers = {**self.worker_params, "deviation": self.deviation}
+        if not arrow:
+            return {"worker": self.data.worker_names, **numbers, "n_answers": self.data.answers_per_worker}
+        return {"worker": self.data.workers.names, **{k: _written(v) for k, v in numbers.items()},
+                "n_answers": self.data.answers_per_worker}
 
     def to_frame(self) -> pd.DataFrame:
         """:meth:`table` as a pandas DataFrame (``task`` back in its original dtype)."""
@@ -119,6 +126,14 @@ class NumericResult:
         cols = self.workers_table()
         cols["worker"] = _id_index(self.data.workers, "worker").to_numpy()
         return pd.DataFrame(cols)
+
+
+def _written(values: np.ndarray) -> Any:
+    """A float column as the writers take it: missing where not finite (a task or worker without answers)."""
+    from ...io.render import Missing
+
+    finite = np.isfinite(values)
+    return values if finite.all() else Missing(values, finite)
 
 
 class NumericAggregator(Declared):
