@@ -149,6 +149,8 @@ class NumericAggregator(Declared):
     #: The per-worker parameters its results hold (the columns of ``--workers`` between worker and deviation).
     worker_param_names: ClassVar[tuple[str, ...]] = ()
     iterative: ClassVar[bool] = False
+    #: What ``tol`` reads (named in ``--tol``'s help): the largest move of a task's estimate.
+    objective_name: ClassVar[str] = "estimates"
 
     def memory_needed(self, data: NumericAnswers) -> tuple[float, str]:
         """Bytes the fit allocates beyond the data: a few task- and worker-long arrays, and a copy of the answers

@@ -26,6 +26,14 @@ about 5 000 times more than the paper does at :math:`\alpha = 0.05`
 the opposite of the method's point; this module follows the paper
 (``tests/methods/numeric/test_numeric.py`` shows the difference).
 
+The iteration has a fixed point the paper does not discuss: a worker much
+better than the others on their tasks weighs so much that their own answers
+become the estimates there, so their error sum -- and variance estimate --
+shrink toward 0 with each iteration (their weight grows as the square of
+itself).  The estimates and the workers' ranking survive it (on simulated
+crowds the error stays at a quarter of the mean's); the variance reported
+for that worker does not mean their answers are exact.
+
 A worker whose answers all equal the estimates (the only answer on each of
 their tasks) has a summed error of 0: it is floored at :data:`ERROR_FLOOR`
 times the answers' variance per answer, so the weight stays finite.
