@@ -260,7 +260,7 @@ def _as_values(value: Any) -> np.ndarray:
         raise DataError(f"value must be one-dimensional, got an array of shape {v.shape}")
     bad = np.flatnonzero(~np.isfinite(v))
     if len(bad):
-        raise DataError(f"value at position {int(bad[0])} is {v[bad[0]]!r}: numeric answers are finite numbers")
+        raise DataError(f"value at position {int(bad[0])} is {float(v[bad[0]])!r}: numeric answers are finite numbers")
     return v
 
 
