@@ -156,8 +156,9 @@ def defaults(name: str, with_help: bool = False) -> str:
             value = f"{p.default:g}" if isinstance(p.default, float) else repr(p.default)
             key = f"{p.help}, default {value}" if with_help else value
             groups.setdefault(key, []).append(method_name)
-    if len(groups) == 1 and len(next(iter(groups.values()))) == len(METHODS):
-        return f"default {next(iter(groups))}"  # every method: no need to list them
+    categorical = {n for n, m in METHODS.items() if m.kind == "categorical"}
+    if len(groups) == 1 and set(next(iter(groups.values()))) >= categorical:
+        return f"default {next(iter(groups))}"  # every categorical method (the numeric ones draw nothing): no list
     return "; ".join(f"{', '.join(names)}: {text}" for text, names in groups.items())
 
 

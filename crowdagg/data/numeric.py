@@ -114,6 +114,13 @@ class NumericAnswers:
     def answers_per_worker(self) -> np.ndarray:
         return _frozen(np.bincount(self.worker, minlength=self.n_workers))
 
+    @cached_property
+    def task_std(self) -> np.ndarray:
+        """Each task's sample standard deviation (``ddof=1``), shape (n_tasks,); 0 below two answers."""
+        from ..kernels.numeric import task_stds
+
+        return _frozen(task_stds(self.task_ptr, self.value))
+
     # -------------------------------------------------------------- builders
     @classmethod
     def from_codes(

@@ -62,18 +62,8 @@ class CRH(NumericAggregator):
 
     def _weights(self, data: NumericAnswers, values: np.ndarray,
                  checked: dict[str, Any]) -> tuple[dict[str, np.ndarray], float]:
-        from ...kernels.numeric import task_stds, worker_losses
+        from ...kernels.numeric import worker_losses
 
-        losses = worker_losses(data.task_ptr, data.worker, data.value, values, self._stds(data, task_stds),
-                               data.n_workers)
+        losses = worker_losses(data.task_ptr, data.worker, data.value, values, data.task_std, data.n_workers)
         weight = crh_weights(losses, data.answers_per_worker)
         return {"weight": weight, "loss": losses}, float(np.dot(weight, losses))
-
-    @staticmethod
-    def _stds(data: NumericAnswers, task_stds: Any) -> np.ndarray:
-        # the answers do not change between iterations: their spread per task is computed once per fit
-        cached = data.__dict__.get("_task_stds")
-        if cached is None:
-            cached = task_stds(data.task_ptr, data.value)
-            data.__dict__["_task_stds"] = cached
-        return cached
