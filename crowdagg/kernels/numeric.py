@@ -37,23 +37,33 @@ def _task_means(ptr, value, out):  # pragma: no cover - compiled
         out[t] = s / (hi - lo)
 
 
+#: Up to this many answers a task's median sorts them by insertion in a shared buffer; beyond, with np.sort.
+_INSERTION = 32
+
+
 @njit(cache=True, nogil=True)
 def _task_medians(ptr, value, out):  # pragma: no cover - compiled
-    longest = 0
-    for t in range(ptr.shape[0] - 1):
-        longest = max(longest, ptr[t + 1] - ptr[t])
-    buf = np.empty(longest, dtype=np.float64)
+    buf = np.empty(_INSERTION, dtype=np.float64)
     for t in range(ptr.shape[0] - 1):
         lo, hi = ptr[t], ptr[t + 1]
         n = hi - lo
         if n == 0:
             out[t] = np.nan
             continue
-        for i in range(n):
-            buf[i] = value[lo + i]
-        part = np.sort(buf[:n])
+        if n > _INSERTION:  # many answers: numpy's sort (one allocation for this task)
+            part = np.sort(value[lo:hi])
+            half = n // 2
+            out[t] = part[half] if n % 2 else 0.5 * (part[half - 1] + part[half])
+            continue
+        for i in range(n):  # insertion sort into the buffer: a task's few answers, no allocation per task
+            x = value[lo + i]
+            j = i
+            while j > 0 and buf[j - 1] > x:
+                buf[j] = buf[j - 1]
+                j -= 1
+            buf[j] = x
         half = n // 2
-        out[t] = part[half] if n % 2 else 0.5 * (part[half - 1] + part[half])
+        out[t] = buf[half] if n % 2 else 0.5 * (buf[half - 1] + buf[half])
 
 
 @njit(cache=True, nogil=True)

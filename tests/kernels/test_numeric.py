@@ -33,6 +33,13 @@ def test_per_task_statistics_are_numpys(rng):
     assert np.isnan(task_means(ptr, value)[lengths == 0]).all()
 
 
+def test_the_median_of_a_task_with_many_answers_is_numpys_too(rng):
+    value = rng.normal(0, 1, 1000)
+    ptr = np.array([0, 33, 33, 100, 1000])  # beyond the insertion sort's size, and below it
+    np.testing.assert_array_equal(task_medians(ptr, value)[[0, 2, 3]],
+                                  [np.median(value[:33]), np.median(value[33:100]), np.median(value[100:])])
+
+
 def test_weighted_means_and_worker_losses_are_the_sums(rng):
     ptr, worker, value, lengths = ragged(rng)
     weight = rng.random(9)
