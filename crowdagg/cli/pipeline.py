@@ -249,6 +249,20 @@ def read_labels(
     )
 
 
+def read_values(
+    path: str, task_col: Optional[str], label_col: Optional[str], *, option: str = "", what: str = "truth"
+) -> dict[str, float]:
+    """A ``task,value`` file (``evaluate --numeric``): :func:`read_labels`' columns and spelling, each value a
+    finite number (:func:`crowdagg.io.read.read_task_values`)."""
+    from ..io.read import read_task_values
+
+    prefix = f"{option}-" if option else "--"
+    return read_task_values(
+        path, task_col=task_col, label_col=label_col, what=what,
+        options={"task": f"{prefix}task-col", "label": f"{prefix}label-col"},
+    )
+
+
 def read_predictions(path: str, task_col: Optional[str], label_col: Optional[str]) -> Any:
     """The command's own predictions file (``evaluate``): its labels with, where it has them, the ``p_<class>``
     posteriors and the ``confidence`` column (:func:`crowdagg.io.read.read_predictions`)."""

@@ -2306,6 +2306,43 @@ def read_task_labels(
     return _task_labels(table, t_col, y_col, what)[0]
 
 
+def read_task_values(
+    source: str | os.PathLike[str] | IO[bytes],
+    *,
+    input_format: str | None = None,
+    task_col: str | None = None,
+    label_col: str | None = None,
+    what: str = "truth",
+    options: Mapping[str, str] | None = None,
+) -> dict[str, float]:
+    """Read a ``task,value`` file (numeric truth, or ``aggregate --numeric``'s output) into {task: value}.
+
+    The columns are found as :func:`read_task_labels` finds them (``value``
+    among the label column's names).  A blank value is a task without one
+    (``aggregate --numeric`` writes an empty cell for a task without
+    answers): left out, counted in a warning.  A value that is not a finite
+    number is a :class:`~crowdagg.errors.DataError` naming the line; a task
+    listed twice with different values, as with labels.
+    """
+    from ..data.numeric import _number
+
+    table, t_col, y_col = _label_table(source, input_format, task_col, label_col, options)
+    blank = _blank_cells(table, y_col, "label") if table.n_rows else np.zeros(0, dtype=bool)
+    if blank.any():
+        warn(CrowdaggWarning(f"{table.display}: {int(blank.sum())} task(s) without a value (first at "
+                             f"{table.locate(int(np.argmax(blank)))}) left out"))
+        table = table.subset(np.flatnonzero(~blank))
+    texts, first = _task_labels(table, t_col, y_col, what)
+    out: dict[str, float] = {}
+    for (task, text), row in zip(texts.items(), first.values()):
+        value = _number(text)
+        if not np.isfinite(value):
+            how = "not finite" if value == value else "not a number"
+            raise DataError(f"{what} value {text!r} of task {task!r} at {table.locate(row)} is {how}")
+        out[task] = value
+    return out
+
+
 #: The posterior columns ``aggregate --proba`` writes: ``p_<class>``, one per class, the class's name as it is.
 PROBA_PREFIX = "p_"
 #: The column holding the probability of each row's label (``aggregate``'s output).

@@ -108,3 +108,18 @@ def test_the_categorical_refusal_points_to_numeric(runner, tmp_path):
     result = invoke(runner, "aggregate", p, "--numeric", "-m", "median")
     assert result.exit_code == 0
     assert pd.read_csv(io.StringIO(result.stdout))["value"].tolist() == [i * 1.5 for i in range(30)]
+
+
+def test_evaluate_numeric_scores_aggregates_values(runner, answers, tmp_path):
+    values, truth = tmp_path / "values.csv", tmp_path / "truth.csv"
+    assert invoke(runner, "aggregate", answers, "--numeric", "-o", values).exit_code == 0
+    truth.write_text("task,label\nt1,2\nt2,20\nt4,0\n")
+    result = invoke(runner, "evaluate", values, "--numeric", "--truth", truth, "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    scores = json.loads(result.stdout)
+    assert scores["mae"] == pytest.approx(1.0) and scores["rmse"] == pytest.approx(np.sqrt(2.0))
+    assert scores["pearson"] == pytest.approx(1.0) and scores["bias"] == pytest.approx(-1.0)
+    assert (scores["n_compared"], scores["n_without_truth"], scores["n_truth_unpredicted"]) == (2, 1, 1)
+    err = one_error(invoke(runner, "evaluate", values, "--numeric", "--truth", truth, "--plot", tmp_path / "p.png"),
+                    2)
+    assert "--plot (calibration of class probabilities) do not apply to --numeric" in err
