@@ -123,3 +123,8 @@ def test_evaluate_numeric_scores_aggregates_values(runner, answers, tmp_path):
     err = one_error(invoke(runner, "evaluate", values, "--numeric", "--truth", truth, "--plot", tmp_path / "p.png"),
                     2)
     assert "--plot (calibration of class probabilities) do not apply to --numeric" in err
+
+
+def test_the_workers_report_points_numeric_methods_to_aggregate(runner, answers):
+    err = one_error(invoke(runner, "workers", answers, "-m", "catd"), 2)
+    assert "`crowdagg aggregate --numeric -m catd --workers FILE` writes its workers' weights" in err
