@@ -95,7 +95,11 @@ def aggregate(
                    "--relabel": relabel, "--budget": budget, "--task-params": task_params,
                    "--save-workers": save_workers, "--init-workers": init_workers, "--truth": truth, "--gold": gold,
                    "--classes": classes, "--smoothing": smoothing, "--engine": engine != "local",
-                   "--scheduler": scheduler}
+                   "--scheduler": scheduler, "--truth-task-col": truth_task_col, "--truth-label-col": truth_label_col,
+                   "--gold-task-col": gold_task_col, "--gold-label-col": gold_label_col,
+                   "--min-partners": min_partners != opt.MIN_PARTNERS.default,
+                   "--min-shared": min_shared != opt.MIN_SHARED.default, "--detector": detector != opt.DETECTOR.default,
+                   "--no-near-chance": near_chance != opt.NEAR_CHANCE.default}
         return aggregate_numeric(
             input, method, refused, output=output, fmt=fmt, workers=workers, duplicates=duplicates,
             blank_labels=blank_labels, rejected=rejected, input_format=input_format, task_col=task_col,

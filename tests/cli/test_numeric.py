@@ -81,6 +81,8 @@ def test_a_task_without_answers_is_an_empty_cell(runner):
                                 "catd, crh)"),
     (["--numeric", "--proba"], "--proba does not apply to --numeric"),
     (["--numeric", "--classes", "a,b"], "--classes does not apply to --numeric"),
+    (["--numeric", "--no-near-chance", "--truth-task-col", "t"], "--truth-task-col and --no-near-chance do not apply "
+                                                                 "to --numeric"),
     (["--numeric", "--seed", "3"], "--seed does not apply to method 'mean'"),
     (["--numeric", "-m", "catd", "-p", "alpha=2"], "-p alpha must be"),
 ])
