@@ -159,7 +159,8 @@ class Posteriors:
         return self.engine.gather(self.blocks)
 
 
-def tables(log_spamming: np.ndarray, log_competence: np.ndarray, log_theta: np.ndarray) -> tuple[np.ndarray, ...]:
+def tables(log_spamming: np.ndarray, log_competence: np.ndarray,
+           log_theta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The E-step's per-worker tables from the log-weights ``log_spamming``, ``log_competence`` (n_workers,) and
     ``log_theta`` (n_workers, K): ``(log_base, log_boost, know_share)``, each (n_workers, K), C-contiguous.
 
@@ -172,7 +173,8 @@ def tables(log_spamming: np.ndarray, log_competence: np.ndarray, log_theta: np.n
 
 def _e_step(engine: Any, log_spamming: np.ndarray, log_competence: np.ndarray, log_theta: np.ndarray,
             clamp: np.ndarray) -> Posteriors:
-    params = EStepParams(*tables(log_spamming, log_competence, log_theta), clamp)
+    log_base, log_boost, know_share = tables(log_spamming, log_competence, log_theta)
+    params = EStepParams(log_base, log_boost, know_share, clamp)
     (ll, spam, know), outs = engine.map_reduce(e_step_block, params, keep=True)
     return Posteriors(outs, float(ll), spam, know, engine)
 
