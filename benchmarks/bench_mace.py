@@ -32,8 +32,6 @@ import time
 import warnings
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import synth  # noqa: E402
 

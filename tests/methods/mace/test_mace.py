@@ -251,3 +251,22 @@ def test_the_cli_writes_competence_and_spamming_per_worker_and_posteriors(tmp_pa
     assert "--workers: competence" in " ".join(shown.stdout.split())
     bad = runner.invoke(app, ["aggregate", "example:bluebird", "-m", "mace", "-p", "m_step=gibbs"])
     assert bad.exit_code == 2 and bad.stderr.startswith("Error: -p m_step must be")
+
+
+def test_the_workers_report_ends_with_competence_and_spamming(tmp_path):
+    from typer.testing import CliRunner
+
+    from crowdagg.cli import app
+    from crowdagg.reports.workers import report_columns, worker_report
+
+    data, _, competence, _ = mace_crowd(seed=7, n_tasks=300, n_workers=10)
+    fit = aggregate(data, "mace", n_init=2)
+    report = worker_report(data, fit)
+    assert tuple(report.columns) == report_columns(data.classes, False, ("competence", "spamming"))
+    np.testing.assert_array_equal(report["competence"].to_numpy(dtype=float), fit.worker_params["competence"])
+    assert report["accuracy"].isna().all()  # MACE estimates no accuracy: the near-chance rule leaves it alone
+    out = tmp_path / "workers.csv"
+    res = CliRunner().invoke(app, ["workers", "example:bluebird", "-m", "mace", "-o", str(out)])
+    assert res.exit_code == 0, res.stderr
+    header = out.read_text().splitlines()[0].split(",")
+    assert header[-2:] == ["competence", "spamming"] and header[:3] == ["worker", "answers", "accuracy"]
