@@ -270,3 +270,19 @@ def test_the_workers_report_ends_with_competence_and_spamming(tmp_path):
     assert res.exit_code == 0, res.stderr
     header = out.read_text().splitlines()[0].split(",")
     assert header[-2:] == ["competence", "spamming"] and header[:3] == ["worker", "answers", "accuracy"]
+
+
+def test_dask_engine_gives_the_local_bytes(tmp_path):
+    """The restarts draw from worker names on the client, every pass is the engine's: the same bits on Dask."""
+    distributed = pytest.importorskip("distributed")
+    from crowdagg.simulate import simulate
+
+    simulate(n_tasks=2000, n_workers=12, n_classes=3, per_task=4, seed=5).write(tmp_path)
+    path = tmp_path / "labels.csv"
+    local = aggregate(str(path), "mace", n_init=3, max_iter=20)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        remote = aggregate(str(path), "mace", n_init=3, max_iter=20, engine="dask", client=client)
+    np.testing.assert_array_equal(local.posteriors, remote.posteriors)
+    np.testing.assert_array_equal(local.objective, remote.objective)
+    np.testing.assert_array_equal(local.worker_params["spamming"], remote.worker_params["spamming"])
