@@ -11,7 +11,8 @@ from __future__ import annotations
 from ._answers import NotFittedError
 from .dawid_skene import DawidSkene, OneCoinDawidSkene
 from .glad import GLAD
+from .mace import MACE
 from .majority_vote import MajorityVote
 from .wawa import Wawa
 
-__all__ = ["GLAD", "DawidSkene", "MajorityVote", "NotFittedError", "OneCoinDawidSkene", "Wawa"]
+__all__ = ["GLAD", "MACE", "DawidSkene", "MajorityVote", "NotFittedError", "OneCoinDawidSkene", "Wawa"]
