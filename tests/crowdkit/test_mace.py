@@ -34,7 +34,6 @@ def crowdkit_mace(frame, reordered=False, **settings):
         return (Reordered if reordered else CrowdKitMACE)(**settings).fit(frame)
 
 
-@pytest.mark.quick
 def test_the_toy_crowd_as_crowdkit():
     """Workers and labels appear in sorted order: crowd-kit's MACE is right there, and the fits meet at the same
     fixed point (from different starts) -- posteriors, weights and the layout of every attribute."""
