@@ -493,3 +493,18 @@ def test_stats_benchmark_checks_alpha_against_krippendorff_and_prints_its_lines(
                           "krippendorff (value counts)"]
     alphas = [r["alpha"] for r in rows.values()]
     assert max(alphas) - min(alphas) <= 1e-9 and 0.2 < alphas[0] < 0.8
+
+
+def test_mace_benchmark_times_both_tools_and_prints_the_ratio(tmp_path):
+    out = tmp_path / "mace.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_mace.py"), "--answers", "5000",
+                           "--json", str(out)], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[1].startswith("| answers | crowdagg mace s/iteration | crowd-kit MACE s/iteration | speed-up |")
+    assert lines[3].startswith("| 5,000 | ") and "×" in lines[3]
+    row = json.loads(out.read_text())["rows"][0]
+    assert row["crowdagg"]["iterations"] == 50 and row["crowdkit"]["per_iteration"] > 0
+    assert row["speedup_per_iteration"] == row["crowdkit"]["per_iteration"] / row["crowdagg"]["per_iteration"]
+    assert row["crowdagg"]["accuracy"] > 0.9  # synth.py's one-coin crowd
