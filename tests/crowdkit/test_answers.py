@@ -198,5 +198,6 @@ def test_crowd_kits_module_path_gives_the_same_classes():
     for name in package.__all__:
         assert getattr(aggregation, name) is getattr(package, name)
     assert {GLAD.__module__, DawidSkene.__module__, OneCoinDawidSkene.__module__, MajorityVote.__module__,
-            Wawa.__module__} == {"crowdagg.crowdkit.glad", "crowdagg.crowdkit.dawid_skene",
-                                 "crowdagg.crowdkit.majority_vote", "crowdagg.crowdkit.wawa"}
+            Wawa.__module__, package.KOS.__module__} == {
+        "crowdagg.crowdkit.glad", "crowdagg.crowdkit.dawid_skene", "crowdagg.crowdkit.majority_vote",
+        "crowdagg.crowdkit.wawa", "crowdagg.crowdkit.kos"}

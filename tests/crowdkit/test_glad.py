@@ -443,3 +443,11 @@ def test_glad_missing_columns_raise_as_crowd_kit(missing):
         ours.GLAD(n_iter=1).fit(data)
     with pytest.raises(KeyError):
         ours.GLAD(n_iter=1).fit(data)
+
+
+def test_glad_with_no_iteration_labels_every_task(simple):
+    """crowd-kit's test_zero_iter (GLAD(n_iter=0)): the start's E-step alone labels every task of the crowd, and no
+    iteration is recorded."""
+    labels = GLAD(n_iter=0).fit_predict(simple)
+    assert sorted(labels.index) == sorted(P + t for t in SIMPLE_TRUTH)
+    assert GLAD(n_iter=0).fit(simple).loss_history_ == []
