@@ -13,7 +13,8 @@ from .._answers import NotFittedError
 from ..dawid_skene import DawidSkene, OneCoinDawidSkene
 from ..glad import GLAD
 from ..kos import KOS
+from ..mace import MACE
 from ..majority_vote import MajorityVote
 from ..wawa import Wawa
 
-__all__ = ["GLAD", "KOS", "DawidSkene", "MajorityVote", "NotFittedError", "OneCoinDawidSkene", "Wawa"]
+__all__ = ["GLAD", "KOS", "MACE", "DawidSkene", "MajorityVote", "NotFittedError", "OneCoinDawidSkene", "Wawa"]
