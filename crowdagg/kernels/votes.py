@@ -62,36 +62,45 @@ def _block_votes(task_ptr, worker, label, t0, t1, weight, weighted, k):  # pragm
     return out
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _agree_task(task_ptr, worker, label, t, truth, last, right, total, once):  # pragma: no cover - compiled
+    """Task ``t``'s answers into ``right`` and ``total`` (per worker): each answer counted, and right when it equals
+    ``truth``; ``once``: a repeated identical answer (same worker and label) counts once, found through ``last``
+    (each worker's last-seen task) without hashing, a scan of the task confirming it (rare)."""
+    lo = task_ptr[t]
+    hi = task_ptr[t + 1]
+    for e in range(lo, hi):
+        w = worker[e]
+        if once:
+            if last[w] == t:
+                seen = False
+                for m in range(lo, e):
+                    if worker[m] == w and label[m] == label[e]:
+                        seen = True
+                        break
+                if seen:
+                    continue
+            last[w] = t
+        total[w] += 1.0
+        if label[e] == truth:
+            right[w] += 1.0
+
+
 @njit(cache=True, nogil=True)
 def _block_agreement(task_ptr, worker, label, t0, t1, label_of_task, n_workers, once):  # pragma: no cover - compiled
     """Per worker (n_workers,), fresh: answers in tasks ``[t0, t1)`` equal to ``label_of_task[t - t0]``, and answers.
 
-    ``once``: a repeated identical answer (same task, worker and label)
-    counts once (crowd-kit's ``get_accuracy``); each worker's last-seen task
-    finds repeats without hashing, a scan of the task confirms them (rare).
+    A task whose ``label_of_task`` is negative (no label to agree with: twothird's tasks below its rule, zbs'
+    tied tasks already counted) is left out of both.  ``once``: a repeated identical answer (same task, worker and
+    label) counts once (crowd-kit's ``get_accuracy``; :func:`_agree_task`).
     """
     right = np.zeros(n_workers)
     total = np.zeros(n_workers)
     last = np.full(n_workers if once else 0, -1, dtype=np.int64)
     for t in range(t0, t1):
-        lo = task_ptr[t]
-        hi = task_ptr[t + 1]
         truth = label_of_task[t - t0]
-        for e in range(lo, hi):
-            w = worker[e]
-            if once:
-                if last[w] == t:
-                    seen = False
-                    for m in range(lo, e):
-                        if worker[m] == w and label[m] == label[e]:
-                            seen = True
-                            break
-                    if seen:
-                        continue
-                last[w] = t
-            total[w] += 1.0
-            if label[e] == truth:
-                right[w] += 1.0
+        if truth >= 0:
+            _agree_task(task_ptr, worker, label, t, truth, last, right, total, once)
     return right, total
 
 
@@ -153,6 +162,38 @@ def _block_vote_labels(task_ptr, worker, label, t0, t1, weight, weighted, k, ato
                 s[label[e]] += 1.0
         n_tied = _row_argmax(s, k, atol, t - t0, labels, tied, near, n_tied)
     return labels, tied[:n_tied], near[:n_tied]
+
+
+@njit(cache=True, nogil=True)
+def _block_vote_agreement(task_ptr, worker, label, t0, t1, weight, k, atol, n_workers):  # pragma: no cover - compiled
+    """One pass of a weighted vote and each worker's agreement with it, over the tasks ``[t0, t1)`` (zbs' iteration):
+    per task its ``weight``-ed votes in a K buffer, their first maximum (:func:`_row_argmax`), and -- unless another
+    class is within ``atol`` of it -- its answers counted into the workers' agreement at once, a repeated identical
+    answer once (:func:`_agree_task`).  Returns ``(labels (n,), tied rows, their near masks (n_tied, K), right,
+    total)``, fresh: the tied tasks' labels are drawn, and their answers counted, by the caller
+    (:func:`_block_agreement` with every other task's label negative)."""
+    n = t1 - t0
+    labels = np.empty(n, dtype=np.int64)
+    tied = np.empty(n, dtype=np.int64)
+    near = np.empty((n, k), dtype=np.bool_)
+    right = np.zeros(n_workers)
+    total = np.zeros(n_workers)
+    last = np.full(n_workers, -1, dtype=np.int64)
+    s = np.empty(k)
+    n_tied = 0
+    for t in range(t0, t1):
+        for c in range(k):
+            s[c] = 0.0
+        lo = task_ptr[t]
+        hi = task_ptr[t + 1]
+        for e in range(lo, hi):
+            # int64 indices: numba's wraparound check on a narrow signed index costs more than the widening
+            s[np.int64(label[e])] += weight[np.int64(worker[e])]
+        before = n_tied
+        n_tied = _row_argmax(s, k, atol, t - t0, labels, tied, near, n_tied)
+        if n_tied == before:
+            _agree_task(task_ptr, worker, label, t, labels[t - t0], last, right, total, True)
+    return labels, tied[:n_tied], near[:n_tied], right, total
 
 
 def vote_counts(

@@ -8,7 +8,7 @@ method uses it.
   (tasks without answers get the mean of the others).
 * Votes: the vote family's block functions on the engine's protocol
   (:mod:`crowdagg.engine`: :func:`posterior_block`, :func:`agreement_block`,
-  :func:`revote_block`, :func:`agreement_with_block`; each block votes its
+  :func:`vote_agreement_block`, :func:`revote_block`, :func:`agreement_with_block`; each block votes its
   own tasks and draws its own ties by task name, per-worker agreement and
   the prior's sums are reduced) and :func:`finish_votes` (posteriors,
   labels, prior; tasks without answers get the prior);
@@ -254,6 +254,28 @@ def agreement_block(part: Any, b: int, vote: Vote, keep: bool) -> tuple[Any, Any
     return block_agreement(part, b, labels), (labels if keep else None)
 
 
+def vote_agreement_block(part: Any, b: int, vote: Vote, keep: bool) -> tuple[Any, Any]:
+    """Block function: the labels of ``vote`` on its weighted votes (ties within ``vote.atol`` drawn by task name;
+    ``vote.on_shares`` is not read: the shares' argmax is the votes') and per worker (agreeing answers, answers)
+    (n_workers,) each, a repeated identical answer counted once (crowd-kit's ``get_accuracy``).  One pass over the
+    answers (:func:`crowdagg.kernels.votes._block_vote_agreement`); only the tied tasks are read again, once their
+    labels are drawn.  Kept: the labels.  (zbs' iteration.)"""
+    from ..kernels.votes import _block_agreement, _block_vote_agreement
+
+    t0, t1 = _block(part, b, vote.weight)
+    weight = np.ones(part.n_workers) if vote.weight is None else vote.weight
+    labels, tied, near, right, total = _block_vote_agreement(part.task_ptr, part.worker, part.label, t0, t1, weight,
+                                                             part.n_classes, vote.atol, part.n_workers)
+    if tied.size:
+        draw_ties(labels, tied, near, TieBreaker(part.task_names, vote.seed, t0))
+        only = np.full(t1 - t0, -1, dtype=np.int64)
+        only[tied] = labels[tied]
+        more, answered = _block_agreement(part.task_ptr, part.worker, part.label, t0, t1, only, part.n_workers, True)
+        right += more
+        total += answered
+    return (right, total), (labels if keep else None)
+
+
 def revote_block(part: Any, b: int, votes: tuple[Vote, Vote], keep: bool) -> tuple[Any, Any]:
     """Block function of an iterative weighted vote: the labels of ``votes[1]``, how many differ from
     ``votes[0]``'s (recomputed here from the previous weights: no per-task state crosses iterations), and per
@@ -266,7 +288,8 @@ def revote_block(part: Any, b: int, votes: tuple[Vote, Vote], keep: bool) -> tup
 
 def agreement_with_block(part: Any, b: int, p: tuple[np.ndarray, bool], keep: bool) -> tuple[Any, Any]:
     """Block function: per worker (n_workers,), the answers equal to ``p[0]`` (a label per task, global) of their
-    task, and the answers; ``p[1]``: a repeated identical answer counts once (crowd-kit's ``get_accuracy``)."""
+    task, and the answers; ``p[1]``: a repeated identical answer counts once (crowd-kit's ``get_accuracy``).  A task
+    whose label is negative is left out of both (twothird: only its accepted tasks)."""
     from ..kernels.validate import as_code_array
 
     labels, once = p

@@ -33,25 +33,17 @@ Reference: the Toloka crowd-kit library, ``ZeroBasedSkill`` (1.4.2).
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Any
 
 import numpy as np
 
 from ...data.annotations import AnnotationSet
 from ..base import SHARES, FitContext, IterativeAggregator, make_result
-from ..blocks import Posterior, Vote, block_agreement, block_labels, finish_votes
+from ..blocks import Posterior, Vote, finish_votes, vote_agreement_block
 from ..loop import NO_OBJECTIVE, Residual, Run, Step
 from ..result import AggregationResult
 
 #: Weighted votes within this of a task's best tie (skills are sums of shares, of order 1).
 TIE_ATOL = 1e-12
-
-
-def skill_agreement_block(part: Any, b: int, vote: Vote, keep: bool) -> tuple[Any, Any]:
-    """Block function: the labels of ``vote`` and, per worker (n_workers,), (agreeing answers, answers), a repeated
-    identical answer counted once (crowd-kit's ``get_accuracy``).  Kept: the labels."""
-    labels = block_labels(part, b, vote)
-    return block_agreement(part, b, labels, once=True), (labels if keep else None)
 
 
 def learning_rate(iteration: int, lr_init: float, steps: int, factor: float) -> float:
@@ -87,7 +79,7 @@ class ZeroBasedSkill(IterativeAggregator):
         rate = learning_rate(state.iteration, checked["lr_init"], checked["lr_steps_to_reduce"],
                              checked["lr_reduce_factor"])
         vote = Vote(state.skills, checked["seed"], atol=TIE_ATOL, on_shares=False)
-        (agree, answers), _ = checked.engine.map_reduce(skill_agreement_block, vote)
+        (agree, answers), _ = checked.engine.map_reduce(vote_agreement_block, vote)
         # A worker without answers has no agreement to move toward: its skill stays where it started.
         target = np.where(answers > 0, agree / np.maximum(answers, 1.0), state.skills)
         step = rate * (target - state.skills)
