@@ -1,5 +1,5 @@
 """Vote-based methods: majority vote (:mod:`.mv`), weighted (:mod:`.wmv`), worker agreement (:mod:`.wawa`),
-Bayesian weighted average (:mod:`.bwa`), zero-based skill (:mod:`.zbs`).
+Bayesian weighted average (:mod:`.bwa`), zero-based skill (:mod:`.zbs`), two-thirds agreement (:mod:`.twothird`).
 
 This ``__init__`` holds the family's declarations only (standard library;
 :mod:`crowdagg.methods.registry` imports it to list the methods, never the
@@ -79,5 +79,21 @@ DECLARATIONS = (
                "eps")),
         kind="categorical", engines=("local", "dask"), rank=35,
         quick_params={"max_iter": 25},
+    ),
+    Method(
+        "twothird", "crowdagg.methods.votes.twothird:TwoThird",
+        "two-thirds agreement (peerannot's TwoThird): a label is accepted once 2/3 of at least 2 answers agree; "
+        "other tasks are flagged accepted=false (a column of the output), their label the plurality",
+        "accepted_n = [n_n ≥ min_answers] ∧ [max_k c_nk / n_n ≥ fraction] (one class alone); label = argmax_k "
+        "c_nk (the plurality, ties drawn); posteriors are the vote shares. Output: task, label, confidence, "
+        "accepted. --workers: agreement (share of a worker's answers on accepted tasks equal to their label).",
+        "peerannot (Lefort, Charlier, Joly & Salmon), TwoThird agreement",
+        (SEED,
+         Param("min_answers", int, 2, "a task needs at least this many answers to be accepted (peerannot's 2)", 1,
+               10**9, "minimum answers"),
+         Param("fraction", float, 2 / 3, "the share of a task's answers its label needs (default 2/3: 2 of 3, "
+               "4 of 6 are accepted; give a decimal below the share you mean, e.g. 0.6666 for 2/3)", 0.5, 1.0,
+               "2/3")),
+        kind="categorical", engines=("local", "dask"), rank=15,
     ),
 )
