@@ -77,7 +77,7 @@ DECLARATIONS = (
                "lr_reduce_factor"),
          Param("eps", float, 1e-5, "every skill starts at 1/K + eps (crowd-kit's eps, used only there)", 0.0, 1.0,
                "eps")),
-        kind="categorical", engines=("local", "dask"), rank=35,
+        kind="categorical", engines=("local", "dask"), rank=132,
         quick_params={"max_iter": 25},
     ),
     Method(
@@ -94,6 +94,6 @@ DECLARATIONS = (
          Param("fraction", float, 2 / 3, "the share of a task's answers its label needs (default 2/3: 2 of 3, "
                "4 of 6 are accepted; give a decimal below the share you mean, e.g. 0.6666 for 2/3)", 0.5, 1.0,
                "2/3")),
-        kind="categorical", engines=("local", "dask"), rank=15,
+        kind="categorical", engines=("local", "dask"), rank=134,
     ),
 )
