@@ -477,3 +477,15 @@ def test_relabel_benchmark_replays_each_policy_and_prints_the_tables(datasets_di
     assert len({c["accuracy"][0] for c in run["curves"].values()}) == 1
     assert run["all_answers"] == pytest.approx(0.898, abs=0.01) and run["n_scored"] == 108
     assert 0 <= run["deciles"]["ds_confidence"]["decile_accuracy"] <= 1
+
+
+def test_zbs_benchmark_prints_its_table(tmp_path, datasets_dir):
+    out = tmp_path / "zbs.json"
+    proc = _run_script("bench_zbs.py", "--answers", "5000", "--repeats", "1", "--no-crowdkit", "--json", str(out),
+                       datasets_dir=datasets_dir)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[1].startswith("| answers | crowdagg zbs s/iteration (iterations) | crowd-kit ZeroBasedSkill s/iteration |")
+    assert lines[3].startswith("| 5,000 | ") and "(100) | — | — |" in lines[3]
+    assert float(lines[3].split("|")[-2]) > 0.9  # accuracy on a one-coin crowd of 10 answers a task
+    assert json.loads(out.read_text())["rows"][0]["crowdagg"]["iterations"] == 100
