@@ -164,24 +164,56 @@ def _block_vote_labels(task_ptr, worker, label, t0, t1, weight, weighted, k, ato
     return labels, tied[:n_tied], near[:n_tied]
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _agree_change(task_ptr, worker, label, t, old, new, last, right):  # pragma: no cover - compiled
+    """Task ``t``'s label moved from ``old`` (-1: none yet) to ``new``: each worker's agreeing answers (``right``)
+    lose those equal to ``old`` and gain those equal to ``new``, a repeated identical answer once (as
+    :func:`_agree_task` counts them)."""
+    lo = task_ptr[t]
+    hi = task_ptr[t + 1]
+    for e in range(lo, hi):
+        w = worker[e]
+        if last[w] == t:
+            seen = False
+            for m in range(lo, e):
+                if worker[m] == w and label[m] == label[e]:
+                    seen = True
+                    break
+            if seen:
+                continue
+        last[w] = t
+        if label[e] == new:
+            right[w] += 1.0
+        elif label[e] == old:
+            right[w] -= 1.0
+
+
 @njit(cache=True, nogil=True)
-def _block_vote_agreement(task_ptr, worker, label, t0, t1, weight, k, atol, n_workers):  # pragma: no cover - compiled
-    """One pass of a weighted vote and each worker's agreement with it, over the tasks ``[t0, t1)`` (zbs' iteration):
-    per task its ``weight``-ed votes in a K buffer, their first maximum (:func:`_row_argmax`), and -- unless another
-    class is within ``atol`` of it -- its answers counted into the workers' agreement at once, a repeated identical
-    answer once (:func:`_agree_task`).  Returns ``(labels (n,), tied rows, their near masks (n_tied, K), right,
-    total)``, fresh: the tied tasks' labels are drawn, and their answers counted, by the caller
-    (:func:`_block_agreement` with every other task's label negative)."""
+def _block_revote(task_ptr, worker, label, t0, t1, weight, k, atol, select, old, margin,
+                  n_workers):  # pragma: no cover - compiled
+    """A weighted vote over the ``select``-ed tasks of ``[t0, t1)`` only (zbs' iteration), and how it moves each
+    worker's agreement.
+
+    ``select``, ``old`` (labels, -1: none yet) and ``margin`` are the block's rows (t1 - t0,).  A selected task
+    gets its ``weight``-ed votes in a K buffer, its first maximum (:func:`_row_argmax`) and its margin over the
+    runner-up (0 when another class is within ``atol``: a tie, drawn by the caller; ``inf`` for one class); a
+    new label moves ``right`` (:func:`_agree_change`).  Returns, fresh: ``(labels, margins (t1 - t0,) -- the
+    unselected rows as given --, tied rows, their near masks (n_tied, K), right (n_workers,) the change of each
+    worker's agreeing answers, changed (labels that moved, ties not counted))``."""
     n = t1 - t0
-    labels = np.empty(n, dtype=np.int64)
+    labels = old.copy()
+    margins = margin.copy()
     tied = np.empty(n, dtype=np.int64)
     near = np.empty((n, k), dtype=np.bool_)
     right = np.zeros(n_workers)
-    total = np.zeros(n_workers)
     last = np.full(n_workers, -1, dtype=np.int64)
     s = np.empty(k)
     n_tied = 0
+    changed = 0
     for t in range(t0, t1):
+        row = t - t0
+        if not select[row]:
+            continue
         for c in range(k):
             s[c] = 0.0
         lo = task_ptr[t]
@@ -190,10 +222,33 @@ def _block_vote_agreement(task_ptr, worker, label, t0, t1, weight, k, atol, n_wo
             # int64 indices: numba's wraparound check on a narrow signed index costs more than the widening
             s[np.int64(label[e])] += weight[np.int64(worker[e])]
         before = n_tied
-        n_tied = _row_argmax(s, k, atol, t - t0, labels, tied, near, n_tied)
-        if n_tied == before:
-            _agree_task(task_ptr, worker, label, t, labels[t - t0], last, right, total, True)
-    return labels, tied[:n_tied], near[:n_tied], right, total
+        n_tied = _row_argmax(s, k, atol, row, labels, tied, near, n_tied)
+        if n_tied > before:
+            margins[row] = 0.0
+            labels[row] = old[row]  # drawn by the caller, which moves the agreement if the draw differs
+            continue
+        top = s[labels[row]]
+        second = -np.inf
+        for c in range(k):
+            if c != labels[row] and s[c] > second:
+                second = s[c]
+        margins[row] = top - second
+        if labels[row] != old[row]:
+            changed += 1
+            _agree_change(task_ptr, worker, label, t, old[row], labels[row], last, right)
+    return labels, margins, tied[:n_tied], near[:n_tied], right, changed
+
+
+@njit(cache=True, nogil=True)
+def _block_drawn_change(task_ptr, worker, label, t0, rows, old, new, n_workers):  # pragma: no cover - compiled
+    """The change of each worker's agreeing answers (n_workers,), fresh, when the tasks ``t0 + rows`` move from
+    ``old`` to ``new`` labels (a tie's draw; each (len(rows),)), a repeated identical answer once."""
+    right = np.zeros(n_workers)
+    last = np.full(n_workers, -1, dtype=np.int64)
+    for i in range(rows.shape[0]):
+        if new[i] != old[i]:
+            _agree_change(task_ptr, worker, label, t0 + rows[i], old[i], new[i], last, right)
+    return right
 
 
 def vote_counts(

@@ -90,6 +90,37 @@ def test_tol_stops_when_no_skill_moves_and_zero_runs_every_iteration():
     np.testing.assert_allclose(early.worker_params["skill"], full.worker_params["skill"], atol=1e-4)
 
 
+def tie_crowd(seed=0, n_tasks=400, n_workers=12, k=3):
+    """Few workers, even answers a task, three classes: many tied votes, labels that keep moving for a while."""
+    rng = np.random.default_rng(seed)
+    acc = rng.uniform(0.35, 0.8, n_workers)
+    truth = rng.integers(0, k, n_tasks)
+    per = rng.choice([2, 4, 6], n_tasks)
+    task = np.repeat(np.arange(n_tasks), per)
+    worker = np.concatenate([rng.choice(n_workers, p, replace=False) for p in per])
+    right = rng.random(task.size) < acc[worker]
+    label = np.where(right, truth[task], (truth[task] + rng.integers(1, k, task.size)) % k)
+    return AnnotationSet.from_codes(task, worker, label, n_tasks=n_tasks, n_workers=n_workers, n_classes=k)
+
+
+@pytest.mark.quick
+@pytest.mark.parametrize("crowd", ["odd", "ties"])
+@pytest.mark.parametrize("params", [{}, {"max_iter": 9, "lr_init": 0.7, "lr_steps_to_reduce": 2}])
+def test_voting_again_only_the_tasks_that_may_change_is_exact(monkeypatch, crowd, params):
+    """The margin test (a task is voted again only when the skills' moves could have changed its label) and the
+    fixed-point stop give the bits of voting every task every iteration: with a rounding bound so large that every
+    task is always voted again, the same skills, labels and posteriors."""
+    import crowdagg.methods.votes.zbs as zbs
+
+    data = odd_crowd(seed=4) if crowd == "odd" else tie_crowd()
+    pruned = aggregate(data, "zbs", **params)
+    monkeypatch.setattr(zbs, "ROUNDING", 1e9)
+    everything = aggregate(data, "zbs", **params)
+    np.testing.assert_array_equal(pruned.worker_params["skill"], everything.worker_params["skill"])
+    np.testing.assert_array_equal(pruned.labels, everything.labels)
+    np.testing.assert_array_equal(pruned.posteriors, everything.posteriors)
+
+
 @pytest.mark.quick
 def test_recovers_the_ranking_of_simulated_accuracies():
     """Workers of one-coin accuracies from .55 to .95: the skills rank them as their true accuracies do, and are
