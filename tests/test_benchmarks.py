@@ -479,6 +479,37 @@ def test_relabel_benchmark_replays_each_policy_and_prints_the_tables(datasets_di
     assert 0 <= run["deciles"]["ds_confidence"]["decile_accuracy"] <= 1
 
 
+def test_stats_benchmark_checks_alpha_against_krippendorff_and_prints_its_lines(tmp_path):
+    out = tmp_path / "stats.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_stats.py"), "--answers", "20000", "--repeat", "1",
+         "--json", str(out)],
+        capture_output=True, text=True, timeout=300, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "20,000 answers, 4,000 tasks, 100 workers, K=5" in proc.stdout
+    rows = json.loads(out.read_text())
+    assert list(rows) == ["crowdagg alpha", "crowdagg stats", "krippendorff (reliability data)",
+                          "krippendorff (value counts)"]
+    alphas = [r["alpha"] for r in rows.values()]
+    assert max(alphas) - min(alphas) <= 1e-9 and 0.2 < alphas[0] < 0.8
+
+
+def test_bench_numeric_prints_the_emotion_table_and_the_speed_table(datasets_dir, tmp_path):
+    out = tmp_path / "numeric.json"
+    proc = _run_script("bench_numeric.py", "--answers", "5000", "--repeats", "1", "--json", str(out),
+                       datasets_dir=datasets_dir)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "| method | MAE | RMSE | Pearson r | iterations |" in proc.stdout
+    assert "5,000 answers, 1,000 tasks, 100 workers" in proc.stdout
+    figures = json.loads(out.read_text())
+    assert [r["method"] for r in figures["emotion"]] == ["mean", "median", "catd", "crh"]
+    mae = {r["method"]: r["mae"] for r in figures["emotion"]}
+    assert mae["mean"] == pytest.approx(12.022, abs=1e-3) and mae["crh"] < mae["mean"]
+    rmse = {r["method"]: r["rmse"] for r in figures["speed"]}
+    assert rmse["catd"] < rmse["mean"]  # the simulated crowd's noisy workers are weighted down
+
+
 def test_zbs_benchmark_prints_its_table(tmp_path, datasets_dir):
     out = tmp_path / "zbs.json"
     proc = _run_script("bench_zbs.py", "--answers", "5000", "--repeats", "1", "--no-crowdkit", "--json", str(out),

@@ -11,6 +11,7 @@ from typing import Any, Optional
 import typer
 
 from ..core.threads import use_threads
+from ..errors import UsageError
 from . import options as opt
 from . import pipeline as steps
 from .options import require_values
@@ -103,6 +104,9 @@ def workers(
     side = steps.side_inputs(gold=gold)
     steps.check_stdin(input, side)
     spec, params = steps.check_method(method, {"seed": seed, "max_iter": max_iter, "tol": tol}, param_)
+    if spec.kind == "numeric":  # (aggregate's --numeric; this report's columns are a categorical model's)
+        raise UsageError(f"method {method!r} aggregates numeric answers: `crowdagg aggregate --numeric -m {method} "
+                         "--workers FILE` writes its workers' weights; `crowdagg workers` reports categorical methods")
     class_list = steps.check_read_options(
         duplicates=duplicates, blank_labels=blank_labels, rejected=rejected, max_memory=max_memory, classes=classes
     )

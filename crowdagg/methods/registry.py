@@ -390,8 +390,8 @@ EXTRAS: dict[str, tuple[str, ...]] = {"train": ("torch", "safetensors")}
 
 #: Names a parameter may not have: :func:`crowdagg.aggregate`'s own arguments (it would take the value for
 #: itself) and the inputs the base class takes for methods declared with ``gold``/``init_workers``.
-RESERVED = ("data", "method", "callback", "max_memory", "task_col", "worker_col", "label_col", "gold", "init_workers",
-            "engine", "client", "partitions")
+RESERVED = ("data", "method", "numeric", "callback", "max_memory", "task_col", "worker_col", "label_col", "gold",
+            "init_workers", "engine", "client", "partitions")
 
 #: The parameters the CLI has flags for (``--seed``, ``--max-iter``, ``--tol``).
 COMMON_FLAGS = ("seed", "max_iter", "tol")

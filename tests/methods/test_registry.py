@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from crowdagg import load_annotations
 from crowdagg.cli import app
 from crowdagg.data.annotations import AnnotationSet
+from crowdagg.data.numeric import NumericAnswers
 from crowdagg.errors import UsageError
 from crowdagg.methods.api import REGISTRY, aggregate, get_method
 from crowdagg.methods.registry import KINDS, METHODS, SEED, Method, Param, get
@@ -32,9 +33,14 @@ def test_every_declared_method_loads_and_its_defaults_are_valid(name, bluebird):
     spec = get(name)
     cls = spec.load()
     assert cls.name == name and cls.params() == spec.param_names
-    assert "seed" in spec.param_names
     defaults = cls().check_params()
     assert defaults == {p.name: p.default for p in spec.params}
+    if spec.kind == "numeric":  # deterministic (no seed), and fitted on numbers: bluebird's labels read as values
+        numbers = NumericAnswers.from_codes(bluebird.task, bluebird.worker, bluebird.label.astype(float))
+        result = cls().fit(numbers)
+        assert result.method == name and result.values.shape == (bluebird.n_tasks,)
+        return
+    assert "seed" in spec.param_names
     result = cls().fit(bluebird)
     assert result.method == name and result.posteriors.shape == (bluebird.n_tasks, bluebird.n_classes)
 
@@ -190,8 +196,8 @@ def test_each_family_declares_its_own_methods():
     import crowdagg.methods.em as em
     import crowdagg.methods.votes as votes
 
-    assert [m.name for m in votes.DECLARATIONS][:4] == ["mv", "wmv", "wawa", "bwa"]  # then zbs, iwmv, twothird
-    assert [m.name for m in em.DECLARATIONS] == ["ds", "onecoin"]
+    assert [m.name for m in votes.DECLARATIONS] == ["mv", "wmv", "iwmv", "wawa", "bwa", "zbs", "twothird"]
+    assert [m.name for m in em.DECLARATIONS] == ["ds", "onecoin", "ds-clust"]
     for m in (*votes.DECLARATIONS, *em.DECLARATIONS):
         family = "votes" if m in votes.DECLARATIONS else "em"
         assert m.target.startswith(f"crowdagg.methods.{family}.")  # its class lives in its family
