@@ -15,5 +15,6 @@ from ..glad import GLAD
 from ..kos import KOS
 from ..majority_vote import MajorityVote
 from ..wawa import Wawa
+from ..zero_based_skill import ZeroBasedSkill
 
-__all__ = ["GLAD", "KOS", "DawidSkene", "MajorityVote", "NotFittedError", "OneCoinDawidSkene", "Wawa"]
+__all__ = ["GLAD", "KOS", "DawidSkene", "MajorityVote", "NotFittedError", "OneCoinDawidSkene", "Wawa", "ZeroBasedSkill"]
