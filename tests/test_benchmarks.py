@@ -510,6 +510,21 @@ def test_bench_numeric_prints_the_emotion_table_and_the_speed_table(datasets_dir
     assert rmse["catd"] < rmse["mean"]  # the simulated crowd's noisy workers are weighted down
 
 
+def test_mace_benchmark_times_both_tools_and_prints_the_ratio(tmp_path):
+    out = tmp_path / "mace.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_mace.py"), "--answers", "5000",
+                           "--json", str(out)], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[1].startswith("| answers | crowdagg mace s/iteration | crowd-kit MACE s/iteration | speed-up |")
+    assert lines[3].startswith("| 5,000 | ") and "×" in lines[3]
+    row = json.loads(out.read_text())["rows"][0]
+    assert row["crowdagg"]["iterations"] == 50 and row["crowdkit"]["per_iteration"] > 0
+    assert row["speedup_per_iteration"] == row["crowdkit"]["per_iteration"] / row["crowdagg"]["per_iteration"]
+    assert row["crowdagg"]["accuracy"] > 0.9  # synth.py's one-coin crowd
+
+
 def test_zbs_benchmark_prints_its_table(tmp_path, datasets_dir):
     out = tmp_path / "zbs.json"
     proc = _run_script("bench_zbs.py", "--answers", "5000", "--repeats", "1", "--no-crowdkit", "--json", str(out),

@@ -13,8 +13,10 @@ from .._answers import NotFittedError
 from ..dawid_skene import DawidSkene, OneCoinDawidSkene
 from ..glad import GLAD
 from ..kos import KOS
+from ..mace import MACE
 from ..majority_vote import MajorityVote
 from ..wawa import Wawa
 from ..zero_based_skill import ZeroBasedSkill
 
-__all__ = ["GLAD", "KOS", "DawidSkene", "MajorityVote", "NotFittedError", "OneCoinDawidSkene", "Wawa", "ZeroBasedSkill"]
+__all__ = ["GLAD", "KOS", "MACE", "DawidSkene", "MajorityVote", "NotFittedError", "OneCoinDawidSkene", "Wawa",
+           "ZeroBasedSkill"]
