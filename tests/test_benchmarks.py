@@ -523,3 +523,15 @@ def test_mace_benchmark_times_both_tools_and_prints_the_ratio(tmp_path):
     assert row["crowdagg"]["iterations"] == 50 and row["crowdkit"]["per_iteration"] > 0
     assert row["speedup_per_iteration"] == row["crowdkit"]["per_iteration"] / row["crowdagg"]["per_iteration"]
     assert row["crowdagg"]["accuracy"] > 0.9  # synth.py's one-coin crowd
+
+
+def test_zbs_benchmark_prints_its_table(tmp_path, datasets_dir):
+    out = tmp_path / "zbs.json"
+    proc = _run_script("bench_zbs.py", "--answers", "5000", "--repeats", "1", "--no-crowdkit", "--json", str(out),
+                       datasets_dir=datasets_dir)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[1].startswith("| answers | crowdagg zbs s/iteration (iterations) | crowd-kit ZeroBasedSkill s/iteration |")
+    assert lines[3].startswith("| 5,000 | ") and "(100) | — | — |" in lines[3]
+    assert float(lines[3].split("|")[-3]) > 0.9  # accuracy on a one-coin crowd of 10 answers a task
+    assert json.loads(out.read_text())["rows"][0]["crowdagg"]["iterations"] == 100

@@ -109,6 +109,17 @@ MajorityVote and Wawa run several times faster than crowd-kit
 
 from __future__ import annotations
 
-from .aggregation import GLAD, KOS, MACE, DawidSkene, MajorityVote, NotFittedError, OneCoinDawidSkene, Wawa
+from .aggregation import (
+    GLAD,
+    KOS,
+    MACE,
+    DawidSkene,
+    MajorityVote,
+    NotFittedError,
+    OneCoinDawidSkene,
+    Wawa,
+    ZeroBasedSkill,
+)
 
-__all__ = ["GLAD", "KOS", "MACE", "DawidSkene", "MajorityVote", "NotFittedError", "OneCoinDawidSkene", "Wawa"]
+__all__ = ["GLAD", "KOS", "MACE", "DawidSkene", "MajorityVote", "NotFittedError", "OneCoinDawidSkene", "Wawa",
+           "ZeroBasedSkill"]

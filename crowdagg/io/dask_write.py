@@ -44,17 +44,17 @@ def part_tasks(part: Any) -> tuple[int, int]:
 
 
 def write_partition(part: Any, directory: str, index: int, fmt: str, gzip: bool, classes: tuple[str, ...],
-                    rows: tuple[np.ndarray, np.ndarray, np.ndarray | None], count: int,
+                    rows: tuple[np.ndarray, np.ndarray, np.ndarray | None, dict[str, np.ndarray]], count: int,
                     layout: Callable[..., dict[str, Any]]) -> tuple[str, int]:
-    """On a worker: partition ``part``'s rows (``rows``: its labels (n,), confidences (n,) and posteriors (n, K) or
-    None) as part ``index`` of the ``count`` of ``directory``; ``(file name, size)``.  ``layout``: the result's
+    """On a worker: partition ``part``'s rows (``rows``: its labels (n,), confidences (n,), posteriors (n, K) or
+    None, and the result's flags (n,) each) as part ``index`` of the ``count`` of ``directory``; ``(file name, size)``.  ``layout``: the result's
     :meth:`~crowdagg.methods.result.AggregationResult.rows_table` (sent by reference), which makes the columns."""
     from .part_files import write_part
 
-    labels, confidence, posteriors = rows
+    labels, confidence, posteriors, flags = rows
     answers = None if posteriors is None else np.diff(part.task_ptr)
     table = layout(part.task_names.names, labels, classes, confidence, posteriors=posteriors,
-                   answers_per_task=answers, arrow=True)
+                   answers_per_task=answers, arrow=True, flags=flags)
     return write_part(directory, index, fmt, gzip, table, where=f" on Dask worker {_here()}", count=count)
 
 
@@ -92,7 +92,8 @@ def fill_on_workers(engine: Any, result: Any, directory: str, fmt: str, gzip: bo
     confidence = result.confidence
     futures = []
     for p, (part, (t0, n)) in enumerate(zip(parts, ranges)):
-        rows = (result.labels[t0:t0 + n], confidence[t0:t0 + n], result.posteriors[t0:t0 + n] if proba else None)
+        rows = (result.labels[t0:t0 + n], confidence[t0:t0 + n], result.posteriors[t0:t0 + n] if proba else None,
+                {name: flag[t0:t0 + n] for name, flag in result.flags.items()})
         holders = list(where.get(part.key, ())) or None
         # Scattered to the worker that holds the partition: the rows go there once, not through the scheduler.
         [sent] = settle(client, partial(client.scatter, [rows], workers=holders, hash=False, asynchronous=True), what)

@@ -15,9 +15,10 @@ from ..errors import DataError, UsageError
 #: The formats a directory of parts is written in (JSON is one list: it has no parts).
 PART_FORMATS = ("csv", "tsv", "jsonl", "parquet")
 #: The leading fields of the labels table (:meth:`~crowdagg.methods.result.AggregationResult.table`) and the
-#: pattern of the ``--proba`` ones after them: how an earlier run's labels (file or part) are recognised.
+#: pattern of the ones after them (a result's flags -- twothird's ``accepted`` -- and the ``--proba`` columns): how
+#: an earlier run's labels (file or part) are recognised.
 LABEL_FIELDS = ("task", "label", "confidence")
-LABEL_THEN = "n_answers|p_.*"
+LABEL_THEN = "accepted|n_answers|p_.*"
 
 
 def check_part_format(fmt: str, where: str, gzip: bool = False) -> str:

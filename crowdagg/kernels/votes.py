@@ -62,36 +62,45 @@ def _block_votes(task_ptr, worker, label, t0, t1, weight, weighted, k):  # pragm
     return out
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _agree_task(task_ptr, worker, label, t, truth, last, right, total, once):  # pragma: no cover - compiled
+    """Task ``t``'s answers into ``right`` and ``total`` (per worker): each answer counted, and right when it equals
+    ``truth``; ``once``: a repeated identical answer (same worker and label) counts once, found through ``last``
+    (each worker's last-seen task) without hashing, a scan of the task confirming it (rare)."""
+    lo = task_ptr[t]
+    hi = task_ptr[t + 1]
+    for e in range(lo, hi):
+        w = worker[e]
+        if once:
+            if last[w] == t:
+                seen = False
+                for m in range(lo, e):
+                    if worker[m] == w and label[m] == label[e]:
+                        seen = True
+                        break
+                if seen:
+                    continue
+            last[w] = t
+        total[w] += 1.0
+        if label[e] == truth:
+            right[w] += 1.0
+
+
 @njit(cache=True, nogil=True)
 def _block_agreement(task_ptr, worker, label, t0, t1, label_of_task, n_workers, once):  # pragma: no cover - compiled
     """Per worker (n_workers,), fresh: answers in tasks ``[t0, t1)`` equal to ``label_of_task[t - t0]``, and answers.
 
-    ``once``: a repeated identical answer (same task, worker and label)
-    counts once (crowd-kit's ``get_accuracy``); each worker's last-seen task
-    finds repeats without hashing, a scan of the task confirms them (rare).
+    A task whose ``label_of_task`` is negative (no label to agree with: twothird's tasks below its rule, zbs'
+    tied tasks already counted) is left out of both.  ``once``: a repeated identical answer (same task, worker and
+    label) counts once (crowd-kit's ``get_accuracy``; :func:`_agree_task`).
     """
     right = np.zeros(n_workers)
     total = np.zeros(n_workers)
     last = np.full(n_workers if once else 0, -1, dtype=np.int64)
     for t in range(t0, t1):
-        lo = task_ptr[t]
-        hi = task_ptr[t + 1]
         truth = label_of_task[t - t0]
-        for e in range(lo, hi):
-            w = worker[e]
-            if once:
-                if last[w] == t:
-                    seen = False
-                    for m in range(lo, e):
-                        if worker[m] == w and label[m] == label[e]:
-                            seen = True
-                            break
-                    if seen:
-                        continue
-                last[w] = t
-            total[w] += 1.0
-            if label[e] == truth:
-                right[w] += 1.0
+        if truth >= 0:
+            _agree_task(task_ptr, worker, label, t, truth, last, right, total, once)
     return right, total
 
 
@@ -153,6 +162,93 @@ def _block_vote_labels(task_ptr, worker, label, t0, t1, weight, weighted, k, ato
                 s[label[e]] += 1.0
         n_tied = _row_argmax(s, k, atol, t - t0, labels, tied, near, n_tied)
     return labels, tied[:n_tied], near[:n_tied]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _agree_change(task_ptr, worker, label, t, old, new, last, right):  # pragma: no cover - compiled
+    """Task ``t``'s label moved from ``old`` (-1: none yet) to ``new``: each worker's agreeing answers (``right``)
+    lose those equal to ``old`` and gain those equal to ``new``, a repeated identical answer once (as
+    :func:`_agree_task` counts them)."""
+    lo = task_ptr[t]
+    hi = task_ptr[t + 1]
+    for e in range(lo, hi):
+        w = worker[e]
+        if last[w] == t:
+            seen = False
+            for m in range(lo, e):
+                if worker[m] == w and label[m] == label[e]:
+                    seen = True
+                    break
+            if seen:
+                continue
+        last[w] = t
+        if label[e] == new:
+            right[w] += 1.0
+        elif label[e] == old:
+            right[w] -= 1.0
+
+
+@njit(cache=True, nogil=True)
+def _block_revote(task_ptr, worker, label, t0, t1, weight, k, atol, select, old, margin,
+                  n_workers):  # pragma: no cover - compiled
+    """A weighted vote over the ``select``-ed tasks of ``[t0, t1)`` only (zbs' iteration), and how it moves each
+    worker's agreement.
+
+    ``select``, ``old`` (labels, -1: none yet) and ``margin`` are the block's rows (t1 - t0,).  A selected task
+    gets its ``weight``-ed votes in a K buffer, its first maximum (:func:`_row_argmax`) and its margin over the
+    runner-up (0 when another class is within ``atol``: a tie, drawn by the caller; ``inf`` for one class); a
+    new label moves ``right`` (:func:`_agree_change`).  Returns, fresh: ``(labels, margins (t1 - t0,) -- the
+    unselected rows as given --, tied rows, their near masks (n_tied, K), right (n_workers,) the change of each
+    worker's agreeing answers, changed (labels that moved, ties not counted))``."""
+    n = t1 - t0
+    labels = old.copy()
+    margins = margin.copy()
+    tied = np.empty(n, dtype=np.int64)
+    near = np.empty((n, k), dtype=np.bool_)
+    right = np.zeros(n_workers)
+    last = np.full(n_workers, -1, dtype=np.int64)
+    s = np.empty(k)
+    n_tied = 0
+    changed = 0
+    for t in range(t0, t1):
+        row = t - t0
+        if not select[row]:
+            continue
+        for c in range(k):
+            s[c] = 0.0
+        lo = task_ptr[t]
+        hi = task_ptr[t + 1]
+        for e in range(lo, hi):
+            # int64 indices: numba's wraparound check on a narrow signed index costs more than the widening
+            s[np.int64(label[e])] += weight[np.int64(worker[e])]
+        before = n_tied
+        n_tied = _row_argmax(s, k, atol, row, labels, tied, near, n_tied)
+        if n_tied > before:
+            margins[row] = 0.0
+            labels[row] = old[row]  # drawn by the caller, which moves the agreement if the draw differs
+            continue
+        top = s[labels[row]]
+        second = -np.inf
+        for c in range(k):
+            if c != labels[row] and s[c] > second:
+                second = s[c]
+        margins[row] = top - second
+        if labels[row] != old[row]:
+            changed += 1
+            _agree_change(task_ptr, worker, label, t, old[row], labels[row], last, right)
+    return labels, margins, tied[:n_tied], near[:n_tied], right, changed
+
+
+@njit(cache=True, nogil=True)
+def _block_drawn_change(task_ptr, worker, label, t0, rows, old, new, n_workers):  # pragma: no cover - compiled
+    """The change of each worker's agreeing answers (n_workers,), fresh, when the tasks ``t0 + rows`` move from
+    ``old`` to ``new`` labels (a tie's draw; each (len(rows),)), a repeated identical answer once."""
+    right = np.zeros(n_workers)
+    last = np.full(n_workers, -1, dtype=np.int64)
+    for i in range(rows.shape[0]):
+        if new[i] != old[i]:
+            _agree_change(task_ptr, worker, label, t0 + rows[i], old[i], new[i], last, right)
+    return right
 
 
 def vote_counts(

@@ -8,7 +8,7 @@ method uses it.
   (tasks without answers get the mean of the others).
 * Votes: the vote family's block functions on the engine's protocol
   (:mod:`crowdagg.engine`: :func:`posterior_block`, :func:`agreement_block`,
-  :func:`revote_block`, :func:`agreement_with_block`; each block votes its
+  :func:`selective_revote_block`, :func:`revote_block`, :func:`agreement_with_block`; each block votes its
   own tasks and draws its own ties by task name, per-worker agreement and
   the prior's sums are reduced) and :func:`finish_votes` (posteriors,
   labels, prior; tasks without answers get the prior);
@@ -254,6 +254,46 @@ def agreement_block(part: Any, b: int, vote: Vote, keep: bool) -> tuple[Any, Any
     return block_agreement(part, b, labels), (labels if keep else None)
 
 
+@dataclass(frozen=True, eq=False)
+class Revote:
+    """A weighted vote over some tasks only (:func:`selective_revote_block`): the vote, and per task over all
+    tasks (n_tasks,) each -- whether to vote it again (``select``), its current label (``labels``, -1: none yet) and
+    margin over its runner-up (``margins``)."""
+
+    vote: Vote
+    select: np.ndarray
+    labels: np.ndarray
+    margins: np.ndarray
+
+
+def selective_revote_block(part: Any, b: int, p: Revote, keep: bool) -> tuple[Any, Any]:
+    """Block function: ``p.vote`` over the block's ``p.select``-ed tasks only (their weighted votes; ties within
+    ``p.vote.atol`` drawn by task name), each one's new label and margin, and how the new labels move each worker's
+    agreeing answers (a repeated identical answer once: crowd-kit's ``get_accuracy``).  Sums: ``(change of the
+    agreeing answers (n_workers,), labels changed)``; kept: ``(labels, margins)`` of the block's tasks.  One read
+    of the selected tasks' answers (:func:`crowdagg.kernels.votes._block_revote`), a second of the tied ones' once
+    drawn.  (zbs' iteration.)"""
+    from ..kernels.votes import _block_drawn_change, _block_revote
+
+    vote = p.vote
+    t0, t1 = _block(part, b, vote.weight)
+    weight = np.ones(part.n_workers) if vote.weight is None else vote.weight
+    rows = slice(t0, t1)
+    select = np.ascontiguousarray(part.task_rows(p.select)[rows], dtype=np.bool_)
+    old = np.ascontiguousarray(part.task_rows(p.labels)[rows], dtype=np.int64)
+    margins = np.ascontiguousarray(part.task_rows(p.margins)[rows], dtype=np.float64)
+    labels, margins, tied, near, right, changed = _block_revote(
+        part.task_ptr, part.worker, part.label, t0, t1, weight, part.n_classes, vote.atol, select, old, margins,
+        part.n_workers)
+    if tied.size:
+        drawn = draw_ties(labels.copy(), tied, near, TieBreaker(part.task_names, vote.seed, t0))[tied]
+        right += _block_drawn_change(part.task_ptr, part.worker, part.label, t0, tied, old[tied], drawn,
+                                     part.n_workers)
+        changed += int(np.count_nonzero(drawn != old[tied]))
+        labels[tied] = drawn
+    return (right, float(changed)), ((labels, margins) if keep else None)
+
+
 def revote_block(part: Any, b: int, votes: tuple[Vote, Vote], keep: bool) -> tuple[Any, Any]:
     """Block function of an iterative weighted vote: the labels of ``votes[1]``, how many differ from
     ``votes[0]``'s (recomputed here from the previous weights: no per-task state crosses iterations), and per
@@ -266,7 +306,8 @@ def revote_block(part: Any, b: int, votes: tuple[Vote, Vote], keep: bool) -> tup
 
 def agreement_with_block(part: Any, b: int, p: tuple[np.ndarray, bool], keep: bool) -> tuple[Any, Any]:
     """Block function: per worker (n_workers,), the answers equal to ``p[0]`` (a label per task, global) of their
-    task, and the answers; ``p[1]``: a repeated identical answer counts once (crowd-kit's ``get_accuracy``)."""
+    task, and the answers; ``p[1]``: a repeated identical answer counts once (crowd-kit's ``get_accuracy``).  A task
+    whose label is negative is left out of both (twothird: only its accepted tasks)."""
     from ..kernels.validate import as_code_array
 
     labels, once = p

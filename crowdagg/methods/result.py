@@ -54,6 +54,11 @@ class AggregationResult:
     task_params : dict of str -> ndarray
         Per-task parameters (first axis the task, ``data.tasks``' order),
         e.g. a GLAD difficulty; empty for the current methods.
+    flags : dict of str -> ndarray of bool
+        Per-task yes/no columns that every labels output writes right after
+        ``confidence`` (first axis the task): twothird's ``accepted`` (whether
+        the task's label reached its agreement rule).  Empty for the other
+        methods, whose outputs keep ``task, label, confidence``.
     model_params : dict of str -> Any
         What the method learned that is neither per worker nor per task
         (EBCC's subtype weights, a trained network's handle); empty for the
@@ -81,6 +86,7 @@ class AggregationResult:
     objective_name: str = ""
     worker_params: dict[str, np.ndarray] = field(default_factory=dict)
     task_params: dict[str, np.ndarray] = field(default_factory=dict)
+    flags: dict[str, np.ndarray] = field(default_factory=dict)
     model_params: dict[str, Any] = field(default_factory=dict)
     #: ds, onecoin: the statistics behind ``prior`` and ``worker_params`` -- ``class_counts`` (K,), ds ``counts``
     #: (n_workers, K, K) ``[w, true, observed]``, onecoin ``correct`` and ``answers`` (n_workers,), all expected
@@ -182,15 +188,15 @@ class AggregationResult:
     @staticmethod
     def rows_table(names: Any, labels: np.ndarray, classes: Any, confidence: np.ndarray, *,
                    posteriors: np.ndarray | None = None, answers_per_task: np.ndarray | None = None,
-                   arrow: bool = False) -> dict[str, Any]:
+                   arrow: bool = False, flags: dict[str, np.ndarray] | None = None) -> dict[str, Any]:
         """:func:`task_table`: the columns of :meth:`table` for a run of tasks, reached through the result, so that a
         writer handed a result (one partition's rows written on a Dask worker, :mod:`crowdagg.io.dask_write`) lays
         its rows out by the result's own rule without importing the methods."""
         return task_table(names, labels, classes, confidence, posteriors=posteriors,
-                          answers_per_task=answers_per_task, arrow=arrow)
+                          answers_per_task=answers_per_task, arrow=arrow, flags=flags)
 
     def table(self, *, proba: bool = False, arrow: bool = False) -> dict[str, Any]:
-        """One row per task, in input order, as columns: ``task, label, confidence``.
+        """One row per task, in input order, as columns: ``task, label, confidence``, then each of :attr:`flags`.
 
         With ``proba``: also ``n_answers`` (0 flags a task without answers)
         and one ``p_<class>`` column per class.  Names are object arrays of
@@ -199,7 +205,8 @@ class AggregationResult:
         """
         return task_table(self.data.tasks.names if arrow else self.data.task_names, self.labels, self.data.classes,
                           self.confidence, posteriors=self.posteriors if proba else None,
-                          answers_per_task=self.data.answers_per_task if proba else None, arrow=arrow)
+                          answers_per_task=self.data.answers_per_task if proba else None, arrow=arrow,
+                          flags=self.flags)
 
     def to_frame(self, *, proba: bool = False, max_memory: MaxMemory = None) -> pd.DataFrame:
         """:meth:`table` as a pandas DataFrame, ``task`` and ``label`` in the dtypes their columns had.
@@ -210,7 +217,7 @@ class AggregationResult:
         import pandas as pd
 
         n, k = self.data.n_tasks, self.data.n_classes
-        per_task = _BYTES_PER_NAME + 3 * 8 + (2 * 8 * (k + 1) if proba else 0)
+        per_task = _BYTES_PER_NAME + 3 * 8 + len(self.flags) + (2 * 8 * (k + 1) if proba else 0)
         self._check_memory(per_task * n, f"a table of {n:,} tasks" + (f" × {k:,} classes" if proba else ""),
                            max_memory)
         cols = self.table(proba=proba)
@@ -356,6 +363,8 @@ class AggregationResult:
         n, w, k = self.data.n_tasks, self.data.n_workers, self.data.n_classes
         want = {"posteriors": (self.posteriors, (n, k)), "labels": (self.labels, (n,)), "prior": (self.prior, (k,))}
         wrong = [f"{name} {np.shape(a)}" for name, (a, shape) in want.items() if np.shape(a) != shape]
+        wrong += [f"flags[{name!r}] {np.shape(v)}" for name, v in self.flags.items()
+                  if np.shape(v) != (n,) or name in ("task", "label", "confidence", "n_answers")]
         for kind, params, size in (("worker", self.worker_params, w), ("task", self.task_params, n)):
             wrong += [f"{kind}_params[{name!r}] {np.shape(v)}" for name, v in params.items()
                       if np.ndim(v) == 0 or np.shape(v)[0] != size or name in ("n_answers", kind)
@@ -381,7 +390,7 @@ class AggregationResult:
 
 def task_table(names: Any, labels: np.ndarray, classes: Any, confidence: np.ndarray, *,
                posteriors: np.ndarray | None = None, answers_per_task: np.ndarray | None = None,
-               arrow: bool = False) -> dict[str, Any]:
+               arrow: bool = False, flags: dict[str, np.ndarray] | None = None) -> dict[str, Any]:
     """The columns of :meth:`AggregationResult.table` for a run of tasks: the one rule, for the whole result or for
     one partition's rows (written where the partition lives, :mod:`crowdagg.io.parts`).
 
@@ -393,12 +402,16 @@ def task_table(names: Any, labels: np.ndarray, classes: Any, confidence: np.ndar
     confidence : ndarray, shape (n,), the posterior of each label
     posteriors : ndarray, shape (n, K), optional
         Given (with ``answers_per_task``, shape (n,)): the ``--proba`` columns ``n_answers`` and ``p_<class>``.
+    flags : dict of str -> ndarray of bool, shape (n,) each, optional
+        The result's :attr:`~AggregationResult.flags`: a column each, right after ``confidence``.
     """
     cols: dict[str, Any] = {
         "task": names,
         "label": _dictionary(labels, classes) if arrow else np.asarray(classes, dtype=object)[labels],
         "confidence": confidence,
     }
+    for name, values in (flags or {}).items():
+        cols[name] = np.asarray(values, dtype=bool)
     if posteriors is not None:
         cols["n_answers"] = answers_per_task
         for k, name in enumerate(classes):

@@ -16,5 +16,7 @@ from ..kos import KOS
 from ..mace import MACE
 from ..majority_vote import MajorityVote
 from ..wawa import Wawa
+from ..zero_based_skill import ZeroBasedSkill
 
-__all__ = ["GLAD", "KOS", "MACE", "DawidSkene", "MajorityVote", "NotFittedError", "OneCoinDawidSkene", "Wawa"]
+__all__ = ["GLAD", "KOS", "MACE", "DawidSkene", "MajorityVote", "NotFittedError", "OneCoinDawidSkene", "Wawa",
+           "ZeroBasedSkill"]

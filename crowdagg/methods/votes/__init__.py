@@ -1,5 +1,5 @@
 """Vote-based methods: majority vote (:mod:`.mv`), weighted (:mod:`.wmv`, :mod:`.iwmv`), worker agreement (:mod:`.wawa`),
-Bayesian weighted average (:mod:`.bwa`).
+Bayesian weighted average (:mod:`.bwa`), zero-based skill (:mod:`.zbs`), two-thirds agreement (:mod:`.twothird`).
 
 This ``__init__`` holds the family's declarations only (standard library;
 :mod:`crowdagg.methods.registry` imports it to list the methods, never the
@@ -72,5 +72,44 @@ DECLARATIONS = (
                "false: the answers' variance under the vote alone", paper="prior correction")),
         kind="categorical", engines=("local", "dask"), rank=130,
         quick_params={"max_iter": 20},
+    ),
+    Method(
+        "zbs", "crowdagg.methods.votes.zbs:ZeroBasedSkill",
+        "zero-based skill (crowd-kit's ZeroBasedSkill): skills moved toward each worker's agreement with the "
+        "skill-weighted vote, by a learning rate halved every 20 iterations",
+        "s_m = 1/K + eps at the start; iteration t: η_t = lr_init · lr_reduce_factor^⌊t / lr_steps_to_reduce⌋, "
+        "labels = argmax_k Σ_m s_m 1[answer_m = k], s_m += η_t (a_m − s_m) with a_m the share of worker m's "
+        "answers equal to the labels; the result is the vote with the last skills (its shares the posteriors). "
+        "--workers: skill.",
+        "Toloka crowd-kit, ZeroBasedSkill (1.4.2)",
+        (SEED, max_iter(100, "n_iter"),
+         Param("tol", float, 0.0, "stop once no skill moves by more than this in an iteration; 0 runs max_iter "
+               "(crowd-kit's rule: it always runs n_iter)", 0.0, 0.5),
+         Param("lr_init", float, 1.0, "the first learning rate (above 1 a step would overshoot the agreement it "
+               "moves toward)", 0.0, 1.0, "lr_init"),
+         Param("lr_steps_to_reduce", int, 20, "the learning rate is reduced at every multiple of this many "
+               "iterations", 1, 10**7, "lr_steps_to_reduce"),
+         Param("lr_reduce_factor", float, 0.5, "what the learning rate is multiplied by at each reduction", 0.0, 1.0,
+               "lr_reduce_factor"),
+         Param("eps", float, 1e-5, "every skill starts at 1/K + eps (crowd-kit's eps, used only there)", 0.0, 1.0,
+               "eps")),
+        kind="categorical", engines=("local", "dask"), rank=132,
+        quick_params={"max_iter": 25},
+    ),
+    Method(
+        "twothird", "crowdagg.methods.votes.twothird:TwoThird",
+        "two-thirds agreement (peerannot's TwoThird): a label is accepted once 2/3 of at least 2 answers agree; "
+        "other tasks are flagged accepted=false (a column of the output), their label the plurality",
+        "accepted_n = [n_n ≥ min_answers] ∧ [max_k c_nk / n_n ≥ fraction] (one class alone); label = argmax_k "
+        "c_nk (the plurality, ties drawn); posteriors are the vote shares. Output: task, label, confidence, "
+        "accepted. --workers: agreement (share of a worker's answers on accepted tasks equal to their label).",
+        "peerannot (Lefort, Charlier, Joly & Salmon), TwoThird agreement",
+        (SEED,
+         Param("min_answers", int, 2, "a task needs at least this many answers to be accepted (peerannot's 2)", 1,
+               10**9, "minimum answers"),
+         Param("fraction", float, 2 / 3, "the share of a task's answers its label needs (default 2/3: 2 of 3, "
+               "4 of 6 are accepted; give a decimal below the share you mean, e.g. 0.6666 for 2/3)", 0.5, 1.0,
+               "2/3")),
+        kind="categorical", engines=("local", "dask"), rank=134,
     ),
 )
