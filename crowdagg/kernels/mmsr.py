@@ -90,7 +90,8 @@ def msr_half_step(offsets, partner, value, other, current, trim, floor, out, scr
         if keep <= 0:
             out[j] = a
             continue
-        y = np.sort(scratch[:d])
+        y = scratch[:d]
+        y.sort()  # in place: the sum in sorted order, whatever the order of the partners
         total = 0.0
         for e in range(drop_lo, d - drop_hi):
             total += y[e]

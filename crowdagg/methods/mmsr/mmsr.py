@@ -27,13 +27,24 @@ matrix.  The fit:
    :math:`\|u v^T - u' v'^T\|_F \le` ``tol`` (1e-10, at most ``max_iter``
    10,000 rounds; the norm in O(workers), :func:`~crowdagg.kernels.mmsr.rank_one_change`);
    :math:`|s| = u \sqrt{\|v\| / \|u\|}`;
-3. the signs: a graph with a node per worker, an edge for each pair of
-   negative :math:`\tilde C_{ij}` and a path of two edges (through a node of
-   its own) for each positive one; on each connected component the
-   eigenvector of its random walk for the eigenvalue nearest -1 -- a
+3. the signs (``signs``): by default each worker takes the sign of its
+   evidence :math:`e_i = \sum_j n_{ij} \tilde C_{ij} \sigma_j |s_j|`
+   (:math:`n_{ij}` the tasks the pair shares), all at once from all
+   positive (most workers honest) until no sign changes
+   (:func:`evidence_signs`).  ``signs=spectral`` is crowd-kit's step on the
+   co-labelled pairs: a graph with a node per worker, an edge for each
+   pair of negative :math:`\tilde C_{ij}` and a path of two edges (through
+   a node of its own) for each positive one; on each connected component
+   the eigenvector of its random walk for the eigenvalue nearest -1 -- a
    two-colouring where disagreeing pairs take opposite signs and agreeing
-   pairs the same -- gives the signs, oriented so that most of the
-   component's workers are positive;
+   pairs the same -- oriented so that most of the component's workers are
+   positive (:func:`skill_signs`).  On sparse crowds, where most pairs
+   share one task and :math:`\tilde C_{ij}` is -1/(K-1) or 1, its
+   unweighted edges are noise: 10,000 honest workers (accuracy .6--.9,
+   five answers a task) come out a third negative (accuracy .69 against
+   majority vote's .96), where the evidence keeps 49 negative (.957); on
+   the real datasets the evidence gains or ties on most (rte .8975 →
+   .9275, cf .853 → .897, sentiment .9006 → .9032; music .800 → .794);
 4. :math:`s` clipped to :math:`[-1/(K-1) + 1/\sqrt N,\ 1 - 1/\sqrt N]`
    (``N`` the tasks with answers), :math:`p = s (K-1)/K + 1/K`, and the
    weighted vote :math:`\arg\max_k \sum_m w_m 1[\tilde y^{(m)} = k]` with
@@ -51,7 +62,9 @@ decide their own tasks (where crowd-kit keeps the random start).
 and a pair that shares no task gets :math:`\tilde C = -1/(K-1)` there,
 which its sign step reads as a disagreement, so two groups of workers who
 never share a task come out of opposite signs and one group's answers are
-turned against it; its sign graph is (workers + positive pairs)² dense
+turned against it (and two groups of equal size cancel: every skill 0,
+and its vote fails on all-NaN scores); its sign graph is (workers +
+positive pairs)² dense
 (1,000 workers sharing half a million pairs ask for terabytes); and a
 worker with fewer than two partners makes its F -1, which turns every
 trimmed mean into the maximum.  Here F is at least 0 and read over the
@@ -157,6 +170,37 @@ def skill_signs(pairs: np.ndarray, c: np.ndarray, n_workers: int, seed: int) -> 
     return signs
 
 
+#: The most rounds of :func:`evidence_signs` (each flips the workers whose evidence disagrees with their sign; the
+#: real datasets settle in 2 to 6).
+MAX_SIGN_ROUNDS = 100
+
+
+def evidence_signs(pairs: np.ndarray, c: np.ndarray, n_shared: np.ndarray, magnitude: np.ndarray,
+                   signs: np.ndarray) -> np.ndarray:
+    r"""The signs from ``signs`` (all +1: most workers honest) by the evidence of each worker's pairs.
+
+    Worker i takes the sign of :math:`e_i = \sum_j n_{ij} 	ilde C_{ij}
+    \sigma_j |s_j|` over its partners (:math:`n_{ij}` the tasks the pair
+    shares, so a pair seen on many tasks weighs more than one seen on one;
+    :math:`E 	ilde C_{ij} = s_i s_j`, so :math:`e_i` has the sign of
+    :math:`s_i` when the partners' signs are right); all workers at once,
+    until no sign changes or :data:`MAX_SIGN_ROUNDS`.  A worker without
+    evidence (:math:`e_i = 0`) is positive.  The sums are numpy's
+    ``bincount`` in pair order.
+    """
+    a, b = pairs[:, 0], pairs[:, 1]
+    w = signs.size
+    weight = n_shared * c
+    for _ in range(MAX_SIGN_ROUNDS):
+        evidence = (np.bincount(a, weight * signs[b] * magnitude[b], minlength=w)
+                    + np.bincount(b, weight * signs[a] * magnitude[a], minlength=w))
+        new = np.where(evidence < 0, -1.0, 1.0)
+        if np.array_equal(new, signs):
+            break
+        signs = new
+    return signs
+
+
 @dataclass
 class MMSRState:
     """The rank-one factors and what the half steps read: the pairs' adjacency (CSR over the workers, the
@@ -173,6 +217,7 @@ class MMSRState:
     scratch: np.ndarray
     pairs: np.ndarray
     c: np.ndarray
+    n_shared: np.ndarray
 
 
 def msr_step(state: MMSRState) -> float:
@@ -217,7 +262,7 @@ class MMSR(IterativeAggregator):
         k, w = data.n_classes, data.n_workers
         stats = cooc.co_occurrence(checked.engine, max_memory=checked.max_memory)
         agree = np.trace(stats.joint, axis1=1, axis2=2) / stats.n_tasks
-        pairs, c = stats.pairs, (k * agree - 1.0) / (k - 1)
+        pairs, c, n_shared = stats.pairs, (k * agree - 1.0) / (k - 1), stats.n_tasks
         del stats, agree
         offsets, partner, value = pair_adjacency(pairs, np.abs(c), w)
         degree = np.diff(offsets)
@@ -228,7 +273,7 @@ class MMSR(IterativeAggregator):
         # u = v at the start, uniform as crowd-kit's, drawn by worker name (row order changes no bit)
         u = uniforms(name_keys(data.worker_names, seed_key(checked["seed"])), 1)[:, 0]
         state = MMSRState(u, u.copy(), offsets, partner, value, trim, floor,
-                          np.empty(max(int(degree.max()) if w else 0, 1)), pairs, c)
+                          np.empty(max(int(degree.max()) if w else 0, 1)), pairs, c, n_shared)
         return state, None
 
     def _step(self, data: AnnotationSet, state: MMSRState, checked: FitContext) -> Step:
@@ -239,7 +284,11 @@ class MMSR(IterativeAggregator):
         k, w = data.n_classes, data.n_workers
         nu, nv = float(np.sqrt((state.u * state.u).sum())), float(np.sqrt((state.v * state.v).sum()))
         magnitude = state.u * np.sqrt(nv / nu) if nu > 0 else state.u.copy()
-        skill = skill_signs(state.pairs, state.c, w, checked["seed"]) * magnitude
+        if checked["signs"] == "spectral":
+            signs = skill_signs(state.pairs, state.c, w, checked["seed"])
+        else:
+            signs = evidence_signs(state.pairs, state.c, state.n_shared, magnitude, np.ones(w))
+        skill = signs * magnitude
         floor = state.floor
         skill[np.diff(state.offsets) == 0] = floor  # no partner: no agreement to read (crowd-kit: the random start)
         # crowd-kit's order: the upper clip, then the lower one (which wins on a handful of tasks); p stays in (0, 1)
