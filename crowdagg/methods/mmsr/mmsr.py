@@ -93,9 +93,11 @@ from ..result import AggregationResult
 #: larger ones by ARPACK (scipy's eigsh) on the sparse matrix.
 DENSE_NODES = 400
 #: Bytes per co-labelled pair beyond its K² joint counts: cooc's keys, counts, pairs and look-up (~88), the
-#: agreement and its magnitude (16), the adjacency (2 × 12), the sign graph's edges (up to 4 stored entries of a
-#: CSR and its COO, ~100) and the Lanczos vectors of its midpoint node (~24 of 8 bytes).
-BYTES_PER_PAIR = 88 + 16 + 24 + 100 + 192
+#: agreement, its magnitude and the shared counts (24), the adjacency (2 × 12), the evidence's temporaries (~48).
+BYTES_PER_PAIR = 88 + 24 + 24 + 48
+#: And with ``signs=spectral``: the sign graph's edges (up to 4 stored entries of a CSR and its COO, ~100) and the
+#: Lanczos vectors of its midpoint node (~24 of 8 bytes).
+SPECTRAL_BYTES_PER_PAIR = 100 + 192
 
 
 def answer_pairs(data: AnnotationSet) -> int:
@@ -104,19 +106,21 @@ def answer_pairs(data: AnnotationSet) -> int:
     return int((c * (c - 1) // 2).sum())
 
 
-def mmsr_memory(data: AnnotationSet) -> tuple[float, str]:
+def mmsr_memory(data: AnnotationSet, spectral: bool = False) -> tuple[float, str]:
     """Bytes an M-MSR fit allocates, and what they are for.
 
     P, the co-labelled pairs, is bounded before any pass by the answer pairs
     and by W(W − 1)/2; each costs its K² joint counts (8 bytes each) and
     :data:`BYTES_PER_PAIR`; each worker ~12 floats (the factors, their
     previous values, the signs, the skills); the vote's posteriors
-    (tasks × K, a few copies); a dense component of the sign graph
+    (tasks × K, a few copies); with ``spectral`` (``signs=spectral``) the
+    sign graph (:data:`SPECTRAL_BYTES_PER_PAIR`) and a dense component of it
     (:data:`DENSE_NODES`², three copies).
     """
     w, n, k = data.n_workers, data.n_tasks, data.n_classes
     pairs = min(answer_pairs(data), w * (w - 1) // 2)
-    need = (8.0 * k * k + BYTES_PER_PAIR) * pairs + 8.0 * 12 * w + 8.0 * 6 * n * k + 24.0 * DENSE_NODES ** 2
+    per_pair = 8.0 * k * k + BYTES_PER_PAIR + (SPECTRAL_BYTES_PER_PAIR if spectral else 0)
+    need = per_pair * pairs + 8.0 * 12 * w + 8.0 * 6 * n * k + (24.0 * DENSE_NODES ** 2 if spectral else 0.0)
     return need, (f"up to {pairs:,} co-labelled worker pairs × {k}² classes, {w:,} workers, "
                   f"{n:,} tasks × {k:,} classes")
 
@@ -243,7 +247,7 @@ class MMSR(IterativeAggregator):
     memory_advice = "its pair statistics grow with the co-labelled worker pairs × classes²: use wmv or onecoin"
 
     def memory_needed(self, data: AnnotationSet) -> tuple[float, str]:
-        return mmsr_memory(data)
+        return mmsr_memory(data, getattr(self, "signs", "evidence") == "spectral")
 
     def _fit(self, data: AnnotationSet, checked: FitContext, callback: Any) -> AggregationResult:
         if data.n_classes == 1:  # nothing to decide: every task is the one class (as every method labels it)
@@ -282,7 +286,8 @@ class MMSR(IterativeAggregator):
     def _finish(self, data: AnnotationSet, run: Run, checked: FitContext) -> AggregationResult:
         state: MMSRState = run.state
         k, w = data.n_classes, data.n_workers
-        nu, nv = float(np.sqrt((state.u * state.u).sum())), float(np.sqrt((state.v * state.v).sum()))
+        # the norms summed in sorted order: the same bits in any order of the workers (the input's rows)
+        nu, nv = (float(np.sqrt(np.sort(x * x).sum())) for x in (state.u, state.v))
         magnitude = state.u * np.sqrt(nv / nu) if nu > 0 else state.u.copy()
         if checked["signs"] == "spectral":
             signs = skill_signs(state.pairs, state.c, w, checked["seed"])
