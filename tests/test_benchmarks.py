@@ -477,3 +477,19 @@ def test_relabel_benchmark_replays_each_policy_and_prints_the_tables(datasets_di
     assert len({c["accuracy"][0] for c in run["curves"].values()}) == 1
     assert run["all_answers"] == pytest.approx(0.898, abs=0.01) and run["n_scored"] == 108
     assert 0 <= run["deciles"]["ds_confidence"]["decile_accuracy"] <= 1
+
+
+def test_mmsr_benchmark_runs_both_sides_in_children_and_says_what_crowdkit_asked_for(tmp_path, datasets_dir):
+    out = tmp_path / "mmsr.json"
+    proc = _run_script("bench_mmsr.py", "--answers", "20000", "--workers", "100", "1000", "--crowdkit-limit", "4G",
+                       "--crowdkit-timeout", "200", "--json", str(out), datasets_dir=datasets_dir)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[1].startswith("| answers | workers | crowdagg mmsr s (iterations) | peak RSS | declared | accuracy |")
+    assert lines[3].startswith("| 20,000 | 100 | ") and lines[4].startswith("| 20,000 | 1,000 | ")
+    rows = json.loads(out.read_text())["rows"]
+    assert all(r["crowdagg"]["accuracy"] > 0.9 for r in rows)
+    assert rows[0]["crowdkit"]["accuracy"] == pytest.approx(rows[0]["crowdagg"]["accuracy"], abs=0.01)
+    # at 1,000 workers its dense sign graph, (workers + positive pairs)², is past any limit: numpy's words said
+    assert rows[1]["crowdkit"]["error"].startswith("MemoryError: Unable to allocate")
+    assert rows[1]["crowdkit_dense_bytes"]["sign_graph"] > 2**32

@@ -241,6 +241,7 @@ class MMSR(IterativeAggregator):
     __doc__ = __doc__
     name = "mmsr"
     loop_name = "M-MSR"
+    objective_name = "change of u vᵀ (Frobenius)"
     stop_rule = Residual(quantity="rank-one estimate (‖uvᵀ − u'v'ᵀ‖_F)")
     objective_direction: ClassVar[str] = NO_OBJECTIVE
     worker_param_names: ClassVar[tuple[str, ...]] = ("skill", "accuracy", "weight")
@@ -281,7 +282,8 @@ class MMSR(IterativeAggregator):
         return state, None
 
     def _step(self, data: AnnotationSet, state: MMSRState, checked: FitContext) -> Step:
-        return Step(residual=msr_step(state))
+        change = msr_step(state)
+        return Step(objective=change, residual=change)  # the trace of the changes: crowd-kit's loss_history_
 
     def _finish(self, data: AnnotationSet, run: Run, checked: FitContext) -> AggregationResult:
         state: MMSRState = run.state
