@@ -24,6 +24,8 @@ Learning from crowds (the optional extra ``train``: torch)
 Evaluation
     evaluate_labels(predicted, truth, posteriors=result.proba_frame()) -> Evaluation (accuracy, macro-F1, recall;
         with posteriors or confidence=: ECE over 15 equal-mass bins, Brier score, reliability table)
+    stats(data, result=None, method="mv") -> Agreement (Krippendorff's alpha, Fleiss' kappa where it applies,
+        uncertainty, agreement and consistency with the method's labels; per task and per worker tables)
 Threads
     set_threads(n), use_threads(n) -- the thread count of reading and fitting (``--threads``)
 Errors and warnings
@@ -56,6 +58,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .methods.api import aggregate
     from .methods.registry import REGISTRY, get_method
     from .methods.result import AggregationResult
+    from .reports.agreement import Agreement, stats
     from .reports.evaluate import Evaluation, evaluate_labels
 
 #: Public name -> the submodule defining it, imported on first access.
@@ -72,6 +75,8 @@ _LAZY = {
     "train": "learning.api",
     "evaluate_labels": "reports.evaluate",
     "Evaluation": "reports.evaluate",
+    "stats": "reports.agreement",
+    "Agreement": "reports.agreement",
     "DataError": "errors",
     "UsageError": "errors",
     "ResourceError": "errors",
@@ -96,6 +101,8 @@ __all__ = [
     "train",
     "evaluate_labels",
     "Evaluation",
+    "stats",
+    "Agreement",
     "DataError",
     "UsageError",
     "ResourceError",

@@ -8,10 +8,9 @@ their code, never listed by name; ``@pytest.mark.quick`` keeps one in the
 quick tier anyway: one real-data test per method family (bluebird's ds, glad
 and mf, rte's spectral, bluebird/mv's golden bytes, ``crowdagg train`` on
 music), a real ``python -m crowdagg aggregate`` process, and each module's
-cheapest test where all of its tests are slow -- but for
-``tests/test_crowdkit_oracle.py``, every test of which runs crowd-kit itself:
-``pytest tests/test_crowdkit_oracle.py`` alone deselects all of it and exits
-5 (no tests ran), saying so; ``--full``, ``-m slow`` or a node id runs it.  Registry-wide tests fit each
+cheapest test where all of its tests are slow.  ``tests/crowdkit/`` mirrors
+the crowd-kit surface's package: each module's comparisons with crowd-kit
+itself (the oracle) are slow, its restated crowd-kit cases quick.  Registry-wide tests fit each
 method with its declared ``quick_params``.  ``tests/test_tiers.py`` checks
 all of this.
 

@@ -479,6 +479,22 @@ def test_relabel_benchmark_replays_each_policy_and_prints_the_tables(datasets_di
     assert 0 <= run["deciles"]["ds_confidence"]["decile_accuracy"] <= 1
 
 
+def test_stats_benchmark_checks_alpha_against_krippendorff_and_prints_its_lines(tmp_path):
+    out = tmp_path / "stats.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_stats.py"), "--answers", "20000", "--repeat", "1",
+         "--json", str(out)],
+        capture_output=True, text=True, timeout=300, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "20,000 answers, 4,000 tasks, 100 workers, K=5" in proc.stdout
+    rows = json.loads(out.read_text())
+    assert list(rows) == ["crowdagg alpha", "crowdagg stats", "krippendorff (reliability data)",
+                          "krippendorff (value counts)"]
+    alphas = [r["alpha"] for r in rows.values()]
+    assert max(alphas) - min(alphas) <= 1e-9 and 0.2 < alphas[0] < 0.8
+
+
 def test_mmsr_benchmark_runs_both_sides_in_children_and_says_what_crowdkit_asked_for(tmp_path, datasets_dir):
     out = tmp_path / "mmsr.json"
     proc = _run_script("bench_mmsr.py", "--answers", "20000", "--workers", "100", "1000", "--crowdkit-limit", "4G",

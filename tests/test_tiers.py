@@ -14,9 +14,7 @@ from .conftest import DATASETS, TIERS
 from .tiers import ORACLE, TESTS, TRAINING, uses_of
 
 #: Test modules without a quick test, and why none can be (every test in them needs what makes it slow).
-NO_QUICK: dict[str, str] = {
-    "tests/test_crowdkit_oracle.py": "every test runs crowd-kit itself (the oracle) on a real dataset",
-}
+NO_QUICK: dict[str, str] = {}
 
 
 # --------------------------------------------------------------------------- reading what a test uses

@@ -8,7 +8,7 @@ and renders everything first, then writes all of its outputs or none
 (:mod:`crowdagg.io.output`).  The console script enters through
 :mod:`crowdagg._entry`, which installs the SIGINT/SIGTERM handlers first.
 
-One module per command (:mod:`.aggregate`, :mod:`.workers`, :mod:`.evaluate`,
+One module per command (:mod:`.aggregate`, :mod:`.workers`, :mod:`.stats`, :mod:`.evaluate`,
 :mod:`.simulate`, :mod:`.train`, :mod:`.predict`, :mod:`.methods`), each thin: it declares its options and
 calls the library.  What they share is defined once: the options and their
 checks (:mod:`.options`), the steps of reading, fitting and writing
@@ -22,7 +22,7 @@ from __future__ import annotations
 import typer
 
 from ..errors import DataError
-from . import aggregate, evaluate, methods, predict, simulate, train, workers
+from . import aggregate, evaluate, methods, predict, simulate, stats, train, workers
 from .plumbing import Group, write_stdout
 
 app = typer.Typer(
@@ -46,6 +46,8 @@ app.command("aggregate", help=aggregate.HELP, short_help="Aggregate answers into
     aggregate.aggregate)
 app.command("workers", help=workers.HELP, short_help="Report on each annotator: skill, spammers, agreement.")(
     workers.workers)
+app.command("stats", help=stats.HELP, short_help="How far annotators agree: Krippendorff's alpha, Fleiss' kappa.")(
+    stats.stats)
 app.command("evaluate", short_help="Score predicted labels against the truth.")(evaluate.evaluate)
 app.command("simulate", short_help="Write a synthetic crowd with known truth.")(simulate.simulate)
 app.command("train", help=train.HELP, short_help="Train a classifier from features and noisy answers.")(train.train)

@@ -1,4 +1,4 @@
-"""What is computed from results and answers for people to read: evaluation against the truth (:mod:`.evaluate`)."""
+"""What is computed from results and answers for people to read: evaluation against the truth (:mod:`.evaluate`), the annotator report (:mod:`.workers`), agreement statistics (:mod:`.agreement`)."""
 
 from __future__ import annotations
 

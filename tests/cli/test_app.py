@@ -68,8 +68,8 @@ def test_aggregate_on_the_local_engine_never_imports_dask():
 
 
 def test_commands_in_help_order():
-    assert [c.name for c in app.registered_commands] == ["aggregate", "workers", "evaluate", "simulate", "train",
-                                                         "predict", "methods"]
+    assert [c.name for c in app.registered_commands] == ["aggregate", "workers", "stats", "evaluate", "simulate",
+                                                         "train", "predict", "methods"]
 
 
 @pytest.mark.parametrize("columns", ["80", "60"])

@@ -13,10 +13,10 @@ from crowdagg.methods.registry import METHODS, TRAINERS
 def test_aggregate_help_lists_the_p_parameters_with_their_kinds():
     helped = CliRunner().invoke(app, ["aggregate", "--help"], terminal_width=400)
     text = " ".join(helped.stdout.split())
-    # each parameter once, with the methods that declare it (more may join: GLAD declares init) and its kind
+    # each parameter once, with the methods that declare it (more may join: GLAD declares init) and its kind; a name may hold a hyphen (ds-clust)
     assert "A parameter of the method (repeatable): n_init (ds, onecoin" in text
-    assert re.search(r"n_init \(ds, onecoin[\w, ]*: int, 1 \.\. 1000\)", text)
-    assert re.search(r"init \(ds, onecoin[\w, ]*: method, soft-vote, hard-vote or a method\)", text)
+    assert re.search(r"n_init \(ds, onecoin[\w, -]*: int, 1 \.\. 1000\)", text)
+    assert re.search(r"init \(ds, onecoin[\w, -]*: method, soft-vote, hard-vote or a method\)", text)
     assert "`crowdagg methods NAME` explains each, e.g. -p n_init=5." in text
 
 

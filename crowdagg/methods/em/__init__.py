@@ -1,4 +1,4 @@
-"""Dawid--Skene EM (:mod:`.ds`) and its one-coin variant (:mod:`.onecoin`).
+"""Dawid--Skene EM (:mod:`.ds`), its one-coin variant (:mod:`.onecoin`) and its clustered workers (:mod:`.dsclust`).
 
 This ``__init__`` holds the family's declarations only (standard library;
 :mod:`crowdagg.methods.registry` imports it to list the methods, never the
@@ -40,6 +40,25 @@ DECLARATIONS = (
          N_INIT, INIT),
         gold=True, init_workers=True,
         kind="categorical", engines=("local", "dask"), rank=50,
+        quick_params={"max_iter": 15},
+    ),
+    Method(
+        "ds-clust", "crowdagg.methods.em.dsclust:ClusteredDawidSkene",
+        "Dawid-Skene with workers in clusters sharing one confusion matrix (variational EM over memberships)",
+        "y_n ~ Cat(ρ); worker j in cluster c_j ~ Cat(τ) answers ~ Cat(Λ_{c_j}[:, y_n]). Mean-field EM: "
+        "Λ_c[l, k] ∝ s + Σ_j φ_jc N_j[l, k], φ_jc ∝ τ_c exp(Σ N_j[l, k] log Λ_c[l, k]), "
+        "q_n(k) ∝ ρ_k exp(Σ_j Σ_c φ_jc log Λ_c[answer, k]); start: workers ranked by the nuclear norm of their "
+        "own confusion, cut into C groups.",
+        "Imamura, Sato & Sugiyama, Analysis of minimax error rate for crowdsourcing and its application to worker "
+        "clustering model, ICML 2018 (arXiv:1802.04551); peerannot's DawidSkeneClust",
+        (SEED, max_iter(200), tol(1e-6),
+         Param("clusters", int, 2, "number of worker clusters (peerannot's default 2); at most one per worker, "
+               "more is one per worker (ds)", 1, 10**6, "L"),
+         Param("smoothing", float, 0.0, "Dirichlet pseudo-count per cluster confusion cell and class (0: entries "
+               "floored at 1e-10)", 0.0, 1e9, "Dirichlet(1 + s) prior"),
+         N_INIT, INIT),
+        gold=True,
+        kind="categorical", engines=("local", "dask"), rank=55,
         quick_params={"max_iter": 15},
     ),
 )

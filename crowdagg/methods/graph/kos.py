@@ -119,6 +119,7 @@ class KOSState:
         """A round from ``params``: its unnormalised messages, then normalised; the largest change of y."""
         (totals, top), outs = self.engine.map_reduce(kos_round_block, params, keep=True)
         scale = 1.0 / top.value if top.value > 0 else 0.0
+        self._scale = scale
         y_hat, x_hat = [o[0] for o in outs], [o[1] for o in outs]
         self._belief = [o[2] * scale for o in outs]
         res, outs = self.engine.map_reduce(
@@ -135,6 +136,12 @@ class KOSState:
             w = self._whole
             return x_top(w.part, w.xh, w.scale, w.clamp, w.gold) if w.xh.size else 0.0
         return max((float(np.abs(x).max()) for x in self._x if x.size), default=0.0)
+
+    @property
+    def scale(self) -> float:
+        """The last round's normalisation, 1 / its largest unnormalised |y| (0 when all were 0): the product of
+        the rounds' scales turns the normalised messages back into unnormalised ones (crowd-kit's)."""
+        return self._whole.scale if self._whole is not None else self._scale
 
     # The messages as lists of the task blocks' arrays, and the workers' totals (n_workers,).
     @property

@@ -1,4 +1,4 @@
-"""Vote-based methods: majority vote (:mod:`.mv`), weighted (:mod:`.wmv`), worker agreement (:mod:`.wawa`),
+"""Vote-based methods: majority vote (:mod:`.mv`), weighted (:mod:`.wmv`, :mod:`.iwmv`), worker agreement (:mod:`.wawa`),
 Bayesian weighted average (:mod:`.bwa`).
 
 This ``__init__`` holds the family's declarations only (standard library;
@@ -19,12 +19,28 @@ DECLARATIONS = (
     ),
     Method(
         "wmv", "crowdagg.methods.votes.wmv:WeightedMajorityVote",
-        "weighted majority vote, log-odds weights from each worker's agreement with the vote (iterated)",
+        "weighted majority vote, one-coin log-odds weights from each worker's smoothed agreement with the vote "
+        "(iterated; Li & Yu's own weights are iwmv)",
         "p_m = (agree_m + 1)/(n_m + 2) against the current labels; weight w_m = log((K-1) p_m/(1-p_m)); "
         "revote until no label changes.",
-        "Li & Yu, Error rate bounds and iterative weighted majority voting for crowdsourcing, arXiv:1411.4086",
+        "the one-coin MAP weights (for two classes: Nitzan & Paroush, Optimal decision rules in uncertain "
+        "dichotomous choice situations, International Economic Review 23(2), 1982), iterated as in Li & Yu's IWMV "
+        "(arXiv:1411.4086)",
         (SEED, max_iter(50)),
         kind="categorical", engines=("local", "dask"), rank=20,
+        quick_params={"max_iter": 15},
+    ),
+    Method(
+        "iwmv", "crowdagg.methods.votes.iwmv:IterativeWeightedMajorityVote",
+        "iterative weighted majority vote as published (Li & Yu 2014): weight K·accuracy - 1, revote until no "
+        "label changes",
+        "start: v_m = 1 (majority vote); repeat: y_n = argmax_k Σ_m v_m 1[answer_m = k], w_m = share of worker "
+        "m's answers equal to y, v_m = K w_m - 1; until no label changes. Posteriors: softmax_k Σ_m v_m "
+        "1[answer_m = k] (a score, not a fitted probability).",
+        "Li & Yu, Error rate bounds and iterative weighted majority voting for crowdsourcing, arXiv:1411.4086, "
+        "2014, Algorithm 1",
+        (SEED, max_iter(50)),
+        kind="categorical", engines=("local", "dask"), rank=52,
         quick_params={"max_iter": 15},
     ),
     Method(

@@ -1,4 +1,4 @@
-"""Weighted majority vote with one-coin log-odds weights (iterative)."""
+"""Weighted majority vote with one-coin log-odds weights (iterative); :mod:`.iwmv` subclasses it with Li & Yu's weights."""
 
 from __future__ import annotations
 
@@ -24,15 +24,19 @@ def log_odds_weights(accuracy: np.ndarray, n_classes: int) -> np.ndarray:
 
 
 class WeightedMajorityVote(IterativeAggregator):
-    r"""Iterative weighted majority vote (Li & Yu 2014, arXiv:1411.4086).
+    r"""Iterative weighted majority vote with one-coin log-odds weights.
 
     Each worker's accuracy is estimated as the share of their answers that
     agree with the current labels, with add-one (Laplace) smoothing,
     :math:`p_m = (a_m + 1) / (n_m + 2)`.  Votes are then weighted by the
-    one-coin log-odds :math:`w_m = \log((K-1)p_m/(1-p_m))`, which is the
-    MAP rule when each worker is right with probability :math:`p_m` and
-    otherwise picks a wrong class uniformly.  Starting from majority vote,
-    estimate-and-revote repeats until no label changes (or ``max_iter``).
+    one-coin log-odds :math:`w_m = \log((K-1)p_m/(1-p_m))` (ALGORITHMS.md
+    §1.3), which is the MAP rule when each worker is right with probability
+    :math:`p_m` and otherwise picks a wrong class uniformly.  Starting from
+    majority vote, estimate-and-revote repeats until no label changes (or
+    ``max_iter``): the iteration of Li & Yu's IWMV (arXiv:1411.4086) with
+    the log-odds weights and a smoothed accuracy in place of their
+    :math:`v_m = K \hat w_m - 1` (that rule, as published, is ``iwmv``,
+    :mod:`.iwmv`).
     Ties are broken by draws keyed on the seed and the task name, fixed for
     the whole run, so "no label changed" is a property of the data, not of
     the draws.  ``posteriors`` are the one-coin posteriors under a uniform
@@ -46,6 +50,19 @@ class WeightedMajorityVote(IterativeAggregator):
     posterior_form = PRODUCT
     stop_rule = NoLabelChanged()
     objective_direction = NO_OBJECTIVE
+
+    @staticmethod
+    def worker_accuracy(agree: np.ndarray, answers: np.ndarray, n_classes: int) -> np.ndarray:
+        """Each worker's accuracy (n_workers,) from its answers agreeing with the labels: ``(agree + 1)/(answers + 2)``.
+
+        A worker without answers is neutral (chance accuracy 1/K); its weight is never used.
+        """
+        return np.where(answers > 0, (agree + 1.0) / (answers + 2.0), 1.0 / n_classes)
+
+    @staticmethod
+    def vote_weights(accuracy: np.ndarray, n_classes: int) -> np.ndarray:
+        """Each worker's vote weight (n_workers,) from its accuracy: the one-coin log-odds."""
+        return log_odds_weights(accuracy, n_classes)
 
     def memory_needed(self, data: AnnotationSet) -> tuple[float, str]:
         return 6.0 * 8 * data.n_tasks * data.n_classes, f"{data.n_tasks:,} tasks × {data.n_classes:,} classes"
@@ -66,9 +83,8 @@ class WeightedMajorityVote(IterativeAggregator):
         count the changes, so only per-worker sums cross the engine.
         """
         k = data.n_classes
-        # A worker without answers is neutral (chance accuracy); its weight is never used.
-        state.accuracy = np.where(state.answers > 0, (state.agree + 1.0) / (state.answers + 2.0), 1.0 / k)
-        vote = Vote(log_odds_weights(state.accuracy, k), checked["seed"], atol=1e-12, on_shares=False)
+        state.accuracy = self.worker_accuracy(state.agree, state.answers, k)
+        vote = Vote(self.vote_weights(state.accuracy, k), checked["seed"], atol=1e-12, on_shares=False)
         (state.agree, changed), _ = checked.engine.map_reduce(revote_block, (state.vote, vote))
         state.vote = vote
         return Step(changed=int(changed))
@@ -82,6 +98,6 @@ class WeightedMajorityVote(IterativeAggregator):
         accuracy = state.accuracy
         return make_result(
             self.name, data, post, labels, prior, lambda: one_coin_matrices(accuracy, k),
-            worker_params={"accuracy": accuracy, "weight": log_odds_weights(accuracy, k)},
+            worker_params={"accuracy": accuracy, "weight": self.vote_weights(accuracy, k)},
             n_iter=run.n_iter, converged=run.converged,
         )
