@@ -14,6 +14,7 @@ from ..dawid_skene import DawidSkene, OneCoinDawidSkene
 from ..glad import GLAD
 from ..kos import KOS
 from ..majority_vote import MajorityVote
+from ..mmsr import MMSR
 from ..wawa import Wawa
 
-__all__ = ["GLAD", "KOS", "DawidSkene", "MajorityVote", "NotFittedError", "OneCoinDawidSkene", "Wawa"]
+__all__ = ["GLAD", "KOS", "MMSR", "DawidSkene", "MajorityVote", "NotFittedError", "OneCoinDawidSkene", "Wawa"]
