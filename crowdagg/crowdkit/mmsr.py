@@ -27,17 +27,20 @@ class MMSR:
     votes divided by the task's total weight (rows and columns sorted),
     ``labels_`` the first of the highest.
 
-    Where the values differ from crowd-kit's (the skills agree to 1e-9 on
-    the real datasets where their signs do; on crowds as small as its toy
-    crowd the fixed point moves with the start, crowd-kit's own with its
-    ``random_state``): the signs of the skills come from
-    each worker's pair evidence (crowdagg's ``signs=evidence``), where
-    crowd-kit's sign step reads pairs that share no task as disagreeing
-    (``tests/methods/mmsr``: two groups of workers who never meet come out
-    of opposite signs, and two of one size give every skill 0 and an all-NaN
-    vote); the start is drawn by worker name, so row order changes no skill;
-    ``n_iter`` is at least 1 (crowd-kit's 0 returns its random start) and
-    ``random_state=None`` is seed 0.
+    The start is crowd-kit's draw (the method's ``start=codes``: numpy's
+    ``RandomState(random_state)`` over the workers in order of first
+    appearance): on crowds as small as its toy crowd the trimmed means'
+    fixed point moves with the start, and the skills are crowd-kit's there
+    too (its toy and "simple" crowds: to 1e-6); ``n_iter=0`` gives the
+    skills of that start, as crowd-kit's.  Where the values differ from
+    crowd-kit's: the signs of the skills come from each worker's pair
+    evidence (the method's ``signs=evidence``), where crowd-kit's sign step
+    reads pairs that share no task as disagreeing (``tests/methods/mmsr``:
+    two groups of workers who never meet come out of opposite signs, and
+    two of one size give every skill 0 and an all-NaN vote), and its F
+    turns -1 (every trimmed mean a maximum) when a worker shares tasks with
+    fewer than two others (trec); on rte the skills agree to 1e-9 in
+    magnitude, 60% in sign.  ``random_state=None`` is seed 0.
     """
 
     skills_: pd.Series
@@ -63,8 +66,6 @@ class MMSR:
 
         check_count(self.n_iter, "n_iter")
         check_number(self.tol, "tol")
-        if self.n_iter < 1:
-            raise ValueError("n_iter must be at least 1: M-MSR's skills come from its iterations")
         ans = Answers(data)
         if ans.n_answers == 0:
             self.skills_ = pd.Series(dtype=float, index=pd.Index([], name="worker"), name="skill")
@@ -74,7 +75,7 @@ class MMSR:
         tol = min(max(float(self.tol), 0.0), 0.5)
         with warnings.catch_warnings():  # crowd-kit fits silently (no convergence or collapse warnings)
             warnings.simplefilter("ignore", CrowdaggWarning)
-            result = aggregate(ans.data, "mmsr", max_iter=int(self.n_iter), tol=tol,
+            result = aggregate(ans.data, "mmsr", max_iter=int(self.n_iter), tol=tol, start="codes",
                                seed=0 if self.random_state is None else int(self.random_state))
         self.skills_ = ans.worker_skills(np.asarray(result.worker_params["weight"]), sort=False)
         self.loss_history_ = [float(x) for x in result.objective]

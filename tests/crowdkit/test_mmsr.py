@@ -38,8 +38,7 @@ def test_mmsr_answers_with_crowdkits_attributes_and_checks_its_settings(toy):
         MMSR().predict(toy)
     with pytest.raises(ValueError, match="Skill value is missing in 1 assignments"):
         mmsr.predict(pd.DataFrame({"task": ["x"], "worker": ["stranger"], "label": ["yes"]}))
-    with pytest.raises(ValueError, match="n_iter must be at least 1"):
-        MMSR(n_iter=0).fit(toy)
+    assert MMSR(n_iter=0).fit(toy).loss_history_ == []  # the start's skills, as crowd-kit's
     with pytest.raises(ValueError, match="n_iter must be a non-negative integer"):
         MMSR(n_iter=1.5).fit(toy)
     empty = MMSR().fit(toy.iloc[:0])
@@ -47,20 +46,21 @@ def test_mmsr_answers_with_crowdkits_attributes_and_checks_its_settings(toy):
     assert MMSR(n_iter=3, tol=-1.0).fit(toy).loss_history_.__len__() == 3  # crowd-kit's: a negative tol never stops
 
 
-def test_mmsr_on_crowdkits_toy_crowd_labels_as_crowdkit():
-    """On the toy crowd (five workers, each sharing tasks with four: F = 1) the trimmed means' fixed point depends
-    on the start -- crowd-kit's own skills move by 0.14 between random_state 0 and 1 -- so the magnitudes agree to
-    0.12, the signs and the labels exactly."""
-    from .crowds import toy_frame
+def test_mmsr_on_crowdkits_toy_and_simple_crowds_is_crowdkits():
+    """On crowds this small (the toy's five workers each share tasks with four: F = 1) the trimmed means' fixed
+    point moves with the start -- crowd-kit's own skills by 0.14 between random_state 0 and 1 --: from crowd-kit's
+    draw (the method's start=codes) the skills, scores and labels are crowd-kit's."""
+    from .crowds import simple_frame, toy_frame
 
-    toy = toy_frame()
-    mine, theirs = MMSR().fit(toy), quiet(lambda: ck.MMSR().fit(toy))
-    assert_index_equal(mine.skills_.index, theirs.skills_.index, exact=True)
-    np.testing.assert_array_equal(np.sign(mine.skills_), np.sign(theirs.skills_))
-    np.testing.assert_allclose(mine.skills_, theirs.skills_, atol=0.12)
-    same_labels(mine.predict(toy), quiet(lambda: theirs.predict(toy)))
-    other_start = quiet(lambda: ck.MMSR(random_state=1).fit(toy)).skills_
-    assert np.abs(other_start - theirs.skills_).max() > 0.1
+    for frame in (toy_frame(), simple_frame()):
+        mine, theirs = MMSR().fit(frame), quiet(lambda frame=frame: ck.MMSR().fit(frame))
+        assert_index_equal(mine.skills_.index, theirs.skills_.index, exact=True)
+        np.testing.assert_allclose(mine.skills_, theirs.skills_, rtol=1e-9)
+        np.testing.assert_allclose(mine.loss_history_, theirs.loss_history_, rtol=1e-6, atol=1e-12)
+        same_labels(mine.predict(frame), quiet(lambda frame=frame, theirs=theirs: theirs.predict(frame)))
+        same_frame(mine.predict_score(frame), quiet(lambda frame=frame, theirs=theirs: theirs.predict_score(frame)))
+    other_start = quiet(lambda: ck.MMSR(random_state=1).fit(toy_frame())).skills_
+    assert np.abs(other_start - MMSR().fit(toy_frame()).skills_).max() > 0.1
 
 
 def test_mmsr_on_rte_is_crowdkits_completion_and_vote_with_the_signs_of_the_evidence():

@@ -5,7 +5,7 @@ This ``__init__`` holds the family's declaration only (standard library;
 method module).
 """
 
-from ..registry import SEED, Method, Param, max_iter
+from ..registry import SEED, Method, Param
 
 DECLARATIONS = (
     Method(
@@ -21,13 +21,19 @@ DECLARATIONS = (
         "(s), accuracy (p), weight (the log-odds; crowd-kit's skills_).",
         "Ma & Olshevsky, Adversarial crowdsourcing through robust rank-one matrix completion, NeurIPS 2020 "
         "(arXiv:2010.12181); crowd-kit's MMSR",
-        (SEED, max_iter(10000),
+        (SEED,
+         Param("max_iter", int, 10000, "iteration cap (0: the skills of the uniform start, crowd-kit's n_iter=0)", 0,
+               10**7),
          Param("tol", float, 1e-10, "stop when the rank-one estimate moves by at most this, ‖uvᵀ − u'v'ᵀ‖_F "
                "(crowd-kit's 1e-10); 0 runs max_iter", 0.0, 0.5),
          Param("signs", "choice", "evidence", "the skills' signs: evidence (each worker the sign of Σ_j n_ij C̃_ij "
                "σ_j |s_j| over its pairs, from all positive, until none changes: rte .9275, sentiment .9032) or "
                "spectral (crowd-kit's signed-graph eigenvector, on the co-labelled pairs only: rte .8975; slow "
-               "beyond ~100k pairs)", choices=("evidence", "spectral"))),
+               "beyond ~100k pairs)", choices=("evidence", "spectral")),
+         Param("start", "choice", "names", "the factors' uniform start: names (drawn by worker name: no row order "
+               "changes a bit) or codes (crowd-kit's draw, numpy's RandomState(seed) over the workers in order of "
+               "first appearance: on a crowd as small as crowd-kit's toy the fixed point moves with it)",
+               choices=("names", "codes"))),
         kind="categorical", engines=("local",), rank=125,
         quick_params={"max_iter": 200},
     ),

@@ -275,8 +275,12 @@ class MMSR(IterativeAggregator):
         # crowd-kit's F = ⌊min partners / 2⌋ - 1, read over the workers who have partners and at least 0
         trim = max(int(linked.min()) // 2 - 1, 0) if linked.size else 0
         floor = 1.0 / np.sqrt(max(int(np.count_nonzero(data.answers_per_task)), 1))
-        # u = v at the start, uniform as crowd-kit's, drawn by worker name (row order changes no bit)
-        u = uniforms(name_keys(data.worker_names, seed_key(checked["seed"])), 1)[:, 0]
+        # u = v at the start, uniform as crowd-kit's: drawn by worker name (row order changes no bit), or as
+        # crowd-kit draws it (numpy's legacy generator over the worker codes)
+        if checked["start"] == "codes":
+            u = np.random.RandomState(checked["seed"] % 2**32).uniform(size=w)
+        else:
+            u = uniforms(name_keys(data.worker_names, seed_key(checked["seed"])), 1)[:, 0]
         state = MMSRState(u, u.copy(), offsets, partner, value, trim, floor,
                           np.empty(max(int(degree.max()) if w else 0, 1)), pairs, c, n_shared)
         return state, None
