@@ -34,7 +34,7 @@ DECLARATIONS = (
                "changes a bit) or codes (crowd-kit's draw, numpy's RandomState(seed) over the workers in order of "
                "first appearance: on a crowd as small as crowd-kit's toy the fixed point moves with it)",
                choices=("names", "codes"))),
-        kind="categorical", engines=("local",), rank=125,
+        kind="categorical", engines=("local", "dask"), rank=125,
         quick_params={"max_iter": 200},
     ),
 )

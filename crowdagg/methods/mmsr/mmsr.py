@@ -70,6 +70,10 @@ worker with fewer than two partners makes its F -1, which turns every
 trimmed mean into the maximum.  Here F is at least 0 and read over the
 workers who have partners.
 
+Engines: the pair statistics and the vote are passes of the fit's engine
+(local or Dask: the same bits); the rounds run where the fit runs, over the
+P pairs' adjacency.
+
 Memory: the pair statistics (:mod:`crowdagg.kernels.cooc`: P × K² joint
 counts), the pairs' adjacency (2P entries), the sign graph (P nodes at
 most) and its eigenvector: O(P K² + workers), P the co-labelled pairs --
