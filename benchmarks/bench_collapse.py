@@ -18,6 +18,10 @@ from pathlib import Path
 from crowdagg import load_annotations
 from crowdagg.methods.api import REGISTRY, aggregate
 from crowdagg.methods.base import COLLAPSE_GAP, label_share_gap
+from crowdagg.methods.registry import METHODS
+
+#: The methods whose label shares can collapse: the categorical ones (a numeric method gives values, not labels).
+LABELLERS = [name for name in REGISTRY if METHODS[name].kind == "categorical"]
 
 DATASETS = Path(os.environ.get("CROWDAGG_DATASETS", Path(__file__).resolve().parents[2] / "shared" / "datasets"))
 CATEGORICAL = ("bluebird", "cf", "cf_amt", "dog", "face", "labelme", "music", "rte", "sentiment", "sp_amt", "temp",
@@ -25,15 +29,15 @@ CATEGORICAL = ("bluebird", "cf", "cf_amt", "dog", "face", "labelme", "music", "r
 
 
 def gaps(name: str, root: Path = DATASETS) -> dict[str, float]:
-    """The gap of each registered method's fit on one dataset (defaults, duplicates kept)."""
+    """The gap of each categorical method's fit on one dataset (defaults, duplicates kept)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         data = load_annotations(str(root / name / "labels.csv"))
-        return {m: label_share_gap(data, aggregate(data, m).labels)[0] for m in REGISTRY}
+        return {m: label_share_gap(data, aggregate(data, m).labels)[0] for m in LABELLERS}
 
 
 def main(names: list[str]) -> None:
-    methods = list(REGISTRY)
+    methods = LABELLERS
     print("| dataset | " + " | ".join(methods) + " |")
     print("|---|" + "---|" * len(methods))
     for name in names:

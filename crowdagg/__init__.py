@@ -12,11 +12,15 @@ Reading and aggregating
     load_annotations(source, ...) -- a file, files, a DataFrame -> AnnotationSet
     read_task_labels(source, ...) -- a task -> label file (truth, gold) -> dict
     aggregate(data, method="ds", ...) -- AnnotationSet, DataFrame, records or path -> AggregationResult
+    load_numeric(source, ...) -- numeric answers (task, worker, value) -> NumericAnswers
+    aggregate(data, "crh", numeric=True) -- numeric answers -> NumericResult (one value per task; mean, median,
+        catd, crh)
     get_method(name), REGISTRY -- the method classes by name, imported on use (mv, wmv, wawa, ds, onecoin, ...)
 Data model and results
     AnnotationSet -- the answers as flat code arrays plus names (from_names, from_codes)
     Vocabulary -- the names behind task and worker codes
     AggregationResult -- posteriors, labels, worker parameters; pandas views
+    NumericAnswers, NumericResult -- numeric answers, and a numeric method's values and worker weights
 Learning from crowds (the optional extra ``train``: torch)
     train(features, answers, method=..., network=...) -- a classifier learned from crowds -> TrainedModel
         (predict, predict_proba; .result: the training tasks' inferred labels)
@@ -50,12 +54,14 @@ from .core.lazy import exports  # noqa: E402
 if TYPE_CHECKING:  # pragma: no cover
     from .core.threads import set_threads, use_threads
     from .data.annotations import AnnotationSet
+    from .data.numeric import NumericAnswers
     from .data.vocab import Vocabulary
     from .errors import ConvergenceWarning, CrowdaggWarning, DataError, ResourceError, UsageError
-    from .io.read import load_annotations, read_task_labels
+    from .io.read import load_annotations, load_numeric, read_task_labels
     from .learning.api import train
     from .learning.model_file import load_model
     from .methods.api import aggregate
+    from .methods.numeric.base import NumericResult
     from .methods.registry import REGISTRY, get_method
     from .methods.result import AggregationResult
     from .reports.agreement import Agreement, stats
@@ -70,6 +76,9 @@ _LAZY = {
     "Vocabulary": "data.vocab",
     "AggregationResult": "methods.result",
     "load_annotations": "io.read",
+    "load_numeric": "io.read",
+    "NumericAnswers": "data.numeric",
+    "NumericResult": "methods.numeric.base",
     "read_task_labels": "io.read",
     "load_model": "learning.model_file",
     "train": "learning.api",
@@ -96,6 +105,9 @@ __all__ = [
     "Vocabulary",
     "AggregationResult",
     "load_annotations",
+    "load_numeric",
+    "NumericAnswers",
+    "NumericResult",
     "read_task_labels",
     "load_model",
     "train",

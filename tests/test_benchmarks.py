@@ -495,6 +495,35 @@ def test_stats_benchmark_checks_alpha_against_krippendorff_and_prints_its_lines(
     assert max(alphas) - min(alphas) <= 1e-9 and 0.2 < alphas[0] < 0.8
 
 
+def test_bench_numeric_prints_the_emotion_table_and_the_speed_table(datasets_dir, tmp_path):
+    out = tmp_path / "numeric.json"
+    proc = _run_script("bench_numeric.py", "--answers", "5000", "--repeats", "1", "--json", str(out),
+                       datasets_dir=datasets_dir)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "| method | MAE | RMSE | Pearson r | iterations |" in proc.stdout
+    assert "5,000 answers, 1,000 tasks, 100 workers" in proc.stdout
+    figures = json.loads(out.read_text())
+    assert [r["method"] for r in figures["emotion"]] == ["mean", "median", "catd", "crh"]
+    mae = {r["method"]: r["mae"] for r in figures["emotion"]}
+    assert mae["mean"] == pytest.approx(12.022, abs=1e-3) and mae["crh"] < mae["mean"]
+    rmse = {r["method"]: r["rmse"] for r in figures["speed"]}
+    assert rmse["catd"] < rmse["mean"]  # the simulated crowd's noisy workers are weighted down
+
+
+def test_mace_benchmark_times_both_tools_and_prints_the_ratio(tmp_path):
+    out = tmp_path / "mace.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_mace.py"), "--answers", "5000",
+                           "--json", str(out)], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[1].startswith("| answers | crowdagg mace s/iteration | crowd-kit MACE s/iteration | speed-up |")
+    assert lines[3].startswith("| 5,000 | ") and "×" in lines[3]
+    row = json.loads(out.read_text())["rows"][0]
+    assert row["crowdagg"]["iterations"] == 50 and row["crowdkit"]["per_iteration"] > 0
+    assert row["speedup_per_iteration"] == row["crowdkit"]["per_iteration"] / row["crowdagg"]["per_iteration"]
+    assert row["crowdagg"]["accuracy"] > 0.9  # synth.py's one-coin crowd
+
 def test_mmsr_benchmark_runs_both_sides_in_children_and_says_what_crowdkit_asked_for(tmp_path, datasets_dir):
     out = tmp_path / "mmsr.json"
     proc = _run_script("bench_mmsr.py", "--answers", "20000", "--workers", "100", "1000", "--crowdkit-limit", "4G",

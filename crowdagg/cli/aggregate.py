@@ -17,7 +17,9 @@ from .plumbing import handle_errors
 HELP = f"""Aggregate answers into one label per task.
 
 Writes task,label,confidence (+ n_answers and p_<class> with --proba),
-one row per task in input order.
+one row per task in input order.  With --numeric the answers are numbers
+and a numeric method (mean, the default; median, catd, crh) writes
+task,value.
 
 {opt.method_list()}
 
@@ -38,7 +40,8 @@ MODEL_FIELDS = ("format", "version")
 @handle_errors(opt.DETECTOR_SPELLING)
 def aggregate(
     input: list[str] = typer.Argument(..., metavar="INPUT...", help="Answers file(s) (CSV/TSV/JSON/JSONL/Parquet, optionally .gz; MTurk, Toloka, Label Studio exports), - for stdin, a directory, or a quoted glob ('batches/*.parquet'); several are read as one data set."),
-    method: str = opt.METHOD,
+    method: Optional[str] = typer.Option(None, "--method", "-m", help="Aggregation method (see `crowdagg methods`; default ds, or mean with --numeric)."),
+    numeric: bool = typer.Option(False, "--numeric", help="The answers are numbers (a rating, a count, an estimate): read each as a finite number and write one value per task (task,value) with a numeric method: mean (default), median, catd, crh.  --workers writes each worker's weight (catd: and variance; crh: and loss), deviation and n_answers."),
     output: Optional[str] = opt.output_option("Write here instead of stdout (a regular file is replaced atomically). A directory (a trailing /, or an existing directory: new, empty or an earlier run's) gets one part per partition, part-00000.csv ..., each CSV/TSV part with the header, and _SUCCESS; with --engine dask the workers write them (they must share this filesystem); the local engine writes one part."),
     fmt: Optional[str] = opt.format_option("csv, tsv, jsonl, json or parquet (default: from -o's extension, else csv)."),
     proba: bool = typer.Option(False, "--proba", help="Add n_answers and one p_<class> posterior column per class."),
@@ -81,9 +84,27 @@ def aggregate(
     verbose: bool = opt.VERBOSE,
 ) -> None:
     """Aggregate answers into one label per task (the help text: :data:`HELP`)."""
+    from ..methods.api import check_kind
+
     # 1. Everything that can be checked without reading the data.
     for path in input:
         require_values(input=path)
+    numeric, method = check_kind(method, numeric)
+    if numeric:
+        refused = {"--proba": proba, "--drop-spammers": drop_spammers, "--exclude-workers": exclude_workers,
+                   "--relabel": relabel, "--budget": budget, "--task-params": task_params,
+                   "--save-workers": save_workers, "--init-workers": init_workers, "--truth": truth, "--gold": gold,
+                   "--classes": classes, "--smoothing": smoothing, "--engine": engine != "local",
+                   "--scheduler": scheduler, "--truth-task-col": truth_task_col, "--truth-label-col": truth_label_col,
+                   "--gold-task-col": gold_task_col, "--gold-label-col": gold_label_col,
+                   "--min-partners": min_partners != opt.MIN_PARTNERS.default,
+                   "--min-shared": min_shared != opt.MIN_SHARED.default, "--detector": detector != opt.DETECTOR.default,
+                   "--no-near-chance": near_chance != opt.NEAR_CHANCE.default}
+        return aggregate_numeric(
+            input, method, refused, output=output, fmt=fmt, workers=workers, duplicates=duplicates,
+            blank_labels=blank_labels, rejected=rejected, input_format=input_format, task_col=task_col,
+            worker_col=worker_col, label_col=label_col, flags={"seed": seed, "max_iter": max_iter, "tol": tol},
+            param_=param_, max_memory=max_memory, threads=threads, quiet=quiet)
     require_values(
         output=output, format=fmt, workers=workers, task_params=task_params, truth=truth, gold=gold,
         input_format=input_format, classes=classes, max_memory=max_memory,
@@ -165,6 +186,56 @@ def aggregate(
         steps.render_and_commit(planned, renderers)
         if summary is not None:
             steps.report_evaluation(summary)
+
+
+#: The leading fields of ``--numeric``'s output.
+VALUE_FIELDS = ("task", "value")
+
+
+def aggregate_numeric(input: list[str], method: str, refused: dict[str, Any], *, output: Optional[str],
+                      fmt: Optional[str], workers: Optional[str], duplicates: str, blank_labels: str, rejected: str,
+                      input_format: Optional[str], task_col: Optional[str], worker_col: Optional[str],
+                      label_col: Optional[str], flags: dict[str, Any], param_: list[str], max_memory: Optional[str],
+                      threads: Optional[str], quiet: bool) -> None:
+    """``crowdagg aggregate --numeric``: the steps of :mod:`.pipeline` that numeric answers take -- the checks,
+    the outputs planned, :func:`crowdagg.io.read.load_numeric`, the fit, every output written or none.
+
+    ``refused``: the options of categorical answers, by spelling, and whether each was given (a usage error).
+    """
+    given = [spelt for spelt, value in refused.items() if value not in (None, False, [])]
+    if given:
+        raise UsageError(f"{' and '.join(given)} {'does' if len(given) == 1 else 'do'} not apply to --numeric "
+                         "(numeric answers: --workers, --duplicates, --blank-labels, --rejected, the column and "
+                         "read options, -p)")
+    require_values(output=output, format=fmt, workers=workers, input_format=input_format, max_memory=max_memory)
+    spec, params = steps.check_method(method, flags, param_)
+    steps.check_read_options(duplicates=duplicates, blank_labels=blank_labels, rejected=rejected,
+                             max_memory=max_memory, classes=None)
+    n_threads = steps.check_threads(threads)
+    steps.check_stdin(input)
+    cls = spec.load()
+    planned_outputs = [steps.Output("--output", output or "-", VALUE_FIELDS, fmt=fmt)]
+    if workers:
+        planned_outputs.append(steps.Output("--workers", workers, ("worker", *cls.worker_param_names, "deviation",
+                                                                    "n_answers")))
+    planned, sources = steps.plan_outputs(planned_outputs, input)
+    with use_threads(n_threads):
+        data = steps.load_numeric(sources, input_format=input_format, task_col=task_col, worker_col=worker_col,
+                                  label_col=label_col, duplicates=duplicates, max_memory=max_memory,
+                                  rejected=rejected, blank_labels=blank_labels)
+        steps.check_render_memory(data.n_tasks, 1, 1, f"{data.n_tasks:,} output rows", max_memory)
+        if workers:
+            steps.check_render_memory(data.n_workers, len(cls.worker_param_names) + 2, 1,
+                                      f"--workers table of {data.n_workers:,} workers", max_memory)
+        result = steps.fit(data, method, params, quiet=quiet, max_memory=max_memory,
+                           summary=True)
+        from ..io.render import render_chunks
+
+        renderers = {
+            "--output": lambda f: render_chunks(result.table(arrow=True), f, key="task"),
+            "--workers": lambda f: render_chunks(result.workers_table(arrow=True), f, key="worker"),
+        }
+        steps.render_and_commit(planned, renderers)
 
 
 def _outputs(output: Optional[str], fmt: Optional[str], workers: Optional[str], save_workers: Optional[str],

@@ -9,7 +9,7 @@ import typer
 
 from . import options as opt
 from .options import require_values
-from .pipeline import read_labels, read_predictions
+from .pipeline import read_labels, read_predictions, read_values
 from .plumbing import err, handle_errors
 
 
@@ -23,6 +23,7 @@ def evaluate(
     truth_label_col: Optional[str] = opt.TRUTH_LABEL_COL,
     fmt: Optional[str] = opt.format_option("csv, tsv, json, jsonl or parquet (default: a table on a terminal, else csv)."),
     reliability: Optional[str] = typer.Option(None, "--reliability", metavar="FILE", help="Write the reliability table here: one row per bin (bin, count, confidence_low, confidence_high, confidence, accuracy); format from the extension (csv, tsv, json, jsonl, parquet)."),
+    numeric: bool = typer.Option(False, "--numeric", help="The predictions and the truth are numbers (aggregate --numeric's task,value): mean absolute error, root-mean-square error, Pearson's r and the bias (mean of predicted - true) on the tasks both name; a blank predicted value (a task without answers) is left out."),
     plot: Optional[str] = typer.Option(None, "--plot", metavar="FILE.png", help="Draw the reliability diagram into FILE.png: each bin's accuracy against its mean confidence, beside the diagonal of perfect calibration.  Needs pip install 'crowdagg[plot]'."),
     verbose: bool = opt.VERBOSE,
 ) -> None:
@@ -37,8 +38,13 @@ def evaluate(
     Brier score: it needs every class's probability).
 
     \b
+    With --numeric: numeric predictions (aggregate --numeric's task,value) against numeric truth -- mean absolute
+    error, root-mean-square error, Pearson's r, bias.
+
+    \b
     Example: crowdagg aggregate labels.csv --proba | crowdagg evaluate - --truth gold.csv --plot reliability.png
     """
+    from ..errors import UsageError
     from ..io.output import check_binary, commit, resolve
     from ..io.read import check_stdin_once, output_format
     from ..reports.evaluate import evaluation_bytes, print_table, reliability_bytes
@@ -50,11 +56,22 @@ def evaluate(
     stdout = resolve("-")
     if out_fmt is not None:
         check_binary(stdout, out_fmt)
+    if numeric:
+        given = [o for o, v in (("--reliability", reliability), ("--plot", plot)) if v is not None]
+        if given:
+            raise UsageError(f"{' and '.join(given)} (calibration of class probabilities) do not apply to --numeric")
     files = _plan_files(reliability, plot, stdout,
                         [(f"PREDICTIONS {predictions}", predictions), (f"--truth {truth}", truth)])
-    pred = read_predictions(predictions, task_col, label_col)
-    true = read_labels(truth, truth_task_col, truth_label_col, option="--truth")
-    ev = _evaluate(pred, true, truth, asked=bool(files))
+    ev: Any
+    if numeric:
+        from ..reports.numeric import evaluate_values
+
+        ev = evaluate_values(read_values(predictions, task_col, label_col, what="predicted"),
+                             read_values(truth, truth_task_col, truth_label_col, option="--truth"))
+    else:
+        pred = read_predictions(predictions, task_col, label_col)
+        true = read_labels(truth, truth_task_col, truth_label_col, option="--truth")
+        ev = _evaluate(pred, true, truth, asked=bool(files))
     outputs = []
     if "--reliability" in files:
         target, rel_fmt = files["--reliability"]

@@ -156,8 +156,9 @@ def defaults(name: str, with_help: bool = False) -> str:
             value = f"{p.default:g}" if isinstance(p.default, float) else repr(p.default)
             key = f"{p.help}, default {value}" if with_help else value
             groups.setdefault(key, []).append(method_name)
-    if len(groups) == 1 and len(next(iter(groups.values()))) == len(METHODS):
-        return f"default {next(iter(groups))}"  # every method: no need to list them
+    categorical = {n for n, m in METHODS.items() if m.kind == "categorical"}
+    if len(groups) == 1 and set(next(iter(groups.values()))) >= categorical:
+        return f"default {next(iter(groups))}"  # every categorical method (the numeric ones draw nothing): no list
     return "; ".join(f"{', '.join(names)}: {text}" for text, names in groups.items())
 
 
@@ -225,7 +226,7 @@ METHOD = typer.Option("ds", "--method", "-m", help="Aggregation method (see `cro
 NEAR_CHANCE = typer.Option(True, "--near-chance/--no-near-chance", help="Flag as spammers also the workers the fitted model is confident answer near chance: the information an answer carries (capacity of the symmetric channel of the worker's estimated accuracy, at the end of its 2-standard-error interval) under 0.06 bits, as when accuracy is confidently under .64 on two classes.  Light workers are left alone (under 49 answers a binary worker is never flagged).  Methods without a worker accuracy (glad, kos): the detector alone.")
 SEED = typer.Option(None, "--seed", help=f"Seed for tie-breaking and any random choice ({defaults('seed')}).")
 MAX_ITER = typer.Option(None, "--max-iter", help=f"Iteration cap ({defaults('max_iter')}).")
-TOL = typer.Option(None, "--tol", help=f"Stop when the relative change of the fit's objective (a log-likelihood, log-posterior, ELBO or KL divergence; for cpd, of the confusion matrices and prior that minimise its moment residual; for kos, the largest change of its normalised messages) is below this ({defaults('tol')}); 0 runs exactly --max-iter.")
+TOL = typer.Option(None, "--tol", help=f"Stop when the relative change of the fit's objective (a log-likelihood, log-posterior, ELBO or KL divergence; for cpd, of the confusion matrices and prior that minimise its moment residual; for kos, the largest change of its normalised messages; for catd and crh, the largest change of a task's estimates over the answers' standard deviation) is below this ({defaults('tol')}); 0 runs exactly --max-iter.")
 SMOOTHING = typer.Option(None, "--smoothing", help=f"Same as -p smoothing=VALUE ({defaults('smoothing', with_help=True)}); kept for this release.")
 PARAM = typer.Option([], "--param", "-p", metavar="NAME=VALUE", help=f"A parameter of the method (repeatable): {param_list()}; `crowdagg methods NAME` explains each, e.g. -p n_init=5.")
 GOLD = typer.Option(None, "--gold", help=f"Known labels that clamp those tasks ({methods_that(lambda m: m.gold)}).")

@@ -30,7 +30,7 @@ import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, overload
 
 from ..errors import UsageError
 from .options import method_params, split_list
@@ -38,8 +38,10 @@ from .plumbing import err, progress
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..data.annotations import AnnotationSet
+    from ..data.numeric import NumericAnswers
     from ..io.output import Target
     from ..io.read import Inputs
+    from ..methods.numeric.base import NumericResult
     from ..methods.result import AggregationResult
 
 #: The method whose fit the near-chance rule reads in ``aggregate --drop-spammers`` (``crowdagg workers``' default).
@@ -247,6 +249,20 @@ def read_labels(
     )
 
 
+def read_values(
+    path: str, task_col: Optional[str], label_col: Optional[str], *, option: str = "", what: str = "truth"
+) -> dict[str, float]:
+    """A ``task,value`` file (``evaluate --numeric``): :func:`read_labels`' columns and spelling, each value a
+    finite number (:func:`crowdagg.io.read.read_task_values`)."""
+    from ..io.read import read_task_values
+
+    prefix = f"{option}-" if option else "--"
+    return read_task_values(
+        path, task_col=task_col, label_col=label_col, what=what,
+        options={"task": f"{prefix}task-col", "label": f"{prefix}label-col"},
+    )
+
+
 def read_predictions(path: str, task_col: Optional[str], label_col: Optional[str]) -> Any:
     """The command's own predictions file (``evaluate``): its labels with, where it has them, the ``p_<class>``
     posteriors and the ``confidence`` column (:func:`crowdagg.io.read.read_predictions`)."""
@@ -274,6 +290,18 @@ def load(sources: Inputs, **options: Any) -> AnnotationSet:
     announce_compilation(sys.stderr)
     data = load_annotations(sources, **options)
     timing.note(answers=data.n_answers, tasks=data.n_tasks, workers=data.n_workers, classes=data.n_classes)
+    return data
+
+
+def load_numeric(sources: Inputs, **options: Any) -> NumericAnswers:
+    """Numeric answers (:func:`crowdagg.io.read.load_numeric` with the read options); sizes noted for the timings."""
+    from ..core import timing
+    from ..io.read import load_numeric as read_numeric
+    from ..kernels import announce_compilation
+
+    announce_compilation(sys.stderr)
+    data = read_numeric(sources, **options)
+    timing.note(answers=data.n_answers, tasks=data.n_tasks, workers=data.n_workers)
     return data
 
 
@@ -460,10 +488,21 @@ def drop_spammers(data: AnnotationSet, *, seed: Optional[int], max_memory: Any, 
     return kept
 
 
+@overload
+def fit(data: NumericAnswers, method: str, params: dict[str, Any], *, quiet: bool, max_memory: Any,
+        engine: Any = None, summary: bool = False) -> NumericResult: ...
+
+
+@overload
 def fit(data: AnnotationSet, method: str, params: dict[str, Any], *, quiet: bool, max_memory: Any,
-        engine: Any = None, summary: bool = False) -> AggregationResult:
+        engine: Any = None, summary: bool = False) -> AggregationResult: ...
+
+
+def fit(data: AnnotationSet | NumericAnswers, method: str, params: dict[str, Any], *, quiet: bool, max_memory: Any,
+        engine: Any = None, summary: bool = False) -> AggregationResult | NumericResult:
     """Fit ``method`` on ``data`` (the progress display on a terminal unless ``quiet``) on ``engine`` (default:
-    the local engine); with ``summary``, one line after it on a terminal (:func:`fit_summary`)."""
+    the local engine); with ``summary``, one line after it on a terminal (:func:`fit_summary`).  Numeric answers
+    take a numeric method (:func:`crowdagg.methods.api.aggregate`'s ``numeric``)."""
     import time
 
     from ..core import timing
@@ -483,7 +522,7 @@ def fit(data: AnnotationSet, method: str, params: dict[str, Any], *, quiet: bool
     return result
 
 
-def fit_summary(result: AggregationResult, seconds: float) -> str:
+def fit_summary(result: AggregationResult | NumericResult, seconds: float) -> str:
     """``ds: 23 iterations, converged, 0.41 s`` -- a method without iterations (mv) gives its time alone."""
     steps = ""
     if result.n_iter:

@@ -11,6 +11,7 @@ from typing import Any, Optional
 import typer
 
 from ..core.threads import use_threads
+from ..errors import UsageError
 from . import options as opt
 from . import pipeline as steps
 from .options import require_values
@@ -103,6 +104,9 @@ def workers(
     side = steps.side_inputs(gold=gold)
     steps.check_stdin(input, side)
     spec, params = steps.check_method(method, {"seed": seed, "max_iter": max_iter, "tol": tol}, param_)
+    if spec.kind == "numeric":  # (aggregate's --numeric; this report's columns are a categorical model's)
+        raise UsageError(f"method {method!r} aggregates numeric answers: `crowdagg aggregate --numeric -m {method} "
+                         "--workers FILE` writes its workers' weights; `crowdagg workers` reports categorical methods")
     class_list = steps.check_read_options(
         duplicates=duplicates, blank_labels=blank_labels, rejected=rejected, max_memory=max_memory, classes=classes
     )
@@ -113,7 +117,8 @@ def workers(
 
         check_sort(sort, None, gold is not None)  # the fixed columns now; recall_<class> once the classes are read
     with _plot_dir(plot):  # made when missing (figures are planned like any output); removed if the run fails
-        confusion = spec.load().worker_param_names is None  # the method's worker model is (or implies) a confusion
+        own = spec.load().worker_param_names  # None: the method's worker model is (or implies) a confusion
+        confusion = own is None
         planned, sources = steps.plan_outputs(_outputs(output, fmt, pairs, plot, confusion), input, side)
         on_terminal = output is None and fmt is None and planned["--output"].target.is_terminal()
         if on_terminal:
@@ -126,9 +131,16 @@ def workers(
                               label_col=label_col, classes=class_list, duplicates=duplicates, max_memory=max_memory,
                               rejected=rejected, blank_labels=blank_labels)
             from ..engine import LocalEngine
-            from ..reports.workers import check_sort, pair_agreement, report_columns, sort_report, worker_report
+            from ..reports.workers import (
+                check_sort,
+                method_columns,
+                pair_agreement,
+                report_columns,
+                sort_report,
+                worker_report,
+            )
 
-            n_columns = len(report_columns(data.classes, gold is not None))
+            n_columns = len(report_columns(data.classes, gold is not None, method_columns(own)))
             steps.check_render_memory(data.n_workers, n_columns, 2, f"a report of {data.n_workers:,} workers", max_memory)
             result = steps.fit(data, method, params, quiet=quiet, max_memory=max_memory)
             engine = LocalEngine(data)

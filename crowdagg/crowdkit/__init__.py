@@ -88,7 +88,9 @@ indexes, crowd-kit's orders and dtypes) is shared by every class in
 crowd-kit class: :mod:`~crowdagg.crowdkit.majority_vote`,
 :mod:`~crowdagg.crowdkit.wawa`, :mod:`~crowdagg.crowdkit.dawid_skene`
 (``DawidSkene``, ``OneCoinDawidSkene``), :mod:`~crowdagg.crowdkit.glad`,
-:mod:`~crowdagg.crowdkit.kos`, :mod:`~crowdagg.crowdkit.mmsr` (over crowdagg's ``mmsr``).
+:mod:`~crowdagg.crowdkit.kos`, :mod:`~crowdagg.crowdkit.mace` (crowdagg's
+``mace`` under crowd-kit's names; where crowd-kit's MACE is wrong, its module
+says), :mod:`~crowdagg.crowdkit.mmsr` (over crowdagg's ``mmsr``).
 The iterative classes run in crowdagg's loop
 (:func:`crowdagg.methods.loop.iterate`) with crowd-kit's start, M-step,
 loss and stopping rule as settings (:class:`~crowdagg.crowdkit._loop.Flavour`).
@@ -107,6 +109,7 @@ MajorityVote and Wawa run several times faster than crowd-kit
 
 from __future__ import annotations
 
-from .aggregation import GLAD, KOS, MMSR, DawidSkene, MajorityVote, NotFittedError, OneCoinDawidSkene, Wawa
+from .aggregation import GLAD, KOS, MACE, MMSR, DawidSkene, MajorityVote, NotFittedError, OneCoinDawidSkene, Wawa
 
-__all__ = ["GLAD", "KOS", "MMSR", "DawidSkene", "MajorityVote", "NotFittedError", "OneCoinDawidSkene", "Wawa"]
+__all__ = ["GLAD", "KOS", "MACE", "MMSR", "DawidSkene", "MajorityVote", "NotFittedError", "OneCoinDawidSkene",
+           "Wawa"]

@@ -28,7 +28,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 
@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
 
     from .encode import ColumnsEncoder
+    from .numeric import NumericAnswers
 
 DuplicatePolicy = Literal["keep", "first", "last", "error"]
 DUPLICATE_POLICIES: tuple[str, ...] = ("keep", "first", "last", "error")
@@ -61,6 +62,9 @@ def check_blank_labels(policy: object) -> None:
 #: More distinct numeric labels than this, not forming a 0..K-1 / 1..K code,
 #: means the column holds measurements rather than classes.
 MAX_NUMERIC_CLASSES = 20
+
+#: The numeric methods, named where numeric answers are refused as classes (tested to be the registry's).
+NUMERIC_METHODS = ("mean", "median", "catd", "crh")
 
 #: Class codes are int16: more classes than this are refused, never wrapped.
 MAX_CLASSES = 32767
@@ -391,43 +395,8 @@ class AnnotationSet:
         over each task's answers -- the first in input order is the first in
         its task.
         """
-        if duplicates not in DUPLICATE_POLICIES:
-            raise UsageError(
-                f"{param('duplicates')} must be one of {', '.join(DUPLICATE_POLICIES)}, got {duplicates!r}"
-            )
-        from ..kernels import group_order
-        from ..kernels.ingest import _repeated_answers, _sort_by_task
-
-        n_tasks = len(tasks)
-        if isinstance(task, list):  # owned codes, freed by the sort as it goes; the task codes come back
-            ptr, t_sorted, w_sorted, y_sorted = _sort_by_task(task, n_tasks=n_tasks)
-            task = task.pop()
-        else:
-            ptr, t_sorted, w_sorted, y_sorted = _sort_by_task(task, worker, label, n_tasks)
-        n_dup, repeat = _repeated_answers(
-            ptr, w_sorted, len(workers), keep="last" if duplicates == "last" else "first",
-            mark=duplicates != "keep",
-        )
-        if n_dup:
-            if duplicates == "error":
-                order, _ = group_order(task, n_tasks)
-                repeats = np.flatnonzero(repeat)
-                first = int(repeats[np.argmin(order[repeats])])  # the first repeat in input order
-                row = int(order[first])
-                where = locate(row) if locate else f"answer {row}"
-                raise DataError(
-                    f"duplicate answer at {where}: worker {workers[w_sorted[first]]!r} "
-                    f"already labelled task {tasks[t_sorted[first]]!r} "
-                    f"({n_dup} duplicate answer(s) in all; see {param('duplicates')})"
-                )
-            if duplicates in ("first", "last"):
-                keep = ~repeat
-                t_sorted, w_sorted, y_sorted = t_sorted[keep], w_sorted[keep], y_sorted[keep]
-                ptr = _offsets(t_sorted, n_tasks)
-            _warn_duplicates(n_dup, duplicates)
-        del repeat, task
-        for arr in (t_sorted, w_sorted, y_sorted, ptr):
-            arr.setflags(write=False)
+        ptr, t_sorted, w_sorted, y_sorted, n_dup = sort_answers(task, worker, label, tasks, workers,
+                                                                duplicates=duplicates, locate=locate)
         if len(classes) == 1 and t_sorted.size:
             warn_one_class(classes[0])
         out = cls._trusted(
@@ -504,10 +473,10 @@ class AnnotationSet:
         Every check runs on the distinct names (Arrow dictionary encoding),
         then is looked up per row by code: no Python object per answer.
         """
-        return cls._from_columns(
+        return cast(AnnotationSet, cls._from_columns(
             [task, worker, label], classes=classes, duplicates=duplicates, locate=locate, label_col=label_col,
             task_order=task_order, header=header, workers=workers, blank_labels=blank_labels,
-        )
+        ))
 
     @classmethod
     def _from_columns(
@@ -524,8 +493,11 @@ class AnnotationSet:
         workers: Vocabulary | Sequence[object] | None = None,
         blank_labels: BlankLabelPolicy = "skip",
         class_dtype: str | None = None,
-    ) -> AnnotationSet:
+        numeric: bool = False,
+    ) -> AnnotationSet | NumericAnswers:
         """:meth:`from_names` taking the (task, worker, label) columns in a list that it empties.
+
+        ``numeric``: the labels are numbers (:class:`~crowdagg.data.numeric.NumericAnswers`, see :meth:`_assemble`).
 
         ``dtypes`` gives the task and worker ids' original dtypes when the
         columns are already text (several files joined); ``class_dtype`` the
@@ -574,6 +546,7 @@ class AnnotationSet:
         return cls._assemble(
             encoder, classes=classes, duplicates=duplicates, locate=locate, label_col=label_col, header=header,
             dtypes=(t_dtype, w_dtype), workers=workers, blank_labels=blank_labels, class_dtype=class_dtype,
+            numeric=numeric,
         )
 
     @classmethod
@@ -590,12 +563,16 @@ class AnnotationSet:
         workers: Vocabulary | Sequence[object] | None = None,
         blank_labels: BlankLabelPolicy = "skip",
         class_dtype: str | None = None,
-    ) -> AnnotationSet:
+        numeric: bool = False,
+    ) -> AnnotationSet | NumericAnswers:
         """The last stage of reading: encoded columns (:class:`crowdagg.data.encode.ColumnsEncoder`, which
         this empties) to an annotation set -- the names checked, stripped and merged on the distinct names,
         rows that are not answers dropped, classes found, the answers sorted by task.
 
-        ``dtypes``: the task and worker ids' original dtypes; ``class_dtype`` the labels'.
+        ``dtypes``: the task and worker ids' original dtypes; ``class_dtype`` the labels'.  ``numeric``: the
+        labels are read as numbers instead of becoming classes (:func:`crowdagg.data.numeric.parse_values`,
+        on the distinct texts), and the answers come back as :class:`~crowdagg.data.numeric.NumericAnswers`
+        -- every other step (names, blank and header rows, duplicates, the sort) is this one.
         """
         from . import vocab
 
@@ -699,6 +676,20 @@ class AnnotationSet:
             elif len(known):
                 w_dtype = None
         y_codes, y_uniques = _forget(y_codes, y_uniques, blank_name[2] | header_name[2])
+        if numeric:
+            from .numeric import NumericAnswers, parse_values
+
+            if len(y_codes) == 0:
+                raise DataError("no answers in the input: every value is blank" if n_blank_labels
+                                else "no answers in the input (every row is blank)")
+            values = parse_values(y_uniques, y_codes, locate, label_col)[y_codes]
+            end_names_stage()
+            owned = [t_codes.astype(np.int32, copy=False), w_codes.astype(np.int32, copy=False), values]
+            del t_codes, w_codes, values, y_codes, codes3
+            with _timing.stage("sort"):
+                return NumericAnswers._build(owned, vocab.Vocabulary(t_names, t_dtype),
+                                             vocab.Vocabulary(w_names, w_dtype), duplicates=duplicates,
+                                             locate=locate)
         if len(y_codes) == 0 and classes is None:
             if n_blank_labels:
                 raise DataError(
@@ -894,6 +885,64 @@ class AnnotationSet:
         return out
 
 
+def sort_answers(
+    task: np.ndarray | list[np.ndarray],
+    worker: np.ndarray | None,
+    label: np.ndarray | None,
+    tasks: Vocabulary,
+    workers: Vocabulary,
+    *,
+    duplicates: DuplicatePolicy = "keep",
+    locate: Locator | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """Answers sorted by task, the duplicate policy applied, frozen: ``(task_ptr, task, worker, label, n_dup)``.
+
+    What every answer container's builder shares (the annotation set's class codes, the numeric answers'
+    values: ``label`` may be any dtype).  The codes must be valid; ``task``/``worker``/``label`` are owned by
+    this call (or given as one list ``[task, worker, label]``, emptied by the sort as it goes).  A repeated
+    (task, worker) pair is found by one pass over each task's answers, the sort being stable; duplicates are
+    warned about, or with ``error`` a :class:`~crowdagg.errors.DataError` naming the first one's line.
+    """
+    if duplicates not in DUPLICATE_POLICIES:
+        raise UsageError(
+            f"{param('duplicates')} must be one of {', '.join(DUPLICATE_POLICIES)}, got {duplicates!r}"
+        )
+    from ..kernels import group_order
+    from ..kernels.ingest import _repeated_answers, _sort_by_task
+
+    n_tasks = len(tasks)
+    if isinstance(task, list):  # owned codes, freed by the sort as it goes; the task codes come back
+        ptr, t_sorted, w_sorted, y_sorted = _sort_by_task(task, n_tasks=n_tasks)
+        task = task.pop()
+    else:
+        ptr, t_sorted, w_sorted, y_sorted = _sort_by_task(task, worker, label, n_tasks)
+    n_dup, repeat = _repeated_answers(
+        ptr, w_sorted, len(workers), keep="last" if duplicates == "last" else "first",
+        mark=duplicates != "keep",
+    )
+    if n_dup:
+        if duplicates == "error":
+            order, _ = group_order(task, n_tasks)
+            repeats = np.flatnonzero(repeat)
+            first = int(repeats[np.argmin(order[repeats])])  # the first repeat in input order
+            row = int(order[first])
+            where = locate(row) if locate else f"answer {row}"
+            raise DataError(
+                f"duplicate answer at {where}: worker {workers[w_sorted[first]]!r} "
+                f"already labelled task {tasks[t_sorted[first]]!r} "
+                f"({n_dup} duplicate answer(s) in all; see {param('duplicates')})"
+            )
+        if duplicates in ("first", "last"):
+            keep = ~repeat
+            t_sorted, w_sorted, y_sorted = t_sorted[keep], w_sorted[keep], y_sorted[keep]
+            ptr = _offsets(t_sorted, n_tasks)
+        _warn_duplicates(n_dup, duplicates)
+    del repeat, task
+    for arr in (t_sorted, w_sorted, y_sorted, ptr):
+        arr.setflags(write=False)
+    return ptr, t_sorted, w_sorted, y_sorted, n_dup
+
+
 class Locator:
     """Turns a 0-based input row number into a place a person can find.
 
@@ -968,6 +1017,11 @@ def check_annotations(value: Any, call: str) -> None:
     :class:`~crowdagg.data.annotations.AnnotationSet`: the message names ``call`` (``"split(data, ...)"``) and how
     to make one -- where reading ``data.task_names`` of a DataFrame raised AttributeError."""
     if not isinstance(value, AnnotationSet):
+        from .numeric import NumericAnswers
+
+        if isinstance(value, NumericAnswers):  # the categorical methods refuse numbers, naming what takes them
+            raise UsageError(f"{call}: numeric answers take a numeric method ({', '.join(NUMERIC_METHODS)}; "
+                             f"{param('numeric')}), not a categorical one")
         raise UsageError(f"{call}: data must be an AnnotationSet (crowdagg.load_annotations reads a DataFrame, "
                          f"records or a file into one), got {type(value).__name__}")
 
@@ -1290,8 +1344,9 @@ def infer_classes(names: Iterable[str], *, label_col: str = "label") -> list[str
             if not is_code:
                 raise DataError(
                     f"column {label_col!r} is numeric with {len(vals)} distinct values "
-                    f"({_fmt(vals[0])} .. {_fmt(vals[-1])}): crowdagg aggregates classes, "
-                    f"not numeric answers; pass {param('classes')} to treat these values as classes"
+                    f"({_fmt(vals[0])} .. {_fmt(vals[-1])}): numeric answers, which the categorical methods do not "
+                    f"aggregate; aggregate them with {param('numeric')} and a numeric method "
+                    f"({', '.join(NUMERIC_METHODS)}), or pass {param('classes')} to treat these values as classes"
                 )
         return ordered
     return sorted(names)

@@ -96,6 +96,7 @@ TRUTH_ALIASES: tuple[str, ...] = (
     "answer",
     "class",
     "prediction",
+    "value",
 )
 
 MTURK = "mturk"

@@ -83,7 +83,7 @@ import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -99,6 +99,7 @@ from .render import OUTPUT_FORMATS, render_table
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
+    from ..data.numeric import NumericAnswers
     from .columns import ColumnMap
     from .output import Target
     from .platforms import JsonMinControls, RejectedPolicy
@@ -1760,6 +1761,50 @@ def load_annotations(
     to the input: duplicates, stripped whitespace, skipped header lines,
     near-identical labels, a single class.
     """
+    return cast(AnnotationSet, _load_answers(
+        source, input_format=input_format, task_col=task_col, worker_col=worker_col, label_col=label_col,
+        classes=classes, duplicates=duplicates, max_memory=max_memory, workers=workers, rejected=rejected,
+        blank_labels=blank_labels,
+    ))
+
+
+def load_numeric(
+    source: str | os.PathLike[str] | IO[bytes] | pd.DataFrame | Sequence[str | os.PathLike[str]],
+    *,
+    input_format: str | None = None,
+    task_col: str | None = None,
+    worker_col: str | None = None,
+    label_col: str | None = None,
+    duplicates: DuplicatePolicy = "keep",
+    max_memory: memory.MaxMemory = None,
+    workers: Any = None,
+    rejected: RejectedPolicy = "exclude",
+    blank_labels: BlankLabelPolicy = "skip",
+) -> NumericAnswers:
+    """Read numeric answers (one row per task, worker, value) into :class:`~crowdagg.data.numeric.NumericAnswers`.
+
+    The readers, column detection (``label_col``: the value's column, found
+    as a label column is: ``label``, ``value``, ``answer``, ``response``,
+    ...), multiple inputs, ``duplicates``, ``blank_labels`` (a blank value
+    is a skipped answer), ``rejected`` and ``max_memory`` are
+    :func:`load_annotations`' own.  Each value must be a finite number: text
+    that is not one, ``inf`` or ``nan`` is a
+    :class:`~crowdagg.errors.DataError` naming the file, the line and the
+    value.
+    """
+    return cast("NumericAnswers", _load_answers(
+        source, input_format=input_format, task_col=task_col, worker_col=worker_col, label_col=label_col,
+        classes=None, duplicates=duplicates, max_memory=max_memory, workers=workers, rejected=rejected,
+        blank_labels=blank_labels, numeric=True,
+    ))
+
+
+def _load_answers(
+    source: Any, *, input_format: str | None, task_col: str | None, worker_col: str | None, label_col: str | None,
+    classes: Sequence[str] | None, duplicates: DuplicatePolicy, max_memory: memory.MaxMemory, workers: Any,
+    rejected: RejectedPolicy, blank_labels: BlankLabelPolicy, numeric: bool = False,
+) -> AnnotationSet | NumericAnswers:
+    """:func:`load_annotations` (``numeric``: :func:`load_numeric`)."""
     check_blank_labels(blank_labels)
     task_col, worker_col, label_col = (
         _column_option(v, n) for v, n in ((task_col, "task_col"), (worker_col, "worker_col"), (label_col, "label_col"))
@@ -1784,7 +1829,7 @@ def load_annotations(
             return _load_incremental(
                 sources, opened, input_format=input_format, task_col=task_col, worker_col=worker_col,
                 label_col=label_col, classes=classes, duplicates=duplicates, max_memory=max_memory,
-                workers=workers, rejected=rejected, blank_labels=blank_labels,
+                workers=workers, rejected=rejected, blank_labels=blank_labels, numeric=numeric,
             )
         assert isinstance(opened, RawTable)  # one input read whole
         tables = [opened]
@@ -1795,13 +1840,13 @@ def load_annotations(
     tables = [t for t, _ in mapped]
     parts = [cols for _, cols in mapped]
     del mapped
-    if classes is None and all(t.classes is not None for t in tables):  # radio buttons name every class
+    if classes is None and not numeric and all(t.classes is not None for t in tables):  # radio buttons name every class
         from ..data.annotations import infer_classes
 
         classes = infer_classes([k for t in tables for k in t.classes or ()], label_col=parts[0][2].strip())
     first = tables[0]
     kw: dict[str, Any] = {"classes": classes, "duplicates": duplicates, "label_col": parts[0][2].strip(),
-                          "workers": workers, "blank_labels": blank_labels}
+                          "workers": workers, "blank_labels": blank_labels, "numeric": numeric}
     t_col, w_col, y_col = parts[0]
     columns = [first.column(t_col), first.column(w_col), first.column(y_col)]
     kw.update(locate=first.locate, task_order=first.task_order,
@@ -1887,8 +1932,8 @@ def _load_incremental(
     sources: Sequence[Any], opened: RawTable | _Blocks | _ParquetBatches | None, *, input_format: str | None,
     task_col: str | None, worker_col: str | None, label_col: str | None, classes: Sequence[str] | None,
     duplicates: DuplicatePolicy, max_memory: memory.MaxMemory, workers: Any, rejected: RejectedPolicy,
-    blank_labels: BlankLabelPolicy,
-) -> AnnotationSet:
+    blank_labels: BlankLabelPolicy, numeric: bool = False,
+) -> AnnotationSet | NumericAnswers:
     """Inputs read one after another, each parsed and encoded as it is read -- a block at a time where it
     is a large CSV or TSV (:class:`_Blocks`), whole otherwise -- into one set of vocabularies, then
     assembled: the pipeline read, parse, encode, assemble, which the data flows down once.
@@ -1973,7 +2018,7 @@ def _load_incremental(
         header=(headers[0] if one else headers) if headers else None,
         dtypes=tuple(k.pop() if len(k) == 1 else None for k in kinds[:2]),  # type: ignore[arg-type]
         workers=workers, blank_labels=blank_labels,
-        class_dtype=next(iter(kinds[2])) if len(kinds[2]) == 1 else None,
+        class_dtype=next(iter(kinds[2])) if len(kinds[2]) == 1 else None, numeric=numeric,
     )
 
 
@@ -2259,6 +2304,43 @@ def read_task_labels(
     """
     table, t_col, y_col = _label_table(source, input_format, task_col, label_col, options)
     return _task_labels(table, t_col, y_col, what)[0]
+
+
+def read_task_values(
+    source: str | os.PathLike[str] | IO[bytes],
+    *,
+    input_format: str | None = None,
+    task_col: str | None = None,
+    label_col: str | None = None,
+    what: str = "truth",
+    options: Mapping[str, str] | None = None,
+) -> dict[str, float]:
+    """Read a ``task,value`` file (numeric truth, or ``aggregate --numeric``'s output) into {task: value}.
+
+    The columns are found as :func:`read_task_labels` finds them (``value``
+    among the label column's names).  A blank value is a task without one
+    (``aggregate --numeric`` writes an empty cell for a task without
+    answers): left out, counted in a warning.  A value that is not a finite
+    number is a :class:`~crowdagg.errors.DataError` naming the line; a task
+    listed twice with different values, as with labels.
+    """
+    from ..data.numeric import _number
+
+    table, t_col, y_col = _label_table(source, input_format, task_col, label_col, options)
+    blank = _blank_cells(table, y_col, "label") if table.n_rows else np.zeros(0, dtype=bool)
+    if blank.any():
+        warn(CrowdaggWarning(f"{table.display}: {int(blank.sum())} task(s) without a value (first at "
+                             f"{table.locate(int(np.argmax(blank)))}) left out"))
+        table = table.subset(np.flatnonzero(~blank))
+    texts, first = _task_labels(table, t_col, y_col, what)
+    out: dict[str, float] = {}
+    for (task, text), row in zip(texts.items(), first.values()):
+        value = _number(text)
+        if not np.isfinite(value):
+            how = "not finite" if value == value else "not a number"
+            raise DataError(f"{what} value {text!r} of task {task!r} at {table.locate(row)} is {how}")
+        out[task] = value
+    return out
 
 
 #: The posterior columns ``aggregate --proba`` writes: ``p_<class>``, one per class, the class's name as it is.

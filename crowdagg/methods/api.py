@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from ..core.memory import MaxMemory
 from ..data.annotations import AnnotationSet
@@ -21,11 +21,29 @@ from .result import AggregationResult
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
+    from ..data.numeric import NumericAnswers
+    from .numeric.base import NumericResult
+
+
+@overload
+def aggregate(data: NumericAnswers, method: str | None = None, *, numeric: Literal[True] | None = None,
+              **params: Any) -> NumericResult: ...
+
+
+@overload
+def aggregate(data: Any, method: str | None = None, *, numeric: Literal[True], **params: Any) -> NumericResult: ...
+
+
+@overload
+def aggregate(data: Any, method: str | None = None, *, numeric: Literal[False] | None = None,
+              **params: Any) -> AggregationResult: ...
+
 
 def aggregate(
-    data: AnnotationSet | pd.DataFrame | Sequence[Mapping[str, Any]] | str | os.PathLike[str],
-    method: str = "ds",
+    data: AnnotationSet | NumericAnswers | pd.DataFrame | Sequence[Mapping[str, Any]] | str | os.PathLike[str],
+    method: str | None = None,
     *,
+    numeric: bool | None = None,
     callback: Callable[[int, float], Any] | None = None,
     max_memory: MaxMemory = None,
     task_col: str | None = None,
@@ -35,7 +53,7 @@ def aggregate(
     client: Any = None,
     partitions: int | Sequence[int] | None = None,
     **params: Any,
-) -> AggregationResult:
+) -> AggregationResult | NumericResult:
     """Fit the method registered as ``method`` with keyword ``params`` (its declared parameters).
 
     Parameters
@@ -49,8 +67,17 @@ def aggregate(
         finds them (``task``/``worker``/``label``, common aliases, platform
         exports) unless ``task_col``/``worker_col``/``label_col`` name them.
         Task ids and labels keep their dtype in the result's pandas views.
-    method : str
-        A registered method (:data:`REGISTRY`), default ``"ds"``.
+    method : str, optional
+        A registered method (:data:`REGISTRY`), default ``"ds"`` (``"mean"``
+        for numeric answers).
+    numeric : bool, optional
+        The answers are numbers, aggregated into one value per task by a
+        numeric method (``mean``, ``median``, ``catd``, ``crh``): ``data``
+        is read by :func:`crowdagg.io.read.load_numeric` and the result is a
+        :class:`~crowdagg.methods.numeric.base.NumericResult`.  Default:
+        True for :class:`~crowdagg.data.numeric.NumericAnswers`, else False.
+        A numeric method without it, or a categorical method with it, is a
+        :class:`~crowdagg.errors.UsageError`: the choice is explicit.
     callback : callable, optional
         ``callback(iteration, objective)`` after each iteration.
     max_memory : int, float or str, optional
@@ -83,6 +110,9 @@ def aggregate(
     dtype('int64')
     """
     columns = (task_col, worker_col, label_col)
+    numeric, method = check_kind(method, numeric, data)
+    if numeric:
+        return _aggregate_numeric(data, method, callback, max_memory, columns, engine, client, partitions, params)
     if engine == "dask":
         return _aggregate_on_dask(data, method, client, partitions, columns, callback, max_memory, params)
     for name, value in (("client", client), ("partitions", partitions)):
@@ -95,6 +125,58 @@ def aggregate(
     else:
         data = _as_annotations(data, max_memory, columns)
     return get_method(method)(**params).fit(data, callback=callback, max_memory=max_memory, engine=engine)
+
+
+def check_kind(method: str | None, numeric: bool | None, data: Any = None) -> tuple[bool, str]:
+    """Whether this run is numeric, and its method (the default of its kind when None).
+
+    ``numeric`` None: numeric for :class:`~crowdagg.data.numeric.NumericAnswers`.  A numeric method on a
+    categorical run, a categorical method on a numeric one, and ``numeric`` against the data given are a
+    :class:`~crowdagg.errors.UsageError` naming the methods of the run's kind.
+    """
+    from ..data.numeric import NumericAnswers
+    from .numeric import DEFAULT
+    from .registry import METHODS, get
+
+    if numeric is not None and not isinstance(numeric, bool):
+        raise UsageError(f"{param('numeric')} must be true or false, got {numeric!r}")
+    given = isinstance(data, NumericAnswers)
+    if numeric is None:
+        numeric = given
+    elif numeric != given and isinstance(data, (AnnotationSet, NumericAnswers)):
+        what = "numeric answers (NumericAnswers)" if given else "categorical answers (an AnnotationSet)"
+        raise UsageError(f"{param('numeric')}={numeric} does not fit {what}")
+    if method is None:
+        return numeric, DEFAULT if numeric else "ds"
+    kind = get(method).kind
+    numeric_methods = [n for n, m in METHODS.items() if m.kind == "numeric"]
+    if numeric and kind != "numeric":
+        raise UsageError(f"method {method!r} is categorical: numeric answers take a numeric method "
+                         f"({', '.join(numeric_methods)})")
+    if not numeric and kind == "numeric":
+        raise UsageError(f"method {method!r} aggregates numeric answers: give {param('numeric')} "
+                         f"(numeric methods: {', '.join(numeric_methods)})")
+    return numeric, method
+
+
+def _aggregate_numeric(data: Any, method: str, callback: Any, max_memory: MaxMemory,
+                       columns: tuple[str | None, str | None, str | None], engine: Any, client: Any,
+                       partitions: Any, params: dict[str, Any]) -> NumericResult:
+    """:func:`aggregate` of numeric answers: read by :func:`crowdagg.io.read.load_numeric` unless given as
+    :class:`~crowdagg.data.numeric.NumericAnswers`, fitted on the local engine."""
+    from ..data.numeric import NumericAnswers
+
+    for name, value in (("client", client), ("partitions", partitions)):
+        if value is not None:
+            raise UsageError(f"{param(name)} applies to engine='dask' only")
+    if engine not in (None, "local"):
+        raise UsageError(f"the numeric methods run on the local engine only, not {param('engine')}={engine!r}")
+    estimator = get_method(method)(**params)
+    if not isinstance(data, NumericAnswers):
+        estimator.check_params()  # a bad parameter before a large input is read
+        data = _as_annotations(data, max_memory, columns, numeric=True)
+    result: NumericResult = estimator.fit(data, callback=callback, max_memory=max_memory)
+    return result
 
 
 def check_engine(method: str, engine: str, params: Mapping[str, Any]) -> None:
@@ -148,16 +230,18 @@ def _aggregate_on_dask(data: Any, method: str, client: Any, partitions: Any,
 
 
 def _as_annotations(data: Any, max_memory: MaxMemory, columns: tuple[str | None, str | None, str | None],
-                    takes: str = "aggregate takes") -> AnnotationSet:
+                    takes: str = "aggregate takes", numeric: bool = False) -> Any:
     """What :func:`aggregate` was given (or :func:`crowdagg.train` as its answers: ``takes`` begins the message
-    refusing anything else), read into an annotation set by :func:`crowdagg.io.read.load_annotations`."""
+    refusing anything else), read into an annotation set by :func:`crowdagg.io.read.load_annotations`
+    (``numeric``: into numeric answers by :func:`crowdagg.io.read.load_numeric`)."""
     import sys
 
-    from ..io.read import load_annotations
+    from ..io.read import load_annotations, load_numeric
 
-    def load(source: Any) -> AnnotationSet:
-        return load_annotations(source, max_memory=max_memory, task_col=columns[0], worker_col=columns[1],
-                                label_col=columns[2])
+    def load(source: Any) -> Any:
+        reader = load_numeric if numeric else load_annotations
+        return reader(source, max_memory=max_memory, task_col=columns[0], worker_col=columns[1],
+                      label_col=columns[2])
 
     loaded = sys.modules.get("pandas")  # a DataFrame means pandas is loaded: never import it just to check
     if loaded is not None and isinstance(data, loaded.DataFrame):
@@ -175,4 +259,4 @@ def _as_annotations(data: Any, max_memory: MaxMemory, columns: tuple[str | None,
     )
 
 
-__all__ = ["REGISTRY", "get_method", "aggregate", "check_engine"]
+__all__ = ["REGISTRY", "get_method", "aggregate", "check_engine", "check_kind"]

@@ -147,42 +147,21 @@ PRODUCT = "product"
 #: :attr:`Aggregator.posterior_form`: the posteriors are a (weighted) vote's shares.
 SHARES = "shares"
 
-class Aggregator:
-    """Base class: settings are stored by ``__init__``, checked by :meth:`fit`.
+
+class Declared:
+    """What every method class shares: its declaration, and its settings stored by ``__init__`` and checked
+    from it (:meth:`check_params`), the data never needed.
 
     A subclass sets ``name``, the key of its declaration in
     :mod:`crowdagg.methods.registry` -- which gives its summary and its parameters
-    (name, type, default, range) -- and implements :meth:`_fit` (and
-    :meth:`memory_needed` when it allocates more than the posteriors).
-    ``__init__`` takes the declared parameters as keywords (and ``gold``,
-    ``init_workers`` for methods declared to take them); anything else is a
-    :class:`~crowdagg.errors.UsageError` naming what the method takes.
+    (name, type, default, range).  ``__init__`` takes the declared parameters as
+    keywords (and ``gold``, ``init_workers`` for methods declared to take them);
+    anything else is a :class:`~crowdagg.errors.UsageError` naming what the method takes.
+    :class:`Aggregator` (categorical answers) and
+    :class:`~crowdagg.methods.numeric.base.NumericAggregator` (numeric answers) build on it.
     """
 
     name: ClassVar[str] = ""
-    #: The checked saved worker model of this fit (``init_workers``), read by :meth:`_prepare`.
-    _saved: Any = None
-    #: What to do when :meth:`memory_needed` exceeds the limit.
-    memory_advice: ClassVar[str] = "its posteriors alone are tasks × classes: use fewer classes"
-    #: For a method declared ``init_workers``: its :class:`~crowdagg.methods.model_file.SavedForm` (what
-    #: ``--save-workers`` writes, how ``--init-workers``' counts enter its fit), defined in its own module.
-    saved_form: ClassVar[SavedForm | None] = None
-    #: The one-number parameters its results hold per worker when they hold no worker confusion (None: they
-    #: hold or imply one, and ``--workers`` is the long confusion form), and per task: the columns of
-    #: ``--workers`` and ``--task-params`` (:meth:`AggregationResult.worker_columns`), declared so that the CLI
-    #: can check those outputs before the fit; its results must agree.
-    worker_param_names: ClassVar[tuple[str, ...] | None] = None
-    task_param_names: ClassVar[tuple[str, ...]] = ()
-    #: How its posteriors are made of the answers, so that one worker's answers can be taken out of them
-    #: (:func:`crowdagg.reports.workers.leave_one_out`): :data:`PRODUCT` -- the class prior times the product of
-    #: the answers' confusion entries, ``p_t(k) ∝ π_k Π θ_w[k, l]`` over task t's answers (exactly, or as a
-    #: mean-field or belief-propagation approximation of it), θ its results'
-    #: :attr:`~crowdagg.methods.result.AggregationResult.confusion`; :data:`SHARES` -- a vote's shares, each
-    #: answer weighted by its worker's :attr:`vote_weight`; ``""`` -- otherwise (glad's product is of an ability and
-    #: a difficulty, no confusion; kos' are messages).
-    posterior_form: ClassVar[str] = ""
-    #: For :data:`SHARES`: the worker parameter that is each worker's vote weight (None: one vote an answer).
-    vote_weight: ClassVar[str | None] = None
 
     def __init__(self, **params: Any) -> None:
         spec = self.spec()
@@ -239,6 +218,38 @@ class Aggregator:
         if "init" in checked:  # the method itself, or one that gives no posteriors: refused before any data is read
             check_init_name(self.name, checked["init"])
         return checked
+
+
+class Aggregator(Declared):
+    """Base class of the categorical methods: settings are stored by ``__init__``, checked by :meth:`fit`.
+
+    A subclass sets ``name`` (:class:`Declared`) and implements :meth:`_fit` (and
+    :meth:`memory_needed` when it allocates more than the posteriors).
+    """
+
+    #: The checked saved worker model of this fit (``init_workers``), read by :meth:`_prepare`.
+    _saved: Any = None
+    #: What to do when :meth:`memory_needed` exceeds the limit.
+    memory_advice: ClassVar[str] = "its posteriors alone are tasks × classes: use fewer classes"
+    #: For a method declared ``init_workers``: its :class:`~crowdagg.methods.model_file.SavedForm` (what
+    #: ``--save-workers`` writes, how ``--init-workers``' counts enter its fit), defined in its own module.
+    saved_form: ClassVar[SavedForm | None] = None
+    #: The one-number parameters its results hold per worker when they hold no worker confusion (None: they
+    #: hold or imply one, and ``--workers`` is the long confusion form), and per task: the columns of
+    #: ``--workers`` and ``--task-params`` (:meth:`AggregationResult.worker_columns`), declared so that the CLI
+    #: can check those outputs before the fit; its results must agree.
+    worker_param_names: ClassVar[tuple[str, ...] | None] = None
+    task_param_names: ClassVar[tuple[str, ...]] = ()
+    #: How its posteriors are made of the answers, so that one worker's answers can be taken out of them
+    #: (:func:`crowdagg.reports.workers.leave_one_out`): :data:`PRODUCT` -- the class prior times the product of
+    #: the answers' confusion entries, ``p_t(k) ∝ π_k Π θ_w[k, l]`` over task t's answers (exactly, or as a
+    #: mean-field or belief-propagation approximation of it), θ its results'
+    #: :attr:`~crowdagg.methods.result.AggregationResult.confusion`; :data:`SHARES` -- a vote's shares, each
+    #: answer weighted by its worker's :attr:`vote_weight`; ``""`` -- otherwise (glad's product is of an ability and
+    #: a difficulty, no confusion; kos' are messages).
+    posterior_form: ClassVar[str] = ""
+    #: For :data:`SHARES`: the worker parameter that is each worker's vote weight (None: one vote an answer).
+    vote_weight: ClassVar[str | None] = None
 
     def memory_needed(self, data: AnnotationSet) -> tuple[float, str]:
         """Bytes the fit will allocate beyond the data, and where they come from (for messages)."""

@@ -185,7 +185,9 @@ class Param:
             return _DEVICE.match(value) is not None
         if value in self.choices:
             return True
-        return self.kind in ("method", "methods") and value in _method_names()
+        # any method's name passes here, so that a method of another kind gets its own error from its user
+        # (starts.resolve_init: "... is not a categorical aggregator"), not the list of valid names
+        return self.kind in ("method", "methods") and value in METHODS
 
     def _check_numbers(self, value: Any, shown: Any = None, cli: bool = False) -> tuple[float, ...]:
         shown = value if shown is None else shown
@@ -368,8 +370,9 @@ def _is_result(value: Any) -> bool:
 
 
 def _method_names() -> tuple[str, ...]:
-    """The registered methods' names (declarations only: no method code is imported)."""
-    return tuple(METHODS)
+    """The categorical methods' names, which a ``method``/``methods`` parameter takes (an EM start, auto's
+    candidates: labels for every task); declarations only, no method code is imported."""
+    return tuple(name for name, spec in METHODS.items() if spec.kind == "categorical")
 
 
 # --------------------------------------------------------------------------- methods
@@ -390,8 +393,8 @@ EXTRAS: dict[str, tuple[str, ...]] = {"train": ("torch", "safetensors")}
 
 #: Names a parameter may not have: :func:`crowdagg.aggregate`'s own arguments (it would take the value for
 #: itself) and the inputs the base class takes for methods declared with ``gold``/``init_workers``.
-RESERVED = ("data", "method", "callback", "max_memory", "task_col", "worker_col", "label_col", "gold", "init_workers",
-            "engine", "client", "partitions")
+RESERVED = ("data", "method", "numeric", "callback", "max_memory", "task_col", "worker_col", "label_col", "gold",
+            "init_workers", "engine", "client", "partitions")
 
 #: The parameters the CLI has flags for (``--seed``, ``--max-iter``, ``--tol``).
 COMMON_FLAGS = ("seed", "max_iter", "tol")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -15,6 +15,9 @@ from ..core.checks import PROBA_ROUNDING, check_task_mapping
 from ..data.annotations import infer_classes
 from ..errors import CrowdaggWarning, DataError, param, warn
 from .calibration import N_BINS, Calibration, ReliabilityBin, calibration, check_posterior_rows, confidence_calibration
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .numeric import NumericEvaluation
 
 #: The columns of the reliability table (``evaluate --reliability``), one row per bin in rising confidence.
 RELIABILITY_COLUMNS = ("bin", "count", "confidence_low", "confidence_high", "confidence", "accuracy")
@@ -332,8 +335,8 @@ def _class_names(values: list[Any]) -> list[str]:
 
 
 # --------------------------------------------------------------------------- reports
-def evaluation_bytes(ev: Evaluation, fmt: str) -> bytes:
-    """An evaluation as csv/tsv (metric,value rows) or json/jsonl (one object)."""
+def evaluation_bytes(ev: Evaluation | NumericEvaluation, fmt: str) -> bytes:
+    """An evaluation (of labels, or of numeric values) as csv/tsv (metric,value rows) or json/jsonl (one object)."""
     import json
 
     from ..io.render import render_table
@@ -354,7 +357,7 @@ def reliability_bytes(ev: Evaluation, fmt: str) -> bytes:
     return render_table(ev.reliability_columns(), fmt)
 
 
-def print_table(ev: Evaluation, stream: Any) -> None:
+def print_table(ev: Evaluation | NumericEvaluation, stream: Any) -> None:
     """A rich table, for a terminal; the metric names (``recall_<class>``) as plain text (:func:`~crowdagg.reports.terminal_text`).
     With calibration, the reliability table under it."""
     from rich.console import Console

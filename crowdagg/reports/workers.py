@@ -36,6 +36,9 @@ flagged_by          ``covariance``, ``chance``, ``both``, or empty
 gold_answers        with gold labels: the worker's answers on gold tasks, and the share of them
 gold_accuracy       that are right -- the way crowdsourcing platforms score workers (missing
                     for a worker without a gold answer)
+<parameter>         last, for a method whose worker model is no confusion: each of its own
+                    one-number worker parameters (glad ``alpha``, kos ``reliability``, bwa
+                    ``precision``, mace ``competence`` and ``spamming``; :func:`method_columns`)
 ==================  ============================================================================
 
 A method whose worker model is no confusion matrix (``glad``: an ability
@@ -150,11 +153,21 @@ INTERVAL_Z = 1.959963984540054
 CONFUSION_COLUMNS = "recall_<class>, worst_class, worst_recall, capacity, raykar_yu"
 
 
-def report_columns(classes: tuple[str, ...] | list[str], gold: bool) -> tuple[str, ...]:
-    """The columns of :func:`worker_report` for these classes, with or without gold."""
+def report_columns(classes: tuple[str, ...] | list[str], gold: bool, params: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The columns of :func:`worker_report` for these classes, with or without gold, ending with ``params``: the
+    method's own one-number worker parameters (:func:`method_columns`)."""
     return (*LEADING, "accuracy_low", "accuracy_high", "chance_accuracy", *(f"recall_{c}" for c in classes), "worst_class", "worst_recall", "capacity", "raykar_yu",
             "agreement", "spam_score", "chance_bound", "spammer", "flagged_by",
-            *(("gold_answers", "gold_accuracy") if gold else ()))
+            *(("gold_answers", "gold_accuracy") if gold else ()), *params)
+
+
+def method_columns(names: Any) -> tuple[str, ...]:
+    """The columns a report ends with for a method whose worker parameters are not a confusion: its one-number
+    parameters ``names`` (its ``worker_param_names``, or the one-dimensional ``worker_params`` of a result) --
+    glad's ``alpha``, kos' ``reliability``, bwa's ``precision``, mace's ``competence`` and ``spamming`` -- less
+    any the report has a column of its own for (``accuracy``).  None (a confusion) gives none."""
+    fixed = set(report_columns((), True))
+    return tuple(n for n in (names or ()) if n not in fixed)
 
 
 def symmetric_capacity(accuracy: np.ndarray, n_classes: int) -> np.ndarray:
@@ -604,7 +617,10 @@ def worker_report(data: AnnotationSet, result: AggregationResult, *, scan: Spamm
         right_gold, n_gold = gold_counts(data, clamp)
         cols["gold_answers"] = n_gold
         cols["gold_accuracy"] = _share(right_gold, n_gold)
-    return pd.DataFrame({name: _nullable(cols[name]) for name in report_columns(data.classes, gold is not None)})
+    own = () if result.has_confusion else method_columns(
+        [n for n, v in result.worker_params.items() if np.ndim(v) == 1])
+    cols.update({name: np.asarray(result.worker_params[name], dtype=np.float64) for name in own})
+    return pd.DataFrame({name: _nullable(cols[name]) for name in report_columns(data.classes, gold is not None, own)})
 
 
 def gold_counts(data: AnnotationSet, clamp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -823,7 +839,7 @@ def _nullable(values: Any) -> Any:
     return values
 
 
-__all__ = ["ABOVE_CHANCE_FDR", "CHANCE_BITS", "CHANCE_Z", "CONFUSION_COLUMNS", "FLAGGED_BY", "INTERVAL_Z", "LEADING",
+__all__ = ["method_columns", "ABOVE_CHANCE_FDR", "CHANCE_BITS", "CHANCE_Z", "CONFUSION_COLUMNS", "FLAGGED_BY", "INTERVAL_Z", "LEADING",
            "PAIR_COLUMNS", "AccuracyEvidence", "SpammerFlags", "accuracy_evidence", "benjamini_hochberg",
            "leave_one_out", "posterior_form", "LEAVE_OUT_FLOOR",
            "chance_bound", "gold_counts", "method_accuracy", "near_chance", "pair_agreement", "print_table",

@@ -767,7 +767,7 @@ def test_numeric_label_column_refused(runner, datasets_dir, tmp_path):
         pytest.skip("emotion dataset missing")
     before = listing(tmp_path)
     err = assert_one_error_line(invoke(runner, "aggregate", path, "-o", tmp_path / "o.csv"), 1)
-    assert "aggregates classes" in err and "numeric" in err
+    assert "categorical methods do not aggregate" in err and "--numeric" in err and "mean, median, catd, crh" in err
     assert listing(tmp_path) == before
 
 
@@ -777,7 +777,7 @@ def test_numeric_label_column_synthetic(runner, tmp_path):
     rows = [(f"t{i}", f"w{i % 5}", f"{v:.2f}") for i, v in enumerate(rng.normal(50, 20, 200))]
     p.write_text(_csv(rows))
     err = assert_one_error_line(invoke(runner, "aggregate", p), 1)
-    assert "aggregates classes" in err
+    assert "categorical methods do not aggregate" in err and "--numeric" in err
 
 
 def test_single_class_is_a_warning(runner, tmp_path):

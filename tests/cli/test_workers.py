@@ -120,7 +120,7 @@ def test_format_json_writes_missing_cells_as_null(runner, bluebird):
     result = invoke(runner, "workers", BLUEBIRD, "-m", "glad", "--format", "json", "--max-iter", "5")
     ok(result)
     rows = json.loads(result.stdout)
-    assert len(rows) == bluebird.n_workers and list(rows[0]) == list(report_columns(bluebird.classes, False))
+    assert len(rows) == bluebird.n_workers and list(rows[0]) == list(report_columns(bluebird.classes, False, ("alpha",)))
     assert all(r["accuracy"] is None and r["capacity"] is None and r["worst_class"] == "" for r in rows)
     assert all(isinstance(r["agreement"], float) for r in rows)
     assert all(r["spammer"] in (True, False, None) for r in rows)

@@ -37,7 +37,14 @@ EXPECTED_FAILURES: list[tuple[str, str, str]] = [
       if PANDAS3 else []),
     (r"ZBS|ZeroBasedSkill", "crowdagg.crowdkit has no ZeroBasedSkill",
      "no zero-based skill adapter yet (issue 33: another part adds it)"),
-    (r"test_mace_aggregation", "crowdagg.crowdkit has no MACE", "no MACE adapter yet (issue 33: another part adds it)"),
+    (r"test_aggregate_mace_on_simple\[em\]", "== 0.9",
+     "crowd-kit expects its 'em' MACE to get one of the ten tasks wrong; ours gets all ten: crowd-kit's M-step reads "
+     "its spam counts, grouped by sorted worker and label, as rows of its first-appearance codes "
+     "(tests/methods/mace, tests/crowdkit/test_mace.py show it; put back in order, crowd-kit gets all ten too)"),
+    (r"test_thetas_on_simple", "allclose",
+     "crowd-kit's expected thetas_ are that misordered M-step's layout (sorted workers × sorted labels) from its "
+     "scipy start; ours are in the order of first appearance its own E-step reads, from seeded starts keyed on the "
+     "worker names (tests/crowdkit/test_mace.py compares the weights with crowd-kit's where its orders agree)"),
     (r"Gold|gold_mv", "crowdagg.crowdkit has no GoldMajorityVote",
      "crowdagg.crowdkit offers no GoldMajorityVote (a majority vote weighted by accuracy on gold tasks)"),
     (r"segmentation", "crowdagg.crowdkit has no SegmentationMajorityVote",

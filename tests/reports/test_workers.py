@@ -155,7 +155,8 @@ def test_a_method_without_confusion_matrices_leaves_those_cells_missing(fitted):
     data, _ = fitted
     glad = aggregate(data, "glad", max_iter=5)
     report = worker_report(data, glad)
-    assert tuple(report.columns) == report_columns(data.classes, gold=False)
+    assert tuple(report.columns) == report_columns(data.classes, gold=False, params=("alpha",))
+    np.testing.assert_array_equal(report["alpha"].to_numpy(dtype=float), glad.worker_params["alpha"])
     empty = ["accuracy", *(f"recall_{c}" for c in data.classes), "worst_recall", "capacity", "raykar_yu"]
     assert report[empty].isna().all().all() and report["worst_class"].isna().all()
     assert report["agreement"].notna().all() and (report["answers"] > 0).all()

@@ -13,8 +13,10 @@ from .._answers import NotFittedError
 from ..dawid_skene import DawidSkene, OneCoinDawidSkene
 from ..glad import GLAD
 from ..kos import KOS
+from ..mace import MACE
 from ..majority_vote import MajorityVote
 from ..mmsr import MMSR
 from ..wawa import Wawa
 
-__all__ = ["GLAD", "KOS", "MMSR", "DawidSkene", "MajorityVote", "NotFittedError", "OneCoinDawidSkene", "Wawa"]
+__all__ = ["GLAD", "KOS", "MACE", "MMSR", "DawidSkene", "MajorityVote", "NotFittedError", "OneCoinDawidSkene",
+           "Wawa"]

@@ -1,0 +1,172 @@
+"""Kernels of the numeric methods (:mod:`crowdagg.methods.numeric`): per-task statistics and per-worker losses.
+
+Every kernel streams the answers sorted by task (``task_ptr``: CSR offsets,
+``worker`` and ``value`` in task order), in one pass, without a dense
+tasks × workers matrix.  A task without answers gets NaN from the per-task
+kernels (its value is unknown; the methods say so).
+
+* :func:`task_means`, :func:`task_medians` (exactly ``np.median`` of each
+  task's values: the mean of the two middle ones for an even count),
+  :func:`task_stds` (sample standard deviation, ``ddof=1``; 0 below two
+  answers);
+* :func:`weighted_means` -- ``Σ w_m x / Σ w_m`` over each task's answers, the
+  plain mean where the weights sum to 0 (every answerer at weight 0);
+* :func:`worker_losses` -- each worker's summed squared deviation from the
+  task estimates, each divided by a per-task norm (1, or the task's standard
+  deviation: CRH's normalised loss), tasks whose norm is 0 left out.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .validate import as_float_array, check_offsets
+
+
+@njit(cache=True, nogil=True)
+def _task_means(ptr, value, out):  # pragma: no cover - compiled
+    for t in range(ptr.shape[0] - 1):
+        lo, hi = ptr[t], ptr[t + 1]
+        if hi == lo:
+            out[t] = np.nan
+            continue
+        s = 0.0
+        for i in range(lo, hi):
+            s += value[i]
+        out[t] = s / (hi - lo)
+
+
+#: Up to this many answers a task's median sorts them by insertion in a shared buffer; beyond, with np.sort.
+_INSERTION = 32
+
+
+@njit(cache=True, nogil=True)
+def _task_medians(ptr, value, out):  # pragma: no cover - compiled
+    buf = np.empty(_INSERTION, dtype=np.float64)
+    for t in range(ptr.shape[0] - 1):
+        lo, hi = ptr[t], ptr[t + 1]
+        n = hi - lo
+        if n == 0:
+            out[t] = np.nan
+            continue
+        if n > _INSERTION:  # many answers: numpy's sort (one allocation for this task)
+            part = np.sort(value[lo:hi])
+            half = n // 2
+            out[t] = part[half] if n % 2 else 0.5 * (part[half - 1] + part[half])
+            continue
+        for i in range(n):  # insertion sort into the buffer: a task's few answers, no allocation per task
+            x = value[lo + i]
+            j = i
+            while j > 0 and buf[j - 1] > x:
+                buf[j] = buf[j - 1]
+                j -= 1
+            buf[j] = x
+        half = n // 2
+        out[t] = buf[half] if n % 2 else 0.5 * (buf[half - 1] + buf[half])
+
+
+@njit(cache=True, nogil=True)
+def _task_stds(ptr, value, out):  # pragma: no cover - compiled
+    for t in range(ptr.shape[0] - 1):
+        lo, hi = ptr[t], ptr[t + 1]
+        n = hi - lo
+        if n < 2:
+            out[t] = 0.0
+            continue
+        s = 0.0
+        for i in range(lo, hi):
+            s += value[i]
+        mean = s / n
+        ss = 0.0
+        for i in range(lo, hi):
+            ss += (value[i] - mean) ** 2
+        out[t] = np.sqrt(ss / (n - 1))
+
+
+@njit(cache=True, nogil=True)
+def _weighted_means(ptr, worker, value, weight, out):  # pragma: no cover - compiled
+    for t in range(ptr.shape[0] - 1):
+        lo, hi = ptr[t], ptr[t + 1]
+        if hi == lo:
+            out[t] = np.nan
+            continue
+        num = 0.0
+        den = 0.0
+        plain = 0.0
+        for i in range(lo, hi):
+            w = weight[worker[i]]
+            num += w * value[i]
+            den += w
+            plain += value[i]
+        out[t] = num / den if den > 0.0 else plain / (hi - lo)
+
+
+@njit(cache=True, nogil=True)
+def _worker_losses(ptr, worker, value, truth, norm, out):  # pragma: no cover - compiled
+    out[:] = 0.0
+    for t in range(ptr.shape[0] - 1):
+        if norm[t] <= 0.0:
+            continue
+        for i in range(ptr[t], ptr[t + 1]):
+            out[worker[i]] += (value[i] - truth[t]) ** 2 / norm[t]
+
+
+def _checked(ptr: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    value = as_float_array(value, "value", 1)
+    ptr = check_offsets(np.asarray(ptr), len(value))
+    return ptr, value
+
+
+def task_means(ptr: np.ndarray, value: np.ndarray) -> np.ndarray:
+    """Each task's mean value, shape (n_tasks,) (NaN for a task without answers)."""
+    ptr, value = _checked(ptr, value)
+    out = np.empty(len(ptr) - 1)
+    _task_means(ptr, value, out)
+    return out
+
+
+def task_medians(ptr: np.ndarray, value: np.ndarray) -> np.ndarray:
+    """Each task's median value, shape (n_tasks,): ``np.median`` of its values (NaN without answers)."""
+    ptr, value = _checked(ptr, value)
+    out = np.empty(len(ptr) - 1)
+    _task_medians(ptr, value, out)
+    return out
+
+
+def task_stds(ptr: np.ndarray, value: np.ndarray) -> np.ndarray:
+    """Each task's sample standard deviation (``ddof=1``), shape (n_tasks,); 0 below two answers."""
+    ptr, value = _checked(ptr, value)
+    out = np.empty(len(ptr) - 1)
+    _task_stds(ptr, value, out)
+    return out
+
+
+def weighted_means(ptr: np.ndarray, worker: np.ndarray, value: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """``Σ w_worker x / Σ w_worker`` per task, shape (n_tasks,); the plain mean where the weights sum to 0.
+
+    ``weight`` (n_workers,) must be finite and >= 0; ``worker`` codes index it.
+    """
+    from .validate import as_code_array, check_index
+
+    ptr, value = _checked(ptr, value)
+    weight = as_float_array(weight, "weight", 1)
+    worker = check_index(as_code_array(worker, "worker"), len(weight), "worker", "worker")
+    out = np.empty(len(ptr) - 1)
+    _weighted_means(ptr, worker, value, weight, out)
+    return out
+
+
+def worker_losses(ptr: np.ndarray, worker: np.ndarray, value: np.ndarray, truth: np.ndarray, norm: np.ndarray,
+                  n_workers: int) -> np.ndarray:
+    """``Σ_answers (x - truth_t)² / norm_t`` per worker, shape (n_workers,); tasks with ``norm_t <= 0`` skipped."""
+    from .validate import as_code_array, check_index
+
+    ptr, value = _checked(ptr, value)
+    worker = check_index(as_code_array(worker, "worker"), n_workers, "worker", "worker")
+    out = np.empty(n_workers)
+    _worker_losses(ptr, worker, value, as_float_array(truth, "truth", 1), as_float_array(norm, "norm", 1), out)
+    return out
+
+
+__all__ = ["task_means", "task_medians", "task_stds", "weighted_means", "worker_losses"]

@@ -1,0 +1,106 @@
+"""Numeric answers: read by the categorical readers with their guarantees, and built from codes."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from crowdagg import load_numeric
+from crowdagg.data.numeric import NumericAnswers
+from crowdagg.errors import CrowdaggWarning, DataError
+
+ROWS = [("t1", "a", "1.5"), ("t1", "b", "2"), ("t2", "a", "-3e1"), ("t3", "c", "0.1"), ("t2", "b", "4")]
+
+
+def write(tmp_path, kind):
+    frame = pd.DataFrame(ROWS, columns=["task", "worker", "value"])
+    p = tmp_path / f"answers.{kind}"
+    if kind == "csv":
+        frame.to_csv(p, index=False)
+    elif kind == "tsv":
+        frame.to_csv(p, index=False, sep="\t")
+    elif kind == "json":
+        p.write_text(json.dumps([{"task": t, "worker": w, "value": float(v)} for t, w, v in ROWS]))
+    elif kind == "jsonl":
+        p.write_text("".join(json.dumps({"item": t, "annotator": w, "answer": float(v)}) + "\n" for t, w, v in ROWS))
+    elif kind == "parquet":
+        frame.assign(value=frame["value"].astype(float)).to_parquet(p)
+    elif kind == "csv.gz":
+        p.write_bytes(gzip.compress(frame.to_csv(index=False).encode()))
+    return p
+
+
+@pytest.mark.quick
+@pytest.mark.parametrize("kind", ["csv", "tsv", "json", "jsonl", "parquet", "csv.gz"])
+def test_every_reader_gives_the_same_answers(tmp_path, kind):
+    data = load_numeric(write(tmp_path, kind))
+    assert data.task_names.tolist() == ["t1", "t2", "t3"] and data.worker_names.tolist() == ["a", "b", "c"]
+    assert data.task.tolist() == [0, 0, 1, 1, 2]  # sorted by task, each task's answers in input order
+    assert data.value.tolist() == [1.5, 2.0, -30.0, 4.0, 0.1]
+    assert data.value.dtype == np.float64 and not data.value.flags.writeable
+
+
+def test_a_dataframe_a_glob_and_several_files(tmp_path):
+    frame = pd.DataFrame({"task": [1, 1, 2], "worker": ["x", "y", "x"], "value": [0.1, 1 / 3, 2.0]})
+    assert load_numeric(frame).value.tolist() == [0.1, 1 / 3, 2.0]  # floats survive their text exactly
+    (tmp_path / "b1.csv").write_text("task,worker,value\nt1,a,1\n")
+    (tmp_path / "b2.csv").write_text("question,rater,response\nt1,b,3\nt2,a,5\n")
+    data = load_numeric([str(tmp_path / "b*.csv")])
+    assert data.value.tolist() == [1.0, 3.0, 5.0] and data.n_tasks == 2
+
+
+@pytest.mark.parametrize(("policy", "kept"), [("keep", [1.0, 2.0, 5.0]), ("first", [1.0, 2.0]),
+                                              ("last", [2.0, 5.0])])
+def test_the_duplicates_policy(tmp_path, policy, kept):
+    p = tmp_path / "d.csv"
+    p.write_text("task,worker,value\nt,a,1\nt,b,2\nt,a,5\n")
+    with pytest.warns(CrowdaggWarning, match="1 duplicate answer"):
+        assert load_numeric(p, duplicates=policy).value.tolist() == kept
+
+
+def test_a_duplicate_refused_names_its_line(tmp_path):
+    p = tmp_path / "d.csv"
+    p.write_text("task,worker,value\nt,a,1\nt,b,2\nt,a,5\n")
+    with pytest.raises(DataError, match=r"duplicate answer at .*d.csv line 4: worker 'a' already labelled task 't'"):
+        load_numeric(p, duplicates="error")
+
+
+@pytest.mark.parametrize(("cell", "what"), [("abc", "not a number"), ("inf", "not finite"), ("-Infinity", "not finite"),
+                                            ("nan", "not finite"), ("1_000", "not a number"), ("1,5", None)])
+def test_a_value_that_is_not_a_finite_number_names_file_line_and_value(tmp_path, cell, what):
+    p = tmp_path / "bad.csv"
+    p.write_text(f'task,worker,value\nt1,a,2\nt2,a,"{cell}"\nt3,b,{cell if "," not in cell else 3}\n')
+    if what is None:  # a decimal comma is text, not a number
+        what = "not a number"
+    with pytest.raises(DataError) as exc:
+        load_numeric(p)
+    assert str(exc.value).startswith(f"value {cell!r} at {p} line 3 is {what}: numeric answers are finite numbers")
+
+
+def test_a_blank_value_is_a_skipped_answer_and_its_task_keeps_its_row(tmp_path):
+    p = tmp_path / "b.csv"
+    p.write_text("task,worker,value\nt1,a,2\nt2,a,\n")
+    with pytest.warns(CrowdaggWarning, match=r"skipped 1 answer\(s\) with a blank label \(first at .*line 3\)"):
+        data = load_numeric(p)
+    assert data.n_tasks == 2 and data.answers_per_task.tolist() == [1, 0]
+    with pytest.raises(DataError, match="blank label"):
+        load_numeric(p, blank_labels="error")
+
+
+def test_from_codes_checks_what_it_is_given():
+    data = NumericAnswers.from_codes([1, 0, 1], [0, 1, 1], [3.0, 1.0, 2.0], task_names=["x", "y"])
+    assert data.task.tolist() == [0, 1, 1] and data.value.tolist() == [1.0, 3.0, 2.0]
+    assert data.task_names.tolist() == ["x", "y"]
+    with pytest.raises(DataError, match="value at position 1 is nan"):
+        NumericAnswers.from_codes([0, 0], [0, 1], [1.0, np.nan])
+    with pytest.raises(DataError, match="task code"):
+        NumericAnswers.from_codes([0, -1], [0, 1], [1.0, 2.0])
+    with pytest.raises(DataError, match="equal lengths"):
+        NumericAnswers.from_codes([0, 1], [0, 1], [1.0])
+    given = np.array([1.0, 2.0])
+    NumericAnswers.from_codes([0, 0], [0, 1], given)
+    assert given.flags.writeable  # the caller's array is copied, never frozen

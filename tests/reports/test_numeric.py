@@ -1,0 +1,41 @@
+"""Numeric predictions against numeric truth (``evaluate --numeric``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from crowdagg.errors import CrowdaggWarning, DataError
+from crowdagg.io.read import read_task_values
+from crowdagg.reports.numeric import evaluate_values, summary_line
+
+
+@pytest.mark.quick
+def test_the_scores_are_numpys(rng):
+    truth = {f"t{i}": float(v) for i, v in enumerate(rng.normal(0, 10, 50))}
+    pred = {t: v + float(rng.normal(1, 2)) for t, v in list(truth.items())[:40]} | {"extra": 3.0}
+    ev = evaluate_values(pred, truth)
+    p = np.array([pred[f"t{i}"] for i in range(40)])
+    y = np.array([truth[f"t{i}"] for i in range(40)])
+    assert ev.mae == pytest.approx(np.mean(np.abs(p - y))) and ev.rmse == pytest.approx(np.sqrt(np.mean((p - y) ** 2)))
+    assert ev.pearson == pytest.approx(np.corrcoef(p, y)[0, 1]) and ev.bias == pytest.approx(np.mean(p - y))
+    assert (ev.n_compared, ev.n_without_truth, ev.n_truth_unpredicted) == (40, 1, 10)
+    assert summary_line(ev).endswith("(40 tasks compared, 1 without truth, 10 truth task(s) not in the output)")
+
+
+def test_undefined_correlation_and_nothing_in_common():
+    assert evaluate_values({"a": 1.0, "b": 1.0}, {"a": 0.0, "b": 2.0}).pearson is None  # constant predictions
+    assert evaluate_values({"a": 1.0}, {"a": 0.0}).as_dict()["pearson"] is None
+    with pytest.raises(DataError, match="no task of the 1 predictions has a true value"):
+        evaluate_values({"a": 1.0}, {"b": 1.0})
+
+
+def test_reading_values_names_the_bad_line(tmp_path):
+    p = tmp_path / "v.csv"
+    p.write_text("task,value\na,1.5\nb,\nc,x\n")
+    with pytest.raises(DataError, match=r"predicted value 'x' of task 'c' at .*v.csv line 4 is not a number"):
+        with pytest.warns(CrowdaggWarning, match="1 task\\(s\\) without a value"):
+            read_task_values(p, what="predicted")
+    p.write_text("task,value\na,1.5\nb,\n")
+    with pytest.warns(CrowdaggWarning, match="1 task\\(s\\) without a value"):
+        assert read_task_values(p) == {"a": 1.5}
