@@ -1,8 +1,8 @@
 """Deterministic synthetic crowd shared by the crowdagg and crowd-kit speed benchmarks (numpy only).
 
 * n_tasks = answers // 5, true labels uniform over ``n_classes`` classes;
-* n_workers = max(100, answers // 5000); every task gets 5 answers from 5
-  DISTINCT workers drawn uniformly at random;
+* n_workers = max(100, answers // 5000) unless given; every task gets 5
+  answers from 5 DISTINCT workers drawn uniformly at random;
 * one-coin Dawid-Skene workers: accuracy ~ U(0.6, 0.9); a wrong answer is
   uniform over the other classes.
 """
@@ -14,11 +14,11 @@ import numpy as np
 ANSWERS_PER_TASK = 5
 
 
-def make_crowd(n_answers: int, n_classes: int, seed: int):
+def make_crowd(n_answers: int, n_classes: int, seed: int, n_workers: int | None = None):
     """Return (task, worker, label, truth, n_tasks, n_workers); int64 arrays, answers grouped by task."""
     rng = np.random.Generator(np.random.PCG64(seed))
     n_tasks = n_answers // ANSWERS_PER_TASK
-    n_workers = max(100, n_answers // 5000)
+    n_workers = max(100, n_answers // 5000) if n_workers is None else n_workers
     truth = rng.integers(0, n_classes, size=n_tasks)
     acc = rng.uniform(0.6, 0.9, size=n_workers)
     # 5 distinct workers per task: draw, then redraw rows that contain a repeat.

@@ -535,3 +535,19 @@ def test_zbs_benchmark_prints_its_table(tmp_path, datasets_dir):
     assert lines[3].startswith("| 5,000 | ") and "(100) | — | — |" in lines[3]
     assert float(lines[3].split("|")[-3]) > 0.9  # accuracy on a one-coin crowd of 10 answers a task
     assert json.loads(out.read_text())["rows"][0]["crowdagg"]["iterations"] == 100
+
+
+def test_mmsr_benchmark_runs_both_sides_in_children_and_says_what_crowdkit_asked_for(tmp_path, datasets_dir):
+    out = tmp_path / "mmsr.json"
+    proc = _run_script("bench_mmsr.py", "--answers", "20000", "--workers", "100", "1000", "--crowdkit-limit", "4G",
+                       "--crowdkit-timeout", "200", "--json", str(out), datasets_dir=datasets_dir)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[1].startswith("| answers | workers | crowdagg mmsr s (iterations) | peak RSS | declared | accuracy |")
+    assert lines[3].startswith("| 20,000 | 100 | ") and lines[4].startswith("| 20,000 | 1,000 | ")
+    rows = json.loads(out.read_text())["rows"]
+    assert all(r["crowdagg"]["accuracy"] > 0.9 for r in rows)
+    assert rows[0]["crowdkit"]["accuracy"] == pytest.approx(rows[0]["crowdagg"]["accuracy"], abs=0.01)
+    # at 1,000 workers its dense sign graph, (workers + positive pairs)², is past any limit: numpy's words said
+    assert rows[1]["crowdkit"]["error"].startswith("MemoryError: Unable to allocate")
+    assert rows[1]["crowdkit_dense_bytes"]["sign_graph"] > 2**32

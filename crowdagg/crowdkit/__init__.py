@@ -90,7 +90,7 @@ crowd-kit class: :mod:`~crowdagg.crowdkit.majority_vote`,
 (``DawidSkene``, ``OneCoinDawidSkene``), :mod:`~crowdagg.crowdkit.glad`,
 :mod:`~crowdagg.crowdkit.kos`, :mod:`~crowdagg.crowdkit.mace` (crowdagg's
 ``mace`` under crowd-kit's names; where crowd-kit's MACE is wrong, its module
-says).
+says), :mod:`~crowdagg.crowdkit.mmsr` (over crowdagg's ``mmsr``).
 The iterative classes run in crowdagg's loop
 (:func:`crowdagg.methods.loop.iterate`) with crowd-kit's start, M-step,
 loss and stopping rule as settings (:class:`~crowdagg.crowdkit._loop.Flavour`).
@@ -113,6 +113,7 @@ from .aggregation import (
     GLAD,
     KOS,
     MACE,
+    MMSR,
     DawidSkene,
     MajorityVote,
     NotFittedError,
@@ -121,5 +122,5 @@ from .aggregation import (
     ZeroBasedSkill,
 )
 
-__all__ = ["GLAD", "KOS", "MACE", "DawidSkene", "MajorityVote", "NotFittedError", "OneCoinDawidSkene", "Wawa",
+__all__ = ["GLAD", "KOS", "MACE", "MMSR", "DawidSkene", "MajorityVote", "NotFittedError", "OneCoinDawidSkene", "Wawa",
            "ZeroBasedSkill"]

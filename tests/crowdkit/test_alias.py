@@ -35,7 +35,6 @@ EXPECTED_FAILURES: list[tuple[str, str, str]] = [
         "tie on task efd goes to 'chicken'; under pandas 3 crowd-kit's own value_counts keeps the order of first "
         "appearance and crowd-kit itself gives 'goose' (and Wawa weights that follow from it), as we do")]
       if PANDAS3 else []),
-    (r"MMSR", "crowdagg.crowdkit has no MMSR", "no M-MSR adapter yet (issue 33: another part adds it)"),
     (r"ZBS|ZeroBasedSkill", "crowdagg.crowdkit has no ZeroBasedSkill",
      "no zero-based skill adapter yet (issue 33: another part adds it)"),
     (r"test_aggregate_mace_on_simple\[em\]", "== 0.9",
@@ -76,7 +75,7 @@ def test_the_alias_is_crowdaggs_classes_and_stand_ins_for_the_rest():
     assert modules["crowdkit"].aggregation is ck and ck.utils is utils is modules["crowdkit.aggregation.utils"]
     for name in aggregation.__all__:
         assert getattr(ck, name) is getattr(aggregation, name)
-    assert {"DawidSkene", "GLAD", "KOS", "MajorityVote", "OneCoinDawidSkene", "Wawa"} <= set(ck.__all__)
+    assert {"DawidSkene", "GLAD", "KOS", "MMSR", "MajorityVote", "OneCoinDawidSkene", "Wawa"} <= set(ck.__all__)
     missing = [n for n in alias.CROWDKIT_NAMES if n[0].isupper() and n not in aggregation.__all__]
     assert "GoldMajorityVote" in missing and "SegmentationMajorityVote" in missing
     for name in missing:
@@ -100,9 +99,12 @@ def test_crowd_kits_evaluation_helpers():
 
 
 def test_the_reasons_cover_what_they_name():
-    assert expected("test_x[MMSR predict labels on toy YSDA]", "NotImplementedError: crowdagg.crowdkit has no MMSR")
+    assert expected("test_x[ZBS predict labels on toy YSDA]", "NotImplementedError: crowdagg.crowdkit has no "
+                                                                "ZeroBasedSkill")
     # once a class lands its tests must pass: a failure of another kind is not excused
-    assert expected("test_x[MMSR predict labels on toy YSDA]", "AssertionError: Series are different") is None
+    assert expected("test_x[ZBS predict labels on toy YSDA]", "AssertionError: Series are different") is None
+    assert expected("test_x[MMSR predict labels on toy YSDA]", "NotImplementedError: crowdagg.crowdkit has no MMSR") \
+        is None  # MMSR has landed
     assert expected("test_ds_aggregation.py::test_dawid_skene_step_by_step[0]", "AssertionError") is None
 
 

@@ -15,8 +15,9 @@ from ..glad import GLAD
 from ..kos import KOS
 from ..mace import MACE
 from ..majority_vote import MajorityVote
+from ..mmsr import MMSR
 from ..wawa import Wawa
 from ..zero_based_skill import ZeroBasedSkill
 
-__all__ = ["GLAD", "KOS", "MACE", "DawidSkene", "MajorityVote", "NotFittedError", "OneCoinDawidSkene", "Wawa",
+__all__ = ["GLAD", "KOS", "MACE", "MMSR", "DawidSkene", "MajorityVote", "NotFittedError", "OneCoinDawidSkene", "Wawa",
            "ZeroBasedSkill"]

@@ -1,0 +1,132 @@
+r"""M-MSR's kernels: the sparse pair graph of the workers and its trimmed-mean (MSR) half steps.
+
+M-MSR (Ma & Olshevsky 2020, ALGORITHMS.md §7.3) completes the rank-one
+matrix :math:`|\tilde C| \approx u v^T` from its entries on the co-labelled
+worker pairs only (:mod:`.cooc`'s pair index): no workers × workers array.
+The pairs ``(w1, w2)``, ``w1 < w2``, become a CSR adjacency over the workers
+(:func:`pair_adjacency`: each pair twice, once from each end, ``2P``
+entries), and one half step sets each worker's entry of one factor from the
+other factor's entries of its partners (:func:`msr_half_step`):
+
+.. math:: v_j \leftarrow \operatorname{MSR}_{F, v_j}\{\, |\tilde C_{ij}| / u_i : i \text{ co-labels with } j \,\}
+
+the mean of the values left once the ``F`` largest above the current
+:math:`v_j` and the ``F`` smallest below it are dropped (fewer where fewer
+lie on that side: all of those).  A worker's update reads only the other
+factor, so the workers are independent and the result does not depend on
+their order; each worker's values are sorted before they are added, so the
+sum does not depend on the order of its partners either.  O(P log P) a
+half step, 2P floats of scratch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True, nogil=True)
+def pair_adjacency(pairs, values, n_workers):  # pragma: no cover - compiled
+    """``(offsets, partner, value)``: the pairs as a CSR adjacency over the workers, each pair from both ends.
+
+    ``pairs`` (P, 2) worker codes ``w1 < w2`` sorted by (w1, w2), ``values``
+    (P,) the pair's entry; worker ``w``'s partners are
+    ``partner[offsets[w]:offsets[w + 1]]``, ascending (the pairs sorted:
+    those with a smaller partner come first, in order), with their values.
+    """
+    n_pairs = pairs.shape[0]
+    offsets = np.zeros(n_workers + 1, dtype=np.int64)
+    for p in range(n_pairs):
+        offsets[pairs[p, 0] + 1] += 1
+        offsets[pairs[p, 1] + 1] += 1
+    for w in range(n_workers):
+        offsets[w + 1] += offsets[w]
+    fill = offsets[:-1].copy()
+    partner = np.empty(2 * n_pairs, dtype=np.int32)
+    value = np.empty(2 * n_pairs, dtype=np.float64)
+    for p in range(n_pairs):
+        a, b = pairs[p, 0], pairs[p, 1]
+        partner[fill[a]] = b
+        value[fill[a]] = values[p]
+        fill[a] += 1
+        partner[fill[b]] = a
+        value[fill[b]] = values[p]
+        fill[b] += 1
+    return offsets, partner, value
+
+
+@njit(cache=True, nogil=True)
+def msr_half_step(offsets, partner, value, other, current, trim, floor, out, scratch):  # pragma: no cover - compiled
+    """``out[j]``: the MSR trimmed mean of ``value / other[partner]`` over worker j's partners, around ``current[j]``.
+
+    Of the sorted values, ``min(trim, #below current[j])`` smallest and
+    ``min(trim, #above current[j])`` largest are dropped and the rest
+    averaged (crowd-kit's ``_remove_largest_and_smallest_F_value``).  A
+    worker without partners, or with every value dropped, keeps
+    ``current[j]``; a mean of 0 (only zero agreements beyond chance left)
+    becomes ``floor`` (crowd-kit's 1/√N for its one-zero case), so that no
+    later division is by zero.  ``scratch`` holds at least the largest degree.
+    """
+    n = current.shape[0]
+    for j in range(n):
+        lo, hi = offsets[j], offsets[j + 1]
+        d = hi - lo
+        a = current[j]
+        if d == 0:
+            out[j] = a
+            continue
+        below = 0
+        above = 0
+        for e in range(d):
+            x = value[lo + e] / other[partner[lo + e]]
+            scratch[e] = x
+            if x < a:
+                below += 1
+            elif x > a:
+                above += 1
+        drop_lo = min(trim, below)
+        drop_hi = min(trim, above)
+        keep = d - drop_lo - drop_hi
+        if keep <= 0:
+            out[j] = a
+            continue
+        y = scratch[:d]
+        y.sort()  # in place: the sum in sorted order, whatever the order of the partners
+        total = 0.0
+        for e in range(drop_lo, d - drop_hi):
+            total += y[e]
+        mean = total / keep
+        out[j] = floor if mean == 0.0 else mean
+
+
+@njit(cache=True, nogil=True)
+def rank_one_change(u, v, u_prev, v_prev):  # pragma: no cover - compiled
+    r""":math:`\|u v^T - u' v'^T\|_F` in O(n), never the n × n matrix.
+
+    With :math:`\delta_u = u - u'`, :math:`\delta_v = v - v'`:
+    :math:`u v^T - u' v'^T = \delta_u v^T + u' \delta_v^T`, whose squared
+    norm is :math:`|\delta_u|^2 |v|^2 + 2 (\delta_u \cdot u')(v \cdot
+    \delta_v) + |u'|^2 |\delta_v|^2` -- products of small differences, not
+    a difference of two large norms, so it keeps its precision down to the
+    1e-10 M-MSR stops at.
+    """
+    du2 = 0.0
+    v2 = 0.0
+    cross_u = 0.0
+    cross_v = 0.0
+    up2 = 0.0
+    dv2 = 0.0
+    for i in range(u.shape[0]):
+        du = u[i] - u_prev[i]
+        dv = v[i] - v_prev[i]
+        du2 += du * du
+        dv2 += dv * dv
+        v2 += v[i] * v[i]
+        up2 += u_prev[i] * u_prev[i]
+        cross_u += du * u_prev[i]
+        cross_v += v[i] * dv
+    sq = du2 * v2 + 2.0 * cross_u * cross_v + up2 * dv2
+    return np.sqrt(sq) if sq > 0.0 else 0.0
+
+
+__all__ = ["pair_adjacency", "msr_half_step", "rank_one_change"]
