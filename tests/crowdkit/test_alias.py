@@ -35,8 +35,6 @@ EXPECTED_FAILURES: list[tuple[str, str, str]] = [
         "tie on task efd goes to 'chicken'; under pandas 3 crowd-kit's own value_counts keeps the order of first "
         "appearance and crowd-kit itself gives 'goose' (and Wawa weights that follow from it), as we do")]
       if PANDAS3 else []),
-    (r"ZBS|ZeroBasedSkill", "crowdagg.crowdkit has no ZeroBasedSkill",
-     "no zero-based skill adapter yet (issue 33: another part adds it)"),
     (r"test_aggregate_mace_on_simple\[em\]", "== 0.9",
      "crowd-kit expects its 'em' MACE to get one of the ten tasks wrong; ours gets all ten: crowd-kit's M-step reads "
      "its spam counts, grouped by sorted worker and label, as rows of its first-appearance codes "
@@ -99,12 +97,13 @@ def test_crowd_kits_evaluation_helpers():
 
 
 def test_the_reasons_cover_what_they_name():
-    assert expected("test_x[ZBS predict labels on toy YSDA]", "NotImplementedError: crowdagg.crowdkit has no "
-                                                                "ZeroBasedSkill")
+    assert expected("test_segmentation_mv[simple]", "NotImplementedError: crowdagg.crowdkit has no "
+                                                    "SegmentationMajorityVote")
     # once a class lands its tests must pass: a failure of another kind is not excused
     assert expected("test_x[ZBS predict labels on toy YSDA]", "AssertionError: Series are different") is None
-    assert expected("test_x[MMSR predict labels on toy YSDA]", "NotImplementedError: crowdagg.crowdkit has no MMSR") \
-        is None  # MMSR has landed
+    for landed in ("MMSR", "ZeroBasedSkill"):
+        assert expected(f"test_x[{landed} predict labels on toy YSDA]",
+                        f"NotImplementedError: crowdagg.crowdkit has no {landed}") is None
     assert expected("test_ds_aggregation.py::test_dawid_skene_step_by_step[0]", "AssertionError") is None
 
 
