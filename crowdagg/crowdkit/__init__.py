@@ -86,7 +86,8 @@ The pandas layer (:class:`~crowdagg.crowdkit._answers.Answers`: codes,
 indexes, crowd-kit's orders and dtypes) is shared by every class in
 ``crowdagg/crowdkit/_answers.py``; the fitting is crowdagg's, one module a
 crowd-kit class: :mod:`~crowdagg.crowdkit.majority_vote`,
-:mod:`~crowdagg.crowdkit.wawa`, :mod:`~crowdagg.crowdkit.dawid_skene`
+:mod:`~crowdagg.crowdkit.wawa`, :mod:`~crowdagg.crowdkit.gold_majority_vote`,
+:mod:`~crowdagg.crowdkit.dawid_skene`
 (``DawidSkene``, ``OneCoinDawidSkene``), :mod:`~crowdagg.crowdkit.glad`,
 :mod:`~crowdagg.crowdkit.kos`.
 The iterative classes run in crowdagg's loop
@@ -107,6 +108,6 @@ MajorityVote and Wawa run several times faster than crowd-kit
 
 from __future__ import annotations
 
-from .aggregation import GLAD, KOS, DawidSkene, MajorityVote, NotFittedError, OneCoinDawidSkene, Wawa
+from .aggregation import GLAD, KOS, DawidSkene, GoldMajorityVote, MajorityVote, NotFittedError, OneCoinDawidSkene, Wawa
 
-__all__ = ["GLAD", "KOS", "DawidSkene", "MajorityVote", "NotFittedError", "OneCoinDawidSkene", "Wawa"]
+__all__ = ["GLAD", "KOS", "DawidSkene", "GoldMajorityVote", "MajorityVote", "NotFittedError", "OneCoinDawidSkene", "Wawa"]

@@ -12,8 +12,9 @@ from __future__ import annotations
 from .._answers import NotFittedError
 from ..dawid_skene import DawidSkene, OneCoinDawidSkene
 from ..glad import GLAD
+from ..gold_majority_vote import GoldMajorityVote
 from ..kos import KOS
 from ..majority_vote import MajorityVote
 from ..wawa import Wawa
 
-__all__ = ["GLAD", "KOS", "DawidSkene", "MajorityVote", "NotFittedError", "OneCoinDawidSkene", "Wawa"]
+__all__ = ["GLAD", "KOS", "GoldMajorityVote", "DawidSkene", "MajorityVote", "NotFittedError", "OneCoinDawidSkene", "Wawa"]
