@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import numpy as np
-
-from ._answers import Answers, NotFittedError, as_masked, sort_order
+from ._answers import Answers, NotFittedError, as_masked
 from .majority_vote import MajorityVote
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -18,11 +16,10 @@ class GoldMajorityVote:
 
     ``fit(data, true_labels)``: ``skills_`` is each worker's share of
     answers on the gold tasks (``true_labels``: a Series indexed by task)
-    equal to a gold label of the task -- a task may have several (a
-    repeated index), an answer equal to any of them is right; a repeated
-    identical answer (same task, worker and label) counts once, as
-    crowd-kit's ``get_accuracy``.  Workers sorted; a worker without an
-    answer on a gold task has no skill.  ``predict(data)``: the vote of
+    equal to a gold label of the task
+    (:func:`~crowdagg.crowdkit.aggregation.utils.get_accuracy`: a task may
+    have several, a repeated identical answer counts once).  Workers
+    sorted; a worker without an answer on a gold task has no skill.  ``predict(data)``: the vote of
     ``data`` weighted by ``skills_`` (:class:`MajorityVote` with ``skills``:
     ``labels_``, ``probas_``, rows and columns sorted); a worker of ``data``
     without a skill is a ValueError naming them, as in crowd-kit (which
@@ -43,26 +40,9 @@ class GoldMajorityVote:
         return "GoldMajorityVote()"
 
     def fit(self, data: pd.DataFrame, true_labels: pd.Series) -> GoldMajorityVote:
-        import pandas as pd
+        from .aggregation.utils import get_accuracy  # here: that package imports this module
 
-        gold = pd.Series(true_labels)
-        gold = gold[gold.notna().to_numpy()]  # a missing gold label is no gold
-        ans = Answers(data, extra=gold.to_numpy())
-        k = ans.n_classes
-        rows = ans.tasks.get_indexer(gold.index)
-        known = rows >= 0  # gold of a task nobody answered weighs no one
-        gold_pairs = rows[known] * k + ans.classes.get_indexer(gold.to_numpy()[known])
-        on_gold = np.isin(ans.task, rows[known])
-        # a repeated identical answer counts once (crowd-kit's get_accuracy drops duplicates)
-        answers = np.unique(np.stack([ans.task[on_gold], ans.worker[on_gold], ans.label[on_gold]]), axis=1)
-        task, worker, label = answers
-        right = np.isin(task * k + label, gold_pairs)
-        graded = np.unique(worker)  # workers with an answer on a gold task: the others get no skill
-        n = len(ans.workers)
-        accuracy = np.bincount(worker, right, minlength=n)[graded] / np.bincount(worker, minlength=n)[graded]
-        order = sort_order(ans.workers[graded])  # crowd-kit's groupby sorts the workers
-        skills = pd.Series(accuracy[order], index=ans.workers[graded[order]].rename("worker"), name="skill")
-        self.skills_ = as_masked(skills, ans.label_dtype)
+        self.skills_ = get_accuracy(data[["task", "worker", "label"]], true_labels, by="worker").rename("skill")
         return self
 
     def _apply(self, data: pd.DataFrame) -> None:
