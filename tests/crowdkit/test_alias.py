@@ -62,7 +62,13 @@ def test_the_alias_is_crowdaggs_classes_and_stand_ins_for_the_rest():
     from crowdagg.crowdkit.aggregation import utils
 
     modules = alias.aliases()
-    assert set(modules) == {"crowdkit", "crowdkit.aggregation", "crowdkit.aggregation.utils"}
+    assert set(modules) == {"crowdkit", "crowdkit.aggregation", "crowdkit.aggregation.utils", "crowdkit.metrics",
+                            "crowdkit.metrics.data", "crowdkit.metrics.workers"}
+    from crowdagg.crowdkit import metrics
+
+    assert modules["crowdkit"].metrics is metrics is modules["crowdkit.metrics"]
+    assert modules["crowdkit.metrics.data"].uncertainty is metrics.uncertainty
+    assert modules["crowdkit.metrics.workers"].accuracy_on_aggregates is metrics.accuracy_on_aggregates
     ck = modules["crowdkit.aggregation"]
     assert modules["crowdkit"].aggregation is ck and ck.utils is utils is modules["crowdkit.aggregation.utils"]
     for name in aggregation.__all__:

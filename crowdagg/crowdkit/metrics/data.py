@@ -106,7 +106,11 @@ def _alpha(ans: Answers, size: np.ndarray, pairable: np.ndarray,
 
     k = ans.n_classes
     labels = ans.classes.tolist()
-    dist = np.array([[distance(a, b) for b in labels] for a in labels], dtype=np.float64)
+    dist = np.array([[distance(a, b) for b in labels] for a in labels], dtype=np.float64)  # None -> NaN
+    bad = np.argwhere(~np.isfinite(dist) | (dist < 0))
+    if bad.size:
+        a, b = labels[bad[0][0]], labels[bad[0][1]]
+        raise ValueError(f"distance({a!r}, {b!r}) gave {distance(a, b)!r}: a distance is a number, 0 or more")
     units = size >= 2
     n = float(size[units].sum())
     if n == 0:
@@ -123,7 +127,7 @@ def _alpha(ans: Answers, size: np.ndarray, pairable: np.ndarray,
     expected = float(total @ dist @ total) / (n * (n - 1.0))
     if expected == 0.0:
         return float("nan"), "undefined: no disagreement was possible on the tasks of two answers or more"
-    return 1.0 - observed / expected, ""
+    return 1.0 - observed / expected, "computed"
 
 
 def uncertainty(answers: pd.DataFrame, workers_skills: pd.Series | None = None, aggregator: Any = None,
