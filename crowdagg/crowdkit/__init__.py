@@ -2,8 +2,8 @@
 
 ::
 
-    # from crowdkit.aggregation import GLAD, DawidSkene, MajorityVote, OneCoinDawidSkene, Wawa
-    from crowdagg.crowdkit.aggregation import GLAD, DawidSkene, MajorityVote, OneCoinDawidSkene, Wawa
+    # from crowdkit.aggregation import GLAD, DawidSkene, GoldMajorityVote, MajorityVote, OneCoinDawidSkene, Wawa
+    from crowdagg.crowdkit.aggregation import GLAD, DawidSkene, GoldMajorityVote, MajorityVote, OneCoinDawidSkene, Wawa
 
     df = pd.DataFrame({"task": ..., "worker": ..., "label": ...})
     labels = DawidSkene(n_iter=100).fit_predict(df)        # Series indexed by task, named agg_label
@@ -95,7 +95,10 @@ The iterative classes run in crowdagg's loop
 loss and stopping rule as settings (:class:`~crowdagg.crowdkit._loop.Flavour`).
 :mod:`crowdagg.crowdkit.aggregation` is the same classes under crowd-kit's
 module path: ``from crowdkit.aggregation import ...`` becomes ``from
-crowdagg.crowdkit.aggregation import ...`` and nothing else changes.
+crowdagg.crowdkit.aggregation import ...`` and nothing else changes; so
+for crowd-kit's metrics, :mod:`crowdagg.crowdkit.metrics` (``.data``:
+``alpha_krippendorff``, ``consistency``, ``uncertainty``; ``.workers``:
+``accuracy_on_aggregates``), on crowdagg's agreement kernels.
 
 Speed: text columns (pandas 3's Arrow-backed ``str``) are encoded by Arrow's
 dictionary encoding (:func:`crowdagg.data.vocab.encode`), the votes and the
