@@ -270,8 +270,18 @@ def graded(ans: Answers, truth: pd.Series) -> tuple[np.ndarray, np.ndarray, np.n
     rows = ans.tasks.get_indexer(truth.index)
     known = rows >= 0
     pairs = rows[known] * k + ans.classes.get_indexer(truth.to_numpy()[known])
-    on_truth = np.isin(ans.task, rows[known])
-    task, worker, label = np.unique(np.stack([ans.task[on_truth], ans.worker[on_truth], ans.label[on_truth]]), axis=1)
+    has_truth = np.zeros(len(ans.tasks), dtype=bool)
+    has_truth[rows[known]] = True
+    on_truth = has_truth[ans.task]
+    task, worker, label = ans.task[on_truth], ans.worker[on_truth], ans.label[on_truth]
+    n_workers = len(ans.workers)
+    if len(ans.tasks) * n_workers * k < 2**63:  # one int64 key per answer: a sort of numbers, not of rows
+        key = np.sort((task * n_workers + worker) * k + label)
+        key = key[np.concatenate([[True], key[1:] != key[:-1]])] if len(key) else key  # np.unique hashes: slower
+        task, rest = np.divmod(key, n_workers * k)
+        worker, label = np.divmod(rest, k)
+    else:
+        task, worker, label = np.unique(np.stack([task, worker, label]), axis=1)
     return task, worker, label, np.isin(task * k + label, pairs)
 
 

@@ -69,7 +69,7 @@ def get_accuracy(data: pd.DataFrame, true_labels: pd.Series, by: str | None = No
     if "weight" in data.columns:
         raise ValueError("answers with a 'weight' column: weighted accuracy is not offered here; drop the column")
     truth = pd.Series(true_labels)
-    ans = Answers(data, extra=truth[truth.notna().to_numpy()].to_numpy())
+    ans = Answers(data, extra=pd.unique(truth[truth.notna().to_numpy()]))  # the distinct labels: few
     task, worker, label, right = graded(ans, truth)
     if by is None:
         return float(right.mean()) if len(right) else float("nan")
