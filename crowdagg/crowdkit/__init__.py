@@ -2,8 +2,8 @@
 
 ::
 
-    # from crowdkit.aggregation import GLAD, DawidSkene, MajorityVote, OneCoinDawidSkene, Wawa
-    from crowdagg.crowdkit.aggregation import GLAD, DawidSkene, MajorityVote, OneCoinDawidSkene, Wawa
+    # from crowdkit.aggregation import GLAD, DawidSkene, GoldMajorityVote, MajorityVote, OneCoinDawidSkene, Wawa
+    from crowdagg.crowdkit.aggregation import GLAD, DawidSkene, GoldMajorityVote, MajorityVote, OneCoinDawidSkene, Wawa
 
     df = pd.DataFrame({"task": ..., "worker": ..., "label": ...})
     labels = DawidSkene(n_iter=100).fit_predict(df)        # Series indexed by task, named agg_label
@@ -86,7 +86,8 @@ The pandas layer (:class:`~crowdagg.crowdkit._answers.Answers`: codes,
 indexes, crowd-kit's orders and dtypes) is shared by every class in
 ``crowdagg/crowdkit/_answers.py``; the fitting is crowdagg's, one module a
 crowd-kit class: :mod:`~crowdagg.crowdkit.majority_vote`,
-:mod:`~crowdagg.crowdkit.wawa`, :mod:`~crowdagg.crowdkit.dawid_skene`
+:mod:`~crowdagg.crowdkit.wawa`, :mod:`~crowdagg.crowdkit.gold_majority_vote`,
+:mod:`~crowdagg.crowdkit.dawid_skene`
 (``DawidSkene``, ``OneCoinDawidSkene``), :mod:`~crowdagg.crowdkit.glad`,
 :mod:`~crowdagg.crowdkit.kos`, :mod:`~crowdagg.crowdkit.mace` (crowdagg's
 ``mace`` under crowd-kit's names; where crowd-kit's MACE is wrong, its module
@@ -96,7 +97,10 @@ The iterative classes run in crowdagg's loop
 loss and stopping rule as settings (:class:`~crowdagg.crowdkit._loop.Flavour`).
 :mod:`crowdagg.crowdkit.aggregation` is the same classes under crowd-kit's
 module path: ``from crowdkit.aggregation import ...`` becomes ``from
-crowdagg.crowdkit.aggregation import ...`` and nothing else changes.
+crowdagg.crowdkit.aggregation import ...`` and nothing else changes; so
+for crowd-kit's metrics, :mod:`crowdagg.crowdkit.metrics` (``.data``:
+``alpha_krippendorff``, ``consistency``, ``uncertainty``; ``.workers``:
+``accuracy_on_aggregates``), on crowdagg's agreement kernels.
 
 Speed: text columns (pandas 3's Arrow-backed ``str``) are encoded by Arrow's
 dictionary encoding (:func:`crowdagg.data.vocab.encode`), the votes and the
@@ -115,6 +119,7 @@ from .aggregation import (
     MACE,
     MMSR,
     DawidSkene,
+    GoldMajorityVote,
     MajorityVote,
     NotFittedError,
     OneCoinDawidSkene,
@@ -122,5 +127,5 @@ from .aggregation import (
     ZeroBasedSkill,
 )
 
-__all__ = ["GLAD", "KOS", "MACE", "MMSR", "DawidSkene", "MajorityVote", "NotFittedError", "OneCoinDawidSkene", "Wawa",
-           "ZeroBasedSkill"]
+__all__ = ["GLAD", "KOS", "MACE", "MMSR", "DawidSkene", "GoldMajorityVote", "MajorityVote", "NotFittedError",
+           "OneCoinDawidSkene", "Wawa", "ZeroBasedSkill"]

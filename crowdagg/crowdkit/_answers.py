@@ -250,6 +250,41 @@ class Answers:
 
 
 
+def graded(ans: Answers, truth: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The answers on tasks with a ``truth`` label, each once, and whether it is right (crowd-kit's ``get_accuracy``).
+
+    ``truth`` (indexed by task) may give a task several labels (a repeated
+    index): an answer equal to any of them is right.  A repeated identical
+    answer (same task, worker and label) counts once; a NaN truth is none;
+    truth of a task nobody answered is not used.  ``ans`` must hold
+    ``truth``'s labels among its classes (``Answers(frame, extra=truth)``).
+
+    Returns
+    -------
+    task, worker, label : ndarray of int64, shape (n_graded,)
+        Codes of each graded answer's task, worker and label.
+    right : ndarray of bool, shape (n_graded,)
+    """
+    truth = truth[truth.notna().to_numpy()]
+    k = ans.n_classes
+    rows = ans.tasks.get_indexer(truth.index)
+    known = rows >= 0
+    pairs = rows[known] * k + ans.classes.get_indexer(truth.to_numpy()[known])
+    has_truth = np.zeros(len(ans.tasks), dtype=bool)
+    has_truth[rows[known]] = True
+    on_truth = has_truth[ans.task]
+    task, worker, label = ans.task[on_truth], ans.worker[on_truth], ans.label[on_truth]
+    n_workers = len(ans.workers)
+    if len(ans.tasks) * n_workers * k < 2**63:  # one int64 key per answer: a sort of numbers, not of rows
+        key = np.sort((task * n_workers + worker) * k + label)
+        key = key[np.concatenate([[True], key[1:] != key[:-1]])] if len(key) else key  # np.unique hashes: slower
+        task, rest = np.divmod(key, n_workers * k)
+        worker, label = np.divmod(rest, k)
+    else:
+        task, worker, label = np.unique(np.stack([task, worker, label]), axis=1)
+    return task, worker, label, np.isin(task * k + label, pairs)
+
+
 
 def top_labels(probas: pd.DataFrame) -> pd.Series:
     """The most probable label of each row; a tie goes to the first column (crowd-kit's ``idxmax``)."""

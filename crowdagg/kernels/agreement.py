@@ -17,6 +17,9 @@ counts (:func:`crowdagg.kernels.votes._block_votes`) is groups × K floats.
   a given label and the posterior of that label under one-coin workers
   (``skill`` right, the rest spread evenly over the other ``K - 1``
   classes) and a uniform prior: crowd-kit's ``consistency``.
+* :func:`one_coin_entropy` -- per group, the entropy of the sum of its
+  answers' one-coin distributions: crowd-kit's ``uncertainty`` given
+  worker skills.
 """
 
 from __future__ import annotations
@@ -218,4 +221,90 @@ def label_posterior(task_ptr: np.ndarray, worker: np.ndarray, label: np.ndarray,
     return _label_posterior(offsets, workers, labels, chosen.astype(np.int64, copy=False), skills, k)
 
 
-__all__ = ["group_counts", "label_posterior"]
+
+@njit(cache=True, nogil=True)
+def _one_coin_entropy(ptr, order, worker, label, skill, k, use_order):  # pragma: no cover - compiled
+    n = ptr.shape[0] - 1
+    entropy = np.full(n, np.nan)
+    mass = np.zeros(k)
+    touched = np.empty(k, dtype=np.int64)
+    hit = np.zeros(k, dtype=np.bool_)
+    for g in range(n):
+        lo = ptr[g]
+        hi = ptr[g + 1]
+        if hi == lo:
+            continue
+        base = 0.0  # what every class gets: each answer's "other" share
+        n_touched = 0
+        for p in range(lo, hi):
+            e = order[p] if use_order else p
+            s = skill[worker[e]]
+            other = (1.0 - s) / (k - 1) if k > 1 else 0.0
+            c = label[e]
+            base += other
+            mass[c] += s - other  # its own class trades the "other" share for the skill
+            if not hit[c]:
+                hit[c] = True
+                touched[n_touched] = c
+                n_touched += 1
+        total = k * base
+        for j in range(n_touched):
+            total += mass[touched[j]]
+        h = 0.0
+        for j in range(n_touched):
+            c = touched[j]
+            if total > 0.0:
+                q = (base + mass[c]) / total
+                if q > 0.0:
+                    h -= q * np.log(q)
+            mass[c] = 0.0
+            hit[c] = False
+        if total > 0.0:
+            q = base / total
+            if n_touched < k and q > 0.0:
+                h -= (k - n_touched) * q * np.log(q)
+            entropy[g] = h
+    return entropy
+
+
+def one_coin_entropy(ptr: np.ndarray, worker: np.ndarray, label: np.ndarray, skill: np.ndarray, n_classes: int,
+                     order: np.ndarray | None = None) -> np.ndarray:
+    """Per group, the entropy (nats) of the sum of its answers' one-coin label distributions (crowd-kit's
+    ``uncertainty`` with worker skills).
+
+    An answer ``c`` of a worker of skill ``s`` puts ``s`` on ``c`` and
+    ``(1 − s)/(K − 1)`` on each other class; a group's distribution is the
+    normalised sum over its answers.  With every skill 1 it is the
+    distribution of the group's answers (:func:`group_counts`' entropy).
+
+    Parameters
+    ----------
+    ptr : ndarray of int, shape (n_groups + 1,)
+        CSR offsets: group ``g`` owns positions ``ptr[g]:ptr[g+1]``.
+    worker, label : ndarray of int, shape (n_answers,)
+        Each answer's worker and class.
+    skill : ndarray of float, shape (n_workers,)
+        Each worker's probability of a right answer, in [0, 1].
+    n_classes : int
+    order : ndarray of int64, shape (n_answers,), optional
+        The answer at each position (default: the identity).
+
+    Returns
+    -------
+    ndarray of float64, shape (n_groups,)
+        NaN for a group without answers (or whose distribution sums to 0: one class, skills 0).
+    """
+    k = check_count(n_classes, "n_classes")
+    skills = np.ascontiguousarray(skill, dtype=np.float64)
+    labels = check_index(label, k, "label", "class")
+    workers = check_index(worker, skills.shape[0], "worker", "worker")
+    offsets = check_offsets(ptr, labels.shape[0])
+    if workers.shape != labels.shape:
+        raise DataError(f"{workers.shape[0]:,} workers for {labels.shape[0]:,} labels of the answers")
+    if order is None:
+        return _one_coin_entropy(offsets, np.zeros(0, dtype=np.int64), workers, labels, skills, k, False)
+    o = check_index(order, labels.shape[0], "order", "answer")
+    return _one_coin_entropy(offsets, o.astype(np.int64, copy=False), workers, labels, skills, k, True)
+
+
+__all__ = ["group_counts", "label_posterior", "one_coin_entropy"]

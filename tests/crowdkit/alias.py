@@ -11,7 +11,8 @@ plugin makes
 
 * ``crowdkit`` and ``crowdkit.aggregation`` crowdagg's
   :mod:`crowdagg.crowdkit.aggregation` (the same class objects), and
-  ``crowdkit.aggregation.utils`` :mod:`crowdagg.crowdkit.aggregation.utils`;
+  ``crowdkit.aggregation.utils`` :mod:`crowdagg.crowdkit.aggregation.utils`,
+  ``crowdkit.metrics`` (``.data``, ``.workers``) :mod:`crowdagg.crowdkit.metrics`;
   a crowd-kit class crowdagg does not offer (yet) is a stand-in whose
   construction fails naming it (:class:`Missing`), so the test that uses
   it fails and the others of its file still run;
@@ -69,7 +70,8 @@ def stand_in(name: str) -> type:
 
 def aliases() -> dict[str, types.ModuleType]:
     """The modules to install under crowd-kit's names: ``crowdkit``, ``crowdkit.aggregation`` (crowdagg's classes,
-    and a :func:`stand_in` for each crowd-kit class crowdagg lacks), ``crowdkit.aggregation.utils``."""
+    and a :func:`stand_in` for each crowd-kit class crowdagg lacks), ``crowdkit.aggregation.utils``,
+    ``crowdkit.metrics`` and its ``data`` and ``workers``."""
     from crowdagg.crowdkit import aggregation
     from crowdagg.crowdkit.aggregation import utils
 
@@ -80,10 +82,15 @@ def aliases() -> dict[str, types.ModuleType]:
     module.__all__ = [*aggregation.__all__, *missing]  # type: ignore[attr-defined]
     module.__path__ = []  # type: ignore[attr-defined]  # a package: crowdkit.aggregation.utils is below it
     module.utils = utils  # type: ignore[attr-defined]
+    from crowdagg.crowdkit import metrics
+    from crowdagg.crowdkit.metrics import data, workers
+
     package = types.ModuleType("crowdkit", "crowd-kit's names, aliased to crowdagg.crowdkit (tests/crowdkit/alias.py)")
     package.__path__ = []  # type: ignore[attr-defined]
     package.aggregation = module  # type: ignore[attr-defined]
-    return {"crowdkit": package, "crowdkit.aggregation": module, "crowdkit.aggregation.utils": utils}
+    package.metrics = metrics  # type: ignore[attr-defined]
+    return {"crowdkit": package, "crowdkit.aggregation": module, "crowdkit.aggregation.utils": utils,
+            "crowdkit.metrics": metrics, "crowdkit.metrics.data": data, "crowdkit.metrics.workers": workers}
 
 
 def install(checkout_tests: Path) -> None:

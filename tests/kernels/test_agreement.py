@@ -115,3 +115,43 @@ def test_bad_codes_are_data_errors():
         label_posterior(np.array([0, 2]), np.array([0, 4]), np.array([0, 1]), np.array([0]), np.ones(2), 2)
     with pytest.raises(DataError):
         group_counts(np.array([0, 3]), np.array([0, 1]), 2)  # offsets past the answers
+
+
+def _slow_one_coin_entropy(groups: list[np.ndarray], worker, label, skill, k):
+    """Per group the entropy of the normalised sum of its answers' one-coin distributions, dense."""
+    out = []
+    for members in groups:
+        if members.size == 0:
+            out.append(np.nan)
+            continue
+        s = skill[worker[members]][:, None]
+        mass = np.where(label[members][:, None] == np.arange(k), s, (1 - s) / (k - 1)).sum(axis=0)
+        p = mass[mass > 0] / mass.sum()
+        out.append(float(-(p * np.log(p)).sum()))
+    return np.array(out)
+
+
+@pytest.mark.quick
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_one_coin_entropy_by_task_and_by_worker_matches_a_dense_sum(seed):
+    from crowdagg.kernels.agreement import one_coin_entropy
+
+    ptr, task, worker, label = _crowd(seed)
+    k = 4
+    skill = np.random.default_rng(seed).uniform(0, 1, 9)
+    skill[:2] = [0.0, 1.0]  # the ends: classes of mass 0
+    got = one_coin_entropy(ptr, worker, label, skill, k)
+    want = _slow_one_coin_entropy([np.arange(ptr[t], ptr[t + 1]) for t in range(len(ptr) - 1)], worker, label,
+                                  skill, k)
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-15)
+    order = np.argsort(worker, kind="stable")
+    wptr = np.concatenate([[0], np.cumsum(np.bincount(worker, minlength=9))])
+    got = one_coin_entropy(wptr, worker, label, skill, k, order=order)
+    want = _slow_one_coin_entropy([np.flatnonzero(worker == w) for w in range(9)], worker, label, skill, k)
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-15)
+    # one class: all mass on it (entropy 0), none when every skill is 0
+    one = one_coin_entropy(np.array([0, 2]), np.array([0, 1]), np.array([0, 0]), np.array([0.5, 0.0]), 1)
+    assert one[0] == 0.0
+    assert np.isnan(one_coin_entropy(np.array([0, 1]), np.array([1]), np.array([0]), np.array([0.5, 0.0]), 1)[0])
+    with pytest.raises(DataError, match="worker"):
+        one_coin_entropy(np.array([0, 2]), np.array([0, 4]), np.array([0, 1]), np.ones(2), 2)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from .._answers import NotFittedError
 from ..dawid_skene import DawidSkene, OneCoinDawidSkene
 from ..glad import GLAD
+from ..gold_majority_vote import GoldMajorityVote
 from ..kos import KOS
 from ..mace import MACE
 from ..majority_vote import MajorityVote
@@ -19,5 +20,5 @@ from ..mmsr import MMSR
 from ..wawa import Wawa
 from ..zero_based_skill import ZeroBasedSkill
 
-__all__ = ["GLAD", "KOS", "MACE", "MMSR", "DawidSkene", "MajorityVote", "NotFittedError", "OneCoinDawidSkene", "Wawa",
-           "ZeroBasedSkill"]
+__all__ = ["GLAD", "KOS", "MACE", "MMSR", "DawidSkene", "GoldMajorityVote", "MajorityVote", "NotFittedError",
+           "OneCoinDawidSkene", "Wawa", "ZeroBasedSkill"]
