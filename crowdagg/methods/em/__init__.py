@@ -50,7 +50,7 @@ DECLARATIONS = (
         "q_n(k) ∝ ρ_k exp(Σ_j Σ_c φ_jc log Λ_c[answer, k]); start: workers ranked by the nuclear norm of their "
         "own confusion, cut into C groups.",
         "Imamura, Sato & Sugiyama, Analysis of minimax error rate for crowdsourcing and its application to worker "
-        "clustering model, ICML 2018 (arXiv:1802.04551); peerannot's DawidSkeneClust",
+        "clustering model, ICML 2018 (arXiv:1802.04551); peerannot's Dawid_Skene_clust (DSWC)",
         (SEED, max_iter(200), tol(1e-6),
          Param("clusters", int, 2, "number of worker clusters (peerannot's default 2); at most one per worker, "
                "more is one per worker (ds)", 1, 10**6, "L"),

@@ -2,7 +2,7 @@ r"""Dawid--Skene with clustered workers: the workers fall into C clusters, each 
 
 Model (Imamura, Sato & Sugiyama, ICML 2018, "Analysis of minimax error
 rate for crowdsourcing and its application to worker clustering model",
-arXiv:1802.04551; peerannot's ``DawidSkeneClust``): the true class
+arXiv:1802.04551; peerannot's ``Dawid_Skene_clust``, strategy ``DSWC``): the true class
 :math:`y_n \sim \mathrm{Cat}(\rho)`; worker :math:`j` belongs to cluster
 :math:`c_j \sim \mathrm{Cat}(\tau)`; given :math:`y_n = k` it answers
 :math:`\sim \mathrm{Cat}(\Lambda_{c_j}[:, k])`.  Dawid--Skene is the
