@@ -251,9 +251,28 @@ def stats(data: Any, result: AggregationResult | None = None, *, method: str = "
         result = fit(data, method, max_memory=max_memory, **params)
     elif params:
         raise UsageError(f"parameters ({', '.join(sorted(params))}) apply to the fit; give them or a result, not both")
-    if result.labels.shape[0] != data.n_tasks:
-        raise UsageError(f"the result has {result.labels.shape[0]:,} labels for the data's {data.n_tasks:,} tasks")
+    else:
+        _check_result(data, result)
     return _figures(data, result, max_memory)
+
+
+def _check_result(data: AnnotationSet, result: Any) -> None:
+    """A ``result`` given to :func:`stats` refused unless it is a fit on ``data``: the kernels index their tables
+    with its labels unchecked, so a label beyond the data's classes would read outside them."""
+    from ..errors import UsageError, param
+    from ..kernels.validate import check_index
+    from ..methods.result import AggregationResult
+
+    if not isinstance(result, AggregationResult):
+        raise UsageError(f"{param('result')} must be an AggregationResult (what crowdagg.aggregate returns) or None, "
+                         f"got {type(result).__name__}")
+    labels, posteriors = np.asarray(result.labels), np.asarray(result.posteriors)
+    other = result.data is not data and not np.array_equal(result.data.task_names, data.task_names)
+    if other or labels.shape != (data.n_tasks,) or posteriors.shape != (data.n_tasks, data.n_classes):
+        raise UsageError(f"{param('result')} was fitted on other answers: {labels.size:,} tasks × "
+                         f"{posteriors.shape[-1] if posteriors.ndim else 0} classes"
+                         f"{', other task names' if other else ''}; the data has {data.n_tasks:,} × {data.n_classes}")
+    check_index(labels, data.n_classes, "result.labels", "class")
 
 
 def _figures(data: AnnotationSet, result: AggregationResult, max_memory: MaxMemory) -> Agreement:

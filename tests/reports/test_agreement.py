@@ -11,7 +11,7 @@ import pytest
 
 from crowdagg import aggregate, load_annotations
 from crowdagg.data.annotations import AnnotationSet
-from crowdagg.errors import ResourceError, UsageError
+from crowdagg.errors import DataError, ResourceError, UsageError
 from crowdagg.reports.agreement import (
     SUMMARY_COLUMNS,
     TASK_COLUMNS,
@@ -225,3 +225,26 @@ def test_against_crowd_kit_metrics_on_a_real_dataset(datasets_dir):
                                atol=1e-12)
     assert ours.consistency == pytest.approx(consistency(df), abs=1e-12)
     assert ours.alpha == pytest.approx(alpha_krippendorff(df), abs=1e-12)
+
+
+@pytest.mark.quick
+def test_a_result_of_other_answers_or_not_a_result_is_refused_before_the_kernels():
+    """A label beyond the data's classes reached the kernels unchecked (a crash for a far one); another
+    data set's fit, or something else in ``result``'s place, is a UsageError, not an IndexError/AttributeError."""
+    data = crowd([(1, "a", "x"), (1, "b", "x"), (2, "a", "y"), (2, "b", "x"), (3, "a", "y"), (3, "b", "y")])
+    six = crowd([(1, "a", "p"), (1, "b", "q"), (2, "a", "r"), (2, "b", "s"), (3, "a", "t"), (3, "b", "u")])
+    with pytest.raises(UsageError, match=r"other answers: 3 tasks × 6 classes; the data has 3 × 2"):
+        stats(data, aggregate(six, "mv"))
+    renamed = crowd([(7, "a", "x"), (8, "b", "x"), (9, "a", "y"), (9, "b", "y")])
+    with pytest.raises(UsageError, match="other task names"):
+        stats(data, aggregate(renamed, "mv"))
+    for wrong in ("mv", 5, data):
+        with pytest.raises(UsageError, match="AggregationResult"):
+            stats(data, wrong)
+    result = aggregate(data, "mv")
+    result.labels = np.array([10**11, 0, 1])
+    with pytest.raises(DataError, match="result.labels code 100000000000 at position 0"):
+        stats(data, result)
+    # the same answers read again are the same tasks: accepted
+    again = crowd([(1, "a", "x"), (1, "b", "x"), (2, "a", "y"), (2, "b", "x"), (3, "a", "y"), (3, "b", "y")])
+    assert stats(again, aggregate(data, "ds")).alpha == pytest.approx(stats(data).alpha)
