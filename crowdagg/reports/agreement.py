@@ -267,11 +267,16 @@ def _check_result(data: AnnotationSet, result: Any) -> None:
         raise UsageError(f"{param('result')} must be an AggregationResult (what crowdagg.aggregate returns) or None, "
                          f"got {type(result).__name__}")
     labels, posteriors = np.asarray(result.labels), np.asarray(result.posteriors)
-    other = result.data is not data and not np.array_equal(result.data.task_names, data.task_names)
-    if other or labels.shape != (data.n_tasks,) or posteriors.shape != (data.n_tasks, data.n_classes):
+    if labels.shape != (data.n_tasks,) or posteriors.shape != (data.n_tasks, data.n_classes):
         raise UsageError(f"{param('result')} was fitted on other answers: {labels.size:,} tasks × "
-                         f"{posteriors.shape[-1] if posteriors.ndim else 0} classes"
-                         f"{', other task names' if other else ''}; the data has {data.n_tasks:,} × {data.n_classes}")
+                         f"{posteriors.shape[-1] if posteriors.ndim else 0} classes; the data has {data.n_tasks:,} × "
+                         f"{data.n_classes}")
+    # the same answers read twice are two objects: the same tasks and classes, in the same order, are the same data
+    fitted = result.data
+    if fitted is not data and not (isinstance(fitted, AnnotationSet) and list(fitted.classes) == list(data.classes)
+                                   and np.array_equal(fitted.task_names, data.task_names)):
+        raise UsageError(f"{param('result')} was fitted on other answers: as many tasks and classes as the data, "
+                         f"but other ones or in another order")
     check_index(labels, data.n_classes, "result.labels", "class")
 
 

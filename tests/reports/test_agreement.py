@@ -236,8 +236,12 @@ def test_a_result_of_other_answers_or_not_a_result_is_refused_before_the_kernels
     with pytest.raises(UsageError, match=r"other answers: 3 tasks × 6 classes; the data has 3 × 2"):
         stats(data, aggregate(six, "mv"))
     renamed = crowd([(7, "a", "x"), (8, "b", "x"), (9, "a", "y"), (9, "b", "y")])
-    with pytest.raises(UsageError, match="other task names"):
+    with pytest.raises(UsageError, match="other ones or in another order"):
         stats(data, aggregate(renamed, "mv"))
+    reordered = crowd([(1, "a", "x"), (1, "b", "x"), (2, "a", "y"), (2, "b", "x"), (3, "a", "y"), (3, "b", "y")],
+                      classes=["y", "x"])  # code 0 is another class: its labels would be read as the other
+    with pytest.raises(UsageError, match="other ones or in another order"):
+        stats(data, aggregate(reordered, "mv"))
     for wrong in ("mv", 5, data):
         with pytest.raises(UsageError, match="AggregationResult"):
             stats(data, wrong)
