@@ -207,8 +207,8 @@ class Agreement:
         })
 
 
-def stats(data: Any, result: AggregationResult | None = None, *, method: str = "mv", max_memory: MaxMemory = None,
-          **params: Any) -> Agreement:
+def stats(data: Any, result: AggregationResult | None = None, *, method: str | None = None,
+          max_memory: MaxMemory = None, **params: Any) -> Agreement:
     """The agreement statistics of ``data`` (the module notes define them).
 
     Parameters
@@ -218,8 +218,9 @@ def stats(data: Any, result: AggregationResult | None = None, *, method: str = "
     result : AggregationResult, optional
         A fit on ``data`` whose labels ``agreement`` and ``consistency`` measure against (default: a fit
         of ``method`` with ``params``).
-    method : str
-        The method fitted when ``result`` is not given (default ``"mv"``, as crowd-kit's metrics).
+    method : str, optional
+        The method fitted when ``result`` is not given (default ``"mv"``, as crowd-kit's metrics); with a
+        ``result``, only its own method (another is refused rather than silently not used).
     max_memory : int, float, str or None
         The up-front memory check's limit (:mod:`crowdagg.core.memory`).
     **params
@@ -238,7 +239,7 @@ def stats(data: Any, result: AggregationResult | None = None, *, method: str = "
     0.4444
     """
     from ..core.memory import check
-    from ..errors import UsageError
+    from ..errors import UsageError, param
     from ..methods.api import _as_annotations
     from ..methods.api import aggregate as fit
 
@@ -248,7 +249,10 @@ def stats(data: Any, result: AggregationResult | None = None, *, method: str = "
           f"the statistics of {data.n_tasks:,} tasks, {data.n_workers:,} workers, {data.n_answers:,} answers",
           max_memory)
     if result is None:
-        result = fit(data, method, max_memory=max_memory, **params)
+        result = fit(data, "mv" if method is None else method, max_memory=max_memory, **params)
+    elif method is not None and method != getattr(result, "method", method):
+        raise UsageError(f"{param('method')}={method!r} names a fit, but the result given is a fit of {result.method!r}; "
+                         f"give a method or a result, not both")
     elif params:
         raise UsageError(f"parameters ({', '.join(sorted(params))}) apply to the fit; give them or a result, not both")
     else:

@@ -252,3 +252,14 @@ def test_a_result_of_other_answers_or_not_a_result_is_refused_before_the_kernels
     # the same answers read again are the same tasks: accepted
     again = crowd([(1, "a", "x"), (1, "b", "x"), (2, "a", "y"), (2, "b", "x"), (3, "a", "y"), (3, "b", "y")])
     assert stats(again, aggregate(data, "ds")).alpha == pytest.approx(stats(data).alpha)
+
+
+@pytest.mark.quick
+def test_a_method_beside_a_result_of_another_method_is_refused_not_ignored():
+    """``stats(data, ds_result, method="mv")`` reported ds's figures as asked for mv's, silently."""
+    data = crowd([(1, "a", "x"), (1, "b", "x"), (2, "a", "y"), (2, "b", "x"), (3, "a", "y"), (3, "b", "y")])
+    result = aggregate(data, "ds")
+    with pytest.raises(UsageError, match="method='mv' names a fit, but the result given is a fit of 'ds'"):
+        stats(data, result, method="mv")
+    assert stats(data, result, method="ds").method == "ds"  # its own method: agreed
+    assert stats(data).method == "mv" and stats(data, method="wawa").method == "wawa"
