@@ -99,6 +99,11 @@ def co_occurrence(data: AnnotationSet, weights: Any = None, *, engine: Any = Non
         ``pairs`` (P, 2) int32 worker codes (``data.worker_names[pairs]`` their names), ``joint``
         (P, K, K), ``n_tasks`` (P,).
     """
+    if engine is None and not isinstance(data, AnnotationSet):
+        from ..errors import UsageError, param
+
+        raise UsageError(f"co_occurrence takes an AnnotationSet (or an {param('engine')} over one), got "
+                         f"{type(data).__name__}")
     return cooc.co_occurrence(LocalEngine(data) if engine is None else engine, weights, max_memory=max_memory)
 
 
@@ -328,6 +333,8 @@ def krippendorff_alpha(size: np.ndarray, squares: np.ndarray, pairable: np.ndarr
     note : str
         What it was computed over, or why it is undefined.
     """
+    size, squares = _task_counts(size, squares)
+    pairable = _counts(pairable, "pairable")
     pairs = size >= 2
     n_units = int(np.count_nonzero(pairs))
     if n_units == 0:
@@ -366,6 +373,8 @@ def fleiss_kappa(size: np.ndarray, squares: np.ndarray, totals: np.ndarray) -> t
     counts : dict of int to int
         Answers a task has -> how many tasks (tasks without answers left out), by count.
     """
+    size, squares = _task_counts(size, squares)
+    totals = _counts(totals, "totals")
     answered = size[size > 0]
     values, freq = np.unique(answered, return_counts=True)
     counts = {int(v): int(f) for v, f in zip(values, freq)}
@@ -389,6 +398,34 @@ def fleiss_kappa(size: np.ndarray, squares: np.ndarray, totals: np.ndarray) -> t
     p = totals / float(totals.sum())
     p_e = float(np.dot(p, p))
     return (p_bar - p_e) / (1.0 - p_e), f"{_count(n_tasks, 'task')} of {m:,} answers each", counts
+
+
+def _counts(values: Any, name: str) -> np.ndarray:
+    """``values`` as a 1-D int64 array of counts (>= 0), or a DataError naming ``name``."""
+    from ..errors import DataError
+    from ..kernels.validate import as_code_array
+
+    arr = as_code_array(values, name).astype(np.int64, copy=False)
+    if arr.size and arr.min() < 0:
+        at = int(np.argmin(arr))
+        raise DataError(f"{name} holds counts, got {int(arr[at])} at position {at}")
+    return arr
+
+
+def _task_counts(size: Any, squares: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Each task's answers ``m`` and ``Σ_c n_c²`` checked as counts of one crowd: as many of each, and
+    ``m ≤ Σ_c n_c² ≤ m²`` (class counts that sum to ``m``), which the formulas rely on."""
+    from ..errors import DataError
+
+    m, sq = _counts(size, "size"), _counts(squares, "squares")
+    if m.shape != sq.shape:
+        raise DataError(f"size has {m.shape[0]:,} tasks, squares {sq.shape[0]:,}")
+    bad = np.flatnonzero((sq < m) | (sq > m * m))
+    if bad.size:
+        t = int(bad[0])
+        raise DataError(f"task {t} has {int(m[t])} answers but squares {int(sq[t])}: the squared class counts of "
+                        f"{int(m[t])} answers sum to between {int(m[t])} and {int(m[t]) ** 2}")
+    return m, sq
 
 
 def _count(n: int, noun: str) -> str:

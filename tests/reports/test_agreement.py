@@ -263,3 +263,25 @@ def test_a_method_beside_a_result_of_another_method_is_refused_not_ignored():
         stats(data, result, method="mv")
     assert stats(data, result, method="ds").method == "ds"  # its own method: agreed
     assert stats(data).method == "mv" and stats(data, method="wawa").method == "wawa"
+
+
+@pytest.mark.quick
+def test_the_public_formulas_refuse_counts_that_are_not_one_crowds():
+    """krippendorff_alpha and fleiss_kappa took anything: lists failed in numpy (TypeError), arrays of unequal
+    length raised IndexError, and impossible counts gave an alpha of 48; co_occurrence of a non-set an
+    AttributeError."""
+    from crowdagg.reports.agreement import co_occurrence
+
+    assert krippendorff_alpha([2, 2], [4, 2], [3, 1])[0] == pytest.approx(0.0)  # lists are arrays
+    assert fleiss_kappa([2, 2], [4, 2], [3, 1])[0] == pytest.approx(-1 / 3)
+    for formula, last in ((krippendorff_alpha, [3, 1]), (fleiss_kappa, [3, 1])):
+        with pytest.raises(DataError, match="size has 2 tasks, squares 1"):
+            formula(np.array([2, 2]), np.array([4]), np.array(last))
+        with pytest.raises(DataError, match="size holds counts, got -2 at position 1"):
+            formula(np.array([2, -2]), np.array([4, 2]), np.array(last))
+        with pytest.raises(DataError, match="task 0 has 2 answers but squares 100"):
+            formula(np.array([2, 2]), np.array([100, 2]), np.array(last))
+        with pytest.raises(DataError, match="integers"):
+            formula(np.array(["2", "2"]), np.array([4, 2]), np.array(last))
+    with pytest.raises(UsageError, match="co_occurrence takes an AnnotationSet"):
+        co_occurrence("labels.csv")
