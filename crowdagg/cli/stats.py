@@ -89,9 +89,10 @@ def stats(
                           label_col=label_col, classes=class_list, duplicates=duplicates, max_memory=max_memory,
                           rejected=rejected, blank_labels=blank_labels)
         from ..core import timing
-        from ..reports.agreement import TASK_COLUMNS, WORKER_COLUMNS
+        from ..reports.agreement import TASK_COLUMNS, WORKER_COLUMNS, check_memory
         from ..reports.agreement import stats as agreement_stats
 
+        check_memory(data, max_memory)  # before the fit, not after it
         if tasks is not None:
             steps.check_render_memory(data.n_tasks, len(TASK_COLUMNS) - 2, 2, f"--tasks table of {data.n_tasks:,} tasks",
                                       max_memory)

@@ -243,16 +243,13 @@ def stats(data: Any, result: AggregationResult | None = None, *, method: str | N
     >>> round(stats(df).alpha, 4)
     0.4444
     """
-    from ..core.memory import check
     from ..errors import UsageError, param
     from ..methods.api import _as_annotations
     from ..methods.api import aggregate as fit
 
     if not isinstance(data, AnnotationSet):
         data = _as_annotations(data, max_memory, (None, None, None), takes="stats takes")
-    check(data.n_tasks * BYTES_PER_TASK + data.n_workers * BYTES_PER_WORKER + data.n_answers * BYTES_PER_ANSWER,
-          f"the statistics of {data.n_tasks:,} tasks, {data.n_workers:,} workers, {data.n_answers:,} answers",
-          max_memory)
+    check_memory(data, max_memory)
     if result is None:
         result = fit(data, "mv" if method is None else method, max_memory=max_memory, **params)
     elif method is not None and method != getattr(result, "method", method):
@@ -263,6 +260,16 @@ def stats(data: Any, result: AggregationResult | None = None, *, method: str | N
     else:
         _check_result(data, result)
     return _figures(data, result, max_memory)
+
+
+def check_memory(data: AnnotationSet, max_memory: MaxMemory = None) -> None:
+    """Refuse the statistics of ``data`` up front where they would not fit in ``max_memory`` (before a fit, which
+    they then need not wait for): :data:`BYTES_PER_TASK`, :data:`BYTES_PER_WORKER` and :data:`BYTES_PER_ANSWER`."""
+    from ..core.memory import check
+
+    check(data.n_tasks * BYTES_PER_TASK + data.n_workers * BYTES_PER_WORKER + data.n_answers * BYTES_PER_ANSWER,
+          f"the statistics of {data.n_tasks:,} tasks, {data.n_workers:,} workers, {data.n_answers:,} answers",
+          max_memory)
 
 
 def _check_result(data: AnnotationSet, result: Any) -> None:
@@ -470,4 +477,4 @@ def _nullable(values: np.ndarray) -> Any:
     return pd.array(values, dtype="Float64")  # NaN becomes NA: pandas' from-numpy rule
 
 
-__all__ = ["Agreement", "co_occurrence", "fleiss_kappa", "krippendorff_alpha", "stats"]
+__all__ = ["Agreement", "check_memory", "co_occurrence", "fleiss_kappa", "krippendorff_alpha", "stats"]

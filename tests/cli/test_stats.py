@@ -144,3 +144,17 @@ def test_a_refused_smoothing_is_spelled_as_the_command_takes_it(runner, small, c
     # aggregate has the flag: named as such
     line = assert_one_error_line(invoke(runner, "aggregate", small, "-m", "ds", "-p", "smoothing=-1"), 2)
     assert line.startswith("Error: --smoothing must be")
+
+
+@pytest.mark.quick
+def test_statistics_too_large_for_max_memory_are_refused_before_the_fit(runner, small, monkeypatch):
+    """The statistics' memory check ran after the fit (a long ds run, then the refusal); now before it."""
+    import crowdagg.cli.pipeline as steps
+    import crowdagg.reports.agreement as agreement
+
+    fits = []
+    monkeypatch.setattr(agreement, "BYTES_PER_ANSWER", 10**12)  # 7 answers: terabytes, whatever --max-memory says
+    monkeypatch.setattr(steps, "fit", lambda *a, **k: fits.append(a) or pytest.fail("fitted before the check"))
+    line = assert_one_error_line(invoke(runner, "stats", small, "-m", "ds", "--max-memory", "4G"), 1)
+    assert "the statistics of 4 tasks, 2 workers, 7 answers" in line
+    assert fits == []
