@@ -186,10 +186,13 @@ class Agreement:
             ("consistency", self.consistency,
              f"mean posterior of {method}'s label, each worker right with its agreement share"),
         ]
+        # alpha and kappa say why they are undefined; the means are undefined only without a single answer
+        notes = [note if i < 2 or not np.isnan(value) else "undefined: no answers"
+                 for i, (_, value, note) in enumerate(rows)]
         return pd.DataFrame({
             "statistic": [r[0] for r in rows],
             "value": _nullable(np.array([r[1] for r in rows], dtype=np.float64)),
-            "note": [r[2] for r in rows],
+            "note": notes,
         })
 
     def tasks(self) -> pd.DataFrame:

@@ -285,3 +285,20 @@ def test_the_public_formulas_refuse_counts_that_are_not_one_crowds():
             formula(np.array(["2", "2"]), np.array([4, 2]), np.array(last))
     with pytest.raises(UsageError, match="co_occurrence takes an AnnotationSet"):
         co_occurrence("labels.csv")
+
+
+@pytest.mark.quick
+def test_without_a_single_answer_every_missing_value_says_why():
+    """The means (uncertainty, agreement, consistency) were missing beside their definitions alone."""
+    empty = AnnotationSet.from_codes(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), n_tasks=3,
+                                     n_workers=2, n_classes=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        table = stats(empty).summary().set_index("statistic")
+    assert table["value"].isna().all()
+    assert table.loc["krippendorff_alpha", "note"].startswith("undefined: no task has two answers")
+    assert table.loc["fleiss_kappa", "note"] == "does not apply: no task has an answer"
+    for name in ("uncertainty", "agreement", "consistency"):
+        assert table.loc[name, "note"] == "undefined: no answers"
+    one = stats(crowd([(1, "a", "x"), (1, "b", "y")])).summary().set_index("statistic")
+    assert one.loc["uncertainty", "note"] == "mean entropy of a task's answers, nats"  # defined: its definition
