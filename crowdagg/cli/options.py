@@ -244,6 +244,8 @@ MIN_SHARED = typer.Option(20, "--min-shared", min=1, metavar="N", help="Tasks tw
 DETECTOR = typer.Option("auto", "--detector", metavar="WHEN", help="The cross-covariance spammer detector: auto (default) runs it unless its fit would cost over 1e10 multiply-adds (pairs x classes^3: about a minute; many classes), when it is skipped with a note; always runs it whatever the cost; never leaves it out (the near-chance rule alone).")
 #: The detector's parameters as the commands spell them (its warnings name them).
 DETECTOR_SPELLING = {"min_partners": "--min-partners", "min_shared": "--min-shared"}
+#: How the commands that fit a method without a --smoothing flag of their own (stats, workers) spell it.
+SMOOTHING_BY_P = {"smoothing": "-p smoothing"}
 EXCLUDE_WORKERS = typer.Option(None, "--exclude-workers", metavar="FILE", help="Leave out the answers of the workers FILE names: one worker id a line (blank lines ignored, no header), e.g. a hand-picked list or `cut -d, -f1` of a report.  Every task still gets its row (one left without answers gets the class prior); stderr counts the workers and answers removed and the ids that name no worker.")
 
 

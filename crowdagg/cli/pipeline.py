@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional, overload
 
 from ..errors import UsageError
-from .options import method_params, split_list
+from .options import Spelling, method_params, split_list
 from .plumbing import err, progress
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -59,6 +59,7 @@ def check_method(
     gold: Optional[str] = None,
     save_workers: Optional[str] = None,
     init_workers: Optional[str] = None,
+    spelling: Optional[Spelling] = None,
 ) -> tuple[Any, dict[str, Any]]:
     """The method's declaration and its parameters, every one checked, before any input is read.
 
@@ -69,12 +70,13 @@ def check_method(
 
     ``flags``: the common parameter flags (``{"seed": 3, "tol": None}``);
     ``pairs``: the ``-p name=value`` items.  ``--gold``, ``--save-workers``
-    and ``--init-workers`` are refused for a method that does not declare them.
+    and ``--init-workers`` are refused for a method that does not declare them; ``spelling``: the
+    command's own spelling of a parameter (:func:`~crowdagg.cli.options.flag`), for the refusals.
     """
     from ..methods.registry import get as get_spec
 
     spec = get_spec(method)
-    params = method_params(spec, flags, pairs)
+    params = method_params(spec, flags, pairs, spelling)
     if gold is not None and not spec.gold:
         raise UsageError(f"--gold does not apply to method {method!r}")
     for option, value in (("--save-workers", save_workers), ("--init-workers", init_workers)):

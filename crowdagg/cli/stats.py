@@ -41,7 +41,7 @@ Examples:
 """
 
 
-@handle_errors()
+@handle_errors(opt.SMOOTHING_BY_P)
 def stats(
     input: list[str] = typer.Argument(..., metavar="INPUT...", help="Answers file(s) (CSV/TSV/JSON/JSONL/Parquet, optionally .gz; MTurk, Toloka, Label Studio exports), - for stdin, a directory, or a quoted glob; several are read as one data set."),
     method: str = typer.Option("mv", "--method", "-m", help="The method whose labels agreement and consistency measure against (see `crowdagg methods`); default mv, as crowd-kit's metrics."),
@@ -73,7 +73,8 @@ def stats(
     require_values(output=output, format=fmt, tasks=tasks, workers=workers, input_format=input_format,
                    classes=classes, max_memory=max_memory)
     steps.check_stdin(input)
-    _, params = steps.check_method(method, {"seed": seed, "max_iter": max_iter, "tol": tol}, param_)
+    _, params = steps.check_method(method, {"seed": seed, "max_iter": max_iter, "tol": tol}, param_,
+                                    spelling=opt.SMOOTHING_BY_P)
     class_list = steps.check_read_options(
         duplicates=duplicates, blank_labels=blank_labels, rejected=rejected, max_memory=max_memory, classes=classes
     )
@@ -88,9 +89,10 @@ def stats(
                           label_col=label_col, classes=class_list, duplicates=duplicates, max_memory=max_memory,
                           rejected=rejected, blank_labels=blank_labels)
         from ..core import timing
-        from ..reports.agreement import TASK_COLUMNS, WORKER_COLUMNS
+        from ..reports.agreement import TASK_COLUMNS, WORKER_COLUMNS, check_memory
         from ..reports.agreement import stats as agreement_stats
 
+        check_memory(data, max_memory)  # before the fit, not after it
         if tasks is not None:
             steps.check_render_memory(data.n_tasks, len(TASK_COLUMNS) - 2, 2, f"--tasks table of {data.n_tasks:,} tasks",
                                       max_memory)

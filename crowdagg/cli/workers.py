@@ -62,7 +62,7 @@ Examples:
 FIGURES = {"--plot confusions": "confusions.png", "--plot accuracy": "answers_accuracy.png"}
 
 
-@handle_errors(opt.DETECTOR_SPELLING)
+@handle_errors({**opt.DETECTOR_SPELLING, **opt.SMOOTHING_BY_P})
 def workers(
     input: list[str] = typer.Argument(..., metavar="INPUT...", help="Answers file(s) (CSV/TSV/JSON/JSONL/Parquet, optionally .gz; MTurk, Toloka, Label Studio exports), - for stdin, a directory, or a quoted glob; several are read as one data set."),
     method: str = opt.METHOD,
@@ -103,7 +103,8 @@ def workers(
                    classes=classes, max_memory=max_memory)
     side = steps.side_inputs(gold=gold)
     steps.check_stdin(input, side)
-    spec, params = steps.check_method(method, {"seed": seed, "max_iter": max_iter, "tol": tol}, param_)
+    spec, params = steps.check_method(method, {"seed": seed, "max_iter": max_iter, "tol": tol}, param_,
+                                      spelling=opt.SMOOTHING_BY_P)
     if spec.kind == "numeric":  # (aggregate's --numeric; this report's columns are a categorical model's)
         raise UsageError(f"method {method!r} aggregates numeric answers: `crowdagg aggregate --numeric -m {method} "
                          "--workers FILE` writes its workers' weights; `crowdagg workers` reports categorical methods")

@@ -113,6 +113,7 @@ MajorityVote and Wawa run several times faster than crowd-kit
 
 from __future__ import annotations
 
+from ._answers import COLUMNS, EPS  # noqa: F401 -- public names of the one-module crowdagg.crowdkit, still importable
 from .aggregation import (
     GLAD,
     KOS,

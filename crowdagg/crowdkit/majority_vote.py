@@ -156,7 +156,11 @@ class MajorityVote:
         elif policy == "value":
             if self.default_skill is None:
                 raise ValueError('Default skill value must be specified when using on_missing_skill="value"')
-            weights[unknown] = self.default_skill
+            default = self.default_skill
+            # a NaN or negative weight would vote (NaN shares, a label no answer gave); crowd-kit raises on them
+            if isinstance(default, (bool, str)) or not (np.isfinite(default) and default >= 0):
+                raise ValueError(f"default_skill is a vote weight: it must be finite and non-negative, got {default!r}")
+            weights[unknown] = default
         else:
             raise ValueError(f"Unknown option {policy!r} of \"on_missing_skill\" argument.")
         return ans, weights

@@ -28,7 +28,7 @@ import numpy as np
 from numba import njit
 
 from ..errors import DataError
-from .validate import check_count, check_index, check_offsets
+from .validate import as_float_array, check_count, check_index, check_offsets
 
 
 @njit(cache=True, nogil=True)
@@ -210,7 +210,10 @@ def label_posterior(task_ptr: np.ndarray, worker: np.ndarray, label: np.ndarray,
         NaN for a task without answers.
     """
     k = check_count(n_classes, "n_classes")
-    skills = np.ascontiguousarray(skill, dtype=np.float64)
+    skills = as_float_array(skill, "skill", 1)
+    outside = np.flatnonzero(~((skills >= 0.0) & (skills <= 1.0)))  # NaN too: a log of it would be every posterior
+    if outside.size:
+        raise DataError(f"skill must be a probability in [0, 1]; worker {int(outside[0])} has {float(skills[outside[0]])}")
     labels = check_index(label, k, "label", "class")
     offsets = check_offsets(task_ptr, labels.shape[0])
     workers = check_index(worker, skills.shape[0], "worker", "worker")

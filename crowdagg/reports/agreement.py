@@ -99,6 +99,11 @@ def co_occurrence(data: AnnotationSet, weights: Any = None, *, engine: Any = Non
         ``pairs`` (P, 2) int32 worker codes (``data.worker_names[pairs]`` their names), ``joint``
         (P, K, K), ``n_tasks`` (P,).
     """
+    if engine is None and not isinstance(data, AnnotationSet):
+        from ..errors import UsageError, param
+
+        raise UsageError(f"co_occurrence takes an AnnotationSet (or an {param('engine')} over one), got "
+                         f"{type(data).__name__}")
     return cooc.co_occurrence(LocalEngine(data) if engine is None else engine, weights, max_memory=max_memory)
 
 
@@ -181,10 +186,13 @@ class Agreement:
             ("consistency", self.consistency,
              f"mean posterior of {method}'s label, each worker right with its agreement share"),
         ]
+        # alpha and kappa say why they are undefined; the means are undefined only without a single answer
+        notes = [note if i < 2 or not np.isnan(value) else "undefined: no answers"
+                 for i, (_, value, note) in enumerate(rows)]
         return pd.DataFrame({
             "statistic": [r[0] for r in rows],
             "value": _nullable(np.array([r[1] for r in rows], dtype=np.float64)),
-            "note": [r[2] for r in rows],
+            "note": notes,
         })
 
     def tasks(self) -> pd.DataFrame:
@@ -207,8 +215,8 @@ class Agreement:
         })
 
 
-def stats(data: Any, result: AggregationResult | None = None, *, method: str = "mv", max_memory: MaxMemory = None,
-          **params: Any) -> Agreement:
+def stats(data: Any, result: AggregationResult | None = None, *, method: str | None = None,
+          max_memory: MaxMemory = None, **params: Any) -> Agreement:
     """The agreement statistics of ``data`` (the module notes define them).
 
     Parameters
@@ -218,8 +226,9 @@ def stats(data: Any, result: AggregationResult | None = None, *, method: str = "
     result : AggregationResult, optional
         A fit on ``data`` whose labels ``agreement`` and ``consistency`` measure against (default: a fit
         of ``method`` with ``params``).
-    method : str
-        The method fitted when ``result`` is not given (default ``"mv"``, as crowd-kit's metrics).
+    method : str, optional
+        The method fitted when ``result`` is not given (default ``"mv"``, as crowd-kit's metrics); with a
+        ``result``, only its own method (another is refused rather than silently not used).
     max_memory : int, float, str or None
         The up-front memory check's limit (:mod:`crowdagg.core.memory`).
     **params
@@ -237,23 +246,57 @@ def stats(data: Any, result: AggregationResult | None = None, *, method: str = "
     >>> round(stats(df).alpha, 4)
     0.4444
     """
-    from ..core.memory import check
-    from ..errors import UsageError
+    from ..errors import UsageError, param
     from ..methods.api import _as_annotations
     from ..methods.api import aggregate as fit
 
     if not isinstance(data, AnnotationSet):
         data = _as_annotations(data, max_memory, (None, None, None), takes="stats takes")
+    check_memory(data, max_memory)
+    if result is None:
+        result = fit(data, "mv" if method is None else method, max_memory=max_memory, **params)
+    elif method is not None and method != getattr(result, "method", method):
+        raise UsageError(f"{param('method')}={method!r} names a fit, but the result given is a fit of {result.method!r}; "
+                         f"give a method or a result, not both")
+    elif params:
+        raise UsageError(f"parameters ({', '.join(sorted(params))}) apply to the fit; give them or a result, not both")
+    else:
+        _check_result(data, result)
+    return _figures(data, result, max_memory)
+
+
+def check_memory(data: AnnotationSet, max_memory: MaxMemory = None) -> None:
+    """Refuse the statistics of ``data`` up front where they would not fit in ``max_memory`` (before a fit, which
+    they then need not wait for): :data:`BYTES_PER_TASK`, :data:`BYTES_PER_WORKER` and :data:`BYTES_PER_ANSWER`."""
+    from ..core.memory import check
+
     check(data.n_tasks * BYTES_PER_TASK + data.n_workers * BYTES_PER_WORKER + data.n_answers * BYTES_PER_ANSWER,
           f"the statistics of {data.n_tasks:,} tasks, {data.n_workers:,} workers, {data.n_answers:,} answers",
           max_memory)
-    if result is None:
-        result = fit(data, method, max_memory=max_memory, **params)
-    elif params:
-        raise UsageError(f"parameters ({', '.join(sorted(params))}) apply to the fit; give them or a result, not both")
-    if result.labels.shape[0] != data.n_tasks:
-        raise UsageError(f"the result has {result.labels.shape[0]:,} labels for the data's {data.n_tasks:,} tasks")
-    return _figures(data, result, max_memory)
+
+
+def _check_result(data: AnnotationSet, result: Any) -> None:
+    """A ``result`` given to :func:`stats` refused unless it is a fit on ``data``: the kernels index their tables
+    with its labels unchecked, so a label beyond the data's classes would read outside them."""
+    from ..errors import UsageError, param
+    from ..kernels.validate import check_index
+    from ..methods.result import AggregationResult
+
+    if not isinstance(result, AggregationResult):
+        raise UsageError(f"{param('result')} must be an AggregationResult (what crowdagg.aggregate returns) or None, "
+                         f"got {type(result).__name__}")
+    labels, posteriors = np.asarray(result.labels), np.asarray(result.posteriors)
+    if labels.shape != (data.n_tasks,) or posteriors.shape != (data.n_tasks, data.n_classes):
+        raise UsageError(f"{param('result')} was fitted on other answers: {labels.size:,} tasks × "
+                         f"{posteriors.shape[-1] if posteriors.ndim else 0} classes; the data has {data.n_tasks:,} × "
+                         f"{data.n_classes}")
+    # the same answers read twice are two objects: the same tasks and classes, in the same order, are the same data
+    fitted = result.data
+    if fitted is not data and not (isinstance(fitted, AnnotationSet) and list(fitted.classes) == list(data.classes)
+                                   and np.array_equal(fitted.task_names, data.task_names)):
+        raise UsageError(f"{param('result')} was fitted on other answers: as many tasks and classes as the data, "
+                         f"but other ones or in another order")
+    check_index(labels, data.n_classes, "result.labels", "class")
 
 
 def _figures(data: AnnotationSet, result: AggregationResult, max_memory: MaxMemory) -> Agreement:
@@ -300,6 +343,8 @@ def krippendorff_alpha(size: np.ndarray, squares: np.ndarray, pairable: np.ndarr
     note : str
         What it was computed over, or why it is undefined.
     """
+    size, squares = _task_counts(size, squares)
+    pairable = _counts(pairable, "pairable")
     pairs = size >= 2
     n_units = int(np.count_nonzero(pairs))
     if n_units == 0:
@@ -338,6 +383,8 @@ def fleiss_kappa(size: np.ndarray, squares: np.ndarray, totals: np.ndarray) -> t
     counts : dict of int to int
         Answers a task has -> how many tasks (tasks without answers left out), by count.
     """
+    size, squares = _task_counts(size, squares)
+    totals = _counts(totals, "totals")
     answered = size[size > 0]
     values, freq = np.unique(answered, return_counts=True)
     counts = {int(v): int(f) for v, f in zip(values, freq)}
@@ -361,6 +408,34 @@ def fleiss_kappa(size: np.ndarray, squares: np.ndarray, totals: np.ndarray) -> t
     p = totals / float(totals.sum())
     p_e = float(np.dot(p, p))
     return (p_bar - p_e) / (1.0 - p_e), f"{_count(n_tasks, 'task')} of {m:,} answers each", counts
+
+
+def _counts(values: Any, name: str) -> np.ndarray:
+    """``values`` as a 1-D int64 array of counts (>= 0), or a DataError naming ``name``."""
+    from ..errors import DataError
+    from ..kernels.validate import as_code_array
+
+    arr = as_code_array(values, name).astype(np.int64, copy=False)
+    if arr.size and arr.min() < 0:
+        at = int(np.argmin(arr))
+        raise DataError(f"{name} holds counts, got {int(arr[at])} at position {at}")
+    return arr
+
+
+def _task_counts(size: Any, squares: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Each task's answers ``m`` and ``Σ_c n_c²`` checked as counts of one crowd: as many of each, and
+    ``m ≤ Σ_c n_c² ≤ m²`` (class counts that sum to ``m``), which the formulas rely on."""
+    from ..errors import DataError
+
+    m, sq = _counts(size, "size"), _counts(squares, "squares")
+    if m.shape != sq.shape:
+        raise DataError(f"size has {m.shape[0]:,} tasks, squares {sq.shape[0]:,}")
+    bad = np.flatnonzero((sq < m) | (sq > m * m))
+    if bad.size:
+        t = int(bad[0])
+        raise DataError(f"task {t} has {int(m[t])} answers but squares {int(sq[t])}: the squared class counts of "
+                        f"{int(m[t])} answers sum to between {int(m[t])} and {int(m[t]) ** 2}")
+    return m, sq
 
 
 def _count(n: int, noun: str) -> str:
@@ -405,4 +480,4 @@ def _nullable(values: np.ndarray) -> Any:
     return pd.array(values, dtype="Float64")  # NaN becomes NA: pandas' from-numpy rule
 
 
-__all__ = ["Agreement", "co_occurrence", "fleiss_kappa", "krippendorff_alpha", "stats"]
+__all__ = ["Agreement", "check_memory", "co_occurrence", "fleiss_kappa", "krippendorff_alpha", "stats"]

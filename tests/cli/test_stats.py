@@ -130,3 +130,31 @@ def test_help_imports_neither_numba_nor_the_reports():
                           env=_env(), cwd=ROOT, timeout=120)
     assert "krippendorff_alpha" in proc.stdout
     assert "HEAVY []" in proc.stderr, proc.stderr
+
+
+@pytest.mark.quick
+@pytest.mark.parametrize("command", ["stats", "workers"])
+def test_a_refused_smoothing_is_spelled_as_the_command_takes_it(runner, small, command):
+    """stats and workers have no --smoothing flag: their refusals named it (``No such option`` when tried);
+    they name ``-p smoothing``, as these commands take it."""
+    line = assert_one_error_line(invoke(runner, command, small, "-m", "ds", "-p", "bogus=1"), 2)
+    assert "it takes: --seed, --max-iter, --tol; and -p NAME=VALUE for: smoothing, n_init, init" in line
+    line = assert_one_error_line(invoke(runner, command, small, "-m", "ds", "-p", "smoothing=-1"), 2)
+    assert line.startswith("Error: -p smoothing must be a finite number") and "--smoothing" not in line
+    # aggregate has the flag: named as such
+    line = assert_one_error_line(invoke(runner, "aggregate", small, "-m", "ds", "-p", "smoothing=-1"), 2)
+    assert line.startswith("Error: --smoothing must be")
+
+
+@pytest.mark.quick
+def test_statistics_too_large_for_max_memory_are_refused_before_the_fit(runner, small, monkeypatch):
+    """The statistics' memory check ran after the fit (a long ds run, then the refusal); now before it."""
+    import crowdagg.cli.pipeline as steps
+    import crowdagg.reports.agreement as agreement
+
+    fits = []
+    monkeypatch.setattr(agreement, "BYTES_PER_ANSWER", 10**12)  # 7 answers: terabytes, whatever --max-memory says
+    monkeypatch.setattr(steps, "fit", lambda *a, **k: fits.append(a) or pytest.fail("fitted before the check"))
+    line = assert_one_error_line(invoke(runner, "stats", small, "-m", "ds", "--max-memory", "4G"), 1)
+    assert "the statistics of 4 tasks, 2 workers, 7 answers" in line
+    assert fits == []

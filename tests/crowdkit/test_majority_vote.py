@@ -150,3 +150,16 @@ def test_the_tie_order_follows_the_installed_pandas():
     else:
         assert labels.index.tolist() == ["t1", "t2", "t3"] and labels.tolist() == ["x", "x", "x"]
     np.testing.assert_array_equal(labels.to_numpy(), quiet(lambda: ck.MajorityVote().fit_predict(data)).to_numpy())
+
+
+@pytest.mark.quick
+@pytest.mark.parametrize("default", [np.nan, -1.0, np.inf, "1"])
+def test_a_default_skill_that_is_no_vote_weight_is_refused(default):
+    """A NaN or negative default_skill voted: NaN probabilities, and 'x' for a task whose every answer is 'y'
+    (crowd-kit raises on them); now a ValueError, as for the skills themselves."""
+    answers = pd.DataFrame({"task": ["t1", "t1", "t2", "t2", "t3"], "worker": ["a", "b", "a", "b", "c"],
+                            "label": ["x", "y", "y", "y", "x"]})
+    with pytest.raises(ValueError, match="default_skill is a vote weight"):
+        MajorityVote(default_skill=default, on_missing_skill="value").fit_predict(answers, skills=pd.Series({"a": 1.0}))
+    labels = MajorityVote(default_skill=2, on_missing_skill="value").fit_predict(answers, skills=pd.Series({"a": 1.0}))
+    assert labels.to_dict() == {"t1": "y", "t2": "y", "t3": "x"}  # b's weight 2 outvotes a's 1 on t1

@@ -155,3 +155,17 @@ def test_one_coin_entropy_by_task_and_by_worker_matches_a_dense_sum(seed):
     assert np.isnan(one_coin_entropy(np.array([0, 1]), np.array([1]), np.array([0]), np.array([0.5, 0.0]), 1)[0])
     with pytest.raises(DataError, match="worker"):
         one_coin_entropy(np.array([0, 2]), np.array([0, 4]), np.array([0, 1]), np.ones(2), 2)
+
+
+@pytest.mark.quick
+@pytest.mark.parametrize("skill, match", [
+    (np.array([[0.8, 0.6], [0.1, 0.2]]), "1-D"),  # numba's typing error before
+    (np.array(["a", "b"]), "numbers"),  # numpy's ValueError before
+    (np.array([-0.5, 0.6]), "worker 0 has -0.5"),  # a posterior of 0 before, a log of a negative
+    (np.array([0.8, np.nan]), "worker 1 has nan"),
+    (np.array([1.5, 0.6]), r"\[0, 1\]"),
+])
+def test_label_posterior_refuses_skills_that_are_not_one_probability_per_worker(skill, match):
+    with pytest.raises(DataError, match=match):
+        label_posterior(np.array([0, 2, 4]), np.array([0, 1, 0, 1]), np.array([0, 1, 1, 1]), np.array([0, 1]),
+                        skill, 2)

@@ -11,7 +11,7 @@ import pytest
 
 from crowdagg import aggregate, load_annotations
 from crowdagg.data.annotations import AnnotationSet
-from crowdagg.errors import ResourceError, UsageError
+from crowdagg.errors import DataError, ResourceError, UsageError
 from crowdagg.reports.agreement import (
     SUMMARY_COLUMNS,
     TASK_COLUMNS,
@@ -225,3 +225,80 @@ def test_against_crowd_kit_metrics_on_a_real_dataset(datasets_dir):
                                atol=1e-12)
     assert ours.consistency == pytest.approx(consistency(df), abs=1e-12)
     assert ours.alpha == pytest.approx(alpha_krippendorff(df), abs=1e-12)
+
+
+@pytest.mark.quick
+def test_a_result_of_other_answers_or_not_a_result_is_refused_before_the_kernels():
+    """A label beyond the data's classes reached the kernels unchecked (a crash for a far one); another
+    data set's fit, or something else in ``result``'s place, is a UsageError, not an IndexError/AttributeError."""
+    data = crowd([(1, "a", "x"), (1, "b", "x"), (2, "a", "y"), (2, "b", "x"), (3, "a", "y"), (3, "b", "y")])
+    six = crowd([(1, "a", "p"), (1, "b", "q"), (2, "a", "r"), (2, "b", "s"), (3, "a", "t"), (3, "b", "u")])
+    with pytest.raises(UsageError, match=r"other answers: 3 tasks × 6 classes; the data has 3 × 2"):
+        stats(data, aggregate(six, "mv"))
+    renamed = crowd([(7, "a", "x"), (8, "b", "x"), (9, "a", "y"), (9, "b", "y")])
+    with pytest.raises(UsageError, match="other ones or in another order"):
+        stats(data, aggregate(renamed, "mv"))
+    reordered = crowd([(1, "a", "x"), (1, "b", "x"), (2, "a", "y"), (2, "b", "x"), (3, "a", "y"), (3, "b", "y")],
+                      classes=["y", "x"])  # code 0 is another class: its labels would be read as the other
+    with pytest.raises(UsageError, match="other ones or in another order"):
+        stats(data, aggregate(reordered, "mv"))
+    for wrong in ("mv", 5, data):
+        with pytest.raises(UsageError, match="AggregationResult"):
+            stats(data, wrong)
+    result = aggregate(data, "mv")
+    result.labels = np.array([10**11, 0, 1])
+    with pytest.raises(DataError, match="result.labels code 100000000000 at position 0"):
+        stats(data, result)
+    # the same answers read again are the same tasks: accepted
+    again = crowd([(1, "a", "x"), (1, "b", "x"), (2, "a", "y"), (2, "b", "x"), (3, "a", "y"), (3, "b", "y")])
+    assert stats(again, aggregate(data, "ds")).alpha == pytest.approx(stats(data).alpha)
+
+
+@pytest.mark.quick
+def test_a_method_beside_a_result_of_another_method_is_refused_not_ignored():
+    """``stats(data, ds_result, method="mv")`` reported ds's figures as asked for mv's, silently."""
+    data = crowd([(1, "a", "x"), (1, "b", "x"), (2, "a", "y"), (2, "b", "x"), (3, "a", "y"), (3, "b", "y")])
+    result = aggregate(data, "ds")
+    with pytest.raises(UsageError, match="method='mv' names a fit, but the result given is a fit of 'ds'"):
+        stats(data, result, method="mv")
+    assert stats(data, result, method="ds").method == "ds"  # its own method: agreed
+    assert stats(data).method == "mv" and stats(data, method="wawa").method == "wawa"
+
+
+@pytest.mark.quick
+def test_the_public_formulas_refuse_counts_that_are_not_one_crowds():
+    """krippendorff_alpha and fleiss_kappa took anything: lists failed in numpy (TypeError), arrays of unequal
+    length raised IndexError, and impossible counts gave an alpha of 48; co_occurrence of a non-set an
+    AttributeError."""
+    from crowdagg.reports.agreement import co_occurrence
+
+    assert krippendorff_alpha([2, 2], [4, 2], [3, 1])[0] == pytest.approx(0.0)  # lists are arrays
+    assert fleiss_kappa([2, 2], [4, 2], [3, 1])[0] == pytest.approx(-1 / 3)
+    for formula, last in ((krippendorff_alpha, [3, 1]), (fleiss_kappa, [3, 1])):
+        with pytest.raises(DataError, match="size has 2 tasks, squares 1"):
+            formula(np.array([2, 2]), np.array([4]), np.array(last))
+        with pytest.raises(DataError, match="size holds counts, got -2 at position 1"):
+            formula(np.array([2, -2]), np.array([4, 2]), np.array(last))
+        with pytest.raises(DataError, match="task 0 has 2 answers but squares 100"):
+            formula(np.array([2, 2]), np.array([100, 2]), np.array(last))
+        with pytest.raises(DataError, match="integers"):
+            formula(np.array(["2", "2"]), np.array([4, 2]), np.array(last))
+    with pytest.raises(UsageError, match="co_occurrence takes an AnnotationSet"):
+        co_occurrence("labels.csv")
+
+
+@pytest.mark.quick
+def test_without_a_single_answer_every_missing_value_says_why():
+    """The means (uncertainty, agreement, consistency) were missing beside their definitions alone."""
+    empty = AnnotationSet.from_codes(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), n_tasks=3,
+                                     n_workers=2, n_classes=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        table = stats(empty).summary().set_index("statistic")
+    assert table["value"].isna().all()
+    assert table.loc["krippendorff_alpha", "note"].startswith("undefined: no task has two answers")
+    assert table.loc["fleiss_kappa", "note"] == "does not apply: no task has an answer"
+    for name in ("uncertainty", "agreement", "consistency"):
+        assert table.loc[name, "note"] == "undefined: no answers"
+    one = stats(crowd([(1, "a", "x"), (1, "b", "y")])).summary().set_index("statistic")
+    assert one.loc["uncertainty", "note"] == "mean entropy of a task's answers, nats"  # defined: its definition
