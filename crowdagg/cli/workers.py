@@ -22,7 +22,9 @@ HELP = """Report on each annotator: who is good, who is a spammer, who agrees wi
 One row per worker, in input order (--sort COLUMN, -COLUMN descending):
 worker, answers, the method's estimated accuracy, accuracy_low and
 accuracy_high (a 95% Wilson interval on the share of its answers right,
-each counted with its task's posterior by the other workers' answers),
+each counted with its task's posterior by the other workers' answers;
+empty for a method whose posterior is not a product over the answers,
+such as mv, iwmv or ds-clust, with a note),
 chance_accuracy (the share a
 spammer with its answer frequencies would get right), recall_<class> (its confusion's diagonal), worst_class
 and worst_recall, capacity (bits of the estimated confusion as a channel: 0
@@ -39,8 +41,8 @@ worker right more often than chance_accuracy (one-sided score test,
 Benjamini-Hochberg at 10% over its flags): a light worker's covariances
 look like a spammer's for want of data, not for want of skill.  With --gold,
 gold_answers and gold_accuracy too.  A method
-without confusion matrices (glad) leaves recall_*, worst_*, capacity and
-raykar_yu empty; one without a worker accuracy (glad, kos) leaves
+without a confusion matrix per worker (glad, ds-clust) leaves recall_*,
+worst_*, capacity and raykar_yu empty; one without a worker accuracy (glad, kos) leaves
 chance_bound empty and the detector alone flags.  aggregate
 --drop-spammers removes the workers this command flags with -m ds.
 
@@ -152,6 +154,7 @@ def workers(
                                               min_partners=min_partners, min_shared=min_shared)
             if not result.has_confusion:
                 _say_no_confusion(method, plot is not None)
+            _say_no_interval(result)
             # 3. The report, the pairs, the figures: all rendered, then all written or none.
             from ..core import timing
 
@@ -214,8 +217,28 @@ def _say_no_confusion(method: str, plot: bool) -> None:
 
     having = ", ".join(n for n in METHODS if getattr(get_method(n), "worker_param_names", ()) is None)
     figure = f"; --plot draws no {FIGURES['--plot confusions']}" if plot else ""
-    err(f"Note: method {method!r} estimates no confusion matrices: {CONFUSION_COLUMNS} are left empty{figure} "
-        f"(methods that estimate them: {having})")
+    # ds-clust does estimate confusions, one per cluster of workers: say so, or "none" reads as a wrong claim.
+    shared = (" (its workers share their cluster's confusion: aggregate --workers names each one's cluster)"
+              if getattr(get_method(method), "worker_form", None) == "clusters" else "")
+    err(f"Note: method {method!r} estimates no confusion matrices per worker{shared}: {CONFUSION_COLUMNS} are left "
+        f"empty{figure} (methods that estimate them: {having})")
+
+
+def _say_no_interval(result: Any) -> None:
+    """A note on stderr where the report leaves the accuracy interval empty: ``result``'s posterior is not a
+    product over the answers (:func:`~crowdagg.reports.workers.posterior_form`), so no leave-one-out posterior
+    judges a worker by the others."""
+    from ..methods.api import get_method
+    from ..methods.base import PRODUCT
+    from ..methods.registry import METHODS
+    from ..reports.workers import INTERVAL_COLUMNS, posterior_form
+
+    if posterior_form(result) == PRODUCT:
+        return
+    having = ", ".join(n for n in METHODS if getattr(get_method(n), "posterior_form", "") == PRODUCT
+                       and getattr(get_method(n), "worker_param_names", ()) is None)
+    err(f"Note: method {result.method!r} gives no posterior without a worker's answers (its posteriors are not a "
+        f"product of per-worker confusions): {INTERVAL_COLUMNS} are left empty (methods that give them: {having})")
 
 
 def _outputs(output: Optional[str], fmt: Optional[str], pairs: Optional[str], plot: Optional[str],

@@ -12,7 +12,8 @@ accuracy            the method's estimate (:attr:`~crowdagg.methods.result.Aggre
 accuracy_low        a 95% Wilson score interval on the worker's share of right answers, each
 accuracy_high       counted with its task's posterior without the worker's answers: by the others
                     (:func:`accuracy_evidence`, :func:`leave_one_out`); missing for methods whose
-                    posterior is not a product over the answers (mv, wawa, glad, kos)
+                    posterior is not a product over the answers (mv, wawa, iwmv, ds-clust, glad,
+                    kos, ...: :data:`INTERVAL_COLUMNS`)
 chance_accuracy     the share a spammer with the worker's answer frequencies would get right
                     (Σ_k f_k π_k, π the method's class prior): the level the interval is judged against
 recall_<class>      one per class: the confusion's diagonal, P(answers c | truth is c)
@@ -151,6 +152,8 @@ ABOVE_CHANCE_FDR = 0.10
 INTERVAL_Z = 1.959963984540054
 #: What a method without confusion matrices leaves missing.
 CONFUSION_COLUMNS = "recall_<class>, worst_class, worst_recall, capacity, raykar_yu"
+#: What a method whose posterior is not a product over the answers (:func:`posterior_form`) leaves missing.
+INTERVAL_COLUMNS = "accuracy_low, accuracy_high"
 
 
 def report_columns(classes: tuple[str, ...] | list[str], gold: bool, params: tuple[str, ...] = ()) -> tuple[str, ...]:

@@ -549,3 +549,27 @@ def test_aggregate_detector_options_without_drop_spammers_are_refused(runner, tm
     # they changed nothing, silently: a careless `aggregate --detector always` got the plain labels
     err = assert_one_error_line(invoke(runner, "aggregate", tmp_path / "absent.csv", *given), 2)
     assert err == f"Error: {words}; give --drop-spammers too (or `crowdagg workers` to see the flags)"
+
+
+@pytest.mark.quick
+def test_empty_columns_of_ds_clust_and_iwmv_are_said_and_why(runner):
+    """The report left ds-clust's and iwmv's accuracy interval empty without a word, and said ds-clust "estimates
+    no confusion matrices" when it estimates one per cluster of workers."""
+    result = invoke(runner, "workers", BLUEBIRD, "-m", "ds-clust", "--max-iter", "5", "--detector", "never")
+    ok(result)
+    rows = pd.read_csv(io.StringIO(result.stdout))
+    assert rows["accuracy_low"].isna().all() and rows["recall_0"].isna().all() and rows["accuracy"].notna().all()
+    assert ("Note: method 'ds-clust' estimates no confusion matrices per worker (its workers share their cluster's "
+            "confusion: aggregate --workers names each one's cluster)") in result.stderr
+    assert ("Note: method 'ds-clust' gives no posterior without a worker's answers (its posteriors are not a product "
+            "of per-worker confusions): accuracy_low, accuracy_high are left empty (methods that give them: wmv, ds, "
+            "onecoin,") in result.stderr
+    result = invoke(runner, "workers", BLUEBIRD, "-m", "iwmv", "--detector", "never")
+    ok(result)
+    rows = pd.read_csv(io.StringIO(result.stdout))
+    assert rows["accuracy_low"].isna().all() and rows["recall_0"].notna().all()
+    assert "Note: method 'iwmv' gives no posterior without a worker's answers" in result.stderr
+    assert "estimates no confusion" not in result.stderr
+    result = invoke(runner, "workers", BLUEBIRD, "-m", "ds", "--max-iter", "5", "--detector", "never")
+    ok(result)
+    assert pd.read_csv(io.StringIO(result.stdout))["accuracy_low"].notna().all() and "Note:" not in result.stderr

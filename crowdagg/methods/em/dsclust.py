@@ -68,9 +68,11 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy.special import xlogy
 
+from ...core.checks import check_index_array, check_int
 from ...data.annotations import AnnotationSet
-from ...errors import param
+from ...errors import DataError, param
 from ...kernels.em import EMParams, em_block
+from ...kernels.validate import as_float_array
 from ..base import FitContext, IterativeAggregator, make_result
 from ..blocks import PROB_FLOOR, TieBreaker, argmax_random_ties, full_m_step
 from ..loop import Run, Step
@@ -89,9 +91,16 @@ def initial_clusters(conf_ot: np.ndarray, name_rank: np.ndarray, n_clusters: int
     Norms are rounded to nine digits first: two orders of the same rows sum
     the counts in another order, and a last-bit difference must not reorder
     two workers.  Group c holds the ranks ``[M c / C, M (c + 1) / C)``:
-    sizes differ by at most one, group 0 the highest norms.
+    sizes differ by at most one, group 0 the highest norms.  Arrays of other
+    shapes, or non-finite confusions, are a DataError; ``n_clusters`` below 1
+    a UsageError (with none, no worker would get a group).
     """
+    n_clusters = check_int("n_clusters", n_clusters, 1)
+    conf_ot = as_float_array(conf_ot, "conf_ot", 3)
     m = conf_ot.shape[0]
+    if conf_ot.shape[1] != conf_ot.shape[2] or not np.isfinite(conf_ot).all():
+        raise DataError(f"conf_ot must hold finite (n_workers, K, K) confusions, got shape {conf_ot.shape}")
+    name_rank = check_index_array("name_rank", name_rank, m, 0, max(m - 1, 0))
     norms = np.linalg.svd(conf_ot, compute_uv=False).sum(axis=1) if m else np.zeros(0)
     order = np.lexsort((name_rank, -np.round(norms, 9)))
     cluster = np.empty(m, dtype=np.int64)

@@ -336,3 +336,22 @@ def test_no_fit_collapses_on_real_data(datasets_dir, name):
         fit = aggregate(data, "ds-clust")
     assert not [w for w in caught if "may have collapsed" in str(w.message)]
     assert label_share_gap(data, fit.labels)[0] < 0.17
+
+
+@pytest.mark.quick
+def test_initial_clusters_refuses_bad_arrays_instead_of_returning_uninitialised_memory():
+    """The public start function filled its answer by group: with no group (0 clusters) it returned np.empty's
+    bits as clusters; a short name_rank or non-square confusions raised numpy's own errors."""
+    from crowdagg.errors import DataError, UsageError
+
+    conf = np.tile(np.eye(2), (4, 1, 1))
+    np.testing.assert_array_equal(initial_clusters(conf, np.arange(4), 2), [0, 0, 1, 1])
+    assert initial_clusters(np.zeros((0, 2, 2)), np.zeros(0, dtype=np.int64), 1).shape == (0,)
+    for n_clusters in (0, -1, 2.5):
+        with pytest.raises(UsageError, match="n_clusters must be an integer >= 1"):
+            initial_clusters(conf, np.arange(4), n_clusters)
+    with pytest.raises(UsageError, match=r"name_rank must have shape \(4,\)"):
+        initial_clusters(conf, np.arange(3), 2)
+    for bad in (conf[:, :, :1], np.full((4, 2, 2), np.nan), np.zeros(3)):
+        with pytest.raises(DataError):
+            initial_clusters(bad, np.arange(4), 2)
