@@ -12,8 +12,10 @@ confusion matrix.
 Inference is the paper's mean-field variational EM over the task
 posteriors :math:`\theta_n` and the workers' cluster memberships
 :math:`\phi_j`, in coordinate-ascent order, so that the evidence lower bound
-never decreases (peerannot updates :math:`\theta` and :math:`\phi` together,
-each from the other's previous value):
+never decreases at ``smoothing`` 0 (with a pseudo-count the M-step maximises
+the posterior, and the reported bound leaves the Dirichlet prior out, as
+ds's log-likelihood does; peerannot updates :math:`\theta` and :math:`\phi`
+together, each from the other's previous value):
 
 1. M-step, from the expected answer counts :math:`N_j[l, k] = \sum_{n \in
    N_j} \theta_n(k) 1[\tilde y_n^{(j)} = l]` of the last E-step:
