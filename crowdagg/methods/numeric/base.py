@@ -17,6 +17,8 @@ are what ``crowdagg aggregate --numeric`` writes (``task, value``; ``worker,
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -75,11 +77,12 @@ class NumericResult:
         from ...kernels.numeric import worker_losses
 
         d = self.data
-        sq = worker_losses(d.task_ptr, d.worker, d.value, np.nan_to_num(self.values), np.ones(d.n_tasks),
-                           d.n_workers)
+        scale = value_scale(d.value)  # squares of values far from 1 leave float64's range: summed rescaled
+        value, values = (d.value, self.values) if scale == 1 else (d.value / scale, self.values / scale)
+        sq = worker_losses(d.task_ptr, d.worker, value, np.nan_to_num(values), np.ones(d.n_tasks), d.n_workers)
         n = d.answers_per_worker
         with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(n > 0, np.sqrt(sq / np.maximum(n, 1)), np.nan)
+            return np.where(n > 0, np.sqrt(sq / np.maximum(n, 1)) * scale, np.nan)
 
     def table(self, *, arrow: bool = False) -> dict[str, Any]:
         """One row per task, in input order: ``task, value``.  With ``arrow`` (for the writers) the names are
@@ -128,6 +131,27 @@ class NumericResult:
         return pd.DataFrame(cols)
 
 
+#: Answers whose largest magnitude lies outside ``[1/SAFE_RANGE, SAFE_RANGE]`` are fitted rescaled: their squares
+#: (and sums of squares over a worker's answers) stay within float64's range inside it, with room to spare.
+SAFE_RANGE = 2.0**64
+
+
+def value_scale(value: np.ndarray) -> float:
+    """The power of two the answers ``value`` are divided by to be fitted: 1 where their largest magnitude lies
+    within :data:`SAFE_RANGE`, else that magnitude's (so that it becomes about 1).
+
+    A mean of ``1e308`` and ``1.5e308`` overflows, and so do the squared
+    errors of ``1e200``; the squares of ``1e-300`` underflow to 0, and
+    CATD's weights (their reciprocals) overflow: answers on such a scale
+    are fitted divided by this, and the estimates multiplied back.  A power
+    of two divides exactly, so the fit is the one on the answers as given.
+    """
+    top = float(np.max(np.abs(value), initial=0.0))
+    if top == 0 or 1 / SAFE_RANGE <= top <= SAFE_RANGE:
+        return 1.0
+    return math.ldexp(1.0, math.frexp(top)[1] - 1)  # top / scale in [1, 2): 2**1024 itself is not a float
+
+
 def _written(values: np.ndarray) -> Any:
     """A float column as the writers take it: missing where not finite (a task or worker without answers)."""
     from ...io.render import Missing
@@ -148,6 +172,10 @@ class NumericAggregator(Declared):
 
     #: The per-worker parameters its results hold (the columns of ``--workers`` between worker and deviation).
     worker_param_names: ClassVar[tuple[str, ...]] = ()
+    #: The power of the answers' unit each of them carries (a variance: 2, its reciprocal: -2), and the objective:
+    #: how they are multiplied back after a fit on rescaled answers (:func:`value_scale`).
+    worker_param_units: ClassVar[tuple[int, ...]] = ()
+    objective_unit: ClassVar[int] = 0
     iterative: ClassVar[bool] = False
     #: What ``tol`` reads (named in ``--tol``'s help): the largest move of a task's estimate.
     objective_name: ClassVar[str] = "estimates"
@@ -172,7 +200,11 @@ class NumericAggregator(Declared):
         checked = self.check_params()
         need, what = self.memory_needed(data)
         memory.check(need, what, max_memory)
-        result = self._fit(data, checked, callback)
+        scale = value_scale(data.value)
+        if scale == 1:
+            result = self._fit(data, checked, callback)
+        else:
+            result = self._rescaled(self._fit(data.with_values(data.value / scale), checked, callback), data, scale)
         if result.values.shape != (data.n_tasks,) or any(np.shape(v) != (data.n_workers,)
                                                          for v in result.worker_params.values()):
             raise RuntimeError(f"{self.name}: a result of the wrong shape")  # the method's bug, not the data's
@@ -180,6 +212,18 @@ class NumericAggregator(Declared):
         if n_empty:
             warn(CrowdaggWarning(f"{n_empty} task(s) have no answers: their value is NaN (empty in CSV output)"))
         return result
+
+    def _rescaled(self, result: NumericResult, data: NumericAnswers, scale: float) -> NumericResult:
+        """A fit on ``data`` divided by ``scale`` brought back to ``data``'s unit (a number beyond float64's
+        range there -- a variance of answers near 1e300 -- becomes inf: missing in the output)."""
+        exp = math.frexp(scale)[1] - 1  # scale = 2**exp: ldexp multiplies exactly, to inf or 0 past the range
+        with np.errstate(over="ignore", under="ignore"):
+            return dataclasses.replace(
+                result, data=data, values=np.ldexp(result.values, exp),
+                worker_params={k: np.ldexp(v, exp * u) for (k, v), u in zip(result.worker_params.items(),
+                                                                           self.worker_param_units, strict=True)},
+                objective=[float(np.ldexp(f, exp * self.objective_unit)) for f in result.objective],
+            )
 
     def _fit(self, data: NumericAnswers, checked: dict[str, Any], callback: Any) -> NumericResult:
         if not self.iterative:
