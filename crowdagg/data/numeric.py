@@ -20,6 +20,7 @@ value.  A blank value is a skipped answer, as a blank label is.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -246,6 +247,27 @@ def parse_values(uniques: pa.Array, codes: np.ndarray, locate: Locator | None, l
     return values
 
 
+#: Answers whose largest magnitude lies outside ``[1/SAFE_RANGE, SAFE_RANGE]`` are fitted rescaled: their squares
+#: (and sums of squares over a worker's answers) stay within float64's range inside it, with room to spare.
+SAFE_RANGE = 2.0**64
+
+
+def value_scale(value: np.ndarray) -> float:
+    """The power of two the answers ``value`` are divided by to be fitted: 1 where their largest magnitude lies
+    within :data:`SAFE_RANGE`, else that magnitude's (so that it becomes about 1).
+
+    A mean of ``1e308`` and ``1.5e308`` overflows, and so do the squared
+    errors of ``1e200``; the squares of ``1e-300`` underflow to 0, and
+    CATD's weights (their reciprocals) overflow: answers on such a scale
+    are fitted divided by this, and the estimates multiplied back.  A power
+    of two divides exactly, so the fit is the one on the answers as given.
+    """
+    top = float(np.max(np.abs(value), initial=0.0))
+    if top == 0 or 1 / SAFE_RANGE <= top <= SAFE_RANGE:
+        return 1.0
+    return math.ldexp(1.0, math.frexp(top)[1] - 1)  # top / scale in [1, 2): 2**1024 itself is not a float
+
+
 def _number(text: str) -> float:
     """``text`` as a float; NaN when it is not a number as written here (ASCII, no ``_``)."""
     if not text.isascii() or "_" in text:
@@ -276,4 +298,4 @@ def _frozen(arr: np.ndarray) -> np.ndarray:
     return arr
 
 
-__all__ = ["NumericAnswers", "check_numeric", "parse_values", "BYTES_PER_ANSWER"]
+__all__ = ["NumericAnswers", "check_numeric", "parse_values", "value_scale", "BYTES_PER_ANSWER", "SAFE_RANGE"]

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from ...core import memory
-from ...data.numeric import BYTES_PER_ANSWER, NumericAnswers, check_numeric
+from ...data.numeric import BYTES_PER_ANSWER, NumericAnswers, check_numeric, value_scale
 from ...errors import CrowdaggWarning, DataError, warn
 from ..base import Declared
 from ..loop import MINIMISE, Residual, Step, check_callback, iterate
@@ -129,27 +129,6 @@ class NumericResult:
         cols = self.workers_table()
         cols["worker"] = _id_index(self.data.workers, "worker").to_numpy()
         return pd.DataFrame(cols)
-
-
-#: Answers whose largest magnitude lies outside ``[1/SAFE_RANGE, SAFE_RANGE]`` are fitted rescaled: their squares
-#: (and sums of squares over a worker's answers) stay within float64's range inside it, with room to spare.
-SAFE_RANGE = 2.0**64
-
-
-def value_scale(value: np.ndarray) -> float:
-    """The power of two the answers ``value`` are divided by to be fitted: 1 where their largest magnitude lies
-    within :data:`SAFE_RANGE`, else that magnitude's (so that it becomes about 1).
-
-    A mean of ``1e308`` and ``1.5e308`` overflows, and so do the squared
-    errors of ``1e200``; the squares of ``1e-300`` underflow to 0, and
-    CATD's weights (their reciprocals) overflow: answers on such a scale
-    are fitted divided by this, and the estimates multiplied back.  A power
-    of two divides exactly, so the fit is the one on the answers as given.
-    """
-    top = float(np.max(np.abs(value), initial=0.0))
-    if top == 0 or 1 / SAFE_RANGE <= top <= SAFE_RANGE:
-        return 1.0
-    return math.ldexp(1.0, math.frexp(top)[1] - 1)  # top / scale in [1, 2): 2**1024 itself is not a float
 
 
 def _written(values: np.ndarray) -> Any:

@@ -38,7 +38,7 @@ A worker whose answers all equal the estimates (the only answer on each of
 their tasks) has a summed error of 0: it is floored at :data:`ERROR_FLOOR`
 times the answers' variance per answer (times 1 where every answer is the
 same), so the weight stays finite; answers far from 1 in magnitude are
-fitted rescaled (:func:`~crowdagg.methods.numeric.base.value_scale`), so
+fitted rescaled (:func:`~crowdagg.data.numeric.value_scale`), so
 that neither their squares nor these weights leave float64's range.
 Workers without answers get weight 0.
 
