@@ -281,9 +281,12 @@ def _number(text: str) -> float:
 
 def _as_values(value: Any) -> np.ndarray:
     """``value`` as a 1-D float64 array of finite numbers (a :class:`~crowdagg.errors.DataError` otherwise)."""
+    if np.asarray(value).dtype == np.bool_:  # as the readers refuse 'true': a yes/no is a class, not a number
+        raise DataError("value holds booleans: numeric answers are numbers (give value.astype(float) if 1 and 0 "
+                        "are meant)")
     try:
         v = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: a Python int beyond float64 (10**400)
         raise DataError("value must be numbers (a 1-D array of floats)") from None
     if v.ndim != 1:
         raise DataError(f"value must be one-dimensional, got an array of shape {v.shape}")

@@ -104,3 +104,19 @@ def test_from_codes_checks_what_it_is_given():
     given = np.array([1.0, 2.0])
     NumericAnswers.from_codes([0, 0], [0, 1], given)
     assert given.flags.writeable  # the caller's array is copied, never frozen
+
+
+@pytest.mark.quick
+def test_booleans_and_integers_beyond_float_are_data_errors_in_the_library_too():
+    """Hostile input: from_codes and with_values took booleans as 1 and 0 (the readers refuse 'true' as not a
+    number), and a Python integer beyond float64 (10**400) raised a bare OverflowError."""
+    with pytest.raises(DataError, match="value holds booleans"):
+        NumericAnswers.from_codes([0, 1], [0, 0], [True, False])
+    data = NumericAnswers.from_codes([0], [0], [1.0])
+    with pytest.raises(DataError, match="value holds booleans"):
+        data.with_values(np.array([True]))
+    with pytest.raises(DataError, match="value must be numbers"):
+        NumericAnswers.from_codes([0], [0], [10**400])
+    # integers that fit, numbers as text and numpy's own types are numbers
+    assert NumericAnswers.from_codes([0, 0, 0], [0, 1, 2], [10**300, "2.5", np.int8(-3)]).value.tolist() == [
+        1e300, 2.5, -3.0]

@@ -300,3 +300,14 @@ def test_answers_near_the_ends_of_the_float_range_are_fitted_as_rescaled_ones(me
             expected = np.ldexp(plain.worker_params[name], units[name] * exp)
         np.testing.assert_array_equal(v, expected)  # inf / 0 where the parameter itself leaves the range
     assert far.n_iter == plain.n_iter and far.data is not plain.data and far.data.value[0] == np.ldexp(data.value[0], exp)
+
+
+@pytest.mark.quick
+def test_a_parameter_the_averages_do_not_take_says_they_take_none():
+    """The library's message ended in 'it takes: ' and nothing for mean and median."""
+    from crowdagg.methods.numeric.averages import Mean
+
+    with pytest.raises(UsageError, match=r"method 'mean' does not take max_iter; it takes: no parameters$"):
+        Mean(max_iter=3)
+    with pytest.raises(UsageError, match=r"it takes: no parameters$"):
+        METHODS["median"].param("tol")
