@@ -160,9 +160,10 @@ class NumericAggregator(Declared):
     objective_name: ClassVar[str] = "estimates"
 
     def memory_needed(self, data: NumericAnswers) -> tuple[float, str]:
-        """Bytes the fit allocates beyond the data: a few task- and worker-long arrays, and a copy of the answers
-        for the median's sort."""
-        need = 6.0 * 8 * (data.n_tasks + data.n_workers) + BYTES_PER_ANSWER * data.n_answers
+        """Bytes the fit allocates beyond the data: a few task- and worker-long arrays, a copy of the answers
+        for the median's sort, and one of their values where they are fitted rescaled (:func:`value_scale`)."""
+        copies = BYTES_PER_ANSWER + (8 if value_scale(data.value) != 1 else 0)
+        need = 6.0 * 8 * (data.n_tasks + data.n_workers) + copies * data.n_answers
         return need, f"{self.name} on {data.n_answers:,} answers, {data.n_tasks:,} tasks"
 
     def fit(self, data: NumericAnswers, *, callback: Callable[[int, float], Any] | None = None,
