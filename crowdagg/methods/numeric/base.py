@@ -131,6 +131,20 @@ class NumericResult:
         return pd.DataFrame(cols)
 
 
+def _ldexp(x: Any, exp: int) -> Any:
+    """``x × 2**exp``, exactly; inf or 0 past float64's range, without a warning."""
+    with np.errstate(over="ignore", under="ignore"):
+        return np.ldexp(x, exp)
+
+
+def _in_unit(callback: Callable[[int, float], Any], exp: int) -> Callable[[int, float], Any]:
+    """``callback`` told each objective times ``2**exp``: the progress of a fit on rescaled answers in their unit."""
+    def told(iteration: int, objective: float) -> Any:
+        return callback(iteration, float(_ldexp(objective, exp)))
+
+    return told
+
+
 def _written(values: np.ndarray) -> Any:
     """A float column as the writers take it: missing where not finite (a task or worker without answers)."""
     from ...io.render import Missing
@@ -184,7 +198,9 @@ class NumericAggregator(Declared):
         if scale == 1:
             result = self._fit(data, checked, callback)
         else:
-            result = self._rescaled(self._fit(data.with_values(data.value / scale), checked, callback), data, scale)
+            exp = math.frexp(scale)[1] - 1  # scale = 2**exp: ldexp multiplies back exactly (to inf or 0 past the range)
+            told = None if callback is None else _in_unit(callback, exp * self.objective_unit)
+            result = self._rescaled(self._fit(data.with_values(data.value / scale), checked, told), data, exp)
         if result.values.shape != (data.n_tasks,) or any(np.shape(v) != (data.n_workers,)
                                                          for v in result.worker_params.values()):
             raise RuntimeError(f"{self.name}: a result of the wrong shape")  # the method's bug, not the data's
@@ -193,17 +209,15 @@ class NumericAggregator(Declared):
             warn(CrowdaggWarning(f"{n_empty} task(s) have no answers: their value is NaN (empty in CSV output)"))
         return result
 
-    def _rescaled(self, result: NumericResult, data: NumericAnswers, scale: float) -> NumericResult:
-        """A fit on ``data`` divided by ``scale`` brought back to ``data``'s unit (a number beyond float64's
-        range there -- a variance of answers near 1e300 -- becomes inf: missing in the output)."""
-        exp = math.frexp(scale)[1] - 1  # scale = 2**exp: ldexp multiplies exactly, to inf or 0 past the range
-        with np.errstate(over="ignore", under="ignore"):
-            return dataclasses.replace(
-                result, data=data, values=np.ldexp(result.values, exp),
-                worker_params={k: np.ldexp(v, exp * u) for (k, v), u in zip(result.worker_params.items(),
-                                                                           self.worker_param_units, strict=True)},
-                objective=[float(np.ldexp(f, exp * self.objective_unit)) for f in result.objective],
-            )
+    def _rescaled(self, result: NumericResult, data: NumericAnswers, exp: int) -> NumericResult:
+        """A fit on ``data`` divided by ``2**exp`` brought back to ``data``'s unit (a number beyond float64's
+        range there -- the variance of answers near 1e300 -- becomes inf: missing in the output)."""
+        return dataclasses.replace(
+            result, data=data, values=_ldexp(result.values, exp),
+            worker_params={k: _ldexp(v, exp * u) for (k, v), u in zip(result.worker_params.items(),
+                                                                      self.worker_param_units, strict=True)},
+            objective=[float(_ldexp(f, exp * self.objective_unit)) for f in result.objective],
+        )
 
     def _fit(self, data: NumericAnswers, checked: dict[str, Any], callback: Any) -> NumericResult:
         if not self.iterative:

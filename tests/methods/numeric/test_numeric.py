@@ -300,6 +300,12 @@ def test_answers_near_the_ends_of_the_float_range_are_fitted_as_rescaled_ones(me
             expected = np.ldexp(plain.worker_params[name], units[name] * exp)
         np.testing.assert_array_equal(v, expected)  # inf / 0 where the parameter itself leaves the range
     assert far.n_iter == plain.n_iter and far.data is not plain.data and far.data.value[0] == np.ldexp(data.value[0], exp)
+    if method in ITERATIVE:  # the progress callback is told the objective in the answers' unit, as the result holds it
+        told: list[float] = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            aggregate(far.data, method, numeric=True, callback=lambda _, f: told.append(f))
+        assert told == far.objective
 
 
 @pytest.mark.quick
