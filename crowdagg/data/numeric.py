@@ -62,7 +62,10 @@ class NumericAnswers:
 
     Build one with :meth:`from_codes` (integer codes and values, checked) or
     read one with :func:`crowdagg.io.read.load_numeric`; the arrays are
-    read-only.
+    read-only.  The constructor itself checks what it is given as
+    :class:`~crowdagg.data.annotations.AnnotationSet`'s does (codes within
+    the vocabularies, finite values, equal lengths) and sorts the answers by
+    task where they are not.
     """
 
     task: np.ndarray
@@ -72,6 +75,47 @@ class NumericAnswers:
     workers: Vocabulary
     n_duplicates: int = 0
     duplicates: str = "keep"
+
+    def __post_init__(self) -> None:
+        """Check and canonicalise what a caller passed (copies, read-only, sorted by task with a stable sort);
+        never runs for :meth:`_trusted`.  Unchecked, a task code past the vocabulary was a bare numpy error, a
+        worker code past it a read past the end of an array in a kernel, and answers not sorted by task were
+        averaged into the wrong tasks."""
+        from ..kernels.validate import as_code_array, check_codes
+        from .annotations import _as_vocabulary
+
+        tasks, workers = _as_vocabulary(self.tasks, "tasks"), _as_vocabulary(self.workers, "workers")
+        if self.duplicates not in DUPLICATE_POLICIES:
+            raise UsageError(
+                f"{param('duplicates')} must be one of {', '.join(DUPLICATE_POLICIES)}, got {self.duplicates!r}"
+            )
+        if isinstance(self.n_duplicates, bool) or not isinstance(self.n_duplicates, (int, np.integer)) \
+                or self.n_duplicates < 0:
+            raise UsageError(f"{param('n_duplicates')} must be a count >= 0, got {self.n_duplicates!r}")
+        t, w = (as_code_array(a, r) for a, r in ((self.task, "task"), (self.worker, "worker")))
+        v = _as_values(self.value)
+        if len(v) != len(t):
+            raise DataError(f"value has {len(v):,} answers, task {len(t):,}: the arrays must have equal lengths")
+        scan = check_codes(t, w, np.zeros(len(t), dtype=np.int8), len(tasks), len(workers), 1)
+        t, w, v = t.astype(np.int32), w.astype(np.int32), v.copy()  # always copies: the caller's arrays stay theirs
+        if not scan.task_sorted:
+            order = np.argsort(t, kind="stable")
+            t, w, v = t[order], w[order], v[order]
+        for name, arr in (("task", t), ("worker", w), ("value", v)):
+            object.__setattr__(self, name, _frozen(arr))
+        for name, given in (("tasks", tasks), ("workers", workers), ("n_duplicates", int(self.n_duplicates))):
+            object.__setattr__(self, name, given)
+
+    @classmethod
+    def _trusted(cls, **fields: Any) -> NumericAnswers:
+        """Answers from arrays this package made valid, sorted and read-only: no check, no copy (the readers'
+        and :meth:`_build`'s way in; the public constructor checks instead)."""
+        out = object.__new__(cls)
+        for f in dataclasses.fields(cls):
+            object.__setattr__(out, f.name, fields.pop(f.name) if f.name in fields else f.default)
+        if fields:
+            raise TypeError(f"unknown NumericAnswers fields: {', '.join(fields)}")
+        return out
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -185,8 +229,8 @@ class NumericAnswers:
                 f"{param('duplicates')} must be one of {', '.join(DUPLICATE_POLICIES)}, got {duplicates!r}"
             )
         ptr, t, w, v, n_dup = sort_answers(owned, None, None, tasks, workers, duplicates=duplicates, locate=locate)
-        out = cls(task=t, worker=w, value=v, tasks=tasks, workers=workers, n_duplicates=n_dup,
-                  duplicates=duplicates)
+        out = cls._trusted(task=t, worker=w, value=v, tasks=tasks, workers=workers, n_duplicates=n_dup,
+                           duplicates=duplicates)
         out.__dict__["task_ptr"] = ptr  # the sort's offsets are the CSR offsets
         return out
 
@@ -195,7 +239,8 @@ class NumericAnswers:
         v = _as_values(value)
         if v.shape != self.value.shape:
             raise DataError(f"value must have shape {self.value.shape}, got {v.shape}")
-        out = dataclasses.replace(self, value=_frozen(v.copy()))
+        out = self._trusted(**{f.name: getattr(self, f.name) for f in dataclasses.fields(self)} | {
+            "value": _frozen(v.copy())})
         out.__dict__["task_ptr"] = self.task_ptr
         return out
 

@@ -120,3 +120,38 @@ def test_booleans_and_integers_beyond_float_are_data_errors_in_the_library_too()
     # integers that fit, numbers as text and numpy's own types are numbers
     assert NumericAnswers.from_codes([0, 0, 0], [0, 1, 2], [10**300, "2.5", np.int8(-3)]).value.tolist() == [
         1e300, 2.5, -3.0]
+
+
+@pytest.mark.quick
+def test_the_constructor_checks_and_sorts_what_it_is_given():
+    """Hostile input: NumericAnswers(...) took anything -- a task code past the vocabulary was a bare numpy
+    ValueError at fit time, a worker code past it reached the kernels, lists an AttributeError, and answers not
+    sorted by task were averaged into the wrong tasks (task 0 got task 1's value)."""
+    from crowdagg import aggregate
+    from crowdagg.data.vocab import Vocabulary
+    from crowdagg.errors import UsageError
+
+    def make(task, worker, value, **kw):
+        return NumericAnswers(task=task, worker=worker, value=value, tasks=Vocabulary.range(2),
+                              workers=Vocabulary.range(2), **kw)
+
+    given = np.array([1, 0, 1])
+    data = make(given, [0, 1, 1], [10.0, 2.0, 20.0])
+    assert data.task.tolist() == [0, 1, 1] and data.worker.tolist() == [1, 0, 1]
+    assert data.value.tolist() == [2.0, 10.0, 20.0] and not data.value.flags.writeable
+    assert given.tolist() == [1, 0, 1]  # the caller's array is left as it was
+    assert aggregate(data, "mean", numeric=True).values.tolist() == [2.0, 15.0]
+    for task, worker, value, message in (([0, 7], [0, 0], [1.0, 2.0], "task code 7 at position 1 is out of range"),
+                                         ([0, -1], [0, 0], [1.0, 2.0], "task code -1"),
+                                         ([0, 0], [0, 5], [1.0, 2.0], "worker code 5"),
+                                         ([0, 0], [0, 1], [1.0], "value has 1 answers, task 2"),
+                                         ([0, 0], [0, 1], [1.0, np.nan], "value at position 1 is nan")):
+        with pytest.raises(DataError, match=message):
+            make(task, worker, value)
+    with pytest.raises(UsageError, match="duplicates must be one of"):
+        make([0], [0], [1.0], duplicates="sometimes")
+    with pytest.raises(UsageError, match="n_duplicates must be a count"):
+        make([0], [0], [1.0], n_duplicates=-1)
+    # what the package builds itself is not checked again, and keeps its own arrays
+    built = NumericAnswers.from_codes([1, 0], [0, 0], [3.0, 4.0])
+    assert built.with_values(built.value * 2).value.tolist() == [8.0, 6.0]
