@@ -285,9 +285,14 @@ def parse_values(uniques: pa.Array, codes: np.ndarray, locate: Locator | None, l
         text = uniques[int(codes[first])].as_py()
         where = locate(first) if locate else f"answer {first}"
         what = "not finite" if _number(text) == _number(text) else "not a number"
+        # a spreadsheet's decimal comma (1,5) or thousands separator (1,000) is the likeliest text that is not
+        # a number: say how to write one
+        comma = isinstance(text, str) and "," in text and any(
+            _number(t) == _number(t) for t in (text.replace(",", ".", 1), text.replace(",", "")))
         raise DataError(
             f"{label_col} {text!r} at {where} is {what}: numeric answers are finite numbers "
-            f"({len(rows):,} answer(s) in all hold such values)"
+            + ("written with a point for decimals and no separator for thousands " if comma else "")
+            + f"({len(rows):,} answer(s) in all hold such values)"
         )
     return values
 

@@ -155,3 +155,18 @@ def test_the_constructor_checks_and_sorts_what_it_is_given():
     # what the package builds itself is not checked again, and keeps its own arrays
     built = NumericAnswers.from_codes([1, 0], [0, 0], [3.0, 4.0])
     assert built.with_values(built.value * 2).value.tolist() == [8.0, 6.0]
+
+
+@pytest.mark.quick
+def test_a_decimal_comma_or_thousands_separator_is_told_how_to_write_the_number(tmp_path):
+    """A spreadsheet's '1,5' (or '1,000') was 'not a number' and no more: the one likely cause is named."""
+    for cell in ("1,5", "-2,25e3", "1,000,000"):
+        p = tmp_path / "answers.csv"
+        p.write_text(f'task,worker,value\nt1,a,2\nt1,b,"{cell}"\n')
+        with pytest.raises(DataError, match=rf"value '{cell}' at .*answers.csv line 3 is not a number: numeric "
+                                            "answers are finite numbers written with a point for decimals and "
+                                            r"no separator for thousands \(1 answer"):
+            load_numeric(p)
+    p.write_text('task,worker,value\nt1,a,"1,x"\n')
+    with pytest.raises(DataError, match=r"'1,x' .* is not a number: numeric answers are finite numbers \(1 answer"):
+        load_numeric(p)
