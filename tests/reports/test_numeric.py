@@ -56,3 +56,15 @@ def test_values_near_the_ends_of_the_float_range_are_scored_not_overflowed():
     assert ev.pearson == pytest.approx(1.0) and ev.bias == pytest.approx(-np.ldexp(7 / 3, -1000), rel=1e-14)
     with pytest.raises(DataError, match=r"the mae, rmse of these values exceed the largest float"):
         evaluate_values({"a": 1.7e308, "b": -1.7e308}, {"a": -1.7e308, "b": 1.7e308})
+
+
+@pytest.mark.quick
+def test_a_task_listed_twice_with_the_same_number_written_two_ways_is_one_value(tmp_path):
+    """Hostile input: a truth file listing t1 as '1' and again as '1.0' was refused as 'two different truth
+    labels'; the same number is one value, and two numbers that differ are named values."""
+    p = tmp_path / "truth.csv"
+    p.write_text("task,value\nt1,1\nt1,1.0\nt2,3\nt2,3e0\n")
+    assert read_task_values(p) == {"t1": 1.0, "t2": 3.0}
+    p.write_text("task,value\nt1,1\nt1,1.5\n")
+    with pytest.raises(DataError, match=r"task 't1' has two different truth values \('1' and '1.5'; second at .* line 3"):
+        read_task_values(p)
