@@ -65,10 +65,13 @@ def chi2_lower(n_answers: np.ndarray, alpha: float) -> np.ndarray:
     from scipy.stats import chi2
 
     n = np.asarray(n_answers, dtype=np.float64)
-    out = np.zeros_like(n)
-    has = n > 0
-    out[has] = chi2.ppf(alpha / 2, n[has])
-    return out
+    # on the distinct counts only: a long tail of workers shares a few small counts, and the quantile is
+    # costly (0.09 s for 200k workers, once per iteration)
+    counts, inverse = np.unique(n, return_inverse=True)
+    q = np.zeros_like(counts)
+    has = counts > 0
+    q[has] = chi2.ppf(alpha / 2, counts[has])
+    return q[inverse.reshape(n.shape)]
 
 
 def catd_weights(errors: np.ndarray, n_answers: np.ndarray, alpha: float, floor: float) -> tuple[np.ndarray, np.ndarray]:
