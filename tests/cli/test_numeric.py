@@ -124,7 +124,10 @@ def test_evaluate_numeric_scores_aggregates_values(runner, answers, tmp_path):
     assert (scores["n_compared"], scores["n_without_truth"], scores["n_truth_unpredicted"]) == (2, 1, 1)
     err = one_error(invoke(runner, "evaluate", values, "--numeric", "--truth", truth, "--plot", tmp_path / "p.png"),
                     2)
-    assert "--plot (calibration of class probabilities) do not apply to --numeric" in err
+    assert "--plot (calibration of class probabilities) does not apply to --numeric" in err
+    err = one_error(invoke(runner, "evaluate", values, "--numeric", "--truth", truth, "--plot", tmp_path / "p.png",
+                           "--reliability", tmp_path / "r.csv"), 2)
+    assert "--reliability and --plot (calibration of class probabilities) do not apply to --numeric" in err
 
 
 def test_the_workers_report_points_numeric_methods_to_aggregate(runner, answers):
