@@ -81,7 +81,7 @@ class NumericResult:
         value, values = (d.value, self.values) if scale == 1 else (d.value / scale, self.values / scale)
         sq = worker_losses(d.task_ptr, d.worker, value, np.nan_to_num(values), np.ones(d.n_tasks), d.n_workers)
         n = d.answers_per_worker
-        with np.errstate(invalid="ignore", divide="ignore"):
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # over: past the largest float, inf
             return np.where(n > 0, np.sqrt(sq / np.maximum(n, 1)) * scale, np.nan)
 
     def table(self, *, arrow: bool = False) -> dict[str, Any]:

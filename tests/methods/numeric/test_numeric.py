@@ -327,3 +327,12 @@ def test_the_chi_square_quantile_computed_on_distinct_counts_is_scipys_per_worke
     expected = np.where(n > 0, chi2.ppf(0.025, np.maximum(n, 1)), 0.0)
     np.testing.assert_array_equal(chi2_lower(n, 0.05), expected)
     assert chi2_lower(np.array([], dtype=int), 0.05).shape == (0,)
+
+
+@pytest.mark.quick
+@pytest.mark.parametrize("method", NUMERIC)
+def test_every_worker_parameter_declares_its_unit(method):
+    """A fit on rescaled answers multiplies each worker parameter back by the power of the unit it declares
+    (worker_param_units): a method that declares a parameter must declare its unit too."""
+    cls = METHODS[method].load()
+    assert len(cls.worker_param_units) == len(cls.worker_param_names)
