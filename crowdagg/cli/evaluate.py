@@ -59,7 +59,8 @@ def evaluate(
     if numeric:
         given = [o for o, v in (("--reliability", reliability), ("--plot", plot)) if v is not None]
         if given:
-            raise UsageError(f"{' and '.join(given)} (calibration of class probabilities) do not apply to --numeric")
+            raise UsageError(f"{' and '.join(given)} (calibration of class probabilities) "
+                             f"{'does' if len(given) == 1 else 'do'} not apply to --numeric")
     files = _plan_files(reliability, plot, stdout,
                         [(f"PREDICTIONS {predictions}", predictions), (f"--truth {truth}", truth)])
     ev: Any

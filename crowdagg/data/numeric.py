@@ -20,6 +20,7 @@ value.  A blank value is a skipped answer, as a blank label is.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -61,7 +62,10 @@ class NumericAnswers:
 
     Build one with :meth:`from_codes` (integer codes and values, checked) or
     read one with :func:`crowdagg.io.read.load_numeric`; the arrays are
-    read-only.
+    read-only.  The constructor itself checks what it is given as
+    :class:`~crowdagg.data.annotations.AnnotationSet`'s does (codes within
+    the vocabularies, finite values, equal lengths) and sorts the answers by
+    task where they are not.
     """
 
     task: np.ndarray
@@ -71,6 +75,47 @@ class NumericAnswers:
     workers: Vocabulary
     n_duplicates: int = 0
     duplicates: str = "keep"
+
+    def __post_init__(self) -> None:
+        """Check and canonicalise what a caller passed (copies, read-only, sorted by task with a stable sort);
+        never runs for :meth:`_trusted`.  Unchecked, a task code past the vocabulary was a bare numpy error, a
+        worker code past it a read past the end of an array in a kernel, and answers not sorted by task were
+        averaged into the wrong tasks."""
+        from ..kernels.validate import as_code_array, check_codes
+        from .annotations import _as_vocabulary
+
+        tasks, workers = _as_vocabulary(self.tasks, "tasks"), _as_vocabulary(self.workers, "workers")
+        if self.duplicates not in DUPLICATE_POLICIES:
+            raise UsageError(
+                f"{param('duplicates')} must be one of {', '.join(DUPLICATE_POLICIES)}, got {self.duplicates!r}"
+            )
+        if isinstance(self.n_duplicates, bool) or not isinstance(self.n_duplicates, (int, np.integer)) \
+                or self.n_duplicates < 0:
+            raise UsageError(f"{param('n_duplicates')} must be a count >= 0, got {self.n_duplicates!r}")
+        t, w = (as_code_array(a, r) for a, r in ((self.task, "task"), (self.worker, "worker")))
+        v = _as_values(self.value)
+        if len(v) != len(t):
+            raise DataError(f"value has {len(v):,} answers, task {len(t):,}: the arrays must have equal lengths")
+        scan = check_codes(t, w, np.zeros(len(t), dtype=np.int8), len(tasks), len(workers), 1)
+        t, w, v = t.astype(np.int32), w.astype(np.int32), v.copy()  # always copies: the caller's arrays stay theirs
+        if not scan.task_sorted:
+            order = np.argsort(t, kind="stable")
+            t, w, v = t[order], w[order], v[order]
+        for name, arr in (("task", t), ("worker", w), ("value", v)):
+            object.__setattr__(self, name, _frozen(arr))
+        for name, given in (("tasks", tasks), ("workers", workers), ("n_duplicates", int(self.n_duplicates))):
+            object.__setattr__(self, name, given)
+
+    @classmethod
+    def _trusted(cls, **fields: Any) -> NumericAnswers:
+        """Answers from arrays this package made valid, sorted and read-only: no check, no copy (the readers'
+        and :meth:`_build`'s way in; the public constructor checks instead)."""
+        out = object.__new__(cls)
+        for f in dataclasses.fields(cls):
+            object.__setattr__(out, f.name, fields.pop(f.name) if f.name in fields else f.default)
+        if fields:
+            raise TypeError(f"unknown NumericAnswers fields: {', '.join(fields)}")
+        return out
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -184,8 +229,8 @@ class NumericAnswers:
                 f"{param('duplicates')} must be one of {', '.join(DUPLICATE_POLICIES)}, got {duplicates!r}"
             )
         ptr, t, w, v, n_dup = sort_answers(owned, None, None, tasks, workers, duplicates=duplicates, locate=locate)
-        out = cls(task=t, worker=w, value=v, tasks=tasks, workers=workers, n_duplicates=n_dup,
-                  duplicates=duplicates)
+        out = cls._trusted(task=t, worker=w, value=v, tasks=tasks, workers=workers, n_duplicates=n_dup,
+                           duplicates=duplicates)
         out.__dict__["task_ptr"] = ptr  # the sort's offsets are the CSR offsets
         return out
 
@@ -194,7 +239,8 @@ class NumericAnswers:
         v = _as_values(value)
         if v.shape != self.value.shape:
             raise DataError(f"value must have shape {self.value.shape}, got {v.shape}")
-        out = dataclasses.replace(self, value=_frozen(v.copy()))
+        out = self._trusted(**{f.name: getattr(self, f.name) for f in dataclasses.fields(self)} | {
+            "value": _frozen(v.copy())})
         out.__dict__["task_ptr"] = self.task_ptr
         return out
 
@@ -239,11 +285,37 @@ def parse_values(uniques: pa.Array, codes: np.ndarray, locate: Locator | None, l
         text = uniques[int(codes[first])].as_py()
         where = locate(first) if locate else f"answer {first}"
         what = "not finite" if _number(text) == _number(text) else "not a number"
+        # a spreadsheet's decimal comma (1,5) or thousands separator (1,000) is the likeliest text that is not
+        # a number: say how to write one
+        comma = isinstance(text, str) and "," in text and any(
+            _number(t) == _number(t) for t in (text.replace(",", ".", 1), text.replace(",", "")))
         raise DataError(
             f"{label_col} {text!r} at {where} is {what}: numeric answers are finite numbers "
-            f"({len(rows):,} answer(s) in all hold such values)"
+            + ("written with a point for decimals and no separator for thousands " if comma else "")
+            + f"({len(rows):,} answer(s) in all hold such values)"
         )
     return values
+
+
+#: Answers whose largest magnitude lies outside ``[1/SAFE_RANGE, SAFE_RANGE]`` are fitted rescaled: their squares
+#: (and sums of squares over a worker's answers) stay within float64's range inside it, with room to spare.
+SAFE_RANGE = 2.0**64
+
+
+def value_scale(value: np.ndarray) -> float:
+    """The power of two the answers ``value`` are divided by to be fitted: 1 where their largest magnitude lies
+    within :data:`SAFE_RANGE`, else that magnitude's (so that it becomes about 1).
+
+    A mean of ``1e308`` and ``1.5e308`` overflows, and so do the squared
+    errors of ``1e200``; the squares of ``1e-300`` underflow to 0, and
+    CATD's weights (their reciprocals) overflow: answers on such a scale
+    are fitted divided by this, and the estimates multiplied back.  A power
+    of two divides exactly, so the fit is the one on the answers as given.
+    """
+    top = float(np.max(np.abs(value), initial=0.0))
+    if top == 0 or 1 / SAFE_RANGE <= top <= SAFE_RANGE:
+        return 1.0
+    return math.ldexp(1.0, math.frexp(top)[1] - 1)  # top / scale in [1, 2): 2**1024 itself is not a float
 
 
 def _number(text: str) -> float:
@@ -259,9 +331,12 @@ def _number(text: str) -> float:
 
 def _as_values(value: Any) -> np.ndarray:
     """``value`` as a 1-D float64 array of finite numbers (a :class:`~crowdagg.errors.DataError` otherwise)."""
+    if np.asarray(value).dtype == np.bool_:  # as the readers refuse 'true': a yes/no is a class, not a number
+        raise DataError("value holds booleans: numeric answers are numbers (give value.astype(float) if 1 and 0 "
+                        "are meant)")
     try:
         v = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: a Python int beyond float64 (10**400)
         raise DataError("value must be numbers (a 1-D array of floats)") from None
     if v.ndim != 1:
         raise DataError(f"value must be one-dimensional, got an array of shape {v.shape}")
@@ -276,4 +351,4 @@ def _frozen(arr: np.ndarray) -> np.ndarray:
     return arr
 
 
-__all__ = ["NumericAnswers", "check_numeric", "parse_values", "BYTES_PER_ANSWER"]
+__all__ = ["NumericAnswers", "check_numeric", "parse_values", "value_scale", "BYTES_PER_ANSWER", "SAFE_RANGE"]

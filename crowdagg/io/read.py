@@ -2332,7 +2332,7 @@ def read_task_values(
         warn(CrowdaggWarning(f"{table.display}: {int(blank.sum())} task(s) without a value (first at "
                              f"{table.locate(int(np.argmax(blank)))}) left out"))
         table = table.subset(np.flatnonzero(~blank))
-    texts, first = _task_labels(table, t_col, y_col, what)
+    texts, first = _task_labels(table, t_col, y_col, what, numeric=True)
     out: dict[str, float] = {}
     for (task, text), row in zip(texts.items(), first.values()):
         value = _number(text)
@@ -2427,8 +2427,10 @@ def _label_table(source: Any, input_format: str | None, task_col: str | None, la
     return table, t_col, y_col
 
 
-def _task_labels(table: RawTable, t_col: str, y_col: str, what: str) -> tuple[dict[str, str], dict[str, int]]:
-    """{task: label} of a task,label table, and {task: the row of its first line}."""
+def _task_labels(table: RawTable, t_col: str, y_col: str, what: str, *, numeric: bool = False,
+                 ) -> tuple[dict[str, str], dict[str, int]]:
+    """{task: label} of a task,label table, and {task: the row of its first line}; ``numeric``: the labels are
+    values, and a task listed twice is refused only where they differ as numbers (``1`` and ``1.0`` agree)."""
     if table.n_rows == 0:
         raise DataError(f"{table.display}: no rows (header only?)")
     out: dict[str, str] = {}
@@ -2451,9 +2453,9 @@ def _task_labels(table: RawTable, t_col: str, y_col: str, what: str) -> tuple[di
             raise DataError(f"blank {what} {role} at {table.locate(i)}")
         prev = out.setdefault(t, y)
         first.setdefault(t, i)
-        if prev != y:
+        if prev != y and not (numeric and _same_number(prev, y)):
             raise DataError(
-                f"{table.display}: task {t!r} has two different {what} labels "
+                f"{table.display}: task {t!r} has two different {what} {'values' if numeric else 'labels'} "
                 f"({prev!r} and {y!r}; second at {table.locate(i)})"
             )
     if skipped:
@@ -2468,6 +2470,14 @@ def _task_labels(table: RawTable, t_col: str, y_col: str, what: str) -> tuple[di
     if not out:
         raise DataError(f"{table.display}: no rows with a task and a label")
     return out, first
+
+
+def _same_number(a: str, b: str) -> bool:
+    """Whether two value texts are the same finite number (``1``, ``1.0``, ``1e0``)."""
+    from ..data.numeric import _number
+
+    x = _number(a)
+    return bool(np.isfinite(x)) and x == _number(b)
 
 
 def _probability_column(table: RawTable, col: str, rows: np.ndarray) -> np.ndarray:

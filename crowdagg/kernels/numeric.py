@@ -21,7 +21,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .validate import as_float_array, check_offsets
+from ..core import memory
+from ..errors import DataError
+from .validate import as_float_array, check_count, check_offsets
 
 
 @njit(cache=True, nogil=True)
@@ -113,9 +115,35 @@ def _worker_losses(ptr, worker, value, truth, norm, out):  # pragma: no cover - 
 
 
 def _checked(ptr: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    value = as_float_array(value, "value", 1)
+    value = _finite(value, "value")
     ptr = check_offsets(np.asarray(ptr), len(value))
     return ptr, value
+
+
+def _finite(values: object, name: str, length: int | None = None, unit: str = "answer") -> np.ndarray:
+    """``values`` as a 1-D float64 array of finite numbers (``length`` of them, one per ``unit``, where given).
+
+    The kernels index their per-task and per-worker arrays without bounds
+    checks, and a NaN would pass through a sum (or a median's comparisons)
+    unseen: both are refused here, as :class:`~crowdagg.errors.DataError`.
+    """
+    arr = as_float_array(values, name, 1)
+    if length is not None and len(arr) != length:
+        raise DataError(f"{name} must hold one number per {unit} ({length:,}), got {len(arr):,}")
+    bad = np.flatnonzero(~np.isfinite(arr))
+    if len(bad):
+        raise DataError(f"{name} at position {int(bad[0])} is {float(arr[bad[0]])!r}: the kernels take finite numbers")
+    return arr
+
+
+def _workers(worker: object, n_answers: int, n_workers: int) -> np.ndarray:
+    """``worker`` codes checked: one per answer, each ``0 <= code < n_workers``."""
+    from .validate import as_code_array, check_index
+
+    arr = as_code_array(worker, "worker")
+    if arr.ndim != 1 or len(arr) != n_answers:
+        raise DataError(f"worker must hold one code per answer ({n_answers:,}), got shape {arr.shape}")
+    return check_index(arr, n_workers, "worker", "worker")
 
 
 def task_means(ptr: np.ndarray, value: np.ndarray) -> np.ndarray:
@@ -147,11 +175,11 @@ def weighted_means(ptr: np.ndarray, worker: np.ndarray, value: np.ndarray, weigh
 
     ``weight`` (n_workers,) must be finite and >= 0; ``worker`` codes index it.
     """
-    from .validate import as_code_array, check_index
-
     ptr, value = _checked(ptr, value)
-    weight = as_float_array(weight, "weight", 1)
-    worker = check_index(as_code_array(worker, "worker"), len(weight), "worker", "worker")
+    weight = _finite(weight, "weight")
+    if len(weight) and weight.min() < 0:
+        raise DataError(f"weight at position {int(np.argmin(weight))} is {float(weight.min())!r}: weights are >= 0")
+    worker = _workers(worker, len(value), len(weight))
     out = np.empty(len(ptr) - 1)
     _weighted_means(ptr, worker, value, weight, out)
     return out
@@ -160,12 +188,14 @@ def weighted_means(ptr: np.ndarray, worker: np.ndarray, value: np.ndarray, weigh
 def worker_losses(ptr: np.ndarray, worker: np.ndarray, value: np.ndarray, truth: np.ndarray, norm: np.ndarray,
                   n_workers: int) -> np.ndarray:
     """``Σ_answers (x - truth_t)² / norm_t`` per worker, shape (n_workers,); tasks with ``norm_t <= 0`` skipped."""
-    from .validate import as_code_array, check_index
-
     ptr, value = _checked(ptr, value)
-    worker = check_index(as_code_array(worker, "worker"), n_workers, "worker", "worker")
+    n_workers = check_count(n_workers, "n_workers")
+    memory.check(8.0 * n_workers, f"the losses of {n_workers:,} workers")
+    worker = _workers(worker, len(value), n_workers)
+    n_tasks = len(ptr) - 1
+    truth, norm = (_finite(a, name, n_tasks, "task") for a, name in ((truth, "truth"), (norm, "norm")))
     out = np.empty(n_workers)
-    _worker_losses(ptr, worker, value, as_float_array(truth, "truth", 1), as_float_array(norm, "norm", 1), out)
+    _worker_losses(ptr, worker, value, truth, norm, out)
     return out
 
 

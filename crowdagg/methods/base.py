@@ -179,7 +179,8 @@ class Declared:
         if unknown:
             raise UsageError(
                 f"method {self.name!r} does not take {', '.join(param(u) for u in unknown)}; it takes: "
-                + ", ".join(param(p) for p in (*spec.param_names, *sorted(allowed - set(spec.param_names))))
+                + (", ".join(param(p) for p in (*spec.param_names, *sorted(allowed - set(spec.param_names))))
+                   or "no parameters")  # mean and median
             )
         for p in spec.params:  # None stands for the declared default
             value = params.get(p.name)

@@ -532,7 +532,7 @@ class Method:
                 return p
         raise UsageError(
             f"method {self.name!r} does not take {param(name)}; it takes: "
-            + ", ".join(param(p) for p in self.param_names)
+            + (", ".join(param(p) for p in self.param_names) or "no parameters")
         )
 
     def missing(self) -> tuple[str, ...]:

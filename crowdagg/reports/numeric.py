@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ..data.numeric import value_scale
 from ..errors import DataError
 
 
@@ -59,14 +60,28 @@ def evaluate_values(predicted: Mapping[str, float], truth: Mapping[str, float]) 
         raise DataError(f"no task of the {len(predicted):,} predictions has a true value ({len(truth):,} in the truth)")
     pred = np.array([predicted[t] for t in tasks], dtype=np.float64)
     true = np.array([truth[t] for t in tasks], dtype=np.float64)
-    err = pred - true
+    # values far from 1 are compared divided by a power of two (exact): the difference of 1e308 and -1e308,
+    # and the square of 1e200, leave float64's range (the correlation came back -0.0 instead of -1); the
+    # correlation takes each side on its own scale, the errors both on theirs
     pearson = None
-    if len(tasks) > 1 and pred.std() > 0 and true.std() > 0:
-        pearson = float(np.corrcoef(pred, true)[0, 1])
+    if len(tasks) > 1:
+        x, y = pred / value_scale(pred), true / value_scale(true)
+        if x.std() > 0 and y.std() > 0:
+            pearson = float(np.corrcoef(x, y)[0, 1])
+    scale = value_scale(np.concatenate([pred, true]))
+    exp = math.frexp(scale)[1] - 1
+    err = pred / scale - true / scale
+    with np.errstate(over="ignore"):
+        errors = {name: float(np.ldexp(v, exp)) for name, v in (
+            ("mae", np.mean(np.abs(err))), ("rmse", math.sqrt(float(np.mean(err**2)))), ("bias", np.mean(err)))}
+    too_far = [name for name, v in errors.items() if not math.isfinite(v)]
+    if too_far:
+        raise DataError(f"the {', '.join(too_far)} of these values exceed{'s' if len(too_far) == 1 else ''} the "
+                        f"largest float ({np.finfo(float).max:.3g}): predictions and truth apart by that much are "
+                        "on different scales")
     return NumericEvaluation(
-        mae=float(np.mean(np.abs(err))), rmse=math.sqrt(float(np.mean(err**2))), pearson=pearson,
-        bias=float(np.mean(err)), n_compared=len(tasks), n_without_truth=len(predicted) - len(tasks),
-        n_truth_unpredicted=sum(1 for t in truth if t not in predicted),
+        mae=errors["mae"], rmse=errors["rmse"], pearson=pearson, bias=errors["bias"], n_compared=len(tasks),
+        n_without_truth=len(predicted) - len(tasks), n_truth_unpredicted=sum(1 for t in truth if t not in predicted),
     )
 
 

@@ -124,9 +124,49 @@ def test_evaluate_numeric_scores_aggregates_values(runner, answers, tmp_path):
     assert (scores["n_compared"], scores["n_without_truth"], scores["n_truth_unpredicted"]) == (2, 1, 1)
     err = one_error(invoke(runner, "evaluate", values, "--numeric", "--truth", truth, "--plot", tmp_path / "p.png"),
                     2)
-    assert "--plot (calibration of class probabilities) do not apply to --numeric" in err
+    assert "--plot (calibration of class probabilities) does not apply to --numeric" in err
+    err = one_error(invoke(runner, "evaluate", values, "--numeric", "--truth", truth, "--plot", tmp_path / "p.png",
+                           "--reliability", tmp_path / "r.csv"), 2)
+    assert "--reliability and --plot (calibration of class probabilities) do not apply to --numeric" in err
 
 
 def test_the_workers_report_points_numeric_methods_to_aggregate(runner, answers):
     err = one_error(invoke(runner, "workers", answers, "-m", "catd"), 2)
     assert "`crowdagg aggregate --numeric -m catd --workers FILE` writes its workers' weights" in err
+
+
+@pytest.mark.parametrize("method", ["mean", "median", "catd", "crh"])
+def test_answers_near_the_largest_float_are_aggregated_not_written_missing(runner, tmp_path, method):
+    """Hostile input: 'aggregate --numeric' on answers near 1e308 overflowed and wrote a task that has
+    answers as an empty cell, and its workers' deviations too; every answer equal made catd write nothing
+    after an odd --max-iter (its weights were inf)."""
+    p = tmp_path / "big.csv"
+    p.write_text("task,worker,value\nt1,a,1e308\nt1,b,1.5e308\nt2,a,-1e308\nt2,b,1e308\nt2,c,5\nt3,c,1\n")
+    w = tmp_path / "w.csv"
+    result = invoke(runner, "aggregate", p, "--numeric", "-m", method, "--workers", w)
+    assert result.exit_code == 0, result.stderr
+    values = pd.read_csv(io.StringIO(result.stdout)).set_index("task")["value"]
+    assert values["t1"] == 1.25e308 and values["t3"] == 1.0 and np.isfinite(values).all()
+    workers = pd.read_csv(w).set_index("worker")
+    assert np.isfinite(workers["deviation"]).all() and workers.loc["a", "deviation"] > 1e307
+    equal = tmp_path / "equal.csv"
+    equal.write_text("task,worker,value\nt1,a,5\nt1,b,5\nt2,a,5\n")
+    result = invoke(runner, "aggregate", equal, "--numeric", "-m", method, *(["-p", "max_iter=3"] if method in (
+        "catd", "crh") else []))
+    assert result.exit_code == 0 and result.stdout == "task,value\nt1,5.0\nt2,5.0\n", (result.stdout, result.stderr)
+    assert "Warning" not in result.stderr
+
+
+def test_evaluate_numeric_never_writes_inf(runner, tmp_path):
+    """Hostile input: predictions near 1e300 made evaluate --numeric print 'rmse,inf' (and pearson -0.0);
+    errors past the largest float are one Error line, exit 1."""
+    pred, truth = tmp_path / "pred.csv", tmp_path / "truth.csv"
+    pred.write_text("task,value\nt1,1e300\nt2,-1e300\n")
+    truth.write_text("task,value\nt1,1\nt2,3\n")
+    result = invoke(runner, "evaluate", pred, "--numeric", "--truth", truth)
+    assert result.exit_code == 0 and "inf" not in result.stdout, result.stdout
+    scores = pd.read_csv(io.StringIO(result.stdout)).set_index("metric")["value"]
+    assert float(scores["rmse"]) == pytest.approx(1e300) and float(scores["pearson"]) == pytest.approx(-1.0)
+    truth.write_text("task,value\nt1,-1.7e308\nt2,1.7e308\n")
+    pred.write_text("task,value\nt1,1.7e308\nt2,-1.7e308\n")
+    assert "exceed the largest float" in one_error(invoke(runner, "evaluate", pred, "--numeric", "--truth", truth), 1)

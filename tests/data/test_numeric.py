@@ -104,3 +104,69 @@ def test_from_codes_checks_what_it_is_given():
     given = np.array([1.0, 2.0])
     NumericAnswers.from_codes([0, 0], [0, 1], given)
     assert given.flags.writeable  # the caller's array is copied, never frozen
+
+
+@pytest.mark.quick
+def test_booleans_and_integers_beyond_float_are_data_errors_in_the_library_too():
+    """Hostile input: from_codes and with_values took booleans as 1 and 0 (the readers refuse 'true' as not a
+    number), and a Python integer beyond float64 (10**400) raised a bare OverflowError."""
+    with pytest.raises(DataError, match="value holds booleans"):
+        NumericAnswers.from_codes([0, 1], [0, 0], [True, False])
+    data = NumericAnswers.from_codes([0], [0], [1.0])
+    with pytest.raises(DataError, match="value holds booleans"):
+        data.with_values(np.array([True]))
+    with pytest.raises(DataError, match="value must be numbers"):
+        NumericAnswers.from_codes([0], [0], [10**400])
+    # integers that fit, numbers as text and numpy's own types are numbers
+    assert NumericAnswers.from_codes([0, 0, 0], [0, 1, 2], [10**300, "2.5", np.int8(-3)]).value.tolist() == [
+        1e300, 2.5, -3.0]
+
+
+@pytest.mark.quick
+def test_the_constructor_checks_and_sorts_what_it_is_given():
+    """Hostile input: NumericAnswers(...) took anything -- a task code past the vocabulary was a bare numpy
+    ValueError at fit time, a worker code past it reached the kernels, lists an AttributeError, and answers not
+    sorted by task were averaged into the wrong tasks (task 0 got task 1's value)."""
+    from crowdagg import aggregate
+    from crowdagg.data.vocab import Vocabulary
+    from crowdagg.errors import UsageError
+
+    def make(task, worker, value, **kw):
+        return NumericAnswers(task=task, worker=worker, value=value, tasks=Vocabulary.range(2),
+                              workers=Vocabulary.range(2), **kw)
+
+    given = np.array([1, 0, 1])
+    data = make(given, [0, 1, 1], [10.0, 2.0, 20.0])
+    assert data.task.tolist() == [0, 1, 1] and data.worker.tolist() == [1, 0, 1]
+    assert data.value.tolist() == [2.0, 10.0, 20.0] and not data.value.flags.writeable
+    assert given.tolist() == [1, 0, 1]  # the caller's array is left as it was
+    assert aggregate(data, "mean", numeric=True).values.tolist() == [2.0, 15.0]
+    for task, worker, value, message in (([0, 7], [0, 0], [1.0, 2.0], "task code 7 at position 1 is out of range"),
+                                         ([0, -1], [0, 0], [1.0, 2.0], "task code -1"),
+                                         ([0, 0], [0, 5], [1.0, 2.0], "worker code 5"),
+                                         ([0, 0], [0, 1], [1.0], "value has 1 answers, task 2"),
+                                         ([0, 0], [0, 1], [1.0, np.nan], "value at position 1 is nan")):
+        with pytest.raises(DataError, match=message):
+            make(task, worker, value)
+    with pytest.raises(UsageError, match="duplicates must be one of"):
+        make([0], [0], [1.0], duplicates="sometimes")
+    with pytest.raises(UsageError, match="n_duplicates must be a count"):
+        make([0], [0], [1.0], n_duplicates=-1)
+    # what the package builds itself is not checked again, and keeps its own arrays
+    built = NumericAnswers.from_codes([1, 0], [0, 0], [3.0, 4.0])
+    assert built.with_values(built.value * 2).value.tolist() == [8.0, 6.0]
+
+
+@pytest.mark.quick
+def test_a_decimal_comma_or_thousands_separator_is_told_how_to_write_the_number(tmp_path):
+    """A spreadsheet's '1,5' (or '1,000') was 'not a number' and no more: the one likely cause is named."""
+    for cell in ("1,5", "-2,25e3", "1,000,000"):
+        p = tmp_path / "answers.csv"
+        p.write_text(f'task,worker,value\nt1,a,2\nt1,b,"{cell}"\n')
+        with pytest.raises(DataError, match=rf"value '{cell}' at .*answers.csv line 3 is not a number: numeric "
+                                            "answers are finite numbers written with a point for decimals and "
+                                            r"no separator for thousands \(1 answer"):
+            load_numeric(p)
+    p.write_text('task,worker,value\nt1,a,"1,x"\n')
+    with pytest.raises(DataError, match=r"'1,x' .* is not a number: numeric answers are finite numbers \(1 answer"):
+        load_numeric(p)

@@ -64,3 +64,37 @@ def test_bad_offsets_and_codes_are_data_errors():
         weighted_means(np.array([0, 2]), np.array([0, 5]), np.ones(2), np.ones(3))
     with pytest.raises(DataError, match="value must hold numbers"):
         task_medians(np.array([0, 1]), np.array(["a"]))
+
+
+@pytest.mark.quick
+def test_arrays_that_do_not_match_the_answers_are_errors_not_reads_past_their_end():
+    """Hostile input: a worker array shorter than the answers, or per-task arrays shorter than the tasks, were
+    read past their end by the kernels (worker_losses crashed the interpreter with a bus error); NaN values,
+    negative weights and a bad worker count went through or came back as numpy's own errors."""
+    from crowdagg.errors import ResourceError, UsageError
+
+    ptr, worker, value = np.array([0, 1, 2]), np.array([0, 1]), np.ones(2)
+    with pytest.raises(DataError, match=r"worker must hold one code per answer \(2\)"):
+        worker_losses(ptr, worker[:1], value, np.ones(2), np.ones(2), 2)
+    with pytest.raises(DataError, match=r"worker must hold one code per answer \(2\)"):
+        weighted_means(ptr, worker[:1], value, np.ones(2))
+    for truth, norm, name in ((np.ones(1), np.ones(2), "truth"), (np.ones(2), np.ones(1), "norm")):
+        with pytest.raises(DataError, match=rf"{name} must hold one number per task \(2\), got 1"):
+            worker_losses(ptr, worker, value, truth, norm, 2)
+    with pytest.raises(DataError, match="truth at position 1 is nan"):
+        worker_losses(ptr, worker, value, np.array([0.0, np.nan]), np.ones(2), 2)
+    for kernel in (task_means, task_medians, task_stds):
+        with pytest.raises(DataError, match="value at position 0 is nan"):
+            kernel(np.array([0, 3]), np.array([np.nan, 1.0, 2.0]))
+    with pytest.raises(DataError, match="weight at position 1 is -1.0"):
+        weighted_means(ptr, worker, value, np.array([1.0, -1.0]))
+    with pytest.raises(DataError, match="weight at position 0 is inf"):
+        weighted_means(ptr, worker, value, np.array([np.inf, 1.0]))
+    for n in (-1, 2.5, "2"):
+        with pytest.raises(UsageError, match="n_workers must be an integer >= 0"):
+            worker_losses(ptr, worker, value, np.ones(2), np.ones(2), n)
+    with pytest.raises(ResourceError, match="the losses of 10,000,000,000,000 workers"):
+        worker_losses(ptr, worker, value, np.ones(2), np.ones(2), 10**13)
+    # what still fits is computed: plain lists, and a worker count above the codes
+    np.testing.assert_array_equal(worker_losses([0, 1, 2], [0, 1], [1.0, 3.0], [2.0, 2.0], [1.0, 1.0], 3),
+                                  [1.0, 1.0, 0.0])

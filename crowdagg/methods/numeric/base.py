@@ -17,6 +17,8 @@ are what ``crowdagg aggregate --numeric`` writes (``task, value``; ``worker,
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -24,7 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from ...core import memory
-from ...data.numeric import BYTES_PER_ANSWER, NumericAnswers, check_numeric
+from ...data.numeric import BYTES_PER_ANSWER, NumericAnswers, check_numeric, value_scale
 from ...errors import CrowdaggWarning, DataError, warn
 from ..base import Declared
 from ..loop import MINIMISE, Residual, Step, check_callback, iterate
@@ -75,11 +77,12 @@ class NumericResult:
         from ...kernels.numeric import worker_losses
 
         d = self.data
-        sq = worker_losses(d.task_ptr, d.worker, d.value, np.nan_to_num(self.values), np.ones(d.n_tasks),
-                           d.n_workers)
+        scale = value_scale(d.value)  # squares of values far from 1 leave float64's range: summed rescaled
+        value, values = (d.value, self.values) if scale == 1 else (d.value / scale, self.values / scale)
+        sq = worker_losses(d.task_ptr, d.worker, value, np.nan_to_num(values), np.ones(d.n_tasks), d.n_workers)
         n = d.answers_per_worker
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(n > 0, np.sqrt(sq / np.maximum(n, 1)), np.nan)
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # over: past the largest float, inf
+            return np.where(n > 0, np.sqrt(sq / np.maximum(n, 1)) * scale, np.nan)
 
     def table(self, *, arrow: bool = False) -> dict[str, Any]:
         """One row per task, in input order: ``task, value``.  With ``arrow`` (for the writers) the names are
@@ -128,6 +131,20 @@ class NumericResult:
         return pd.DataFrame(cols)
 
 
+def _ldexp(x: Any, exp: int) -> Any:
+    """``x × 2**exp``, exactly; inf or 0 past float64's range, without a warning."""
+    with np.errstate(over="ignore", under="ignore"):
+        return np.ldexp(x, exp)
+
+
+def _in_unit(callback: Callable[[int, float], Any], exp: int) -> Callable[[int, float], Any]:
+    """``callback`` told each objective times ``2**exp``: the progress of a fit on rescaled answers in their unit."""
+    def told(iteration: int, objective: float) -> Any:
+        return callback(iteration, float(_ldexp(objective, exp)))
+
+    return told
+
+
 def _written(values: np.ndarray) -> Any:
     """A float column as the writers take it: missing where not finite (a task or worker without answers)."""
     from ...io.render import Missing
@@ -148,14 +165,19 @@ class NumericAggregator(Declared):
 
     #: The per-worker parameters its results hold (the columns of ``--workers`` between worker and deviation).
     worker_param_names: ClassVar[tuple[str, ...]] = ()
+    #: The power of the answers' unit each of them carries (a variance: 2, its reciprocal: -2), and the objective:
+    #: how they are multiplied back after a fit on rescaled answers (:func:`value_scale`).
+    worker_param_units: ClassVar[tuple[int, ...]] = ()
+    objective_unit: ClassVar[int] = 0
     iterative: ClassVar[bool] = False
     #: What ``tol`` reads (named in ``--tol``'s help): the largest move of a task's estimate.
     objective_name: ClassVar[str] = "estimates"
 
     def memory_needed(self, data: NumericAnswers) -> tuple[float, str]:
-        """Bytes the fit allocates beyond the data: a few task- and worker-long arrays, and a copy of the answers
-        for the median's sort."""
-        need = 6.0 * 8 * (data.n_tasks + data.n_workers) + BYTES_PER_ANSWER * data.n_answers
+        """Bytes the fit allocates beyond the data: a few task- and worker-long arrays, a copy of the answers
+        for the median's sort, and one of their values where they are fitted rescaled (:func:`value_scale`)."""
+        copies = BYTES_PER_ANSWER + (8 if value_scale(data.value) != 1 else 0)
+        need = 6.0 * 8 * (data.n_tasks + data.n_workers) + copies * data.n_answers
         return need, f"{self.name} on {data.n_answers:,} answers, {data.n_tasks:,} tasks"
 
     def fit(self, data: NumericAnswers, *, callback: Callable[[int, float], Any] | None = None,
@@ -172,7 +194,13 @@ class NumericAggregator(Declared):
         checked = self.check_params()
         need, what = self.memory_needed(data)
         memory.check(need, what, max_memory)
-        result = self._fit(data, checked, callback)
+        scale = value_scale(data.value)
+        if scale == 1:
+            result = self._fit(data, checked, callback)
+        else:
+            exp = math.frexp(scale)[1] - 1  # scale = 2**exp: ldexp multiplies back exactly (to inf or 0 past the range)
+            told = None if callback is None else _in_unit(callback, exp * self.objective_unit)
+            result = self._rescaled(self._fit(data.with_values(data.value / scale), checked, told), data, exp)
         if result.values.shape != (data.n_tasks,) or any(np.shape(v) != (data.n_workers,)
                                                          for v in result.worker_params.values()):
             raise RuntimeError(f"{self.name}: a result of the wrong shape")  # the method's bug, not the data's
@@ -180,6 +208,16 @@ class NumericAggregator(Declared):
         if n_empty:
             warn(CrowdaggWarning(f"{n_empty} task(s) have no answers: their value is NaN (empty in CSV output)"))
         return result
+
+    def _rescaled(self, result: NumericResult, data: NumericAnswers, exp: int) -> NumericResult:
+        """A fit on ``data`` divided by ``2**exp`` brought back to ``data``'s unit (a number beyond float64's
+        range there -- the variance of answers near 1e300 -- becomes inf: missing in the output)."""
+        return dataclasses.replace(
+            result, data=data, values=_ldexp(result.values, exp),
+            worker_params={k: _ldexp(v, exp * u) for (k, v), u in zip(result.worker_params.items(),
+                                                                      self.worker_param_units, strict=True)},
+            objective=[float(_ldexp(f, exp * self.objective_unit)) for f in result.objective],
+        )
 
     def _fit(self, data: NumericAnswers, checked: dict[str, Any], callback: Any) -> NumericResult:
         if not self.iterative:

@@ -59,6 +59,8 @@ class CRH(NumericAggregator):
     name = "crh"
     iterative = True
     worker_param_names = ("weight", "loss")
+    worker_param_units = (0, 1)  # a loss is a square over a standard deviation
+    objective_unit = 1
 
     def _weights(self, data: NumericAnswers, values: np.ndarray,
                  checked: dict[str, Any]) -> tuple[dict[str, np.ndarray], float]:
