@@ -26,11 +26,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import sys
 import time
 import warnings
-from importlib.metadata import version
 
 import numpy as np
 import pandas as pd
@@ -41,12 +39,14 @@ with warnings.catch_warnings():  # crowd-kit's imports warn about optional extra
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from crowdkit_reference import (  # noqa: E402
-    EXCLUDE,
     accuracy,
+    dataset_names,
     dataset_shape,
-    default_datasets_dir,
+    labels_by_task,
     read_dataset,
-    write_results,
+    reference_options,
+    versions,
+    write_reference,
 )
 
 
@@ -62,8 +62,7 @@ def ours(data: pd.DataFrame, truth: pd.Series, theirs: pd.Series | None) -> dict
             warnings.simplefilter("ignore")
             result = crowdagg.aggregate(annotations, "mmsr", **params)
         out[f"{key}_seconds"] = time.perf_counter() - t0
-        pred = pd.Series(result.label_names().tolist(), index=result.data.task_names.tolist())
-        out[f"{key}_acc"] = accuracy(pred, truth)
+        out[f"{key}_acc"] = accuracy(labels_by_task(result), truth)
         weight = pd.Series(result.worker_params["weight"], index=result.data.worker_names.tolist())
         out[f"{key}_negative"] = int((weight < 0).sum())
         if key == "mmsr" and theirs is not None:
@@ -96,25 +95,13 @@ def run_dataset(path: str) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--datasets", default=default_datasets_dir(),
-                    help="folder holding one sub-folder per dataset (default: %(default)s)")
-    ap.add_argument("--json", default=None, help="also write the results to this JSON file")
-    ap.add_argument("--only", default=None, help="comma-separated dataset names (default: all but emotion)")
+    reference_options(ap, only=True)
     args = ap.parse_args(argv)
-    names = sorted(
-        d for d in os.listdir(args.datasets)
-        if d not in EXCLUDE
-        and os.path.isfile(os.path.join(args.datasets, d, "labels.csv"))
-        and os.path.isfile(os.path.join(args.datasets, d, "truth.csv"))
-    )
-    if args.only:
-        wanted = set(args.only.split(","))
-        names = [n for n in names if n in wanted]
+    names = dataset_names(args.datasets, args.only)
     if not names:
-        print(f"no datasets found in {args.datasets}", file=sys.stderr)
         return 1
-    print(f"crowd-kit {version('crowd-kit')}, pandas {version('pandas')}, numpy {version('numpy')}, "
-          f"python {platform.python_version()}; MMSR() defaults; duplicates (task, worker) dropped keeping the last\n")
+    print(f"{versions('crowd-kit', 'pandas', 'numpy')}; MMSR() defaults; duplicates (task, worker) dropped keeping "
+          "the last\n")
     print("| dataset | answers | workers | crowd-kit acc | iters | negative | seconds | mmsr acc | negative | "
           "max ‖w|−|w_ck‖ | signs agree | spectral acc | negative |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -129,14 +116,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['mmsr_acc']:.4f} | {r['mmsr_negative']} | {dw} | {r['spectral_acc']:.4f} | "
               f"{r['spectral_negative']} |", flush=True)
     if args.json:
-        write_results(args.json, {
-            "tool": "crowd-kit",
-            "versions": {p: version(p) for p in ("crowd-kit", "pandas", "numpy", "scipy")},
-            "python": platform.python_version(),
-            "settings": {"MMSR": {"n_iter": 10000, "tol": 1e-10, "random_state": 0},
-                         "duplicates": "drop (task, worker) duplicates, keep last"},
-            "datasets": results,
-        })
+        write_reference(args.json, ("crowd-kit", "pandas", "numpy", "scipy"),
+                        {"MMSR": {"n_iter": 10000, "tol": 1e-10, "random_state": 0},
+                         "duplicates": "drop (task, worker) duplicates, keep last"}, results)
     return 0
 
 
