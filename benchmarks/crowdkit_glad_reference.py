@@ -51,17 +51,7 @@ with warnings.catch_warnings():  # crowd-kit's imports warn about optional extra
     from crowdkit.aggregation import GLAD
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from crowdkit_reference import (  # noqa: E402
-    EXCLUDE,
-    accuracy,
-    dataset_names,
-    dataset_shape,
-    labels_by_task,
-    read_dataset,
-    reference_options,
-    versions,
-    write_reference,
-)
+import crowdkit_reference as ref  # noqa: E402
 
 
 def max_diff(mine: pd.Series | pd.DataFrame, theirs: pd.Series | pd.DataFrame) -> float:
@@ -107,11 +97,11 @@ def own_glad(data: pd.DataFrame, truth: pd.Series) -> dict:
     except UnknownMethod:
         return {"glad": "not run: method 'glad' is not registered in this crowdagg"}
     seconds = time.perf_counter() - t0
-    return {"glad_acc": accuracy(labels_by_task(result), truth), "glad_seconds": seconds}
+    return {"glad_acc": ref.accuracy(ref.labels_by_task(result), truth), "glad_seconds": seconds}
 
 
 def run_dataset(path: str, settings: dict) -> dict:
-    data, truth, n_raw = read_dataset(path)
+    data, truth, n_raw = ref.read_dataset(path)
 
     t0 = time.perf_counter()
     with warnings.catch_warnings():  # crowd-kit's pandas FutureWarnings
@@ -119,8 +109,8 @@ def run_dataset(path: str, settings: dict) -> dict:
         theirs = GLAD(**settings).fit(data)
     seconds = time.perf_counter() - t0
     return {
-        **dataset_shape(data, truth, n_raw),
-        "crowdkit_acc": accuracy(theirs.labels_, truth),
+        **ref.dataset_shape(data, truth, n_raw),
+        "crowdkit_acc": ref.accuracy(theirs.labels_, truth),
         "crowdkit_iters": len(theirs.loss_history_),
         "crowdkit_seconds": seconds,
         **adapter(data, theirs, settings),
@@ -137,20 +127,20 @@ def cell(r: dict, key: str, fmt: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    reference_options(ap, only=True)
+    ref.reference_options(ap, only=True)
     ap.add_argument("--n-iter", type=int, default=20, help="GLAD's n_iter (default %(default)s)")
     ap.add_argument("--m-step-max-iter", type=int, default=25, help="crowd-kit's default %(default)s")
     ap.add_argument("--m-step-tol", type=float, default=1e-2, help="crowd-kit's default %(default)s")
     args = ap.parse_args(argv)
     settings = {"n_iter": args.n_iter, "m_step_max_iter": args.m_step_max_iter, "m_step_tol": args.m_step_tol}
 
-    names = dataset_names(args.datasets, args.only)
+    names = ref.dataset_names(args.datasets, args.only)
     if not names:
         return 1
 
     results = {}
-    print(f"{versions('crowd-kit', 'pandas', 'numpy', 'scipy')}; datasets: {args.datasets} "
-          f"(excluded: {', '.join(sorted(EXCLUDE))})")
+    print(f"{ref.versions('crowd-kit', 'pandas', 'numpy', 'scipy')}; datasets: {args.datasets} "
+          f"(excluded: {', '.join(sorted(ref.EXCLUDE))})")
     print(f"GLAD({', '.join(f'{k}={v}' for k, v in settings.items())}); duplicates (task, worker): dropped, "
           "keeping the last answer\n")
     print("| dataset | n_answers | crowd-kit acc | iters | seconds | adapter max abs dp | dalpha | dlogbeta "
@@ -170,8 +160,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nnote: {note}")
 
     if args.json:
-        write_reference(args.json, ("crowd-kit", "pandas", "numpy", "scipy"),
-                        {"GLAD": settings, "duplicates": "drop (task, worker) duplicates, keep last"}, results)
+        ref.write_reference(args.json, ("crowd-kit", "pandas", "numpy", "scipy"),
+                            {"GLAD": settings, "duplicates": "drop (task, worker) duplicates, keep last"}, results)
     return 0
 
 

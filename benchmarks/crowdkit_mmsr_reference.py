@@ -38,16 +38,7 @@ with warnings.catch_warnings():  # crowd-kit's imports warn about optional extra
     from crowdkit.aggregation import MMSR
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from crowdkit_reference import (  # noqa: E402
-    accuracy,
-    dataset_names,
-    dataset_shape,
-    labels_by_task,
-    read_dataset,
-    reference_options,
-    versions,
-    write_reference,
-)
+import crowdkit_reference as ref  # noqa: E402
 
 
 def ours(data: pd.DataFrame, truth: pd.Series, theirs: pd.Series | None) -> dict:
@@ -62,7 +53,7 @@ def ours(data: pd.DataFrame, truth: pd.Series, theirs: pd.Series | None) -> dict
             warnings.simplefilter("ignore")
             result = crowdagg.aggregate(annotations, "mmsr", **params)
         out[f"{key}_seconds"] = time.perf_counter() - t0
-        out[f"{key}_acc"] = accuracy(labels_by_task(result), truth)
+        out[f"{key}_acc"] = ref.accuracy(ref.labels_by_task(result), truth)
         weight = pd.Series(result.worker_params["weight"], index=result.data.worker_names.tolist())
         out[f"{key}_negative"] = int((weight < 0).sum())
         if key == "mmsr" and theirs is not None:
@@ -74,8 +65,8 @@ def ours(data: pd.DataFrame, truth: pd.Series, theirs: pd.Series | None) -> dict
 
 
 def run_dataset(path: str) -> dict:
-    data, truth, n_raw = read_dataset(path)
-    row = dataset_shape(data, truth, n_raw)
+    data, truth, n_raw = ref.read_dataset(path)
+    row = ref.dataset_shape(data, truth, n_raw)
     t0 = time.perf_counter()
     theirs = None
     try:
@@ -84,7 +75,7 @@ def run_dataset(path: str) -> dict:
             model = MMSR().fit(data)
             theirs = model.skills_
             labels = model.predict(data)
-        row.update(crowdkit_acc=accuracy(labels, truth), crowdkit_iters=len(model.loss_history_),
+        row.update(crowdkit_acc=ref.accuracy(labels, truth), crowdkit_iters=len(model.loss_history_),
                    crowdkit_negative=int((theirs < 0).sum()))
     except (ValueError, MemoryError) as e:
         row["crowdkit_error"] = f"{type(e).__name__}: {e}"
@@ -95,13 +86,13 @@ def run_dataset(path: str) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    reference_options(ap, only=True)
+    ref.reference_options(ap, only=True)
     args = ap.parse_args(argv)
-    names = dataset_names(args.datasets, args.only)
+    names = ref.dataset_names(args.datasets, args.only)
     if not names:
         return 1
-    print(f"{versions('crowd-kit', 'pandas', 'numpy')}; MMSR() defaults; duplicates (task, worker) dropped keeping "
-          "the last\n")
+    print(f"{ref.versions('crowd-kit', 'pandas', 'numpy')}; MMSR() defaults; duplicates (task, worker) dropped "
+          "keeping the last\n")
     print("| dataset | answers | workers | crowd-kit acc | iters | negative | seconds | mmsr acc | negative | "
           "max ‖w|−|w_ck‖ | signs agree | spectral acc | negative |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -116,9 +107,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['mmsr_acc']:.4f} | {r['mmsr_negative']} | {dw} | {r['spectral_acc']:.4f} | "
               f"{r['spectral_negative']} |", flush=True)
     if args.json:
-        write_reference(args.json, ("crowd-kit", "pandas", "numpy", "scipy"),
-                        {"MMSR": {"n_iter": 10000, "tol": 1e-10, "random_state": 0},
-                         "duplicates": "drop (task, worker) duplicates, keep last"}, results)
+        ref.write_reference(args.json, ("crowd-kit", "pandas", "numpy", "scipy"),
+                            {"MMSR": {"n_iter": 10000, "tol": 1e-10, "random_state": 0},
+                             "duplicates": "drop (task, worker) duplicates, keep last"}, results)
     return 0
 
 
