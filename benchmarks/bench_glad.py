@@ -25,15 +25,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 import warnings
+from functools import partial
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -114,40 +117,26 @@ def cli_run(sim, path: Path) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--answers", type=int, nargs="+", default=[100_000, 1_000_000])
-    ap.add_argument("--no-crowdkit", action="store_true", help="crowdagg only")
-    ap.add_argument("--json", type=Path, default=None)
+    common.speed_options(ap)
     args = ap.parse_args(argv)
     from crowdagg.core import threads
 
-    if not args.no_crowdkit:
-        try:
-            import crowdkit  # noqa: F401
-        except ImportError:
-            print("crowd-kit is not installed here (pip install -e '.[test]'): crowdagg only", file=sys.stderr)
-            args.no_crowdkit = True
+    no_crowdkit = common.without_crowdkit(args.no_crowdkit)
     ours(crowd(5_000).to_annotations())  # compile (or load) the kernels, import scipy
     rows = []
     for n in args.answers:
         sim = crowd(n)
-        mine = ours(sim.to_annotations())
-        row = {"answers": n, "crowdagg": {k: v for k, v in mine.items() if k != "labels"},
-               "accuracy": float((mine["labels"] == sim.truth).mean())}
-        if not args.no_crowdkit:
-            row["crowdkit"] = theirs(sim)
-            row["speedup_per_iteration"] = row["crowdkit"]["per_iteration"] / mine["per_iteration"]
-        rows.append(row)
+        row = common.scored(n, ours(sim.to_annotations()), sim.truth)
+        rows.append(common.with_crowdkit(row, None if no_crowdkit else partial(theirs, sim)))
         print(json.dumps(row), file=sys.stderr)
     with tempfile.TemporaryDirectory() as tmp:
         cli = cli_run(crowd(max(args.answers)), Path(tmp) / "answers.csv")
-    print(f"threads: {threads.count()}, {platform.processor() or platform.machine()}, {os.cpu_count()} cores")
+    print(common.machine())
     print("| answers | crowdagg glad s/iteration (iterations) | crowd-kit GLAD s/iteration | speed-up | accuracy |")
     print("|---|---|---|---|---|")
     for r in rows:
-        ck = r.get("crowdkit")
         print(f"| {r['answers']:,} | {r['crowdagg']['per_iteration']:.4f} ({r['crowdagg']['iterations']}) | "
-              + (f"{ck['per_iteration']:.2f} | {r['speedup_per_iteration']:.0f}× |" if ck else "— | — |")
-              + f" {r['accuracy']:.4f} |")
+              + common.crowdkit_cells(r) + f" {r['accuracy']:.4f} |")
     print(f"\nCLI `crowdagg aggregate` on {max(args.answers):,} answers (CSV in, labels out): {cli:.2f} s")
     if args.json:
         args.json.write_text(json.dumps({"rows": rows, "cli_seconds": cli, "cli_answers": max(args.answers),

@@ -26,13 +26,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 import warnings
-from pathlib import Path
+from functools import partial
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
 import synth  # noqa: E402
 
 K = 5
@@ -107,42 +107,30 @@ def theirs(arrays) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--answers", type=int, nargs="+", default=[100_000, 1_000_000])
-    ap.add_argument("--no-crowdkit", action="store_true", help="crowdagg only")
-    ap.add_argument("--json", type=Path, default=None)
+    common.speed_options(ap)
     args = ap.parse_args(argv)
     from crowdagg.core import threads
 
-    if not args.no_crowdkit:
-        try:
-            import crowdkit  # noqa: F401
-        except ImportError:
-            print("crowd-kit is not installed here (pip install -e '.[test]'): crowdagg only", file=sys.stderr)
-            args.no_crowdkit = True
+    no_crowdkit = common.without_crowdkit(args.no_crowdkit)
     ours(crowd(5_000))  # compile (or load) the kernels
     rows = []
     for n in args.answers:
         arrays = crowd(n)
         row = {"answers": n, "tasks": arrays[4], "workers": arrays[5], "crowdagg": ours(arrays)}
-        if not args.no_crowdkit:
-            row["crowdkit"] = theirs(arrays)
-            row["speedup_per_iteration"] = row["crowdkit"]["per_iteration"] / row["crowdagg"]["per_iteration"]
-        rows.append(row)
+        rows.append(common.with_crowdkit(row, None if no_crowdkit else partial(theirs, arrays)))
         print(json.dumps(row), file=sys.stderr)
-    print(f"threads: {threads.count()}, {platform.processor() or platform.machine()}, {os.cpu_count()} cores")
+    print(common.machine())
     print("| answers | crowdagg mace s/iteration | crowd-kit MACE s/iteration | speed-up | crowdagg default fit "
           "(10 restarts × 50) s | accuracy |")
     print("|---|---|---|---|---|---|")
     for r in rows:
-        ck, ca = r.get("crowdkit"), r["crowdagg"]
-        print(f"| {r['answers']:,} | {ca['per_iteration']:.4f} | "
-              + (f"{ck['per_iteration']:.2f} | {r['speedup_per_iteration']:.0f}× |" if ck else "— | — |")
+        ca = r["crowdagg"]
+        print(f"| {r['answers']:,} | {ca['per_iteration']:.4f} | " + common.crowdkit_cells(r)
               + f" {ca['default_seconds']:.2f} | {ca['default_accuracy']:.4f} |")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"rows": rows, "threads": threads.count(), "classes": K,
-                                         "machine": f"{platform.processor() or platform.machine()}, "
-                                                    f"{os.cpu_count()} cores"}, indent=2) + "\n")
+                                         "machine": f"{common.processor()}, {os.cpu_count()} cores"}, indent=2) + "\n")
     return 0
 
 

@@ -28,11 +28,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 import warnings
-from pathlib import Path
+from functools import partial
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
 
 
 def crowd(n_answers: int):
@@ -76,44 +78,31 @@ def theirs(sim, n_iter: int, repeats: int, ids: str) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--answers", type=int, nargs="+", default=[100_000, 1_000_000])
+    common.speed_options(ap)
     ap.add_argument("--crowdkit-iter", type=int, default=2, help="crowd-kit's iterations timed (default %(default)s)")
     ap.add_argument("--repeats", type=int, default=3, help="runs of each side, the least time kept (default "
                     "%(default)s)")
     ap.add_argument("--ids", choices=("int", "str"), default="int", help="crowd-kit's task and worker columns: "
                     "int64, or names as text (default %(default)s)")
-    ap.add_argument("--no-crowdkit", action="store_true", help="crowdagg only")
-    ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
     from crowdagg.core import threads
 
-    if not args.no_crowdkit:
-        try:
-            import crowdkit  # noqa: F401
-        except ImportError:
-            print("crowd-kit is not installed here (pip install -e '.[test]'): crowdagg only", file=sys.stderr)
-            args.no_crowdkit = True
+    no_crowdkit = common.without_crowdkit(args.no_crowdkit)
     ours(crowd(5_000).to_annotations())  # compile (or load) the kernels
     rows = []
     for n in args.answers:
         sim = crowd(n)
-        mine = ours(sim.to_annotations(), args.repeats)
-        row = {"answers": n, "crowdagg": {k: v for k, v in mine.items() if k != "labels"},
-               "accuracy": float((mine["labels"] == sim.truth).mean())}
-        if not args.no_crowdkit:
-            row["crowdkit"] = theirs(sim, args.crowdkit_iter, args.repeats, args.ids)
-            row["speedup_per_iteration"] = row["crowdkit"]["per_iteration"] / mine["per_iteration"]
-        rows.append(row)
+        row = common.scored(n, ours(sim.to_annotations(), args.repeats), sim.truth)
+        their_fit = None if no_crowdkit else partial(theirs, sim, args.crowdkit_iter, args.repeats, args.ids)
+        rows.append(common.with_crowdkit(row, their_fit))
         print(json.dumps(row), file=sys.stderr)
-    print(f"threads: {threads.count()}, {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
-          f"crowd-kit ids: {args.ids}; least of {args.repeats} runs")
+    print(f"{common.machine()}; crowd-kit ids: {args.ids}; least of {args.repeats} runs")
     print("| answers | crowdagg zbs s/iteration (iterations) | crowd-kit ZeroBasedSkill s/iteration | speed-up | "
           "accuracy | crowdagg fit of 1 iteration s |")
     print("|---|---|---|---|---|---|")
     for r in rows:
-        ck = r.get("crowdkit")
         print(f"| {r['answers']:,} | {r['crowdagg']['per_iteration']:.4f} ({r['crowdagg']['iterations']}) | "
-              + (f"{ck['per_iteration']:.2f} | {r['speedup_per_iteration']:.0f}× |" if ck else "— | — |")
+              + common.crowdkit_cells(r)
               + f" {r['accuracy']:.4f} | {r['crowdagg']['one_iteration_fit']:.4f} |")
     if args.json:
         args.json.write_text(json.dumps({"rows": rows, "threads": threads.count(), "crowdkit_ids": args.ids,

@@ -39,11 +39,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import sys
 import time
 import warnings
-from importlib.metadata import version
 
 import numpy as np
 import pandas as pd
@@ -53,14 +51,7 @@ with warnings.catch_warnings():  # crowd-kit's imports warn about optional extra
     from crowdkit.aggregation import GLAD
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from crowdkit_reference import (  # noqa: E402
-    EXCLUDE,
-    accuracy,
-    dataset_shape,
-    default_datasets_dir,
-    read_dataset,
-    write_results,
-)
+import crowdkit_reference as ref  # noqa: E402
 
 
 def max_diff(mine: pd.Series | pd.DataFrame, theirs: pd.Series | pd.DataFrame) -> float:
@@ -106,12 +97,11 @@ def own_glad(data: pd.DataFrame, truth: pd.Series) -> dict:
     except UnknownMethod:
         return {"glad": "not run: method 'glad' is not registered in this crowdagg"}
     seconds = time.perf_counter() - t0
-    pred = pd.Series(result.label_names().tolist(), index=result.data.task_names.tolist())
-    return {"glad_acc": accuracy(pred, truth), "glad_seconds": seconds}
+    return {"glad_acc": ref.accuracy(ref.labels_by_task(result), truth), "glad_seconds": seconds}
 
 
 def run_dataset(path: str, settings: dict) -> dict:
-    data, truth, n_raw = read_dataset(path)
+    data, truth, n_raw = ref.read_dataset(path)
 
     t0 = time.perf_counter()
     with warnings.catch_warnings():  # crowd-kit's pandas FutureWarnings
@@ -119,8 +109,8 @@ def run_dataset(path: str, settings: dict) -> dict:
         theirs = GLAD(**settings).fit(data)
     seconds = time.perf_counter() - t0
     return {
-        **dataset_shape(data, truth, n_raw),
-        "crowdkit_acc": accuracy(theirs.labels_, truth),
+        **ref.dataset_shape(data, truth, n_raw),
+        "crowdkit_acc": ref.accuracy(theirs.labels_, truth),
         "crowdkit_iters": len(theirs.loss_history_),
         "crowdkit_seconds": seconds,
         **adapter(data, theirs, settings),
@@ -137,33 +127,20 @@ def cell(r: dict, key: str, fmt: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--datasets", default=default_datasets_dir(),
-                    help="folder holding one sub-folder per dataset (default: %(default)s)")
-    ap.add_argument("--json", default=None, help="also write the results to this JSON file")
-    ap.add_argument("--only", default=None, help="comma-separated dataset names (default: all but emotion)")
+    ref.reference_options(ap, only=True)
     ap.add_argument("--n-iter", type=int, default=20, help="GLAD's n_iter (default %(default)s)")
     ap.add_argument("--m-step-max-iter", type=int, default=25, help="crowd-kit's default %(default)s")
     ap.add_argument("--m-step-tol", type=float, default=1e-2, help="crowd-kit's default %(default)s")
     args = ap.parse_args(argv)
     settings = {"n_iter": args.n_iter, "m_step_max_iter": args.m_step_max_iter, "m_step_tol": args.m_step_tol}
 
-    names = sorted(
-        d for d in os.listdir(args.datasets)
-        if d not in EXCLUDE
-        and os.path.isfile(os.path.join(args.datasets, d, "labels.csv"))
-        and os.path.isfile(os.path.join(args.datasets, d, "truth.csv"))
-    )
-    if args.only:
-        wanted = set(args.only.split(","))
-        names = [n for n in names if n in wanted]
+    names = ref.dataset_names(args.datasets, args.only)
     if not names:
-        print(f"no datasets found in {args.datasets}", file=sys.stderr)
         return 1
 
     results = {}
-    print(f"crowd-kit {version('crowd-kit')}, pandas {version('pandas')}, numpy {version('numpy')}, "
-          f"scipy {version('scipy')}, python {platform.python_version()}; datasets: {args.datasets} "
-          f"(excluded: {', '.join(sorted(EXCLUDE))})")
+    print(f"{ref.versions('crowd-kit', 'pandas', 'numpy', 'scipy')}; datasets: {args.datasets} "
+          f"(excluded: {', '.join(sorted(ref.EXCLUDE))})")
     print(f"GLAD({', '.join(f'{k}={v}' for k, v in settings.items())}); duplicates (task, worker): dropped, "
           "keeping the last answer\n")
     print("| dataset | n_answers | crowd-kit acc | iters | seconds | adapter max abs dp | dalpha | dlogbeta "
@@ -183,14 +160,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nnote: {note}")
 
     if args.json:
-        out = {
-            "tool": "crowd-kit",
-            "versions": {p: version(p) for p in ("crowd-kit", "pandas", "numpy", "scipy")},
-            "python": platform.python_version(),
-            "settings": {"GLAD": settings, "duplicates": "drop (task, worker) duplicates, keep last"},
-            "datasets": results,
-        }
-        write_results(args.json, out)
+        ref.write_reference(args.json, ("crowd-kit", "pandas", "numpy", "scipy"),
+                            {"GLAD": settings, "duplicates": "drop (task, worker) duplicates, keep last"}, results)
     return 0
 
 

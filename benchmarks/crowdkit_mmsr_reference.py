@@ -26,11 +26,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import sys
 import time
 import warnings
-from importlib.metadata import version
 
 import numpy as np
 import pandas as pd
@@ -40,14 +38,7 @@ with warnings.catch_warnings():  # crowd-kit's imports warn about optional extra
     from crowdkit.aggregation import MMSR
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from crowdkit_reference import (  # noqa: E402
-    EXCLUDE,
-    accuracy,
-    dataset_shape,
-    default_datasets_dir,
-    read_dataset,
-    write_results,
-)
+import crowdkit_reference as ref  # noqa: E402
 
 
 def ours(data: pd.DataFrame, truth: pd.Series, theirs: pd.Series | None) -> dict:
@@ -62,8 +53,7 @@ def ours(data: pd.DataFrame, truth: pd.Series, theirs: pd.Series | None) -> dict
             warnings.simplefilter("ignore")
             result = crowdagg.aggregate(annotations, "mmsr", **params)
         out[f"{key}_seconds"] = time.perf_counter() - t0
-        pred = pd.Series(result.label_names().tolist(), index=result.data.task_names.tolist())
-        out[f"{key}_acc"] = accuracy(pred, truth)
+        out[f"{key}_acc"] = ref.accuracy(ref.labels_by_task(result), truth)
         weight = pd.Series(result.worker_params["weight"], index=result.data.worker_names.tolist())
         out[f"{key}_negative"] = int((weight < 0).sum())
         if key == "mmsr" and theirs is not None:
@@ -75,8 +65,8 @@ def ours(data: pd.DataFrame, truth: pd.Series, theirs: pd.Series | None) -> dict
 
 
 def run_dataset(path: str) -> dict:
-    data, truth, n_raw = read_dataset(path)
-    row = dataset_shape(data, truth, n_raw)
+    data, truth, n_raw = ref.read_dataset(path)
+    row = ref.dataset_shape(data, truth, n_raw)
     t0 = time.perf_counter()
     theirs = None
     try:
@@ -85,7 +75,7 @@ def run_dataset(path: str) -> dict:
             model = MMSR().fit(data)
             theirs = model.skills_
             labels = model.predict(data)
-        row.update(crowdkit_acc=accuracy(labels, truth), crowdkit_iters=len(model.loss_history_),
+        row.update(crowdkit_acc=ref.accuracy(labels, truth), crowdkit_iters=len(model.loss_history_),
                    crowdkit_negative=int((theirs < 0).sum()))
     except (ValueError, MemoryError) as e:
         row["crowdkit_error"] = f"{type(e).__name__}: {e}"
@@ -96,25 +86,13 @@ def run_dataset(path: str) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--datasets", default=default_datasets_dir(),
-                    help="folder holding one sub-folder per dataset (default: %(default)s)")
-    ap.add_argument("--json", default=None, help="also write the results to this JSON file")
-    ap.add_argument("--only", default=None, help="comma-separated dataset names (default: all but emotion)")
+    ref.reference_options(ap, only=True)
     args = ap.parse_args(argv)
-    names = sorted(
-        d for d in os.listdir(args.datasets)
-        if d not in EXCLUDE
-        and os.path.isfile(os.path.join(args.datasets, d, "labels.csv"))
-        and os.path.isfile(os.path.join(args.datasets, d, "truth.csv"))
-    )
-    if args.only:
-        wanted = set(args.only.split(","))
-        names = [n for n in names if n in wanted]
+    names = ref.dataset_names(args.datasets, args.only)
     if not names:
-        print(f"no datasets found in {args.datasets}", file=sys.stderr)
         return 1
-    print(f"crowd-kit {version('crowd-kit')}, pandas {version('pandas')}, numpy {version('numpy')}, "
-          f"python {platform.python_version()}; MMSR() defaults; duplicates (task, worker) dropped keeping the last\n")
+    print(f"{ref.versions('crowd-kit', 'pandas', 'numpy')}; MMSR() defaults; duplicates (task, worker) dropped "
+          "keeping the last\n")
     print("| dataset | answers | workers | crowd-kit acc | iters | negative | seconds | mmsr acc | negative | "
           "max ‖w|−|w_ck‖ | signs agree | spectral acc | negative |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -129,14 +107,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['mmsr_acc']:.4f} | {r['mmsr_negative']} | {dw} | {r['spectral_acc']:.4f} | "
               f"{r['spectral_negative']} |", flush=True)
     if args.json:
-        write_results(args.json, {
-            "tool": "crowd-kit",
-            "versions": {p: version(p) for p in ("crowd-kit", "pandas", "numpy", "scipy")},
-            "python": platform.python_version(),
-            "settings": {"MMSR": {"n_iter": 10000, "tol": 1e-10, "random_state": 0},
-                         "duplicates": "drop (task, worker) duplicates, keep last"},
-            "datasets": results,
-        })
+        ref.write_reference(args.json, ("crowd-kit", "pandas", "numpy", "scipy"),
+                            {"MMSR": {"n_iter": 10000, "tol": 1e-10, "random_state": 0},
+                             "duplicates": "drop (task, worker) duplicates, keep last"}, results)
     return 0
 
 

@@ -63,6 +63,54 @@ def default_datasets_dir() -> str:
     return os.environ.get("CROWDAGG_DATASETS", os.path.normpath(os.path.join(repo_root, "..", "shared", "datasets")))
 
 
+def reference_options(ap: argparse.ArgumentParser, only: bool = False) -> None:
+    """``--datasets DIR`` and ``--json OUT`` (and, with ``only``, ``--only a,b``): every reference script's options."""
+    ap.add_argument("--datasets", default=default_datasets_dir(),
+                    help="folder holding one sub-folder per dataset (default: %(default)s)")
+    ap.add_argument("--json", default=None, help="also write the results to this JSON file")
+    if only:
+        ap.add_argument("--only", default=None, help="comma-separated dataset names (default: all but emotion)")
+
+
+def dataset_names(folder: str, only: str | None = None) -> list[str]:
+    """The dataset folders of ``folder`` with answers and truth, sorted, but :data:`EXCLUDE` (and, with ``only``,
+    those it names alone)."""
+    names = sorted(
+        d for d in os.listdir(folder)
+        if d not in EXCLUDE
+        and os.path.isfile(os.path.join(folder, d, "labels.csv"))
+        and os.path.isfile(os.path.join(folder, d, "truth.csv"))
+    )
+    if only:
+        wanted = set(only.split(","))
+        names = [n for n in names if n in wanted]
+    if not names:
+        print(f"no datasets found in {folder}", file=sys.stderr)
+    return names
+
+
+def versions(*packages: str) -> str:
+    """``crowd-kit 1.4.2, pandas 2.2.3, ..., python 3.11.9``: the packages' versions, then Python's."""
+    return ", ".join(f"{p} {version(p)}" for p in packages) + f", python {platform.python_version()}"
+
+
+def write_reference(path: str, packages: tuple[str, ...], settings: dict, results: dict) -> None:
+    """A reference run's JSON at ``path``: the tool, the ``packages``' versions, Python's, the settings and the
+    results by dataset."""
+    write_results(path, {
+        "tool": "crowd-kit",
+        "versions": {p: version(p) for p in packages},
+        "python": platform.python_version(),
+        "settings": settings,
+        "datasets": results,
+    })
+
+
+def labels_by_task(result) -> pd.Series:
+    """A crowdagg result's labels (as text), indexed by task name, as crowd-kit's ``labels_`` are."""
+    return pd.Series(result.label_names().tolist(), index=result.data.task_names.tolist())
+
+
 def write_results(path: str, out: dict) -> None:
     """The run's figures as JSON at ``path`` (its folder made)."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
@@ -170,27 +218,19 @@ def run_dataset(path: str, tol: float = 1e-5) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--datasets", default=default_datasets_dir(),
-                    help="folder holding one sub-folder per dataset (default: %(default)s)")
-    ap.add_argument("--json", default=None, help="also write the results to this JSON file")
+    reference_options(ap)
     ap.add_argument("--tol", type=float, default=1e-5,
                     help="tol for DawidSkene/OneCoinDawidSkene (crowd-kit default %(default)s; "
                          "crowd-kit stops when ELBO gain < tol, so pass --tol=-inf to force all 100 iterations)")
     args = ap.parse_args(argv)
 
-    names = sorted(
-        d for d in os.listdir(args.datasets)
-        if d not in EXCLUDE
-        and os.path.isfile(os.path.join(args.datasets, d, "labels.csv"))
-        and os.path.isfile(os.path.join(args.datasets, d, "truth.csv"))
-    )
+    names = dataset_names(args.datasets)
     if not names:
-        print(f"no datasets found in {args.datasets}", file=sys.stderr)
         return 1
 
     results = {}
-    print(f"crowd-kit {version('crowd-kit')}, pandas {version('pandas')}, numpy {version('numpy')}, "
-          f"python {platform.python_version()}; datasets: {args.datasets} (excluded: {', '.join(sorted(EXCLUDE))})")
+    print(f"{versions('crowd-kit', 'pandas', 'numpy')}; datasets: {args.datasets} "
+          f"(excluded: {', '.join(sorted(EXCLUDE))})")
     print(f"DawidSkene / OneCoinDawidSkene: n_iter=100, tol={args.tol}; "
           "duplicates (task, worker): dropped, keeping the last answer\n")
     print(f"MACE: n_iter={MACE_N_ITER}, crowd-kit's defaults otherwise; MMSR, ZeroBasedSkill: crowd-kit's defaults\n")
@@ -207,19 +247,13 @@ def main(argv: list[str] | None = None) -> int:
               flush=True)
 
     if args.json:
-        out = {
-            "tool": "crowd-kit",
-            "versions": {p: version(p) for p in ("crowd-kit", "pandas", "numpy", "scipy", "scikit-learn")},
-            "python": platform.python_version(),
-            "settings": {"DawidSkene": {"n_iter": 100, "tol": repr(args.tol)},
-                         "OneCoinDawidSkene": {"n_iter": 100, "tol": repr(args.tol)},
-                         "MACE": {"n_iter": MACE_N_ITER, "others": "crowd-kit defaults"},
-                         "MMSR": "crowd-kit defaults",
-                         "ZeroBasedSkill": "crowd-kit defaults",
-                         "duplicates": "drop (task, worker) duplicates, keep last"},
-            "datasets": results,
-        }
-        write_results(args.json, out)
+        write_reference(args.json, ("crowd-kit", "pandas", "numpy", "scipy", "scikit-learn"), {
+            "DawidSkene": {"n_iter": 100, "tol": repr(args.tol)},
+            "OneCoinDawidSkene": {"n_iter": 100, "tol": repr(args.tol)},
+            "MACE": {"n_iter": MACE_N_ITER, "others": "crowd-kit defaults"},
+            "MMSR": "crowd-kit defaults",
+            "ZeroBasedSkill": "crowd-kit defaults",
+            "duplicates": "drop (task, worker) duplicates, keep last"}, results)
     return 0
 
 

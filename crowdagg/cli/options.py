@@ -13,6 +13,7 @@ so ``crowdagg --help`` stays light.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Optional
 
 import typer
@@ -234,6 +235,84 @@ GOLD_TASK_COL = column_option("--gold-task-col", "Task column of --gold.")
 GOLD_LABEL_COL = column_option("--gold-label-col", "Label column of --gold.")
 SAVE_WORKERS = typer.Option(None, "--save-workers", help=f"Save the fitted worker model (versioned JSON, exact floats; .json or .json.gz) for --init-workers ({methods_that(lambda m: m.init_workers)}).")
 INIT_WORKERS = typer.Option(None, "--init-workers", help=f"Start from a worker model saved with --save-workers (warm start; known workers on a new batch; {methods_that(lambda m: m.init_workers)}).")
+
+
+# --------------------------------------------------------------------------- the tail of a report command (stats, workers)
+@dataclass(frozen=True)
+class FitRun:
+    """The options a command that reads answers and fits a method on them shares with the others, as one value:
+    reading the answers (``--classes`` .. ``--label-col``), the method's common parameters (``--seed``,
+    ``--max-iter``, ``--tol``, ``-p``) and the run's (``--max-memory``, ``--threads``, ``--quiet``,
+    ``--verbose``).  :func:`fit_run_options` declares them on a command, after its own options, as
+    :data:`FIT_RUN` declares each; :func:`crowdagg.cli.pipeline.check_fit_run` checks them before reading and
+    :meth:`reading` gives them to :func:`crowdagg.cli.pipeline.load`."""
+
+    classes: Optional[str]
+    duplicates: str
+    blank_labels: str
+    rejected: str
+    input_format: Optional[str]
+    task_col: Optional[str]
+    worker_col: Optional[str]
+    label_col: Optional[str]
+    seed: Optional[int]
+    max_iter: Optional[int]
+    tol: Optional[float]
+    param_: list[str]
+    max_memory: Optional[str]
+    threads: Optional[str]
+    quiet: bool
+    verbose: bool
+
+    def texts(self) -> dict[str, Optional[str]]:
+        """The options that name a path or a value, for :func:`require_values` (an empty one is refused)."""
+        return {"input_format": self.input_format, "classes": self.classes, "max_memory": self.max_memory}
+
+    def flags(self) -> dict[str, Any]:
+        """The method parameters that have a flag of their own here, for :func:`method_params`."""
+        return {"seed": self.seed, "max_iter": self.max_iter, "tol": self.tol}
+
+    def reading(self, classes: Optional[list[str]]) -> dict[str, Any]:
+        """How the answers are read (:func:`crowdagg.io.read.load_annotations`' options); ``classes``: ``--classes``
+        as checked (:func:`crowdagg.cli.pipeline.check_fit_run`)."""
+        return {"input_format": self.input_format, "task_col": self.task_col, "worker_col": self.worker_col,
+                "label_col": self.label_col, "classes": classes, "duplicates": self.duplicates,
+                "max_memory": self.max_memory, "rejected": self.rejected, "blank_labels": self.blank_labels}
+
+
+#: Each field of :class:`FitRun` as the command line declares it, in the order ``--help`` lists them.
+FIT_RUN = {
+    "classes": CLASSES, "duplicates": DUPLICATES, "blank_labels": BLANK_LABELS, "rejected": REJECTED,
+    "input_format": INPUT_FORMAT, "task_col": TASK_COL, "worker_col": WORKER_COL, "label_col": LABEL_COL,
+    "seed": SEED, "max_iter": MAX_ITER, "tol": TOL, "param_": PARAM,
+    "max_memory": max_memory_option("a run", examples=True), "threads": THREADS, "quiet": QUIET, "verbose": VERBOSE,
+}
+
+
+def fit_run_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Declare :data:`FIT_RUN`'s options on ``command`` after its own, and call it with them as one
+    :class:`FitRun`, its keyword argument ``run``: the commands that share these options declare them once.
+
+    Typer reads a command's options from its signature: the one shown here is ``command``'s without ``run``, then
+    one parameter per field of :class:`FitRun` (typed as the field, defaulting to its declaration)."""
+    import functools
+    import inspect
+    from typing import get_type_hints
+
+    own = [p for name, p in inspect.signature(command, eval_str=True).parameters.items() if name != "run"]
+    types = get_type_hints(FitRun)
+    shared = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=declared, annotation=types[name])
+              for name, declared in FIT_RUN.items()]
+
+    @functools.wraps(command)
+    def gathered(*args: Any, **kwargs: Any) -> Any:
+        run = FitRun(**{name: kwargs.pop(name) for name in FIT_RUN})
+        return command(*args, run=run, **kwargs)
+
+    signature = inspect.Signature(own + shared, return_annotation=None)
+    gathered.__signature__ = signature  # type: ignore[attr-defined]
+    gathered.__annotations__ = {p.name: p.annotation for p in signature.parameters.values()} | {"return": None}
+    return gathered
 
 
 # --------------------------------------------------------------------------- the spammer criteria (workers, aggregate)

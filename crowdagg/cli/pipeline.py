@@ -3,8 +3,9 @@
 ``aggregate`` is these steps in order; ``train``, ``predict`` and
 ``workers`` take the ones they need instead of copying them:
 
-1. :func:`check_method`, :func:`check_read_options`, :func:`check_threads` -- everything that
-   can be refused before reading a byte (a bad parameter never waits for a
+1. :func:`check_method`, :func:`check_read_options`, :func:`check_threads` (the two together for the
+   options a report command shares: :func:`check_fit_run`) -- everything that can be refused before
+   reading a byte (a bad parameter never waits for a
    large input to load);
 2. :func:`plan_outputs` -- where each output lands and in which format,
    refusing an output that is also an input (before and after the inputs
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional, overload
 
 from ..errors import UsageError
-from .options import Spelling, method_params, split_list
+from .options import FitRun, Spelling, method_params, split_list
 from .plumbing import err, progress
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -112,6 +113,15 @@ def check_threads(value: Optional[str]) -> Optional[int]:
         threads.count()  # a bad $CROWDAGG_THREADS: a usage error now
         return None
     return threads.parse(value)
+
+
+def check_fit_run(run: FitRun) -> tuple[Optional[list[str]], Optional[int]]:
+    """A report command's shared options (:class:`~crowdagg.cli.options.FitRun`) checked before reading:
+    :func:`check_read_options`, then :func:`check_threads`; returns ``--classes`` as a list and the thread
+    count."""
+    classes = check_read_options(duplicates=run.duplicates, blank_labels=run.blank_labels, rejected=run.rejected,
+                                 max_memory=run.max_memory, classes=run.classes)
+    return classes, check_threads(run.threads)
 
 
 def check_engine(method: str, engine: str, scheduler: Optional[str], params: Mapping[str, Any], *,

@@ -42,6 +42,7 @@ Examples:
 
 
 @handle_errors(opt.SMOOTHING_BY_P)
+@opt.fit_run_options
 def stats(
     input: list[str] = typer.Argument(..., metavar="INPUT...", help="Answers file(s) (CSV/TSV/JSON/JSONL/Parquet, optionally .gz; MTurk, Toloka, Label Studio exports), - for stdin, a directory, or a quoted glob; several are read as one data set."),
     method: str = typer.Option("mv", "--method", "-m", help="The method whose labels agreement and consistency measure against (see `crowdagg methods`); default mv, as crowd-kit's metrics."),
@@ -49,59 +50,38 @@ def stats(
     fmt: Optional[str] = opt.format_option("csv, tsv, jsonl, json or parquet (default: a table on a terminal, else csv; -o: from its extension)."),
     tasks: Optional[str] = typer.Option(None, "--tasks", metavar="FILE", help="Write one row per task here: task, answers, label (the method's), agreement (share of its answers equal to the label), uncertainty (entropy of its answers, nats), consistency (the posterior of its label)."),
     workers: Optional[str] = typer.Option(None, "--workers", metavar="FILE", help="Write one row per worker here: worker, answers, agreement (share of its answers equal to the method's label), uncertainty (entropy of its answers, nats)."),
-    classes: Optional[str] = opt.CLASSES,
-    duplicates: str = opt.DUPLICATES,
-    blank_labels: str = opt.BLANK_LABELS,
-    rejected: str = opt.REJECTED,
-    input_format: Optional[str] = opt.INPUT_FORMAT,
-    task_col: Optional[str] = opt.TASK_COL,
-    worker_col: Optional[str] = opt.WORKER_COL,
-    label_col: Optional[str] = opt.LABEL_COL,
-    seed: Optional[int] = opt.SEED,
-    max_iter: Optional[int] = opt.MAX_ITER,
-    tol: Optional[float] = opt.TOL,
-    param_: list[str] = opt.PARAM,
-    max_memory: Optional[str] = opt.max_memory_option("a run", examples=True),
-    threads: Optional[str] = opt.THREADS,
-    quiet: bool = opt.QUIET,
-    verbose: bool = opt.VERBOSE,
+    *,
+    run: opt.FitRun,
 ) -> None:
     """The agreement statistics (the help text: :data:`HELP`)."""
     # 1. Everything that can be checked without reading the data.
     for path in input:
         require_values(input=path)
-    require_values(output=output, format=fmt, tasks=tasks, workers=workers, input_format=input_format,
-                   classes=classes, max_memory=max_memory)
+    require_values(output=output, format=fmt, tasks=tasks, workers=workers, **run.texts())
     steps.check_stdin(input)
-    _, params = steps.check_method(method, {"seed": seed, "max_iter": max_iter, "tol": tol}, param_,
-                                    spelling=opt.SMOOTHING_BY_P)
-    class_list = steps.check_read_options(
-        duplicates=duplicates, blank_labels=blank_labels, rejected=rejected, max_memory=max_memory, classes=classes
-    )
-    n_threads = steps.check_threads(threads)
+    _, params = steps.check_method(method, run.flags(), run.param_, spelling=opt.SMOOTHING_BY_P)
+    class_list, n_threads = steps.check_fit_run(run)
     planned, sources = steps.plan_outputs(_outputs(output, fmt, tasks, workers), input)
     on_terminal = output is None and fmt is None and planned["--output"].target.is_terminal()
     if on_terminal:
         del planned["--output"]
     with use_threads(n_threads):
         # 2. The data, the fit, the statistics.
-        data = steps.load(sources, input_format=input_format, task_col=task_col, worker_col=worker_col,
-                          label_col=label_col, classes=class_list, duplicates=duplicates, max_memory=max_memory,
-                          rejected=rejected, blank_labels=blank_labels)
+        data = steps.load(sources, **run.reading(class_list))
         from ..core import timing
         from ..reports.agreement import TASK_COLUMNS, WORKER_COLUMNS, check_memory
         from ..reports.agreement import stats as agreement_stats
 
-        check_memory(data, max_memory)  # before the fit, not after it
+        check_memory(data, run.max_memory)  # before the fit, not after it
         if tasks is not None:
             steps.check_render_memory(data.n_tasks, len(TASK_COLUMNS) - 2, 2, f"--tasks table of {data.n_tasks:,} tasks",
-                                      max_memory)
+                                      run.max_memory)
         if workers is not None:
             steps.check_render_memory(data.n_workers, len(WORKER_COLUMNS) - 1, 1,
-                                      f"--workers table of {data.n_workers:,} workers", max_memory)
-        result = steps.fit(data, method, params, quiet=quiet, max_memory=max_memory)
+                                      f"--workers table of {data.n_workers:,} workers", run.max_memory)
+        result = steps.fit(data, method, params, quiet=run.quiet, max_memory=run.max_memory)
         with timing.stage("report"):
-            figures = agreement_stats(data, result, max_memory=max_memory)
+            figures = agreement_stats(data, result, max_memory=run.max_memory)
         # 3. Every output rendered, then all written or none.
         steps.render_and_commit(planned, _renderers(figures))
     if on_terminal:

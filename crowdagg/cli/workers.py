@@ -65,6 +65,7 @@ FIGURES = {"--plot confusions": "confusions.png", "--plot accuracy": "answers_ac
 
 
 @handle_errors({**opt.DETECTOR_SPELLING, **opt.SMOOTHING_BY_P})
+@opt.fit_run_options
 def workers(
     input: list[str] = typer.Argument(..., metavar="INPUT...", help="Answers file(s) (CSV/TSV/JSON/JSONL/Parquet, optionally .gz; MTurk, Toloka, Label Studio exports), - for stdin, a directory, or a quoted glob; several are read as one data set."),
     method: str = opt.METHOD,
@@ -80,40 +81,21 @@ def workers(
     min_shared: int = opt.MIN_SHARED,
     detector: str = opt.DETECTOR,
     sort: Optional[str] = typer.Option(None, "--sort", metavar="COLUMN", help="Order the rows by COLUMN (one of the report's columns, e.g. accuracy, answers, spam_score), ascending; -COLUMN (or --sort=-COLUMN) descending.  Missing cells last; ties keep the input order.  Default: the input order."),
-    classes: Optional[str] = opt.CLASSES,
-    duplicates: str = opt.DUPLICATES,
-    blank_labels: str = opt.BLANK_LABELS,
-    rejected: str = opt.REJECTED,
-    input_format: Optional[str] = opt.INPUT_FORMAT,
-    task_col: Optional[str] = opt.TASK_COL,
-    worker_col: Optional[str] = opt.WORKER_COL,
-    label_col: Optional[str] = opt.LABEL_COL,
-    seed: Optional[int] = opt.SEED,
-    max_iter: Optional[int] = opt.MAX_ITER,
-    tol: Optional[float] = opt.TOL,
-    param_: list[str] = opt.PARAM,
-    max_memory: Optional[str] = opt.max_memory_option("a run", examples=True),
-    threads: Optional[str] = opt.THREADS,
-    quiet: bool = opt.QUIET,
-    verbose: bool = opt.VERBOSE,
+    *,
+    run: opt.FitRun,
 ) -> None:
     """The annotator report (the help text: :data:`HELP`)."""
     # 1. Everything that can be checked without reading the data.
     for path in input:
         require_values(input=path)
-    require_values(output=output, format=fmt, gold=gold, pairs=pairs, plot=plot, input_format=input_format,
-                   classes=classes, max_memory=max_memory)
+    require_values(output=output, format=fmt, gold=gold, pairs=pairs, plot=plot, **run.texts())
     side = steps.side_inputs(gold=gold)
     steps.check_stdin(input, side)
-    spec, params = steps.check_method(method, {"seed": seed, "max_iter": max_iter, "tol": tol}, param_,
-                                      spelling=opt.SMOOTHING_BY_P)
+    spec, params = steps.check_method(method, run.flags(), run.param_, spelling=opt.SMOOTHING_BY_P)
     if spec.kind == "numeric":  # (aggregate's --numeric; this report's columns are a categorical model's)
         raise UsageError(f"method {method!r} aggregates numeric answers: `crowdagg aggregate --numeric -m {method} "
                          "--workers FILE` writes its workers' weights; `crowdagg workers` reports categorical methods")
-    class_list = steps.check_read_options(
-        duplicates=duplicates, blank_labels=blank_labels, rejected=rejected, max_memory=max_memory, classes=classes
-    )
-    n_threads = steps.check_threads(threads)
+    class_list, n_threads = steps.check_fit_run(run)
     steps.check_detector(detector)
     if sort is not None:
         from ..reports.workers import check_sort
@@ -130,9 +112,7 @@ def workers(
             # 2. Gold, the data, the fit, the detector.
             gold_labels = steps.read_labels(gold, gold_task_col, gold_label_col, option="--gold", what="gold") \
                 if gold is not None else None
-            data = steps.load(sources, input_format=input_format, task_col=task_col, worker_col=worker_col,
-                              label_col=label_col, classes=class_list, duplicates=duplicates, max_memory=max_memory,
-                              rejected=rejected, blank_labels=blank_labels)
+            data = steps.load(sources, **run.reading(class_list))
             from ..engine import LocalEngine
             from ..reports.workers import (
                 check_sort,
@@ -144,14 +124,15 @@ def workers(
             )
 
             n_columns = len(report_columns(data.classes, gold is not None, method_columns(own)))
-            steps.check_render_memory(data.n_workers, n_columns, 2, f"a report of {data.n_workers:,} workers", max_memory)
-            result = steps.fit(data, method, params, quiet=quiet, max_memory=max_memory)
+            steps.check_render_memory(data.n_workers, n_columns, 2, f"a report of {data.n_workers:,} workers",
+                                      run.max_memory)
+            result = steps.fit(data, method, params, quiet=run.quiet, max_memory=run.max_memory)
             engine = LocalEngine(data)
             if sort is not None:
                 check_sort(sort, data.classes, gold is not None)
-            scan, flags = steps.scan_spammers(data, engine, result, method=method, seed=seed, max_memory=max_memory,
-                                              quiet=quiet, chance=near_chance, detector=detector,
-                                              min_partners=min_partners, min_shared=min_shared)
+            scan, flags = steps.scan_spammers(data, engine, result, method=method, seed=run.seed,
+                                              max_memory=run.max_memory, quiet=run.quiet, chance=near_chance,
+                                              detector=detector, min_partners=min_partners, min_shared=min_shared)
             if not result.has_confusion:
                 _say_no_confusion(method, plot is not None)
             _say_no_interval(result)
@@ -162,10 +143,10 @@ def workers(
                 report = worker_report(data, result, scan=scan, chance=near_chance, gold=gold_labels, engine=engine)
                 shown = report if sort is None else sort_report(report, sort)  # the figures index the input order
             with timing.stage("pairs"):
-                pair_table = pair_agreement(data, engine, max_memory=max_memory) if pairs is not None else None
+                pair_table = pair_agreement(data, engine, max_memory=run.max_memory) if pairs is not None else None
             if pair_table is not None:
                 steps.check_render_memory(len(pair_table), 4, 2, f"--pairs table of {len(pair_table):,} worker pairs",
-                                          max_memory)
+                                          run.max_memory)
             steps.render_and_commit(planned, _renderers(report, shown, pair_table, result, data.classes))
             err(f"workers: {steps.flag_summary(flags)}")
         if on_terminal:

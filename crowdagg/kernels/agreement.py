@@ -109,76 +109,85 @@ def group_counts(ptr: np.ndarray, label: np.ndarray, n_classes: int,
 
 
 @njit(cache=True, nogil=True)
+def _class_marks(k):  # pragma: no cover - compiled
+    """The scratch of the one-coin kernels: the classes a group touched (in the order met), and whether each is."""
+    return np.empty(k, dtype=np.int64), np.zeros(k, dtype=np.bool_)
+
+
+@njit(cache=True, nogil=True)
 def _label_posterior(task_ptr, worker, label, given, skill, k):  # pragma: no cover - compiled
     n = task_ptr.shape[0] - 1
     share = np.full(n, np.nan)
     posterior = np.full(n, np.nan)
     zeros = np.zeros(k, dtype=np.int64)
     logs = np.zeros(k)
-    touched = np.empty(k, dtype=np.int64)
-    hit = np.zeros(k, dtype=np.bool_)
+    touched, hit = _class_marks(k)
     for t in range(n):
-        lo = task_ptr[t]
-        hi = task_ptr[t + 1]
-        if hi == lo:
-            continue
-        a = given[t]
-        base_zeros = 0
-        base_log = 0.0
-        n_touched = 0
-        agree = 0
-        for e in range(lo, hi):
-            s = skill[worker[e]]
-            other = (1.0 - s) / (k - 1) if k > 1 else 0.0
-            c = label[e]
-            if c == a:
-                agree += 1
-            if not hit[c]:
-                hit[c] = True
-                touched[n_touched] = c
-                n_touched += 1
-            # every class gets the answer's "other" factor; its own class trades it for the skill
-            if other > 0.0:
-                base_log += np.log(other)
-                logs[c] -= np.log(other)
-            else:
-                base_zeros += 1
-                zeros[c] -= 1
-            if s > 0.0:
-                logs[c] += np.log(s)
-            else:
-                zeros[c] += 1
-        share[t] = agree / (hi - lo)
-        # the largest log-probability among the classes of non-zero probability, then the sum relative to it
-        top = -np.inf
-        for j in range(n_touched):
-            c = touched[j]
-            if base_zeros + zeros[c] == 0 and base_log + logs[c] > top:
-                top = base_log + logs[c]
-        n_rest = k - n_touched  # classes nobody answered: the base factor alone
-        if base_zeros == 0 and n_rest > 0 and base_log > top:
-            top = base_log
-        if top == -np.inf:
-            posterior[t] = 0.0  # every class impossible (crowd-kit's zero denominator): 0, as crowd-kit gives
-        else:
-            total = n_rest * np.exp(base_log - top) if base_zeros == 0 else 0.0
-            mine = 0.0
-            for j in range(n_touched):
-                c = touched[j]
-                if base_zeros + zeros[c] == 0:
-                    v = np.exp(base_log + logs[c] - top)
-                    total += v
-                    if c == a:
-                        mine = v
-            if not hit[a] and base_zeros == 0:
-                mine = np.exp(base_log - top)
-            posterior[t] = mine / total
-        for j in range(n_touched):
-            c = touched[j]
-            zeros[c] = 0
-            logs[c] = 0.0
-            hit[c] = False
+        if task_ptr[t + 1] > task_ptr[t]:
+            share[t], posterior[t] = _task_posterior(task_ptr[t], task_ptr[t + 1], worker, label, given[t], skill, k,
+                                                     zeros, logs, touched, hit)
     return share, posterior
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _task_posterior(lo, hi, worker, label, a, skill, k, zeros, logs, touched, hit):  # pragma: no cover - compiled
+    """One task's (answers ``lo:hi``) share of answers equal to ``a`` and the posterior of ``a``; the scratch rows
+    (``zeros``, ``logs``: per class, the factors of exactly 0 and the log of the others) left as found."""
+    base_zeros = 0
+    base_log = 0.0
+    n_touched = 0
+    agree = 0
+    for e in range(lo, hi):
+        s = skill[worker[e]]
+        other = (1.0 - s) / (k - 1) if k > 1 else 0.0
+        c = label[e]
+        if c == a:
+            agree += 1
+        if not hit[c]:
+            hit[c] = True
+            touched[n_touched] = c
+            n_touched += 1
+        # every class gets the answer's "other" factor; its own class trades it for the skill
+        if other > 0.0:
+            base_log += np.log(other)
+            logs[c] -= np.log(other)
+        else:
+            base_zeros += 1
+            zeros[c] -= 1
+        if s > 0.0:
+            logs[c] += np.log(s)
+        else:
+            zeros[c] += 1
+    # the largest log-probability among the classes of non-zero probability, then the sum relative to it
+    top = -np.inf
+    for j in range(n_touched):
+        c = touched[j]
+        if base_zeros + zeros[c] == 0 and base_log + logs[c] > top:
+            top = base_log + logs[c]
+    n_rest = k - n_touched  # classes nobody answered: the base factor alone
+    if base_zeros == 0 and n_rest > 0 and base_log > top:
+        top = base_log
+    if top == -np.inf:
+        posterior = 0.0  # every class impossible (crowd-kit's zero denominator): 0, as crowd-kit gives
+    else:
+        total = n_rest * np.exp(base_log - top) if base_zeros == 0 else 0.0
+        mine = 0.0
+        for j in range(n_touched):
+            c = touched[j]
+            if base_zeros + zeros[c] == 0:
+                v = np.exp(base_log + logs[c] - top)
+                total += v
+                if c == a:
+                    mine = v
+        if not hit[a] and base_zeros == 0:
+            mine = np.exp(base_log - top)
+        posterior = mine / total
+    for j in range(n_touched):
+        c = touched[j]
+        zeros[c] = 0
+        logs[c] = 0.0
+        hit[c] = False
+    return agree / (hi - lo), posterior
 
 
 def label_posterior(task_ptr: np.ndarray, worker: np.ndarray, label: np.ndarray, given: np.ndarray,
@@ -230,44 +239,49 @@ def _one_coin_entropy(ptr, order, worker, label, skill, k, use_order):  # pragma
     n = ptr.shape[0] - 1
     entropy = np.full(n, np.nan)
     mass = np.zeros(k)
-    touched = np.empty(k, dtype=np.int64)
-    hit = np.zeros(k, dtype=np.bool_)
+    touched, hit = _class_marks(k)
     for g in range(n):
-        lo = ptr[g]
-        hi = ptr[g + 1]
-        if hi == lo:
-            continue
-        base = 0.0  # what every class gets: each answer's "other" share
-        n_touched = 0
-        for p in range(lo, hi):
-            e = order[p] if use_order else p
-            s = skill[worker[e]]
-            other = (1.0 - s) / (k - 1) if k > 1 else 0.0
-            c = label[e]
-            base += other
-            mass[c] += s - other  # its own class trades the "other" share for the skill
-            if not hit[c]:
-                hit[c] = True
-                touched[n_touched] = c
-                n_touched += 1
-        total = k * base
-        for j in range(n_touched):
-            total += mass[touched[j]]
-        h = 0.0
-        for j in range(n_touched):
-            c = touched[j]
-            if total > 0.0:
-                q = (base + mass[c]) / total
-                if q > 0.0:
-                    h -= q * np.log(q)
-            mass[c] = 0.0
-            hit[c] = False
-        if total > 0.0:
-            q = base / total
-            if n_touched < k and q > 0.0:
-                h -= (k - n_touched) * q * np.log(q)
-            entropy[g] = h
+        if ptr[g + 1] > ptr[g]:
+            entropy[g] = _group_entropy(ptr[g], ptr[g + 1], order, worker, label, skill, k, use_order, mass, touched,
+                                        hit)
     return entropy
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _group_entropy(lo, hi, order, worker, label, skill, k, use_order, mass, touched, hit):  # pragma: no cover
+    """The entropy of one group's (positions ``lo:hi``) sum of one-coin distributions, NaN where it sums to 0;
+    the scratch row ``mass`` (per class, what its answers add beyond the others' share) left as found."""
+    base = 0.0  # what every class gets: each answer's "other" share
+    n_touched = 0
+    for p in range(lo, hi):
+        e = order[p] if use_order else p
+        s = skill[worker[e]]
+        other = (1.0 - s) / (k - 1) if k > 1 else 0.0
+        c = label[e]
+        base += other
+        mass[c] += s - other  # its own class trades the "other" share for the skill
+        if not hit[c]:
+            hit[c] = True
+            touched[n_touched] = c
+            n_touched += 1
+    total = k * base
+    for j in range(n_touched):
+        total += mass[touched[j]]
+    h = 0.0
+    for j in range(n_touched):
+        c = touched[j]
+        if total > 0.0:
+            q = (base + mass[c]) / total
+            if q > 0.0:
+                h -= q * np.log(q)
+        mass[c] = 0.0
+        hit[c] = False
+    if total <= 0.0:
+        return np.nan
+    q = base / total
+    if n_touched < k and q > 0.0:
+        h -= (k - n_touched) * q * np.log(q)
+    return h
 
 
 def one_coin_entropy(ptr: np.ndarray, worker: np.ndarray, label: np.ndarray, skill: np.ndarray, n_classes: int,

@@ -58,11 +58,6 @@ def _csv(rows, header=("task", "worker", "label"), sep=","):
 SMALL_CSV = _csv(SMALL_ROWS)
 
 
-@pytest.fixture(scope="module")
-def runner() -> CliRunner:
-    return CliRunner()
-
-
 @pytest.fixture
 def small_csv(tmp_path: Path) -> Path:
     p = tmp_path / "small.csv"

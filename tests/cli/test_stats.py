@@ -12,21 +12,19 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
 
-from crowdagg.cli import app
 from crowdagg.io.read import load_annotations
 from crowdagg.reports.agreement import SUMMARY_COLUMNS, TASK_COLUMNS, WORKER_COLUMNS, stats
-from tests.cli.test_cli import BLUEBIRD, ROOT, _env, _on_terminal, assert_one_error_line, first_line_then_quiet, ok
-
-
-@pytest.fixture(scope="module")
-def runner() -> CliRunner:
-    return CliRunner()
-
-
-def invoke(runner: CliRunner, *args, input=None):
-    return runner.invoke(app, [str(a) for a in args], input=input)
+from tests.cli.test_cli import (
+    BLUEBIRD,
+    ROOT,
+    _env,
+    _on_terminal,
+    assert_one_error_line,
+    first_line_then_quiet,
+    invoke,
+    ok,
+)
 
 
 @pytest.fixture(scope="module")

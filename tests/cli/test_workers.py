@@ -13,9 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
 
-from crowdagg.cli import app
 from crowdagg.io.read import load_annotations
 from crowdagg.methods.api import aggregate
 from crowdagg.reports import spammers
@@ -29,6 +27,7 @@ from tests.cli.test_cli import (
     _on_terminal,
     assert_one_error_line,
     first_line_then_quiet,
+    invoke,
     ok,
 )
 
@@ -36,15 +35,6 @@ SCAN_LINE = re.compile(r"^spammer detector: (\d+) of (\d+) workers flagged as sp
 CHANCE_LINE = re.compile(r"^near-chance rule \(ds\): (\d+) of (\d+) workers flagged \((\d+) also by the detector\); "
                          r"(\d+) spammers in all$", re.M)
 PNG = b"\x89PNG\r\n\x1a\n"
-
-
-@pytest.fixture(scope="module")
-def runner() -> CliRunner:
-    return CliRunner()
-
-
-def invoke(runner: CliRunner, *args, input=None):
-    return runner.invoke(app, [str(a) for a in args], input=input)
 
 
 @pytest.fixture(scope="module")
