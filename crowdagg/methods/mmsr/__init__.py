@@ -11,7 +11,7 @@ DECLARATIONS = (
     Method(
         "mmsr", "crowdagg.methods.mmsr.mmsr:MMSR",
         "matrix mean-subsequence-reduced (M-MSR): each worker's skill from the agreement of co-labelled worker "
-        "pairs by robust rank-one completion, then a log-odds weighted vote",
+        "pairs by a robust rank 1 completion, then a log-odds weighted vote",
         "C̃_ij = (K agree_ij − 1)/(K − 1) over the pairs sharing a task (E C̃ = s sᵀ, s_i = (K p_i − 1)/(K − 1)); "
         "|C̃| ≈ u vᵀ by alternating trimmed means (each drops the F largest values above and the F smallest "
         "below the current entry, F = ⌊min partners / 2⌋ − 1) until ‖uvᵀ − u'v'ᵀ‖_F ≤ tol; |s| = u √(‖v‖/‖u‖), "
