@@ -21,6 +21,10 @@ agree a worker's spam distribution is another's (bluebird: .750 against
 seeded starts keyed on the worker names; a task's answer probabilities are
 added as logs, not multiplied (no underflow, no ``+ 1e-8``).  So the
 labels match crowd-kit's where its orders agree, and are better elsewhere.
+Two more: a NaN label does not vote here, where crowd-kit's ``pd.factorize``
+code -1 reads it as the *last* label of its order; and ``n_iter=0``, which
+in crowd-kit keeps the starts' own E-step, runs one iteration here (one is
+the fewest crowdagg's loop runs).
 ``verbose`` is accepted for crowd-kit's signature: no progress bar is drawn.
 ``random_state``: an integer, None (seed 0: reproducible, where crowd-kit's
 None draws fresh) or a numpy ``RandomState`` / ``Generator`` (one seed

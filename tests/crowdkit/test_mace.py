@@ -123,3 +123,13 @@ def test_random_state_takes_what_crowdkit_takes():
     assert np.isfinite(generator.probas_.to_numpy()).all()
     with pytest.raises(TypeError, match="random_state must be an integer"):
         MACE(random_state="seven").fit(frame)
+
+
+def test_a_nan_label_does_not_vote():
+    """crowd-kit's pd.factorize codes a NaN label -1 and its arrays read it as the last label; here a NaN answer is
+    left out, as the other adapters do: the fit is the one without that row (floats as crowd-kit's frame has)."""
+    frame = toy_frame()
+    holed = frame.assign(label=frame["label"].astype(object).where(frame.index != 2))
+    kept = frame.drop(index=2)
+    pd.testing.assert_frame_equal(MACE(n_restarts=2).fit(holed).probas_, MACE(n_restarts=2).fit(kept).probas_,
+                                  check_names=False, check_column_type=False)
