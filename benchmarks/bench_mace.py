@@ -15,8 +15,10 @@ one-coin workers), the same arrays for both tools.
   ``_variational_m_step`` and ``_e_step`` (timed by wrapping the fitted
   instance's methods; crowd-kit's code is not changed), after its set-up and
   first E-step.  The fit is stopped once that iteration is timed (its final
-  E-step, a copy of the loop's, is not run): one crowd-kit run a size, and
-  the 1M-answer one (about two and a half minutes an E-step) only once.
+  E-step, a copy of the loop's, is not run): one crowd-kit run a size.  At
+  1M answers that is about 2.4 s to its first iteration and 1.2-1.6 s an
+  E-step (``results/mace_speed.json``: 1.15 s; the README's table), not the
+  minutes the issue measured.
 
 Prints a Markdown table; ``--json`` writes the figures.
 """

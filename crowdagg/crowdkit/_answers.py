@@ -319,6 +319,22 @@ def check_count(value: Any, name: str) -> None:
         raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
 
 
+def seed_of(random_state: Any) -> int:
+    """A seed for crowdagg's fit from crowd-kit's ``random_state``: an integer as it is, None seed 0 (a fit is
+    reproducible here; crowd-kit's None draws fresh), a ``numpy.random.RandomState`` or ``Generator`` one integer
+    drawn from it (crowd-kit hands those to scipy's draws); anything else a TypeError naming it."""
+    if random_state is None:
+        return 0
+    if isinstance(random_state, np.random.RandomState):
+        return int(random_state.randint(2**31 - 1))
+    if isinstance(random_state, np.random.Generator):
+        return int(random_state.integers(2**63 - 1))
+    if isinstance(random_state, bool) or not isinstance(random_state, (int, np.integer)):
+        raise TypeError(f"random_state must be an integer, None, a numpy RandomState or Generator, got "
+                        f"{random_state!r}")
+    return int(random_state)
+
+
 def check_number(value: Any, name: str) -> None:
     """A tolerance (``tol``, ``m_step_tol``): any number but NaN (crowd-kit's -inf never stops)."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or np.isnan(value):

@@ -21,7 +21,14 @@ agree a worker's spam distribution is another's (bluebird: .750 against
 seeded starts keyed on the worker names; a task's answer probabilities are
 added as logs, not multiplied (no underflow, no ``+ 1e-8``).  So the
 labels match crowd-kit's where its orders agree, and are better elsewhere.
+Two more: a NaN label does not vote here, where crowd-kit's ``pd.factorize``
+code -1 reads it as the *last* label of its order; and ``n_iter=0``, which
+in crowd-kit keeps the starts' own E-step, runs one iteration here (one is
+the fewest crowdagg's loop runs).
 ``verbose`` is accepted for crowd-kit's signature: no progress bar is drawn.
+``random_state``: an integer, None (seed 0: reproducible, where crowd-kit's
+None draws fresh) or a numpy ``RandomState`` / ``Generator`` (one seed
+drawn from it), as crowd-kit takes them.
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ._answers import Answers, check_count, check_number, top_labels
+from ._answers import Answers, check_count, check_number, seed_of, top_labels
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -50,7 +57,7 @@ class MACE:
     """
 
     def __init__(self, n_restarts: int = 10, n_iter: int = 50, method: str = "vb", smoothing: float = 0.1,
-                 default_noise: float = 0.5, alpha: float = 0.5, beta: float = 0.5, random_state: int = 0,
+                 default_noise: float = 0.5, alpha: float = 0.5, beta: float = 0.5, random_state: int | None = 0,
                  verbose: int = 0) -> None:
         self.n_restarts, self.n_iter, self.method, self.smoothing = n_restarts, n_iter, method, smoothing
         self.default_noise, self.alpha, self.beta = default_noise, alpha, beta
@@ -69,6 +76,7 @@ class MACE:
         check_count(self.n_restarts, "n_restarts")
         check_count(self.n_iter, "n_iter")
         check_number(self.smoothing, "smoothing")
+        seed = seed_of(self.random_state)
         if self.method not in ("vb", "em"):
             raise ValueError(f"method must be 'vb' or 'em', got {self.method!r}")
         ans = Answers(data)
@@ -86,7 +94,7 @@ class MACE:
         # n_iter 0 runs crowd-kit's start and E-step: one iteration is the fewest crowdagg's loop runs
         fit = Mace(n_init=max(int(self.n_restarts), 1), max_iter=max(int(self.n_iter), 1), m_step=self.method,
                    alpha=self.alpha, beta=self.beta, default_noise=self.default_noise,
-                   seed=int(self.random_state)).fit(ans.data)
+                   seed=seed).fit(ans.data)
         classes = pd.Index(list(ans.classes), dtype=object).get_indexer(list(labels))
         self.spamming_ = fit.model_params["spamming_weights"]
         self.thetas_ = fit.model_params["theta_weights"][:, classes]

@@ -28,9 +28,11 @@ class ZeroBasedSkill:
     the learning rate (``lr_init``, times ``lr_reduce_factor`` at every
     multiple of ``lr_steps_to_reduce``) moves each skill toward the
     worker's share of answers equal to the vote weighted by the skills
-    (``skills_``, sorted by worker).  ``predict`` / ``predict_proba``: that
-    weighted vote with the fitted skills (``labels_``, ``probas_``; a worker
-    without a skill is an error, as crowd-kit's).
+    (``skills_``, sorted by worker; with ``n_iter=0`` the start, in order of
+    first appearance, as crowd-kit's).  ``predict`` /
+    ``predict_proba``: that weighted vote with the fitted skills
+    (``labels_``, ``probas_``; a worker without a skill is an error, as
+    crowd-kit's).
     """
 
     def __init__(self, n_iter: int = 100, lr_init: float = 1.0, lr_steps_to_reduce: int = 20,
@@ -56,7 +58,9 @@ class ZeroBasedSkill:
             accuracy = MajorityVote()._vote(ans, skills)
             if accuracy is not None:
                 skills = skills + rate * (accuracy - skills)
-        self.skills_ = ans.worker_skills(skills, sort=True)
+        # crowd-kit's skills are its start (workers in order of first appearance) until an iteration re-indexes
+        # them by its sorted groupby
+        self.skills_ = ans.worker_skills(skills, sort=self.n_iter > 0)
         return self
 
     def _apply(self, data: pd.DataFrame) -> MajorityVote:

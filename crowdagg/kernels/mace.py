@@ -112,6 +112,8 @@ class EStepParams:
         for name, arr in zip(("log_base", "log_boost", "know_share"), arrays):
             if arr.shape != shape:
                 raise DataError(f"{name} has shape {arr.shape}, log_base {shape}")
+            if np.isnan(arr).any():  # a NaN would spread through every posterior and the log-evidence
+                raise DataError(f"{name} holds NaN")
             object.__setattr__(self, name, arr)
         clamp = as_code_array(self.clamp, "clamp")
         if clamp.size and (int(clamp.min()) < -1 or int(clamp.max()) >= shape[1]):
@@ -166,6 +168,15 @@ def tables(log_spamming: np.ndarray, log_competence: np.ndarray,
 
     In logs throughout (``logaddexp``): exact for a competence far below the spam weight or far above it.
     """
+    from ..errors import DataError
+    from .validate import as_float_array
+
+    log_spamming, log_competence = as_float_array(log_spamming, "log_spamming", 1), as_float_array(
+        log_competence, "log_competence", 1)
+    log_theta = as_float_array(log_theta, "log_theta", 2)
+    if not log_spamming.shape[0] == log_competence.shape[0] == log_theta.shape[0]:
+        raise DataError(f"log_spamming, log_competence and log_theta have {log_spamming.shape[0]:,}, "
+                        f"{log_competence.shape[0]:,} and {log_theta.shape[0]:,} rows: one each per worker")
     log_base = log_spamming[:, None] + log_theta
     log_total = np.logaddexp(log_base, log_competence[:, None])
     return log_base, log_total - log_base, np.exp(log_competence[:, None] - log_total)

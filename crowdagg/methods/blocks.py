@@ -265,6 +265,26 @@ class Revote:
     labels: np.ndarray
     margins: np.ndarray
 
+    def __post_init__(self) -> None:
+        # once, here: the kernel reads the three by row without bounds checks (a short array read past its end)
+        from ..kernels.validate import as_code_array, as_float_array
+
+        if not isinstance(self.vote, Vote):
+            raise UsageError(f"Revote takes a Vote, got {type(self.vote).__name__}")
+        select = np.asarray(self.select)
+        if select.ndim != 1 or select.dtype != np.bool_:
+            raise DataError(f"select must be a 1-D boolean array, got {select.dtype} of shape {select.shape}")
+        labels = as_code_array(self.labels, "labels")
+        margins = as_float_array(self.margins, "margins", 1)
+        if not select.shape == labels.shape == margins.shape:
+            raise DataError(f"select, labels and margins have {select.size:,}, {labels.size:,} and {margins.size:,} "
+                            "entries: one each per task")
+        if labels.size and int(labels.min()) < -1:
+            raise DataError(f"labels holds {int(labels.min())}: a class code, or -1 for none yet")
+        object.__setattr__(self, "select", np.ascontiguousarray(select))
+        object.__setattr__(self, "labels", np.ascontiguousarray(labels, dtype=np.int64))
+        object.__setattr__(self, "margins", margins)
+
 
 def selective_revote_block(part: Any, b: int, p: Revote, keep: bool) -> tuple[Any, Any]:
     """Block function: ``p.vote`` over the block's ``p.select``-ed tasks only (their weighted votes; ties within
@@ -275,13 +295,20 @@ def selective_revote_block(part: Any, b: int, p: Revote, keep: bool) -> tuple[An
     drawn.  (zbs' iteration.)"""
     from ..kernels.votes import _block_drawn_change, _block_revote
 
+    if not isinstance(p, Revote):
+        raise UsageError(f"selective_revote_block takes a Revote, got {type(p).__name__}")
     vote = p.vote
     t0, t1 = _block(part, b, vote.weight)
+    if p.select.shape[0] < part.first_task + part.n_tasks:
+        raise DataError(f"select, labels and margins have {p.select.shape[0]:,} entries, the data has "
+                        f"{part.first_task + part.n_tasks:,} tasks")
     weight = np.ones(part.n_workers) if vote.weight is None else vote.weight
     rows = slice(t0, t1)
     select = np.ascontiguousarray(part.task_rows(p.select)[rows], dtype=np.bool_)
     old = np.ascontiguousarray(part.task_rows(p.labels)[rows], dtype=np.int64)
     margins = np.ascontiguousarray(part.task_rows(p.margins)[rows], dtype=np.float64)
+    if old.size and int(old.max()) >= part.n_classes:
+        raise DataError(f"labels holds {int(old.max())}, the data has {part.n_classes} classes")
     labels, margins, tied, near, right, changed = _block_revote(
         part.task_ptr, part.worker, part.label, t0, t1, weight, part.n_classes, vote.atol, select, old, margins,
         part.n_workers)

@@ -106,3 +106,30 @@ def test_crowdkits_own_mace_tests_restated(method):
     for reordered, accuracy in ((False, 0.9 if method == "em" else 1.0), (True, 1.0)):
         fit = crowdkit_mace(frame, reordered=reordered, n_restarts=1, n_iter=5, method=method)
         assert (fit.labels_[expected.index] == expected).mean() == accuracy
+
+
+def test_random_state_takes_what_crowdkit_takes():
+    """crowd-kit hands random_state to scipy's draws: None, an integer, a RandomState or Generator all fit (ours
+    raised int()'s TypeError on None and on a RandomState); None is seed 0 here (reproducible), a RandomState's
+    seed is drawn from it, anything else is a TypeError naming random_state."""
+    frame = toy_frame()
+    zero = MACE(n_restarts=2, random_state=0).fit(frame).probas_
+    pd.testing.assert_frame_equal(MACE(n_restarts=2, random_state=None).fit(frame).probas_, zero)
+    drawn = np.random.RandomState(5)
+    expected_seed = int(np.random.RandomState(5).randint(2**31 - 1))
+    pd.testing.assert_frame_equal(MACE(n_restarts=2, random_state=drawn).fit(frame).probas_,
+                                  MACE(n_restarts=2, random_state=expected_seed).fit(frame).probas_)
+    generator = MACE(n_restarts=2, random_state=np.random.default_rng(1)).fit(frame)
+    assert np.isfinite(generator.probas_.to_numpy()).all()
+    with pytest.raises(TypeError, match="random_state must be an integer"):
+        MACE(random_state="seven").fit(frame)
+
+
+def test_a_nan_label_does_not_vote():
+    """crowd-kit's pd.factorize codes a NaN label -1 and its arrays read it as the last label; here a NaN answer is
+    left out, as the other adapters do: the fit is the one without that row (floats as crowd-kit's frame has)."""
+    frame = toy_frame()
+    holed = frame.assign(label=frame["label"].astype(object).where(frame.index != 2))
+    kept = frame.drop(index=2)
+    pd.testing.assert_frame_equal(MACE(n_restarts=2).fit(holed).probas_, MACE(n_restarts=2).fit(kept).probas_,
+                                  check_names=False, check_column_type=False)

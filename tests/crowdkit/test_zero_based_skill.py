@@ -53,3 +53,11 @@ def test_crowd_kit_itself_on_real_datasets(answers, name):
     """rte ties (10 answers a task): crowd-kit's tie rule (the first label in sorted order) is kept here, so the
     skills, labels and probabilities are crowd-kit's exactly, ties and all."""
     _same_as_crowdkit(answers(name))
+
+
+def test_no_iteration_keeps_crowdkits_start_layout(toy):
+    """With n_iter=0 crowd-kit's skills_ is its start: workers in order of first appearance (an iteration
+    re-indexes it by a sorted groupby).  Ours were sorted."""
+    frame = toy.iloc[::-1].reset_index(drop=True)  # workers no longer first appear in sorted order
+    _same_as_crowdkit(frame, n_iter=0)
+    _same_as_crowdkit(frame, n_iter=1)

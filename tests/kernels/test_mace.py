@@ -129,3 +129,28 @@ def test_one_e_step_is_crowdkits_where_its_orders_agree():
     np.testing.assert_allclose(ours.spam, strategy.to_numpy(), rtol=1e-10)
     np.testing.assert_allclose(ours.know, knowing["knowing_expected_count_1"].to_numpy(), rtol=1e-10)
     np.testing.assert_allclose(ours.spam.sum(axis=1), knowing["knowing_expected_count_0"].to_numpy(), rtol=1e-10)
+
+
+@pytest.mark.quick
+def test_tables_and_block_params_refuse_what_the_kernel_cannot_read():
+    """``tables`` and ``EStepParams`` are public: mismatched rows were numpy's broadcast ValueError, a 1-D theta
+    made (n_workers, n_workers) tables without a word, and NaN tables a NaN log-evidence.  DataErrors now; the
+    tables themselves are unchanged (lists are converted)."""
+    from crowdagg.kernels.mace import EStepParams, e_step_block, tables
+
+    w, k = 4, 3
+    ls, lc, lt = np.log(np.full(w, 0.4)), np.log(np.full(w, 0.6)), np.log(np.full((w, k), 1 / k))
+    with pytest.raises(DataError, match="have 2, 4 and 4 rows"):
+        tables(ls[:2], lc, lt)
+    with pytest.raises(DataError, match="log_theta must be a 2-D array"):
+        tables(ls, lc, ls)
+    base, boost, share = tables(list(ls), list(lc), lt.tolist())
+    np.testing.assert_allclose(base, np.log(0.4 / k))
+    np.testing.assert_allclose(boost, np.log(0.4 / k + 0.6) - np.log(0.4 / k))
+    np.testing.assert_allclose(share, 0.6 / (0.4 / k + 0.6))
+    with pytest.raises(DataError, match="log_boost holds NaN"):
+        EStepParams(base, np.full_like(boost, np.nan), share, np.full(2, -1))
+    data = AnnotationSet.from_codes(np.array([0, 0, 1]), np.array([0, 1, 2]), np.array([0, 1, 2]),
+                                    n_tasks=2, n_workers=w, n_classes=k)
+    (ll, spam, know), _ = LocalEngine(data).map_reduce(e_step_block, EStepParams(base, boost, share, np.full(2, -1)))
+    assert np.isfinite(ll) and spam.sum() + know.sum() == pytest.approx(3.0)

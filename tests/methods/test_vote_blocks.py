@@ -292,3 +292,43 @@ def test_block_functions_refuse_bad_parts_and_parameters_never_a_crash():
     from tests.crashes import assert_block_refusals
 
     assert_block_refusals("crowdagg.methods.blocks", VOTE_BLOCK_CASES, task_names=True)
+
+
+@pytest.mark.quick
+def test_selective_revote_refuses_arrays_that_do_not_fit_the_tasks():
+    """zbs' block function is public: a select/labels/margins shorter than the tasks was read past its end by the
+    kernel (the interpreter crashed), labels outside -1 .. K-1 or a non-boolean select were taken as they came.
+    Each is a DataError naming the array; the right arrays, given as lists, vote every task."""
+    from crowdagg.errors import DataError
+    from crowdagg.methods.blocks import Revote, selective_revote_block
+
+    data = crowd(500, seed=2)
+    n, k = data.n_tasks, data.n_classes
+    engine = LocalEngine(data)
+    vote = Vote(np.ones(data.n_workers), 0, atol=1e-12, on_shares=False)
+    free = np.full(n, -1)
+
+    def run(select, labels=free, margins=None):
+        margins = np.full(len(labels), -np.inf) if margins is None else margins
+        return engine.map_reduce(selective_revote_block, Revote(vote, select, labels, margins), keep=True)
+
+    with pytest.raises(DataError, match=f"3 entries, the data has {n:,} tasks"):
+        run(np.ones(3, bool), np.full(3, -1))
+    with pytest.raises(DataError, match="one each per task"):
+        run(np.ones(n, bool), np.full(n - 1, -1))
+    with pytest.raises(DataError, match=f"labels holds {k}, the data has {k} classes"):
+        run(np.ones(n, bool), np.full(n, k))
+    with pytest.raises(DataError, match="labels holds -2"):
+        run(np.ones(n, bool), np.full(n, -2))
+    with pytest.raises(DataError, match="1-D boolean"):
+        run(np.full(n, 0.5))
+    with pytest.raises(DataError, match="1-D boolean"):
+        run(None)
+    (right, changed), outs = run([True] * n, [-1] * n, [0.0] * n)
+    from crowdagg.methods.blocks import TieBreaker, argmax_random_ties
+
+    labels, _ = engine.gather(outs)
+    votes = np.zeros((n, k))
+    np.add.at(votes, (data.task, data.label), 1.0)
+    np.testing.assert_array_equal(labels, argmax_random_ties(votes, TieBreaker(data.tasks, 0), atol=1e-12))
+    assert changed == n  # every task had no label yet

@@ -110,8 +110,15 @@ class MACEState:
 def start_weights(worker_names: Any, n_classes: int, seed: int, noise: float) -> tuple[np.ndarray, np.ndarray]:
     """A start's weights: ``(spamming (n_workers, 2) [spamming, competence], theta (n_workers, K))``, each row
     drawn from U(1, 2 + ``noise``) and normalised, from uniforms keyed on each worker's name under ``seed``."""
+    from ...errors import UsageError
     from ...kernels.draws import name_keys, seed_key, uniforms
 
+    if isinstance(n_classes, bool) or not isinstance(n_classes, (int, np.integer)) or n_classes < 1:
+        raise UsageError(f"n_classes must be an integer >= 1, got {n_classes!r}")
+    if not (isinstance(noise, (int, float, np.integer, np.floating)) and np.isfinite(noise) and noise >= 0):
+        raise UsageError(f"default_noise must be a finite number >= 0, got {noise!r}")
+    if np.ndim(worker_names) != 1:
+        raise UsageError(f"worker_names must be one name per worker (1-D), got {type(worker_names).__name__}")
     u = 1.0 + (1.0 + noise) * uniforms(name_keys(worker_names, seed_key(seed)), 2 + n_classes)
     pair, theta = u[:, :2], u[:, 2:]
     return pair / pair.sum(axis=1, keepdims=True), theta / theta.sum(axis=1, keepdims=True)
@@ -134,7 +141,15 @@ def m_step(spam: np.ndarray, know: np.ndarray, prior: tuple[float, float, float]
     E[log] under the Beta and Dirichlet posteriors (crowd-kit's ``variational_normalize``); else the log of
     the normalised counts (its ``normalize``).
     """
-    a, b, s = prior
+    from ...errors import DataError, UsageError
+    from ...kernels.validate import as_float_array
+
+    spam, know = as_float_array(spam, "spam", 2), as_float_array(know, "know", 1)
+    if know.shape[0] != spam.shape[0]:
+        raise DataError(f"spam has {spam.shape[0]:,} rows, know {know.shape[0]:,}: one each per worker")
+    a, b, s = (float(x) for x in prior)
+    if not all(np.isfinite(x) and x > 0 for x in (a, b, s)):
+        raise UsageError(f"the prior pseudo-counts must be finite and positive, got {prior!r}")
     spam_total = spam.sum(axis=1)
     pair = np.stack([spam_total + a, know + b], axis=1)
     theta = spam + s

@@ -286,3 +286,29 @@ def test_dask_engine_gives_the_local_bytes(tmp_path):
     np.testing.assert_array_equal(local.posteriors, remote.posteriors)
     np.testing.assert_array_equal(local.objective, remote.objective)
     np.testing.assert_array_equal(local.worker_params["spamming"], remote.worker_params["spamming"])
+
+
+@pytest.mark.quick
+def test_start_weights_and_m_step_refuse_what_they_cannot_use():
+    """Both are public (the module's __all__): a negative or NaN noise drew weights that were NaN or below 0, no
+    worker names a bare numpy ValueError, a negative prior NaN log-weights, counts of two shapes numpy's broadcast
+    error.  UsageError / DataError now; good input unchanged."""
+    from crowdagg.errors import DataError, UsageError
+    from crowdagg.methods.mace.mace import m_step, start_weights
+
+    pair, theta = start_weights(["w1", "w2"], 3, 0, 0.5)
+    np.testing.assert_allclose(pair.sum(axis=1), 1.0)
+    np.testing.assert_allclose(theta.sum(axis=1), 1.0)
+    for bad, match in (((["w1"], 3, 0, -3.0), "default_noise"), ((["w1"], 3, 0, float("nan")), "default_noise"),
+                       ((["w1"], 0, 0, 0.5), "n_classes"), ((None, 3, 0, 0.5), "worker_names")):
+        with pytest.raises(UsageError, match=match):
+            start_weights(*bad)
+    log_s, log_c, log_t = m_step(np.ones((2, 3)), np.ones(2), (0.5, 0.5, 10.0), False)
+    # em: spamming (3 spam answers + .5) against competence (1 + .5); each class of θ 1 + 10
+    np.testing.assert_allclose(np.exp(log_s), 0.7)
+    np.testing.assert_allclose(np.exp(log_c), 0.3)
+    np.testing.assert_allclose(np.exp(log_t), 1 / 3)
+    with pytest.raises(UsageError, match="finite and positive"):
+        m_step(np.ones((2, 3)), np.ones(2), (-5.0, 0.5, 10.0), True)
+    with pytest.raises(DataError, match="2 rows, know 3"):
+        m_step(np.ones((2, 3)), np.ones(3), (0.5, 0.5, 10.0), True)
