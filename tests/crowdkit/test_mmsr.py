@@ -19,7 +19,7 @@ from crowdagg.crowdkit import aggregation as surface
 from .oracle import ck, quiet, same_frame, same_labels
 
 
-@pytest.mark.quick("mmsr")
+@pytest.mark.quick
 def test_mmsr_answers_with_crowdkits_attributes_and_checks_its_settings(toy):
     mmsr = MMSR().fit(toy)
     assert surface.MMSR is MMSR and repr(mmsr) == "MMSR(n_iter=10000, tol=1e-10, random_state=0)"
