@@ -42,7 +42,7 @@ def one_coin_crowd(seed=0, n_tasks=800, n_workers=30, k=3, per_task=5, adversari
     return data, truth, (k * p - 1) / (k - 1)
 
 
-@pytest.mark.quick("mmsr")
+@pytest.mark.quick
 def test_recovers_and_ranks_the_skills_of_a_one_coin_crowd():
     data, truth, s = one_coin_crowd()
     res = quiet(data, "mmsr")
@@ -58,7 +58,7 @@ def test_recovers_and_ranks_the_skills_of_a_one_coin_crowd():
     assert res.worker_columns() == ("worker", "skill", "accuracy", "weight", "n_answers")
 
 
-@pytest.mark.quick("mmsr")
+@pytest.mark.quick
 def test_the_rank_one_change_is_the_frobenius_norm_of_the_dense_difference():
     rng = np.random.default_rng(1)
     for scale in (1.0, 1e-6, 1e-12):
@@ -140,7 +140,7 @@ def test_groups_that_share_no_task_are_not_set_against_each_other(signs):
         assert (pred.loc[answers.index] == answers).mean() > 0.9
 
 
-@pytest.mark.quick("mmsr")
+@pytest.mark.quick
 def test_a_worker_without_partners_decides_their_own_tasks_and_one_without_answers_is_at_chance():
     data, _, _ = one_coin_crowd(n_tasks=200, n_workers=10, adversaries=0)
     # worker 10 alone on a new task 200; worker 11 without answers
@@ -152,7 +152,7 @@ def test_a_worker_without_partners_decides_their_own_tasks_and_one_without_answe
     assert res.worker_params["skill"][11] == 0.0 and res.worker_accuracy[11] == pytest.approx(1 / 3)
 
 
-@pytest.mark.quick("mmsr")
+@pytest.mark.quick
 def test_same_bytes_for_any_thread_count_and_row_order():
     """The skills: the same bits for any thread count and row order (the start drawn by worker name, each trimmed
     mean and norm summed in sorted order).  The posteriors: the same bits for any thread count; in another row
