@@ -126,7 +126,8 @@ def rank_one_change(u, v, u_prev, v_prev):  # pragma: no cover - compiled
         cross_u += du * u_prev[i]
         cross_v += v[i] * dv
     sq = du2 * v2 + 2.0 * cross_u * cross_v + up2 * dv2
-    return np.sqrt(sq) if sq > 0.0 else 0.0
+    # a rounding below 0 is 0; NaN stays NaN (a change of 0 would read as converged)
+    return 0.0 if sq < 0.0 else np.sqrt(sq)
 
 
 __all__ = ["pair_adjacency", "msr_half_step", "rank_one_change"]

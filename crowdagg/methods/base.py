@@ -415,7 +415,7 @@ class IterativeAggregator(Aggregator):
             rule=self.stop_rule, max_iter=checked["max_iter"], seed=checked["seed"], tol=tol,
             n_init=checked.get("n_init", 1), direction=self.objective_direction, callback=callback,
         )
-        if not best.converged and self.stop_rule.warns(tol):
+        if not best.converged and not best.halted and self.stop_rule.warns(tol):  # a halt: the method says why
             warn(ConvergenceWarning(self.stop_rule.not_converged(
                 self.name, checked["max_iter"], tol, self.objective_name, self.loop_name)))
         result = self._finish(data, best, checked)

@@ -88,6 +88,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ...data.annotations import AnnotationSet
+from ...errors import ConvergenceWarning, warn
 from ..base import FitContext, IterativeAggregator, make_result
 from ..blocks import SOFTMAX, Posterior, Vote, finish_votes
 from ..loop import NO_OBJECTIVE, Residual, Run, Step
@@ -228,8 +229,19 @@ class MMSRState:
     n_shared: np.ndarray
 
 
-def msr_step(state: MMSRState) -> float:
-    """One round: ``v`` from ``u``, then ``u`` from the new ``v``; returns ‖uvᵀ − u'v'ᵀ‖_F."""
+#: The factors' entries stay within [1/FACTOR_RANGE, FACTOR_RANGE]: a round that would take one beyond is not taken
+#: (:func:`msr_step`).  Where no rank-one matrix fits the pairs' agreement -- three workers, one pair at chance
+#: agreement and the two others above it ask for an infinite skill -- the rounds drive some entries up and others
+#: down by a constant factor each (×4 a round on that crowd), until they overflow to inf and 0 and every skill is NaN
+#: (crowd-kit's end after its 10,000 rounds).  The skills converge meanwhile (|s| = u √(‖v‖/‖u‖) is scale-free):
+#: those of the last round within the range are their limit to many digits.  1e50 keeps every product of four of
+#: them (the change's squared norms, over a billion workers) far from overflow.
+FACTOR_RANGE = 1e50
+
+
+def msr_step(state: MMSRState) -> float | None:
+    """One round: ``v`` from ``u``, then ``u`` from the new ``v``; returns ‖uvᵀ − u'v'ᵀ‖_F, or None -- and the
+    state unchanged -- where the new factors would leave [1/:data:`FACTOR_RANGE`, :data:`FACTOR_RANGE`]."""
     from ...kernels.mmsr import msr_half_step, rank_one_change
 
     u_prev, v_prev = state.u, state.v
@@ -237,6 +249,8 @@ def msr_step(state: MMSRState) -> float:
     msr_half_step(state.offsets, state.partner, state.value, u_prev, v_prev, state.trim, state.floor, v,
                   state.scratch)
     msr_half_step(state.offsets, state.partner, state.value, v, u_prev, state.trim, state.floor, u, state.scratch)
+    if u.size and not (min(u.min(), v.min()) >= 1.0 / FACTOR_RANGE and max(u.max(), v.max()) <= FACTOR_RANGE):
+        return None  # NaN fails both comparisons too
     state.u, state.v = u, v
     return float(rank_one_change(u, v, u_prev, v_prev))
 
@@ -291,11 +305,19 @@ class MMSR(IterativeAggregator):
 
     def _step(self, data: AnnotationSet, state: MMSRState, checked: FitContext) -> Step:
         change = msr_step(state)
+        if change is None:  # the completion diverges: the skills are the last round's (FACTOR_RANGE)
+            return Step(halted=True)
         return Step(objective=change, residual=change)  # the trace of the changes: crowd-kit's loss_history_
 
     def _finish(self, data: AnnotationSet, run: Run, checked: FitContext) -> AggregationResult:
         state: MMSRState = run.state
         k, w = data.n_classes, data.n_workers
+        if run.halted:
+            warn(ConvergenceWarning(
+                f"mmsr: the rank-one completion diverges: after {run.n_iter:,} rounds its factors would leave "
+                f"[{1 / FACTOR_RANGE:g}, {FACTOR_RANGE:g}] (no skills s fit the pairs' agreement as s_i s_j: as when two "
+                "workers agree at chance while each agrees well with a third, in a small crowd); the skills are "
+                "those of the last round, their limit, and the run is not converged; wmv or onecoin may be steadier"))
         # the norms summed in sorted order: the same bits in any order of the workers (the input's rows)
         nu, nv = (float(np.sqrt(np.sort(x * x).sum())) for x in (state.u, state.v))
         magnitude = state.u * np.sqrt(nv / nu) if nu > 0 else state.u.copy()

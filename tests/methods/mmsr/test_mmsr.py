@@ -13,7 +13,7 @@ from scipy.stats import spearmanr
 
 from crowdagg.core import threads
 from crowdagg.data.annotations import AnnotationSet
-from crowdagg.errors import CrowdaggWarning, ResourceError
+from crowdagg.errors import ConvergenceWarning, CrowdaggWarning, ResourceError
 from crowdagg.kernels.mmsr import msr_half_step, rank_one_change
 from crowdagg.methods.api import aggregate
 from crowdagg.methods.mmsr.mmsr import MMSR, mmsr_memory
@@ -219,3 +219,43 @@ def test_accuracy_on_real_data_is_crowdkits_or_better(datasets_dir, name):
     assert acc == pytest.approx(OURS[name], abs=5e-5)
     assert acc >= CROWDKIT[name] - 0.005
     assert res.converged
+
+
+def three_workers_no_rank_one_fits():
+    """Three workers on four tasks: a agrees with b and with c on 3 of 4 (C̃ = .5), b with c on 2 of 4 (C̃ = 0), so
+    s_a s_b = s_a s_c = .5 and s_b s_c = 0: no finite skills fit, and the rank-one rounds diverge (u_a, v_a ×2 a round,
+    the others ÷2)."""
+    return pd.DataFrame({"task": ["t1"] * 3 + ["t2"] * 3 + ["t3"] * 3 + ["t4"] * 3, "worker": ["a", "b", "c"] * 4,
+                         "label": ["x", "x", "y", "y", "y", "y", "x", "y", "x", "x", "x", "x"]})
+
+
+@pytest.mark.quick("mmsr")
+def test_a_diverging_completion_stops_in_range_with_a_warning_never_nan_or_a_false_converged():
+    """Found hostile: the factors overflowed to inf and 0 after ~500 rounds; the change inf - inf read as 0, so the
+    fit said converged with skills from NaN (and NaN posteriors -- "the fit broke down numerically" -- with tol=0 or
+    max_iter=1000).  Now the round that would leave [1e-50, 1e50] is not taken: the last round's skills (their
+    limit: a at the upper clip 1 - 1/√4, b and c at chance), not converged, and a warning that says why."""
+    frame = three_workers_no_rank_one_fits()
+    for params in ({}, {"tol": 0.0}, {"tol": 0.0, "max_iter": 1000}, {"start": "codes"}, {"signs": "spectral"}):
+        with pytest.warns(ConvergenceWarning, match="rank-one completion diverges") as caught:
+            res = aggregate(frame, "mmsr", **params)
+        assert not any("raise max_iter" in str(w.message) for w in caught)  # the loop's advice would be wrong here
+        assert not res.converged and 100 < res.n_iter < 1000
+        assert np.isfinite(res.objective).all() and len(res.objective) == res.n_iter
+        skill = res.worker_params["skill"]
+        assert skill[0] == pytest.approx(0.5) and np.all(np.abs(skill[1:]) < 1e-40)
+        for values in (res.posteriors, res.worker_params["accuracy"], res.worker_params["weight"]):
+            assert np.isfinite(values).all()
+        assert res.labels_series().to_dict() == {"t1": "x", "t2": "y", "t3": "x", "t4": "x"}  # a's answers
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a few rounds stay in range: no warning
+        assert aggregate(frame, "mmsr", max_iter=20, tol=0.0).n_iter == 20
+
+
+@pytest.mark.quick("mmsr")
+def test_the_rank_one_change_of_non_finite_factors_is_not_zero():
+    """A NaN factor (or inf: inf · 0 is NaN) gave a change of 0 (``sq > 0`` is false for NaN): a converged run."""
+    u, v = np.array([1.0, 2.0]), np.array([0.5, 0.25])
+    assert np.isnan(rank_one_change(np.array([np.nan, 2.0]), v, u, v))
+    assert not np.isfinite(rank_one_change(np.array([np.inf, 2.0]), v, u, v))  # inf · 0 in the cross term: NaN
+    assert rank_one_change(u, v, u, v) == 0.0
