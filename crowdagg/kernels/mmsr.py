@@ -17,16 +17,26 @@ factor, so the workers are independent and the result does not depend on
 their order; each worker's values are sorted before they are added, so the
 sum does not depend on the order of its partners either.  O(P log P) a
 half step, 2P floats of scratch.
+
+The compiled kernels (``_``-prefixed) index without bounds checks; the
+public functions of the same names check what they are handed first
+(:mod:`.validate`: a DataError naming the array, never a write outside one),
+and the method calls the kernels directly on arrays it built.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numba import njit
 
+from ..errors import DataError, UsageError, param
+from .validate import as_code_array, as_float_array, check_count, check_index, check_offsets, check_out_array
+
 
 @njit(cache=True, nogil=True)
-def pair_adjacency(pairs, values, n_workers):  # pragma: no cover - compiled
+def _pair_adjacency(pairs, values, n_workers):  # pragma: no cover - compiled
     """``(offsets, partner, value)``: the pairs as a CSR adjacency over the workers, each pair from both ends.
 
     ``pairs`` (P, 2) worker codes ``w1 < w2`` sorted by (w1, w2), ``values``
@@ -56,7 +66,7 @@ def pair_adjacency(pairs, values, n_workers):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def msr_half_step(offsets, partner, value, other, current, trim, floor, out, scratch):  # pragma: no cover - compiled
+def _msr_half_step(offsets, partner, value, other, current, trim, floor, out, scratch):  # pragma: no cover
     """``out[j]``: the MSR trimmed mean of ``value / other[partner]`` over worker j's partners, around ``current[j]``.
 
     Of the sorted values, ``min(trim, #below current[j])`` smallest and
@@ -100,7 +110,7 @@ def msr_half_step(offsets, partner, value, other, current, trim, floor, out, scr
 
 
 @njit(cache=True, nogil=True)
-def rank_one_change(u, v, u_prev, v_prev):  # pragma: no cover - compiled
+def _rank_one_change(u, v, u_prev, v_prev):  # pragma: no cover - compiled
     r""":math:`\|u v^T - u' v'^T\|_F` in O(n), never the n × n matrix.
 
     With :math:`\delta_u = u - u'`, :math:`\delta_v = v - v'`:
@@ -128,6 +138,67 @@ def rank_one_change(u, v, u_prev, v_prev):  # pragma: no cover - compiled
     sq = du2 * v2 + 2.0 * cross_u * cross_v + up2 * dv2
     # a rounding below 0 is 0; NaN stays NaN (a change of 0 would read as converged)
     return 0.0 if sq < 0.0 else np.sqrt(sq)
+
+
+def _vectors(n: int | None, **arrays: Any) -> list[np.ndarray]:
+    """Each of ``arrays`` as a 1-D float64 array, all of ``n`` entries (None: the first one's), or a DataError."""
+    out = [as_float_array(values, name, 1) for name, values in arrays.items()]
+    n = out[0].size if n is None else n
+    for name, arr in zip(arrays, out):
+        if arr.size != n:
+            raise DataError(f"{name} has {arr.size:,} entries, not {n:,}")
+    return out
+
+
+def pair_adjacency(pairs: Any, values: Any, n_workers: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(offsets, partner, value)``: the pairs (P, 2) of worker codes in ``0 .. n_workers - 1`` and their entries
+    ``values`` (P,) as a CSR adjacency over the workers, each pair from both ends (:func:`_pair_adjacency`).
+
+    Raises DataError for pairs that are not (P, 2) integer codes below ``n_workers``, or values of another length;
+    UsageError for a ``n_workers`` that is not a count.
+    """
+    n = check_count(n_workers, "n_workers")
+    arr = np.asarray(pairs)
+    if arr.ndim != 2 or arr.shape[1] != 2:
+        raise DataError(f"pairs must be a (P, 2) array of worker codes, got shape {arr.shape}")
+    codes = check_index(as_code_array(arr.reshape(-1), "pairs"), n, "pairs", "worker")
+    (value,) = _vectors(arr.shape[0], values=values)
+    return _pair_adjacency(codes.reshape(-1, 2), value, n)
+
+
+def msr_half_step(offsets: Any, partner: Any, value: Any, other: Any, current: Any, trim: int, floor: float,
+                  out: np.ndarray, scratch: np.ndarray) -> None:
+    """``out[j]``: the MSR trimmed mean of ``value / other[partner]`` over worker j's partners, around
+    ``current[j]`` (:func:`_msr_half_step`, which says how).
+
+    ``offsets`` (W + 1,) the CSR offsets over the ``partner`` (E,) codes in ``0 .. W - 1`` and their ``value``
+    (E,); ``other``, ``current`` and ``out`` (W,); ``scratch`` a float64 buffer of at least the largest degree.
+    Raises DataError for arrays that do not fit one another, UsageError for a negative ``trim`` or a ``floor``
+    that is not a finite number.
+    """
+    off = check_offsets(offsets, np.asarray(partner).size, "offsets", "partner entries")
+    w = off.size - 1
+    codes = check_index(partner, w, "partner", "worker")
+    (val,) = _vectors(codes.size, value=value)
+    oth, cur = _vectors(w, other=other, current=current)
+    dest = check_out_array(out, "out", 1)
+    buf = check_out_array(scratch, "scratch", 1)
+    if dest.size != w:
+        raise DataError(f"out has {dest.size:,} entries, not the {w:,} workers of offsets")
+    degree = int(np.diff(off).max()) if w else 0
+    if buf.size < degree:
+        raise DataError(f"scratch has {buf.size:,} entries, fewer than the largest degree {degree:,}")
+    t = check_count(trim, "trim")
+    if isinstance(floor, bool) or not isinstance(floor, (int, float, np.integer, np.floating)) \
+            or not np.isfinite(floor):
+        raise UsageError(f"{param('floor')} must be a finite number, got {floor!r}")
+    _msr_half_step(off, codes, val, oth, cur, t, float(floor), dest, buf)
+
+
+def rank_one_change(u: Any, v: Any, u_prev: Any, v_prev: Any) -> float:
+    """:math:`\\|u v^T - u' v'^T\\|_F` of four vectors of one length (:func:`_rank_one_change`); DataError
+    for arrays that are not 1-D numbers of one length."""
+    return float(_rank_one_change(*_vectors(None, u=u, v=v, u_prev=u_prev, v_prev=v_prev)))
 
 
 __all__ = ["pair_adjacency", "msr_half_step", "rank_one_change"]

@@ -242,17 +242,18 @@ FACTOR_RANGE = 1e50
 def msr_step(state: MMSRState) -> float | None:
     """One round: ``v`` from ``u``, then ``u`` from the new ``v``; returns ‖uvᵀ − u'v'ᵀ‖_F, or None -- and the
     state unchanged -- where the new factors would leave [1/:data:`FACTOR_RANGE`, :data:`FACTOR_RANGE`]."""
-    from ...kernels.mmsr import msr_half_step, rank_one_change
+    from ...kernels.mmsr import _msr_half_step, _rank_one_change
 
     u_prev, v_prev = state.u, state.v
     v, u = np.empty_like(v_prev), np.empty_like(u_prev)
-    msr_half_step(state.offsets, state.partner, state.value, u_prev, v_prev, state.trim, state.floor, v,
-                  state.scratch)
-    msr_half_step(state.offsets, state.partner, state.value, v, u_prev, state.trim, state.floor, u, state.scratch)
+    # the kernels unchecked: the state's arrays fit one another by construction (_start)
+    _msr_half_step(state.offsets, state.partner, state.value, u_prev, v_prev, state.trim, state.floor, v,
+                   state.scratch)
+    _msr_half_step(state.offsets, state.partner, state.value, v, u_prev, state.trim, state.floor, u, state.scratch)
     if u.size and not (min(u.min(), v.min()) >= 1.0 / FACTOR_RANGE and max(u.max(), v.max()) <= FACTOR_RANGE):
         return None  # NaN fails both comparisons too
     state.u, state.v = u, v
-    return float(rank_one_change(u, v, u_prev, v_prev))
+    return float(_rank_one_change(u, v, u_prev, v_prev))
 
 
 class MMSR(IterativeAggregator):
@@ -280,14 +281,14 @@ class MMSR(IterativeAggregator):
                ) -> tuple[MMSRState, None]:
         from ...kernels import cooc
         from ...kernels.draws import name_keys, seed_key, uniforms
-        from ...kernels.mmsr import pair_adjacency
+        from ...kernels.mmsr import _pair_adjacency
 
         k, w = data.n_classes, data.n_workers
         stats = cooc.co_occurrence(checked.engine, max_memory=checked.max_memory)
         agree = np.trace(stats.joint, axis1=1, axis2=2) / stats.n_tasks
         pairs, c, n_shared = stats.pairs, (k * agree - 1.0) / (k - 1), stats.n_tasks
         del stats, agree
-        offsets, partner, value = pair_adjacency(pairs, np.abs(c), w)
+        offsets, partner, value = _pair_adjacency(pairs, np.abs(c), w)
         degree = np.diff(offsets)
         linked = degree[degree > 0]
         # crowd-kit's F = ⌊min partners / 2⌋ - 1, read over the workers who have partners and at least 0
