@@ -171,16 +171,17 @@ def msr_half_step(offsets: Any, partner: Any, value: Any, other: Any, current: A
     """``out[j]``: the MSR trimmed mean of ``value / other[partner]`` over worker j's partners, around
     ``current[j]`` (:func:`_msr_half_step`, which says how).
 
-    ``offsets`` (W + 1,) the CSR offsets over the ``partner`` (E,) codes in ``0 .. W - 1`` and their ``value``
-    (E,); ``other``, ``current`` and ``out`` (W,); ``scratch`` a float64 buffer of at least the largest degree.
+    ``offsets`` (W + 1,) the CSR offsets over the ``partner`` (E,) codes, each an index of ``other``, and their
+    ``value`` (E,); ``current`` and ``out`` (W,); ``scratch`` a float64 buffer of at least the largest degree.
     Raises DataError for arrays that do not fit one another, UsageError for a negative ``trim`` or a ``floor``
     that is not a finite number.
     """
     off = check_offsets(offsets, np.asarray(partner).size, "offsets", "partner entries")
     w = off.size - 1
-    codes = check_index(partner, w, "partner", "worker")
+    (oth,) = _vectors(None, other=other)
+    codes = check_index(partner, oth.size, "partner", "entry of other")
     (val,) = _vectors(codes.size, value=value)
-    oth, cur = _vectors(w, other=other, current=current)
+    (cur,) = _vectors(w, current=current)
     dest = check_out_array(out, "out", 1)
     buf = check_out_array(scratch, "scratch", 1)
     if dest.size != w:

@@ -47,11 +47,11 @@ def half_step_args(**changes):
 
 
 @pytest.mark.parametrize(("changes", "error", "match"), [
-    (dict(partner=np.array([1, 2, 9, 2, 0, 1])), DataError, "partner code 9 at position 2"),
+    (dict(partner=np.array([1, 2, 9, 2, 0, 1])), DataError, "partner code 9 at position 2 is out of range for 3"),
     (dict(offsets=np.array([0, 10**6, 4, 6])), DataError, "non-decreasing"),
     (dict(offsets=np.array([0, 2, 4, 9])), DataError, "from 0 to 6"),
     (dict(value=np.ones(2)), DataError, "value has 2 entries, not 6"),
-    (dict(other=np.ones(2)), DataError, "other has 2 entries, not 3"),
+    (dict(other=np.ones(2)), DataError, "partner code 2 at position 1 is out of range for 2"),
     (dict(current=np.ones(5)), DataError, "current has 5 entries, not 3"),
     (dict(out=np.empty(2)), DataError, "out has 2 entries"),
     (dict(out=[0.0, 0.0, 0.0]), DataError, "writable float64 ndarray"),
