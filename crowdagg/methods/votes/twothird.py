@@ -62,6 +62,7 @@ class TwoThird(Aggregator):
     #: Its posteriors are the vote shares, one vote an answer.
     posterior_form = SHARES
     worker_param_names = ("agreement",)
+    flag_names = ("accepted",)
 
     def _fit(self, data: AnnotationSet, checked: FitContext, callback: Any) -> AggregationResult:
         k = data.n_classes
