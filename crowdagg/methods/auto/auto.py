@@ -365,7 +365,7 @@ class Auto(Aggregator):
                 what = "itself" if name == self.name else f"a {spec.kind} method"
                 raise UsageError(f"{param('candidates')} lists {name!r}, {what}: the candidates are categorical "
                                  "aggregators")
-            flags = get_method(name).flag_names
+            flags: tuple[str, ...] = getattr(get_method(name), "flag_names", ())
             if flags:  # its verdict is on its own labels, not on a pool's (and its posteriors are mv's shares)
                 raise UsageError(f"{param('candidates')} lists {name!r}, whose output flags each task "
                                  f"({', '.join(flags)}) by its own rule on its own labels, which a pooled result "
