@@ -73,29 +73,50 @@ def _msr_half_step(offsets, partner, value, other, current, trim, floor, out, sc
     ``min(trim, #above current[j])`` largest are dropped and the rest
     averaged (crowd-kit's ``_remove_largest_and_smallest_F_value``).  A
     worker without partners, or with every value dropped, keeps
-    ``current[j]``; a mean of 0 (only zero agreements beyond chance left)
-    becomes ``floor`` (crowd-kit's 1/√N for its one-zero case), so that no
-    later division is by zero.  ``scratch`` holds at least the largest degree.
+    ``current[j]``; a mean of a single 0 becomes ``floor`` (crowd-kit's
+    1/√N), a mean of several zeros stays 0: a worker whose agreement is at
+    chance has factor 0, as crowd-kit's.  A partner whose factor is 0 gives
+    no number (crowd-kit's 0/0 = NaN, or x/0 = inf for x > 0): as crowd-kit
+    sorts them, after every number, they are the first of the largest values
+    dropped (an inf counts as above ``current[j]``, a NaN as neither, and
+    both go where every value on their side goes); those that crowd-kit
+    keeps -- more of them than ``trim`` -- would make its mean NaN, and are
+    left out here.  ``scratch`` holds at least the largest degree.
     """
     n = current.shape[0]
     for j in range(n):
         lo, hi = offsets[j], offsets[j + 1]
-        d = hi - lo
         a = current[j]
-        if d == 0:
-            out[j] = a
-            continue
         below = 0
         above = 0
-        for e in range(d):
-            x = value[lo + e] / other[partner[lo + e]]
-            scratch[e] = x
+        n_nan = 0
+        n_inf = 0
+        d = 0
+        for e in range(hi - lo):
+            o = other[partner[lo + e]]
+            if o == 0.0:  # no number: counted for the trim below, never averaged
+                if value[lo + e] > 0.0:
+                    n_inf += 1
+                else:
+                    n_nan += 1
+                continue
+            x = value[lo + e] / o
+            scratch[d] = x
+            d += 1
             if x < a:
                 below += 1
             elif x > a:
                 above += 1
+        if d == 0:
+            out[j] = a
+            continue
         drop_lo = min(trim, below)
-        drop_hi = min(trim, above)
+        if below < trim:  # crowd-kit keeps the values >= current: a NaN goes with those below
+            n_nan = 0
+        if above + n_inf < trim:  # every value above goes, and every inf (and NaN: crowd-kit keeps <= current)
+            drop_hi = above
+        else:  # the last `trim` of the sorted values go: NaN and inf first
+            drop_hi = max(trim - n_nan - n_inf, 0)
         keep = d - drop_lo - drop_hi
         if keep <= 0:
             out[j] = a
@@ -106,7 +127,7 @@ def _msr_half_step(offsets, partner, value, other, current, trim, floor, out, sc
         for e in range(drop_lo, d - drop_hi):
             total += y[e]
         mean = total / keep
-        out[j] = floor if mean == 0.0 else mean
+        out[j] = floor if mean == 0.0 and keep == 1 else mean
 
 
 @njit(cache=True, nogil=True)

@@ -93,3 +93,21 @@ def test_mmsr_where_the_completion_diverges_gives_finite_skills_and_a_nan_answer
         assert np.isfinite(skills).all() and np.isfinite(mmsr.loss_history_).all()
         assert skills["a"] == pytest.approx(np.log(3.0)) and np.abs(skills[["b", "c"]]).max() < 1e-40
         assert labels[["t2", "t3", "t4"]].tolist() == ["y", "x", "x"]  # a's answers (on t1 a tie without a)
+
+
+def test_mmsr_on_crowdkits_toy_less_an_answer_is_crowdkits():
+    """Found hostile: without w1's answer on t1 the toy has a worker at chance (w1's factor 0 in crowd-kit); ours
+    kept it positive, and the rounds diverged (w3 and w4 at chance) where crowd-kit's converge in 9."""
+    import warnings
+
+    from .crowds import toy_frame
+
+    frame = toy_frame()
+    frame = frame.drop(frame.index[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the adapter is silent, the method converges: nothing to say
+        mine = MMSR().fit(frame)
+    theirs = quiet(lambda: ck.MMSR().fit(frame))
+    np.testing.assert_allclose(mine.skills_, theirs.skills_, rtol=1e-9, atol=1e-12)
+    assert mine.skills_["w1"] == 0.0 and len(mine.loss_history_) == len(theirs.loss_history_) == 9
+    same_labels(mine.predict(frame), quiet(lambda: theirs.predict(frame)))

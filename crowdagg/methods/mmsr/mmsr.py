@@ -213,7 +213,7 @@ def evidence_signs(pairs: np.ndarray, c: np.ndarray, n_shared: np.ndarray, magni
 @dataclass
 class MMSRState:
     """The rank-one factors and what the half steps read: the pairs' adjacency (CSR over the workers, the
-    magnitudes ``|C̃|`` as values), the trim ``F``, the floor that replaces a zero mean (1/√N), a scratch
+    magnitudes ``|C̃|`` as values), the trim ``F``, the floor that replaces a mean of one zero (1/√N), a scratch
     buffer; and the pairs (P, 2) with their signed ``C̃`` (P,), for the signs at the end."""
 
     u: np.ndarray
@@ -239,6 +239,14 @@ class MMSRState:
 FACTOR_RANGE = 1e50
 
 
+def _in_range(x: np.ndarray) -> bool:
+    """Every entry 0 (a worker at chance: :func:`~crowdagg.kernels.mmsr.msr_half_step`) or within
+    [1/:data:`FACTOR_RANGE`, :data:`FACTOR_RANGE`] (NaN is neither)."""
+    big = np.abs(x) > FACTOR_RANGE
+    tiny = (np.abs(x) < 1.0 / FACTOR_RANGE) & (x != 0.0)
+    return not (big.any() or tiny.any() or np.isnan(x).any())
+
+
 def msr_step(state: MMSRState) -> float | None:
     """One round: ``v`` from ``u``, then ``u`` from the new ``v``; returns ‖uvᵀ − u'v'ᵀ‖_F, or None -- and the
     state unchanged -- where the new factors would leave [1/:data:`FACTOR_RANGE`, :data:`FACTOR_RANGE`]."""
@@ -250,8 +258,8 @@ def msr_step(state: MMSRState) -> float | None:
     _msr_half_step(state.offsets, state.partner, state.value, u_prev, v_prev, state.trim, state.floor, v,
                    state.scratch)
     _msr_half_step(state.offsets, state.partner, state.value, v, u_prev, state.trim, state.floor, u, state.scratch)
-    if u.size and not (min(u.min(), v.min()) >= 1.0 / FACTOR_RANGE and max(u.max(), v.max()) <= FACTOR_RANGE):
-        return None  # NaN fails both comparisons too
+    if not all(_in_range(x) for x in (u, v)):
+        return None
     state.u, state.v = u, v
     return float(_rank_one_change(u, v, u_prev, v_prev))
 
