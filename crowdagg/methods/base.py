@@ -241,6 +241,9 @@ class Aggregator(Declared):
     #: can check those outputs before the fit; its results must agree.
     worker_param_names: ClassVar[tuple[str, ...] | None] = None
     task_param_names: ClassVar[tuple[str, ...]] = ()
+    #: The per-task yes/no columns its results hold (:attr:`AggregationResult.flags`: twothird's ``accepted``), a
+    #: verdict of its own rule on its own labels -- which a pool of methods (``auto``) could not carry.
+    flag_names: ClassVar[tuple[str, ...]] = ()
     #: How its posteriors are made of the answers, so that one worker's answers can be taken out of them
     #: (:func:`crowdagg.reports.workers.leave_one_out`): :data:`PRODUCT` -- the class prior times the product of
     #: the answers' confusion entries, ``p_t(k) ∝ π_k Π θ_w[k, l]`` over task t's answers (exactly, or as a
@@ -416,7 +419,7 @@ class IterativeAggregator(Aggregator):
             rule=self.stop_rule, max_iter=checked["max_iter"], seed=checked["seed"], tol=tol,
             n_init=checked.get("n_init", 1), direction=self.objective_direction, callback=callback,
         )
-        if not best.converged and self.stop_rule.warns(tol):
+        if not best.converged and not best.halted and self.stop_rule.warns(tol):  # a halt: the method says why
             warn(ConvergenceWarning(self.stop_rule.not_converged(
                 self.name, checked["max_iter"], tol, self.objective_name, self.loop_name)))
         result = self._finish(data, best, checked)

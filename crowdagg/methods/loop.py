@@ -14,7 +14,9 @@ Vocabulary
     optimises), a ``residual`` (the largest change of a named quantity:
     messages, posteriors) and/or ``changed`` (how many labels changed).  A
     step fills what its rule reads; the objective, when given, is recorded
-    in the trace and passed to the callback.
+    in the trace and passed to the callback.  A step that cannot be taken
+    (its state would leave the floating-point range) reports ``halted``:
+    the run ends there, not converged, and the method says why.
 Stop rules (values a method declares as ``stop_rule``)
     :class:`RelativeChange` (``|f - f_prev| <= tol |f_prev|``: EM),
     :class:`NoLabelChanged` (iterative weighted votes),
@@ -65,22 +67,31 @@ class Step:
         Iterations since the objective was last at its best (0: this step
         is the best so far), for :class:`NoImprovement` (a trainer's early
         stop on its held-out objective).
+    halted : bool
+        The step was not taken: the method's state would have left what a
+        float holds (M-MSR's factors, where no rank-one matrix fits the
+        pairs).  The state is the previous step's, the run ends, not
+        converged (:attr:`Run.halted`), and the method words the warning
+        (the loop's own would advise more iterations).
     """
 
     objective: float | None = None
     residual: float | None = None
     changed: int | None = None
     since_best: int | None = None
+    halted: bool = False
 
 
 @dataclass
 class Run:
-    """One start of an iterative method: its state, objective trace, iterations and whether it converged."""
+    """One start of an iterative method: its state, objective trace, iterations, whether it converged, and whether
+    a step halted it (:attr:`Step.halted`)."""
 
     state: Any
     trace: list[float] = field(default_factory=list)
     n_iter: int = 0
     converged: bool = False
+    halted: bool = False
 
 
 class StopRule:
@@ -290,6 +301,9 @@ def iterate(
             report = step(state)
             if not isinstance(report, Step):
                 raise TypeError(f"_step must return a Step, got {type(report).__name__}")
+            if report.halted:  # not taken: the state and the trace stay the previous step's
+                run.halted = True
+                break
             run.n_iter = it
             if report.objective is not None:
                 run.trace.append(report.objective)

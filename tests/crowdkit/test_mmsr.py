@@ -77,3 +77,37 @@ def test_mmsr_on_rte_is_crowdkits_completion_and_vote_with_the_signs_of_the_evid
     same_frame(mine.predict_score(frame), vote.probas_)
     ours, its = mine.labels_.reindex(truth.index), quiet(lambda: theirs.predict(frame)).reindex(truth.index)
     assert (ours == truth).mean() == pytest.approx(0.9275) and (its == truth).mean() == pytest.approx(0.8575)
+
+
+def test_mmsr_where_the_completion_diverges_gives_finite_skills_and_a_nan_answer_does_not_vote():
+    """Found hostile: three workers whose agreements no skills fit (tests/methods/mmsr) -- crowd-kit's rounds end on
+    NaN skills (its sign step fails on a shape mismatch first) -- made the adapter's skills those of NaN factors,
+    and a NaN label (an answer crowd-kit's vote skips) or a negative tol "the fit broke down numerically".  Now the
+    skills are the limit of the rounds: the worker who agrees with both others weighs, the other two at chance."""
+    frame = pd.DataFrame({"task": ["t1"] * 3 + ["t2"] * 3 + ["t3"] * 3 + ["t4"] * 3, "worker": ["a", "b", "c"] * 4,
+                          "label": ["x", "x", "y", "y", "y", "y", "x", "y", "x", "x", "x", "x"]})
+    nan_label = frame.assign(label=frame["label"].where(frame.index != 0))  # a's answer on t1: NaN
+    for mmsr, data in ((MMSR(), frame), (MMSR(tol=-1.0), frame), (MMSR(), nan_label)):
+        labels = mmsr.fit_predict(data)
+        skills = mmsr.skills_
+        assert np.isfinite(skills).all() and np.isfinite(mmsr.loss_history_).all()
+        assert skills["a"] == pytest.approx(np.log(3.0)) and np.abs(skills[["b", "c"]]).max() < 1e-40
+        assert labels[["t2", "t3", "t4"]].tolist() == ["y", "x", "x"]  # a's answers (on t1 a tie without a)
+
+
+def test_mmsr_on_crowdkits_toy_less_an_answer_is_crowdkits():
+    """Found hostile: without w1's answer on t1 the toy has a worker at chance (w1's factor 0 in crowd-kit); ours
+    kept it positive, and the rounds diverged (w3 and w4 at chance) where crowd-kit's converge in 9."""
+    import warnings
+
+    from .crowds import toy_frame
+
+    frame = toy_frame()
+    frame = frame.drop(frame.index[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the adapter is silent, the method converges: nothing to say
+        mine = MMSR().fit(frame)
+    theirs = quiet(lambda: ck.MMSR().fit(frame))
+    np.testing.assert_allclose(mine.skills_, theirs.skills_, rtol=1e-9, atol=1e-12)
+    assert mine.skills_["w1"] == 0.0 and len(mine.loss_history_) == len(theirs.loss_history_) == 9
+    same_labels(mine.predict(frame), quiet(lambda: theirs.predict(frame)))

@@ -336,3 +336,16 @@ def test_no_improvement_stops_after_patience_steps_without_a_better_objective():
     run, _ = scripted(steps, NoImprovement(), tol=0, max_iter=8, direction=MINIMISE)  # 0: every iteration
     assert not run.converged and run.n_iter == 8
     assert not NoImprovement().warns(3.0)  # the best iteration is kept: running out is not a failure
+
+
+def test_a_halted_step_ends_the_run_untaken_not_converged_and_without_the_loops_warning(fake):
+    """Step(halted=True): the step was not taken (M-MSR's factors would leave the float range), so the run ends
+    there -- the trace and n_iter the previous step's, not converged -- and the loop's "raise max_iter" warning,
+    which would be wrong advice, is left to the method."""
+    script = [Step(residual=1.0, objective=3.0), Step(residual=0.5, objective=2.0), Step(halted=True),
+              Step(residual=0.0, objective=0.0)]
+    run, calls = scripted([script], Residual("rounds"), tol=1e-3)
+    assert run.halted and not run.converged and run.n_iter == 2 and run.trace == [3.0, 2.0]
+    assert calls == [(1, 3.0), (2, 2.0)]
+    res, caught = fake(Residual("messages"), script)
+    assert caught == [] and res.n_iter == 2 and not res.converged

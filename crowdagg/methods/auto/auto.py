@@ -357,7 +357,7 @@ class Auto(Aggregator):
 
     def check_params(self) -> dict[str, Any]:
         checked = super().check_params()
-        from ..registry import get
+        from ..registry import get, get_method
 
         for name in checked["candidates"]:
             spec = get(name)
@@ -365,6 +365,12 @@ class Auto(Aggregator):
                 what = "itself" if name == self.name else f"a {spec.kind} method"
                 raise UsageError(f"{param('candidates')} lists {name!r}, {what}: the candidates are categorical "
                                  "aggregators")
+            flags: tuple[str, ...] = getattr(get_method(name), "flag_names", ())
+            if flags:  # its verdict is on its own labels, not on a pool's (and its posteriors are mv's shares)
+                raise UsageError(f"{param('candidates')} lists {name!r}, whose output flags each task "
+                                 f"({', '.join(flags)}) by its own rule on its own labels, which a pooled result "
+                                 f"cannot carry; run -m {name} on its own (its posteriors are the vote shares: "
+                                 "mv is the candidate that gives them)")
         if checked["folds"] * checked["held_out"] > 1.0 + 1e-12:
             raise UsageError(f"{param('folds')} × {param('held_out')} must be at most 1 (each answer hidden at most "
                              f"once), got {checked['folds']} × {checked['held_out']:g}")

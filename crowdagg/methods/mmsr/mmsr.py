@@ -88,6 +88,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ...data.annotations import AnnotationSet
+from ...errors import ConvergenceWarning, warn
 from ..base import FitContext, IterativeAggregator, make_result
 from ..blocks import SOFTMAX, Posterior, Vote, finish_votes
 from ..loop import NO_OBJECTIVE, Residual, Run, Step
@@ -212,7 +213,7 @@ def evidence_signs(pairs: np.ndarray, c: np.ndarray, n_shared: np.ndarray, magni
 @dataclass
 class MMSRState:
     """The rank-one factors and what the half steps read: the pairs' adjacency (CSR over the workers, the
-    magnitudes ``|C̃|`` as values), the trim ``F``, the floor that replaces a zero mean (1/√N), a scratch
+    magnitudes ``|C̃|`` as values), the trim ``F``, the floor that replaces a mean of one zero (1/√N), a scratch
     buffer; and the pairs (P, 2) with their signed ``C̃`` (P,), for the signs at the end."""
 
     u: np.ndarray
@@ -228,17 +229,39 @@ class MMSRState:
     n_shared: np.ndarray
 
 
-def msr_step(state: MMSRState) -> float:
-    """One round: ``v`` from ``u``, then ``u`` from the new ``v``; returns ‖uvᵀ − u'v'ᵀ‖_F."""
-    from ...kernels.mmsr import msr_half_step, rank_one_change
+#: The factors' entries stay within [1/FACTOR_RANGE, FACTOR_RANGE]: a round that would take one beyond is not taken
+#: (:func:`msr_step`).  Where no rank-one matrix fits the pairs' agreement -- three workers, one pair at chance
+#: agreement and the two others above it ask for an infinite skill -- the rounds drive some entries up and others
+#: down by a constant factor each (×4 a round on that crowd), until they overflow to inf and 0 and every skill is NaN
+#: (crowd-kit's end after its 10,000 rounds).  The skills converge meanwhile (|s| = u √(‖v‖/‖u‖) is scale-free):
+#: those of the last round within the range are their limit to many digits.  1e50 keeps every product of four of
+#: them (the change's squared norms, over a billion workers) far from overflow.
+FACTOR_RANGE = 1e50
+
+
+def _in_range(x: np.ndarray) -> bool:
+    """Every entry 0 (a worker at chance: :func:`~crowdagg.kernels.mmsr.msr_half_step`) or within
+    [1/:data:`FACTOR_RANGE`, :data:`FACTOR_RANGE`] (NaN is neither)."""
+    big = np.abs(x) > FACTOR_RANGE
+    tiny = (np.abs(x) < 1.0 / FACTOR_RANGE) & (x != 0.0)
+    return not (big.any() or tiny.any() or np.isnan(x).any())
+
+
+def msr_step(state: MMSRState) -> float | None:
+    """One round: ``v`` from ``u``, then ``u`` from the new ``v``; returns ‖uvᵀ − u'v'ᵀ‖_F, or None -- and the
+    state unchanged -- where the new factors would leave [1/:data:`FACTOR_RANGE`, :data:`FACTOR_RANGE`]."""
+    from ...kernels.mmsr import _msr_half_step, _rank_one_change
 
     u_prev, v_prev = state.u, state.v
     v, u = np.empty_like(v_prev), np.empty_like(u_prev)
-    msr_half_step(state.offsets, state.partner, state.value, u_prev, v_prev, state.trim, state.floor, v,
-                  state.scratch)
-    msr_half_step(state.offsets, state.partner, state.value, v, u_prev, state.trim, state.floor, u, state.scratch)
+    # the kernels unchecked: the state's arrays fit one another by construction (_start)
+    _msr_half_step(state.offsets, state.partner, state.value, u_prev, v_prev, state.trim, state.floor, v,
+                   state.scratch)
+    _msr_half_step(state.offsets, state.partner, state.value, v, u_prev, state.trim, state.floor, u, state.scratch)
+    if not all(_in_range(x) for x in (u, v)):
+        return None
     state.u, state.v = u, v
-    return float(rank_one_change(u, v, u_prev, v_prev))
+    return float(_rank_one_change(u, v, u_prev, v_prev))
 
 
 class MMSR(IterativeAggregator):
@@ -266,14 +289,14 @@ class MMSR(IterativeAggregator):
                ) -> tuple[MMSRState, None]:
         from ...kernels import cooc
         from ...kernels.draws import name_keys, seed_key, uniforms
-        from ...kernels.mmsr import pair_adjacency
+        from ...kernels.mmsr import _pair_adjacency
 
         k, w = data.n_classes, data.n_workers
         stats = cooc.co_occurrence(checked.engine, max_memory=checked.max_memory)
         agree = np.trace(stats.joint, axis1=1, axis2=2) / stats.n_tasks
         pairs, c, n_shared = stats.pairs, (k * agree - 1.0) / (k - 1), stats.n_tasks
         del stats, agree
-        offsets, partner, value = pair_adjacency(pairs, np.abs(c), w)
+        offsets, partner, value = _pair_adjacency(pairs, np.abs(c), w)
         degree = np.diff(offsets)
         linked = degree[degree > 0]
         # crowd-kit's F = ⌊min partners / 2⌋ - 1, read over the workers who have partners and at least 0
@@ -291,11 +314,19 @@ class MMSR(IterativeAggregator):
 
     def _step(self, data: AnnotationSet, state: MMSRState, checked: FitContext) -> Step:
         change = msr_step(state)
+        if change is None:  # the completion diverges: the skills are the last round's (FACTOR_RANGE)
+            return Step(halted=True)
         return Step(objective=change, residual=change)  # the trace of the changes: crowd-kit's loss_history_
 
     def _finish(self, data: AnnotationSet, run: Run, checked: FitContext) -> AggregationResult:
         state: MMSRState = run.state
         k, w = data.n_classes, data.n_workers
+        if run.halted:
+            warn(ConvergenceWarning(
+                f"mmsr: the rank-one completion diverges: after {run.n_iter:,} rounds its factors would leave "
+                f"[{1 / FACTOR_RANGE:g}, {FACTOR_RANGE:g}] (no skills s fit the pairs' agreement as s_i s_j: as when two "
+                "workers agree at chance while each agrees well with a third, in a small crowd); the skills are "
+                "those of the last round, their limit, and the run is not converged; wmv or onecoin may be steadier"))
         # the norms summed in sorted order: the same bits in any order of the workers (the input's rows)
         nu, nv = (float(np.sqrt(np.sort(x * x).sum())) for x in (state.u, state.v))
         magnitude = state.u * np.sqrt(nv / nu) if nu > 0 else state.u.copy()

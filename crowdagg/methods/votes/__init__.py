@@ -102,7 +102,8 @@ DECLARATIONS = (
         "other tasks are flagged accepted=false (a column of the output), their label the plurality",
         "accepted_n = [n_n ≥ min_answers] ∧ [max_k c_nk / n_n ≥ fraction] (one class alone); label = argmax_k "
         "c_nk (the plurality, ties drawn); posteriors are the vote shares. Output: task, label, confidence, "
-        "accepted. --workers: agreement (share of a worker's answers on accepted tasks equal to their label).",
+        "accepted. --workers: accepted_agreement (share of a worker's answers on accepted tasks equal to their "
+        "label).",
         "peerannot (Lefort, Charlier, Joly & Salmon), TwoThird agreement",
         (SEED,
          Param("min_answers", int, 2, "a task needs at least this many answers to be accepted (peerannot's 2)", 1,

@@ -22,10 +22,12 @@ too few answers), which ``accepted=false`` says; peerannot gives such a task
 no label (-1).  A warning (stderr under the CLI) says how many tasks are
 flagged.  ``posteriors`` (``--proba``) are the vote shares, as majority
 vote's; a task without answers gets ``prior`` (the mean share) and is never
-accepted.  ``worker_params["agreement"]`` (``--workers``): the share of a
-worker's answers on accepted tasks that equal the accepted label -- their
-agreement with the consensus the rule kept --, 1/K (chance) for a worker
-with no answer on an accepted task.
+accepted.  ``worker_params["accepted_agreement"]`` (``--workers``): the
+share of a worker's answers on accepted tasks that equal the accepted label
+-- their agreement with the consensus the rule kept --, 1/K (chance) for a
+worker with no answer on an accepted task.  (Not ``agreement``: ``crowdagg
+workers`` has a column of that name, every answer against the label, and
+would hide this one behind it.)
 
 One pass over the engine's blocks for the vote, one for the agreement.
 O(L).  Reference: peerannot (Lefort et al.), ``TwoThird``: 2/3 of at least
@@ -61,7 +63,8 @@ class TwoThird(Aggregator):
     name = "twothird"
     #: Its posteriors are the vote shares, one vote an answer.
     posterior_form = SHARES
-    worker_param_names = ("agreement",)
+    worker_param_names = ("accepted_agreement",)
+    flag_names = ("accepted",)
 
     def _fit(self, data: AnnotationSet, checked: FitContext, callback: Any) -> AggregationResult:
         k = data.n_classes
@@ -78,5 +81,5 @@ class TwoThird(Aggregator):
                 f"twothird: {flagged:,} of {data.n_tasks:,} tasks not accepted ({few:,} with fewer than "
                 f"{checked['min_answers']} answers, {flagged - few:,} where no class has {checked['fraction']:.4g} "
                 "of the answers): they are flagged accepted=false, their label the plurality"))
-        return make_result(self.name, data, post, labels, prior, worker_params={"agreement": agreement},
+        return make_result(self.name, data, post, labels, prior, worker_params={"accepted_agreement": agreement},
                            flags={"accepted": accepted})

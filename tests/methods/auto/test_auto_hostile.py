@@ -159,3 +159,21 @@ def test_held_out_folds_refuses_what_auto_refuses(folds, held_out, seed, match):
     data = crowd().to_annotations()  # (was: fold codes of -2**63, or -10 .. -1 for a negative share)
     with pytest.raises(UsageError, match=match):
         held_out_folds(data, folds, held_out, seed)
+
+
+@pytest.mark.quick
+def test_a_candidate_that_flags_its_tasks_is_refused_up_front():
+    """Found hostile: ``-p candidates=twothird`` ran, "chose twothird", and wrote task,label,confidence -- no
+    ``accepted`` column -- under twothird's own warning that its tasks "are flagged accepted=false"; pooled with mv
+    it weighed as mv (its posteriors are the same vote shares).  A pooled result cannot carry a rule's verdict on
+    its own labels: refused before any fit, naming the flag and mv."""
+    from crowdagg.errors import UsageError
+
+    data = crowd().to_annotations()
+    for candidates in (("twothird",), ("mv", "twothird")):
+        with pytest.raises(UsageError, match=r"lists 'twothird', whose output flags each task \(accepted\).* mv is"):
+            aggregate(data, "auto", candidates=candidates, folds=2)
+    assert get("mmsr").load().flag_names == () and get("twothird").load().flag_names == ("accepted",)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CrowdaggWarning)
+        assert aggregate(data, "auto", candidates=("mv", "mmsr"), folds=2).flags == {}  # mmsr pools

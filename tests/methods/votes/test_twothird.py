@@ -103,15 +103,15 @@ def test_workers_agreement_counts_accepted_tasks_only():
     #        t0: a a b (accepted a)   t1: a b c (not)   t2: c c (accepted c)
     data = crowd("aab", "abc", "cc")
     res = fit(data)
-    agreement = dict(zip(data.worker_names.tolist(), res.worker_params["agreement"].tolist()))
+    agreement = dict(zip(data.worker_names.tolist(), res.worker_params["accepted_agreement"].tolist()))
     # w0: a on t0 (right), c on t2 (right); w1: a on t0 (right), c on t2 (right); w2: b on t0 (wrong) -- t1 left out
     assert agreement == {"w0": 1.0, "w1": 1.0, "w2": 0.0}
-    assert res.worker_columns() == ("worker", "agreement", "n_answers")
+    assert res.worker_columns() == ("worker", "accepted_agreement", "n_answers")
     # a worker with answers on flagged tasks only is at chance, 1/K
     only = AnnotationSet.from_names(["t0", "t0", "t0", "t1", "t1", "t1"], ["u", "v", "w", "u", "v", "x"],
                                     ["a", "a", "a", "a", "b", "c"], classes=["a", "b", "c"])
     res = fit(only)
-    assert dict(zip(only.worker_names.tolist(), res.worker_params["agreement"].tolist()))["x"] == pytest.approx(1 / 3)
+    assert dict(zip(only.worker_names.tolist(), res.worker_params["accepted_agreement"].tolist()))["x"] == pytest.approx(1 / 3)
 
 
 def test_the_cli_writes_the_flag_and_says_how_many_on_stderr(tmp_path):
@@ -177,9 +177,26 @@ def test_dask_gives_the_local_flags_and_writes_them_in_each_part(datasets_dir, t
             engine.close()
     np.testing.assert_array_equal(remote.flags["accepted"], local.flags["accepted"])
     np.testing.assert_array_equal(remote.labels, local.labels)
-    np.testing.assert_array_equal(remote.worker_params["agreement"], local.worker_params["agreement"])
+    np.testing.assert_array_equal(remote.worker_params["accepted_agreement"], local.worker_params["accepted_agreement"])
     parts = sorted((tmp_path / "out").glob("part-*"))
     assert len(parts) == 2
     written = pd.concat([pd.read_csv(p, dtype={"task": str}) for p in parts])
     assert list(written.columns) == ["task", "label", "confidence", "accepted"]
     assert written["accepted"].tolist() == local.flags["accepted"].tolist()
+
+
+@pytest.mark.quick
+def test_the_workers_report_keeps_the_accepted_agreement_beside_its_own_agreement():
+    """Found hostile: the worker parameter was named ``agreement``, the name of a column of ``crowdagg workers``
+    (every answer against the label), so the report dropped twothird's own value and showed another under its name:
+    rte's first worker .875 there, .970 in ``aggregate --workers``.  Now ``accepted_agreement``: both, each its own."""
+    from crowdagg.reports.workers import worker_report
+
+    #        t0: a a b (accepted a)   t1: a b c (not: plurality drawn)   t2: c c (accepted c)
+    data = crowd("aab", "abc", "cc")
+    res = fit(data)
+    report = worker_report(data, res, chance=False).set_index("worker")
+    assert report["accepted_agreement"].to_dict() == {"w0": 1.0, "w1": 1.0, "w2": 0.0}
+    share = (res.labels[data.task] == data.label)  # the report's own: every answer against the label
+    expected = {w: float(share[data.worker == i].mean()) for i, w in enumerate(data.worker_names.tolist())}
+    assert report["agreement"].to_dict() == pytest.approx(expected)
