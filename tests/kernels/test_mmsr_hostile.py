@@ -17,7 +17,7 @@ from crowdagg.kernels.mmsr import msr_half_step, pair_adjacency, rank_one_change
 PAIRS, VALUES = np.array([[0, 1], [0, 2], [1, 2]]), np.array([0.5, 0.25, 1.0])
 
 
-@pytest.mark.quick("mmsr")
+@pytest.mark.quick
 @pytest.mark.parametrize(("pairs", "values", "n_workers", "error", "match"), [
     (np.array([[0, 5]]), [1.0], 3, DataError, "pairs code 5 at position 1 is out of range for 3 workers"),
     (np.array([[-1, 1]]), [1.0], 3, DataError, "pairs code -1"),

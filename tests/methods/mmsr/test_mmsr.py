@@ -229,7 +229,7 @@ def three_workers_no_rank_one_fits():
                          "label": ["x", "x", "y", "y", "y", "y", "x", "y", "x", "x", "x", "x"]})
 
 
-@pytest.mark.quick("mmsr")
+@pytest.mark.quick
 def test_a_diverging_completion_stops_in_range_with_a_warning_never_nan_or_a_false_converged():
     """Found hostile: the factors overflowed to inf and 0 after ~500 rounds; the change inf - inf read as 0, so the
     fit said converged with skills from NaN (and NaN posteriors -- "the fit broke down numerically" -- with tol=0 or
@@ -252,7 +252,7 @@ def test_a_diverging_completion_stops_in_range_with_a_warning_never_nan_or_a_fal
         assert aggregate(frame, "mmsr", max_iter=20, tol=0.0).n_iter == 20
 
 
-@pytest.mark.quick("mmsr")
+@pytest.mark.quick
 def test_the_rank_one_change_of_non_finite_factors_is_not_zero():
     """A NaN factor (or inf: inf · 0 is NaN) gave a change of 0 (``sq > 0`` is false for NaN): a converged run."""
     u, v = np.array([1.0, 2.0]), np.array([0.5, 0.25])
