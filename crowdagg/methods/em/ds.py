@@ -241,8 +241,7 @@ class DawidSkene(IterativeAggregator):
         else:
             # None: the soft vote, counted in the blocks (any engine); a restart's blend or another method's
             # posteriors are an array over all tasks (the local engine)
-            first = None if begin is None else begin.posterior
-            given = first if start == 0 else starting_posteriors(data, start, rng, first, checked.engine)
+            given = checked.start_posterior(data, start, rng)
             state = EMState(checked.engine, given, checked.clamp, m_step, smoothing, checked.warm)
         return state, state.objective
 

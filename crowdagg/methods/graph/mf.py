@@ -86,7 +86,6 @@ from ..base import PRODUCT, FitContext, IterativeAggregator, make_result
 from ..blocks import TieBreaker, argmax_random_ties, one_coin_matrices
 from ..loop import Run, Step
 from ..result import AggregationResult
-from ..starts import starting_posteriors
 from ..variational import elbo, expected_log
 
 __all__ = ["MeanField", "MFState"]
@@ -240,9 +239,7 @@ class MeanField(IterativeAggregator):
 
     def _start(self, data: AnnotationSet, checked: FitContext, start: int, rng: np.random.Generator
                ) -> tuple[MFState, float]:
-        begin = checked.start
-        first = None if begin is None else begin.posterior
-        given = first if start == 0 else starting_posteriors(data, start, rng, first, checked.engine)
+        given = checked.start_posterior(data, start, rng)
         state = MFState(checked.engine, data, checked["worker_model"], checked["prior"], checked["class_prior"],
                         checked.clamp, given)
         return state, state.objective
