@@ -410,7 +410,9 @@ class IterativeAggregator(Aggregator):
         raise NotImplementedError
 
     def _step(self, data: AnnotationSet, state: Any, checked: FitContext) -> Step:
-        raise NotImplementedError
+        """One iteration; by default the state's own ``iterate()`` (a fused E and M step returning the
+        objective), as the EM states (ds, ds-clust, mf) have it."""
+        return Step(objective=state.iterate())
 
     def _finish(self, data: AnnotationSet, run: Run, checked: FitContext) -> AggregationResult:
         raise NotImplementedError

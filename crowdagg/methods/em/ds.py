@@ -51,7 +51,7 @@ from ...errors import param
 from ...kernels.em import EMParams, em_block
 from ..base import PRODUCT, FitContext, IterativeAggregator, make_result
 from ..blocks import TieBreaker, argmax_random_ties, full_m_step, one_coin_spread, prior_m_step
-from ..loop import Run, Step
+from ..loop import Run
 from ..model_file import Field, SavedForm, WorkerModel
 from ..result import AggregationResult
 from ..starts import starting_posteriors
@@ -244,9 +244,6 @@ class DawidSkene(IterativeAggregator):
             given = checked.start_posterior(data, start, rng)
             state = EMState(checked.engine, given, checked.clamp, m_step, smoothing, checked.warm)
         return state, state.objective
-
-    def _step(self, data: AnnotationSet, state: EMState, checked: FitContext) -> Step:
-        return Step(objective=state.iterate())
 
     def worker_model(self, state: EMState, checked: FitContext) -> tuple[dict[str, Any], dict[str, Any], Any]:
         """The fitted worker parameters, the statistics behind them, and the confusion when it is not among them.

@@ -77,7 +77,7 @@ from ...kernels.em import EMParams, em_block
 from ...kernels.validate import as_float_array
 from ..base import FitContext, IterativeAggregator, make_result
 from ..blocks import PROB_FLOOR, TieBreaker, argmax_random_ties, full_m_step
-from ..loop import Run, Step
+from ..loop import Run
 from ..result import AggregationResult
 from .ds import em_memory
 
@@ -215,9 +215,6 @@ class ClusteredDawidSkene(IterativeAggregator):
         state = ClusterState(checked.engine, given, checked.clamp, checked["smoothing"],
                              self._clusters(data, checked), name_rank)
         return state, state.objective
-
-    def _step(self, data: AnnotationSet, state: ClusterState, checked: FitContext) -> Step:
-        return Step(objective=state.iterate())
 
     def _finish(self, data: AnnotationSet, run: Run, checked: FitContext) -> AggregationResult:
         state: ClusterState = run.state

@@ -84,7 +84,7 @@ from ...errors import param
 from ...kernels.em import EMParams, em_block
 from ..base import PRODUCT, FitContext, IterativeAggregator, make_result
 from ..blocks import TieBreaker, argmax_random_ties, one_coin_matrices
-from ..loop import Run, Step
+from ..loop import Run
 from ..result import AggregationResult
 from ..variational import elbo, expected_log
 
@@ -243,9 +243,6 @@ class MeanField(IterativeAggregator):
         state = MFState(checked.engine, data, checked["worker_model"], checked["prior"], checked["class_prior"],
                         checked.clamp, given)
         return state, state.objective
-
-    def _step(self, data: AnnotationSet, state: MFState, checked: FitContext) -> Step:
-        return Step(objective=state.iterate())
 
     def _finish(self, data: AnnotationSet, run: Run, checked: FitContext) -> AggregationResult:
         state: MFState = run.state
