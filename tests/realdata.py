@@ -33,3 +33,16 @@ def fit_real(datasets_dir: Any, name: str, method: str, **params: Any) -> tuple[
 def accuracy_on(datasets_dir: Any, name: str, method: str, **params: Any) -> float:
     """The accuracy of :func:`fit_real`."""
     return fit_real(datasets_dir, name, method, **params)[0]
+
+
+def dataset_in_files(datasets_dir: Any, name: str, directory: Any, n_files: int = 3) -> list[str]:
+    """Dataset ``name``'s answers split, rows in order, into ``n_files`` CSV files ``part-0.csv``, ... under
+    ``directory`` (all text, as the file holds it): the several inputs the Dask engine's tests read."""
+    import pandas as pd
+
+    frame = pd.read_csv(datasets_dir / name / "labels.csv", dtype=str, keep_default_na=False)
+    files = []
+    for i, rows in enumerate(np.array_split(np.arange(len(frame)), n_files)):
+        files.append(str(directory / f"part-{i}.csv"))
+        frame.iloc[rows].to_csv(files[-1], index=False)
+    return files

@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self, cast
 
 import numpy as np
 
@@ -41,7 +41,6 @@ if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
 
     from .encode import ColumnsEncoder
-    from .numeric import NumericAnswers
 
 DuplicatePolicy = Literal["keep", "first", "last", "error"]
 DUPLICATE_POLICIES: tuple[str, ...] = ("keep", "first", "last", "error")
@@ -50,6 +49,12 @@ DUPLICATE_POLICIES: tuple[str, ...] = ("keep", "first", "last", "error")
 #: question in most exports: ``skip`` it (its task still gets an output row), or refuse it (``error``).
 BlankLabelPolicy = Literal["skip", "error"]
 BLANK_LABEL_POLICIES: tuple[str, ...] = ("skip", "error")
+
+
+def check_duplicates(policy: object) -> None:
+    """A :class:`~crowdagg.errors.UsageError` unless ``policy`` is one of :data:`DUPLICATE_POLICIES`."""
+    if policy not in DUPLICATE_POLICIES:
+        raise UsageError(f"{param('duplicates')} must be one of {', '.join(DUPLICATE_POLICIES)}, got {policy!r}")
 
 
 def check_blank_labels(policy: object) -> None:
@@ -79,8 +84,92 @@ def _label_dtype(n_classes: int) -> type[np.signedinteger]:
     return np.int8 if n_classes <= 127 else np.int16
 
 
+class FlatAnswers:
+    """What every answer container shares: answers as flat arrays sorted by task, the task and worker
+    vocabularies, the duplicates record, their checks, sizes and CSR offsets.
+
+    :class:`AnnotationSet` (classes) and :class:`~crowdagg.data.numeric.NumericAnswers` (values) are the
+    containers; ``numeric`` tells them apart where only this module is known (:func:`check_annotations`).
+    """
+
+    #: Whether the answers are numbers (measurements) rather than class codes.
+    numeric: ClassVar[bool] = False
+
+    task: np.ndarray
+    worker: np.ndarray
+    tasks: Vocabulary
+    workers: Vocabulary
+    n_duplicates: int
+    duplicates: str
+
+    def _checked_vocabularies(self) -> tuple[Vocabulary, Vocabulary]:
+        """The constructor's ``tasks`` and ``workers`` as vocabularies (:func:`_as_vocabulary`)."""
+        return _as_vocabulary(self.tasks, "tasks"), _as_vocabulary(self.workers, "workers")
+
+    def _check_duplicates_record(self) -> None:
+        """The constructor's ``duplicates`` (a policy) and ``n_duplicates`` (a count >= 0)."""
+        check_duplicates(self.duplicates)
+        if isinstance(self.n_duplicates, bool) or not isinstance(self.n_duplicates, (int, np.integer)) \
+                or self.n_duplicates < 0:
+            raise UsageError(f"{param('n_duplicates')} must be a count >= 0, got {self.n_duplicates!r}")
+
+    @classmethod
+    def _trusted(cls, **fields: Any) -> Self:
+        """A container from arrays this package made valid, canonical and read-only: no check, no copy.
+
+        The readers' and ``_build``'s way in; the public constructor
+        checks instead.
+        """
+        out = object.__new__(cls)
+        for f in dataclasses.fields(cls):  # type: ignore[arg-type]  # every container is a dataclass
+            object.__setattr__(out, f.name, fields.pop(f.name) if f.name in fields else f.default)
+        if fields:
+            raise TypeError(f"unknown {cls.__name__} fields: {', '.join(fields)}")
+        return out
+
+    # ------------------------------------------------------------------ sizes
+    @property
+    def n_tasks(self) -> int:
+        return len(self.tasks)
+
+    @property
+    def n_workers(self) -> int:
+        return len(self.workers)
+
+    @property
+    def task_names(self) -> np.ndarray:
+        """Task names, object ndarray of str, shape (n_tasks,) (Python strings, built on first use)."""
+        return self.tasks.to_numpy()
+
+    @property
+    def worker_names(self) -> np.ndarray:
+        """Worker names, object ndarray of str, shape (n_workers,) (Python strings, built on first use)."""
+        return self.workers.to_numpy()
+
+    @property
+    def n_answers(self) -> int:
+        return int(self.task.shape[0])
+
+    def __len__(self) -> int:
+        return self.n_answers
+
+    # ------------------------------------------------------------ CSR indices
+    @cached_property
+    def task_ptr(self) -> np.ndarray:
+        """CSR offsets, shape (n_tasks + 1,): task ``t`` owns answers ``task_ptr[t]:task_ptr[t+1]``."""
+        return _frozen(_offsets(self.task, self.n_tasks))
+
+    @cached_property
+    def answers_per_task(self) -> np.ndarray:
+        return _frozen(np.diff(self.task_ptr))
+
+    @cached_property
+    def answers_per_worker(self) -> np.ndarray:
+        return _frozen(np.bincount(self.worker, minlength=self.n_workers))
+
+
 @dataclass(frozen=True, eq=False)
-class AnnotationSet:
+class AnnotationSet(FlatAnswers):
     """Crowd answers in flat-array form, sorted by task.
 
     Attributes
@@ -136,18 +225,11 @@ class AnnotationSet:
 
     def __post_init__(self) -> None:
         """Check and canonicalise what a caller passed (see the class notes); never runs for :meth:`_trusted`."""
-        tasks = _as_vocabulary(self.tasks, "tasks")
-        workers = _as_vocabulary(self.workers, "workers")
+        tasks, workers = self._checked_vocabularies()
         classes = _as_classes(self.classes)
-        if self.duplicates not in DUPLICATE_POLICIES:
-            raise UsageError(
-                f"{param('duplicates')} must be one of {', '.join(DUPLICATE_POLICIES)}, got {self.duplicates!r}"
-            )
+        self._check_duplicates_record()
         if self.class_dtype is not None and not isinstance(self.class_dtype, str):
             raise UsageError(f"{param('class_dtype')} must be a dtype name or None, got {self.class_dtype!r}")
-        if isinstance(self.n_duplicates, bool) or not isinstance(self.n_duplicates, (int, np.integer)) \
-                or self.n_duplicates < 0:
-            raise UsageError(f"{param('n_duplicates')} must be a count >= 0, got {self.n_duplicates!r}")
         from ..kernels.validate import as_code_array, check_codes
 
         arrays = [as_code_array(a, r) for a, r in zip((self.task, self.worker, self.label), ("task", "worker", "label"))]
@@ -172,49 +254,10 @@ class AnnotationSet:
             ptr.setflags(write=False)
             self.__dict__["task_ptr"] = ptr
 
-    @classmethod
-    def _trusted(cls, **fields: Any) -> AnnotationSet:
-        """A set from arrays this package made valid, canonical and read-only: no check, no copy.
-
-        The readers' and :meth:`_build`'s way in; the public constructor
-        checks instead (the class notes).
-        """
-        out = object.__new__(cls)
-        for f in dataclasses.fields(cls):
-            object.__setattr__(out, f.name, fields.pop(f.name) if f.name in fields else f.default)
-        if fields:
-            raise TypeError(f"unknown AnnotationSet fields: {', '.join(fields)}")
-        return out
-
     # ------------------------------------------------------------------ sizes
-    @property
-    def n_tasks(self) -> int:
-        return len(self.tasks)
-
-    @property
-    def n_workers(self) -> int:
-        return len(self.workers)
-
-    @property
-    def task_names(self) -> np.ndarray:
-        """Task names, object ndarray of str, shape (n_tasks,) (Python strings, built on first use)."""
-        return self.tasks.to_numpy()
-
-    @property
-    def worker_names(self) -> np.ndarray:
-        """Worker names, object ndarray of str, shape (n_workers,) (Python strings, built on first use)."""
-        return self.workers.to_numpy()
-
     @property
     def n_classes(self) -> int:
         return len(self.classes)
-
-    @property
-    def n_answers(self) -> int:
-        return int(self.task.shape[0])
-
-    def __len__(self) -> int:
-        return self.n_answers
 
     def __repr__(self) -> str:
         return (
@@ -223,11 +266,6 @@ class AnnotationSet:
         )
 
     # ------------------------------------------------------------ CSR indices
-    @cached_property
-    def task_ptr(self) -> np.ndarray:
-        """CSR offsets, shape (n_tasks + 1,): task ``t`` owns answers ``task_ptr[t]:task_ptr[t+1]``."""
-        return _frozen(_offsets(self.task, self.n_tasks))
-
     @cached_property
     def worker_order(self) -> np.ndarray:
         """Answer indices grouped by worker (stable), shape (n_answers,), int64."""
@@ -263,14 +301,6 @@ class AnnotationSet:
         out = self.worker.astype(np.int64) * self.n_classes + self.label
         out.setflags(write=False)
         return out
-
-    @cached_property
-    def answers_per_task(self) -> np.ndarray:
-        return _frozen(np.diff(self.task_ptr))
-
-    @cached_property
-    def answers_per_worker(self) -> np.ndarray:
-        return _frozen(np.bincount(self.worker, minlength=self.n_workers))
 
     @cached_property
     def answers_per_class(self) -> np.ndarray:
@@ -493,60 +523,16 @@ class AnnotationSet:
         workers: Vocabulary | Sequence[object] | None = None,
         blank_labels: BlankLabelPolicy = "skip",
         class_dtype: str | None = None,
-        numeric: bool = False,
-    ) -> AnnotationSet | NumericAnswers:
-        """:meth:`from_names` taking the (task, worker, label) columns in a list that it empties.
-
-        ``numeric``: the labels are numbers (:class:`~crowdagg.data.numeric.NumericAnswers`, see :meth:`_assemble`).
-
-        ``dtypes`` gives the task and worker ids' original dtypes when the
-        columns are already text (several files joined); ``class_dtype`` the
-        labels' (:attr:`AnnotationSet.class_dtype`; default: the label
-        column's own, when it is typed).
-
-        A reader that drops its own references first lets the parsed text
-        columns be freed as soon as they are encoded (gigabytes at 100M
-        answers) instead of when the set is built.
-        """
-        if classes is not None and hasattr(classes, "__len__"):
-            _label_dtype(len(classes))  # refused before a string is made per class
-        from . import vocab
-
-        check_blank_labels(blank_labels)
-        is_category = _is_dictionary(columns[2])
-        roles = ("task", "worker", "label")
-        named = []
-        for i, (v, role) in enumerate(zip(columns, roles)):
-            try:
-                named.append(vocab.as_strings(v, role))
-            except vocab.InvalidName as exc:
-                raise name_error(exc, role, locate, _column_name(header, i)) from None
-        (t, t_dtype), (w, w_dtype), (y, y_dtype) = named
-        del named
-        if class_dtype is None:
-            class_dtype = f"category[{y_dtype}]" if is_category and y_dtype else "category" if is_category else y_dtype
-        columns.clear()
-        if dtypes is not None:
-            t_dtype, w_dtype = dtypes
-        if not len(t) == len(w) == len(y):
-            raise DataError(f"task, worker and label columns differ in length ({len(t)}, {len(w)}, {len(y)})")
-        from .encode import ColumnsEncoder
-
-        encoder = ColumnsEncoder()
-        if task_order is not None:
-            try:
-                extra, _ = vocab.as_strings(task_order, "task")
-            except vocab.InvalidName as exc:
-                raise name_error(exc, "task", None, None, what="the list of tasks") from None
-            encoder.add_tasks(extra)
-            del extra
-        with _timing.stage("encode"):
-            encoder.add(t, w, y)
-        del t, w, y
+    ) -> AnnotationSet:
+        """:meth:`from_names` taking the (task, worker, label) columns in a list that it empties
+        (:func:`encode_columns`, then :meth:`_assemble`)."""
+        encoder, ids_dtypes, class_dtype = encode_columns(
+            columns, classes=classes, locate=locate, task_order=task_order, header=header, dtypes=dtypes,
+            blank_labels=blank_labels, class_dtype=class_dtype,
+        )
         return cls._assemble(
             encoder, classes=classes, duplicates=duplicates, locate=locate, label_col=label_col, header=header,
-            dtypes=(t_dtype, w_dtype), workers=workers, blank_labels=blank_labels, class_dtype=class_dtype,
-            numeric=numeric,
+            dtypes=ids_dtypes, workers=workers, blank_labels=blank_labels, class_dtype=class_dtype,
         )
 
     @classmethod
@@ -563,133 +549,32 @@ class AnnotationSet:
         workers: Vocabulary | Sequence[object] | None = None,
         blank_labels: BlankLabelPolicy = "skip",
         class_dtype: str | None = None,
-        numeric: bool = False,
-    ) -> AnnotationSet | NumericAnswers:
+    ) -> AnnotationSet:
         """The last stage of reading: encoded columns (:class:`crowdagg.data.encode.ColumnsEncoder`, which
-        this empties) to an annotation set -- the names checked, stripped and merged on the distinct names,
-        rows that are not answers dropped, classes found, the answers sorted by task.
+        this empties) to an annotation set -- the steps every reading shares (:func:`decode_answers`), then
+        the classes found and the answers sorted by task (:meth:`_from_decoded`).
 
-        ``dtypes``: the task and worker ids' original dtypes; ``class_dtype`` the labels'.  ``numeric``: the
-        labels are read as numbers instead of becoming classes (:func:`crowdagg.data.numeric.parse_values`,
-        on the distinct texts), and the answers come back as :class:`~crowdagg.data.numeric.NumericAnswers`
-        -- every other step (names, blank and header rows, duplicates, the sort) is this one.
+        ``dtypes``: the task and worker ids' original dtypes; ``class_dtype`` the labels'.
         """
-        from . import vocab
+        decoded = decode_answers(encoder, has_classes=classes is not None, locate=locate, header=header,
+                                 dtypes=dtypes, workers=workers, blank_labels=blank_labels)
+        return cls._from_decoded(decoded, classes=classes, duplicates=duplicates, label_col=label_col,
+                                 class_dtype=class_dtype)
 
-        roles = ("task", "worker", "label")
-        t_dtype, w_dtype = dtypes
-        n_extra = encoder.extra.n
-        if encoder.rows == 0 and (n_extra == 0 or classes is None):
-            raise DataError(
-                "no answers in the input"
-                + (f" ({n_extra} task(s), none answered); give {param('classes')} to get their prior rows"
-                   if n_extra else "")
-            )
-        with _timing.stage("encode"):
-            try:
-                (t_codes, t_names, c_t, m_t), (w_codes, w_names, c_w, m_w), (y_codes, y_uniques, c_y, m_y) = (
-                    _finish_names(encoder)
-                )
-            except _BadName as failure:
-                invalid, i = failure.args
-                row = invalid.row - (n_extra if i == 0 else 0)
-                if row < 0:
-                    raise name_error(invalid, "task", None, None, what="the list of tasks") from None
-                invalid.row = row
-                raise name_error(invalid, roles[i], locate, _column_name(header, i)) from None
-        vocab.release_memory()
-        end_names_stage = _timing.start("names")
-        if n_extra and vocab.blank(t_names)[encoder.extra.take()].any():
-            raise DataError("a blank task name in the list of tasks")
-        encoder.release()
-        changed = {"task": c_t, "worker": c_w, "label": c_y}
-        if sum(changed.values()):
-            detail = ", ".join(f"{k}: {v}" for k, v in changed.items() if v)
-            warn(
-                CrowdaggWarning(
-                    f"stripped surrounding whitespace from {sum(changed.values())} cell(s) ({detail}); "
-                    f"{m_t + m_w + m_y} name(s) became equal to another and were merged"
-                )
-            )
-        # Rows that are not answers: repeated header lines, rows blank in all three columns.
-        # Both are decided on the distinct names, then looked up per row.
-        names3 = (t_names, w_names, y_uniques)
-        codes3 = (t_codes, w_codes, y_codes)
-        blank_name = [vocab.blank(n) for n in names3]
-        headers: list[Any] = [] if header is None else ([header] if isinstance(header[0], str) else list(header))
-        header_name = [np.zeros(len(n), dtype=bool) for n in names3]
-        for h in dict.fromkeys(tuple(h) for h in headers):
-            for i, n in enumerate(names3):
-                header_name[i] |= vocab.spells(n, header_key(h[i]), header_key)
-        repeated = _rows_with(header_name, codes3)
-        blank_row = _rows_with(blank_name, codes3)
-        if blank_row is not None and repeated is not None:
-            blank_row &= ~repeated
-        skip = None
-        for mask, what in (
-            (repeated, "line(s) repeating the header ({}); were files joined with their headers?"),
-            (blank_row, "row(s) with no task, worker or label ({})"),
-        ):
-            if mask is not None and mask.any():
-                first = int(np.flatnonzero(mask)[0])
-                where = "first at " + (locate(first) if locate else f"answer {first}")
-                warn(CrowdaggWarning(f"skipped {int(mask.sum())} " + what.format(where)))
-                skip = mask if skip is None else skip | mask
-        if skip is not None:
-            keep = np.flatnonzero(~skip)
-            t_codes, w_codes, y_codes = t_codes[keep], w_codes[keep], y_codes[keep]
-            codes3 = (t_codes, w_codes, y_codes)
-            locate = locate.subset(keep) if locate else None
-        # A partly blank row is an error naming its line -- unless only its label is blank: a
-        # skipped question, left out by default (its task keeps its row with no answers).
-        n_blank_labels = 0
-        answerless_workers = np.zeros(len(w_names), dtype=bool)
-        for role, b, codes in zip(roles, blank_name, codes3):
-            if b.any():
-                mask = b[codes]
-                if mask.any():
-                    row = int(np.flatnonzero(mask)[0])
-                    where = locate(row) if locate else f"answer {row}"
-                    if role != "label" or blank_labels == "error":
-                        raise DataError(f"blank {role} at {where} ({int(mask.sum())} blank {role} cell(s) in all)")
-                    n_blank_labels = int(mask.sum())
-                    warn(
-                        CrowdaggWarning(
-                            f"skipped {n_blank_labels} answer(s) with a blank label (first at {where}); "
-                            f"set {param('blank_labels')} to error to refuse them"
-                        )
-                    )
-                    answerless_workers[w_codes[mask]] = True  # those left with no answer are forgotten below
-                    keep = np.flatnonzero(~mask)
-                    t_codes, w_codes, y_codes = t_codes[keep], w_codes[keep], y_codes[keep]
-                    locate = locate.subset(keep) if locate else None
-        codes = mask = keep = None  # type: ignore[assignment]  # no column's codes held through the sort
-        # The blank name and the header's own cells leave the vocabularies once no row uses them.
-        t_codes, t_names = _forget(t_codes, t_names, blank_name[0] | header_name[0])
-        w_codes, w_names = _forget(w_codes, w_names, blank_name[1] | header_name[1] | answerless_workers)
-        if workers is not None:
-            known = _known_vocabulary(workers, "worker")
-            remap, extended = known.extend(w_names)
-            w_codes, w_names = remap[w_codes], extended.names
-            if extended is known or len(known) and known.dtype == w_dtype:
-                w_dtype = known.dtype  # every name is the vocabulary's, or both had one type
-            elif len(known):
-                w_dtype = None
-        y_codes, y_uniques = _forget(y_codes, y_uniques, blank_name[2] | header_name[2])
-        if numeric:
-            from .numeric import NumericAnswers, parse_values
-
-            if len(y_codes) == 0:
-                raise DataError("no answers in the input: every value is blank" if n_blank_labels
-                                else "no answers in the input (every row is blank)")
-            values = parse_values(y_uniques, y_codes, locate, label_col)[y_codes]
-            end_names_stage()
-            owned = [t_codes.astype(np.int32, copy=False), w_codes.astype(np.int32, copy=False), values]
-            del t_codes, w_codes, values, y_codes, codes3
-            with _timing.stage("sort"):
-                return NumericAnswers._build(owned, vocab.Vocabulary(t_names, t_dtype),
-                                             vocab.Vocabulary(w_names, w_dtype), duplicates=duplicates,
-                                             locate=locate)
+    @classmethod
+    def _from_decoded(
+        cls,
+        read: DecodedAnswers,
+        *,
+        classes: Sequence[str] | None,
+        duplicates: DuplicatePolicy,
+        label_col: str,
+        class_dtype: str | None,
+    ) -> AnnotationSet:
+        """The categorical finish of a read: the distinct label texts of ``read`` (whose codes this takes)
+        become classes (``classes``, or found by :func:`infer_classes`), the answers sorted by task."""
+        t_codes, w_codes, y_codes = read.take()
+        y_uniques, locate, n_blank_labels = read.label_texts, read.locate, read.n_blank_labels
         if len(y_codes) == 0 and classes is None:
             if n_blank_labels:
                 raise DataError(
@@ -722,18 +607,18 @@ class AnnotationSet:
         _warn_near_collisions(uniques)
         remap = np.array([index[u] for u in uniques], dtype=dtype)
         labels = remap[y_codes] if len(remap) else np.zeros(0, dtype=dtype)
-        end_names_stage()
+        read.end_stage()
         from .. import kernels  # noqa: F401  (numba's import is not the sort's time)
 
         owned = [t_codes.astype(np.int32, copy=False), w_codes.astype(np.int32, copy=False), labels]
-        del t_codes, w_codes, labels, y_codes, codes3
+        del t_codes, w_codes, labels, y_codes
         with _timing.stage("sort"):
             return cls._build(
                 owned,  # type: ignore[arg-type]  # emptied by the sort as it goes
                 None,  # type: ignore[arg-type]
                 None,  # type: ignore[arg-type]
-                vocab.Vocabulary(t_names, t_dtype),
-                vocab.Vocabulary(w_names, w_dtype),
+                read.tasks,
+                read.workers,
                 tuple(class_list),
                 duplicates=duplicates,
                 locate=locate,
@@ -903,10 +788,7 @@ def sort_answers(
     (task, worker) pair is found by one pass over each task's answers, the sort being stable; duplicates are
     warned about, or with ``error`` a :class:`~crowdagg.errors.DataError` naming the first one's line.
     """
-    if duplicates not in DUPLICATE_POLICIES:
-        raise UsageError(
-            f"{param('duplicates')} must be one of {', '.join(DUPLICATE_POLICIES)}, got {duplicates!r}"
-        )
+    check_duplicates(duplicates)
     from ..kernels import group_order
     from ..kernels.ingest import _repeated_answers, _sort_by_task
 
@@ -941,6 +823,225 @@ def sort_answers(
     for arr in (t_sorted, w_sorted, y_sorted, ptr):
         arr.setflags(write=False)
     return ptr, t_sorted, w_sorted, y_sorted, n_dup
+
+
+@dataclass(eq=False)
+class DecodedAnswers:
+    """The answers of a read once the steps every container shares are done (:func:`decode_answers`).
+
+    ``codes`` are the task, worker and label codes per answer (the label's
+    into the distinct label texts ``label_texts``, an Arrow string array),
+    in input order, rows that are not answers dropped; ``tasks`` and
+    ``workers`` the final vocabularies; ``locate`` names an answer's input
+    line; ``n_blank_labels`` the answers skipped for a blank label;
+    ``end_stage`` ends the ``names`` timing stage once the labels are
+    decoded.  The container that finishes the read takes the codes with
+    :meth:`take`, so that the sort can free them.
+    """
+
+    codes: list[np.ndarray]
+    label_texts: pa.Array
+    tasks: Vocabulary
+    workers: Vocabulary
+    locate: Locator | None
+    n_blank_labels: int
+    end_stage: Callable[[], None]
+
+    def take(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The task, worker and label codes, no longer held here."""
+        task, worker, label = self.codes
+        self.codes.clear()
+        return task, worker, label
+
+
+def encode_columns(
+    columns: list[Any],
+    *,
+    classes: Sequence[str] | None = None,
+    locate: Locator | None = None,
+    task_order: Sequence[object] | np.ndarray | pa.Array | None = None,
+    header: tuple[str, str, str] | Sequence[tuple[str, str, str]] | None = None,
+    dtypes: tuple[str | None, str | None] | None = None,
+    blank_labels: BlankLabelPolicy = "skip",
+    class_dtype: str | None = None,
+) -> tuple[ColumnsEncoder, tuple[str | None, str | None], str | None]:
+    """The (task, worker, label) columns, in a list that this empties, encoded: ``(encoder, (task dtype,
+    worker dtype), class_dtype)`` for :func:`decode_answers`.
+
+    ``dtypes`` gives the task and worker ids' original dtypes when the
+    columns are already text (several files joined); ``class_dtype`` the
+    labels' (:attr:`AnnotationSet.class_dtype`; default: the label column's
+    own, when it is typed).  A value that cannot be a name is a
+    :class:`~crowdagg.errors.DataError` naming its row and column.
+
+    A reader that drops its own references first lets the parsed text
+    columns be freed as soon as they are encoded (gigabytes at 100M
+    answers) instead of when the set is built.
+    """
+    if classes is not None and hasattr(classes, "__len__"):
+        _label_dtype(len(classes))  # refused before a string is made per class
+    from . import vocab
+
+    check_blank_labels(blank_labels)
+    is_category = _is_dictionary(columns[2])
+    roles = ("task", "worker", "label")
+    named = []
+    for i, (v, role) in enumerate(zip(columns, roles)):
+        try:
+            named.append(vocab.as_strings(v, role))
+        except vocab.InvalidName as exc:
+            raise name_error(exc, role, locate, _column_name(header, i)) from None
+    (t, t_dtype), (w, w_dtype), (y, y_dtype) = named
+    del named
+    if class_dtype is None:
+        class_dtype = f"category[{y_dtype}]" if is_category and y_dtype else "category" if is_category else y_dtype
+    columns.clear()
+    if dtypes is not None:
+        t_dtype, w_dtype = dtypes
+    if not len(t) == len(w) == len(y):
+        raise DataError(f"task, worker and label columns differ in length ({len(t)}, {len(w)}, {len(y)})")
+    from .encode import ColumnsEncoder
+
+    encoder = ColumnsEncoder()
+    if task_order is not None:
+        try:
+            extra, _ = vocab.as_strings(task_order, "task")
+        except vocab.InvalidName as exc:
+            raise name_error(exc, "task", None, None, what="the list of tasks") from None
+        encoder.add_tasks(extra)
+        del extra
+    with _timing.stage("encode"):
+        encoder.add(t, w, y)
+    del t, w, y
+    return encoder, (t_dtype, w_dtype), class_dtype
+
+
+def decode_answers(
+    encoder: ColumnsEncoder,
+    *,
+    has_classes: bool = False,
+    locate: Locator | None = None,
+    header: tuple[str, str, str] | Sequence[tuple[str, str, str]] | None = None,
+    dtypes: tuple[str | None, str | None] = (None, None),
+    workers: Vocabulary | Sequence[object] | None = None,
+    blank_labels: BlankLabelPolicy = "skip",
+) -> DecodedAnswers:
+    """The steps of reading that every answer container shares: encoded columns
+    (:class:`crowdagg.data.encode.ColumnsEncoder`, which this empties) with the names checked, stripped and
+    merged on the distinct names, rows that are not answers (blank, repeated headers) dropped, blank
+    labels skipped or refused, the vocabularies final (``workers`` extended).
+
+    ``has_classes``: the caller was given the classes (an input with no
+    answer is then not refused here).  ``dtypes``: the task and worker ids'
+    original dtypes.  What remains -- labels to classes, or to numbers --
+    is the container's (:meth:`AnnotationSet._from_decoded`,
+    :meth:`crowdagg.data.numeric.NumericAnswers._from_decoded`).
+    """
+    from . import vocab
+
+    roles = ("task", "worker", "label")
+    t_dtype, w_dtype = dtypes
+    n_extra = encoder.extra.n
+    if encoder.rows == 0 and (n_extra == 0 or not has_classes):
+        raise DataError(
+            "no answers in the input"
+            + (f" ({n_extra} task(s), none answered); give {param('classes')} to get their prior rows"
+               if n_extra else "")
+        )
+    with _timing.stage("encode"):
+        try:
+            (t_codes, t_names, c_t, m_t), (w_codes, w_names, c_w, m_w), (y_codes, y_uniques, c_y, m_y) = (
+                _finish_names(encoder)
+            )
+        except _BadName as failure:
+            invalid, i = failure.args
+            row = invalid.row - (n_extra if i == 0 else 0)
+            if row < 0:
+                raise name_error(invalid, "task", None, None, what="the list of tasks") from None
+            invalid.row = row
+            raise name_error(invalid, roles[i], locate, _column_name(header, i)) from None
+    vocab.release_memory()
+    end_names_stage = _timing.start("names")
+    if n_extra and vocab.blank(t_names)[encoder.extra.take()].any():
+        raise DataError("a blank task name in the list of tasks")
+    encoder.release()
+    changed = {"task": c_t, "worker": c_w, "label": c_y}
+    if sum(changed.values()):
+        detail = ", ".join(f"{k}: {v}" for k, v in changed.items() if v)
+        warn(
+            CrowdaggWarning(
+                f"stripped surrounding whitespace from {sum(changed.values())} cell(s) ({detail}); "
+                f"{m_t + m_w + m_y} name(s) became equal to another and were merged"
+            )
+        )
+    # Rows that are not answers: repeated header lines, rows blank in all three columns.
+    # Both are decided on the distinct names, then looked up per row.
+    names3 = (t_names, w_names, y_uniques)
+    codes3 = (t_codes, w_codes, y_codes)
+    blank_name = [vocab.blank(n) for n in names3]
+    headers: list[Any] = [] if header is None else ([header] if isinstance(header[0], str) else list(header))
+    header_name = [np.zeros(len(n), dtype=bool) for n in names3]
+    for h in dict.fromkeys(tuple(h) for h in headers):
+        for i, n in enumerate(names3):
+            header_name[i] |= vocab.spells(n, header_key(h[i]), header_key)
+    repeated = _rows_with(header_name, codes3)
+    blank_row = _rows_with(blank_name, codes3)
+    if blank_row is not None and repeated is not None:
+        blank_row &= ~repeated
+    skip = None
+    for mask, what in (
+        (repeated, "line(s) repeating the header ({}); were files joined with their headers?"),
+        (blank_row, "row(s) with no task, worker or label ({})"),
+    ):
+        if mask is not None and mask.any():
+            first = int(np.flatnonzero(mask)[0])
+            where = "first at " + (locate(first) if locate else f"answer {first}")
+            warn(CrowdaggWarning(f"skipped {int(mask.sum())} " + what.format(where)))
+            skip = mask if skip is None else skip | mask
+    if skip is not None:
+        keep = np.flatnonzero(~skip)
+        t_codes, w_codes, y_codes = t_codes[keep], w_codes[keep], y_codes[keep]
+        codes3 = (t_codes, w_codes, y_codes)
+        locate = locate.subset(keep) if locate else None
+    # A partly blank row is an error naming its line -- unless only its label is blank: a
+    # skipped question, left out by default (its task keeps its row with no answers).
+    n_blank_labels = 0
+    answerless_workers = np.zeros(len(w_names), dtype=bool)
+    for role, b, codes in zip(roles, blank_name, codes3):
+        if b.any():
+            mask = b[codes]
+            if mask.any():
+                row = int(np.flatnonzero(mask)[0])
+                where = locate(row) if locate else f"answer {row}"
+                if role != "label" or blank_labels == "error":
+                    raise DataError(f"blank {role} at {where} ({int(mask.sum())} blank {role} cell(s) in all)")
+                n_blank_labels = int(mask.sum())
+                warn(
+                    CrowdaggWarning(
+                        f"skipped {n_blank_labels} answer(s) with a blank label (first at {where}); "
+                        f"set {param('blank_labels')} to error to refuse them"
+                    )
+                )
+                answerless_workers[w_codes[mask]] = True  # those left with no answer are forgotten below
+                keep = np.flatnonzero(~mask)
+                t_codes, w_codes, y_codes = t_codes[keep], w_codes[keep], y_codes[keep]
+                locate = locate.subset(keep) if locate else None
+    # The blank name and the header's own cells leave the vocabularies once no row uses them.
+    t_codes, t_names = _forget(t_codes, t_names, blank_name[0] | header_name[0])
+    w_codes, w_names = _forget(w_codes, w_names, blank_name[1] | header_name[1] | answerless_workers)
+    if workers is not None:
+        known = _known_vocabulary(workers, "worker")
+        remap, extended = known.extend(w_names)
+        w_codes, w_names = remap[w_codes], extended.names
+        if extended is known or len(known) and known.dtype == w_dtype:
+            w_dtype = known.dtype  # every name is the vocabulary's, or both had one type
+        elif len(known):
+            w_dtype = None
+    y_codes, y_uniques = _forget(y_codes, y_uniques, blank_name[2] | header_name[2])
+    return DecodedAnswers(
+        [t_codes, w_codes, y_codes], y_uniques, vocab.Vocabulary(t_names, t_dtype), vocab.Vocabulary(w_names, w_dtype),
+        locate, n_blank_labels, end_names_stage,
+    )
 
 
 class Locator:
@@ -1017,9 +1118,7 @@ def check_annotations(value: Any, call: str) -> None:
     :class:`~crowdagg.data.annotations.AnnotationSet`: the message names ``call`` (``"split(data, ...)"``) and how
     to make one -- where reading ``data.task_names`` of a DataFrame raised AttributeError."""
     if not isinstance(value, AnnotationSet):
-        from .numeric import NumericAnswers
-
-        if isinstance(value, NumericAnswers):  # the categorical methods refuse numbers, naming what takes them
+        if isinstance(value, FlatAnswers) and value.numeric:  # the categorical methods refuse numbers, naming what takes them
             raise UsageError(f"{call}: numeric answers take a numeric method ({', '.join(NUMERIC_METHODS)}; "
                              f"{param('numeric')}), not a categorical one")
         raise UsageError(f"{call}: data must be an AnnotationSet (crowdagg.load_annotations reads a DataFrame, "

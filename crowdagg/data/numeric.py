@@ -24,13 +24,25 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from ..core import timing as _timing
 from ..core.memory import MaxMemory
 from ..errors import DataError, UsageError, param
-from .annotations import DUPLICATE_POLICIES, DuplicatePolicy, Locator, _as_str_array, _listed, _offsets, sort_answers
+from .annotations import (
+    AnnotationSet,
+    DecodedAnswers,
+    DuplicatePolicy,
+    FlatAnswers,
+    Locator,
+    _as_str_array,
+    _frozen,
+    _listed,
+    check_duplicates,
+    sort_answers,
+)
 from .vocab import Vocabulary
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -41,24 +53,19 @@ BYTES_PER_ANSWER = 4 + 4 + 8
 
 
 @dataclass(frozen=True, eq=False)
-class NumericAnswers:
+class NumericAnswers(FlatAnswers):
     """Numeric crowd answers in flat-array form, sorted by task.
 
     Attributes
     ----------
-    task : ndarray of int32, shape (n_answers,)
-        Task index of each answer, non-decreasing.
-    worker : ndarray of int32, shape (n_answers,)
-        Worker index of each answer.
     value : ndarray of float64, shape (n_answers,)
         The answer, finite.
-    tasks, workers : Vocabulary, lengths n_tasks, n_workers
-        Original identifiers, in order of first appearance in the input.
-    n_duplicates : int
-        Answers in the input that repeated an earlier (task, worker) pair.
-    duplicates : str
-        What was done with them (``keep``, ``first``, ``last``), as in an
-        :class:`~crowdagg.data.annotations.AnnotationSet`.
+    task, worker, tasks, workers, n_duplicates, duplicates
+        As an :class:`~crowdagg.data.annotations.AnnotationSet`'s (what
+        every answer container holds, :class:`~crowdagg.data.annotations.FlatAnswers`):
+        the task (non-decreasing) and worker codes (int32, shape
+        (n_answers,)), the vocabularies (names in order of first appearance
+        in the input) and what was done with repeated (task, worker) answers.
 
     Build one with :meth:`from_codes` (integer codes and values, checked) or
     read one with :func:`crowdagg.io.read.load_numeric`; the arrays are
@@ -67,6 +74,8 @@ class NumericAnswers:
     the vocabularies, finite values, equal lengths) and sorts the answers by
     task where they are not.
     """
+
+    numeric: ClassVar[bool] = True
 
     task: np.ndarray
     worker: np.ndarray
@@ -82,16 +91,9 @@ class NumericAnswers:
         worker code past it a read past the end of an array in a kernel, and answers not sorted by task were
         averaged into the wrong tasks."""
         from ..kernels.validate import as_code_array, check_codes
-        from .annotations import _as_vocabulary
 
-        tasks, workers = _as_vocabulary(self.tasks, "tasks"), _as_vocabulary(self.workers, "workers")
-        if self.duplicates not in DUPLICATE_POLICIES:
-            raise UsageError(
-                f"{param('duplicates')} must be one of {', '.join(DUPLICATE_POLICIES)}, got {self.duplicates!r}"
-            )
-        if isinstance(self.n_duplicates, bool) or not isinstance(self.n_duplicates, (int, np.integer)) \
-                or self.n_duplicates < 0:
-            raise UsageError(f"{param('n_duplicates')} must be a count >= 0, got {self.n_duplicates!r}")
+        tasks, workers = self._checked_vocabularies()
+        self._check_duplicates_record()
         t, w = (as_code_array(a, r) for a, r in ((self.task, "task"), (self.worker, "worker")))
         v = _as_values(self.value)
         if len(v) != len(t):
@@ -106,58 +108,8 @@ class NumericAnswers:
         for name, given in (("tasks", tasks), ("workers", workers), ("n_duplicates", int(self.n_duplicates))):
             object.__setattr__(self, name, given)
 
-    @classmethod
-    def _trusted(cls, **fields: Any) -> NumericAnswers:
-        """Answers from arrays this package made valid, sorted and read-only: no check, no copy (the readers'
-        and :meth:`_build`'s way in; the public constructor checks instead)."""
-        out = object.__new__(cls)
-        for f in dataclasses.fields(cls):
-            object.__setattr__(out, f.name, fields.pop(f.name) if f.name in fields else f.default)
-        if fields:
-            raise TypeError(f"unknown NumericAnswers fields: {', '.join(fields)}")
-        return out
-
-    # ------------------------------------------------------------------ sizes
-    @property
-    def n_tasks(self) -> int:
-        return len(self.tasks)
-
-    @property
-    def n_workers(self) -> int:
-        return len(self.workers)
-
-    @property
-    def n_answers(self) -> int:
-        return int(self.task.shape[0])
-
-    def __len__(self) -> int:
-        return self.n_answers
-
     def __repr__(self) -> str:
         return f"NumericAnswers(n_answers={self.n_answers}, n_tasks={self.n_tasks}, n_workers={self.n_workers})"
-
-    @property
-    def task_names(self) -> np.ndarray:
-        """Task names, object ndarray of str, shape (n_tasks,)."""
-        return self.tasks.to_numpy()
-
-    @property
-    def worker_names(self) -> np.ndarray:
-        """Worker names, object ndarray of str, shape (n_workers,)."""
-        return self.workers.to_numpy()
-
-    @cached_property
-    def task_ptr(self) -> np.ndarray:
-        """CSR offsets, shape (n_tasks + 1,): task ``t`` owns answers ``task_ptr[t]:task_ptr[t+1]``."""
-        return _frozen(_offsets(self.task, self.n_tasks))
-
-    @cached_property
-    def answers_per_task(self) -> np.ndarray:
-        return _frozen(np.diff(self.task_ptr))
-
-    @cached_property
-    def answers_per_worker(self) -> np.ndarray:
-        return _frozen(np.bincount(self.worker, minlength=self.n_workers))
 
     @cached_property
     def task_std(self) -> np.ndarray:
@@ -224,15 +176,29 @@ class NumericAnswers:
                duplicates: DuplicatePolicy = "keep", locate: Locator | None = None) -> NumericAnswers:
         """Sort valid, owned ``[task, worker, value]`` by task and apply the duplicate policy
         (:func:`~crowdagg.data.annotations.sort_answers`, the annotation set's own)."""
-        if duplicates not in DUPLICATE_POLICIES:
-            raise UsageError(
-                f"{param('duplicates')} must be one of {', '.join(DUPLICATE_POLICIES)}, got {duplicates!r}"
-            )
+        check_duplicates(duplicates)
         ptr, t, w, v, n_dup = sort_answers(owned, None, None, tasks, workers, duplicates=duplicates, locate=locate)
         out = cls._trusted(task=t, worker=w, value=v, tasks=tasks, workers=workers, n_duplicates=n_dup,
                            duplicates=duplicates)
         out.__dict__["task_ptr"] = ptr  # the sort's offsets are the CSR offsets
         return out
+
+    @classmethod
+    def _from_decoded(cls, read: DecodedAnswers, *, duplicates: DuplicatePolicy = "keep",
+                      label_col: str = "label") -> NumericAnswers:
+        """The numeric finish of a read (:func:`crowdagg.io.read.load_numeric`): the distinct label texts of
+        ``read`` (:func:`~crowdagg.data.annotations.decode_answers`, whose codes this takes) read as numbers
+        (:func:`parse_values`) instead of becoming classes, the answers sorted by task (:meth:`_build`)."""
+        if len(read.codes[2]) == 0:
+            raise DataError("no answers in the input: every value is blank" if read.n_blank_labels
+                            else "no answers in the input (every row is blank)")
+        t_codes, w_codes, y_codes = read.take()
+        values = parse_values(read.label_texts, y_codes, read.locate, label_col)[y_codes]
+        read.end_stage()
+        owned = [t_codes.astype(np.int32, copy=False), w_codes.astype(np.int32, copy=False), values]
+        del t_codes, w_codes, values, y_codes
+        with _timing.stage("sort"):
+            return cls._build(owned, read.tasks, read.workers, duplicates=duplicates, locate=read.locate)
 
     def with_values(self, value: np.ndarray) -> NumericAnswers:
         """The same answers with other values (same order; finite), e.g. rescaled."""
@@ -250,8 +216,6 @@ def check_numeric(value: Any, call: str) -> None:
     function refusing it); categorical answers are told where the numeric path starts."""
     if isinstance(value, NumericAnswers):
         return
-    from .annotations import AnnotationSet
-
     if isinstance(value, AnnotationSet):
         raise UsageError(f"{call} takes numeric answers (load_numeric, or {param('numeric')}), got categorical "
                          f"answers ({value.n_classes} classes): use a categorical method for them")
@@ -344,11 +308,6 @@ def _as_values(value: Any) -> np.ndarray:
     if len(bad):
         raise DataError(f"value at position {int(bad[0])} is {float(v[bad[0]])!r}: numeric answers are finite numbers")
     return v
-
-
-def _frozen(arr: np.ndarray) -> np.ndarray:
-    arr.setflags(write=False)
-    return arr
 
 
 __all__ = ["NumericAnswers", "check_numeric", "parse_values", "value_scale", "BYTES_PER_ANSWER", "SAFE_RANGE"]

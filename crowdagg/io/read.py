@@ -1844,19 +1844,48 @@ def _load_answers(
         from ..data.annotations import infer_classes
 
         classes = infer_classes([k for t in tables for k in t.classes or ()], label_col=parts[0][2].strip())
+    from ..data.annotations import encode_columns
+
     first = tables[0]
-    kw: dict[str, Any] = {"classes": classes, "duplicates": duplicates, "label_col": parts[0][2].strip(),
-                          "workers": workers, "blank_labels": blank_labels, "numeric": numeric}
     t_col, w_col, y_col = parts[0]
     columns = [first.column(t_col), first.column(w_col), first.column(y_col)]
-    kw.update(locate=first.locate, task_order=first.task_order,
-              header=None if first.fixed is not None else (t_col, w_col, y_col))
+    locate, task_order = first.locate, first.task_order
+    header = None if first.fixed is not None else (t_col, w_col, y_col)
+    class_dtype = None
     if pd is not None and isinstance(source, pd.DataFrame):  # a pandas dtype Arrow does not keep (Int64, ...)
         from ..data.annotations import pandas_class_dtype
 
-        kw["class_dtype"] = pandas_class_dtype(source, y_col)
+        class_dtype = pandas_class_dtype(source, y_col)
     del tables, first  # the parsed text is freed as soon as it is encoded
-    return AnnotationSet._from_columns(columns, **kw)
+    encoder, dtypes, class_dtype = encode_columns(columns, classes=classes, locate=locate, task_order=task_order,
+                                                  header=header, blank_labels=blank_labels, class_dtype=class_dtype)
+    return _finish_read(
+        encoder, numeric=numeric, classes=classes, duplicates=duplicates, locate=locate,
+        label_col=parts[0][2].strip(), header=header, dtypes=dtypes, workers=workers, blank_labels=blank_labels,
+        class_dtype=class_dtype,
+    )
+
+
+def _finish_read(
+    encoder: Any, *, numeric: bool, classes: Sequence[str] | None, duplicates: DuplicatePolicy,
+    locate: Locator | None, label_col: str, header: Any, dtypes: tuple[str | None, str | None], workers: Any,
+    blank_labels: BlankLabelPolicy, class_dtype: str | None,
+) -> AnnotationSet | NumericAnswers:
+    """The last stage of a read, encoded columns to answers: the steps every container shares
+    (:func:`crowdagg.data.annotations.decode_answers`), then the labels become classes
+    (:meth:`AnnotationSet._assemble`) or, ``numeric``, numbers
+    (:meth:`crowdagg.data.numeric.NumericAnswers._from_decoded`)."""
+    if not numeric:
+        return AnnotationSet._assemble(
+            encoder, classes=classes, duplicates=duplicates, locate=locate, label_col=label_col, header=header,
+            dtypes=dtypes, workers=workers, blank_labels=blank_labels, class_dtype=class_dtype,
+        )
+    from ..data.annotations import decode_answers
+    from ..data.numeric import NumericAnswers
+
+    decoded = decode_answers(encoder, locate=locate, header=header, dtypes=dtypes, workers=workers,
+                             blank_labels=blank_labels)
+    return NumericAnswers._from_decoded(decoded, duplicates=duplicates, label_col=label_col)
 
 
 _ROLES = ("task", "worker", "label")
@@ -1941,7 +1970,7 @@ def _load_incremental(
     Whole tables go through the same steps as :func:`load_annotations` gives a
     single one (column mapping, platform rules, the names of each column).
     """
-    from ..data.annotations import AnnotationSet, JoinedLocator
+    from ..data.annotations import JoinedLocator
     from ..data.encode import ColumnsEncoder
     from ..data.vocab import as_strings
     from .platforms import check_rejected_policy
@@ -2012,13 +2041,13 @@ def _load_incremental(
         locators.append(locate)
         sizes.append(n_rows)
     one = len(locators) == 1
-    return AnnotationSet._assemble(
-        encoder, classes=classes, duplicates=duplicates,
+    return _finish_read(
+        encoder, numeric=numeric, classes=classes, duplicates=duplicates,
         locate=locators[0] if one else JoinedLocator(locators, sizes), label_col=label_name or "label",
         header=(headers[0] if one else headers) if headers else None,
         dtypes=tuple(k.pop() if len(k) == 1 else None for k in kinds[:2]),  # type: ignore[arg-type]
         workers=workers, blank_labels=blank_labels,
-        class_dtype=next(iter(kinds[2])) if len(kinds[2]) == 1 else None, numeric=numeric,
+        class_dtype=next(iter(kinds[2])) if len(kinds[2]) == 1 else None,
     )
 
 

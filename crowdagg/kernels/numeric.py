@@ -27,16 +27,20 @@ from .validate import as_float_array, check_count, check_offsets
 
 
 @njit(cache=True, nogil=True)
+def _mean(value, lo, hi):  # pragma: no cover - compiled
+    """The mean of ``value[lo:hi]``, summed in order (NaN when empty): every kernel's plain mean of a task."""
+    if hi == lo:
+        return np.nan
+    s = 0.0
+    for i in range(lo, hi):
+        s += value[i]
+    return s / (hi - lo)
+
+
+@njit(cache=True, nogil=True)
 def _task_means(ptr, value, out):  # pragma: no cover - compiled
     for t in range(ptr.shape[0] - 1):
-        lo, hi = ptr[t], ptr[t + 1]
-        if hi == lo:
-            out[t] = np.nan
-            continue
-        s = 0.0
-        for i in range(lo, hi):
-            s += value[i]
-        out[t] = s / (hi - lo)
+        out[t] = _mean(value, ptr[t], ptr[t + 1])
 
 
 #: Up to this many answers a task's median sorts them by insertion in a shared buffer; beyond, with np.sort.
@@ -76,10 +80,7 @@ def _task_stds(ptr, value, out):  # pragma: no cover - compiled
         if n < 2:
             out[t] = 0.0
             continue
-        s = 0.0
-        for i in range(lo, hi):
-            s += value[i]
-        mean = s / n
+        mean = _mean(value, lo, hi)
         ss = 0.0
         for i in range(lo, hi):
             ss += (value[i] - mean) ** 2
@@ -90,18 +91,13 @@ def _task_stds(ptr, value, out):  # pragma: no cover - compiled
 def _weighted_means(ptr, worker, value, weight, out):  # pragma: no cover - compiled
     for t in range(ptr.shape[0] - 1):
         lo, hi = ptr[t], ptr[t + 1]
-        if hi == lo:
-            out[t] = np.nan
-            continue
         num = 0.0
         den = 0.0
-        plain = 0.0
         for i in range(lo, hi):
             w = weight[worker[i]]
             num += w * value[i]
             den += w
-            plain += value[i]
-        out[t] = num / den if den > 0.0 else plain / (hi - lo)
+        out[t] = num / den if den > 0.0 else _mean(value, lo, hi)  # no weight (or no answer: NaN)
 
 
 @njit(cache=True, nogil=True)

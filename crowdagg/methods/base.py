@@ -54,7 +54,7 @@ from .blocks import softmax_rows as softmax_rows
 from .loop import MAXIMISE, InnerOptimizer, RelativeChange, Run, Step, StopRule, check_callback, iterate
 from .model_file import WarmStart, coerce
 from .result import AggregationResult
-from .starts import Start, check_init_name, resolve_start
+from .starts import Start, check_init_name, resolve_start, starting_posteriors
 
 if TYPE_CHECKING:  # pragma: no cover
     from .model_file import SavedForm
@@ -131,6 +131,13 @@ class FitContext(Mapping[str, Any]):
         """Say, once each, the inner optimisers whose runs stopped short (the base calls it after a fit)."""
         for tally in self._optimizers.values():
             tally.report()
+
+    def start_posterior(self, data: AnnotationSet, start: int, rng: np.random.Generator) -> np.ndarray | None:
+        """The posteriors restart ``start`` begins from: at start 0 :attr:`start`'s posterior as it is (None:
+        none given, the method's soft vote, counted in its blocks on any engine); at later starts that (or the
+        soft vote) blended with noise (:func:`~crowdagg.methods.starts.starting_posteriors`)."""
+        first = None if self.start is None else self.start.posterior
+        return first if start == 0 else starting_posteriors(data, start, rng, first, self.engine)
 
     def __getitem__(self, name: str) -> Any:
         return self.params[name]
@@ -406,7 +413,9 @@ class IterativeAggregator(Aggregator):
         raise NotImplementedError
 
     def _step(self, data: AnnotationSet, state: Any, checked: FitContext) -> Step:
-        raise NotImplementedError
+        """One iteration; by default the state's own ``iterate()`` (a fused E and M step returning the
+        objective), as the EM states (ds, ds-clust, mf) have it."""
+        return Step(objective=state.iterate())
 
     def _finish(self, data: AnnotationSet, run: Run, checked: FitContext) -> AggregationResult:
         raise NotImplementedError

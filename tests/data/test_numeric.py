@@ -170,3 +170,41 @@ def test_a_decimal_comma_or_thousands_separator_is_told_how_to_write_the_number(
     p.write_text('task,worker,value\nt1,a,"1,x"\n')
     with pytest.raises(DataError, match=r"'1,x' .* is not a number: numeric answers are finite numbers \(1 answer"):
         load_numeric(p)
+
+
+@pytest.mark.quick
+def test_the_answer_containers_share_one_base_and_annotations_never_imports_numeric():
+    """annotations.py is the lower module: it knows numeric answers only by the marker of the base both
+    containers share (FlatAnswers.numeric), and numeric.py finishes a numeric read itself."""
+    import ast
+    import inspect
+
+    from crowdagg.data import annotations
+    from crowdagg.data.annotations import AnnotationSet, FlatAnswers, check_annotations, decode_answers, encode_columns
+    from crowdagg.errors import UsageError
+
+    tree = ast.parse(inspect.getsource(annotations))
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert not {m for m in imported if m and m.endswith("numeric")}, imported
+
+    values = NumericAnswers.from_codes([1, 0, 1, 2], [0, 1, 1, 0], [4.0, 2.0, 6.0, 1.0], n_workers=3)
+    labels = AnnotationSet.from_codes([1, 0, 1, 2], [0, 1, 1, 0], [1, 0, 1, 0], n_workers=3)
+    assert isinstance(values, FlatAnswers) and isinstance(labels, FlatAnswers)
+    assert values.numeric and not labels.numeric
+    for name in ("n_tasks", "n_workers", "n_answers", "task_ptr", "answers_per_task", "answers_per_worker"):
+        np.testing.assert_array_equal(getattr(values, name), getattr(labels, name))
+    assert values.task_ptr.tolist() == [0, 1, 3, 4] and values.answers_per_worker.tolist() == [2, 2, 0]
+    assert values.task_names.tolist() == ["0", "1", "2"] and len(values) == 4
+    with pytest.raises(TypeError, match="unknown NumericAnswers fields: label"):
+        NumericAnswers._trusted(label=None)
+    with pytest.raises(UsageError, match=r"split\(data\): numeric answers take a numeric method \(mean, median"):
+        check_annotations(values, "split(data)")
+
+    # the shared steps of a read, then numeric.py's finish: the reader's answers
+    encoder, dtypes, _ = encode_columns([list(col) for col in zip(*ROWS)])
+    read = NumericAnswers._from_decoded(decode_answers(encoder, dtypes=dtypes), duplicates="keep")
+    frame = pd.DataFrame(ROWS, columns=["task", "worker", "value"])
+    want = load_numeric(frame)
+    for name in ("task", "worker", "value", "task_ptr"):
+        np.testing.assert_array_equal(getattr(read, name), getattr(want, name))
+    assert read.task_names.tolist() == want.task_names.tolist() == ["t1", "t2", "t3"]

@@ -51,7 +51,7 @@ from ...errors import param
 from ...kernels.em import EMParams, em_block
 from ..base import PRODUCT, FitContext, IterativeAggregator, make_result
 from ..blocks import TieBreaker, argmax_random_ties, full_m_step, one_coin_spread, prior_m_step
-from ..loop import Run, Step
+from ..loop import Run
 from ..model_file import Field, SavedForm, WorkerModel
 from ..result import AggregationResult
 from ..starts import starting_posteriors
@@ -241,13 +241,9 @@ class DawidSkene(IterativeAggregator):
         else:
             # None: the soft vote, counted in the blocks (any engine); a restart's blend or another method's
             # posteriors are an array over all tasks (the local engine)
-            first = None if begin is None else begin.posterior
-            given = first if start == 0 else starting_posteriors(data, start, rng, first, checked.engine)
+            given = checked.start_posterior(data, start, rng)
             state = EMState(checked.engine, given, checked.clamp, m_step, smoothing, checked.warm)
         return state, state.objective
-
-    def _step(self, data: AnnotationSet, state: EMState, checked: FitContext) -> Step:
-        return Step(objective=state.iterate())
 
     def worker_model(self, state: EMState, checked: FitContext) -> tuple[dict[str, Any], dict[str, Any], Any]:
         """The fitted worker parameters, the statistics behind them, and the confusion when it is not among them.

@@ -77,9 +77,8 @@ from ...kernels.em import EMParams, em_block
 from ...kernels.validate import as_float_array
 from ..base import FitContext, IterativeAggregator, make_result
 from ..blocks import PROB_FLOOR, TieBreaker, argmax_random_ties, full_m_step
-from ..loop import Run, Step
+from ..loop import Run
 from ..result import AggregationResult
-from ..starts import starting_posteriors
 from .ds import em_memory
 
 __all__ = ["ClusterState", "ClusteredDawidSkene", "initial_clusters"]
@@ -209,18 +208,13 @@ class ClusteredDawidSkene(IterativeAggregator):
     def _start(
         self, data: AnnotationSet, checked: FitContext, start: int, rng: np.random.Generator
     ) -> tuple[ClusterState, float]:
-        begin = checked.start
-        first = None if begin is None else begin.posterior
-        given = first if start == 0 else starting_posteriors(data, start, rng, first, checked.engine)
+        given = checked.start_posterior(data, start, rng)
         names = np.asarray(data.worker_names, dtype=object).astype(str)
         name_rank = np.empty(names.size, dtype=np.int64)
         name_rank[np.argsort(names, kind="stable")] = np.arange(names.size)
         state = ClusterState(checked.engine, given, checked.clamp, checked["smoothing"],
                              self._clusters(data, checked), name_rank)
         return state, state.objective
-
-    def _step(self, data: AnnotationSet, state: ClusterState, checked: FitContext) -> Step:
-        return Step(objective=state.iterate())
 
     def _finish(self, data: AnnotationSet, run: Run, checked: FitContext) -> AggregationResult:
         state: ClusterState = run.state

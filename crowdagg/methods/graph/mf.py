@@ -84,9 +84,8 @@ from ...errors import param
 from ...kernels.em import EMParams, em_block
 from ..base import PRODUCT, FitContext, IterativeAggregator, make_result
 from ..blocks import TieBreaker, argmax_random_ties, one_coin_matrices
-from ..loop import Run, Step
+from ..loop import Run
 from ..result import AggregationResult
-from ..starts import starting_posteriors
 from ..variational import elbo, expected_log
 
 __all__ = ["MeanField", "MFState"]
@@ -240,15 +239,10 @@ class MeanField(IterativeAggregator):
 
     def _start(self, data: AnnotationSet, checked: FitContext, start: int, rng: np.random.Generator
                ) -> tuple[MFState, float]:
-        begin = checked.start
-        first = None if begin is None else begin.posterior
-        given = first if start == 0 else starting_posteriors(data, start, rng, first, checked.engine)
+        given = checked.start_posterior(data, start, rng)
         state = MFState(checked.engine, data, checked["worker_model"], checked["prior"], checked["class_prior"],
                         checked.clamp, given)
         return state, state.objective
-
-    def _step(self, data: AnnotationSet, state: MFState, checked: FitContext) -> Step:
-        return Step(objective=state.iterate())
 
     def _finish(self, data: AnnotationSet, run: Run, checked: FitContext) -> AggregationResult:
         state: MFState = run.state

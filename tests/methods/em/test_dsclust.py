@@ -16,7 +16,7 @@ from crowdagg.data.annotations import AnnotationSet
 from crowdagg.methods.api import aggregate
 from crowdagg.methods.em.dsclust import initial_clusters
 from crowdagg.methods.registry import get
-from tests.realdata import accuracy_on
+from tests.realdata import accuracy_on, dataset_in_files
 from tests.tiers import quick_case
 
 from ...engine.split import SplitEngine, simulated_crowd
@@ -287,11 +287,7 @@ def test_the_dask_engine_gives_the_local_bytes(datasets_dir, tmp_path):
     from crowdagg import load_annotations
     from crowdagg.io.dask_read import read_distributed
 
-    frame = pd.read_csv(datasets_dir / "bluebird" / "labels.csv", dtype=str, keep_default_na=False)
-    files = []
-    for i, rows in enumerate(np.array_split(np.arange(len(frame)), 3)):
-        files.append(str(tmp_path / f"part-{i}.csv"))
-        frame.iloc[rows].to_csv(files[-1], index=False)
+    files = dataset_in_files(datasets_dir, "bluebird", tmp_path)
     want = aggregate(load_annotations(files), "ds-clust", clusters=4, max_iter=20)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
             distributed.Client(cluster) as client:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from crowdagg import load_annotations
@@ -16,6 +15,7 @@ from crowdagg.errors import ConvergenceWarning, CrowdaggWarning
 from crowdagg.methods.api import aggregate, get_method
 from crowdagg.methods.moments import cnmf as cn
 from crowdagg.simulate import simulate
+from tests.realdata import dataset_in_files
 
 from ...engine.split import SplitEngine
 from . import common
@@ -187,11 +187,7 @@ def test_dask_gives_the_local_bytes_on_a_real_set(datasets_dir, tmp_path):
     distributed = pytest.importorskip("distributed")
     from crowdagg.io.dask_read import read_distributed
 
-    frame = pd.read_csv(datasets_dir / "dog" / "labels.csv", dtype=str, keep_default_na=False)
-    files = []
-    for i, rows in enumerate(np.array_split(np.arange(len(frame)), 3)):
-        files.append(str(tmp_path / f"part-{i}.csv"))
-        frame.iloc[rows].to_csv(files[-1], index=False)
+    files = dataset_in_files(datasets_dir, "dog", tmp_path)
     local = load_annotations(files)
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
     client = distributed.Client(cluster)

@@ -27,6 +27,7 @@ from crowdagg.methods.moments import cpd
 from crowdagg.methods.moments.align import common_order, reorder
 from crowdagg.methods.moments.estimate import soft_vote_matrices
 from crowdagg.simulate import simulate
+from tests.realdata import dataset_in_files
 
 from .common import assert_decoded, fallback_conf
 
@@ -432,15 +433,9 @@ def test_the_dask_engine_gives_the_local_bytes(datasets_dir, tmp_path):
     """bluebird (39 workers, every triple sharing all 108 tasks) in 3 files read into 2 partitions on a LocalCluster:
     every statistic through the engine, the same result as the local engine's, bit for bit."""
     distributed = pytest.importorskip("distributed")
-    import pandas as pd
-
     from crowdagg.io.dask_read import read_distributed
 
-    frame = pd.read_csv(datasets_dir / "bluebird" / "labels.csv", dtype=str, keep_default_na=False)
-    files = []
-    for i, rows in enumerate(np.array_split(np.arange(len(frame)), 3)):
-        files.append(str(tmp_path / f"part-{i}.csv"))
-        frame.iloc[rows].to_csv(files[-1], index=False)
+    files = dataset_in_files(datasets_dir, "bluebird", tmp_path)
     want = aggregate(load_annotations(files), "cpd", max_iter=20)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
             distributed.Client(cluster) as client:

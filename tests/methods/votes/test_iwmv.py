@@ -11,7 +11,7 @@ from scipy.stats import spearmanr
 from crowdagg.data.annotations import AnnotationSet
 from crowdagg.methods.api import aggregate
 from crowdagg.simulate import simulate
-from tests.realdata import accuracy_on
+from tests.realdata import accuracy_on, dataset_in_files
 from tests.tiers import quick_case
 
 # Four workers, five tasks, three classes (worker, class) per task; no tie in any vote below.
@@ -143,16 +143,11 @@ def test_accuracy_on_real_data_beside_wmv_and_mv(datasets_dir, name):
 def test_the_dask_engine_gives_the_local_bytes(datasets_dir, tmp_path):
     """music in 3 files read into 2 partitions on a LocalCluster: the same labels, posteriors and weights."""
     distributed = pytest.importorskip("distributed")
-    import pandas as pd
 
     from crowdagg import load_annotations
     from crowdagg.io.dask_read import read_distributed
 
-    frame = pd.read_csv(datasets_dir / "music" / "labels.csv", dtype=str, keep_default_na=False)
-    files = []
-    for i, rows in enumerate(np.array_split(np.arange(len(frame)), 3)):
-        files.append(str(tmp_path / f"part-{i}.csv"))
-        frame.iloc[rows].to_csv(files[-1], index=False)
+    files = dataset_in_files(datasets_dir, "music", tmp_path)
     want = aggregate(load_annotations(files), "iwmv")
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
             distributed.Client(cluster) as client:
