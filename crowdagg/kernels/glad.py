@@ -66,7 +66,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from .softmax import softmax_into
+from .softmax import clamped_softmax_into
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -108,15 +108,7 @@ def _e_step_block(task_ptr, worker, label, t0, t1, alpha, log_beta, log_prior, l
             wrong -= log_km1
             base += wrong
             s[label[e]] += right - wrong
-        g = clamp[t]
-        if g >= 0:
-            ll += s[g] + base
-            for c in range(k):
-                post[row, c] = 0.0
-            post[row, g] = 1.0
-        else:
-            m, z = softmax_into(s, post[row])
-            ll += m + base + math.log(z)
+        ll += clamped_softmax_into(s, post[row], clamp[t], base)
         for e in range(start, stop):
             q[e - a0] = post[row, label[e]]
     return post, q, ll

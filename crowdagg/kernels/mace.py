@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from .softmax import softmax_into
+from .softmax import clamped_softmax_into
 
 
 @njit(cache=True, nogil=True)
@@ -72,15 +72,7 @@ def _e_step_block(task_ptr, worker, label, t0, t1, log_base, log_boost, know_sha
             a = label[e]
             base += log_base[w, a]
             s[a] += log_boost[w, a]
-        g = clamp[t]
-        if g >= 0:
-            ll += s[g] + base
-            for c in range(k):
-                post[row, c] = 0.0
-            post[row, g] = 1.0
-        else:
-            m, z = softmax_into(s, post[row])
-            ll += m + base + math.log(z)
+        ll += clamped_softmax_into(s, post[row], clamp[t], base)
         for e in range(start, stop):
             w = worker[e]
             a = label[e]

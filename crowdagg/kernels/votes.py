@@ -63,24 +63,29 @@ def _block_votes(task_ptr, worker, label, t0, t1, weight, weighted, k):  # pragm
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _repeated(worker, label, lo, e, t, last):  # pragma: no cover - compiled
+    """Whether answer ``e`` of task ``t`` (its answers from ``lo``) repeats an earlier identical answer of its worker
+    in the task: found through ``last`` (each worker's last-seen task, set here) without hashing, a scan of the task
+    confirming it (rare)."""
+    w = worker[e]
+    if last[w] == t:
+        for m in range(lo, e):
+            if worker[m] == w and label[m] == label[e]:
+                return True
+    last[w] = t
+    return False
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _agree_task(task_ptr, worker, label, t, truth, last, right, total, once):  # pragma: no cover - compiled
     """Task ``t``'s answers into ``right`` and ``total`` (per worker): each answer counted, and right when it equals
-    ``truth``; ``once``: a repeated identical answer (same worker and label) counts once, found through ``last``
-    (each worker's last-seen task) without hashing, a scan of the task confirming it (rare)."""
+    ``truth``; ``once``: a repeated identical answer (same worker and label) counts once (:func:`_repeated`)."""
     lo = task_ptr[t]
     hi = task_ptr[t + 1]
     for e in range(lo, hi):
         w = worker[e]
-        if once:
-            if last[w] == t:
-                seen = False
-                for m in range(lo, e):
-                    if worker[m] == w and label[m] == label[e]:
-                        seen = True
-                        break
-                if seen:
-                    continue
-            last[w] = t
+        if once and _repeated(worker, label, lo, e, t, last):
+            continue
         total[w] += 1.0
         if label[e] == truth:
             right[w] += 1.0
@@ -173,15 +178,8 @@ def _agree_change(task_ptr, worker, label, t, old, new, last, right):  # pragma:
     hi = task_ptr[t + 1]
     for e in range(lo, hi):
         w = worker[e]
-        if last[w] == t:
-            seen = False
-            for m in range(lo, e):
-                if worker[m] == w and label[m] == label[e]:
-                    seen = True
-                    break
-            if seen:
-                continue
-        last[w] = t
+        if _repeated(worker, label, lo, e, t, last):
+            continue
         if label[e] == new:
             right[w] += 1.0
         elif label[e] == old:
