@@ -155,8 +155,10 @@ def uncertainty(answers: pd.DataFrame, workers_skills: pd.Series | None = None, 
     if workers_skills is None and aggregator is not None:
         aggregator.fit(answers)
         workers_skills = _fitted_skills(aggregator)
-    data = ans.data
     by_task = compute_by == "task"
+    if ans.n_answers == 0:  # no class to encode: crowd-kit's NaN mean, or its empty Series
+        return float("nan") if aggregate else _by(np.zeros(0), ans.tasks if by_task else ans.workers, compute_by)
+    data = ans.data
     ptr, order = (data.task_ptr, None) if by_task else (data.worker_ptr, data.worker_order)
     if workers_skills is None:
         entropy = group_counts(ptr, data.label, ans.n_classes, order)[2]
@@ -196,6 +198,8 @@ def consistency(answers: pd.DataFrame, workers_skills: pd.Series | None = None, 
     if workers_skills is None:
         workers_skills = _fitted_skills(aggregator)
     skill = _skills(ans, workers_skills)
+    if ans.n_answers == 0:  # no class to encode (crowd-kit answers a Series of NaNs, or an empty DataFrame)
+        return _by(np.zeros(0), ans.tasks, "task") if by_task else float("nan")
     given = ans.classes.get_indexer(aggregated.reindex(ans.tasks).to_numpy())
     if (given < 0).any():
         first = ans.tasks[np.flatnonzero(given < 0)[0]]

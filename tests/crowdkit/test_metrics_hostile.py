@@ -1,0 +1,39 @@
+"""crowdagg.crowdkit.metrics and aggregation.utils under hostile input: what the hostile review found and fixed."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from pandas.testing import assert_series_equal
+
+from crowdagg.crowdkit.metrics import consistency, uncertainty
+
+from .oracle import quiet
+
+EMPTY_TEXT = pd.DataFrame({c: pd.Series([], dtype=object) for c in ("task", "worker", "label")})
+
+
+@pytest.mark.quick
+@pytest.mark.parametrize("empty", [EMPTY_TEXT, pd.DataFrame({"task": [], "worker": [], "label": []})])
+def test_uncertainty_and_consistency_of_no_answers_are_nan_or_empty(empty):
+    """An empty frame was crowdagg's 'at least one class is needed (give n_classes or classes)', a message about
+    arguments these functions do not have; crowd-kit answers NaN or an empty Series."""
+    for by in ("task", "worker"):
+        assert math.isnan(uncertainty(empty, compute_by=by))
+        got = uncertainty(empty, compute_by=by, aggregate=False)
+        assert got.empty and got.dtype == np.float64 and got.index.name == by
+        assert got.index.dtype == empty[by].dtype  # crowd-kit's groupby keeps the column's dtype
+    assert math.isnan(consistency(empty))
+    by_task = consistency(empty, by_task=True)
+    assert by_task.empty and by_task.dtype == np.float64 and by_task.index.name == "task"
+
+
+def test_uncertainty_of_no_answers_as_crowd_kit():
+    theirs = pytest.importorskip("crowdkit.metrics.data")
+    for by in ("task", "worker"):
+        assert math.isnan(quiet(lambda by=by: theirs.uncertainty(EMPTY_TEXT, compute_by=by)))
+        assert_series_equal(uncertainty(EMPTY_TEXT, compute_by=by, aggregate=False),
+                            quiet(lambda by=by: theirs.uncertainty(EMPTY_TEXT, compute_by=by, aggregate=False)))
