@@ -37,3 +37,19 @@ def test_uncertainty_of_no_answers_as_crowd_kit():
         assert math.isnan(quiet(lambda by=by: theirs.uncertainty(EMPTY_TEXT, compute_by=by)))
         assert_series_equal(uncertainty(EMPTY_TEXT, compute_by=by, aggregate=False),
                             quiet(lambda by=by: theirs.uncertainty(EMPTY_TEXT, compute_by=by, aggregate=False)))
+
+
+@pytest.mark.quick
+@pytest.mark.parametrize("gives", ["x", "1", [1.0, 2.0]])
+def test_alpha_with_a_distance_that_gives_no_number_is_a_type_error_naming_it(gives):
+    """Text or a sequence was numpy's ``could not convert string to float``, and "1" was read as 1.0; crowd-kit
+    raises TypeError (``can't multiply sequence``): so do we, naming the distance's call."""
+    from crowdagg.crowdkit.metrics import alpha_krippendorff
+
+    frame = pd.DataFrame({"task": [1, 1, 2, 2], "worker": ["a", "b", "a", "b"], "label": ["x", "y", "x", "x"]})
+    with pytest.raises(TypeError, match=r"distance\('x', 'x'\) gave .*: a distance is a number"):
+        alpha_krippendorff(frame, lambda a, b: gives)
+    # a number of any kind is one: numpy's float32 and bool, Python's int
+    nominal = alpha_krippendorff(frame)
+    for number in (lambda a, b: np.float32(a != b), lambda a, b: a != b, lambda a, b: int(a != b)):
+        assert alpha_krippendorff(frame, number) == pytest.approx(nominal, rel=1e-12)

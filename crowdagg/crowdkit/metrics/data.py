@@ -106,7 +106,18 @@ def _alpha(ans: Answers, size: np.ndarray, pairable: np.ndarray,
 
     k = ans.n_classes
     labels = ans.classes.tolist()
-    dist = np.array([[distance(a, b) for b in labels] for a in labels], dtype=np.float64)  # None -> NaN
+    dist = np.full((k, k), np.nan)  # None stays NaN, refused below
+    for i, a in enumerate(labels):
+        for j, b in enumerate(labels):
+            d = distance(a, b)
+            if d is None:
+                continue
+            try:
+                if isinstance(d, (str, bytes)):  # numpy would read "1" as 1.0; crowd-kit's sums refuse text
+                    raise TypeError
+                dist[i, j] = d
+            except (TypeError, ValueError):  # text, a sequence: numpy's message would not name the distance
+                raise TypeError(f"distance({a!r}, {b!r}) gave {d!r}: a distance is a number, 0 or more") from None
     bad = np.argwhere(~np.isfinite(dist) | (dist < 0))
     if bad.size:
         a, b = labels[bad[0][0]], labels[bad[0][1]]
