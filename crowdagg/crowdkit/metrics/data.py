@@ -22,14 +22,6 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 
-def _answers(answers: Any) -> Answers:
-    import pandas as pd
-
-    if not isinstance(answers, pd.DataFrame):
-        raise TypeError(f"answers must be a pandas DataFrame (task, worker, label), got {type(answers).__name__}")
-    return Answers(answers)
-
-
 def _skills(ans: Answers, skills: Any) -> np.ndarray:
     """``skills`` (a Series by worker) as each worker's skill by worker code; a missing one is a ValueError naming
     the worker, and so is one outside [0, 1] (a one-coin worker's chance of a right answer)."""
@@ -80,7 +72,7 @@ def alpha_krippendorff(answers: pd.DataFrame,
     from ...kernels.agreement import group_counts
     from ...reports.agreement import krippendorff_alpha
 
-    ans = _answers(answers)
+    ans = Answers(answers)
     if ans.n_classes <= 1:
         if ans.n_answers == 0:
             raise ValueError("Krippendorff's alpha of no answers is undefined")
@@ -160,7 +152,7 @@ def uncertainty(answers: pd.DataFrame, workers_skills: pd.Series | None = None, 
     """
     from ...kernels.agreement import group_counts, one_coin_entropy
 
-    ans = _answers(answers)
+    ans = Answers(answers)
     if compute_by not in ("task", "worker"):
         raise ValueError(f"compute_by must be 'task' or 'worker', got {compute_by!r}")
     if workers_skills is None and aggregator is not None:
@@ -203,7 +195,7 @@ def consistency(answers: pd.DataFrame, workers_skills: pd.Series | None = None, 
     """
     from ...kernels.agreement import label_posterior
 
-    ans = _answers(answers)
+    ans = Answers(answers)
     aggregator = aggregator_or_default(aggregator)
     aggregated = aggregator.fit_predict(answers)
     if workers_skills is None:
