@@ -53,3 +53,26 @@ def test_alpha_with_a_distance_that_gives_no_number_is_a_type_error_naming_it(gi
     nominal = alpha_krippendorff(frame)
     for number in (lambda a, b: np.float32(a != b), lambda a, b: a != b, lambda a, b: int(a != b)):
         assert alpha_krippendorff(frame, number) == pytest.approx(nominal, rel=1e-12)
+
+
+@pytest.mark.quick
+def test_alpha_with_a_distance_refuses_a_table_of_distances_beyond_memory_before_calling_it(monkeypatch):
+    """20,000 labels: a 3.2 GB (2.98 GiB) table of distances was allocated, and 4·10⁸ calls of ``distance`` begun, before
+    the memory check of the per-task table."""
+    from crowdagg.core import memory
+    from crowdagg.crowdkit.metrics import alpha_krippendorff
+    from crowdagg.errors import ResourceError
+
+    monkeypatch.setattr(memory, "available_bytes", lambda: 2**23 / memory.DEFAULT_FRACTION)  # 8 MiB may be planned
+    n = 20_000
+    frame = pd.DataFrame({"task": np.arange(n) // 2, "worker": np.arange(n) % 2, "label": np.arange(n)})
+    calls = []
+
+    def distance(a, b):
+        calls.append(1)
+        return float(a != b)
+
+    with pytest.raises(ResourceError, match=r"this needs ~2\.98 GB \(20,000² distances between labels\)"):
+        alpha_krippendorff(frame, distance)
+    assert not calls
+    assert alpha_krippendorff(frame.iloc[:6].assign(label=[0, 1, 0, 0, 1, 1]), distance) == pytest.approx(-0.25)

@@ -98,6 +98,9 @@ def _alpha(ans: Answers, size: np.ndarray, pairable: np.ndarray,
 
     k = ans.n_classes
     labels = ans.classes.tolist()
+    # the labels' distances, a K² table: refused up front, before K² calls of ``distance``
+    memory.check(8.0 * k * k, f"{k:,}² distances between labels",
+                 advice="a distance other than the nominal one needs every pair of labels' distance")
     dist = np.full((k, k), np.nan)  # None stays NaN, refused below
     for i, a in enumerate(labels):
         for j, b in enumerate(labels):
