@@ -75,4 +75,5 @@ def test_alpha_with_a_distance_refuses_a_table_of_distances_beyond_memory_before
     with pytest.raises(ResourceError, match=r"this needs ~2\.98 GB \(20,000² distances between labels\)"):
         alpha_krippendorff(frame, distance)
     assert not calls
-    assert alpha_krippendorff(frame.iloc[:6].assign(label=[0, 1, 0, 0, 1, 1]), distance) == pytest.approx(-0.25)
+    # small data still fits: one disagreement of three tasks, D_o = 2/6, D_e = 2·3·3/(6·5): alpha = 1 − 5/9
+    assert alpha_krippendorff(frame.iloc[:6].assign(label=[0, 1, 0, 0, 1, 1]), distance) == pytest.approx(4 / 9)
