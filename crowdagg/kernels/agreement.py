@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ..core import memory
 from ..errors import DataError
 from .validate import as_float_array, check_count, check_index, check_offsets
 
@@ -70,6 +71,19 @@ def _group_counts(ptr, order, label, k, use_order):  # pragma: no cover - compil
     return size, squares, entropy, totals, pairable
 
 
+#: Bytes of scratch per class in a kernel: group_counts' four int64 rows (the most of the three kernels).
+CLASS_SCRATCH_BYTES = 32
+
+
+def _check_classes(n_classes: int) -> int:
+    """``n_classes`` as an int, its scratch rows refused up front with their size (numba's allocation of them
+    would fail with a bare MemoryError)."""
+    k = check_count(n_classes, "n_classes")
+    memory.check(CLASS_SCRATCH_BYTES * k, f"{k:,} classes × {CLASS_SCRATCH_BYTES} B of scratch",
+                 advice="n_classes is the number of distinct labels: give the labels as codes in [0, n_classes)")
+    return k
+
+
 def _check_order(order: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """``order`` checked as a position → answer map over ``labels``: the kernels read it at every position."""
     o = check_index(order, labels.shape[0], "order", "answer")
@@ -105,7 +119,7 @@ def group_counts(ptr: np.ndarray, label: np.ndarray, n_classes: int,
     pairable : ndarray of int64, shape (n_classes,)
         Answers in each class on groups of two answers or more.
     """
-    k = check_count(n_classes, "n_classes")
+    k = _check_classes(n_classes)
     labels = check_index(label, k, "label", "class")
     offsets = check_offsets(ptr, labels.shape[0])
     if order is None:
@@ -233,7 +247,7 @@ def label_posterior(task_ptr: np.ndarray, worker: np.ndarray, label: np.ndarray,
     share, posterior : ndarray of float64, shape (n_tasks,) each
         NaN for a task without answers.
     """
-    k = check_count(n_classes, "n_classes")
+    k = _check_classes(n_classes)
     skills = _check_skill(skill)
     labels = check_index(label, k, "label", "class")
     offsets = check_offsets(task_ptr, labels.shape[0])
@@ -323,7 +337,7 @@ def one_coin_entropy(ptr: np.ndarray, worker: np.ndarray, label: np.ndarray, ski
     ndarray of float64, shape (n_groups,)
         NaN for a group without answers (or whose distribution sums to 0: one class, skills 0).
     """
-    k = check_count(n_classes, "n_classes")
+    k = _check_classes(n_classes)
     skills = _check_skill(skill)  # a 2-D one would fail numba's typing, a NaN one would be every entropy
     labels = check_index(label, k, "label", "class")
     workers = check_index(worker, skills.shape[0], "worker", "worker")

@@ -195,3 +195,18 @@ def test_one_coin_entropy_refuses_an_order_shorter_than_the_answers():
                          2, order=np.array([0, 1]))
     with pytest.raises(DataError, match="order has 2 positions for 4 answers"):
         group_counts(np.array([0, 2, 4]), np.array([0, 1, 1, 1]), 2, order=np.array([0, 1]))
+
+
+@pytest.mark.quick
+def test_a_number_of_classes_beyond_memory_is_refused_up_front_with_its_size():
+    """n_classes = 10¹² was numba's bare MemoryError ("Allocation failed") in each of the three kernels."""
+    from crowdagg.errors import ResourceError
+    from crowdagg.kernels.agreement import one_coin_entropy
+
+    ptr, worker, label = np.array([0, 2]), np.array([0, 1]), np.array([0, 1])
+    k = 10**12
+    for call in (lambda: group_counts(ptr, label, k),
+                 lambda: label_posterior(ptr, worker, label, np.array([0]), np.array([0.9, 0.8]), k),
+                 lambda: one_coin_entropy(ptr, worker, label, np.array([0.9, 0.8]), k)):
+        with pytest.raises(ResourceError, match=r"1,000,000,000,000 classes × 32 B of scratch"):
+            call()
