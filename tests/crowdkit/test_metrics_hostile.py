@@ -77,3 +77,34 @@ def test_alpha_with_a_distance_refuses_a_table_of_distances_beyond_memory_before
     assert not calls
     # small data still fits: one disagreement of three tasks, D_o = 2/6, D_e = 2·3·3/(6·5): alpha = 1 − 5/9
     assert alpha_krippendorff(frame.iloc[:6].assign(label=[0, 1, 0, 0, 1, 1]), distance) == pytest.approx(4 / 9)
+
+
+XY = pd.DataFrame.from_records([{"task": "X", "worker": "A", "label": "Yes"}, {"task": "X", "worker": "B", "label": "No"}])
+
+
+@pytest.mark.quick
+def test_skills_as_a_one_column_frame_are_taken_and_bad_skills_are_named():
+    """A one-column DataFrame of skills (crowd-kit takes one) was pandas' 'Cannot construct a Series from a
+    DataFrame'; a worker named twice and text were pandas' and numpy's messages, which named no argument."""
+    frame = pd.DataFrame({"s": [0.5, 0.6]}, index=["A", "B"])
+    # Yes: 0.5 + 0.4, No: 0.5 + 0.6 -> (0.45, 0.55); the majority vote's label (No, the tie's first in
+    # crowd-kit's order) has posterior 0.5·0.6/(0.5·0.6 + 0.5·0.4)
+    assert uncertainty(XY, workers_skills=frame) == pytest.approx(-(0.45 * math.log(0.45) + 0.55 * math.log(0.55)),
+                                                                  rel=1e-12)
+    assert uncertainty(XY, workers_skills=frame) == uncertainty(XY, workers_skills=frame["s"])
+    assert consistency(XY, workers_skills=frame) == consistency(XY, workers_skills=frame["s"])
+    for call in (uncertainty, consistency):
+        with pytest.raises(ValueError, match="a DataFrame of 2 columns"):
+            call(XY, workers_skills=frame.assign(t=1.0))
+        with pytest.raises(ValueError, match=r"names 1 workers twice \(first 'A'\)"):
+            call(XY, workers_skills=pd.Series([0.5, 0.6, 0.7], index=["A", "B", "A"]))
+        with pytest.raises(ValueError, match="workers_skills must hold numbers"):
+            call(XY, workers_skills=pd.Series(["a", "b"], index=["A", "B"]))
+
+
+def test_skills_as_a_one_column_frame_as_crowd_kit():
+    theirs = pytest.importorskip("crowdkit.metrics.data")
+    frame = pd.DataFrame({"s": [0.5, 0.6]}, index=["A", "B"])
+    for mine, crowd_kit in ((uncertainty, theirs.uncertainty), (consistency, theirs.consistency)):
+        want = quiet(lambda crowd_kit=crowd_kit: crowd_kit(XY, workers_skills=frame))
+        assert mine(XY, workers_skills=frame) == pytest.approx(float(want), rel=1e-12, abs=1e-12)

@@ -23,11 +23,25 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def _skills(ans: Answers, skills: Any) -> np.ndarray:
-    """``skills`` (a Series by worker) as each worker's skill by worker code; a missing one is a ValueError naming
-    the worker, and so is one outside [0, 1] (a one-coin worker's chance of a right answer)."""
+    """``skills`` (a Series by worker, or a one-column DataFrame, as crowd-kit takes it) as each worker's skill by
+    worker code; a missing one is a ValueError naming the worker, and so is one outside [0, 1] (a one-coin
+    worker's chance of a right answer), a worker named twice, or text (pandas' and numpy's messages named neither)."""
     import pandas as pd
 
-    values = np.array(pd.Series(skills).reindex(ans.workers), dtype=np.float64)
+    if isinstance(skills, pd.DataFrame):
+        if skills.shape[1] != 1:
+            raise ValueError(f"workers_skills is a DataFrame of {skills.shape[1]} columns: give a Series by worker")
+        skills = skills.iloc[:, 0]
+    skills = pd.Series(skills)
+    twice = skills.index[skills.index.duplicated()]
+    if len(twice):
+        raise ValueError(f"workers_skills names {len(twice):,} workers twice (first {twice[0]!r}): give one skill "
+                         "per worker")
+    try:
+        values = np.array(skills.reindex(ans.workers), dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"workers_skills must hold numbers (each worker's probability of a right answer), got "
+                         f"dtype {skills.dtype}") from None
     bad = np.flatnonzero(np.isnan(values) | (values < 0) | (values > 1))
     if bad.size:
         missing = np.isnan(values[bad[0]])
