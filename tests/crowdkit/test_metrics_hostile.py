@@ -108,3 +108,49 @@ def test_skills_as_a_one_column_frame_as_crowd_kit():
     for mine, crowd_kit in ((uncertainty, theirs.uncertainty), (consistency, theirs.consistency)):
         want = quiet(lambda crowd_kit=crowd_kit: crowd_kit(XY, workers_skills=frame))
         assert mine(XY, workers_skills=frame) == pytest.approx(float(want), rel=1e-12, abs=1e-12)
+
+
+class _Labels:
+    """An aggregator whose labels come in another container than a Series (skills 0.7 for everyone)."""
+
+    def __init__(self, wrap) -> None:
+        self.wrap = wrap
+
+    def fit(self, data: pd.DataFrame) -> _Labels:
+        self.skills_ = pd.Series(0.7, index=sorted(data["worker"].unique()))
+        return self
+
+    def fit_predict(self, data: pd.DataFrame):
+        from crowdagg.crowdkit import MajorityVote
+
+        self.fit(data)
+        return self.wrap(MajorityVote().fit_predict(data))
+
+
+CROWD = pd.DataFrame({"task": ["t2", "t2", "t2", "t1", "t1", "t3", "t3"], "worker": ["a", "b", "c", "a", "c", "b", "c"],
+                      "label": ["x", "x", "y", "y", "y", "x", "y"]})
+
+
+@pytest.mark.quick
+def test_consistency_takes_the_aggregators_labels_as_crowd_kit_assigns_them():
+    """A list (by position over the sorted tasks) or a one-column DataFrame of labels: crowd-kit's column
+    assignment takes both; they were 'list' object has no attribute 'reindex' and 'Index data must be
+    1-dimensional'.  Labels repeated for a task were pandas' 'cannot reindex on an axis with duplicate labels'."""
+    want = consistency(CROWD, aggregator=_Labels(lambda s: s), by_task=True)
+    # by position: crowd-kit's groupby sorts the tasks (t1, t2, t3); the majority vote gives them as first seen
+    for wrap in (lambda s: s.sort_index().tolist(), lambda s: s.sort_index().to_numpy(), lambda s: s.to_frame()):
+        assert_series_equal(consistency(CROWD, aggregator=_Labels(wrap), by_task=True), want)
+    with pytest.raises(ValueError, match=r"gave \(2,\) labels for 3 tasks"):
+        consistency(CROWD, aggregator=_Labels(lambda s: s.tolist()[:2]))
+    with pytest.raises(ValueError, match="a DataFrame of 2 columns"):
+        consistency(CROWD, aggregator=_Labels(lambda s: s.to_frame().assign(z=1)))
+    with pytest.raises(ValueError, match=r"labelled 1 tasks twice \(first 't1'\)"):
+        consistency(CROWD, aggregator=_Labels(lambda s: pd.concat([s, s.iloc[:1]])))
+
+
+def test_consistency_with_labels_in_a_list_or_frame_as_crowd_kit():
+    theirs = pytest.importorskip("crowdkit.metrics.data")
+    for wrap in (lambda s: s.sort_index().tolist(), lambda s: s.tolist(), lambda s: s.to_frame()):
+        want = quiet(lambda wrap=wrap: theirs.consistency(CROWD, aggregator=_Labels(wrap), by_task=True))
+        assert_series_equal(consistency(CROWD, aggregator=_Labels(wrap), by_task=True), want, check_exact=False,
+                            rtol=1e-12, atol=1e-12)

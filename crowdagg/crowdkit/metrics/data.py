@@ -220,13 +220,35 @@ def consistency(answers: pd.DataFrame, workers_skills: pd.Series | None = None, 
     skill = _skills(ans, workers_skills)
     if ans.n_answers == 0:  # no class to encode (crowd-kit answers a Series of NaNs, or an empty DataFrame)
         return _by(np.zeros(0), ans.tasks, "task") if by_task else float("nan")
-    given = ans.classes.get_indexer(aggregated.reindex(ans.tasks).to_numpy())
+    given = ans.classes.get_indexer(_by_task(ans, aggregated).to_numpy())
     if (given < 0).any():
         first = ans.tasks[np.flatnonzero(given < 0)[0]]
         raise ValueError(f"the aggregator gave task {first!r} no label of the answers")
     data = ans.data
     posterior = label_posterior(data.task_ptr, data.worker, data.label, given, skill, ans.n_classes)[1]
     return _by(posterior, ans.tasks, "task") if by_task else _mean(posterior)
+
+
+def _by_task(ans: Answers, aggregated: Any) -> pd.Series:
+    """The aggregator's labels in the order of ``ans.tasks``, taken as crowd-kit's column assignment takes them: a
+    Series (or a one-column DataFrame) by task, a list or an array by position over the tasks sorted."""
+    import pandas as pd
+
+    if isinstance(aggregated, pd.DataFrame):
+        if aggregated.shape[1] != 1:
+            raise ValueError(f"the aggregator gave a DataFrame of {aggregated.shape[1]} columns: a label per task "
+                             "is needed")
+        aggregated = aggregated.iloc[:, 0]
+    if not isinstance(aggregated, pd.Series):
+        values = np.asarray(aggregated, dtype=object)
+        if values.ndim != 1 or len(values) != len(ans.tasks):
+            raise ValueError(f"the aggregator gave {values.shape} labels for {len(ans.tasks):,} tasks: a label per "
+                             "task is needed")
+        aggregated = pd.Series(values, index=ans.tasks[sort_order(ans.tasks)])
+    twice = aggregated.index[aggregated.index.duplicated()]
+    if len(twice):
+        raise ValueError(f"the aggregator labelled {len(twice):,} tasks twice (first {twice[0]!r})")
+    return aggregated.reindex(ans.tasks)
 
 
 def _fitted_skills(aggregator: Any) -> pd.Series:
