@@ -144,7 +144,7 @@ def test_consistency_takes_the_aggregators_labels_as_crowd_kit_assigns_them():
         consistency(CROWD, aggregator=_Labels(lambda s: s.tolist()[:2]))
     with pytest.raises(ValueError, match="a DataFrame of 2 columns"):
         consistency(CROWD, aggregator=_Labels(lambda s: s.to_frame().assign(z=1)))
-    with pytest.raises(ValueError, match=r"labelled 1 tasks twice \(first 't1'\)"):
+    with pytest.raises(ValueError, match=r"labelled 1 tasks twice \(first 't2'\)"):
         consistency(CROWD, aggregator=_Labels(lambda s: pd.concat([s, s.iloc[:1]])))
 
 
