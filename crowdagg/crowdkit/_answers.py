@@ -113,10 +113,20 @@ class Answers:
     :class:`~crowdagg.data.annotations.AnnotationSet` (sorted by task) for the kernels.
     """
 
+    @staticmethod
+    def columns_of(frame: Any) -> pd.DataFrame:
+        """The ``task``, ``worker``, ``label`` columns of a DataFrame; a missing one is a KeyError, as in crowd-kit,
+        and anything but a DataFrame a TypeError (an array or a dict failed in numpy's or pandas' indexing)."""
+        import pandas as pd
+
+        if not isinstance(frame, pd.DataFrame):
+            raise TypeError(f"the answers must be a pandas DataFrame (task, worker, label), got {type(frame).__name__}")
+        return frame[COLUMNS]
+
     def __init__(self, frame: pd.DataFrame, extra: Any = ()) -> None:
         import pandas as pd
 
-        frame = frame[COLUMNS]  # a missing column is a KeyError, as in crowd-kit
+        frame = self.columns_of(frame)
         missing = frame["label"].isna()
         if missing.any():  # a NaN answer does not vote
             frame = frame[~missing.to_numpy()]

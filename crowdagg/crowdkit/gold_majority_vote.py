@@ -42,7 +42,8 @@ class GoldMajorityVote:
     def fit(self, data: pd.DataFrame, true_labels: pd.Series) -> GoldMajorityVote:
         from .aggregation.utils import get_accuracy  # here: that package imports this module
 
-        self.skills_ = get_accuracy(data[["task", "worker", "label"]], true_labels, by="worker").rename("skill")
+        answers = Answers.columns_of(data)  # a weight column is dropped, as crowd-kit's fit does
+        self.skills_ = get_accuracy(answers, true_labels, by="worker").rename("skill")
         return self
 
     def _apply(self, data: pd.DataFrame) -> None:

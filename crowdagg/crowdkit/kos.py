@@ -56,10 +56,14 @@ LOG_MAX = 300.0
 
 @dataclass(frozen=True)
 class _Overflow(StopRule):
-    """crowd-kit's KOS stop: a round whose largest task or worker sum passed 1e300 (``Step.objective``: its log10)."""
+    """crowd-kit's KOS stop: a round whose largest task or worker sum passed 1e300 (``Step.objective``: its log10).
+
+    Also a round whose sums are all 0 (log10: -inf; every worker answered only tasks no one else did): every later
+    round is 0 too, so crowd-kit's remaining rounds change nothing -- its ``n_iter`` of 10¹² would run for days.
+    """
 
     def reached(self, step: Step, prev: float | None, tol: float, direction: str) -> bool:
-        return step.objective is not None and step.objective > LOG_MAX
+        return step.objective is not None and (step.objective > LOG_MAX or step.objective == -math.inf)
 
     def warns(self, tol: float) -> bool:
         return False  # n_iter is crowd-kit's budget: running it out is no failure

@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ..core import memory
 from ..errors import DataError
 from .validate import as_float_array, check_count, check_index, check_offsets
 
@@ -70,6 +71,27 @@ def _group_counts(ptr, order, label, k, use_order):  # pragma: no cover - compil
     return size, squares, entropy, totals, pairable
 
 
+#: Bytes of scratch per class in a kernel: group_counts' four int64 rows (the most of the three kernels).
+CLASS_SCRATCH_BYTES = 32
+
+
+def _check_classes(n_classes: int) -> int:
+    """``n_classes`` as an int, its scratch rows refused up front with their size (numba's allocation of them
+    would fail with a bare MemoryError)."""
+    k = check_count(n_classes, "n_classes")
+    memory.check(CLASS_SCRATCH_BYTES * k, f"{k:,} classes × {CLASS_SCRATCH_BYTES} B of scratch",
+                 advice="n_classes is the number of distinct labels: give the labels as codes in [0, n_classes)")
+    return k
+
+
+def _check_order(order: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """``order`` checked as a position → answer map over ``labels``: the kernels read it at every position."""
+    o = check_index(order, labels.shape[0], "order", "answer")
+    if o.shape != labels.shape:  # a shorter one would be read past its end
+        raise DataError(f"order has {o.shape[0]:,} positions for {labels.shape[0]:,} answers")
+    return o
+
+
 def group_counts(ptr: np.ndarray, label: np.ndarray, n_classes: int,
                  order: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
     """Class-count statistics of each group of answers.
@@ -97,14 +119,12 @@ def group_counts(ptr: np.ndarray, label: np.ndarray, n_classes: int,
     pairable : ndarray of int64, shape (n_classes,)
         Answers in each class on groups of two answers or more.
     """
-    k = check_count(n_classes, "n_classes")
+    k = _check_classes(n_classes)
     labels = check_index(label, k, "label", "class")
     offsets = check_offsets(ptr, labels.shape[0])
     if order is None:
         return _group_counts(offsets, np.zeros(0, dtype=np.int64), labels, k, False)
-    o = check_index(order, labels.shape[0], "order", "answer")
-    if o.shape != labels.shape:
-        raise DataError(f"order has {o.shape[0]:,} positions for {labels.shape[0]:,} answers")
+    o = _check_order(order, labels)
     return _group_counts(offsets, o.astype(np.int64, copy=False), labels, k, True)
 
 
@@ -190,6 +210,15 @@ def _task_posterior(lo, hi, worker, label, a, skill, k, zeros, logs, touched, hi
     return agree / (hi - lo), posterior
 
 
+def _check_skill(skill: np.ndarray) -> np.ndarray:
+    """``skill`` as a 1-D float64 array of probabilities, or a DataError naming the first worker outside [0, 1]."""
+    skills = as_float_array(skill, "skill", 1)
+    outside = np.flatnonzero(~((skills >= 0.0) & (skills <= 1.0)))  # NaN too: a log of it would be every posterior
+    if outside.size:
+        raise DataError(f"skill must be a probability in [0, 1]; worker {int(outside[0])} has {float(skills[outside[0]])}")
+    return skills
+
+
 def label_posterior(task_ptr: np.ndarray, worker: np.ndarray, label: np.ndarray, given: np.ndarray,
                     skill: np.ndarray, n_classes: int) -> tuple[np.ndarray, np.ndarray]:
     """Per task: the share of its answers equal to ``given``, and the posterior of ``given`` under one-coin workers.
@@ -218,11 +247,8 @@ def label_posterior(task_ptr: np.ndarray, worker: np.ndarray, label: np.ndarray,
     share, posterior : ndarray of float64, shape (n_tasks,) each
         NaN for a task without answers.
     """
-    k = check_count(n_classes, "n_classes")
-    skills = as_float_array(skill, "skill", 1)
-    outside = np.flatnonzero(~((skills >= 0.0) & (skills <= 1.0)))  # NaN too: a log of it would be every posterior
-    if outside.size:
-        raise DataError(f"skill must be a probability in [0, 1]; worker {int(outside[0])} has {float(skills[outside[0]])}")
+    k = _check_classes(n_classes)
+    skills = _check_skill(skill)
     labels = check_index(label, k, "label", "class")
     offsets = check_offsets(task_ptr, labels.shape[0])
     workers = check_index(worker, skills.shape[0], "worker", "worker")
@@ -311,8 +337,8 @@ def one_coin_entropy(ptr: np.ndarray, worker: np.ndarray, label: np.ndarray, ski
     ndarray of float64, shape (n_groups,)
         NaN for a group without answers (or whose distribution sums to 0: one class, skills 0).
     """
-    k = check_count(n_classes, "n_classes")
-    skills = np.ascontiguousarray(skill, dtype=np.float64)
+    k = _check_classes(n_classes)
+    skills = _check_skill(skill)  # a 2-D one would fail numba's typing, a NaN one would be every entropy
     labels = check_index(label, k, "label", "class")
     workers = check_index(worker, skills.shape[0], "worker", "worker")
     offsets = check_offsets(ptr, labels.shape[0])
@@ -320,7 +346,7 @@ def one_coin_entropy(ptr: np.ndarray, worker: np.ndarray, label: np.ndarray, ski
         raise DataError(f"{workers.shape[0]:,} workers for {labels.shape[0]:,} labels of the answers")
     if order is None:
         return _one_coin_entropy(offsets, np.zeros(0, dtype=np.int64), workers, labels, skills, k, False)
-    o = check_index(order, labels.shape[0], "order", "answer")
+    o = _check_order(order, labels)
     return _one_coin_entropy(offsets, o.astype(np.int64, copy=False), workers, labels, skills, k, True)
 
 

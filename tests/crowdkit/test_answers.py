@@ -201,3 +201,25 @@ def test_crowd_kits_module_path_gives_the_same_classes():
             Wawa.__module__, package.KOS.__module__} == {
         "crowdagg.crowdkit.glad", "crowdagg.crowdkit.dawid_skene", "crowdagg.crowdkit.majority_vote",
         "crowdagg.crowdkit.wawa", "crowdagg.crowdkit.kos"}
+
+
+@pytest.mark.quick
+@pytest.mark.parametrize("given", [
+    np.array([["t1", "w1", "x"]], dtype=object),  # numpy's IndexError before
+    {"task": ["t1"], "worker": ["w1"], "label": ["x"]},  # pandas' unhashable list before
+    [("t1", "w1", "x")],
+])
+def test_answers_that_are_no_data_frame_are_a_type_error_everywhere(given):
+    """Every class and function of crowdagg.crowdkit refuses answers that are no DataFrame with one TypeError."""
+    from crowdagg.crowdkit.aggregation.utils import get_accuracy
+    from crowdagg.crowdkit.metrics import accuracy_on_aggregates, alpha_krippendorff, consistency, uncertainty
+
+    truth = pd.Series({"t1": "x"})
+    calls = [lambda: ours.MajorityVote().fit(given), lambda: ours.KOS().fit(given), lambda: ours.MMSR().fit(given),
+             lambda: ours.Wawa().fit(given), lambda: ours.DawidSkene().fit(given),
+             lambda: ours.ZeroBasedSkill().fit(given), lambda: ours.GoldMajorityVote().fit(given, truth),
+             lambda: get_accuracy(given, truth), lambda: uncertainty(given), lambda: consistency(given),
+             lambda: alpha_krippendorff(given), lambda: accuracy_on_aggregates(given, aggregates=truth)]
+    for call in calls:
+        with pytest.raises(TypeError, match="the answers must be a pandas DataFrame"):
+            call()

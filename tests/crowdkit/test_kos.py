@@ -166,3 +166,13 @@ def test_on_trec_crowd_kit_raises_and_we_follow_its_definition(answers):
     assert 0 < (~decided).sum() < 0.05 * len(expected)
     assert labels.index.equals(expected.index)
     assert (labels.to_numpy()[decided] == expected.to_numpy()[decided]).all()
+
+
+@pytest.mark.quick
+def test_rounds_whose_sums_are_all_zero_end_the_loop_whatever_n_iter():
+    """Workers who each answered a task no one else did: every message is 0 from the first round on, so later
+    rounds change nothing -- n_iter = 10¹² ran them all (about 20 µs a round: days).  Each task gets its vote."""
+    frame = pd.DataFrame({"task": ["a", "b", "c", "d"], "worker": ["w1", "w2", "w3", "w4"], "label": [0, 1, 0, 1]})
+    labels = KOS(n_iter=10**12).fit_predict(frame)
+    assert_series_equal(labels, KOS(n_iter=3).fit_predict(frame))
+    assert labels.tolist() == [0, 1, 0, 1]

@@ -169,3 +169,44 @@ def test_label_posterior_refuses_skills_that_are_not_one_probability_per_worker(
     with pytest.raises(DataError, match=match):
         label_posterior(np.array([0, 2, 4]), np.array([0, 1, 0, 1]), np.array([0, 1, 1, 1]), np.array([0, 1]),
                         skill, 2)
+
+
+@pytest.mark.quick
+@pytest.mark.parametrize("skill, match", [
+    (np.array([[0.8], [0.6]]), "1-D"),  # numba's typing error before
+    (np.array(["a", "b"]), "numbers"),  # numpy's ValueError before
+    (np.array([0.8, np.nan]), "worker 1 has nan"),  # an entropy of 0 before
+    (np.array([1.5, 0.6]), r"\[0, 1\]"),
+])
+def test_one_coin_entropy_refuses_skills_as_label_posterior_does(skill, match):
+    from crowdagg.kernels.agreement import one_coin_entropy
+
+    with pytest.raises(DataError, match=match):
+        one_coin_entropy(np.array([0, 2, 4]), np.array([0, 1, 0, 1]), np.array([0, 1, 1, 1]), skill, 2)
+
+
+@pytest.mark.quick
+def test_one_coin_entropy_refuses_an_order_shorter_than_the_answers():
+    """The kernel reads ``order`` at every position: a short one was read past its end (a segmentation fault)."""
+    from crowdagg.kernels.agreement import one_coin_entropy
+
+    with pytest.raises(DataError, match="order has 2 positions for 4 answers"):
+        one_coin_entropy(np.array([0, 2, 4]), np.array([0, 1, 0, 1]), np.array([0, 1, 1, 1]), np.array([0.9, 0.8]),
+                         2, order=np.array([0, 1]))
+    with pytest.raises(DataError, match="order has 2 positions for 4 answers"):
+        group_counts(np.array([0, 2, 4]), np.array([0, 1, 1, 1]), 2, order=np.array([0, 1]))
+
+
+@pytest.mark.quick
+def test_a_number_of_classes_beyond_memory_is_refused_up_front_with_its_size():
+    """n_classes = 10¹² was numba's bare MemoryError ("Allocation failed") in each of the three kernels."""
+    from crowdagg.errors import ResourceError
+    from crowdagg.kernels.agreement import one_coin_entropy
+
+    ptr, worker, label = np.array([0, 2]), np.array([0, 1]), np.array([0, 1])
+    k = 10**12
+    for call in (lambda: group_counts(ptr, label, k),
+                 lambda: label_posterior(ptr, worker, label, np.array([0]), np.array([0.9, 0.8]), k),
+                 lambda: one_coin_entropy(ptr, worker, label, np.array([0.9, 0.8]), k)):
+        with pytest.raises(ResourceError, match=r"1,000,000,000,000 classes × 32 B of scratch"):
+            call()

@@ -66,7 +66,7 @@ def get_accuracy(data: pd.DataFrame, true_labels: pd.Series, by: str | None = No
 
     from .._answers import Answers, as_masked, graded, sort_order
 
-    if "weight" in data.columns:
+    if isinstance(data, pd.DataFrame) and "weight" in data.columns:  # anything else: Answers' TypeError
         raise ValueError("answers with a 'weight' column: weighted accuracy is not offered here; drop the column")
     truth = pd.Series(true_labels)
     ans = Answers(data, extra=pd.unique(truth[truth.notna().to_numpy()]))  # the distinct labels: few

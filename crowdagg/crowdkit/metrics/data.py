@@ -22,20 +22,26 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 
-def _answers(answers: Any) -> Answers:
-    import pandas as pd
-
-    if not isinstance(answers, pd.DataFrame):
-        raise TypeError(f"answers must be a pandas DataFrame (task, worker, label), got {type(answers).__name__}")
-    return Answers(answers)
-
-
 def _skills(ans: Answers, skills: Any) -> np.ndarray:
-    """``skills`` (a Series by worker) as each worker's skill by worker code; a missing one is a ValueError naming
-    the worker, and so is one outside [0, 1] (a one-coin worker's chance of a right answer)."""
+    """``skills`` (a Series by worker, or a one-column DataFrame, as crowd-kit takes it) as each worker's skill by
+    worker code; a missing one is a ValueError naming the worker, and so is one outside [0, 1] (a one-coin
+    worker's chance of a right answer), a worker named twice, or text (pandas' and numpy's messages named neither)."""
     import pandas as pd
 
-    values = np.array(pd.Series(skills).reindex(ans.workers), dtype=np.float64)
+    if isinstance(skills, pd.DataFrame):
+        if skills.shape[1] != 1:
+            raise ValueError(f"workers_skills is a DataFrame of {skills.shape[1]} columns: give a Series by worker")
+        skills = skills.iloc[:, 0]
+    skills = pd.Series(skills)
+    twice = skills.index[skills.index.duplicated()]
+    if len(twice):
+        raise ValueError(f"workers_skills names {len(twice):,} workers twice (first {twice[0]!r}): give one skill "
+                         "per worker")
+    try:
+        values = np.array(skills.reindex(ans.workers), dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"workers_skills must hold numbers (each worker's probability of a right answer), got "
+                         f"dtype {skills.dtype}") from None
     bad = np.flatnonzero(np.isnan(values) | (values < 0) | (values > 1))
     if bad.size:
         missing = np.isnan(values[bad[0]])
@@ -80,7 +86,7 @@ def alpha_krippendorff(answers: pd.DataFrame,
     from ...kernels.agreement import group_counts
     from ...reports.agreement import krippendorff_alpha
 
-    ans = _answers(answers)
+    ans = Answers(answers)
     if ans.n_classes <= 1:
         if ans.n_answers == 0:
             raise ValueError("Krippendorff's alpha of no answers is undefined")
@@ -106,7 +112,21 @@ def _alpha(ans: Answers, size: np.ndarray, pairable: np.ndarray,
 
     k = ans.n_classes
     labels = ans.classes.tolist()
-    dist = np.array([[distance(a, b) for b in labels] for a in labels], dtype=np.float64)  # None -> NaN
+    # the labels' distances, a K² table: refused up front, before K² calls of ``distance``
+    memory.check(8.0 * k * k, f"{k:,}² distances between labels",
+                 advice="a distance other than the nominal one needs every pair of labels' distance")
+    dist = np.full((k, k), np.nan)  # None stays NaN, refused below
+    for i, a in enumerate(labels):
+        for j, b in enumerate(labels):
+            d = distance(a, b)
+            if d is None:
+                continue
+            try:
+                if isinstance(d, (str, bytes)):  # numpy would read "1" as 1.0; crowd-kit's sums refuse text
+                    raise TypeError
+                dist[i, j] = d
+            except (TypeError, ValueError):  # text, a sequence: numpy's message would not name the distance
+                raise TypeError(f"distance({a!r}, {b!r}) gave {d!r}: a distance is a number, 0 or more") from None
     bad = np.argwhere(~np.isfinite(dist) | (dist < 0))
     if bad.size:
         a, b = labels[bad[0][0]], labels[bad[0][1]]
@@ -149,14 +169,16 @@ def uncertainty(answers: pd.DataFrame, workers_skills: pd.Series | None = None, 
     """
     from ...kernels.agreement import group_counts, one_coin_entropy
 
-    ans = _answers(answers)
+    ans = Answers(answers)
     if compute_by not in ("task", "worker"):
         raise ValueError(f"compute_by must be 'task' or 'worker', got {compute_by!r}")
     if workers_skills is None and aggregator is not None:
         aggregator.fit(answers)
         workers_skills = _fitted_skills(aggregator)
-    data = ans.data
     by_task = compute_by == "task"
+    if ans.n_answers == 0:  # no class to encode: crowd-kit's NaN mean, or its empty Series
+        return float("nan") if aggregate else _by(np.zeros(0), ans.tasks if by_task else ans.workers, compute_by)
+    data = ans.data
     ptr, order = (data.task_ptr, None) if by_task else (data.worker_ptr, data.worker_order)
     if workers_skills is None:
         entropy = group_counts(ptr, data.label, ans.n_classes, order)[2]
@@ -190,19 +212,43 @@ def consistency(answers: pd.DataFrame, workers_skills: pd.Series | None = None, 
     """
     from ...kernels.agreement import label_posterior
 
-    ans = _answers(answers)
+    ans = Answers(answers)
     aggregator = aggregator_or_default(aggregator)
     aggregated = aggregator.fit_predict(answers)
     if workers_skills is None:
         workers_skills = _fitted_skills(aggregator)
     skill = _skills(ans, workers_skills)
-    given = ans.classes.get_indexer(aggregated.reindex(ans.tasks).to_numpy())
+    if ans.n_answers == 0:  # no class to encode (crowd-kit answers a Series of NaNs, or an empty DataFrame)
+        return _by(np.zeros(0), ans.tasks, "task") if by_task else float("nan")
+    given = ans.classes.get_indexer(_by_task(ans, aggregated).to_numpy())
     if (given < 0).any():
         first = ans.tasks[np.flatnonzero(given < 0)[0]]
         raise ValueError(f"the aggregator gave task {first!r} no label of the answers")
     data = ans.data
     posterior = label_posterior(data.task_ptr, data.worker, data.label, given, skill, ans.n_classes)[1]
     return _by(posterior, ans.tasks, "task") if by_task else _mean(posterior)
+
+
+def _by_task(ans: Answers, aggregated: Any) -> pd.Series:
+    """The aggregator's labels in the order of ``ans.tasks``, taken as crowd-kit's column assignment takes them: a
+    Series (or a one-column DataFrame) by task, a list or an array by position over the tasks sorted."""
+    import pandas as pd
+
+    if isinstance(aggregated, pd.DataFrame):
+        if aggregated.shape[1] != 1:
+            raise ValueError(f"the aggregator gave a DataFrame of {aggregated.shape[1]} columns: a label per task "
+                             "is needed")
+        aggregated = aggregated.iloc[:, 0]
+    if not isinstance(aggregated, pd.Series):
+        values = np.asarray(aggregated, dtype=object)
+        if values.ndim != 1 or len(values) != len(ans.tasks):
+            raise ValueError(f"the aggregator gave {values.shape} labels for {len(ans.tasks):,} tasks: a label per "
+                             "task is needed")
+        aggregated = pd.Series(values, index=ans.tasks[sort_order(ans.tasks)])
+    twice = aggregated.index[aggregated.index.duplicated()]
+    if len(twice):
+        raise ValueError(f"the aggregator labelled {len(twice):,} tasks twice (first {twice[0]!r})")
+    return aggregated.reindex(ans.tasks)
 
 
 def _fitted_skills(aggregator: Any) -> pd.Series:
