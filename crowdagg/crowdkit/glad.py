@@ -280,7 +280,9 @@ class GLAD:
             raise ValueError(f"labels_priors must be a pandas Series indexed by label, got {type(priors).__name__}")
         if priors is not None and priors.index.hasnans:  # as a NaN answer, a NaN label is no class
             raise ValueError("labels_priors names a missing label (NaN)")
-        absent = [name for name in ("worker", "task") if name not in getattr(data, "columns", ())]
+        if not isinstance(data, pd.DataFrame):
+            Answers.columns_of(data)  # the TypeError every class gives for answers that are no DataFrame
+        absent = [name for name in ("worker", "task") if name not in data.columns]
         if absent:  # in crowd-kit's order
             raise MissingColumn(f"the answers have no {absent[0]!r} column")
         ans = Answers(data, () if priors is None else priors.index)

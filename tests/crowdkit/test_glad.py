@@ -451,3 +451,12 @@ def test_glad_with_no_iteration_labels_every_task(simple):
     labels = GLAD(n_iter=0).fit_predict(simple)
     assert sorted(labels.index) == sorted(P + t for t in SIMPLE_TRUTH)
     assert GLAD(n_iter=0).fit(simple).loss_history_ == []
+
+
+@pytest.mark.quick
+def test_glad_answers_that_are_no_dataframe_are_the_packages_type_error():
+    """As every other class of the package (Answers.columns_of): an array or a dict is a TypeError naming what was
+    given, not a missing column."""
+    for value in (np.zeros((3, 3)), {"task": [1], "worker": [1], "label": [1]}):
+        with pytest.raises(TypeError, match="the answers must be a pandas DataFrame"):
+            GLAD(n_iter=1).fit(value)
